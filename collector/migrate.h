@@ -1,0 +1,39 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "migrations/migrations.h"
+
+namespace mailroom {
+
+// Schema migrations against the database at `url` (a libpq connection string or URL).
+//
+// Every call takes a session-level advisory lock first, so two collectors starting at once
+// apply each migration exactly once: the second waits, then finds it applied. Each migration
+// runs in its own transaction together with its row in `schema_migrations`, so a failing
+// migration leaves the schema as it was before it. Errors name the migration and carry
+// PostgreSQL's message (never the URL's password).
+
+// Applies the migrations not yet applied, in order, up to `target` (all when unset). Returns
+// the versions applied by this call (empty when the schema was already current).
+absl::StatusOr<std::vector<int>> MigrateUp(const std::string& url,
+                                           const std::vector<Migration>& migrations,
+                                           std::optional<int> target = std::nullopt);
+
+// Reverts applied migrations newer than `target`, newest first (target 0 reverts all).
+// Returns the versions reverted.
+absl::StatusOr<std::vector<int>> MigrateDown(const std::string& url,
+                                             const std::vector<Migration>& migrations,
+                                             int target);
+
+// The versions recorded in `schema_migrations`, ascending (empty when none).
+absl::StatusOr<std::vector<int>> AppliedVersions(const std::string& url);
+
+// Sets the NOTIFY channel the token trigger uses and the collector listens on (the one place
+// it is configured). `channel` must match ^[a-z_][a-z0-9_]{0,62}$.
+absl::Status SetChannel(const std::string& url, const std::string& channel);
+
+}  // namespace mailroom

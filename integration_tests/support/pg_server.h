@@ -1,0 +1,55 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace mailroom::testing {
+
+// A throwaway PostgreSQL 15 cluster for tests: initdb in a fresh temp directory, TCP on
+// 127.0.0.1 at a free port, unix socket inside the temp directory, fsync off. Runs the server
+// as the `postgres` user when the test runs as root (PostgreSQL refuses root). Destroying the
+// object stops the server and deletes the directory. Not thread-safe.
+class PgServer {
+ public:
+  // Creates and starts a cluster. Fails if the PostgreSQL binaries are missing.
+  static absl::StatusOr<std::unique_ptr<PgServer>> Start();
+  ~PgServer();
+
+  PgServer(const PgServer&) = delete;
+  PgServer& operator=(const PgServer&) = delete;
+
+  // A libpq URL for `database` on this server (user postgres, no password).
+  std::string Url(const std::string& database = "postgres") const;
+
+  // Creates an empty database and returns its URL.
+  absl::StatusOr<std::string> CreateDatabase(const std::string& name);
+
+  // Stops the server (fast shutdown; connections are dropped) keeping its data.
+  absl::Status Stop();
+  // Starts it again on the same port.
+  absl::Status Resume();
+  // Runs SQL through psql against `database`; returns psql's output (tuples only, unaligned).
+  absl::StatusOr<std::string> Psql(const std::string& database, const std::string& sql);
+
+  int port() const { return port_; }
+
+ private:
+  PgServer(std::string dir, int port) : dir_(std::move(dir)), port_(port) {}
+  absl::Status StartServer();
+
+  std::string dir_;
+  int port_;
+  bool running_ = false;
+};
+
+// A free TCP port on 127.0.0.1 (bound and released; a race with other processes is possible
+// but unlikely).
+int FreePort();
+
+// The absolute path of a file in the runfiles tree (Bazel data dependency), e.g.
+// "mailroom/collector/collector".
+std::string Runfile(const std::string& path);
+
+}  // namespace mailroom::testing

@@ -1,0 +1,10 @@
+DROP FUNCTION IF EXISTS mailroom_ack(TEXT, BIGINT[], TEXT[], TEXT[], INT[], BIGINT[]);
+DROP FUNCTION IF EXISTS mailroom_dequeue(TEXT, INT, TEXT, INT);
+DROP FUNCTION IF EXISTS mailroom_token_sendable(tokens, account_status, BIGINT);
+DROP FUNCTION IF EXISTS mailroom_ensure_group(TEXT);
+DROP TABLE IF EXISTS group_usage;
+DROP TABLE IF EXISTS deliveries;
+DROP TYPE IF EXISTS delivery_state;
+DROP TABLE IF EXISTS consumer_groups;
+DROP INDEX IF EXISTS tokens_txid_id_idx;
+ALTER TABLE tokens DROP COLUMN IF EXISTS txid;

@@ -1,0 +1,254 @@
+-- The job queue: per consumer group, a snapshot cursor over tokens and a row per handed-out job.
+--
+-- Why a snapshot cursor: BIGSERIAL ids are taken before commit, so "id > last dispatched id"
+-- loses a token whose transaction commits after a higher id was dispatched. Each token records
+-- the id of the transaction that inserted it (txid); a group's progress is a pair of snapshots
+-- (PgQ's design): a batch takes the tokens whose transaction is visible in the window's upper
+-- snapshot but was not in the lower one. Any commit order is caught by a later window, and the
+-- (txid, id) index keeps every batch O(batch size), wherever the cursor is.
+--
+-- Why a row per handed-out job: outcomes must be durable, leases must run out and be handed to
+-- another member, and retries must wait. `deliveries` holds all of that per (group, token).
+
+ALTER TABLE tokens ADD COLUMN txid XID8 NOT NULL DEFAULT pg_current_xact_id();
+CREATE INDEX tokens_txid_id_idx ON tokens (txid, id);
+
+CREATE TABLE consumer_groups (
+    id              SERIAL PRIMARY KEY,
+    name            TEXT UNIQUE NOT NULL CHECK (name ~ '^[a-z][a-z0-9_-]{0,62}$'),
+    -- Every token whose transaction is visible in prev_snapshot has been scanned.
+    prev_snapshot   PG_SNAPSHOT NOT NULL,
+    -- The open window's upper bound (NULL: no window open) and the scan position in it.
+    cur_snapshot    PG_SNAPSHOT,
+    pos_txid        XID8,
+    pos_id          BIGINT,
+    -- A job whose lease runs out this many times without an outcome fails (poison job).
+    max_lost_leases INT NOT NULL DEFAULT 5 CHECK (max_lost_leases > 0),
+    created_at      TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+-- The sender's default group sees every token, including those inserted before it first ran.
+INSERT INTO consumer_groups (name, prev_snapshot) VALUES ('mailroom', '1:1:');
+
+CREATE TYPE delivery_state AS ENUM ('leased', 'retry', 'sent', 'failed', 'expired', 'cancelled');
+
+CREATE TABLE deliveries (
+    group_id    INT NOT NULL REFERENCES consumer_groups (id) ON DELETE CASCADE,
+    token_id    BIGINT NOT NULL,
+    state       delivery_state NOT NULL,
+    attempts    INT NOT NULL DEFAULT 1,   -- times handed out
+    failures    INT NOT NULL DEFAULT 0,   -- RETRY outcomes
+    lost_leases INT NOT NULL DEFAULT 0,   -- leases that ran out without an outcome
+    owner       TEXT,                     -- subscriber holding the lease
+    due_at      TIMESTAMPTZ,              -- lease end (leased) or next hand-out (retry)
+    reason      TEXT,
+    cost_micros BIGINT,
+    updated_at  TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (group_id, token_id)
+);
+CREATE INDEX deliveries_due_idx ON deliveries (group_id, due_at) WHERE state IN ('leased', 'retry');
+CREATE INDEX deliveries_failed_idx ON deliveries (group_id, updated_at) WHERE state = 'failed';
+
+-- What each group spent per calendar month (UTC), as reported in acknowledgements.
+CREATE TABLE group_usage (
+    group_id    INT NOT NULL REFERENCES consumer_groups (id) ON DELETE CASCADE,
+    month       DATE NOT NULL,
+    sent        BIGINT NOT NULL DEFAULT 0,
+    cost_micros BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (group_id, month)
+);
+
+-- Creates a group that receives tokens committed from now on. No-op if it exists.
+CREATE FUNCTION mailroom_ensure_group(p_group TEXT) RETURNS VOID
+    LANGUAGE sql AS $$
+    INSERT INTO consumer_groups (name, prev_snapshot) VALUES (p_group, pg_current_snapshot())
+    ON CONFLICT (name) DO NOTHING;
+$$;
+
+-- True when a token may be sent: not expired, not consumed, account in the right status.
+CREATE FUNCTION mailroom_token_sendable(t tokens, a_status account_status, now_epoch BIGINT)
+    RETURNS BOOLEAN LANGUAGE sql IMMUTABLE AS $$
+    SELECT t.expires_at > now_epoch AND t.consumed_at IS NULL
+       AND ((t.action = 'activation' AND a_status = 'provisioned')
+         OR (t.action = 'password_recovery' AND a_status = 'active'));
+$$;
+
+-- Leases up to p_limit jobs of a group to p_owner for p_lease_ms: first jobs due again (leases
+-- that ran out, retries whose time has come), then new tokens from the snapshot window.
+-- Serialised per group by the group row's lock, so two collectors never hand the same job out
+-- twice. Tokens that are expired, consumed or for an account in the wrong status are skipped
+-- (new) or finished as expired/cancelled (due again).
+CREATE FUNCTION mailroom_dequeue(p_group TEXT, p_limit INT, p_owner TEXT, p_lease_ms INT)
+    RETURNS TABLE (job_id BIGINT, action token_action, email TEXT, login TEXT, secret BYTEA,
+                   code TEXT, expires_at BIGINT, account_id BIGINT, attempt INT, failures INT,
+                   created_at BIGINT)
+    LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    g          consumer_groups%ROWTYPE;
+    v_due      TIMESTAMPTZ := now() + make_interval(secs => p_lease_ms / 1000.0);
+    v_now      BIGINT := EXTRACT(EPOCH FROM now())::BIGINT;
+    v_left     INT := p_limit;
+    v_opened   BOOLEAN := FALSE;
+    v_ids      BIGINT[];
+    v_txids    XID8[];
+    v_count    INT;
+    v_returned INT;
+BEGIN
+    SELECT * INTO g FROM consumer_groups WHERE name = p_group FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown consumer group "%"', p_group USING ERRCODE = 'no_data_found';
+    END IF;
+
+    -- 1. Jobs due again.
+    WITH due AS (
+        SELECT d.token_id FROM deliveries d
+         WHERE d.group_id = g.id AND d.state IN ('leased', 'retry') AND d.due_at <= now()
+         ORDER BY d.due_at LIMIT v_left
+           FOR UPDATE SKIP LOCKED
+    ), upd AS (
+        UPDATE deliveries d
+           SET lost_leases = d.lost_leases + (d.state = 'leased')::INT,
+               attempts = d.attempts + 1, state = 'leased', owner = p_owner, due_at = v_due,
+               updated_at = now()
+          FROM due
+         WHERE d.group_id = g.id AND d.token_id = due.token_id
+        RETURNING d.token_id
+    )
+    SELECT array_agg(token_id) INTO v_ids FROM upd;
+
+    IF v_ids IS NOT NULL THEN
+        -- Finish those that must not be sent any more.
+        UPDATE deliveries d
+           SET state = x.st, reason = x.why, owner = NULL, due_at = NULL, updated_at = now()
+          FROM (SELECT d2.token_id,
+                       CASE WHEN d2.lost_leases >= g.max_lost_leases THEN 'failed'
+                            WHEN t.id IS NULL THEN 'cancelled'
+                            WHEN t.expires_at <= v_now THEN 'expired'
+                            WHEN NOT mailroom_token_sendable(t, a.status, v_now) THEN 'cancelled'
+                       END::delivery_state AS st,
+                       CASE WHEN d2.lost_leases >= g.max_lost_leases
+                                 THEN format('lease ran out %s times without an outcome',
+                                             d2.lost_leases)
+                            WHEN t.id IS NULL THEN 'token deleted'
+                            WHEN t.expires_at <= v_now THEN 'token expired before delivery'
+                            ELSE 'token consumed or account status changed'
+                       END AS why
+                  FROM deliveries d2
+                  LEFT JOIN tokens t ON t.id = d2.token_id
+                  LEFT JOIN accounts a ON a.id = t.account
+                 WHERE d2.group_id = g.id AND d2.token_id = ANY (v_ids)) x
+         WHERE d.group_id = g.id AND d.token_id = x.token_id AND x.st IS NOT NULL;
+
+        RETURN QUERY
+        SELECT t.id, t.action, a.email::TEXT, a.login::TEXT, t.secret, t.code::TEXT,
+               t.expires_at, t.account, d.attempts, d.failures, t.created_at
+          FROM deliveries d
+          JOIN tokens t ON t.id = d.token_id
+          JOIN accounts a ON a.id = t.account
+         WHERE d.group_id = g.id AND d.token_id = ANY (v_ids) AND d.state = 'leased';
+        GET DIAGNOSTICS v_returned = ROW_COUNT;
+        v_left := v_left - v_returned;
+    END IF;
+
+    -- 2. New tokens, window by window.
+    WHILE v_left > 0 LOOP
+        IF g.cur_snapshot IS NULL THEN
+            EXIT WHEN v_opened;  -- at most one fresh window per call
+            g.cur_snapshot := pg_current_snapshot();
+            g.pos_txid := pg_snapshot_xmin(g.prev_snapshot);
+            g.pos_id := 0;
+            v_opened := TRUE;
+        END IF;
+
+        SELECT array_agg(w.id ORDER BY w.txid, w.id), array_agg(w.txid ORDER BY w.txid, w.id)
+          INTO v_ids, v_txids
+          FROM (SELECT t.id, t.txid FROM tokens t
+                 WHERE (t.txid, t.id) > (g.pos_txid, g.pos_id)
+                   AND t.txid < pg_snapshot_xmax(g.cur_snapshot)
+                   AND pg_visible_in_snapshot(t.txid, g.cur_snapshot)
+                   AND NOT pg_visible_in_snapshot(t.txid, g.prev_snapshot)
+                 ORDER BY t.txid, t.id
+                 LIMIT v_left) w;
+        v_count := coalesce(array_length(v_ids, 1), 0);
+
+        IF v_count > 0 THEN
+            RETURN QUERY
+            WITH ins AS (
+                INSERT INTO deliveries (group_id, token_id, state, owner, due_at)
+                SELECT g.id, t.id, 'leased', p_owner, v_due
+                  FROM tokens t JOIN accounts a ON a.id = t.account
+                 WHERE t.id = ANY (v_ids) AND mailroom_token_sendable(t, a.status, v_now)
+                ON CONFLICT DO NOTHING
+                RETURNING token_id
+            )
+            SELECT t.id, t.action, a.email::TEXT, a.login::TEXT, t.secret, t.code::TEXT,
+                   t.expires_at, t.account, 1, 0, t.created_at
+              FROM ins JOIN tokens t ON t.id = ins.token_id JOIN accounts a ON a.id = t.account;
+            GET DIAGNOSTICS v_returned = ROW_COUNT;
+        ELSE
+            v_returned := 0;
+        END IF;
+
+        IF v_count < v_left THEN
+            -- Window exhausted: its upper snapshot becomes the lower bound.
+            g.prev_snapshot := g.cur_snapshot;
+            g.cur_snapshot := NULL;
+            g.pos_txid := NULL;
+            g.pos_id := NULL;
+        ELSE
+            g.pos_txid := v_txids[v_count];
+            g.pos_id := v_ids[v_count];
+        END IF;
+        v_left := v_left - v_returned;
+    END LOOP;
+
+    UPDATE consumer_groups
+       SET prev_snapshot = g.prev_snapshot, cur_snapshot = g.cur_snapshot,
+           pos_txid = g.pos_txid, pos_id = g.pos_id
+     WHERE id = g.id;
+END;
+$$;
+
+-- Records outcomes ('sent', 'failed', 'expired', 'retry', 'defer') of leased jobs; returns the
+-- ids recorded. Jobs not leased in the group are ignored. SENT costs are added to group_usage.
+CREATE FUNCTION mailroom_ack(p_group TEXT, p_ids BIGINT[], p_outcomes TEXT[], p_reasons TEXT[],
+                             p_retry_ms INT[], p_costs BIGINT[])
+    RETURNS SETOF BIGINT
+    LANGUAGE plpgsql AS $$
+DECLARE
+    gid INT;
+BEGIN
+    SELECT id INTO gid FROM consumer_groups WHERE name = p_group;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown consumer group "%"', p_group USING ERRCODE = 'no_data_found';
+    END IF;
+    RETURN QUERY
+    WITH u AS (
+        SELECT * FROM unnest(p_ids, p_outcomes, p_reasons, p_retry_ms, p_costs)
+                   AS u(id, outcome, reason, retry_ms, cost)
+    ), upd AS (
+        UPDATE deliveries d
+           SET state = CASE WHEN u.outcome IN ('retry', 'defer') THEN 'retry'
+                            ELSE u.outcome END::delivery_state,
+               failures = d.failures + (u.outcome = 'retry')::INT,
+               reason = NULLIF(left(u.reason, 1000), ''),
+               cost_micros = CASE WHEN u.outcome = 'sent' THEN u.cost END,
+               owner = NULL,
+               due_at = CASE WHEN u.outcome IN ('retry', 'defer')
+                             THEN now() + make_interval(secs => u.retry_ms / 1000.0) END,
+               updated_at = now()
+          FROM u
+         WHERE d.group_id = gid AND d.token_id = u.id AND d.state = 'leased'
+        RETURNING d.token_id, u.outcome, u.cost
+    ), usage AS (
+        INSERT INTO group_usage AS g (group_id, month, sent, cost_micros)
+        SELECT gid, date_trunc('month', now() AT TIME ZONE 'UTC')::DATE, count(*),
+               coalesce(sum(cost), 0)
+          FROM upd WHERE outcome = 'sent'
+        HAVING count(*) > 0
+        ON CONFLICT (group_id, month) DO UPDATE
+           SET sent = g.sent + EXCLUDED.sent, cost_micros = g.cost_micros + EXCLUDED.cost_micros
+    )
+    SELECT token_id FROM upd;
+END;
+$$;
