@@ -1,3 +1,4 @@
+DROP FUNCTION IF EXISTS mailroom_stats(TEXT);
 DROP FUNCTION IF EXISTS mailroom_ack(TEXT, BIGINT[], TEXT[], TEXT[], INT[], BIGINT[]);
 DROP FUNCTION IF EXISTS mailroom_dequeue(TEXT, INT, TEXT, INT);
 DROP FUNCTION IF EXISTS mailroom_token_sendable(tokens, account_status, BIGINT);

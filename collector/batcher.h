@@ -1,0 +1,48 @@
+#pragma once
+
+#include "absl/time/time.h"
+
+namespace mailroom {
+
+// When to dequeue, following seed 001: a batch is due once `limit` notifications have arrived,
+// or `timeout` after the first notification since the last dispatch, whichever comes first.
+// Notifications are only wake-up signals (PostgreSQL folds identical ones in a transaction), so
+// the dispatcher keeps dequeuing while batches come back full; this class only decides when to
+// start. Pure state with time passed in: not thread-safe, no clock of its own.
+class Batcher {
+ public:
+  Batcher(int limit, absl::Duration timeout) : limit_(limit), timeout_(timeout) {}
+
+  // `count` notifications arrived at `now`. The first one after a dispatch starts the timer.
+  void OnNotify(absl::Time now, int count = 1) {
+    if (count <= 0) return;
+    if (seen_ == 0) first_ = now;
+    seen_ += count;
+  }
+
+  // True when a dispatch is due at `now`.
+  bool Ready(absl::Time now) const {
+    return seen_ > 0 && (seen_ >= limit_ || now >= first_ + timeout_);
+  }
+
+  // When Ready() becomes true without further notifications (InfiniteFuture when idle).
+  absl::Time Deadline() const {
+    if (seen_ == 0) return absl::InfiniteFuture();
+    if (seen_ >= limit_) return first_;
+    return first_ + timeout_;
+  }
+
+  // Notifications seen since the last dispatch.
+  int pending() const { return seen_; }
+
+  // A dispatch happened: start over.
+  void Reset() { seen_ = 0; }
+
+ private:
+  const int limit_;
+  const absl::Duration timeout_;
+  int seen_ = 0;
+  absl::Time first_ = absl::InfinitePast();
+};
+
+}  // namespace mailroom

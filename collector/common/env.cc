@@ -1,0 +1,119 @@
+#include "collector/common/env.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace mailroom {
+namespace {
+
+absl::Status Bad(const char* name, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(name, ": ", what));
+}
+
+}  // namespace
+
+Env::Env(Getter getenv) : getenv_(getenv ? std::move(getenv) : Getter(::getenv)) {}
+
+std::optional<std::string> Env::Get(const char* name) const {
+  const char* v = getenv_(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+absl::StatusOr<std::string> Env::Required(const char* name, bool secret) const {
+  auto v = Get(name);
+  if (!v.has_value()) return Bad(name, "required but not set");
+  (void)secret;
+  return *v;
+}
+
+std::string Env::String(const char* name, const std::string& def) const {
+  return Get(name).value_or(def);
+}
+
+absl::StatusOr<int64_t> Env::Int(const char* name, int64_t def, int64_t min,
+                                 int64_t max) const {
+  auto v = Get(name);
+  if (!v.has_value()) return def;
+  int64_t n;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*v), &n)) {
+    return Bad(name, absl::StrCat("\"", *v, "\" is not an integer"));
+  }
+  if (n < min || n > max) {
+    return Bad(name, absl::StrCat(n, " is out of range [", min, ", ", max, "]"));
+  }
+  return n;
+}
+
+absl::StatusOr<double> Env::Double(const char* name, double def, double min, double max) const {
+  auto v = Get(name);
+  if (!v.has_value()) return def;
+  double d;
+  if (!absl::SimpleAtod(absl::StripAsciiWhitespace(*v), &d) || d != d) {
+    return Bad(name, absl::StrCat("\"", *v, "\" is not a number"));
+  }
+  if (d < min || d > max) {
+    return Bad(name, absl::StrCat(*v, " is out of range [", min, ", ", max, "]"));
+  }
+  return d;
+}
+
+absl::StatusOr<absl::Duration> Env::Millis(const char* name, int64_t def_ms, int64_t min_ms,
+                                           int64_t max_ms) const {
+  auto ms = Int(name, def_ms, min_ms, max_ms);
+  if (!ms.ok()) return ms.status();
+  return absl::Milliseconds(*ms);
+}
+
+absl::StatusOr<bool> Env::Bool(const char* name, bool def) const {
+  auto v = Get(name);
+  if (!v.has_value()) return def;
+  std::string s = absl::AsciiStrToLower(absl::StripAsciiWhitespace(*v));
+  if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
+  if (s == "0" || s == "false" || s == "no" || s == "off") return false;
+  return Bad(name, absl::StrCat("\"", *v, "\" is not a boolean (true/false)"));
+}
+
+absl::StatusOr<std::string> Env::HostPort(const char* name, const std::string& def,
+                                          bool allow_zero_port) const {
+  std::string v = String(name, def);
+  size_t colon = v.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Bad(name, absl::StrCat("\"", v, "\" is not host:port"));
+  }
+  int port;
+  if (!absl::SimpleAtoi(v.substr(colon + 1), &port) || port < (allow_zero_port ? 0 : 1) ||
+      port > 65535) {
+    return Bad(name, absl::StrCat("\"", v, "\" has no valid port"));
+  }
+  return v;
+}
+
+std::vector<std::string> Env::List(const char* name) const {
+  std::vector<std::string> out;
+  auto v = Get(name);
+  if (!v.has_value()) return out;
+  for (absl::string_view item : absl::StrSplit(*v, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    if (!item.empty()) out.emplace_back(item);
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> Env::File(const char* name) const {
+  auto v = Get(name);
+  if (!v.has_value()) return std::string();
+  if (access(v->c_str(), R_OK) != 0) {
+    return Bad(name, absl::StrCat("cannot read file \"", *v, "\""));
+  }
+  return *v;
+}
+
+}  // namespace mailroom

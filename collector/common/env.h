@@ -1,0 +1,50 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace mailroom {
+
+// Reads configuration from environment variables. Every error names the variable and says
+// what is wrong; values of variables marked secret are never echoed. Not thread-safe; use it
+// once at start-up.
+class Env {
+ public:
+  using Getter = std::function<const char*(const char*)>;
+  // `getenv` defaults to ::getenv; tests pass a map lookup.
+  explicit Env(Getter getenv = nullptr);
+
+  // The raw value, or nullopt when unset or empty.
+  std::optional<std::string> Get(const char* name) const;
+  // Required non-empty string.
+  absl::StatusOr<std::string> Required(const char* name, bool secret = false) const;
+  // Optional string with a default.
+  std::string String(const char* name, const std::string& def) const;
+  // Integer in [min, max].
+  absl::StatusOr<int64_t> Int(const char* name, int64_t def, int64_t min, int64_t max) const;
+  // Decimal number in [min, max].
+  absl::StatusOr<double> Double(const char* name, double def, double min, double max) const;
+  // Milliseconds in [min_ms, max_ms] as a duration.
+  absl::StatusOr<absl::Duration> Millis(const char* name, int64_t def_ms, int64_t min_ms,
+                                        int64_t max_ms) const;
+  // true/false/1/0/yes/no/on/off.
+  absl::StatusOr<bool> Bool(const char* name, bool def) const;
+  // host:port, with port 1..65535 (port 0 allowed when allow_zero_port).
+  absl::StatusOr<std::string> HostPort(const char* name, const std::string& def,
+                                       bool allow_zero_port = true) const;
+  // Comma-separated list; empty items are dropped.
+  std::vector<std::string> List(const char* name) const;
+  // A readable file path (checked for existence), or "" when unset.
+  absl::StatusOr<std::string> File(const char* name) const;
+
+ private:
+  Getter getenv_;
+};
+
+}  // namespace mailroom

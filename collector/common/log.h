@@ -1,0 +1,38 @@
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "absl/strings/string_view.h"
+
+namespace mailroom {
+
+// Structured one-line logs on stderr: `ts=<RFC3339> level=<l> msg="<event>" key=value ...`.
+// Values containing spaces, quotes or control characters are quoted and escaped, so a hostile
+// value cannot forge a line. Thread-safe (one write per line). Callers must never pass secrets
+// or tokens; log job ids instead.
+enum class LogLevel { kDebug, kInfo, kWarn, kError };
+
+using LogField = std::pair<absl::string_view, std::string>;
+
+void Log(LogLevel level, absl::string_view msg, std::initializer_list<LogField> fields = {});
+
+// Sets the minimum level written (default kInfo); from MAILROOM_LOG_LEVEL in main().
+void SetLogLevel(LogLevel level);
+
+// Formats one line (without the newline); exposed for tests.
+std::string FormatLogLine(LogLevel level, absl::string_view msg,
+                          std::initializer_list<LogField> fields);
+
+inline void LogInfo(absl::string_view msg, std::initializer_list<LogField> f = {}) {
+  Log(LogLevel::kInfo, msg, f);
+}
+inline void LogWarn(absl::string_view msg, std::initializer_list<LogField> f = {}) {
+  Log(LogLevel::kWarn, msg, f);
+}
+inline void LogError(absl::string_view msg, std::initializer_list<LogField> f = {}) {
+  Log(LogLevel::kError, msg, f);
+}
+
+}  // namespace mailroom

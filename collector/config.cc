@@ -1,0 +1,107 @@
+#include "collector/config.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace mailroom {
+namespace {
+
+#define MAILROOM_ASSIGN_OR_RETURN(lhs, expr) \
+  do {                                       \
+    auto _r = (expr);                        \
+    if (!_r.ok()) return _r.status();        \
+    lhs = *std::move(_r);                    \
+  } while (0)
+
+bool ValidChannel(const std::string& c) {
+  if (c.empty() || c.size() > 63) return false;
+  if (!((c[0] >= 'a' && c[0] <= 'z') || c[0] == '_')) return false;
+  for (char ch : c) {
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_')) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
+  CollectorConfig c;
+  MAILROOM_ASSIGN_OR_RETURN(c.dispatch.database_url, env.Required("MAILROOM_DATABASE_URL"));
+  int64_t limit;
+  MAILROOM_ASSIGN_OR_RETURN(limit, env.Int("MAILROOM_BATCH_LIMIT", 10, 1, 10000));
+  c.dispatch.batch_limit = static_cast<int>(limit);
+  MAILROOM_ASSIGN_OR_RETURN(c.dispatch.batch_timeout,
+                            env.Millis("MAILROOM_BATCH_TIMEOUT", 5000, 0, 3600000));
+  MAILROOM_ASSIGN_OR_RETURN(c.dispatch.healthcheck_interval,
+                            env.Millis("MAILROOM_HEALTHCHECK_INTERVAL", 270000, 1000, 86400000));
+  MAILROOM_ASSIGN_OR_RETURN(c.dispatch.poll_interval,
+                            env.Millis("MAILROOM_POLL_INTERVAL", 2000, 10, 3600000));
+  MAILROOM_ASSIGN_OR_RETURN(c.dispatch.lease, env.Millis("MAILROOM_LEASE_MS", 60000, 100, 86400000));
+  MAILROOM_ASSIGN_OR_RETURN(c.dispatch.reconnect_max_backoff,
+                            env.Millis("MAILROOM_RECONNECT_MAX_BACKOFF", 30000, 100, 3600000));
+
+  c.channel = env.String("MAILROOM_CHANNEL", "");
+  if (!c.channel.empty() && !ValidChannel(c.channel)) {
+    return absl::InvalidArgumentError(
+        "MAILROOM_CHANNEL: must match ^[a-z_][a-z0-9_]{0,62}$ (a plain PostgreSQL identifier)");
+  }
+
+  auto key = env.Get("MAILROOM_SECRET_KEY");
+  if (!key.has_value()) {
+    return absl::InvalidArgumentError(
+        "MAILROOM_SECRET_KEY: required but not set (64 hex characters: `openssl rand -hex 32`)");
+  }
+  auto parsed = ParseSigningKey(*key);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MAILROOM_SECRET_KEY: ", parsed.status().message()));
+  }
+  c.key = *std::move(parsed);
+
+  MAILROOM_ASSIGN_OR_RETURN(c.listen_address,
+                            env.HostPort("MAILROOM_LISTEN_ADDRESS", "127.0.0.1:50051"));
+  MAILROOM_ASSIGN_OR_RETURN(c.tls_cert_file, env.File("MAILROOM_TLS_CERT"));
+  MAILROOM_ASSIGN_OR_RETURN(c.tls_key_file, env.File("MAILROOM_TLS_KEY"));
+  MAILROOM_ASSIGN_OR_RETURN(c.tls_client_ca_file, env.File("MAILROOM_TLS_CLIENT_CA"));
+  if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        c.tls_cert_file.empty() ? "MAILROOM_TLS_CERT: required when MAILROOM_TLS_KEY is set"
+                                : "MAILROOM_TLS_KEY: required when MAILROOM_TLS_CERT is set");
+  }
+  if (!c.tls_client_ca_file.empty() && c.tls_cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "MAILROOM_TLS_CLIENT_CA: mutual TLS needs MAILROOM_TLS_CERT and MAILROOM_TLS_KEY too");
+  }
+  c.subscriber_tokens = env.List("MAILROOM_SUBSCRIBER_TOKENS");
+  for (const auto& t : c.subscriber_tokens) {
+    if (t.size() < 16) {
+      return absl::InvalidArgumentError(
+          "MAILROOM_SUBSCRIBER_TOKENS: every token must be at least 16 characters");
+    }
+  }
+  MAILROOM_ASSIGN_OR_RETURN(c.insecure_no_auth, env.Bool("MAILROOM_INSECURE_NO_AUTH", false));
+  if (c.subscriber_tokens.empty() && c.tls_client_ca_file.empty() && !c.insecure_no_auth) {
+    return absl::InvalidArgumentError(
+        "MAILROOM_SUBSCRIBER_TOKENS: subscribers must authenticate; set bearer tokens (comma-"
+        "separated), or MAILROOM_TLS_CLIENT_CA for mutual TLS, or MAILROOM_INSECURE_NO_AUTH=true "
+        "for local development only");
+  }
+  c.metrics_address = env.String("MAILROOM_METRICS_ADDRESS", "127.0.0.1:9464");
+  if (c.metrics_address != "off") {
+    MAILROOM_ASSIGN_OR_RETURN(c.metrics_address,
+                              env.HostPort("MAILROOM_METRICS_ADDRESS", "127.0.0.1:9464"));
+  } else {
+    c.metrics_address.clear();
+  }
+  MAILROOM_ASSIGN_OR_RETURN(c.auto_migrate, env.Bool("MAILROOM_AUTO_MIGRATE", false));
+  int64_t pool;
+  MAILROOM_ASSIGN_OR_RETURN(pool, env.Int("MAILROOM_DB_POOL_SIZE", 4, 2, 64));
+  c.db_pool_size = static_cast<int>(pool);
+  c.log_level = env.String("MAILROOM_LOG_LEVEL", "info");
+  if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warn" &&
+      c.log_level != "error") {
+    return absl::InvalidArgumentError("MAILROOM_LOG_LEVEL: must be debug, info, warn or error");
+  }
+  return c;
+}
+
+}  // namespace mailroom

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "collector/common/env.h"
+#include "collector/dispatcher.h"
+#include "collector/signing.h"
+
+namespace mailroom {
+
+// Everything the collector is configured with, from MAILROOM_* environment variables (see the
+// README's table). Validated once at start; secrets are held but never printed.
+struct CollectorConfig {
+  DispatcherOptions dispatch;           // database URL, batching, lease, backoff
+  std::string channel;                  // MAILROOM_CHANNEL: applied by `migrate` when set
+  SigningKey key;                       // MAILROOM_SECRET_KEY (secret)
+  std::string listen_address;           // MAILROOM_LISTEN_ADDRESS
+  std::string tls_cert_file;            // MAILROOM_TLS_CERT
+  std::string tls_key_file;             // MAILROOM_TLS_KEY
+  std::string tls_client_ca_file;       // MAILROOM_TLS_CLIENT_CA: require client certificates
+  std::vector<std::string> subscriber_tokens;  // MAILROOM_SUBSCRIBER_TOKENS (secret)
+  bool insecure_no_auth = false;        // MAILROOM_INSECURE_NO_AUTH: development only
+  std::string metrics_address;          // MAILROOM_METRICS_ADDRESS ("" disables)
+  bool auto_migrate = false;            // MAILROOM_AUTO_MIGRATE
+  int db_pool_size = 4;                 // MAILROOM_DB_POOL_SIZE
+  std::string log_level;                // MAILROOM_LOG_LEVEL
+};
+
+// Reads and validates the configuration. Errors name the variable and the problem, never a
+// secret's value.
+absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env);
+
+}  // namespace mailroom

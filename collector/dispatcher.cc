@@ -1,0 +1,302 @@
+#include "collector/dispatcher.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <pqxx/pqxx>
+
+#include "absl/strings/str_cat.h"
+#include "collector/batcher.h"
+#include "collector/common/log.h"
+
+namespace mailroom {
+
+// The LISTEN connection. Notifications arrive only while no transaction is open on it, so it
+// runs nothing but LISTEN and the idle health check.
+struct Dispatcher::Listener {
+  class Receiver : public pqxx::notification_receiver {
+   public:
+    Receiver(pqxx::connection_base& c, const std::string& channel, int* count)
+        : pqxx::notification_receiver(c, channel), count_(count) {}
+    void operator()(const std::string&, int) override { ++*count_; }
+
+   private:
+    int* count_;
+  };
+
+  explicit Listener(const std::string& url) : conn(url) {}
+  pqxx::connection conn;
+  std::unique_ptr<Receiver> receiver;
+  int count = 0;
+};
+
+Dispatcher::Dispatcher(DispatcherOptions options, Store* store, Hub* hub, SigningKey key,
+                       Metrics* metrics, std::function<void(bool)> on_health)
+    : opt_(std::move(options)), store_(store), hub_(hub), key_(std::move(key)),
+      metrics_(metrics), on_health_(std::move(on_health)) {
+  event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+}
+
+Dispatcher::~Dispatcher() {
+  CloseListener();
+  if (event_fd_ >= 0) close(event_fd_);
+}
+
+void Dispatcher::Stop() {
+  stop_ = true;
+  uint64_t one = 1;
+  ssize_t unused = write(event_fd_, &one, sizeof one);
+  (void)unused;
+}
+
+void Dispatcher::Kick(const std::string& group, bool force) {
+  {
+    absl::MutexLock lock(&mu_);
+    bool& f = kicks_[group];
+    f = f || force;
+  }
+  uint64_t one = 1;
+  ssize_t unused = write(event_fd_, &one, sizeof one);
+  (void)unused;
+}
+
+void Dispatcher::Release(const std::string& group, const std::string& owner) {
+  {
+    absl::MutexLock lock(&mu_);
+    releases_.emplace_back(group, owner);
+  }
+  Kick(group, /*force=*/true);
+}
+
+void Dispatcher::DrainEventFd() {
+  uint64_t v;
+  while (read(event_fd_, &v, sizeof v) > 0) {
+  }
+}
+
+bool Dispatcher::ConnectListener() {
+  try {
+    auto channel = store_->Channel();
+    if (!channel.ok()) {
+      LogWarn("cannot read the channel", {{"error", std::string(channel.status().message())}});
+      return false;
+    }
+    auto l = std::make_unique<Listener>(opt_.database_url);
+    l->receiver = std::make_unique<Listener::Receiver>(l->conn, *channel, &l->count);
+    listener_ = std::move(l);
+    LogInfo("listening", {{"channel", *channel}});
+    return true;
+  } catch (const std::exception& e) {
+    LogWarn("database connection failed", {{"error", e.what()}});
+    listener_.reset();
+    return false;
+  }
+}
+
+void Dispatcher::CloseListener() {
+  try {
+    listener_.reset();
+  } catch (...) {
+    // Closing a broken connection may throw from UNLISTEN; nothing to do.
+  }
+}
+
+void Dispatcher::Wait(absl::Time deadline) {
+  absl::Duration left = deadline - absl::Now();
+  int timeout_ms = left <= absl::ZeroDuration()
+                       ? 0
+                       : static_cast<int>(std::min<int64_t>(
+                             absl::ToInt64Milliseconds(left + absl::Microseconds(999)), 60000));
+  pollfd fds[2];
+  int n = 0;
+  fds[n++] = {event_fd_, POLLIN, 0};
+  if (listener_) fds[n++] = {listener_->conn.sock(), POLLIN, 0};
+  poll(fds, n, timeout_ms);
+  if (fds[0].revents & POLLIN) DrainEventFd();
+}
+
+void Dispatcher::Run() {
+  Batcher batcher(opt_.batch_limit, opt_.batch_timeout);
+  absl::Duration backoff = absl::Milliseconds(100);
+  absl::Time next_poll = absl::Now();
+  absl::Time next_health = absl::Now() + opt_.healthcheck_interval;
+  bool drain = true;
+
+  while (!stop_) {
+    if (!listener_) {
+      if (!ConnectListener()) {
+        if (healthy_ || on_health_) on_health_(false);
+        healthy_ = false;
+        LogWarn("reconnecting", {{"in_ms", absl::StrCat(absl::ToInt64Milliseconds(backoff))}});
+        metrics_->Add("mailroom_collector_reconnects_total", 1);
+        Wait(absl::Now() + backoff);
+        backoff = std::min(backoff * 2, opt_.reconnect_max_backoff);
+        continue;
+      }
+      backoff = absl::Milliseconds(100);
+      known_groups_.clear();
+      drain = true;  // whatever arrived while disconnected
+      next_health = absl::Now() + opt_.healthcheck_interval;
+    }
+    if (!healthy_) {
+      healthy_ = true;
+      LogInfo("connected");
+      on_health_(true);
+    }
+
+    // Releases requested by the gRPC side.
+    std::vector<std::pair<std::string, std::string>> releases;
+    std::map<std::string, bool> kicks;
+    {
+      absl::MutexLock lock(&mu_);
+      releases.swap(releases_);
+      kicks.swap(kicks_);
+    }
+    for (const auto& [group, owner] : releases) {
+      absl::Status st = store_->Release(group, owner);
+      if (!st.ok()) {
+        LogWarn("releasing leases failed; they run out by themselves",
+                {{"group", group}, {"subscriber", owner}, {"error", std::string(st.message())}});
+      }
+    }
+
+    absl::Time now = absl::Now();
+    std::vector<std::string> groups;
+    if (drain || batcher.Ready(now) || now >= next_poll) {
+      groups = hub_->Groups();
+      if (batcher.Ready(now)) {
+        LogInfo("processing batch",
+                {{"notifications", absl::StrCat(batcher.pending())},
+                 {"reason", batcher.pending() >= opt_.batch_limit ? "limit" : "timeout"}});
+      }
+      batcher.Reset();
+      drain = false;
+      next_poll = now + opt_.poll_interval;
+    } else {
+      for (const auto& [group, force] : kicks) {
+        if (force || starved_.count(group) > 0) groups.push_back(group);
+      }
+    }
+    if (!groups.empty()) {
+      DispatchGroups(groups);
+      if (!listener_) continue;
+    }
+
+    // Wait for a notification, a kick, the batch deadline, the poll or the health check.
+    absl::Time deadline = std::min({batcher.Deadline(), next_poll, next_health});
+    Wait(deadline);
+    if (stop_) break;
+    try {
+      listener_->count = 0;
+      listener_->conn.get_notifs();
+      if (listener_->count > 0) {
+        if (batcher.pending() == 0) LogInfo("notified; waking up");
+        metrics_->Add("mailroom_collector_wakeups_total", listener_->count);
+        batcher.OnNotify(absl::Now(), listener_->count);
+      }
+      if (absl::Now() >= next_health) {
+        pqxx::nontransaction tx(listener_->conn);
+        tx.exec("SELECT 1");
+        next_health = absl::Now() + opt_.healthcheck_interval;
+      }
+    } catch (const std::exception& e) {
+      LogWarn("listener connection lost", {{"error", e.what()}});
+      CloseListener();
+    }
+  }
+  CloseListener();
+}
+
+void Dispatcher::DispatchGroups(const std::vector<std::string>& groups) {
+  for (const std::string& group : groups) {
+    absl::Status st = DispatchGroup(group);
+    if (!st.ok()) {
+      LogWarn("dispatch failed", {{"group", group}, {"error", std::string(st.message())}});
+      if (absl::IsUnavailable(st)) {
+        // The database is unreachable: start over from a fresh connection (drains on success).
+        CloseListener();
+        return;
+      }
+    }
+  }
+}
+
+absl::Status Dispatcher::DispatchGroup(const std::string& group) {
+  if (known_groups_.count(group) == 0) {
+    absl::Status st = store_->EnsureGroup(group);
+    if (!st.ok()) return st;
+    known_groups_.insert(group);
+  }
+  const Labels labels = {{"group", group}};
+  while (!stop_) {
+    std::shared_ptr<Subscriber> member = hub_->PickMember(group);
+    if (member == nullptr) {
+      // Nobody has room: the jobs wait in PostgreSQL until an acknowledgement frees some.
+      starved_.insert(group);
+      return absl::OkStatus();
+    }
+    const int want = std::min(opt_.batch_limit, member->Room());
+    auto jobs = store_->Dequeue(group, want, member->id(), opt_.lease);
+    if (!jobs.ok()) return jobs.status();
+    metrics_->Add("mailroom_collector_dequeues_total", 1, labels);
+    if (jobs->empty()) {
+      starved_.erase(group);
+      return absl::OkStatus();
+    }
+
+    v1::SubscribeResponse batch;
+    batch.mutable_jobs()->Reserve(static_cast<int>(jobs->size()));
+    std::vector<JobResult> malformed;
+    for (StoredJob& j : *jobs) {
+      const TokenAction action =
+          j.password_recovery ? TokenAction::kPasswordRecovery : TokenAction::kActivation;
+      auto token = SignToken(key_, action, j.secret, j.code);
+      if (!token.ok()) {
+        // A malformed row (legacy data without the schema's checks) fails alone.
+        malformed.push_back({j.id, JobResult::Kind::kFailed,
+                             absl::StrCat("cannot sign token: ", token.status().message())});
+        continue;
+      }
+      v1::Job* job = batch.add_jobs();
+      job->set_job_id(j.id);
+      job->set_action(j.password_recovery ? v1::ACTION_PASSWORD_RECOVERY
+                                          : v1::ACTION_ACTIVATION);
+      job->set_email(std::move(j.email));
+      job->set_login(std::move(j.login));
+      job->set_token(*std::move(token));
+      job->set_code(std::move(j.code));
+      job->set_expires_at(j.expires_at);
+      job->set_account_id(j.account_id);
+      job->set_attempt(j.attempt);
+      job->set_failures(j.failures);
+      job->set_created_at(j.created_at);
+    }
+    if (!malformed.empty()) {
+      auto r = store_->Ack(group, malformed);
+      if (!r.ok()) return r.status();
+      metrics_->Add("mailroom_collector_malformed_total", malformed.size(), labels);
+      LogWarn("malformed token rows failed", {{"group", group},
+                                              {"count", absl::StrCat(malformed.size())}});
+    }
+    const int n = batch.jobs_size();
+    if (n > 0) {
+      if (!member->Deliver(std::move(batch))) {
+        // The stream ended between picking and delivering: hand the jobs to someone else.
+        absl::Status st = store_->Release(group, member->id());
+        if (!st.ok()) return st;
+        continue;
+      }
+      metrics_->Add("mailroom_collector_batches_total", 1, labels);
+      metrics_->Add("mailroom_collector_jobs_dispatched_total", n, labels);
+    }
+    if (static_cast<int>(jobs->size()) < want) {
+      starved_.erase(group);
+      return absl::OkStatus();  // the queue is empty for now
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mailroom

@@ -1,0 +1,84 @@
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "collector/common/metrics.h"
+#include "collector/hub.h"
+#include "collector/signing.h"
+#include "collector/store.h"
+
+namespace mailroom {
+
+struct DispatcherOptions {
+  std::string database_url;
+  int batch_limit = 10;
+  absl::Duration batch_timeout = absl::Milliseconds(5000);
+  absl::Duration healthcheck_interval = absl::Milliseconds(270000);
+  // Catch-up poll: covers notifications missed while disconnected, leases that ran out and
+  // retries that came due.
+  absl::Duration poll_interval = absl::Milliseconds(2000);
+  absl::Duration lease = absl::Seconds(60);
+  absl::Duration reconnect_max_backoff = absl::Seconds(30);
+};
+
+// The collector's main loop, on its own thread: LISTENs on the channel (its own connection),
+// batches wake-ups (Batcher), dequeues for subscribers that have room, signs the jobs and hands
+// them to the subscribers' streams. Reconnects with capped exponential backoff forever. Other
+// threads talk to it only through Kick/Release/Stop, which never block on the database.
+class Dispatcher {
+ public:
+  Dispatcher(DispatcherOptions options, Store* store, Hub* hub, SigningKey key, Metrics* metrics,
+             std::function<void(bool serving)> on_health);
+  ~Dispatcher();
+
+  // Runs the loop until Stop(). Call once, from the thread that owns the dispatcher.
+  void Run();
+  // Asks Run() to return soon. Thread-safe.
+  void Stop();
+  // A subscriber of `group` has new room (`force`: a new subscriber, or jobs were released:
+  // dequeue even if the group did not look starved). Thread-safe, non-blocking.
+  void Kick(const std::string& group, bool force);
+  // The subscriber `owner` of `group` went away: make its leases due now. Thread-safe.
+  void Release(const std::string& group, const std::string& owner);
+
+ private:
+  bool ConnectListener();
+  void CloseListener();
+  // Dequeues for every listed group until the queue is empty or no member has room.
+  void DispatchGroups(const std::vector<std::string>& groups);
+  absl::Status DispatchGroup(const std::string& group);
+  void Wait(absl::Time deadline);
+  void DrainEventFd();
+
+  const DispatcherOptions opt_;
+  Store* const store_;
+  Hub* const hub_;
+  const SigningKey key_;
+  Metrics* const metrics_;
+  std::function<void(bool)> on_health_;
+
+  std::atomic<bool> stop_{false};
+  int event_fd_ = -1;
+
+  absl::Mutex mu_;
+  std::map<std::string, bool> kicks_ ABSL_GUARDED_BY(mu_);  // group -> force
+  std::vector<std::pair<std::string, std::string>> releases_ ABSL_GUARDED_BY(mu_);
+
+  // Loop-thread state.
+  struct Listener;
+  std::unique_ptr<Listener> listener_;
+  std::set<std::string> known_groups_;
+  std::set<std::string> starved_;  // groups that ran out of room with work left
+  bool healthy_ = false;
+};
+
+}  // namespace mailroom

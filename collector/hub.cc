@@ -1,0 +1,158 @@
+#include "collector/hub.h"
+
+#include <algorithm>
+
+namespace mailroom {
+
+SubscribeReactor::SubscribeReactor(
+    std::shared_ptr<Subscriber> sub,
+    std::function<void(const std::shared_ptr<Subscriber>&)> on_done)
+    : sub_(std::move(sub)), on_done_(std::move(on_done)) {}
+
+void SubscribeReactor::OnWriteDone(bool ok) { sub_->OnWriteDone(ok); }
+
+void SubscribeReactor::OnCancel() {
+  // The client went away or the server is shutting down: end the RPC (exactly once).
+  sub_->Finish(grpc::Status::CANCELLED);
+}
+
+void SubscribeReactor::OnDone() {
+  sub_->Detach();
+  on_done_(sub_);
+  delete this;
+}
+
+void Subscriber::Attach(SubscribeReactor* reactor, v1::SubscribeResponse welcome) {
+  absl::MutexLock lock(&mu_);
+  reactor_ = reactor;
+  queue_.push_front(std::move(welcome));
+  StartNextLocked();
+}
+
+void Subscriber::Detach() {
+  absl::MutexLock lock(&mu_);
+  reactor_ = nullptr;
+  finished_ = true;
+  queue_.clear();
+}
+
+int Subscriber::Room() const {
+  absl::MutexLock lock(&mu_);
+  if (finished_) return 0;
+  return std::max(0, max_in_flight_ - static_cast<int>(in_flight_.size()));
+}
+
+bool Subscriber::Deliver(v1::SubscribeResponse batch) {
+  absl::MutexLock lock(&mu_);
+  if (finished_ || reactor_ == nullptr) return false;
+  for (const auto& job : batch.jobs()) in_flight_.insert(job.job_id());
+  queue_.push_back(std::move(batch));
+  StartNextLocked();
+  return true;
+}
+
+int Subscriber::Forget(const std::vector<uint64_t>& ids) {
+  absl::MutexLock lock(&mu_);
+  int n = 0;
+  for (uint64_t id : ids) n += in_flight_.erase(id);
+  return n;
+}
+
+void Subscriber::Finish(const grpc::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (finished_ || reactor_ == nullptr) return;
+  finished_ = true;
+  queue_.clear();
+  // Finish waits for an outstanding write itself; calling it now is allowed.
+  reactor_->Finish(status);
+}
+
+void Subscriber::OnWriteDone(bool ok) {
+  absl::MutexLock lock(&mu_);
+  writing_ = false;
+  if (!ok) {
+    // The peer is gone; OnDone follows.
+    if (!finished_ && reactor_ != nullptr) {
+      finished_ = true;
+      queue_.clear();
+      reactor_->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+    }
+    return;
+  }
+  StartNextLocked();
+}
+
+void Subscriber::StartNextLocked() {
+  if (writing_ || finished_ || reactor_ == nullptr || queue_.empty()) return;
+  current_ = std::move(queue_.front());
+  queue_.pop_front();
+  writing_ = true;
+  reactor_->StartWrite(&current_);
+}
+
+void Hub::Add(const std::shared_ptr<Subscriber>& sub) {
+  absl::MutexLock lock(&mu_);
+  groups_[sub->group()].push_back(sub);
+}
+
+void Hub::Remove(const std::shared_ptr<Subscriber>& sub) {
+  absl::MutexLock lock(&mu_);
+  auto it = groups_.find(sub->group());
+  if (it == groups_.end()) return;
+  auto& v = it->second;
+  v.erase(std::remove(v.begin(), v.end(), sub), v.end());
+  if (v.empty()) groups_.erase(it);
+}
+
+std::vector<std::string> Hub::Groups() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (const auto& [g, subs] : groups_) out.push_back(g);
+  return out;
+}
+
+std::shared_ptr<Subscriber> Hub::PickMember(const std::string& group) const {
+  absl::MutexLock lock(&mu_);
+  auto it = groups_.find(group);
+  if (it == groups_.end()) return nullptr;
+  std::shared_ptr<Subscriber> best;
+  int best_room = 0;
+  for (const auto& s : it->second) {
+    int room = s->Room();
+    if (room > best_room) {
+      best = s;
+      best_room = room;
+    }
+  }
+  return best;
+}
+
+bool Hub::Forget(const std::string& group, const std::vector<uint64_t>& ids) {
+  std::vector<std::shared_ptr<Subscriber>> members;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = groups_.find(group);
+    if (it == groups_.end()) return false;
+    members = it->second;
+  }
+  bool any = false;
+  for (const auto& s : members) any |= s->Forget(ids) > 0;
+  return any;
+}
+
+int Hub::Count(const std::string& group) const {
+  absl::MutexLock lock(&mu_);
+  auto it = groups_.find(group);
+  return it == groups_.end() ? 0 : static_cast<int>(it->second.size());
+}
+
+void Hub::FinishAll(const grpc::Status& status) {
+  std::vector<std::shared_ptr<Subscriber>> all;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [g, subs] : groups_) all.insert(all.end(), subs.begin(), subs.end());
+  }
+  for (const auto& s : all) s->Finish(status);
+}
+
+}  // namespace mailroom

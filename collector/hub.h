@@ -1,0 +1,101 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/mailroom.grpc.pb.h"
+
+namespace mailroom {
+
+class Subscriber;
+
+// The server side of one Subscribe stream: writes the welcome message, then whatever batches
+// the Subscriber queues, one write in flight at a time. Deletes itself in OnDone.
+class SubscribeReactor : public grpc::ServerWriteReactor<v1::SubscribeResponse> {
+ public:
+  // `on_done` runs once when the stream is over (the subscriber has gone).
+  SubscribeReactor(std::shared_ptr<Subscriber> sub,
+                   std::function<void(const std::shared_ptr<Subscriber>&)> on_done);
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  std::shared_ptr<Subscriber> sub_;
+  std::function<void(const std::shared_ptr<Subscriber>&)> on_done_;
+};
+
+// One subscription: its identity, its in-flight accounting and its queue of outgoing batches.
+// Shared by the reactor (gRPC threads), the dispatcher and the Acknowledge handler; all methods
+// are thread-safe.
+class Subscriber {
+ public:
+  Subscriber(std::string id, std::string group, std::string name, int max_in_flight)
+      : id_(std::move(id)), group_(std::move(group)), name_(std::move(name)),
+        max_in_flight_(max_in_flight) {}
+
+  const std::string& id() const { return id_; }
+  const std::string& group() const { return group_; }
+  const std::string& name() const { return name_; }
+
+  // How many more jobs it may be given now.
+  int Room() const;
+  // Queues a batch for writing and counts its jobs as in flight. False when the stream is
+  // over (the jobs were not sent).
+  bool Deliver(v1::SubscribeResponse batch);
+  // These jobs are no longer in flight here (acknowledged, or lost). Returns how many were.
+  int Forget(const std::vector<uint64_t>& ids);
+  // Ends the stream with `status` unless it already ended.
+  void Finish(const grpc::Status& status);
+  // Binds the stream and writes `welcome` first. Called once, right after creating `reactor`.
+  void Attach(SubscribeReactor* reactor, v1::SubscribeResponse welcome);
+
+ private:
+  friend class SubscribeReactor;
+  void OnWriteDone(bool ok);
+  void Detach();
+  void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string id_, group_, name_;
+  const int max_in_flight_;
+  mutable absl::Mutex mu_;
+  SubscribeReactor* reactor_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  v1::SubscribeResponse current_ ABSL_GUARDED_BY(mu_);
+  std::deque<v1::SubscribeResponse> queue_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint64_t> in_flight_ ABSL_GUARDED_BY(mu_);
+};
+
+// Who is subscribed to which group in this collector process. Thread-safe.
+class Hub {
+ public:
+  void Add(const std::shared_ptr<Subscriber>& sub);
+  void Remove(const std::shared_ptr<Subscriber>& sub);
+  // Groups with at least one subscriber.
+  std::vector<std::string> Groups() const;
+  // The member of `group` with the most room, or nullptr when none has room.
+  std::shared_ptr<Subscriber> PickMember(const std::string& group) const;
+  // Forgets acknowledged/lost jobs in every member of `group`; true if any member had them.
+  bool Forget(const std::string& group, const std::vector<uint64_t>& ids);
+  // Subscriber count of a group.
+  int Count(const std::string& group) const;
+  // Ends every stream (shutdown).
+  void FinishAll(const grpc::Status& status);
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::vector<std::shared_ptr<Subscriber>>> groups_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace mailroom

@@ -1,0 +1,301 @@
+#include "collector/service.h"
+
+#include <openssl/rand.h>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "collector/common/log.h"
+
+namespace mailroom {
+namespace {
+
+grpc::Status Invalid(const std::string& msg) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg);
+}
+
+grpc::Status CheckGroup(const std::string& group) {
+  if (group.empty()) return Invalid("consumer_group is required");
+  if (!ValidGroupName(group)) {
+    return Invalid("consumer_group must match ^[a-z][a-z0-9_-]{0,62}$");
+  }
+  return grpc::Status::OK;
+}
+
+std::string NewSubscriberId() {
+  unsigned char b[9];
+  RAND_bytes(b, sizeof b);
+  return absl::StrCat("sub-", absl::BytesToHexString(
+                                  absl::string_view(reinterpret_cast<char*>(b), sizeof b)));
+}
+
+// A reactor that only reports an error (bad arguments, no credentials).
+class ErrorReactor : public grpc::ServerWriteReactor<v1::SubscribeResponse> {
+ public:
+  explicit ErrorReactor(grpc::Status status) { Finish(std::move(status)); }
+  void OnDone() override { delete this; }
+};
+
+const char* OutcomeName(v1::Outcome o) {
+  switch (o) {
+    case v1::OUTCOME_SENT: return "sent";
+    case v1::OUTCOME_FAILED: return "failed";
+    case v1::OUTCOME_EXPIRED: return "expired";
+    case v1::OUTCOME_RETRY: return "retry";
+    case v1::OUTCOME_DEFER: return "defer";
+    default: return "unspecified";
+  }
+}
+
+}  // namespace
+
+bool ValidGroupName(const std::string& name) {
+  if (name.empty() || name.size() > 63 || name[0] < 'a' || name[0] > 'z') return false;
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  grpc::StatusCode code = grpc::StatusCode::INTERNAL;
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable: code = grpc::StatusCode::UNAVAILABLE; break;
+    case absl::StatusCode::kNotFound: code = grpc::StatusCode::NOT_FOUND; break;
+    case absl::StatusCode::kInvalidArgument: code = grpc::StatusCode::INVALID_ARGUMENT; break;
+    case absl::StatusCode::kFailedPrecondition:
+      code = grpc::StatusCode::FAILED_PRECONDITION;
+      break;
+    default: break;
+  }
+  return grpc::Status(code, std::string(s.message()));
+}
+
+CollectorService::CollectorService(Store* store, Hub* hub, Dispatcher* dispatcher,
+                                   const Authenticator* auth, Metrics* metrics,
+                                   absl::Duration lease)
+    : store_(store), hub_(hub), dispatcher_(dispatcher), auth_(auth), metrics_(metrics),
+      lease_(lease) {}
+
+grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
+    grpc::CallbackServerContext* context, const v1::SubscribeRequest* request) {
+  grpc::Status st = auth_->Check(*context);
+  if (st.ok()) st = CheckGroup(request->consumer_group());
+  if (st.ok() && (request->max_in_flight() < 1 || request->max_in_flight() > kMaxInFlight)) {
+    st = Invalid(absl::StrCat("max_in_flight must be 1 to ", kMaxInFlight));
+  }
+  if (st.ok() && request->subscriber_name().size() > 200) {
+    st = Invalid("subscriber_name is longer than 200 bytes");
+  }
+  if (!st.ok()) return new ErrorReactor(std::move(st));
+
+  auto sub = std::make_shared<Subscriber>(NewSubscriberId(), request->consumer_group(),
+                                          request->subscriber_name(),
+                                          static_cast<int>(request->max_in_flight()));
+  auto* reactor = new SubscribeReactor(sub, [this](const std::shared_ptr<Subscriber>& s) {
+    hub_->Remove(s);
+    metrics_->Add("mailroom_collector_subscribers", -1, {{"group", s->group()}});
+    LogInfo("subscriber left", {{"group", s->group()}, {"subscriber", s->id()}});
+    // Its unacknowledged jobs go to other members now rather than when the lease runs out.
+    dispatcher_->Release(s->group(), s->id());
+  });
+  v1::SubscribeResponse welcome;
+  welcome.set_subscriber_id(sub->id());
+  welcome.set_lease_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(lease_)));
+  hub_->Add(sub);
+  sub->Attach(reactor, std::move(welcome));
+  metrics_->Add("mailroom_collector_subscribers", 1, {{"group", sub->group()}});
+  LogInfo("subscriber joined", {{"group", sub->group()},
+                                {"subscriber", sub->id()},
+                                {"name", sub->name()},
+                                {"max_in_flight", absl::StrCat(request->max_in_flight())}});
+  dispatcher_->Kick(sub->group(), /*force=*/true);
+  return reactor;
+}
+
+grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
+                                           const v1::AcknowledgeRequest* request,
+                                           v1::AcknowledgeResponse* response) {
+  grpc::Status st = auth_->Check(*context);
+  if (!st.ok()) return st;
+  st = CheckGroup(request->consumer_group());
+  if (!st.ok()) return st;
+  if (request->outcomes_size() == 0) return Invalid("outcomes is empty");
+  if (request->outcomes_size() > kMaxIdsPerCall) {
+    return Invalid(absl::StrCat("at most ", kMaxIdsPerCall, " outcomes per call"));
+  }
+  std::vector<JobResult> results;
+  results.reserve(request->outcomes_size());
+  for (int i = 0; i < request->outcomes_size(); ++i) {
+    const v1::JobOutcome& o = request->outcomes(i);
+    JobResult r;
+    r.id = o.job_id();
+    r.reason = o.reason();
+    r.retry_after_ms = o.retry_after_ms();
+    r.cost_micros = o.cost_micros();
+    switch (o.outcome()) {
+      case v1::OUTCOME_SENT: r.kind = JobResult::Kind::kSent; break;
+      case v1::OUTCOME_FAILED: r.kind = JobResult::Kind::kFailed; break;
+      case v1::OUTCOME_EXPIRED: r.kind = JobResult::Kind::kExpired; break;
+      case v1::OUTCOME_RETRY: r.kind = JobResult::Kind::kRetry; break;
+      case v1::OUTCOME_DEFER: r.kind = JobResult::Kind::kDefer; break;
+      default:
+        return Invalid(absl::StrCat("outcomes[", i, "]: outcome is unspecified or unknown"));
+    }
+    if (o.job_id() == 0) return Invalid(absl::StrCat("outcomes[", i, "]: job_id is required"));
+    if (r.kind == JobResult::Kind::kFailed && o.reason().empty()) {
+      return Invalid(absl::StrCat("outcomes[", i, "]: a FAILED outcome needs a reason"));
+    }
+    if (o.cost_micros() < 0) {
+      return Invalid(absl::StrCat("outcomes[", i, "]: cost_micros is negative"));
+    }
+    if (o.retry_after_ms() > 31u * 24 * 3600 * 1000) {
+      return Invalid(absl::StrCat("outcomes[", i, "]: retry_after_ms is more than 31 days"));
+    }
+    results.push_back(std::move(r));
+  }
+  auto recorded = store_->Ack(request->consumer_group(), results);
+  if (!recorded.ok()) return ToGrpc(recorded.status());
+
+  absl::flat_hash_set<uint64_t> done(recorded->begin(), recorded->end());
+  std::vector<uint64_t> all;
+  for (const auto& o : request->outcomes()) {
+    all.push_back(o.job_id());
+    if (done.count(o.job_id()) > 0) {
+      metrics_->Add("mailroom_collector_acknowledged_total", 1,
+                    {{"group", request->consumer_group()}, {"outcome", OutcomeName(o.outcome())}});
+    } else {
+      response->add_ignored_job_ids(o.job_id());
+    }
+  }
+  response->set_recorded(static_cast<uint32_t>(recorded->size()));
+  // Every job named here is no longer in flight at its subscriber: free the room.
+  if (hub_->Forget(request->consumer_group(), all)) {
+    dispatcher_->Kick(request->consumer_group(), /*force=*/false);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CollectorService::RenewLeases(grpc::ServerContext* context,
+                                           const v1::RenewLeasesRequest* request,
+                                           v1::RenewLeasesResponse* response) {
+  grpc::Status st = auth_->Check(*context);
+  if (!st.ok()) return st;
+  st = CheckGroup(request->consumer_group());
+  if (!st.ok()) return st;
+  if (request->subscriber_id().empty()) return Invalid("subscriber_id is required");
+  if (request->job_ids_size() == 0) return Invalid("job_ids is empty");
+  if (request->job_ids_size() > kMaxIdsPerCall) {
+    return Invalid(absl::StrCat("at most ", kMaxIdsPerCall, " job_ids per call"));
+  }
+  std::vector<uint64_t> ids(request->job_ids().begin(), request->job_ids().end());
+  absl::Time until = absl::Now() + lease_;
+  auto renewed = store_->Renew(request->consumer_group(), request->subscriber_id(), ids, lease_);
+  if (!renewed.ok()) return ToGrpc(renewed.status());
+  absl::flat_hash_set<uint64_t> kept(renewed->begin(), renewed->end());
+  std::vector<uint64_t> lost;
+  for (uint64_t id : ids) {
+    if (kept.count(id) == 0) {
+      response->add_lost_job_ids(id);
+      lost.push_back(id);
+    }
+  }
+  response->set_lease_expires_at_ms(absl::ToUnixMillis(until));
+  if (!lost.empty() && hub_->Forget(request->consumer_group(), lost)) {
+    dispatcher_->Kick(request->consumer_group(), /*force=*/false);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CollectorService::GetQueueStats(grpc::ServerContext* context,
+                                             const v1::GetQueueStatsRequest* request,
+                                             v1::GetQueueStatsResponse* response) {
+  grpc::Status st = auth_->Check(*context);
+  if (!st.ok()) return st;
+  if (!request->consumer_group().empty()) {
+    st = CheckGroup(request->consumer_group());
+    if (!st.ok()) return st;
+  }
+  auto stats = store_->Stats(request->consumer_group());
+  if (!stats.ok()) return ToGrpc(stats.status());
+  if (stats->empty() && !request->consumer_group().empty()) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("no consumer group \"", request->consumer_group(), "\""));
+  }
+  for (const GroupStatsRow& s : *stats) {
+    v1::GroupStats* g = response->add_groups();
+    g->set_consumer_group(s.group);
+    g->set_depth(s.depth);
+    g->set_lag_seconds(s.lag_seconds);
+    g->set_in_flight(s.in_flight);
+    g->set_waiting_retry(s.waiting_retry);
+    g->set_sent(s.sent);
+    g->set_failed(s.failed);
+    g->set_expired(s.expired);
+    g->set_subscribers(static_cast<uint32_t>(hub_->Count(s.group)));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CollectorService::ListFailures(grpc::ServerContext* context,
+                                            const v1::ListFailuresRequest* request,
+                                            v1::ListFailuresResponse* response) {
+  grpc::Status st = auth_->Check(*context);
+  if (!st.ok()) return st;
+  st = CheckGroup(request->consumer_group());
+  if (!st.ok()) return st;
+  if (request->limit() > 1000) return Invalid("limit must be at most 1000");
+  int limit = request->limit() == 0 ? 50 : static_cast<int>(request->limit());
+  auto failures = store_->Failures(request->consumer_group(), limit);
+  if (!failures.ok()) return ToGrpc(failures.status());
+  for (const FailureRow& f : *failures) {
+    v1::Failure* out = response->add_failures();
+    out->set_job_id(f.id);
+    out->set_action(f.password_recovery ? v1::ACTION_PASSWORD_RECOVERY : v1::ACTION_ACTIVATION);
+    out->set_email(f.email);
+    out->set_reason(f.reason);
+    out->set_attempts(f.attempts);
+    out->set_failed_at(f.failed_at);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CollectorService::Requeue(grpc::ServerContext* context,
+                                       const v1::RequeueRequest* request,
+                                       v1::RequeueResponse* response) {
+  grpc::Status st = auth_->Check(*context);
+  if (!st.ok()) return st;
+  st = CheckGroup(request->consumer_group());
+  if (!st.ok()) return st;
+  if (request->job_ids_size() > kMaxIdsPerCall) {
+    return Invalid(absl::StrCat("at most ", kMaxIdsPerCall, " job_ids per call"));
+  }
+  std::vector<uint64_t> ids(request->job_ids().begin(), request->job_ids().end());
+  auto n = store_->Requeue(request->consumer_group(), ids);
+  if (!n.ok()) return ToGrpc(n.status());
+  response->set_requeued(static_cast<uint32_t>(*n));
+  LogInfo("requeued failed jobs",
+          {{"group", request->consumer_group()}, {"count", absl::StrCat(*n)}});
+  if (*n > 0) dispatcher_->Kick(request->consumer_group(), /*force=*/true);
+  return grpc::Status::OK;
+}
+
+grpc::Status CollectorService::GetUsage(grpc::ServerContext* context,
+                                        const v1::GetUsageRequest* request,
+                                        v1::GetUsageResponse* response) {
+  grpc::Status st = auth_->Check(*context);
+  if (!st.ok()) return st;
+  st = CheckGroup(request->consumer_group());
+  if (!st.ok()) return st;
+  // A group that does not exist (yet) has spent nothing.
+  auto usage = store_->Usage(request->consumer_group());
+  if (!usage.ok()) return ToGrpc(usage.status());
+  response->set_month(usage->month);
+  response->set_sent(usage->sent);
+  response->set_cost_micros(usage->cost_micros);
+  return grpc::Status::OK;
+}
+
+}  // namespace mailroom

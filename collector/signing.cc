@@ -1,0 +1,125 @@
+#include "collector/signing.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace mailroom {
+namespace {
+
+constexpr size_t kSecretSize = 32;
+constexpr size_t kTokenChars = 86;  // base64url of 64 bytes, unpadded
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+bool ValidCode(absl::string_view code) {
+  if (code.size() != 5) return false;
+  for (char c : code) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+std::string Message(TokenAction action, absl::string_view secret, absl::string_view code) {
+  return action == TokenAction::kActivation ? absl::StrCat("/activate", secret)
+                                            : absl::StrCat("/recover", secret, code);
+}
+
+}  // namespace
+
+absl::StatusOr<SigningKey> ParseSigningKey(absl::string_view hex) {
+  if (hex.size() != 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("must be 64 hex characters (32 bytes), got ", hex.size(), " characters"));
+  }
+  SigningKey key;
+  for (size_t i = 0; i < 32; ++i) {
+    int hi = HexValue(hex[2 * i]), lo = HexValue(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "must be 64 hex characters; character ", 2 * i + (hi < 0 ? 1 : 2), " is not hex"));
+    }
+    key.bytes[i] = static_cast<unsigned char>(hi << 4 | lo);
+  }
+  return key;
+}
+
+absl::StatusOr<std::vector<SigningKey>> ParseSigningKeys(absl::string_view comma_separated) {
+  std::vector<SigningKey> keys;
+  int n = 0;
+  for (absl::string_view part : absl::StrSplit(comma_separated, ',')) {
+    ++n;
+    part = absl::StripAsciiWhitespace(part);
+    if (part.empty()) continue;
+    auto key = ParseSigningKey(part);
+    if (!key.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("key ", n, ": ", key.status().message()));
+    }
+    keys.push_back(*key);
+  }
+  if (keys.empty()) return absl::InvalidArgumentError("no key given");
+  return keys;
+}
+
+std::string HmacSha256(absl::string_view key, absl::string_view data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len);
+  return std::string(reinterpret_cast<char*>(out), len);
+}
+
+absl::StatusOr<std::string> SignToken(const SigningKey& key, TokenAction action,
+                                      absl::string_view secret, absl::string_view code) {
+  if (secret.size() != kSecretSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("secret must be 32 bytes, got ", secret.size()));
+  }
+  if (action == TokenAction::kPasswordRecovery && !ValidCode(code)) {
+    return absl::InvalidArgumentError("recovery code must be exactly 5 ASCII digits");
+  }
+  absl::string_view k(reinterpret_cast<const char*>(key.bytes.data()), key.bytes.size());
+  std::string raw = absl::StrCat(secret, HmacSha256(k, Message(action, secret, code)));
+  std::string token;
+  absl::WebSafeBase64Escape(raw, &token);  // unpadded
+  return token;
+}
+
+absl::Status VerifyToken(absl::Span<const SigningKey> keys, TokenAction action,
+                         absl::string_view token, absl::string_view code) {
+  if (token.size() != kTokenChars) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token must be ", kTokenChars, " characters, got ", token.size()));
+  }
+  std::string raw;
+  if (!absl::WebSafeBase64Unescape(token, &raw) || raw.size() != 2 * kSecretSize) {
+    return absl::InvalidArgumentError("token is not base64url of 64 bytes");
+  }
+  if (action == TokenAction::kPasswordRecovery && !ValidCode(code)) {
+    return absl::InvalidArgumentError("recovery code must be exactly 5 ASCII digits");
+  }
+  if (keys.empty()) return absl::FailedPreconditionError("no verification key configured");
+  absl::string_view secret(raw.data(), kSecretSize);
+  absl::string_view mac(raw.data() + kSecretSize, kSecretSize);
+  const std::string msg = Message(action, secret, code);
+  int match = 0;
+  for (const SigningKey& key : keys) {
+    absl::string_view k(reinterpret_cast<const char*>(key.bytes.data()), key.bytes.size());
+    const std::string expected = HmacSha256(k, msg);
+    match |= CRYPTO_memcmp(expected.data(), mac.data(), kSecretSize) == 0;
+  }
+  if (match == 0) return absl::PermissionDeniedError("signature does not match any key");
+  return absl::OkStatus();
+}
+
+}  // namespace mailroom

@@ -1,0 +1,322 @@
+#include "collector/store.h"
+
+#include <pqxx/pqxx>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+
+namespace mailroom {
+namespace {
+
+// An array literal of integers for a bigint[] parameter.
+template <typename T>
+std::string IntArray(const std::vector<T>& v) {
+  return absl::StrCat("{", absl::StrJoin(v, ","), "}");
+}
+
+// An array literal of arbitrary strings for a text[] parameter (quoted, escaped).
+std::string TextArray(const std::vector<std::string>& v) {
+  std::string out = "{";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '"';
+    for (char c : v[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+// Parses "{1,2,3}" as returned for a bigint[] column.
+std::vector<uint64_t> ParseIds(const pqxx::result& r) {
+  std::vector<uint64_t> ids;
+  ids.reserve(r.size());
+  for (const auto& row : r) ids.push_back(row[0].as<uint64_t>());
+  return ids;
+}
+
+const char* KindName(JobResult::Kind k) {
+  switch (k) {
+    case JobResult::Kind::kSent: return "sent";
+    case JobResult::Kind::kFailed: return "failed";
+    case JobResult::Kind::kExpired: return "expired";
+    case JobResult::Kind::kRetry: return "retry";
+    case JobResult::Kind::kDefer: return "defer";
+  }
+  return "failed";
+}
+
+int64_t LeaseMs(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
+
+class PgStore : public Store {
+ public:
+  PgStore(std::string url, int pool_size) : url_(std::move(url)), slots_(pool_size) {}
+
+  absl::StatusOr<std::string> Channel() override {
+    return Run<std::string>("reading the channel", [](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      return tx.exec1("SELECT channel FROM mailroom_settings")[0].as<std::string>();
+    });
+  }
+
+  absl::Status EnsureGroup(const std::string& group) override {
+    return Run<bool>("creating the group",
+                     [&](pqxx::connection& c) {
+                       pqxx::work tx(c);
+                       tx.exec_params("SELECT mailroom_ensure_group($1)", group);
+                       tx.commit();
+                       return true;
+                     })
+        .status();
+  }
+
+  absl::StatusOr<std::vector<StoredJob>> Dequeue(const std::string& group, int limit,
+                                                 const std::string& owner,
+                                                 absl::Duration lease) override {
+    return Run<std::vector<StoredJob>>("dequeue", [&](pqxx::connection& c) {
+      pqxx::work tx(c);
+      // A lost lease commit only means the jobs are handed out again (WAL is sequential: a
+      // durable acknowledgement implies the dequeue before it is durable too).
+      tx.exec("SET LOCAL synchronous_commit = off");
+      pqxx::result r = tx.exec_params(
+          "SELECT job_id, action = 'password_recovery', email, login, secret, code, expires_at,"
+          " account_id, attempt, failures, created_at"
+          " FROM mailroom_dequeue($1, $2, $3, $4)",
+          group, limit, owner, LeaseMs(lease));
+      tx.commit();
+      std::vector<StoredJob> jobs;
+      jobs.reserve(r.size());
+      for (const auto& row : r) {
+        StoredJob j;
+        j.id = row[0].as<uint64_t>();
+        j.password_recovery = row[1].as<bool>();
+        j.email = row[2].as<std::string>();
+        j.login = row[3].as<std::string>();
+        j.secret = pqxx::binarystring(row[4]).str();
+        j.code = row[5].is_null() ? "" : row[5].as<std::string>();
+        j.expires_at = row[6].as<int64_t>();
+        j.account_id = row[7].as<uint64_t>();
+        j.attempt = row[8].as<uint32_t>();
+        j.failures = row[9].as<uint32_t>();
+        j.created_at = row[10].as<int64_t>();
+        jobs.push_back(std::move(j));
+      }
+      return jobs;
+    });
+  }
+
+  absl::StatusOr<std::vector<uint64_t>> Ack(const std::string& group,
+                                            const std::vector<JobResult>& results) override {
+    std::vector<uint64_t> ids;
+    std::vector<std::string> kinds, reasons;
+    std::vector<uint32_t> retry;
+    std::vector<int64_t> costs;
+    for (const JobResult& r : results) {
+      ids.push_back(r.id);
+      kinds.push_back(KindName(r.kind));
+      reasons.push_back(r.reason);
+      retry.push_back(r.retry_after_ms);
+      costs.push_back(r.cost_micros);
+    }
+    return Run<std::vector<uint64_t>>("acknowledge", [&](pqxx::connection& c) {
+      pqxx::work tx(c);
+      pqxx::result r = tx.exec_params(
+          "SELECT * FROM mailroom_ack($1, $2::bigint[], $3::text[], $4::text[], $5::int[],"
+          " $6::bigint[])",
+          group, IntArray(ids), TextArray(kinds), TextArray(reasons), IntArray(retry),
+          IntArray(costs));
+      tx.commit();
+      return ParseIds(r);
+    });
+  }
+
+  absl::StatusOr<std::vector<uint64_t>> Renew(const std::string& group, const std::string& owner,
+                                              const std::vector<uint64_t>& ids,
+                                              absl::Duration lease) override {
+    return Run<std::vector<uint64_t>>("renewing leases", [&](pqxx::connection& c) {
+      pqxx::work tx(c);
+      pqxx::result r = tx.exec_params(
+          "UPDATE deliveries d SET due_at = now() + make_interval(secs => $4 / 1000.0)"
+          " FROM consumer_groups g"
+          " WHERE g.name = $1 AND d.group_id = g.id AND d.owner = $2"
+          "   AND d.token_id = ANY ($3::bigint[]) AND d.state = 'leased'"
+          " RETURNING d.token_id",
+          group, owner, IntArray(ids), LeaseMs(lease));
+      tx.commit();
+      return ParseIds(r);
+    });
+  }
+
+  absl::Status Release(const std::string& group, const std::string& owner) override {
+    return Run<bool>("releasing leases",
+                     [&](pqxx::connection& c) {
+                       pqxx::work tx(c);
+                       tx.exec_params(
+                           "UPDATE deliveries d SET due_at = now() FROM consumer_groups g"
+                           " WHERE g.name = $1 AND d.group_id = g.id AND d.owner = $2"
+                           "   AND d.state = 'leased'",
+                           group, owner);
+                       tx.commit();
+                       return true;
+                     })
+        .status();
+  }
+
+  absl::StatusOr<std::vector<GroupStatsRow>> Stats(const std::string& group) override {
+    return Run<std::vector<GroupStatsRow>>("reading stats", [&](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      std::vector<GroupStatsRow> out;
+      for (const auto& row : tx.exec_params("SELECT * FROM mailroom_stats($1)", group)) {
+        GroupStatsRow s;
+        s.group = row[0].as<std::string>();
+        s.depth = row[1].as<uint64_t>();
+        s.lag_seconds = row[2].as<double>();
+        s.in_flight = row[3].as<uint64_t>();
+        s.waiting_retry = row[4].as<uint64_t>();
+        s.sent = row[5].as<uint64_t>();
+        s.failed = row[6].as<uint64_t>();
+        s.expired = row[7].as<uint64_t>();
+        s.cancelled = row[8].as<uint64_t>();
+        out.push_back(std::move(s));
+      }
+      return out;
+    });
+  }
+
+  absl::StatusOr<std::vector<FailureRow>> Failures(const std::string& group, int limit) override {
+    return Run<std::vector<FailureRow>>("listing failures", [&](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      std::vector<FailureRow> out;
+      for (const auto& row : tx.exec_params(
+               "SELECT d.token_id, t.action = 'password_recovery', coalesce(a.email, ''),"
+               "       coalesce(d.reason, ''), d.attempts,"
+               "       EXTRACT(EPOCH FROM d.updated_at)::BIGINT"
+               "  FROM deliveries d JOIN consumer_groups g ON g.id = d.group_id"
+               "  LEFT JOIN tokens t ON t.id = d.token_id"
+               "  LEFT JOIN accounts a ON a.id = t.account"
+               " WHERE g.name = $1 AND d.state = 'failed'"
+               " ORDER BY d.updated_at DESC, d.token_id DESC LIMIT $2",
+               group, limit)) {
+        FailureRow f;
+        f.id = row[0].as<uint64_t>();
+        f.password_recovery = !row[1].is_null() && row[1].as<bool>();
+        f.email = row[2].as<std::string>();
+        f.reason = row[3].as<std::string>();
+        f.attempts = row[4].as<uint32_t>();
+        f.failed_at = row[5].as<int64_t>();
+        out.push_back(std::move(f));
+      }
+      return out;
+    });
+  }
+
+  absl::StatusOr<int> Requeue(const std::string& group, const std::vector<uint64_t>& ids) override {
+    return Run<int>("requeueing", [&](pqxx::connection& c) {
+      pqxx::work tx(c);
+      pqxx::result r = tx.exec_params(
+          "UPDATE deliveries d SET state = 'retry', due_at = now(), failures = 0,"
+          "       lost_leases = 0, reason = NULL, updated_at = now()"
+          "  FROM consumer_groups g"
+          " WHERE g.name = $1 AND d.group_id = g.id AND d.state = 'failed'"
+          "   AND ($2 OR d.token_id = ANY ($3::bigint[]))",
+          group, ids.empty(), IntArray(ids));
+      tx.commit();
+      return static_cast<int>(r.affected_rows());
+    });
+  }
+
+  absl::StatusOr<UsageRow> Usage(const std::string& group) override {
+    return Run<UsageRow>("reading usage", [&](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      pqxx::row row = tx.exec_params1(
+          "SELECT to_char(date_trunc('month', now() AT TIME ZONE 'UTC'), 'YYYY-MM'),"
+          "       coalesce(u.sent, 0), coalesce(u.cost_micros, 0)"
+          "  FROM (SELECT 1) one"
+          "  LEFT JOIN consumer_groups g ON g.name = $1"
+          "  LEFT JOIN group_usage u ON u.group_id = g.id"
+          "   AND u.month = date_trunc('month', now() AT TIME ZONE 'UTC')::DATE",
+          group);
+      UsageRow u;
+      u.month = row[0].as<std::string>();
+      u.sent = row[1].as<uint64_t>();
+      u.cost_micros = row[2].as<int64_t>();
+      return u;
+    });
+  }
+
+  absl::Status Ping() override {
+    return Run<bool>("health check",
+                     [](pqxx::connection& c) {
+                       pqxx::nontransaction tx(c);
+                       tx.exec("SELECT 1");
+                       return true;
+                     })
+        .status();
+  }
+
+ private:
+  struct Slot {
+    absl::Mutex mu;
+    std::unique_ptr<pqxx::connection> conn;
+  };
+
+  // Runs `fn` on a pooled connection, translating libpqxx's exceptions into a Status.
+  template <typename T, typename Fn>
+  absl::StatusOr<T> Run(const char* what, Fn fn) {
+    Slot* slot = Acquire();
+    absl::StatusOr<T> result = absl::UnknownError("not run");
+    try {
+      if (slot->conn == nullptr || !slot->conn->is_open()) {
+        slot->conn = std::make_unique<pqxx::connection>(url_);
+      }
+      result = fn(*slot->conn);
+    } catch (const pqxx::broken_connection& e) {
+      slot->conn.reset();
+      result = absl::UnavailableError(absl::StrCat(what, ": database connection lost: ", e.what()));
+    } catch (const pqxx::sql_error& e) {
+      const std::string& state = e.sqlstate();
+      // Class 08 (connection), 57 (operator intervention: shutdown, terminated backend),
+      // 40 (serialization/deadlock) and 53 (resources) are worth retrying.
+      bool transient = state.rfind("08", 0) == 0 || state.rfind("57", 0) == 0 ||
+                       state.rfind("40", 0) == 0 || state.rfind("53", 0) == 0;
+      if (transient || slot->conn == nullptr || !slot->conn->is_open()) {
+        slot->conn.reset();
+        result = absl::UnavailableError(absl::StrCat(what, ": ", e.what()));
+      } else if (state == "P0002") {
+        result = absl::NotFoundError(absl::StrCat(what, ": ", e.what()));
+      } else {
+        result = absl::FailedPreconditionError(absl::StrCat(what, ": ", e.what()));
+      }
+    } catch (const std::exception& e) {
+      slot->conn.reset();
+      result = absl::UnavailableError(absl::StrCat(what, ": ", e.what()));
+    }
+    slot->mu.Unlock();
+    return result;
+  }
+
+  // A free slot if there is one, else waits for the next one in turn. Returned locked.
+  Slot* Acquire() {
+    for (Slot& s : slots_) {
+      if (s.mu.TryLock()) return &s;
+    }
+    Slot* s = &slots_[next_.fetch_add(1) % slots_.size()];
+    s->mu.Lock();
+    return s;
+  }
+
+  const std::string url_;
+  std::vector<Slot> slots_;
+  std::atomic<size_t> next_{0};
+};
+
+}  // namespace
+
+std::unique_ptr<Store> NewPgStore(const std::string& url, int pool_size) {
+  return std::make_unique<PgStore>(url, pool_size < 1 ? 1 : pool_size);
+}
+
+}  // namespace mailroom

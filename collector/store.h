@@ -1,0 +1,108 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace mailroom {
+
+// A job as stored: one token row joined with its account and its delivery in a group.
+struct StoredJob {
+  uint64_t id = 0;
+  bool password_recovery = false;  // false: activation
+  std::string email;
+  std::string login;
+  std::string secret;  // 32 raw bytes
+  std::string code;
+  int64_t expires_at = 0;
+  uint64_t account_id = 0;
+  uint32_t attempt = 1;
+  uint32_t failures = 0;
+  int64_t created_at = 0;
+};
+
+// One reported outcome of a job.
+struct JobResult {
+  enum class Kind { kSent, kFailed, kExpired, kRetry, kDefer };
+  uint64_t id = 0;
+  Kind kind = Kind::kSent;
+  std::string reason;
+  uint32_t retry_after_ms = 0;
+  int64_t cost_micros = 0;
+};
+
+struct GroupStatsRow {
+  std::string group;
+  uint64_t depth = 0;
+  double lag_seconds = 0;
+  uint64_t in_flight = 0;
+  uint64_t waiting_retry = 0;
+  uint64_t sent = 0;
+  uint64_t failed = 0;
+  uint64_t expired = 0;
+  uint64_t cancelled = 0;
+};
+
+struct FailureRow {
+  uint64_t id = 0;
+  bool password_recovery = false;
+  std::string email;
+  std::string reason;
+  uint32_t attempts = 0;
+  int64_t failed_at = 0;
+};
+
+struct UsageRow {
+  std::string month;  // YYYY-MM
+  uint64_t sent = 0;
+  int64_t cost_micros = 0;
+};
+
+// The collector's view of PostgreSQL. Implementations are thread-safe. No exception leaves a
+// Store: database errors come back as kUnavailable (connection problems; retry) or
+// kFailedPrecondition/kNotFound/kInvalidArgument (what a retry does not fix).
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // The NOTIFY channel configured in the database (mailroom_settings.channel).
+  virtual absl::StatusOr<std::string> Channel() = 0;
+  // Creates `group` if missing (it then receives tokens committed from now on).
+  virtual absl::Status EnsureGroup(const std::string& group) = 0;
+  // Leases up to `limit` jobs of `group` to `owner` for `lease` (mailroom_dequeue).
+  virtual absl::StatusOr<std::vector<StoredJob>> Dequeue(const std::string& group, int limit,
+                                                         const std::string& owner,
+                                                         absl::Duration lease) = 0;
+  // Records outcomes in one transaction; returns the ids recorded (the rest were not leased).
+  virtual absl::StatusOr<std::vector<uint64_t>> Ack(const std::string& group,
+                                                    const std::vector<JobResult>& results) = 0;
+  // Extends `owner`'s leases; returns the ids renewed.
+  virtual absl::StatusOr<std::vector<uint64_t>> Renew(const std::string& group,
+                                                      const std::string& owner,
+                                                      const std::vector<uint64_t>& ids,
+                                                      absl::Duration lease) = 0;
+  // Makes every lease held by `owner` due now (its subscriber went away).
+  virtual absl::Status Release(const std::string& group, const std::string& owner) = 0;
+  // Statistics of one group, or of all when `group` is empty.
+  virtual absl::StatusOr<std::vector<GroupStatsRow>> Stats(const std::string& group) = 0;
+  // Most recent permanent failures, newest first.
+  virtual absl::StatusOr<std::vector<FailureRow>> Failures(const std::string& group,
+                                                           int limit) = 0;
+  // Puts failed jobs back in the queue (all failed jobs of the group when `ids` is empty).
+  virtual absl::StatusOr<int> Requeue(const std::string& group,
+                                      const std::vector<uint64_t>& ids) = 0;
+  // This month's usage of a group.
+  virtual absl::StatusOr<UsageRow> Usage(const std::string& group) = 0;
+  // SELECT 1.
+  virtual absl::Status Ping() = 0;
+};
+
+// A Store over a small pool of libpqxx connections to `url`, opened lazily and reopened after
+// a failure. Each call uses one connection; calls run concurrently up to `pool_size`.
+std::unique_ptr<Store> NewPgStore(const std::string& url, int pool_size);
+
+}  // namespace mailroom

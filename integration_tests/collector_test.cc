@@ -1,0 +1,451 @@
+// The collector binary against a throwaway PostgreSQL, over real gRPC on loopback.
+#include <signal.h>
+
+#include <future>
+#include <map>
+#include <pqxx/pqxx>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "collector/migrate.h"
+#include "collector/signing.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "gtest/gtest.h"
+#include "integration_tests/support/collector_client.h"
+#include "integration_tests/support/pg_server.h"
+#include "integration_tests/support/process.h"
+#include "proto/health.grpc.pb.h"
+
+namespace mailroom {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::PgServer;
+using testing::Process;
+using testing::TestSubscriber;
+
+constexpr char kKey[] = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+constexpr char kBearer[] = "test-subscriber-token-0123456789";
+
+class CollectorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto server = PgServer::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    pg_ = server->release();
+  }
+  static void TearDownTestSuite() { delete pg_; }
+
+  void SetUp() override {
+    static int n = 0;
+    auto url = pg_->CreateDatabase(absl::StrCat("collector_", ++n));
+    ASSERT_TRUE(url.ok()) << url.status();
+    url_ = *url;
+    ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
+  }
+
+  // Starts a collector; returns its gRPC port.
+  int StartCollector(std::map<std::string, std::string> extra = {}) {
+    int port = testing::FreePort();
+    std::map<std::string, std::string> env = {
+        {"MAILROOM_DATABASE_URL", url_},
+        {"MAILROOM_SECRET_KEY", kKey},
+        {"MAILROOM_LISTEN_ADDRESS", absl::StrCat("127.0.0.1:", port)},
+        {"MAILROOM_METRICS_ADDRESS", "127.0.0.1:0"},
+        {"MAILROOM_SUBSCRIBER_TOKENS", kBearer},
+        {"MAILROOM_BATCH_LIMIT", "100"},
+        {"MAILROOM_BATCH_TIMEOUT", "50"},
+        {"MAILROOM_POLL_INTERVAL", "500"},
+    };
+    for (auto& [k, v] : extra) env[k] = v;
+    auto p = Process::Spawn({testing::Runfile("mailroom/collector/collector")}, env);
+    EXPECT_TRUE(p.ok()) << p.status();
+    EXPECT_TRUE((*p)->WaitForLog("msg=connected", absl::Seconds(20))) << (*p)->Log();
+    collectors_.push_back(*std::move(p));
+    return port;
+  }
+
+  std::shared_ptr<grpc::Channel> Channel(int port) {
+    return grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                               grpc::InsecureChannelCredentials());
+  }
+
+  // The test's own connections carry an application_name so fault injection can spare them.
+  std::string TestUrl() const { return url_ + "?application_name=mailroom-test"; }
+  void Exec(const std::string& sql) {
+    pqxx::connection c(TestUrl());
+    pqxx::work tx(c);
+    tx.exec(sql);
+    tx.commit();
+  }
+  int64_t Scalar(const std::string& sql) {
+    pqxx::connection c(TestUrl());
+    pqxx::nontransaction tx(c);
+    return tx.exec1(sql)[0].as<int64_t>();
+  }
+  void InsertAccounts(int n, const std::string& prefix) {
+    Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT '", prefix,
+                      "' || i || '@example.test', '", prefix, "' || i FROM generate_series(1, ", n,
+                      ") i"));
+  }
+  static std::vector<uint64_t> Ids(const std::vector<v1::Job>& jobs) {
+    std::vector<uint64_t> ids;
+    for (const auto& j : jobs) ids.push_back(j.job_id());
+    return ids;
+  }
+
+  static PgServer* pg_;
+  std::string url_;
+  std::vector<std::unique_ptr<Process>> collectors_;
+};
+PgServer* CollectorTest::pg_ = nullptr;
+
+TEST_F(CollectorTest, InsertedAccountStreamsASignedJobThatVerifies) {
+  int port = StartCollector();
+  TestSubscriber sub(Channel(port), kBearer, "mailroom", 10);
+  ASSERT_TRUE(sub.WaitSubscribed(absl::Seconds(10)));
+  Exec("INSERT INTO accounts (email, login) VALUES ('alice@example.test', 'alice')");
+  ASSERT_EQ(sub.WaitForJobs(1, absl::Seconds(10)), 1u);
+  v1::Job job = sub.Jobs()[0];
+  EXPECT_EQ(job.action(), v1::ACTION_ACTIVATION);
+  EXPECT_EQ(job.email(), "alice@example.test");
+  EXPECT_EQ(job.login(), "alice");
+  EXPECT_EQ(job.token().size(), 86u);
+  EXPECT_EQ(job.code().size(), 5u);
+  EXPECT_EQ(job.attempt(), 1u);
+  auto key = ParseSigningKey(kKey);
+  ASSERT_TRUE(key.ok());
+  std::vector<SigningKey> keys = {*key};
+  EXPECT_TRUE(VerifyToken(keys, TokenAction::kActivation, job.token(), job.code()).ok());
+  // The collector's log never contains the token or the code.
+  EXPECT_THAT(collectors_[0]->Log(), Not(HasSubstr(job.token())));
+}
+
+TEST_F(CollectorTest, PasswordRecoveryTokenSignsTheCode) {
+  Exec("INSERT INTO accounts (email, login, status) VALUES ('bob@example.test', 'bob', 'active')");
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts");
+  int port = StartCollector();
+  TestSubscriber sub(Channel(port), kBearer, "mailroom", 10);
+  ASSERT_EQ(sub.WaitForJobs(1, absl::Seconds(10)), 1u);
+  v1::Job job = sub.Jobs()[0];
+  EXPECT_EQ(job.action(), v1::ACTION_PASSWORD_RECOVERY);
+  std::vector<SigningKey> keys = {*ParseSigningKey(kKey)};
+  EXPECT_TRUE(VerifyToken(keys, TokenAction::kPasswordRecovery, job.token(), job.code()).ok());
+  std::string wrong = job.code() == "00000" ? "00001" : "00000";
+  EXPECT_FALSE(VerifyToken(keys, TokenAction::kPasswordRecovery, job.token(), wrong).ok());
+}
+
+TEST_F(CollectorTest, TenThousandAccountsInOneTransactionAreAllDispatched) {
+  int port = StartCollector({{"MAILROOM_BATCH_LIMIT", "1000"}, {"MAILROOM_BATCH_TIMEOUT", "200"},
+                             {"MAILROOM_POLL_INTERVAL", "600000"}});  // no catch-up poll help
+  TestSubscriber sub(Channel(port), kBearer, "mailroom", 20000);
+  ASSERT_TRUE(sub.WaitSubscribed(absl::Seconds(10)));
+  absl::Time start = absl::Now();
+  InsertAccounts(10000, "bulk");  // one statement, one transaction, one folded NOTIFY
+  EXPECT_EQ(sub.WaitForJobs(10000, absl::Seconds(60)), 10000u);
+  absl::Duration took = absl::Now() - start;
+  std::printf("10,000 tokens from one transaction streamed in %s\n",
+              absl::FormatDuration(took).c_str());
+  std::set<uint64_t> unique;
+  for (const auto& j : sub.Jobs()) unique.insert(j.job_id());
+  EXPECT_EQ(unique.size(), 10000u);
+}
+
+TEST_F(CollectorTest, TokenCommittedAfterAHigherIdIsStillDispatched) {
+  int port = StartCollector({{"MAILROOM_BATCH_TIMEOUT", "0"}});
+  TestSubscriber sub(Channel(port), kBearer, "mailroom", 100);
+  ASSERT_TRUE(sub.WaitSubscribed(absl::Seconds(10)));
+  pqxx::connection slow(url_);
+  pqxx::work slow_tx(slow);
+  slow_tx.exec("INSERT INTO accounts (email, login) VALUES ('slow@example.test', 'slow')");
+  Exec("INSERT INTO accounts (email, login) VALUES ('fast@example.test', 'fast')");
+  ASSERT_EQ(sub.WaitForJobs(1, absl::Seconds(10)), 1u);
+  EXPECT_EQ(sub.Jobs()[0].login(), "fast");
+  slow_tx.commit();
+  ASSERT_EQ(sub.WaitForJobs(2, absl::Seconds(10)), 2u);
+  EXPECT_EQ(sub.Jobs()[1].login(), "slow");
+  EXPECT_LT(sub.Jobs()[1].job_id(), sub.Jobs()[0].job_id());
+}
+
+TEST_F(CollectorTest, TwoCollectorsNeverDispatchTheSameTokenToOneGroup) {
+  int port_a = StartCollector({{"MAILROOM_BATCH_TIMEOUT", "0"}});
+  int port_b = StartCollector({{"MAILROOM_BATCH_TIMEOUT", "0"}});
+  TestSubscriber a(Channel(port_a), kBearer, "mailroom", 5000, "a");
+  TestSubscriber b(Channel(port_b), kBearer, "mailroom", 5000, "b");
+  ASSERT_TRUE(a.WaitSubscribed(absl::Seconds(10)));
+  ASSERT_TRUE(b.WaitSubscribed(absl::Seconds(10)));
+  for (int i = 0; i < 100; ++i) InsertAccounts(20, absl::StrCat("two", i, "_"));
+  absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (a.Received() + b.Received() < 2000 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  absl::SleepFor(absl::Milliseconds(500));  // anything extra would be a duplicate
+  std::multiset<uint64_t> all;
+  for (const auto& j : a.Jobs()) all.insert(j.job_id());
+  for (const auto& j : b.Jobs()) all.insert(j.job_id());
+  std::set<uint64_t> unique(all.begin(), all.end());
+  EXPECT_EQ(all.size(), 2000u);
+  EXPECT_EQ(unique.size(), 2000u);
+  std::printf("collector a streamed %zu, collector b %zu\n", a.Received(), b.Received());
+}
+
+TEST_F(CollectorTest, ExpiredConsumedAndWrongStatusTokensAreNotDispatched) {
+  Exec("INSERT INTO accounts (email, login) VALUES ('ok@example.test', 'ok'),"
+       " ('expired@example.test', 'expired'), ('consumed@example.test', 'consumed'),"
+       " ('active@example.test', 'active')");
+  Exec("UPDATE tokens SET expires_at = 1 WHERE account = (SELECT id FROM accounts WHERE login = 'expired')");
+  Exec("UPDATE tokens SET consumed_at = 1 WHERE account = (SELECT id FROM accounts WHERE login = 'consumed')");
+  // An activation token for an already active account; recovery for a provisioned one.
+  Exec("UPDATE accounts SET status = 'active', activated_at = 1 WHERE login = 'active'");
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts WHERE login = 'ok'");
+  int port = StartCollector();
+  TestSubscriber sub(Channel(port), kBearer, "mailroom", 100);
+  ASSERT_EQ(sub.WaitForJobs(1, absl::Seconds(10)), 1u);
+  absl::SleepFor(absl::Seconds(1));
+  ASSERT_EQ(sub.Received(), 1u);
+  EXPECT_EQ(sub.Jobs()[0].login(), "ok");
+  EXPECT_EQ(sub.Jobs()[0].action(), v1::ACTION_ACTIVATION);
+}
+
+TEST_F(CollectorTest, NothingIsDispatchedWithoutRoom) {
+  int port = StartCollector();
+  InsertAccounts(20, "room");
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries"), 0);  // no subscriber: jobs wait
+  TestSubscriber sub(Channel(port), kBearer, "mailroom", 5);
+  ASSERT_EQ(sub.WaitForJobs(5, absl::Seconds(10)), 5u);
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_EQ(sub.Received(), 5u);  // never more than max_in_flight unacknowledged
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries"), 5);
+  ASSERT_TRUE(sub.Ack(Ids(sub.Take()), v1::OUTCOME_SENT).ok());
+  EXPECT_EQ(sub.WaitForJobs(10, absl::Seconds(10)), 10u);
+}
+
+TEST_F(CollectorTest, TwoGroupsEachSeeEveryJobAndMembersShareOne) {
+  int port = StartCollector({{"MAILROOM_BATCH_TIMEOUT", "0"}});
+  TestSubscriber a1(Channel(port), kBearer, "mailroom", 1000, "a1");
+  TestSubscriber a2(Channel(port), kBearer, "mailroom", 1000, "a2");
+  TestSubscriber audit(Channel(port), kBearer, "audit", 1000, "audit");
+  ASSERT_TRUE(a1.WaitSubscribed(absl::Seconds(10)));
+  ASSERT_TRUE(a2.WaitSubscribed(absl::Seconds(10)));
+  ASSERT_TRUE(audit.WaitSubscribed(absl::Seconds(10)));
+  absl::SleepFor(absl::Milliseconds(500));  // the audit group exists before the inserts
+  for (int i = 0; i < 30; ++i) InsertAccounts(10, absl::StrCat("g", i, "_"));
+  EXPECT_EQ(audit.WaitForJobs(300, absl::Seconds(20)), 300u);
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (a1.Received() + a2.Received() < 300 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  std::set<uint64_t> group;
+  for (const auto& j : a1.Jobs()) group.insert(j.job_id());
+  for (const auto& j : a2.Jobs()) group.insert(j.job_id());
+  EXPECT_EQ(a1.Received() + a2.Received(), 300u);
+  EXPECT_EQ(group.size(), 300u);
+  EXPECT_GT(a1.Received(), 0u);
+  EXPECT_GT(a2.Received(), 0u);
+}
+
+TEST_F(CollectorTest, UnacknowledgedJobsGoToAnotherMemberWhenTheLeaseRunsOut) {
+  int port = StartCollector({{"MAILROOM_LEASE_MS", "1000"}, {"MAILROOM_POLL_INTERVAL", "200"}});
+  TestSubscriber silent(Channel(port), kBearer, "mailroom", 10, "silent");
+  ASSERT_TRUE(silent.WaitSubscribed(absl::Seconds(10)));
+  InsertAccounts(3, "lease");
+  ASSERT_EQ(silent.WaitForJobs(3, absl::Seconds(10)), 3u);
+  TestSubscriber other(Channel(port), kBearer, "mailroom", 10, "other");
+  ASSERT_EQ(other.WaitForJobs(3, absl::Seconds(10)), 3u);  // after the 1 s lease
+  for (const auto& j : other.Jobs()) EXPECT_EQ(j.attempt(), 2u);
+  ASSERT_TRUE(other.Ack(Ids(other.Jobs()), v1::OUTCOME_SENT).ok());
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"), 3);
+}
+
+TEST_F(CollectorTest, CancelledSubscriberJobsAreHandedOverAtOnce) {
+  int port = StartCollector({{"MAILROOM_LEASE_MS", "600000"}});
+  auto first = std::make_unique<TestSubscriber>(Channel(port), kBearer, "mailroom", 10, "first");
+  InsertAccounts(4, "cancel");
+  ASSERT_EQ(first->WaitForJobs(4, absl::Seconds(10)), 4u);
+  TestSubscriber second(Channel(port), kBearer, "mailroom", 10, "second");
+  ASSERT_TRUE(second.WaitSubscribed(absl::Seconds(10)));
+  first->Cancel();  // mid-stream, nothing acknowledged
+  EXPECT_EQ(second.WaitForJobs(4, absl::Seconds(10)), 4u);  // long before the 10 min lease
+}
+
+TEST_F(CollectorTest, TerminatedConnectionsLoseNothing) {
+  int port = StartCollector({{"MAILROOM_BATCH_TIMEOUT", "20"}});
+  TestSubscriber sub(Channel(port), kBearer, "mailroom", 100000);
+  ASSERT_TRUE(sub.WaitSubscribed(absl::Seconds(10)));
+  auto inserter = std::async(std::launch::async, [&] {
+    for (int i = 0; i < 60; ++i) {
+      InsertAccounts(25, absl::StrCat("term", i, "_"));
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  });
+  for (int i = 0; i < 6; ++i) {
+    absl::SleepFor(absl::Milliseconds(150));
+    Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+         " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+         "   AND application_name <> 'mailroom-test'");
+  }
+  inserter.get();
+  absl::Time deadline = absl::Now() + absl::Seconds(60);
+  std::set<uint64_t> unique;
+  while (absl::Now() < deadline) {
+    unique.clear();
+    for (const auto& j : sub.Jobs()) unique.insert(j.job_id());
+    if (unique.size() >= 1500) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(unique.size(), 1500u);
+  EXPECT_THAT(collectors_[0]->Log(), HasSubstr("reconnecting"));
+}
+
+TEST_F(CollectorTest, HealthIsNotServingWhileTheDatabaseIsDown) {
+  int port = StartCollector({{"MAILROOM_RECONNECT_MAX_BACKOFF", "500"}});
+  auto health = grpc::health::v1::Health::NewStub(Channel(port));
+  auto check = [&] {
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckRequest req;
+    grpc::health::v1::HealthCheckResponse resp;
+    grpc::Status st = health->Check(&ctx, req, &resp);
+    return st.ok() ? resp.status() : grpc::health::v1::HealthCheckResponse::UNKNOWN;
+  };
+  EXPECT_EQ(check(), grpc::health::v1::HealthCheckResponse::SERVING);
+  ASSERT_TRUE(pg_->Stop().ok());
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (check() != grpc::health::v1::HealthCheckResponse::NOT_SERVING && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(check(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  ASSERT_TRUE(pg_->Resume().ok());
+  deadline = absl::Now() + absl::Seconds(20);
+  while (check() != grpc::health::v1::HealthCheckResponse::SERVING && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(check(), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_TRUE(collectors_[0]->Running());  // never exits because PostgreSQL went away
+}
+
+TEST_F(CollectorTest, CallsWithoutValidCredentialsAreUnauthenticated) {
+  int port = StartCollector();
+  auto stub = v1::Collector::NewStub(Channel(port));
+  for (const std::string bearer : {"", "wrong-token-wrong-token-wrong"}) {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, bearer);
+    v1::GetQueueStatsResponse resp;
+    EXPECT_EQ(stub->GetQueueStats(&ctx, v1::GetQueueStatsRequest(), &resp).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    TestSubscriber sub(Channel(port), bearer, "mailroom", 10);
+    EXPECT_EQ(sub.Finished(absl::Seconds(10)).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+}
+
+TEST_F(CollectorTest, InvalidArgumentsAreRejected) {
+  int port = StartCollector();
+  EXPECT_EQ(TestSubscriber(Channel(port), kBearer, "Bad Group!", 10)
+                .Finished(absl::Seconds(10)).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(TestSubscriber(Channel(port), kBearer, "mailroom", 0)
+                .Finished(absl::Seconds(10)).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  auto stub = v1::Collector::NewStub(Channel(port));
+  v1::AcknowledgeRequest ack;
+  ack.set_consumer_group("mailroom");
+  v1::AcknowledgeResponse resp;
+  {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, kBearer);
+    EXPECT_EQ(stub->Acknowledge(&ctx, ack, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  auto* o = ack.add_outcomes();
+  o->set_job_id(1);
+  o->set_outcome(v1::OUTCOME_FAILED);  // no reason
+  {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, kBearer);
+    EXPECT_EQ(stub->Acknowledge(&ctx, ack, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+}
+
+TEST_F(CollectorTest, OperatorCallsReportDepthFailuresUsageAndRequeue) {
+  int port = StartCollector();
+  InsertAccounts(7, "ops");
+  auto stub = v1::Collector::NewStub(Channel(port));
+  auto stats = [&] {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, kBearer);
+    v1::GetQueueStatsRequest req;
+    req.set_consumer_group("mailroom");
+    v1::GetQueueStatsResponse resp;
+    EXPECT_TRUE(stub->GetQueueStats(&ctx, req, &resp).ok());
+    return resp.groups(0);
+  };
+  EXPECT_EQ(stats().depth(), 7u);
+  TestSubscriber sub(Channel(port), kBearer, "mailroom", 100);
+  ASSERT_EQ(sub.WaitForJobs(7, absl::Seconds(10)), 7u);
+  std::vector<uint64_t> ids = Ids(sub.Jobs());
+  ASSERT_TRUE(sub.Ack({ids.begin(), ids.begin() + 5}, v1::OUTCOME_SENT, "", 100).ok());
+  ASSERT_TRUE(sub.Ack({ids[5], ids[6]}, v1::OUTCOME_FAILED, "550 5.1.1 no such user").ok());
+  v1::GroupStats g = stats();
+  EXPECT_EQ(g.depth(), 0u);
+  EXPECT_EQ(g.sent(), 5u);
+  EXPECT_EQ(g.failed(), 2u);
+  EXPECT_EQ(g.subscribers(), 1u);
+  {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, kBearer);
+    v1::ListFailuresRequest req;
+    req.set_consumer_group("mailroom");
+    v1::ListFailuresResponse resp;
+    ASSERT_TRUE(stub->ListFailures(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.failures_size(), 2);
+    EXPECT_EQ(resp.failures(0).reason(), "550 5.1.1 no such user");
+  }
+  {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, kBearer);
+    v1::GetUsageRequest req;
+    req.set_consumer_group("mailroom");
+    v1::GetUsageResponse resp;
+    ASSERT_TRUE(stub->GetUsage(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.sent(), 5u);
+    EXPECT_EQ(resp.cost_micros(), 500);
+  }
+  {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, kBearer);
+    v1::RequeueRequest req;
+    req.set_consumer_group("mailroom");
+    v1::RequeueResponse resp;
+    ASSERT_TRUE(stub->Requeue(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.requeued(), 2u);
+  }
+  EXPECT_EQ(sub.WaitForJobs(9, absl::Seconds(10)), 9u);  // the two failed ones come back
+}
+
+TEST_F(CollectorTest, SigtermStopsCleanly) {
+  StartCollector();
+  collectors_[0]->Signal(SIGTERM);
+  auto code = collectors_[0]->Wait(absl::Seconds(15));
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 0);
+  EXPECT_THAT(collectors_[0]->Log(), HasSubstr("msg=stopped"));
+}
+
+TEST_F(CollectorTest, ConfigErrorsNameTheVariableWithoutEchoingSecrets) {
+  const std::string secret_ish = "zz0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+  auto p = Process::Spawn({testing::Runfile("mailroom/collector/collector")},
+                          {{"MAILROOM_DATABASE_URL", url_},
+                           {"MAILROOM_SECRET_KEY", secret_ish},
+                           {"MAILROOM_SUBSCRIBER_TOKENS", kBearer}});
+  ASSERT_TRUE(p.ok());
+  auto code = (*p)->Wait(absl::Seconds(10));
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 2);
+  EXPECT_THAT((*p)->Log(), HasSubstr("MAILROOM_SECRET_KEY"));
+  EXPECT_THAT((*p)->Log(), Not(HasSubstr(secret_ish)));
+}
+
+}  // namespace
+}  // namespace mailroom

@@ -1,0 +1,221 @@
+#include "sender/engine.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "collector/common/log.h"
+
+namespace mailroom {
+namespace {
+
+bool Permanent(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kUnknown:
+      return false;
+    default:
+      return true;
+  }
+}
+
+const char* ActionName(v1::Action a) {
+  return a == v1::ACTION_PASSWORD_RECOVERY ? "password_recovery" : "activation";
+}
+
+}  // namespace
+
+Engine::Engine(EngineOptions options, Renderer render, Transport* transport, Pacer* pacer,
+               RetryDecider retry, std::function<void(v1::JobOutcome)> report, Metrics* metrics)
+    : opt_(options), render_(std::move(render)), transport_(transport), pacer_(pacer),
+      retry_(std::move(retry)), report_(std::move(report)), metrics_(metrics) {}
+
+Engine::~Engine() { Drain(); }
+
+Engine::Key Engine::KeyOf(const v1::Job& j) {
+  return {j.action() == v1::ACTION_PASSWORD_RECOVERY ? 0 : 1, j.expires_at(), j.job_id()};
+}
+
+void Engine::Submit(std::vector<v1::Job> jobs) {
+  absl::MutexLock lock(&mu_);
+  for (auto& j : jobs) {
+    if (!held_.insert(j.job_id()).second) continue;
+    if (draining_) {
+      // Arrived during shutdown: hand it straight back.
+      held_.erase(j.job_id());
+      Report(j.job_id(), v1::OUTCOME_DEFER, "sender shutting down");
+      continue;
+    }
+    Key k = KeyOf(j);
+    queue_.emplace(k, std::move(j));
+  }
+  metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
+}
+
+std::vector<uint64_t> Engine::Held() const {
+  absl::MutexLock lock(&mu_);
+  return {held_.begin(), held_.end()};
+}
+
+size_t Engine::queued() const {
+  absl::MutexLock lock(&mu_);
+  return queue_.size();
+}
+
+void Engine::Start() {
+  for (int i = 0; i < std::max(1, opt_.workers); ++i) {
+    workers_.emplace_back([this] { Work(); });
+  }
+}
+
+void Engine::Drain() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (draining_ && workers_.empty()) return;
+    draining_ = true;
+  }
+  for (auto& w : workers_) w.join();
+  workers_.clear();
+  DeferQueued(absl::ZeroDuration(), "sender shutting down");
+}
+
+void Engine::DeferQueued(absl::Duration retry_after, const std::string& why) {
+  std::vector<uint64_t> ids;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [k, j] : queue_) {
+      ids.push_back(j.job_id());
+      held_.erase(j.job_id());
+    }
+    queue_.clear();
+  }
+  for (uint64_t id : ids) Report(id, v1::OUTCOME_DEFER, why, retry_after);
+  if (!ids.empty()) {
+    LogInfo("jobs handed back", {{"count", absl::StrCat(ids.size())}, {"reason", why}});
+  }
+}
+
+void Engine::Report(uint64_t id, v1::Outcome outcome, const std::string& reason,
+                    absl::Duration retry_after, int64_t cost) {
+  v1::JobOutcome o;
+  o.set_job_id(id);
+  o.set_outcome(outcome);
+  o.set_reason(reason);
+  o.set_retry_after_ms(static_cast<uint32_t>(
+      std::clamp<int64_t>(absl::ToInt64Milliseconds(retry_after), 0, 31LL * 24 * 3600 * 1000)));
+  o.set_cost_micros(cost);
+  report_(std::move(o));
+}
+
+void Engine::Work() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return draining_ || !queue_.empty();
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(200));
+      if (draining_) return;
+      if (queue_.empty()) continue;
+    }
+    // Keep to the budget before choosing: a job that arrives meanwhile may matter more.
+    absl::Time now = absl::Now();
+    absl::Time next = pacer_->NextSendTime();
+    if (next - now > opt_.max_budget_wait) {
+      // Not sendable soon (budget spent for now): keep the jobs in PostgreSQL, not here.
+      absl::Duration wait = next == absl::InfiniteFuture() ? absl::Hours(1)
+                                                           : std::min(next - now, absl::Hours(1));
+      metrics_->Add("mailroom_sender_budget_deferrals_total", 1);
+      DeferQueued(wait, "sending budget exhausted for now");
+      absl::SleepFor(std::min(wait, absl::Seconds(1)));
+      continue;
+    }
+    if (next > now) {
+      metrics_->Add("mailroom_sender_rate_limit_wait_seconds_total",
+                    absl::ToDoubleSeconds(next - now));
+      absl::SleepFor(std::min(next - now, absl::Milliseconds(250)));
+      continue;
+    }
+    v1::Job job;
+    {
+      absl::MutexLock lock(&mu_);
+      if (queue_.empty() || draining_) continue;
+      auto it = queue_.begin();
+      job = std::move(it->second);
+      queue_.erase(it);
+      metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
+    }
+    Deliver(job);
+    absl::MutexLock lock(&mu_);
+    held_.erase(job.job_id());
+  }
+}
+
+void Engine::Deliver(const v1::Job& job) {
+  const std::string action = ActionName(job.action());
+  const std::string id = absl::StrCat(job.job_id());
+  absl::Time now = absl::Now();
+  if (absl::FromUnixSeconds(job.expires_at()) - opt_.expiry_margin <= now) {
+    metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "expired"}});
+    LogInfo("job expired before delivery", {{"job", id}, {"action", action}});
+    Report(job.job_id(), v1::OUTCOME_EXPIRED, "token expires before it can be delivered");
+    return;
+  }
+  auto email = render_(job);
+  if (!email.ok()) {
+    metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "failed"}});
+    metrics_->Add("mailroom_sender_failures_total", 1, {{"reason", "render"}});
+    LogWarn("job cannot be rendered", {{"job", id}, {"error", std::string(email.status().message())}});
+    Report(job.job_id(), v1::OUTCOME_FAILED, std::string(email.status().message()));
+    return;
+  }
+  int64_t cost = pacer_->TryAcquire();
+  while (cost < 0) {
+    // Another worker took the slot: wait for the next one (bounded by max_budget_wait above).
+    absl::Time next = pacer_->NextSendTime();
+    if (next - absl::Now() > opt_.max_budget_wait) {
+      Report(job.job_id(), v1::OUTCOME_DEFER, "sending budget exhausted for now",
+             std::min(next - absl::Now(), absl::Hours(1)));
+      return;
+    }
+    absl::SleepFor(std::max(absl::Milliseconds(1), next - absl::Now()));
+    cost = pacer_->TryAcquire();
+  }
+  absl::Time start = absl::Now();
+  auto sent = transport_->Send(*email);
+  metrics_->Add("mailroom_sender_send_seconds_total", absl::ToDoubleSeconds(absl::Now() - start));
+  if (sent.ok()) {
+    metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "sent"}});
+    metrics_->Add("mailroom_sender_spent_micros_total", cost);
+    LogInfo("sent", {{"job", id}, {"action", action}, {"transport", transport_->Name()},
+                     {"attempt", absl::StrCat(job.failures() + 1)}});
+    Report(job.job_id(), v1::OUTCOME_SENT, "", absl::ZeroDuration(), cost);
+    return;
+  }
+  pacer_->Refund();  // a rejected or failed send is not charged
+  const absl::Status& err = sent.status();
+  const std::string reason(err.message());
+  const int failures = static_cast<int>(job.failures()) + 1;
+  std::optional<absl::Duration> delay;
+  if (!Permanent(err)) delay = retry_(err, failures);
+  if (delay.has_value()) {
+    metrics_->Add("mailroom_sender_retries_total", 1);
+    LogWarn("send failed; will retry", {{"job", id}, {"error", reason},
+                                        {"failures", absl::StrCat(failures)},
+                                        {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(*delay))}});
+    Report(job.job_id(), v1::OUTCOME_RETRY, reason, *delay);
+    return;
+  }
+  const std::string final_reason =
+      Permanent(err) ? reason : absl::StrCat("gave up after ", failures, " attempts: ", reason);
+  metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "failed"}});
+  metrics_->Add("mailroom_sender_failures_total", 1,
+                {{"reason", Permanent(err) ? "permanent" : "retries_exhausted"}});
+  LogWarn("send failed permanently", {{"job", id}, {"error", final_reason}});
+  Report(job.job_id(), v1::OUTCOME_FAILED, final_reason);
+}
+
+}  // namespace mailroom

@@ -1,0 +1,96 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "collector/common/metrics.h"
+#include "proto/mailroom.pb.h"
+#include "sender/transport.h"
+
+namespace mailroom {
+
+// What the engine needs from the budget: when the next email may go, and taking/returning the
+// money for one. Thread-safe implementations only.
+class Pacer {
+ public:
+  virtual ~Pacer() = default;
+  // Earliest time the next email may be sent (InfiniteFuture: not this month).
+  virtual absl::Time NextSendTime() = 0;
+  // Takes one email's worth of budget if allowed now; returns its cost in micros, or -1.
+  virtual int64_t TryAcquire() = 0;
+  // Gives back one email's worth (the send did not happen).
+  virtual void Refund() = 0;
+};
+
+// Decides about a failed delivery: the delay before the next attempt, or nullopt to give up.
+// `failures` counts this failure too.
+using RetryDecider =
+    std::function<std::optional<absl::Duration>(const absl::Status& error, int failures)>;
+
+// Turns a job into a message ready for the transport (InvalidArgument for an address or login
+// that cannot be sent to: the job fails without being paid for).
+using Renderer = std::function<absl::StatusOr<OutgoingEmail>(const v1::Job& job)>;
+
+struct EngineOptions {
+  int workers = 1;                                         // parallel sends
+  absl::Duration expiry_margin = absl::Seconds(30);        // not worth sending this close to expiry
+  absl::Duration max_budget_wait = absl::Seconds(30);      // longer waits hand jobs back (DEFER)
+};
+
+// The sender's core: holds the jobs received from the collector, picks what to send (password
+// recovery before activation, then the earliest expiry), keeps to the budget, renders, sends
+// through the transport and reports each outcome. Thread-safe.
+class Engine {
+ public:
+  Engine(EngineOptions options, Renderer render, Transport* transport, Pacer* pacer,
+         RetryDecider retry, std::function<void(v1::JobOutcome)> report, Metrics* metrics);
+  ~Engine();
+
+  // Adds jobs (a job already held is ignored: the collector re-sent it after a reconnect).
+  void Submit(std::vector<v1::Job> jobs);
+  // Ids of jobs held (queued or being sent), for lease renewal.
+  std::vector<uint64_t> Held() const;
+  // Starts the workers.
+  void Start();
+  // Graceful stop: no new sends; waits for sends in progress; hands queued jobs back (DEFER 0).
+  void Drain();
+  // Jobs queued (not being sent).
+  size_t queued() const;
+
+ private:
+  // Priority key: recovery first, then earliest expiry, then id.
+  using Key = std::tuple<int, int64_t, uint64_t>;
+  static Key KeyOf(const v1::Job& j);
+  void Work();
+  void Deliver(const v1::Job& job);
+  void Report(uint64_t id, v1::Outcome outcome, const std::string& reason,
+              absl::Duration retry_after = absl::ZeroDuration(), int64_t cost = 0);
+  void DeferQueued(absl::Duration retry_after, const std::string& why);
+
+  const EngineOptions opt_;
+  Renderer render_;
+  Transport* const transport_;
+  Pacer* const pacer_;
+  RetryDecider retry_;
+  std::function<void(v1::JobOutcome)> report_;
+  Metrics* const metrics_;
+
+  mutable absl::Mutex mu_;
+  std::map<Key, v1::Job> queue_ ABSL_GUARDED_BY(mu_);
+  std::set<uint64_t> held_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace mailroom
