@@ -32,7 +32,9 @@ INSERT INTO consumer_groups (name, prev_snapshot) VALUES ('mailroom', '1:1:');
 CREATE TYPE delivery_state AS ENUM ('leased', 'retry', 'sent', 'failed', 'expired', 'cancelled');
 
 CREATE TABLE deliveries (
-    group_id    INT NOT NULL REFERENCES consumer_groups (id) ON DELETE CASCADE,
+    -- No foreign keys: a per-row referential check would cost a fifth of the dequeue.
+    -- Groups are never deleted by the service; a deleted token ends its delivery as cancelled.
+    group_id    INT NOT NULL,
     token_id    BIGINT NOT NULL,
     state       delivery_state NOT NULL,
     attempts    INT NOT NULL DEFAULT 1,   -- times handed out
@@ -91,6 +93,15 @@ DECLARE
     v_opened   BOOLEAN := FALSE;
     v_ids      BIGINT[];
     v_txids    XID8[];
+    v_actions  token_action[];
+    v_emails   TEXT[];
+    v_logins   TEXT[];
+    v_secrets  BYTEA[];
+    v_codes    TEXT[];
+    v_expires  BIGINT[];
+    v_accounts BIGINT[];
+    v_created  BIGINT[];
+    v_ok       BOOLEAN[];
     v_count    INT;
     v_returned INT;
 BEGIN
@@ -160,9 +171,18 @@ BEGIN
             v_opened := TRUE;
         END IF;
 
-        SELECT array_agg(w.id ORDER BY w.txid, w.id), array_agg(w.txid ORDER BY w.txid, w.id)
-          INTO v_ids, v_txids
-          FROM (SELECT t.id, t.txid FROM tokens t
+        -- One pass over the window (index range scan on (txid, id)) collects everything the
+        -- jobs need; the lease rows are written from it without looking the tokens up again.
+        SELECT array_agg(w.id), array_agg(w.txid), array_agg(w.action), array_agg(w.email),
+               array_agg(w.login), array_agg(w.secret), array_agg(w.code),
+               array_agg(w.expires_at), array_agg(w.account), array_agg(w.created_at),
+               array_agg(w.ok)
+          INTO v_ids, v_txids, v_actions, v_emails, v_logins, v_secrets, v_codes, v_expires,
+               v_accounts, v_created, v_ok
+          FROM (SELECT t.id, t.txid, t.action, a.email::TEXT AS email, a.login::TEXT AS login,
+                       t.secret, t.code::TEXT AS code, t.expires_at, t.account, t.created_at,
+                       mailroom_token_sendable(t, a.status, v_now) AS ok
+                  FROM tokens t JOIN accounts a ON a.id = t.account
                  WHERE (t.txid, t.id) > (g.pos_txid, g.pos_id)
                    AND t.txid < pg_snapshot_xmax(g.cur_snapshot)
                    AND pg_visible_in_snapshot(t.txid, g.cur_snapshot)
@@ -173,17 +193,21 @@ BEGIN
 
         IF v_count > 0 THEN
             RETURN QUERY
-            WITH ins AS (
+            WITH r AS (
+                SELECT * FROM unnest(v_ids, v_actions, v_emails, v_logins, v_secrets, v_codes,
+                                     v_expires, v_accounts, v_created, v_ok)
+                           AS r(id, action, email, login, secret, code, expires_at, account,
+                                created_at, ok)
+                 WHERE r.ok
+            ), ins AS (
                 INSERT INTO deliveries (group_id, token_id, state, owner, due_at)
-                SELECT g.id, t.id, 'leased', p_owner, v_due
-                  FROM tokens t JOIN accounts a ON a.id = t.account
-                 WHERE t.id = ANY (v_ids) AND mailroom_token_sendable(t, a.status, v_now)
+                SELECT g.id, r.id, 'leased', p_owner, v_due FROM r
                 ON CONFLICT DO NOTHING
                 RETURNING token_id
             )
-            SELECT t.id, t.action, a.email::TEXT, a.login::TEXT, t.secret, t.code::TEXT,
-                   t.expires_at, t.account, 1, 0, t.created_at
-              FROM ins JOIN tokens t ON t.id = ins.token_id JOIN accounts a ON a.id = t.account;
+            SELECT r.id, r.action, r.email, r.login, r.secret, r.code, r.expires_at, r.account,
+                   1, 0, r.created_at
+              FROM r JOIN ins ON ins.token_id = r.id;
             GET DIAGNOSTICS v_returned = ROW_COUNT;
         ELSE
             v_returned := 0;
