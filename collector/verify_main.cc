@@ -1,0 +1,80 @@
+// verify: checks a mailroom token (and, for password recovery, its code) against the signing
+// keys, as a front end would. Keys: MAILROOM_SECRET_KEY (the current one) and optionally
+// MAILROOM_VERIFY_KEYS (older keys, comma-separated), so tokens signed before a key rotation
+// still verify.
+//
+//   verify --action=activation|password_recovery --token=TOKEN|- [--code=NNNNN]
+//
+// Prints "valid" and exits 0, or "invalid: <reason>" on stderr and exits 1; usage or
+// configuration errors exit 2. The token is never printed.
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "collector/signing.h"
+
+namespace {
+
+int Usage(const char* why) {
+  std::fprintf(stderr,
+               "verify: %s\nusage: verify --action=activation|password_recovery "
+               "--token=TOKEN|- [--code=NNNNN]\n",
+               why);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string action, token, code;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view a = argv[i];
+    if (absl::ConsumePrefix(&a, "--action=")) {
+      action = std::string(a);
+    } else if (absl::ConsumePrefix(&a, "--token=")) {
+      token = std::string(a);
+    } else if (absl::ConsumePrefix(&a, "--code=")) {
+      code = std::string(a);
+    } else {
+      return Usage(absl::StrCat("unknown argument ", argv[i]).c_str());
+    }
+  }
+  mailroom::TokenAction act;
+  if (action == "activation") {
+    act = mailroom::TokenAction::kActivation;
+  } else if (action == "password_recovery") {
+    act = mailroom::TokenAction::kPasswordRecovery;
+  } else {
+    return Usage("--action must be activation or password_recovery");
+  }
+  if (token == "-") std::getline(std::cin, token);
+  token = std::string(absl::StripAsciiWhitespace(token));
+  if (token.empty()) return Usage("--token is required");
+
+  const char* current = std::getenv("MAILROOM_SECRET_KEY");
+  if (current == nullptr || *current == '\0') {
+    std::fprintf(stderr, "verify: MAILROOM_SECRET_KEY: required but not set\n");
+    return 2;
+  }
+  std::string all = current;
+  const char* older = std::getenv("MAILROOM_VERIFY_KEYS");
+  if (older != nullptr && *older != '\0') absl::StrAppend(&all, ",", older);
+  auto keys = mailroom::ParseSigningKeys(all);
+  if (!keys.ok()) {
+    std::fprintf(stderr, "verify: MAILROOM_SECRET_KEY/MAILROOM_VERIFY_KEYS: %s\n",
+                 std::string(keys.status().message()).c_str());
+    return 2;
+  }
+  absl::Status st = mailroom::VerifyToken(*keys, act, token, code);
+  if (!st.ok()) {
+    std::fprintf(stderr, "invalid: %s\n", std::string(st.message()).c_str());
+    return 1;
+  }
+  std::printf("valid\n");
+  return 0;
+}

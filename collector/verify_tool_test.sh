@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The verify tool against SPEC.md's known-answer vectors, across a key rotation.
+set -u
+verify=collector/verify
+key=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
+other=ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff
+act=PKJDxp4dwNHwMRN5Eg3LgKJ3tkodNYjPFelQegLiHtRvzbQpO1pD6At0uvhgfW5xFZxZqXWUac52g65ko1kY3Q
+rec=LqIZz5Y7xVZ4sVskfZPlnVYAxxpmEmvZUb3Ybr8iniULPg4NZs3Mbl9-42HCOCfjTMapULm8JSIYLhaVylgjAg
+fail=0
+expect() {  # expect CODE -- command...
+  local want=$1; shift
+  "$@" >/tmp/verify_out.$$ 2>&1; local got=$?
+  if [ "$got" != "$want" ]; then echo "FAIL ($got != $want): $*"; cat /tmp/verify_out.$$; fail=1; fi
+  if grep -q "$act\|$rec" /tmp/verify_out.$$; then echo "FAIL: token echoed: $*"; fail=1; fi
+}
+expect 0 env MAILROOM_SECRET_KEY=$key $verify --action=activation --token=$act
+expect 0 env MAILROOM_SECRET_KEY=$key $verify --action=password_recovery --token=$rec --code=42565
+expect 1 env MAILROOM_SECRET_KEY=$key $verify --action=password_recovery --token=$rec --code=42566
+expect 1 env MAILROOM_SECRET_KEY=$other $verify --action=activation --token=$act
+# Rotation: signed with the old key, verified with the new one current and the old one kept.
+expect 0 env MAILROOM_SECRET_KEY=$other MAILROOM_VERIFY_KEYS=$key $verify --action=activation --token=$act
+echo "$act" > /tmp/verify_in.$$
+expect 0 sh -c "MAILROOM_SECRET_KEY=$key $verify --action=activation --token=- < /tmp/verify_in.$$"
+expect 2 env MAILROOM_SECRET_KEY=$key $verify --action=bogus --token=$act
+expect 2 env -u MAILROOM_SECRET_KEY $verify --action=activation --token=$act
+expect 2 env MAILROOM_SECRET_KEY=xyz $verify --action=activation --token=$act
+rm -f /tmp/verify_out.$$ /tmp/verify_in.$$
+[ $fail = 0 ] && echo "verify tool: all cases pass"
+exit $fail

@@ -1,0 +1,165 @@
+#include "sender/config.h"
+
+#include <unistd.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace mailroom {
+namespace {
+
+#define MAILROOM_ASSIGN_OR_RETURN(lhs, expr) \
+  do {                                       \
+    auto _r = (expr);                        \
+    if (!_r.ok()) return _r.status();        \
+    lhs = *std::move(_r);                    \
+  } while (0)
+
+absl::Status Bad(const char* var, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(var, ": ", what));
+}
+
+}  // namespace
+
+absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
+  SenderConfig c;
+  MAILROOM_ASSIGN_OR_RETURN(c.collector_address,
+                            env.HostPort("MAILROOM_COLLECTOR_ADDRESS", "127.0.0.1:50051", false));
+  c.collector_token = env.String("MAILROOM_COLLECTOR_TOKEN", "");
+  MAILROOM_ASSIGN_OR_RETURN(c.collector_tls, env.Bool("MAILROOM_COLLECTOR_TLS", false));
+  MAILROOM_ASSIGN_OR_RETURN(c.collector_ca_file, env.File("MAILROOM_COLLECTOR_CA"));
+  MAILROOM_ASSIGN_OR_RETURN(c.client_cert_file, env.File("MAILROOM_COLLECTOR_CLIENT_CERT"));
+  MAILROOM_ASSIGN_OR_RETURN(c.client_key_file, env.File("MAILROOM_COLLECTOR_CLIENT_KEY"));
+  if (c.client_cert_file.empty() != c.client_key_file.empty()) {
+    return Bad(c.client_cert_file.empty() ? "MAILROOM_COLLECTOR_CLIENT_CERT"
+                                          : "MAILROOM_COLLECTOR_CLIENT_KEY",
+               "client certificate and key must be given together");
+  }
+  if (!c.collector_tls && (!c.collector_ca_file.empty() || !c.client_cert_file.empty())) {
+    return Bad("MAILROOM_COLLECTOR_TLS", "must be true when a CA or client certificate is set");
+  }
+  c.group = env.String("MAILROOM_CONSUMER_GROUP", "mailroom");
+  bool group_ok = !c.group.empty() && c.group.size() <= 63 && c.group[0] >= 'a' && c.group[0] <= 'z';
+  for (char ch : c.group) {
+    group_ok &= (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
+  }
+  if (!group_ok) return Bad("MAILROOM_CONSUMER_GROUP", "must match ^[a-z][a-z0-9_-]{0,62}$");
+  int64_t n;
+  MAILROOM_ASSIGN_OR_RETURN(n, env.Int("MAILROOM_MAX_IN_FLIGHT", 100, 1, 100000));
+  c.max_in_flight = static_cast<int>(n);
+
+  c.from = env.String("MAILROOM_FROM", "mailroom <no-reply@localhost>");
+  if (absl::StrContains(c.from, "\r") || absl::StrContains(c.from, "\n") ||
+      !absl::StrContains(c.from, "@")) {
+    return Bad("MAILROOM_FROM", "must be an address or \"Name <address>\" on one line");
+  }
+  c.link_base_url = env.String("MAILROOM_LINK_BASE_URL", "http://localhost:8080");
+  if (!absl::StartsWith(c.link_base_url, "https://") &&
+      !absl::StartsWith(c.link_base_url, "http://")) {
+    return Bad("MAILROOM_LINK_BASE_URL", "must start with https:// or http://");
+  }
+  c.template_dir = env.String("MAILROOM_TEMPLATE_DIR", "");
+  if (!c.template_dir.empty() && access(c.template_dir.c_str(), R_OK | X_OK) != 0) {
+    return Bad("MAILROOM_TEMPLATE_DIR", absl::StrCat("cannot read directory \"", c.template_dir, "\""));
+  }
+  c.product_name = env.String("MAILROOM_PRODUCT_NAME", "mailroom");
+
+  c.transport = absl::AsciiStrToLower(env.String("MAILROOM_TRANSPORT", "file"));
+  c.file_dir = env.String("MAILROOM_FILE_DIR", "./outbox");
+  c.smtp_url = env.String("MAILROOM_SMTP_URL", "");
+  c.smtp_username = env.String("MAILROOM_SMTP_USERNAME", "");
+  c.smtp_password = env.String("MAILROOM_SMTP_PASSWORD", "");
+  MAILROOM_ASSIGN_OR_RETURN(c.smtp_allow_plain, env.Bool("MAILROOM_SMTP_ALLOW_PLAIN", false));
+  MAILROOM_ASSIGN_OR_RETURN(c.smtp_ca_file, env.File("MAILROOM_SMTP_CA_FILE"));
+  MAILROOM_ASSIGN_OR_RETURN(c.smtp_insecure_skip_verify,
+                            env.Bool("MAILROOM_SMTP_INSECURE_SKIP_VERIFY", false));
+  MAILROOM_ASSIGN_OR_RETURN(n, env.Int("MAILROOM_CONNECTIONS", 4, 1, 64));
+  c.connections = static_cast<int>(n);
+  MAILROOM_ASSIGN_OR_RETURN(c.send_timeout, env.Millis("MAILROOM_SEND_TIMEOUT_MS", 30000, 100, 600000));
+  c.ses_region = env.String("MAILROOM_SES_REGION", env.String("AWS_REGION", "us-east-1"));
+  c.ses_endpoint = env.String("MAILROOM_SES_ENDPOINT", "");
+  c.ses_configuration_set = env.String("MAILROOM_SES_CONFIGURATION_SET", "");
+  c.aws_access_key_id = env.String("AWS_ACCESS_KEY_ID", "");
+  c.aws_secret_access_key = env.String("AWS_SECRET_ACCESS_KEY", "");
+  c.aws_session_token = env.String("AWS_SESSION_TOKEN", "");
+  if (c.transport == "smtp") {
+    if (c.smtp_url.empty()) return Bad("MAILROOM_SMTP_URL", "required when MAILROOM_TRANSPORT=smtp");
+    if (!absl::StartsWith(c.smtp_url, "smtp://") && !absl::StartsWith(c.smtp_url, "smtps://")) {
+      return Bad("MAILROOM_SMTP_URL", "must start with smtp:// or smtps://");
+    }
+    if (c.smtp_username.empty() != c.smtp_password.empty()) {
+      return Bad(c.smtp_username.empty() ? "MAILROOM_SMTP_USERNAME" : "MAILROOM_SMTP_PASSWORD",
+                 "username and password must be given together");
+    }
+  } else if (c.transport == "ses") {
+    if (c.aws_access_key_id.empty()) return Bad("AWS_ACCESS_KEY_ID", "required when MAILROOM_TRANSPORT=ses");
+    if (c.aws_secret_access_key.empty()) {
+      return Bad("AWS_SECRET_ACCESS_KEY", "required when MAILROOM_TRANSPORT=ses");
+    }
+    for (char ch : c.ses_region) {
+      if (!(absl::ascii_isalnum(ch) || ch == '-')) {
+        return Bad("MAILROOM_SES_REGION", "must look like us-east-1");
+      }
+    }
+    if (!c.ses_endpoint.empty() && !absl::StartsWith(c.ses_endpoint, "https://") &&
+        !absl::StartsWith(c.ses_endpoint, "http://")) {
+      return Bad("MAILROOM_SES_ENDPOINT", "must start with https:// or http://");
+    }
+  } else if (c.transport != "file") {
+    return Bad("MAILROOM_TRANSPORT", absl::StrCat("\"", c.transport, "\" is not file, smtp or ses"));
+  }
+
+  const std::string budget = absl::AsciiStrToLower(env.String("MAILROOM_BUDGET", "unlimited"));
+  if (budget != "unlimited") {
+    double b;
+    MAILROOM_ASSIGN_OR_RETURN(b, env.Double("MAILROOM_BUDGET", 0, 0, 1e12));
+    c.monthly_budget = b;
+  }
+  MAILROOM_ASSIGN_OR_RETURN(c.price_per_1000, env.Double("MAILROOM_PRICE_PER_1000", 0.10, 0, 1e6));
+  if (c.monthly_budget.has_value() && c.price_per_1000 <= 0) {
+    return Bad("MAILROOM_PRICE_PER_1000", "must be positive when MAILROOM_BUDGET is set");
+  }
+  MAILROOM_ASSIGN_OR_RETURN(n, env.Int("MAILROOM_BURST", 10, 1, 100000));
+  c.burst = static_cast<int>(n);
+  if (env.Get("MAILROOM_PROVIDER_RATE_LIMIT").has_value()) {
+    double r;
+    MAILROOM_ASSIGN_OR_RETURN(r, env.Double("MAILROOM_PROVIDER_RATE_LIMIT", 0, 0.001, 1e6));
+    c.provider_rate = r;
+  }
+  MAILROOM_ASSIGN_OR_RETURN(n, env.Int("MAILROOM_RETRY_MAX_ATTEMPTS", 8, 1, 100));
+  c.retry_max_attempts = static_cast<int>(n);
+  MAILROOM_ASSIGN_OR_RETURN(c.retry_base, env.Millis("MAILROOM_RETRY_BASE_MS", 1000, 1, 3600000));
+  MAILROOM_ASSIGN_OR_RETURN(c.retry_max, env.Millis("MAILROOM_RETRY_MAX_MS", 300000, 1, 86400000));
+  if (c.retry_max < c.retry_base) {
+    return Bad("MAILROOM_RETRY_MAX_MS", "must be at least MAILROOM_RETRY_BASE_MS");
+  }
+  MAILROOM_ASSIGN_OR_RETURN(c.expiry_margin,
+                            env.Millis("MAILROOM_EXPIRY_MARGIN_MS", 30000, 0, 3600000));
+
+  c.metrics_address = env.String("MAILROOM_METRICS_ADDRESS", "127.0.0.1:9465");
+  if (c.metrics_address == "off") {
+    c.metrics_address.clear();
+  } else {
+    MAILROOM_ASSIGN_OR_RETURN(c.metrics_address,
+                              env.HostPort("MAILROOM_METRICS_ADDRESS", "127.0.0.1:9465"));
+  }
+  c.health_address = env.String("MAILROOM_HEALTH_ADDRESS", "127.0.0.1:50052");
+  if (c.health_address == "off") {
+    c.health_address.clear();
+  } else {
+    MAILROOM_ASSIGN_OR_RETURN(c.health_address,
+                              env.HostPort("MAILROOM_HEALTH_ADDRESS", "127.0.0.1:50052"));
+  }
+  c.log_level = env.String("MAILROOM_LOG_LEVEL", "info");
+  if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warn" &&
+      c.log_level != "error") {
+    return Bad("MAILROOM_LOG_LEVEL", "must be debug, info, warn or error");
+  }
+  char host[256] = "sender";
+  gethostname(host, sizeof host - 1);
+  c.name = env.String("MAILROOM_SENDER_NAME", host);
+  return c;
+}
+
+}  // namespace mailroom

@@ -1,0 +1,69 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "collector/common/env.h"
+
+namespace mailroom {
+
+// Everything the sender is configured with, from MAILROOM_* (and AWS_*) environment variables;
+// see the README's table. Validated once at start; secrets are held, never printed.
+struct SenderConfig {
+  // The collector.
+  std::string collector_address;      // MAILROOM_COLLECTOR_ADDRESS
+  std::string collector_token;        // MAILROOM_COLLECTOR_TOKEN (secret)
+  bool collector_tls = false;         // MAILROOM_COLLECTOR_TLS
+  std::string collector_ca_file;      // MAILROOM_COLLECTOR_CA
+  std::string client_cert_file;       // MAILROOM_COLLECTOR_CLIENT_CERT
+  std::string client_key_file;        // MAILROOM_COLLECTOR_CLIENT_KEY
+  std::string group;                  // MAILROOM_CONSUMER_GROUP
+  int max_in_flight = 0;              // MAILROOM_MAX_IN_FLIGHT
+
+  // Messages.
+  std::string from;                   // MAILROOM_FROM
+  std::string link_base_url;          // MAILROOM_LINK_BASE_URL
+  std::string template_dir;           // MAILROOM_TEMPLATE_DIR
+  std::string product_name;           // MAILROOM_PRODUCT_NAME
+
+  // Transport.
+  std::string transport;              // MAILROOM_TRANSPORT: file | smtp | ses
+  std::string file_dir;               // MAILROOM_FILE_DIR
+  std::string smtp_url;               // MAILROOM_SMTP_URL
+  std::string smtp_username;          // MAILROOM_SMTP_USERNAME
+  std::string smtp_password;          // MAILROOM_SMTP_PASSWORD (secret)
+  bool smtp_allow_plain = false;      // MAILROOM_SMTP_ALLOW_PLAIN
+  std::string smtp_ca_file;           // MAILROOM_SMTP_CA_FILE
+  bool smtp_insecure_skip_verify = false;  // MAILROOM_SMTP_INSECURE_SKIP_VERIFY
+  int connections = 4;                // MAILROOM_CONNECTIONS (parallel sends)
+  absl::Duration send_timeout;        // MAILROOM_SEND_TIMEOUT_MS
+  std::string ses_region;             // MAILROOM_SES_REGION
+  std::string ses_endpoint;           // MAILROOM_SES_ENDPOINT
+  std::string ses_configuration_set;  // MAILROOM_SES_CONFIGURATION_SET
+  std::string aws_access_key_id;      // AWS_ACCESS_KEY_ID
+  std::string aws_secret_access_key;  // AWS_SECRET_ACCESS_KEY (secret)
+  std::string aws_session_token;      // AWS_SESSION_TOKEN (secret)
+
+  // Budget and retries.
+  std::optional<double> monthly_budget;  // MAILROOM_BUDGET (unset/"unlimited": no limit)
+  double price_per_1000 = 0.10;          // MAILROOM_PRICE_PER_1000
+  int burst = 10;                        // MAILROOM_BURST
+  std::optional<double> provider_rate;   // MAILROOM_PROVIDER_RATE_LIMIT (emails/s)
+  int retry_max_attempts = 8;            // MAILROOM_RETRY_MAX_ATTEMPTS
+  absl::Duration retry_base;             // MAILROOM_RETRY_BASE_MS
+  absl::Duration retry_max;              // MAILROOM_RETRY_MAX_MS
+  absl::Duration expiry_margin;          // MAILROOM_EXPIRY_MARGIN_MS
+
+  // Operations.
+  std::string metrics_address;        // MAILROOM_METRICS_ADDRESS ("" = off)
+  std::string health_address;         // MAILROOM_HEALTH_ADDRESS (gRPC health; "" = off)
+  std::string log_level;              // MAILROOM_LOG_LEVEL
+  std::string name;                   // MAILROOM_SENDER_NAME (default: host name)
+};
+
+// Reads and validates the configuration; errors name the variable, never a secret's value.
+absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env);
+
+}  // namespace mailroom
