@@ -1,0 +1,208 @@
+// The schema's behaviour (seeds 000/001 "Let's Try It Out", with the seeds' defects fixed),
+// against a throwaway PostgreSQL, one fresh database per test.
+#include <pqxx/pqxx>
+#include <regex>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "collector/migrate.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "integration_tests/support/pg_server.h"
+
+namespace mailroom {
+namespace {
+
+using ::testing::HasSubstr;
+
+class SchemaTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto server = testing::PgServer::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    pg_ = server->release();
+  }
+  static void TearDownTestSuite() { delete pg_; }
+  void SetUp() override {
+    static int n = 0;
+    auto url = pg_->CreateDatabase(absl::StrCat("schema_", ++n));
+    ASSERT_TRUE(url.ok()) << url.status();
+    url_ = *url;
+    auto up = MigrateUp(url_, EmbeddedMigrations());
+    ASSERT_TRUE(up.ok()) << up.status();
+    conn_ = std::make_unique<pqxx::connection>(url_);
+  }
+  void Exec(const std::string& sql) {
+    pqxx::work tx(*conn_);
+    tx.exec(sql);
+    tx.commit();
+  }
+  pqxx::row Row(const std::string& sql) {
+    pqxx::nontransaction tx(*conn_);
+    return tx.exec1(sql);
+  }
+  int64_t Int(const std::string& sql) { return Row(sql)[0].as<int64_t>(); }
+  int64_t Now() { return Int("SELECT EXTRACT(EPOCH FROM now())::BIGINT"); }
+
+  static testing::PgServer* pg_;
+  std::string url_;
+  std::unique_ptr<pqxx::connection> conn_;
+};
+testing::PgServer* SchemaTest::pg_ = nullptr;
+
+TEST_F(SchemaTest, ProvisioningCreatesAnActivationToken) {
+  Exec("INSERT INTO accounts (email, login) VALUES ('user@example.com', 'user123')");
+  pqxx::row a = Row("SELECT id, status, created_at, activated_at IS NULL FROM accounts");
+  EXPECT_EQ(a[1].as<std::string>(), "provisioned");
+  EXPECT_NEAR(a[2].as<int64_t>(), Now(), 5);
+  EXPECT_TRUE(a[3].as<bool>());
+  pqxx::row t = Row("SELECT action, octet_length(secret), code, account, expires_at, "
+                    "consumed_at IS NULL FROM tokens");
+  EXPECT_EQ(t[0].as<std::string>(), "activation");
+  EXPECT_EQ(t[1].as<int>(), 32);
+  EXPECT_TRUE(std::regex_match(t[2].as<std::string>(), std::regex("[0-9]{5}")));
+  EXPECT_EQ(t[3].as<int64_t>(), a[0].as<int64_t>());
+  EXPECT_NEAR(t[4].as<int64_t>(), Now() + 15 * 60, 5);
+  EXPECT_TRUE(t[5].as<bool>());
+}
+
+TEST_F(SchemaTest, ConsumingTheActivationTokenActivatesTheAccount) {
+  Exec("INSERT INTO accounts (email, login) VALUES ('user@example.com', 'user123')");
+  Exec("UPDATE tokens SET consumed_at = EXTRACT(EPOCH FROM now()) WHERE action = 'activation'");
+  pqxx::row a = Row("SELECT status, activated_at, status_changed_at FROM accounts");
+  EXPECT_EQ(a[0].as<std::string>(), "active");
+  EXPECT_NEAR(a[1].as<int64_t>(), Now(), 5);
+  EXPECT_EQ(a[2].as<int64_t>(), a[1].as<int64_t>());
+}
+
+TEST_F(SchemaTest, SuspendAndUnsuspendMaintainTimestamps) {
+  Exec("INSERT INTO accounts (email, login) VALUES ('user@example.com', 'user123')");
+  Exec("UPDATE tokens SET consumed_at = EXTRACT(EPOCH FROM now())");
+  Exec("UPDATE accounts SET status = 'suspended'");
+  pqxx::row s = Row("SELECT status, suspended_at IS NOT NULL, unsuspended_at IS NULL FROM accounts");
+  EXPECT_EQ(s[0].as<std::string>(), "suspended");
+  EXPECT_TRUE(s[1].as<bool>());
+  EXPECT_TRUE(s[2].as<bool>());
+  Exec("UPDATE accounts SET status = 'active'");
+  pqxx::row u = Row("SELECT status, suspended_at IS NULL, unsuspended_at IS NOT NULL, "
+                    "activated_at IS NOT NULL FROM accounts");
+  EXPECT_EQ(u[0].as<std::string>(), "active");
+  EXPECT_TRUE(u[1].as<bool>());
+  EXPECT_TRUE(u[2].as<bool>());
+  EXPECT_TRUE(u[3].as<bool>());
+}
+
+TEST_F(SchemaTest, NeverActivatedUnsuspendGoesBackToProvisionedWithALiveToken) {
+  Exec("INSERT INTO accounts (email, login) VALUES ('user@example.com', 'user123')");
+  Exec("UPDATE tokens SET expires_at = 1");  // its first token has long expired
+  Exec("UPDATE accounts SET status = 'suspended'");
+  Exec("UPDATE accounts SET status = 'active'");
+  EXPECT_EQ(Row("SELECT status FROM accounts")[0].as<std::string>(), "provisioned");
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE action = 'activation' AND consumed_at IS NULL "
+                "AND expires_at > EXTRACT(EPOCH FROM now())"),
+            1);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 2);
+}
+
+TEST_F(SchemaTest, UnsuspendKeepsAStillLiveTokenInsteadOfIssuingAnother) {
+  Exec("INSERT INTO accounts (email, login) VALUES ('user@example.com', 'user123')");
+  Exec("UPDATE accounts SET status = 'suspended'");
+  Exec("UPDATE accounts SET status = 'active'");
+  EXPECT_EQ(Row("SELECT status FROM accounts")[0].as<std::string>(), "provisioned");
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 1);
+}
+
+TEST_F(SchemaTest, TokenInsertNotifiesTheConfiguredChannel) {
+  class Receiver : public pqxx::notification_receiver {
+   public:
+    Receiver(pqxx::connection_base& c, const std::string& ch)
+        : pqxx::notification_receiver(c, ch) {}
+    void operator()(const std::string&, int) override { ++count; }
+    int count = 0;
+  };
+  pqxx::connection listener(url_);
+  Receiver r(listener, Row("SELECT channel FROM mailroom_settings")[0].as<std::string>());
+  Exec("INSERT INTO accounts (email, login) VALUES ('a@example.com', 'a')");
+  listener.await_notification(5, 0);
+  EXPECT_EQ(r.count, 1);
+
+  // 1,000 accounts in one transaction: PostgreSQL folds the identical notifications, so the
+  // listener may be woken only once. The collector treats NOTIFY as a wake-up, not a count.
+  r.count = 0;
+  Exec("INSERT INTO accounts (email, login) SELECT 'b' || i || '@example.com', 'b' || i "
+       "FROM generate_series(1, 1000) i");
+  listener.await_notification(5, 0);
+  while (listener.get_notifs() > 0) {
+  }
+  EXPECT_GE(r.count, 1);
+  EXPECT_LT(r.count, 1000);
+
+  // The channel is one setting: change it and the trigger follows.
+  Exec("UPDATE mailroom_settings SET channel = 'other_channel'");
+  Receiver other(listener, "other_channel");
+  Exec("INSERT INTO accounts (email, login) VALUES ('c@example.com', 'c')");
+  listener.await_notification(5, 0);
+  EXPECT_EQ(other.count, 1);
+}
+
+TEST_F(SchemaTest, CodesAreAlwaysFiveDigitsFromACryptographicSource) {
+  pqxx::nontransaction tx(*conn_);
+  std::set<char> first_digits;
+  int leading_zero = 0;
+  pqxx::result r = tx.exec("SELECT mailroom_random_code() FROM generate_series(1, 20000)");
+  std::vector<int> counts(10, 0);
+  for (const auto& row : r) {
+    std::string code = row[0].as<std::string>();
+    ASSERT_TRUE(std::regex_match(code, std::regex("[0-9]{5}"))) << code;
+    counts[code[0] - '0']++;
+    leading_zero += code[0] == '0';
+  }
+  // Uniform first digit: chi-square with 9 degrees of freedom below 27.9 (p = 0.001).
+  double chi = 0;
+  for (int c : counts) chi += (c - 2000.0) * (c - 2000.0) / 2000.0;
+  EXPECT_LT(chi, 27.9);
+  EXPECT_GT(leading_zero, 0);  // leading zeros are kept
+  std::string def = tx.exec1("SELECT pg_get_functiondef('mailroom_random_code'::regproc)")[0]
+                        .as<std::string>();
+  EXPECT_THAT(def, HasSubstr("gen_random_bytes"));
+  EXPECT_EQ(def.find("random()"), std::string::npos);
+}
+
+TEST_F(SchemaTest, NullOrShortCodesAreRejected) {
+  Exec("INSERT INTO accounts (email, login) VALUES ('a@example.com', 'a')");
+  EXPECT_THROW(Exec("INSERT INTO tokens (account, action, code) SELECT id, 'activation', NULL "
+                    "FROM accounts"),
+               pqxx::not_null_violation);
+  EXPECT_THROW(Exec("INSERT INTO tokens (account, action, code) SELECT id, 'activation', '1234' "
+                    "FROM accounts"),
+               pqxx::check_violation);
+}
+
+TEST_F(SchemaTest, TimestampsGoPast2038) {
+  Exec("INSERT INTO accounts (email, login, created_at) VALUES ('a@example.com', 'a', 4102444800)");
+  Exec("UPDATE tokens SET expires_at = 4102444800, consumed_at = 4102444800");
+  EXPECT_EQ(Int("SELECT created_at FROM accounts"), 4102444800);  // 2100-01-01
+  EXPECT_EQ(Int("SELECT expires_at FROM tokens"), 4102444800);
+  EXPECT_EQ(Int("SELECT count(*) FROM information_schema.columns WHERE table_name IN "
+                "('accounts', 'tokens') AND column_name LIKE '%_at' AND data_type <> 'bigint'"),
+            0);
+}
+
+TEST_F(SchemaTest, TokenMayPrecedeItsAccountInOneTransaction) {
+  pqxx::work tx(*conn_);
+  tx.exec("INSERT INTO tokens (id, account, action) VALUES (1000, 77, 'activation')");
+  tx.exec("INSERT INTO accounts (id, email, login, status) "
+          "VALUES (77, 'x@example.com', 'x', 'active')");
+  EXPECT_NO_THROW(tx.commit());
+}
+
+TEST_F(SchemaTest, UpDownUpLeavesAWorkingSchema) {
+  ASSERT_TRUE(MigrateDown(url_, EmbeddedMigrations(), 0).ok());
+  ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
+  conn_ = std::make_unique<pqxx::connection>(url_);
+  Exec("INSERT INTO accounts (email, login) VALUES ('a@example.com', 'a')");
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 1);
+}
+
+}  // namespace
+}  // namespace mailroom
