@@ -1,0 +1,72 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "sender/clock.h"
+#include "sender/engine.h"
+
+namespace mailroom {
+
+struct BudgetConfig {
+  std::optional<double> monthly_budget;  // money per UTC calendar month; nullopt = unlimited
+  double price_per_1000 = 0.10;          // money per 1,000 emails
+  int burst = 10;                        // emails that may go back to back ahead of the pace
+  std::optional<double> provider_rate;   // provider's cap, emails per second
+};
+
+// Budget-based pacing for every transport. The pace is the money left this month divided by
+// the time left in it (so money not spent early may be spent later), applied as a generic cell
+// rate algorithm with a tolerance of `burst` emails; the provider cap is a second GCRA. Spend
+// is kept in integer micro-units, each email's price rounded up, and the month's total can never
+// exceed the budget: when it is spent NextSendTime() is the first instant of next month. Spend
+// survives restarts through Restore() (the collector records it with each SENT outcome).
+// Thread-safe.
+class Budget : public Pacer {
+ public:
+  Budget(BudgetConfig config, Clock* clock);
+
+  absl::Time NextSendTime() override;
+  int64_t TryAcquire() override;
+  void Refund() override;
+
+  // Loads this month's spend (month "YYYY-MM" as GetUsage returns it; another month is ignored).
+  void Restore(const std::string& month, uint64_t sent, int64_t cost_micros);
+
+  // The price of one email in micro-units (rounded up).
+  int64_t cost_micros() const { return cost_micros_; }
+  // For metrics and logs.
+  int64_t spent_micros();
+  // Remaining money this month in micro-units (-1 when unlimited).
+  int64_t remaining_micros();
+  // Current budget pace in emails per second (0 when spent; infinity when unlimited).
+  double pace_per_second();
+  uint64_t sent_this_month();
+
+ private:
+  void RollOverLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Seconds between emails at the budget pace now; nullopt when unlimited, +inf when spent.
+  std::optional<double> IntervalLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Time NextLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const BudgetConfig config_;
+  Clock* const clock_;
+  const int64_t budget_micros_;  // -1 when unlimited
+  const int64_t cost_micros_;
+  absl::Mutex mu_;
+  absl::Time month_start_ ABSL_GUARDED_BY(mu_);
+  absl::Time month_end_ ABSL_GUARDED_BY(mu_);
+  int64_t spent_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t sent_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time budget_tat_ ABSL_GUARDED_BY(mu_);    // theoretical arrival time, budget GCRA
+  absl::Time provider_tat_ ABSL_GUARDED_BY(mu_);  // same for the provider cap
+};
+
+// The UTC calendar month containing `t`: [start, end).
+std::pair<absl::Time, absl::Time> MonthOf(absl::Time t);
+
+}  // namespace mailroom

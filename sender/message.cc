@@ -1,0 +1,315 @@
+#include "sender/message.h"
+
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <kainjow/mustache.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace mailroom {
+namespace {
+
+bool IsAtext(char c) {
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+         std::string_view("!#$%&'*+-/=?^_`{|}~").find(c) != std::string_view::npos;
+}
+
+// Plain printable ASCII that may stand in a header as is.
+bool PlainHeaderText(absl::string_view s) {
+  for (unsigned char c : s) {
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+// A display name that needs neither quoting nor encoding.
+bool PlainPhrase(absl::string_view s) {
+  for (char c : s) {
+    if (!IsAtext(c) && c != ' ') return false;
+  }
+  return !s.empty();
+}
+
+std::string Base64Lines(absl::string_view data) {
+  std::string b64 = absl::Base64Escape(data);
+  std::string out;
+  for (size_t i = 0; i < b64.size(); i += 76) absl::StrAppend(&out, b64.substr(i, 76), "\r\n");
+  return out;
+}
+
+std::string ReadFileOrEmpty(const std::string& path, bool* found) {
+  std::ifstream f(path);
+  *found = static_cast<bool>(f);
+  if (!*found) return "";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+constexpr const char* kActions[2] = {"activation", "password_recovery"};
+constexpr const char* kParts[3] = {"subject", "txt", "html"};
+
+constexpr char kActivationSubject[] = "Activate your {{product_name}} account";
+constexpr char kActivationText[] =
+    "Hello {{login}},\n"
+    "\n"
+    "Welcome to {{product_name}}. Open this link to activate your account:\n"
+    "\n"
+    "{{link}}\n"
+    "\n"
+    "The link expires in {{expires_in_minutes}} minutes ({{expires_at}}).\n"
+    "If you did not sign up, you can ignore this email.\n";
+constexpr char kActivationHtml[] =
+    "<!DOCTYPE html>\n"
+    "<html><body>\n"
+    "<p>Hello {{login}},</p>\n"
+    "<p>Welcome to {{product_name}}. Open this link to activate your account:</p>\n"
+    "<p><a href=\"{{link}}\">Activate my account</a></p>\n"
+    "<p>The link expires in {{expires_in_minutes}} minutes ({{expires_at}}).<br>\n"
+    "If you did not sign up, you can ignore this email.</p>\n"
+    "</body></html>\n";
+constexpr char kRecoverySubject[] = "Your {{product_name}} password recovery code: {{code}}";
+constexpr char kRecoveryText[] =
+    "Hello {{login}},\n"
+    "\n"
+    "Someone asked to reset the password of your {{product_name}} account.\n"
+    "Your code is {{code}}. Open this link to choose a new password:\n"
+    "\n"
+    "{{link}}\n"
+    "\n"
+    "The code and link expire in {{expires_in_minutes}} minutes ({{expires_at}}).\n"
+    "If it was not you, ignore this email: your password stays as it is.\n";
+constexpr char kRecoveryHtml[] =
+    "<!DOCTYPE html>\n"
+    "<html><body>\n"
+    "<p>Hello {{login}},</p>\n"
+    "<p>Someone asked to reset the password of your {{product_name}} account.</p>\n"
+    "<p>Your code is <strong>{{code}}</strong>.</p>\n"
+    "<p><a href=\"{{link}}\">Choose a new password</a></p>\n"
+    "<p>The code and link expire in {{expires_in_minutes}} minutes ({{expires_at}}).<br>\n"
+    "If it was not you, ignore this email: your password stays as it is.</p>\n"
+    "</body></html>\n";
+
+}  // namespace
+
+absl::Status ValidateAddress(absl::string_view a) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid email address: ", why));
+  };
+  if (a.empty()) return bad("empty");
+  if (a.size() > 254) return bad("longer than 254 characters");
+  for (unsigned char c : a) {
+    if (c >= 0x80) return bad("non-ASCII characters (SMTPUTF8 is not supported)");
+    if (c <= 0x20 || c == 0x7f) return bad("spaces or control characters");
+  }
+  size_t at = a.find('@');
+  if (at == absl::string_view::npos || a.rfind('@') != at) return bad("needs exactly one '@'");
+  absl::string_view local = a.substr(0, at), domain = a.substr(at + 1);
+  if (local.empty() || local.size() > 64) return bad("local part must be 1 to 64 characters");
+  if (local.front() == '.' || local.back() == '.' || local.find("..") != absl::string_view::npos) {
+    return bad("misplaced '.' in the local part");
+  }
+  for (char c : local) {
+    if (c != '.' && !IsAtext(c)) return bad(absl::StrCat("'", std::string(1, c), "' in the local part"));
+  }
+  std::vector<absl::string_view> labels = absl::StrSplit(domain, '.');
+  if (labels.size() < 2) return bad("domain needs at least two labels");
+  for (absl::string_view l : labels) {
+    if (l.empty() || l.size() > 63) return bad("domain labels must be 1 to 63 characters");
+    if (l.front() == '-' || l.back() == '-') return bad("domain label starts or ends with '-'");
+    for (char c : l) {
+      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-') {
+        return bad(absl::StrCat("'", std::string(1, c), "' in the domain"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::pair<std::string, std::string>> ParseMailbox(absl::string_view mailbox) {
+  mailbox = absl::StripAsciiWhitespace(mailbox);
+  size_t lt = mailbox.rfind('<');
+  std::string name, addr;
+  if (lt == absl::string_view::npos) {
+    addr = std::string(mailbox);
+  } else {
+    if (mailbox.back() != '>') return absl::InvalidArgumentError("mailbox must end with '>'");
+    addr = std::string(mailbox.substr(lt + 1, mailbox.size() - lt - 2));
+    name = std::string(absl::StripAsciiWhitespace(mailbox.substr(0, lt)));
+    if (name.size() >= 2 && name.front() == '"' && name.back() == '"') {
+      name = name.substr(1, name.size() - 2);
+    }
+  }
+  absl::Status st = ValidateAddress(addr);
+  if (!st.ok()) return st;
+  return std::make_pair(name, addr);
+}
+
+std::string EncodeHeaderText(absl::string_view text) {
+  std::string clean(text);
+  for (char& c : clean) {
+    if (c == '\r' || c == '\n') c = ' ';
+  }
+  if (PlainHeaderText(clean)) return clean;
+  // Encoded words of at most 45 input bytes (60 base64 characters + 12 = 72 <= 75), never
+  // splitting a UTF-8 sequence.
+  std::vector<std::string> words;
+  size_t i = 0;
+  while (i < clean.size()) {
+    size_t end = std::min(clean.size(), i + 45);
+    while (end < clean.size() && end > i + 1 &&
+           (static_cast<unsigned char>(clean[end]) & 0xC0) == 0x80) {
+      --end;
+    }
+    words.push_back(
+        absl::StrCat("=?UTF-8?B?", absl::Base64Escape(clean.substr(i, end - i)), "?="));
+    i = end;
+  }
+  return absl::StrJoin(words, "\r\n ");
+}
+
+namespace {
+
+std::string Mailbox(const std::string& name, const std::string& addr) {
+  if (name.empty()) return absl::StrCat("<", addr, ">");
+  std::string clean = name;
+  for (char& c : clean) {
+    if (c == '\r' || c == '\n') c = ' ';
+  }
+  if (PlainPhrase(clean)) return absl::StrCat(clean, " <", addr, ">");
+  // Anything else (commas, quotes, '<>', '@', non-ASCII) goes in encoded words, never raw.
+  std::string b64 = absl::Base64Escape(clean);
+  std::vector<std::string> words;
+  std::string encoded;
+  size_t i = 0;
+  while (i < clean.size()) {
+    size_t end = std::min(clean.size(), i + 45);
+    while (end < clean.size() && end > i + 1 &&
+           (static_cast<unsigned char>(clean[end]) & 0xC0) == 0x80) {
+      --end;
+    }
+    words.push_back(absl::StrCat("=?UTF-8?B?", absl::Base64Escape(clean.substr(i, end - i)), "?="));
+    i = end;
+  }
+  return absl::StrCat(absl::StrJoin(words, "\r\n "), " <", addr, ">");
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> BuildMime(const Message& m) {
+  auto from = ParseMailbox(m.from);
+  if (!from.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("sender address: ", from.status().message()));
+  }
+  absl::Status st = ValidateAddress(m.to_address);
+  if (!st.ok()) return st;
+  for (char c : m.message_id) {
+    if (c <= 0x20 || c >= 0x7f || c == '<' || c == '>') {
+      return absl::InvalidArgumentError("message id has invalid characters");
+    }
+  }
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(m.message_id.data()), m.message_id.size(), digest);
+  const std::string boundary = absl::StrCat(
+      "=_mailroom_",
+      absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(digest), 12)));
+  std::string out;
+  absl::StrAppend(&out, "From: ", Mailbox(from->first, from->second), "\r\n");
+  absl::StrAppend(&out, "To: ", Mailbox(m.to_name, m.to_address), "\r\n");
+  absl::StrAppend(&out, "Subject: ", EncodeHeaderText(m.subject), "\r\n");
+  absl::StrAppend(&out, "Date: ",
+                  absl::FormatTime("%a, %d %b %Y %H:%M:%S +0000", m.date, absl::UTCTimeZone()),
+                  "\r\n");
+  absl::StrAppend(&out, "Message-ID: <", m.message_id, ">\r\n");
+  absl::StrAppend(&out, "MIME-Version: 1.0\r\n");
+  absl::StrAppend(&out, "Content-Type: multipart/alternative; boundary=\"", boundary, "\"\r\n");
+  absl::StrAppend(&out, "\r\n");
+  absl::StrAppend(&out, "--", boundary, "\r\n",
+                  "Content-Type: text/plain; charset=UTF-8\r\n",
+                  "Content-Transfer-Encoding: base64\r\n\r\n", Base64Lines(m.text));
+  absl::StrAppend(&out, "--", boundary, "\r\n",
+                  "Content-Type: text/html; charset=UTF-8\r\n",
+                  "Content-Transfer-Encoding: base64\r\n\r\n", Base64Lines(m.html));
+  absl::StrAppend(&out, "--", boundary, "--\r\n");
+  return out;
+}
+
+std::string NewMessageId(absl::string_view domain) {
+  unsigned char b[16];
+  RAND_bytes(b, sizeof b);
+  return absl::StrCat(absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(b), 16)),
+                      "@", domain);
+}
+
+absl::StatusOr<Templates> Templates::Load(const std::string& dir) {
+  Templates t;
+  const char* defaults[2][3] = {{kActivationSubject, kActivationText, kActivationHtml},
+                                {kRecoverySubject, kRecoveryText, kRecoveryHtml}};
+  for (int a = 0; a < 2; ++a) {
+    for (int p = 0; p < 3; ++p) {
+      std::string source = defaults[a][p];
+      std::string name = absl::StrCat(kActions[a], ".", kParts[p], ".mustache");
+      if (!dir.empty()) {
+        bool found = false;
+        std::string custom = ReadFileOrEmpty(absl::StrCat(dir, "/", name), &found);
+        if (found) source = custom;
+      }
+      kainjow::mustache::mustache parsed(source);
+      if (!parsed.is_valid()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "MAILROOM_TEMPLATE_DIR: ", name, ": ", parsed.error_message()));
+      }
+      t.source_[a][p] = std::move(source);
+    }
+  }
+  return t;
+}
+
+absl::StatusOr<RenderedEmail> Templates::Render(v1::Action action, const TemplateVars& v) const {
+  if (action != v1::ACTION_ACTIVATION && action != v1::ACTION_PASSWORD_RECOVERY) {
+    return absl::InvalidArgumentError("unknown action");
+  }
+  const int a = action == v1::ACTION_ACTIVATION ? 0 : 1;
+  std::string base = v.link_base_url;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  kainjow::mustache::data data;
+  data.set("login", v.login);
+  data.set("email", v.email);
+  data.set("token", v.token);
+  data.set("code", v.code);
+  data.set("product_name", v.product_name);
+  data.set("link", absl::StrCat(base, a == 0 ? "/activate" : "/recover", "?token=", v.token));
+  data.set("expires_at",
+           absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", v.expires_at, absl::UTCTimeZone()));
+  int64_t minutes = std::max<int64_t>(0, absl::ToInt64Minutes(v.expires_at - absl::Now()));
+  data.set("expires_in_minutes", absl::StrCat(minutes));
+
+  RenderedEmail out;
+  auto identity = [](const std::string& s) { return s; };
+  kainjow::mustache::mustache subject(source_[a][0]);
+  subject.set_custom_escape(identity);
+  out.subject = subject.render(data);
+  for (char& c : out.subject) {
+    if (c == '\r' || c == '\n') c = ' ';
+  }
+  kainjow::mustache::mustache text(source_[a][1]);
+  text.set_custom_escape(identity);
+  out.text = text.render(data);
+  kainjow::mustache::mustache html(source_[a][2]);
+  out.html = html.render(data);
+  if (!subject.is_valid() || !text.is_valid() || !html.is_valid()) {
+    return absl::InternalError("template rendering failed");
+  }
+  return out;
+}
+
+}  // namespace mailroom

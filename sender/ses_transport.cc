@@ -1,0 +1,150 @@
+#include "sender/ses_transport.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace mailroom {
+namespace {
+
+size_t Collect(char* ptr, size_t size, size_t nmemb, void* userdata) {
+  static_cast<std::string*>(userdata)->append(ptr, size * nmemb);
+  return size * nmemb;
+}
+
+// Picks x-amzn-ErrorType out of the response headers.
+size_t Header(char* ptr, size_t size, size_t nmemb, void* userdata) {
+  absl::string_view line(ptr, size * nmemb);
+  if (absl::StartsWithIgnoreCase(line, "x-amzn-ErrorType:")) {
+    line.remove_prefix(strlen("x-amzn-ErrorType:"));
+    line = absl::StripAsciiWhitespace(line);
+    *static_cast<std::string*>(userdata) = std::string(line.substr(0, line.find(':')));
+  }
+  return size * nmemb;
+}
+
+}  // namespace
+
+SesTransport::SesTransport(const TransportConfig& config) : config_(config) {
+  CurlGlobalInit();
+  std::string endpoint = config.ses_endpoint.empty()
+                             ? absl::StrCat("https://email.", config.ses_region, ".amazonaws.com")
+                             : config.ses_endpoint;
+  while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
+  url_ = absl::StrCat(endpoint, "/v2/email/outbound-emails");
+  for (int i = 0; i < std::max(1, config.connections); ++i) {
+    auto slot = std::make_unique<Slot>();
+    slot->handle.reset(curl_easy_init());
+    slots_.push_back(std::move(slot));
+  }
+}
+
+absl::Status SesTransport::ResponseStatus(long http, const std::string& header_type,
+                                          const std::string& body) {
+  if (http >= 200 && http < 300) return absl::OkStatus();
+  std::string type = header_type, message;
+  auto json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (json.is_object()) {
+    if (type.empty() && json.contains("__type") && json["__type"].is_string()) {
+      type = json["__type"].get<std::string>();
+      type = type.substr(type.rfind('#') + 1);
+    }
+    for (const char* k : {"message", "Message"}) {
+      if (json.contains(k) && json[k].is_string()) message = json[k].get<std::string>();
+    }
+  }
+  const std::string what = absl::StrCat("ses ", http, type.empty() ? "" : " ", type,
+                                        message.empty() ? "" : ": ", message.substr(0, 300));
+  if (http == 429 || absl::StrContains(type, "TooManyRequests") ||
+      absl::StrContains(type, "Throttl") || absl::StrContains(type, "LimitExceeded") ||
+      http >= 500) {
+    return absl::UnavailableError(what);
+  }
+  if (http == 403 || absl::StrContains(type, "AccessDenied") ||
+      absl::StrContains(type, "SignatureDoesNotMatch")) {
+    return absl::PermissionDeniedError(what);
+  }
+  if (absl::StrContains(type, "AccountSuspended") || absl::StrContains(type, "SendingPaused") ||
+      absl::StrContains(type, "MailFromDomainNotVerified") || absl::StrContains(type, "NotFound")) {
+    return absl::FailedPreconditionError(what);
+  }
+  return absl::InvalidArgumentError(what);  // MessageRejected, BadRequest, ...
+}
+
+absl::StatusOr<SendResult> SesTransport::Send(const OutgoingEmail& email) {
+  nlohmann::json req = {
+      {"FromEmailAddress", email.from_address},
+      {"Destination", {{"ToAddresses", {email.to_address}}}},
+      {"Content", {{"Raw", {{"Data", absl::Base64Escape(email.mime)}}}}},
+  };
+  if (!config_.ses_configuration_set.empty()) {
+    req["ConfigurationSetName"] = config_.ses_configuration_set;
+  }
+  const std::string body = req.dump();
+
+  Slot* slot = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    auto any_free = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      for (auto& s : slots_) {
+        if (!s->busy) {
+          slot = s.get();
+          return true;
+        }
+      }
+      return false;
+    };
+    mu_.Await(absl::Condition(&any_free));
+    slot->busy = true;
+  }
+  CURL* c = slot->handle.get();
+  curl_easy_reset(c);
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  std::string response, error_type;
+  CurlSlist headers(curl_slist_append(nullptr, "Content-Type: application/json"));
+  if (!config_.aws_session_token.empty()) {
+    headers.reset(curl_slist_append(
+        headers.release(), absl::StrCat("x-amz-security-token: ", config_.aws_session_token).c_str()));
+  }
+  const std::string sigv4 = absl::StrCat("aws:amz:", config_.ses_region, ":ses");
+  const std::string userpwd =
+      absl::StrCat(config_.aws_access_key_id, ":", config_.aws_secret_access_key);
+  curl_easy_setopt(c, CURLOPT_URL, url_.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(c, CURLOPT_POST, 1L);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
+  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
+  curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4.c_str());
+  curl_easy_setopt(c, CURLOPT_USERPWD, userpwd.c_str());
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &response);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, Header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &error_type);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(config_.connect_timeout)));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(config_.timeout)));
+  CURLcode rc = curl_easy_perform(c);
+  long http = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
+  {
+    absl::MutexLock lock(&mu_);
+    slot->busy = false;
+  }
+  if (rc != CURLE_OK) return CurlStatus(rc, 0, errbuf, /*smtp=*/false);
+  absl::Status st = ResponseStatus(http, error_type, response);
+  if (!st.ok()) return st;
+  auto json = nlohmann::json::parse(response, nullptr, false);
+  std::string id = json.is_object() && json.contains("MessageId") && json["MessageId"].is_string()
+                       ? json["MessageId"].get<std::string>()
+                       : "";
+  return SendResult{id};
+}
+
+}  // namespace mailroom

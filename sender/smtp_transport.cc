@@ -1,0 +1,98 @@
+#include "sender/smtp_transport.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace mailroom {
+namespace {
+
+struct Upload {
+  const std::string* data;
+  size_t offset = 0;
+};
+
+size_t ReadBody(char* buf, size_t size, size_t nitems, void* userdata) {
+  auto* up = static_cast<Upload*>(userdata);
+  size_t n = std::min(size * nitems, up->data->size() - up->offset);
+  std::memcpy(buf, up->data->data() + up->offset, n);
+  up->offset += n;
+  return n;
+}
+
+}  // namespace
+
+SmtpTransport::SmtpTransport(const TransportConfig& config) : config_(config) {
+  CurlGlobalInit();
+  for (int i = 0; i < std::max(1, config.connections); ++i) {
+    auto slot = std::make_unique<Slot>();
+    slot->handle.reset(curl_easy_init());
+    slots_.push_back(std::move(slot));
+  }
+}
+
+SmtpTransport::Slot* SmtpTransport::Acquire() {
+  absl::MutexLock lock(&mu_);
+  Slot* free_slot = nullptr;
+  auto any_free = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (auto& s : slots_) {
+      if (!s->busy) {
+        free_slot = s.get();
+        return true;
+      }
+    }
+    return false;
+  };
+  mu_.Await(absl::Condition(&any_free));
+  free_slot->busy = true;
+  return free_slot;
+}
+
+void SmtpTransport::Release(Slot* slot) {
+  absl::MutexLock lock(&mu_);
+  slot->busy = false;
+}
+
+absl::StatusOr<SendResult> SmtpTransport::Send(const OutgoingEmail& email) {
+  Slot* slot = Acquire();
+  CURL* c = slot->handle.get();
+  // Options are set per message on a handle that keeps its connection between messages.
+  curl_easy_reset(c);
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  Upload up{&email.mime};
+  CurlSlist rcpt(curl_slist_append(nullptr, absl::StrCat("<", email.to_address, ">").c_str()));
+  const std::string from = absl::StrCat("<", email.from_address, ">");
+  curl_easy_setopt(c, CURLOPT_URL, config_.smtp_url.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(c, CURLOPT_MAIL_FROM, from.c_str());
+  curl_easy_setopt(c, CURLOPT_MAIL_RCPT, rcpt.get());
+  curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+  curl_easy_setopt(c, CURLOPT_READFUNCTION, ReadBody);
+  curl_easy_setopt(c, CURLOPT_READDATA, &up);
+  curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(email.mime.size()));
+  curl_easy_setopt(c, CURLOPT_USE_SSL,
+                   config_.smtp_require_tls ? CURLUSESSL_ALL : CURLUSESSL_TRY);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(config_.connect_timeout)));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(config_.timeout)));
+  if (!config_.smtp_username.empty()) {
+    curl_easy_setopt(c, CURLOPT_USERNAME, config_.smtp_username.c_str());
+    curl_easy_setopt(c, CURLOPT_PASSWORD, config_.smtp_password.c_str());
+  }
+  if (!config_.smtp_ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, config_.smtp_ca_file.c_str());
+  if (config_.smtp_insecure_skip_verify) {
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  CURLcode rc = curl_easy_perform(c);
+  long reply = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply);
+  Release(slot);
+  if (rc != CURLE_OK) return CurlStatus(rc, reply, errbuf, /*smtp=*/true);
+  return SendResult{absl::StrCat(reply)};
+}
+
+}  // namespace mailroom
