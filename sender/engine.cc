@@ -4,23 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "collector/common/log.h"
+#include "sender/retry.h"
 
 namespace mailroom {
 namespace {
 
-bool Permanent(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kResourceExhausted:
-    case absl::StatusCode::kAborted:
-    case absl::StatusCode::kInternal:
-    case absl::StatusCode::kUnknown:
-      return false;
-    default:
-      return true;
-  }
-}
+bool Permanent(const absl::Status& s) { return !RetryPolicy::Retryable(s); }
 
 const char* ActionName(v1::Action a) {
   return a == v1::ACTION_PASSWORD_RECOVERY ? "password_recovery" : "activation";

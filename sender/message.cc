@@ -39,6 +39,23 @@ bool PlainPhrase(absl::string_view s) {
   return !s.empty();
 }
 
+// RFC 2047 UTF-8 base64 encoded words of at most 45 input bytes each (60 base64 characters + 12
+// = 72 <= 75), never splitting a UTF-8 sequence, folded with CRLF SP.
+std::string EncodeWords(absl::string_view text) {
+  std::vector<std::string> words;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t end = std::min(text.size(), i + 45);
+    while (end < text.size() && end > i + 1 &&
+           (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) {
+      --end;
+    }
+    words.push_back(absl::StrCat("=?UTF-8?B?", absl::Base64Escape(text.substr(i, end - i)), "?="));
+    i = end;
+  }
+  return absl::StrJoin(words, "\r\n ");
+}
+
 std::string Base64Lines(absl::string_view data) {
   std::string b64 = absl::Base64Escape(data);
   std::string out;
@@ -160,21 +177,7 @@ std::string EncodeHeaderText(absl::string_view text) {
     if (c == '\r' || c == '\n') c = ' ';
   }
   if (PlainHeaderText(clean)) return clean;
-  // Encoded words of at most 45 input bytes (60 base64 characters + 12 = 72 <= 75), never
-  // splitting a UTF-8 sequence.
-  std::vector<std::string> words;
-  size_t i = 0;
-  while (i < clean.size()) {
-    size_t end = std::min(clean.size(), i + 45);
-    while (end < clean.size() && end > i + 1 &&
-           (static_cast<unsigned char>(clean[end]) & 0xC0) == 0x80) {
-      --end;
-    }
-    words.push_back(
-        absl::StrCat("=?UTF-8?B?", absl::Base64Escape(clean.substr(i, end - i)), "?="));
-    i = end;
-  }
-  return absl::StrJoin(words, "\r\n ");
+  return EncodeWords(clean);
 }
 
 namespace {
@@ -187,20 +190,7 @@ std::string Mailbox(const std::string& name, const std::string& addr) {
   }
   if (PlainPhrase(clean)) return absl::StrCat(clean, " <", addr, ">");
   // Anything else (commas, quotes, '<>', '@', non-ASCII) goes in encoded words, never raw.
-  std::string b64 = absl::Base64Escape(clean);
-  std::vector<std::string> words;
-  std::string encoded;
-  size_t i = 0;
-  while (i < clean.size()) {
-    size_t end = std::min(clean.size(), i + 45);
-    while (end < clean.size() && end > i + 1 &&
-           (static_cast<unsigned char>(clean[end]) & 0xC0) == 0x80) {
-      --end;
-    }
-    words.push_back(absl::StrCat("=?UTF-8?B?", absl::Base64Escape(clean.substr(i, end - i)), "?="));
-    i = end;
-  }
-  return absl::StrCat(absl::StrJoin(words, "\r\n "), " <", addr, ">");
+  return absl::StrCat(EncodeWords(clean), " <", addr, ">");
 }
 
 }  // namespace

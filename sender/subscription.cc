@@ -26,8 +26,11 @@ void Subscription::Authorize(grpc::ClientContext* ctx) const {
   if (!opt_.bearer.empty()) ctx->AddMetadata("authorization", "Bearer " + opt_.bearer);
 }
 
-void Subscription::Start() {
+void Subscription::StartReceiving() {
   reader_ = std::thread([this] { ReadLoop(); });
+}
+
+void Subscription::Start() {
   acker_ = std::thread([this] { AckLoop(); });
   renewer_ = std::thread([this] { RenewLoop(); });
 }

@@ -38,8 +38,10 @@ class Subscription {
                std::function<std::vector<uint64_t>()> held);
   ~Subscription();
 
-  // Starts the reader, acknowledger and renewer threads.
+  // Starts the acknowledger and lease renewer threads.
   void Start();
+  // Opens the stream (after Start): jobs start flowing to `on_jobs`.
+  void StartReceiving();
   // Queues an outcome for the next Acknowledge call.
   void Report(v1::JobOutcome outcome);
   // Stops taking jobs: ends the stream and does not reconnect. Acks keep flowing.
