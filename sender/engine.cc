@@ -111,8 +111,10 @@ void Engine::Work() {
       if (queue_.empty()) continue;
     }
     // Keep to the budget before choosing: a job that arrives meanwhile may matter more.
-    absl::Time now = absl::Now();
+    // Read the clock after the pacer: its answer is never later than "now" when sending is
+    // allowed, so this order cannot mistake an open slot for a wait.
     absl::Time next = pacer_->NextSendTime();
+    absl::Time now = absl::Now();
     if (next - now > opt_.max_budget_wait) {
       // Not sendable soon (budget spent for now): keep the jobs in PostgreSQL, not here.
       absl::Duration wait = next == absl::InfiniteFuture() ? absl::Hours(1)
@@ -123,6 +125,8 @@ void Engine::Work() {
       continue;
     }
     if (next > now) {
+      Log(LogLevel::kDebug, "waiting for the pace",
+          {{"ms", absl::StrCat(absl::ToDoubleMilliseconds(next - now))}});
       metrics_->Add("mailroom_sender_rate_limit_wait_seconds_total",
                     absl::ToDoubleSeconds(next - now));
       absl::SleepFor(std::min(next - now, absl::Milliseconds(250)));
@@ -163,6 +167,7 @@ void Engine::Deliver(const v1::Job& job) {
   }
   int64_t cost = pacer_->TryAcquire();
   while (cost < 0) {
+    Log(LogLevel::kDebug, "budget slot taken; waiting", {{"job", id}});
     // Another worker took the slot: wait for the next one (bounded by max_budget_wait above).
     absl::Time next = pacer_->NextSendTime();
     if (next - absl::Now() > opt_.max_budget_wait) {
