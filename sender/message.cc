@@ -221,7 +221,8 @@ absl::StatusOr<std::string> BuildMime(const Message& m) {
                   "\r\n");
   absl::StrAppend(&out, "Message-ID: <", m.message_id, ">\r\n");
   absl::StrAppend(&out, "MIME-Version: 1.0\r\n");
-  absl::StrAppend(&out, "Content-Type: multipart/alternative; boundary=\"", boundary, "\"\r\n");
+  absl::StrAppend(&out, "Content-Type: multipart/alternative;\r\n boundary=\"", boundary,
+                  "\"\r\n");
   absl::StrAppend(&out, "\r\n");
   absl::StrAppend(&out, "--", boundary, "\r\n",
                   "Content-Type: text/plain; charset=UTF-8\r\n",
