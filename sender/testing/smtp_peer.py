@@ -88,7 +88,8 @@ def authenticator(server, session, envelope, mechanism, auth_data):
     user, password = args.auth.split(":", 1)
     ok = (isinstance(auth_data, LoginPassword) and auth_data.login.decode() == user
           and auth_data.password.decode() == password)
-    return AuthResult(success=ok)
+    # handled=False: aiosmtpd then answers "535" itself (its default assumes we replied).
+    return AuthResult(success=ok, handled=False)
 
 
 class PeerController(Controller):
@@ -105,8 +106,9 @@ kwargs = dict(hostname="127.0.0.1", port=args.port, decode_data=False,
               enable_SMTPUTF8=False)
 smtp_kwargs = {}
 if args.auth:
+    # PLAIN only: aiosmtpd 1.4 stalls a client that falls back to LOGIN after a refusal.
     smtp_kwargs.update(authenticator=authenticator, auth_require_tls=bool(context),
-                       auth_required=True)
+                       auth_required=True, auth_exclude_mechanism=["LOGIN"])
 if context and not args.implicit_tls:
     smtp_kwargs.update(tls_context=context, require_starttls=args.require_tls)
 if context and args.implicit_tls:
