@@ -22,43 +22,62 @@ Budget::Budget(BudgetConfig config, Clock* clock)
                          : -1),
       // Rounded up: the recorded spend is never below what the provider charges.
       cost_micros_(static_cast<int64_t>(std::ceil(config.price_per_1000 * 1000.0 - 1e-9))) {
-  absl::Time now = clock_->Now();
-  std::tie(month_start_, month_end_) = MonthOf(now);
-  budget_tat_ = provider_tat_ = now;
+  last_ = clock_->Now();
+  std::tie(month_start_, month_end_) = MonthOf(last_);
+  budget_tokens_ = std::max(1, config_.burst);
+  provider_tokens_ = ProviderCapacity();
 }
 
-void Budget::RollOverLocked(absl::Time now) {
-  if (now < month_end_) return;
-  std::tie(month_start_, month_end_) = MonthOf(now);
-  spent_ = 0;
-  sent_ = 0;
-  budget_tat_ = now;
+double Budget::ProviderCapacity() const {
+  return config_.provider_rate.has_value()
+             ? std::max(1.0, std::floor(*config_.provider_rate))
+             : 0;
 }
 
-std::optional<double> Budget::IntervalLocked(absl::Time now) {
+std::optional<double> Budget::RateLocked(absl::Time now) {
   if (budget_micros_ < 0) return std::nullopt;
   int64_t emails_left = cost_micros_ > 0 ? (budget_micros_ - spent_) / cost_micros_
-                                         : std::numeric_limits<int64_t>::max();
-  if (emails_left <= 0) return std::numeric_limits<double>::infinity();
+                                         : std::numeric_limits<int64_t>::max() / 2;
+  if (emails_left <= 0) return 0.0;
   double seconds_left = std::max(1e-3, absl::ToDoubleSeconds(month_end_ - now));
-  return seconds_left / static_cast<double>(emails_left);
+  return static_cast<double>(emails_left) / seconds_left;
+}
+
+void Budget::AdvanceLocked(absl::Time now) {
+  if (now >= month_end_) {
+    std::tie(month_start_, month_end_) = MonthOf(now);
+    spent_ = 0;
+    sent_ = 0;
+    last_ = std::max(last_, month_start_);
+  }
+  if (now <= last_) return;
+  const double dt = absl::ToDoubleSeconds(now - last_);
+  auto rate = RateLocked(now);
+  if (rate.has_value()) {
+    budget_tokens_ = std::min<double>(std::max(1, config_.burst), budget_tokens_ + dt * *rate);
+  }
+  if (config_.provider_rate.has_value()) {
+    provider_tokens_ =
+        std::min(ProviderCapacity(), provider_tokens_ + dt * *config_.provider_rate);
+  }
+  last_ = now;
 }
 
 absl::Time Budget::NextLocked(absl::Time now) {
-  RollOverLocked(now);
+  AdvanceLocked(now);
   absl::Time next = now;
-  auto interval = IntervalLocked(now);
-  if (interval.has_value()) {
-    if (std::isinf(*interval)) return month_end_;
-    absl::Duration tolerance = absl::Seconds(*interval * (std::max(1, config_.burst) - 1));
-    next = std::max(next, budget_tat_ - tolerance);
+  auto rate = RateLocked(now);
+  if (rate.has_value() && budget_tokens_ < 1) {
+    if (*rate <= 0) return month_end_;
+    // The rate at that time is at least today's, so the slot is open when it comes.
+    next = std::max(next, now + absl::Seconds((1 - budget_tokens_) / *rate) + absl::Nanoseconds(1));
   }
-  if (config_.provider_rate.has_value()) {
-    double t = 1.0 / *config_.provider_rate;
-    int cap_burst = std::max(1, static_cast<int>(std::floor(*config_.provider_rate)));
-    next = std::max(next, provider_tat_ - absl::Seconds(t * (cap_burst - 1)));
+  if (rate.has_value() && *rate <= 0) return month_end_;
+  if (config_.provider_rate.has_value() && provider_tokens_ < 1) {
+    next = std::max(next, now + absl::Seconds((1 - provider_tokens_) / *config_.provider_rate) +
+                              absl::Nanoseconds(1));
   }
-  return next;
+  return std::min(next, month_end_);
 }
 
 absl::Time Budget::NextSendTime() {
@@ -71,14 +90,8 @@ int64_t Budget::TryAcquire() {
   absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
   if (NextLocked(now) > now) return -1;
-  auto interval = IntervalLocked(now);
-  if (interval.has_value()) {
-    if (std::isinf(*interval)) return -1;
-    budget_tat_ = std::max(budget_tat_, now) + absl::Seconds(*interval);
-  }
-  if (config_.provider_rate.has_value()) {
-    provider_tat_ = std::max(provider_tat_, now) + absl::Seconds(1.0 / *config_.provider_rate);
-  }
+  if (RateLocked(now).has_value()) budget_tokens_ -= 1;
+  if (config_.provider_rate.has_value()) provider_tokens_ -= 1;
   spent_ += cost_micros_;
   ++sent_;
   return cost_micros_;
@@ -93,7 +106,7 @@ void Budget::Refund() {
 void Budget::Restore(const std::string& month, uint64_t sent, int64_t cost_micros) {
   absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
-  RollOverLocked(now);
+  AdvanceLocked(now);
   if (month != absl::FormatTime("%Y-%m", month_start_, absl::UTCTimeZone())) return;
   spent_ = std::max(spent_, cost_micros);
   sent_ = std::max(sent_, sent);
@@ -102,30 +115,29 @@ void Budget::Restore(const std::string& month, uint64_t sent, int64_t cost_micro
 int64_t Budget::spent_micros() {
   absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
-  RollOverLocked(now);
+  AdvanceLocked(now);
   return spent_;
 }
 
 int64_t Budget::remaining_micros() {
   absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
-  RollOverLocked(now);
+  AdvanceLocked(now);
   return budget_micros_ < 0 ? -1 : std::max<int64_t>(0, budget_micros_ - spent_);
 }
 
 double Budget::pace_per_second() {
   absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
-  RollOverLocked(now);
-  auto interval = IntervalLocked(now);
-  if (!interval.has_value()) return std::numeric_limits<double>::infinity();
-  return std::isinf(*interval) ? 0.0 : 1.0 / *interval;
+  AdvanceLocked(now);
+  auto rate = RateLocked(now);
+  return rate.has_value() ? *rate : std::numeric_limits<double>::infinity();
 }
 
 uint64_t Budget::sent_this_month() {
   absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
-  RollOverLocked(now);
+  AdvanceLocked(now);
   return sent_;
 }
 

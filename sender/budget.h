@@ -20,8 +20,9 @@ struct BudgetConfig {
 };
 
 // Budget-based pacing for every transport. The pace is the money left this month divided by
-// the time left in it (so money not spent early may be spent later), applied as a generic cell
-// rate algorithm with a tolerance of `burst` emails; the provider cap is a second GCRA. Spend
+// the time left in it (so money not spent early may be spent later), applied as a token bucket
+// of `burst` emails refilled at that pace; the provider cap is a second bucket. The pace only
+// grows while nothing is sent, so a slot NextSendTime() predicts is open when it comes. Spend
 // is kept in integer micro-units, each email's price rounded up, and the month's total can never
 // exceed the budget: when it is spent NextSendTime() is the first instant of next month. Spend
 // survives restarts through Restore() (the collector records it with each SENT outcome).
@@ -48,9 +49,12 @@ class Budget : public Pacer {
   uint64_t sent_this_month();
 
  private:
-  void RollOverLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Seconds between emails at the budget pace now; nullopt when unlimited, +inf when spent.
-  std::optional<double> IntervalLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts a new month when `now` is past this one; refills the buckets up to `now`.
+  void AdvanceLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Emails per second at the budget pace now; nullopt when unlimited, 0 when spent.
+  std::optional<double> RateLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The provider bucket's size: the cap's whole emails per second, at least 1.
+  double ProviderCapacity() const;
   absl::Time NextLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const BudgetConfig config_;
@@ -62,8 +66,9 @@ class Budget : public Pacer {
   absl::Time month_end_ ABSL_GUARDED_BY(mu_);
   int64_t spent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t sent_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time budget_tat_ ABSL_GUARDED_BY(mu_);    // theoretical arrival time, budget GCRA
-  absl::Time provider_tat_ ABSL_GUARDED_BY(mu_);  // same for the provider cap
+  absl::Time last_ ABSL_GUARDED_BY(mu_);           // when the buckets were last refilled
+  double budget_tokens_ ABSL_GUARDED_BY(mu_) = 0;  // emails allowed now by the budget pace
+  double provider_tokens_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // The UTC calendar month containing `t`: [start, end).
