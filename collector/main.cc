@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -260,6 +261,8 @@ int Serve() {
 int main(int argc, char** argv) {
   // Debian builds abseil with mutex deadlock detection on: a graph update on every unlock.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // Name our connections in pg_stat_activity unless the URL names them (libpq's fallback).
+  setenv("PGAPPNAME", "mailroom-collector", /*overwrite=*/0);
   if (argc > 1 && std::strcmp(argv[1], "migrate") == 0) return mailroom::Migrate(argc, argv);
   if (argc > 1 && std::strcmp(argv[1], "serve") != 0) return mailroom::Usage();
   return mailroom::Serve();

@@ -16,8 +16,10 @@
 #include "collector/signing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration_tests/support/pg_server.h"
 #include "integration_tests/support/process.h"
+#include "integration_tests/support/stack.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/health.grpc.pb.h"
 
 namespace mailroom {
 namespace {
@@ -27,139 +29,12 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::Process;
 
-constexpr char kKey[] = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
-constexpr char kBearer[] = "e2e-subscriber-token-0123456789";
+using testing::Files;
+using testing::Slurp;
+using testing::TextPart;
+using testing::TokenFromLink;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// The decoded text/plain part of a message built by the sender.
-std::string TextPart(const std::string& mime) {
-  size_t start = mime.find("Content-Type: text/plain");
-  if (start == std::string::npos) return "";
-  start = mime.find("\r\n\r\n", start);
-  size_t end = mime.find("--=_mailroom_", start);
-  std::string b64 = mime.substr(start + 4, end - start - 4);
-  b64.erase(std::remove(b64.begin(), b64.end(), '\r'), b64.end());
-  b64.erase(std::remove(b64.begin(), b64.end(), '\n'), b64.end());
-  std::string text;
-  absl::Base64Unescape(b64, &text);
-  return text;
-}
-
-std::string TokenFromLink(const std::string& text) {
-  std::smatch m;
-  std::regex re("\\?token=([A-Za-z0-9_-]{86})");
-  return std::regex_search(text, m, re) ? m[1].str() : "";
-}
-
-class EndToEndTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto pg = testing::PgServer::Start();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    url_ = pg_->Url();
-    ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
-    dir_ = absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp",
-                        "/e2e-", ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    collector_port_ = testing::FreePort();
-    auto c = Process::Spawn({testing::Runfile("mailroom/collector/collector")},
-                            {{"MAILROOM_DATABASE_URL", url_},
-                             {"MAILROOM_SECRET_KEY", kKey},
-                             {"MAILROOM_LISTEN_ADDRESS", absl::StrCat("127.0.0.1:", collector_port_)},
-                             {"MAILROOM_METRICS_ADDRESS", "127.0.0.1:0"},
-                             {"MAILROOM_SUBSCRIBER_TOKENS", kBearer},
-                             {"MAILROOM_BATCH_TIMEOUT", "0"},
-                             {"MAILROOM_POLL_INTERVAL", "300"},
-                             {"MAILROOM_LEASE_MS", "3000"}},
-                            dir_ + "/collector.log");
-    ASSERT_TRUE(c.ok());
-    collector_ = *std::move(c);
-    ASSERT_TRUE(collector_->WaitForLog("msg=connected", absl::Seconds(20))) << collector_->Log();
-  }
-
-  std::unique_ptr<Process> StartSender(std::map<std::string, std::string> extra,
-                                       const std::string& name = "sender") {
-    std::map<std::string, std::string> env = {
-        {"MAILROOM_COLLECTOR_ADDRESS", absl::StrCat("127.0.0.1:", collector_port_)},
-        {"MAILROOM_COLLECTOR_TOKEN", kBearer},
-        {"MAILROOM_FROM", "Example <no-reply@example.test>"},
-        {"MAILROOM_LINK_BASE_URL", "https://app.example.test/"},
-        {"MAILROOM_METRICS_ADDRESS", "127.0.0.1:0"},
-        {"MAILROOM_HEALTH_ADDRESS", "off"},
-        {"MAILROOM_EXPIRY_MARGIN_MS", "1000"},
-        {"MAILROOM_RETRY_BASE_MS", "100"},
-        {"MAILROOM_RETRY_MAX_MS", "400"},
-    };
-    for (auto& [k, v] : extra) env[k] = v;
-    auto p = Process::Spawn({testing::Runfile("mailroom/sender/sender")}, env,
-                            absl::StrCat(dir_, "/", name, ".log"));
-    EXPECT_TRUE(p.ok());
-    EXPECT_TRUE((*p)->WaitForLog("msg=subscribed", absl::Seconds(20))) << (*p)->Log();
-    return *std::move(p);
-  }
-
-  std::unique_ptr<Process> StartSmtpPeer(const std::vector<std::string>& extra, int* port) {
-    *port = testing::FreePort();
-    std::vector<std::string> argv = {"/usr/bin/python3",
-                                     testing::Runfile("mailroom/sender/testing/smtp_peer.py"),
-                                     "--port", absl::StrCat(*port), "--dir", dir_ + "/smtp"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    auto p = Process::Spawn(argv, {}, dir_ + "/smtp.log");
-    EXPECT_TRUE(p.ok());
-    EXPECT_TRUE((*p)->WaitForLog("ready", absl::Seconds(20))) << (*p)->Log();
-    return *std::move(p);
-  }
-
-  void Exec(const std::string& sql) {
-    pqxx::connection c(url_);
-    pqxx::work tx(c);
-    tx.exec(sql);
-    tx.commit();
-  }
-  int64_t Scalar(const std::string& sql) {
-    pqxx::connection c(url_);
-    pqxx::nontransaction tx(c);
-    return tx.exec1(sql)[0].as<int64_t>();
-  }
-  // Waits until `sql` returns `want` (or the timeout), returning the last value.
-  int64_t WaitFor(const std::string& sql, int64_t want, absl::Duration timeout) {
-    absl::Time deadline = absl::Now() + timeout;
-    int64_t v = Scalar(sql);
-    while (v != want && absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(100));
-      v = Scalar(sql);
-    }
-    return v;
-  }
-  std::vector<std::string> Files(const std::string& dir, const std::string& ext) {
-    std::vector<std::string> out;
-    if (!fs::exists(dir)) return out;
-    for (const auto& e : fs::directory_iterator(dir)) {
-      if (e.path().extension() == ext) out.push_back(e.path().string());
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-  void ExpectVerifies(const std::string& mime, TokenAction action, const std::string& code) {
-    std::string token = TokenFromLink(TextPart(mime));
-    ASSERT_EQ(token.size(), 86u) << TextPart(mime);
-    std::vector<SigningKey> keys = {*ParseSigningKey(kKey)};
-    EXPECT_TRUE(VerifyToken(keys, action, token, code).ok());
-  }
-
-  std::unique_ptr<testing::PgServer> pg_;
-  std::string url_, dir_;
-  int collector_port_ = 0;
-  std::unique_ptr<Process> collector_;
-};
+class EndToEndTest : public testing::StackTest {};
 
 TEST_F(EndToEndTest, AccountYieldsAnEmailInTheSmtpCaptureWithAVerifiableLink) {
   int smtp_port;
@@ -305,6 +180,47 @@ TEST_F(EndToEndTest, SigtermFinishesAndHandsBackWhatTheSenderHolds) {
                           "sender2");
   EXPECT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 50, absl::Seconds(30)), 50);
   EXPECT_EQ(Files(dir_ + "/out", ".eml").size(), 50u);
+}
+
+TEST_F(EndToEndTest, AccountYieldsAnEmailInTheSesEmulatorsStoreWithAVerifiableLink) {
+  std::string endpoint = StartSes(0);
+  if (endpoint.empty()) GTEST_SKIP() << "MAILROOM_NODE_MODULES not set (run .ci/test)";
+  auto sender = StartSender(SesEnv(endpoint));
+  Exec("INSERT INTO accounts (email, login) VALUES ('carol@example.test', 'carol')");
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 1, absl::Seconds(30)), 1)
+      << sender->Log();
+  std::string store = SesStore();
+  EXPECT_THAT(store, HasSubstr("carol@example.test"));
+  testing::Received got = ReceivedBySes();
+  ASSERT_EQ(got.emails, 1) << store;
+  std::string token;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(store, m, std::regex("token=([A-Za-z0-9_-]{86})")));
+  std::vector<SigningKey> keys = {*ParseSigningKey(testing::kStackKey)};
+  EXPECT_TRUE(VerifyToken(keys, TokenAction::kActivation, m[1].str(), "").ok());
+}
+
+TEST_F(EndToEndTest, SenderWithDefaultsServesHealthWhileSubscribed) {
+  // Only what the demo sets: the default From, file transport, health and metrics on.
+  int health_port = testing::FreePort();
+  auto sender = StartSender({{"MAILROOM_FROM", ""},
+                             {"MAILROOM_FILE_DIR", dir_ + "/out"},
+                             {"MAILROOM_HEALTH_ADDRESS", absl::StrCat("127.0.0.1:", health_port)},
+                             {"MAILROOM_METRICS_ADDRESS", absl::StrCat("127.0.0.1:", testing::FreePort())}});
+  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", health_port), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::health::v1::HealthCheckRequest req;
+  grpc::health::v1::HealthCheckResponse resp;
+  grpc::Status st = stub->Check(&ctx, req, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message() << sender->Log();
+  EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  Exec("INSERT INTO accounts (email, login) VALUES ('dan@example.test', 'dan')");
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 1, absl::Seconds(30)), 1)
+      << sender->Log();
+  EXPECT_THAT(Slurp(Files(dir_ + "/out", ".eml").at(0)),
+              HasSubstr("From: mailroom <no-reply@mailroom.localhost>"));
 }
 
 TEST_F(EndToEndTest, ConfigErrorsNameTheVariable) {

@@ -49,7 +49,7 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   MAILROOM_ASSIGN_OR_RETURN(n, env.Int("MAILROOM_MAX_IN_FLIGHT", 100, 1, 100000));
   c.max_in_flight = static_cast<int>(n);
 
-  c.from = env.String("MAILROOM_FROM", "mailroom <no-reply@localhost>");
+  c.from = env.String("MAILROOM_FROM", "mailroom <no-reply@mailroom.localhost>");
   if (absl::StrContains(c.from, "\r") || absl::StrContains(c.from, "\n") ||
       !absl::StrContains(c.from, "@")) {
     return Bad("MAILROOM_FROM", "must be an address or \"Name <address>\" on one line");

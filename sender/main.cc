@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "collector/common/log.h"
 #include "collector/common/metrics.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "sender/budget.h"
@@ -158,6 +159,10 @@ int Run() {
   std::unique_ptr<grpc::Server> health;
   if (!c.health_address.empty()) {
     grpc::EnableDefaultHealthCheckService(true);
+    // Reflection is a sync service: without one, gRPC refuses a server whose only service is
+    // the default health check ("completion queues must be frequently polled"). It also lets
+    // grpcurl list the health service.
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder b;
     b.AddListeningPort(c.health_address, grpc::InsecureServerCredentials());
     b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

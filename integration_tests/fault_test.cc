@@ -1,0 +1,230 @@
+// Fault injection: the whole stack (PostgreSQL, collectors, senders, SMTP server / SES emulator /
+// files) while something breaks. Each test asserts that every token ends sent, expired or
+// failed with a reason in PostgreSQL (none lost), and counts the emails delivered twice (only
+// jobs in flight at a crash may be). Every test prints one "FAULT ..." line with its figures.
+#include <signal.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "integration_tests/support/collector_client.h"
+#include "integration_tests/support/process.h"
+#include "integration_tests/support/stack.h"
+
+namespace mailroom {
+namespace {
+
+using testing::Ledger;
+using testing::Process;
+using testing::Received;
+
+class FaultTest : public testing::StackTest {
+ protected:
+  void Accounts(int from, int to) {
+    Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'f' || i || '@example.test', "
+                      "'f' || i FROM generate_series(", from, ", ", to, ") i"));
+  }
+  int64_t Sent() { return Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"); }
+  void WaitSent(int64_t at_least, absl::Duration timeout) {
+    absl::Time deadline = absl::Now() + timeout;
+    while (Sent() < at_least && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  }
+  void Kill9(std::unique_ptr<Process>& p) {
+    p->Signal(SIGKILL);
+    (void)p->Wait(absl::Seconds(10));
+    p.reset();
+  }
+  // Asserts nothing was lost and prints the scenario's figures.
+  Ledger Settle(const std::string& scenario, const Received& got, absl::Duration timeout,
+                int64_t want_sent, int64_t max_duplicates) {
+    Ledger l = WaitSettled(timeout);
+    std::printf("FAULT %s: tokens=%lld sent=%lld expired=%lld failed=%lld lost=%lld "
+                "emails=%lld duplicates=%lld\n",
+                scenario.c_str(), (long long)l.tokens, (long long)l.sent, (long long)l.expired,
+                (long long)l.failed, (long long)l.unfinished, (long long)got.emails,
+                (long long)got.duplicates());
+    RecordProperty("lost", static_cast<int>(l.unfinished));
+    RecordProperty("duplicates", static_cast<int>(got.duplicates()));
+    EXPECT_EQ(l.unfinished, 0) << "tokens neither sent, expired nor failed with a reason";
+    EXPECT_EQ(l.sent, want_sent);
+    EXPECT_LE(got.duplicates(), max_duplicates);
+    return l;
+  }
+  std::map<std::string, std::string> FileEnv(const std::string& extra_rate = "") {
+    std::map<std::string, std::string> env = {{"MAILROOM_TRANSPORT", "file"},
+                                              {"MAILROOM_FILE_DIR", dir_ + "/out"}};
+    if (!extra_rate.empty()) env["MAILROOM_PROVIDER_RATE_LIMIT"] = extra_rate;
+    return env;
+  }
+};
+
+TEST_F(FaultTest, KillNineTheCollectorMidStreamAndRestartIt) {
+  auto sender = StartSender(FileEnv("300"));
+  Accounts(1, 1000);
+  WaitSent(200, absl::Seconds(30));
+  ASSERT_LT(Sent(), 1000) << "the stream was not mid-way";
+  Kill9(collector_);
+  absl::SleepFor(absl::Seconds(1));
+  collector_ = StartCollector({}, "collector2", collector_port_);
+  Accounts(1001, 1200);  // and new work arrives after the restart
+  Received got;
+  WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 1200, absl::Seconds(60));
+  got = ReceivedIn(dir_ + "/out");
+  Ledger l = Settle("kill -9 collector", got, absl::Seconds(30), 1200, 0);
+  // Acknowledgements the sender could not deliver while the collector was down are kept and
+  // sent after it reconnects, so a collector crash costs no duplicate email.
+  EXPECT_EQ(got.distinct, 1200);
+}
+
+TEST_F(FaultTest, KillNineTheSenderMidBatchAndRestartIt) {
+  auto sender = StartSender(FileEnv("300"), "sender1");
+  Accounts(1, 1000);
+  WaitSent(200, absl::Seconds(30));
+  ASSERT_LT(Sent(), 1000);
+  Kill9(sender);
+  auto again = StartSender(FileEnv("300"), "sender2");
+  WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 1000, absl::Seconds(60));
+  Received got = ReceivedIn(dir_ + "/out");
+  // Only what the killed sender had written but not yet acknowledged may go out twice; the
+  // sender acknowledges in small batches, so that is at most its in-flight window.
+  Settle("kill -9 sender", got, absl::Seconds(30), 1000, 100);
+  EXPECT_EQ(got.distinct, 1000);
+}
+
+TEST_F(FaultTest, TerminateEveryCollectorConnectionWhileJobsFlow) {
+  auto sender = StartSender(FileEnv("500"));
+  std::thread writer([this] {
+    for (int i = 0; i < 10; ++i) {
+      Accounts(i * 100 + 1, i * 100 + 100);
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  });
+  for (int i = 0; i < 8; ++i) {
+    absl::SleepFor(absl::Milliseconds(150));
+    Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+         " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+         "   AND application_name = 'mailroom-collector'");
+  }
+  writer.join();
+  WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 1000, absl::Seconds(60));
+  Received got = ReceivedIn(dir_ + "/out");
+  // A terminated ack transaction rolls back: the sender's retry of it makes it durable, so
+  // nothing is sent twice unless a lease ran out meanwhile.
+  Settle("pg_terminate_backend", got, absl::Seconds(30), 1000, 100);
+  EXPECT_EQ(got.distinct, 1000);
+}
+
+TEST_F(FaultTest, StopPostgresqlForTenSecondsAndStartItAgain) {
+  auto sender = StartSender(FileEnv("200"));
+  Accounts(1, 600);
+  WaitSent(100, absl::Seconds(30));
+  ASSERT_TRUE(pg_->Stop().ok());
+  absl::SleepFor(absl::Seconds(10));
+  ASSERT_TRUE(pg_->Resume().ok());
+  WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 600, absl::Seconds(90));
+  Accounts(601, 700);  // the collector is listening again
+  WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 700, absl::Seconds(60));
+  Received got = ReceivedIn(dir_ + "/out");
+  // What the sender sent while PostgreSQL was down and whose lease ran out before it came back
+  // may go out twice (at most the in-flight window).
+  Settle("PostgreSQL stopped 10 s", got, absl::Seconds(30), 700, 100);
+  EXPECT_EQ(got.distinct, 700);
+}
+
+TEST_F(FaultTest, SmtpServerAnswers451ThenRecovers) {
+  int port;
+  auto smtp = StartSmtpPeer({"--fail-first", "40", "--fail-code", "451"}, &port);
+  auto sender = StartSender({{"MAILROOM_TRANSPORT", "smtp"},
+                             {"MAILROOM_SMTP_URL", absl::StrCat("smtp://127.0.0.1:", port)},
+                             {"MAILROOM_SMTP_ALLOW_PLAIN", "true"},
+                             {"MAILROOM_RETRY_MAX_ATTEMPTS", "20"}});
+  Accounts(1, 60);
+  WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 60, absl::Seconds(60));
+  Received got = ReceivedIn(dir_ + "/smtp");
+  Settle("SMTP 451 then recovery", got, absl::Seconds(10), 60, 0);
+  EXPECT_GT(Scalar("SELECT sum(failures) FROM deliveries"), 0);
+}
+
+TEST_F(FaultTest, SesThrottles429ThenRecovers) {
+  std::string endpoint = StartSes(40);
+  if (endpoint.empty()) GTEST_SKIP() << "MAILROOM_NODE_MODULES not set (run .ci/test)";
+  auto env = SesEnv(endpoint);
+  env["MAILROOM_RETRY_MAX_ATTEMPTS"] = "20";
+  auto sender = StartSender(env);
+  Accounts(1, 60);
+  WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 60, absl::Seconds(60));
+  Received got = ReceivedBySes();
+  Settle("SES 429 then recovery", got, absl::Seconds(10), 60, 0);
+  EXPECT_GT(Scalar("SELECT sum(failures) FROM deliveries"), 0);
+  EXPECT_EQ(got.distinct, 60);
+}
+
+TEST_F(FaultTest, PermanentRejectionOfOneAddressAmongMany) {
+  int port;
+  auto smtp = StartSmtpPeer({"--reject-rcpt", "f50@"}, &port);
+  auto sender = StartSender({{"MAILROOM_TRANSPORT", "smtp"},
+                             {"MAILROOM_SMTP_URL", absl::StrCat("smtp://127.0.0.1:", port)},
+                             {"MAILROOM_SMTP_ALLOW_PLAIN", "true"}});
+  Accounts(1, 100);
+  WaitFor("SELECT count(*) FROM deliveries WHERE state IN ('sent', 'failed')", 100,
+          absl::Seconds(60));
+  Received got = ReceivedIn(dir_ + "/smtp");
+  Ledger l = Settle("SMTP 550 for one address", got, absl::Seconds(10), 99, 0);
+  EXPECT_EQ(l.failed, 1);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries d JOIN tokens t ON t.id = d.token_id "
+                   "JOIN accounts a ON a.id = t.account WHERE d.state = 'failed' "
+                   "AND a.email = 'f50@example.test' AND d.reason LIKE '%550%'"),
+            1);
+}
+
+TEST_F(FaultTest, TwoCollectorsAndTwoSendersNeverSendATokenTwice) {
+  auto collector2 = StartCollector({}, "collector2");
+  int port2 = 0;
+  {
+    // The second collector's port, from its listen line.
+    std::string log = collector2->Log();
+    size_t at = log.find("listen=127.0.0.1:");
+    ASSERT_NE(at, std::string::npos) << log;
+    port2 = std::stoi(log.substr(at + 17));
+  }
+  auto a = StartSender(FileEnv(), "sender-a");
+  auto b = StartSender(FileEnv(), "sender-b", port2);
+  std::thread writer([this] {
+    for (int i = 0; i < 20; ++i) Accounts(i * 100 + 1, i * 100 + 100);
+  });
+  writer.join();
+  WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 2000, absl::Seconds(60));
+  Received got = ReceivedIn(dir_ + "/out");
+  Settle("two collectors + two senders", got, absl::Seconds(10), 2000, 0);
+  EXPECT_EQ(got.emails, 2000);
+  // Both senders did part of the work.
+  EXPECT_GT(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"), 0);
+  EXPECT_THAT(a->Log(), ::testing::HasSubstr("msg=sent"));
+  EXPECT_THAT(b->Log(), ::testing::HasSubstr("msg=sent"));
+}
+
+TEST_F(FaultTest, JobsOfASubscriberThatNeverAcknowledgesGoToAnotherMember) {
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", collector_port_),
+                                     grpc::InsecureChannelCredentials());
+  testing::TestSubscriber silent(channel, testing::kStackBearer, "mailroom", 30, "silent");
+  ASSERT_TRUE(silent.WaitSubscribed(absl::Seconds(10)));
+  Accounts(1, 20);
+  ASSERT_GT(silent.WaitForJobs(1, absl::Seconds(10)), 0u);
+  auto sender = StartSender(FileEnv());
+  Accounts(21, 100);
+  // The silent member's jobs come back after its 3 s lease and go to the sender, which has
+  // room; the silent member's window stays full, so it gets nothing more.
+  WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 100, absl::Seconds(60));
+  Received got = ReceivedIn(dir_ + "/out");
+  Settle("never-acknowledging subscriber", got, absl::Seconds(10), 100, 0);
+  // Every job the silent member received lost its lease once and was then sent by the sender.
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE lost_leases > 0"),
+            static_cast<int64_t>(silent.Received()));
+}
+
+}  // namespace
+}  // namespace mailroom
