@@ -23,6 +23,7 @@
 #include "collector/service.h"
 #include "collector/store.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "proto/health.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 
@@ -151,12 +152,19 @@ int Serve() {
   Dispatcher dispatcher(c.dispatch, store.get(), &hub, c.key, &metrics, [&](bool serving) {
     db_up = serving;
     metrics.Set("mailroom_collector_database_up", serving ? 1 : 0);
-    if (server != nullptr) server->GetHealthCheckService()->SetServingStatus(serving);
+    if (server != nullptr) {
+      // Overall ("") and per service, so probes may name either.
+      server->GetHealthCheckService()->SetServingStatus(serving);
+      server->GetHealthCheckService()->SetServingStatus("mailroom.v1.Collector", serving);
+    }
   });
   CollectorService service(store.get(), &hub, &dispatcher, &auth, &metrics, c.dispatch.lease);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // gRPC's built-in health service carries no protobuf descriptor; linking ours lets
+  // reflection (grpcurl describe/list, buf curl) resolve grpc.health.v1.Health.
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::ServerBuilder builder;
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
   if (!c.tls_cert_file.empty()) {
@@ -194,6 +202,7 @@ int Serve() {
     LogError("cannot listen", {{"address", c.listen_address}});
     return 1;
   }
+  server->GetHealthCheckService()->SetServingStatus("mailroom.v1.Collector", false);
   server->GetHealthCheckService()->SetServingStatus(false);
 
   MetricsServer metrics_server;

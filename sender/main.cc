@@ -16,6 +16,7 @@
 #include "collector/common/log.h"
 #include "collector/common/metrics.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "proto/health.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "sender/budget.h"
@@ -163,6 +164,9 @@ int Run() {
     // the default health check ("completion queues must be frequently polled"). It also lets
     // grpcurl list the health service.
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    // gRPC's built-in health service carries no protobuf descriptor; linking ours lets
+    // reflection (grpcurl describe/list, buf curl) resolve grpc.health.v1.Health.
+    (void)grpc::health::v1::HealthCheckRequest::descriptor();
     grpc::ServerBuilder b;
     b.AddListeningPort(c.health_address, grpc::InsecureServerCredentials());
     b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

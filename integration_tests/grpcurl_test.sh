@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Runs every grpcurl command of the README (between the grpcurl-examples markers) exactly as
+# written, against a real collector on a throwaway PostgreSQL. grpcurl is not packaged for
+# Debian, so a `grpcurl` shell function translates its flags to `buf curl` (npm @bufbuild/buf).
+set -euo pipefail
+RUN=${TEST_SRCDIR:-$(pwd)/bazel-bin/integration_tests/grpcurl_test.runfiles}/mailroom
+COLLECTOR=$RUN/collector/collector
+README=$RUN/README.md
+BUF=${MAILROOM_NODE_MODULES:-}/.bin/buf
+if [ -z "${MAILROOM_NODE_MODULES:-}" ] || [ ! -x "$BUF" ]; then
+  echo "FAIL: MAILROOM_NODE_MODULES must point at the npm peers (run .ci/test)"; exit 1
+fi
+PGBIN=/usr/lib/postgresql/15/bin
+WORK=$(mktemp -d /tmp/grpcurl-test.XXXXXX)
+chmod 755 "$WORK"
+PID=""
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+cleanup() {
+  [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
+  as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -m immediate -w stop >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+mkdir -p "$WORK/pg"
+cd "$WORK"
+[ "$(id -u)" = 0 ] && chown postgres:postgres "$WORK/pg"
+PGPORT=$(free_port)
+as_pg "$PGBIN/initdb" -D "$WORK/pg" -U postgres -A trust -E UTF8 --locale=C.UTF-8 --no-sync >/dev/null
+as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg/log" -w \
+  -o "-c listen_addresses=127.0.0.1 -p $PGPORT -k $WORK/pg -c fsync=off" start >/dev/null
+export MAILROOM_DATABASE_URL="postgresql://postgres@127.0.0.1:$PGPORT/postgres"
+"$COLLECTOR" migrate >/dev/null 2>&1
+# A second consumer group (the README's "audit") that sees the 42 accounts created next, so
+# that job 42 exists for the Requeue/Acknowledge/RenewLeases examples.
+psql -q -X -v ON_ERROR_STOP=1 "$MAILROOM_DATABASE_URL" -c "SELECT mailroom_ensure_group('audit')" \
+  -c "INSERT INTO accounts (email, login) SELECT 'g' || i || '@example.test', 'g' || i FROM generate_series(1, 42) i" >/dev/null
+
+PORT=$(free_port)
+export TOKEN=grpcurl-test-token-0123456789
+MAILROOM_SECRET_KEY=$(openssl rand -hex 32) MAILROOM_SUBSCRIBER_TOKENS=$TOKEN \
+  MAILROOM_LISTEN_ADDRESS=127.0.0.1:$PORT MAILROOM_METRICS_ADDRESS=off \
+  "$COLLECTOR" >"$WORK/collector.log" 2>&1 &
+PID=$!
+for _ in $(seq 100); do grep -q 'msg=connected' "$WORK/collector.log" && break; sleep 0.1; done
+
+# grpcurl [-plaintext] [-H h]... [-d data] [-max-time s] ADDR (list | describe SYM | SVC/METHOD)
+grpcurl() {
+  local args=(--protocol grpc --http2-prior-knowledge) timeout=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      -plaintext) shift ;;
+      -H) args+=(-H "$2"); shift 2 ;;
+      -d) args+=(-d "$2"); shift 2 ;;
+      -max-time) timeout=$2; shift 2 ;;
+      -*) echo "grpcurl stand-in: unsupported flag $1" >&2; return 2 ;;
+      *) break ;;
+    esac
+  done
+  local addr=${1/127.0.0.1:50051/127.0.0.1:$PORT}; shift
+  [ -n "$timeout" ] && args=(--timeout "${timeout}s" "${args[@]}")
+  case "$1" in
+    list) "$BUF" curl "${args[@]}" --list-services "http://$addr" ;;
+    describe) "$BUF" curl "${args[@]}" --list-methods "http://$addr" | grep "^$2/" ;;
+    *) "$BUF" curl "${args[@]}" "http://$addr/$1" ;;
+  esac
+}
+
+# The expected output of each example, by the last word of its command.
+expect() {
+  case "$1" in
+    list) echo 'mailroom.v1.Collector' ;;
+    mailroom.v1.Collector) echo 'mailroom.v1.Collector/Subscribe' ;;
+    */Check) echo '"SERVING"' ;;
+    */GetQueueStats) echo '"depth"' ;;
+    */ListFailures) echo '^' ;;
+    */Requeue) echo '^' ;;
+    */GetUsage) echo '"month"' ;;
+    */Subscribe) echo '"jobId": "42"' ;;
+    */Acknowledge) echo '"recorded": 1' ;;
+    */RenewLeases) echo '"lostJobIds"' ;;
+    *) echo 'NO EXPECTATION' ;;
+  esac
+}
+
+passed=0 failed=0
+n=0
+while IFS= read -r line; do
+  case "$line" in grpcurl\ *) ;; *) continue ;; esac
+  n=$((n + 1))
+  last=${line##* }
+  out=$(eval "$line" 2>&1) && rc=0 || rc=$?
+  want=$(expect "$last")
+  # Subscribe is a stream cut by -max-time: its exit status reports the deadline.
+  if { [ $rc = 0 ] || [[ $last == */Subscribe ]]; } && grep -q -- "$want" <<<"$out"; then
+    passed=$((passed + 1)); echo "PASS $line"
+  else
+    failed=$((failed + 1)); echo "FAIL (exit $rc, wanted /$want/) $line"; echo "$out" | head -20
+  fi
+done < <(sed -n '/<!-- grpcurl-examples: begin -->/,/<!-- grpcurl-examples: end -->/p' "$README")
+
+# And without the token, the same call is refused with UNAUTHENTICATED.
+out=$(grpcurl -plaintext -d '{"consumer_group":"mailroom"}' 127.0.0.1:50051 mailroom.v1.Collector/GetQueueStats 2>&1) || true
+if grep -q -i 'unauthenticated' <<<"$out"; then passed=$((passed + 1)); echo "PASS no token -> UNAUTHENTICATED"
+else failed=$((failed + 1)); echo "FAIL no token: $out"; fi
+if grep -q -- "$TOKEN" "$WORK/collector.log"; then failed=$((failed + 1)); echo "FAIL token in the collector's log"; fi
+
+echo "$passed passed, $failed failed ($n README commands)"
+[ "$n" -ge 10 ] && [ "$failed" = 0 ]
