@@ -17,10 +17,11 @@ SINK=$!
 trap 'kill $SINK 2>/dev/null; wait $SINK 2>/dev/null || true' EXIT
 sleep 0.5
 bazel build -c opt //bench:smtp_bench >/dev/null 2>&1
+BENCH=${SMTP_BENCH:-bazel-bin/bench/smtp_bench}
 for c in 1 4 8; do
   t0=$(date +%s.%N)
   smtp-source -d -l 1500 -m $N -s $c -f no-reply@example.test -t bench@example.test 127.0.0.1:$PORT >/dev/null
   t1=$(date +%s.%N)
   python3 -c "print('smtp-source (ceiling): $c sessions, $N messages: %.0f msg/s' % ($N/($t1-$t0)))"
-  bazel-bin/bench/smtp_bench --url=smtp://127.0.0.1:$PORT --connections=$c --messages=$N
+  "$BENCH" --url=smtp://127.0.0.1:$PORT --connections=$c --messages=$N
 done

@@ -1,16 +1,11 @@
 #include "collector/config.h"
 
+#include <postgresql/libpq-fe.h>  // Debian: libpq-dev
+
 #include "absl/strings/str_cat.h"
 
 namespace mailroom {
 namespace {
-
-#define MAILROOM_ASSIGN_OR_RETURN(lhs, expr) \
-  do {                                       \
-    auto _r = (expr);                        \
-    if (!_r.ok()) return _r.status();        \
-    lhs = *std::move(_r);                    \
-  } while (0)
 
 bool ValidChannel(const std::string& c) {
   if (c.empty() || c.size() > 63) return false;
@@ -23,9 +18,24 @@ bool ValidChannel(const std::string& c) {
 
 }  // namespace
 
+bool ValidConninfo(const std::string& conninfo) {
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &err);
+  if (err != nullptr) PQfreemem(err);
+  if (opts == nullptr) return false;
+  PQconninfoFree(opts);
+  return true;
+}
+
 absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   CollectorConfig c;
   MAILROOM_ASSIGN_OR_RETURN(c.dispatch.database_url, env.Required("MAILROOM_DATABASE_URL"));
+  if (!ValidConninfo(c.dispatch.database_url)) {
+    // libpq's own message quotes the string, which may hold a password: not repeated here.
+    return absl::InvalidArgumentError(
+        "MAILROOM_DATABASE_URL: not a PostgreSQL connection URL or key=value string "
+        "(postgresql://user:password@host:5432/database)");
+  }
   int64_t limit;
   MAILROOM_ASSIGN_OR_RETURN(limit, env.Int("MAILROOM_BATCH_LIMIT", 10, 1, 10000));
   c.dispatch.batch_limit = static_cast<int>(limit);

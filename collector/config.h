@@ -33,4 +33,7 @@ struct CollectorConfig {
 // secret's value.
 absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env);
 
+// True when libpq can parse `conninfo` (a URL or key=value string).
+bool ValidConninfo(const std::string& conninfo);
+
 }  // namespace mailroom

@@ -53,6 +53,12 @@ int Migrate(int argc, char** argv) {
     std::fprintf(stderr, "config error: %s\n", std::string(url.status().message()).c_str());
     return 2;
   }
+  if (!ValidConninfo(*url)) {
+    std::fprintf(stderr,
+                 "config error: MAILROOM_DATABASE_URL: not a PostgreSQL connection URL or "
+                 "key=value string (postgresql://user:password@host:5432/database)\n");
+    return 2;
+  }
   std::string cmd = argc > 2 ? argv[2] : "up";
   if (cmd == "status") {
     auto v = AppliedVersions(*url);

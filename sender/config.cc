@@ -9,15 +9,17 @@
 namespace mailroom {
 namespace {
 
-#define MAILROOM_ASSIGN_OR_RETURN(lhs, expr) \
-  do {                                       \
-    auto _r = (expr);                        \
-    if (!_r.ok()) return _r.status();        \
-    lhs = *std::move(_r);                    \
-  } while (0)
-
 absl::Status Bad(const char* var, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(var, ": ", what));
+}
+
+// One line of printable text (UTF-8 allowed), at most `max` bytes: no CR, LF or other controls.
+bool OneLine(const std::string& s, size_t max) {
+  if (s.size() > max) return false;
+  for (unsigned char ch : s) {
+    if (ch < 0x20 || ch == 0x7f) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -64,6 +66,9 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
     return Bad("MAILROOM_TEMPLATE_DIR", absl::StrCat("cannot read directory \"", c.template_dir, "\""));
   }
   c.product_name = env.String("MAILROOM_PRODUCT_NAME", "mailroom");
+  if (!OneLine(c.product_name, 200)) {
+    return Bad("MAILROOM_PRODUCT_NAME", "must be one line of at most 200 bytes");
+  }
 
   c.transport = absl::AsciiStrToLower(env.String("MAILROOM_TRANSPORT", "file"));
   c.file_dir = env.String("MAILROOM_FILE_DIR", "./outbox");
@@ -97,9 +102,16 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
     if (c.aws_secret_access_key.empty()) {
       return Bad("AWS_SECRET_ACCESS_KEY", "required when MAILROOM_TRANSPORT=ses");
     }
+    // Region names are lower-case words joined by dashes, ending in a number (eu-west-2).
+    bool region_ok = c.ses_region.size() <= 32 && c.ses_region.find('-') != std::string::npos &&
+                     absl::ascii_isdigit(c.ses_region.back());
     for (char ch : c.ses_region) {
-      if (!(absl::ascii_isalnum(ch) || ch == '-')) {
-        return Bad("MAILROOM_SES_REGION", "must look like us-east-1");
+      if (!(absl::ascii_islower(ch) || absl::ascii_isdigit(ch) || ch == '-')) region_ok = false;
+    }
+    if (!region_ok) return Bad("MAILROOM_SES_REGION", "must look like us-east-1");
+    for (char ch : c.ses_configuration_set) {
+      if (!(absl::ascii_isalnum(ch) || ch == '-' || ch == '_') || c.ses_configuration_set.size() > 64) {
+        return Bad("MAILROOM_SES_CONFIGURATION_SET", "must be letters, digits, - or _ (at most 64)");
       }
     }
     if (!c.ses_endpoint.empty() && !absl::StartsWith(c.ses_endpoint, "https://") &&
@@ -159,6 +171,7 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   char host[256] = "sender";
   gethostname(host, sizeof host - 1);
   c.name = env.String("MAILROOM_SENDER_NAME", host);
+  if (!OneLine(c.name, 128)) return Bad("MAILROOM_SENDER_NAME", "must be one line of at most 128 bytes");
   return c;
 }
 

@@ -9,6 +9,15 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+// Assigns the value of a StatusOr expression to `lhs`, or returns its error from the enclosing
+// function (which must return a Status or StatusOr).
+#define MAILROOM_ASSIGN_OR_RETURN(lhs, expr) \
+  do {                                       \
+    auto _r = (expr);                        \
+    if (!_r.ok()) return _r.status();        \
+    lhs = *std::move(_r);                    \
+  } while (0)
+
 namespace mailroom {
 
 // Reads configuration from environment variables. Every error names the variable and says
