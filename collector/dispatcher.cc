@@ -144,6 +144,18 @@ void Dispatcher::Run() {
       healthy_ = true;
       LogInfo("connected");
       on_health_(true);
+      // Subscribers that stayed connected through an outage kept working, but their
+      // acknowledgements and renewals could not be recorded: extend their leases before the
+      // next dequeue hands those jobs to someone else (which would send them twice).
+      for (const std::string& group : hub_->Groups()) {
+        for (const std::string& owner : hub_->MemberIds(group)) {
+          absl::Status st = store_->RenewAll(group, owner, opt_.lease);
+          if (!st.ok()) {
+            LogWarn("renewing leases after reconnect failed",
+                    {{"group", group}, {"subscriber", owner}, {"error", std::string(st.message())}});
+          }
+        }
+      }
     }
 
     // Releases requested by the gRPC side.

@@ -111,6 +111,15 @@ std::vector<std::string> Hub::Groups() const {
   return out;
 }
 
+std::vector<std::string> Hub::MemberIds(const std::string& group) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  auto it = groups_.find(group);
+  if (it == groups_.end()) return out;
+  for (const auto& s : it->second) out.push_back(s->id());
+  return out;
+}
+
 std::shared_ptr<Subscriber> Hub::PickMember(const std::string& group) const {
   absl::MutexLock lock(&mu_);
   auto it = groups_.find(group);

@@ -88,6 +88,8 @@ class Hub {
   std::shared_ptr<Subscriber> PickMember(const std::string& group) const;
   // Forgets acknowledged/lost jobs in every member of `group`; true if any member had them.
   bool Forget(const std::string& group, const std::vector<uint64_t>& ids);
+  // Ids of the subscribers of `group`.
+  std::vector<std::string> MemberIds(const std::string& group) const;
   // Subscriber count of a group.
   int Count(const std::string& group) const;
   // Ends every stream (shutdown).

@@ -150,6 +150,24 @@ class PgStore : public Store {
     });
   }
 
+  absl::Status RenewAll(const std::string& group, const std::string& owner,
+                        absl::Duration lease) override {
+    return Run<bool>("renewing leases",
+                     [&](pqxx::connection& c) {
+                       pqxx::work tx(c);
+                       tx.exec_params(
+                           "UPDATE deliveries d"
+                           "   SET due_at = now() + make_interval(secs => $3 / 1000.0)"
+                           "  FROM consumer_groups g"
+                           " WHERE g.name = $1 AND d.group_id = g.id AND d.owner = $2"
+                           "   AND d.state = 'leased'",
+                           group, owner, LeaseMs(lease));
+                       tx.commit();
+                       return true;
+                     })
+        .status();
+  }
+
   absl::Status Release(const std::string& group, const std::string& owner) override {
     return Run<bool>("releasing leases",
                      [&](pqxx::connection& c) {

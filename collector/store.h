@@ -85,6 +85,10 @@ class Store {
                                                       const std::string& owner,
                                                       const std::vector<uint64_t>& ids,
                                                       absl::Duration lease) = 0;
+  // Extends every lease `owner` holds, expired or not, to now + `lease`: after a database
+  // outage, for subscribers still connected, whose acknowledgements could not be recorded.
+  virtual absl::Status RenewAll(const std::string& group, const std::string& owner,
+                                absl::Duration lease) = 0;
   // Makes every lease held by `owner` due now (its subscriber went away).
   virtual absl::Status Release(const std::string& group, const std::string& owner) = 0;
   // Statistics of one group, or of all when `group` is empty.
