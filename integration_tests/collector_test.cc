@@ -208,6 +208,24 @@ TEST_F(CollectorTest, ExpiredConsumedAndWrongStatusTokensAreNotDispatched) {
   ASSERT_EQ(sub.Received(), 1u);
   EXPECT_EQ(sub.Jobs()[0].login(), "ok");
   EXPECT_EQ(sub.Jobs()[0].action(), v1::ACTION_ACTIVATION);
+  // The others are recorded with their reasons, so every token has an outcome.
+  auto reason = [&](const std::string& login, const std::string& action) {
+    pqxx::connection c(TestUrl());
+    pqxx::nontransaction tx(c);
+    auto r = tx.exec_params(
+        "SELECT d.state::text || ': ' || coalesce(d.reason, '-') FROM deliveries d"
+        " JOIN tokens t ON t.id = d.token_id JOIN accounts a ON a.id = t.account"
+        " WHERE a.login = $1 AND t.action = $2::token_action",
+        login, action);
+    return r.empty() || r[0][0].is_null() ? std::string("none") : r[0][0].as<std::string>();
+  };
+  EXPECT_EQ(reason("expired", "activation"), "expired: token expired before delivery");
+  EXPECT_EQ(reason("consumed", "activation"), "cancelled: token consumed before delivery");
+  EXPECT_EQ(reason("active", "activation"),
+            "cancelled: activation token for an account that is active");
+  EXPECT_EQ(reason("ok", "password_recovery"),
+            "cancelled: password_recovery token for an account that is provisioned");
+  EXPECT_EQ(reason("ok", "activation"), "leased: -");
 }
 
 TEST_F(CollectorTest, NothingIsDispatchedWithoutRoom) {

@@ -77,8 +77,8 @@ $$;
 -- Leases up to p_limit jobs of a group to p_owner for p_lease_ms: first jobs due again (leases
 -- that ran out, retries whose time has come), then new tokens from the snapshot window.
 -- Serialised per group by the group row's lock, so two collectors never hand the same job out
--- twice. Tokens that are expired, consumed or for an account in the wrong status are skipped
--- (new) or finished as expired/cancelled (due again).
+-- twice. Tokens that are expired, consumed or for an account in the wrong status are not handed
+-- out: they are recorded as expired or cancelled, with the reason.
 CREATE FUNCTION mailroom_dequeue(p_group TEXT, p_limit INT, p_owner TEXT, p_lease_ms INT)
     RETURNS TABLE (job_id BIGINT, action token_action, email TEXT, login TEXT, secret BYTEA,
                    code TEXT, expires_at BIGINT, account_id BIGINT, attempt INT, failures INT,
@@ -102,6 +102,7 @@ DECLARE
     v_accounts BIGINT[];
     v_created  BIGINT[];
     v_ok       BOOLEAN[];
+    v_skip     TEXT[];
     v_count    INT;
     v_returned INT;
 BEGIN
@@ -176,13 +177,18 @@ BEGIN
         SELECT array_agg(w.id), array_agg(w.txid), array_agg(w.action), array_agg(w.email),
                array_agg(w.login), array_agg(w.secret), array_agg(w.code),
                array_agg(w.expires_at), array_agg(w.account), array_agg(w.created_at),
-               array_agg(w.ok)
+               array_agg(w.ok), array_agg(w.skip)
           INTO v_ids, v_txids, v_actions, v_emails, v_logins, v_secrets, v_codes, v_expires,
-               v_accounts, v_created, v_ok
+               v_accounts, v_created, v_ok, v_skip
           FROM (SELECT t.id, t.txid, t.action, a.email::TEXT AS email, a.login::TEXT AS login,
                        t.secret, t.code::TEXT AS code, t.expires_at, t.account, t.created_at,
-                       mailroom_token_sendable(t, a.status, v_now) AS ok
+                       s.ok,
+                       CASE WHEN s.ok THEN NULL
+                            WHEN t.expires_at <= v_now THEN 'expired'
+                            WHEN t.consumed_at IS NOT NULL THEN 'consumed'
+                            ELSE a.status::TEXT END AS skip
                   FROM tokens t JOIN accounts a ON a.id = t.account
+                 CROSS JOIN LATERAL (SELECT mailroom_token_sendable(t, a.status, v_now) AS ok) s
                  WHERE (t.txid, t.id) > (g.pos_txid, g.pos_id)
                    AND t.txid < pg_snapshot_xmax(g.cur_snapshot)
                    AND pg_visible_in_snapshot(t.txid, g.cur_snapshot)
@@ -209,6 +215,22 @@ BEGIN
                    1, 0, r.created_at
               FROM r JOIN ins ON ins.token_id = r.id;
             GET DIAGNOSTICS v_returned = ROW_COUNT;
+
+            -- Tokens not to send are recorded too, so that every token of the group ends with
+            -- an outcome and a reason (seed 001's filters: expired, consumed, wrong status).
+            IF FALSE = ANY (v_ok) THEN
+                INSERT INTO deliveries (group_id, token_id, state, attempts, reason)
+                SELECT g.id, x.id,
+                       (CASE WHEN x.why = 'expired' THEN 'expired' ELSE 'cancelled' END)::delivery_state,
+                       0,
+                       CASE x.why WHEN 'expired' THEN 'token expired before delivery'
+                                  WHEN 'consumed' THEN 'token consumed before delivery'
+                                  ELSE format('%s token for an account that is %s', x.action, x.why)
+                       END
+                  FROM unnest(v_ids, v_skip, v_actions) AS x(id, why, action)
+                 WHERE x.why IS NOT NULL
+                ON CONFLICT DO NOTHING;
+            END IF;
         ELSE
             v_returned := 0;
         END IF;
