@@ -106,6 +106,8 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   int64_t pool;
   MAILROOM_ASSIGN_OR_RETURN(pool, env.Int("MAILROOM_DB_POOL_SIZE", 4, 2, 64));
   c.db_pool_size = static_cast<int>(pool);
+  MAILROOM_ASSIGN_OR_RETURN(c.max_cost_micros,
+                            env.Int("MAILROOM_MAX_COST_MICROS", 1000000, 0, 1000000000000LL));
   c.log_level = env.String("MAILROOM_LOG_LEVEL", "info");
   if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warn" &&
       c.log_level != "error") {

@@ -26,6 +26,7 @@ struct CollectorConfig {
   std::string metrics_address;          // MAILROOM_METRICS_ADDRESS ("" disables)
   bool auto_migrate = false;            // MAILROOM_AUTO_MIGRATE
   int db_pool_size = 4;                 // MAILROOM_DB_POOL_SIZE
+  int64_t max_cost_micros = 1000000;    // MAILROOM_MAX_COST_MICROS: per SENT outcome
   std::string log_level;                // MAILROOM_LOG_LEVEL
 };
 

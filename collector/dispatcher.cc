@@ -62,12 +62,14 @@ void Dispatcher::Kick(const std::string& group, bool force) {
   (void)unused;
 }
 
-void Dispatcher::Release(const std::string& group, const std::string& owner) {
+void Dispatcher::HolderLeft(const std::string& group, const std::string& owner) {
   {
     absl::MutexLock lock(&mu_);
     releases_.emplace_back(group, owner);
   }
-  Kick(group, /*force=*/true);
+  uint64_t one = 1;
+  ssize_t unused = write(event_fd_, &one, sizeof one);
+  (void)unused;
 }
 
 void Dispatcher::DrainEventFd() {
@@ -158,7 +160,7 @@ void Dispatcher::Run() {
       }
     }
 
-    // Releases requested by the gRPC side.
+    // Subscriptions that ended (their leases stop counting towards poison detection).
     std::vector<std::pair<std::string, std::string>> releases;
     std::map<std::string, bool> kicks;
     {
@@ -167,9 +169,9 @@ void Dispatcher::Run() {
       kicks.swap(kicks_);
     }
     for (const auto& [group, owner] : releases) {
-      absl::Status st = store_->Release(group, owner);
+      absl::Status st = store_->HolderLeft(group, owner);
       if (!st.ok()) {
-        LogWarn("releasing leases failed; they run out by themselves",
+        LogWarn("marking a departed subscriber's leases failed",
                 {{"group", group}, {"subscriber", owner}, {"error", std::string(st.message())}});
       }
     }
@@ -267,8 +269,12 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
       auto token = SignToken(key_, action, j.secret, j.code);
       if (!token.ok()) {
         // A malformed row (legacy data without the schema's checks) fails alone.
-        malformed.push_back({j.id, JobResult::Kind::kFailed,
-                             absl::StrCat("cannot sign token: ", token.status().message())});
+        JobResult failed;
+        failed.id = j.id;
+        failed.attempt = j.attempt;
+        failed.kind = JobResult::Kind::kFailed;
+        failed.reason = absl::StrCat("cannot sign token: ", token.status().message());
+        malformed.push_back(std::move(failed));
         continue;
       }
       v1::Job* job = batch.add_jobs();
@@ -286,7 +292,7 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
       job->set_created_at(j.created_at);
     }
     if (!malformed.empty()) {
-      auto r = store_->Ack(group, malformed);
+      auto r = store_->Ack(group, member->id(), malformed);
       if (!r.ok()) return r.status();
       metrics_->Add("mailroom_collector_malformed_total", malformed.size(), labels);
       LogWarn("malformed token rows failed", {{"group", group},

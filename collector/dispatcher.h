@@ -33,7 +33,7 @@ struct DispatcherOptions {
 // The collector's main loop, on its own thread: LISTENs on the channel (its own connection),
 // batches wake-ups (Batcher), dequeues for subscribers that have room, signs the jobs and hands
 // them to the subscribers' streams. Reconnects with capped exponential backoff forever. Other
-// threads talk to it only through Kick/Release/Stop, which never block on the database.
+// threads talk to it only through Kick/HolderLeft/Stop, which never block on the database.
 class Dispatcher {
  public:
   Dispatcher(DispatcherOptions options, Store* store, Hub* hub, SigningKey key, Metrics* metrics,
@@ -47,8 +47,10 @@ class Dispatcher {
   // A subscriber of `group` has new room (`force`: a new subscriber, or jobs were released:
   // dequeue even if the group did not look starved). Thread-safe, non-blocking.
   void Kick(const std::string& group, bool force);
-  // The subscriber `owner` of `group` went away: make its leases due now. Thread-safe.
-  void Release(const std::string& group, const std::string& owner);
+  // The subscription `owner` of `group` ended. Its leases are kept until they run out (its
+  // sender may still be delivering them and acknowledges them on its next stream); they stop
+  // counting as lost leases for poison detection. Thread-safe, non-blocking.
+  void HolderLeft(const std::string& group, const std::string& owner);
 
  private:
   bool ConnectListener();

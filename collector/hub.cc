@@ -136,17 +136,18 @@ std::shared_ptr<Subscriber> Hub::PickMember(const std::string& group) const {
   return best;
 }
 
-bool Hub::Forget(const std::string& group, const std::vector<uint64_t>& ids) {
-  std::vector<std::shared_ptr<Subscriber>> members;
+bool Hub::Forget(const std::string& group, const std::string& owner,
+                 const std::vector<uint64_t>& ids) {
+  std::shared_ptr<Subscriber> member;
   {
     absl::MutexLock lock(&mu_);
     auto it = groups_.find(group);
     if (it == groups_.end()) return false;
-    members = it->second;
+    for (const auto& s : it->second) {
+      if (s->id() == owner) member = s;
+    }
   }
-  bool any = false;
-  for (const auto& s : members) any |= s->Forget(ids) > 0;
-  return any;
+  return member != nullptr && member->Forget(ids) > 0;
 }
 
 int Hub::Count(const std::string& group) const {

@@ -86,8 +86,9 @@ class Hub {
   std::vector<std::string> Groups() const;
   // The member of `group` with the most room, or nullptr when none has room.
   std::shared_ptr<Subscriber> PickMember(const std::string& group) const;
-  // Forgets acknowledged/lost jobs in every member of `group`; true if any member had them.
-  bool Forget(const std::string& group, const std::vector<uint64_t>& ids);
+  // Forgets acknowledged/lost jobs in the member `owner` of `group` only; true if it had any.
+  bool Forget(const std::string& group, const std::string& owner,
+              const std::vector<uint64_t>& ids);
   // Ids of the subscribers of `group`.
   std::vector<std::string> MemberIds(const std::string& group) const;
   // Subscriber count of a group.

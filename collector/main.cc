@@ -164,7 +164,8 @@ int Serve() {
       server->GetHealthCheckService()->SetServingStatus("mailroom.v1.Collector", serving);
     }
   });
-  CollectorService service(store.get(), &hub, &dispatcher, &auth, &metrics, c.dispatch.lease);
+  CollectorService service(store.get(), &hub, &dispatcher, &auth, &metrics,
+                           ServiceLimits{c.dispatch.lease, c.max_cost_micros});
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -48,6 +48,76 @@ const char* OutcomeName(v1::Outcome o) {
 
 }  // namespace
 
+absl::StatusOr<JobResult> CheckOutcome(const v1::JobOutcome& o, int64_t max_cost_micros) {
+  JobResult r;
+  r.id = o.job_id();
+  r.attempt = o.attempt();
+  r.retry_after_ms = o.retry_after_ms();
+  r.cost_micros = o.cost_micros();
+  switch (o.outcome()) {
+    case v1::OUTCOME_SENT: r.kind = JobResult::Kind::kSent; break;
+    case v1::OUTCOME_FAILED: r.kind = JobResult::Kind::kFailed; break;
+    case v1::OUTCOME_EXPIRED: r.kind = JobResult::Kind::kExpired; break;
+    case v1::OUTCOME_RETRY: r.kind = JobResult::Kind::kRetry; break;
+    case v1::OUTCOME_DEFER: r.kind = JobResult::Kind::kDefer; break;
+    default: return absl::InvalidArgumentError("outcome is unspecified or unknown");
+  }
+  if (o.job_id() == 0) return absl::InvalidArgumentError("job_id is required");
+  if (o.attempt() == 0) {
+    return absl::InvalidArgumentError("attempt is required (the Job's attempt as handed out)");
+  }
+  if (r.kind == JobResult::Kind::kFailed && o.reason().empty()) {
+    return absl::InvalidArgumentError("a FAILED outcome needs a reason");
+  }
+  if (o.cost_micros() < 0 || o.cost_micros() > max_cost_micros) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cost_micros must be 0 to ", max_cost_micros, " (MAILROOM_MAX_COST_MICROS)"));
+  }
+  if (o.cost_micros() != 0 && r.kind != JobResult::Kind::kSent) {
+    return absl::InvalidArgumentError("only a SENT outcome has a cost");
+  }
+  if (o.retry_after_ms() > 31u * 24 * 3600 * 1000) {
+    return absl::InvalidArgumentError("retry_after_ms is more than 31 days");
+  }
+  auto reason = CleanReason(o.reason());
+  if (!reason.ok()) return reason.status();
+  r.reason = *std::move(reason);
+  return r;
+}
+
+absl::StatusOr<std::string> CleanReason(absl::string_view reason) {
+  if (reason.find('\0') != absl::string_view::npos) {
+    return absl::InvalidArgumentError("reason contains a NUL byte");
+  }
+  // Valid UTF-8 (RFC 3629: no overlongs, no surrogates, at most U+10FFFF); cut at a character
+  // boundary to at most kMaxReasonBytes.
+  size_t i = 0, keep = 0;
+  const auto* p = reinterpret_cast<const unsigned char*>(reason.data());
+  const size_t n = reason.size();
+  while (i < n) {
+    unsigned char c = p[i];
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80) { len = 1; cp = c; }
+    else if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+    else return absl::InvalidArgumentError("reason is not valid UTF-8");
+    if (i + len > n) return absl::InvalidArgumentError("reason is not valid UTF-8");
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return absl::InvalidArgumentError("reason is not valid UTF-8");
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return absl::InvalidArgumentError("reason is not valid UTF-8");
+    }
+    i += len;
+    if (i <= kMaxReasonBytes) keep = i;
+  }
+  return std::string(reason.substr(0, keep));
+}
+
 bool ValidGroupName(const std::string& name) {
   if (name.empty() || name.size() > 63 || name[0] < 'a' || name[0] > 'z') return false;
   for (char c : name) {
@@ -75,9 +145,9 @@ grpc::Status ToGrpc(const absl::Status& s) {
 
 CollectorService::CollectorService(Store* store, Hub* hub, Dispatcher* dispatcher,
                                    const Authenticator* auth, Metrics* metrics,
-                                   absl::Duration lease)
+                                   ServiceLimits limits)
     : store_(store), hub_(hub), dispatcher_(dispatcher), auth_(auth), metrics_(metrics),
-      lease_(lease) {}
+      limits_(limits) {}
 
 grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
     grpc::CallbackServerContext* context, const v1::SubscribeRequest* request) {
@@ -98,12 +168,14 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
     hub_->Remove(s);
     metrics_->Add("mailroom_collector_subscribers", -1, {{"group", s->group()}});
     LogInfo("subscriber left", {{"group", s->group()}, {"subscriber", s->id()}});
-    // Its unacknowledged jobs go to other members now rather than when the lease runs out.
-    dispatcher_->Release(s->group(), s->id());
+    // Its leases stay its own until they run out: the sender behind it may still be sending
+    // them, and acknowledges them (on any collector) when it is back. A sender that stops
+    // gracefully has handed back what it will not send before closing the stream.
+    dispatcher_->HolderLeft(s->group(), s->id());
   });
   v1::SubscribeResponse welcome;
   welcome.set_subscriber_id(sub->id());
-  welcome.set_lease_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(lease_)));
+  welcome.set_lease_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(limits_.lease)));
   hub_->Add(sub);
   sub->Attach(reactor, std::move(welcome));
   metrics_->Add("mailroom_collector_subscribers", 1, {{"group", sub->group()}});
@@ -122,44 +194,41 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
   if (!st.ok()) return st;
   st = CheckGroup(request->consumer_group());
   if (!st.ok()) return st;
+  if (request->subscriber_id().empty()) {
+    return Invalid("subscriber_id is required (the id of the subscription the jobs came on)");
+  }
+  if (request->subscriber_id().size() > 64) return Invalid("subscriber_id is too long");
   if (request->outcomes_size() == 0) return Invalid("outcomes is empty");
   if (request->outcomes_size() > kMaxIdsPerCall) {
     return Invalid(absl::StrCat("at most ", kMaxIdsPerCall, " outcomes per call"));
   }
+  // Each outcome is checked alone: a bad one is rejected (and reported) without losing the
+  // valid ones beside it.
   std::vector<JobResult> results;
   results.reserve(request->outcomes_size());
+  absl::flat_hash_set<uint64_t> seen;
   for (int i = 0; i < request->outcomes_size(); ++i) {
     const v1::JobOutcome& o = request->outcomes(i);
-    JobResult r;
-    r.id = o.job_id();
-    r.reason = o.reason();
-    r.retry_after_ms = o.retry_after_ms();
-    r.cost_micros = o.cost_micros();
-    switch (o.outcome()) {
-      case v1::OUTCOME_SENT: r.kind = JobResult::Kind::kSent; break;
-      case v1::OUTCOME_FAILED: r.kind = JobResult::Kind::kFailed; break;
-      case v1::OUTCOME_EXPIRED: r.kind = JobResult::Kind::kExpired; break;
-      case v1::OUTCOME_RETRY: r.kind = JobResult::Kind::kRetry; break;
-      case v1::OUTCOME_DEFER: r.kind = JobResult::Kind::kDefer; break;
-      default:
-        return Invalid(absl::StrCat("outcomes[", i, "]: outcome is unspecified or unknown"));
+    auto r = CheckOutcome(o, limits_.max_cost_micros);
+    if (r.ok() && !seen.insert(o.job_id()).second) {
+      r = absl::InvalidArgumentError("job_id appears twice in this call");
     }
-    if (o.job_id() == 0) return Invalid(absl::StrCat("outcomes[", i, "]: job_id is required"));
-    if (r.kind == JobResult::Kind::kFailed && o.reason().empty()) {
-      return Invalid(absl::StrCat("outcomes[", i, "]: a FAILED outcome needs a reason"));
+    if (!r.ok()) {
+      v1::RejectedOutcome* rej = response->add_rejected();
+      rej->set_job_id(o.job_id());
+      rej->set_error(std::string(r.status().message()));
+      metrics_->Add("mailroom_collector_rejected_outcomes_total", 1,
+                    {{"group", request->consumer_group()}});
+      continue;
     }
-    if (o.cost_micros() < 0) {
-      return Invalid(absl::StrCat("outcomes[", i, "]: cost_micros is negative"));
-    }
-    if (o.retry_after_ms() > 31u * 24 * 3600 * 1000) {
-      return Invalid(absl::StrCat("outcomes[", i, "]: retry_after_ms is more than 31 days"));
-    }
-    results.push_back(std::move(r));
+    results.push_back(*std::move(r));
   }
-  auto recorded = store_->Ack(request->consumer_group(), results);
-  if (!recorded.ok()) return ToGrpc(recorded.status());
-
-  absl::flat_hash_set<uint64_t> done(recorded->begin(), recorded->end());
+  absl::flat_hash_set<uint64_t> done;
+  if (!results.empty()) {
+    auto recorded = store_->Ack(request->consumer_group(), request->subscriber_id(), results);
+    if (!recorded.ok()) return ToGrpc(recorded.status());
+    done.insert(recorded->begin(), recorded->end());
+  }
   std::vector<uint64_t> all;
   for (const auto& o : request->outcomes()) {
     all.push_back(o.job_id());
@@ -170,10 +239,11 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
       response->add_ignored_job_ids(o.job_id());
     }
   }
-  response->set_recorded(static_cast<uint32_t>(recorded->size()));
-  // Every job named here is no longer in flight at its subscriber: free the room.
-  if (hub_->Forget(request->consumer_group(), all)) {
-    dispatcher_->Kick(request->consumer_group(), /*force=*/false);
+  response->set_recorded(static_cast<uint32_t>(done.size()));
+  // The caller no longer holds the jobs it named (recorded, or not its lease any more): free
+  // its own room. Nobody else's in-flight count is touched.
+  if (hub_->Forget(request->consumer_group(), request->subscriber_id(), all) || !done.empty()) {
+    dispatcher_->Kick(request->consumer_group(), /*force=*/!done.empty());
   }
   return grpc::Status::OK;
 }
@@ -186,13 +256,19 @@ grpc::Status CollectorService::RenewLeases(grpc::ServerContext* context,
   st = CheckGroup(request->consumer_group());
   if (!st.ok()) return st;
   if (request->subscriber_id().empty()) return Invalid("subscriber_id is required");
+  if (request->subscriber_id().size() > 64) return Invalid("subscriber_id is too long");
   if (request->job_ids_size() == 0) return Invalid("job_ids is empty");
   if (request->job_ids_size() > kMaxIdsPerCall) {
     return Invalid(absl::StrCat("at most ", kMaxIdsPerCall, " job_ids per call"));
   }
+  if (request->attempts_size() != 0 && request->attempts_size() != request->job_ids_size()) {
+    return Invalid("attempts must be empty or as long as job_ids");
+  }
   std::vector<uint64_t> ids(request->job_ids().begin(), request->job_ids().end());
-  absl::Time until = absl::Now() + lease_;
-  auto renewed = store_->Renew(request->consumer_group(), request->subscriber_id(), ids, lease_);
+  std::vector<uint32_t> attempts(request->attempts().begin(), request->attempts().end());
+  absl::Time until = absl::Now() + limits_.lease;
+  auto renewed = store_->Renew(request->consumer_group(), request->subscriber_id(), ids,
+                               attempts, limits_.lease);
   if (!renewed.ok()) return ToGrpc(renewed.status());
   absl::flat_hash_set<uint64_t> kept(renewed->begin(), renewed->end());
   std::vector<uint64_t> lost;
@@ -203,7 +279,7 @@ grpc::Status CollectorService::RenewLeases(grpc::ServerContext* context,
     }
   }
   response->set_lease_expires_at_ms(absl::ToUnixMillis(until));
-  if (!lost.empty() && hub_->Forget(request->consumer_group(), lost)) {
+  if (!lost.empty() && hub_->Forget(request->consumer_group(), request->subscriber_id(), lost)) {
     dispatcher_->Kick(request->consumer_group(), /*force=*/false);
   }
   return grpc::Status::OK;

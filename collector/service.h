@@ -1,6 +1,10 @@
 #pragma once
 
+#include <cstdint>
 #include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 #include "collector/auth.h"
 #include "collector/common/metrics.h"
@@ -14,6 +18,22 @@ namespace mailroom {
 // Limits on request sizes, shared with tests.
 inline constexpr int kMaxInFlight = 100000;
 inline constexpr int kMaxIdsPerCall = 10000;
+// Reasons longer than this are cut (at a UTF-8 character boundary).
+inline constexpr size_t kMaxReasonBytes = 1000;
+
+// What the service enforces besides request sizes.
+struct ServiceLimits {
+  absl::Duration lease = absl::Seconds(60);  // MAILROOM_LEASE_MS
+  int64_t max_cost_micros = 1000000;         // MAILROOM_MAX_COST_MICROS: per SENT outcome
+};
+
+// One reported outcome, checked alone (INVALID_ARGUMENT names the problem): known outcome,
+// job id and attempt set, a reason for FAILED, cost 0..max (only for SENT), retry delay at most
+// 31 days, reason valid UTF-8 without NUL (cut to kMaxReasonBytes).
+absl::StatusOr<JobResult> CheckOutcome(const v1::JobOutcome& outcome, int64_t max_cost_micros);
+// The reason as stored: rejected if it holds a NUL byte or is not valid UTF-8, else cut at a
+// character boundary to at most kMaxReasonBytes.
+absl::StatusOr<std::string> CleanReason(absl::string_view reason);
 
 // True for a valid consumer group name: ^[a-z][a-z0-9_-]{0,62}$.
 bool ValidGroupName(const std::string& name);
@@ -25,7 +45,7 @@ bool ValidGroupName(const std::string& name);
 class CollectorService : public v1::Collector::WithCallbackMethod_Subscribe<v1::Collector::Service> {
  public:
   CollectorService(Store* store, Hub* hub, Dispatcher* dispatcher, const Authenticator* auth,
-                   Metrics* metrics, absl::Duration lease);
+                   Metrics* metrics, ServiceLimits limits);
 
   grpc::ServerWriteReactor<v1::SubscribeResponse>* Subscribe(
       grpc::CallbackServerContext* context, const v1::SubscribeRequest* request) override;
@@ -49,7 +69,7 @@ class CollectorService : public v1::Collector::WithCallbackMethod_Subscribe<v1::
   Dispatcher* const dispatcher_;
   const Authenticator* const auth_;
   Metrics* const metrics_;
-  const absl::Duration lease_;
+  const ServiceLimits limits_;
 };
 
 // Maps a Store error to the gRPC status a client should see.

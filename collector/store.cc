@@ -108,14 +108,16 @@ class PgStore : public Store {
     });
   }
 
-  absl::StatusOr<std::vector<uint64_t>> Ack(const std::string& group,
+  absl::StatusOr<std::vector<uint64_t>> Ack(const std::string& group, const std::string& owner,
                                             const std::vector<JobResult>& results) override {
     std::vector<uint64_t> ids;
+    std::vector<uint32_t> attempts;
     std::vector<std::string> kinds, reasons;
     std::vector<uint32_t> retry;
     std::vector<int64_t> costs;
     for (const JobResult& r : results) {
       ids.push_back(r.id);
+      attempts.push_back(r.attempt);
       kinds.push_back(KindName(r.kind));
       reasons.push_back(r.reason);
       retry.push_back(r.retry_after_ms);
@@ -124,10 +126,10 @@ class PgStore : public Store {
     return Run<std::vector<uint64_t>>("acknowledge", [&](pqxx::connection& c) {
       pqxx::work tx(c);
       pqxx::result r = tx.exec_params(
-          "SELECT * FROM mailroom_ack($1, $2::bigint[], $3::text[], $4::text[], $5::int[],"
-          " $6::bigint[])",
-          group, IntArray(ids), TextArray(kinds), TextArray(reasons), IntArray(retry),
-          IntArray(costs));
+          "SELECT * FROM mailroom_ack($1, $2, $3::bigint[], $4::int[], $5::text[], $6::text[],"
+          " $7::int[], $8::bigint[])",
+          group, owner, IntArray(ids), IntArray(attempts), TextArray(kinds), TextArray(reasons),
+          IntArray(retry), IntArray(costs));
       tx.commit();
       return ParseIds(r);
     });
@@ -135,16 +137,13 @@ class PgStore : public Store {
 
   absl::StatusOr<std::vector<uint64_t>> Renew(const std::string& group, const std::string& owner,
                                               const std::vector<uint64_t>& ids,
+                                              const std::vector<uint32_t>& attempts,
                                               absl::Duration lease) override {
     return Run<std::vector<uint64_t>>("renewing leases", [&](pqxx::connection& c) {
       pqxx::work tx(c);
       pqxx::result r = tx.exec_params(
-          "UPDATE deliveries d SET due_at = now() + make_interval(secs => $4 / 1000.0)"
-          " FROM consumer_groups g"
-          " WHERE g.name = $1 AND d.group_id = g.id AND d.owner = $2"
-          "   AND d.token_id = ANY ($3::bigint[]) AND d.state = 'leased'"
-          " RETURNING d.token_id",
-          group, owner, IntArray(ids), LeaseMs(lease));
+          "SELECT * FROM mailroom_renew($1, $2, $3::bigint[], NULLIF($4::int[], '{}'), $5)",
+          group, owner, IntArray(ids), IntArray(attempts), LeaseMs(lease));
       tx.commit();
       return ParseIds(r);
     });
@@ -168,12 +167,24 @@ class PgStore : public Store {
         .status();
   }
 
+  absl::Status HolderLeft(const std::string& group, const std::string& owner) override {
+    return Run<bool>("marking a subscriber's leases",
+                     [&](pqxx::connection& c) {
+                       pqxx::work tx(c);
+                       tx.exec_params("SELECT mailroom_holder_left($1, $2)", group, owner);
+                       tx.commit();
+                       return true;
+                     })
+        .status();
+  }
+
   absl::Status Release(const std::string& group, const std::string& owner) override {
     return Run<bool>("releasing leases",
                      [&](pqxx::connection& c) {
                        pqxx::work tx(c);
                        tx.exec_params(
-                           "UPDATE deliveries d SET due_at = now() FROM consumer_groups g"
+                           "UPDATE deliveries d SET due_at = now(), holder_left = true"
+                           "  FROM consumer_groups g"
                            " WHERE g.name = $1 AND d.group_id = g.id AND d.owner = $2"
                            "   AND d.state = 'leased'",
                            group, owner);

@@ -29,6 +29,7 @@ struct StoredJob {
 struct JobResult {
   enum class Kind { kSent, kFailed, kExpired, kRetry, kDefer };
   uint64_t id = 0;
+  uint32_t attempt = 0;  // the lease's attempt, as handed out
   Kind kind = Kind::kSent;
   std::string reason;
   uint32_t retry_after_ms = 0;
@@ -77,19 +78,27 @@ class Store {
   virtual absl::StatusOr<std::vector<StoredJob>> Dequeue(const std::string& group, int limit,
                                                          const std::string& owner,
                                                          absl::Duration lease) = 0;
-  // Records outcomes in one transaction; returns the ids recorded (the rest were not leased).
+  // Records outcomes of jobs leased to `owner` (each with the attempt it was handed out with)
+  // in one transaction; returns the ids recorded. Outcomes for any other lease change nothing.
   virtual absl::StatusOr<std::vector<uint64_t>> Ack(const std::string& group,
+                                                    const std::string& owner,
                                                     const std::vector<JobResult>& results) = 0;
-  // Extends `owner`'s leases; returns the ids renewed.
+  // Extends the leases `owner` holds on `ids` to now + `lease`; returns the ids renewed.
+  // `attempts` is empty (any attempt) or parallel to `ids` (only those attempts).
   virtual absl::StatusOr<std::vector<uint64_t>> Renew(const std::string& group,
                                                       const std::string& owner,
                                                       const std::vector<uint64_t>& ids,
+                                                      const std::vector<uint32_t>& attempts,
                                                       absl::Duration lease) = 0;
   // Extends every lease `owner` holds, expired or not, to now + `lease`: after a database
   // outage, for subscribers still connected, whose acknowledgements could not be recorded.
   virtual absl::Status RenewAll(const std::string& group, const std::string& owner,
                                 absl::Duration lease) = 0;
-  // Makes every lease held by `owner` due now (its subscriber went away).
+  // `owner`'s stream ended: its leases run out as usual (its sender may still deliver and
+  // acknowledge them) but no longer count towards poison detection.
+  virtual absl::Status HolderLeft(const std::string& group, const std::string& owner) = 0;
+  // Makes every lease held by `owner` due now, without counting it as lost: jobs that were
+  // leased but never reached the subscriber (its stream ended first).
   virtual absl::Status Release(const std::string& group, const std::string& owner) = 0;
   // Statistics of one group, or of all when `group` is empty.
   virtual absl::StatusOr<std::vector<GroupStatsRow>> Stats(const std::string& group) = 0;

@@ -86,6 +86,11 @@ class CollectorTest : public ::testing::Test {
     pqxx::nontransaction tx(c);
     return tx.exec1(sql)[0].as<int64_t>();
   }
+  std::string Text(const std::string& sql) {
+    pqxx::connection c(TestUrl());
+    pqxx::nontransaction tx(c);
+    return tx.exec1(sql)[0].as<std::string>();
+  }
   void InsertAccounts(int n, const std::string& prefix) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT '", prefix,
                       "' || i || '@example.test', '", prefix, "' || i FROM generate_series(1, ", n,
@@ -279,7 +284,10 @@ TEST_F(CollectorTest, UnacknowledgedJobsGoToAnotherMemberWhenTheLeaseRunsOut) {
   EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"), 3);
 }
 
-TEST_F(CollectorTest, CancelledSubscriberJobsAreHandedOverAtOnce) {
+// A subscription that ends (network blip, collector restart, sender restart) keeps its leases:
+// the sender behind it may still be sending those jobs. It acknowledges them under the id it
+// received them with, and no other member is handed them meanwhile.
+TEST_F(CollectorTest, EndedSubscriptionKeepsItsLeasesForItsSender) {
   int port = StartCollector({{"MAILROOM_LEASE_MS", "600000"}});
   auto first = std::make_unique<TestSubscriber>(Channel(port), kBearer, "mailroom", 10, "first");
   InsertAccounts(4, "cancel");
@@ -287,7 +295,28 @@ TEST_F(CollectorTest, CancelledSubscriberJobsAreHandedOverAtOnce) {
   TestSubscriber second(Channel(port), kBearer, "mailroom", 10, "second");
   ASSERT_TRUE(second.WaitSubscribed(absl::Seconds(10)));
   first->Cancel();  // mid-stream, nothing acknowledged
-  EXPECT_EQ(second.WaitForJobs(4, absl::Seconds(10)), 4u);  // long before the 10 min lease
+  first->Finished(absl::Seconds(10));
+  // The collector has seen the stream end (its subscriber count drops) ...
+  auto stub = v1::Collector::NewStub(Channel(port));
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    v1::GetQueueStatsRequest req;
+    req.set_consumer_group("mailroom");
+    v1::GetQueueStatsResponse resp;
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, kBearer);
+    if (stub->GetQueueStats(&ctx, req, &resp).ok() && resp.groups(0).subscribers() == 1) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  // ... and a dispatch round for the second member has run (a new job reaches it) ...
+  InsertAccounts(1, "later");
+  ASSERT_EQ(second.WaitForJobs(1, absl::Seconds(10)), 1u);
+  // ... yet the four are still the first's: its sender acknowledges them.
+  v1::AcknowledgeResponse resp;
+  ASSERT_TRUE(first->Ack(Ids(first->Jobs()), v1::OUTCOME_SENT, "", 0, &resp).ok());
+  EXPECT_EQ(resp.recorded(), 4u);
+  EXPECT_EQ(second.Received(), 1u);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent' AND attempts = 1"), 4);
 }
 
 TEST_F(CollectorTest, TerminatedConnectionsLoseNothing) {
@@ -386,12 +415,166 @@ TEST_F(CollectorTest, InvalidArgumentsAreRejected) {
   }
   auto* o = ack.add_outcomes();
   o->set_job_id(1);
-  o->set_outcome(v1::OUTCOME_FAILED);  // no reason
+  o->set_attempt(1);
+  o->set_outcome(v1::OUTCOME_SENT);
   {
+    // No subscriber_id: the lease cannot be identified.
     grpc::ClientContext ctx;
     testing::Authorize(&ctx, kBearer);
     EXPECT_EQ(stub->Acknowledge(&ctx, ack, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   }
+}
+
+// Every field of an outcome is checked alone: the bad ones are rejected one by one and the
+// valid one beside them is recorded (a NUL in one reason used to reject the whole call, and a
+// huge cost broke every later acknowledgement of the group with "bigint out of range").
+TEST_F(CollectorTest, BadOutcomesAreRejectedOneByOneAndTheRestIsRecorded) {
+  int port = StartCollector({{"MAILROOM_MAX_COST_MICROS", "5000"}});
+  TestSubscriber sub(Channel(port), kBearer, "mailroom", 100);
+  ASSERT_TRUE(sub.WaitSubscribed(absl::Seconds(10)));
+  InsertAccounts(8, "bad");
+  ASSERT_EQ(sub.WaitForJobs(8, absl::Seconds(20)), 8u);
+  std::vector<v1::Job> jobs = sub.Jobs();
+  v1::AcknowledgeRequest ack;
+  ack.set_consumer_group("mailroom");
+  ack.set_subscriber_id(sub.subscriber_id());
+  auto add = [&](const v1::Job& j, v1::Outcome outcome) {
+    auto* o = ack.add_outcomes();
+    o->set_job_id(j.job_id());
+    o->set_attempt(j.attempt());
+    o->set_outcome(outcome);
+    return o;
+  };
+  add(jobs[0], v1::OUTCOME_SENT)->set_cost_micros(9223372036854775807LL);  // over the cap
+  add(jobs[1], v1::OUTCOME_FAILED)->set_reason(std::string("bad\0reason", 10));  // NUL
+  add(jobs[2], v1::OUTCOME_RETRY)->set_retry_after_ms(40u * 24 * 3600 * 1000);  // > 31 days
+  add(jobs[3], v1::OUTCOME_FAILED);  // FAILED without a reason
+  add(jobs[4], v1::OUTCOME_UNSPECIFIED);
+  add(jobs[5], v1::OUTCOME_SENT)->set_attempt(0);  // no lease identity
+  add(jobs[6], v1::OUTCOME_FAILED)->set_reason(std::string(1500, 'x') + "\xc3\xa9");
+  add(jobs[7], v1::OUTCOME_SENT)->set_cost_micros(4000);
+  add(jobs[7], v1::OUTCOME_SENT)->set_cost_micros(4000);  // the same job twice
+  auto stub = v1::Collector::NewStub(Channel(port));
+  v1::AcknowledgeResponse resp;
+  grpc::ClientContext ctx;
+  testing::Authorize(&ctx, kBearer);
+  ASSERT_TRUE(stub->Acknowledge(&ctx, ack, &resp).ok());
+  EXPECT_EQ(resp.recorded(), 2u);  // jobs[6] (reason cut) and jobs[7] once
+  ASSERT_EQ(resp.rejected_size(), 7);
+  std::set<uint64_t> rejected;
+  for (const auto& r : resp.rejected()) rejected.insert(r.job_id());
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(rejected.count(jobs[i].job_id()), 1u) << i;
+  EXPECT_THAT(resp.rejected(0).error(), HasSubstr("MAILROOM_MAX_COST_MICROS"));
+  EXPECT_THAT(resp.rejected(1).error(), HasSubstr("NUL"));
+  EXPECT_EQ(Scalar(absl::StrCat("SELECT octet_length(reason) FROM deliveries WHERE token_id = ",
+                                jobs[6].job_id())),
+            1000);
+  EXPECT_EQ(Scalar("SELECT cost_micros FROM group_usage"), 4000);
+  // The rejected ones keep their lease and can still be acknowledged properly.
+  ASSERT_TRUE(sub.Ack({jobs[0].job_id(), jobs[1].job_id()}, v1::OUTCOME_SENT, "", 100).ok());
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"), 3);
+  EXPECT_EQ(Scalar("SELECT cost_micros FROM group_usage"), 4200);
+}
+
+// A lease belongs to its holder (subscription id + attempt). A subscription that ends keeps
+// its leases until they run out; a late outcome from a former holder changes nothing; nobody
+// can renew or acknowledge another subscriber's lease.
+TEST_F(CollectorTest, LeasesAreFencedByHolderAndAttempt) {
+  int port = StartCollector({{"MAILROOM_LEASE_MS", "1500"}});
+  InsertAccounts(5, "fence");
+  std::vector<v1::Job> held;
+  std::string first_id;
+  {
+    TestSubscriber a(Channel(port), kBearer, "mailroom", 10, "a");
+    ASSERT_EQ(a.WaitForJobs(5, absl::Seconds(20)), 5u);
+    held = a.Jobs();
+    first_id = a.subscriber_id();
+    a.Cancel();
+    a.Finished(absl::Seconds(10));
+  }
+  // The stream is gone but the leases are still the holder's: its sender acknowledges two.
+  auto stub = v1::Collector::NewStub(Channel(port));
+  auto ack = [&](const std::string& sub, const std::vector<v1::Job>& jobs) {
+    v1::AcknowledgeRequest req;
+    req.set_consumer_group("mailroom");
+    req.set_subscriber_id(sub);
+    for (const auto& j : jobs) {
+      auto* o = req.add_outcomes();
+      o->set_job_id(j.job_id());
+      o->set_attempt(j.attempt());
+      o->set_outcome(v1::OUTCOME_SENT);
+    }
+    v1::AcknowledgeResponse resp;
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, kBearer);
+    EXPECT_TRUE(stub->Acknowledge(&ctx, req, &resp).ok());
+    return resp;
+  };
+  EXPECT_EQ(ack(first_id, {held[0], held[1]}).recorded(), 2u);
+
+  // The other three run out and go to a new member, as attempt 2.
+  TestSubscriber b(Channel(port), kBearer, "mailroom", 10, "b");
+  ASSERT_EQ(b.WaitForJobs(3, absl::Seconds(20)), 3u);
+  std::vector<v1::Job> again = b.Jobs();
+  for (const auto& j : again) EXPECT_EQ(j.attempt(), 2u);
+  // The holder that left does not count towards poison detection.
+  EXPECT_EQ(Scalar("SELECT max(lost_leases) FROM deliveries"), 0);
+
+  // Late outcomes of the former holder: ignored, nothing changes.
+  v1::AcknowledgeResponse late = ack(first_id, {held[2], held[3], held[4]});
+  EXPECT_EQ(late.recorded(), 0u);
+  EXPECT_EQ(late.ignored_job_ids_size(), 3);
+  // Someone else naming b's leases: ignored too, with b's id but the old attempt as well.
+  TestSubscriber c(Channel(port), kBearer, "mailroom", 10, "c");
+  ASSERT_TRUE(c.WaitSubscribed(absl::Seconds(10)));
+  EXPECT_EQ(ack(c.subscriber_id(), again).recorded(), 0u);
+  EXPECT_EQ(ack(b.subscriber_id(), {held[2], held[3], held[4]}).recorded(), 0u);
+  {
+    v1::RenewLeasesRequest req;
+    req.set_consumer_group("mailroom");
+    req.set_subscriber_id(c.subscriber_id());
+    for (const auto& j : again) req.add_job_ids(j.job_id());
+    v1::RenewLeasesResponse resp;
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, kBearer);
+    ASSERT_TRUE(stub->RenewLeases(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.lost_job_ids_size(), 3);
+  }
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'leased'"), 3);
+  // The real holder's outcomes are recorded.
+  EXPECT_EQ(ack(b.subscriber_id(), again).recorded(), 3u);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"), 5);
+}
+
+// Poison detection counts only leases that ran out while their holder was subscribed and gave
+// no outcome; hand-backs (DEFER) and RETRY outcomes do not count.
+TEST_F(CollectorTest, PoisonDetectionCountsOnlyLeasesLostByALiveHolder) {
+  int port = StartCollector({{"MAILROOM_LEASE_MS", "1000"}});
+  Exec("UPDATE consumer_groups SET max_lost_leases = 2 WHERE name = 'mailroom'");
+  InsertAccounts(2, "poison");
+  TestSubscriber sub(Channel(port), kBearer, "mailroom", 10);
+  ASSERT_EQ(sub.WaitForJobs(2, absl::Seconds(20)), 2u);
+  std::vector<v1::Job> jobs = sub.Jobs();
+  const uint64_t silent = jobs[0].job_id(), polite = jobs[1].job_id();
+  // The polite job is deferred and retried over and over: it never fails.
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(sub.Ack({polite}, round % 2 ? v1::OUTCOME_RETRY : v1::OUTCOME_DEFER, "busy").ok());
+    size_t before = sub.Received();
+    ASSERT_GT(sub.WaitForJobs(before + 1, absl::Seconds(20)), before);
+  }
+  ASSERT_TRUE(sub.Ack({polite}, v1::OUTCOME_SENT).ok());
+  // The silent one's lease runs out twice while this subscriber is connected: it fails.
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (Scalar(absl::StrCat("SELECT count(*) FROM deliveries WHERE state = 'failed' AND token_id = ",
+                             silent)) == 0 &&
+         absl::Now() < deadline) {
+    sub.WaitForJobs(sub.Received() + 1, absl::Milliseconds(500));
+  }
+  EXPECT_THAT(Text(absl::StrCat("SELECT coalesce(reason, '') FROM deliveries WHERE token_id = ",
+                                 silent)),
+              HasSubstr("lease ran out 2 times"));
+  EXPECT_EQ(Scalar(absl::StrCat("SELECT lost_leases FROM deliveries WHERE token_id = ", polite)), 0);
+  EXPECT_EQ(Text(absl::StrCat("SELECT state FROM deliveries WHERE token_id = ", polite)), "sent");
 }
 
 TEST_F(CollectorTest, OperatorCallsReportDepthFailuresUsageAndRequeue) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_set.h"
+
 #include "absl/strings/str_cat.h"
 #include "collector/common/log.h"
 #include "sender/retry.h"
@@ -13,6 +15,42 @@ bool Permanent(const absl::Status& s) { return !RetryPolicy::Retryable(s); }
 
 const char* ActionName(v1::Action a) {
   return a == v1::ACTION_PASSWORD_RECOVERY ? "password_recovery" : "activation";
+}
+
+// A reason the collector accepts: valid UTF-8 (invalid bytes become U+FFFD), no NUL or other
+// control characters but tab, at most 1000 bytes cut at a character boundary. Server replies
+// can hold anything; one odd byte must not make a whole acknowledgement unreadable.
+std::string CleanReason(absl::string_view in) {
+  std::string out;
+  out.reserve(std::min<size_t>(in.size(), 1000));
+  const auto* p = reinterpret_cast<const unsigned char*>(in.data());
+  size_t i = 0;
+  while (i < in.size()) {
+    unsigned char c = p[i];
+    size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
+                                : (c & 0xF8) == 0xF0 ? 4 : 0;
+    bool ok = len > 0 && i + len <= in.size();
+    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+    for (size_t k = 1; ok && k < len; ++k) {
+      ok = (p[i + k] & 0xC0) == 0x80;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    ok = ok && cp >= kMin[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    absl::string_view piece;
+    if (!ok) {
+      piece = "\xEF\xBF\xBD";
+      len = 1;
+    } else if (cp < 0x20 && cp != '\t') {
+      piece = " ";
+    } else {
+      piece = in.substr(i, len);
+    }
+    if (out.size() + piece.size() > 1000) break;
+    out.append(piece.data(), piece.size());
+    i += len;
+  }
+  return out;
 }
 
 }  // namespace
@@ -47,6 +85,27 @@ void Engine::Submit(std::vector<v1::Job> jobs) {
 std::vector<uint64_t> Engine::Held() const {
   absl::MutexLock lock(&mu_);
   return {held_.begin(), held_.end()};
+}
+
+void Engine::Drop(const std::vector<uint64_t>& ids) {
+  absl::flat_hash_set<uint64_t> drop(ids.begin(), ids.end());
+  absl::MutexLock lock(&mu_);
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (drop.count(it->second.job_id()) > 0) {
+      held_.erase(it->second.job_id());
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
+}
+
+bool Engine::Mine(const v1::Job& job) {
+  if (!opt_.owns || opt_.owns(job.job_id())) return true;
+  metrics_->Add("mailroom_sender_lost_leases_total", 1);
+  LogWarn("lease lost; not sending", {{"job", absl::StrCat(job.job_id())}});
+  return false;
 }
 
 size_t Engine::queued() const {
@@ -92,7 +151,7 @@ void Engine::Report(uint64_t id, v1::Outcome outcome, const std::string& reason,
   v1::JobOutcome o;
   o.set_job_id(id);
   o.set_outcome(outcome);
-  o.set_reason(reason);
+  o.set_reason(CleanReason(reason));
   o.set_retry_after_ms(static_cast<uint32_t>(
       std::clamp<int64_t>(absl::ToInt64Milliseconds(retry_after), 0, 31LL * 24 * 3600 * 1000)));
   o.set_cost_micros(cost);
@@ -141,7 +200,7 @@ void Engine::Work() {
       queue_.erase(it);
       metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
     }
-    Deliver(job);
+    if (Mine(job)) Deliver(job);
     absl::MutexLock lock(&mu_);
     held_.erase(job.job_id());
   }
@@ -167,6 +226,13 @@ void Engine::Deliver(const v1::Job& job) {
   }
   int64_t cost = pacer_->TryAcquire();
   while (cost < 0) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (draining_) {
+        Report(job.job_id(), v1::OUTCOME_DEFER, "sender shutting down");
+        return;
+      }
+    }
     Log(LogLevel::kDebug, "budget slot taken; waiting", {{"job", id}});
     // Another worker took the slot: wait for the next one (bounded by max_budget_wait above).
     absl::Time next = pacer_->NextSendTime();
@@ -177,6 +243,10 @@ void Engine::Deliver(const v1::Job& job) {
     }
     absl::SleepFor(std::max(absl::Milliseconds(1), next - absl::Now()));
     cost = pacer_->TryAcquire();
+  }
+  if (!Mine(job)) {  // the wait for the budget may have outlasted the lease
+    pacer_->Refund();
+    return;
   }
   absl::Time start = absl::Now();
   auto sent = transport_->Send(*email);

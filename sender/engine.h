@@ -47,6 +47,9 @@ struct EngineOptions {
   int workers = 1;                                         // parallel sends
   absl::Duration expiry_margin = absl::Seconds(30);        // not worth sending this close to expiry
   absl::Duration max_budget_wait = absl::Seconds(30);      // longer waits hand jobs back (DEFER)
+  // True while the job's lease is still ours (Subscription::Owns). A job that is not is
+  // neither sent nor reported: the collector has handed it, or will hand it, to another member.
+  std::function<bool(uint64_t job_id)> owns;
 };
 
 // The sender's core: holds the jobs received from the collector, picks what to send (password
@@ -60,8 +63,10 @@ class Engine {
 
   // Adds jobs (a job already held is ignored: the collector re-sent it after a reconnect).
   void Submit(std::vector<v1::Job> jobs);
-  // Ids of jobs held (queued or being sent), for lease renewal.
+  // Ids of jobs held (queued or being sent).
   std::vector<uint64_t> Held() const;
+  // Forgets queued jobs whose lease was lost (a job being sent is past saving).
+  void Drop(const std::vector<uint64_t>& ids);
   // Starts the workers.
   void Start();
   // Graceful stop: no new sends; waits for sends in progress; hands queued jobs back (DEFER 0).
@@ -75,6 +80,8 @@ class Engine {
   static Key KeyOf(const v1::Job& j);
   void Work();
   void Deliver(const v1::Job& job);
+  // False (and logged) when the job's lease is no longer ours.
+  bool Mine(const v1::Job& job);
   void Report(uint64_t id, v1::Outcome outcome, const std::string& reason,
               absl::Duration retry_after = absl::ZeroDuration(), int64_t cost = 0);
   void DeferQueued(absl::Duration retry_after, const std::string& why);

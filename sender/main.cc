@@ -141,6 +141,7 @@ int Run() {
   EngineOptions eo;
   eo.workers = (*transport)->Concurrency();
   eo.expiry_margin = c.expiry_margin;
+  eo.owns = [&](uint64_t id) { return subscription->Owns(id); };
   Engine engine(
       eo, render, transport->get(), &budget,
       [&](const absl::Status& e, int failures) { return retry.Next(e, failures); },
@@ -154,7 +155,7 @@ int Run() {
   so.name = c.name;
   Subscription sub(
       so, [&](std::vector<v1::Job> jobs) { engine.Submit(std::move(jobs)); },
-      [&] { return engine.Held(); });
+      [&](const std::vector<uint64_t>& lost) { engine.Drop(lost); });
   subscription = &sub;
 
   std::unique_ptr<grpc::Server> health;
@@ -204,9 +205,17 @@ int Run() {
                                              ? absl::StrCat(*c.monthly_budget)
                                              : std::string("unlimited")},
                               {"price_per_1000", absl::StrCat(c.price_per_1000)}});
-  std::atomic<bool> ready{false};
+  // Start-up waits for the month's usage; a signal during it ends the process cleanly (the
+  // engine and the stream are started under `phase_mu` only if no shutdown began).
+  absl::Mutex phase_mu;
+  bool shutting_down = false, started = false;
   std::thread restore([&] {
+    absl::Duration backoff = absl::Milliseconds(200);
     while (true) {
+      {
+        absl::MutexLock lock(&phase_mu);
+        if (shutting_down) return;
+      }
       auto usage = sub.Usage(absl::Seconds(5));
       if (usage.ok()) {
         budget.Restore(usage->month(), usage->sent(), usage->cost_micros());
@@ -216,25 +225,44 @@ int Run() {
                                     {"pace_per_second", absl::StrCat(budget.pace_per_second())}});
         break;
       }
-      LogWarn("waiting for the collector", {{"error", std::string(usage.status().message())}});
-      if (ready.load()) return;
+      if (absl::IsCancelled(usage.status())) return;
+      const bool refused = absl::IsUnauthenticated(usage.status()) ||
+                           absl::IsPermissionDenied(usage.status()) ||
+                           absl::IsInvalidArgument(usage.status());
+      // A refusal is a configuration problem: say so and retry slowly, never in a busy loop.
+      if (refused) backoff = absl::Seconds(30);
+      (refused ? LogError : LogWarn)(
+          refused ? "the collector refuses this sender" : "waiting for the collector",
+          {{"error", std::string(usage.status().message())},
+           {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(backoff))}});
+      absl::MutexLock lock(&phase_mu);
+      phase_mu.AwaitWithTimeout(absl::Condition(&shutting_down), backoff);
+      backoff = std::min(backoff * 2, absl::Seconds(30));
     }
+    absl::MutexLock lock(&phase_mu);
+    if (shutting_down) return;
     engine.Start();
     sub.StartReceiving();
+    started = true;
     if (health != nullptr) health->GetHealthCheckService()->SetServingStatus(true);
-    ready = true;
   });
 
   int sig = 0;
   sigwait(&signals, &sig);
   LogInfo("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
-  bool started = ready.exchange(true);
+  {
+    absl::MutexLock lock(&phase_mu);
+    shutting_down = true;
+  }
+  sub.StopReceiving();  // no new jobs (the collector keeps our leases; nothing is handed out)
   restore.join();
   if (health != nullptr) health->GetHealthCheckService()->SetServingStatus(false);
-  sub.StopReceiving();          // no new jobs
-  if (started) engine.Drain();  // finish sends in progress, hand the rest back
+  // Finish the sends in progress and hand the queued jobs back (DEFER, no delay: another
+  // member gets them at once), then wait, bounded, until the collector has every outcome.
+  if (started) engine.Drain();
   if (!sub.Flush(absl::Seconds(15))) {
-    LogWarn("some outcomes were not recorded; those jobs will be handed out again",
+    LogWarn("collector unreachable; some outcomes were not recorded (their jobs are handed out "
+            "again when their leases run out)",
             {{"pending", absl::StrCat(sub.pending_acks())}});
   }
   sub.Stop();

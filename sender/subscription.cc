@@ -2,14 +2,16 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_set.h"
+
 #include "absl/strings/str_cat.h"
 #include "collector/common/log.h"
 
 namespace mailroom {
 
 Subscription::Subscription(Options options, std::function<void(std::vector<v1::Job>)> on_jobs,
-                           std::function<std::vector<uint64_t>()> held)
-    : opt_(std::move(options)), on_jobs_(std::move(on_jobs)), held_(std::move(held)) {
+                           std::function<void(const std::vector<uint64_t>&)> on_lost)
+    : opt_(std::move(options)), on_jobs_(std::move(on_jobs)), on_lost_(std::move(on_lost)) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
@@ -60,12 +62,21 @@ void Subscription::ReadLoop() {
           absl::MutexLock lock(&mu_);
           subscriber_id_ = resp.subscriber_id();
           lease_ = absl::Milliseconds(resp.lease_ms());
+          // Confirm at once which of the jobs held from before are still ours.
+          if (!leases_.empty()) renew_now_ = true;
         }
         LogInfo("subscribed", {{"group", opt_.group},
                                {"subscriber", resp.subscriber_id()},
                                {"lease_ms", absl::StrCat(resp.lease_ms())}});
       }
       if (resp.jobs_size() > 0) {
+        {
+          absl::MutexLock lock(&mu_);
+          const absl::Time deadline = absl::Now() + lease_;
+          for (const v1::Job& j : resp.jobs()) {
+            leases_[j.job_id()] = Lease{subscriber_id_, j.attempt(), deadline};
+          }
+        }
         std::vector<v1::Job> jobs(std::make_move_iterator(resp.mutable_jobs()->begin()),
                                   std::make_move_iterator(resp.mutable_jobs()->end()));
         on_jobs_(std::move(jobs));
@@ -83,7 +94,9 @@ void Subscription::ReadLoop() {
         st.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
       // No retry fixes this; keep trying slowly so a fixed collector config is picked up.
       LogError("subscription rejected", {{"code", absl::StrCat(st.error_code())},
-                                         {"error", st.error_message()}});
+                                         {"error", st.error_message()},
+                                         {"in_ms", absl::StrCat(absl::ToInt64Milliseconds(
+                                                       opt_.max_backoff))}});
       backoff = opt_.max_backoff;
     } else {
       LogWarn("subscription ended; reconnecting",
@@ -100,12 +113,35 @@ void Subscription::ReadLoop() {
 
 void Subscription::Report(v1::JobOutcome outcome) {
   absl::MutexLock lock(&mu_);
-  outbox_.push_back(std::move(outcome));
+  auto it = leases_.find(outcome.job_id());
+  if (it == leases_.end()) {
+    // The collector reported the lease lost (another member has the job now): an outcome
+    // would be ignored anyway.
+    LogWarn("outcome not reported: the job's lease is no longer ours",
+            {{"job", absl::StrCat(outcome.job_id())}});
+    return;
+  }
+  outcome.set_attempt(it->second.attempt);
+  outbox_.push_back(Pending{std::move(it->second.subscriber_id), std::move(outcome)});
+  leases_.erase(it);
+}
+
+bool Subscription::Owns(uint64_t id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = leases_.find(id);
+  // Enough lease left for a send to finish before anyone else could be handed the job.
+  return it != leases_.end() && it->second.deadline - absl::Now() > lease_ / 4;
+}
+
+size_t Subscription::leases() const {
+  absl::MutexLock lock(&mu_);
+  return leases_.size();
 }
 
 void Subscription::AckLoop() {
   absl::Duration backoff = absl::Milliseconds(100);
   while (true) {
+    std::string sub;
     std::vector<v1::JobOutcome> batch;
     {
       absl::MutexLock lock(&mu_);
@@ -113,38 +149,59 @@ void Subscription::AckLoop() {
         return !outbox_.empty() || stopping_.load();
       };
       mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(200));
-      if (outbox_.empty()) {
-        if (stopping_) return;
-        continue;
+      // Stop() comes after Flush(): what is still here could not be recorded in time.
+      if (stopping_) return;
+      if (outbox_.empty()) continue;
+      // One call per lease holder: the outcomes of jobs received on the same stream.
+      sub = outbox_.front().subscriber_id;
+      for (auto it = outbox_.begin(); it != outbox_.end() && batch.size() < 5000;) {
+        if (it->subscriber_id == sub) {
+          batch.push_back(std::move(it->outcome));
+          it = outbox_.erase(it);
+        } else {
+          ++it;
+        }
       }
-      size_t n = std::min<size_t>(outbox_.size(), 5000);
-      batch.assign(std::make_move_iterator(outbox_.begin()),
-                   std::make_move_iterator(outbox_.begin() + n));
-      outbox_.erase(outbox_.begin(), outbox_.begin() + n);
-      sending_ = n;
+      sending_ = batch.size();
     }
     v1::AcknowledgeRequest req;
     req.set_consumer_group(opt_.group);
+    req.set_subscriber_id(sub);
     for (auto& o : batch) *req.add_outcomes() = o;
     grpc::ClientContext ctx;
     Authorize(&ctx);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::AcknowledgeResponse resp;
     grpc::Status st = stub_->Acknowledge(&ctx, req, &resp);
     absl::MutexLock lock(&mu_);
     sending_ = 0;
-    if (st.ok() || st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
-      if (!st.ok()) {
-        LogError("acknowledgement rejected", {{"error", st.error_message()}});
+    if (st.ok()) {
+      // A rejected outcome is reported and dropped: the job keeps its lease and comes back
+      // when it runs out. It never holds up the others.
+      for (const auto& r : resp.rejected()) {
+        LogError("outcome rejected by the collector",
+                 {{"job", absl::StrCat(r.job_id())}, {"error", r.error()}});
+      }
+      if (resp.ignored_job_ids_size() > resp.rejected_size()) {
+        LogWarn("outcomes ignored: those leases were no longer ours",
+                {{"count", absl::StrCat(resp.ignored_job_ids_size() - resp.rejected_size())}});
       }
       backoff = absl::Milliseconds(100);
       continue;
     }
+    if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      LogError("acknowledgement rejected", {{"error", st.error_message()},
+                                            {"dropped", absl::StrCat(batch.size())}});
+      backoff = absl::Milliseconds(100);
+      continue;
+    }
     // Keep them (in front, in order) and try again: an outcome is never dropped.
-    outbox_.insert(outbox_.begin(), std::make_move_iterator(batch.begin()),
-                   std::make_move_iterator(batch.end()));
+    for (auto it = batch.rbegin(); it != batch.rend(); ++it) {
+      outbox_.push_front(Pending{sub, std::move(*it)});
+    }
     LogWarn("acknowledgement failed; retrying",
-            {{"error", st.error_message()}, {"pending", absl::StrCat(outbox_.size())}});
+            {{"code", absl::StrCat(st.error_code())}, {"error", st.error_message()},
+             {"pending", absl::StrCat(outbox_.size())}});
     mu_.Unlock();
     absl::SleepFor(backoff);
     mu_.Lock();
@@ -152,33 +209,78 @@ void Subscription::AckLoop() {
   }
 }
 
+void Subscription::SleepUntil(absl::Time until) {
+  absl::MutexLock lock(&mu_);
+  auto wake = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return renew_now_ || stopping_.load();
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&wake), until);
+}
+
 void Subscription::RenewLoop() {
   while (!stopping_) {
     absl::Duration lease = this->lease();
     absl::Duration period = lease > absl::ZeroDuration() ? lease / 3 : absl::Seconds(1);
-    absl::Time until = absl::Now() + period;
-    while (!stopping_ && absl::Now() < until) absl::SleepFor(absl::Milliseconds(50));
-    if (stopping_ || lease == absl::ZeroDuration()) continue;
-    std::vector<uint64_t> ids = held_();
-    std::string sub;
+    SleepUntil(absl::Now() + period);
+    if (stopping_) break;
     {
       absl::MutexLock lock(&mu_);
-      sub = subscriber_id_;
+      renew_now_ = false;
     }
-    for (size_t i = 0; i < ids.size(); i += 10000) {
+    if (lease == absl::ZeroDuration() && this->lease() == absl::ZeroDuration()) continue;
+    RenewAll();
+  }
+}
+
+void Subscription::RenewAll() {
+  // The leases held, by the subscription they came on.
+  std::map<std::string, std::vector<std::pair<uint64_t, uint32_t>>> by_sub;
+  absl::Duration lease;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, l] : leases_) by_sub[l.subscriber_id].emplace_back(id, l.attempt);
+    lease = lease_;
+  }
+  std::vector<uint64_t> lost_all;
+  for (const auto& [sub, held] : by_sub) {
+    for (size_t i = 0; i < held.size(); i += 10000) {
       v1::RenewLeasesRequest req;
       req.set_consumer_group(opt_.group);
       req.set_subscriber_id(sub);
-      for (size_t j = i; j < std::min(ids.size(), i + 10000); ++j) req.add_job_ids(ids[j]);
+      for (size_t j = i; j < std::min(held.size(), i + 10000); ++j) {
+        req.add_job_ids(held[j].first);
+        req.add_attempts(held[j].second);
+      }
       grpc::ClientContext ctx;
       Authorize(&ctx);
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      const absl::Time asked = absl::Now();
       v1::RenewLeasesResponse resp;
       grpc::Status st = stub_->RenewLeases(&ctx, req, &resp);
       if (!st.ok()) {
-        LogWarn("lease renewal failed", {{"error", st.error_message()}});
+        LogWarn("lease renewal failed", {{"code", absl::StrCat(st.error_code())},
+                                         {"error", st.error_message()}});
+        continue;
+      }
+      absl::flat_hash_set<uint64_t> lost(resp.lost_job_ids().begin(), resp.lost_job_ids().end());
+      absl::MutexLock lock(&mu_);
+      for (uint64_t id : req.job_ids()) {
+        auto it = leases_.find(id);
+        if (it == leases_.end() || it->second.subscriber_id != sub) continue;
+        if (lost.count(id) > 0) {
+          leases_.erase(it);
+          lost_all.push_back(id);
+        } else {
+          // Counted from before the call: never later than the collector's own deadline.
+          it->second.deadline = asked + lease;
+        }
       }
     }
+  }
+  if (!lost_all.empty()) {
+    LogWarn("leases lost: those jobs went to another member and are not sent here",
+            {{"count", absl::StrCat(lost_all.size())}});
+    on_lost_(lost_all);
   }
 }
 
@@ -210,7 +312,7 @@ absl::StatusOr<v1::GetUsageResponse> Subscription::Usage(absl::Duration timeout)
   while (true) {
     grpc::ClientContext ctx;
     Authorize(&ctx);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     ctx.set_wait_for_ready(true);
     v1::GetUsageRequest req;
     req.set_consumer_group(opt_.group);
@@ -218,13 +320,20 @@ absl::StatusOr<v1::GetUsageResponse> Subscription::Usage(absl::Duration timeout)
     st = stub_->GetUsage(&ctx, req, &resp);
     if (st.ok()) return resp;
     if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
-        st.error_code() == grpc::StatusCode::INVALID_ARGUMENT || absl::Now() > deadline ||
-        stopping_) {
+        st.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+        st.error_code() == grpc::StatusCode::INVALID_ARGUMENT || absl::Now() > deadline) {
       break;
     }
+    if (stopping_ || !receiving_) return absl::CancelledError("shutting down");
     absl::SleepFor(absl::Milliseconds(200));
   }
-  return absl::UnavailableError(absl::StrCat("GetUsage: ", st.error_message()));
+  const std::string what = absl::StrCat("GetUsage: ", st.error_message());
+  switch (st.error_code()) {
+    case grpc::StatusCode::UNAUTHENTICATED: return absl::UnauthenticatedError(what);
+    case grpc::StatusCode::PERMISSION_DENIED: return absl::PermissionDeniedError(what);
+    case grpc::StatusCode::INVALID_ARGUMENT: return absl::InvalidArgumentError(what);
+    default: return absl::UnavailableError(what);
+  }
 }
 
 absl::Duration Subscription::lease() const {

@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <functional>
 #include <memory>
 #include <string>
@@ -19,7 +21,14 @@ namespace mailroom {
 
 // The sender's side of the collector API: keeps one Subscribe stream open (reconnecting with
 // capped exponential backoff forever), reports outcomes in batches (each kept and retried until
-// the collector has recorded it), and renews the leases of jobs still held. Thread-safe.
+// the collector has answered for it), and renews the leases of jobs still held.
+//
+// It keeps every lease it holds: the subscription id and attempt the job came with and when
+// the lease runs out as far as this process knows (arrival + lease, pushed on by each
+// renewal). Outcomes and renewals name that lease, so they keep working after a reconnect (on
+// any collector) and a lease the collector no longer counts as ours is never acted on: Owns()
+// turns false when the collector reports it lost or when it would run out before a send could
+// finish (for example while the collector is unreachable). Thread-safe.
 class Subscription {
  public:
   struct Options {
@@ -32,18 +41,23 @@ class Subscription {
     absl::Duration max_backoff = absl::Seconds(30);
     absl::Duration ack_interval = absl::Milliseconds(20);
   };
-  // `on_jobs` receives every batch (on the reader thread); `held` returns the ids the sender
-  // still holds, for lease renewal.
+  // `on_jobs` receives every batch (on the reader thread); `on_lost` receives the ids of jobs
+  // the collector reports as no longer ours (do not send them).
   Subscription(Options options, std::function<void(std::vector<v1::Job>)> on_jobs,
-               std::function<std::vector<uint64_t>()> held);
+               std::function<void(const std::vector<uint64_t>&)> on_lost);
   ~Subscription();
 
   // Starts the acknowledger and lease renewer threads.
   void Start();
   // Opens the stream (after Start): jobs start flowing to `on_jobs`.
   void StartReceiving();
-  // Queues an outcome for the next Acknowledge call.
+  // Queues an outcome for the next Acknowledge call, under the job's lease (dropped, with a
+  // log line, when the job's lease is not held any more).
   void Report(v1::JobOutcome outcome);
+  // True while this process holds `id`'s lease with enough time left to send it.
+  bool Owns(uint64_t id) const;
+  // Leases held (jobs received and not yet reported).
+  size_t leases() const;
   // Stops taking jobs: ends the stream and does not reconnect. Acks keep flowing.
   void StopReceiving();
   // Waits until every reported outcome was recorded (or timeout); true when all were.
@@ -51,7 +65,8 @@ class Subscription {
   // Stops everything (after StopReceiving/Flush for a graceful exit).
   void Stop();
   // This month's usage of the group (for the budget), retried until the collector answers or
-  // `timeout` passes.
+  // `timeout` passes. UNAUTHENTICATED/PERMISSION_DENIED/INVALID_ARGUMENT end it at once.
+  // Returns early (kCancelled) once StopReceiving or Stop was called.
   absl::StatusOr<v1::GetUsageResponse> Usage(absl::Duration timeout);
   // True while a stream is open.
   bool connected() const { return connected_; }
@@ -65,10 +80,24 @@ class Subscription {
   void AckLoop();
   void RenewLoop();
   void Authorize(grpc::ClientContext* ctx) const;
+  // Renews every lease held; reports the lost ones to on_lost_.
+  void RenewAll();
+  // Sleeps until `until`, or less when stopping or a renewal is asked for.
+  void SleepUntil(absl::Time until);
+
+  struct Lease {
+    std::string subscriber_id;
+    uint32_t attempt = 0;
+    absl::Time deadline;
+  };
+  struct Pending {
+    std::string subscriber_id;
+    v1::JobOutcome outcome;
+  };
 
   const Options opt_;
   std::function<void(std::vector<v1::Job>)> on_jobs_;
-  std::function<std::vector<uint64_t>()> held_;
+  std::function<void(const std::vector<uint64_t>&)> on_lost_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Collector::Stub> stub_;
   std::atomic<bool> receiving_{true}, stopping_{false}, connected_{false};
@@ -78,8 +107,10 @@ class Subscription {
   grpc::ClientContext* stream_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::string subscriber_id_ ABSL_GUARDED_BY(mu_);
   absl::Duration lease_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
-  std::vector<v1::JobOutcome> outbox_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Lease> leases_ ABSL_GUARDED_BY(mu_);
+  std::deque<Pending> outbox_ ABSL_GUARDED_BY(mu_);
   size_t sending_ ABSL_GUARDED_BY(mu_) = 0;
+  bool renew_now_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace mailroom

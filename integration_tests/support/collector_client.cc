@@ -35,6 +35,7 @@ void TestSubscriber::ReadLoop() {
     }
     for (auto& j : *resp.mutable_jobs()) {
       arrivals_.emplace_back(j.job_id(), now);
+      attempts_[j.job_id()] = j.attempt();
       jobs_.push_back(std::move(j));
     }
   }
@@ -85,21 +86,31 @@ std::string TestSubscriber::subscriber_id() const {
   return subscriber_id_;
 }
 
+uint32_t TestSubscriber::AttemptOf(uint64_t id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = attempts_.find(id);
+  return it == attempts_.end() ? 0 : it->second;
+}
+
 grpc::Status TestSubscriber::Ack(const std::vector<uint64_t>& ids, v1::Outcome outcome,
-                                 const std::string& reason, int64_t cost_micros) {
+                                 const std::string& reason, int64_t cost_micros,
+                                 v1::AcknowledgeResponse* response) {
   v1::AcknowledgeRequest req;
   req.set_consumer_group(group_);
+  req.set_subscriber_id(subscriber_id());
   for (uint64_t id : ids) {
     auto* o = req.add_outcomes();
     o->set_job_id(id);
     o->set_outcome(outcome);
     o->set_reason(reason);
     o->set_cost_micros(cost_micros);
+    o->set_attempt(AttemptOf(id));
   }
   v1::AcknowledgeResponse resp;
   grpc::ClientContext ctx;
   Authorize(&ctx, bearer_);
-  return stub_->Acknowledge(&ctx, req, &resp);
+  grpc::Status st = stub_->Acknowledge(&ctx, req, response != nullptr ? response : &resp);
+  return st;
 }
 
 void TestSubscriber::Cancel() { ctx_.TryCancel(); }

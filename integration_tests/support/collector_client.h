@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -29,9 +30,13 @@ class TestSubscriber {
   // Jobs received and not yet taken by Take(); then forgets them.
   std::vector<v1::Job> Take();
   size_t Received() const;
-  // Acknowledges `ids` with `outcome` (reason required for FAILED).
+  // Acknowledges `ids` with `outcome` (reason required for FAILED), under this subscription's
+  // id and the attempt each job was last received with. `response` (optional) gets the reply.
   grpc::Status Ack(const std::vector<uint64_t>& ids, v1::Outcome outcome,
-                   const std::string& reason = "", int64_t cost_micros = 0);
+                   const std::string& reason = "", int64_t cost_micros = 0,
+                   v1::AcknowledgeResponse* response = nullptr);
+  // The attempt `id` was last received with (0: never received).
+  uint32_t AttemptOf(uint64_t id) const;
   // Ends the stream from the client side.
   void Cancel();
   // The stream's final status once it ended (OK-constructed until then).
@@ -54,6 +59,7 @@ class TestSubscriber {
   std::vector<v1::Job> jobs_;
   size_t taken_ = 0;
   std::vector<std::pair<uint64_t, absl::Time>> arrivals_;
+  std::map<uint64_t, uint32_t> attempts_;
 };
 
 // Adds `authorization: Bearer <token>` to a client context (no-op for an empty token).
