@@ -223,6 +223,32 @@ TEST_F(EndToEndTest, SenderWithDefaultsServesHealthWhileSubscribed) {
               HasSubstr("From: mailroom <no-reply@mailroom.localhost>"));
 }
 
+// A sender whose token the collector refuses says so and backs off (no busy loop), and a
+// SIGTERM while it waits at start-up ends it at once and cleanly.
+TEST_F(EndToEndTest, RefusedSenderBacksOffAndStopsCleanlyDuringStartUp) {
+  auto sender = StartSender({{"MAILROOM_TRANSPORT", "file"},
+                             {"MAILROOM_FILE_DIR", dir_ + "/out"},
+                             {"MAILROOM_COLLECTOR_TOKEN", "not-the-right-token-0123456789"}},
+                            "refused", 0, /*wait=*/false);
+  ASSERT_TRUE(sender->WaitForLog("the collector refuses this sender", absl::Seconds(20)))
+      << sender->Log();
+  absl::Time start = absl::Now();
+  sender->Signal(SIGTERM);
+  auto code = sender->Wait(absl::Seconds(10));
+  ASSERT_TRUE(code.ok()) << sender->Log();
+  EXPECT_EQ(*code, 0);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  const std::string log = sender->Log();
+  size_t refusals = 0;
+  for (size_t at = log.find("refuses this sender"); at != std::string::npos;
+       at = log.find("refuses this sender", at + 1)) {
+    ++refusals;
+  }
+  EXPECT_EQ(refusals, 1u) << log;  // the next try is 30 s away
+  EXPECT_THAT(log, Not(HasSubstr("msg=subscribed")));
+  EXPECT_THAT(log, Not(HasSubstr("not-the-right-token")));
+}
+
 TEST_F(EndToEndTest, ConfigErrorsNameTheVariable) {
   auto p = Process::Spawn({testing::Runfile("mailroom/sender/sender")},
                           {{"MAILROOM_TRANSPORT", "smtp"}, {"MAILROOM_SMTP_PASSWORD", "s3cret-pw"}},

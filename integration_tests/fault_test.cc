@@ -54,6 +54,28 @@ class FaultTest : public testing::StackTest {
     EXPECT_LE(got.duplicates(), max_duplicates);
     return l;
   }
+  // SIGTERM and wait for a clean exit.
+  void Term(std::unique_ptr<Process>& p) {
+    p->Signal(SIGTERM);
+    auto rc = p->Wait(absl::Seconds(60));
+    EXPECT_TRUE(rc.ok() && *rc == 0) << p->Log();
+    p.reset();
+  }
+  // The port a collector listens on, from its start line.
+  static int PortOf(Process& collector) {
+    std::string log = collector.Log();
+    size_t at = log.find("listen=127.0.0.1:");
+    return at == std::string::npos ? 0 : std::stoi(log.substr(at + 17));
+  }
+  // Longest time a job was held by one sender before it was sent (jobs handed out once, all
+  // inserted before the senders started): the hold must outlast the lease for the rolling
+  // restart scenarios to mean anything.
+  absl::Duration LongestHold() {
+    return absl::Milliseconds(Scalar(
+        "SELECT (EXTRACT(EPOCH FROM max(d.updated_at)) * 1000)::BIGINT"
+        "       - min(t.created_at) * 1000 FROM deliveries d JOIN tokens t ON t.id = d.token_id"
+        " WHERE d.state = 'sent' AND d.attempts = 1"));
+  }
   std::map<std::string, std::string> FileEnv(const std::string& extra_rate = "") {
     std::map<std::string, std::string> env = {{"MAILROOM_TRANSPORT", "file"},
                                               {"MAILROOM_FILE_DIR", dir_ + "/out"}};
@@ -225,6 +247,85 @@ TEST_F(FaultTest, JobsOfASubscriberThatNeverAcknowledgesGoToAnotherMember) {
   // Every job the silent member received lost its lease once and was then sent by the sender.
   EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE lost_leases > 0"),
             static_cast<int64_t>(silent.Received()));
+}
+
+// The manifests ship 2 sender replicas; a deploy restarts them one after the other. Each sender
+// is pace-capped (10/s) and holds 800 jobs, so jobs are held longer than the default 60 s lease
+// (renewed meanwhile). A stopping sender finishes what it is sending, hands the rest back and
+// acknowledges everything before it exits: nothing is lost and nothing is sent twice.
+TEST_F(FaultTest, RollingRestartOfTwoSendersHoldingJobsLongerThanALease) {
+  collector_->Signal(SIGTERM);
+  (void)collector_->Wait(absl::Seconds(30));
+  collector_ = StartCollector({{"MAILROOM_LEASE_MS", "60000"}}, "collector60", collector_port_);
+  Accounts(1, 1800);
+  auto env = FileEnv("10");
+  env["MAILROOM_MAX_IN_FLIGHT"] = "900";
+  auto a = StartSender(env, "sender-a");
+  auto b = StartSender(env, "sender-b");
+  // Every job is handed out at once (900 to each sender) ...
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries", 1800, absl::Seconds(30)), 1800);
+  // ... and the senders still hold some of them past the 60 s lease (renewed) at the restart.
+  WaitSent(1250, absl::Seconds(180));
+  const int64_t held_at_first = Scalar("SELECT count(*) FROM deliveries WHERE state = 'leased'");
+  Term(a);  // finishes its send, hands the rest back at once
+  a = StartSender(env, "sender-a2");
+  WaitSent(1300, absl::Seconds(60));
+  const int64_t held_at_second = Scalar("SELECT count(*) FROM deliveries WHERE state = 'leased'");
+  Term(b);
+  b = StartSender(env, "sender-b2");
+  WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 1800, absl::Seconds(240));
+  Received got = ReceivedIn(dir_ + "/out");
+  Settle("rolling restart of 2 senders (60 s lease, jobs held > lease)", got, absl::Seconds(30),
+         1800, 0);
+  EXPECT_EQ(got.emails, 1800);
+  EXPECT_EQ(got.duplicates(), 0);
+  std::printf("FAULT rolling restart of 2 senders: held at each SIGTERM %lld / %lld jobs, "
+              "longest hold %s\n",
+              (long long)held_at_first, (long long)held_at_second,
+              absl::FormatDuration(LongestHold()).c_str());
+  EXPECT_GE(held_at_first, 400);  // >= 200 held by each sender
+  EXPECT_GE(held_at_second, 400);
+  EXPECT_GT(LongestHold(), absl::Seconds(60)) << "no job was held longer than a lease";
+  // Hand-backs are not lost leases: nothing counts towards poison detection.
+  EXPECT_EQ(Scalar("SELECT coalesce(max(lost_leases), 0) FROM deliveries"), 0);
+}
+
+// Both collectors restarted one after the other while two pace-capped senders hold 800 jobs
+// each (longer than the 60 s lease). A collector that stops keeps its subscribers' leases;
+// the senders go on sending what they hold, acknowledge it once they are reconnected, and
+// nothing is handed out twice.
+TEST_F(FaultTest, RollingRestartOfTwoCollectorsWhileSendersHoldJobs) {
+  collector_->Signal(SIGTERM);
+  (void)collector_->Wait(absl::Seconds(30));
+  const std::map<std::string, std::string> lease60 = {{"MAILROOM_LEASE_MS", "60000"}};
+  auto c1 = StartCollector(lease60, "c1", collector_port_);
+  auto c2 = StartCollector(lease60, "c2");
+  const int port2 = PortOf(*c2);
+  ASSERT_NE(port2, 0);
+  Accounts(1, 1600);
+  auto env = FileEnv("10");
+  env["MAILROOM_MAX_IN_FLIGHT"] = "800";
+  auto a = StartSender(env, "sender-a");
+  auto b = StartSender(env, "sender-b", port2);
+  // Every job is handed out at once (800 to each sender).
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries", 1600, absl::Seconds(30)), 1600);
+  WaitSent(100, absl::Seconds(60));
+  Term(c1);
+  c1 = StartCollector(lease60, "c1-restarted", collector_port_);
+  WaitSent(300, absl::Seconds(60));
+  Term(c2);
+  c2 = StartCollector(lease60, "c2-restarted", port2);
+  WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 1600, absl::Seconds(240));
+  Received got = ReceivedIn(dir_ + "/out");
+  Settle("rolling restart of 2 collectors (60 s lease, jobs held > lease)", got,
+         absl::Seconds(30), 1600, 0);
+  EXPECT_EQ(got.emails, 1600);
+  EXPECT_EQ(got.duplicates(), 0);
+  std::printf("FAULT rolling restart of 2 collectors: longest hold %s\n",
+              absl::FormatDuration(LongestHold()).c_str());
+  EXPECT_GT(LongestHold(), absl::Seconds(60)) << "no job was held longer than a lease";
+  EXPECT_EQ(Scalar("SELECT coalesce(max(attempts), 0) FROM deliveries"), 1)
+      << "a job was handed out again";
 }
 
 }  // namespace

@@ -92,6 +92,11 @@ while IFS= read -r line; do
   last=${line##* }
   out=$(eval "$line" 2>&1) && rc=0 || rc=$?
   want=$(expect "$last")
+  # The README's `export SUB=...`: the subscription id the Subscribe example printed.
+  if [[ $last == */Subscribe ]]; then
+    SUB=$(grep -o '"subscriberId": *"[^"]*"' <<<"$out" | head -n 1 | sed 's/.*: *"\(.*\)"/\1/')
+    export SUB
+  fi
   # Subscribe is a stream cut by -max-time: its exit status reports the deadline.
   if { [ $rc = 0 ] || [[ $last == */Subscribe ]]; } && grep -q -- "$want" <<<"$out"; then
     passed=$((passed + 1)); echo "PASS $line"
