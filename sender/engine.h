@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "collector/common/metrics.h"
 #include "proto/mailroom.pb.h"
+#include "sender/breaker.h"
 #include "sender/transport.h"
 
 namespace mailroom {
@@ -47,6 +48,9 @@ struct EngineOptions {
   int workers = 1;                                         // parallel sends
   absl::Duration expiry_margin = absl::Seconds(30);        // not worth sending this close to expiry
   absl::Duration max_budget_wait = absl::Seconds(30);      // longer waits hand jobs back (DEFER)
+  // Optional. While it is open, jobs are handed back (DEFER: not failed, not counted, not
+  // charged) except its probes; provider errors (IsProviderError) feed it.
+  Breaker* breaker = nullptr;
 };
 
 // The sender's core: holds the jobs received from the collector, picks what to send (password

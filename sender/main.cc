@@ -19,9 +19,11 @@
 #include "proto/health.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "sender/breaker.h"
 #include "sender/budget.h"
 #include "sender/config.h"
 #include "sender/engine.h"
+#include "sender/health_watcher.h"
 #include "sender/message.h"
 #include "sender/retry.h"
 #include "sender/subscription.h"
@@ -141,6 +143,8 @@ int Run() {
   EngineOptions eo;
   eo.workers = (*transport)->Concurrency();
   eo.expiry_margin = c.expiry_margin;
+  Breaker breaker({absl::Seconds(1), c.breaker_max_backoff}, RealClock::Get(), &metrics);
+  eo.breaker = &breaker;
   Engine engine(
       eo, render, transport->get(), &budget,
       [&](const absl::Status& e, int failures) { return retry.Next(e, failures); },
@@ -176,6 +180,14 @@ int Run() {
       return 1;
     }
     health->GetHealthCheckService()->SetServingStatus(false);
+  }
+  // SERVING only while started, subscribed and the provider is usable.
+  std::atomic<bool> engine_started{false};
+  std::unique_ptr<HealthWatcher> watcher;
+  if (health != nullptr) {
+    watcher = std::make_unique<HealthWatcher>(
+        [&] { return engine_started.load() && sub.connected() && !breaker.open(); },
+        [&](bool serving) { health->GetHealthCheckService()->SetServingStatus(serving); });
   }
   MetricsServer metrics_server;
   if (!c.metrics_address.empty()) {
@@ -221,7 +233,7 @@ int Run() {
     }
     engine.Start();
     sub.StartReceiving();
-    if (health != nullptr) health->GetHealthCheckService()->SetServingStatus(true);
+    engine_started = true;
     ready = true;
   });
 
@@ -230,6 +242,7 @@ int Run() {
   LogInfo("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
   bool started = ready.exchange(true);
   restore.join();
+  if (watcher != nullptr) watcher->Stop();
   if (health != nullptr) health->GetHealthCheckService()->SetServingStatus(false);
   sub.StopReceiving();          // no new jobs
   if (started) engine.Drain();  // finish sends in progress, hand the rest back
