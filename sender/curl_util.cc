@@ -25,13 +25,17 @@ int Trace(CURL*, curl_infotype type, char* data, size_t size, void* userptr) {
   // Called for every protocol line and every block of the body: return at once for the body.
   auto* trace = static_cast<SmtpTrace*>(userptr);
   absl::string_view line(data, size);
+  if (trace->quitting) return 0;
   if (type == CURLINFO_HEADER_IN) {
     trace->reply = OneLine(line, 300);
   } else if (type == CURLINFO_HEADER_OUT) {
     // Only the verbs we know; anything else (AUTH LOGIN continuations) may be a credential.
     absl::string_view verb = line.substr(0, line.find_first_of(" :\r\n"));
-    for (const char* known : {"EHLO", "HELO", "STARTTLS", "AUTH", "MAIL", "RCPT", "DATA",
-                              "QUIT", "RSET", "NOOP"}) {
+    if (absl::EqualsIgnoreCase(verb, "QUIT")) {
+      trace->quitting = true;
+      return 0;
+    }
+    for (const char* known : {"EHLO", "HELO", "STARTTLS", "AUTH", "MAIL", "RCPT", "DATA"}) {
       if (absl::EqualsIgnoreCase(verb, known)) {
         trace->command = known;
         break;

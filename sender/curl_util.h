@@ -29,6 +29,7 @@ void CurlGlobalInit();
 struct SmtpTrace {
   std::string command;
   std::string reply;
+  bool quitting = false;  // QUIT sent: later lines ("221 Bye") are not the answer we want
 };
 
 // Records the conversation of the next transfers on `c` into `trace` (CURLOPT_VERBOSE with a
