@@ -49,6 +49,8 @@ void DescribeMetrics(Metrics& m) {
   m.Describe("mailroom_sender_jobs_total", T::kCounter, "Jobs finished, by action and outcome.");
   m.Describe("mailroom_sender_failures_total", T::kCounter, "Permanent failures, by reason.");
   m.Describe("mailroom_sender_retries_total", T::kCounter, "Deliveries handed back for a retry.");
+  m.Describe("mailroom_sender_held_total", T::kCounter,
+             "Deliveries handed back uncounted because the provider was unavailable.");
   m.Describe("mailroom_sender_rate_limit_wait_seconds_total", T::kCounter,
              "Time spent waiting for the budget or provider pace.");
   m.Describe("mailroom_sender_budget_deferrals_total", T::kCounter,
