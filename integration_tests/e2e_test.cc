@@ -209,11 +209,18 @@ TEST_F(EndToEndTest, SenderWithDefaultsServesHealthWhileSubscribed) {
                              {"MAILROOM_METRICS_ADDRESS", absl::StrCat("127.0.0.1:", testing::FreePort())}});
   auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
       absl::StrCat("127.0.0.1:", health_port), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  grpc::health::v1::HealthCheckRequest req;
+  // Health follows the sender's state (watched every 100 ms): wait for SERVING.
   grpc::health::v1::HealthCheckResponse resp;
-  grpc::Status st = stub->Check(&ctx, req, &resp);
+  grpc::Status st;
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  do {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    grpc::health::v1::HealthCheckRequest req;
+    st = stub->Check(&ctx, req, &resp);
+    if (st.ok() && resp.status() == grpc::health::v1::HealthCheckResponse::SERVING) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  } while (absl::Now() < deadline);
   ASSERT_TRUE(st.ok()) << st.error_message() << sender->Log();
   EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
   Exec("INSERT INTO accounts (email, login) VALUES ('dan@example.test', 'dan')");

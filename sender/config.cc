@@ -148,6 +148,9 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   }
   MAILROOM_ASSIGN_OR_RETURN(c.expiry_margin,
                             env.Millis("MAILROOM_EXPIRY_MARGIN_MS", 30000, 0, 3600000));
+  // The circuit breaker probes after 1 s, doubling up to this.
+  MAILROOM_ASSIGN_OR_RETURN(c.breaker_max_backoff,
+                            env.Millis("MAILROOM_BREAKER_MAX_BACKOFF", 60000, 1000, 3600000));
 
   c.metrics_address = env.String("MAILROOM_METRICS_ADDRESS", "127.0.0.1:9465");
   if (c.metrics_address == "off") {

@@ -55,6 +55,7 @@ struct SenderConfig {
   absl::Duration retry_base;             // MAILROOM_RETRY_BASE_MS
   absl::Duration retry_max;              // MAILROOM_RETRY_MAX_MS
   absl::Duration expiry_margin;          // MAILROOM_EXPIRY_MARGIN_MS
+  absl::Duration breaker_max_backoff;    // MAILROOM_BREAKER_MAX_BACKOFF (ms)
 
   // Operations.
   std::string metrics_address;        // MAILROOM_METRICS_ADDRESS ("" = off)

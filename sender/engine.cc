@@ -169,6 +169,16 @@ void Engine::Work() {
       if (draining_) return;
       if (queue_.empty()) continue;
     }
+    if (opt_.breaker != nullptr && opt_.breaker->open()) {
+      // The provider is down: keep the jobs in PostgreSQL until the next probe is due.
+      absl::Duration wait = opt_.breaker->NextProbe() - absl::Now();
+      if (wait > absl::ZeroDuration()) {
+        DeferQueued(std::max(wait, absl::Milliseconds(500)),
+                    absl::StrCat("held: provider unavailable: ", opt_.breaker->reason()));
+        absl::SleepFor(std::min(wait, absl::Milliseconds(100)));
+        continue;
+      }
+    }
     // Keep to the budget before choosing: a job that arrives meanwhile may matter more.
     // Read the clock after the pacer: its answer is never later than "now" when sending is
     // allowed, so this order cannot mistake an open slot for a wait.
@@ -224,6 +234,16 @@ void Engine::Deliver(const v1::Job& job) {
     Report(job.job_id(), v1::OUTCOME_FAILED, std::string(email.status().message()));
     return;
   }
+  Breaker::Ticket ticket;
+  if (opt_.breaker != nullptr) {
+    ticket = opt_.breaker->Admit();
+    if (ticket.decision == Breaker::Decision::kHold) {
+      Report(job.job_id(), v1::OUTCOME_DEFER,
+             absl::StrCat("held: provider unavailable: ", opt_.breaker->reason()),
+             std::max(opt_.breaker->NextProbe() - absl::Now(), absl::Milliseconds(500)));
+      return;
+    }
+  }
   int64_t cost = pacer_->TryAcquire();
   while (cost < 0) {
     {
@@ -237,6 +257,7 @@ void Engine::Deliver(const v1::Job& job) {
     // Another worker took the slot: wait for the next one (bounded by max_budget_wait above).
     absl::Time next = pacer_->NextSendTime();
     if (next - absl::Now() > opt_.max_budget_wait) {
+      if (opt_.breaker != nullptr) opt_.breaker->Cancel(ticket);
       Report(job.job_id(), v1::OUTCOME_DEFER, "sending budget exhausted for now",
              std::min(next - absl::Now(), absl::Hours(1)));
       return;
@@ -251,6 +272,7 @@ void Engine::Deliver(const v1::Job& job) {
   absl::Time start = absl::Now();
   auto sent = transport_->Send(*email);
   metrics_->Add("mailroom_sender_send_seconds_total", absl::ToDoubleSeconds(absl::Now() - start));
+  if (opt_.breaker != nullptr) opt_.breaker->Record(ticket, sent.status());
   if (sent.ok()) {
     metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "sent"}});
     metrics_->Add("mailroom_sender_spent_micros_total", cost);
@@ -262,6 +284,13 @@ void Engine::Deliver(const v1::Job& job) {
   pacer_->Refund();  // a rejected or failed send is not charged
   const absl::Status& err = sent.status();
   const std::string reason(err.message());
+  if (opt_.breaker != nullptr && IsProviderError(err)) {
+    // Not this job's fault: hand it back uncounted until the provider answers again.
+    metrics_->Add("mailroom_sender_held_total", 1);
+    Report(job.job_id(), v1::OUTCOME_DEFER, absl::StrCat("held: provider unavailable: ", reason),
+           std::max(opt_.breaker->NextProbe() - absl::Now(), absl::Milliseconds(500)));
+    return;
+  }
   const int failures = static_cast<int>(job.failures()) + 1;
   std::optional<absl::Duration> delay;
   if (!Permanent(err)) delay = retry_(err, failures);

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "collector/common/metrics.h"
 #include "proto/mailroom.pb.h"
+#include "sender/breaker.h"
 #include "sender/transport.h"
 
 namespace mailroom {
@@ -50,6 +51,9 @@ struct EngineOptions {
   // True while the job's lease is still ours (Subscription::Owns). A job that is not is
   // neither sent nor reported: the collector has handed it, or will hand it, to another member.
   std::function<bool(uint64_t job_id)> owns;
+  // Optional. While it is open, jobs are handed back (DEFER: not failed, not counted, not
+  // charged) except its probes; provider errors (IsProviderError) feed it.
+  Breaker* breaker = nullptr;
 };
 
 // The sender's core: holds the jobs received from the collector, picks what to send (password

@@ -19,9 +19,11 @@
 #include "proto/health.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "sender/breaker.h"
 #include "sender/budget.h"
 #include "sender/config.h"
 #include "sender/engine.h"
+#include "sender/health_watcher.h"
 #include "sender/message.h"
 #include "sender/retry.h"
 #include "sender/subscription.h"
@@ -47,6 +49,8 @@ void DescribeMetrics(Metrics& m) {
   m.Describe("mailroom_sender_jobs_total", T::kCounter, "Jobs finished, by action and outcome.");
   m.Describe("mailroom_sender_failures_total", T::kCounter, "Permanent failures, by reason.");
   m.Describe("mailroom_sender_retries_total", T::kCounter, "Deliveries handed back for a retry.");
+  m.Describe("mailroom_sender_held_total", T::kCounter,
+             "Deliveries handed back uncounted because the provider was unavailable.");
   m.Describe("mailroom_sender_rate_limit_wait_seconds_total", T::kCounter,
              "Time spent waiting for the budget or provider pace.");
   m.Describe("mailroom_sender_budget_deferrals_total", T::kCounter,
@@ -142,6 +146,8 @@ int Run() {
   eo.workers = (*transport)->Concurrency();
   eo.expiry_margin = c.expiry_margin;
   eo.owns = [&](uint64_t id) { return subscription->Owns(id); };
+  Breaker breaker({absl::Seconds(1), c.breaker_max_backoff}, RealClock::Get(), &metrics);
+  eo.breaker = &breaker;
   Engine engine(
       eo, render, transport->get(), &budget,
       [&](const absl::Status& e, int failures) { return retry.Next(e, failures); },
@@ -177,6 +183,14 @@ int Run() {
       return 1;
     }
     health->GetHealthCheckService()->SetServingStatus(false);
+  }
+  // SERVING only while started, subscribed and the provider is usable.
+  std::atomic<bool> engine_started{false};
+  std::unique_ptr<HealthWatcher> watcher;
+  if (health != nullptr) {
+    watcher = std::make_unique<HealthWatcher>(
+        [&] { return engine_started.load() && sub.connected() && !breaker.open(); },
+        [&](bool serving) { health->GetHealthCheckService()->SetServingStatus(serving); });
   }
   MetricsServer metrics_server;
   if (!c.metrics_address.empty()) {
@@ -244,7 +258,7 @@ int Run() {
     engine.Start();
     sub.StartReceiving();
     started = true;
-    if (health != nullptr) health->GetHealthCheckService()->SetServingStatus(true);
+    engine_started = true;  // the health watcher turns SERVING once subscribed
   });
 
   int sig = 0;
@@ -256,6 +270,7 @@ int Run() {
   }
   sub.StopReceiving();  // no new jobs (the collector keeps our leases; nothing is handed out)
   restore.join();
+  if (watcher != nullptr) watcher->Stop();
   if (health != nullptr) health->GetHealthCheckService()->SetServingStatus(false);
   // Finish the sends in progress and hand the queued jobs back (DEFER, no delay: another
   // member gets them at once), then wait, bounded, until the collector has every outcome.

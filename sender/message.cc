@@ -10,6 +10,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -23,12 +24,16 @@ bool IsAtext(char c) {
          std::string_view("!#$%&'*+-/=?^_`{|}~").find(c) != std::string_view::npos;
 }
 
+// Text that a mail client would decode as RFC 2047 encoded words ("=?UTF-8?B?...?=") must not
+// stand raw in a header: it could decode to anything, "Bcc: evil@x.example" included.
+bool LooksEncoded(absl::string_view s) { return absl::StrContains(s, "=?"); }
+
 // Plain printable ASCII that may stand in a header as is.
 bool PlainHeaderText(absl::string_view s) {
   for (unsigned char c : s) {
     if (c < 0x20 || c > 0x7e) return false;
   }
-  return true;
+  return !LooksEncoded(s);
 }
 
 // A display name that needs neither quoting nor encoding.
@@ -36,7 +41,7 @@ bool PlainPhrase(absl::string_view s) {
   for (char c : s) {
     if (!IsAtext(c) && c != ' ') return false;
   }
-  return !s.empty();
+  return !s.empty() && !LooksEncoded(s);
 }
 
 // RFC 2047 UTF-8 base64 encoded words of at most 45 input bytes each (60 base64 characters + 12
@@ -248,9 +253,16 @@ absl::StatusOr<Templates> Templates::Load(const std::string& dir) {
   for (int a = 0; a < 2; ++a) {
     for (int p = 0; p < 3; ++p) {
       std::string source = defaults[a][p];
-      std::string name = absl::StrCat(kActions[a], ".", kParts[p], ".mustache");
+      // The README's names: activation.subject, activation.txt, activation.html, ...
+      std::string name = absl::StrCat(kActions[a], ".", kParts[p]);
       if (!dir.empty()) {
         bool found = false;
+        // Earlier builds read "<name>.mustache": such a file would be silently ignored now.
+        ReadFileOrEmpty(absl::StrCat(dir, "/", name, ".mustache"), &found);
+        if (found) {
+          return absl::InvalidArgumentError(absl::StrCat("MAILROOM_TEMPLATE_DIR: rename ", name,
+                                                         ".mustache to ", name));
+        }
         std::string custom = ReadFileOrEmpty(absl::StrCat(dir, "/", name), &found);
         if (found) source = custom;
       }

@@ -58,7 +58,7 @@ struct TemplateVars {
 
 // Per-action Mustache templates (kainjow::mustache): subject, text and HTML for activation and
 // password recovery. Built-in defaults; a directory may override any of
-// `<action>.subject.mustache`, `<action>.txt.mustache`, `<action>.html.mustache` (action is
+// `<action>.subject`, `<action>.txt`, `<action>.html` (action is
 // `activation` or `password_recovery`). Variables: login, email, link (base URL + /activate or
 // /recover + ?token=...), token, code, expires_at (RFC 3339 UTC), expires_in_minutes,
 // product_name. HTML escapes every variable; text and subject do not, and the subject loses
@@ -66,7 +66,7 @@ struct TemplateVars {
 class Templates {
  public:
   // Loads the defaults, overridden from `dir` when non-empty. A template that does not parse
-  // is an error naming its file.
+  // is an error naming its file, and so is a file with the old `.mustache` suffix.
   static absl::StatusOr<Templates> Load(const std::string& dir);
   absl::StatusOr<RenderedEmail> Render(v1::Action action, const TemplateVars& vars) const;
 

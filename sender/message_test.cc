@@ -3,7 +3,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
@@ -94,6 +96,54 @@ TEST(MimeTest, HostileDisplayNamesAndSubjectsAreEncodedNeverRaw) {
   }
 }
 
+// What a mail client shows for a header value: every "=?UTF-8?B?...?=" word decoded, the
+// whitespace between adjacent words dropped (RFC 2047 section 6.2), folding removed.
+std::string DecodeHeaderValue(absl::string_view value) {
+  std::string unfolded = absl::StrReplaceAll(value, {{"\r\n ", " "}});
+  std::string out;
+  size_t i = 0;
+  bool after_word = false;
+  while (i < unfolded.size()) {
+    size_t start = unfolded.find("=?UTF-8?B?", i);
+    if (start == std::string::npos) {
+      out += unfolded.substr(i);
+      break;
+    }
+    std::string between = unfolded.substr(i, start - i);
+    if (!(after_word && absl::StripAsciiWhitespace(between).empty())) out += between;
+    size_t end = unfolded.find("?=", start + 10);
+    std::string part;
+    absl::Base64Unescape(unfolded.substr(start + 10, end - start - 10), &part);
+    out += part;
+    i = end + 2;
+    after_word = true;
+  }
+  return out;
+}
+
+TEST(MimeTest, EncodedWordLookalikesInLoginsAreEncodedSoClientsShowThemVerbatim) {
+  // Raw, this login decodes to "Bcc: evil@x.example" in the display name and the subject.
+  const std::string login = "=?UTF-8?B?QmNjOiBldmlsQHguZXhhbXBsZQ==?=";
+  for (const std::string& hostile : {login, "Hi " + login + " there", std::string("a=?b")}) {
+    Message m = Sample();
+    m.to_name = hostile;
+    m.subject = "Welcome " + hostile;
+    auto mime = BuildMime(m);
+    ASSERT_TRUE(mime.ok());
+    std::string headers = Headers(*mime);
+    EXPECT_THAT(headers, Not(HasSubstr(hostile))) << headers;
+    const std::string value_to = headers.substr(headers.find("To: ") + 4);
+    const std::string to_header = value_to.substr(0, value_to.find("\r\nSubject:"));
+    const std::string value_subject = headers.substr(headers.find("Subject: ") + 9);
+    const std::string subject_header = value_subject.substr(0, value_subject.find("\r\nDate:"));
+    // A client decodes them back to exactly the text we were given, not to a Bcc.
+    EXPECT_EQ(DecodeHeaderValue(to_header), hostile + " <" + m.to_address + ">");
+    EXPECT_EQ(DecodeHeaderValue(subject_header), "Welcome " + hostile);
+    EXPECT_THAT(DecodeHeaderValue(to_header), Not(HasSubstr("Bcc: evil")));
+  }
+  EXPECT_NE(EncodeHeaderText("a =? b"), "a =? b");
+}
+
 TEST(MimeTest, EncodedWordsRoundTripAndNeverSplitUtf8) {
   std::string text = "Passwort zur\xc3\xbc" "cksetzen f\xc3\xbcr \xe5\xb1\xb1\xe7\x94\xb0 " +
                      std::string(60, 'a') + "\xe2\x82\xac";
@@ -154,17 +204,49 @@ TEST(TemplatesTest, DirectoryOverridesOneTemplateAndKeepsTheOthers) {
   std::string dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
                     "/templates";
   std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/activation.subject.mustache") << "Welcome, {{login}}!";
+  std::ofstream(dir + "/activation.subject") << "Welcome, {{login}}!";
   auto t = Templates::Load(dir);
   ASSERT_TRUE(t.ok()) << t.status();
   TemplateVars v{"ann", "ann@example.test", "tok", "11111", "P", "https://a.test", absl::Now()};
   EXPECT_EQ(t->Render(v1::ACTION_ACTIVATION, v)->subject, "Welcome, ann!");
   EXPECT_THAT(t->Render(v1::ACTION_ACTIVATION, v)->text, HasSubstr("activate?token=tok"));
-  std::ofstream(dir + "/password_recovery.html.mustache") << "{{#unclosed}} oops";
+  std::ofstream(dir + "/password_recovery.html") << "{{#unclosed}} oops";
   auto broken = Templates::Load(dir);
   ASSERT_FALSE(broken.ok());
-  EXPECT_THAT(std::string(broken.status().message()),
-              HasSubstr("password_recovery.html.mustache"));
+  EXPECT_THAT(std::string(broken.status().message()), HasSubstr("password_recovery.html"));
+}
+
+TEST(TemplatesTest, FileNamesAreTheReadmes) {
+  // README: MAILROOM_TEMPLATE_DIR holds activation.subject, activation.txt, activation.html,
+  // password_recovery.{subject,txt,html}.
+  std::string dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
+                    "/readme-templates";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const char* actions[] = {"activation", "password_recovery"};
+  for (const char* a : actions) {
+    std::ofstream(dir + "/" + a + ".subject") << a << " subject {{login}}";
+    std::ofstream(dir + "/" + a + ".txt") << a << " text {{link}}";
+    std::ofstream(dir + "/" + a + ".html") << a << " html {{code}}";
+  }
+  auto t = Templates::Load(dir);
+  ASSERT_TRUE(t.ok()) << t.status();
+  TemplateVars v{"ann", "ann@example.test", "tok", "11111", "P", "https://a.test", absl::Now()};
+  auto act = t->Render(v1::ACTION_ACTIVATION, v);
+  auto rec = t->Render(v1::ACTION_PASSWORD_RECOVERY, v);
+  ASSERT_TRUE(act.ok() && rec.ok());
+  EXPECT_EQ(act->subject, "activation subject ann");
+  EXPECT_EQ(act->text, "activation text https://a.test/activate?token=tok");
+  EXPECT_EQ(act->html, "activation html 11111");
+  EXPECT_EQ(rec->subject, "password_recovery subject ann");
+  EXPECT_EQ(rec->text, "password_recovery text https://a.test/recover?token=tok");
+  EXPECT_EQ(rec->html, "password_recovery html 11111");
+  // A file under the old name would be ignored silently: it is an error naming the fix.
+  std::ofstream(dir + "/activation.txt.mustache") << "old";
+  auto old = Templates::Load(dir);
+  ASSERT_FALSE(old.ok());
+  EXPECT_THAT(std::string(old.status().message()),
+              HasSubstr("rename activation.txt.mustache to activation.txt"));
 }
 
 }  // namespace

@@ -59,19 +59,22 @@ absl::Status SesTransport::ResponseStatus(long http, const std::string& header_t
   }
   const std::string what = absl::StrCat("ses ", http, type.empty() ? "" : " ", type,
                                         message.empty() ? "" : ": ", message.substr(0, 300));
+  // Throttling is about pace, not about being able to send: this message waits its turn.
   if (http == 429 || absl::StrContains(type, "TooManyRequests") ||
-      absl::StrContains(type, "Throttl") || absl::StrContains(type, "LimitExceeded") ||
-      http >= 500) {
+      absl::StrContains(type, "Throttl") || absl::StrContains(type, "LimitExceeded")) {
     return absl::UnavailableError(what);
   }
-  if (http == 403 || absl::StrContains(type, "AccessDenied") ||
-      absl::StrContains(type, "SignatureDoesNotMatch")) {
-    return absl::PermissionDeniedError(what);
+  // SES itself down, our credentials, signature or clock refused, or the account unable to
+  // send: nothing can go out to anyone until that changes.
+  for (const char* provider_wide :
+       {"AccessDenied", "SignatureDoesNotMatch", "InvalidSignature", "IncompleteSignature",
+        "InvalidClientTokenId", "UnrecognizedClient", "MissingAuthenticationToken",
+        "ExpiredToken", "RequestExpired", "RequestTimeTooSkewed", "RequestTimeTooSkew",
+        "SendingPaused", "AccountSuspended", "MailFromDomainNotVerified", "NotFound",
+        "ServiceUnavailable", "InternalFailure"}) {
+    if (absl::StrContains(type, provider_wide)) return ProviderError(what);
   }
-  if (absl::StrContains(type, "AccountSuspended") || absl::StrContains(type, "SendingPaused") ||
-      absl::StrContains(type, "MailFromDomainNotVerified") || absl::StrContains(type, "NotFound")) {
-    return absl::FailedPreconditionError(what);
-  }
+  if (http >= 500 || http == 401 || http == 403 || http == 404) return ProviderError(what);
   return absl::InvalidArgumentError(what);  // MessageRejected, BadRequest, ...
 }
 
@@ -137,7 +140,7 @@ absl::StatusOr<SendResult> SesTransport::Send(const OutgoingEmail& email) {
     absl::MutexLock lock(&mu_);
     slot->busy = false;
   }
-  if (rc != CURLE_OK) return CurlStatus(rc, 0, errbuf, /*smtp=*/false);
+  if (rc != CURLE_OK) return CurlStatus(rc, errbuf);
   absl::Status st = ResponseStatus(http, error_type, response);
   if (!st.ok()) return st;
   auto json = nlohmann::json::parse(response, nullptr, false);

@@ -60,6 +60,8 @@ absl::StatusOr<SendResult> SmtpTransport::Send(const OutgoingEmail& email) {
   // Options are set per message on a handle that keeps its connection between messages.
   curl_easy_reset(c);
   char errbuf[CURL_ERROR_SIZE] = {0};
+  SmtpTrace trace;
+  TraceSmtp(c, &trace);
   Upload up{&email.mime};
   CurlSlist rcpt(curl_slist_append(nullptr, absl::StrCat("<", email.to_address, ">").c_str()));
   const std::string from = absl::StrCat("<", email.from_address, ">");
@@ -91,8 +93,8 @@ absl::StatusOr<SendResult> SmtpTransport::Send(const OutgoingEmail& email) {
   long reply = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply);
   Release(slot);
-  if (rc != CURLE_OK) return CurlStatus(rc, reply, errbuf, /*smtp=*/true);
-  return SendResult{absl::StrCat(reply)};
+  if (rc != CURLE_OK) return SmtpStatus(rc, reply, trace, errbuf);
+  return SendResult{trace.reply.empty() ? absl::StrCat(reply) : trace.reply};
 }
 
 }  // namespace mailroom

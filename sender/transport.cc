@@ -2,12 +2,24 @@
 
 #include <filesystem>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "sender/file_transport.h"
 #include "sender/ses_transport.h"
 #include "sender/smtp_transport.h"
 
 namespace mailroom {
+
+absl::Status ProviderError(absl::string_view message) {
+  absl::Status st = absl::UnavailableError(message);
+  st.SetPayload(kProviderErrorPayload, absl::Cord("1"));
+  return st;
+}
+
+bool IsProviderError(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable &&
+         status.GetPayload(kProviderErrorPayload).has_value();
+}
 
 absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const TransportConfig& config) {
   if (config.kind == "file") {

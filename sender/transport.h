@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace mailroom {
@@ -22,10 +23,22 @@ struct SendResult {
 };
 
 // One way of delivering messages. Send is thread-safe and may run concurrently from up to
-// Concurrency() threads. Errors: kUnavailable when a retry may succeed (SMTP 4xx, connection
-// problems, timeouts, SES throttling and 5xx); kInvalidArgument, kPermissionDenied or
-// kFailedPrecondition when no retry will (SMTP 5xx, SES rejections, TLS required but not
-// offered). Messages carry the server's reply, never credentials.
+// Concurrency() threads.
+//
+// Every failure is one of two kinds, and the difference decides what becomes of the job:
+//  * About *this message or recipient* (SMTP 4xx/5xx on RCPT or DATA such as
+//    "550 5.1.1 <x>: user unknown", SES MessageRejected/BadRequest): kUnavailable when a retry
+//    may succeed (4xx, SES throttling), otherwise kInvalidArgument. The job alone is retried
+//    (counted) or failed.
+//  * About *the provider or our configuration*: nothing could be delivered to anyone right now
+//    (connection refused, DNS, timeouts, certificate/TLS/STARTTLS failures, SMTP 421/454 and
+//    AUTH refusals 530/534/535/538, MAIL FROM refused, SES 401/403, signature and clock-skew
+//    errors, SendingPaused, AccountSuspended, MailFromDomainNotVerified, SES 5xx). These are
+//    built by ProviderError(): code kUnavailable with the payload kProviderErrorPayload, and
+//    IsProviderError() tells them apart. The engine never fails or charges a job for one: it
+//    opens its circuit breaker and hands the job back uncounted.
+// Messages carry the server's own reply text (SMTP reply line, SES error type and message),
+// never credentials.
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -60,6 +73,14 @@ struct TransportConfig {
   std::string aws_session_token;      // secret
   std::string ses_configuration_set;
 };
+
+// The payload type URL that marks a provider-wide failure (its value is unused).
+inline constexpr char kProviderErrorPayload[] = "type.mailroom.dev/mailroom.ProviderError";
+
+// A failure of the provider or of our configuration (see Transport): kUnavailable + payload.
+absl::Status ProviderError(absl::string_view message);
+// True for statuses built by ProviderError().
+bool IsProviderError(const absl::Status& status);
 
 // Builds the configured transport (file directories are created; nothing connects yet).
 absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const TransportConfig& config);

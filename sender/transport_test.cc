@@ -171,7 +171,17 @@ TEST_F(TransportTest, SmtpRefusesToSendWhenStartTlsIsNotOffered) {
   int port = StartSmtp({});
   SmtpTransport t(Smtp(absl::StrCat("smtp://127.0.0.1:", port), /*require_tls=*/true));
   auto r = t.Send(Email("a@example.test"));
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_TRUE(IsProviderError(r.status())) << r.status();
+  EXPECT_EQ(Recorded(), 0u);
+}
+
+TEST_F(TransportTest, SmtpUntrustedCertificateIsAProviderError) {
+  MakeCert();
+  int port = StartSmtp({"--tls-cert", dir_ + "/cert.pem", "--tls-key", dir_ + "/key.pem",
+                        "--require-tls"});
+  SmtpTransport t(Smtp(absl::StrCat("smtp://127.0.0.1:", port), true));  // no CA file
+  auto r = t.Send(Email("a@example.test"));
+  EXPECT_TRUE(IsProviderError(r.status())) << r.status();
   EXPECT_EQ(Recorded(), 0u);
 }
 
@@ -187,7 +197,7 @@ TEST_F(TransportTest, SmtpsImplicitTls) {
   EXPECT_EQ(Recorded(), 1u);
 }
 
-TEST_F(TransportTest, SmtpWrongPasswordIsPermanentAndNotEchoed) {
+TEST_F(TransportTest, SmtpWrongPasswordIsAProviderErrorAndNotEchoed) {
   MakeCert();
   int port = StartSmtp({"--tls-cert", dir_ + "/cert.pem", "--tls-key", dir_ + "/key.pem",
                         "--require-tls", "--auth", "mailer:right-password"});
@@ -197,7 +207,9 @@ TEST_F(TransportTest, SmtpWrongPasswordIsPermanentAndNotEchoed) {
   c.smtp_password = kPassword;
   SmtpTransport t(c);
   auto r = t.Send(Email("a@example.test"));
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied) << r.status();
+  EXPECT_TRUE(IsProviderError(r.status())) << r.status();
+  // The server's own reply, never the credentials.
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("smtp AUTH: 535 5.7.8"));
   EXPECT_THAT(std::string(r.status().message()), Not(HasSubstr(kPassword)));
 }
 
@@ -206,7 +218,9 @@ TEST_F(TransportTest, SmtpTemporaryFailureIsRetryableThenSucceeds) {
   SmtpTransport t(Smtp(absl::StrCat("smtp://127.0.0.1:", port), false));
   auto first = t.Send(Email("a@example.test"));
   EXPECT_EQ(first.status().code(), absl::StatusCode::kUnavailable) << first.status();
-  EXPECT_THAT(std::string(first.status().message()), HasSubstr("451"));
+  EXPECT_FALSE(IsProviderError(first.status())) << first.status();
+  EXPECT_THAT(std::string(first.status().message()),
+              HasSubstr("smtp RCPT: 451 4.3.0 temporary failure (injected)"));
   EXPECT_TRUE(t.Send(Email("a@example.test")).ok());
 }
 
@@ -215,16 +229,23 @@ TEST_F(TransportTest, SmtpPermanentRejectionsCarryTheReplyCode) {
   SmtpTransport t(Smtp(absl::StrCat("smtp://127.0.0.1:", port), false));
   auto data = t.Send(Email("a@example.test"));  // 554 at the end of DATA: curl's error 8
   EXPECT_EQ(data.status().code(), absl::StatusCode::kInvalidArgument) << data.status();
-  EXPECT_THAT(std::string(data.status().message()), HasSubstr("554"));
+  EXPECT_THAT(std::string(data.status().message()),
+              HasSubstr("smtp DATA: 554 5.6.0 message rejected (injected)"));
   auto rcpt = t.Send(Email("bounce@example.test"));
   EXPECT_EQ(rcpt.status().code(), absl::StatusCode::kInvalidArgument) << rcpt.status();
-  EXPECT_THAT(std::string(rcpt.status().message()), HasSubstr("550"));
-  EXPECT_TRUE(t.Send(Email("b@example.test")).ok());  // the connection still works
+  // The server's own reply line, not only its code.
+  EXPECT_THAT(std::string(rcpt.status().message()),
+              HasSubstr("smtp RCPT: 550 5.1.1 <bounce@example.test>: mailbox unavailable"));
+  auto ok = t.Send(Email("b@example.test"));  // the connection still works
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_THAT(ok->provider_id, HasSubstr("250 2.0.0 queued as"));
 }
 
-TEST_F(TransportTest, SmtpConnectionRefusedIsRetryable) {
+TEST_F(TransportTest, SmtpConnectionRefusedIsAProviderError) {
   SmtpTransport t(Smtp(absl::StrCat("smtp://127.0.0.1:", testing::FreePort()), false));
-  EXPECT_EQ(t.Send(Email("a@example.test")).status().code(), absl::StatusCode::kUnavailable);
+  auto r = t.Send(Email("a@example.test"));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(IsProviderError(r.status())) << r.status();
 }
 
 TEST_F(TransportTest, SmtpParallelConnectionsAreReused) {
@@ -266,7 +287,8 @@ TEST_F(TransportTest, SesSignatureIsVerifiedByTheFront) {
   EXPECT_THAT(SesStore(), HasSubstr("signed@example.test"));
   SesTransport bad(Ses(endpoint, "not-the-secret-key-at-all"));
   auto denied = bad.Send(Email("forged@example.test"));
-  EXPECT_EQ(denied.status().code(), absl::StatusCode::kPermissionDenied) << denied.status();
+  EXPECT_TRUE(IsProviderError(denied.status())) << denied.status();
+  EXPECT_THAT(std::string(denied.status().message()), HasSubstr("403 SignatureDoesNotMatch"));
   EXPECT_THAT(std::string(denied.status().message()), Not(HasSubstr("not-the-secret")));
   EXPECT_THAT(SesStore(), Not(HasSubstr("forged@example.test")));
 }
@@ -277,22 +299,85 @@ TEST_F(TransportTest, SesThrottlingIsRetryable) {
   for (int i = 0; i < 2; ++i) {
     auto r = t.Send(Email("slow@example.test"));
     EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+    EXPECT_FALSE(IsProviderError(r.status())) << r.status();
     EXPECT_THAT(std::string(r.status().message()), HasSubstr("TooManyRequestsException"));
   }
   EXPECT_TRUE(t.Send(Email("slow@example.test")).ok());
 }
 
-TEST(SesResponseTest, RejectionsArePermanentThrottlingIsNot) {
+TEST(SesResponseTest, RecipientRejectionsFailThrottlingWaitsProviderProblemsHold) {
   EXPECT_TRUE(SesTransport::ResponseStatus(200, "", "{}").ok());
-  EXPECT_EQ(SesTransport::ResponseStatus(400, "MessageRejected", "{\"message\":\"Email address is not verified.\"}").code(),
-            absl::StatusCode::kInvalidArgument);
+  auto rejected = SesTransport::ResponseStatus(
+      400, "MessageRejected", "{\"message\":\"Email address is not verified.\"}");
+  EXPECT_EQ(rejected.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(rejected.message(), "ses 400 MessageRejected: Email address is not verified.");
   EXPECT_EQ(SesTransport::ResponseStatus(400, "", "{\"__type\":\"com.amazon#BadRequestException\"}").code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(SesTransport::ResponseStatus(400, "LimitExceededException", "").code(),
-            absl::StatusCode::kUnavailable);
-  EXPECT_EQ(SesTransport::ResponseStatus(503, "", "").code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(SesTransport::ResponseStatus(400, "SendingPausedException", "").code(),
-            absl::StatusCode::kFailedPrecondition);
+  for (auto throttled : {SesTransport::ResponseStatus(400, "LimitExceededException", ""),
+                         SesTransport::ResponseStatus(429, "TooManyRequestsException", "")}) {
+    EXPECT_EQ(throttled.code(), absl::StatusCode::kUnavailable);
+    EXPECT_FALSE(IsProviderError(throttled)) << throttled;
+  }
+  struct Case {
+    long http;
+    const char* type;
+  };
+  for (Case c : {Case{503, ""}, Case{500, "InternalFailure"}, Case{403, ""},
+                 Case{403, "SignatureDoesNotMatch"}, Case{403, "InvalidSignatureException"},
+                 Case{403, "RequestTimeTooSkewed"}, Case{400, "RequestExpired"},
+                 Case{403, "InvalidClientTokenId"}, Case{403, "AccessDeniedException"},
+                 Case{400, "SendingPausedException"}, Case{400, "AccountSuspendedException"},
+                 Case{400, "MailFromDomainNotVerifiedException"},
+                 Case{404, "NotFoundException"}, Case{401, ""}}) {
+    auto st = SesTransport::ResponseStatus(c.http, c.type, "{\"message\":\"why\"}");
+    EXPECT_TRUE(IsProviderError(st)) << c.http << " " << c.type << ": " << st;
+    EXPECT_THAT(std::string(st.message()), HasSubstr(c.type));
+    EXPECT_THAT(std::string(st.message()), HasSubstr("why"));
+  }
+}
+
+TEST(SmtpStatusTest, TheReplyAndTheCommandItAnsweredDecide) {
+  auto status = [](const char* command, long code, const char* reply) {
+    return SmtpStatus(CURLE_SEND_ERROR, code, SmtpTrace{command, reply, false}, "curl says");
+  };
+  auto rcpt = status("RCPT", 550, "550 5.1.1 <x@example.test>: user unknown");
+  EXPECT_EQ(rcpt.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(rcpt.message(), "smtp RCPT: 550 5.1.1 <x@example.test>: user unknown");
+  EXPECT_EQ(status("RCPT", 450, "450 4.2.1 busy").code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(IsProviderError(status("RCPT", 450, "450 4.2.1 busy")));
+  EXPECT_EQ(status("DATA", 554, "554 5.7.1 spam").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status("MAIL", 552, "552 5.3.4 too big").code(), absl::StatusCode::kInvalidArgument);
+  for (auto provider : {status("AUTH", 535, "535 5.7.8 Authentication credentials invalid"),
+                        status("AUTH", 534, "534 5.7.9 Authentication mechanism is too weak"),
+                        status("MAIL", 530, "530 5.7.0 Authentication required"),
+                        status("AUTH", 454, "454 4.7.0 Temporary authentication failure"),
+                        status("STARTTLS", 454, "454 4.7.0 TLS not available"),
+                        status("RCPT", 421, "421 4.3.2 Service shutting down"),
+                        status("MAIL", 550, "550 5.7.1 Sender address rejected"),
+                        status("", 554, "554 5.7.1 No service for you"),
+                        status("EHLO", 550, "550 go away")}) {
+    EXPECT_TRUE(IsProviderError(provider)) << provider;
+  }
+  // The reply text shown is the server's when the trace has it, else the code and curl's text.
+  EXPECT_EQ(status("RCPT", 550, "").message(), "smtp RCPT: 550 curl says");
+}
+
+TEST(CurlStatusTest, ReachabilityTlsAndConfigurationAreProviderErrors) {
+  for (CURLcode c : {CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_OPERATION_TIMEDOUT,
+                     CURLE_PEER_FAILED_VERIFICATION, CURLE_USE_SSL_FAILED, CURLE_SSL_CONNECT_ERROR,
+                     CURLE_LOGIN_DENIED, CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL}) {
+    EXPECT_TRUE(IsProviderError(CurlStatus(c, ""))) << c;
+  }
+  for (CURLcode c : {CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_PARTIAL_FILE}) {
+    auto st = CurlStatus(c, "");
+    EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << c;
+    EXPECT_FALSE(IsProviderError(st)) << c;
+  }
+  EXPECT_EQ(CurlStatus(CURLE_FILESIZE_EXCEEDED, "").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CurlStatus(CURLE_TFTP_PERM, "").code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(CurlStatus(CURLE_OK, "").ok());
+  // Every code has a deliberate answer (the switch is exhaustive; -Werror=switch).
+  for (int c = 0; c < CURL_LAST; ++c) (void)CurlStatus(static_cast<CURLcode>(c), "");
 }
 
 }  // namespace

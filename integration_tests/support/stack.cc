@@ -137,7 +137,7 @@ std::unique_ptr<Process> StackTest::StartSmtpPeer(const std::vector<std::string>
   return *std::move(p);
 }
 
-std::string StackTest::StartSes(int throttle_first) {
+std::string StackTest::StartSes(int throttle_first, const std::string& paused_file) {
   const char* modules = std::getenv("MAILROOM_NODE_MODULES");
   if (modules == nullptr || *modules == '\0') return "";
   int emu = FreePort();
@@ -150,11 +150,15 @@ std::string StackTest::StartSes(int throttle_first) {
   peers_.push_back(*std::move(e));
   emulator_ = absl::StrCat("http://127.0.0.1:", emu);
   int front = FreePort();
-  auto f = Process::Spawn({"/usr/bin/python3", Runfile("mailroom/sender/testing/ses_front.py"),
-                           "--port", absl::StrCat(front), "--upstream", emulator_, "--access-key",
-                           "AKIDEXAMPLE", "--secret-key", kStackAwsSecret, "--throttle-first",
-                           absl::StrCat(throttle_first)},
-                          {}, dir_ + "/front.log");
+  std::vector<std::string> argv = {
+      "/usr/bin/python3", Runfile("mailroom/sender/testing/ses_front.py"), "--port",
+      absl::StrCat(front), "--upstream", emulator_, "--access-key", "AKIDEXAMPLE", "--secret-key",
+      kStackAwsSecret, "--throttle-first", absl::StrCat(throttle_first)};
+  if (!paused_file.empty()) {
+    argv.push_back("--paused-file");
+    argv.push_back(paused_file);
+  }
+  auto f = Process::Spawn(argv, {}, dir_ + "/front.log");
   EXPECT_TRUE(f.ok());
   if (!f.ok()) return "";
   EXPECT_TRUE((*f)->WaitForLog("ready", absl::Seconds(20))) << (*f)->Log();

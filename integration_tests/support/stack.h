@@ -65,7 +65,8 @@ class StackTest : public ::testing::Test {
   std::unique_ptr<Process> StartSmtpPeer(const std::vector<std::string>& extra, int* port);
   // The SES v2 emulator behind the SigV4-checking front; returns the front's endpoint, or ""
   // when the npm peers are not installed (MAILROOM_NODE_MODULES unset).
-  std::string StartSes(int throttle_first);
+  // While `paused_file` (if given) exists the front answers 400 SendingPausedException.
+  std::string StartSes(int throttle_first, const std::string& paused_file = "");
   std::string SesStore();
   // Environment for a sender using the SES transport at `endpoint`.
   std::map<std::string, std::string> SesEnv(const std::string& endpoint);

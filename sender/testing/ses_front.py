@@ -5,7 +5,10 @@ and can answer the first N requests with 429 TooManyRequestsException. Everythin
 proxied to the emulator.
 
   ses_front.py --port P --upstream http://127.0.0.1:Q --access-key AK --secret-key SK
-               --region us-east-1 [--throttle-first N]
+               --region us-east-1 [--throttle-first N] [--paused-file F]
+
+--paused-file F: while F exists every request is answered 400 SendingPausedException (as SES
+does for an account whose sending is paused), so a test can pause and resume sending.
 
 Prints "ready <port>" once listening.
 """
@@ -14,6 +17,7 @@ import hashlib
 import hmac
 import http.server
 import json
+import os
 import threading
 import urllib.request
 
@@ -24,6 +28,7 @@ parser.add_argument("--access-key", required=True)
 parser.add_argument("--secret-key", required=True)
 parser.add_argument("--region", default="us-east-1")
 parser.add_argument("--throttle-first", type=int, default=0)
+parser.add_argument("--paused-file")
 args = parser.parse_args()
 lock = threading.Lock()
 state = {"throttled": 0}
@@ -85,6 +90,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         problem = check_signature("POST", self.path, headers, body)
         if problem:
             return self.reply(403, {"message": problem}, "SignatureDoesNotMatch")
+        if args.paused_file and os.path.exists(args.paused_file):
+            return self.reply(400, {"message": "Sending is paused for this account."},
+                              "SendingPausedException")
         with lock:
             if state["throttled"] < args.throttle_first:
                 state["throttled"] += 1

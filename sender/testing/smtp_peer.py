@@ -3,8 +3,11 @@
 envelope in <n>.json, supports STARTTLS, implicit TLS, AUTH, and injected failures.
 
   smtp_peer.py --port P --dir D [--tls-cert C --tls-key K [--implicit-tls]] [--require-tls]
-               [--auth user:password] [--fail-first N --fail-code 451]
+               [--auth user:password | --auth-file F] [--fail-first N --fail-code 451]
                [--reject-rcpt SUBSTRING --reject-code 550] [--reject-data-first N]
+
+--auth-file F: the accepted "user:password" is read from F at every AUTH, so a test can
+change the password while the server runs.
 
 Prints "ready <port>" on stdout once listening. Counts connections in <dir>/connections.
 """
@@ -27,6 +30,7 @@ parser.add_argument("--tls-key")
 parser.add_argument("--implicit-tls", action="store_true")
 parser.add_argument("--require-tls", action="store_true")
 parser.add_argument("--auth")
+parser.add_argument("--auth-file")
 parser.add_argument("--fail-first", type=int, default=0)
 parser.add_argument("--fail-code", type=int, default=451)
 parser.add_argument("--reject-rcpt")
@@ -85,7 +89,11 @@ class Handler:
 
 
 def authenticator(server, session, envelope, mechanism, auth_data):
-    user, password = args.auth.split(":", 1)
+    if args.auth_file:
+        with open(args.auth_file) as f:
+            user, password = f.read().strip().split(":", 1)
+    else:
+        user, password = args.auth.split(":", 1)
     ok = (isinstance(auth_data, LoginPassword) and auth_data.login.decode() == user
           and auth_data.password.decode() == password)
     # handled=False: aiosmtpd then answers "535" itself (its default assumes we replied).
@@ -105,7 +113,7 @@ if args.tls_cert:
 kwargs = dict(hostname="127.0.0.1", port=args.port, decode_data=False,
               enable_SMTPUTF8=False)
 smtp_kwargs = {}
-if args.auth:
+if args.auth or args.auth_file:
     # PLAIN only: aiosmtpd 1.4 stalls a client that falls back to LOGIN after a refusal.
     smtp_kwargs.update(authenticator=authenticator, auth_require_tls=bool(context),
                        auth_required=True, auth_exclude_mechanism=["LOGIN"])
