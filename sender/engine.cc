@@ -249,6 +249,7 @@ void Engine::Deliver(const v1::Job& job) {
     {
       absl::MutexLock lock(&mu_);
       if (draining_) {
+        if (opt_.breaker != nullptr) opt_.breaker->Cancel(ticket);
         Report(job.job_id(), v1::OUTCOME_DEFER, "sender shutting down");
         return;
       }
@@ -266,6 +267,7 @@ void Engine::Deliver(const v1::Job& job) {
     cost = pacer_->TryAcquire();
   }
   if (!Mine(job)) {  // the wait for the budget may have outlasted the lease
+    if (opt_.breaker != nullptr) opt_.breaker->Cancel(ticket);
     pacer_->Refund();
     return;
   }
