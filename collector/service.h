@@ -11,21 +11,21 @@
 
 namespace mailroom {
 
-// Limits on request sizes, shared with tests.
+// Limits on request sizes, shared with tests. A Subscribe's max_in_flight beyond the
+// collector's MAILROOM_MAX_IN_FLIGHT (at most kMaxInFlight) is lowered to it.
 inline constexpr int kMaxInFlight = 100000;
 inline constexpr int kMaxIdsPerCall = 10000;
-
-// True for a valid consumer group name: ^[a-z][a-z0-9_-]{0,62}$.
-bool ValidGroupName(const std::string& name);
 
 // The mailroom.v1.Collector service. Subscribe is a callback-API stream (one reactor per
 // subscriber, no thread per stream); the unary calls are synchronous handlers that may block on
 // PostgreSQL (they run on gRPC's sync thread pool, never inside a reaction). Every call is
-// authenticated first. Thread-safe.
+// authenticated and authorised first (Admit): UNAUTHENTICATED without a valid credential,
+// INVALID_ARGUMENT for a malformed group, PERMISSION_DENIED outside the credential's roles or
+// groups. Thread-safe.
 class CollectorService : public v1::Collector::WithCallbackMethod_Subscribe<v1::Collector::Service> {
  public:
   CollectorService(Store* store, Hub* hub, Dispatcher* dispatcher, const Authenticator* auth,
-                   Metrics* metrics, absl::Duration lease);
+                   Metrics* metrics, absl::Duration lease, int max_in_flight = kMaxInFlight);
 
   grpc::ServerWriteReactor<v1::SubscribeResponse>* Subscribe(
       grpc::CallbackServerContext* context, const v1::SubscribeRequest* request) override;
@@ -44,12 +44,20 @@ class CollectorService : public v1::Collector::WithCallbackMethod_Subscribe<v1::
                         v1::GetUsageResponse* response) override;
 
  private:
+  // The preamble of every call: authenticates, validates `group` (required unless
+  // `group_optional` and empty) and checks the caller holds one of `roles` in that group.
+  // Fills `principal` (may be null) on success.
+  grpc::Status Admit(const grpc::ServerContextBase& context, unsigned roles,
+                     const std::string& group, const char* method,
+                     Principal* principal = nullptr, bool group_optional = false) const;
+
   Store* const store_;
   Hub* const hub_;
   Dispatcher* const dispatcher_;
   const Authenticator* const auth_;
   Metrics* const metrics_;
   const absl::Duration lease_;
+  const int max_in_flight_;
 };
 
 // Maps a Store error to the gRPC status a client should see.
