@@ -88,7 +88,7 @@ TEST(BadConfigTest, EveryCollectorVariableIsCheckedAndNamed) {
     std::map<std::string, std::string> env = base;
     for (const auto& [k, v] : c.env) env[k] = v;
     ExpectConfigError("mailroom/collector/collector", env, c.names,
-                      {"pg-pass-word", key.substr(0, 16)});
+                      {"pg-pass-word", key.substr(0, 16), "subscriber-token"});
   }
   // The migrate subcommand checks the URL too.
   auto p = Process::Spawn({testing::Runfile("mailroom/collector/collector"), "migrate"},
