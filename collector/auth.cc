@@ -3,8 +3,12 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
-#include "absl/strings/string_view.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace mailroom {
 namespace {
@@ -15,16 +19,109 @@ std::string Sha256(absl::string_view s) {
   return std::string(reinterpret_cast<char*>(out), sizeof out);
 }
 
-}  // namespace
-
-Authenticator::Authenticator(const std::vector<std::string>& tokens, bool allow_anonymous)
-    : allow_anonymous_(allow_anonymous) {
-  for (const auto& t : tokens) digests_.push_back(Sha256(t));
+const char* RoleNames(unsigned roles) {
+  switch (roles) {
+    case kRoleSubscriber: return "subscriber";
+    case kRoleOperator: return "operator";
+    case kAllRoles: return "subscriber+operator";
+    default: return "none";
+  }
 }
 
-grpc::Status Authenticator::Check(const grpc::ServerContextBase& context) const {
+}  // namespace
+
+bool ValidGroupName(absl::string_view name) {
+  if (name.empty() || name.size() > 63 || name[0] < 'a' || name[0] > 'z') return false;
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Principal::InGroup(absl::string_view group) const {
+  return all_groups || std::find(groups.begin(), groups.end(), group) != groups.end();
+}
+
+absl::StatusOr<std::vector<Credential>> ParseCredentials(const std::vector<std::string>& entries,
+                                                         absl::string_view variable) {
+  std::vector<Credential> out;
+  absl::flat_hash_map<std::string, size_t> seen;  // digest -> entry number
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const std::string where = absl::StrCat(variable, ": entry ", i + 1, " of ", entries.size());
+    absl::string_view entry = entries[i];
+    Credential c;
+    const size_t at = entry.rfind('@');
+    if (at == absl::string_view::npos) {
+      c.token = std::string(entry);
+      c.principal = Principal::Everything();
+      c.legacy = true;
+    } else {
+      c.token = std::string(entry.substr(0, at));
+      absl::string_view scope = entry.substr(at + 1);
+      const size_t colon = scope.find(':');
+      if (colon == absl::string_view::npos || scope.find(':', colon + 1) != absl::string_view::npos) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": the scope after the last '@' must be GROUPS:ROLE (for example "
+                   "TOKEN@mailroom:subscriber or TOKEN@*:operator)"));
+      }
+      absl::string_view groups = scope.substr(0, colon);
+      absl::string_view roles = scope.substr(colon + 1);
+      if (groups == "*") {
+        c.principal.all_groups = true;
+      } else {
+        int n = 0;
+        for (absl::string_view g : absl::StrSplit(groups, '+')) {
+          ++n;
+          if (!ValidGroupName(g)) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                where, ": group ", n, " is not `*` or a consumer group name "
+                "(^[a-z][a-z0-9_-]{0,62}$, several joined by '+')"));
+          }
+          if (!c.principal.InGroup(g)) c.principal.groups.emplace_back(g);
+        }
+      }
+      for (absl::string_view r : absl::StrSplit(roles, '+')) {
+        if (r == "subscriber") {
+          c.principal.roles |= kRoleSubscriber;
+        } else if (r == "operator") {
+          c.principal.roles |= kRoleOperator;
+        } else {
+          return absl::InvalidArgumentError(absl::StrCat(
+              where, ": the role after ':' must be subscriber, operator or subscriber+operator"));
+        }
+      }
+    }
+    if (c.token.size() < 16) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": the token must be at least 16 characters"));
+    }
+    auto [it, inserted] = seen.emplace(Sha256(c.token), i + 1);
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": the same token as entry ", it->second, " (give each token one scope)"));
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+Authenticator::Authenticator(const std::vector<Credential>& credentials, bool allow_anonymous)
+    : allow_anonymous_(allow_anonymous) {
+  for (const auto& c : credentials) {
+    digests_.push_back(Sha256(c.token));
+    principals_.push_back(c.principal);
+  }
+}
+
+grpc::Status Authenticator::Authenticate(const grpc::ServerContextBase& context,
+                                         Principal* principal) const {
   if (digests_.empty()) {
-    if (allow_anonymous_) return grpc::Status::OK;
+    if (allow_anonymous_) {
+      *principal = Principal::Everything();
+      return grpc::Status::OK;
+    }
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "no subscriber credentials configured");
   }
   const auto& md = context.client_metadata();
@@ -40,12 +137,35 @@ grpc::Status Authenticator::Check(const grpc::ServerContextBase& context) const 
                         "authorization metadata is not a Bearer token");
   }
   const std::string digest = Sha256(value.substr(kPrefix.size()));
-  int matches = 0;
-  for (const auto& d : digests_) {
-    matches |= CRYPTO_memcmp(d.data(), digest.data(), d.size()) == 0;
+  // Every digest is compared; the matching index is selected with a mask, not a branch.
+  // Tokens are distinct (ParseCredentials), so at most one matches.
+  size_t match = 0;
+  size_t matches = 0;
+  for (size_t i = 0; i < digests_.size(); ++i) {
+    const size_t hit = static_cast<size_t>(
+        CRYPTO_memcmp(digests_[i].data(), digest.data(), digest.size()) == 0);
+    match |= (0 - hit) & i;
+    matches |= hit;
   }
   if (matches == 0) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "invalid bearer token");
+  }
+  *principal = principals_[match];
+  return grpc::Status::OK;
+}
+
+grpc::Status CheckScope(const Principal& p, unsigned roles, absl::string_view group,
+                        absl::string_view method) {
+  if (!p.HasRole(roles)) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrCat(method, " needs the ", RoleNames(roles),
+                                     " role; this credential has the ", RoleNames(p.roles),
+                                     " role"));
+  }
+  if (!group.empty() && !p.InGroup(group)) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrCat("this credential may not use consumer group \"", group,
+                                     "\""));
   }
   return grpc::Status::OK;
 }

@@ -3,25 +3,77 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "grpcpp/grpcpp.h"
 
 namespace mailroom {
 
-// Checks `authorization: Bearer <token>` metadata against the configured subscriber tokens.
-// Only SHA-256 digests of the tokens are kept; a presented token is hashed and compared with
-// every digest in constant time (CRYPTO_memcmp, no early exit), so timing reveals neither
-// which token matched nor how much of one. Thread-safe after construction.
+// True for a valid consumer group name: ^[a-z][a-z0-9_-]{0,62}$.
+bool ValidGroupName(absl::string_view name);
+
+// What a credential may do. A bit set: a credential may hold both roles.
+enum Role : unsigned {
+  // Subscribe, Acknowledge, RenewLeases, GetUsage.
+  kRoleSubscriber = 1,
+  // GetQueueStats, ListFailures, Requeue, GetUsage.
+  kRoleOperator = 2,
+};
+inline constexpr unsigned kAllRoles = kRoleSubscriber | kRoleOperator;
+
+// Who is calling, once authenticated: its roles and the consumer groups it may use.
+struct Principal {
+  unsigned roles = 0;       // Role bits
+  bool all_groups = false;  // `*`
+  std::vector<std::string> groups;
+
+  // Full access: legacy unscoped tokens, mutual TLS and the anonymous development mode.
+  static Principal Everything() { return {kAllRoles, true, {}}; }
+  bool HasRole(unsigned any_of) const { return (roles & any_of) != 0; }
+  bool InGroup(absl::string_view group) const;
+};
+
+// One configured bearer token and what it grants. `token` is a secret: never print it.
+struct Credential {
+  std::string token;
+  Principal principal;
+  bool legacy = false;  // an entry without a scope (full access; deprecated)
+};
+
+// Parses MAILROOM_SUBSCRIBER_TOKENS (already split at commas and trimmed). Each entry is either
+//   TOKEN                      legacy: every role, every group (deprecated)
+//   TOKEN@GROUPS:ROLES         GROUPS is `*` or group names joined by `+`;
+//                              ROLES is `subscriber`, `operator` or `subscriber+operator`.
+// The scope follows the *last* `@`, so a token may itself contain `@`. Tokens are at least 16
+// characters and distinct. Errors start with `variable`, name the entry by its position (1-based)
+// and never contain any part of an entry (a malformed scope may really be part of a token).
+absl::StatusOr<std::vector<Credential>> ParseCredentials(const std::vector<std::string>& entries,
+                                                         absl::string_view variable);
+
+// OK when `principal` holds one of `roles` and (unless `group` is empty) may use `group`, else
+// PERMISSION_DENIED naming `method` or the group (never the credential).
+grpc::Status CheckScope(const Principal& principal, unsigned roles, absl::string_view group,
+                        absl::string_view method);
+
+// Checks `authorization: Bearer <token>` metadata against the configured credentials. Only
+// SHA-256 digests of the tokens are kept; a presented token is hashed and compared with every
+// digest in constant time (CRYPTO_memcmp, no early exit, branch-free selection of the match),
+// so timing reveals neither which token matched nor how much of one. Thread-safe after
+// construction.
 class Authenticator {
  public:
-  // `tokens` empty and `allow_anonymous` false rejects everything; `allow_anonymous` is the
-  // explicit development switch (or mutual TLS, which authenticates at the transport).
-  Authenticator(const std::vector<std::string>& tokens, bool allow_anonymous);
+  // `credentials` empty and `allow_anonymous` false rejects everything. `allow_anonymous` is
+  // the explicit development switch, or mutual TLS (which authenticates at the transport):
+  // with no bearer tokens configured, every caller then gets Principal::Everything().
+  Authenticator(const std::vector<Credential>& credentials, bool allow_anonymous);
 
-  // OK, or UNAUTHENTICATED with a message that never contains the presented credential.
-  grpc::Status Check(const grpc::ServerContextBase& context) const;
+  // The caller's principal, or UNAUTHENTICATED with a message that never contains the
+  // presented credential.
+  grpc::Status Authenticate(const grpc::ServerContextBase& context, Principal* principal) const;
 
  private:
   std::vector<std::string> digests_;
+  std::vector<Principal> principals_;
   bool allow_anonymous_;
 };
 

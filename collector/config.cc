@@ -2,7 +2,13 @@
 
 #include <postgresql/libpq-fe.h>  // Debian: libpq-dev
 
+#include <memory>
+#include <set>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "collector/service.h"
 
 namespace mailroom {
 namespace {
@@ -27,10 +33,59 @@ bool ValidConninfo(const std::string& conninfo) {
   return true;
 }
 
+std::string WithConnectionDefaults(const std::string& conninfo,
+                                   absl::Duration statement_timeout) {
+  char* err = nullptr;
+  std::unique_ptr<PQconninfoOption, void (*)(PQconninfoOption*)> opts(
+      PQconninfoParse(conninfo.c_str(), &err), PQconninfoFree);
+  if (err != nullptr) PQfreemem(err);
+  if (opts == nullptr) return conninfo;
+  // Only explicitly given options come back with a value; libpq's environment fallbacks
+  // (PGHOST, PGAPPNAME, ...) still apply to what we leave out.
+  std::string out;
+  auto add = [&out](absl::string_view key, absl::string_view value) {
+    if (!out.empty()) out += ' ';
+    absl::StrAppend(&out, key, "='");
+    for (char ch : value) {
+      if (ch == '\\' || ch == '\'') out += '\\';
+      out += ch;
+    }
+    out += '\'';
+  };
+  std::set<std::string> given;
+  std::string options;
+  for (PQconninfoOption* o = opts.get(); o->keyword != nullptr; ++o) {
+    if (o->val == nullptr) continue;
+    given.insert(o->keyword);
+    if (std::string(o->keyword) == "options") {
+      options = o->val;
+      continue;
+    }
+    add(o->keyword, o->val);
+  }
+  const std::pair<const char*, std::string> defaults[] = {
+      {"keepalives", "1"},
+      {"keepalives_idle", "10"},
+      {"keepalives_interval", "5"},
+      {"keepalives_count", "3"},
+      {"tcp_user_timeout", "30000"},
+  };
+  for (const auto& [key, value] : defaults) {
+    if (given.count(key) == 0) add(key, value);
+  }
+  if (!absl::StrContains(options, "statement_timeout")) {
+    if (!options.empty()) options += ' ';
+    absl::StrAppend(&options, "-c statement_timeout=",
+                    absl::ToInt64Milliseconds(statement_timeout));
+  }
+  add("options", options);
+  return out;
+}
+
 absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   CollectorConfig c;
-  MAILROOM_ASSIGN_OR_RETURN(c.dispatch.database_url, env.Required("MAILROOM_DATABASE_URL"));
-  if (!ValidConninfo(c.dispatch.database_url)) {
+  MAILROOM_ASSIGN_OR_RETURN(c.database_url, env.Required("MAILROOM_DATABASE_URL"));
+  if (!ValidConninfo(c.database_url)) {
     // libpq's own message quotes the string, which may hold a password: not repeated here.
     return absl::InvalidArgumentError(
         "MAILROOM_DATABASE_URL: not a PostgreSQL connection URL or key=value string "
@@ -48,6 +103,27 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   MAILROOM_ASSIGN_OR_RETURN(c.dispatch.lease, env.Millis("MAILROOM_LEASE_MS", 60000, 100, 86400000));
   MAILROOM_ASSIGN_OR_RETURN(c.dispatch.reconnect_max_backoff,
                             env.Millis("MAILROOM_RECONNECT_MAX_BACKOFF", 30000, 100, 3600000));
+  MAILROOM_ASSIGN_OR_RETURN(c.dispatch.statement_timeout,
+                            env.Millis("MAILROOM_STATEMENT_TIMEOUT", 30000, 100, 3600000));
+  c.dispatch.database_url = WithConnectionDefaults(c.database_url, c.dispatch.statement_timeout);
+  int64_t max_in_flight;
+  MAILROOM_ASSIGN_OR_RETURN(max_in_flight,
+                            env.Int("MAILROOM_MAX_IN_FLIGHT", 10000, 1, kMaxInFlight));
+  c.max_in_flight = static_cast<int>(max_in_flight);
+  if (env.Get("MAILROOM_GROUPS").has_value()) {
+    c.dispatch.groups = env.List("MAILROOM_GROUPS");
+    if (c.dispatch.groups.empty()) {
+      return absl::InvalidArgumentError(
+          "MAILROOM_GROUPS: no group named (comma-separated consumer group names)");
+    }
+    for (const std::string& g : c.dispatch.groups) {
+      if (!ValidGroupName(g)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "MAILROOM_GROUPS: \"", absl::CEscape(g),
+            "\" is not a consumer group name (^[a-z][a-z0-9_-]{0,62}$)"));
+      }
+    }
+  }
 
   c.channel = env.String("MAILROOM_CHANNEL", "");
   if (!c.channel.empty() && !ValidChannel(c.channel)) {
@@ -81,18 +157,14 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
     return absl::InvalidArgumentError(
         "MAILROOM_TLS_CLIENT_CA: mutual TLS needs MAILROOM_TLS_CERT and MAILROOM_TLS_KEY too");
   }
-  c.subscriber_tokens = env.List("MAILROOM_SUBSCRIBER_TOKENS");
-  for (const auto& t : c.subscriber_tokens) {
-    if (t.size() < 16) {
-      return absl::InvalidArgumentError(
-          "MAILROOM_SUBSCRIBER_TOKENS: every token must be at least 16 characters");
-    }
-  }
+  MAILROOM_ASSIGN_OR_RETURN(
+      c.credentials,
+      ParseCredentials(env.List("MAILROOM_SUBSCRIBER_TOKENS"), "MAILROOM_SUBSCRIBER_TOKENS"));
   MAILROOM_ASSIGN_OR_RETURN(c.insecure_no_auth, env.Bool("MAILROOM_INSECURE_NO_AUTH", false));
-  if (c.subscriber_tokens.empty() && c.tls_client_ca_file.empty() && !c.insecure_no_auth) {
+  if (c.credentials.empty() && c.tls_client_ca_file.empty() && !c.insecure_no_auth) {
     return absl::InvalidArgumentError(
         "MAILROOM_SUBSCRIBER_TOKENS: subscribers must authenticate; set bearer tokens (comma-"
-        "separated), or MAILROOM_TLS_CLIENT_CA for mutual TLS, or MAILROOM_INSECURE_NO_AUTH=true "
+        "separated TOKEN@GROUPS:ROLE entries), or MAILROOM_TLS_CLIENT_CA for mutual TLS, or MAILROOM_INSECURE_NO_AUTH=true "
         "for local development only");
   }
   c.metrics_address = env.String("MAILROOM_METRICS_ADDRESS", "127.0.0.1:9464");

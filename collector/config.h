@@ -5,6 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "collector/auth.h"
 #include "collector/common/env.h"
 #include "collector/dispatcher.h"
 #include "collector/signing.h"
@@ -14,14 +15,16 @@ namespace mailroom {
 // Everything the collector is configured with, from MAILROOM_* environment variables (see the
 // README's table). Validated once at start; secrets are held but never printed.
 struct CollectorConfig {
-  DispatcherOptions dispatch;           // database URL, batching, lease, backoff
+  std::string database_url;             // MAILROOM_DATABASE_URL as given (migrations use it)
+  DispatcherOptions dispatch;           // database URL (+ connection defaults), batching, ...
   std::string channel;                  // MAILROOM_CHANNEL: applied by `migrate` when set
   SigningKey key;                       // MAILROOM_SECRET_KEY (secret)
   std::string listen_address;           // MAILROOM_LISTEN_ADDRESS
   std::string tls_cert_file;            // MAILROOM_TLS_CERT
   std::string tls_key_file;             // MAILROOM_TLS_KEY
   std::string tls_client_ca_file;       // MAILROOM_TLS_CLIENT_CA: require client certificates
-  std::vector<std::string> subscriber_tokens;  // MAILROOM_SUBSCRIBER_TOKENS (secret)
+  std::vector<Credential> credentials;  // MAILROOM_SUBSCRIBER_TOKENS (secret), with scopes
+  int max_in_flight = 10000;            // MAILROOM_MAX_IN_FLIGHT: caps a Subscribe's own
   bool insecure_no_auth = false;        // MAILROOM_INSECURE_NO_AUTH: development only
   std::string metrics_address;          // MAILROOM_METRICS_ADDRESS ("" disables)
   bool auto_migrate = false;            // MAILROOM_AUTO_MIGRATE
@@ -33,6 +36,15 @@ struct CollectorConfig {
 // Reads and validates the configuration. Errors name the variable and the problem, never a
 // secret's value.
 absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env);
+
+// `conninfo` (a URL or key=value string) as a key=value string with the connection defaults
+// the collector needs to notice a dead or half-open connection within 30 s added, unless the
+// string sets them already: keepalives=1, keepalives_idle=10, keepalives_interval=5,
+// keepalives_count=3, tcp_user_timeout=30000, and `-c statement_timeout=N` in `options`
+// (appended to the user's options unless they set statement_timeout). `conninfo` must be
+// valid (ValidConninfo); an invalid one is returned unchanged.
+std::string WithConnectionDefaults(const std::string& conninfo,
+                                   absl::Duration statement_timeout);
 
 // True when libpq can parse `conninfo` (a URL or key=value string).
 bool ValidConninfo(const std::string& conninfo);

@@ -35,7 +35,8 @@ struct Dispatcher::Listener {
 Dispatcher::Dispatcher(DispatcherOptions options, Store* store, Hub* hub, SigningKey key,
                        Metrics* metrics, std::function<void(bool)> on_health)
     : opt_(std::move(options)), store_(store), hub_(hub), key_(std::move(key)),
-      metrics_(metrics), on_health_(std::move(on_health)) {
+      metrics_(metrics), on_health_(std::move(on_health)),
+      reconnect_backoff_(opt_.reconnect_max_backoff) {
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
 
@@ -60,6 +61,11 @@ void Dispatcher::Kick(const std::string& group, bool force) {
   uint64_t one = 1;
   ssize_t unused = write(event_fd_, &one, sizeof one);
   (void)unused;
+}
+
+void Dispatcher::StartFromEarliest(const std::string& group) {
+  absl::MutexLock lock(&mu_);
+  from_earliest_.insert(group);
 }
 
 void Dispatcher::HolderLeft(const std::string& group, const std::string& owner) {
@@ -119,26 +125,60 @@ void Dispatcher::Wait(absl::Time deadline) {
   if (fds[0].revents & POLLIN) DrainEventFd();
 }
 
+void Dispatcher::Disconnect() {
+  CloseListener();
+  const absl::Duration delay = reconnect_backoff_.Next();
+  reconnect_at_ = absl::Now() + delay;
+  LogWarn("reconnecting", {{"in_ms", absl::StrCat(absl::ToInt64Milliseconds(delay))}});
+  metrics_->Add("mailroom_collector_reconnects_total", 1);
+}
+
+absl::Status Dispatcher::EnsureConfiguredGroups() {
+  for (const std::string& group : opt_.groups) {
+    absl::Status st = store_->EnsureGroup(group, /*from_earliest=*/true);
+    if (!st.ok()) return st;
+    known_groups_.insert(group);
+  }
+  return absl::OkStatus();
+}
+
 void Dispatcher::Run() {
   Batcher batcher(opt_.batch_limit, opt_.batch_timeout);
-  absl::Duration backoff = absl::Milliseconds(100);
   absl::Time next_poll = absl::Now();
   absl::Time next_health = absl::Now() + opt_.healthcheck_interval;
+  absl::Time connected_at = absl::Now();
   bool drain = true;
+  // Every database error, whatever its class, leads either to Disconnect() (the connection
+  // is suspect: reconnect after a capped exponential backoff) or to a per-group backoff (a SQL
+  // error in one group); nothing is retried at once.
+  auto unhealthy = [this] {
+    if (healthy_ || on_health_) on_health_(false);
+    healthy_ = false;
+  };
 
   while (!stop_) {
     if (!listener_) {
-      if (!ConnectListener()) {
-        if (healthy_ || on_health_) on_health_(false);
-        healthy_ = false;
-        LogWarn("reconnecting", {{"in_ms", absl::StrCat(absl::ToInt64Milliseconds(backoff))}});
-        metrics_->Add("mailroom_collector_reconnects_total", 1);
-        Wait(absl::Now() + backoff);
-        backoff = std::min(backoff * 2, opt_.reconnect_max_backoff);
+      if (absl::Now() < reconnect_at_) {
+        Wait(reconnect_at_);
         continue;
       }
-      backoff = absl::Milliseconds(100);
+      if (!ConnectListener()) {
+        unhealthy();
+        Disconnect();
+        continue;
+      }
       known_groups_.clear();
+      // Configured groups exist before anything is dispatched, so that a Subscribe cannot
+      // create one "from now on" first.
+      absl::Status st = EnsureConfiguredGroups();
+      if (!st.ok()) {
+        LogWarn("creating the configured consumer groups failed",
+                {{"error", std::string(st.message())}});
+        unhealthy();
+        Disconnect();
+        continue;
+      }
+      connected_at = absl::Now();
       drain = true;  // whatever arrived while disconnected
       next_health = absl::Now() + opt_.healthcheck_interval;
     }
@@ -167,6 +207,8 @@ void Dispatcher::Run() {
       absl::MutexLock lock(&mu_);
       releases.swap(releases_);
       kicks.swap(kicks_);
+      earliest_.insert(from_earliest_.begin(), from_earliest_.end());
+      from_earliest_.clear();
     }
     for (const auto& [group, owner] : releases) {
       absl::Status st = store_->HolderLeft(group, owner);
@@ -192,14 +234,20 @@ void Dispatcher::Run() {
       for (const auto& [group, force] : kicks) {
         if (force || starved_.count(group) > 0) groups.push_back(group);
       }
+      // Groups whose backoff after an error is over.
+      for (const auto& [group, retry] : group_retry_) {
+        if (now >= retry.at) groups.push_back(group);
+      }
     }
     if (!groups.empty()) {
       DispatchGroups(groups);
       if (!listener_) continue;
     }
 
-    // Wait for a notification, a kick, the batch deadline, the poll or the health check.
+    // Wait for a notification, a kick, the batch deadline, the poll, the health check or the
+    // end of a group's backoff.
     absl::Time deadline = std::min({batcher.Deadline(), next_poll, next_health});
+    for (const auto& [group, retry] : group_retry_) deadline = std::min(deadline, retry.at);
     Wait(deadline);
     if (stop_) break;
     try {
@@ -215,33 +263,52 @@ void Dispatcher::Run() {
         tx.exec("SELECT 1");
         next_health = absl::Now() + opt_.healthcheck_interval;
       }
+      // A connection that stayed up a while ends the reconnect backoff; one that keeps
+      // dropping right after connecting keeps backing off.
+      if (absl::Now() - connected_at >= absl::Seconds(10)) reconnect_backoff_.Reset();
     } catch (const std::exception& e) {
       LogWarn("listener connection lost", {{"error", e.what()}});
-      CloseListener();
+      Disconnect();
     }
   }
   CloseListener();
 }
 
 void Dispatcher::DispatchGroups(const std::vector<std::string>& groups) {
+  const absl::Time now = absl::Now();
   for (const std::string& group : groups) {
+    auto retry = group_retry_.find(group);
+    if (retry != group_retry_.end() && now < retry->second.at) continue;  // still backing off
     absl::Status st = DispatchGroup(group);
-    if (!st.ok()) {
-      LogWarn("dispatch failed", {{"group", group}, {"error", std::string(st.message())}});
-      if (absl::IsUnavailable(st)) {
-        // The database is unreachable: start over from a fresh connection (drains on success).
-        CloseListener();
-        return;
-      }
+    if (st.ok()) {
+      if (retry != group_retry_.end()) group_retry_.erase(retry);
+      continue;
     }
+    if (absl::IsUnavailable(st)) {
+      // The database is unreachable: start over from a fresh connection (drains on success).
+      LogWarn("dispatch failed", {{"group", group}, {"error", std::string(st.message())}});
+      Disconnect();
+      return;
+    }
+    // A SQL error that a new connection would not fix: this group waits, the others go on.
+    if (retry == group_retry_.end()) {
+      retry = group_retry_.emplace(group, GroupRetry{now, Backoff(opt_.reconnect_max_backoff)})
+                  .first;
+    }
+    const absl::Duration delay = retry->second.backoff.Next();
+    retry->second.at = now + delay;
+    LogWarn("dispatch failed", {{"group", group},
+                                {"error", std::string(st.message())},
+                                {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(delay))}});
   }
 }
 
 absl::Status Dispatcher::DispatchGroup(const std::string& group) {
   if (known_groups_.count(group) == 0) {
-    absl::Status st = store_->EnsureGroup(group);
+    absl::Status st = store_->EnsureGroup(group, earliest_.count(group) > 0);
     if (!st.ok()) return st;
     known_groups_.insert(group);
+    earliest_.erase(group);
   }
   const Labels labels = {{"group", group}};
   while (!stop_) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -28,6 +29,28 @@ struct DispatcherOptions {
   absl::Duration poll_interval = absl::Milliseconds(2000);
   absl::Duration lease = absl::Seconds(60);
   absl::Duration reconnect_max_backoff = absl::Seconds(30);
+  // Groups that must exist: created (from the earliest unexpired token) on every connect,
+  // before anything is dispatched.
+  std::vector<std::string> groups = {"mailroom"};
+  // Applied to both the pool's and the LISTEN connection (see WithConnectionDefaults).
+  absl::Duration statement_timeout = absl::Seconds(30);
+};
+
+// Capped exponential backoff: 100 ms, 200 ms, ... up to `max`. Not thread-safe.
+class Backoff {
+ public:
+  explicit Backoff(absl::Duration max, absl::Duration initial = absl::Milliseconds(100))
+      : initial_(initial), max_(max), next_(initial) {}
+  // The delay to wait now; doubles the next one (up to the cap).
+  absl::Duration Next() {
+    absl::Duration d = next_;
+    next_ = std::min(next_ * 2, max_);
+    return std::min(d, max_);
+  }
+  void Reset() { next_ = initial_; }
+
+ private:
+  absl::Duration initial_, max_, next_;
 };
 
 // The collector's main loop, on its own thread: LISTENs on the channel (its own connection),
@@ -47,6 +70,9 @@ class Dispatcher {
   // A subscriber of `group` has new room (`force`: a new subscriber, or jobs were released:
   // dequeue even if the group did not look starved). Thread-safe, non-blocking.
   void Kick(const std::string& group, bool force);
+  // A subscriber asked that `group`, if it does not exist yet, start from the earliest
+  // unexpired token rather than from now. Call before Kick. Thread-safe, non-blocking.
+  void StartFromEarliest(const std::string& group);
   // The subscription `owner` of `group` ended. Its leases are kept until they run out (its
   // sender may still be delivering them and acknowledges them on its next stream); they stop
   // counting as lost leases for poison detection. Thread-safe, non-blocking.
@@ -58,6 +84,10 @@ class Dispatcher {
   // Dequeues for every listed group until the queue is empty or no member has room.
   void DispatchGroups(const std::vector<std::string>& groups);
   absl::Status DispatchGroup(const std::string& group);
+  // Creates the configured groups (from the earliest unexpired token) if missing.
+  absl::Status EnsureConfiguredGroups();
+  // A database error: close the LISTEN connection and reconnect after the next backoff.
+  void Disconnect();
   void Wait(absl::Time deadline);
   void DrainEventFd();
 
@@ -74,12 +104,22 @@ class Dispatcher {
   absl::Mutex mu_;
   std::map<std::string, bool> kicks_ ABSL_GUARDED_BY(mu_);  // group -> force
   std::vector<std::pair<std::string, std::string>> releases_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> from_earliest_ ABSL_GUARDED_BY(mu_);
 
   // Loop-thread state.
   struct Listener;
   std::unique_ptr<Listener> listener_;
   std::set<std::string> known_groups_;
   std::set<std::string> starved_;  // groups that ran out of room with work left
+  std::set<std::string> earliest_;  // groups to create from the earliest token if missing
+  Backoff reconnect_backoff_;
+  absl::Time reconnect_at_ = absl::InfinitePast();
+  // A group whose dispatch failed without losing the connection (a SQL error) waits too.
+  struct GroupRetry {
+    absl::Time at;
+    Backoff backoff;
+  };
+  std::map<std::string, GroupRetry> group_retry_;
   bool healthy_ = false;
 };
 

@@ -140,19 +140,27 @@ int Serve() {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   if (c.auto_migrate) {
-    auto done = MigrateUp(c.dispatch.database_url, EmbeddedMigrations());
+    auto done = MigrateUp(c.database_url, EmbeddedMigrations());
     if (!done.ok()) {
       LogError("migrate failed", {{"error", std::string(done.status().message())}});
       return 1;
     }
-    if (!c.channel.empty()) (void)SetChannel(c.dispatch.database_url, c.channel);
+    if (!c.channel.empty()) (void)SetChannel(c.database_url, c.channel);
   }
 
   Metrics metrics;
   DescribeMetrics(metrics);
   auto store = NewPgStore(c.dispatch.database_url, c.db_pool_size);
   Hub hub;
-  Authenticator auth(c.subscriber_tokens, c.insecure_no_auth || !c.tls_client_ca_file.empty());
+  // Without bearer tokens, mutual TLS (or the development switch) grants full access.
+  Authenticator auth(c.credentials, c.insecure_no_auth || !c.tls_client_ca_file.empty());
+  for (size_t i = 0; i < c.credentials.size(); ++i) {
+    if (c.credentials[i].legacy) {
+      LogWarn("deprecated: an unscoped bearer token has every role in every group; "
+              "scope it as TOKEN@GROUPS:ROLE",
+              {{"variable", "MAILROOM_SUBSCRIBER_TOKENS"}, {"entry", absl::StrCat(i + 1)}});
+    }
+  }
   std::unique_ptr<grpc::Server> server;
   std::atomic<bool> db_up{false};
   Dispatcher dispatcher(c.dispatch, store.get(), &hub, c.key, &metrics, [&](bool serving) {
@@ -165,7 +173,7 @@ int Serve() {
     }
   });
   CollectorService service(store.get(), &hub, &dispatcher, &auth, &metrics,
-                           ServiceLimits{c.dispatch.lease, c.max_cost_micros});
+                           ServiceLimits{c.dispatch.lease, c.max_cost_micros, c.max_in_flight});
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -248,13 +256,15 @@ int Serve() {
                                               0, c.metrics_address.rfind(':')),
                                           ":", metrics_server.port())},
            {"tls", c.tls_cert_file.empty() ? "off" : (c.tls_client_ca_file.empty() ? "on" : "mutual")},
-           {"auth", c.subscriber_tokens.empty() ? (c.tls_client_ca_file.empty() ? "none (development)" : "client certificate")
+           {"auth", c.credentials.empty() ? (c.tls_client_ca_file.empty() ? "none (development)" : "client certificate")
                                                 : "bearer"},
            {"batch_limit", absl::StrCat(c.dispatch.batch_limit)},
            {"batch_timeout_ms", absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.batch_timeout))},
            {"healthcheck_interval_ms",
             absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.healthcheck_interval))},
-           {"lease_ms", absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.lease))}});
+           {"lease_ms", absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.lease))},
+           {"max_in_flight", absl::StrCat(c.max_in_flight)},
+           {"groups", absl::StrJoin(c.dispatch.groups, ",")}});
 
   std::thread loop([&] { dispatcher.Run(); });
   int sig = 0;

@@ -2,6 +2,8 @@
 
 #include <openssl/rand.h>
 
+#include <algorithm>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "collector/common/log.h"
@@ -118,16 +120,6 @@ absl::StatusOr<std::string> CleanReason(absl::string_view reason) {
   return std::string(reason.substr(0, keep));
 }
 
-bool ValidGroupName(const std::string& name) {
-  if (name.empty() || name.size() > 63 || name[0] < 'a' || name[0] > 'z') return false;
-  for (char c : name) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) {
-      return false;
-    }
-  }
-  return true;
-}
-
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
   grpc::StatusCode code = grpc::StatusCode::INTERNAL;
@@ -149,10 +141,25 @@ CollectorService::CollectorService(Store* store, Hub* hub, Dispatcher* dispatche
     : store_(store), hub_(hub), dispatcher_(dispatcher), auth_(auth), metrics_(metrics),
       limits_(limits) {}
 
+grpc::Status CollectorService::Admit(const grpc::ServerContextBase& context, unsigned roles,
+                                     const std::string& group, const char* method,
+                                     Principal* principal, bool group_optional) const {
+  Principal p;
+  grpc::Status st = auth_->Authenticate(context, &p);
+  if (!st.ok()) return st;
+  if (!(group_optional && group.empty())) {
+    st = CheckGroup(group);
+    if (!st.ok()) return st;
+  }
+  st = CheckScope(p, roles, group, method);
+  if (!st.ok()) return st;
+  if (principal != nullptr) *principal = std::move(p);
+  return grpc::Status::OK;
+}
+
 grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
     grpc::CallbackServerContext* context, const v1::SubscribeRequest* request) {
-  grpc::Status st = auth_->Check(*context);
-  if (st.ok()) st = CheckGroup(request->consumer_group());
+  grpc::Status st = Admit(*context, kRoleSubscriber, request->consumer_group(), "Subscribe");
   if (st.ok() && (request->max_in_flight() < 1 || request->max_in_flight() > kMaxInFlight)) {
     st = Invalid(absl::StrCat("max_in_flight must be 1 to ", kMaxInFlight));
   }
@@ -161,9 +168,12 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   }
   if (!st.ok()) return new ErrorReactor(std::move(st));
 
+  // The collector's cap protects its memory; a subscriber asking for more just gets fewer.
+  const int max_in_flight =
+      std::min(static_cast<int>(request->max_in_flight()), limits_.max_in_flight);
+  if (request->start_from_earliest()) dispatcher_->StartFromEarliest(request->consumer_group());
   auto sub = std::make_shared<Subscriber>(NewSubscriberId(), request->consumer_group(),
-                                          request->subscriber_name(),
-                                          static_cast<int>(request->max_in_flight()));
+                                          request->subscriber_name(), max_in_flight);
   auto* reactor = new SubscribeReactor(sub, [this](const std::shared_ptr<Subscriber>& s) {
     hub_->Remove(s);
     metrics_->Add("mailroom_collector_subscribers", -1, {{"group", s->group()}});
@@ -182,7 +192,8 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   LogInfo("subscriber joined", {{"group", sub->group()},
                                 {"subscriber", sub->id()},
                                 {"name", sub->name()},
-                                {"max_in_flight", absl::StrCat(request->max_in_flight())}});
+                                {"max_in_flight", absl::StrCat(max_in_flight)},
+                                {"requested_max_in_flight", absl::StrCat(request->max_in_flight())}});
   dispatcher_->Kick(sub->group(), /*force=*/true);
   return reactor;
 }
@@ -190,9 +201,7 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
 grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
                                            const v1::AcknowledgeRequest* request,
                                            v1::AcknowledgeResponse* response) {
-  grpc::Status st = auth_->Check(*context);
-  if (!st.ok()) return st;
-  st = CheckGroup(request->consumer_group());
+  grpc::Status st = Admit(*context, kRoleSubscriber, request->consumer_group(), "Acknowledge");
   if (!st.ok()) return st;
   if (request->subscriber_id().empty()) {
     return Invalid("subscriber_id is required (the id of the subscription the jobs came on)");
@@ -251,9 +260,7 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
 grpc::Status CollectorService::RenewLeases(grpc::ServerContext* context,
                                            const v1::RenewLeasesRequest* request,
                                            v1::RenewLeasesResponse* response) {
-  grpc::Status st = auth_->Check(*context);
-  if (!st.ok()) return st;
-  st = CheckGroup(request->consumer_group());
+  grpc::Status st = Admit(*context, kRoleSubscriber, request->consumer_group(), "RenewLeases");
   if (!st.ok()) return st;
   if (request->subscriber_id().empty()) return Invalid("subscriber_id is required");
   if (request->subscriber_id().size() > 64) return Invalid("subscriber_id is too long");
@@ -288,12 +295,10 @@ grpc::Status CollectorService::RenewLeases(grpc::ServerContext* context,
 grpc::Status CollectorService::GetQueueStats(grpc::ServerContext* context,
                                              const v1::GetQueueStatsRequest* request,
                                              v1::GetQueueStatsResponse* response) {
-  grpc::Status st = auth_->Check(*context);
+  Principal principal;
+  grpc::Status st = Admit(*context, kRoleOperator, request->consumer_group(), "GetQueueStats",
+                          &principal, /*group_optional=*/true);
   if (!st.ok()) return st;
-  if (!request->consumer_group().empty()) {
-    st = CheckGroup(request->consumer_group());
-    if (!st.ok()) return st;
-  }
   auto stats = store_->Stats(request->consumer_group());
   if (!stats.ok()) return ToGrpc(stats.status());
   if (stats->empty() && !request->consumer_group().empty()) {
@@ -301,6 +306,8 @@ grpc::Status CollectorService::GetQueueStats(grpc::ServerContext* context,
                         absl::StrCat("no consumer group \"", request->consumer_group(), "\""));
   }
   for (const GroupStatsRow& s : *stats) {
+    // Without a group: every group this credential may use.
+    if (!principal.InGroup(s.group)) continue;
     v1::GroupStats* g = response->add_groups();
     g->set_consumer_group(s.group);
     g->set_depth(s.depth);
@@ -318,9 +325,7 @@ grpc::Status CollectorService::GetQueueStats(grpc::ServerContext* context,
 grpc::Status CollectorService::ListFailures(grpc::ServerContext* context,
                                             const v1::ListFailuresRequest* request,
                                             v1::ListFailuresResponse* response) {
-  grpc::Status st = auth_->Check(*context);
-  if (!st.ok()) return st;
-  st = CheckGroup(request->consumer_group());
+  grpc::Status st = Admit(*context, kRoleOperator, request->consumer_group(), "ListFailures");
   if (!st.ok()) return st;
   if (request->limit() > 1000) return Invalid("limit must be at most 1000");
   int limit = request->limit() == 0 ? 50 : static_cast<int>(request->limit());
@@ -341,9 +346,7 @@ grpc::Status CollectorService::ListFailures(grpc::ServerContext* context,
 grpc::Status CollectorService::Requeue(grpc::ServerContext* context,
                                        const v1::RequeueRequest* request,
                                        v1::RequeueResponse* response) {
-  grpc::Status st = auth_->Check(*context);
-  if (!st.ok()) return st;
-  st = CheckGroup(request->consumer_group());
+  grpc::Status st = Admit(*context, kRoleOperator, request->consumer_group(), "Requeue");
   if (!st.ok()) return st;
   if (request->job_ids_size() > kMaxIdsPerCall) {
     return Invalid(absl::StrCat("at most ", kMaxIdsPerCall, " job_ids per call"));
@@ -361,9 +364,7 @@ grpc::Status CollectorService::Requeue(grpc::ServerContext* context,
 grpc::Status CollectorService::GetUsage(grpc::ServerContext* context,
                                         const v1::GetUsageRequest* request,
                                         v1::GetUsageResponse* response) {
-  grpc::Status st = auth_->Check(*context);
-  if (!st.ok()) return st;
-  st = CheckGroup(request->consumer_group());
+  grpc::Status st = Admit(*context, kAllRoles, request->consumer_group(), "GetUsage");
   if (!st.ok()) return st;
   // A group that does not exist (yet) has spent nothing.
   auto usage = store_->Usage(request->consumer_group());

@@ -15,7 +15,8 @@
 
 namespace mailroom {
 
-// Limits on request sizes, shared with tests.
+// Limits on request sizes, shared with tests. A Subscribe's max_in_flight beyond the
+// collector's MAILROOM_MAX_IN_FLIGHT (at most kMaxInFlight) is lowered to it.
 inline constexpr int kMaxInFlight = 100000;
 inline constexpr int kMaxIdsPerCall = 10000;
 // Reasons longer than this are cut (at a UTF-8 character boundary).
@@ -25,6 +26,7 @@ inline constexpr size_t kMaxReasonBytes = 1000;
 struct ServiceLimits {
   absl::Duration lease = absl::Seconds(60);  // MAILROOM_LEASE_MS
   int64_t max_cost_micros = 1000000;         // MAILROOM_MAX_COST_MICROS: per SENT outcome
+  int max_in_flight = kMaxInFlight;          // MAILROOM_MAX_IN_FLIGHT: cap of a Subscribe's
 };
 
 // One reported outcome, checked alone (INVALID_ARGUMENT names the problem): known outcome,
@@ -35,13 +37,12 @@ absl::StatusOr<JobResult> CheckOutcome(const v1::JobOutcome& outcome, int64_t ma
 // character boundary to at most kMaxReasonBytes.
 absl::StatusOr<std::string> CleanReason(absl::string_view reason);
 
-// True for a valid consumer group name: ^[a-z][a-z0-9_-]{0,62}$.
-bool ValidGroupName(const std::string& name);
-
 // The mailroom.v1.Collector service. Subscribe is a callback-API stream (one reactor per
 // subscriber, no thread per stream); the unary calls are synchronous handlers that may block on
 // PostgreSQL (they run on gRPC's sync thread pool, never inside a reaction). Every call is
-// authenticated first. Thread-safe.
+// authenticated and authorised first (Admit): UNAUTHENTICATED without a valid credential,
+// INVALID_ARGUMENT for a malformed group, PERMISSION_DENIED outside the credential's roles or
+// groups. Thread-safe.
 class CollectorService : public v1::Collector::WithCallbackMethod_Subscribe<v1::Collector::Service> {
  public:
   CollectorService(Store* store, Hub* hub, Dispatcher* dispatcher, const Authenticator* auth,
@@ -64,6 +65,13 @@ class CollectorService : public v1::Collector::WithCallbackMethod_Subscribe<v1::
                         v1::GetUsageResponse* response) override;
 
  private:
+  // The preamble of every call: authenticates, validates `group` (required unless
+  // `group_optional` and empty) and checks the caller holds one of `roles` in that group.
+  // Fills `principal` (may be null) on success.
+  grpc::Status Admit(const grpc::ServerContextBase& context, unsigned roles,
+                     const std::string& group, const char* method,
+                     Principal* principal = nullptr, bool group_optional = false) const;
+
   Store* const store_;
   Hub* const hub_;
   Dispatcher* const dispatcher_;

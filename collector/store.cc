@@ -62,11 +62,12 @@ class PgStore : public Store {
     });
   }
 
-  absl::Status EnsureGroup(const std::string& group) override {
+  absl::Status EnsureGroup(const std::string& group, bool from_earliest) override {
     return Run<bool>("creating the group",
                      [&](pqxx::connection& c) {
                        pqxx::work tx(c);
-                       tx.exec_params("SELECT mailroom_ensure_group($1)", group);
+                       tx.exec_params("SELECT mailroom_ensure_group($1, $2)", group,
+                                      from_earliest);
                        tx.commit();
                        return true;
                      })

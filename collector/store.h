@@ -72,8 +72,10 @@ class Store {
 
   // The NOTIFY channel configured in the database (mailroom_settings.channel).
   virtual absl::StatusOr<std::string> Channel() = 0;
-  // Creates `group` if missing (it then receives tokens committed from now on).
-  virtual absl::Status EnsureGroup(const std::string& group) = 0;
+  // Creates `group` if missing. It then receives tokens committed from now on, or, with
+  // `from_earliest`, every token not yet expired too (mailroom_ensure_group). No-op if the
+  // group exists.
+  virtual absl::Status EnsureGroup(const std::string& group, bool from_earliest) = 0;
   // Leases up to `limit` jobs of `group` to `owner` for `lease` (mailroom_dequeue).
   virtual absl::StatusOr<std::vector<StoredJob>> Dequeue(const std::string& group, int limit,
                                                          const std::string& owner,

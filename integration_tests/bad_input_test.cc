@@ -57,6 +57,14 @@ TEST(BadConfigTest, EveryCollectorVariableIsCheckedAndNamed) {
       {{{"MAILROOM_SECRET_KEY", "abcd"}}, "MAILROOM_SECRET_KEY"},
       {{{"MAILROOM_SUBSCRIBER_TOKENS", ""}}, "MAILROOM_SUBSCRIBER_TOKENS"},
       {{{"MAILROOM_SUBSCRIBER_TOKENS", "shorttoken"}}, "MAILROOM_SUBSCRIBER_TOKENS"},
+      {{{"MAILROOM_SUBSCRIBER_TOKENS", "subscriber-token-0123456789@mailroom:root"}},
+       "MAILROOM_SUBSCRIBER_TOKENS"},
+      {{{"MAILROOM_SUBSCRIBER_TOKENS", "subscriber-token-0123456789@Bad Group:subscriber"}},
+       "MAILROOM_SUBSCRIBER_TOKENS"},
+      {{{"MAILROOM_GROUPS", "mailroom,Bad Group"}}, "MAILROOM_GROUPS"},
+      {{{"MAILROOM_MAX_IN_FLIGHT", "0"}}, "MAILROOM_MAX_IN_FLIGHT"},
+      {{{"MAILROOM_MAX_IN_FLIGHT", "100001"}}, "MAILROOM_MAX_IN_FLIGHT"},
+      {{{"MAILROOM_STATEMENT_TIMEOUT", "soon"}}, "MAILROOM_STATEMENT_TIMEOUT"},
       {{{"MAILROOM_INSECURE_NO_AUTH", "maybe"}}, "MAILROOM_INSECURE_NO_AUTH"},
       {{{"MAILROOM_LISTEN_ADDRESS", "nohost"}}, "MAILROOM_LISTEN_ADDRESS"},
       {{{"MAILROOM_LISTEN_ADDRESS", "127.0.0.1:70000"}}, "MAILROOM_LISTEN_ADDRESS"},
@@ -80,7 +88,7 @@ TEST(BadConfigTest, EveryCollectorVariableIsCheckedAndNamed) {
     std::map<std::string, std::string> env = base;
     for (const auto& [k, v] : c.env) env[k] = v;
     ExpectConfigError("mailroom/collector/collector", env, c.names,
-                      {"pg-pass-word", key.substr(0, 16)});
+                      {"pg-pass-word", key.substr(0, 16), "subscriber-token"});
   }
   // The migrate subcommand checks the URL too.
   auto p = Process::Spawn({testing::Runfile("mailroom/collector/collector"), "migrate"},

@@ -633,6 +633,161 @@ TEST_F(CollectorTest, OperatorCallsReportDepthFailuresUsageAndRequeue) {
   EXPECT_EQ(sub.WaitForJobs(9, absl::Seconds(10)), 9u);  // the two failed ones come back
 }
 
+// Scoped credentials: a subscriber of one group can use only that group; only operators
+// requeue; operators see only their groups' statistics.
+TEST_F(CollectorTest, CredentialsAreScopedToGroupsAndRoles) {
+  const std::string a = "group-a-subscriber-0123456789";
+  const std::string b = "group-b-subscriber-0123456789";
+  const std::string ops = "group-a-operator-0123456789";
+  int port = StartCollector(
+      {{"MAILROOM_GROUPS", "groupa,groupb"},
+       {"MAILROOM_SUBSCRIBER_TOKENS",
+        absl::StrCat(a, "@groupa:subscriber,", b, "@groupb:subscriber, ", ops,
+                     "@groupa:operator")}});
+  InsertAccounts(3, "scope");
+  auto stub = v1::Collector::NewStub(Channel(port));
+
+  // Group A's token cannot subscribe to or acknowledge in group B.
+  EXPECT_EQ(TestSubscriber(Channel(port), a, "groupb", 10).Finished(absl::Seconds(10)).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  TestSubscriber in_b(Channel(port), b, "groupb", 10);
+  ASSERT_EQ(in_b.WaitForJobs(3, absl::Seconds(10)), 3u);
+  {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, a);
+    v1::AcknowledgeRequest req;
+    req.set_consumer_group("groupb");
+    req.set_subscriber_id(in_b.subscriber_id());
+    auto* o = req.add_outcomes();
+    o->set_job_id(in_b.Jobs()[0].job_id());
+    o->set_outcome(v1::OUTCOME_SENT);
+    o->set_attempt(1);
+    v1::AcknowledgeResponse resp;
+    grpc::Status st = stub->Acknowledge(&ctx, req, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
+    EXPECT_THAT(st.error_message(), HasSubstr("\"groupb\""));
+  }
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'leased'"), 3);
+
+  // In its own group it works, but a subscriber cannot requeue.
+  TestSubscriber in_a(Channel(port), a, "groupa", 10);
+  ASSERT_EQ(in_a.WaitForJobs(3, absl::Seconds(10)), 3u);
+  ASSERT_TRUE(in_a.Ack(Ids(in_a.Jobs()), v1::OUTCOME_FAILED, "550 no such user").ok());
+  auto requeue = [&](const std::string& bearer) {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, bearer);
+    v1::RequeueRequest req;
+    req.set_consumer_group("groupa");
+    v1::RequeueResponse resp;
+    grpc::Status st = stub->Requeue(&ctx, req, &resp);
+    return std::make_pair(st.error_code(), resp.requeued());
+  };
+  EXPECT_EQ(requeue(a).first, grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(requeue(b).first, grpc::StatusCode::PERMISSION_DENIED);
+  // The operator can; it cannot subscribe, and its statistics cover its groups only.
+  EXPECT_EQ(requeue(ops), std::make_pair(grpc::StatusCode::OK, 3u));
+  EXPECT_EQ(in_a.WaitForJobs(6, absl::Seconds(10)), 6u);
+  EXPECT_EQ(TestSubscriber(Channel(port), ops, "groupa", 10).Finished(absl::Seconds(10)).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  auto stats = [&](const std::string& group, v1::GetQueueStatsResponse* resp) {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, ops);
+    v1::GetQueueStatsRequest req;
+    req.set_consumer_group(group);
+    return stub->GetQueueStats(&ctx, req, resp).error_code();
+  };
+  v1::GetQueueStatsResponse all;
+  ASSERT_EQ(stats("", &all), grpc::StatusCode::OK);
+  ASSERT_EQ(all.groups_size(), 1);
+  EXPECT_EQ(all.groups(0).consumer_group(), "groupa");
+  v1::GetQueueStatsResponse other;
+  EXPECT_EQ(stats("groupb", &other), grpc::StatusCode::PERMISSION_DENIED);
+  // Unknown tokens stay UNAUTHENTICATED; no token reaches the log.
+  EXPECT_EQ(TestSubscriber(Channel(port), "unknown-token-0123456789", "groupa", 10)
+                .Finished(absl::Seconds(10)).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  for (const std::string& t : {a, b, ops}) {
+    EXPECT_THAT(collectors_[0]->Log(), Not(HasSubstr(t)));
+  }
+}
+
+TEST_F(CollectorTest, LegacyTokensStillWorkAndAreFlaggedAsDeprecated) {
+  StartCollector();
+  EXPECT_THAT(collectors_[0]->Log(), HasSubstr("deprecated"));
+  EXPECT_THAT(collectors_[0]->Log(), Not(HasSubstr(kBearer)));
+}
+
+TEST_F(CollectorTest, MaxInFlightIsCappedByTheCollector) {
+  int port = StartCollector({{"MAILROOM_MAX_IN_FLIGHT", "5"}});
+  InsertAccounts(20, "cap");
+  TestSubscriber sub(Channel(port), kBearer, "mailroom", 1000);
+  ASSERT_EQ(sub.WaitForJobs(5, absl::Seconds(10)), 5u);
+  // Without the cap the first dequeue (batch limit 100) would have leased all 20 at once.
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries"), 5);
+  EXPECT_EQ(sub.Received(), 5u);
+  ASSERT_TRUE(sub.Ack(Ids(sub.Take()), v1::OUTCOME_SENT).ok());
+  EXPECT_EQ(sub.WaitForJobs(10, absl::Seconds(10)), 10u);
+  EXPECT_THAT(collectors_[0]->Log(), HasSubstr("requested_max_in_flight=1000"));
+}
+
+// MAILROOM_GROUPS exist from the collector's start: tokens committed before their first
+// subscriber are delivered. SubscribeRequest.start_from_earliest does the same for a new group.
+TEST_F(CollectorTest, ConfiguredGroupsReceiveTokensCommittedBeforeTheirFirstSubscribe) {
+  InsertAccounts(10, "early");
+  int port = StartCollector({{"MAILROOM_GROUPS", "mailroom,billing"}});
+  EXPECT_EQ(Scalar("SELECT count(*) FROM consumer_groups WHERE name = 'billing'"), 1);
+  InsertAccounts(1, "after");
+  TestSubscriber billing(Channel(port), kBearer, "billing", 100);
+  EXPECT_EQ(billing.WaitForJobs(11, absl::Seconds(10)), 11u);
+
+  // A Subscribe that creates its group from the earliest unexpired token.
+  auto stub = v1::Collector::NewStub(Channel(port));
+  grpc::ClientContext ctx;
+  testing::Authorize(&ctx, kBearer);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  v1::SubscribeRequest req;
+  req.set_consumer_group("late-joiner");
+  req.set_max_in_flight(100);
+  req.set_start_from_earliest(true);
+  auto reader = stub->Subscribe(&ctx, req);
+  v1::SubscribeResponse msg;
+  int jobs = 0;
+  while (jobs < 11 && reader->Read(&msg)) jobs += msg.jobs_size();
+  EXPECT_EQ(jobs, 11);
+  ctx.TryCancel();
+  (void)reader->Finish();
+
+  // Without it a new group starts from now.
+  TestSubscriber fresh(Channel(port), kBearer, "fresh", 100);
+  ASSERT_TRUE(fresh.WaitSubscribed(absl::Seconds(10)));
+  for (int i = 0; i < 100 && Scalar("SELECT count(*) FROM consumer_groups WHERE name = 'fresh'") == 0;
+       ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  InsertAccounts(1, "newest");
+  ASSERT_GE(fresh.WaitForJobs(1, absl::Seconds(10)), 1u);
+  for (const auto& j : fresh.Jobs()) EXPECT_EQ(j.email(), "newest1@example.test");
+}
+
+// The collector's connections carry a statement timeout: a dequeue stuck on a lock fails,
+// the dispatcher backs off (growing delays, even though reconnecting succeeds) and recovers.
+TEST_F(CollectorTest, StuckStatementsTimeOutAndTheDispatcherBacksOff) {
+  InsertAccounts(3, "stuck");
+  int port = StartCollector({{"MAILROOM_STATEMENT_TIMEOUT", "300"},
+                             {"MAILROOM_RECONNECT_MAX_BACKOFF", "1000"}});
+  auto blocker = std::make_unique<pqxx::connection>(TestUrl());
+  auto lock = std::make_unique<pqxx::work>(*blocker);
+  lock->exec("SELECT * FROM consumer_groups WHERE name = 'mailroom' FOR UPDATE");
+  TestSubscriber sub(Channel(port), kBearer, "mailroom", 100);
+  ASSERT_TRUE(collectors_[0]->WaitForLog("statement timeout", absl::Seconds(20)))
+      << collectors_[0]->Log();
+  ASSERT_TRUE(collectors_[0]->WaitForLog("reconnecting in_ms=400", absl::Seconds(20)))
+      << collectors_[0]->Log();
+  lock->abort();
+  lock.reset();
+  EXPECT_EQ(sub.WaitForJobs(3, absl::Seconds(20)), 3u);
+}
+
 TEST_F(CollectorTest, SigtermStopsCleanly) {
   StartCollector();
   collectors_[0]->Signal(SIGTERM);

@@ -250,7 +250,7 @@ note "TIMING image builds (4 in parallel): $(since "$t") s"
 KEY=$(openssl rand -hex 32)
 TOKEN=$(openssl rand -hex 24)
 (umask 077
- printf 'MAILROOM_SECRET_KEY=%s\nMAILROOM_SUBSCRIBER_TOKENS=%s\n' "$KEY" "$TOKEN" >"$CTX/collector.env"
+ printf 'MAILROOM_SECRET_KEY=%s\nMAILROOM_SUBSCRIBER_TOKENS=%s@mailroom:subscriber\n' "$KEY" "$TOKEN" >"$CTX/collector.env"
  printf 'MAILROOM_COLLECTOR_TOKEN=%s\n' "$TOKEN" >"$CTX/sender.env")
 if podman image inspect localhost/mailroom-{collector,sender,postgres,catcher}:latest | grep -qF "$KEY"; then
   fail "an image contains the signing key"
@@ -379,7 +379,7 @@ kinds = {(d["kind"], d["metadata"]["name"]): d for d in docs}
 secret = kinds[("Secret", "mailroom-secrets")]
 values = {
     "MAILROOM_SECRET_KEY": os.environ["KUBE_KEY"],
-    "MAILROOM_SUBSCRIBER_TOKENS": os.environ["KUBE_TOKEN"],
+    "MAILROOM_SUBSCRIBER_TOKENS": os.environ["KUBE_TOKEN"] + "@mailroom:subscriber",
     "MAILROOM_COLLECTOR_TOKEN": os.environ["KUBE_TOKEN"],
     "MAILROOM_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/postgres",
 }

@@ -38,8 +38,11 @@ psql -q -X -v ON_ERROR_STOP=1 "$MAILROOM_DATABASE_URL" -c "SELECT mailroom_ensur
   -c "INSERT INTO accounts (email, login) SELECT 'g' || i || '@example.test', 'g' || i FROM generate_series(1, 42) i" >/dev/null
 
 PORT=$(free_port)
-export TOKEN=grpcurl-test-token-0123456789
-MAILROOM_SECRET_KEY=$(openssl rand -hex 32) MAILROOM_SUBSCRIBER_TOKENS=$TOKEN \
+# The README's two tokens, scoped as the README says.
+export OPERATOR_TOKEN=grpcurl-operator-token-0123456789
+export SENDER_TOKEN=grpcurl-sender-token-0123456789
+MAILROOM_SECRET_KEY=$(openssl rand -hex 32) \
+  MAILROOM_SUBSCRIBER_TOKENS="$OPERATOR_TOKEN@*:operator,$SENDER_TOKEN@mailroom+audit:subscriber" \
   MAILROOM_LISTEN_ADDRESS=127.0.0.1:$PORT MAILROOM_METRICS_ADDRESS=off \
   "$COLLECTOR" >"$WORK/collector.log" 2>&1 &
 PID=$!
@@ -109,7 +112,19 @@ done < <(sed -n '/<!-- grpcurl-examples: begin -->/,/<!-- grpcurl-examples: end 
 out=$(grpcurl -plaintext -d '{"consumer_group":"mailroom"}' 127.0.0.1:50051 mailroom.v1.Collector/GetQueueStats 2>&1) || true
 if grep -q -i 'unauthenticated' <<<"$out"; then passed=$((passed + 1)); echo "PASS no token -> UNAUTHENTICATED"
 else failed=$((failed + 1)); echo "FAIL no token: $out"; fi
-if grep -q -- "$TOKEN" "$WORK/collector.log"; then failed=$((failed + 1)); echo "FAIL token in the collector's log"; fi
+# Outside their scope the tokens are refused with PERMISSION_DENIED.
+denied() {
+  local what=$1; shift
+  out=$("$@" 2>&1) || true
+  if grep -q -i 'permission_denied' <<<"$out"; then passed=$((passed + 1)); echo "PASS $what -> PERMISSION_DENIED"
+  else failed=$((failed + 1)); echo "FAIL $what: $out"; fi
+}
+denied "sender token Requeue" grpcurl -plaintext -H "authorization: Bearer $SENDER_TOKEN" -d '{"consumer_group":"mailroom"}' 127.0.0.1:50051 mailroom.v1.Collector/Requeue
+denied "sender token in another group" grpcurl -plaintext -H "authorization: Bearer $SENDER_TOKEN" -d '{"consumer_group":"billing"}' 127.0.0.1:50051 mailroom.v1.Collector/GetUsage
+denied "operator token Acknowledge" grpcurl -plaintext -H "authorization: Bearer $OPERATOR_TOKEN" -d '{"consumer_group":"audit","outcomes":[{"job_id":42,"outcome":"OUTCOME_SENT"}]}' 127.0.0.1:50051 mailroom.v1.Collector/Acknowledge
+for t in "$OPERATOR_TOKEN" "$SENDER_TOKEN"; do
+  if grep -q -- "$t" "$WORK/collector.log"; then failed=$((failed + 1)); echo "FAIL token in the collector's log"; fi
+done
 
 echo "$passed passed, $failed failed ($n README commands)"
 [ "$n" -ge 10 ] && [ "$failed" = 0 ]

@@ -196,6 +196,47 @@ TEST_F(SchemaTest, TokenMayPrecedeItsAccountInOneTransaction) {
   EXPECT_NO_THROW(tx.commit());
 }
 
+TEST_F(SchemaTest, StatsOfNullListsEveryGroup) {
+  Exec("SELECT mailroom_ensure_group('audit')");
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_stats(NULL)"), 2);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_stats('')"), 2);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_stats('audit')"), 1);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_stats('nope')"), 0);
+}
+
+TEST_F(SchemaTest, AGroupFromTheEarliestUnexpiredTokenGetsEverySendableToken) {
+  Exec("INSERT INTO accounts (email, login) SELECT 'e' || i || '@example.com', 'e' || i"
+       "  FROM generate_series(1, 3) i");
+  Exec("UPDATE tokens SET expires_at = 1 WHERE id = (SELECT min(id) FROM tokens)");
+  Exec("INSERT INTO accounts (email, login) VALUES ('f@example.com', 'f')");
+  // A token whose transaction is still open while the groups are created.
+  pqxx::connection other(url_);
+  pqxx::work open_tx(other);
+  open_tx.exec("INSERT INTO accounts (email, login) VALUES ('g@example.com', 'g')");
+  Exec("SELECT mailroom_ensure_group('early', true)");
+  Exec("SELECT mailroom_ensure_group('late', false)");
+  Exec("SELECT mailroom_ensure_group('late2')");
+  open_tx.commit();
+  // Existing groups are left alone.
+  const std::string before = Row("SELECT prev_snapshot::TEXT FROM consumer_groups"
+                                 " WHERE name = 'early'")[0].as<std::string>();
+  Exec("SELECT mailroom_ensure_group('early', true)");
+  EXPECT_EQ(Row("SELECT prev_snapshot::TEXT FROM consumer_groups WHERE name = 'early'")[0]
+                .as<std::string>(), before);
+  auto dequeue = [&](const std::string& group) {
+    pqxx::work tx(*conn_);
+    int64_t n = tx.exec1("SELECT count(*) FROM mailroom_dequeue('" + group + "', 100, 'o', 60000)")[0]
+                    .as<int64_t>();
+    tx.commit();
+    return n;
+  };
+  EXPECT_EQ(dequeue("early"), 4);  // 2 + f + g; the expired one is recorded as expired
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries d JOIN consumer_groups g ON g.id = d.group_id"
+                " WHERE g.name = 'early' AND d.state = 'expired'"), 1);
+  EXPECT_EQ(dequeue("late"), 1);   // only g, committed after the group was created
+  EXPECT_EQ(dequeue("late2"), 1);
+}
+
 TEST_F(SchemaTest, UpDownUpLeavesAWorkingSchema) {
   ASSERT_TRUE(MigrateDown(url_, EmbeddedMigrations(), 0).ok());
   ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());

@@ -1,0 +1,146 @@
+// ParseCredentials (MAILROOM_SUBSCRIBER_TOKENS) and the Authenticator's principals.
+#include "collector/auth.h"
+
+#include "gmock/gmock.h"
+#include "grpcpp/test/server_context_test_spouse.h"
+#include "gtest/gtest.h"
+
+namespace mailroom {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kVar[] = "MAILROOM_SUBSCRIBER_TOKENS";
+constexpr char kSub[] = "sender-token-0123456789";
+constexpr char kOps[] = "operator-token-0123456789";
+
+TEST(ParseCredentialsTest, ScopedEntries) {
+  auto c = ParseCredentials({std::string(kSub) + "@mailroom+audit:subscriber",
+                             std::string(kOps) + "@*:operator",
+                             "both-roles-token-0123@audit:subscriber+operator"},
+                            kVar);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->size(), 3u);
+  EXPECT_EQ((*c)[0].token, kSub);
+  EXPECT_EQ((*c)[0].principal.roles, kRoleSubscriber);
+  EXPECT_FALSE((*c)[0].principal.all_groups);
+  EXPECT_THAT((*c)[0].principal.groups, ElementsAre("mailroom", "audit"));
+  EXPECT_FALSE((*c)[0].legacy);
+  EXPECT_EQ((*c)[1].principal.roles, kRoleOperator);
+  EXPECT_TRUE((*c)[1].principal.all_groups);
+  EXPECT_TRUE((*c)[1].principal.InGroup("anything"));
+  EXPECT_EQ((*c)[2].principal.roles, kAllRoles);
+}
+
+TEST(ParseCredentialsTest, LegacyTokenHasEverything) {
+  auto c = ParseCredentials({kSub}, kVar);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE((*c)[0].legacy);
+  EXPECT_EQ((*c)[0].principal.roles, kAllRoles);
+  EXPECT_TRUE((*c)[0].principal.all_groups);
+}
+
+TEST(ParseCredentialsTest, TheScopeFollowsTheLastAt) {
+  auto c = ParseCredentials({"user@host-token-0123456789@mailroom:subscriber"}, kVar);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)[0].token, "user@host-token-0123456789");
+  EXPECT_THAT((*c)[0].principal.groups, ElementsAre("mailroom"));
+}
+
+TEST(ParseCredentialsTest, ErrorsNameTheVariableAndEntryButNeverTheToken) {
+  const std::string secret = "very-secret-token-0123456789";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"short@mailroom:subscriber", "at least 16 characters"},
+      {"tiny", "at least 16 characters"},
+      {secret + "@mailroom", "GROUPS:ROLE"},
+      {secret + "@mailroom:subscriber:x", "GROUPS:ROLE"},
+      {secret + "@Mail Room:subscriber", "group 1"},
+      {secret + "@mailroom+:subscriber", "group 2"},
+      {secret + "@*+audit:subscriber", "group 1"},
+      {secret + "@:subscriber", "group 1"},
+      {secret + "@mailroom:admin", "subscriber, operator or subscriber+operator"},
+      {secret + "@mailroom:", "subscriber, operator or subscriber+operator"},
+  };
+  for (const auto& [entry, want] : cases) {
+    auto c = ParseCredentials({"first-token-0123456789", entry}, kVar);
+    ASSERT_FALSE(c.ok()) << entry;
+    const std::string msg(c.status().message());
+    EXPECT_THAT(msg, HasSubstr("MAILROOM_SUBSCRIBER_TOKENS: entry 2 of 2")) << entry;
+    EXPECT_THAT(msg, HasSubstr(want)) << entry;
+    EXPECT_THAT(msg, Not(HasSubstr("secret"))) << msg;
+    EXPECT_THAT(msg, Not(HasSubstr("short"))) << msg;
+    EXPECT_THAT(msg, Not(HasSubstr("tiny"))) << msg;
+  }
+  auto dup = ParseCredentials({secret + "@a:subscriber", secret + "@b:operator"}, kVar);
+  ASSERT_FALSE(dup.ok());
+  EXPECT_THAT(dup.status().message(), HasSubstr("same token as entry 1"));
+  EXPECT_THAT(dup.status().message(), Not(HasSubstr("secret")));
+}
+
+class AuthenticatorTest : public ::testing::Test {
+ protected:
+  grpc::Status Call(const Authenticator& auth, const std::string& authorization,
+                    Principal* p) {
+    grpc::ServerContext ctx;
+    grpc::testing::ServerContextTestSpouse spouse(&ctx);
+    if (!authorization.empty()) spouse.AddClientMetadata("authorization", authorization);
+    return auth.Authenticate(ctx, p);
+  }
+};
+
+TEST_F(AuthenticatorTest, ReturnsThePrincipalOfTheMatchingToken) {
+  auto creds = ParseCredentials({std::string(kSub) + "@mailroom:subscriber",
+                                 std::string(kOps) + "@audit+mailroom:operator"},
+                                kVar);
+  ASSERT_TRUE(creds.ok());
+  Authenticator auth(*creds, /*allow_anonymous=*/false);
+  Principal p;
+  ASSERT_TRUE(Call(auth, std::string("Bearer ") + kSub, &p).ok());
+  EXPECT_EQ(p.roles, kRoleSubscriber);
+  EXPECT_THAT(p.groups, ElementsAre("mailroom"));
+  ASSERT_TRUE(Call(auth, std::string("bearer ") + kOps, &p).ok());
+  EXPECT_EQ(p.roles, kRoleOperator);
+  EXPECT_THAT(p.groups, ElementsAre("audit", "mailroom"));
+
+  const std::vector<std::string> bad_headers = {"", "Bearer wrong-token-0123456789", "Basic abc",
+                                                std::string("Bearer ") + kSub + "x"};
+  for (const std::string& bad : bad_headers) {
+    grpc::Status st = Call(auth, bad, &p);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED) << bad;
+    EXPECT_THAT(st.error_message(), Not(HasSubstr("wrong-token"))) << bad;
+  }
+}
+
+TEST_F(AuthenticatorTest, AnonymousModeGrantsEverythingOnlyWithoutTokens) {
+  Principal p;
+  Authenticator anonymous({}, /*allow_anonymous=*/true);
+  ASSERT_TRUE(Call(anonymous, "", &p).ok());
+  EXPECT_EQ(p.roles, kAllRoles);
+  EXPECT_TRUE(p.all_groups);
+  Authenticator closed({}, /*allow_anonymous=*/false);
+  EXPECT_EQ(Call(closed, "", &p).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  auto creds = ParseCredentials({kSub}, kVar);
+  Authenticator tokens(*creds, /*allow_anonymous=*/true);  // tokens configured: required
+  EXPECT_EQ(Call(tokens, "", &p).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST(CheckScopeTest, RoleAndGroup) {
+  Principal sub{kRoleSubscriber, false, {"mailroom"}};
+  EXPECT_TRUE(CheckScope(sub, kRoleSubscriber, "mailroom", "Subscribe").ok());
+  EXPECT_TRUE(CheckScope(sub, kAllRoles, "mailroom", "GetUsage").ok());
+  grpc::Status st = CheckScope(sub, kRoleSubscriber, "audit", "Subscribe");
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(st.error_message(), HasSubstr("\"audit\""));
+  st = CheckScope(sub, kRoleOperator, "mailroom", "Requeue");
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(st.error_message(), HasSubstr("Requeue needs the operator role"));
+  Principal ops{kRoleOperator, true, {}};
+  EXPECT_TRUE(CheckScope(ops, kRoleOperator, "", "GetQueueStats").ok());
+  EXPECT_EQ(CheckScope(ops, kRoleSubscriber, "mailroom", "Acknowledge").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+}
+
+}  // namespace
+}  // namespace mailroom
