@@ -6,11 +6,18 @@
 #
 #   bash integration_tests/container_test.sh        # as root; prints PASS/FAIL lines, timings
 #
-# Installs podman, buildah, runc, podman-compose and debootstrap if missing. Uses its own podman
-# storage root, run directory, network directory and configuration under a temporary directory
-# (never /var/lib/containers or /etc/containers/networks), and always removes every container,
-# pod, network and that directory again, also on failure or Ctrl-C. The debootstrapped base
-# rootfs is cached in .cache/containers/ (git-ignored; MAILROOM_REBUILD_BASE=1 redoes it).
+# Installs podman, buildah, runc, podman-compose, debootstrap, catatonit, iptables and the netavark
+# network backend with its DNS server aardvark-dns if missing, and selects netavark in its own
+# configuration: compose's services find each other by name only through aardvark-dns, and a
+# machine whose podman was installed before may be on the CNI backend, which has no name
+# resolution without the dnsname plugin ("could not translate host name"). /etc/containers is
+# not touched: a machine podman set to cni, or one that already has containers (it records its
+# backend in its storage), stays on CNI; only a podman without any state would pick netavark.
+# Uses its own podman storage root, run directory, network directory and configuration under a
+# temporary directory (never /var/lib/containers or /etc/containers/networks), and always
+# removes every container, pod, network and that directory again, also on failure or Ctrl-C.
+# The debootstrapped base rootfs is cached in .cache/containers/ (git-ignored;
+# MAILROOM_REBUILD_BASE=1 redoes it).
 # Nothing is published on the host's interfaces; the test reaches the containers with
 # `podman exec` (and buf curl on their bridge addresses for the gRPC health checks).
 set -euo pipefail
@@ -34,14 +41,14 @@ T0=$(now)
 
 # --- tools ------------------------------------------------------------------------------------
 missing=()
-for p in podman buildah runc podman-compose debootstrap; do
+for p in podman buildah runc podman-compose debootstrap catatonit iptables netavark aardvark-dns; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
   note "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" catatonit >/dev/null
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # --- private podman configuration -------------------------------------------------------------
@@ -66,6 +73,10 @@ events_logger = "file"
 tmp_dir = "$W/run/libpod"
 volume_path = "$W/storage/volumes"
 [network]
+# Explicit, whatever the machine's podman uses: netavark + aardvark-dns give the compose network
+# name resolution (CNI would need the dnsname plugin). CONTAINERS_CONF makes podman 4.3 read
+# this file only, not /etc/containers/containers.conf.
+network_backend = "netavark"
 network_config_dir = "$W/networks"
 EOF
 cat >"$W/registries.conf" <<EOF
@@ -78,11 +89,16 @@ export CONTAINERS_REGISTRIES_CONF=$W/registries.conf TMPDIR=$W/tmp
 # cache /var/lib/containers/cache, netavark's /run/containers/networks, /run/netns, runc's
 # /run/runc, /run/mount (mount's utab, also debootstrap), generic NETAVARK iptables chains and
 # net.ipv4.ip_forward. Whatever of it this run creates or changes is undone at the end.
-HOST_PATHS=(/var/lib/containers /etc/containers/networks /run/containers /run/libpod /run/netns
-  /run/runc /run/mount)
+# Subdirectories count too: on a machine whose podman ran before, /run/containers exists but
+# netavark's networks/ (ipam.db, aardvark-dns) in it may be this run's.
+HOST_PATHS=(/var/lib/containers /var/lib/containers/cache /etc/containers/networks /run/containers
+  /run/containers/networks /run/libpod /run/netns /run/runc /run/mount)
 NEW_PATHS=()
 for p in "${HOST_PATHS[@]}"; do [ -e "$p" ] || NEW_PATHS+=("$p"); done
 IP_FORWARD=$(cat /proc/sys/net/ipv4/ip_forward)
+# netavark starts aardvark-dns for a network with DNS and stops it when the last container on
+# such a network goes; one already serving the machine's own podman is left alone.
+AARDVARK_BEFORE=" $(pgrep -x aardvark-dns | tr '\n' ' ' || true)"
 NETAVARK_CHAINS_EXISTED=0
 iptables-save 2>/dev/null | grep -q '^:NETAVARK' && NETAVARK_CHAINS_EXISTED=1
 # Deletes the rules that jump to NETAVARK chains and the (by then empty) chains themselves.
@@ -141,6 +157,16 @@ cleanup() {
       sleep 0.5
     done
   fi
+  for _ in $(seq 1 40); do
+    new_dns=$(for pid in $(pgrep -x aardvark-dns); do
+      [[ "$AARDVARK_BEFORE" == *" $pid "* ]] || echo "$pid"; done)
+    [ -z "$new_dns" ] && break
+    sleep 0.25
+  done
+  if [ -n "$new_dns" ]; then
+    echo "FAIL: aardvark-dns left running: $new_dns"
+    rc=1
+  fi
   left=$(pgrep -f "$W" | grep -v "^$$\$" || true)
   if [ -n "$left" ]; then
     echo "FAIL: processes left running: $left"
@@ -151,6 +177,13 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+backend=$(podman info --format '{{.Host.NetworkBackend}}' 2>&1 || true)
+if [ "$backend" != netavark ]; then
+  fail "podman's network backend is '$backend', not netavark (no name resolution for compose)"
+  exit 1
+fi
+note "podman network backend: $backend"
 
 # --- base image: debootstrap --variant=minbase, cached -----------------------------------------
 # The host's Debian mirror (deb822 .sources first, then one-line .list files).
