@@ -68,10 +68,11 @@ void Dispatcher::StartFromEarliest(const std::string& group) {
   from_earliest_.insert(group);
 }
 
-void Dispatcher::HolderLeft(const std::string& group, const std::string& owner) {
+void Dispatcher::HolderLeft(const std::string& group, const std::string& owner,
+                            std::vector<uint64_t> unsent) {
   {
     absl::MutexLock lock(&mu_);
-    releases_.emplace_back(group, owner);
+    releases_.push_back(Departure{group, owner, std::move(unsent)});
   }
   uint64_t one = 1;
   ssize_t unused = write(event_fd_, &one, sizeof one);
@@ -201,7 +202,7 @@ void Dispatcher::Run() {
     }
 
     // Subscriptions that ended (their leases stop counting towards poison detection).
-    std::vector<std::pair<std::string, std::string>> releases;
+    std::vector<Departure> releases;
     std::map<std::string, bool> kicks;
     {
       absl::MutexLock lock(&mu_);
@@ -210,11 +211,13 @@ void Dispatcher::Run() {
       earliest_.insert(from_earliest_.begin(), from_earliest_.end());
       from_earliest_.clear();
     }
-    for (const auto& [group, owner] : releases) {
-      absl::Status st = store_->HolderLeft(group, owner);
+    for (const Departure& d : releases) {
+      absl::Status st = store_->HolderLeft(d.group, d.owner);
+      // Batches that never reached the stream go to another member at once.
+      if (st.ok() && !d.unsent.empty()) st = store_->Release(d.group, d.owner, d.unsent);
       if (!st.ok()) {
-        LogWarn("marking a departed subscriber's leases failed",
-                {{"group", group}, {"subscriber", owner}, {"error", std::string(st.message())}});
+        LogWarn("recording a departed subscriber's leases failed",
+                {{"group", d.group}, {"subscriber", d.owner}, {"error", std::string(st.message())}});
       }
     }
 
@@ -367,9 +370,13 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
     }
     const int n = batch.jobs_size();
     if (n > 0) {
+      std::vector<uint64_t> ids;
+      ids.reserve(n);
+      for (const auto& j : batch.jobs()) ids.push_back(j.job_id());
       if (!member->Deliver(std::move(batch))) {
-        // The stream ended between picking and delivering: hand the jobs to someone else.
-        absl::Status st = store_->Release(group, member->id());
+        // The stream ended between picking and delivering: these jobs never left, hand them to
+        // someone else now (and only them: what the member received earlier is still its own).
+        absl::Status st = store_->Release(group, member->id(), ids);
         if (!st.ok()) return st;
         continue;
       }

@@ -76,7 +76,9 @@ class Dispatcher {
   // The subscription `owner` of `group` ended. Its leases are kept until they run out (its
   // sender may still be delivering them and acknowledges them on its next stream); they stop
   // counting as lost leases for poison detection. Thread-safe, non-blocking.
-  void HolderLeft(const std::string& group, const std::string& owner);
+  // `unsent`: jobs leased to it that never reached its stream; they are released at once.
+  void HolderLeft(const std::string& group, const std::string& owner,
+                  std::vector<uint64_t> unsent = {});
 
  private:
   bool ConnectListener();
@@ -103,7 +105,11 @@ class Dispatcher {
 
   absl::Mutex mu_;
   std::map<std::string, bool> kicks_ ABSL_GUARDED_BY(mu_);  // group -> force
-  std::vector<std::pair<std::string, std::string>> releases_ ABSL_GUARDED_BY(mu_);
+  struct Departure {
+    std::string group, owner;
+    std::vector<uint64_t> unsent;
+  };
+  std::vector<Departure> releases_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> from_earliest_ ABSL_GUARDED_BY(mu_);
 
   // Loop-thread state.

@@ -33,7 +33,19 @@ void Subscriber::Detach() {
   absl::MutexLock lock(&mu_);
   reactor_ = nullptr;
   finished_ = true;
+  DropQueueLocked();
+}
+
+void Subscriber::DropQueueLocked() {
+  for (const auto& batch : queue_) {
+    for (const auto& job : batch.jobs()) unsent_.push_back(job.job_id());
+  }
   queue_.clear();
+}
+
+std::vector<uint64_t> Subscriber::TakeUnsent() {
+  absl::MutexLock lock(&mu_);
+  return std::move(unsent_);
 }
 
 int Subscriber::Room() const {
@@ -62,7 +74,7 @@ void Subscriber::Finish(const grpc::Status& status) {
   absl::MutexLock lock(&mu_);
   if (finished_ || reactor_ == nullptr) return;
   finished_ = true;
-  queue_.clear();
+  DropQueueLocked();
   // Finish waits for an outstanding write itself; calling it now is allowed.
   reactor_->Finish(status);
 }
@@ -72,9 +84,11 @@ void Subscriber::OnWriteDone(bool ok) {
   writing_ = false;
   if (!ok) {
     // The peer is gone; OnDone follows.
+    // The batch being written did not reach the peer.
+    for (const auto& job : current_.jobs()) unsent_.push_back(job.job_id());
     if (!finished_ && reactor_ != nullptr) {
       finished_ = true;
-      queue_.clear();
+      DropQueueLocked();
       reactor_->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
     }
     return;

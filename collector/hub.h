@@ -57,6 +57,9 @@ class Subscriber {
   int Forget(const std::vector<uint64_t>& ids);
   // Ends the stream with `status` unless it already ended.
   void Finish(const grpc::Status& status);
+  // Once the stream is over: the jobs of batches that never reached it (queued, or whose
+  // write failed). Their leases can go to another member at once.
+  std::vector<uint64_t> TakeUnsent();
   // Binds the stream and writes `welcome` first. Called once, right after creating `reactor`.
   void Attach(SubscribeReactor* reactor, v1::SubscribeResponse welcome);
 
@@ -65,6 +68,8 @@ class Subscriber {
   void OnWriteDone(bool ok);
   void Detach();
   void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the queued batches, remembering their jobs as unsent.
+  void DropQueueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string id_, group_, name_;
   const int max_in_flight_;
@@ -75,6 +80,7 @@ class Subscriber {
   v1::SubscribeResponse current_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::SubscribeResponse> queue_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint64_t> in_flight_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> unsent_ ABSL_GUARDED_BY(mu_);
 };
 
 // Who is subscribed to which group in this collector process. Thread-safe.

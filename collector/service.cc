@@ -181,7 +181,7 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
     // Its leases stay its own until they run out: the sender behind it may still be sending
     // them, and acknowledges them (on any collector) when it is back. A sender that stops
     // gracefully has handed back what it will not send before closing the stream.
-    dispatcher_->HolderLeft(s->group(), s->id());
+    dispatcher_->HolderLeft(s->group(), s->id(), s->TakeUnsent());
   });
   v1::SubscribeResponse welcome;
   welcome.set_subscriber_id(sub->id());

@@ -179,7 +179,8 @@ class PgStore : public Store {
         .status();
   }
 
-  absl::Status Release(const std::string& group, const std::string& owner) override {
+  absl::Status Release(const std::string& group, const std::string& owner,
+                       const std::vector<uint64_t>& ids) override {
     return Run<bool>("releasing leases",
                      [&](pqxx::connection& c) {
                        pqxx::work tx(c);
@@ -187,8 +188,8 @@ class PgStore : public Store {
                            "UPDATE deliveries d SET due_at = now(), holder_left = true"
                            "  FROM consumer_groups g"
                            " WHERE g.name = $1 AND d.group_id = g.id AND d.owner = $2"
-                           "   AND d.state = 'leased'",
-                           group, owner);
+                           "   AND d.token_id = ANY ($3::bigint[]) AND d.state = 'leased'",
+                           group, owner, IntArray(ids));
                        tx.commit();
                        return true;
                      })

@@ -99,9 +99,10 @@ class Store {
   // `owner`'s stream ended: its leases run out as usual (its sender may still deliver and
   // acknowledge them) but no longer count towards poison detection.
   virtual absl::Status HolderLeft(const std::string& group, const std::string& owner) = 0;
-  // Makes every lease held by `owner` due now, without counting it as lost: jobs that were
-  // leased but never reached the subscriber (its stream ended first).
-  virtual absl::Status Release(const std::string& group, const std::string& owner) = 0;
+  // Makes the leases `owner` holds on `ids` due now, without counting them as lost: jobs that
+  // were leased but never reached the subscriber (its stream ended first).
+  virtual absl::Status Release(const std::string& group, const std::string& owner,
+                               const std::vector<uint64_t>& ids) = 0;
   // Statistics of one group, or of all when `group` is empty.
   virtual absl::StatusOr<std::vector<GroupStatsRow>> Stats(const std::string& group) = 0;
   // Most recent permanent failures, newest first.

@@ -349,8 +349,9 @@ TEST_F(CollectorTest, TerminatedConnectionsLoseNothing) {
     absl::SleepFor(absl::Milliseconds(100));
   }
   EXPECT_EQ(unique.size(), 1500u);
-  // The collector's connections were really cut, and it noticed.
-  EXPECT_GE(terminated, 6);
+  // The collector's connections were really cut (while it backs off after an error it may have
+  // none to cut in a round), and it noticed.
+  EXPECT_GE(terminated, 3);
   EXPECT_THAT(collectors_[0]->Log(),
               ::testing::ContainsRegex("listener connection lost|reconnecting|dispatch failed|"
                                        "database connection lost"));
@@ -558,9 +559,17 @@ TEST_F(CollectorTest, PoisonDetectionCountsOnlyLeasesLostByALiveHolder) {
   const uint64_t silent = jobs[0].job_id(), polite = jobs[1].job_id();
   // The polite job is deferred and retried over and over: it never fails.
   for (int round = 0; round < 3; ++round) {
-    ASSERT_TRUE(sub.Ack({polite}, round % 2 ? v1::OUTCOME_RETRY : v1::OUTCOME_DEFER, "busy").ok());
-    size_t before = sub.Received();
-    ASSERT_GT(sub.WaitForJobs(before + 1, absl::Seconds(20)), before);
+    const uint32_t attempt = sub.AttemptOf(polite);
+    v1::AcknowledgeResponse resp;
+    ASSERT_TRUE(sub.Ack({polite}, round % 2 ? v1::OUTCOME_RETRY : v1::OUTCOME_DEFER, "busy", 0,
+                        &resp).ok());
+    ASSERT_EQ(resp.recorded(), 1u);
+    // Handed out again, to this subscriber (the only one).
+    absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (sub.AttemptOf(polite) == attempt && absl::Now() < deadline) {
+      sub.WaitForJobs(sub.Received() + 1, absl::Milliseconds(200));
+    }
+    ASSERT_GT(sub.AttemptOf(polite), attempt);
   }
   ASSERT_TRUE(sub.Ack({polite}, v1::OUTCOME_SENT).ok());
   // The silent one's lease runs out twice while this subscriber is connected: it fails.

@@ -328,5 +328,32 @@ TEST_F(FaultTest, RollingRestartOfTwoCollectorsWhileSendersHoldJobs) {
       << "a job was handed out again";
 }
 
+// A sender cut off from its collector (the collector process frozen: the TCP connection stays
+// up, nothing answers) longer than a lease. Its leases run out in PostgreSQL and the other
+// collector hands those jobs to the other sender. The cut-off sender cannot renew, so it stops
+// sending jobs whose lease it can no longer vouch for: only outcomes it could not report before
+// the freeze may be delivered twice (without that check, it would go on sending every job it
+// holds: about its whole pace for the length of the freeze).
+TEST_F(FaultTest, SenderCutOffFromItsCollectorLongerThanALeaseStopsSendingThoseJobs) {
+  auto c2 = StartCollector({}, "c2");
+  const int port2 = PortOf(*c2);
+  ASSERT_NE(port2, 0);
+  auto env = FileEnv("40");
+  env["MAILROOM_MAX_IN_FLIGHT"] = "200";
+  auto a = StartSender(env, "sender-a");
+  auto b = StartSender(env, "sender-b", port2);
+  Accounts(1, 800);
+  WaitSent(100, absl::Seconds(30));
+  collector_->Signal(SIGSTOP);  // sender-a's collector stops answering
+  // Its leases (3 s) run out and reach sender-b through the other collector.
+  WaitFor("SELECT count(*) FROM deliveries WHERE attempts > 1 AND state = 'sent'", 50,
+          absl::Seconds(60));
+  collector_->Signal(SIGCONT);
+  WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 800, absl::Seconds(120));
+  Received got = ReceivedIn(dir_ + "/out");
+  Settle("sender cut off from its collector > lease", got, absl::Seconds(30), 800, 10);
+  EXPECT_THAT(a->Log(), ::testing::HasSubstr("lease lost; not sending"));
+}
+
 }  // namespace
 }  // namespace mailroom
