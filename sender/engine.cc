@@ -101,11 +101,19 @@ void Engine::Drop(const std::vector<uint64_t>& ids) {
   metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
 }
 
-bool Engine::Mine(const v1::Job& job) {
-  if (!opt_.owns || opt_.owns(job.job_id())) return true;
-  metrics_->Add("mailroom_sender_lost_leases_total", 1);
-  LogWarn("lease lost; not sending", {{"job", absl::StrCat(job.job_id())}});
-  return false;
+LeaseState Engine::Lease(const v1::Job& job) {
+  LeaseState state = opt_.lease ? opt_.lease(job.job_id()) : LeaseState::kOwned;
+  if (state == LeaseState::kLost) {
+    metrics_->Add("mailroom_sender_lost_leases_total", 1);
+    LogWarn("lease lost; not sending", {{"job", absl::StrCat(job.job_id())}});
+  }
+  return state;
+}
+
+void Engine::Requeue(v1::Job job) {
+  absl::MutexLock lock(&mu_);
+  Key k = KeyOf(job);
+  queue_.emplace(k, std::move(job));
 }
 
 size_t Engine::queued() const {
@@ -210,13 +218,22 @@ void Engine::Work() {
       queue_.erase(it);
       metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
     }
-    if (Mine(job)) Deliver(job);
+    const LeaseState lease = Lease(job);
+    if (lease == LeaseState::kWait) {
+      // Outcomes cannot be reported now: sending would risk a duplicate once the lease runs
+      // out. Keep the job and look again shortly.
+      Requeue(std::move(job));
+      metrics_->Add("mailroom_sender_ack_stall_waits_total", 1);
+      absl::SleepFor(absl::Milliseconds(50));
+      continue;
+    }
+    if (lease == LeaseState::kOwned && Deliver(job)) continue;  // put back: still held
     absl::MutexLock lock(&mu_);
     held_.erase(job.job_id());
   }
 }
 
-void Engine::Deliver(const v1::Job& job) {
+bool Engine::Deliver(const v1::Job& job) {
   const std::string action = ActionName(job.action());
   const std::string id = absl::StrCat(job.job_id());
   absl::Time now = absl::Now();
@@ -224,7 +241,7 @@ void Engine::Deliver(const v1::Job& job) {
     metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "expired"}});
     LogInfo("job expired before delivery", {{"job", id}, {"action", action}});
     Report(job.job_id(), v1::OUTCOME_EXPIRED, "token expires before it can be delivered");
-    return;
+    return false;
   }
   auto email = render_(job);
   if (!email.ok()) {
@@ -232,7 +249,7 @@ void Engine::Deliver(const v1::Job& job) {
     metrics_->Add("mailroom_sender_failures_total", 1, {{"reason", "render"}});
     LogWarn("job cannot be rendered", {{"job", id}, {"error", std::string(email.status().message())}});
     Report(job.job_id(), v1::OUTCOME_FAILED, std::string(email.status().message()));
-    return;
+    return false;
   }
   Breaker::Ticket ticket;
   if (opt_.breaker != nullptr) {
@@ -241,7 +258,7 @@ void Engine::Deliver(const v1::Job& job) {
       Report(job.job_id(), v1::OUTCOME_DEFER,
              absl::StrCat("held: provider unavailable: ", opt_.breaker->reason()),
              std::max(opt_.breaker->NextProbe() - absl::Now(), absl::Milliseconds(500)));
-      return;
+      return false;
     }
   }
   int64_t cost = pacer_->TryAcquire();
@@ -251,7 +268,7 @@ void Engine::Deliver(const v1::Job& job) {
       if (draining_) {
         if (opt_.breaker != nullptr) opt_.breaker->Cancel(ticket);
         Report(job.job_id(), v1::OUTCOME_DEFER, "sender shutting down");
-        return;
+        return false;
       }
     }
     Log(LogLevel::kDebug, "budget slot taken; waiting", {{"job", id}});
@@ -261,15 +278,18 @@ void Engine::Deliver(const v1::Job& job) {
       if (opt_.breaker != nullptr) opt_.breaker->Cancel(ticket);
       Report(job.job_id(), v1::OUTCOME_DEFER, "sending budget exhausted for now",
              std::min(next - absl::Now(), absl::Hours(1)));
-      return;
+      return false;
     }
     absl::SleepFor(std::max(absl::Milliseconds(1), next - absl::Now()));
     cost = pacer_->TryAcquire();
   }
-  if (!Mine(job)) {  // the wait for the budget may have outlasted the lease
+  // The wait for the budget may have outlasted the lease, or outcomes may have stalled.
+  if (const LeaseState lease = Lease(job); lease != LeaseState::kOwned) {
     if (opt_.breaker != nullptr) opt_.breaker->Cancel(ticket);
     pacer_->Refund();
-    return;
+    if (lease == LeaseState::kLost) return false;
+    Requeue(job);
+    return true;
   }
   absl::Time start = absl::Now();
   auto sent = transport_->Send(*email);
@@ -281,7 +301,7 @@ void Engine::Deliver(const v1::Job& job) {
     LogInfo("sent", {{"job", id}, {"action", action}, {"transport", transport_->Name()},
                      {"attempt", absl::StrCat(job.failures() + 1)}});
     Report(job.job_id(), v1::OUTCOME_SENT, "", absl::ZeroDuration(), cost);
-    return;
+    return false;
   }
   pacer_->Refund();  // a rejected or failed send is not charged
   const absl::Status& err = sent.status();
@@ -291,7 +311,7 @@ void Engine::Deliver(const v1::Job& job) {
     metrics_->Add("mailroom_sender_held_total", 1);
     Report(job.job_id(), v1::OUTCOME_DEFER, absl::StrCat("held: provider unavailable: ", reason),
            std::max(opt_.breaker->NextProbe() - absl::Now(), absl::Milliseconds(500)));
-    return;
+    return false;
   }
   const int failures = static_cast<int>(job.failures()) + 1;
   std::optional<absl::Duration> delay;
@@ -302,7 +322,7 @@ void Engine::Deliver(const v1::Job& job) {
                                         {"failures", absl::StrCat(failures)},
                                         {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(*delay))}});
     Report(job.job_id(), v1::OUTCOME_RETRY, reason, *delay);
-    return;
+    return false;
   }
   const std::string final_reason =
       Permanent(err) ? reason : absl::StrCat("gave up after ", failures, " attempts: ", reason);
@@ -311,6 +331,7 @@ void Engine::Deliver(const v1::Job& job) {
                 {{"reason", Permanent(err) ? "permanent" : "retries_exhausted"}});
   LogWarn("send failed permanently", {{"job", id}, {"error", final_reason}});
   Report(job.job_id(), v1::OUTCOME_FAILED, final_reason);
+  return false;
 }
 
 }  // namespace mailroom

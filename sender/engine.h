@@ -18,6 +18,7 @@
 #include "collector/common/metrics.h"
 #include "proto/mailroom.pb.h"
 #include "sender/breaker.h"
+#include "sender/lease_state.h"
 #include "sender/transport.h"
 
 namespace mailroom {
@@ -48,9 +49,11 @@ struct EngineOptions {
   int workers = 1;                                         // parallel sends
   absl::Duration expiry_margin = absl::Seconds(30);        // not worth sending this close to expiry
   absl::Duration max_budget_wait = absl::Seconds(30);      // longer waits hand jobs back (DEFER)
-  // True while the job's lease is still ours (Subscription::Owns). A job that is not is
-  // neither sent nor reported: the collector has handed it, or will hand it, to another member.
-  std::function<bool(uint64_t job_id)> owns;
+  // Whether the job's lease is still ours (Subscription::Check). kLost: neither sent nor
+  // reported (the collector has handed it, or will hand it, to another member). kWait: ours,
+  // but outcomes cannot be reported right now (the collector does not answer): keep it and
+  // do not send it until they can. Unset: always kOwned.
+  std::function<LeaseState(uint64_t job_id)> lease;
   // Optional. While it is open, jobs are handed back (DEFER: not failed, not counted, not
   // charged) except its probes; provider errors (IsProviderError) feed it.
   Breaker* breaker = nullptr;
@@ -83,9 +86,12 @@ class Engine {
   using Key = std::tuple<int, int64_t, uint64_t>;
   static Key KeyOf(const v1::Job& j);
   void Work();
-  void Deliver(const v1::Job& job);
-  // False (and logged) when the job's lease is no longer ours.
-  bool Mine(const v1::Job& job);
+  // Sends one job and reports its outcome; true when it put the job back in the queue instead.
+  bool Deliver(const v1::Job& job);
+  // The job's lease state (kLost is logged and counted).
+  LeaseState Lease(const v1::Job& job);
+  // Puts a job back in the queue (still held).
+  void Requeue(v1::Job job);
   void Report(uint64_t id, v1::Outcome outcome, const std::string& reason,
               absl::Duration retry_after = absl::ZeroDuration(), int64_t cost = 0);
   void DeferQueued(absl::Duration retry_after, const std::string& why);

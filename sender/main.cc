@@ -145,7 +145,7 @@ int Run() {
   EngineOptions eo;
   eo.workers = (*transport)->Concurrency();
   eo.expiry_margin = c.expiry_margin;
-  eo.owns = [&](uint64_t id) { return subscription->Owns(id); };
+  eo.lease = [&](uint64_t id) { return subscription->Check(id); };
   Breaker breaker({absl::Seconds(1), c.breaker_max_backoff}, RealClock::Get(), &metrics);
   eo.breaker = &breaker;
   Engine engine(

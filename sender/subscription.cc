@@ -122,15 +122,26 @@ void Subscription::Report(v1::JobOutcome outcome) {
     return;
   }
   outcome.set_attempt(it->second.attempt);
-  outbox_.push_back(Pending{std::move(it->second.subscriber_id), std::move(outcome)});
+  outbox_.push_back(
+      Pending{std::move(it->second.subscriber_id), std::move(outcome), absl::Now()});
   leases_.erase(it);
 }
 
-bool Subscription::Owns(uint64_t id) const {
+LeaseState Subscription::Check(uint64_t id) {
   absl::MutexLock lock(&mu_);
   auto it = leases_.find(id);
-  // Enough lease left for a send to finish before anyone else could be handed the job.
-  return it != leases_.end() && it->second.deadline - absl::Now() > lease_ / 4;
+  if (it == leases_.end()) return LeaseState::kLost;
+  const absl::Time now = absl::Now();
+  // Enough lease left for a send to finish and be reported before anyone else could be handed
+  // the job. Otherwise forget it: renewing it later would keep a job we do not send.
+  if (it->second.deadline - now <= lease_ / 4) {
+    leases_.erase(it);
+    return LeaseState::kLost;
+  }
+  const absl::Duration stall = std::min(lease_ / 10, absl::Seconds(2));
+  const bool stalled = (sending_ > 0 && now - sending_oldest_ > stall) ||
+                       (!outbox_.empty() && now - outbox_.front().queued > stall);
+  return stalled ? LeaseState::kWait : LeaseState::kOwned;
 }
 
 size_t Subscription::leases() const {
@@ -154,8 +165,10 @@ void Subscription::AckLoop() {
       if (outbox_.empty()) continue;
       // One call per lease holder: the outcomes of jobs received on the same stream.
       sub = outbox_.front().subscriber_id;
+      sending_oldest_ = outbox_.front().queued;
       for (auto it = outbox_.begin(); it != outbox_.end() && batch.size() < 5000;) {
         if (it->subscriber_id == sub) {
+          sending_oldest_ = std::min(sending_oldest_, it->queued);
           batch.push_back(std::move(it->outcome));
           it = outbox_.erase(it);
         } else {
@@ -197,7 +210,7 @@ void Subscription::AckLoop() {
     }
     // Keep them (in front, in order) and try again: an outcome is never dropped.
     for (auto it = batch.rbegin(); it != batch.rend(); ++it) {
-      outbox_.push_front(Pending{sub, std::move(*it)});
+      outbox_.push_front(Pending{sub, std::move(*it), sending_oldest_});
     }
     LogWarn("acknowledgement failed; retrying",
             {{"code", absl::StrCat(st.error_code())}, {"error", st.error_message()},

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/mailroom.grpc.pb.h"
+#include "sender/lease_state.h"
 
 namespace mailroom {
 
@@ -54,8 +55,12 @@ class Subscription {
   // Queues an outcome for the next Acknowledge call, under the job's lease (dropped, with a
   // log line, when the job's lease is not held any more).
   void Report(v1::JobOutcome outcome);
-  // True while this process holds `id`'s lease with enough time left to send it.
-  bool Owns(uint64_t id) const;
+  // Whether `id` may be sent now. kLost: the collector reported the lease lost, or it would run
+  // out before a send could be reported (then it is forgotten: not renewed, and the collector
+  // hands the job out again when it runs out). kWait: ours, but outcomes are not getting
+  // through (the oldest unrecorded one is older than a tenth of the lease, at most 2 s):
+  // sending now could not be reported in time. kOwned otherwise.
+  LeaseState Check(uint64_t id);
   // Leases held (jobs received and not yet reported).
   size_t leases() const;
   // Stops taking jobs: ends the stream and does not reconnect. Acks keep flowing.
@@ -93,6 +98,7 @@ class Subscription {
   struct Pending {
     std::string subscriber_id;
     v1::JobOutcome outcome;
+    absl::Time queued;
   };
 
   const Options opt_;
@@ -110,6 +116,7 @@ class Subscription {
   std::map<uint64_t, Lease> leases_ ABSL_GUARDED_BY(mu_);
   std::deque<Pending> outbox_ ABSL_GUARDED_BY(mu_);
   size_t sending_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time sending_oldest_ ABSL_GUARDED_BY(mu_);  // oldest outcome of the call in flight
   bool renew_now_ ABSL_GUARDED_BY(mu_) = false;
 };
 
