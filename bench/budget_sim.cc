@@ -8,7 +8,7 @@
 
 #include "absl/time/civil_time.h"
 #include "sender/budget.h"
-#include "sender/testing/fake_clock.h"
+#include "common/testing/fake_clock.h"
 
 namespace mailroom {
 namespace {

@@ -6,7 +6,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "collector/auth.h"
-#include "collector/common/env.h"
+#include "common/env.h"
 #include "collector/dispatcher.h"
 #include "collector/signing.h"
 

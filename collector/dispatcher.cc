@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collector/batcher.h"
-#include "collector/common/log.h"
+#include "common/log.h"
 
 namespace mailroom {
 

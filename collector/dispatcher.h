@@ -12,7 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "collector/common/metrics.h"
+#include "common/metrics.h"
 #include "collector/hub.h"
 #include "collector/signing.h"
 #include "collector/store.h"

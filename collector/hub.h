@@ -13,7 +13,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
-#include "proto/mailroom.grpc.pb.h"
+#include "proto/mailroom/v1/mailroom.grpc.pb.h"
 
 namespace mailroom {
 

@@ -6,7 +6,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "collector/common/log.h"
+#include "common/log.h"
 
 namespace mailroom {
 namespace {

@@ -7,11 +7,11 @@
 #include "absl/strings/string_view.h"
 
 #include "collector/auth.h"
-#include "collector/common/metrics.h"
+#include "common/metrics.h"
 #include "collector/dispatcher.h"
 #include "collector/hub.h"
 #include "collector/store.h"
-#include "proto/mailroom.grpc.pb.h"
+#include "proto/mailroom/v1/mailroom.grpc.pb.h"
 
 namespace mailroom {
 

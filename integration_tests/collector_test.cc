@@ -16,7 +16,7 @@
 #include "integration_tests/support/collector_client.h"
 #include "integration_tests/support/pg_server.h"
 #include "integration_tests/support/process.h"
-#include "proto/health.grpc.pb.h"
+#include "proto/grpc/health/v1/health.grpc.pb.h"
 
 namespace mailroom {
 namespace {

@@ -339,7 +339,7 @@ BUF=$ROOT/.cache/node/node_modules/.bin/buf
 grpc_health() {
   local ip
   ip=$(podman inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$1")
-  "$BUF" curl --protocol grpc --http2-prior-knowledge --schema "$ROOT/proto/health.proto" \
+  "$BUF" curl --protocol grpc --http2-prior-knowledge --schema "$ROOT/proto/grpc/health/v1/health.proto" \
     -d '{}' "http://$ip:$2/grpc.health.v1.Health/Check" 2>&1
 }
 

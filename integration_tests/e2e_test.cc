@@ -19,7 +19,7 @@
 #include "integration_tests/support/process.h"
 #include "integration_tests/support/stack.h"
 #include "grpcpp/grpcpp.h"
-#include "proto/health.grpc.pb.h"
+#include "proto/grpc/health/v1/health.grpc.pb.h"
 
 namespace mailroom {
 namespace {

@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "integration_tests/support/process.h"
 #include "integration_tests/support/stack.h"
-#include "proto/health.grpc.pb.h"
+#include "proto/grpc/health/v1/health.grpc.pb.h"
 
 namespace mailroom {
 namespace {

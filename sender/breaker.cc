@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "collector/common/log.h"
+#include "common/log.h"
 #include "sender/transport.h"
 
 namespace mailroom {

@@ -1,7 +1,7 @@
 #include "sender/breaker.h"
 
 #include "gtest/gtest.h"
-#include "sender/testing/fake_clock.h"
+#include "common/testing/fake_clock.h"
 #include "sender/transport.h"
 
 namespace mailroom {

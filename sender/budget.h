@@ -7,7 +7,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "sender/clock.h"
+#include "common/clock.h"
 #include "sender/engine.h"
 
 namespace mailroom {

@@ -5,7 +5,7 @@
 #include "absl/random/random.h"
 #include "gtest/gtest.h"
 #include "sender/retry.h"
-#include "sender/testing/fake_clock.h"
+#include "common/testing/fake_clock.h"
 
 namespace mailroom {
 namespace {

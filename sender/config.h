@@ -5,7 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "collector/common/env.h"
+#include "common/env.h"
 
 namespace mailroom {
 

@@ -5,7 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 
 #include "absl/strings/str_cat.h"
-#include "collector/common/log.h"
+#include "common/log.h"
 #include "sender/retry.h"
 
 namespace mailroom {

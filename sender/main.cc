@@ -13,10 +13,10 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
-#include "collector/common/log.h"
-#include "collector/common/metrics.h"
+#include "common/log.h"
+#include "common/metrics.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
-#include "proto/health.pb.h"
+#include "proto/grpc/health/v1/health.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "sender/breaker.h"

@@ -5,7 +5,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "proto/mailroom.pb.h"
+#include "proto/mailroom/v1/mailroom.pb.h"
 
 namespace mailroom {
 

@@ -15,7 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
-#include "proto/mailroom.grpc.pb.h"
+#include "proto/mailroom/v1/mailroom.grpc.pb.h"
 #include "sender/lease_state.h"
 
 namespace mailroom {

@@ -1,4 +1,4 @@
-#include "collector/common/metrics.h"
+#include "common/metrics.h"
 
 #include <httplib.h>
 

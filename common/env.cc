@@ -1,4 +1,4 @@
-#include "collector/common/env.h"
+#include "common/env.h"
 
 #include <unistd.h>
 

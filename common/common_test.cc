@@ -1,9 +1,9 @@
 #include <map>
 #include <memory>
 
-#include "collector/common/env.h"
-#include "collector/common/log.h"
-#include "collector/common/metrics.h"
+#include "common/env.h"
+#include "common/log.h"
+#include "common/metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
