@@ -383,7 +383,7 @@ esac
 if [ -x "$BUF" ]; then
   h1=$(grpc_health "$(C collector)" 50051)
   h2=$(grpc_health "$(C sender)" 50052)
-  if grep -q SERVING <<<"$h1" && grep -q SERVING <<<"$h2"; then
+  if grep -q '"SERVING"' <<<"$h1" && grep -q '"SERVING"' <<<"$h2"; then
     pass "compose: gRPC health SERVING on collector:50051 and sender:50052 (what kube.yaml probes)"
   else
     fail "compose: gRPC health: collector: $h1 / sender: $h2"
@@ -480,7 +480,7 @@ if [ -x "$BUF" ]; then
   infra=$(podman pod inspect -f '{{.InfraContainerID}}' mailroom-kube)
   h1=$(grpc_health "$infra" 50051)
   h2=$(grpc_health "$infra" 50052)
-  if grep -q SERVING <<<"$h1" && grep -q SERVING <<<"$h2"; then
+  if grep -q '"SERVING"' <<<"$h1" && grep -q '"SERVING"' <<<"$h2"; then
     pass "kube: gRPC health SERVING on the pod's 50051 (collector) and 50052 (sender)"
   else
     fail "kube: gRPC health: collector: $h1 / sender: $h2"
