@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -64,6 +66,11 @@ std::string Iso(absl::Time t) {
 
 // The file `path`, or an error naming it.
 absl::StatusOr<std::string> ReadTemplateFile(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MAILROOM_TEMPLATE_DIR: ", path, " is not a readable file"));
+  }
   std::ifstream f(path, std::ios::binary);
   if (!f) {
     return absl::InvalidArgumentError(

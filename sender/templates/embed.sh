@@ -9,9 +9,9 @@ echo 'const std::vector<std::pair<std::string, std::string>>& BuiltinTemplateFil
 echo '  static const auto* const kFiles = new std::vector<std::pair<std::string, std::string>>{'
 for f in "$@"; do
   case "$f" in *.sh|*.bazel) continue ;; esac
-  printf '      {"%s", R"MAILROOM_TEMPLATE(' "$(basename "$f")"
+  printf '      {"%s", R"MAILROOM_TPL(' "$(basename "$f")"
   cat "$f"
-  printf ')MAILROOM_TEMPLATE"},\n'
+  printf ')MAILROOM_TPL"},\n'
 done
 echo '  };'
 echo '  return *kFiles;'
