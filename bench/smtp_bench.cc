@@ -10,6 +10,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "sender/message.h"
+#include "sender/renderer.h"
 #include "sender/smtp_transport.h"
 
 int main(int argc, char** argv) {
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
   auto templates = mailroom::Templates::Load("");
   mailroom::TemplateVars vars{"benchuser", "bench@example.test", std::string(86, 'T'), "12345",
                               "mailroom", "https://app.example.test",
-                              absl::Now() + absl::Minutes(15)};
+                              absl::Now() + absl::Minutes(15), absl::Now()};
   auto r = templates->Render(mailroom::v1::ACTION_ACTIVATION, vars);
   mailroom::Message m{"mailroom <no-reply@example.test>", "bench@example.test", "benchuser",
                       r->subject, r->text, r->html, "bench@example.test", absl::Now()};

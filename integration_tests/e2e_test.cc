@@ -268,5 +268,34 @@ TEST_F(EndToEndTest, ConfigErrorsNameTheVariable) {
   EXPECT_THAT((*p)->Log(), Not(HasSubstr("s3cret-pw")));
 }
 
+TEST_F(EndToEndTest, RenderPreviewsLocalisedTemplatesWithoutACollector) {
+  auto p = Process::Spawn({testing::Runfile("mailroom/sender/sender"), "render",
+                           "--action=password_recovery", "--locale=de-AT"},
+                          {{"MAILROOM_PRODUCT_NAME", "Acme"},
+                           {"MAILROOM_COLLECTOR_ADDRESS", "127.0.0.1:1"}},
+                          dir_ + "/render.log");
+  ASSERT_TRUE(p.ok());
+  auto code = (*p)->Wait(absl::Seconds(10));
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 0) << (*p)->Log();
+  EXPECT_THAT((*p)->Log(), HasSubstr("subject: Ihr Acme-Code zum Zurücksetzen des Passworts: 12345"));
+  EXPECT_THAT((*p)->Log(), HasSubstr("UTC)"));
+  EXPECT_THAT((*p)->Log(), HasSubstr("<html lang=\"de\">"));
+
+  // A broken template is a config error naming the file, before anything connects.
+  std::filesystem::create_directories(dir_ + "/templates");
+  std::ofstream(dir_ + "/templates/activation.fr.subject") << "{{#open}} Bienvenue";
+  auto bad = Process::Spawn({testing::Runfile("mailroom/sender/sender"), "render",
+                             "--action=activation", "--locale=fr"},
+                            {{"MAILROOM_TEMPLATE_DIR", dir_ + "/templates"}},
+                            dir_ + "/render-bad.log");
+  ASSERT_TRUE(bad.ok());
+  code = (*bad)->Wait(absl::Seconds(10));
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 2);
+  EXPECT_THAT((*bad)->Log(), HasSubstr("config error: MAILROOM_TEMPLATE_DIR: "));
+  EXPECT_THAT((*bad)->Log(), HasSubstr("activation.fr.subject"));
+}
+
 }  // namespace
 }  // namespace mailroom

@@ -8,7 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "sender/engine.h"
+#include "sender/pacer.h"
 
 namespace mailroom {
 

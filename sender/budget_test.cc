@@ -2,9 +2,7 @@
 
 #include <deque>
 
-#include "absl/random/random.h"
 #include "gtest/gtest.h"
-#include "sender/retry.h"
 #include "common/testing/fake_clock.h"
 
 namespace mailroom {
@@ -123,31 +121,6 @@ TEST(BudgetTest, PriceIsRoundedUpNeverUnderCounted) {
   FakeClock clock(kNov);
   Budget b({1.0, 0.1234567, 1, std::nullopt}, &clock);
   EXPECT_EQ(b.cost_micros(), 124);
-}
-
-TEST(RetryPolicyTest, PermanentErrorsAreNeverRetried) {
-  absl::BitGen gen;
-  RetryPolicy p(absl::Seconds(1), absl::Minutes(5), 8, gen);
-  EXPECT_FALSE(p.Next(absl::InvalidArgumentError("550"), 1).has_value());
-  EXPECT_FALSE(p.Next(absl::PermissionDeniedError("535"), 1).has_value());
-  EXPECT_FALSE(p.Next(absl::FailedPreconditionError("no STARTTLS"), 1).has_value());
-  EXPECT_TRUE(p.Next(absl::UnavailableError("451"), 1).has_value());
-}
-
-TEST(RetryPolicyTest, BackoffGrowsIsCappedJitteredAndGivesUp) {
-  std::mt19937 seeded(42);
-  RetryPolicy p(absl::Seconds(1), absl::Seconds(60), 8, seeded);
-  const absl::Status e = absl::UnavailableError("451");
-  for (int n = 1; n < 8; ++n) {
-    absl::Duration d = std::min(absl::Seconds(1) * (1 << (n - 1)), absl::Seconds(60));
-    for (int k = 0; k < 50; ++k) {
-      auto delay = p.Next(e, n);
-      ASSERT_TRUE(delay.has_value());
-      EXPECT_GE(*delay, d / 2);
-      EXPECT_LE(*delay, d);
-    }
-  }
-  EXPECT_FALSE(p.Next(e, 8).has_value());
 }
 
 }  // namespace

@@ -42,6 +42,8 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
     return Bad("MAILROOM_COLLECTOR_TLS", "must be true when a CA or client certificate is set");
   }
   c.group = env.String("MAILROOM_CONSUMER_GROUP", "mailroom");
+  // TODO(issue 10): use common/names.h ValidGroupName (the collector's rule, being added to
+  // common/) instead of this copy once it is merged.
   bool group_ok = !c.group.empty() && c.group.size() <= 63 && c.group[0] >= 'a' && c.group[0] <= 'z';
   for (char ch : c.group) {
     group_ok &= (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
@@ -176,6 +178,27 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   c.name = env.String("MAILROOM_SENDER_NAME", host);
   if (!OneLine(c.name, 128)) return Bad("MAILROOM_SENDER_NAME", "must be one line of at most 128 bytes");
   return c;
+}
+
+TransportConfig TransportConfigOf(const SenderConfig& c) {
+  TransportConfig tc;
+  tc.kind = c.transport;
+  tc.connections = c.connections;
+  tc.timeout = c.send_timeout;
+  tc.file_dir = c.file_dir;
+  tc.smtp_url = c.smtp_url;
+  tc.smtp_username = c.smtp_username;
+  tc.smtp_password = c.smtp_password;
+  tc.smtp_require_tls = !c.smtp_allow_plain;
+  tc.smtp_ca_file = c.smtp_ca_file;
+  tc.smtp_insecure_skip_verify = c.smtp_insecure_skip_verify;
+  tc.ses_region = c.ses_region;
+  tc.ses_endpoint = c.ses_endpoint;
+  tc.aws_access_key_id = c.aws_access_key_id;
+  tc.aws_secret_access_key = c.aws_secret_access_key;
+  tc.aws_session_token = c.aws_session_token;
+  tc.ses_configuration_set = c.ses_configuration_set;
+  return tc;
 }
 
 }  // namespace mailroom

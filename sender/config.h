@@ -6,6 +6,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/env.h"
+#include "sender/transport.h"
 
 namespace mailroom {
 
@@ -66,5 +67,9 @@ struct SenderConfig {
 
 // Reads and validates the configuration; errors name the variable, never a secret's value.
 absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env);
+
+// The transport part of a validated configuration (MakeTransport's input). Carries the SMTP
+// password and AWS secrets: do not log it.
+TransportConfig TransportConfigOf(const SenderConfig& config);
 
 }  // namespace mailroom

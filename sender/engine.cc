@@ -55,10 +55,11 @@ std::string CleanReason(absl::string_view in) {
 
 }  // namespace
 
-Engine::Engine(EngineOptions options, Renderer render, Transport* transport, Pacer* pacer,
-               RetryDecider retry, std::function<void(v1::JobOutcome)> report, Metrics* metrics)
+Engine::Engine(EngineOptions options, RenderFunction render, Transport* transport,
+               Pacer* pacer, RetryDecider retry, std::function<void(v1::JobOutcome)> report,
+               Metrics* metrics, Clock* clock)
     : opt_(options), render_(std::move(render)), transport_(transport), pacer_(pacer),
-      retry_(std::move(retry)), report_(std::move(report)), metrics_(metrics) {}
+      retry_(std::move(retry)), report_(std::move(report)), metrics_(metrics), clock_(clock) {}
 
 Engine::~Engine() { Drain(); }
 
@@ -138,6 +139,11 @@ void Engine::Drain() {
   DeferQueued(absl::ZeroDuration(), "sender shutting down");
 }
 
+void Engine::Pause(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  clock_->AwaitWithDeadline(&mu_, absl::Condition(&draining_), clock_->Now() + d);
+}
+
 void Engine::DeferQueued(absl::Duration retry_after, const std::string& why) {
   std::vector<uint64_t> ids;
   {
@@ -173,17 +179,18 @@ void Engine::Work() {
       auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
         return draining_ || !queue_.empty();
       };
-      mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(200));
+      clock_->AwaitWithDeadline(&mu_, absl::Condition(&ready),
+                                clock_->Now() + absl::Milliseconds(200));
       if (draining_) return;
       if (queue_.empty()) continue;
     }
     if (opt_.breaker != nullptr && opt_.breaker->open()) {
       // The provider is down: keep the jobs in PostgreSQL until the next probe is due.
-      absl::Duration wait = opt_.breaker->NextProbe() - absl::Now();
+      absl::Duration wait = opt_.breaker->NextProbe() - clock_->Now();
       if (wait > absl::ZeroDuration()) {
         DeferQueued(std::max(wait, absl::Milliseconds(500)),
                     absl::StrCat("held: provider unavailable: ", opt_.breaker->reason()));
-        absl::SleepFor(std::min(wait, absl::Milliseconds(100)));
+        Pause(std::min(wait, absl::Milliseconds(100)));
         continue;
       }
     }
@@ -191,14 +198,14 @@ void Engine::Work() {
     // Read the clock after the pacer: its answer is never later than "now" when sending is
     // allowed, so this order cannot mistake an open slot for a wait.
     absl::Time next = pacer_->NextSendTime();
-    absl::Time now = absl::Now();
+    absl::Time now = clock_->Now();
     if (next - now > opt_.max_budget_wait) {
       // Not sendable soon (budget spent for now): keep the jobs in PostgreSQL, not here.
       absl::Duration wait = next == absl::InfiniteFuture() ? absl::Hours(1)
                                                            : std::min(next - now, absl::Hours(1));
       metrics_->Add("mailroom_sender_budget_deferrals_total", 1);
       DeferQueued(wait, "sending budget exhausted for now");
-      absl::SleepFor(std::min(wait, absl::Seconds(1)));
+      Pause(std::min(wait, absl::Seconds(1)));
       continue;
     }
     if (next > now) {
@@ -206,7 +213,7 @@ void Engine::Work() {
           {{"ms", absl::StrCat(absl::ToDoubleMilliseconds(next - now))}});
       metrics_->Add("mailroom_sender_rate_limit_wait_seconds_total",
                     absl::ToDoubleSeconds(next - now));
-      absl::SleepFor(std::min(next - now, absl::Milliseconds(250)));
+      Pause(std::min(next - now, absl::Milliseconds(250)));
       continue;
     }
     v1::Job job;
@@ -224,7 +231,7 @@ void Engine::Work() {
       // out. Keep the job and look again shortly.
       Requeue(std::move(job));
       metrics_->Add("mailroom_sender_ack_stall_waits_total", 1);
-      absl::SleepFor(absl::Milliseconds(50));
+      Pause(absl::Milliseconds(50));
       continue;
     }
     if (lease == LeaseState::kOwned && Deliver(job)) continue;  // put back: still held
@@ -236,7 +243,7 @@ void Engine::Work() {
 bool Engine::Deliver(const v1::Job& job) {
   const std::string action = ActionName(job.action());
   const std::string id = absl::StrCat(job.job_id());
-  absl::Time now = absl::Now();
+  absl::Time now = clock_->Now();
   if (absl::FromUnixSeconds(job.expires_at()) - opt_.expiry_margin <= now) {
     metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "expired"}});
     LogInfo("job expired before delivery", {{"job", id}, {"action", action}});
@@ -257,7 +264,7 @@ bool Engine::Deliver(const v1::Job& job) {
     if (ticket.decision == Breaker::Decision::kHold) {
       Report(job.job_id(), v1::OUTCOME_DEFER,
              absl::StrCat("held: provider unavailable: ", opt_.breaker->reason()),
-             std::max(opt_.breaker->NextProbe() - absl::Now(), absl::Milliseconds(500)));
+             std::max(opt_.breaker->NextProbe() - clock_->Now(), absl::Milliseconds(500)));
       return false;
     }
   }
@@ -274,13 +281,14 @@ bool Engine::Deliver(const v1::Job& job) {
     Log(LogLevel::kDebug, "budget slot taken; waiting", {{"job", id}});
     // Another worker took the slot: wait for the next one (bounded by max_budget_wait above).
     absl::Time next = pacer_->NextSendTime();
-    if (next - absl::Now() > opt_.max_budget_wait) {
+    const absl::Time now = clock_->Now();
+    if (next - now > opt_.max_budget_wait) {
       if (opt_.breaker != nullptr) opt_.breaker->Cancel(ticket);
       Report(job.job_id(), v1::OUTCOME_DEFER, "sending budget exhausted for now",
-             std::min(next - absl::Now(), absl::Hours(1)));
+             std::min(next - now, absl::Hours(1)));
       return false;
     }
-    absl::SleepFor(std::max(absl::Milliseconds(1), next - absl::Now()));
+    Pause(std::max(absl::Milliseconds(1), next - now));
     cost = pacer_->TryAcquire();
   }
   // The wait for the budget may have outlasted the lease, or outcomes may have stalled.
@@ -291,9 +299,10 @@ bool Engine::Deliver(const v1::Job& job) {
     Requeue(job);
     return true;
   }
-  absl::Time start = absl::Now();
+  absl::Time start = clock_->Now();
   auto sent = transport_->Send(*email);
-  metrics_->Add("mailroom_sender_send_seconds_total", absl::ToDoubleSeconds(absl::Now() - start));
+  metrics_->Add("mailroom_sender_send_seconds_total",
+                absl::ToDoubleSeconds(clock_->Now() - start));
   if (opt_.breaker != nullptr) opt_.breaker->Record(ticket, sent.status());
   if (sent.ok()) {
     metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "sent"}});
@@ -310,7 +319,7 @@ bool Engine::Deliver(const v1::Job& job) {
     // Not this job's fault: hand it back uncounted until the provider answers again.
     metrics_->Add("mailroom_sender_held_total", 1);
     Report(job.job_id(), v1::OUTCOME_DEFER, absl::StrCat("held: provider unavailable: ", reason),
-           std::max(opt_.breaker->NextProbe() - absl::Now(), absl::Milliseconds(500)));
+           std::max(opt_.breaker->NextProbe() - clock_->Now(), absl::Milliseconds(500)));
     return false;
   }
   const int failures = static_cast<int>(job.failures()) + 1;

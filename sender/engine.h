@@ -15,26 +15,15 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/metrics.h"
 #include "proto/mailroom/v1/mailroom.pb.h"
 #include "sender/breaker.h"
 #include "sender/lease_state.h"
+#include "sender/pacer.h"
 #include "sender/transport.h"
 
 namespace mailroom {
-
-// What the engine needs from the budget: when the next email may go, and taking/returning the
-// money for one. Thread-safe implementations only.
-class Pacer {
- public:
-  virtual ~Pacer() = default;
-  // Earliest time the next email may be sent (InfiniteFuture: not this month).
-  virtual absl::Time NextSendTime() = 0;
-  // Takes one email's worth of budget if allowed now; returns its cost in micros, or -1.
-  virtual int64_t TryAcquire() = 0;
-  // Gives back one email's worth (the send did not happen).
-  virtual void Refund() = 0;
-};
 
 // Decides about a failed delivery: the delay before the next attempt, or nullopt to give up.
 // `failures` counts this failure too.
@@ -42,8 +31,9 @@ using RetryDecider =
     std::function<std::optional<absl::Duration>(const absl::Status& error, int failures)>;
 
 // Turns a job into a message ready for the transport (InvalidArgument for an address or login
-// that cannot be sent to: the job fails without being paid for).
-using Renderer = std::function<absl::StatusOr<OutgoingEmail>(const v1::Job& job)>;
+// that cannot be sent to: the job fails without being paid for). Renderer::Render in
+// production (sender/renderer.h).
+using RenderFunction = std::function<absl::StatusOr<OutgoingEmail>(const v1::Job& job)>;
 
 struct EngineOptions {
   int workers = 1;                                         // parallel sends
@@ -61,11 +51,14 @@ struct EngineOptions {
 
 // The sender's core: holds the jobs received from the collector, picks what to send (password
 // recovery before activation, then the earliest expiry), keeps to the budget, renders, sends
-// through the transport and reports each outcome. Thread-safe.
+// through the transport and reports each outcome. Every time decision (pace, expiry, breaker
+// probes) and every wait goes through `clock`, so tests run it on simulated time
+// (common/testing/fake_clock.h); waits end early when Drain() begins. Thread-safe.
 class Engine {
  public:
-  Engine(EngineOptions options, Renderer render, Transport* transport, Pacer* pacer,
-         RetryDecider retry, std::function<void(v1::JobOutcome)> report, Metrics* metrics);
+  Engine(EngineOptions options, RenderFunction render, Transport* transport, Pacer* pacer,
+         RetryDecider retry, std::function<void(v1::JobOutcome)> report, Metrics* metrics,
+         Clock* clock = RealClock::Get());
   ~Engine();
 
   // Adds jobs (a job already held is ignored: the collector re-sent it after a reconnect).
@@ -95,14 +88,17 @@ class Engine {
   void Report(uint64_t id, v1::Outcome outcome, const std::string& reason,
               absl::Duration retry_after = absl::ZeroDuration(), int64_t cost = 0);
   void DeferQueued(absl::Duration retry_after, const std::string& why);
+  // Waits `d` on the clock, or less when Drain() begins.
+  void Pause(absl::Duration d);
 
   const EngineOptions opt_;
-  Renderer render_;
+  RenderFunction render_;
   Transport* const transport_;
   Pacer* const pacer_;
   RetryDecider retry_;
   std::function<void(v1::JobOutcome)> report_;
   Metrics* const metrics_;
+  Clock* const clock_;
 
   mutable absl::Mutex mu_;
   std::map<Key, v1::Job> queue_ ABSL_GUARDED_BY(mu_);

@@ -1,33 +1,35 @@
 // The sender: subscribes to the collector, renders and delivers each job (file, SMTP or SES),
 // never faster than the budget, and reports every outcome. Configuration: MAILROOM_* and AWS_*
-// environment variables (see README).
-#include "absl/synchronization/mutex.h"
+// environment variables (see README). This file only reads the configuration and wires the
+// components together; `sender render` previews the templates.
 #include <signal.h>
 
-#include <cmath>
-
 #include <cstdio>
-#include <fstream>
-#include <sstream>
-#include <thread>
+#include <string>
 
 #include "absl/random/random.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
-#include "proto/grpc/health/v1/health.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "proto/grpc/health/v1/health.pb.h"
 #include "sender/breaker.h"
 #include "sender/budget.h"
+#include "sender/collector_credentials.h"
 #include "sender/config.h"
 #include "sender/engine.h"
 #include "sender/health_watcher.h"
-#include "sender/message.h"
+#include "sender/renderer.h"
 #include "sender/retry.h"
+#include "sender/sender_metrics.h"
+#include "sender/startup.h"
 #include "sender/subscription.h"
-#include "sender/transport.h"
+#include "sender/transport_factory.h"
 
 namespace mailroom {
 namespace {
@@ -37,35 +39,56 @@ int ConfigError(const absl::Status& st) {
   return 2;
 }
 
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+// The templates and message settings of a validated configuration.
+absl::StatusOr<Renderer> MakeRenderer(const SenderConfig& c) {
+  auto templates = Templates::Load(c.template_dir);
+  if (!templates.ok()) return templates.status();
+  return Renderer::Create(*std::move(templates), {c.from, c.product_name, c.link_base_url},
+                          RealClock::Get());
 }
 
-void DescribeMetrics(Metrics& m) {
-  using T = Metrics::Type;
-  m.Describe("mailroom_sender_jobs_total", T::kCounter, "Jobs finished, by action and outcome.");
-  m.Describe("mailroom_sender_failures_total", T::kCounter, "Permanent failures, by reason.");
-  m.Describe("mailroom_sender_retries_total", T::kCounter, "Deliveries handed back for a retry.");
-  m.Describe("mailroom_sender_held_total", T::kCounter,
-             "Deliveries handed back uncounted because the provider was unavailable.");
-  m.Describe("mailroom_sender_rate_limit_wait_seconds_total", T::kCounter,
-             "Time spent waiting for the budget or provider pace.");
-  m.Describe("mailroom_sender_budget_deferrals_total", T::kCounter,
-             "Times queued jobs were handed back because the budget was spent for now.");
-  m.Describe("mailroom_sender_send_seconds_total", T::kCounter, "Time spent in transport sends.");
-  m.Describe("mailroom_sender_spent_micros_total", T::kCounter,
-             "Money spent by this process, in millionths.");
-  m.Describe("mailroom_sender_queued_jobs", T::kGauge, "Jobs held and not yet being sent.");
-  m.Describe("mailroom_sender_budget_spent_micros", T::kGauge, "Spent this month (millionths).");
-  m.Describe("mailroom_sender_budget_remaining_micros", T::kGauge,
-             "Left this month (millionths; -1 unlimited).");
-  m.Describe("mailroom_sender_budget_pace_per_second", T::kGauge, "Current budget pace.");
-  m.Describe("mailroom_sender_sent_this_month", T::kGauge, "Emails paid for this month.");
-  m.Describe("mailroom_sender_pending_acks", T::kGauge, "Outcomes not yet recorded.");
-  m.Describe("mailroom_sender_connected", T::kGauge, "1 while subscribed to a collector.");
+// `sender render --action=activation|password_recovery [--locale=TAG]`: prints the email a job
+// would get, with sample data, from the configured templates. No collector needed.
+int RunRender(int argc, char** argv) {
+  auto usage = [](const std::string& why) {
+    std::fprintf(stderr,
+                 "sender render: %s\nusage: sender render "
+                 "--action=activation|password_recovery [--locale=de-AT]\n",
+                 why.c_str());
+    return 2;
+  };
+  std::string action_name, locale;
+  for (int i = 2; i < argc; ++i) {
+    absl::string_view a = argv[i];
+    if (absl::ConsumePrefix(&a, "--action=")) {
+      action_name = std::string(a);
+    } else if (absl::ConsumePrefix(&a, "--locale=")) {
+      locale = std::string(a);
+    } else {
+      return usage(absl::StrCat("unknown argument ", argv[i]));
+    }
+  }
+  v1::Action action;
+  if (action_name == "activation") {
+    action = v1::ACTION_ACTIVATION;
+  } else if (action_name == "password_recovery") {
+    action = v1::ACTION_PASSWORD_RECOVERY;
+  } else {
+    return usage("--action must be activation or password_recovery");
+  }
+  if (!locale.empty() && NormalizeLocale(locale).empty()) {
+    return usage(absl::StrCat("--locale: \"", locale, "\" is not a locale tag such as de-AT"));
+  }
+  auto loaded = LoadSenderConfig(Env());
+  if (!loaded.ok()) return ConfigError(loaded.status());
+  auto renderer = MakeRenderer(*loaded);
+  if (!renderer.ok()) return ConfigError(renderer.status());
+  auto email = renderer->Preview(action, locale);
+  if (!email.ok()) return ConfigError(email.status());
+  std::printf("templates: %s\nsubject: %s\n\n--- text ---\n%s\n--- html ---\n%s",
+              loaded->template_dir.empty() ? "built-in" : loaded->template_dir.c_str(),
+              email->subject.c_str(), email->text.c_str(), email->html.c_str());
+  return 0;
 }
 
 int Run() {
@@ -82,66 +105,22 @@ int Run() {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto templates = Templates::Load(c.template_dir);
-  if (!templates.ok()) return ConfigError(templates.status());
-  auto from = ParseMailbox(c.from);
-  if (!from.ok()) return ConfigError(absl::InvalidArgumentError(
-      absl::StrCat("MAILROOM_FROM: ", from.status().message())));
-  const std::string from_address = from->second;
-  const std::string id_domain = from_address.substr(from_address.find('@') + 1);
-
-  TransportConfig tc;
-  tc.kind = c.transport;
-  tc.connections = c.connections;
-  tc.timeout = c.send_timeout;
-  tc.file_dir = c.file_dir;
-  tc.smtp_url = c.smtp_url;
-  tc.smtp_username = c.smtp_username;
-  tc.smtp_password = c.smtp_password;
-  tc.smtp_require_tls = !c.smtp_allow_plain;
-  tc.smtp_ca_file = c.smtp_ca_file;
-  tc.smtp_insecure_skip_verify = c.smtp_insecure_skip_verify;
-  tc.ses_region = c.ses_region;
-  tc.ses_endpoint = c.ses_endpoint;
-  tc.aws_access_key_id = c.aws_access_key_id;
-  tc.aws_secret_access_key = c.aws_secret_access_key;
-  tc.aws_session_token = c.aws_session_token;
-  tc.ses_configuration_set = c.ses_configuration_set;
-  auto transport = MakeTransport(tc);
+  auto renderer = MakeRenderer(c);
+  if (!renderer.ok()) return ConfigError(renderer.status());
+  auto transport = MakeTransport(TransportConfigOf(c));
   if (!transport.ok()) return ConfigError(transport.status());
+  auto creds = CollectorCredentials(
+      {c.collector_tls, c.collector_ca_file, c.client_cert_file, c.client_key_file});
+  if (!creds.ok()) return ConfigError(creds.status());
 
   Budget budget({c.monthly_budget, c.price_per_1000, c.burst, c.provider_rate},
                 RealClock::Get());
   absl::BitGen bitgen;
   RetryPolicy retry(c.retry_base, c.retry_max, c.retry_max_attempts, bitgen);
   Metrics metrics;
-  DescribeMetrics(metrics);
-
-  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-  if (c.collector_tls) {
-    grpc::SslCredentialsOptions ssl;
-    if (!c.collector_ca_file.empty()) ssl.pem_root_certs = Slurp(c.collector_ca_file);
-    if (!c.client_cert_file.empty()) {
-      ssl.pem_cert_chain = Slurp(c.client_cert_file);
-      ssl.pem_private_key = Slurp(c.client_key_file);
-    }
-    creds = grpc::SslCredentials(ssl);
-  }
+  DescribeSenderMetrics(metrics);
 
   Subscription* subscription = nullptr;
-  Renderer render = [&](const v1::Job& job) -> absl::StatusOr<OutgoingEmail> {
-    absl::Status st = ValidateAddress(job.email());
-    if (!st.ok()) return st;
-    TemplateVars vars{job.login(), job.email(), job.token(), job.code(), c.product_name,
-                      c.link_base_url, absl::FromUnixSeconds(job.expires_at())};
-    auto rendered = templates->Render(job.action(), vars);
-    if (!rendered.ok()) return rendered.status();
-    Message m{c.from, job.email(), job.login(), rendered->subject, rendered->text,
-              rendered->html, NewMessageId(id_domain), absl::Now()};
-    auto mime = BuildMime(m);
-    if (!mime.ok()) return mime.status();
-    return OutgoingEmail{from_address, job.email(), *std::move(mime), m.message_id};
-  };
   EngineOptions eo;
   eo.workers = (*transport)->Concurrency();
   eo.expiry_margin = c.expiry_margin;
@@ -149,12 +128,12 @@ int Run() {
   Breaker breaker({absl::Seconds(1), c.breaker_max_backoff}, RealClock::Get(), &metrics);
   eo.breaker = &breaker;
   Engine engine(
-      eo, render, transport->get(), &budget,
+      eo, [&](const v1::Job& job) { return renderer->Render(job); }, transport->get(), &budget,
       [&](const absl::Status& e, int failures) { return retry.Next(e, failures); },
       [&](v1::JobOutcome o) { subscription->Report(std::move(o)); }, &metrics);
   Subscription::Options so;
   so.address = c.collector_address;
-  so.credentials = creds;
+  so.credentials = *creds;
   so.bearer = c.collector_token;
   so.group = c.group;
   so.max_in_flight = c.max_in_flight;
@@ -195,13 +174,10 @@ int Run() {
   MetricsServer metrics_server;
   if (!c.metrics_address.empty()) {
     metrics.SetCollectHook([&] {
-      metrics.Set("mailroom_sender_budget_spent_micros", budget.spent_micros());
-      metrics.Set("mailroom_sender_budget_remaining_micros", budget.remaining_micros());
-      double pace = budget.pace_per_second();
-      metrics.Set("mailroom_sender_budget_pace_per_second", std::isinf(pace) ? -1 : pace);
-      metrics.Set("mailroom_sender_sent_this_month", budget.sent_this_month());
-      metrics.Set("mailroom_sender_pending_acks", sub.pending_acks());
-      metrics.Set("mailroom_sender_connected", sub.connected() ? 1 : 0);
+      PublishSenderGauges({budget.spent_micros(), budget.remaining_micros(),
+                           budget.pace_per_second(), budget.sent_this_month(),
+                           sub.pending_acks(), sub.connected()},
+                          metrics);
     });
     absl::Status st = metrics_server.Start(c.metrics_address, &metrics);
     if (!st.ok()) {
@@ -219,57 +195,29 @@ int Run() {
                                              ? absl::StrCat(*c.monthly_budget)
                                              : std::string("unlimited")},
                               {"price_per_1000", absl::StrCat(c.price_per_1000)}});
-  // Start-up waits for the month's usage; a signal during it ends the process cleanly (the
-  // engine and the stream are started under `phase_mu` only if no shutdown began).
-  absl::Mutex phase_mu;
-  bool shutting_down = false, started = false;
-  std::thread restore([&] {
-    absl::Duration backoff = absl::Milliseconds(200);
-    while (true) {
-      {
-        absl::MutexLock lock(&phase_mu);
-        if (shutting_down) return;
-      }
-      auto usage = sub.Usage(absl::Seconds(5));
-      if (usage.ok()) {
-        budget.Restore(usage->month(), usage->sent(), usage->cost_micros());
-        LogInfo("budget restored", {{"month", usage->month()},
-                                    {"sent", absl::StrCat(usage->sent())},
-                                    {"spent_micros", absl::StrCat(usage->cost_micros())},
+  // Nothing is sent before the month's spend is known; a signal during start-up ends the
+  // process cleanly.
+  Startup startup(
+      [&](absl::Duration timeout) { return sub.Usage(timeout); },
+      [&](const v1::GetUsageResponse& usage) {
+        budget.Restore(usage.month(), usage.sent(), usage.cost_micros());
+        LogInfo("budget restored", {{"month", usage.month()},
+                                    {"sent", absl::StrCat(usage.sent())},
+                                    {"spent_micros", absl::StrCat(usage.cost_micros())},
                                     {"pace_per_second", absl::StrCat(budget.pace_per_second())}});
-        break;
-      }
-      if (absl::IsCancelled(usage.status())) return;
-      const bool refused = absl::IsUnauthenticated(usage.status()) ||
-                           absl::IsPermissionDenied(usage.status()) ||
-                           absl::IsInvalidArgument(usage.status());
-      // A refusal is a configuration problem: say so and retry slowly, never in a busy loop.
-      if (refused) backoff = absl::Seconds(30);
-      (refused ? LogError : LogWarn)(
-          refused ? "the collector refuses this sender" : "waiting for the collector",
-          {{"error", std::string(usage.status().message())},
-           {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(backoff))}});
-      absl::MutexLock lock(&phase_mu);
-      phase_mu.AwaitWithTimeout(absl::Condition(&shutting_down), backoff);
-      backoff = std::min(backoff * 2, absl::Seconds(30));
-    }
-    absl::MutexLock lock(&phase_mu);
-    if (shutting_down) return;
-    engine.Start();
-    sub.StartReceiving();
-    started = true;
-    engine_started = true;  // the health watcher turns SERVING once subscribed
-  });
+      },
+      [&] {
+        engine.Start();
+        sub.StartReceiving();
+        engine_started = true;  // the health watcher turns SERVING once subscribed
+      });
+  startup.Begin();
 
   int sig = 0;
   sigwait(&signals, &sig);
   LogInfo("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
-  {
-    absl::MutexLock lock(&phase_mu);
-    shutting_down = true;
-  }
   sub.StopReceiving();  // no new jobs (the collector keeps our leases; nothing is handed out)
-  restore.join();
+  const bool started = startup.Stop();
   if (watcher != nullptr) watcher->Stop();
   if (health != nullptr) health->GetHealthCheckService()->SetServingStatus(false);
   // Finish the sends in progress and hand the queued jobs back (DEFER, no delay: another
@@ -290,8 +238,15 @@ int Run() {
 }  // namespace
 }  // namespace mailroom
 
-int main() {
+int main(int argc, char** argv) {
   // Debian builds abseil with mutex deadlock detection on: a graph update on every unlock.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  if (argc > 1 && std::string(argv[1]) == "render") return mailroom::RunRender(argc, argv);
+  if (argc > 1) {
+    std::fprintf(stderr, "usage: sender            (configured by MAILROOM_* variables)\n"
+                         "       sender render --action=activation|password_recovery "
+                         "[--locale=TAG]\n");
+    return 2;
+  }
   return mailroom::Run();
 }

@@ -3,11 +3,6 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
-#include <fstream>
-#include <sstream>
-
-#include <kainjow/mustache.hpp>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -67,59 +62,6 @@ std::string Base64Lines(absl::string_view data) {
   for (size_t i = 0; i < b64.size(); i += 76) absl::StrAppend(&out, b64.substr(i, 76), "\r\n");
   return out;
 }
-
-std::string ReadFileOrEmpty(const std::string& path, bool* found) {
-  std::ifstream f(path);
-  *found = static_cast<bool>(f);
-  if (!*found) return "";
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-constexpr const char* kActions[2] = {"activation", "password_recovery"};
-constexpr const char* kParts[3] = {"subject", "txt", "html"};
-
-constexpr char kActivationSubject[] = "Activate your {{product_name}} account";
-constexpr char kActivationText[] =
-    "Hello {{login}},\n"
-    "\n"
-    "Welcome to {{product_name}}. Open this link to activate your account:\n"
-    "\n"
-    "{{link}}\n"
-    "\n"
-    "The link expires in {{expires_in_minutes}} minutes ({{expires_at}}).\n"
-    "If you did not sign up, you can ignore this email.\n";
-constexpr char kActivationHtml[] =
-    "<!DOCTYPE html>\n"
-    "<html><body>\n"
-    "<p>Hello {{login}},</p>\n"
-    "<p>Welcome to {{product_name}}. Open this link to activate your account:</p>\n"
-    "<p><a href=\"{{link}}\">Activate my account</a></p>\n"
-    "<p>The link expires in {{expires_in_minutes}} minutes ({{expires_at}}).<br>\n"
-    "If you did not sign up, you can ignore this email.</p>\n"
-    "</body></html>\n";
-constexpr char kRecoverySubject[] = "Your {{product_name}} password recovery code: {{code}}";
-constexpr char kRecoveryText[] =
-    "Hello {{login}},\n"
-    "\n"
-    "Someone asked to reset the password of your {{product_name}} account.\n"
-    "Your code is {{code}}. Open this link to choose a new password:\n"
-    "\n"
-    "{{link}}\n"
-    "\n"
-    "The code and link expire in {{expires_in_minutes}} minutes ({{expires_at}}).\n"
-    "If it was not you, ignore this email: your password stays as it is.\n";
-constexpr char kRecoveryHtml[] =
-    "<!DOCTYPE html>\n"
-    "<html><body>\n"
-    "<p>Hello {{login}},</p>\n"
-    "<p>Someone asked to reset the password of your {{product_name}} account.</p>\n"
-    "<p>Your code is <strong>{{code}}</strong>.</p>\n"
-    "<p><a href=\"{{link}}\">Choose a new password</a></p>\n"
-    "<p>The code and link expire in {{expires_in_minutes}} minutes ({{expires_at}}).<br>\n"
-    "If it was not you, ignore this email: your password stays as it is.</p>\n"
-    "</body></html>\n";
 
 }  // namespace
 
@@ -244,75 +186,6 @@ std::string NewMessageId(absl::string_view domain) {
   RAND_bytes(b, sizeof b);
   return absl::StrCat(absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(b), 16)),
                       "@", domain);
-}
-
-absl::StatusOr<Templates> Templates::Load(const std::string& dir) {
-  Templates t;
-  const char* defaults[2][3] = {{kActivationSubject, kActivationText, kActivationHtml},
-                                {kRecoverySubject, kRecoveryText, kRecoveryHtml}};
-  for (int a = 0; a < 2; ++a) {
-    for (int p = 0; p < 3; ++p) {
-      std::string source = defaults[a][p];
-      // The README's names: activation.subject, activation.txt, activation.html, ...
-      std::string name = absl::StrCat(kActions[a], ".", kParts[p]);
-      if (!dir.empty()) {
-        bool found = false;
-        // Earlier builds read "<name>.mustache": such a file would be silently ignored now.
-        ReadFileOrEmpty(absl::StrCat(dir, "/", name, ".mustache"), &found);
-        if (found) {
-          return absl::InvalidArgumentError(absl::StrCat("MAILROOM_TEMPLATE_DIR: rename ", name,
-                                                         ".mustache to ", name));
-        }
-        std::string custom = ReadFileOrEmpty(absl::StrCat(dir, "/", name), &found);
-        if (found) source = custom;
-      }
-      kainjow::mustache::mustache parsed(source);
-      if (!parsed.is_valid()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "MAILROOM_TEMPLATE_DIR: ", name, ": ", parsed.error_message()));
-      }
-      t.source_[a][p] = std::move(source);
-    }
-  }
-  return t;
-}
-
-absl::StatusOr<RenderedEmail> Templates::Render(v1::Action action, const TemplateVars& v) const {
-  if (action != v1::ACTION_ACTIVATION && action != v1::ACTION_PASSWORD_RECOVERY) {
-    return absl::InvalidArgumentError("unknown action");
-  }
-  const int a = action == v1::ACTION_ACTIVATION ? 0 : 1;
-  std::string base = v.link_base_url;
-  while (!base.empty() && base.back() == '/') base.pop_back();
-  kainjow::mustache::data data;
-  data.set("login", v.login);
-  data.set("email", v.email);
-  data.set("token", v.token);
-  data.set("code", v.code);
-  data.set("product_name", v.product_name);
-  data.set("link", absl::StrCat(base, a == 0 ? "/activate" : "/recover", "?token=", v.token));
-  data.set("expires_at",
-           absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", v.expires_at, absl::UTCTimeZone()));
-  int64_t minutes = std::max<int64_t>(0, absl::ToInt64Minutes(v.expires_at - absl::Now()));
-  data.set("expires_in_minutes", absl::StrCat(minutes));
-
-  RenderedEmail out;
-  auto identity = [](const std::string& s) { return s; };
-  kainjow::mustache::mustache subject(source_[a][0]);
-  subject.set_custom_escape(identity);
-  out.subject = subject.render(data);
-  for (char& c : out.subject) {
-    if (c == '\r' || c == '\n') c = ' ';
-  }
-  kainjow::mustache::mustache text(source_[a][1]);
-  text.set_custom_escape(identity);
-  out.text = text.render(data);
-  kainjow::mustache::mustache html(source_[a][2]);
-  out.html = html.render(data);
-  if (!subject.is_valid() || !text.is_valid() || !html.is_valid()) {
-    return absl::InternalError("template rendering failed");
-  }
-  return out;
 }
 
 }  // namespace mailroom

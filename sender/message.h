@@ -5,7 +5,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "proto/mailroom/v1/mailroom.pb.h"
 
 namespace mailroom {
 
@@ -44,34 +43,5 @@ absl::StatusOr<std::string> BuildMime(const Message& message);
 
 // A new Message-ID: 128 random bits (OpenSSL) in hex, "@" domain.
 std::string NewMessageId(absl::string_view domain);
-
-// Subject, text and HTML of one email.
-struct RenderedEmail {
-  std::string subject, text, html;
-};
-
-// What templates can use.
-struct TemplateVars {
-  std::string login, email, token, code, product_name, link_base_url;
-  absl::Time expires_at;
-};
-
-// Per-action Mustache templates (kainjow::mustache): subject, text and HTML for activation and
-// password recovery. Built-in defaults; a directory may override any of
-// `<action>.subject`, `<action>.txt`, `<action>.html` (action is
-// `activation` or `password_recovery`). Variables: login, email, link (base URL + /activate or
-// /recover + ?token=...), token, code, expires_at (RFC 3339 UTC), expires_in_minutes,
-// product_name. HTML escapes every variable; text and subject do not, and the subject loses
-// CR/LF. Immutable after Load: thread-safe.
-class Templates {
- public:
-  // Loads the defaults, overridden from `dir` when non-empty. A template that does not parse
-  // is an error naming its file, and so is a file with the old `.mustache` suffix.
-  static absl::StatusOr<Templates> Load(const std::string& dir);
-  absl::StatusOr<RenderedEmail> Render(v1::Action action, const TemplateVars& vars) const;
-
- private:
-  std::string source_[2][3];  // [action][subject, text, html]
-};
 
 }  // namespace mailroom

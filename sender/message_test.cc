@@ -1,7 +1,5 @@
 #include "sender/message.h"
 
-#include <filesystem>
-#include <fstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -166,87 +164,6 @@ TEST(MimeTest, InvalidRecipientIsRejected) {
   Message m = Sample();
   m.to_address = "bad\r\n@example.test";
   EXPECT_EQ(BuildMime(m).status().code(), absl::StatusCode::kInvalidArgument);
-}
-
-TEST(TemplatesTest, DefaultsRenderLinksCodesAndEscapeHtml) {
-  auto t = Templates::Load("");
-  ASSERT_TRUE(t.ok());
-  TemplateVars v{"<b>bob</b> & \"co\"", "bob@example.test", std::string(86, 'T'), "01234",
-                 "Acme", "https://app.example.test/", absl::Now() + absl::Minutes(15)};
-  auto act = t->Render(v1::ACTION_ACTIVATION, v);
-  ASSERT_TRUE(act.ok());
-  EXPECT_EQ(act->subject, "Activate your Acme account");
-  EXPECT_THAT(act->text, HasSubstr("https://app.example.test/activate?token=" + v.token));
-  EXPECT_THAT(act->text, HasSubstr("Hello <b>bob</b> & \"co\","));  // text is not escaped
-  EXPECT_THAT(act->html, HasSubstr("Hello &lt;b&gt;bob&lt;/b&gt; &amp; &quot;co&quot;,"));
-  EXPECT_THAT(act->html, Not(HasSubstr("<b>bob")));
-  EXPECT_THAT(act->text, HasSubstr("expires in 1"));  // 14 or 15 minutes
-  auto rec = t->Render(v1::ACTION_PASSWORD_RECOVERY, v);
-  ASSERT_TRUE(rec.ok());
-  EXPECT_THAT(rec->subject, HasSubstr("01234"));
-  EXPECT_THAT(rec->text, HasSubstr("/recover?token="));
-  v.link_base_url = "https://app.example.test";  // no trailing slash: same link
-  EXPECT_THAT(t->Render(v1::ACTION_PASSWORD_RECOVERY, v)->text,
-              HasSubstr("https://app.example.test/recover?token="));
-}
-
-TEST(TemplatesTest, SubjectCannotCarryALineBreak) {
-  auto t = Templates::Load("");
-  TemplateVars v{"x", "x@example.test", "t", "12345\r\nBcc: y@evil.test", "P", "https://a.test",
-                 absl::Now()};
-  auto rec = t->Render(v1::ACTION_PASSWORD_RECOVERY, v);
-  ASSERT_TRUE(rec.ok());
-  EXPECT_EQ(rec->subject.find('\n'), std::string::npos);
-  EXPECT_EQ(rec->subject.find('\r'), std::string::npos);
-}
-
-TEST(TemplatesTest, DirectoryOverridesOneTemplateAndKeepsTheOthers) {
-  std::string dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
-                    "/templates";
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/activation.subject") << "Welcome, {{login}}!";
-  auto t = Templates::Load(dir);
-  ASSERT_TRUE(t.ok()) << t.status();
-  TemplateVars v{"ann", "ann@example.test", "tok", "11111", "P", "https://a.test", absl::Now()};
-  EXPECT_EQ(t->Render(v1::ACTION_ACTIVATION, v)->subject, "Welcome, ann!");
-  EXPECT_THAT(t->Render(v1::ACTION_ACTIVATION, v)->text, HasSubstr("activate?token=tok"));
-  std::ofstream(dir + "/password_recovery.html") << "{{#unclosed}} oops";
-  auto broken = Templates::Load(dir);
-  ASSERT_FALSE(broken.ok());
-  EXPECT_THAT(std::string(broken.status().message()), HasSubstr("password_recovery.html"));
-}
-
-TEST(TemplatesTest, FileNamesAreTheReadmes) {
-  // README: MAILROOM_TEMPLATE_DIR holds activation.subject, activation.txt, activation.html,
-  // password_recovery.{subject,txt,html}.
-  std::string dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
-                    "/readme-templates";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const char* actions[] = {"activation", "password_recovery"};
-  for (const char* a : actions) {
-    std::ofstream(dir + "/" + a + ".subject") << a << " subject {{login}}";
-    std::ofstream(dir + "/" + a + ".txt") << a << " text {{link}}";
-    std::ofstream(dir + "/" + a + ".html") << a << " html {{code}}";
-  }
-  auto t = Templates::Load(dir);
-  ASSERT_TRUE(t.ok()) << t.status();
-  TemplateVars v{"ann", "ann@example.test", "tok", "11111", "P", "https://a.test", absl::Now()};
-  auto act = t->Render(v1::ACTION_ACTIVATION, v);
-  auto rec = t->Render(v1::ACTION_PASSWORD_RECOVERY, v);
-  ASSERT_TRUE(act.ok() && rec.ok());
-  EXPECT_EQ(act->subject, "activation subject ann");
-  EXPECT_EQ(act->text, "activation text https://a.test/activate?token=tok");
-  EXPECT_EQ(act->html, "activation html 11111");
-  EXPECT_EQ(rec->subject, "password_recovery subject ann");
-  EXPECT_EQ(rec->text, "password_recovery text https://a.test/recover?token=tok");
-  EXPECT_EQ(rec->html, "password_recovery html 11111");
-  // A file under the old name would be ignored silently: it is an error naming the fix.
-  std::ofstream(dir + "/activation.txt.mustache") << "old";
-  auto old = Templates::Load(dir);
-  ASSERT_FALSE(old.ok());
-  EXPECT_THAT(std::string(old.status().message()),
-              HasSubstr("rename activation.txt.mustache to activation.txt"));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "sender/curl_status.h"
 
 namespace mailroom {
 namespace {
@@ -29,18 +30,13 @@ size_t Header(char* ptr, size_t size, size_t nmemb, void* userdata) {
 
 }  // namespace
 
-SesTransport::SesTransport(const TransportConfig& config) : config_(config) {
-  CurlGlobalInit();
+SesTransport::SesTransport(const TransportConfig& config)
+    : config_(config), handles_(config.connections) {
   std::string endpoint = config.ses_endpoint.empty()
                              ? absl::StrCat("https://email.", config.ses_region, ".amazonaws.com")
                              : config.ses_endpoint;
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
   url_ = absl::StrCat(endpoint, "/v2/email/outbound-emails");
-  for (int i = 0; i < std::max(1, config.connections); ++i) {
-    auto slot = std::make_unique<Slot>();
-    slot->handle.reset(curl_easy_init());
-    slots_.push_back(std::move(slot));
-  }
 }
 
 absl::Status SesTransport::ResponseStatus(long http, const std::string& header_type,
@@ -89,23 +85,8 @@ absl::StatusOr<SendResult> SesTransport::Send(const OutgoingEmail& email) {
   }
   const std::string body = req.dump();
 
-  Slot* slot = nullptr;
-  {
-    absl::MutexLock lock(&mu_);
-    auto any_free = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      for (auto& s : slots_) {
-        if (!s->busy) {
-          slot = s.get();
-          return true;
-        }
-      }
-      return false;
-    };
-    mu_.Await(absl::Condition(&any_free));
-    slot->busy = true;
-  }
-  CURL* c = slot->handle.get();
-  curl_easy_reset(c);
+  CurlHandlePool::Lease handle = handles_.Acquire();
+  CURL* c = handle.get();
   char errbuf[CURL_ERROR_SIZE] = {0};
   std::string response, error_type;
   CurlSlist headers(curl_slist_append(nullptr, "Content-Type: application/json"));
@@ -136,10 +117,6 @@ absl::StatusOr<SendResult> SesTransport::Send(const OutgoingEmail& email) {
   CURLcode rc = curl_easy_perform(c);
   long http = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
-  {
-    absl::MutexLock lock(&mu_);
-    slot->busy = false;
-  }
   if (rc != CURLE_OK) return CurlStatus(rc, errbuf);
   absl::Status st = ResponseStatus(http, error_type, response);
   if (!st.ok()) return st;

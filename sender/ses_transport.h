@@ -1,11 +1,8 @@
 #pragma once
 
-#include <memory>
 #include <string>
-#include <vector>
 
-#include "absl/synchronization/mutex.h"
-#include "sender/curl_util.h"
+#include "sender/curl_handle.h"
 #include "sender/transport.h"
 
 namespace mailroom {
@@ -19,7 +16,7 @@ class SesTransport : public Transport {
  public:
   explicit SesTransport(const TransportConfig& config);
   absl::StatusOr<SendResult> Send(const OutgoingEmail& email) override;
-  int Concurrency() const override { return static_cast<int>(slots_.size()); }
+  int Concurrency() const override { return handles_.size(); }
   std::string Name() const override { return "ses"; }
 
   // Maps an SES HTTP answer to a Status (exposed for tests).
@@ -27,14 +24,9 @@ class SesTransport : public Transport {
                                      const std::string& body);
 
  private:
-  struct Slot {
-    CurlHandle handle;
-    bool busy = false;
-  };
   const TransportConfig config_;
   std::string url_;
-  absl::Mutex mu_;
-  std::vector<std::unique_ptr<Slot>> slots_;
+  CurlHandlePool handles_;  // one per kept-alive HTTP connection
 };
 
 }  // namespace mailroom

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "sender/curl_status.h"
 
 namespace mailroom {
 namespace {
@@ -23,42 +24,13 @@ size_t ReadBody(char* buf, size_t size, size_t nitems, void* userdata) {
 
 }  // namespace
 
-SmtpTransport::SmtpTransport(const TransportConfig& config) : config_(config) {
-  CurlGlobalInit();
-  for (int i = 0; i < std::max(1, config.connections); ++i) {
-    auto slot = std::make_unique<Slot>();
-    slot->handle.reset(curl_easy_init());
-    slots_.push_back(std::move(slot));
-  }
-}
-
-SmtpTransport::Slot* SmtpTransport::Acquire() {
-  absl::MutexLock lock(&mu_);
-  Slot* free_slot = nullptr;
-  auto any_free = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (auto& s : slots_) {
-      if (!s->busy) {
-        free_slot = s.get();
-        return true;
-      }
-    }
-    return false;
-  };
-  mu_.Await(absl::Condition(&any_free));
-  free_slot->busy = true;
-  return free_slot;
-}
-
-void SmtpTransport::Release(Slot* slot) {
-  absl::MutexLock lock(&mu_);
-  slot->busy = false;
-}
+SmtpTransport::SmtpTransport(const TransportConfig& config)
+    : config_(config), handles_(config.connections) {}
 
 absl::StatusOr<SendResult> SmtpTransport::Send(const OutgoingEmail& email) {
-  Slot* slot = Acquire();
-  CURL* c = slot->handle.get();
   // Options are set per message on a handle that keeps its connection between messages.
-  curl_easy_reset(c);
+  CurlHandlePool::Lease handle = handles_.Acquire();
+  CURL* c = handle.get();
   char errbuf[CURL_ERROR_SIZE] = {0};
   SmtpTrace trace;
   TraceSmtp(c, &trace);
@@ -92,7 +64,6 @@ absl::StatusOr<SendResult> SmtpTransport::Send(const OutgoingEmail& email) {
   CURLcode rc = curl_easy_perform(c);
   long reply = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply);
-  Release(slot);
   if (rc != CURLE_OK) return SmtpStatus(rc, reply, trace, errbuf);
   return SendResult{trace.reply.empty() ? absl::StrCat(reply) : trace.reply};
 }

@@ -1,11 +1,8 @@
 #pragma once
 
-#include <memory>
 #include <string>
-#include <vector>
 
-#include "absl/synchronization/mutex.h"
-#include "sender/curl_util.h"
+#include "sender/curl_handle.h"
 #include "sender/transport.h"
 
 namespace mailroom {
@@ -17,20 +14,12 @@ class SmtpTransport : public Transport {
  public:
   explicit SmtpTransport(const TransportConfig& config);
   absl::StatusOr<SendResult> Send(const OutgoingEmail& email) override;
-  int Concurrency() const override { return static_cast<int>(slots_.size()); }
+  int Concurrency() const override { return handles_.size(); }
   std::string Name() const override { return "smtp"; }
 
  private:
-  struct Slot {
-    CurlHandle handle;
-    bool busy = false;
-  };
-  Slot* Acquire();
-  void Release(Slot* slot);
-
   const TransportConfig config_;
-  absl::Mutex mu_;
-  std::vector<std::unique_ptr<Slot>> slots_;
+  CurlHandlePool handles_;  // one per connection
 };
 
 }  // namespace mailroom

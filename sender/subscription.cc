@@ -11,7 +11,13 @@ namespace mailroom {
 
 Subscription::Subscription(Options options, std::function<void(std::vector<v1::Job>)> on_jobs,
                            std::function<void(const std::vector<uint64_t>&)> on_lost)
-    : opt_(std::move(options)), on_jobs_(std::move(on_jobs)), on_lost_(std::move(on_lost)) {
+    : opt_(std::move(options)), clock_(opt_.clock), on_jobs_(std::move(on_jobs)),
+      on_lost_(std::move(on_lost)) {
+  if (opt_.channel != nullptr) {
+    channel_ = opt_.channel;
+    stub_ = v1::Collector::NewStub(channel_);
+    return;
+  }
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
@@ -72,7 +78,7 @@ void Subscription::ReadLoop() {
       if (resp.jobs_size() > 0) {
         {
           absl::MutexLock lock(&mu_);
-          const absl::Time deadline = absl::Now() + lease_;
+          const absl::Time deadline = clock_->Now() + lease_;
           for (const v1::Job& j : resp.jobs()) {
             leases_[j.job_id()] = Lease{subscriber_id_, j.attempt(), deadline};
           }
@@ -103,10 +109,7 @@ void Subscription::ReadLoop() {
               {{"code", absl::StrCat(st.error_code())}, {"error", st.error_message()},
                {"in_ms", absl::StrCat(absl::ToInt64Milliseconds(backoff))}});
     }
-    absl::Time until = absl::Now() + backoff;
-    while (receiving_ && !stopping_ && absl::Now() < until) {
-      absl::SleepFor(absl::Milliseconds(20));
-    }
+    Backoff(backoff);
     backoff = std::min(backoff * 2, opt_.max_backoff);
   }
 }
@@ -123,7 +126,7 @@ void Subscription::Report(v1::JobOutcome outcome) {
   }
   outcome.set_attempt(it->second.attempt);
   outbox_.push_back(
-      Pending{std::move(it->second.subscriber_id), std::move(outcome), absl::Now()});
+      Pending{std::move(it->second.subscriber_id), std::move(outcome), clock_->Now()});
   leases_.erase(it);
 }
 
@@ -131,7 +134,7 @@ LeaseState Subscription::Check(uint64_t id) {
   absl::MutexLock lock(&mu_);
   auto it = leases_.find(id);
   if (it == leases_.end()) return LeaseState::kLost;
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
   // Enough lease left for a send to finish and be reported before anyone else could be handed
   // the job. Otherwise forget it: renewing it later would keep a job we do not send.
   if (it->second.deadline - now <= lease_ / 4) {
@@ -159,7 +162,8 @@ void Subscription::AckLoop() {
       auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
         return !outbox_.empty() || stopping_.load();
       };
-      mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(200));
+      clock_->AwaitWithDeadline(&mu_, absl::Condition(&ready),
+                                clock_->Now() + absl::Milliseconds(200));
       // Stop() comes after Flush(): what is still here could not be recorded in time.
       if (stopping_) return;
       if (outbox_.empty()) continue;
@@ -215,9 +219,8 @@ void Subscription::AckLoop() {
     LogWarn("acknowledgement failed; retrying",
             {{"code", absl::StrCat(st.error_code())}, {"error", st.error_message()},
              {"pending", absl::StrCat(outbox_.size())}});
-    mu_.Unlock();
-    absl::SleepFor(backoff);
-    mu_.Lock();
+    auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_.load(); };
+    clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping), clock_->Now() + backoff);
     backoff = std::min(backoff * 2, absl::Seconds(5));
   }
 }
@@ -227,14 +230,22 @@ void Subscription::SleepUntil(absl::Time until) {
   auto wake = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return renew_now_ || stopping_.load();
   };
-  mu_.AwaitWithDeadline(absl::Condition(&wake), until);
+  clock_->AwaitWithDeadline(&mu_, absl::Condition(&wake), until);
+}
+
+void Subscription::Backoff(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return !receiving_.load() || stopping_.load();
+  };
+  clock_->AwaitWithDeadline(&mu_, absl::Condition(&done), clock_->Now() + d);
 }
 
 void Subscription::RenewLoop() {
   while (!stopping_) {
     absl::Duration lease = this->lease();
     absl::Duration period = lease > absl::ZeroDuration() ? lease / 3 : absl::Seconds(1);
-    SleepUntil(absl::Now() + period);
+    SleepUntil(clock_->Now() + period);
     if (stopping_) break;
     {
       absl::MutexLock lock(&mu_);
@@ -267,7 +278,7 @@ void Subscription::RenewAll() {
       grpc::ClientContext ctx;
       Authorize(&ctx);
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-      const absl::Time asked = absl::Now();
+      const absl::Time asked = clock_->Now();
       v1::RenewLeasesResponse resp;
       grpc::Status st = stub_->RenewLeases(&ctx, req, &resp);
       if (!st.ok()) {
@@ -308,19 +319,23 @@ bool Subscription::Flush(absl::Duration timeout) {
   auto empty = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return outbox_.empty() && sending_ == 0;
   };
-  return mu_.AwaitWithTimeout(absl::Condition(&empty), timeout);
+  return clock_->AwaitWithDeadline(&mu_, absl::Condition(&empty), clock_->Now() + timeout);
 }
 
 void Subscription::Stop() {
   StopReceiving();
-  stopping_ = true;
+  {
+    // Under the lock, so waits on a condition over stopping_ see it at once.
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
   if (reader_.joinable()) reader_.join();
   if (acker_.joinable()) acker_.join();
   if (renewer_.joinable()) renewer_.join();
 }
 
 absl::StatusOr<v1::GetUsageResponse> Subscription::Usage(absl::Duration timeout) {
-  absl::Time deadline = absl::Now() + timeout;
+  absl::Time deadline = clock_->Now() + timeout;
   grpc::Status st;
   while (true) {
     grpc::ClientContext ctx;
@@ -334,11 +349,11 @@ absl::StatusOr<v1::GetUsageResponse> Subscription::Usage(absl::Duration timeout)
     if (st.ok()) return resp;
     if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
         st.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
-        st.error_code() == grpc::StatusCode::INVALID_ARGUMENT || absl::Now() > deadline) {
+        st.error_code() == grpc::StatusCode::INVALID_ARGUMENT || clock_->Now() > deadline) {
       break;
     }
     if (stopping_ || !receiving_) return absl::CancelledError("shutting down");
-    absl::SleepFor(absl::Milliseconds(200));
+    Backoff(absl::Milliseconds(200));
   }
   const std::string what = absl::StrCat("GetUsage: ", st.error_message());
   switch (st.error_code()) {

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
 #include "sender/lease_state.h"
@@ -29,7 +30,9 @@ namespace mailroom {
 // renewal). Outcomes and renewals name that lease, so they keep working after a reconnect (on
 // any collector) and a lease the collector no longer counts as ours is never acted on: Owns()
 // turns false when the collector reports it lost or when it would run out before a send could
-// finish (for example while the collector is unreachable). Thread-safe.
+// finish (for example while the collector is unreachable). Lease deadlines, the outcome stall,
+// reconnect and retry backoffs and renewal periods all run on `Options::clock` (RPC deadlines
+// stay in real time: they bound the network). Thread-safe.
 class Subscription {
  public:
   struct Options {
@@ -41,6 +44,9 @@ class Subscription {
     std::string name;                                     // shown in the collector's logs
     absl::Duration max_backoff = absl::Seconds(30);
     absl::Duration ack_interval = absl::Milliseconds(20);
+    Clock* clock = RealClock::Get();
+    // Tests: talk over this channel (e.g. an in-process server's) instead of `address`.
+    std::shared_ptr<grpc::Channel> channel;
   };
   // `on_jobs` receives every batch (on the reader thread); `on_lost` receives the ids of jobs
   // the collector reports as no longer ours (do not send them).
@@ -89,6 +95,8 @@ class Subscription {
   void RenewAll();
   // Sleeps until `until`, or less when stopping or a renewal is asked for.
   void SleepUntil(absl::Time until);
+  // Waits `d` on the clock, or less once receiving stops (Stop included).
+  void Backoff(absl::Duration d);
 
   struct Lease {
     std::string subscriber_id;
@@ -102,6 +110,7 @@ class Subscription {
   };
 
   const Options opt_;
+  Clock* const clock_;
   std::function<void(std::vector<v1::Job>)> on_jobs_;
   std::function<void(const std::vector<uint64_t>&)> on_lost_;
   std::shared_ptr<grpc::Channel> channel_;

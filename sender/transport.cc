@@ -1,12 +1,6 @@
 #include "sender/transport.h"
 
-#include <filesystem>
-
 #include "absl/strings/cord.h"
-#include "absl/strings/str_cat.h"
-#include "sender/file_transport.h"
-#include "sender/ses_transport.h"
-#include "sender/smtp_transport.h"
 
 namespace mailroom {
 
@@ -19,21 +13,6 @@ absl::Status ProviderError(absl::string_view message) {
 bool IsProviderError(const absl::Status& status) {
   return status.code() == absl::StatusCode::kUnavailable &&
          status.GetPayload(kProviderErrorPayload).has_value();
-}
-
-absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const TransportConfig& config) {
-  if (config.kind == "file") {
-    std::error_code ec;
-    std::filesystem::create_directories(config.file_dir, ec);
-    if (ec) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("MAILROOM_FILE_DIR: cannot create \"", config.file_dir, "\": ", ec.message()));
-    }
-    return std::unique_ptr<Transport>(new FileTransport(config.file_dir, config.connections));
-  }
-  if (config.kind == "smtp") return std::unique_ptr<Transport>(new SmtpTransport(config));
-  if (config.kind == "ses") return std::unique_ptr<Transport>(new SesTransport(config));
-  return absl::InvalidArgumentError(absl::StrCat("MAILROOM_TRANSPORT: unknown \"", config.kind, "\""));
 }
 
 }  // namespace mailroom

@@ -82,7 +82,4 @@ absl::Status ProviderError(absl::string_view message);
 // True for statuses built by ProviderError().
 bool IsProviderError(const absl::Status& status);
 
-// Builds the configured transport (file directories are created; nothing connects yet).
-absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const TransportConfig& config);
-
 }  // namespace mailroom

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <set>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
@@ -40,11 +42,34 @@ class FakeClock : public Clock {
   // millisecond of real time (waiters of one test are few).
   bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond,
                          absl::Time deadline) override {
+    if (cond.Eval()) return true;
+    std::multiset<absl::Time>::iterator registered;
+    {
+      absl::MutexLock lock(&mu_);
+      registered = deadlines_.insert(deadline);
+    }
+    bool met = false;
     while (true) {
-      if (cond.Eval()) return true;
-      if (Now() >= deadline) return false;
+      if (cond.Eval()) {
+        met = true;
+        break;
+      }
+      if (Now() >= deadline) break;
       mu->AwaitWithTimeout(cond, absl::Milliseconds(1));
     }
+    absl::MutexLock lock(&mu_);
+    deadlines_.erase(registered);
+    return met;
+  }
+  // Threads blocked in AwaitWithDeadline whose deadline is still ahead of simulated time: once
+  // it equals the number of a component's threads, that component has settled and waits for
+  // time to move (or for its condition). A waiter whose deadline has passed is not counted,
+  // so right after Advance() the count only grows back once the woken threads wait again.
+  int waiting() {
+    absl::MutexLock lock(&mu_);
+    int n = 0;
+    for (auto it = deadlines_.upper_bound(now_); it != deadlines_.end(); ++it) ++n;
+    return n;
   }
   // Threads currently blocked in SleepUntil (lets a test wait until a worker is asleep).
   int sleepers() {
@@ -56,6 +81,7 @@ class FakeClock : public Clock {
   absl::Mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
   int sleepers_ ABSL_GUARDED_BY(mu_) = 0;
+  std::multiset<absl::Time> deadlines_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace mailroom

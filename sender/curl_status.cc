@@ -1,6 +1,4 @@
-#include "sender/curl_util.h"
-
-#include <mutex>
+#include "sender/curl_status.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -46,11 +44,6 @@ int Trace(CURL*, curl_infotype type, char* data, size_t size, void* userptr) {
 }
 
 }  // namespace
-
-void CurlGlobalInit() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 void TraceSmtp(CURL* c, SmtpTrace* trace) {
   curl_easy_setopt(c, CURLOPT_DEBUGFUNCTION, Trace);

@@ -2,25 +2,13 @@
 
 #include <curl/curl.h>
 
-#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 
+// What a libcurl transfer's outcome means for a delivery: the one map from CURLcode (and SMTP
+// reply codes) to Status, shared by the SMTP and SES transports.
 namespace mailroom {
-
-// RAII owners for libcurl objects.
-struct CurlDeleter {
-  void operator()(CURL* c) const { curl_easy_cleanup(c); }
-};
-struct CurlSlistDeleter {
-  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
-};
-using CurlHandle = std::unique_ptr<CURL, CurlDeleter>;
-using CurlSlist = std::unique_ptr<curl_slist, CurlSlistDeleter>;
-
-// Initialises libcurl once per process (thread-safe).
-void CurlGlobalInit();
 
 // What libcurl saw of one SMTP conversation: the verb of the last command sent ("EHLO",
 // "STARTTLS", "AUTH", "MAIL", "RCPT", "DATA"; "" while only the greeting was read) and the

@@ -1,0 +1,45 @@
+#include "sender/collector_credentials.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+
+namespace mailroom {
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const char* variable, const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  if (f) ss << f.rdbuf();
+  if (!f || f.bad() || ss.str().empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(variable, ": cannot read \"", path, "\" (or it is empty)"));
+  }
+  return ss.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CollectorCredentials(
+    const CollectorTls& tls) {
+  if (!tls.enabled) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  if (!tls.ca_file.empty()) {
+    auto ca = ReadPem("MAILROOM_COLLECTOR_CA", tls.ca_file);
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *std::move(ca);
+  }
+  if (!tls.client_cert_file.empty()) {
+    auto cert = ReadPem("MAILROOM_COLLECTOR_CLIENT_CERT", tls.client_cert_file);
+    if (!cert.ok()) return cert.status();
+    auto key = ReadPem("MAILROOM_COLLECTOR_CLIENT_KEY", tls.client_key_file);
+    if (!key.ok()) return key.status();
+    ssl.pem_cert_chain = *std::move(cert);
+    ssl.pem_private_key = *std::move(key);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+}  // namespace mailroom

@@ -1,0 +1,85 @@
+#include "sender/config.h"
+
+#include <map>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace mailroom {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+Env Vars(std::map<std::string, std::string> vars) {
+  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
+  return Env([shared](const char* name) -> const char* {
+    auto it = shared->find(name);
+    return it == shared->end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(SenderConfigTest, DefaultsAreTheReadmes) {
+  auto c = LoadSenderConfig(Vars({}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->collector_address, "127.0.0.1:50051");
+  EXPECT_EQ(c->group, "mailroom");
+  EXPECT_EQ(c->transport, "file");
+  EXPECT_EQ(c->file_dir, "./outbox");
+  EXPECT_EQ(c->template_dir, "");
+  EXPECT_FALSE(c->monthly_budget.has_value());
+}
+
+TEST(SenderConfigTest, TheTransportPartCarriesEverySetting) {
+  auto c = LoadSenderConfig(Vars({{"MAILROOM_TRANSPORT", "SMTP"},
+                                  {"MAILROOM_SMTP_URL", "smtps://mail.example:465"},
+                                  {"MAILROOM_SMTP_USERNAME", "u"},
+                                  {"MAILROOM_SMTP_PASSWORD", "hunter2-secret"},
+                                  {"MAILROOM_SMTP_ALLOW_PLAIN", "true"},
+                                  {"MAILROOM_CONNECTIONS", "7"},
+                                  {"MAILROOM_SEND_TIMEOUT_MS", "1500"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  TransportConfig t = TransportConfigOf(*c);
+  EXPECT_EQ(t.kind, "smtp");
+  EXPECT_EQ(t.smtp_url, "smtps://mail.example:465");
+  EXPECT_EQ(t.smtp_username, "u");
+  EXPECT_EQ(t.smtp_password, "hunter2-secret");
+  EXPECT_FALSE(t.smtp_require_tls);
+  EXPECT_EQ(t.connections, 7);
+  EXPECT_EQ(t.timeout, absl::Milliseconds(1500));
+
+  auto ses = LoadSenderConfig(Vars({{"MAILROOM_TRANSPORT", "ses"},
+                                    {"MAILROOM_SES_REGION", "eu-west-2"},
+                                    {"AWS_ACCESS_KEY_ID", "AKID"},
+                                    {"AWS_SECRET_ACCESS_KEY", "s3cr3t"},
+                                    {"AWS_SESSION_TOKEN", "tok"},
+                                    {"MAILROOM_SES_CONFIGURATION_SET", "cs-1"}}));
+  ASSERT_TRUE(ses.ok()) << ses.status();
+  t = TransportConfigOf(*ses);
+  EXPECT_EQ(t.kind, "ses");
+  EXPECT_EQ(t.ses_region, "eu-west-2");
+  EXPECT_EQ(t.aws_access_key_id, "AKID");
+  EXPECT_EQ(t.aws_secret_access_key, "s3cr3t");
+  EXPECT_EQ(t.aws_session_token, "tok");
+  EXPECT_EQ(t.ses_configuration_set, "cs-1");
+}
+
+TEST(SenderConfigTest, ErrorsNameTheVariableNeverASecret) {
+  auto c = LoadSenderConfig(Vars({{"MAILROOM_TRANSPORT", "smtp"},
+                                  {"MAILROOM_SMTP_URL", "smtp://mail.example:587"},
+                                  {"MAILROOM_SMTP_PASSWORD", "hunter2-secret"}}));
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::StartsWith(c.status().message(), "MAILROOM_SMTP_USERNAME: "));
+  EXPECT_THAT(std::string(c.status().message()), Not(HasSubstr("hunter2")));
+  auto group = LoadSenderConfig(Vars({{"MAILROOM_CONSUMER_GROUP", "Bad Group"}}));
+  ASSERT_FALSE(group.ok());
+  EXPECT_TRUE(absl::StartsWith(group.status().message(), "MAILROOM_CONSUMER_GROUP: "));
+  auto dir = LoadSenderConfig(Vars({{"MAILROOM_TEMPLATE_DIR", "/no/such/dir"}}));
+  ASSERT_FALSE(dir.ok());
+  EXPECT_TRUE(absl::StartsWith(dir.status().message(), "MAILROOM_TEMPLATE_DIR: "));
+}
+
+}  // namespace
+}  // namespace mailroom

@@ -1,0 +1,71 @@
+#pragma once
+
+#include <curl/curl.h>
+
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace mailroom {
+
+// RAII owners for libcurl objects.
+struct CurlDeleter {
+  void operator()(CURL* c) const { curl_easy_cleanup(c); }
+};
+struct CurlSlistDeleter {
+  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
+};
+using CurlHandle = std::unique_ptr<CURL, CurlDeleter>;
+using CurlSlist = std::unique_ptr<curl_slist, CurlSlistDeleter>;
+
+// Initialises libcurl once per process (thread-safe).
+void CurlGlobalInit();
+
+// A fixed set of easy handles shared by the threads of one transport (as google-cloud-cpp's
+// pooled CurlHandleFactory): each handle keeps its connection (SMTP session, HTTP keep-alive)
+// between transfers, so `size` handles mean at most `size` connections. Acquire() blocks until
+// a handle is free and hands it out reset (curl_easy_reset keeps the connection, drops the
+// options of the last transfer). Thread-safe; the pool must outlive its leases.
+class CurlHandlePool {
+ public:
+  // A handle on loan; returned to the pool when destroyed. Movable, not copyable.
+  class Lease {
+   public:
+    Lease(Lease&& other) noexcept : pool_(other.pool_), handle_(other.handle_) {
+      other.pool_ = nullptr;
+    }
+    Lease& operator=(Lease&&) = delete;
+    ~Lease() {
+      if (pool_ != nullptr) pool_->Release(handle_);
+    }
+    CURL* get() const { return handle_; }
+
+   private:
+    friend class CurlHandlePool;
+    Lease(CurlHandlePool* pool, CURL* handle) : pool_(pool), handle_(handle) {}
+    CurlHandlePool* pool_;
+    CURL* handle_;
+  };
+
+  // `size` handles (at least 1), created now.
+  explicit CurlHandlePool(int size);
+  CurlHandlePool(const CurlHandlePool&) = delete;
+  CurlHandlePool& operator=(const CurlHandlePool&) = delete;
+
+  // Blocks until a handle is free.
+  Lease Acquire();
+  int size() const { return static_cast<int>(handles_.size()); }
+  // Handles on loan now (for tests and metrics).
+  int in_use() const;
+
+ private:
+  void Release(CURL* handle);
+
+  std::vector<CurlHandle> handles_;  // fixed after construction
+  mutable absl::Mutex mu_;
+  std::vector<CURL*> free_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace mailroom

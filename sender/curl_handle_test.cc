@@ -1,0 +1,60 @@
+#include "sender/curl_handle.h"
+
+#include <future>
+#include <set>
+
+#include "gtest/gtest.h"
+
+namespace mailroom {
+namespace {
+
+TEST(CurlHandlePoolTest, HandsOutAtMostSizeHandlesAndReusesThem) {
+  CurlHandlePool pool(2);
+  EXPECT_EQ(pool.size(), 2);
+  std::set<CURL*> seen;
+  {
+    auto a = pool.Acquire();
+    auto b = pool.Acquire();
+    ASSERT_NE(a.get(), nullptr);
+    ASSERT_NE(b.get(), nullptr);
+    EXPECT_NE(a.get(), b.get());
+    EXPECT_EQ(pool.in_use(), 2);
+    seen = {a.get(), b.get()};
+  }
+  EXPECT_EQ(pool.in_use(), 0);
+  // The same two handles come back (their connections with them), never a third.
+  for (int i = 0; i < 10; ++i) {
+    auto l = pool.Acquire();
+    EXPECT_EQ(seen.count(l.get()), 1u);
+  }
+}
+
+TEST(CurlHandlePoolTest, AcquireWaitsForARelease) {
+  CurlHandlePool pool(1);
+  auto held = std::make_unique<CurlHandlePool::Lease>(pool.Acquire());
+  CURL* first = held->get();
+  std::promise<void> started;
+  auto waiter = std::async(std::launch::async, [&] {
+    started.set_value();
+    return pool.Acquire().get();
+  });
+  started.get_future().wait();
+  // The waiter cannot finish while the only handle is on loan; releasing it lets it through.
+  EXPECT_EQ(pool.in_use(), 1);
+  held.reset();
+  EXPECT_EQ(waiter.get(), first);
+  EXPECT_EQ(pool.in_use(), 0);
+}
+
+TEST(CurlHandlePoolTest, AMovedLeaseReturnsItsHandleOnce) {
+  CurlHandlePool pool(1);
+  {
+    auto a = pool.Acquire();
+    CurlHandlePool::Lease b(std::move(a));
+    EXPECT_EQ(pool.in_use(), 1);
+  }
+  EXPECT_EQ(pool.in_use(), 0);
+}
+
+}  // namespace
+}  // namespace mailroom

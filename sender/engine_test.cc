@@ -1,0 +1,325 @@
+// The engine on simulated time (FakeClock) with a fake transport: pacing, priorities, expiry,
+// the budget running out, retries, the provider breaker and a graceful drain. No test sleeps:
+// each waits (bounded, in real time) for what the engine must do, or until every worker is
+// parked on a simulated deadline, and only then asserts what must not have happened.
+#include "sender/engine.h"
+
+#include <deque>
+#include <functional>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/testing/fake_clock.h"
+#include "gtest/gtest.h"
+#include "sender/breaker.h"
+#include "sender/budget.h"
+
+namespace mailroom {
+namespace {
+
+// 2026-01-15 12:00:00 UTC: mid-month, so the budget's month does not turn during a test.
+const absl::Time kStart = absl::FromUnixSeconds(1768478400);
+
+// Records what it is asked to send; answers with the scripted statuses, then OK.
+class FakeTransport : public Transport {
+ public:
+  absl::StatusOr<SendResult> Send(const OutgoingEmail& email) override {
+    absl::MutexLock lock(&mu_);
+    sent_to_.push_back(email.to_address);
+    if (!script_.empty()) {
+      absl::Status st = script_.front();
+      script_.pop_front();
+      if (!st.ok()) return st;
+    }
+    return SendResult{"ok"};
+  }
+  int Concurrency() const override { return 1; }
+  std::string Name() const override { return "fake"; }
+
+  void Script(std::vector<absl::Status> statuses) {
+    absl::MutexLock lock(&mu_);
+    script_.assign(statuses.begin(), statuses.end());
+  }
+  std::vector<std::string> sent_to() {
+    absl::MutexLock lock(&mu_);
+    return sent_to_;
+  }
+  size_t sends() {
+    absl::MutexLock lock(&mu_);
+    return sent_to_.size();
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::deque<absl::Status> script_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> sent_to_ ABSL_GUARDED_BY(mu_);
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  EngineTest() : clock_(kStart) {}
+  ~EngineTest() override {
+    if (engine_ != nullptr) engine_->Drain();
+  }
+
+  // Builds and starts the engine (one worker unless told otherwise).
+  void Start(BudgetConfig budget, EngineOptions options = {}) {
+    budget_ = std::make_unique<Budget>(budget, &clock_);
+    engine_ = std::make_unique<Engine>(
+        options,
+        [](const v1::Job& job) -> absl::StatusOr<OutgoingEmail> {
+          if (job.email() == "unrenderable") return absl::InvalidArgumentError("bad address");
+          return OutgoingEmail{"from@example.test", job.email(), "mime", "id"};
+        },
+        &transport_, budget_.get(),
+        [this](const absl::Status&, int failures) -> std::optional<absl::Duration> {
+          if (failures >= 3) return std::nullopt;
+          return absl::Seconds(10) * failures;
+        },
+        [this](v1::JobOutcome o) {
+          absl::MutexLock lock(&mu_);
+          outcomes_.push_back(std::move(o));
+        },
+        &metrics_, &clock_);
+    workers_ = std::max(1, options.workers);
+    engine_->Start();
+  }
+
+  v1::Job Job(uint64_t id, v1::Action action = v1::ACTION_ACTIVATION,
+              absl::Duration expires_in = absl::Hours(1)) {
+    v1::Job j;
+    j.set_job_id(id);
+    j.set_action(action);
+    j.set_email(absl::StrCat("user", id, "@example.test"));
+    j.set_login(absl::StrCat("user", id));
+    j.set_expires_at(absl::ToUnixSeconds(clock_.Now() + expires_in));
+    return j;
+  }
+
+  // Waits (in real time, bounded) until `pred` holds.
+  bool Eventually(const std::function<bool()>& pred) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(20);
+    while (!pred()) {
+      if (absl::Now() > give_up) return false;
+      absl::SleepFor(absl::Microseconds(200));
+    }
+    return true;
+  }
+  // Waits until every worker is parked on a simulated deadline: nothing more happens until
+  // time moves.
+  void Settle() { ASSERT_TRUE(Eventually([&] { return clock_.waiting() >= workers_; })); }
+  bool SendsReach(size_t n) { return Eventually([&] { return transport_.sends() >= n; }); }
+  size_t OutcomeCount() {
+    absl::MutexLock lock(&mu_);
+    return outcomes_.size();
+  }
+  std::vector<v1::JobOutcome> Outcomes() {
+    absl::MutexLock lock(&mu_);
+    return outcomes_;
+  }
+  bool OutcomesReach(size_t n) { return Eventually([&] { return OutcomeCount() >= n; }); }
+
+  FakeClock clock_;
+  Metrics metrics_;
+  FakeTransport transport_;
+  std::unique_ptr<Budget> budget_;
+  std::unique_ptr<Engine> engine_;
+  int workers_ = 1;
+  absl::Mutex mu_;
+  std::vector<v1::JobOutcome> outcomes_ ABSL_GUARDED_BY(mu_);
+};
+
+BudgetConfig OnePerSecond() {
+  BudgetConfig b;
+  b.provider_rate = 1.0;
+  return b;
+}
+
+TEST_F(EngineTest, SendsAtThePaceOnSimulatedTime) {
+  Start(OnePerSecond());
+  engine_->Submit({Job(1), Job(2), Job(3)});
+  ASSERT_TRUE(SendsReach(1));  // the bucket starts full: one goes at once
+  Settle();
+  EXPECT_EQ(transport_.sends(), 1u);
+  clock_.Advance(absl::Milliseconds(600));
+  Settle();
+  EXPECT_EQ(transport_.sends(), 1u) << "sent faster than 1/s";
+  clock_.Advance(absl::Milliseconds(600));  // 1.2 s: the next slot is open
+  ASSERT_TRUE(SendsReach(2));
+  Settle();
+  EXPECT_EQ(transport_.sends(), 2u);
+  clock_.Advance(absl::Milliseconds(1100));
+  ASSERT_TRUE(SendsReach(3));
+  ASSERT_TRUE(OutcomesReach(3));
+  for (const auto& o : Outcomes()) EXPECT_EQ(o.outcome(), v1::OUTCOME_SENT);
+  EXPECT_GT(metrics_.Value("mailroom_sender_rate_limit_wait_seconds_total"), 0);
+}
+
+TEST_F(EngineTest, RecoveryFirstThenEarliestExpiry) {
+  Start(OnePerSecond());
+  // The first job takes the only slot; the rest queue up and are taken in priority order.
+  engine_->Submit({Job(1)});
+  ASSERT_TRUE(SendsReach(1));
+  Settle();
+  engine_->Submit({Job(2, v1::ACTION_ACTIVATION, absl::Hours(2)),
+                   Job(3, v1::ACTION_ACTIVATION, absl::Hours(1)),
+                   Job(4, v1::ACTION_PASSWORD_RECOVERY, absl::Hours(3))});
+  for (size_t n = 2; n <= 4; ++n) {
+    clock_.Advance(absl::Milliseconds(1100));
+    ASSERT_TRUE(SendsReach(n));
+  }
+  EXPECT_EQ(transport_.sent_to(),
+            (std::vector<std::string>{"user1@example.test", "user4@example.test",
+                                      "user3@example.test", "user2@example.test"}));
+}
+
+TEST_F(EngineTest, AJobTooCloseToExpiryIsExpiredNotSent) {
+  EngineOptions o;
+  o.expiry_margin = absl::Seconds(30);
+  Start(BudgetConfig{}, o);
+  engine_->Submit({Job(1, v1::ACTION_ACTIVATION, absl::Seconds(20)), Job(2)});
+  ASSERT_TRUE(OutcomesReach(2));
+  auto out = Outcomes();
+  std::map<uint64_t, v1::Outcome> by_id;
+  for (const auto& x : out) by_id[x.job_id()] = x.outcome();
+  EXPECT_EQ(by_id[1], v1::OUTCOME_EXPIRED);
+  EXPECT_EQ(by_id[2], v1::OUTCOME_SENT);
+  EXPECT_EQ(transport_.sent_to(), std::vector<std::string>{"user2@example.test"});
+}
+
+TEST_F(EngineTest, SpentBudgetHandsJobsBackUntilTheMoneyComesBack) {
+  BudgetConfig b;
+  b.monthly_budget = 0.0002;  // two emails at 0.10 per 1000
+  b.price_per_1000 = 0.10;
+  b.burst = 2;
+  Start(b);
+  engine_->Submit({Job(1), Job(2), Job(3)});
+  ASSERT_TRUE(OutcomesReach(3));
+  Settle();
+  auto out = Outcomes();
+  int sent = 0, deferred = 0;
+  for (const auto& o : out) {
+    if (o.outcome() == v1::OUTCOME_SENT) {
+      ++sent;
+      EXPECT_EQ(o.cost_micros(), 100);
+    }
+    if (o.outcome() == v1::OUTCOME_DEFER) {
+      ++deferred;
+      EXPECT_EQ(o.reason(), "sending budget exhausted for now");
+      EXPECT_EQ(o.retry_after_ms(), 3600 * 1000);  // capped at an hour
+    }
+  }
+  EXPECT_EQ(sent, 2);
+  EXPECT_EQ(deferred, 1);
+  EXPECT_EQ(engine_->queued(), 0u);
+  EXPECT_EQ(metrics_.Value("mailroom_sender_budget_deferrals_total"), 1);
+}
+
+TEST_F(EngineTest, RetryableFailuresRetryPermanentOnesFail) {
+  Start(BudgetConfig{});
+  transport_.Script({absl::UnavailableError("smtp RCPT: 451 try later"),
+                     absl::InvalidArgumentError("smtp RCPT: 550 user unknown")});
+  engine_->Submit({Job(1)});
+  ASSERT_TRUE(OutcomesReach(1));
+  engine_->Submit({Job(2)});
+  ASSERT_TRUE(OutcomesReach(2));
+  auto out = Outcomes();
+  EXPECT_EQ(out[0].outcome(), v1::OUTCOME_RETRY);
+  EXPECT_EQ(out[0].retry_after_ms(), 10000u);
+  EXPECT_EQ(out[0].reason(), "smtp RCPT: 451 try later");
+  EXPECT_EQ(out[1].outcome(), v1::OUTCOME_FAILED);
+  EXPECT_EQ(out[1].reason(), "smtp RCPT: 550 user unknown");
+  // A failed send is not charged.
+  EXPECT_EQ(budget_->spent_micros(), 0);
+}
+
+TEST_F(EngineTest, GivesUpWhenTheRetryPolicySaysSo) {
+  Start(BudgetConfig{});
+  transport_.Script({absl::UnavailableError("451 busy")});
+  v1::Job j = Job(1);
+  j.set_failures(2);  // this is the third failure
+  engine_->Submit({j});
+  ASSERT_TRUE(OutcomesReach(1));
+  EXPECT_EQ(Outcomes()[0].outcome(), v1::OUTCOME_FAILED);
+  EXPECT_EQ(Outcomes()[0].reason(), "gave up after 3 attempts: 451 busy");
+}
+
+TEST_F(EngineTest, UnrenderableJobFailsUnpaid) {
+  Start(BudgetConfig{});
+  v1::Job j = Job(1);
+  j.set_email("unrenderable");
+  engine_->Submit({j});
+  ASSERT_TRUE(OutcomesReach(1));
+  EXPECT_EQ(Outcomes()[0].outcome(), v1::OUTCOME_FAILED);
+  EXPECT_EQ(transport_.sends(), 0u);
+  EXPECT_EQ(budget_->spent_micros(), 0);
+}
+
+TEST_F(EngineTest, ProviderOutageHoldsJobsAndProbesOnSimulatedTime) {
+  Breaker breaker({absl::Seconds(1), absl::Seconds(60)}, &clock_, &metrics_);
+  EngineOptions o;
+  o.breaker = &breaker;
+  Start(BudgetConfig{}, o);
+  transport_.Script({ProviderError("smtp AUTH: 535 credentials invalid")});
+  engine_->Submit({Job(1)});
+  ASSERT_TRUE(OutcomesReach(1));
+  EXPECT_TRUE(breaker.open());
+  EXPECT_EQ(Outcomes()[0].outcome(), v1::OUTCOME_DEFER);
+  EXPECT_TRUE(absl::StartsWith(Outcomes()[0].reason(), "held: provider unavailable: "));
+  // While open, queued jobs go back to PostgreSQL until the probe is due.
+  engine_->Submit({Job(2)});
+  ASSERT_TRUE(OutcomesReach(2));
+  EXPECT_EQ(Outcomes()[1].outcome(), v1::OUTCOME_DEFER);
+  EXPECT_EQ(Outcomes()[1].retry_after_ms(), 1000u);
+  Settle();
+  EXPECT_EQ(transport_.sends(), 1u);
+  // One simulated second later a job is the probe; it gets through and closes the breaker.
+  clock_.Advance(absl::Seconds(1));
+  engine_->Submit({Job(3)});
+  ASSERT_TRUE(OutcomesReach(3));
+  EXPECT_EQ(Outcomes()[2].outcome(), v1::OUTCOME_SENT);
+  EXPECT_FALSE(breaker.open());
+}
+
+TEST_F(EngineTest, LostLeaseIsNeitherSentNorReported) {
+  EngineOptions o;
+  o.lease = [](uint64_t id) { return id == 1 ? LeaseState::kLost : LeaseState::kOwned; };
+  Start(BudgetConfig{}, o);
+  engine_->Submit({Job(1), Job(2)});
+  ASSERT_TRUE(OutcomesReach(1));
+  Settle();
+  EXPECT_EQ(Outcomes().size(), 1u);
+  EXPECT_EQ(Outcomes()[0].job_id(), 2u);
+  EXPECT_EQ(transport_.sent_to(), std::vector<std::string>{"user2@example.test"});
+  EXPECT_TRUE(engine_->Held().empty());
+}
+
+TEST_F(EngineTest, DrainHandsQueuedJobsBackAtOnce) {
+  BudgetConfig b;
+  b.provider_rate = 0.05;  // one now, the next in 20 s
+  Start(b);
+  engine_->Submit({Job(1), Job(2), Job(3)});
+  ASSERT_TRUE(SendsReach(1));
+  Settle();
+  engine_->Drain();  // no simulated time passes: the pace wait must not hold it up
+  auto out = Outcomes();
+  ASSERT_EQ(out.size(), 3u);
+  int deferred = 0;
+  for (const auto& x : out) {
+    if (x.outcome() == v1::OUTCOME_DEFER) {
+      ++deferred;
+      EXPECT_EQ(x.reason(), "sender shutting down");
+      EXPECT_EQ(x.retry_after_ms(), 0u);
+    }
+  }
+  EXPECT_EQ(deferred, 2);
+  // A job arriving after the drain goes straight back.
+  engine_->Submit({Job(4)});
+  EXPECT_EQ(Outcomes().size(), 4u);
+  EXPECT_EQ(Outcomes().back().outcome(), v1::OUTCOME_DEFER);
+}
+
+}  // namespace
+}  // namespace mailroom

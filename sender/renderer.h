@@ -1,0 +1,118 @@
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "proto/mailroom/v1/mailroom.pb.h"
+#include "sender/transport.h"
+
+namespace mailroom {
+
+// Subject, text and HTML of one email.
+struct RenderedEmail {
+  std::string subject, text, html;
+};
+
+// What templates can use.
+struct TemplateVars {
+  std::string login, email, token, code, product_name, link_base_url;
+  absl::Time expires_at;
+  absl::Time now;       // for expires_in_minutes
+  std::string locale;   // the job's locale (BCP 47 tag such as "de-AT"), "" for none
+};
+
+// "de_at", "DE-at" -> "de-AT": language lower case, region upper case, script title case,
+// '_' read as '-'. "" for an empty or malformed tag (2-3 letter language, then subtags of 2-8
+// letters or digits).
+std::string NormalizeLocale(absl::string_view tag);
+
+// The locales a template is looked up in, most specific first, ending with "" (the default):
+// "de-AT" -> {"de-AT", "de", ""}. A malformed tag gives {""}.
+std::vector<std::string> LocaleChain(absl::string_view locale);
+
+// `t` in UTC, written the way the locale's language (and region) writes dates and times, with
+// " UTC" at the end: de "23.11.2026, 10:15 UTC", en-US "11/23/2026, 10:15 AM UTC", fr
+// "23/11/2026 10:15 UTC", ja "2026/11/23 10:15 UTC". Built-in table of common languages;
+// without a locale, or for a language not in the table, RFC 3339 ("2026-11-23T10:15:00Z").
+std::string FormatExpiry(absl::Time t, absl::string_view locale);
+
+// The template files built into the binary (sender/templates/, embedded at build time): name
+// (README's naming, e.g. "password_recovery.de.html") and content.
+const std::vector<std::pair<std::string, std::string>>& BuiltinTemplateFiles();
+
+// Per-action, per-locale Mustache templates (kainjow::mustache): subject, text and HTML for
+// activation and password recovery. Files are named `<action>.<part>` (the default language)
+// or `<action>.<locale>.<part>`, with action `activation` or `password_recovery`, part
+// `subject`, `txt` or `html`, locale a BCP 47 tag (`de`, `de-AT`). The built-in set
+// (sender/templates/: English and German) is loaded first; a directory may override or add any
+// file. A locale's set must be complete for an action (all three parts, from the directory or
+// built in), so an email is never half in one language.
+//
+// Variables: login, email, link (base URL + /activate or /recover + ?token=...), token, code,
+// expires_at (formatted for the locale, UTC: FormatExpiry), expires_at_iso (RFC 3339 UTC),
+// expires_in_minutes, product_name. HTML escapes every variable; text and subject do not, and
+// the subject loses CR/LF. Immutable after Load: thread-safe.
+class Templates {
+ public:
+  // Loads the built-in set, then `dir` when non-empty. Every template is parsed and rendered
+  // once with sample data; a template that does not parse, a file that cannot be read, an
+  // incomplete locale set, a malformed locale in a file name and a file with the old
+  // `.mustache` suffix are InvalidArgument errors that name the file.
+  static absl::StatusOr<Templates> Load(const std::string& dir);
+
+  // Renders with the most specific locale of LocaleChain(vars.locale) that has templates.
+  absl::StatusOr<RenderedEmail> Render(v1::Action action, const TemplateVars& vars) const;
+  // The locale Render would use for `locale` ("" = the default set).
+  std::string Resolve(v1::Action action, absl::string_view locale) const;
+  // Locales with templates for `action` ("" included), sorted.
+  std::vector<std::string> Locales(v1::Action action) const;
+
+ private:
+  struct Set {
+    std::string part[3];    // subject, txt, html
+    std::string origin[3];  // where each came from: a path, or "built-in <name>"
+  };
+  std::map<std::string, Set> sets_[2];  // [activation, password_recovery][locale]
+};
+
+// Everything besides the templates that goes into a message.
+struct RendererOptions {
+  std::string from;           // MAILROOM_FROM: "Name <addr>" or "addr"
+  std::string product_name;   // {{product_name}}
+  std::string link_base_url;  // links are BASE/activate?token=... and BASE/recover?token=...
+};
+
+// Turns a job into a message ready for a transport: validates the recipient, renders the
+// templates of the job's locale, builds the MIME message with a fresh Message-ID. Time comes
+// from `clock` (expires_in_minutes, the Date header). Thread-safe; `clock` must outlive it.
+class Renderer {
+ public:
+  // InvalidArgument ("MAILROOM_FROM: ...") when the sender address is not usable.
+  static absl::StatusOr<Renderer> Create(Templates templates, RendererOptions options,
+                                         Clock* clock);
+
+  // InvalidArgument for an address or login that cannot be sent to (the job fails unpaid).
+  absl::StatusOr<OutgoingEmail> Render(const v1::Job& job) const;
+
+  // The email a job for `action` and `locale` would get, with sample data (login "jane.doe",
+  // code "12345", expiry in an hour): for `sender render`.
+  absl::StatusOr<RenderedEmail> Preview(v1::Action action, const std::string& locale) const;
+
+ private:
+  Renderer(Templates templates, RendererOptions options, Clock* clock, std::string from_address);
+  TemplateVars VarsFor(const v1::Job& job) const;
+
+  Templates templates_;
+  RendererOptions options_;
+  Clock* clock_;
+  std::string from_address_;  // bare address of `from`
+  std::string id_domain_;     // its domain, for Message-IDs
+};
+
+}  // namespace mailroom

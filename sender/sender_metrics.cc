@@ -1,0 +1,41 @@
+#include "sender/sender_metrics.h"
+
+#include <cmath>
+
+namespace mailroom {
+
+void DescribeSenderMetrics(Metrics& m) {
+  using T = Metrics::Type;
+  m.Describe("mailroom_sender_jobs_total", T::kCounter, "Jobs finished, by action and outcome.");
+  m.Describe("mailroom_sender_failures_total", T::kCounter, "Permanent failures, by reason.");
+  m.Describe("mailroom_sender_retries_total", T::kCounter, "Deliveries handed back for a retry.");
+  m.Describe("mailroom_sender_held_total", T::kCounter,
+             "Deliveries handed back uncounted because the provider was unavailable.");
+  m.Describe("mailroom_sender_rate_limit_wait_seconds_total", T::kCounter,
+             "Time spent waiting for the budget or provider pace.");
+  m.Describe("mailroom_sender_budget_deferrals_total", T::kCounter,
+             "Times queued jobs were handed back because the budget was spent for now.");
+  m.Describe("mailroom_sender_send_seconds_total", T::kCounter, "Time spent in transport sends.");
+  m.Describe("mailroom_sender_spent_micros_total", T::kCounter,
+             "Money spent by this process, in millionths.");
+  m.Describe("mailroom_sender_queued_jobs", T::kGauge, "Jobs held and not yet being sent.");
+  m.Describe("mailroom_sender_budget_spent_micros", T::kGauge, "Spent this month (millionths).");
+  m.Describe("mailroom_sender_budget_remaining_micros", T::kGauge,
+             "Left this month (millionths; -1 unlimited).");
+  m.Describe("mailroom_sender_budget_pace_per_second", T::kGauge, "Current budget pace.");
+  m.Describe("mailroom_sender_sent_this_month", T::kGauge, "Emails paid for this month.");
+  m.Describe("mailroom_sender_pending_acks", T::kGauge, "Outcomes not yet recorded.");
+  m.Describe("mailroom_sender_connected", T::kGauge, "1 while subscribed to a collector.");
+}
+
+void PublishSenderGauges(const SenderGauges& g, Metrics& m) {
+  m.Set("mailroom_sender_budget_spent_micros", g.spent_micros);
+  m.Set("mailroom_sender_budget_remaining_micros", g.remaining_micros);
+  m.Set("mailroom_sender_budget_pace_per_second",
+        std::isinf(g.pace_per_second) ? -1 : g.pace_per_second);
+  m.Set("mailroom_sender_sent_this_month", g.sent_this_month);
+  m.Set("mailroom_sender_pending_acks", g.pending_acks);
+  m.Set("mailroom_sender_connected", g.connected ? 1 : 0);
+}
+
+}  // namespace mailroom

@@ -1,0 +1,52 @@
+#pragma once
+
+#include <functional>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "proto/mailroom/v1/mailroom.pb.h"
+
+namespace mailroom {
+
+// The sender's start-up: nothing is sent before this month's spend is known, so a background
+// thread asks the collector for the group's usage (Subscription::Usage) until it answers, hands
+// it to `restore` (Budget::Restore), then calls `start` (engine and stream) once. A refusal
+// (UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT) is a configuration problem: logged as
+// an error and retried every 30 s; other failures are retried from 200 ms, doubling to 30 s.
+// A CANCELLED answer (the subscription is stopping) ends the attempt without starting.
+// Stop() may come at any moment (a signal during start-up): `start` then either ran already or
+// never runs. Waits are on `clock`. Thread-safe.
+class Startup {
+ public:
+  using UsageFunction =
+      std::function<absl::StatusOr<v1::GetUsageResponse>(absl::Duration timeout)>;
+
+  Startup(UsageFunction usage, std::function<void(const v1::GetUsageResponse&)> restore,
+          std::function<void()> start, Clock* clock = RealClock::Get());
+  ~Startup();
+
+  // Starts the background thread (once).
+  void Begin();
+  // Ends start-up: waits for the thread; returns whether `start` ran. Call the usage source's
+  // own stop first (Subscription::StopReceiving) so a call in progress returns early.
+  bool Stop();
+  bool started() const;
+
+ private:
+  void Run();
+
+  const UsageFunction usage_;
+  const std::function<void(const v1::GetUsageResponse&)> restore_;
+  const std::function<void()> start_;
+  Clock* const clock_;
+  std::thread thread_;
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace mailroom

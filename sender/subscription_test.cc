@@ -1,0 +1,277 @@
+// The subscription against an in-process gRPC Collector (ServerBuilder without a port,
+// InProcessChannel) whose answers each test scripts, on simulated time: leases run out, stall
+// and renew when the FakeClock says so. (The real collector with PostgreSQL is exercised by
+// integration_tests/e2e_test and fault_test.)
+#include "sender/subscription.h"
+
+#include <functional>
+#include <set>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "common/testing/fake_clock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+
+namespace mailroom {
+namespace {
+
+const absl::Time kStart = absl::FromUnixSeconds(1768478400);
+
+// A collector that hands out the jobs a test queues and records what it is told.
+class FakeCollector final : public v1::Collector::Service {
+ public:
+  grpc::Status Subscribe(grpc::ServerContext* ctx, const v1::SubscribeRequest* req,
+                         grpc::ServerWriter<v1::SubscribeResponse>* writer) override {
+    v1::SubscribeResponse hello;
+    hello.set_subscriber_id("sub-1");
+    hello.set_lease_ms(60000);
+    {
+      absl::MutexLock lock(&mu_);
+      group_ = req->consumer_group();
+      max_in_flight_ = req->max_in_flight();
+    }
+    if (!writer->Write(hello)) return grpc::Status::OK;
+    while (!ctx->IsCancelled()) {
+      std::vector<v1::Job> jobs;
+      {
+        absl::MutexLock lock(&mu_);
+        auto have = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !to_send_.empty(); };
+        // The stream's end is not a mutex condition: look at it every few milliseconds.
+        mu_.AwaitWithTimeout(absl::Condition(&have), absl::Milliseconds(5));
+        jobs.swap(to_send_);
+      }
+      if (jobs.empty()) continue;
+      v1::SubscribeResponse resp;
+      for (auto& j : jobs) *resp.add_jobs() = j;
+      if (!writer->Write(resp)) break;
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status Acknowledge(grpc::ServerContext*, const v1::AcknowledgeRequest* req,
+                           v1::AcknowledgeResponse* resp) override {
+    absl::MutexLock lock(&mu_);
+    auto open = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return acks_open_; };
+    mu_.Await(absl::Condition(&open));
+    acks_.push_back(*req);
+    resp->set_recorded(req->outcomes_size());
+    return grpc::Status::OK;
+  }
+  grpc::Status RenewLeases(grpc::ServerContext*, const v1::RenewLeasesRequest* req,
+                           v1::RenewLeasesResponse* resp) override {
+    absl::MutexLock lock(&mu_);
+    ++renewals_;
+    if (!renew_ok_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "database down");
+    for (uint64_t id : req->job_ids()) {
+      if (lost_.count(id) > 0) resp->add_lost_job_ids(id);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status GetUsage(grpc::ServerContext*, const v1::GetUsageRequest* req,
+                        v1::GetUsageResponse* resp) override {
+    if (req->consumer_group() != "mailroom") {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "not your group");
+    }
+    resp->set_month("2026-01");
+    resp->set_sent(42);
+    resp->set_cost_micros(4200);
+    return grpc::Status::OK;
+  }
+
+  void Queue(std::vector<v1::Job> jobs) {
+    absl::MutexLock lock(&mu_);
+    for (auto& j : jobs) to_send_.push_back(std::move(j));
+  }
+
+  absl::Mutex mu_;
+  std::vector<v1::Job> to_send_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::AcknowledgeRequest> acks_ ABSL_GUARDED_BY(mu_);
+  bool acks_open_ ABSL_GUARDED_BY(mu_) = true;
+  bool renew_ok_ ABSL_GUARDED_BY(mu_) = true;
+  std::set<uint64_t> lost_ ABSL_GUARDED_BY(mu_);
+  int renewals_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string group_ ABSL_GUARDED_BY(mu_);
+  uint32_t max_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+v1::Job Job(uint64_t id, uint32_t attempt = 1) {
+  v1::Job j;
+  j.set_job_id(id);
+  j.set_attempt(attempt);
+  return j;
+}
+
+class SubscriptionTest : public ::testing::Test {
+ protected:
+  SubscriptionTest() : clock_(kStart) {
+    grpc::ServerBuilder b;
+    b.RegisterService(&collector_);
+    server_ = b.BuildAndStart();
+  }
+  ~SubscriptionTest() override {
+    {
+      absl::MutexLock lock(&collector_.mu_);
+      collector_.acks_open_ = true;
+    }
+    if (sub_ != nullptr) sub_->Stop();
+    server_->Shutdown();
+  }
+
+  void StartSubscription(std::string group = "mailroom") {
+    Subscription::Options o;
+    o.group = std::move(group);
+    o.max_in_flight = 7;
+    o.name = "test";
+    o.clock = &clock_;
+    o.channel = server_->InProcessChannel(grpc::ChannelArguments());
+    sub_ = std::make_unique<Subscription>(
+        o,
+        [this](std::vector<v1::Job> jobs) {
+          absl::MutexLock lock(&mu_);
+          for (auto& j : jobs) received_.push_back(j.job_id());
+        },
+        [this](const std::vector<uint64_t>& ids) {
+          absl::MutexLock lock(&mu_);
+          lost_.insert(lost_.end(), ids.begin(), ids.end());
+        });
+    sub_->Start();
+    sub_->StartReceiving();
+  }
+
+  bool Eventually(const std::function<bool()>& pred) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(20);
+    while (!pred()) {
+      if (absl::Now() > give_up) return false;
+      absl::SleepFor(absl::Microseconds(200));
+    }
+    return true;
+  }
+  bool Received(size_t n) {
+    return Eventually([&] {
+      absl::MutexLock lock(&mu_);
+      return received_.size() >= n;
+    });
+  }
+  size_t Acked() {
+    absl::MutexLock lock(&collector_.mu_);
+    size_t n = 0;
+    for (const auto& a : collector_.acks_) n += a.outcomes_size();
+    return n;
+  }
+  v1::JobOutcome Sent(uint64_t id) {
+    v1::JobOutcome o;
+    o.set_job_id(id);
+    o.set_outcome(v1::OUTCOME_SENT);
+    return o;
+  }
+
+  FakeClock clock_;
+  FakeCollector collector_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<Subscription> sub_;
+  absl::Mutex mu_;
+  std::vector<uint64_t> received_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> lost_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(SubscriptionTest, JobsArriveAndOutcomesAreAcknowledgedUnderTheirLease) {
+  collector_.Queue({Job(1, 3), Job(2)});
+  StartSubscription();
+  ASSERT_TRUE(Received(2));
+  ASSERT_TRUE(Eventually([&] { return sub_->connected(); }));
+  EXPECT_EQ(sub_->lease(), absl::Seconds(60));
+  EXPECT_EQ(sub_->leases(), 2u);
+  EXPECT_EQ(sub_->Check(1), LeaseState::kOwned);
+  sub_->Report(Sent(1));
+  ASSERT_TRUE(sub_->Flush(absl::Seconds(10)));
+  ASSERT_EQ(Acked(), 1u);
+  {
+    absl::MutexLock lock(&collector_.mu_);
+    const auto& ack = collector_.acks_[0];
+    EXPECT_EQ(ack.subscriber_id(), "sub-1");
+    EXPECT_EQ(ack.consumer_group(), "mailroom");
+    EXPECT_EQ(ack.outcomes(0).job_id(), 1u);
+    EXPECT_EQ(ack.outcomes(0).attempt(), 3u);  // the attempt the job came with
+    EXPECT_EQ(collector_.group_, "mailroom");
+    EXPECT_EQ(collector_.max_in_flight_, 7u);
+  }
+  EXPECT_EQ(sub_->leases(), 1u);
+  EXPECT_EQ(sub_->pending_acks(), 0u);
+  // A reported job is no longer ours: a second outcome is dropped, not sent.
+  EXPECT_EQ(sub_->Check(1), LeaseState::kLost);
+}
+
+TEST_F(SubscriptionTest, ALeaseThatCannotBeRenewedRunsOutOnSimulatedTime) {
+  {
+    absl::MutexLock lock(&collector_.mu_);
+    collector_.renew_ok_ = false;  // the collector cannot vouch for our leases
+  }
+  collector_.Queue({Job(1)});
+  StartSubscription();
+  ASSERT_TRUE(Received(1));
+  EXPECT_EQ(sub_->Check(1), LeaseState::kOwned);
+  clock_.Advance(absl::Seconds(44));  // 16 s left of 60: still enough for a send
+  EXPECT_EQ(sub_->Check(1), LeaseState::kOwned);
+  clock_.Advance(absl::Seconds(2));  // 14 s left: less than a quarter of the lease
+  EXPECT_EQ(sub_->Check(1), LeaseState::kLost);
+  // Forgotten: neither renewed nor reported any more.
+  EXPECT_EQ(sub_->leases(), 0u);
+}
+
+TEST_F(SubscriptionTest, RenewalKeepsLeasesAndReportsTheLostOnes) {
+  {
+    absl::MutexLock lock(&collector_.mu_);
+    collector_.lost_ = {2};
+  }
+  collector_.Queue({Job(1), Job(2)});
+  StartSubscription();
+  ASSERT_TRUE(Received(2));
+  // Renewals run every third of the lease, on simulated time.
+  clock_.Advance(absl::Seconds(20));
+  ASSERT_TRUE(Eventually([&] {
+    absl::MutexLock lock(&mu_);
+    return lost_ == std::vector<uint64_t>{2};
+  }));
+  ASSERT_TRUE(Eventually([&] { return sub_->leases() == 1u; }));
+  // 60 s after arrival job 1 is still ours: the renewal at 20 s pushed its deadline to 80 s.
+  clock_.Advance(absl::Seconds(40));
+  EXPECT_EQ(sub_->Check(1), LeaseState::kOwned);
+  EXPECT_EQ(sub_->Check(2), LeaseState::kLost);
+}
+
+TEST_F(SubscriptionTest, OutcomesNotGettingThroughMeanWait) {
+  collector_.Queue({Job(1), Job(2)});
+  StartSubscription();
+  ASSERT_TRUE(Received(2));
+  {
+    absl::MutexLock lock(&collector_.mu_);
+    collector_.acks_open_ = false;  // the collector takes the call but does not answer
+  }
+  sub_->Report(Sent(1));
+  ASSERT_TRUE(Eventually([&] { return sub_->pending_acks() == 1u; }));
+  EXPECT_EQ(sub_->Check(2), LeaseState::kOwned);
+  clock_.Advance(absl::Seconds(3));  // the outcome is older than the 2 s stall limit
+  EXPECT_EQ(sub_->Check(2), LeaseState::kWait);
+  {
+    absl::MutexLock lock(&collector_.mu_);
+    collector_.acks_open_ = true;
+  }
+  ASSERT_TRUE(sub_->Flush(absl::Seconds(10)));
+  EXPECT_EQ(sub_->Check(2), LeaseState::kOwned);
+}
+
+TEST_F(SubscriptionTest, UsageIsTheCollectorsAnswerAndRefusalsEndAtOnce) {
+  StartSubscription();
+  auto usage = sub_->Usage(absl::Seconds(5));
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  EXPECT_EQ(usage->month(), "2026-01");
+  EXPECT_EQ(usage->sent(), 42u);
+  sub_->Stop();
+  sub_.reset();
+  StartSubscription("audit");
+  auto refused = sub_->Usage(absl::Seconds(5));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+}  // namespace
+}  // namespace mailroom

@@ -1,0 +1,15 @@
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "sender/transport.h"
+
+namespace mailroom {
+
+// Builds the transport `config.kind` names: "file", "smtp" or "ses" (file directories are
+// created; nothing connects yet). FailedPrecondition when the file directory cannot be made,
+// InvalidArgument for an unknown kind; both name the variable.
+absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const TransportConfig& config);
+
+}  // namespace mailroom
