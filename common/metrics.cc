@@ -133,6 +133,7 @@ void Metrics::Drop(Family& f) {
   f.counters = nullptr;
   f.gauges = nullptr;
   f.histograms = nullptr;
+  f.histogram_series.clear();
 }
 
 void Metrics::Describe(const std::string& name, Type type, const std::string& help) {
@@ -183,10 +184,16 @@ void Metrics::Observe(const std::string& name, double v, const Labels& labels) {
   absl::MutexLock lock(&mu_);
   Family* f = Find(name, Type::kHistogram);
   if (f == nullptr || f->histograms == nullptr) return;
-  try {
-    f->histograms->Add(ToPrometheus(labels), f->buckets).Observe(v);
-  } catch (const std::exception&) {
+  prometheus::Labels l = ToPrometheus(labels);
+  auto it = f->histogram_series.find(l);
+  if (it == f->histogram_series.end()) {
+    try {
+      it = f->histogram_series.emplace(l, &f->histograms->Add(l, f->buckets)).first;
+    } catch (const std::exception&) {
+      return;
+    }
   }
+  it->second->Observe(v);
 }
 
 void Metrics::Clear(const std::string& name) {

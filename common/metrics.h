@@ -85,6 +85,8 @@ class Metrics {
     prometheus::Family<prometheus::Gauge>* gauges = nullptr;
     prometheus::Family<prometheus::Histogram>* histograms = nullptr;
     std::vector<double> buckets;  // histograms only
+    // prometheus-cpp builds a whole Histogram on every Family::Add, even for a series it has.
+    std::map<std::map<std::string, std::string>, prometheus::Histogram*> histogram_series;
   };
 
   // Creates (or returns) the family `name`; nullptr when Prometheus rejects the name.
