@@ -38,6 +38,8 @@ Dispatcher::Dispatcher(DispatcherOptions options, Store* store, Hub* hub, Signin
       metrics_(metrics), on_health_(std::move(on_health)),
       reconnect_backoff_(opt_.reconnect_max_backoff) {
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  metrics_->DescribeHistogram("mailroom_collector_dequeue_duration_seconds",
+                              "Dequeue statements that succeeded, by group.", kCallDurationBuckets);
 }
 
 Dispatcher::~Dispatcher() {
@@ -322,8 +324,11 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
       return absl::OkStatus();
     }
     const int want = std::min(opt_.batch_limit, member->Room());
+    const absl::Time dequeue_start = absl::Now();
     auto jobs = store_->Dequeue(group, want, member->id(), opt_.lease);
     if (!jobs.ok()) return jobs.status();
+    metrics_->Observe("mailroom_collector_dequeue_duration_seconds",
+                      absl::ToDoubleSeconds(absl::Now() - dequeue_start), labels);
     metrics_->Add("mailroom_collector_dequeues_total", 1, labels);
     if (jobs->empty()) {
       starved_.erase(group);

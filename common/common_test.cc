@@ -1,6 +1,16 @@
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <map>
 #include <memory>
+#include <string>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "common/metrics.h"
@@ -60,12 +70,131 @@ TEST(MetricsTest, RendersPrometheusText) {
   m.Describe("mailroom_jobs_total", Metrics::Type::kCounter, "Jobs.");
   m.Add("mailroom_jobs_total", 2, {{"outcome", "sent"}});
   m.Add("mailroom_jobs_total", 1, {{"outcome", "sent"}});
+  m.Add("mailroom_jobs_total", -5, {{"outcome", "sent"}});  // counters only go up
   m.Set("mailroom_depth", 7.5, {{"group", "a\"b"}});
   std::string text = m.Render();
+  EXPECT_THAT(text, HasSubstr("# HELP mailroom_jobs_total Jobs.\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE mailroom_jobs_total counter\n"));
-  EXPECT_THAT(text, HasSubstr("mailroom_jobs_total{outcome=\"sent\"} 3\n"));
-  EXPECT_THAT(text, HasSubstr("mailroom_depth{group=\"a\\\"b\"} 7.5\n"));
+  EXPECT_THAT(text, HasSubstr("mailroom_jobs_total{outcome=\"sent\"} 3"));
+  EXPECT_THAT(text, HasSubstr("mailroom_depth{group=\"a\\\"b\"} 7.5"));
   EXPECT_EQ(m.Value("mailroom_jobs_total", {{"outcome", "sent"}}), 3);
+  EXPECT_EQ(m.Value("mailroom_jobs_total", {{"outcome", "failed"}}), 0);
+  EXPECT_EQ(m.Value("mailroom_absent"), 0);
+}
+
+TEST(MetricsTest, GaugesGoBothWaysAndClearDropsSeries) {
+  Metrics m;
+  m.Describe("mailroom_subscribers", Metrics::Type::kGauge, "Subscribers.");
+  m.Add("mailroom_subscribers", 1, {{"group", "g"}});
+  m.Add("mailroom_subscribers", 1, {{"group", "g"}});
+  m.Add("mailroom_subscribers", -1, {{"group", "g"}});
+  EXPECT_EQ(m.Value("mailroom_subscribers", {{"group", "g"}}), 1);
+  m.Set("mailroom_subscribers", 4, {{"group", "h"}});
+  m.Clear("mailroom_subscribers");
+  EXPECT_EQ(m.Value("mailroom_subscribers", {{"group", "g"}}), 0);
+  std::string text = m.Render();
+  EXPECT_THAT(text, Not(HasSubstr("mailroom_subscribers")));  // no series, no family
+  // Still declared: the name takes new series, with its HELP and TYPE.
+  m.Set("mailroom_subscribers", 2, {{"group", "h"}});
+  text = m.Render();
+  EXPECT_THAT(text, HasSubstr("# HELP mailroom_subscribers Subscribers.\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE mailroom_subscribers gauge\n"));
+  EXPECT_THAT(text, HasSubstr("mailroom_subscribers{group=\"h\"} 2"));
+}
+
+TEST(MetricsTest, HistogramsHaveBucketsSumAndCount) {
+  Metrics m;
+  m.DescribeHistogram("mailroom_latency_seconds", "Latency.", {0.5, 1, 10});
+  m.Observe("mailroom_latency_seconds", 0.2, {{"action", "activation"}});
+  m.Observe("mailroom_latency_seconds", 3, {{"action", "activation"}});
+  m.Observe("mailroom_latency_seconds", 30, {{"action", "activation"}});
+  std::string text = m.Render();
+  EXPECT_THAT(text, HasSubstr("# TYPE mailroom_latency_seconds histogram\n"));
+  EXPECT_THAT(text, HasSubstr("mailroom_latency_seconds_bucket{action=\"activation\",le=\"0.5\"} 1"));
+  EXPECT_THAT(text, HasSubstr("mailroom_latency_seconds_bucket{action=\"activation\",le=\"10\"} 2"));
+  EXPECT_THAT(text, HasSubstr("mailroom_latency_seconds_bucket{action=\"activation\",le=\"+Inf\"} 3"));
+  EXPECT_THAT(text, HasSubstr("mailroom_latency_seconds_count{action=\"activation\"} 3"));
+  EXPECT_THAT(text, HasSubstr("mailroom_latency_seconds_sum{action=\"activation\"} 33.2"));
+  EXPECT_EQ(m.Value("mailroom_latency_seconds", {{"action", "activation"}}), 3);
+}
+
+TEST(MetricsTest, UndeclaredNamesStillRecordAndBadNamesAreIgnored) {
+  Metrics m;
+  m.Add("mailroom_undeclared", 2);
+  m.Observe("mailroom_undeclared_seconds", 0.3);
+  EXPECT_EQ(m.Value("mailroom_undeclared"), 2);
+  EXPECT_EQ(m.Value("mailroom_undeclared_seconds"), 1);
+  m.Add("bad name", 1);                           // rejected metric name
+  m.Add("mailroom_ok_total", 1, {{"bad-label", "x"}});  // rejected label name
+  m.Observe("mailroom_undeclared", 1);            // a gauge, not a histogram
+  EXPECT_EQ(m.Value("bad name"), 0);
+  EXPECT_EQ(m.Value("mailroom_ok_total", {{"bad-label", "x"}}), 0);
+  EXPECT_EQ(m.Value("mailroom_undeclared"), 2);
+}
+
+TEST(MetricsTest, HookRunsBeforeEachCollection) {
+  Metrics m;
+  int runs = 0;
+  m.SetCollectHook([&] { m.Set("mailroom_runs", ++runs); });
+  EXPECT_THAT(m.Render(), HasSubstr("mailroom_runs 1"));
+  EXPECT_THAT(m.Render(), HasSubstr("mailroom_runs 2"));
+}
+
+// A raw HTTP/1.0 GET on 127.0.0.1:port; returns the whole response ("" if unreachable).
+std::string HttpGet(int port, const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (send(fd, req.data(), req.size(), 0) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return out;
+}
+
+TEST(MetricsServerTest, ServesMetricsOnAChosenPort) {
+  Metrics m;
+  m.Describe("mailroom_jobs_total", Metrics::Type::kCounter, "Jobs.");
+  m.Add("mailroom_jobs_total", 4, {{"outcome", "sent"}});
+  int hooks = 0;
+  m.SetCollectHook([&] { ++hooks; });
+  MetricsServer server;
+  ASSERT_TRUE(server.Start("127.0.0.1:0", &m).ok());
+  ASSERT_GT(server.port(), 0);
+  std::string res = HttpGet(server.port(), "/metrics");
+  EXPECT_THAT(res, HasSubstr(" 200 "));
+  EXPECT_THAT(res, HasSubstr("mailroom_jobs_total{outcome=\"sent\"} 4"));
+  EXPECT_EQ(hooks, 1);
+  EXPECT_THAT(HttpGet(server.port(), "/healthz"), HasSubstr(" 200 "));
+  EXPECT_THAT(HttpGet(server.port(), "/nope"), HasSubstr(" 404 "));
+
+  // The port is taken now: a second server cannot bind it.
+  MetricsServer second;
+  absl::Status st = second.Start(absl::StrCat("127.0.0.1:", server.port()), &m);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+
+  const int port = server.port();
+  const absl::Time stop_start = absl::Now();
+  server.Stop();
+  EXPECT_LT(absl::Now() - stop_start, absl::Seconds(1));  // civetweb alone takes up to 2 s
+  EXPECT_EQ(HttpGet(port, "/metrics"), "");
+}
+
+TEST(MetricsServerTest, RejectsMalformedAddresses) {
+  Metrics m;
+  MetricsServer server;
+  EXPECT_EQ(server.Start("127.0.0.1", &m).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(server.Start("127.0.0.1:http", &m).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(server.Start("127.0.0.1:70000", &m).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

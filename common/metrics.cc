@@ -1,92 +1,234 @@
 #include "common/metrics.h"
 
-#include <httplib.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <exception>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "prometheus/collectable.h"
+#include "prometheus/counter.h"
+#include "prometheus/exposer.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
 
 namespace mailroom {
+
+const std::vector<double> kDeliveryLatencyBuckets = {0.05, 0.1, 0.25, 0.5, 1,   2.5, 5,
+                                                     10,   20,  30,   60,  120, 300, 600};
+const std::vector<double> kCallDurationBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                  0.25,  0.5,    1,     2.5,  5,     10,   30};
+
 namespace {
 
-std::string RenderLabels(const Labels& labels) {
-  if (labels.empty()) return "";
-  std::string out = "{";
-  for (size_t i = 0; i < labels.size(); ++i) {
-    if (i > 0) out += ",";
-    absl::StrAppend(&out, labels[i].first, "=\"");
-    for (char c : labels[i].second) {
-      if (c == '\\' || c == '"') {
-        out += '\\';
-        out += c;
-      } else if (c == '\n') {
-        out += "\\n";
-      } else {
-        out += c;
-      }
-    }
-    out += "\"";
-  }
-  return out + "}";
+// Prometheus' client default buckets, for histograms nobody chose buckets for.
+const std::vector<double> kDefaultBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                             0.5,   1,    2.5,   5,    10};
+
+prometheus::Labels ToPrometheus(const Labels& labels) {
+  return prometheus::Labels(labels.begin(), labels.end());
 }
 
-std::string FormatValue(double v) {
-  if (v == static_cast<double>(static_cast<int64_t>(v)) && v < 1e15 && v > -1e15) {
-    return absl::StrCat(static_cast<int64_t>(v));
+// Answers /healthz: an empty (valid) exposition.
+class Nothing : public prometheus::Collectable {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override { return {}; }
+};
+
+// Opens and closes one TCP connection to host:port (a wildcard host means this machine).
+void Knock(std::string host, int port) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
   }
-  return absl::StrFormat("%.6g", v);
+  if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+  if (host == "::") host = "::1";
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), absl::StrCat(port).c_str(), &hints, &res) != 0) return;
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const bool ok = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+    close(fd);
+    if (ok) break;
+  }
+  freeaddrinfo(res);
 }
 
 }  // namespace
 
-void Metrics::Describe(const std::string& name, Type type, const std::string& help) {
-  absl::MutexLock lock(&mu_);
-  Family& f = families_[name];
+// The scrape path: refresh through the hook, then read the registry, as one step.
+class Metrics::HookedCollectable : public prometheus::Collectable {
+ public:
+  explicit HookedCollectable(const Metrics* metrics) : metrics_(metrics) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    absl::MutexLock lock(&metrics_->collect_mu_);
+    if (metrics_->hook_) metrics_->hook_();
+    return metrics_->registry_->Collect();
+  }
+
+ private:
+  const Metrics* const metrics_;
+};
+
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      collectable_(std::make_shared<HookedCollectable>(this)) {}
+
+Metrics::~Metrics() = default;
+
+Metrics::Family* Metrics::Declare(const std::string& name, Type type, const std::string& help,
+                                  std::vector<double> buckets) {
+  auto it = families_.find(name);
+  if (it != families_.end()) {
+    if (it->second.type == type) return &it->second;
+    Drop(it->second);
+    families_.erase(it);
+  }
+  Family f;
   f.type = type;
   f.help = help;
-  f.described = true;
+  f.buckets = std::move(buckets);
+  // prometheus-cpp throws std::invalid_argument for a name it rejects.
+  try {
+    switch (type) {
+      case Type::kCounter:
+        f.counters = &prometheus::BuildCounter().Name(name).Help(help).Register(*registry_);
+        break;
+      case Type::kGauge:
+        f.gauges = &prometheus::BuildGauge().Name(name).Help(help).Register(*registry_);
+        break;
+      case Type::kHistogram:
+        f.histograms = &prometheus::BuildHistogram().Name(name).Help(help).Register(*registry_);
+        break;
+    }
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+  return &families_.emplace(name, std::move(f)).first->second;
 }
 
+Metrics::Family* Metrics::Find(const std::string& name, Type type_if_new) {
+  auto it = families_.find(name);
+  if (it != families_.end()) return &it->second;
+  return Declare(name, type_if_new, "", type_if_new == Type::kHistogram ? kDefaultBuckets
+                                                                        : std::vector<double>{});
+}
+
+void Metrics::Drop(Family& f) {
+  if (f.counters != nullptr) registry_->Remove(*f.counters);
+  if (f.gauges != nullptr) registry_->Remove(*f.gauges);
+  if (f.histograms != nullptr) registry_->Remove(*f.histograms);
+  f.counters = nullptr;
+  f.gauges = nullptr;
+  f.histograms = nullptr;
+  f.histogram_series.clear();
+}
+
+void Metrics::Describe(const std::string& name, Type type, const std::string& help) {
+  absl::MutexLock lock(&mu_);
+  Declare(name, type, help, type == Type::kHistogram ? kDefaultBuckets : std::vector<double>{});
+}
+
+void Metrics::DescribeHistogram(const std::string& name, const std::string& help,
+                                std::vector<double> buckets) {
+  absl::MutexLock lock(&mu_);
+  auto it = families_.find(name);
+  if (it != families_.end() && it->second.buckets != buckets) {
+    // New bounds apply to new series only in prometheus-cpp: start the name afresh.
+    Drop(it->second);
+    families_.erase(it);
+  }
+  Declare(name, Type::kHistogram, help, std::move(buckets));
+}
+
+// The series are touched under mu_: Clear() and a re-declaration destroy families, so no
+// reference may outlive the lock.
 void Metrics::Add(const std::string& name, double v, const Labels& labels) {
   absl::MutexLock lock(&mu_);
-  families_[name].series[RenderLabels(labels)] += v;
+  Family* f = Find(name, Type::kGauge);
+  if (f == nullptr) return;
+  try {
+    if (f->counters != nullptr) {
+      f->counters->Add(ToPrometheus(labels)).Increment(v);
+    } else if (f->gauges != nullptr) {
+      f->gauges->Add(ToPrometheus(labels)).Increment(v);
+    }
+  } catch (const std::exception&) {
+    // A rejected label name: nothing recorded (see the class comment).
+  }
 }
 
 void Metrics::Set(const std::string& name, double v, const Labels& labels) {
   absl::MutexLock lock(&mu_);
-  families_[name].series[RenderLabels(labels)] = v;
+  Family* f = Find(name, Type::kGauge);
+  if (f == nullptr || f->gauges == nullptr) return;
+  try {
+    f->gauges->Add(ToPrometheus(labels)).Set(v);
+  } catch (const std::exception&) {
+  }
+}
+
+void Metrics::Observe(const std::string& name, double v, const Labels& labels) {
+  absl::MutexLock lock(&mu_);
+  Family* f = Find(name, Type::kHistogram);
+  if (f == nullptr || f->histograms == nullptr) return;
+  prometheus::Labels l = ToPrometheus(labels);
+  auto it = f->histogram_series.find(l);
+  if (it == f->histogram_series.end()) {
+    try {
+      it = f->histogram_series.emplace(l, &f->histograms->Add(l, f->buckets)).first;
+    } catch (const std::exception&) {
+      return;
+    }
+  }
+  it->second->Observe(v);
 }
 
 void Metrics::Clear(const std::string& name) {
   absl::MutexLock lock(&mu_);
   auto it = families_.find(name);
-  if (it != families_.end()) it->second.series.clear();
+  if (it == families_.end()) return;
+  // prometheus-cpp removes series only by handle; re-registering the family drops them all.
+  Family old = std::move(it->second);
+  Drop(old);
+  families_.erase(it);
+  Declare(name, old.type, old.help, std::move(old.buckets));
 }
 
 double Metrics::Value(const std::string& name, const Labels& labels) const {
   absl::MutexLock lock(&mu_);
   auto it = families_.find(name);
   if (it == families_.end()) return 0;
-  auto s = it->second.series.find(RenderLabels(labels));
-  return s == it->second.series.end() ? 0 : s->second;
+  const Family& f = it->second;
+  const prometheus::Labels l = ToPrometheus(labels);
+  if (f.counters != nullptr && f.counters->Has(l)) return f.counters->Add(l).Value();
+  if (f.gauges != nullptr && f.gauges->Has(l)) return f.gauges->Add(l).Value();
+  if (f.histograms != nullptr && f.histograms->Has(l)) {
+    return static_cast<double>(
+        f.histograms->Add(l, f.buckets).Collect().histogram.sample_count);
+  }
+  return 0;
 }
 
-void Metrics::SetCollectHook(std::function<void()> hook) { hook_ = std::move(hook); }
+void Metrics::SetCollectHook(std::function<void()> hook) {
+  absl::MutexLock lock(&collect_mu_);
+  hook_ = std::move(hook);
+}
 
 std::string Metrics::Render() const {
-  if (hook_) hook_();
-  absl::MutexLock lock(&mu_);
-  std::string out;
-  for (const auto& [name, f] : families_) {
-    if (f.described) {
-      absl::StrAppend(&out, "# HELP ", name, " ", f.help, "\n# TYPE ", name, " ",
-                      f.type == Type::kCounter ? "counter" : "gauge", "\n");
-    }
-    for (const auto& [labels, v] : f.series) {
-      absl::StrAppend(&out, name, labels, " ", FormatValue(v), "\n");
-    }
-  }
-  return out;
+  return prometheus::TextSerializer().Serialize(collectable_->Collect());
 }
 
 MetricsServer::MetricsServer() = default;
@@ -94,34 +236,48 @@ MetricsServer::~MetricsServer() { Stop(); }
 
 absl::Status MetricsServer::Start(const std::string& address, const Metrics* metrics) {
   size_t colon = address.rfind(':');
-  std::string host = address.substr(0, colon);
   int port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("bad metrics address ", address));
   }
-  server_ = std::make_unique<httplib::Server>();
-  server_->Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics->Render(), "text/plain; version=0.0.4");
-  });
-  server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
-  });
-  if (port == 0) {
-    port_ = server_->bind_to_any_port(host);
-    if (port_ < 0) return absl::UnavailableError(absl::StrCat("cannot bind ", address));
-  } else {
-    if (!server_->bind_to_port(host, port)) {
-      return absl::UnavailableError(absl::StrCat("cannot bind ", address));
-    }
-    port_ = port;
+  Stop();
+  try {
+    // civetweb takes "host:port" ("[v6]:port") as its listening_ports option as it is.
+    exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/2);
+  } catch (const std::exception& e) {
+    exposer_.reset();
+    return absl::UnavailableError(absl::StrCat("cannot bind ", address, ": ", e.what()));
   }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  if (ports.empty()) {
+    exposer_.reset();
+    return absl::UnavailableError(absl::StrCat("cannot bind ", address));
+  }
+  port_ = ports.front();
+  host_ = address.substr(0, colon);
+  exposer_->RegisterCollectable(metrics->collectable());
+  healthz_ = std::make_shared<Nothing>();
+  exposer_->RegisterCollectable(healthz_, "/healthz");
   return absl::OkStatus();
 }
 
 void MetricsServer::Stop() {
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (exposer_ != nullptr) {
+    // civetweb's listener notices the stop only when its poll() returns, which it does every
+    // 2 s or on a connection attempt: knock until it is gone, so shutdown does not stall.
+    std::atomic<bool> stopped{false};
+    std::thread stopper([&] {
+      exposer_.reset();  // joins civetweb's threads
+      stopped = true;
+    });
+    while (!stopped) {
+      Knock(host_, port_);
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    stopper.join();
+  }
+  healthz_.reset();
 }
 
 }  // namespace mailroom

@@ -59,7 +59,13 @@ Engine::Engine(EngineOptions options, RenderFunction render, Transport* transpor
                Pacer* pacer, RetryDecider retry, std::function<void(v1::JobOutcome)> report,
                Metrics* metrics, Clock* clock)
     : opt_(options), render_(std::move(render)), transport_(transport), pacer_(pacer),
-      retry_(std::move(retry)), report_(std::move(report)), metrics_(metrics), clock_(clock) {}
+      retry_(std::move(retry)), report_(std::move(report)), metrics_(metrics), clock_(clock) {
+  metrics_->DescribeHistogram("mailroom_sender_send_duration_seconds",
+                              "Transport sends (any result), by transport.", kCallDurationBuckets);
+  metrics_->DescribeHistogram("mailroom_sender_commit_to_sent_seconds",
+                              "From the token's commit (whole seconds) to SENT, by action.",
+                              kDeliveryLatencyBuckets);
+}
 
 Engine::~Engine() { Drain(); }
 
@@ -301,12 +307,18 @@ bool Engine::Deliver(const v1::Job& job) {
   }
   absl::Time start = clock_->Now();
   auto sent = transport_->Send(*email);
-  metrics_->Add("mailroom_sender_send_seconds_total",
-                absl::ToDoubleSeconds(clock_->Now() - start));
+  const double send_seconds = absl::ToDoubleSeconds(clock_->Now() - start);
+  metrics_->Add("mailroom_sender_send_seconds_total", send_seconds);
+  metrics_->Observe("mailroom_sender_send_duration_seconds", send_seconds,
+                    {{"transport", transport_->Name()}});
   if (opt_.breaker != nullptr) opt_.breaker->Record(ticket, sent.status());
   if (sent.ok()) {
     metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "sent"}});
     metrics_->Add("mailroom_sender_spent_micros_total", cost);
+    metrics_->Observe("mailroom_sender_commit_to_sent_seconds",
+                      std::max(0.0, absl::ToDoubleSeconds(clock_->Now() - absl::FromUnixSeconds(
+                                                                         job.created_at()))),
+                      {{"action", action}});
     LogInfo("sent", {{"job", id}, {"action", action}, {"transport", transport_->Name()},
                      {"attempt", absl::StrCat(job.failures() + 1)}});
     Report(job.job_id(), v1::OUTCOME_SENT, "", absl::ZeroDuration(), cost);
