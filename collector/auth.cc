@@ -30,16 +30,6 @@ const char* RoleNames(unsigned roles) {
 
 }  // namespace
 
-bool ValidGroupName(absl::string_view name) {
-  if (name.empty() || name.size() > 63 || name[0] < 'a' || name[0] > 'z') return false;
-  for (char c : name) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) {
-      return false;
-    }
-  }
-  return true;
-}
-
 bool Principal::InGroup(absl::string_view group) const {
   return all_groups || std::find(groups.begin(), groups.end(), group) != groups.end();
 }

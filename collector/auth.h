@@ -5,12 +5,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/names.h"
 #include "grpcpp/grpcpp.h"
 
 namespace mailroom {
-
-// True for a valid consumer group name: ^[a-z][a-z0-9_-]{0,62}$.
-bool ValidGroupName(absl::string_view name);
 
 // What a credential may do. A bit set: a credential may hold both roles.
 enum Role : unsigned {

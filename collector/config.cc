@@ -8,7 +8,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "collector/service.h"
+#include "collector/service.h"  // kMaxInFlight
+#include "common/names.h"
 
 namespace mailroom {
 namespace {

@@ -121,3 +121,29 @@ TEST_F(LoadConfigTest, ErrorsNameTheVariable) {
 
 }  // namespace
 }  // namespace mailroom
+
+namespace mailroom {
+namespace {
+
+// Moved from integration_tests/collector_test: a malformed key names its variable and is never
+// echoed (bad_input_test checks the binary's exit code for every variable).
+TEST_F(LoadConfigTest, ConfigErrorsNameTheVariableWithoutEchoingSecrets) {
+  const std::string secret_ish =
+      "zz0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+  auto c = Load({{"MAILROOM_SECRET_KEY", secret_ish}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("MAILROOM_SECRET_KEY"));
+  EXPECT_THAT(c.status().message(), Not(HasSubstr(secret_ish)));
+  EXPECT_THAT(c.status().message(), Not(HasSubstr("0102030405")));
+  const std::string token = "leaky-token-0123456789@nope!:subscriber";
+  c = Load({{"MAILROOM_SUBSCRIBER_TOKENS", token}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("MAILROOM_SUBSCRIBER_TOKENS"));
+  EXPECT_THAT(c.status().message(), Not(HasSubstr("leaky-token")));
+  c = Load({{"MAILROOM_GROUPS", "mailroom,Bad Group"}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("MAILROOM_GROUPS"));
+}
+
+}  // namespace
+}  // namespace mailroom

@@ -5,36 +5,23 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
 #include "collector/batcher.h"
+#include "collector/job_builder.h"
 #include "common/log.h"
 
 namespace mailroom {
 
-// The LISTEN connection. Notifications arrive only while no transaction is open on it, so it
-// runs nothing but LISTEN and the idle health check.
-struct Dispatcher::Listener {
-  class Receiver : public pqxx::notification_receiver {
-   public:
-    Receiver(pqxx::connection_base& c, const std::string& channel, int* count)
-        : pqxx::notification_receiver(c, channel), count_(count) {}
-    void operator()(const std::string&, int) override { ++*count_; }
-
-   private:
-    int* count_;
-  };
-
-  explicit Listener(const std::string& url) : conn(url) {}
-  pqxx::connection conn;
-  std::unique_ptr<Receiver> receiver;
-  int count = 0;
-};
-
 Dispatcher::Dispatcher(DispatcherOptions options, Store* store, Hub* hub, SigningKey key,
-                       Metrics* metrics, std::function<void(bool)> on_health)
-    : opt_(std::move(options)), store_(store), hub_(hub), key_(std::move(key)),
+                       Metrics* metrics, std::function<void(bool)> on_health, Clock* clock,
+                       ListenerFactory listen)
+    : opt_(std::move(options)), clock_(clock),
+      listen_(listen ? std::move(listen)
+                     : ListenerFactory([url = opt_.database_url](const std::string& channel) {
+                         return ConnectPgListener(url, channel);
+                       })),
+      store_(store), hub_(hub), key_(std::move(key)),
       metrics_(metrics), on_health_(std::move(on_health)),
       reconnect_backoff_(opt_.reconnect_max_backoff) {
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -88,34 +75,26 @@ void Dispatcher::DrainEventFd() {
 }
 
 bool Dispatcher::ConnectListener() {
-  try {
-    auto channel = store_->Channel();
-    if (!channel.ok()) {
-      LogWarn("cannot read the channel", {{"error", std::string(channel.status().message())}});
-      return false;
-    }
-    auto l = std::make_unique<Listener>(opt_.database_url);
-    l->receiver = std::make_unique<Listener::Receiver>(l->conn, *channel, &l->count);
-    listener_ = std::move(l);
-    LogInfo("listening", {{"channel", *channel}});
-    return true;
-  } catch (const std::exception& e) {
-    LogWarn("database connection failed", {{"error", e.what()}});
+  auto channel = store_->Channel();
+  if (!channel.ok()) {
+    LogWarn("cannot read the channel", {{"error", std::string(channel.status().message())}});
+    return false;
+  }
+  auto listener = listen_(*channel);
+  if (!listener.ok()) {
+    LogWarn("database connection failed", {{"error", std::string(listener.status().message())}});
     listener_.reset();
     return false;
   }
+  listener_ = *std::move(listener);
+  LogInfo("listening", {{"channel", *channel}});
+  return true;
 }
 
-void Dispatcher::CloseListener() {
-  try {
-    listener_.reset();
-  } catch (...) {
-    // Closing a broken connection may throw from UNLISTEN; nothing to do.
-  }
-}
+void Dispatcher::CloseListener() { listener_.reset(); }
 
 void Dispatcher::Wait(absl::Time deadline) {
-  absl::Duration left = deadline - absl::Now();
+  absl::Duration left = deadline - clock_->Now();
   int timeout_ms = left <= absl::ZeroDuration()
                        ? 0
                        : static_cast<int>(std::min<int64_t>(
@@ -123,7 +102,7 @@ void Dispatcher::Wait(absl::Time deadline) {
   pollfd fds[2];
   int n = 0;
   fds[n++] = {event_fd_, POLLIN, 0};
-  if (listener_) fds[n++] = {listener_->conn.sock(), POLLIN, 0};
+  if (listener_) fds[n++] = {listener_->fd(), POLLIN, 0};
   poll(fds, n, timeout_ms);
   if (fds[0].revents & POLLIN) DrainEventFd();
 }
@@ -131,7 +110,7 @@ void Dispatcher::Wait(absl::Time deadline) {
 void Dispatcher::Disconnect() {
   CloseListener();
   const absl::Duration delay = reconnect_backoff_.Next();
-  reconnect_at_ = absl::Now() + delay;
+  reconnect_at_ = clock_->Now() + delay;
   LogWarn("reconnecting", {{"in_ms", absl::StrCat(absl::ToInt64Milliseconds(delay))}});
   metrics_->Add("mailroom_collector_reconnects_total", 1);
 }
@@ -147,9 +126,9 @@ absl::Status Dispatcher::EnsureConfiguredGroups() {
 
 void Dispatcher::Run() {
   Batcher batcher(opt_.batch_limit, opt_.batch_timeout);
-  absl::Time next_poll = absl::Now();
-  absl::Time next_health = absl::Now() + opt_.healthcheck_interval;
-  absl::Time connected_at = absl::Now();
+  absl::Time next_poll = clock_->Now();
+  absl::Time next_health = clock_->Now() + opt_.healthcheck_interval;
+  absl::Time connected_at = clock_->Now();
   bool drain = true;
   // Every database error, whatever its class, leads either to Disconnect() (the connection
   // is suspect: reconnect after a capped exponential backoff) or to a per-group backoff (a SQL
@@ -161,7 +140,7 @@ void Dispatcher::Run() {
 
   while (!stop_) {
     if (!listener_) {
-      if (absl::Now() < reconnect_at_) {
+      if (clock_->Now() < reconnect_at_) {
         Wait(reconnect_at_);
         continue;
       }
@@ -181,9 +160,9 @@ void Dispatcher::Run() {
         Disconnect();
         continue;
       }
-      connected_at = absl::Now();
+      connected_at = clock_->Now();
       drain = true;  // whatever arrived while disconnected
-      next_health = absl::Now() + opt_.healthcheck_interval;
+      next_health = clock_->Now() + opt_.healthcheck_interval;
     }
     if (!healthy_) {
       healthy_ = true;
@@ -223,7 +202,7 @@ void Dispatcher::Run() {
       }
     }
 
-    absl::Time now = absl::Now();
+    absl::Time now = clock_->Now();
     std::vector<std::string> groups;
     if (drain || batcher.Ready(now) || now >= next_poll) {
       groups = hub_->Groups();
@@ -255,32 +234,31 @@ void Dispatcher::Run() {
     for (const auto& [group, retry] : group_retry_) deadline = std::min(deadline, retry.at);
     Wait(deadline);
     if (stop_) break;
-    try {
-      listener_->count = 0;
-      listener_->conn.get_notifs();
-      if (listener_->count > 0) {
-        if (batcher.pending() == 0) LogInfo("notified; waking up");
-        metrics_->Add("mailroom_collector_wakeups_total", listener_->count);
-        batcher.OnNotify(absl::Now(), listener_->count);
-      }
-      if (absl::Now() >= next_health) {
-        pqxx::nontransaction tx(listener_->conn);
-        tx.exec("SELECT 1");
-        next_health = absl::Now() + opt_.healthcheck_interval;
-      }
-      // A connection that stayed up a while ends the reconnect backoff; one that keeps
-      // dropping right after connecting keeps backing off.
-      if (absl::Now() - connected_at >= absl::Seconds(10)) reconnect_backoff_.Reset();
-    } catch (const std::exception& e) {
-      LogWarn("listener connection lost", {{"error", e.what()}});
-      Disconnect();
+    absl::StatusOr<int> notified = listener_->TakeNotifications();
+    absl::Status st = notified.status();
+    if (st.ok() && *notified > 0) {
+      if (batcher.pending() == 0) LogInfo("notified; waking up");
+      metrics_->Add("mailroom_collector_wakeups_total", *notified);
+      batcher.OnNotify(clock_->Now(), *notified);
     }
+    if (st.ok() && clock_->Now() >= next_health) {
+      st = listener_->Ping();
+      next_health = clock_->Now() + opt_.healthcheck_interval;
+    }
+    if (!st.ok()) {
+      LogWarn("listener connection lost", {{"error", std::string(st.message())}});
+      Disconnect();
+      continue;
+    }
+    // A connection that stayed up a while ends the reconnect backoff; one that keeps
+    // dropping right after connecting keeps backing off.
+    if (clock_->Now() - connected_at >= absl::Seconds(10)) reconnect_backoff_.Reset();
   }
   CloseListener();
 }
 
 void Dispatcher::DispatchGroups(const std::vector<std::string>& groups) {
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
   for (const std::string& group : groups) {
     auto retry = group_retry_.find(group);
     if (retry != group_retry_.end() && now < retry->second.at) continue;  // still backing off
@@ -338,33 +316,19 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
     v1::SubscribeResponse batch;
     batch.mutable_jobs()->Reserve(static_cast<int>(jobs->size()));
     std::vector<JobResult> malformed;
-    for (StoredJob& j : *jobs) {
-      const TokenAction action =
-          j.password_recovery ? TokenAction::kPasswordRecovery : TokenAction::kActivation;
-      auto token = SignToken(key_, action, j.secret, j.code);
-      if (!token.ok()) {
+    for (const StoredJob& j : *jobs) {
+      auto job = BuildJob(key_, j);
+      if (!job.ok()) {
         // A malformed row (legacy data without the schema's checks) fails alone.
         JobResult failed;
         failed.id = j.id;
         failed.attempt = j.attempt;
         failed.kind = JobResult::Kind::kFailed;
-        failed.reason = absl::StrCat("cannot sign token: ", token.status().message());
+        failed.reason = std::string(job.status().message());
         malformed.push_back(std::move(failed));
         continue;
       }
-      v1::Job* job = batch.add_jobs();
-      job->set_job_id(j.id);
-      job->set_action(j.password_recovery ? v1::ACTION_PASSWORD_RECOVERY
-                                          : v1::ACTION_ACTIVATION);
-      job->set_email(std::move(j.email));
-      job->set_login(std::move(j.login));
-      job->set_token(*std::move(token));
-      job->set_code(std::move(j.code));
-      job->set_expires_at(j.expires_at);
-      job->set_account_id(j.account_id);
-      job->set_attempt(j.attempt);
-      job->set_failures(j.failures);
-      job->set_created_at(j.created_at);
+      *batch.add_jobs() = *std::move(job);
     }
     if (!malformed.empty()) {
       auto r = store_->Ack(group, member->id(), malformed);

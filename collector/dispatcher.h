@@ -12,10 +12,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/metrics.h"
 #include "collector/hub.h"
+#include "collector/pg_listener.h"
 #include "collector/signing.h"
 #include "collector/store.h"
+#include "common/clock.h"
+#include "common/metrics.h"
 
 namespace mailroom {
 
@@ -53,14 +55,25 @@ class Backoff {
   absl::Duration initial_, max_, next_;
 };
 
-// The collector's main loop, on its own thread: LISTENs on the channel (its own connection),
-// batches wake-ups (Batcher), dequeues for subscribers that have room, signs the jobs and hands
-// them to the subscribers' streams. Reconnects with capped exponential backoff forever. Other
-// threads talk to it only through Kick/HolderLeft/Stop, which never block on the database.
+// Opens the LISTEN connection for `channel` (ConnectPgListener in production; tests pass
+// fakes). Called from the dispatcher's loop on every (re)connect.
+using ListenerFactory = std::function<absl::StatusOr<std::unique_ptr<NotificationListener>>(
+    const std::string& channel)>;
+
+// The collector's main loop, on its own thread: LISTENs on the channel (a NotificationListener),
+// batches wake-ups (Batcher), dequeues for subscribers that have room, signs the jobs
+// (BuildJob) and hands them to the subscribers' streams. Reconnects with capped exponential
+// backoff forever. Every time decision (batch timeout, catch-up poll, health check, backoffs)
+// reads `clock`, so tests run it on simulated time; only the wait for the listener's descriptor
+// is real (a test moving simulated time wakes the loop with Kick). Other threads talk to it only
+// through Kick/HolderLeft/Stop, which never block on the database.
 class Dispatcher {
  public:
+  // `listen` defaults to ConnectPgListener(options.database_url, channel); `clock` to the wall
+  // clock. Pointers are borrowed and must outlive the dispatcher.
   Dispatcher(DispatcherOptions options, Store* store, Hub* hub, SigningKey key, Metrics* metrics,
-             std::function<void(bool serving)> on_health);
+             std::function<void(bool serving)> on_health, Clock* clock = RealClock::Get(),
+             ListenerFactory listen = nullptr);
   ~Dispatcher();
 
   // Runs the loop until Stop(). Call once, from the thread that owns the dispatcher.
@@ -94,6 +107,8 @@ class Dispatcher {
   void DrainEventFd();
 
   const DispatcherOptions opt_;
+  Clock* const clock_;
+  const ListenerFactory listen_;
   Store* const store_;
   Hub* const hub_;
   const SigningKey key_;
@@ -113,8 +128,7 @@ class Dispatcher {
   std::set<std::string> from_earliest_ ABSL_GUARDED_BY(mu_);
 
   // Loop-thread state.
-  struct Listener;
-  std::unique_ptr<Listener> listener_;
+  std::unique_ptr<NotificationListener> listener_;
   std::set<std::string> known_groups_;
   std::set<std::string> starved_;  // groups that ran out of room with work left
   std::set<std::string> earliest_;  // groups to create from the earliest token if missing

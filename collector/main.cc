@@ -1,124 +1,39 @@
 // The collector: `collector [serve]` runs the service; `collector migrate [up [N] | down N |
-// status]` manages the schema. Configuration comes from MAILROOM_* environment variables.
-#include "absl/synchronization/mutex.h"
+// status]` manages the schema (migrate_cli). Configuration comes from MAILROOM_* environment
+// variables (config). This file only wires the components together, runs them and shuts them
+// down.
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "collector/auth.h"
-#include "common/log.h"
-#include "common/metrics.h"
 #include "collector/config.h"
 #include "collector/dispatcher.h"
 #include "collector/hub.h"
 #include "collector/migrate.h"
+#include "collector/migrate_cli.h"
 #include "collector/service.h"
+#include "collector/stats_gauges.h"
 #include "collector/store.h"
+#include "collector/tls_credentials.h"
+#include "common/log.h"
+#include "common/metrics.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
-#include "proto/grpc/health/v1/health.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "proto/grpc/health/v1/health.pb.h"
 
 namespace mailroom {
 namespace {
-
-int Usage() {
-  std::fprintf(stderr,
-               "usage: collector [serve]\n"
-               "       collector migrate [up [VERSION] | down VERSION | status]\n"
-               "Configuration: MAILROOM_* environment variables (see README).\n");
-  return 2;
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-int Migrate(int argc, char** argv) {
-  Env env;
-  auto url = env.Required("MAILROOM_DATABASE_URL");
-  if (!url.ok()) {
-    std::fprintf(stderr, "config error: %s\n", std::string(url.status().message()).c_str());
-    return 2;
-  }
-  if (!ValidConninfo(*url)) {
-    std::fprintf(stderr,
-                 "config error: MAILROOM_DATABASE_URL: not a PostgreSQL connection URL or "
-                 "key=value string (postgresql://user:password@host:5432/database)\n");
-    return 2;
-  }
-  std::string cmd = argc > 2 ? argv[2] : "up";
-  if (cmd == "status") {
-    auto v = AppliedVersions(*url);
-    if (!v.ok()) {
-      std::fprintf(stderr, "migrate: %s\n", std::string(v.status().message()).c_str());
-      return 1;
-    }
-    std::printf("applied: [%s]; available: %zu\n", absl::StrJoin(*v, ", ").c_str(),
-                EmbeddedMigrations().size());
-    return 0;
-  }
-  std::optional<int> target;
-  if (argc > 3) {
-    int t;
-    if (!absl::SimpleAtoi(argv[3], &t) || t < 0) return Usage();
-    target = t;
-  }
-  absl::StatusOr<std::vector<int>> done;
-  if (cmd == "up") {
-    done = MigrateUp(*url, EmbeddedMigrations(), target);
-  } else if (cmd == "down" && target.has_value()) {
-    done = MigrateDown(*url, EmbeddedMigrations(), *target);
-  } else {
-    return Usage();
-  }
-  if (!done.ok()) {
-    LogError("migrate failed", {{"error", std::string(done.status().message())}});
-    return 1;
-  }
-  LogInfo(cmd == "up" ? "migrations applied" : "migrations reverted",
-          {{"versions", absl::StrCat("[", absl::StrJoin(*done, ","), "]")}});
-  const std::string channel = env.String("MAILROOM_CHANNEL", "");
-  if (cmd == "up" && !channel.empty()) {
-    absl::Status st = SetChannel(*url, channel);
-    if (!st.ok()) {
-      LogError("setting the channel failed", {{"error", std::string(st.message())}});
-      return 1;
-    }
-    LogInfo("channel set", {{"channel", channel}});
-  }
-  return 0;
-}
-
-void DescribeMetrics(Metrics& m) {
-  using T = Metrics::Type;
-  m.Describe("mailroom_collector_wakeups_total", T::kCounter, "NOTIFY wake-ups received.");
-  m.Describe("mailroom_collector_dequeues_total", T::kCounter, "Dequeue statements run.");
-  m.Describe("mailroom_collector_batches_total", T::kCounter, "Non-empty batches streamed.");
-  m.Describe("mailroom_collector_jobs_dispatched_total", T::kCounter, "Jobs streamed.");
-  m.Describe("mailroom_collector_acknowledged_total", T::kCounter,
-             "Job outcomes recorded, by outcome.");
-  m.Describe("mailroom_collector_malformed_total", T::kCounter,
-             "Token rows that could not be signed (failed).");
-  m.Describe("mailroom_collector_reconnects_total", T::kCounter, "Database reconnect attempts.");
-  m.Describe("mailroom_collector_subscribers", T::kGauge, "Connected subscribers.");
-  m.Describe("mailroom_collector_database_up", T::kGauge, "1 while PostgreSQL is reachable.");
-  m.Describe("mailroom_queue_depth", T::kGauge, "Tokens not yet handed out, per group.");
-  m.Describe("mailroom_queue_lag_seconds", T::kGauge, "Age of the oldest queued token.");
-  m.Describe("mailroom_queue_jobs", T::kGauge, "Jobs per group and state.");
-}
 
 int Serve() {
   auto config = LoadCollectorConfig(Env());
@@ -149,7 +64,7 @@ int Serve() {
   }
 
   Metrics metrics;
-  DescribeMetrics(metrics);
+  DescribeCollectorMetrics(metrics);
   auto store = NewPgStore(c.dispatch.database_url, c.db_pool_size);
   Hub hub;
   // Without bearer tokens, mutual TLS (or the development switch) grants full access.
@@ -181,31 +96,13 @@ int Serve() {
   // reflection (grpcurl describe/list, buf curl) resolve grpc.health.v1.Health.
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::ServerBuilder builder;
-  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
-  if (!c.tls_cert_file.empty()) {
-    grpc::SslServerCredentialsOptions ssl(
-        c.tls_client_ca_file.empty()
-            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-    auto cert = ReadFile(c.tls_cert_file);
-    auto key = ReadFile(c.tls_key_file);
-    if (!cert.ok() || !key.ok()) {
-      std::fprintf(stderr, "config error: MAILROOM_TLS_CERT/MAILROOM_TLS_KEY: cannot read\n");
-      return 2;
-    }
-    ssl.pem_key_cert_pairs.push_back({*key, *cert});
-    if (!c.tls_client_ca_file.empty()) {
-      auto ca = ReadFile(c.tls_client_ca_file);
-      if (!ca.ok()) {
-        std::fprintf(stderr, "config error: MAILROOM_TLS_CLIENT_CA: cannot read\n");
-        return 2;
-      }
-      ssl.pem_root_certs = *ca;
-    }
-    creds = grpc::SslServerCredentials(ssl);
+  auto creds = LoadServerCredentials({c.tls_cert_file, c.tls_key_file, c.tls_client_ca_file});
+  if (!creds.ok()) {
+    std::fprintf(stderr, "config error: %s\n", std::string(creds.status().message()).c_str());
+    return 2;
   }
   int port = 0;
-  builder.AddListeningPort(c.listen_address, creds, &port);
+  builder.AddListeningPort(c.listen_address, *creds, &port);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
@@ -222,24 +119,7 @@ int Serve() {
 
   MetricsServer metrics_server;
   if (!c.metrics_address.empty()) {
-    metrics.SetCollectHook([&] {
-      auto stats = store->Stats("");
-      if (!stats.ok()) return;
-      metrics.Clear("mailroom_queue_depth");
-      metrics.Clear("mailroom_queue_lag_seconds");
-      metrics.Clear("mailroom_queue_jobs");
-      for (const auto& s : *stats) {
-        const Labels g = {{"group", s.group}};
-        metrics.Set("mailroom_queue_depth", s.depth, g);
-        metrics.Set("mailroom_queue_lag_seconds", s.lag_seconds, g);
-        const std::pair<const char*, uint64_t> states[] = {
-            {"in_flight", s.in_flight}, {"waiting_retry", s.waiting_retry}, {"sent", s.sent},
-            {"failed", s.failed},       {"expired", s.expired},           {"cancelled", s.cancelled}};
-        for (const auto& [state, n] : states) {
-          metrics.Set("mailroom_queue_jobs", n, {{"group", s.group}, {"state", state}});
-        }
-      }
-    });
+    ExportQueueStatsOnScrape(store.get(), metrics);
     absl::Status st = metrics_server.Start(c.metrics_address, &metrics);
     if (!st.ok()) {
       LogError("cannot serve metrics", {{"address", c.metrics_address},
@@ -289,7 +169,12 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // Name our connections in pg_stat_activity unless the URL names them (libpq's fallback).
   setenv("PGAPPNAME", "mailroom-collector", /*overwrite=*/0);
-  if (argc > 1 && std::strcmp(argv[1], "migrate") == 0) return mailroom::Migrate(argc, argv);
-  if (argc > 1 && std::strcmp(argv[1], "serve") != 0) return mailroom::Usage();
+  if (argc > 1 && std::strcmp(argv[1], "migrate") == 0) {
+    return mailroom::RunMigrateCli(std::vector<std::string>(argv + 2, argv + argc),
+                                   mailroom::Env(), stdout, stderr);
+  }
+  if (argc > 1 && std::strcmp(argv[1], "serve") != 0) {
+    return mailroom::PrintCollectorUsage(stderr);
+  }
   return mailroom::Serve();
 }

@@ -1,6 +1,7 @@
 #include "collector/migrate.h"
 
 #include <algorithm>
+#include <functional>
 #include <pqxx/pqxx>
 #include <set>
 
@@ -55,21 +56,37 @@ absl::Status DbError(const std::string& what, const std::exception& e) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<int>> MigrateUp(const std::string& url,
-                                           const std::vector<Migration>& migrations,
-                                           std::optional<int> target) {
+namespace {
+
+enum class Direction { kUp, kDown };
+
+// Runs the `direction` script of every migration that `select(version, applied)` picks, in
+// order (ascending up, descending down), each in its own transaction together with its row in
+// schema_migrations, under the migration lock. Up and down differ only in these three places.
+absl::StatusOr<std::vector<int>> Apply(const std::string& url, std::vector<Migration> ordered,
+                                       Direction direction,
+                                       const std::function<bool(int, bool)>& select) {
+  std::sort(ordered.begin(), ordered.end(), [direction](const Migration& a, const Migration& b) {
+    return direction == Direction::kUp ? a.version < b.version : a.version > b.version;
+  });
   std::vector<int> done;
   std::string current = "connect";
   try {
     LockedConnection locked(url);
-    std::set<int> applied = Applied(locked.conn());
-    for (const Migration& m : migrations) {
-      if (applied.count(m.version) > 0 || (target.has_value() && m.version > *target)) continue;
-      current = absl::StrCat("migration ", m.version, "_", m.name);
+    const std::set<int> applied = Applied(locked.conn());
+    for (const Migration& m : ordered) {
+      if (!select(m.version, applied.count(m.version) > 0)) continue;
+      current = absl::StrCat(direction == Direction::kUp ? "migration " : "reverting migration ",
+                             m.version, "_", m.name);
       pqxx::work tx(locked.conn());
-      tx.exec(m.up);
-      tx.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.version,
-                     std::string(m.name));
+      if (direction == Direction::kUp) {
+        tx.exec(m.up);
+        tx.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                       m.version, std::string(m.name));
+      } else {
+        tx.exec(m.down);
+        tx.exec_params("DELETE FROM schema_migrations WHERE version = $1", m.version);
+      }
       tx.commit();
       done.push_back(m.version);
     }
@@ -81,32 +98,21 @@ absl::StatusOr<std::vector<int>> MigrateUp(const std::string& url,
   return done;
 }
 
+}  // namespace
+
+absl::StatusOr<std::vector<int>> MigrateUp(const std::string& url,
+                                           const std::vector<Migration>& migrations,
+                                           std::optional<int> target) {
+  return Apply(url, migrations, Direction::kUp, [target](int version, bool applied) {
+    return !applied && (!target.has_value() || version <= *target);
+  });
+}
+
 absl::StatusOr<std::vector<int>> MigrateDown(const std::string& url,
                                              const std::vector<Migration>& migrations,
                                              int target) {
-  std::vector<int> done;
-  std::string current = "connect";
-  try {
-    LockedConnection locked(url);
-    std::set<int> applied = Applied(locked.conn());
-    std::vector<Migration> ordered = migrations;
-    std::sort(ordered.begin(), ordered.end(),
-              [](const Migration& a, const Migration& b) { return a.version > b.version; });
-    for (const Migration& m : ordered) {
-      if (m.version <= target || applied.count(m.version) == 0) continue;
-      current = absl::StrCat("reverting migration ", m.version, "_", m.name);
-      pqxx::work tx(locked.conn());
-      tx.exec(m.down);
-      tx.exec_params("DELETE FROM schema_migrations WHERE version = $1", m.version);
-      tx.commit();
-      done.push_back(m.version);
-    }
-  } catch (const pqxx::sql_error& e) {
-    return absl::FailedPreconditionError(absl::StrCat(current, " failed: ", e.what()));
-  } catch (const std::exception& e) {
-    return DbError(current, e);
-  }
-  return done;
+  return Apply(url, migrations, Direction::kDown,
+               [target](int version, bool applied) { return applied && version > target; });
 }
 
 absl::StatusOr<std::vector<int>> AppliedVersions(const std::string& url) {

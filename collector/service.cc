@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/names.h"
 
 namespace mailroom {
 namespace {

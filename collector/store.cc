@@ -84,7 +84,7 @@ class PgStore : public Store {
       tx.exec("SET LOCAL synchronous_commit = off");
       pqxx::result r = tx.exec_params(
           "SELECT job_id, action = 'password_recovery', email, login, secret, code, expires_at,"
-          " account_id, attempt, failures, created_at"
+          " account_id, attempt, failures, created_at, locale"
           " FROM mailroom_dequeue($1, $2, $3, $4)",
           group, limit, owner, LeaseMs(lease));
       tx.commit();
@@ -103,6 +103,7 @@ class PgStore : public Store {
         j.attempt = row[8].as<uint32_t>();
         j.failures = row[9].as<uint32_t>();
         j.created_at = row[10].as<int64_t>();
+        j.locale = row[11].is_null() ? "" : row[11].as<std::string>();
         jobs.push_back(std::move(j));
       }
       return jobs;

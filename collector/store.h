@@ -23,6 +23,7 @@ struct StoredJob {
   uint32_t attempt = 1;
   uint32_t failures = 0;
   int64_t created_at = 0;
+  std::string locale;  // BCP 47 tag from accounts.locale; "" when unset
 };
 
 // One reported outcome of a job.

@@ -14,6 +14,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "gtest/gtest.h"
 #include "integration_tests/support/collector_client.h"
+#include "integration_tests/support/collector_fixture.h"
 #include "integration_tests/support/pg_server.h"
 #include "integration_tests/support/process.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
@@ -50,21 +51,16 @@ class CollectorTest : public ::testing::Test {
   // Starts a collector; returns its gRPC port.
   int StartCollector(std::map<std::string, std::string> extra = {}) {
     int port = testing::FreePort();
-    std::map<std::string, std::string> env = {
-        {"MAILROOM_DATABASE_URL", url_},
-        {"MAILROOM_SECRET_KEY", kKey},
-        {"MAILROOM_LISTEN_ADDRESS", absl::StrCat("127.0.0.1:", port)},
+    std::map<std::string, std::string> defaults = {
         {"MAILROOM_METRICS_ADDRESS", "127.0.0.1:0"},
-        {"MAILROOM_SUBSCRIBER_TOKENS", kBearer},
         {"MAILROOM_BATCH_LIMIT", "100"},
         {"MAILROOM_BATCH_TIMEOUT", "50"},
         {"MAILROOM_POLL_INTERVAL", "500"},
     };
-    for (auto& [k, v] : extra) env[k] = v;
-    auto p = Process::Spawn({testing::Runfile("mailroom/collector/collector")}, env);
-    EXPECT_TRUE(p.ok()) << p.status();
-    EXPECT_TRUE((*p)->WaitForLog("msg=connected", absl::Seconds(20))) << (*p)->Log();
-    collectors_.push_back(*std::move(p));
+    for (auto& [k, v] : extra) defaults[k] = v;
+    auto p = testing::StartCollectorProcess(testing::CollectorEnv(url_, port, kKey, kBearer, defaults));
+    EXPECT_NE(p, nullptr);
+    collectors_.push_back(std::move(p));
     return port;
   }
 
@@ -75,26 +71,11 @@ class CollectorTest : public ::testing::Test {
 
   // The test's own connections carry an application_name so fault injection can spare them.
   std::string TestUrl() const { return url_ + "?application_name=mailroom-test"; }
-  void Exec(const std::string& sql) {
-    pqxx::connection c(TestUrl());
-    pqxx::work tx(c);
-    tx.exec(sql);
-    tx.commit();
-  }
-  int64_t Scalar(const std::string& sql) {
-    pqxx::connection c(TestUrl());
-    pqxx::nontransaction tx(c);
-    return tx.exec1(sql)[0].as<int64_t>();
-  }
-  std::string Text(const std::string& sql) {
-    pqxx::connection c(TestUrl());
-    pqxx::nontransaction tx(c);
-    return tx.exec1(sql)[0].as<std::string>();
-  }
+  void Exec(const std::string& sql) { testing::TestDb(TestUrl()).Exec(sql); }
+  int64_t Scalar(const std::string& sql) { return testing::TestDb(TestUrl()).Scalar(sql); }
+  std::string Text(const std::string& sql) { return testing::TestDb(TestUrl()).Text(sql); }
   void InsertAccounts(int n, const std::string& prefix) {
-    Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT '", prefix,
-                      "' || i || '@example.test', '", prefix, "' || i FROM generate_series(1, ", n,
-                      ") i"));
+    testing::TestDb(TestUrl()).InsertAccounts(n, prefix);
   }
   static std::vector<uint64_t> Ids(const std::vector<v1::Job>& jobs) {
     std::vector<uint64_t> ids;
@@ -127,6 +108,19 @@ TEST_F(CollectorTest, InsertedAccountStreamsASignedJobThatVerifies) {
   EXPECT_TRUE(VerifyToken(keys, TokenAction::kActivation, job.token(), job.code()).ok());
   // The collector's log never contains the token or the code.
   EXPECT_THAT(collectors_[0]->Log(), Not(HasSubstr(job.token())));
+}
+
+// accounts.locale reaches the sender as Job.locale ("" when unset).
+TEST_F(CollectorTest, TheAccountsLocaleTravelsWithItsJob) {
+  int port = StartCollector();
+  TestSubscriber sub(Channel(port), kBearer, "mailroom", 10);
+  ASSERT_TRUE(sub.WaitSubscribed(absl::Seconds(10)));
+  Exec("INSERT INTO accounts (email, login, locale) VALUES ('de@example.test', 'de', 'de-AT'),"
+       " ('none@example.test', 'none', NULL)");
+  ASSERT_EQ(sub.WaitForJobs(2, absl::Seconds(10)), 2u);
+  std::map<std::string, std::string> locales;
+  for (const auto& j : sub.Jobs()) locales[j.login()] = j.locale();
+  EXPECT_EQ(locales, (std::map<std::string, std::string>{{"de", "de-AT"}, {"none", ""}}));
 }
 
 TEST_F(CollectorTest, PasswordRecoveryTokenSignsTheCode) {
@@ -381,49 +375,6 @@ TEST_F(CollectorTest, HealthIsNotServingWhileTheDatabaseIsDown) {
   }
   EXPECT_EQ(check(), grpc::health::v1::HealthCheckResponse::SERVING);
   EXPECT_TRUE(collectors_[0]->Running());  // never exits because PostgreSQL went away
-}
-
-TEST_F(CollectorTest, CallsWithoutValidCredentialsAreUnauthenticated) {
-  int port = StartCollector();
-  auto stub = v1::Collector::NewStub(Channel(port));
-  for (const std::string bearer : {"", "wrong-token-wrong-token-wrong"}) {
-    grpc::ClientContext ctx;
-    testing::Authorize(&ctx, bearer);
-    v1::GetQueueStatsResponse resp;
-    EXPECT_EQ(stub->GetQueueStats(&ctx, v1::GetQueueStatsRequest(), &resp).error_code(),
-              grpc::StatusCode::UNAUTHENTICATED);
-    TestSubscriber sub(Channel(port), bearer, "mailroom", 10);
-    EXPECT_EQ(sub.Finished(absl::Seconds(10)).error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  }
-}
-
-TEST_F(CollectorTest, InvalidArgumentsAreRejected) {
-  int port = StartCollector();
-  EXPECT_EQ(TestSubscriber(Channel(port), kBearer, "Bad Group!", 10)
-                .Finished(absl::Seconds(10)).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(TestSubscriber(Channel(port), kBearer, "mailroom", 0)
-                .Finished(absl::Seconds(10)).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
-  auto stub = v1::Collector::NewStub(Channel(port));
-  v1::AcknowledgeRequest ack;
-  ack.set_consumer_group("mailroom");
-  v1::AcknowledgeResponse resp;
-  {
-    grpc::ClientContext ctx;
-    testing::Authorize(&ctx, kBearer);
-    EXPECT_EQ(stub->Acknowledge(&ctx, ack, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  }
-  auto* o = ack.add_outcomes();
-  o->set_job_id(1);
-  o->set_attempt(1);
-  o->set_outcome(v1::OUTCOME_SENT);
-  {
-    // No subscriber_id: the lease cannot be identified.
-    grpc::ClientContext ctx;
-    testing::Authorize(&ctx, kBearer);
-    EXPECT_EQ(stub->Acknowledge(&ctx, ack, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  }
 }
 
 // Every field of an outcome is checked alone: the bad ones are rejected one by one and the
@@ -804,20 +755,6 @@ TEST_F(CollectorTest, SigtermStopsCleanly) {
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(*code, 0);
   EXPECT_THAT(collectors_[0]->Log(), HasSubstr("msg=stopped"));
-}
-
-TEST_F(CollectorTest, ConfigErrorsNameTheVariableWithoutEchoingSecrets) {
-  const std::string secret_ish = "zz0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
-  auto p = Process::Spawn({testing::Runfile("mailroom/collector/collector")},
-                          {{"MAILROOM_DATABASE_URL", url_},
-                           {"MAILROOM_SECRET_KEY", secret_ish},
-                           {"MAILROOM_SUBSCRIBER_TOKENS", kBearer}});
-  ASSERT_TRUE(p.ok());
-  auto code = (*p)->Wait(absl::Seconds(10));
-  ASSERT_TRUE(code.ok());
-  EXPECT_EQ(*code, 2);
-  EXPECT_THAT((*p)->Log(), HasSubstr("MAILROOM_SECRET_KEY"));
-  EXPECT_THAT((*p)->Log(), Not(HasSubstr(secret_ish)));
 }
 
 }  // namespace

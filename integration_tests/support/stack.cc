@@ -12,6 +12,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "collector/migrate.h"
+#include "integration_tests/support/collector_fixture.h"
 
 namespace mailroom::testing {
 
@@ -79,24 +80,16 @@ std::unique_ptr<Process> StackTest::StartCollector(std::map<std::string, std::st
                                                    const std::string& name, int port) {
   if (port == 0) port = FreePort();
   if (collector_port_ == 0) collector_port_ = port;
-  std::map<std::string, std::string> env = {
-      {"MAILROOM_DATABASE_URL", url_},
-      {"MAILROOM_SECRET_KEY", kStackKey},
-      {"MAILROOM_LISTEN_ADDRESS", absl::StrCat("127.0.0.1:", port)},
+  std::map<std::string, std::string> defaults = {
       {"MAILROOM_METRICS_ADDRESS", "off"},
-      {"MAILROOM_SUBSCRIBER_TOKENS", kStackBearer},
       {"MAILROOM_BATCH_TIMEOUT", "0"},
       {"MAILROOM_POLL_INTERVAL", "300"},
       {"MAILROOM_LEASE_MS", "3000"},
       {"MAILROOM_RECONNECT_MAX_BACKOFF", "1000"},
   };
-  for (auto& [k, v] : extra) env[k] = v;
-  auto c = Process::Spawn({Runfile("mailroom/collector/collector")}, env,
-                          absl::StrCat(dir_, "/", name, ".log"));
-  EXPECT_TRUE(c.ok());
-  if (!c.ok()) return nullptr;
-  EXPECT_TRUE((*c)->WaitForLog("msg=connected", absl::Seconds(20))) << (*c)->Log();
-  return *std::move(c);
+  for (auto& [k, v] : extra) defaults[k] = v;
+  return StartCollectorProcess(CollectorEnv(url_, port, kStackKey, kStackBearer, defaults),
+                               absl::StrCat(dir_, "/", name, ".log"));
 }
 
 std::unique_ptr<Process> StackTest::StartSender(std::map<std::string, std::string> extra,
@@ -180,18 +173,9 @@ std::map<std::string, std::string> StackTest::SesEnv(const std::string& endpoint
           {"AWS_SECRET_ACCESS_KEY", kStackAwsSecret}};
 }
 
-void StackTest::Exec(const std::string& sql) {
-  pqxx::connection c(url_);
-  pqxx::work tx(c);
-  tx.exec(sql);
-  tx.commit();
-}
+void StackTest::Exec(const std::string& sql) { TestDb(url_).Exec(sql); }
 
-int64_t StackTest::Scalar(const std::string& sql) {
-  pqxx::connection c(url_);
-  pqxx::nontransaction tx(c);
-  return tx.exec1(sql)[0].as<int64_t>();
-}
+int64_t StackTest::Scalar(const std::string& sql) { return TestDb(url_).Scalar(sql); }
 
 int64_t StackTest::WaitFor(const std::string& sql, int64_t want, absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;

@@ -1,0 +1,279 @@
+// The dispatcher's time decisions on simulated time: batch limit and timeout, the catch-up
+// poll, per-group and reconnect backoff. The store and the LISTEN connection are fakes; only
+// the loop's wait on descriptors is real, and the test wakes it after moving the clock.
+#include "collector/dispatcher.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "collector/testing/fake_store.h"
+#include "common/testing/fake_clock.h"
+#include "gtest/gtest.h"
+
+namespace mailroom {
+namespace {
+
+using testing::FakeStore;
+
+// What the fake LISTEN connections share with the test: notifications to hand out, and how
+// often the loop has gone back to waiting (it asks for the descriptor each time).
+struct ListenerState {
+  absl::Mutex mu;
+  int pending ABSL_GUARDED_BY(mu) = 0;
+  int waits ABSL_GUARDED_BY(mu) = 0;  // the loop asked for the descriptor to wait on
+  int takes ABSL_GUARDED_BY(mu) = 0;  // ... and came back from waiting
+  int connects ABSL_GUARDED_BY(mu) = 0;
+  int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  ~ListenerState() { close(fd); }
+
+  void Notify(int n) {
+    {
+      absl::MutexLock lock(&mu);
+      pending += n;
+    }
+    uint64_t one = 1;
+    ASSERT_EQ(write(fd, &one, sizeof one), static_cast<ssize_t>(sizeof one));
+  }
+  int Takes() {
+    absl::MutexLock lock(&mu);
+    return takes;
+  }
+  int Connects() {
+    absl::MutexLock lock(&mu);
+    return connects;
+  }
+  // Blocks until the loop has come back from waiting more than `after` times in all and is
+  // waiting again (asked for the descriptor since).
+  bool WaitIdle(int after) {
+    absl::MutexLock lock(&mu);
+    auto done = [this, after]() ABSL_SHARED_LOCKS_REQUIRED(mu) {
+      return takes > after && waits > takes;
+    };
+    return mu.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(10));
+  }
+};
+
+class FakeListener : public NotificationListener {
+ public:
+  explicit FakeListener(ListenerState* s) : s_(s) {}
+  int fd() override {
+    absl::MutexLock lock(&s_->mu);
+    ++s_->waits;
+    return s_->fd;
+  }
+  absl::StatusOr<int> TakeNotifications() override {
+    uint64_t v;
+    while (read(s_->fd, &v, sizeof v) > 0) {
+    }
+    absl::MutexLock lock(&s_->mu);
+    ++s_->takes;
+    int n = s_->pending;
+    s_->pending = 0;
+    return n;
+  }
+  absl::Status Ping() override { return absl::OkStatus(); }
+
+ private:
+  ListenerState* s_;
+};
+
+constexpr char kKey[] = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+class DispatcherTest : public ::testing::Test {
+ protected:
+  DispatcherTest() : clock_(absl::FromUnixSeconds(1700000000)) {
+    opt_.batch_limit = 10;
+    opt_.batch_timeout = absl::Seconds(5);
+    opt_.poll_interval = absl::Hours(1);
+    opt_.healthcheck_interval = absl::Hours(1);
+    opt_.reconnect_max_backoff = absl::Seconds(30);
+    opt_.groups = {"mailroom"};
+  }
+  ~DispatcherTest() override {
+    if (dispatcher_) {
+      dispatcher_->Stop();
+      loop_.join();
+    }
+  }
+
+  // Starts the loop with one subscriber of "mailroom" (it never receives anything: with no
+  // stream attached, deliveries fail and are released) and waits for the first round.
+  void Start() {
+    member_ = std::make_shared<Subscriber>("sub-1", "mailroom", "test", 1000);
+    hub_.Add(member_);
+    dispatcher_ = std::make_unique<Dispatcher>(
+        opt_, &store_, &hub_, *ParseSigningKey(kKey), &metrics_, [](bool) {}, &clock_,
+        [this](const std::string&) -> absl::StatusOr<std::unique_ptr<NotificationListener>> {
+          {
+            absl::MutexLock lock(&listener_.mu);
+            ++listener_.connects;
+          }
+          return std::make_unique<FakeListener>(&listener_);
+        });
+    loop_ = std::thread([this] { dispatcher_->Run(); });
+  }
+  // Wakes the loop without giving it anything to do, and waits until it waits again.
+  void Poke() {
+    const int takes = listener_.Takes();
+    dispatcher_->Kick("nobody", /*force=*/false);
+    ASSERT_TRUE(listener_.WaitIdle(takes));
+  }
+  // Sends `n` notifications and waits until the loop has taken them and waits again.
+  void Notify(int n) {
+    const int takes = listener_.Takes();
+    listener_.Notify(n);
+    ASSERT_TRUE(listener_.WaitIdle(takes));
+  }
+  // Waits until the loop waits (after its first round).
+  void Settle() { ASSERT_TRUE(listener_.WaitIdle(-1)); }
+
+  DispatcherOptions opt_;
+  FakeClock clock_;
+  FakeStore store_;
+  Hub hub_;
+  Metrics metrics_;
+  ListenerState listener_;
+  std::shared_ptr<Subscriber> member_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  std::thread loop_;
+};
+
+TEST_F(DispatcherTest, ABatchIsDueAtTheTimeoutAfterTheFirstNotification) {
+  Start();
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));  // the drain after connecting
+  Settle();
+  Notify(1);
+  EXPECT_EQ(store_.CallCount("Dequeue"), 1);
+  clock_.Advance(absl::Milliseconds(4999));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 1);
+  clock_.Advance(absl::Milliseconds(1));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 2);
+  EXPECT_EQ(metrics_.Value("mailroom_collector_wakeups_total"), 1);
+}
+
+TEST_F(DispatcherTest, ABatchIsDueAtOnceWhenTheLimitIsReached) {
+  Start();
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
+  Settle();
+  Notify(9);
+  EXPECT_EQ(store_.CallCount("Dequeue"), 1);
+  listener_.Notify(1);  // the tenth: no time needs to pass
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 2));
+}
+
+TEST_F(DispatcherTest, TheCatchUpPollRunsEveryPollInterval) {
+  opt_.poll_interval = absl::Seconds(2);
+  Start();
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
+  Settle();
+  clock_.Advance(absl::Milliseconds(1999));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 1);
+  clock_.Advance(absl::Milliseconds(1));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 2);
+  clock_.Advance(absl::Seconds(2));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 3);
+}
+
+TEST_F(DispatcherTest, ASqlErrorBacksOffThatGroupExponentially) {
+  store_.FailWith("Dequeue", absl::FailedPreconditionError("syntax error"));
+  Start();
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
+  Settle();
+  // 100 ms, then 200 ms; the connection is kept (no reconnect).
+  clock_.Advance(absl::Milliseconds(99));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 1);
+  clock_.Advance(absl::Milliseconds(1));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 2);
+  clock_.Advance(absl::Milliseconds(199));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 2);
+  clock_.Advance(absl::Milliseconds(1));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 3);
+  EXPECT_EQ(listener_.Connects(), 1);
+  // Once the error is gone the group is served again at its next retry.
+  store_.FailWith("Dequeue", absl::OkStatus());
+  clock_.Advance(absl::Milliseconds(400));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 4);
+}
+
+TEST_F(DispatcherTest, ALostDatabaseReconnectsAfterABackoff) {
+  store_.FailWith("Dequeue", absl::UnavailableError("connection lost"));
+  Start();
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
+  // The reconnect is scheduled (counted) once the backoff is chosen, on simulated time.
+  for (int i = 0; i < 10000 && metrics_.Value("mailroom_collector_reconnects_total") < 1; ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(metrics_.Value("mailroom_collector_reconnects_total"), 1);
+  EXPECT_EQ(listener_.Connects(), 1);  // no simulated time has passed: no reconnect yet
+  store_.FailWith("Dequeue", absl::OkStatus());
+  clock_.Advance(absl::Milliseconds(100));
+  dispatcher_->Kick("nobody", false);
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 2));  // reconnected, drained
+  EXPECT_EQ(listener_.Connects(), 2);
+  EXPECT_EQ(metrics_.Value("mailroom_collector_reconnects_total"), 1);
+}
+
+TEST_F(DispatcherTest, JobsThatCannotReachTheStreamAreReleasedAndMalformedRowsFail) {
+  StoredJob good;
+  good.id = 1;
+  good.secret = std::string(32, 'k');
+  good.code = "12345";
+  good.attempt = 1;
+  StoredJob malformed = good;
+  malformed.id = 2;
+  malformed.secret = "short";
+  store_.QueueJobs({good, malformed});
+  Start();
+  // The member has no stream attached: Deliver fails and the signed job goes straight back.
+  ASSERT_TRUE(store_.WaitForCalls("Release", 1));
+  auto release = store_.Calls("Release")[0];
+  EXPECT_EQ(release.owner, "sub-1");
+  EXPECT_EQ(release.ids, std::vector<uint64_t>{1});
+  auto acks = store_.Calls("Ack");
+  ASSERT_EQ(acks.size(), 1u);
+  ASSERT_EQ(acks[0].results.size(), 1u);
+  EXPECT_EQ(acks[0].results[0].id, 2u);
+  EXPECT_EQ(acks[0].results[0].kind, JobResult::Kind::kFailed);
+  // The dequeue asked for what the member has room for (capped by the batch limit), under
+  // the member's id.
+  auto dq = store_.Calls("Dequeue")[0];
+  EXPECT_EQ(dq.owner, "sub-1");
+  EXPECT_EQ(dq.limit, 10);
+  EXPECT_EQ(dq.lease, opt_.lease);
+}
+
+TEST_F(DispatcherTest, DepartedSubscribersAreRecordedAndTheirUnsentJobsReleased) {
+  Start();
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
+  dispatcher_->HolderLeft("mailroom", "sub-9", {7, 8});
+  ASSERT_TRUE(store_.WaitForCalls("Release", 1));
+  ASSERT_EQ(store_.CallCount("HolderLeft"), 1);
+  EXPECT_EQ(store_.Calls("HolderLeft")[0].owner, "sub-9");
+  EXPECT_EQ(store_.Calls("Release")[0].ids, (std::vector<uint64_t>{7, 8}));
+}
+
+TEST(BackoffTest, DoublesUpToTheCapAndResets) {
+  Backoff b(absl::Milliseconds(500));
+  EXPECT_EQ(b.Next(), absl::Milliseconds(100));
+  EXPECT_EQ(b.Next(), absl::Milliseconds(200));
+  EXPECT_EQ(b.Next(), absl::Milliseconds(400));
+  EXPECT_EQ(b.Next(), absl::Milliseconds(500));
+  EXPECT_EQ(b.Next(), absl::Milliseconds(500));
+  b.Reset();
+  EXPECT_EQ(b.Next(), absl::Milliseconds(100));
+}
+
+}  // namespace
+}  // namespace mailroom

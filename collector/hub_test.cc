@@ -1,0 +1,197 @@
+// Subscribers, their in-flight accounting and their stream reactors, over a real in-process
+// gRPC server (as grpc's health service tests its watch reactors).
+#include "collector/hub.h"
+
+#include <set>
+
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+
+namespace mailroom {
+namespace {
+
+// Serves Subscribe with the real SubscribeReactor: one Subscriber per stream, added to `hub`,
+// named after the request's subscriber_name.
+class SubscribeOnlyService : public v1::Collector::CallbackService {
+ public:
+  grpc::ServerWriteReactor<v1::SubscribeResponse>* Subscribe(
+      grpc::CallbackServerContext*, const v1::SubscribeRequest* req) override {
+    auto sub = std::make_shared<Subscriber>(req->subscriber_name(), req->consumer_group(),
+                                            req->subscriber_name(),
+                                            static_cast<int>(req->max_in_flight()));
+    auto* reactor = new SubscribeReactor(sub, [this](const std::shared_ptr<Subscriber>& s) {
+      hub.Remove(s);
+      absl::MutexLock lock(&mu);
+      unsent[s->id()] = s->TakeUnsent();
+      done.insert(s->id());
+    });
+    hub.Add(sub);
+    v1::SubscribeResponse welcome;
+    welcome.set_subscriber_id(sub->id());
+    sub->Attach(reactor, std::move(welcome));
+    return reactor;
+  }
+
+  bool WaitDone(const std::string& id) {
+    absl::MutexLock lock(&mu);
+    auto gone = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu) { return done.count(id) > 0; };
+    return mu.AwaitWithTimeout(absl::Condition(&gone), absl::Seconds(10));
+  }
+
+  Hub hub;
+  absl::Mutex mu;
+  std::set<std::string> done ABSL_GUARDED_BY(mu);
+  std::map<std::string, std::vector<uint64_t>> unsent ABSL_GUARDED_BY(mu);
+};
+
+// A client stream of one subscriber.
+struct Stream {
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReader<v1::SubscribeResponse>> reader;
+};
+
+v1::SubscribeResponse Batch(std::vector<uint64_t> ids, size_t padding = 0) {
+  v1::SubscribeResponse b;
+  for (uint64_t id : ids) {
+    v1::Job* j = b.add_jobs();
+    j->set_job_id(id);
+    j->set_email(std::string(padding, 'x'));
+  }
+  return b;
+}
+
+class HubTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    stub_ = v1::Collector::NewStub(server_->InProcessChannel(grpc::ChannelArguments()));
+  }
+  void TearDown() override {
+    streams_.clear();
+    server_->Shutdown();
+  }
+
+  // Opens a stream for `name` in `group` and reads its welcome.
+  Stream* Open(const std::string& name, const std::string& group, int max_in_flight) {
+    auto s = std::make_unique<Stream>();
+    v1::SubscribeRequest req;
+    req.set_subscriber_name(name);
+    req.set_consumer_group(group);
+    req.set_max_in_flight(max_in_flight);
+    s->reader = stub_->Subscribe(&s->ctx, req);
+    v1::SubscribeResponse welcome;
+    EXPECT_TRUE(s->reader->Read(&welcome));
+    EXPECT_EQ(welcome.subscriber_id(), name);
+    streams_.push_back(std::move(s));
+    return streams_.back().get();
+  }
+  std::shared_ptr<Subscriber> Member(const std::string& group, int want_room) {
+    auto m = service_.hub.PickMember(group);
+    EXPECT_NE(m, nullptr);
+    if (m != nullptr) EXPECT_EQ(m->Room(), want_room);
+    return m;
+  }
+
+  SubscribeOnlyService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::Collector::Stub> stub_;
+  std::vector<std::unique_ptr<Stream>> streams_;
+};
+
+TEST_F(HubTest, DeliveredJobsCountAsInFlightUntilForgotten) {
+  Stream* s = Open("a", "g", 5);
+  std::shared_ptr<Subscriber> a = Member("g", 5);
+  ASSERT_TRUE(a->Deliver(Batch({1, 2, 3})));
+  EXPECT_EQ(a->Room(), 2);
+  v1::SubscribeResponse got;
+  ASSERT_TRUE(s->reader->Read(&got));
+  ASSERT_EQ(got.jobs_size(), 3);
+  EXPECT_EQ(got.jobs(2).job_id(), 3u);
+  ASSERT_TRUE(a->Deliver(Batch({4, 5})));
+  EXPECT_EQ(a->Room(), 0);
+  EXPECT_EQ(service_.hub.PickMember("g"), nullptr);  // nobody has room
+  EXPECT_TRUE(service_.hub.Forget("g", "a", {1, 2, 99}));
+  EXPECT_EQ(a->Room(), 2);
+  EXPECT_FALSE(service_.hub.Forget("g", "a", {1, 2}));  // already forgotten
+  EXPECT_EQ(a->Forget({3, 4, 5}), 3);
+  EXPECT_EQ(a->Room(), 5);
+}
+
+TEST_F(HubTest, ForgetTouchesOnlyTheOwner) {
+  Open("a", "g", 10);
+  Open("b", "g", 10);
+  Open("a", "other", 10);  // the same id in another group
+  ASSERT_EQ(service_.hub.Count("g"), 2);
+  std::shared_ptr<Subscriber> a;
+  for (int i = 0; i < 2 && a == nullptr; ++i) {
+    auto m = service_.hub.PickMember("g");
+    if (m->id() == "a") a = m;
+  }
+  ASSERT_NE(a, nullptr);
+  ASSERT_TRUE(a->Deliver(Batch({1, 2, 3})));
+  // b naming a's jobs, or a's id in another group, frees nothing of a's.
+  EXPECT_FALSE(service_.hub.Forget("g", "b", {1, 2, 3}));
+  EXPECT_FALSE(service_.hub.Forget("other", "a", {1, 2, 3}));
+  EXPECT_FALSE(service_.hub.Forget("nope", "a", {1, 2, 3}));
+  EXPECT_EQ(a->Room(), 7);
+  // PickMember prefers the member with the most room: b.
+  EXPECT_EQ(service_.hub.PickMember("g")->id(), "b");
+  EXPECT_TRUE(service_.hub.Forget("g", "a", {2}));
+  EXPECT_EQ(a->Room(), 8);
+  std::vector<std::string> ids = service_.hub.MemberIds("g");
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()), (std::set<std::string>{"a", "b"}));
+  std::vector<std::string> groups = service_.hub.Groups();
+  EXPECT_EQ(std::set<std::string>(groups.begin(), groups.end()),
+            (std::set<std::string>{"g", "other"}));
+}
+
+TEST_F(HubTest, JobsThatNeverReachedACancelledStreamAreUnsent) {
+  Stream* s = Open("a", "g", 1000);
+  std::shared_ptr<Subscriber> a = Member("g", 1000);
+  // The client reads nothing more: the first batch's write stays outstanding and the others
+  // queue behind it (one write in flight).
+  std::set<uint64_t> delivered;
+  for (uint64_t b = 0; b < 5; ++b) {
+    std::vector<uint64_t> ids = {b * 10 + 1, b * 10 + 2};
+    ASSERT_TRUE(a->Deliver(Batch(ids, 1 << 20)));
+    delivered.insert(ids.begin(), ids.end());
+  }
+  s->ctx.TryCancel();
+  ASSERT_TRUE(service_.WaitDone("a"));
+  EXPECT_EQ(service_.hub.Count("g"), 0);
+  // The stream is over: nothing more is accepted, and it has no room.
+  EXPECT_FALSE(a->Deliver(Batch({100})));
+  EXPECT_EQ(a->Room(), 0);
+  std::vector<uint64_t> unsent;
+  {
+    absl::MutexLock lock(&service_.mu);
+    unsent = service_.unsent["a"];
+  }
+  // Every queued batch is unsent, each job once; at most the first batch may have been written.
+  std::set<uint64_t> unique(unsent.begin(), unsent.end());
+  EXPECT_EQ(unique.size(), unsent.size());
+  EXPECT_GE(unsent.size(), delivered.size() - 2);
+  for (uint64_t id : unsent) EXPECT_EQ(delivered.count(id), 1u) << id;
+  for (uint64_t id : {41u, 42u}) EXPECT_EQ(unique.count(id), 1u) << id;
+  EXPECT_TRUE(a->TakeUnsent().empty());  // taken once
+}
+
+TEST_F(HubTest, FinishAllEndsEveryStreamWithTheStatus) {
+  Stream* s1 = Open("a", "g", 10);
+  Stream* s2 = Open("b", "h", 10);
+  service_.hub.FinishAll(grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down"));
+  v1::SubscribeResponse msg;
+  for (Stream* s : {s1, s2}) {
+    EXPECT_FALSE(s->reader->Read(&msg));
+    EXPECT_EQ(s->reader->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  ASSERT_TRUE(service_.WaitDone("a"));
+  ASSERT_TRUE(service_.WaitDone("b"));
+  EXPECT_TRUE(service_.hub.Groups().empty());
+}
+
+}  // namespace
+}  // namespace mailroom

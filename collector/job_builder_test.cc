@@ -1,0 +1,92 @@
+#include "collector/job_builder.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace mailroom {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+SigningKey Key() {
+  auto key = ParseSigningKey("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f");
+  EXPECT_TRUE(key.ok());
+  return *key;
+}
+
+StoredJob Row() {
+  StoredJob j;
+  j.id = 42;
+  j.email = "alice@example.test";
+  j.login = "alice";
+  j.secret = std::string(32, '\x07');
+  j.code = "01234";
+  j.expires_at = 1700000900;
+  j.account_id = 7;
+  j.attempt = 3;
+  j.failures = 1;
+  j.created_at = 1700000000;
+  j.locale = "pt-BR";
+  return j;
+}
+
+TEST(JobBuilderTest, CopiesEveryFieldAndSignsAnActivation) {
+  auto job = BuildJob(Key(), Row());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->job_id(), 42u);
+  EXPECT_EQ(job->action(), v1::ACTION_ACTIVATION);
+  EXPECT_EQ(job->email(), "alice@example.test");
+  EXPECT_EQ(job->login(), "alice");
+  EXPECT_EQ(job->code(), "01234");
+  EXPECT_EQ(job->expires_at(), 1700000900);
+  EXPECT_EQ(job->account_id(), 7u);
+  EXPECT_EQ(job->attempt(), 3u);
+  EXPECT_EQ(job->failures(), 1u);
+  EXPECT_EQ(job->created_at(), 1700000000);
+  EXPECT_EQ(job->locale(), "pt-BR");
+  ASSERT_EQ(job->token().size(), 86u);
+  std::vector<SigningKey> keys = {Key()};
+  EXPECT_TRUE(VerifyToken(keys, TokenAction::kActivation, job->token(), job->code()).ok());
+  EXPECT_FALSE(VerifyToken(keys, TokenAction::kPasswordRecovery, job->token(), job->code()).ok());
+}
+
+TEST(JobBuilderTest, RecoveryTokensSignTheCode) {
+  StoredJob row = Row();
+  row.password_recovery = true;
+  auto job = BuildJob(Key(), row);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->action(), v1::ACTION_PASSWORD_RECOVERY);
+  std::vector<SigningKey> keys = {Key()};
+  EXPECT_TRUE(VerifyToken(keys, TokenAction::kPasswordRecovery, job->token(), "01234").ok());
+  EXPECT_FALSE(VerifyToken(keys, TokenAction::kPasswordRecovery, job->token(), "01235").ok());
+}
+
+TEST(JobBuilderTest, NoLocaleStaysEmpty) {
+  StoredJob row = Row();
+  row.locale.clear();
+  auto job = BuildJob(Key(), row);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->locale(), "");
+}
+
+TEST(JobBuilderTest, MalformedRowsFailWithoutEchoingTheSecret) {
+  StoredJob short_secret = Row();
+  short_secret.secret = "secret-material-xyz";
+  auto job = BuildJob(Key(), short_secret);
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(job.status().message(), HasSubstr("cannot sign token"));
+  EXPECT_THAT(job.status().message(), Not(HasSubstr("secret-material-xyz")));
+
+  StoredJob bad_code = Row();
+  bad_code.password_recovery = true;
+  bad_code.code = "12a";
+  EXPECT_EQ(BuildJob(Key(), bad_code).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace mailroom

@@ -1,0 +1,295 @@
+// The Collector service over an in-process gRPC channel, with a fake Store: authentication and
+// scopes, request validation, per-outcome rejections, and the lease identity (subscriber id +
+// attempt) it passes to the store.
+#include "collector/service.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "collector/testing/fake_store.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+
+namespace mailroom {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::FakeStore;
+
+constexpr char kKey[] = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+constexpr char kSubscriber[] = "subscriber-token-0123456789";  // mailroom: subscriber
+constexpr char kOperator[] = "operator-token-0123456789";      // mailroom: operator
+constexpr char kOther[] = "other-group-token-0123456789";      // other: subscriber
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto creds = ParseCredentials({absl::StrCat(kSubscriber, "@mailroom:subscriber"),
+                                   absl::StrCat(kOperator, "@mailroom+audit:operator"),
+                                   absl::StrCat(kOther, "@other:subscriber")},
+                                  "MAILROOM_SUBSCRIBER_TOKENS");
+    ASSERT_TRUE(creds.ok()) << creds.status();
+    auth_ = std::make_unique<Authenticator>(*creds, false);
+    // The dispatcher's loop is not run: the service only queues kicks and departures for it.
+    dispatcher_ = std::make_unique<Dispatcher>(DispatcherOptions{}, &store_, &hub_,
+                                               *ParseSigningKey(kKey), &metrics_,
+                                               [](bool) {});
+    ServiceLimits limits;
+    limits.lease = absl::Seconds(30);
+    limits.max_cost_micros = 5000;
+    limits.max_in_flight = 50;
+    service_ = std::make_unique<CollectorService>(&store_, &hub_, dispatcher_.get(), auth_.get(),
+                                                  &metrics_, limits);
+    grpc::ServerBuilder builder;
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    stub_ = v1::Collector::NewStub(server_->InProcessChannel(grpc::ChannelArguments()));
+  }
+  void TearDown() override {
+    hub_.FinishAll(grpc::Status::CANCELLED);
+    server_->Shutdown();
+  }
+
+  std::unique_ptr<grpc::ClientContext> Ctx(const std::string& bearer) {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    if (!bearer.empty()) ctx->AddMetadata("authorization", "Bearer " + bearer);
+    return ctx;
+  }
+  grpc::Status Ack(const std::string& bearer, const v1::AcknowledgeRequest& req,
+                   v1::AcknowledgeResponse* resp) {
+    return stub_->Acknowledge(Ctx(bearer).get(), req, resp);
+  }
+  // Subscribe's status when it ends at once (an error), or OK with the welcome in `welcome`.
+  grpc::Status Subscribe(const std::string& bearer, const std::string& group, int max_in_flight,
+                         v1::SubscribeResponse* welcome = nullptr) {
+    auto ctx = Ctx(bearer);
+    v1::SubscribeRequest req;
+    req.set_consumer_group(group);
+    req.set_max_in_flight(max_in_flight);
+    auto reader = stub_->Subscribe(ctx.get(), req);
+    v1::SubscribeResponse msg;
+    if (reader->Read(&msg)) {
+      if (welcome) *welcome = msg;
+      ctx->TryCancel();
+      (void)reader->Finish();
+      return grpc::Status::OK;
+    }
+    return reader->Finish();
+  }
+  static v1::AcknowledgeRequest AckRequest(const std::string& sub) {
+    v1::AcknowledgeRequest req;
+    req.set_consumer_group("mailroom");
+    req.set_subscriber_id(sub);
+    return req;
+  }
+  static v1::JobOutcome* Add(v1::AcknowledgeRequest* req, uint64_t id, v1::Outcome outcome,
+                             uint32_t attempt = 1) {
+    v1::JobOutcome* o = req->add_outcomes();
+    o->set_job_id(id);
+    o->set_attempt(attempt);
+    o->set_outcome(outcome);
+    return o;
+  }
+
+  FakeStore store_;
+  Hub hub_;
+  Metrics metrics_;
+  std::unique_ptr<Authenticator> auth_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<CollectorService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::Collector::Stub> stub_;
+};
+
+TEST_F(ServiceTest, CallsWithoutAValidCredentialAreUnauthenticated) {
+  v1::GetQueueStatsResponse stats;
+  for (const std::string bearer : {"", "wrong-token-wrong-token-wrong"}) {
+    EXPECT_EQ(stub_->GetQueueStats(Ctx(bearer).get(), {}, &stats).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(Subscribe(bearer, "mailroom", 10).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_EQ(store_.CallCount("Stats"), 0);
+}
+
+TEST_F(ServiceTest, SubscribeValidatesItsArgumentsAndWelcomes) {
+  EXPECT_EQ(Subscribe(kSubscriber, "Bad Group!", 10).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Subscribe(kSubscriber, "", 10).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Subscribe(kSubscriber, "mailroom", 0).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Subscribe(kSubscriber, "mailroom", kMaxInFlight + 1).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  v1::SubscribeResponse welcome;
+  ASSERT_TRUE(Subscribe(kSubscriber, "mailroom", kMaxInFlight, &welcome).ok());
+  EXPECT_THAT(welcome.subscriber_id(), ::testing::StartsWith("sub-"));
+  EXPECT_EQ(welcome.lease_ms(), 30000u);
+}
+
+TEST_F(ServiceTest, ScopesAndRolesArePermissionDenied) {
+  // A subscriber of another group, an operator subscribing.
+  EXPECT_EQ(Subscribe(kOther, "mailroom", 10).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Subscribe(kOperator, "mailroom", 10).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  v1::AcknowledgeRequest ack = AckRequest("sub-1");
+  Add(&ack, 1, v1::OUTCOME_SENT);
+  v1::AcknowledgeResponse resp;
+  grpc::Status st = Ack(kOther, ack, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(st.error_message(), HasSubstr("\"mailroom\""));
+  EXPECT_THAT(st.error_message(), ::testing::Not(HasSubstr(kOther)));
+  // Subscribers do not requeue; operators do, in their groups only.
+  v1::RequeueRequest rq;
+  rq.set_consumer_group("mailroom");
+  v1::RequeueResponse rr;
+  EXPECT_EQ(stub_->Requeue(Ctx(kSubscriber).get(), rq, &rr).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(stub_->Requeue(Ctx(kOperator).get(), rq, &rr).ok());
+  rq.set_consumer_group("other");
+  EXPECT_EQ(stub_->Requeue(Ctx(kOperator).get(), rq, &rr).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  // Nothing denied reached the store.
+  EXPECT_EQ(store_.CallCount("Ack"), 0);
+  EXPECT_EQ(store_.CallCount("Requeue"), 1);
+}
+
+TEST_F(ServiceTest, AcknowledgeNeedsASubscriberIdAndOutcomes) {
+  v1::AcknowledgeResponse resp;
+  v1::AcknowledgeRequest req = AckRequest("");
+  Add(&req, 1, v1::OUTCOME_SENT);
+  EXPECT_EQ(Ack(kSubscriber, req, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  req.set_subscriber_id(std::string(65, 's'));
+  EXPECT_EQ(Ack(kSubscriber, req, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Ack(kSubscriber, AckRequest("sub-1"), &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);  // no outcomes
+  v1::AcknowledgeRequest many = AckRequest("sub-1");
+  for (int i = 1; i <= kMaxIdsPerCall + 1; ++i) Add(&many, i, v1::OUTCOME_SENT);
+  EXPECT_EQ(Ack(kSubscriber, many, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(store_.CallCount("Ack"), 0);
+}
+
+// Every field of an outcome is checked alone: the bad ones are rejected one by one and the
+// valid ones beside them reach the store, with the caller's lease identity.
+TEST_F(ServiceTest, BadOutcomesAreRejectedOneByOneAndTheRestIsRecorded) {
+  v1::AcknowledgeRequest req = AckRequest("sub-7");
+  Add(&req, 1, v1::OUTCOME_SENT)->set_cost_micros(9223372036854775807LL);  // over the cap
+  Add(&req, 2, v1::OUTCOME_FAILED)->set_reason(std::string("bad\0reason", 10));  // NUL
+  Add(&req, 3, v1::OUTCOME_RETRY)->set_retry_after_ms(40u * 24 * 3600 * 1000);  // > 31 days
+  Add(&req, 4, v1::OUTCOME_FAILED);  // FAILED without a reason
+  Add(&req, 5, v1::OUTCOME_UNSPECIFIED);
+  Add(&req, 6, v1::OUTCOME_SENT, /*attempt=*/0);  // no lease identity
+  Add(&req, 7, v1::OUTCOME_FAILED, 3)->set_reason(std::string(1500, 'x') + "\xc3\xa9");
+  Add(&req, 8, v1::OUTCOME_SENT, 2)->set_cost_micros(4000);
+  Add(&req, 8, v1::OUTCOME_SENT, 2)->set_cost_micros(4000);  // the same job twice
+  Add(&req, 9, v1::OUTCOME_DEFER, 1)->set_cost_micros(1);     // only SENT has a cost
+  v1::AcknowledgeResponse resp;
+  ASSERT_TRUE(Ack(kSubscriber, req, &resp).ok());
+  EXPECT_EQ(resp.recorded(), 2u);
+  ASSERT_EQ(resp.rejected_size(), 8);
+  std::set<uint64_t> rejected;
+  for (const auto& r : resp.rejected()) rejected.insert(r.job_id());
+  EXPECT_EQ(rejected, (std::set<uint64_t>{1, 2, 3, 4, 5, 6, 8, 9}));
+  EXPECT_THAT(resp.rejected(0).error(), HasSubstr("MAILROOM_MAX_COST_MICROS"));
+  EXPECT_THAT(resp.rejected(1).error(), HasSubstr("NUL"));
+
+  auto calls = store_.Calls("Ack");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].group, "mailroom");
+  EXPECT_EQ(calls[0].owner, "sub-7");  // fencing: the subscription ...
+  ASSERT_EQ(calls[0].results.size(), 2u);
+  EXPECT_EQ(calls[0].results[0].id, 7u);
+  EXPECT_EQ(calls[0].results[0].attempt, 3u);  // ... and the attempt, as handed out
+  EXPECT_EQ(calls[0].results[0].kind, JobResult::Kind::kFailed);
+  EXPECT_EQ(calls[0].results[0].reason.size(), 1000u);  // cut at a character boundary
+  EXPECT_EQ(calls[0].results[1].id, 8u);
+  EXPECT_EQ(calls[0].results[1].attempt, 2u);
+  EXPECT_EQ(calls[0].results[1].cost_micros, 4000);
+}
+
+TEST_F(ServiceTest, OutcomesTheStoreDidNotRecordAreReportedAsIgnored) {
+  store_.AckOnly({1});
+  v1::AcknowledgeRequest req = AckRequest("sub-1");
+  Add(&req, 1, v1::OUTCOME_SENT);
+  Add(&req, 2, v1::OUTCOME_SENT);  // not this subscriber's lease (any more)
+  v1::AcknowledgeResponse resp;
+  ASSERT_TRUE(Ack(kSubscriber, req, &resp).ok());
+  EXPECT_EQ(resp.recorded(), 1u);
+  EXPECT_THAT(resp.ignored_job_ids(), ElementsAre(2u));
+  EXPECT_EQ(metrics_.Value("mailroom_collector_acknowledged_total",
+                           {{"group", "mailroom"}, {"outcome", "sent"}}),
+            1);
+}
+
+TEST_F(ServiceTest, RenewLeasesPassesTheLeaseIdentityToTheStore) {
+  v1::RenewLeasesRequest req;
+  req.set_consumer_group("mailroom");
+  req.set_subscriber_id("sub-3");
+  req.add_job_ids(10);
+  req.add_job_ids(11);
+  req.add_attempts(1);
+  v1::RenewLeasesResponse resp;
+  EXPECT_EQ(stub_->RenewLeases(Ctx(kSubscriber).get(), req, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);  // attempts must match job_ids
+  req.add_attempts(4);
+  ASSERT_TRUE(stub_->RenewLeases(Ctx(kSubscriber).get(), req, &resp).ok());
+  auto calls = store_.Calls("Renew");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].owner, "sub-3");
+  EXPECT_THAT(calls[0].ids, ElementsAre(10u, 11u));
+  EXPECT_THAT(calls[0].attempts, ElementsAre(1u, 4u));
+  EXPECT_EQ(calls[0].lease, absl::Seconds(30));
+  EXPECT_EQ(resp.lost_job_ids_size(), 0);
+  EXPECT_GT(resp.lease_expires_at_ms(), 0);
+  req.clear_subscriber_id();
+  EXPECT_EQ(stub_->RenewLeases(Ctx(kSubscriber).get(), req, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ServiceTest, StoreErrorsMapToGrpcCodes) {
+  store_.FailWith("Ack", absl::UnavailableError("database connection lost"));
+  v1::AcknowledgeRequest req = AckRequest("sub-1");
+  Add(&req, 1, v1::OUTCOME_SENT);
+  v1::AcknowledgeResponse resp;
+  EXPECT_EQ(Ack(kSubscriber, req, &resp).error_code(), grpc::StatusCode::UNAVAILABLE);
+  store_.FailWith("Usage", absl::FailedPreconditionError("bad"));
+  v1::GetUsageRequest u;
+  u.set_consumer_group("mailroom");
+  v1::GetUsageResponse ur;
+  EXPECT_EQ(stub_->GetUsage(Ctx(kSubscriber).get(), u, &ur).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_F(ServiceTest, QueueStatsCoverTheOperatorsGroupsOnly) {
+  GroupStatsRow a, b;
+  a.group = "mailroom";
+  a.depth = 3;
+  b.group = "other";
+  store_.SetStats({a, b});
+  v1::GetQueueStatsResponse all;
+  ASSERT_TRUE(stub_->GetQueueStats(Ctx(kOperator).get(), {}, &all).ok());
+  ASSERT_EQ(all.groups_size(), 1);
+  EXPECT_EQ(all.groups(0).consumer_group(), "mailroom");
+  EXPECT_EQ(all.groups(0).depth(), 3u);
+  v1::GetQueueStatsRequest req;
+  req.set_consumer_group("audit");  // allowed, but the store knows no such group
+  v1::GetQueueStatsResponse none;
+  EXPECT_EQ(stub_->GetQueueStats(Ctx(kOperator).get(), req, &none).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  req.set_consumer_group("other");
+  EXPECT_EQ(stub_->GetQueueStats(Ctx(kOperator).get(), req, &none).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+}
+
+TEST(CleanReasonTest, CutsAtACharacterBoundaryAndRejectsBadUtf8) {
+  EXPECT_EQ(*CleanReason("ok"), "ok");
+  auto cut = CleanReason(std::string(999, 'x') + "\xc3\xa9");
+  ASSERT_TRUE(cut.ok());
+  EXPECT_EQ(cut->size(), 999u);  // the 2-byte character would end past 1000
+  EXPECT_FALSE(CleanReason("\xc0\xaf").ok());   // overlong
+  EXPECT_FALSE(CleanReason("\xed\xa0\x80").ok());  // surrogate
+  EXPECT_FALSE(CleanReason(std::string("a\0b", 3)).ok());
+}
+
+}  // namespace
+}  // namespace mailroom

@@ -1,0 +1,49 @@
+#include "collector/stats_gauges.h"
+
+#include <utility>
+
+namespace mailroom {
+
+void DescribeCollectorMetrics(Metrics& m) {
+  using T = Metrics::Type;
+  m.Describe("mailroom_collector_wakeups_total", T::kCounter, "NOTIFY wake-ups received.");
+  m.Describe("mailroom_collector_dequeues_total", T::kCounter, "Dequeue statements run.");
+  m.Describe("mailroom_collector_batches_total", T::kCounter, "Non-empty batches streamed.");
+  m.Describe("mailroom_collector_jobs_dispatched_total", T::kCounter, "Jobs streamed.");
+  m.Describe("mailroom_collector_acknowledged_total", T::kCounter,
+             "Job outcomes recorded, by outcome.");
+  m.Describe("mailroom_collector_malformed_total", T::kCounter,
+             "Token rows that could not be signed (failed).");
+  m.Describe("mailroom_collector_reconnects_total", T::kCounter, "Database reconnect attempts.");
+  m.Describe("mailroom_collector_subscribers", T::kGauge, "Connected subscribers.");
+  m.Describe("mailroom_collector_database_up", T::kGauge, "1 while PostgreSQL is reachable.");
+  m.Describe("mailroom_queue_depth", T::kGauge, "Tokens not yet handed out, per group.");
+  m.Describe("mailroom_queue_lag_seconds", T::kGauge, "Age of the oldest queued token.");
+  m.Describe("mailroom_queue_jobs", T::kGauge, "Jobs per group and state.");
+}
+
+void SetQueueGauges(const std::vector<GroupStatsRow>& stats, Metrics& metrics) {
+  metrics.Clear("mailroom_queue_depth");
+  metrics.Clear("mailroom_queue_lag_seconds");
+  metrics.Clear("mailroom_queue_jobs");
+  for (const GroupStatsRow& s : stats) {
+    const Labels g = {{"group", s.group}};
+    metrics.Set("mailroom_queue_depth", s.depth, g);
+    metrics.Set("mailroom_queue_lag_seconds", s.lag_seconds, g);
+    const std::pair<const char*, uint64_t> states[] = {
+        {"in_flight", s.in_flight}, {"waiting_retry", s.waiting_retry}, {"sent", s.sent},
+        {"failed", s.failed},       {"expired", s.expired},           {"cancelled", s.cancelled}};
+    for (const auto& [state, n] : states) {
+      metrics.Set("mailroom_queue_jobs", n, {{"group", s.group}, {"state", state}});
+    }
+  }
+}
+
+void ExportQueueStatsOnScrape(Store* store, Metrics& metrics) {
+  metrics.SetCollectHook([store, &metrics] {
+    auto stats = store->Stats("");
+    if (stats.ok()) SetQueueGauges(*stats, metrics);
+  });
+}
+
+}  // namespace mailroom

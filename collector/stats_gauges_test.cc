@@ -1,0 +1,52 @@
+#include "collector/stats_gauges.h"
+
+#include "collector/testing/fake_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace mailroom {
+namespace {
+
+GroupStatsRow Row(const std::string& group, uint64_t depth) {
+  GroupStatsRow s;
+  s.group = group;
+  s.depth = depth;
+  s.lag_seconds = 1.5;
+  s.in_flight = 3;
+  s.sent = 7;
+  return s;
+}
+
+TEST(StatsGaugesTest, OneSeriesPerGroupAndState) {
+  Metrics m;
+  DescribeCollectorMetrics(m);
+  SetQueueGauges({Row("a", 4), Row("b", 0)}, m);
+  EXPECT_EQ(m.Value("mailroom_queue_depth", {{"group", "a"}}), 4);
+  EXPECT_EQ(m.Value("mailroom_queue_lag_seconds", {{"group", "a"}}), 1.5);
+  EXPECT_EQ(m.Value("mailroom_queue_jobs", {{"group", "a"}, {"state", "in_flight"}}), 3);
+  EXPECT_EQ(m.Value("mailroom_queue_jobs", {{"group", "b"}, {"state", "sent"}}), 7);
+  // A group that disappeared loses its series.
+  SetQueueGauges({Row("b", 2)}, m);
+  EXPECT_EQ(m.Value("mailroom_queue_depth", {{"group", "a"}}), 0);
+  EXPECT_EQ(m.Value("mailroom_queue_jobs", {{"group", "a"}, {"state", "sent"}}), 0);
+  EXPECT_EQ(m.Value("mailroom_queue_depth", {{"group", "b"}}), 2);
+}
+
+TEST(StatsGaugesTest, RefreshedFromTheStoreOnScrape) {
+  testing::FakeStore store;
+  store.SetStats({Row("mailroom", 9)});
+  Metrics m;
+  DescribeCollectorMetrics(m);
+  ExportQueueStatsOnScrape(&store, m);
+  EXPECT_EQ(store.CallCount("Stats"), 0);  // only when scraped
+  m.Render();
+  EXPECT_EQ(store.CallCount("Stats"), 1);
+  EXPECT_EQ(m.Value("mailroom_queue_depth", {{"group", "mailroom"}}), 9);
+  // A failing store keeps the last values.
+  store.FailWith("Stats", absl::UnavailableError("down"));
+  m.Render();
+  EXPECT_EQ(m.Value("mailroom_queue_depth", {{"group", "mailroom"}}), 9);
+}
+
+}  // namespace
+}  // namespace mailroom

@@ -1,0 +1,377 @@
+// The Store (PgStore) and the SQL functions it calls (mailroom_dequeue, mailroom_ack,
+// mailroom_renew, mailroom_holder_left, mailroom_stats), against a throwaway PostgreSQL with
+// the embedded migrations applied; one fresh database per test.
+#include "collector/store.h"
+
+#include <map>
+#include <pqxx/pqxx>
+
+#include "absl/strings/str_cat.h"
+#include "collector/migrate.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "integration_tests/support/pg_server.h"
+
+namespace mailroom {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+using ::testing::UnorderedElementsAreArray;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto server = testing::PgServer::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    pg_ = server->release();
+  }
+  static void TearDownTestSuite() { delete pg_; }
+  void SetUp() override {
+    static int n = 0;
+    auto url = pg_->CreateDatabase(absl::StrCat("store_", ++n));
+    ASSERT_TRUE(url.ok()) << url.status();
+    url_ = *url;
+    auto up = MigrateUp(url_, EmbeddedMigrations());
+    ASSERT_TRUE(up.ok()) << up.status();
+    conn_ = std::make_unique<pqxx::connection>(url_);
+    store_ = NewPgStore(url_, 2);
+  }
+
+  void Exec(const std::string& sql) {
+    pqxx::work tx(*conn_);
+    tx.exec(sql);
+    tx.commit();
+  }
+  int64_t Int(const std::string& sql) {
+    pqxx::nontransaction tx(*conn_);
+    return tx.exec1(sql)[0].as<int64_t>();
+  }
+  std::string Text(const std::string& sql) {
+    pqxx::nontransaction tx(*conn_);
+    auto f = tx.exec1(sql)[0];
+    return f.is_null() ? "NULL" : f.as<std::string>();
+  }
+  void InsertAccounts(int n, const std::string& prefix) {
+    Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT '", prefix,
+                      "' || i || '@example.test', '", prefix, "' || i FROM generate_series(1, ",
+                      n, ") i"));
+  }
+  std::vector<StoredJob> Dequeue(const std::string& owner, int limit = 100,
+                                 absl::Duration lease = absl::Seconds(60)) {
+    auto jobs = store_->Dequeue("mailroom", limit, owner, lease);
+    EXPECT_TRUE(jobs.ok()) << jobs.status();
+    return jobs.ok() ? *jobs : std::vector<StoredJob>{};
+  }
+  static JobResult Sent(const StoredJob& j, uint32_t attempt = 0) {
+    JobResult r;
+    r.id = j.id;
+    r.attempt = attempt ? attempt : j.attempt;
+    r.kind = JobResult::Kind::kSent;
+    r.cost_micros = 100;
+    return r;
+  }
+  std::string State(uint64_t id) {
+    return Text(absl::StrCat("SELECT state::TEXT FROM deliveries WHERE token_id = ", id));
+  }
+
+  static testing::PgServer* pg_;
+  std::string url_;
+  std::unique_ptr<pqxx::connection> conn_;
+  std::unique_ptr<Store> store_;
+};
+testing::PgServer* StoreTest::pg_ = nullptr;
+
+TEST_F(StoreTest, ChannelAndPing) {
+  auto channel = store_->Channel();
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  EXPECT_EQ(*channel, Text("SELECT channel FROM mailroom_settings"));
+  EXPECT_TRUE(store_->Ping().ok());
+}
+
+TEST_F(StoreTest, DequeueLeasesEveryFieldOnceAndRecordsTheLease) {
+  Exec("INSERT INTO accounts (email, login) VALUES ('alice@example.test', 'alice')");
+  std::vector<StoredJob> jobs = Dequeue("sub-a");
+  ASSERT_EQ(jobs.size(), 1u);
+  const StoredJob& j = jobs[0];
+  EXPECT_EQ(j.id, static_cast<uint64_t>(Int("SELECT id FROM tokens")));
+  EXPECT_FALSE(j.password_recovery);
+  EXPECT_EQ(j.email, "alice@example.test");
+  EXPECT_EQ(j.login, "alice");
+  EXPECT_EQ(j.secret.size(), 32u);
+  EXPECT_EQ(j.code.size(), 5u);
+  EXPECT_EQ(j.expires_at, Int("SELECT expires_at FROM tokens"));
+  EXPECT_EQ(j.account_id, static_cast<uint64_t>(Int("SELECT id FROM accounts")));
+  EXPECT_EQ(j.attempt, 1u);
+  EXPECT_EQ(j.failures, 0u);
+  EXPECT_EQ(j.created_at, Int("SELECT created_at FROM tokens"));
+  EXPECT_EQ(j.locale, "");
+  // The lease: its holder, its attempt, due when the lease runs out.
+  EXPECT_EQ(Text("SELECT state || ' ' || owner || ' ' || attempts FROM deliveries"),
+            "leased sub-a 1");
+  EXPECT_NEAR(Int("SELECT EXTRACT(EPOCH FROM due_at - now())::BIGINT FROM deliveries"), 60, 2);
+  // Leased: nobody else gets it.
+  EXPECT_THAT(Dequeue("sub-b"), IsEmpty());
+}
+
+TEST_F(StoreTest, DequeueHonoursTheLimitAndTheCursor) {
+  InsertAccounts(7, "lim");
+  EXPECT_EQ(Dequeue("a", 3).size(), 3u);
+  EXPECT_EQ(Dequeue("a", 3).size(), 3u);
+  EXPECT_EQ(Dequeue("a", 3).size(), 1u);
+  EXPECT_THAT(Dequeue("a", 3), IsEmpty());
+  EXPECT_EQ(Int("SELECT count(DISTINCT token_id) FROM deliveries"), 7);
+}
+
+TEST_F(StoreTest, TheLocaleTravelsWithTheJob) {
+  Exec("INSERT INTO accounts (email, login, locale) VALUES ('a@example.test', 'a', 'pt-BR'),"
+       " ('b@example.test', 'b', NULL), ('c@example.test', 'c', 'zh-Hant-TW')");
+  std::map<std::string, std::string> locales;
+  for (const StoredJob& j : Dequeue("sub")) locales[j.login] = j.locale;
+  EXPECT_EQ(locales, (std::map<std::string, std::string>{{"a", "pt-BR"}, {"b", ""},
+                                                           {"c", "zh-Hant-TW"}}));
+  // Jobs due again (the second path of mailroom_dequeue) carry it too.
+  Exec("UPDATE deliveries SET due_at = now() - interval '1 second'");
+  std::vector<StoredJob> again = Dequeue("other");
+  ASSERT_EQ(again.size(), 3u);
+  for (const StoredJob& j : again) {
+    EXPECT_EQ(j.attempt, 2u);
+    EXPECT_EQ(j.locale, locales[j.login]) << j.login;
+  }
+}
+
+TEST_F(StoreTest, TheLocaleMustLookLikeABcp47Tag) {
+  for (const std::string ok : {"en", "de-AT", "pt-BR", "zh-Hant-TW", "gsw", "es-419"}) {
+    EXPECT_NO_THROW(Exec(absl::StrCat("INSERT INTO accounts (email, login, locale) VALUES ('", ok,
+                                      "@example.test', '", ok, "', '", ok, "')")))
+        << ok;
+  }
+  for (const std::string bad : {"", "e", "english", "en_US", "en-", "de AT", "x-" ,
+                                "en-abcdefghi", "en-aaaaaaaa-bbbbbbbb-cccccccc-dddddddd"}) {
+    EXPECT_THROW(Exec(absl::StrCat("INSERT INTO accounts (email, login, locale) VALUES ("
+                                   "'bad@example.test', 'bad', '", bad, "')")),
+                 pqxx::check_violation)
+        << bad;
+  }
+}
+
+TEST_F(StoreTest, AckIsFencedByOwnerAndAttempt) {
+  InsertAccounts(3, "fence");
+  std::vector<StoredJob> jobs = Dequeue("holder");
+  ASSERT_EQ(jobs.size(), 3u);
+  // Another subscriber naming the holder's leases changes nothing.
+  auto r = store_->Ack("mailroom", "intruder", {Sent(jobs[0])});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(*r, IsEmpty());
+  // The holder with a stale attempt neither.
+  r = store_->Ack("mailroom", "holder", {Sent(jobs[0], 2)});
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(*r, IsEmpty());
+  EXPECT_EQ(State(jobs[0].id), "leased");
+  // The holder with the attempt it was handed: recorded, with every outcome kind at once.
+  JobResult failed = Sent(jobs[1]);
+  failed.kind = JobResult::Kind::kFailed;
+  failed.reason = "550 no such user";
+  failed.cost_micros = 0;
+  JobResult retry = Sent(jobs[2]);
+  retry.kind = JobResult::Kind::kRetry;
+  retry.retry_after_ms = 60000;
+  retry.cost_micros = 0;
+  r = store_->Ack("mailroom", "holder", {Sent(jobs[0]), failed, retry});
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(*r, UnorderedElementsAre(jobs[0].id, jobs[1].id, jobs[2].id));
+  EXPECT_EQ(State(jobs[0].id), "sent");
+  EXPECT_EQ(State(jobs[1].id), "failed");
+  EXPECT_EQ(Text(absl::StrCat("SELECT reason FROM deliveries WHERE token_id = ", jobs[1].id)),
+            "550 no such user");
+  EXPECT_EQ(State(jobs[2].id), "retry");
+  EXPECT_EQ(Int("SELECT sent FROM group_usage"), 1);
+  EXPECT_EQ(Int("SELECT cost_micros FROM group_usage"), 100);
+  // A finished job cannot be acknowledged again.
+  r = store_->Ack("mailroom", "holder", {Sent(jobs[0])});
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(*r, IsEmpty());
+  EXPECT_EQ(Int("SELECT sent FROM group_usage"), 1);
+}
+
+TEST_F(StoreTest, MailroomAckDirectlyIgnoresALeaseHandedOutAgain) {
+  InsertAccounts(1, "late");
+  std::vector<StoredJob> first = Dequeue("a", 10, absl::Milliseconds(1));
+  ASSERT_EQ(first.size(), 1u);
+  Exec("UPDATE deliveries SET due_at = now() - interval '1 second'");
+  std::vector<StoredJob> second = Dequeue("b");
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].attempt, 2u);
+  auto ack = [&](const std::string& owner, int attempt) {
+    pqxx::work tx(*conn_);
+    auto r = tx.exec(absl::StrCat("SELECT * FROM mailroom_ack('mailroom', '", owner, "', ARRAY[",
+                                  first[0].id, "]::BIGINT[], ARRAY[", attempt,
+                                  "], ARRAY['sent'], ARRAY[''], ARRAY[0], ARRAY[0]::BIGINT[])"));
+    tx.commit();
+    return r.size();
+  };
+  EXPECT_EQ(ack("a", 1), 0u);  // the former holder, late
+  EXPECT_EQ(ack("b", 1), 0u);  // the new holder with the old attempt
+  EXPECT_EQ(ack("a", 2), 0u);  // the old holder with the new attempt
+  EXPECT_EQ(Text("SELECT state || ' ' || owner FROM deliveries"), "leased b");
+  EXPECT_EQ(ack("b", 2), 1u);
+  EXPECT_EQ(Text("SELECT state::TEXT FROM deliveries"), "sent");
+}
+
+TEST_F(StoreTest, RenewExtendsOnlyTheHoldersLeases) {
+  InsertAccounts(2, "renew");
+  std::vector<StoredJob> jobs = Dequeue("holder", 10, absl::Seconds(5));
+  ASSERT_EQ(jobs.size(), 2u);
+  const std::vector<uint64_t> ids = {jobs[0].id, jobs[1].id};
+  auto r = store_->Renew("mailroom", "intruder", ids, {}, absl::Seconds(600));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(*r, IsEmpty());
+  EXPECT_EQ(Int("SELECT max(EXTRACT(EPOCH FROM due_at - now()))::BIGINT FROM deliveries"), 5);
+  // With attempts: only those that match.
+  r = store_->Renew("mailroom", "holder", ids, {1, 7}, absl::Seconds(600));
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(*r, ElementsAre(jobs[0].id));
+  // Without: any attempt.
+  r = store_->Renew("mailroom", "holder", ids, {}, absl::Seconds(600));
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(*r, UnorderedElementsAreArray(ids));
+  EXPECT_EQ(Int("SELECT min(EXTRACT(EPOCH FROM due_at - now()))::BIGINT FROM deliveries"), 600);
+  // The SQL function directly, as the Store calls it.
+  pqxx::work tx(*conn_);
+  EXPECT_EQ(tx.exec(absl::StrCat("SELECT * FROM mailroom_renew('mailroom', 'holder', ARRAY[",
+                                 jobs[1].id, "]::BIGINT[], NULL, 1000)"))
+                .size(),
+            1u);
+  tx.commit();
+  // RenewAll: every lease of the owner, expired or not.
+  Exec("UPDATE deliveries SET due_at = now() - interval '1 hour'");
+  ASSERT_TRUE(store_->RenewAll("mailroom", "holder", absl::Seconds(60)).ok());
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries WHERE due_at > now()"), 2);
+}
+
+TEST_F(StoreTest, LeasesOfAHolderThatLeftDoNotCountAsLost) {
+  Exec("UPDATE consumer_groups SET max_lost_leases = 1 WHERE name = 'mailroom'");
+  InsertAccounts(2, "left");
+  std::vector<StoredJob> jobs = Dequeue("gone");
+  ASSERT_EQ(jobs.size(), 2u);
+  // One job's holder left (mailroom_holder_left, directly) ...
+  ASSERT_TRUE(store_->HolderLeft("mailroom", "gone").ok());
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries WHERE holder_left"), 2);
+  Exec("UPDATE deliveries SET due_at = now() - interval '1 second'");
+  std::vector<StoredJob> again = Dequeue("next");
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(Int("SELECT max(lost_leases) FROM deliveries"), 0);
+  // ... while a live holder whose lease runs out loses it, and with max_lost_leases = 1 the
+  // job fails at the next hand-out.
+  Exec("UPDATE deliveries SET due_at = now() - interval '1 second'");
+  EXPECT_THAT(Dequeue("third"), IsEmpty());
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries WHERE state = 'failed'"), 2);
+  EXPECT_EQ(Text("SELECT min(reason) FROM deliveries"),
+            "lease ran out 1 times without an outcome");
+}
+
+TEST_F(StoreTest, ReleaseHandsJobsOnAtOnceWithoutCountingThemLost) {
+  InsertAccounts(3, "release");
+  std::vector<StoredJob> jobs = Dequeue("a");
+  ASSERT_EQ(jobs.size(), 3u);
+  ASSERT_TRUE(store_->Release("mailroom", "someone-else", {jobs[0].id}).ok());
+  EXPECT_THAT(Dequeue("b"), IsEmpty());
+  ASSERT_TRUE(store_->Release("mailroom", "a", {jobs[0].id, jobs[1].id}).ok());
+  std::vector<StoredJob> again = Dequeue("b");
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(Int("SELECT max(lost_leases) FROM deliveries"), 0);
+}
+
+TEST_F(StoreTest, StatsFailuresRequeueAndUsage) {
+  ASSERT_TRUE(store_->EnsureGroup("audit", /*from_earliest=*/false).ok());
+  InsertAccounts(5, "stats");
+  std::vector<StoredJob> jobs = Dequeue("a", 3);
+  ASSERT_EQ(jobs.size(), 3u);
+  JobResult failed = Sent(jobs[1]);
+  failed.kind = JobResult::Kind::kFailed;
+  failed.reason = "550 no such user";
+  failed.cost_micros = 0;
+  ASSERT_TRUE(store_->Ack("mailroom", "a", {Sent(jobs[0]), failed}).ok());
+
+  auto stats = store_->Stats("mailroom");
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_EQ(stats->size(), 1u);
+  const GroupStatsRow& s = (*stats)[0];
+  EXPECT_EQ(s.group, "mailroom");
+  EXPECT_EQ(s.depth, 2u);
+  EXPECT_EQ(s.in_flight, 1u);
+  EXPECT_EQ(s.sent, 1u);
+  EXPECT_EQ(s.failed, 1u);
+  EXPECT_GE(s.lag_seconds, 0);
+  auto all = store_->Stats("");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 2u);
+
+  auto failures = store_->Failures("mailroom", 10);
+  ASSERT_TRUE(failures.ok());
+  ASSERT_EQ(failures->size(), 1u);
+  EXPECT_EQ((*failures)[0].id, jobs[1].id);
+  EXPECT_EQ((*failures)[0].reason, "550 no such user");
+  EXPECT_EQ((*failures)[0].email, jobs[1].email);
+
+  auto usage = store_->Usage("mailroom");
+  ASSERT_TRUE(usage.ok());
+  EXPECT_EQ(usage->sent, 1u);
+  EXPECT_EQ(usage->cost_micros, 100);
+  auto none = store_->Usage("no-such-group");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->sent, 0u);
+
+  auto requeued = store_->Requeue("mailroom", {});
+  ASSERT_TRUE(requeued.ok());
+  EXPECT_EQ(*requeued, 1);
+  EXPECT_EQ(State(jobs[1].id), "retry");
+}
+
+TEST_F(StoreTest, ErrorsAreMappedBySqlstate) {
+  // mailroom_dequeue raises no_data_found (P0002) for an unknown group.
+  auto unknown = store_->Dequeue("no-such-group", 10, "a", absl::Seconds(1));
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound) << unknown.status();
+  // A SQL error that a retry does not fix (a check violation: 23514) is FailedPrecondition.
+  absl::Status bad = store_->EnsureGroup("Not A Group", false);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kFailedPrecondition) << bad;
+  // An unreachable server is Unavailable, and the message holds no password.
+  auto down = NewPgStore("postgresql://u:hunter2-secret@127.0.0.1:1/db", 1);
+  absl::Status st = down->Ping();
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_EQ(std::string(st.message()).find("hunter2-secret"), std::string::npos);
+}
+
+TEST_F(StoreTest, AStoreReconnectsAfterItsConnectionsAreTerminated) {
+  ASSERT_TRUE(store_->Ping().ok());
+  Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+       " WHERE datname = current_database() AND pid <> pg_backend_pid()");
+  // The first call on a dead pooled connection fails as Unavailable (retryable); a later one
+  // reconnects.
+  absl::Status first = store_->Ping();
+  if (!first.ok()) EXPECT_EQ(first.code(), absl::StatusCode::kUnavailable) << first;
+  bool recovered = false;
+  for (int i = 0; i < 4 && !recovered; ++i) recovered = store_->Ping().ok();
+  EXPECT_TRUE(recovered);
+}
+
+TEST_F(StoreTest, MigratingDownFromLocaleRestoresTheOldDequeue) {
+  ASSERT_TRUE(MigrateDown(url_, EmbeddedMigrations(), 4).ok());
+  EXPECT_EQ(Int("SELECT count(*) FROM information_schema.columns"
+                " WHERE table_name = 'accounts' AND column_name = 'locale'"),
+            0);
+  Exec("INSERT INTO accounts (email, login) VALUES ('old@example.test', 'old')");
+  pqxx::work tx(*conn_);
+  pqxx::result r = tx.exec("SELECT * FROM mailroom_dequeue('mailroom', 10, 'a', 60000)");
+  tx.commit();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r.columns(), 11u);  // 0003's columns, without the locale
+  ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
+  EXPECT_EQ(Int("SELECT count(*) FROM information_schema.columns"
+                " WHERE table_name = 'accounts' AND column_name = 'locale'"),
+            1);
+}
+
+}  // namespace
+}  // namespace mailroom

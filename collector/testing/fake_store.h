@@ -1,0 +1,180 @@
+#pragma once
+
+#include <algorithm>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "collector/store.h"
+
+namespace mailroom::testing {
+
+// An in-memory Store for unit tests of the service, the dispatcher and the gauges: it records
+// every call with its arguments and answers from what the test queued. It does not model the
+// queue (store_test covers the real one against PostgreSQL). Thread-safe.
+class FakeStore : public Store {
+ public:
+  struct Call {
+    std::string method, group, owner;
+    std::vector<uint64_t> ids;
+    std::vector<uint32_t> attempts;
+    std::vector<JobResult> results;
+    int limit = 0;
+    absl::Duration lease;
+  };
+
+  // The next Dequeue returns `jobs` (later ones return nothing, or `error` when set).
+  void QueueJobs(std::vector<StoredJob> jobs) {
+    absl::MutexLock lock(&mu_);
+    batches_.push_back(std::move(jobs));
+  }
+  // Every call of `method` fails with `error` (OK clears it).
+  void FailWith(const std::string& method, absl::Status error) {
+    absl::MutexLock lock(&mu_);
+    errors_.erase(std::remove_if(errors_.begin(), errors_.end(),
+                                 [&](const auto& e) { return e.first == method; }),
+                  errors_.end());
+    if (!error.ok()) errors_.emplace_back(method, std::move(error));
+  }
+  // Ack records only these ids (default: every id it was given).
+  void AckOnly(std::vector<uint64_t> ids) {
+    absl::MutexLock lock(&mu_);
+    ack_only_ = std::move(ids);
+    ack_filter_ = true;
+  }
+  void SetStats(std::vector<GroupStatsRow> stats) {
+    absl::MutexLock lock(&mu_);
+    stats_ = std::move(stats);
+  }
+
+  std::vector<Call> Calls(const std::string& method) const {
+    absl::MutexLock lock(&mu_);
+    std::vector<Call> out;
+    for (const Call& c : calls_) {
+      if (c.method == method) out.push_back(c);
+    }
+    return out;
+  }
+  int CallCount(const std::string& method) const {
+    return static_cast<int>(Calls(method).size());
+  }
+  // Blocks (real time, bounded) until `method` has been called at least `n` times.
+  bool WaitForCalls(const std::string& method, int n,
+                    absl::Duration timeout = absl::Seconds(10)) const {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      int k = 0;
+      for (const Call& c : calls_) k += c.method == method;
+      return k >= n;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
+  }
+
+  absl::StatusOr<std::string> Channel() override {
+    Call c{"Channel"};
+    if (auto e = Record(c); !e.ok()) return e;
+    return std::string("mailroom_tokens");
+  }
+  absl::Status EnsureGroup(const std::string& group, bool) override {
+    return Record({"EnsureGroup", group});
+  }
+  absl::StatusOr<std::vector<StoredJob>> Dequeue(const std::string& group, int limit,
+                                                 const std::string& owner,
+                                                 absl::Duration lease) override {
+    Call c{"Dequeue", group, owner};
+    c.limit = limit;
+    c.lease = lease;
+    if (auto e = Record(c); !e.ok()) return e;
+    absl::MutexLock lock(&mu_);
+    if (batches_.empty()) return std::vector<StoredJob>{};
+    std::vector<StoredJob> out = std::move(batches_.front());
+    batches_.pop_front();
+    return out;
+  }
+  absl::StatusOr<std::vector<uint64_t>> Ack(const std::string& group, const std::string& owner,
+                                            const std::vector<JobResult>& results) override {
+    Call c{"Ack", group, owner};
+    c.results = results;
+    for (const JobResult& r : results) c.ids.push_back(r.id);
+    if (auto e = Record(c); !e.ok()) return e;
+    absl::MutexLock lock(&mu_);
+    if (!ack_filter_) return c.ids;
+    std::vector<uint64_t> out;
+    for (uint64_t id : c.ids) {
+      if (std::find(ack_only_.begin(), ack_only_.end(), id) != ack_only_.end()) out.push_back(id);
+    }
+    return out;
+  }
+  absl::StatusOr<std::vector<uint64_t>> Renew(const std::string& group, const std::string& owner,
+                                              const std::vector<uint64_t>& ids,
+                                              const std::vector<uint32_t>& attempts,
+                                              absl::Duration lease) override {
+    Call c{"Renew", group, owner, ids, attempts};
+    c.lease = lease;
+    if (auto e = Record(c); !e.ok()) return e;
+    return ids;
+  }
+  absl::Status RenewAll(const std::string& group, const std::string& owner,
+                        absl::Duration lease) override {
+    Call c{"RenewAll", group, owner};
+    c.lease = lease;
+    return Record(c);
+  }
+  absl::Status HolderLeft(const std::string& group, const std::string& owner) override {
+    return Record({"HolderLeft", group, owner});
+  }
+  absl::Status Release(const std::string& group, const std::string& owner,
+                       const std::vector<uint64_t>& ids) override {
+    return Record({"Release", group, owner, ids});
+  }
+  absl::StatusOr<std::vector<GroupStatsRow>> Stats(const std::string& group) override {
+    if (auto e = Record({"Stats", group}); !e.ok()) return e;
+    absl::MutexLock lock(&mu_);
+    std::vector<GroupStatsRow> out;
+    for (const auto& s : stats_) {
+      if (group.empty() || s.group == group) out.push_back(s);
+    }
+    return out;
+  }
+  absl::StatusOr<std::vector<FailureRow>> Failures(const std::string& group,
+                                                   int limit) override {
+    Call c{"Failures", group};
+    c.limit = limit;
+    if (auto e = Record(c); !e.ok()) return e;
+    return std::vector<FailureRow>{};
+  }
+  absl::StatusOr<int> Requeue(const std::string& group,
+                              const std::vector<uint64_t>& ids) override {
+    if (auto e = Record({"Requeue", group, "", ids}); !e.ok()) return e;
+    return static_cast<int>(ids.size());
+  }
+  absl::StatusOr<UsageRow> Usage(const std::string& group) override {
+    if (auto e = Record({"Usage", group}); !e.ok()) return e;
+    return UsageRow{"2024-01", 0, 0};
+  }
+  absl::Status Ping() override { return Record({"Ping"}); }
+
+ private:
+  absl::Status Record(Call c) {
+    absl::MutexLock lock(&mu_);
+    const std::string method = c.method;
+    calls_.push_back(std::move(c));
+    for (const auto& [m, e] : errors_) {
+      if (m == method) return e;
+    }
+    return absl::OkStatus();
+  }
+
+  mutable absl::Mutex mu_;
+  std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::vector<StoredJob>> batches_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, absl::Status>> errors_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> ack_only_ ABSL_GUARDED_BY(mu_);
+  bool ack_filter_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<GroupStatsRow> stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace mailroom::testing
