@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/names.h"
 
 namespace mailroom {
 namespace {
@@ -42,13 +43,9 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
     return Bad("MAILROOM_COLLECTOR_TLS", "must be true when a CA or client certificate is set");
   }
   c.group = env.String("MAILROOM_CONSUMER_GROUP", "mailroom");
-  // TODO(issue 10): use common/names.h ValidGroupName (the collector's rule, being added to
-  // common/) instead of this copy once it is merged.
-  bool group_ok = !c.group.empty() && c.group.size() <= 63 && c.group[0] >= 'a' && c.group[0] <= 'z';
-  for (char ch : c.group) {
-    group_ok &= (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
+  if (!ValidGroupName(c.group)) {
+    return Bad("MAILROOM_CONSUMER_GROUP", absl::StrCat("must match ", kGroupNamePattern));
   }
-  if (!group_ok) return Bad("MAILROOM_CONSUMER_GROUP", "must match ^[a-z][a-z0-9_-]{0,62}$");
   int64_t n;
   MAILROOM_ASSIGN_OR_RETURN(n, env.Int("MAILROOM_MAX_IN_FLIGHT", 100, 1, 100000));
   c.max_in_flight = static_cast<int>(n);
