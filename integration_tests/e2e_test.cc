@@ -60,6 +60,24 @@ TEST_F(EndToEndTest, AccountYieldsAnEmailInTheSmtpCaptureWithAVerifiableLink) {
   EXPECT_THAT(collector_->Log(), Not(HasSubstr(token)));
 }
 
+// accounts.locale reaches the sender through the job and picks the localised templates:
+// de-AT falls back to the built-in German set; a language without templates gets the default.
+TEST_F(EndToEndTest, AccountLocalePicksLocalisedTemplatesEndToEnd) {
+  auto sender = StartSender({{"MAILROOM_TRANSPORT", "file"}, {"MAILROOM_FILE_DIR", dir_ + "/out"}});
+  Exec("INSERT INTO accounts (email, login, locale) VALUES "
+       "('greta@example.test', 'greta', 'de-AT'), ('jean@example.test', 'jean', 'fr')");
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 2, absl::Seconds(30)), 2)
+      << sender->Log();
+  std::string greta, jean;
+  for (const auto& f : Files(dir_ + "/out", ".eml")) {
+    std::string mime = Slurp(f);
+    (mime.find("To: greta") != std::string::npos ? greta : jean) = mime;
+  }
+  EXPECT_THAT(greta, HasSubstr("Subject: Aktivieren Sie Ihr mailroom-Konto"));
+  EXPECT_THAT(jean, HasSubstr("Subject: Activate your mailroom account"));
+  ExpectVerifies(greta, TokenAction::kActivation, "");
+}
+
 TEST_F(EndToEndTest, PasswordRecoveryEmailCarriesTheSignedCode) {
   auto sender = StartSender({{"MAILROOM_TRANSPORT", "file"}, {"MAILROOM_FILE_DIR", dir_ + "/out"}});
   Exec("INSERT INTO accounts (email, login, status) VALUES ('bob@example.test', 'bob', 'active')");
