@@ -2,7 +2,6 @@
 // status]` manages the schema (migrate_cli). Configuration comes from MAILROOM_* environment
 // variables (config). This file only wires the components together, runs them and shuts them
 // down.
-#include <signal.h>
 
 #include <atomic>
 #include <cstdio>
@@ -27,10 +26,8 @@
 #include "collector/tls_credentials.h"
 #include "common/log.h"
 #include "common/metrics.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "common/server_runtime.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
-#include "proto/grpc/health/v1/health.pb.h"
 
 namespace mailroom {
 namespace {
@@ -47,12 +44,7 @@ int Serve() {
               : c.log_level == "error" ? LogLevel::kError
                                        : LogLevel::kInfo);
 
-  // Signals are taken by sigwait below, not by whichever thread happens to run.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  TerminationSignals signals;  // taken by signals.Wait() below, before any thread starts
 
   if (c.auto_migrate) {
     auto done = MigrateUp(c.database_url, EmbeddedMigrations());
@@ -83,18 +75,13 @@ int Serve() {
     metrics.Set("mailroom_collector_database_up", serving ? 1 : 0);
     if (server != nullptr) {
       // Overall ("") and per service, so probes may name either.
-      server->GetHealthCheckService()->SetServingStatus(serving);
-      server->GetHealthCheckService()->SetServingStatus("mailroom.v1.Collector", serving);
+      SetServing(*server, serving, {"mailroom.v1.Collector"});
     }
   });
   CollectorService service(store.get(), &hub, &dispatcher, &auth, &metrics,
                            ServiceLimits{c.dispatch.lease, c.max_cost_micros, c.max_in_flight});
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  // gRPC's built-in health service carries no protobuf descriptor; linking ours lets
-  // reflection (grpcurl describe/list, buf curl) resolve grpc.health.v1.Health.
-  (void)grpc::health::v1::HealthCheckRequest::descriptor();
+  EnableHealthAndReflection();
   grpc::ServerBuilder builder;
   auto creds = LoadServerCredentials({c.tls_cert_file, c.tls_key_file, c.tls_client_ca_file});
   if (!creds.ok()) {
@@ -114,8 +101,7 @@ int Serve() {
     LogError("cannot listen", {{"address", c.listen_address}});
     return 1;
   }
-  server->GetHealthCheckService()->SetServingStatus("mailroom.v1.Collector", false);
-  server->GetHealthCheckService()->SetServingStatus(false);
+  SetServing(*server, false, {"mailroom.v1.Collector"});
 
   MetricsServer metrics_server;
   if (!c.metrics_address.empty()) {
@@ -147,9 +133,7 @@ int Serve() {
            {"groups", absl::StrJoin(c.dispatch.groups, ",")}});
 
   std::thread loop([&] { dispatcher.Run(); });
-  int sig = 0;
-  sigwait(&signals, &sig);
-  LogInfo("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  LogInfo("shutting down", {{"signal", signals.Wait()}});
   dispatcher.Stop();
   loop.join();
   // Subscribers keep their leases: they finish what they hold and acknowledge it on another

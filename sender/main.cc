@@ -2,7 +2,6 @@
 // never faster than the budget, and reports every outcome. Configuration: MAILROOM_* and AWS_*
 // environment variables (see README). This file only reads the configuration and wires the
 // components together; `sender render` previews the templates.
-#include <signal.h>
 
 #include <cstdio>
 #include <string>
@@ -14,10 +13,8 @@
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
 #include "common/metrics.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "common/server_runtime.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
-#include "proto/grpc/health/v1/health.pb.h"
 #include "sender/breaker.h"
 #include "sender/budget.h"
 #include "sender/collector_credentials.h"
@@ -99,11 +96,7 @@ int Run() {
               : c.log_level == "warn" ? LogLevel::kWarn
               : c.log_level == "error" ? LogLevel::kError
                                        : LogLevel::kInfo);
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  TerminationSignals signals;  // before any thread starts
 
   auto renderer = MakeRenderer(c);
   if (!renderer.ok()) return ConfigError(renderer.status());
@@ -145,23 +138,12 @@ int Run() {
 
   std::unique_ptr<grpc::Server> health;
   if (!c.health_address.empty()) {
-    grpc::EnableDefaultHealthCheckService(true);
-    // Reflection is a sync service: without one, gRPC refuses a server whose only service is
-    // the default health check ("completion queues must be frequently polled"). It also lets
-    // grpcurl list the health service.
-    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-    // gRPC's built-in health service carries no protobuf descriptor; linking ours lets
-    // reflection (grpcurl describe/list, buf curl) resolve grpc.health.v1.Health.
-    (void)grpc::health::v1::HealthCheckRequest::descriptor();
-    grpc::ServerBuilder b;
-    b.AddListeningPort(c.health_address, grpc::InsecureServerCredentials());
-    b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    health = b.BuildAndStart();
-    if (health == nullptr) {
+    auto hs = StartHealthServer(c.health_address);
+    if (!hs.ok()) {
       LogError("cannot listen", {{"address", c.health_address}});
       return 1;
     }
-    health->GetHealthCheckService()->SetServingStatus(false);
+    health = std::move(hs->server);
   }
   // SERVING only while started, subscribed and the provider is usable.
   std::atomic<bool> engine_started{false};
@@ -169,7 +151,7 @@ int Run() {
   if (health != nullptr) {
     watcher = std::make_unique<HealthWatcher>(
         [&] { return engine_started.load() && sub.connected() && !breaker.open(); },
-        [&](bool serving) { health->GetHealthCheckService()->SetServingStatus(serving); });
+        [&](bool serving) { SetServing(*health, serving); });
   }
   MetricsServer metrics_server;
   if (!c.metrics_address.empty()) {
@@ -213,13 +195,11 @@ int Run() {
       });
   startup.Begin();
 
-  int sig = 0;
-  sigwait(&signals, &sig);
-  LogInfo("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  LogInfo("shutting down", {{"signal", signals.Wait()}});
   sub.StopReceiving();  // no new jobs (the collector keeps our leases; nothing is handed out)
   const bool started = startup.Stop();
   if (watcher != nullptr) watcher->Stop();
-  if (health != nullptr) health->GetHealthCheckService()->SetServingStatus(false);
+  if (health != nullptr) SetServing(*health, false);
   // Finish the sends in progress and hand the queued jobs back (DEFER, no delay: another
   // member gets them at once), then wait, bounded, until the collector has every outcome.
   if (started) engine.Drain();
