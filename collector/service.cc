@@ -318,6 +318,8 @@ grpc::Status CollectorService::GetQueueStats(grpc::ServerContext* context,
     g->set_sent(s.sent);
     g->set_failed(s.failed);
     g->set_expired(s.expired);
+    g->set_superseded(s.superseded);
+    g->set_rate_limited(s.rate_limited);
     g->set_subscribers(static_cast<uint32_t>(hub_->Count(s.group)));
   }
   return grpc::Status::OK;

@@ -32,7 +32,8 @@ void SetQueueGauges(const std::vector<GroupStatsRow>& stats, Metrics& metrics) {
     metrics.Set("mailroom_queue_lag_seconds", s.lag_seconds, g);
     const std::pair<const char*, uint64_t> states[] = {
         {"in_flight", s.in_flight}, {"waiting_retry", s.waiting_retry}, {"sent", s.sent},
-        {"failed", s.failed},       {"expired", s.expired},           {"cancelled", s.cancelled}};
+        {"failed", s.failed},       {"expired", s.expired},           {"cancelled", s.cancelled},
+        {"superseded", s.superseded}, {"rate_limited", s.rate_limited}};
     for (const auto& [state, n] : states) {
       metrics.Set("mailroom_queue_jobs", n, {{"group", s.group}, {"state", state}});
     }

@@ -14,6 +14,8 @@ GroupStatsRow Row(const std::string& group, uint64_t depth) {
   s.lag_seconds = 1.5;
   s.in_flight = 3;
   s.sent = 7;
+  s.superseded = 2;
+  s.rate_limited = 5;
   return s;
 }
 
@@ -25,6 +27,8 @@ TEST(StatsGaugesTest, OneSeriesPerGroupAndState) {
   EXPECT_EQ(m.Value("mailroom_queue_lag_seconds", {{"group", "a"}}), 1.5);
   EXPECT_EQ(m.Value("mailroom_queue_jobs", {{"group", "a"}, {"state", "in_flight"}}), 3);
   EXPECT_EQ(m.Value("mailroom_queue_jobs", {{"group", "b"}, {"state", "sent"}}), 7);
+  EXPECT_EQ(m.Value("mailroom_queue_jobs", {{"group", "a"}, {"state", "superseded"}}), 2);
+  EXPECT_EQ(m.Value("mailroom_queue_jobs", {{"group", "a"}, {"state", "rate_limited"}}), 5);
   // A group that disappeared loses its series.
   SetQueueGauges({Row("b", 2)}, m);
   EXPECT_EQ(m.Value("mailroom_queue_depth", {{"group", "a"}}), 0);

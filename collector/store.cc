@@ -212,6 +212,8 @@ class PgStore : public Store {
         s.failed = row[6].as<uint64_t>();
         s.expired = row[7].as<uint64_t>();
         s.cancelled = row[8].as<uint64_t>();
+        s.superseded = row[9].as<uint64_t>();
+        s.rate_limited = row[10].as<uint64_t>();
         out.push_back(std::move(s));
       }
       return out;

@@ -47,6 +47,8 @@ struct GroupStatsRow {
   uint64_t failed = 0;
   uint64_t expired = 0;
   uint64_t cancelled = 0;
+  uint64_t superseded = 0;    // a newer password recovery of the account replaced it
+  uint64_t rate_limited = 0;  // over a per-account or per-address limit at insert
 };
 
 struct FailureRow {

@@ -283,6 +283,26 @@ TEST_F(StoreTest, ReleaseHandsJobsOnAtOnceWithoutCountingThemLost) {
   EXPECT_EQ(Int("SELECT max(lost_leases) FROM deliveries"), 0);
 }
 
+TEST_F(StoreTest, SupersededAndRateLimitedRecoveriesAreCountedNotHandedOutNorFailures) {
+  Exec("INSERT INTO accounts (email, login, status) VALUES ('v@example.com', 'v', 'active')");
+  // Seven requests: the first four are superseded, the fifth is the one pending, two are over
+  // the default limit of five a day.
+  for (int i = 0; i < 7; ++i) {
+    Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts");
+  }
+  std::vector<StoredJob> jobs = Dequeue("a");
+  ASSERT_EQ(jobs.size(), 1u);
+  auto stats = store_->Stats("mailroom");
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_EQ(stats->size(), 1u);
+  EXPECT_EQ((*stats)[0].superseded, 4u);
+  EXPECT_EQ((*stats)[0].rate_limited, 2u);
+  EXPECT_EQ((*stats)[0].in_flight, 1u);
+  auto failures = store_->Failures("mailroom", 10);
+  ASSERT_TRUE(failures.ok());
+  EXPECT_TRUE(failures->empty());
+}
+
 TEST_F(StoreTest, StatsFailuresRequeueAndUsage) {
   ASSERT_TRUE(store_->EnsureGroup("audit", /*from_earliest=*/false).ok());
   InsertAccounts(5, "stats");

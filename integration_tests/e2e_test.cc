@@ -94,6 +94,62 @@ TEST_F(EndToEndTest, PasswordRecoveryEmailCarriesTheSignedCode) {
   ExpectVerifies(mime, TokenAction::kPasswordRecovery, code);
 }
 
+// Issue 11 §3: a script requesting "forgot password" 200 times for one account within 10 s.
+// At most the limit (5 a day) is sent and charged; every other request ends superseded or rate
+// limited with a reason; another account's recovery in the middle of the flood goes out.
+TEST_F(EndToEndTest, RecoveryFloodIsCappedWhileOtherAccountsAreServed) {
+  auto sender = StartSender({{"MAILROOM_TRANSPORT", "file"}, {"MAILROOM_FILE_DIR", dir_ + "/out"}});
+  Exec("INSERT INTO accounts (email, login, status) VALUES"
+       " ('victim@example.test', 'victim', 'active'), ('bystander@example.test', 'by', 'active')");
+  pqxx::connection c(url_);
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 200; ++i) {
+    // One request per transaction, as an application would make them.
+    pqxx::work tx(c);
+    tx.exec("INSERT INTO tokens (account, action)"
+            " SELECT id, 'password_recovery' FROM accounts WHERE login = 'victim'");
+    if (i == 100) {
+      tx.exec("INSERT INTO tokens (account, action)"
+              " SELECT id, 'password_recovery' FROM accounts WHERE login = 'by'");
+    }
+    tx.commit();
+  }
+  ASSERT_LT(absl::Now() - start, absl::Seconds(10));
+  const std::string by_sent =
+      "SELECT count(*) FROM deliveries d JOIN tokens t ON t.id = d.token_id"
+      " JOIN accounts a ON a.id = t.account WHERE a.login = 'by' AND d.state = 'sent'";
+  EXPECT_EQ(WaitFor(by_sent, 1, absl::Seconds(10)), 1) << sender->Log();
+  const std::string victim_done =
+      "SELECT count(*) FROM deliveries d JOIN tokens t ON t.id = d.token_id"
+      " JOIN accounts a ON a.id = t.account WHERE a.login = 'victim'"
+      " AND d.state IN ('sent', 'superseded', 'rate_limited')";
+  ASSERT_EQ(WaitFor(victim_done, 200, absl::Seconds(30)), 200) << sender->Log();
+
+  const std::string victim = " FROM deliveries d JOIN tokens t ON t.id = d.token_id"
+                             " JOIN accounts a ON a.id = t.account WHERE a.login = 'victim'";
+  const int64_t sent = Scalar("SELECT count(*)" + victim + " AND d.state = 'sent'");
+  EXPECT_GE(sent, 1);
+  EXPECT_LE(sent, 5);
+  // Only the first five requests of the day were accepted; the newest of them is never lost.
+  EXPECT_EQ(Scalar("SELECT count(*)" + victim + " AND d.state = 'rate_limited'"
+                   " AND d.reason LIKE 'rate limited: 5 password_recovery requests%'"),
+            195);
+  EXPECT_EQ(Scalar("SELECT count(*)" + victim + " AND d.state = 'superseded'"
+                   " AND d.reason LIKE 'superseded by a newer password recovery request%'"),
+            5 - sent);
+  EXPECT_EQ(Scalar("SELECT count(*)" + victim + " AND d.state = 'sent' AND t.id = (SELECT max(id)"
+                   " FROM tokens WHERE account = a.id AND NOT rate_limited)"),
+            1);
+  // Spend: only what was sent is charged, and only that reached the transport.
+  EXPECT_EQ(Scalar("SELECT coalesce(sum(sent), 0) FROM group_usage"), sent + 1);
+  EXPECT_EQ(Scalar("SELECT coalesce(sum(cost_micros), 0) FROM group_usage"),
+            Scalar("SELECT coalesce(sum(cost_micros), 0) FROM deliveries WHERE state = 'sent'"));
+  EXPECT_EQ(static_cast<int64_t>(Files(dir_ + "/out", ".eml").size()), sent + 1);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'failed'"), 0);
+  EXPECT_EQ(Scalar("SELECT superseded + rate_limited FROM mailroom_stats('mailroom')"),
+            200 - sent);
+}
+
 TEST_F(EndToEndTest, HostileLoginsAndAddressesNeitherInjectNorBlockOthers) {
   auto sender = StartSender({{"MAILROOM_TRANSPORT", "file"}, {"MAILROOM_FILE_DIR", dir_ + "/out"}});
   Exec("INSERT INTO accounts (email, login) VALUES "

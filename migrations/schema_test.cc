@@ -1,8 +1,10 @@
 // The schema's behaviour (seeds 000/001 "Let's Try It Out", with the seeds' defects fixed),
 // against a throwaway PostgreSQL, one fresh database per test.
 #include <pqxx/pqxx>
+#include <chrono>
 #include <regex>
 #include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "collector/migrate.h"
@@ -243,6 +245,196 @@ TEST_F(SchemaTest, UpDownUpLeavesAWorkingSchema) {
   conn_ = std::make_unique<pqxx::connection>(url_);
   Exec("INSERT INTO accounts (email, login) VALUES ('a@example.com', 'a')");
   EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 1);
+}
+
+// Issue 11 §3: limits against email bombing, decided by a trigger on tokens.
+class LimitsTest : public SchemaTest {
+ protected:
+  // An active account (no activation token); returns its id.
+  int64_t Account(const std::string& email) {
+    return Int("INSERT INTO accounts (email, login, status) VALUES ('" + email + "', '" + email +
+               "', 'active') RETURNING id");
+  }
+  // Requests a password recovery the way the application does; returns the token id.
+  int64_t Recover(int64_t account, pqxx::connection* c = nullptr) {
+    pqxx::work tx(c ? *c : *conn_);
+    int64_t id = tx.exec1(absl::StrCat("INSERT INTO tokens (account, action) VALUES (", account,
+                                       ", 'password_recovery') RETURNING id"))[0]
+                     .as<int64_t>();
+    tx.commit();
+    return id;
+  }
+  bool Limited(int64_t token) {
+    return Row(absl::StrCat("SELECT rate_limited FROM tokens WHERE id = ", token))[0].as<bool>();
+  }
+  std::string Reason(int64_t token) {
+    return Row(absl::StrCat("SELECT coalesce(suppressed_reason, '') FROM tokens WHERE id = ",
+                            token))[0]
+        .as<std::string>();
+  }
+  int64_t Pending(int64_t account) {
+    return Int(absl::StrCat("SELECT count(*) FROM tokens WHERE account = ", account,
+                            " AND action = 'password_recovery' AND superseded_by IS NULL"
+                            " AND NOT rate_limited"));
+  }
+  // Waits (bounded) until some backend waits for a lock.
+  bool SomeoneWaitsForALock() {
+    for (int i = 0; i < 500; ++i) {
+      if (Int("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") > 0) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+};
+
+TEST_F(LimitsTest, ANewerRecoverySupersedesTheOlderAndTheSixthIsRateLimited) {
+  const int64_t a = Account("victim@example.com");
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(Recover(a));
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(Limited(ids[i])) << i;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(Reason(ids[i]),
+              absl::StrCat("superseded by a newer password recovery request (token ",
+                           ids[i + 1], ")"));
+  }
+  EXPECT_TRUE(Limited(ids[5]));
+  EXPECT_THAT(Reason(ids[5]), HasSubstr("5 password_recovery requests for this account"));
+  // The rate-limited request supersedes nothing: the fifth stays the one pending recovery.
+  EXPECT_EQ(Reason(ids[4]), "");
+  EXPECT_EQ(Pending(a), 1);
+}
+
+TEST_F(LimitsTest, LimitsComeFromMailroomSettings) {
+  Exec("UPDATE mailroom_settings SET recovery_limit_per_account = 2,"
+       " activation_limit_per_account = 1");
+  const int64_t a = Account("a@example.com");
+  EXPECT_FALSE(Limited(Recover(a)));
+  EXPECT_FALSE(Limited(Recover(a)));
+  EXPECT_TRUE(Limited(Recover(a)));
+  // Activations: the provisioning token is the one allowed; a second one is limited.
+  Exec("INSERT INTO accounts (email, login) VALUES ('p@example.com', 'p')");
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'activation' FROM accounts"
+       " WHERE login = 'p'");
+  EXPECT_EQ(Int("SELECT count(*) FILTER (WHERE rate_limited) FROM tokens t JOIN accounts a"
+                " ON a.id = t.account WHERE a.login = 'p'"),
+            1);
+  // NULL: no limit.
+  Exec("UPDATE mailroom_settings SET recovery_limit_per_account = NULL,"
+       " recovery_limit_per_address = NULL");
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(Limited(Recover(a)));
+  EXPECT_EQ(Pending(a), 1);
+}
+
+TEST_F(LimitsTest, TheWindowSlides) {
+  const int64_t a = Account("a@example.com");
+  // Five requests made 24 h minus 10 s ago: the window is full for 10 more seconds.
+  for (int i = 0; i < 5; ++i) Recover(a);
+  Exec("UPDATE tokens SET created_at = EXTRACT(EPOCH FROM now())::BIGINT - 86390");
+  EXPECT_TRUE(Limited(Recover(a)));
+  // 20 s later (moved back in time), the five have left the window.
+  Exec("UPDATE tokens SET created_at = created_at - 20");
+  EXPECT_FALSE(Limited(Recover(a)));
+  // The window is a setting too.
+  Exec("UPDATE mailroom_settings SET limit_window_seconds = 86400 * 2");
+  EXPECT_TRUE(Limited(Recover(a)));
+}
+
+TEST_F(LimitsTest, PerAddressAcrossAccountsWithTheSameNormalisedEmail) {
+  Exec("UPDATE mailroom_settings SET recovery_limit_per_account = 10,"
+       " recovery_limit_per_address = 3");
+  const int64_t a = Account("Victim@Example.com");
+  const int64_t b = Account(" victim@example.com ");
+  const int64_t other = Account("other@example.com");
+  EXPECT_FALSE(Limited(Recover(a)));
+  EXPECT_FALSE(Limited(Recover(b)));
+  EXPECT_FALSE(Limited(Recover(a)));
+  const int64_t over = Recover(b);
+  EXPECT_TRUE(Limited(over));
+  EXPECT_THAT(Reason(over), HasSubstr("for this address"));
+  EXPECT_FALSE(Limited(Recover(other)));
+  // Superseding stays per account.
+  EXPECT_EQ(Pending(a), 1);
+  EXPECT_EQ(Pending(b), 1);
+}
+
+TEST_F(LimitsTest, ConcurrentRequestsForOneAccountCannotBothSlipUnderTheLimit) {
+  Exec("UPDATE mailroom_settings SET recovery_limit_per_account = 1");
+  const int64_t a = Account("a@example.com");
+  pqxx::connection c1(url_), c2(url_);
+  pqxx::work t1(c1);
+  t1.exec(absl::StrCat("INSERT INTO tokens (account, action) VALUES (", a,
+                       ", 'password_recovery')"));
+  int64_t second = 0;
+  std::thread other([&] { second = Recover(a, &c2); });
+  ASSERT_TRUE(SomeoneWaitsForALock());  // the second waits for the first's account lock
+  t1.commit();
+  other.join();
+  EXPECT_TRUE(Limited(second));
+  EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM tokens WHERE account = ", a,
+                             " AND NOT rate_limited")),
+            1);
+}
+
+TEST_F(LimitsTest, ConcurrentRequestsForOneAddressCannotBothSlipUnderTheLimit) {
+  Exec("UPDATE mailroom_settings SET recovery_limit_per_address = 1");
+  const int64_t a = Account("v@example.com");
+  const int64_t b = Account("V@example.com");
+  pqxx::connection c1(url_), c2(url_);
+  pqxx::work t1(c1);
+  t1.exec(absl::StrCat("INSERT INTO tokens (account, action) VALUES (", a,
+                       ", 'password_recovery')"));
+  int64_t second = 0;
+  std::thread other([&] { second = Recover(b, &c2); });
+  ASSERT_TRUE(SomeoneWaitsForALock());  // the advisory lock on the address
+  t1.commit();
+  other.join();
+  EXPECT_TRUE(Limited(second));
+}
+
+TEST_F(LimitsTest, TheDequeueFinishesSuppressedTokensWithTheirStateAndReason) {
+  const int64_t a = Account("a@example.com");
+  auto dequeue = [&] {
+    pqxx::work tx(*conn_);
+    std::vector<int64_t> ids;
+    for (const auto& r : tx.exec("SELECT job_id FROM mailroom_dequeue('mailroom', 100, 'o', 0)")) {
+      ids.push_back(r[0].as<int64_t>());
+    }
+    tx.commit();
+    return ids;
+  };
+  auto state = [&](int64_t id) {
+    return Row(absl::StrCat("SELECT state::TEXT || ': ' || coalesce(reason, '') FROM deliveries"
+                            " WHERE token_id = ", id))[0]
+        .as<std::string>();
+  };
+  const int64_t t1 = Recover(a);
+  // Leased with a lease of 0 ms: due again at once.
+  EXPECT_EQ(dequeue(), std::vector<int64_t>{t1});
+  const int64_t t2 = Recover(a);  // supersedes the leased t1
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(Recover(a));  // 3 more accepted, 2 limited
+  // t1 comes due again: superseded, not handed out again. The window: t2..t5 superseded,
+  // the newest accepted one handed out, the rest rate limited.
+  EXPECT_EQ(dequeue(), std::vector<int64_t>{ids[2]});
+  EXPECT_THAT(state(t1), HasSubstr("superseded: superseded by a newer password recovery"));
+  EXPECT_THAT(state(t2), HasSubstr(absl::StrCat("(token ", ids[0], ")")));
+  EXPECT_THAT(state(ids[4]), HasSubstr("rate_limited: rate limited: 5 password_recovery"));
+  pqxx::row s = Row("SELECT superseded, rate_limited, in_flight FROM mailroom_stats('mailroom')");
+  EXPECT_EQ(s[0].as<int64_t>(), 4);  // t1, t2, ids[0], ids[1]
+  EXPECT_EQ(s[1].as<int64_t>(), 2);  // ids[3], ids[4]
+  EXPECT_EQ(s[2].as<int64_t>(), 1);
+  // A retry that comes due after being superseded ends superseded too.
+  Exec(absl::StrCat("SELECT mailroom_ack('mailroom', 'o', ARRAY[", ids[2],
+                    "]::BIGINT[], ARRAY[1], ARRAY['retry'], ARRAY['try later'], ARRAY[0],"
+                    " ARRAY[0]::BIGINT[])"));
+  Exec("UPDATE mailroom_settings SET recovery_limit_per_account = NULL,"
+       " recovery_limit_per_address = NULL");
+  const int64_t newest = Recover(a);
+  EXPECT_EQ(dequeue(), std::vector<int64_t>{newest});
+  EXPECT_THAT(state(ids[2]), HasSubstr("superseded:"));
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries WHERE state = 'failed'"), 0);
 }
 
 }  // namespace

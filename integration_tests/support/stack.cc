@@ -196,15 +196,20 @@ Ledger StackTest::Account() {
       "       count(*) FILTER (WHERE d.state = 'expired'),"
       "       count(*) FILTER (WHERE d.state = 'failed' AND d.reason <> ''),"
       "       count(*) FILTER (WHERE d.state = 'cancelled' AND d.reason <> ''),"
+      "       count(*) FILTER (WHERE d.state IN ('superseded', 'rate_limited')"
+      "                          AND d.reason <> ''),"
       "       count(*) FILTER (WHERE d.state IS NULL"
-      "                          OR d.state NOT IN ('sent', 'expired', 'failed', 'cancelled')"
-      "                          OR (d.state IN ('failed', 'cancelled')"
+      "                          OR d.state NOT IN ('sent', 'expired', 'failed', 'cancelled',"
+      "                                             'superseded', 'rate_limited')"
+      "                          OR (d.state IN ('failed', 'cancelled', 'superseded',"
+      "                                          'rate_limited')"
       "                              AND coalesce(d.reason, '') = ''))"
       "  FROM tokens t"
       "  LEFT JOIN deliveries d ON d.token_id = t.id"
       "   AND d.group_id = (SELECT id FROM consumer_groups WHERE name = 'mailroom')");
   return Ledger{r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<int64_t>(),
-                r[3].as<int64_t>(), r[4].as<int64_t>(), r[5].as<int64_t>()};
+                r[3].as<int64_t>(), r[4].as<int64_t>(), r[5].as<int64_t>(),
+                r[6].as<int64_t>()};
 }
 
 Ledger StackTest::WaitSettled(absl::Duration timeout) {
