@@ -1,14 +1,24 @@
-// Collector benchmarks against a throwaway PostgreSQL and the real collector binary:
-//  1. backlog drain rate: N tokens queued, then one subscriber (batch limit 1000) drains them,
-//     acknowledging as it goes; prints jobs/s for each N and for the first/last tenth;
-//  2. commit-to-stream latency at a steady trickle with batch timeout 0: p50/p90/p99/max.
-// Usage: collector_bench [--sizes=100000,1000000] [--trickle=2000] [--rate=200]
+// Collector benchmarks against a throwaway PostgreSQL and the real collector binary, for each
+// PostgreSQL durability setting (--fsync=on,off: on is the production default, fsync and
+// synchronous_commit on; off is the tests' setting):
+//  1. backlog drain rate: N tokens queued (accounts inserted in transactions of 10,000), then
+//     one subscriber (batch limit 1000, max in flight 10,000) drains them, acknowledging every
+//     job as SENT in batches; the clock runs from the first Subscribe to the return of the last
+//     Acknowledge (which returns once its outcomes are committed). Each N is drained on a table
+//     without planner statistics (autovacuum off for the queue's tables, never ANALYZEd) and on
+//     one after VACUUM ANALYZE (--stats=without,with);
+//  2. commit-to-stream latency with batch timeout 0 at steady rates of single-row commits
+//     (--rates=200,1000,3000, for --seconds each, from rate/100 connections, 4 to 32): p50/p90/p99/max from each
+//     COMMIT returning to the job arriving at the subscriber.
+// Usage: collector_bench [--sizes=100000,1000000] [--fsync=on,off] [--stats=without,with]
+//                        [--rates=200,1000,3000] [--seconds=5]
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <pqxx/pqxx>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -66,8 +76,9 @@ std::string Fresh(testing::PgServer& pg, const std::string& name) {
   return *url;
 }
 
-// Acknowledges everything the subscriber received, in batches, until `stop`.
-void AckLoop(testing::TestSubscriber* sub, std::atomic<bool>* stop) {
+// Acknowledges everything the subscriber received, in batches of up to 5000, until `stop`;
+// `acked` counts the jobs whose Acknowledge returned OK (their outcomes are committed).
+void AckLoop(testing::TestSubscriber* sub, std::atomic<bool>* stop, std::atomic<size_t>* acked) {
   while (!stop->load()) {
     auto jobs = sub->Take();
     if (jobs.empty()) {
@@ -77,35 +88,48 @@ void AckLoop(testing::TestSubscriber* sub, std::atomic<bool>* stop) {
     for (size_t i = 0; i < jobs.size(); i += 5000) {
       std::vector<uint64_t> ids;
       for (size_t j = i; j < std::min(jobs.size(), i + 5000); ++j) ids.push_back(jobs[j].job_id());
-      sub->Ack(ids, v1::OUTCOME_SENT);
+      if (sub->Ack(ids, v1::OUTCOME_SENT).ok()) *acked += ids.size();
     }
   }
 }
 
-void Drain(testing::PgServer& pg, int n) {
-  std::string url = Fresh(pg, absl::StrCat("drain_", n));
+void Drain(testing::PgServer& pg, const std::string& label, int n, bool analyze) {
+  std::string url = Fresh(pg, absl::StrCat("drain_", n, analyze ? "_stats" : "_nostats"));
   absl::Time t0 = absl::Now();
   {
     pqxx::connection c(url);
-    for (int done = 0; done < n; done += 100000) {
+    if (!analyze) {
+      // Keep autovacuum's analyze from giving the planner statistics in the middle of the run.
+      pqxx::work tx(c);
+      for (const char* t : {"tokens", "accounts", "deliveries"}) {
+        tx.exec(absl::StrCat("ALTER TABLE ", t, " SET (autovacuum_enabled = false)"));
+      }
+      tx.commit();
+    }
+    for (int done = 0; done < n; done += 10000) {
       pqxx::work tx(c);
       tx.exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'u' || i || '@bench.test',"
                            " 'u' || i FROM generate_series(", done + 1, ", ",
-                           std::min(n, done + 100000), ") i"));
+                           std::min(n, done + 10000), ") i"));
       tx.commit();
     }
     pqxx::nontransaction tx(c);
-    tx.exec("VACUUM ANALYZE");
+    if (analyze) tx.exec("VACUUM ANALYZE");
   }
-  std::printf("  queued %d tokens in %.1f s\n", n, absl::ToDoubleSeconds(absl::Now() - t0));
+  std::printf("  %s: queued %d tokens in %.1f s\n", label.c_str(), n,
+              absl::ToDoubleSeconds(absl::Now() - t0));
   Collector col = StartCollector(url, 1000, 5000);
   auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", col.port),
                                      grpc::InsecureChannelCredentials());
   absl::Time start = absl::Now();
-  testing::TestSubscriber sub(channel, kBearer, "mailroom", 100000, "bench");
+  testing::TestSubscriber sub(channel, kBearer, "mailroom", 10000, "bench");
   std::atomic<bool> stop{false};
-  std::thread acker(AckLoop, &sub, &stop);
-  size_t got = sub.WaitForJobs(n, absl::Minutes(30));
+  std::atomic<size_t> acked{0};
+  std::thread acker(AckLoop, &sub, &stop, &acked);
+  absl::Time deadline = start + absl::Minutes(30);
+  while (acked.load() < size_t(n) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   absl::Time end = absl::Now();
   stop = true;
   acker.join();
@@ -117,40 +141,60 @@ void Drain(testing::PgServer& pg, int n) {
     return s > 0 ? (to - from) / s : 0.0;
   };
   size_t tenth = arrivals.size() / 10;
-  std::printf("  drained %zu of %d in %.2f s: %.0f jobs/s (first tenth %.0f jobs/s, last tenth"
-              " %.0f jobs/s)\n",
-              got, n, secs, got / secs, rate_of(0, tenth),
+  std::printf("  %s: drained %zu of %d (acknowledged) in %.2f s: %.0f jobs/s (arrivals: first"
+              " tenth %.0f jobs/s, last tenth %.0f jobs/s)\n",
+              label.c_str(), acked.load(), n, secs, acked.load() / secs, rate_of(0, tenth),
               rate_of(arrivals.size() - tenth, arrivals.size()));
   std::fflush(stdout);
 }
 
-void Latency(testing::PgServer& pg, int count, int rate) {
-  std::string url = Fresh(pg, "latency");
+void Latency(testing::PgServer& pg, const std::string& label, int rate, int seconds) {
+  std::string url = Fresh(pg, absl::StrCat("latency_", rate));
+  {
+    pqxx::connection c(url);
+    pqxx::nontransaction tx(c);
+    tx.exec("VACUUM ANALYZE");
+  }
   Collector col = StartCollector(url, 1000, 0);
   auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", col.port),
                                      grpc::InsecureChannelCredentials());
-  testing::TestSubscriber sub(channel, kBearer, "mailroom", 100000, "latency");
+  testing::TestSubscriber sub(channel, kBearer, "mailroom", 10000, "latency");
   sub.WaitSubscribed(absl::Seconds(10));
   std::atomic<bool> stop{false};
-  std::thread acker(AckLoop, &sub, &stop);
-  pqxx::connection c(url);
+  std::atomic<size_t> acked{0};
+  std::thread acker(AckLoop, &sub, &stop, &acked);
+  // Commits on a fixed schedule from several connections (with fsync on a commit waits for its
+  // flush, so one connection cannot commit 3000 times a second); commit i is due at
+  // start + i / rate.
+  const int count = rate * seconds;
+  const int kWriters = std::clamp(rate / 100, 4, 32);
+  std::mutex mu;
   std::vector<std::pair<uint64_t, absl::Time>> commits;  // account id -> commit time
-  absl::Duration gap = absl::Seconds(1) / rate;
-  absl::Time next = absl::Now();
-  for (int i = 0; i < count; ++i) {
-    absl::SleepFor(next - absl::Now());
-    next += gap;
-    pqxx::work tx(c);
-    auto row = tx.exec1(absl::StrCat("INSERT INTO accounts (email, login) VALUES ('l", i,
-                                     "@bench.test', 'l", i, "') RETURNING id"));
-    tx.commit();
-    commits.emplace_back(row[0].as<uint64_t>(), absl::Now());
+  commits.reserve(count);
+  std::atomic<int> next{0};
+  absl::Time begin = absl::Now() + absl::Milliseconds(100);
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&] {
+      pqxx::connection c(url);
+      for (int i; (i = next.fetch_add(1)) < count;) {
+        absl::SleepFor(begin + absl::Seconds(1) * i / rate - absl::Now());
+        pqxx::work tx(c);
+        auto row = tx.exec1(absl::StrCat("INSERT INTO accounts (email, login) VALUES ('l", i,
+                                         "@bench.test', 'l", i, "') RETURNING id"));
+        tx.commit();
+        absl::Time t = absl::Now();
+        std::lock_guard<std::mutex> lock(mu);
+        commits.emplace_back(row[0].as<uint64_t>(), t);
+      }
+    });
   }
-  sub.WaitForJobs(count, absl::Seconds(30));
+  for (auto& t : writers) t.join();
+  double offered = count / absl::ToDoubleSeconds(absl::Now() - begin);
+  sub.WaitForJobs(count, absl::Seconds(60));
   stop = true;
   acker.join();
   std::map<uint64_t, absl::Time> arrived;
-  for (const auto& j : sub.Jobs()) arrived[j.account_id()] = absl::InfinitePast();
   auto arrivals = sub.Arrivals();
   auto jobs = sub.Jobs();
   for (size_t i = 0; i < jobs.size(); ++i) arrived[jobs[i].account_id()] = arrivals[i].second;
@@ -161,41 +205,66 @@ void Latency(testing::PgServer& pg, int count, int rate) {
   }
   std::sort(ms.begin(), ms.end());
   auto pct = [&](double p) { return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, size_t(p * ms.size()))]; };
-  std::printf("  %zu of %d single-row commits at %d/s, batch timeout 0: commit-to-stream latency"
-              " p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n",
-              ms.size(), count, rate, pct(0.50), pct(0.90), pct(0.99), ms.empty() ? 0 : ms.back());
+  std::printf("  %s: %zu of %d single-row commits at %d/s (achieved %.0f/s), batch timeout 0:"
+              " commit-to-stream latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+              label.c_str(), ms.size(), count, rate, offered, pct(0.50), pct(0.90), pct(0.99),
+              ms.empty() ? 0 : ms.back());
+  std::fflush(stdout);
 }
 
 }  // namespace
 }  // namespace mailroom
 
 int main(int argc, char** argv) {
-  std::vector<int> sizes = {100000, 1000000};
-  int trickle = 2000, rate = 200;
+  std::vector<int> sizes = {100000, 1000000}, rates = {200, 1000, 3000};
+  std::vector<std::string> fsyncs = {"on", "off"}, stats = {"without", "with"};
+  int seconds = 5;
+  auto ints = [](absl::string_view list) {
+    std::vector<int> out;
+    for (absl::string_view s : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+      int n;
+      if (absl::SimpleAtoi(s, &n)) out.push_back(n);
+    }
+    return out;
+  };
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
     if (absl::ConsumePrefix(&a, "--sizes=")) {
-      sizes.clear();
-      for (absl::string_view s : absl::StrSplit(a, ',')) {
-        int n;
-        if (absl::SimpleAtoi(s, &n)) sizes.push_back(n);
-      }
-    } else if (absl::ConsumePrefix(&a, "--trickle=")) {
-      (void)absl::SimpleAtoi(a, &trickle);
-    } else if (absl::ConsumePrefix(&a, "--rate=")) {
-      (void)absl::SimpleAtoi(a, &rate);
+      sizes = ints(a);
+    } else if (absl::ConsumePrefix(&a, "--rates=")) {
+      rates = ints(a);
+    } else if (absl::ConsumePrefix(&a, "--seconds=")) {
+      (void)absl::SimpleAtoi(a, &seconds);
+    } else if (absl::ConsumePrefix(&a, "--fsync=")) {
+      fsyncs = absl::StrSplit(a, ',', absl::SkipEmpty());
+    } else if (absl::ConsumePrefix(&a, "--stats=")) {
+      stats = absl::StrSplit(a, ',', absl::SkipEmpty());
+    } else {
+      std::fprintf(stderr, "unknown argument %s\n", argv[i]);
+      return 2;
     }
   }
-  auto pg = mailroom::testing::PgServer::Start();
-  if (!pg.ok()) {
-    std::fprintf(stderr, "%s\n", pg.status().ToString().c_str());
-    return 1;
-  }
-  std::printf("collector backlog drain (batch limit 1000, one subscriber acknowledging):\n");
-  for (int n : sizes) mailroom::Drain(**pg, n);
-  if (trickle > 0) {
-    std::printf("commit-to-stream latency:\n");
-    mailroom::Latency(**pg, trickle, rate);
+  for (const std::string& fsync : fsyncs) {
+    auto pg = mailroom::testing::PgServer::Start(/*durable=*/fsync == "on");
+    if (!pg.ok()) {
+      std::fprintf(stderr, "%s\n", pg.status().ToString().c_str());
+      return 1;
+    }
+    std::printf("PostgreSQL fsync=%s%s\n", fsync.c_str(),
+                fsync == "on" ? " (synchronous_commit=on, full_page_writes=on)"
+                              : " (synchronous_commit=off, full_page_writes=off)");
+    std::printf("collector backlog drain (batch limit 1000, max in flight 10000, first Subscribe"
+                " to last acknowledgement committed):\n");
+    for (const std::string& st : stats) {
+      for (int n : sizes) {
+        mailroom::Drain(**pg, absl::StrCat("fsync=", fsync, " stats=", st, " n=", n), n,
+                        st == "with");
+      }
+    }
+    if (!rates.empty()) std::printf("commit-to-stream latency:\n");
+    for (int rate : rates) {
+      mailroom::Latency(**pg, absl::StrCat("fsync=", fsync, " rate=", rate), rate, seconds);
+    }
   }
   return 0;
 }

@@ -69,7 +69,7 @@ std::string Runfile(const std::string& path) {
   return std::filesystem::absolute(rel).string();
 }
 
-absl::StatusOr<std::unique_ptr<PgServer>> PgServer::Start() {
+absl::StatusOr<std::unique_ptr<PgServer>> PgServer::Start(bool durable) {
   if (!std::filesystem::exists(absl::StrCat(kPgBin, "/initdb"))) {
     return absl::FailedPreconditionError(
         "PostgreSQL 15 is not installed (apt-get install postgresql)");
@@ -84,7 +84,7 @@ absl::StatusOr<std::unique_ptr<PgServer>> PgServer::Start() {
   auto init = Run(absl::StrCat(AsPostgres(), kPgBin, "/initdb -D ", dir,
                                "/data -U postgres -A trust -E UTF8 --locale=C.UTF-8 --no-sync"));
   if (!init.ok()) return init.status();
-  std::unique_ptr<PgServer> server(new PgServer(dir, FreePort()));
+  std::unique_ptr<PgServer> server(new PgServer(dir, FreePort(), durable));
   auto st = server->StartServer();
   if (!st.ok()) return st;
   return server;
@@ -94,7 +94,7 @@ absl::Status PgServer::StartServer() {
   auto r = Run(absl::StrCat(
       AsPostgres(), kPgBin, "/pg_ctl -D ", dir_, "/data -l ", dir_, "/server.log -w -t 60 -o ",
       Quote(absl::StrCat("-c listen_addresses=127.0.0.1 -p ", port_, " -k ", dir_,
-                         " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+                         durable_ ? "" : " -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
                          " -c max_connections=200")),
       " start"));
   if (!r.ok()) return r.status();

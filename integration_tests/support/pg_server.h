@@ -8,13 +8,15 @@
 namespace mailroom::testing {
 
 // A throwaway PostgreSQL 15 cluster for tests: initdb in a fresh temp directory, TCP on
-// 127.0.0.1 at a free port, unix socket inside the temp directory, fsync off. Runs the server
+// 127.0.0.1 at a free port, unix socket inside the temp directory, fsync off (unless durable:
+// then fsync, synchronous_commit and full_page_writes keep their defaults). Runs the server
 // as the `postgres` user when the test runs as root (PostgreSQL refuses root). Destroying the
 // object stops the server and deletes the directory. Not thread-safe.
 class PgServer {
  public:
-  // Creates and starts a cluster. Fails if the PostgreSQL binaries are missing.
-  static absl::StatusOr<std::unique_ptr<PgServer>> Start();
+  // Creates and starts a cluster. Fails if the PostgreSQL binaries are missing. `durable`
+  // (benchmarks) keeps PostgreSQL's default fsync = on and synchronous_commit = on.
+  static absl::StatusOr<std::unique_ptr<PgServer>> Start(bool durable = false);
   ~PgServer();
 
   PgServer(const PgServer&) = delete;
@@ -36,11 +38,13 @@ class PgServer {
   int port() const { return port_; }
 
  private:
-  PgServer(std::string dir, int port) : dir_(std::move(dir)), port_(port) {}
+  PgServer(std::string dir, int port, bool durable)
+      : dir_(std::move(dir)), port_(port), durable_(durable) {}
   absl::Status StartServer();
 
   std::string dir_;
   int port_;
+  bool durable_;
   bool running_ = false;
 };
 

@@ -1,0 +1,290 @@
+// The whole pipeline: PostgreSQL -> collector -> gRPC -> sender -> SMTP (postfix's smtp-sink) or
+// SES (the aws-ses-v2-local emulator behind the project's SigV4-checking ses_front), budget
+// unlimited. For each transport a backlog of N tokens is queued while no sender runs, then one
+// sender (--connections) is started and timed from its start to the last delivery recorded as
+// sent in PostgreSQL. smtp-source (postfix's own client) is timed against the same sink in the
+// same run: the SMTP ceiling. Also prints the resident set size and thread count of the
+// collector and the sender from /proc, idle (subscribed, empty queue) and under load (the
+// largest sample, every 100 ms).
+// Usage: pipeline_bench [--messages=20000] [--ses_messages=2000] [--connections=8]
+//                       [--fsync=on|off] [--max_in_flight=N]
+// Needs postfix's smtp-sink/smtp-source (apt-get install postfix) and, for SES,
+// MAILROOM_NODE_MODULES (the npm peers, as for the integration tests).
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "collector/migrate.h"
+#include "grpcpp/grpcpp.h"
+#include "integration_tests/support/pg_server.h"
+#include "integration_tests/support/process.h"
+
+namespace mailroom {
+namespace {
+
+using testing::Process;
+
+constexpr char kKey[] = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+constexpr char kBearer[] = "bench-subscriber-token-0123456789";
+// The emulator's front checks SigV4 with this made-up key (AWS's documentation example).
+constexpr char kAwsSecret[] = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "pipeline_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+std::unique_ptr<Process> Spawn(const std::vector<std::string>& argv,
+                               const std::map<std::string, std::string>& env,
+                               const std::string& log, const std::string& ready) {
+  auto p = Process::Spawn(argv, env, log);
+  if (!p.ok()) Die(absl::StrCat("cannot start ", argv[0], ": ", p.status().ToString()));
+  if (!ready.empty() && !(*p)->WaitForLog(ready, absl::Seconds(30))) {
+    Die(absl::StrCat(argv[0], " not ready; log ", log));
+  }
+  return *std::move(p);
+}
+
+// Resident set size (MB) and thread count of a process, from /proc/<pid>/status.
+struct Usage {
+  double rss_mb = 0;
+  int threads = 0;
+};
+
+Usage UsageOf(pid_t pid) {
+  Usage u;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view v = line;
+    if (absl::ConsumePrefix(&v, "VmRSS:")) {
+      int64_t kb = 0;
+      (void)absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(v), " kB"), &kb);
+      u.rss_mb = kb / 1024.0;
+    } else if (absl::ConsumePrefix(&v, "Threads:")) {
+      (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &u.threads);
+    }
+  }
+  return u;
+}
+
+void PrintUsage(const char* what, const char* when, Usage u, double target_mb) {
+  std::printf("  %-9s %-26s RSS %6.1f MB (target < %.0f MB: %s by %.1f MB), %d threads\n", what,
+              when, u.rss_mb, target_mb, u.rss_mb < target_mb ? "met" : "missed",
+              std::abs(u.rss_mb - target_mb), u.threads);
+}
+
+int64_t Scalar(const std::string& url, const std::string& sql) {
+  pqxx::connection c(url);
+  pqxx::nontransaction tx(c);
+  return tx.exec1(sql)[0].as<int64_t>();
+}
+
+// Queues n more tokens (accounts inserted in transactions of 10,000) and analyzes.
+void Queue(const std::string& url, int from, int n) {
+  pqxx::connection c(url);
+  for (int done = 0; done < n; done += 10000) {
+    pqxx::work tx(c);
+    tx.exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'u' || i || '@bench.test',"
+                         " 'u' || i FROM generate_series(", from + done + 1, ", ",
+                         from + std::min(n, done + 10000), ") i"));
+    tx.commit();
+  }
+  pqxx::nontransaction tx(c);
+  tx.exec("VACUUM ANALYZE");
+}
+
+struct Options {
+  int messages = 20000;
+  int ses_messages = 2000;
+  int connections = 8;
+  bool durable = true;
+  int max_in_flight = 0;  // 0: the sender's default
+};
+
+class Pipeline {
+ public:
+  explicit Pipeline(const Options& o) : o_(o) {
+    char tmpl[] = "/tmp/mailroom-pipeline.XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) Die("mkdtemp");
+    dir_ = tmpl;
+    auto pg = testing::PgServer::Start(o.durable);
+    if (!pg.ok()) Die(pg.status().ToString());
+    pg_ = *std::move(pg);
+    auto url = pg_->CreateDatabase("pipeline");
+    if (!url.ok() || !MigrateUp(*url, EmbeddedMigrations()).ok()) Die("cannot migrate");
+    url_ = *url;
+    collector_port_ = testing::FreePort();
+    collector_ = Spawn({testing::Runfile("mailroom/collector/collector")},
+                       {{"MAILROOM_DATABASE_URL", url_},
+                        {"MAILROOM_SECRET_KEY", kKey},
+                        {"MAILROOM_LISTEN_ADDRESS", absl::StrCat("127.0.0.1:", collector_port_)},
+                        {"MAILROOM_METRICS_ADDRESS", "off"},
+                        {"MAILROOM_SUBSCRIBER_TOKENS", kBearer}},
+                       dir_ + "/collector.log", "");
+    auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", collector_port_),
+                                       grpc::InsecureChannelCredentials());
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20))) {
+      Die("collector did not start; log " + dir_ + "/collector.log");
+    }
+  }
+  ~Pipeline() {
+    collector_.reset();
+    pg_.reset();
+    std::system(absl::StrCat("rm -rf ", dir_).c_str());
+  }
+
+  std::unique_ptr<Process> StartSender(std::map<std::string, std::string> env,
+                                       const std::string& name) {
+    std::map<std::string, std::string> all = {
+        {"MAILROOM_COLLECTOR_ADDRESS", absl::StrCat("127.0.0.1:", collector_port_)},
+        {"MAILROOM_COLLECTOR_TOKEN", kBearer},
+        {"MAILROOM_FROM", "mailroom <no-reply@example.test>"},
+        {"MAILROOM_LINK_BASE_URL", "https://app.example.test/"},
+        {"MAILROOM_METRICS_ADDRESS", "off"},
+        {"MAILROOM_HEALTH_ADDRESS", "off"},
+        {"MAILROOM_BUDGET", "unlimited"},
+        {"MAILROOM_CONNECTIONS", absl::StrCat(o_.connections)},
+        {"MAILROOM_SENDER_NAME", name},
+    };
+    if (o_.max_in_flight > 0) all["MAILROOM_MAX_IN_FLIGHT"] = absl::StrCat(o_.max_in_flight);
+    for (auto& [k, v] : env) all[k] = v;
+    return Spawn({testing::Runfile("mailroom/sender/sender")}, all,
+                 absl::StrCat(dir_, "/", name, ".log"), "msg=subscribed");
+  }
+
+  // Idle figures: collector and a sender subscribed, nothing queued.
+  void Idle(const std::map<std::string, std::string>& env) {
+    auto sender = StartSender(env, "idle-sender");
+    absl::SleepFor(absl::Seconds(3));
+    std::printf("memory and threads (/proc/<pid>/status):\n");
+    PrintUsage("collector", "idle", UsageOf(collector_->pid()), 20);
+    PrintUsage("sender", "idle (subscribed)", UsageOf(sender->pid()), 30);
+    sender->Signal(SIGTERM);
+    (void)sender->Wait(absl::Seconds(20));
+  }
+
+  // Queues n tokens, starts a sender with `env` and times it to the last delivery sent.
+  void Run(const std::string& label, int n, const std::map<std::string, std::string>& env) {
+    Queue(url_, queued_, n);
+    queued_ += n;
+    absl::Time start = absl::Now();
+    auto sender = StartSender(env, label);
+    Usage col, snd;
+    int64_t sent = 0;
+    absl::Time deadline = start + absl::Minutes(20);
+    while (absl::Now() < deadline) {
+      Usage c = UsageOf(collector_->pid()), s = UsageOf(sender->pid());
+      col = {std::max(col.rss_mb, c.rss_mb), std::max(col.threads, c.threads)};
+      snd = {std::max(snd.rss_mb, s.rss_mb), std::max(snd.threads, s.threads)};
+      sent = Scalar(url_, "SELECT count(*) FROM deliveries WHERE state = 'sent'");
+      if (sent >= queued_) break;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    double secs = absl::ToDoubleSeconds(absl::Now() - start);
+    int64_t failed = Scalar(url_, "SELECT count(*) FROM deliveries WHERE state <> 'sent'");
+    sent -= queued_ - n;
+    std::printf("  %s: %lld of %d sent in %.2f s (from the sender's start): %.0f emails/s"
+                " (%lld not sent)\n",
+                label.c_str(), static_cast<long long>(sent), n, secs, sent / secs,
+                static_cast<long long>(failed));
+    PrintUsage("collector", absl::StrCat("under load (", label, ")").c_str(), col, 20);
+    PrintUsage("sender", absl::StrCat("under load (", label, ")").c_str(), snd, 30);
+    std::fflush(stdout);
+    sender->Signal(SIGTERM);
+    (void)sender->Wait(absl::Seconds(30));
+  }
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  Options o_;
+  std::string dir_, url_;
+  std::unique_ptr<testing::PgServer> pg_;
+  int collector_port_ = 0;
+  std::unique_ptr<Process> collector_;
+  int queued_ = 0;
+};
+
+}  // namespace
+}  // namespace mailroom
+
+int main(int argc, char** argv) {
+  using namespace mailroom;
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view a = argv[i];
+    bool ok = true;
+    if (absl::ConsumePrefix(&a, "--messages=")) {
+      ok = absl::SimpleAtoi(a, &o.messages);
+    } else if (absl::ConsumePrefix(&a, "--ses_messages=")) {
+      ok = absl::SimpleAtoi(a, &o.ses_messages);
+    } else if (absl::ConsumePrefix(&a, "--connections=")) {
+      ok = absl::SimpleAtoi(a, &o.connections);
+    } else if (absl::ConsumePrefix(&a, "--max_in_flight=")) {
+      ok = absl::SimpleAtoi(a, &o.max_in_flight);
+    } else if (absl::ConsumePrefix(&a, "--fsync=")) {
+      o.durable = a == "on";
+    } else {
+      ok = false;
+    }
+    if (!ok) Die(absl::StrCat("bad argument ", argv[i]));
+  }
+  Pipeline p(o);
+  std::printf("pipeline collector -> gRPC -> sender -> peer, budget unlimited, %d connections,"
+              " PostgreSQL fsync=%s\n", o.connections, o.durable ? "on" : "off");
+  // smtp-sink binds with SO_REUSEPORT; it lives in its own process group, killed on exit.
+  int sink_port = testing::FreePort();
+  std::string sink_addr = absl::StrCat("127.0.0.1:", sink_port);
+  auto sink = Spawn({"/usr/sbin/smtp-sink", "-u", "nobody", sink_addr, "1000"}, {},
+                    p.dir() + "/sink.log", "");
+  absl::SleepFor(absl::Milliseconds(500));
+  std::map<std::string, std::string> smtp = {
+      {"MAILROOM_TRANSPORT", "smtp"},
+      {"MAILROOM_SMTP_URL", absl::StrCat("smtp://", sink_addr)},
+      {"MAILROOM_SMTP_ALLOW_PLAIN", "true"}};
+  p.Idle(smtp);
+  if (o.messages > 0) {
+    absl::Time t0 = absl::Now();
+    int rc = std::system(absl::StrCat("/usr/sbin/smtp-source -d -l 1500 -m ", o.messages, " -s ",
+                                      o.connections, " -f no-reply@example.test -t bench@example.test ",
+                                      sink_addr, " >/dev/null 2>&1").c_str());
+    double secs = absl::ToDoubleSeconds(absl::Now() - t0);
+    std::printf("  smtp-source (ceiling): %d sessions, %d messages of 1500 bytes in %.2f s:"
+                " %.0f msg/s%s\n", o.connections, o.messages, secs, o.messages / secs,
+                rc == 0 ? "" : " (smtp-source failed)");
+    p.Run("smtp", o.messages, smtp);
+  }
+  sink.reset();
+  if (o.ses_messages > 0) {
+    const char* modules = std::getenv("MAILROOM_NODE_MODULES");
+    if (modules == nullptr || *modules == '\0') {
+      std::printf("  ses: skipped (MAILROOM_NODE_MODULES unset)\n");
+      return 0;
+    }
+    int emu = testing::FreePort(), front = testing::FreePort();
+    auto emulator = Spawn({"node", absl::StrCat(modules, "/aws-ses-v2-local/dist/cli.js"),
+                           "--host", "127.0.0.1", "--port", absl::StrCat(emu)},
+                          {}, p.dir() + "/ses.log", "server running");
+    auto checker = Spawn({"/usr/bin/python3", testing::Runfile("mailroom/sender/testing/ses_front.py"),
+                          "--port", absl::StrCat(front), "--upstream",
+                          absl::StrCat("http://127.0.0.1:", emu), "--access-key", "AKIDEXAMPLE",
+                          "--secret-key", kAwsSecret, "--throttle-first", "0"},
+                         {}, p.dir() + "/front.log", "ready");
+    p.Run("ses", o.ses_messages,
+          {{"MAILROOM_TRANSPORT", "ses"},
+           {"MAILROOM_SES_ENDPOINT", absl::StrCat("http://127.0.0.1:", front)},
+           {"MAILROOM_SES_REGION", "us-east-1"},
+           {"AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
+           {"AWS_SECRET_ACCESS_KEY", kAwsSecret}});
+  }
+  return 0;
+}
