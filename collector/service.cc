@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/utf8.h"
 #include "common/names.h"
 
 namespace mailroom {
@@ -92,33 +93,8 @@ absl::StatusOr<std::string> CleanReason(absl::string_view reason) {
   if (reason.find('\0') != absl::string_view::npos) {
     return absl::InvalidArgumentError("reason contains a NUL byte");
   }
-  // Valid UTF-8 (RFC 3629: no overlongs, no surrogates, at most U+10FFFF); cut at a character
-  // boundary to at most kMaxReasonBytes.
-  size_t i = 0, keep = 0;
-  const auto* p = reinterpret_cast<const unsigned char*>(reason.data());
-  const size_t n = reason.size();
-  while (i < n) {
-    unsigned char c = p[i];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80) { len = 1; cp = c; }
-    else if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-    else return absl::InvalidArgumentError("reason is not valid UTF-8");
-    if (i + len > n) return absl::InvalidArgumentError("reason is not valid UTF-8");
-    for (size_t k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) return absl::InvalidArgumentError("reason is not valid UTF-8");
-      cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-      return absl::InvalidArgumentError("reason is not valid UTF-8");
-    }
-    i += len;
-    if (i <= kMaxReasonBytes) keep = i;
-  }
-  return std::string(reason.substr(0, keep));
+  if (!IsValidUtf8(reason)) return absl::InvalidArgumentError("reason is not valid UTF-8");
+  return std::string(Utf8Prefix(reason, kMaxReasonBytes));
 }
 
 grpc::Status ToGrpc(const absl::Status& s) {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/utf8.h"
 #include "sender/retry.h"
 
 namespace mailroom {
@@ -15,42 +16,6 @@ bool Permanent(const absl::Status& s) { return !RetryPolicy::Retryable(s); }
 
 const char* ActionName(v1::Action a) {
   return a == v1::ACTION_PASSWORD_RECOVERY ? "password_recovery" : "activation";
-}
-
-// A reason the collector accepts: valid UTF-8 (invalid bytes become U+FFFD), no NUL or other
-// control characters but tab, at most 1000 bytes cut at a character boundary. Server replies
-// can hold anything; one odd byte must not make a whole acknowledgement unreadable.
-std::string CleanReason(absl::string_view in) {
-  std::string out;
-  out.reserve(std::min<size_t>(in.size(), 1000));
-  const auto* p = reinterpret_cast<const unsigned char*>(in.data());
-  size_t i = 0;
-  while (i < in.size()) {
-    unsigned char c = p[i];
-    size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
-                                : (c & 0xF8) == 0xF0 ? 4 : 0;
-    bool ok = len > 0 && i + len <= in.size();
-    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-    for (size_t k = 1; ok && k < len; ++k) {
-      ok = (p[i + k] & 0xC0) == 0x80;
-      cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    ok = ok && cp >= kMin[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    absl::string_view piece;
-    if (!ok) {
-      piece = "\xEF\xBF\xBD";
-      len = 1;
-    } else if (cp < 0x20 && cp != '\t') {
-      piece = " ";
-    } else {
-      piece = in.substr(i, len);
-    }
-    if (out.size() + piece.size() > 1000) break;
-    out.append(piece.data(), piece.size());
-    i += len;
-  }
-  return out;
 }
 
 }  // namespace
@@ -171,7 +136,7 @@ void Engine::Report(uint64_t id, v1::Outcome outcome, const std::string& reason,
   v1::JobOutcome o;
   o.set_job_id(id);
   o.set_outcome(outcome);
-  o.set_reason(CleanReason(reason));
+  o.set_reason(SanitizeUtf8(reason, 1000));
   o.set_retry_after_ms(static_cast<uint32_t>(
       std::clamp<int64_t>(absl::ToInt64Milliseconds(retry_after), 0, 31LL * 24 * 3600 * 1000)));
   o.set_cost_micros(cost);
