@@ -4,7 +4,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/utf8.h"
@@ -50,6 +52,23 @@ const char* OutcomeName(v1::Outcome o) {
   }
 }
 
+v1::SuppressionReason SuppressionReasonOf(const std::string& name) {
+  if (name == "hard_bounce") return v1::SUPPRESSION_REASON_HARD_BOUNCE;
+  if (name == "complaint") return v1::SUPPRESSION_REASON_COMPLAINT;
+  if (name == "smtp_rejected") return v1::SUPPRESSION_REASON_SMTP_REJECTED;
+  if (name == "manual") return v1::SUPPRESSION_REASON_MANUAL;
+  return v1::SUPPRESSION_REASON_UNSPECIFIED;
+}
+
+void ToProto(const SuppressionRow& row, v1::Suppression* out) {
+  out->set_address(row.address);
+  out->set_reason(SuppressionReasonOf(row.reason));
+  out->set_source(row.source);
+  out->set_first_seen(row.first_seen);
+  out->set_last_seen(row.last_seen);
+  out->set_expires_at(row.expires_at);
+}
+
 }  // namespace
 
 absl::StatusOr<JobResult> CheckOutcome(const v1::JobOutcome& o, int64_t max_cost_micros) {
@@ -83,10 +102,48 @@ absl::StatusOr<JobResult> CheckOutcome(const v1::JobOutcome& o, int64_t max_cost
   if (o.retry_after_ms() > 31u * 24 * 3600 * 1000) {
     return absl::InvalidArgumentError("retry_after_ms is more than 31 days");
   }
+  if (o.suppress_recipient() && r.kind != JobResult::Kind::kFailed) {
+    return absl::InvalidArgumentError("suppress_recipient is only valid with a FAILED outcome");
+  }
+  r.suppress_recipient = o.suppress_recipient();
   auto reason = CleanReason(o.reason());
   if (!reason.ok()) return reason.status();
   r.reason = *std::move(reason);
   return r;
+}
+
+absl::StatusOr<std::string> NormalizeAddress(absl::string_view address) {
+  std::string a = absl::AsciiStrToLower(absl::StripAsciiWhitespace(address));
+  if (a.empty()) return absl::InvalidArgumentError("address is required");
+  if (a.size() > 254) return absl::InvalidArgumentError("address is longer than 254 characters");
+  const size_t at = a.rfind('@');
+  if (at == std::string::npos || at == 0 || at + 1 == a.size()) {
+    return absl::InvalidArgumentError("address must look like local@domain");
+  }
+  if (at > 64) return absl::InvalidArgumentError("address's local part is longer than 64 characters");
+  for (unsigned char c : a) {
+    if (c <= 0x20 || c == 0x7f || c == '<' || c == '>' || c == ',' || c == ';') {
+      return absl::InvalidArgumentError(
+          "address must not contain spaces, control characters or <>,;");
+    }
+  }
+  const absl::string_view domain = absl::string_view(a).substr(at + 1);
+  if (domain.find('@') != absl::string_view::npos || domain.front() == '.' ||
+      domain.back() == '.' || absl::StrContains(domain, "..")) {
+    return absl::InvalidArgumentError("address's domain is not a host name");
+  }
+  if (!CleanReason(a).ok()) return absl::InvalidArgumentError("address is not valid UTF-8");
+  return a;
+}
+
+const char* SuppressionReasonName(v1::SuppressionReason r) {
+  switch (r) {
+    case v1::SUPPRESSION_REASON_HARD_BOUNCE: return "hard_bounce";
+    case v1::SUPPRESSION_REASON_COMPLAINT: return "complaint";
+    case v1::SUPPRESSION_REASON_SMTP_REJECTED: return "smtp_rejected";
+    case v1::SUPPRESSION_REASON_MANUAL: return "manual";
+    default: return "";
+  }
 }
 
 absl::StatusOr<std::string> CleanReason(absl::string_view reason) {
@@ -296,6 +353,7 @@ grpc::Status CollectorService::GetQueueStats(grpc::ServerContext* context,
     g->set_expired(s.expired);
     g->set_superseded(s.superseded);
     g->set_rate_limited(s.rate_limited);
+    g->set_suppressed(s.suppressed);
     g->set_subscribers(static_cast<uint32_t>(hub_->Count(s.group)));
   }
   return grpc::Status::OK;
@@ -351,6 +409,97 @@ grpc::Status CollectorService::GetUsage(grpc::ServerContext* context,
   response->set_month(usage->month);
   response->set_sent(usage->sent);
   response->set_cost_micros(usage->cost_micros);
+  return grpc::Status::OK;
+}
+
+grpc::Status CollectorService::AdmitSuppressions(const grpc::ServerContextBase& context,
+                                                 const char* method) const {
+  Principal principal;
+  grpc::Status st = Admit(context, kRoleOperator, "", method, &principal,
+                          /*group_optional=*/true);
+  if (!st.ok()) return st;
+  // The list applies to every group: an operator of some groups only may not change (or read)
+  // what every other group delivers.
+  if (!principal.all_groups) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrCat(method, " needs an operator credential for every consumer "
+                                             "group (`*`): the suppression list applies to all"));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CollectorService::ListSuppressions(grpc::ServerContext* context,
+                                                const v1::ListSuppressionsRequest* request,
+                                                v1::ListSuppressionsResponse* response) {
+  grpc::Status st = AdmitSuppressions(*context, "ListSuppressions");
+  if (!st.ok()) return st;
+  if (request->page_size() > kMaxSuppressionsPage) {
+    return Invalid(absl::StrCat("page_size must be at most ", kMaxSuppressionsPage));
+  }
+  SuppressionQuery q;
+  q.limit = request->page_size() == 0 ? 100 : static_cast<int>(request->page_size());
+  if (request->reason() != v1::SUPPRESSION_REASON_UNSPECIFIED) {
+    q.reason = SuppressionReasonName(request->reason());
+    if (q.reason.empty()) return Invalid("reason is unknown");
+  }
+  if (request->page_token().size() > 254 || request->address_prefix().size() > 254) {
+    return Invalid("page_token and address_prefix are at most 254 characters");
+  }
+  if (!CleanReason(request->page_token()).ok() || !CleanReason(request->address_prefix()).ok()) {
+    return Invalid("page_token and address_prefix must be valid UTF-8 without NUL");
+  }
+  q.after = request->page_token();
+  q.prefix = absl::AsciiStrToLower(absl::StripLeadingAsciiWhitespace(request->address_prefix()));
+  auto rows = store_->ListSuppressions(q);
+  if (!rows.ok()) return ToGrpc(rows.status());
+  for (const SuppressionRow& row : *rows) ToProto(row, response->add_suppressions());
+  // A full page may have a next one; an empty next page is cheap to discover.
+  if (static_cast<int>(rows->size()) == q.limit) response->set_next_page_token(rows->back().address);
+  return grpc::Status::OK;
+}
+
+grpc::Status CollectorService::AddSuppression(grpc::ServerContext* context,
+                                              const v1::AddSuppressionRequest* request,
+                                              v1::Suppression* response) {
+  grpc::Status st = AdmitSuppressions(*context, "AddSuppression");
+  if (!st.ok()) return st;
+  auto address = NormalizeAddress(request->address());
+  if (!address.ok()) return ToGrpc(address.status());
+  SuppressionRow row;
+  row.address = *std::move(address);
+  row.reason = request->reason() == v1::SUPPRESSION_REASON_UNSPECIFIED
+                   ? "manual"
+                   : SuppressionReasonName(request->reason());
+  if (row.reason.empty()) return Invalid("reason is unknown");
+  if (request->expires_at() < 0 ||
+      (request->expires_at() != 0 && request->expires_at() <= absl::ToUnixSeconds(absl::Now()))) {
+    return Invalid("expires_at must be in the future (Unix seconds), or 0 for never");
+  }
+  row.expires_at = request->expires_at();
+  auto source = CleanReason(request->source().empty() ? "operator" : request->source());
+  if (!source.ok()) return Invalid("source must be valid UTF-8 without NUL");
+  row.source = *std::move(source);
+  auto stored = store_->AddSuppression(row);
+  if (!stored.ok()) return ToGrpc(stored.status());
+  ToProto(*stored, response);
+  // The address itself is personal data: logged only as its domain.
+  LogInfo("suppression added",
+          {{"domain", row.address.substr(row.address.rfind('@') + 1)}, {"reason", row.reason}});
+  return grpc::Status::OK;
+}
+
+grpc::Status CollectorService::RemoveSuppression(grpc::ServerContext* context,
+                                                 const v1::RemoveSuppressionRequest* request,
+                                                 v1::RemoveSuppressionResponse* response) {
+  grpc::Status st = AdmitSuppressions(*context, "RemoveSuppression");
+  if (!st.ok()) return st;
+  auto address = NormalizeAddress(request->address());
+  if (!address.ok()) return ToGrpc(address.status());
+  auto removed = store_->RemoveSuppression(*address);
+  if (!removed.ok()) return ToGrpc(removed.status());
+  ToProto(*removed, response->mutable_removed());
+  LogInfo("suppression removed",
+          {{"domain", address->substr(address->rfind('@') + 1)}, {"reason", removed->reason}});
   return grpc::Status::OK;
 }
 

@@ -21,6 +21,8 @@ inline constexpr int kMaxInFlight = 100000;
 inline constexpr int kMaxIdsPerCall = 10000;
 // Reasons longer than this are cut (at a UTF-8 character boundary).
 inline constexpr size_t kMaxReasonBytes = 1000;
+// The largest page of ListSuppressions.
+inline constexpr uint32_t kMaxSuppressionsPage = 1000;
 
 // What the service enforces besides request sizes.
 struct ServiceLimits {
@@ -36,6 +38,9 @@ absl::StatusOr<JobResult> CheckOutcome(const v1::JobOutcome& outcome, int64_t ma
 // The reason as stored: rejected if it holds a NUL byte or is not valid UTF-8, else cut at a
 // character boundary to at most kMaxReasonBytes.
 absl::StatusOr<std::string> CleanReason(absl::string_view reason);
+// An address as the suppression list keys it: lower(trim(address)), checked to look like
+// local@domain (at most 254 characters, no spaces, controls or <>,;), else INVALID_ARGUMENT.
+absl::StatusOr<std::string> NormalizeAddress(absl::string_view address);
 
 // The mailroom.v1.Collector service. Subscribe is a callback-API stream (one reactor per
 // subscriber, no thread per stream); the unary calls are synchronous handlers that may block on
@@ -63,6 +68,15 @@ class CollectorService : public v1::Collector::WithCallbackMethod_Subscribe<v1::
                        v1::RequeueResponse* response) override;
   grpc::Status GetUsage(grpc::ServerContext* context, const v1::GetUsageRequest* request,
                         v1::GetUsageResponse* response) override;
+  grpc::Status ListSuppressions(grpc::ServerContext* context,
+                                const v1::ListSuppressionsRequest* request,
+                                v1::ListSuppressionsResponse* response) override;
+  grpc::Status AddSuppression(grpc::ServerContext* context,
+                              const v1::AddSuppressionRequest* request,
+                              v1::Suppression* response) override;
+  grpc::Status RemoveSuppression(grpc::ServerContext* context,
+                                 const v1::RemoveSuppressionRequest* request,
+                                 v1::RemoveSuppressionResponse* response) override;
 
  private:
   // The preamble of every call: authenticates, validates `group` (required unless
@@ -71,6 +85,9 @@ class CollectorService : public v1::Collector::WithCallbackMethod_Subscribe<v1::
   grpc::Status Admit(const grpc::ServerContextBase& context, unsigned roles,
                      const std::string& group, const char* method,
                      Principal* principal = nullptr, bool group_optional = false) const;
+  // Admit for the suppression calls: the operator role for every group (`*`).
+  grpc::Status AdmitSuppressions(const grpc::ServerContextBase& context,
+                                 const char* method) const;
 
   Store* const store_;
   Hub* const hub_;

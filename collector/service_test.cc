@@ -22,13 +22,15 @@ constexpr char kKey[] = "000102030405060708090a0b0c0d0e0f101112131415161718191a1
 constexpr char kSubscriber[] = "subscriber-token-0123456789";  // mailroom: subscriber
 constexpr char kOperator[] = "operator-token-0123456789";      // mailroom: operator
 constexpr char kOther[] = "other-group-token-0123456789";      // other: subscriber
+constexpr char kAdmin[] = "admin-operator-token-0123456789";   // *: operator
 
 class ServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto creds = ParseCredentials({absl::StrCat(kSubscriber, "@mailroom:subscriber"),
                                    absl::StrCat(kOperator, "@mailroom+audit:operator"),
-                                   absl::StrCat(kOther, "@other:subscriber")},
+                                   absl::StrCat(kOther, "@other:subscriber"),
+                                   absl::StrCat(kAdmin, "@*:operator")},
                                   "MAILROOM_SUBSCRIBER_TOKENS");
     ASSERT_TRUE(creds.ok()) << creds.status();
     auth_ = std::make_unique<Authenticator>(*creds, false);
@@ -289,6 +291,124 @@ TEST(CleanReasonTest, CutsAtACharacterBoundaryAndRejectsBadUtf8) {
   EXPECT_FALSE(CleanReason("\xc0\xaf").ok());   // overlong
   EXPECT_FALSE(CleanReason("\xed\xa0\x80").ok());  // surrogate
   EXPECT_FALSE(CleanReason(std::string("a\0b", 3)).ok());
+}
+
+TEST_F(ServiceTest, SuppressRecipientGoesWithFailedOutcomesOnly) {
+  v1::AcknowledgeRequest req = AckRequest("sub-1");
+  v1::JobOutcome* bad = Add(&req, 1, v1::OUTCOME_SENT);
+  bad->set_suppress_recipient(true);
+  v1::JobOutcome* good = Add(&req, 2, v1::OUTCOME_FAILED);
+  good->set_reason("smtp RCPT: 550 5.1.1 <x@example.test>: user unknown");
+  good->set_suppress_recipient(true);
+  Add(&req, 3, v1::OUTCOME_FAILED)->set_reason("smtp DATA: 554 5.7.1 spam");
+  v1::AcknowledgeResponse resp;
+  ASSERT_TRUE(Ack(kSubscriber, req, &resp).ok());
+  ASSERT_EQ(resp.rejected_size(), 1);
+  EXPECT_EQ(resp.rejected(0).job_id(), 1u);
+  EXPECT_THAT(resp.rejected(0).error(), HasSubstr("suppress_recipient"));
+  auto calls = store_.Calls("Ack");
+  ASSERT_EQ(calls.size(), 1u);
+  ASSERT_EQ(calls[0].results.size(), 2u);
+  EXPECT_TRUE(calls[0].results[0].suppress_recipient);
+  EXPECT_EQ(calls[0].results[0].reason, "smtp RCPT: 550 5.1.1 <x@example.test>: user unknown");
+  EXPECT_FALSE(calls[0].results[1].suppress_recipient);
+}
+
+TEST_F(ServiceTest, SuppressionsNeedAnOperatorOfEveryGroup) {
+  v1::ListSuppressionsResponse list;
+  v1::AddSuppressionRequest add;
+  add.set_address("x@example.test");
+  v1::Suppression added;
+  v1::RemoveSuppressionRequest rm;
+  rm.set_address("x@example.test");
+  v1::RemoveSuppressionResponse removed;
+  EXPECT_EQ(stub_->ListSuppressions(Ctx("").get(), {}, &list).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  for (const char* bearer : {kSubscriber, kOperator}) {
+    EXPECT_EQ(stub_->ListSuppressions(Ctx(bearer).get(), {}, &list).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_EQ(stub_->AddSuppression(Ctx(bearer).get(), add, &added).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_EQ(stub_->RemoveSuppression(Ctx(bearer).get(), rm, &removed).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  EXPECT_EQ(store_.CallCount("ListSuppressions") + store_.CallCount("AddSuppression") +
+                store_.CallCount("RemoveSuppression"),
+            0);
+}
+
+TEST_F(ServiceTest, AddListAndRemoveSuppressions) {
+  v1::Suppression added;
+  v1::AddSuppressionRequest add;
+  // Shapes that are not an address.
+  for (const char* bad : {"", "nobody", "@example.test", "x@", "a b@example.test",
+                          "x@example..test", "<x@example.test>", "x@example.test."}) {
+    add.set_address(bad);
+    EXPECT_EQ(stub_->AddSuppression(Ctx(kAdmin).get(), add, &added).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT)
+        << bad;
+  }
+  add.set_address(std::string(250, 'a') + "@x.test");
+  EXPECT_EQ(stub_->AddSuppression(Ctx(kAdmin).get(), add, &added).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  add.set_address("x@example.test");
+  add.set_expires_at(1000);  // in the past
+  EXPECT_EQ(stub_->AddSuppression(Ctx(kAdmin).get(), add, &added).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  add.set_expires_at(0);
+  add.set_reason(static_cast<v1::SuppressionReason>(99));
+  EXPECT_EQ(stub_->AddSuppression(Ctx(kAdmin).get(), add, &added).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(store_.CallCount("AddSuppression"), 0);
+
+  // Normalised; the reason defaults to manual and the source to "operator".
+  add.set_reason(v1::SUPPRESSION_REASON_UNSPECIFIED);
+  add.set_address("  Bob@Example.TEST ");
+  ASSERT_TRUE(stub_->AddSuppression(Ctx(kAdmin).get(), add, &added).ok());
+  EXPECT_EQ(added.address(), "bob@example.test");
+  EXPECT_EQ(added.reason(), v1::SUPPRESSION_REASON_MANUAL);
+  EXPECT_EQ(added.source(), "operator");
+  for (const char* a : {"ann@example.test", "carl@other.test", "amy@example.test"}) {
+    add.set_address(a);
+    add.set_reason(v1::SUPPRESSION_REASON_HARD_BOUNCE);
+    ASSERT_TRUE(stub_->AddSuppression(Ctx(kAdmin).get(), add, &added).ok());
+  }
+
+  // Pages of two, by address; the token is the last address.
+  v1::ListSuppressionsRequest lr;
+  lr.set_page_size(2);
+  v1::ListSuppressionsResponse page;
+  ASSERT_TRUE(stub_->ListSuppressions(Ctx(kAdmin).get(), lr, &page).ok());
+  ASSERT_EQ(page.suppressions_size(), 2);
+  EXPECT_EQ(page.suppressions(0).address(), "amy@example.test");
+  EXPECT_EQ(page.suppressions(1).address(), "ann@example.test");
+  EXPECT_EQ(page.next_page_token(), "ann@example.test");
+  lr.set_page_token(page.next_page_token());
+  ASSERT_TRUE(stub_->ListSuppressions(Ctx(kAdmin).get(), lr, &page).ok());
+  ASSERT_EQ(page.suppressions_size(), 2);
+  EXPECT_EQ(page.suppressions(0).address(), "bob@example.test");
+  EXPECT_EQ(page.suppressions(1).address(), "carl@other.test");
+  // Filters.
+  lr.Clear();
+  lr.set_reason(v1::SUPPRESSION_REASON_HARD_BOUNCE);
+  lr.set_address_prefix("A");
+  ASSERT_TRUE(stub_->ListSuppressions(Ctx(kAdmin).get(), lr, &page).ok());
+  ASSERT_EQ(page.suppressions_size(), 2);
+  EXPECT_EQ(page.next_page_token(), "");
+  lr.set_page_size(1001);
+  EXPECT_EQ(stub_->ListSuppressions(Ctx(kAdmin).get(), lr, &page).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  v1::RemoveSuppressionRequest rm;
+  rm.set_address("BOB@example.test");
+  v1::RemoveSuppressionResponse removed;
+  ASSERT_TRUE(stub_->RemoveSuppression(Ctx(kAdmin).get(), rm, &removed).ok());
+  EXPECT_EQ(removed.removed().address(), "bob@example.test");
+  EXPECT_EQ(stub_->RemoveSuppression(Ctx(kAdmin).get(), rm, &removed).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  rm.set_address("not an address");
+  EXPECT_EQ(stub_->RemoveSuppression(Ctx(kAdmin).get(), rm, &removed).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 }  // namespace

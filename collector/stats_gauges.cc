@@ -33,7 +33,8 @@ void SetQueueGauges(const std::vector<GroupStatsRow>& stats, Metrics& metrics) {
     const std::pair<const char*, uint64_t> states[] = {
         {"in_flight", s.in_flight}, {"waiting_retry", s.waiting_retry}, {"sent", s.sent},
         {"failed", s.failed},       {"expired", s.expired},           {"cancelled", s.cancelled},
-        {"superseded", s.superseded}, {"rate_limited", s.rate_limited}};
+        {"superseded", s.superseded}, {"rate_limited", s.rate_limited},
+        {"suppressed", s.suppressed}};
     for (const auto& [state, n] : states) {
       metrics.Set("mailroom_queue_jobs", n, {{"group", s.group}, {"state", state}});
     }

@@ -16,6 +16,7 @@ GroupStatsRow Row(const std::string& group, uint64_t depth) {
   s.sent = 7;
   s.superseded = 2;
   s.rate_limited = 5;
+  s.suppressed = 6;
   return s;
 }
 
@@ -29,6 +30,7 @@ TEST(StatsGaugesTest, OneSeriesPerGroupAndState) {
   EXPECT_EQ(m.Value("mailroom_queue_jobs", {{"group", "b"}, {"state", "sent"}}), 7);
   EXPECT_EQ(m.Value("mailroom_queue_jobs", {{"group", "a"}, {"state", "superseded"}}), 2);
   EXPECT_EQ(m.Value("mailroom_queue_jobs", {{"group", "a"}, {"state", "rate_limited"}}), 5);
+  EXPECT_EQ(m.Value("mailroom_queue_jobs", {{"group", "a"}, {"state", "suppressed"}}), 6);
   // A group that disappeared loses its series.
   SetQueueGauges({Row("b", 2)}, m);
   EXPECT_EQ(m.Value("mailroom_queue_depth", {{"group", "a"}}), 0);

@@ -2,6 +2,10 @@
 
 #include <pqxx/pqxx>
 
+#include <optional>
+
+#include "absl/container/flat_hash_set.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -50,6 +54,23 @@ const char* KindName(JobResult::Kind k) {
 }
 
 int64_t LeaseMs(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
+
+// The columns ToSuppression reads, in order.
+constexpr char kSuppressionColumns[] =
+    "s.address, s.reason, s.source, EXTRACT(EPOCH FROM s.first_seen)::BIGINT,"
+    " EXTRACT(EPOCH FROM s.last_seen)::BIGINT,"
+    " coalesce(EXTRACT(EPOCH FROM s.expires_at)::BIGINT, 0)";
+
+SuppressionRow ToSuppression(const pqxx::row& row) {
+  SuppressionRow s;
+  s.address = row[0].as<std::string>();
+  s.reason = row[1].as<std::string>();
+  s.source = row[2].as<std::string>();
+  s.first_seen = row[3].as<int64_t>();
+  s.last_seen = row[4].as<int64_t>();
+  s.expires_at = row[5].as<int64_t>();
+  return s;
+}
 
 class PgStore : public Store {
  public:
@@ -117,7 +138,9 @@ class PgStore : public Store {
     std::vector<std::string> kinds, reasons;
     std::vector<uint32_t> retry;
     std::vector<int64_t> costs;
+    bool suppress = false;
     for (const JobResult& r : results) {
+      suppress = suppress || r.suppress_recipient;
       ids.push_back(r.id);
       attempts.push_back(r.attempt);
       kinds.push_back(KindName(r.kind));
@@ -132,8 +155,26 @@ class PgStore : public Store {
           " $7::int[], $8::bigint[])",
           group, owner, IntArray(ids), IntArray(attempts), TextArray(kinds), TextArray(reasons),
           IntArray(retry), IntArray(costs));
+      std::vector<uint64_t> recorded = ParseIds(r);
+      // Only outcomes mailroom_ack recorded (it fences by owner and attempt) suppress their
+      // address, in the same transaction: a stale lease's report changes nothing.
+      if (suppress) {
+        absl::flat_hash_set<uint64_t> done(recorded.begin(), recorded.end());
+        std::vector<uint64_t> sids;
+        std::vector<std::string> sources;
+        for (const JobResult& j : results) {
+          if (j.suppress_recipient && done.count(j.id) > 0) {
+            sids.push_back(j.id);
+            sources.push_back(j.reason);
+          }
+        }
+        if (!sids.empty()) {
+          tx.exec_params("SELECT mailroom_suppress_recipients($1::bigint[], $2::text[])",
+                         IntArray(sids), TextArray(sources));
+        }
+      }
       tx.commit();
-      return ParseIds(r);
+      return recorded;
     });
   }
 
@@ -214,6 +255,7 @@ class PgStore : public Store {
         s.cancelled = row[8].as<uint64_t>();
         s.superseded = row[9].as<uint64_t>();
         s.rate_limited = row[10].as<uint64_t>();
+        s.suppressed = row[11].as<uint64_t>();
         out.push_back(std::move(s));
       }
       return out;
@@ -279,6 +321,61 @@ class PgStore : public Store {
       u.cost_micros = row[2].as<int64_t>();
       return u;
     });
+  }
+
+  absl::StatusOr<std::vector<SuppressionRow>> ListSuppressions(
+      const SuppressionQuery& q) override {
+    return Run<std::vector<SuppressionRow>>("listing suppressions", [&](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      // A range scan of the primary key from the page token; the prefix is a range too
+      // (address >= prefix), checked with starts_with (no LIKE escaping of the prefix).
+      pqxx::result r = tx.exec_params(
+          "SELECT " + std::string(kSuppressionColumns) +
+              "  FROM suppressions s"
+              " WHERE s.address > $1 AND s.address >= $3"
+              "   AND ($2 = '' OR s.reason = $2) AND starts_with(s.address, $3)"
+              " ORDER BY s.address LIMIT $4",
+          q.after, q.reason, q.prefix, q.limit);
+      std::vector<SuppressionRow> out;
+      out.reserve(r.size());
+      for (const auto& row : r) out.push_back(ToSuppression(row));
+      return out;
+    });
+  }
+
+  absl::StatusOr<SuppressionRow> AddSuppression(const SuppressionRow& in) override {
+    return Run<SuppressionRow>("adding a suppression", [&](pqxx::connection& c) {
+      pqxx::work tx(c);
+      pqxx::row row = tx.exec_params1(
+          "INSERT INTO suppressions AS s (address, reason, source, expires_at)"
+          " VALUES (lower(trim($1)), $2, $3, CASE WHEN $4::bigint = 0 THEN NULL ELSE to_timestamp($4::bigint) END)"
+          " ON CONFLICT (address) DO UPDATE"
+          "   SET reason = EXCLUDED.reason, source = EXCLUDED.source,"
+          "       expires_at = EXCLUDED.expires_at, last_seen = now()"
+          " RETURNING " + std::string(kSuppressionColumns),
+          in.address, in.reason, in.source, in.expires_at);
+      tx.commit();
+      return ToSuppression(row);
+    });
+  }
+
+  absl::StatusOr<SuppressionRow> RemoveSuppression(const std::string& address) override {
+    auto removed = Run<std::optional<SuppressionRow>>(
+        "removing a suppression", [&](pqxx::connection& c) -> std::optional<SuppressionRow> {
+          pqxx::work tx(c);
+          pqxx::result r = tx.exec_params(
+              "DELETE FROM suppressions s WHERE s.address = lower(trim($1))"
+              " RETURNING " + std::string(kSuppressionColumns),
+              address);
+          tx.commit();
+          if (r.empty()) return std::nullopt;
+          return ToSuppression(r[0]);
+        });
+    if (!removed.ok()) return removed.status();
+    if (!removed->has_value()) {
+      return absl::NotFoundError(absl::StrCat("\"", address, "\" is not suppressed"));
+    }
+    return **std::move(removed);
   }
 
   absl::Status Ping() override {

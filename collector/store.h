@@ -35,6 +35,9 @@ struct JobResult {
   std::string reason;
   uint32_t retry_after_ms = 0;
   int64_t cost_micros = 0;
+  // Only with kFailed: the recipient was rejected permanently; its address is added to the
+  // suppression list (reason smtp_rejected, source `reason`) if this outcome is recorded.
+  bool suppress_recipient = false;
 };
 
 struct GroupStatsRow {
@@ -49,6 +52,26 @@ struct GroupStatsRow {
   uint64_t cancelled = 0;
   uint64_t superseded = 0;    // a newer password recovery of the account replaced it
   uint64_t rate_limited = 0;  // over a per-account or per-address limit at insert
+  uint64_t suppressed = 0;    // the address is on the suppression list
+};
+
+// One entry of the suppression list (table `suppressions`).
+struct SuppressionRow {
+  std::string address;  // lower(trim(email))
+  std::string reason;   // hard_bounce | complaint | smtp_rejected | manual
+  std::string source;
+  int64_t first_seen = 0;  // Unix seconds
+  int64_t last_seen = 0;
+  int64_t expires_at = 0;  // 0: never
+};
+
+// Which suppressions to list: addresses after `after` (exclusive; "" from the start), of
+// `reason` ("" any) and starting with `prefix` ("" any), ordered by address, at most `limit`.
+struct SuppressionQuery {
+  std::string after;
+  std::string reason;
+  std::string prefix;
+  int limit = 100;
 };
 
 struct FailureRow {
@@ -85,6 +108,8 @@ class Store {
                                                          absl::Duration lease) = 0;
   // Records outcomes of jobs leased to `owner` (each with the attempt it was handed out with)
   // in one transaction; returns the ids recorded. Outcomes for any other lease change nothing.
+  // A recorded outcome with `suppress_recipient` suppresses its job's address in the same
+  // transaction.
   virtual absl::StatusOr<std::vector<uint64_t>> Ack(const std::string& group,
                                                     const std::string& owner,
                                                     const std::vector<JobResult>& results) = 0;
@@ -116,6 +141,15 @@ class Store {
                                       const std::vector<uint64_t>& ids) = 0;
   // This month's usage of a group.
   virtual absl::StatusOr<UsageRow> Usage(const std::string& group) = 0;
+  // Entries of the suppression list (see SuppressionQuery).
+  virtual absl::StatusOr<std::vector<SuppressionRow>> ListSuppressions(
+      const SuppressionQuery& query) = 0;
+  // Inserts or updates the entry of `row.address` (already normalised and validated): reason,
+  // source and expires_at are replaced, last_seen set to now, first_seen kept. Returns the
+  // entry as stored.
+  virtual absl::StatusOr<SuppressionRow> AddSuppression(const SuppressionRow& row) = 0;
+  // Deletes the entry of `address` and returns it; kNotFound when there is none.
+  virtual absl::StatusOr<SuppressionRow> RemoveSuppression(const std::string& address) = 0;
   // SELECT 1.
   virtual absl::Status Ping() = 0;
 };

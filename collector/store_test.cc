@@ -6,6 +6,7 @@
 #include <map>
 #include <pqxx/pqxx>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "collector/migrate.h"
 #include "gmock/gmock.h"
@@ -301,6 +302,129 @@ TEST_F(StoreTest, SupersededAndRateLimitedRecoveriesAreCountedNotHandedOutNorFai
   auto failures = store_->Failures("mailroom", 10);
   ASSERT_TRUE(failures.ok());
   EXPECT_TRUE(failures->empty());
+}
+
+TEST_F(StoreTest, ARejectedRecipientIsSuppressedAndItsNextTokensEndSuppressed) {
+  InsertAccounts(3, "sup");
+  std::vector<StoredJob> jobs = Dequeue("a", 3);
+  ASSERT_EQ(jobs.size(), 3u);
+  JobResult rejected = Sent(jobs[0]);
+  rejected.kind = JobResult::Kind::kFailed;
+  rejected.cost_micros = 0;
+  rejected.reason = "smtp RCPT: 550 5.1.1 <sup1@example.test>: user unknown";
+  rejected.suppress_recipient = true;
+  // A stale lease's report (another owner) suppresses nothing: it is fenced like the outcome.
+  JobResult stale = rejected;
+  stale.id = jobs[1].id;
+  ASSERT_TRUE(store_->Ack("mailroom", "someone-else", {stale}).ok());
+  EXPECT_EQ(Int("SELECT count(*) FROM suppressions"), 0);
+  auto recorded = store_->Ack("mailroom", "a", {rejected});
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  EXPECT_THAT(*recorded, ElementsAre(jobs[0].id));
+  const std::string address = Text(
+      absl::StrCat("SELECT lower(email) FROM accounts a JOIN tokens t ON t.account = a.id"
+                   " WHERE t.id = ", jobs[0].id));
+  EXPECT_EQ(Text(absl::StrCat("SELECT reason || ' ' || source FROM suppressions"
+                              " WHERE address = '", address, "'")),
+            "smtp_rejected smtp RCPT: 550 5.1.1 <sup1@example.test>: user unknown");
+
+  // A new token for that address (a password recovery of the active account) is never handed
+  // out: it ends suppressed with the entry's reason, in every group.
+  Exec(absl::StrCat("UPDATE accounts SET status = 'active' WHERE lower(email) = '", address,
+                    "'"));
+  Exec(absl::StrCat("INSERT INTO tokens (account, action) SELECT id, 'password_recovery'"
+                    " FROM accounts WHERE lower(email) = '", address, "'"));
+  EXPECT_THAT(Dequeue("a"), IsEmpty());
+  const int64_t token = Int("SELECT max(id) FROM tokens");
+  EXPECT_EQ(State(token), "suppressed");
+  EXPECT_EQ(Text(absl::StrCat("SELECT reason FROM deliveries WHERE token_id = ", token)),
+            "address suppressed: smtp_rejected (smtp RCPT: 550 5.1.1 <sup1@example.test>: user"
+            " unknown)");
+  auto stats = store_->Stats("mailroom");
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ((*stats)[0].suppressed, 1u);
+  EXPECT_EQ((*stats)[0].failed, 1u);
+  EXPECT_EQ((*stats)[0].in_flight, 2u);
+}
+
+TEST_F(StoreTest, AJobComingDueAgainForASuppressedAddressEndsSuppressed) {
+  InsertAccounts(2, "due");
+  std::vector<StoredJob> jobs = Dequeue("a", 2, absl::Milliseconds(1));
+  ASSERT_EQ(jobs.size(), 2u);
+  SuppressionRow row;
+  row.address = absl::AsciiStrToLower(jobs[0].email);
+  row.reason = "complaint";
+  row.source = "feedback loop";
+  ASSERT_TRUE(store_->AddSuppression(row).ok());
+  // The leases ran out: the suppressed one is finished, the other handed out again.
+  Exec("UPDATE deliveries SET due_at = now() - interval '1 second'");
+  std::vector<StoredJob> again = Dequeue("b");
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].id, jobs[1].id);
+  EXPECT_EQ(State(jobs[0].id), "suppressed");
+  EXPECT_EQ(Text(absl::StrCat("SELECT reason FROM deliveries WHERE token_id = ", jobs[0].id)),
+            "address suppressed: complaint (feedback loop)");
+}
+
+TEST_F(StoreTest, ManualSuppressionsStopDeliveryUntilRemovedOrExpired) {
+  SuppressionRow row;
+  row.address = "man1@example.test";
+  row.reason = "manual";
+  row.source = "operator";
+  auto added = store_->AddSuppression(row);
+  ASSERT_TRUE(added.ok()) << added.status();
+  EXPECT_EQ(added->address, "man1@example.test");
+  EXPECT_GT(added->first_seen, 0);
+  EXPECT_EQ(added->expires_at, 0);
+  // An expired entry no longer counts.
+  row.address = "man2@example.test";
+  row.expires_at = absl::ToUnixSeconds(absl::Now()) + 3600;
+  ASSERT_TRUE(store_->AddSuppression(row).ok());
+  Exec("UPDATE suppressions SET expires_at = now() - interval '1 second'"
+       " WHERE address = 'man2@example.test'");
+  InsertAccounts(3, "MAN");  // MAN1@example.test: the address is compared normalised
+  std::vector<StoredJob> jobs = Dequeue("a");
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries WHERE state = 'suppressed'"), 1);
+
+  auto removed = store_->RemoveSuppression("man1@example.test");
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(removed->reason, "manual");
+  EXPECT_EQ(store_->RemoveSuppression("man1@example.test").status().code(),
+            absl::StatusCode::kNotFound);
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'activation' FROM accounts"
+       " WHERE email = 'MAN1@example.test'");
+  std::vector<StoredJob> after = Dequeue("a");
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0].email, "MAN1@example.test");
+}
+
+TEST_F(StoreTest, ListSuppressionsPagesByAddressWithFilters) {
+  for (const char* a : {"c@x.test", "a@x.test", "b@y.test", "d@x.test"}) {
+    SuppressionRow row;
+    row.address = a;
+    row.reason = a[0] == 'b' ? "hard_bounce" : "manual";
+    ASSERT_TRUE(store_->AddSuppression(row).ok());
+  }
+  auto list = [&](std::string after, std::string reason, std::string prefix, int limit) {
+    SuppressionQuery q{std::move(after), std::move(reason), std::move(prefix), limit};
+    auto rows = store_->ListSuppressions(q);
+    EXPECT_TRUE(rows.ok()) << rows.status();
+    std::vector<std::string> out;
+    if (rows.ok()) for (const auto& r : *rows) out.push_back(r.address);
+    return out;
+  };
+  EXPECT_THAT(list("", "", "", 2), ElementsAre("a@x.test", "b@y.test"));
+  EXPECT_THAT(list("b@y.test", "", "", 2), ElementsAre("c@x.test", "d@x.test"));
+  EXPECT_THAT(list("d@x.test", "", "", 2), IsEmpty());
+  EXPECT_THAT(list("", "manual", "", 10), ElementsAre("a@x.test", "c@x.test", "d@x.test"));
+  EXPECT_THAT(list("", "", "c", 10), ElementsAre("c@x.test"));
+  EXPECT_THAT(list("", "hard_bounce", "b@", 10), ElementsAre("b@y.test"));
+  // The table's CHECK keeps the reasons to the known four.
+  SuppressionRow bad;
+  bad.address = "e@x.test";
+  bad.reason = "whatever";
+  EXPECT_EQ(store_->AddSuppression(bad).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(StoreTest, StatsFailuresRequeueAndUsage) {

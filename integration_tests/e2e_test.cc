@@ -215,6 +215,59 @@ TEST_F(EndToEndTest, PermanentRejectionFailsOneAddressOnly) {
       << sender->Log();
   EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"), 20);
   EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'failed' AND reason LIKE '%550%'"), 1);
+  // The 550 5.1.1 put the address on the suppression list (in the acknowledgement's
+  // transaction)...
+  EXPECT_EQ(Scalar("SELECT count(*) FROM suppressions WHERE address = 'bounce@example.test'"
+                   " AND reason = 'smtp_rejected' AND source LIKE '%550 5.1.1%'"),
+            1);
+  // ...so a new token for it is never handed out: it ends suppressed, with no attempt, while a
+  // token for another address behind it is delivered.
+  const size_t before = Files(dir_ + "/smtp", ".eml").size();
+  Exec("UPDATE accounts SET status = 'active' WHERE email IN ('bounce@example.test', 'u1@example.test')");
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
+       " WHERE email = 'bounce@example.test'");
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
+       " WHERE email = 'u1@example.test'");
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 21, absl::Seconds(30)),
+            21)
+      << sender->Log();
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'suppressed' AND attempts = 0"
+                   " AND reason LIKE 'address suppressed: smtp_rejected (%550 5.1.1%'"),
+            1);
+  EXPECT_EQ(Files(dir_ + "/smtp", ".eml").size(), before + 1);
+  EXPECT_EQ(Scalar("SELECT suppressed FROM mailroom_stats('mailroom')"), 1);
+  // The sender tried the address once only: one RCPT rejection in its log.
+  const std::string log = sender->Log();
+  size_t rejections = 0;
+  for (size_t at = log.find("send failed permanently"); at != std::string::npos;
+       at = log.find("send failed permanently", at + 1)) {
+    ++rejections;
+  }
+  EXPECT_EQ(rejections, 1u) << log;
+}
+
+TEST_F(EndToEndTest, AManualSuppressionStopsDeliveryAndRemovingItLetsNewTokensThrough) {
+  auto sender = StartSender({{"MAILROOM_TRANSPORT", "file"}, {"MAILROOM_FILE_DIR", dir_ + "/out"}});
+  Exec("INSERT INTO suppressions (address, reason, source) VALUES ('quiet@example.test', 'manual', 'operator')");
+  Exec("INSERT INTO accounts (email, login) VALUES ('Quiet@Example.test', 'quiet'),"
+       " ('loud@example.test', 'loud')");
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state IN ('sent', 'suppressed')", 2,
+                    absl::Seconds(30)),
+            2)
+      << sender->Log();
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'suppressed'"
+                   " AND reason = 'address suppressed: manual (operator)'"),
+            1);
+  EXPECT_EQ(Files(dir_ + "/out", ".eml").size(), 1u);
+  // Removed: the next token for the address is delivered.
+  Exec("DELETE FROM suppressions WHERE address = 'quiet@example.test'");
+  Exec("UPDATE accounts SET status = 'active' WHERE login = 'quiet'");
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
+       " WHERE login = 'quiet'");
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 2, absl::Seconds(30)),
+            2)
+      << sender->Log();
+  EXPECT_EQ(Files(dir_ + "/out", ".eml").size(), 2u);
 }
 
 TEST_F(EndToEndTest, BudgetPacesSendingAndKeepsTheRestQueued) {

@@ -83,6 +83,9 @@ expect() {
     */Subscribe) echo '"jobId": "42"' ;;
     */Acknowledge) echo '"recorded": 1' ;;
     */RenewLeases) echo '"lostJobIds"' ;;
+    */AddSuppression) echo '"address": "bob@example.com"' ;;
+    */ListSuppressions) echo '"address": "bob@example.com"' ;;
+    */RemoveSuppression) echo '"removed"' ;;
     *) echo 'NO EXPECTATION' ;;
   esac
 }
@@ -121,6 +124,7 @@ denied() {
 }
 denied "sender token Requeue" grpcurl -plaintext -H "authorization: Bearer $SENDER_TOKEN" -d '{"consumer_group":"mailroom"}' 127.0.0.1:50051 mailroom.v1.Collector/Requeue
 denied "sender token in another group" grpcurl -plaintext -H "authorization: Bearer $SENDER_TOKEN" -d '{"consumer_group":"billing"}' 127.0.0.1:50051 mailroom.v1.Collector/GetUsage
+denied "sender token AddSuppression" grpcurl -plaintext -H "authorization: Bearer $SENDER_TOKEN" -d '{"address":"x@example.com"}' 127.0.0.1:50051 mailroom.v1.Collector/AddSuppression
 denied "operator token Acknowledge" grpcurl -plaintext -H "authorization: Bearer $OPERATOR_TOKEN" -d '{"consumer_group":"audit","outcomes":[{"job_id":42,"outcome":"OUTCOME_SENT"}]}' 127.0.0.1:50051 mailroom.v1.Collector/Acknowledge
 for t in "$OPERATOR_TOKEN" "$SENDER_TOKEN"; do
   if grep -q -- "$t" "$WORK/collector.log"; then failed=$((failed + 1)); echo "FAIL token in the collector's log"; fi

@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
 #include "sender/transport.h"
 
@@ -51,6 +52,21 @@ void TraceSmtp(CURL* c, SmtpTrace* trace) {
   curl_easy_setopt(c, CURLOPT_VERBOSE, 1L);
 }
 
+namespace {
+
+// True when `rest` (a reply line after its 3-digit code) starts with an enhanced status code
+// of the address class, 5.1.x: "[ -]5.1.<1-3 digits>" followed by a space or the end.
+bool AddressStatus(absl::string_view rest) {
+  if (rest.empty() || (rest[0] != ' ' && rest[0] != '-')) return false;
+  rest.remove_prefix(1);
+  if (!absl::ConsumePrefix(&rest, "5.1.")) return false;
+  size_t digits = 0;
+  while (digits < rest.size() && absl::ascii_isdigit(rest[digits])) ++digits;
+  return digits >= 1 && digits <= 3 && (digits == rest.size() || rest[digits] == ' ');
+}
+
+}  // namespace
+
 absl::Status SmtpStatus(CURLcode code, long reply_code, const SmtpTrace& trace,
                         const std::string& detail) {
   if (code == CURLE_OK) return absl::OkStatus();
@@ -75,7 +91,12 @@ absl::Status SmtpStatus(CURLcode code, long reply_code, const SmtpTrace& trace,
     if (reply_code >= 500 && reply_code != 552) return ProviderError(what);
     return reply_code < 500 ? absl::UnavailableError(what) : absl::InvalidArgumentError(what);
   }
-  // RCPT, DATA and the end of the message: about this recipient or this message.
+  // RCPT, DATA and the end of the message: about this recipient or this message. A 5xx on
+  // RCPT whose enhanced status (RFC 3463) is 5.1.x says the address itself is bad.
+  if (reply_code >= 500 && cmd == "RCPT" && text == trace.reply &&
+      AddressStatus(absl::string_view(text).substr(3))) {
+    return RecipientRejected(what);
+  }
   return reply_code < 500 ? absl::UnavailableError(what) : absl::InvalidArgumentError(what);
 }
 

@@ -38,6 +38,18 @@ TEST(SmtpStatusTest, TheReplyAndTheCommandItAnsweredDecide) {
                         status("EHLO", 550, "550 go away")}) {
     EXPECT_TRUE(IsProviderError(provider)) << provider;
   }
+  // A 5.1.x enhanced status on RCPT rejects the address itself; others do not.
+  EXPECT_TRUE(IsRecipientRejected(rcpt));
+  EXPECT_TRUE(IsRecipientRejected(status("RCPT", 550, "550-5.1.1 no such user")));
+  EXPECT_TRUE(IsRecipientRejected(status("RCPT", 553, "553 5.1.3 bad address syntax")));
+  EXPECT_TRUE(IsRecipientRejected(status("RCPT", 556, "556 5.1.10 null MX")));
+  EXPECT_FALSE(IsRecipientRejected(status("RCPT", 550, "550 5.7.1 relaying denied")));
+  EXPECT_FALSE(IsRecipientRejected(status("RCPT", 550, "550 user unknown")));
+  EXPECT_FALSE(IsRecipientRejected(status("RCPT", 550, "550 5.1.1000 odd")));
+  EXPECT_FALSE(IsRecipientRejected(status("RCPT", 450, "450 4.1.1 try later")));
+  EXPECT_FALSE(IsRecipientRejected(status("DATA", 550, "550 5.1.1 user unknown")));
+  EXPECT_FALSE(IsRecipientRejected(status("MAIL", 553, "553 5.1.8 bad sender domain")));
+  EXPECT_FALSE(IsRecipientRejected(status("RCPT", 550, "")));
   // The reply text shown is the server's when the trace has it, else the code and curl's text.
   EXPECT_EQ(status("RCPT", 550, "").message(), "smtp RCPT: 550 curl says");
 }

@@ -132,7 +132,7 @@ void Engine::DeferQueued(absl::Duration retry_after, const std::string& why) {
 }
 
 void Engine::Report(uint64_t id, v1::Outcome outcome, const std::string& reason,
-                    absl::Duration retry_after, int64_t cost) {
+                    absl::Duration retry_after, int64_t cost, bool suppress_recipient) {
   v1::JobOutcome o;
   o.set_job_id(id);
   o.set_outcome(outcome);
@@ -140,6 +140,7 @@ void Engine::Report(uint64_t id, v1::Outcome outcome, const std::string& reason,
   o.set_retry_after_ms(static_cast<uint32_t>(
       std::clamp<int64_t>(absl::ToInt64Milliseconds(retry_after), 0, 31LL * 24 * 3600 * 1000)));
   o.set_cost_micros(cost);
+  o.set_suppress_recipient(suppress_recipient && outcome == v1::OUTCOME_FAILED);
   report_(std::move(o));
 }
 
@@ -315,8 +316,12 @@ bool Engine::Deliver(const v1::Job& job) {
   metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "failed"}});
   metrics_->Add("mailroom_sender_failures_total", 1,
                 {{"reason", Permanent(err) ? "permanent" : "retries_exhausted"}});
-  LogWarn("send failed permanently", {{"job", id}, {"error", final_reason}});
-  Report(job.job_id(), v1::OUTCOME_FAILED, final_reason);
+  // The server said the address itself is bad (5.1.x on RCPT): no later job for it should be
+  // tried, so the collector is asked to suppress it.
+  const bool suppress = IsRecipientRejected(err);
+  LogWarn("send failed permanently", {{"job", id}, {"error", final_reason},
+                                      {"suppress_recipient", suppress ? "true" : "false"}});
+  Report(job.job_id(), v1::OUTCOME_FAILED, final_reason, absl::ZeroDuration(), 0, suppress);
   return false;
 }
 

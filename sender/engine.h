@@ -85,8 +85,10 @@ class Engine {
   LeaseState Lease(const v1::Job& job);
   // Puts a job back in the queue (still held).
   void Requeue(v1::Job job);
+  // `suppress_recipient`: only with FAILED, the transport rejected the address permanently.
   void Report(uint64_t id, v1::Outcome outcome, const std::string& reason,
-              absl::Duration retry_after = absl::ZeroDuration(), int64_t cost = 0);
+              absl::Duration retry_after = absl::ZeroDuration(), int64_t cost = 0,
+              bool suppress_recipient = false);
   void DeferQueued(absl::Duration retry_after, const std::string& why);
   // Waits `d` on the clock, or less when Drain() begins.
   void Pause(absl::Duration d);

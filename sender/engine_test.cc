@@ -235,6 +235,23 @@ TEST_F(EngineTest, RetryableFailuresRetryPermanentOnesFail) {
   EXPECT_EQ(budget_->spent_micros(), 0);
 }
 
+TEST_F(EngineTest, APermanentlyRejectedAddressIsFailedWithSuppressRecipient) {
+  Start(BudgetConfig{});
+  transport_.Script({RecipientRejected("smtp RCPT: 550 5.1.1 <x@example.test>: user unknown"),
+                     absl::InvalidArgumentError("smtp DATA: 554 5.7.1 spam")});
+  engine_->Submit({Job(1)});
+  ASSERT_TRUE(OutcomesReach(1));
+  engine_->Submit({Job(2)});
+  ASSERT_TRUE(OutcomesReach(2));
+  auto out = Outcomes();
+  EXPECT_EQ(out[0].outcome(), v1::OUTCOME_FAILED);
+  EXPECT_EQ(out[0].reason(), "smtp RCPT: 550 5.1.1 <x@example.test>: user unknown");
+  EXPECT_TRUE(out[0].suppress_recipient());
+  EXPECT_EQ(out[1].outcome(), v1::OUTCOME_FAILED);
+  EXPECT_FALSE(out[1].suppress_recipient());
+  EXPECT_EQ(budget_->spent_micros(), 0);
+}
+
 TEST_F(EngineTest, GivesUpWhenTheRetryPolicySaysSo) {
   Start(BudgetConfig{});
   transport_.Script({absl::UnavailableError("451 busy")});

@@ -15,4 +15,15 @@ bool IsProviderError(const absl::Status& status) {
          status.GetPayload(kProviderErrorPayload).has_value();
 }
 
+absl::Status RecipientRejected(absl::string_view message) {
+  absl::Status st = absl::InvalidArgumentError(message);
+  st.SetPayload(kRecipientRejectedPayload, absl::Cord("1"));
+  return st;
+}
+
+bool IsRecipientRejected(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kInvalidArgument &&
+         status.GetPayload(kRecipientRejectedPayload).has_value();
+}
+
 }  // namespace mailroom

@@ -37,6 +37,11 @@ struct SendResult {
 //    built by ProviderError(): code kUnavailable with the payload kProviderErrorPayload, and
 //    IsProviderError() tells them apart. The engine never fails or charges a job for one: it
 //    opens its circuit breaker and hands the job back uncounted.
+// A permanent per-recipient failure that says the *address* is bad (SMTP 5xx with an enhanced
+// status 5.1.x on RCPT: "550 5.1.1 user unknown", 5.1.2 bad domain, 5.1.3 bad syntax, 5.1.6
+// moved, 5.1.10 null MX) is built by RecipientRejected(): kInvalidArgument with the payload
+// kRecipientRejectedPayload, told apart by IsRecipientRejected(). The engine fails the job and
+// asks the collector to suppress the address (JobOutcome.suppress_recipient).
 // Messages carry the server's own reply text (SMTP reply line, SES error type and message),
 // never credentials.
 class Transport {
@@ -73,6 +78,14 @@ struct TransportConfig {
   std::string aws_session_token;      // secret
   std::string ses_configuration_set;
 };
+
+// The payload type URL that marks a permanent rejection of the recipient's address.
+inline constexpr char kRecipientRejectedPayload[] =
+    "type.mailroom.dev/mailroom.RecipientRejected";
+// A permanent rejection of the recipient's address (see Transport): kInvalidArgument + payload.
+absl::Status RecipientRejected(absl::string_view message);
+// True for statuses built by RecipientRejected().
+bool IsRecipientRejected(const absl::Status& status);
 
 // The payload type URL that marks a provider-wide failure (its value is unused).
 inline constexpr char kProviderErrorPayload[] = "type.mailroom.dev/mailroom.ProviderError";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -155,6 +156,37 @@ class FakeStore : public Store {
     if (auto e = Record({"Usage", group}); !e.ok()) return e;
     return UsageRow{"2024-01", 0, 0};
   }
+  // The suppression list is kept in memory (ordered by address), with the real store's
+  // paging and filters but no expiry and no timestamps beyond what Add was given.
+  absl::StatusOr<std::vector<SuppressionRow>> ListSuppressions(
+      const SuppressionQuery& q) override {
+    Call c{"ListSuppressions"};
+    c.limit = q.limit;
+    if (auto e = Record(c); !e.ok()) return e;
+    absl::MutexLock lock(&mu_);
+    std::vector<SuppressionRow> out;
+    for (auto it = suppressions_.upper_bound(q.after);
+         it != suppressions_.end() && static_cast<int>(out.size()) < q.limit; ++it) {
+      if (!q.reason.empty() && it->second.reason != q.reason) continue;
+      if (it->first.compare(0, q.prefix.size(), q.prefix) != 0) continue;
+      out.push_back(it->second);
+    }
+    return out;
+  }
+  absl::StatusOr<SuppressionRow> AddSuppression(const SuppressionRow& row) override {
+    if (auto e = Record({"AddSuppression", "", row.address}); !e.ok()) return e;
+    absl::MutexLock lock(&mu_);
+    return suppressions_[row.address] = row;
+  }
+  absl::StatusOr<SuppressionRow> RemoveSuppression(const std::string& address) override {
+    if (auto e = Record({"RemoveSuppression", "", address}); !e.ok()) return e;
+    absl::MutexLock lock(&mu_);
+    auto it = suppressions_.find(address);
+    if (it == suppressions_.end()) return absl::NotFoundError("not suppressed");
+    SuppressionRow out = it->second;
+    suppressions_.erase(it);
+    return out;
+  }
   absl::Status Ping() override { return Record({"Ping"}); }
 
  private:
@@ -175,6 +207,7 @@ class FakeStore : public Store {
   std::vector<uint64_t> ack_only_ ABSL_GUARDED_BY(mu_);
   bool ack_filter_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<GroupStatsRow> stats_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, SuppressionRow> suppressions_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace mailroom::testing

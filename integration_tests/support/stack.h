@@ -37,7 +37,7 @@ struct Ledger {
   int64_t expired = 0;
   int64_t failed = 0;      // failed with a reason
   int64_t cancelled = 0;   // not to be sent (consumed, account status changed), with a reason
-  int64_t suppressed = 0;  // superseded or rate limited (abuse limits), with a reason
+  int64_t suppressed = 0;  // superseded, rate limited or address suppressed, with a reason
   int64_t unfinished = 0;  // no delivery, or leased/retry: lost if it stays so
 };
 
