@@ -36,9 +36,7 @@ Dispatcher::~Dispatcher() {
 
 void Dispatcher::Stop() {
   stop_ = true;
-  uint64_t one = 1;
-  ssize_t unused = write(event_fd_, &one, sizeof one);
-  (void)unused;
+  Wake();
 }
 
 void Dispatcher::Kick(const std::string& group, bool force) {
@@ -47,9 +45,7 @@ void Dispatcher::Kick(const std::string& group, bool force) {
     bool& f = kicks_[group];
     f = f || force;
   }
-  uint64_t one = 1;
-  ssize_t unused = write(event_fd_, &one, sizeof one);
-  (void)unused;
+  Wake();
 }
 
 void Dispatcher::StartFromEarliest(const std::string& group) {
@@ -61,8 +57,12 @@ void Dispatcher::HolderLeft(const std::string& group, const std::string& owner,
                             std::vector<uint64_t> unsent) {
   {
     absl::MutexLock lock(&mu_);
-    releases_.push_back(Departure{group, owner, std::move(unsent)});
+    departures_.push_back(Departure{group, owner, std::move(unsent)});
   }
+  Wake();
+}
+
+void Dispatcher::Wake() {
   uint64_t one = 1;
   ssize_t unused = write(event_fd_, &one, sizeof one);
   (void)unused;
@@ -183,16 +183,16 @@ void Dispatcher::Run() {
     }
 
     // Subscriptions that ended (their leases stop counting towards poison detection).
-    std::vector<Departure> releases;
+    std::vector<Departure> departures;
     std::map<std::string, bool> kicks;
     {
       absl::MutexLock lock(&mu_);
-      releases.swap(releases_);
+      departures.swap(departures_);
       kicks.swap(kicks_);
       earliest_.insert(from_earliest_.begin(), from_earliest_.end());
       from_earliest_.clear();
     }
-    for (const Departure& d : releases) {
+    for (const Departure& d : departures) {
       absl::Status st = store_->HolderLeft(d.group, d.owner);
       // Batches that never reached the stream go to another member at once.
       if (st.ok() && !d.unsent.empty()) st = store_->Release(d.group, d.owner, d.unsent);

@@ -104,6 +104,8 @@ class Dispatcher {
   // A database error: close the LISTEN connection and reconnect after the next backoff.
   void Disconnect();
   void Wait(absl::Time deadline);
+  // Interrupts the loop's wait (thread-safe, non-blocking).
+  void Wake();
   void DrainEventFd();
 
   const DispatcherOptions opt_;
@@ -124,7 +126,7 @@ class Dispatcher {
     std::string group, owner;
     std::vector<uint64_t> unsent;
   };
-  std::vector<Departure> releases_ ABSL_GUARDED_BY(mu_);
+  std::vector<Departure> departures_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> from_earliest_ ABSL_GUARDED_BY(mu_);
 
   // Loop-thread state.

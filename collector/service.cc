@@ -3,6 +3,7 @@
 #include <openssl/rand.h>
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -273,20 +274,28 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
     done.insert(recorded->begin(), recorded->end());
   }
   std::vector<uint64_t> all;
+  all.reserve(request->outcomes_size());
+  std::map<v1::Outcome, int> recorded_by_outcome;  // one metric update per kind, not per job
   for (const auto& o : request->outcomes()) {
     all.push_back(o.job_id());
     if (done.count(o.job_id()) > 0) {
-      metrics_->Add("mailroom_collector_acknowledged_total", 1,
-                    {{"group", request->consumer_group()}, {"outcome", OutcomeName(o.outcome())}});
+      ++recorded_by_outcome[o.outcome()];
     } else {
       response->add_ignored_job_ids(o.job_id());
     }
   }
+  for (const auto& [outcome, n] : recorded_by_outcome) {
+    metrics_->Add("mailroom_collector_acknowledged_total", n,
+                  {{"group", request->consumer_group()}, {"outcome", OutcomeName(outcome)}});
+  }
   response->set_recorded(static_cast<uint32_t>(done.size()));
   // The caller no longer holds the jobs it named (recorded, or not its lease any more): free
-  // its own room. Nobody else's in-flight count is touched.
-  if (hub_->Forget(request->consumer_group(), request->subscriber_id(), all) || !done.empty()) {
-    dispatcher_->Kick(request->consumer_group(), /*force=*/!done.empty());
+  // its own room. Nobody else's in-flight count is touched. Jobs handed back (RETRY, DEFER)
+  // are due again: dequeue for the group even if no member looked starved.
+  const bool requeued = recorded_by_outcome.count(v1::OUTCOME_RETRY) > 0 ||
+                        recorded_by_outcome.count(v1::OUTCOME_DEFER) > 0;
+  if (hub_->Forget(request->consumer_group(), request->subscriber_id(), all) || requeued) {
+    dispatcher_->Kick(request->consumer_group(), /*force=*/requeued);
   }
   return grpc::Status::OK;
 }
