@@ -34,10 +34,10 @@ void Run(const Scenario& s) {
   std::deque<absl::Time> last_hour;
   size_t max_hour = 0, sent = 0;
   while (true) {
-    absl::Time next = b.NextSendTime();
+    absl::Time next = b.NextSendTime(SendClass::kStandard);
     if (next >= kEnd) break;
     if (next > clock.Now()) clock.Set(next);
-    if (b.TryAcquire() < 0) continue;
+    if (b.TryAcquire(SendClass::kStandard) < 0) continue;
     ++sent;
     last_hour.push_back(clock.Now());
     while (clock.Now() - last_hour.front() >= absl::Hours(1)) last_hour.pop_front();

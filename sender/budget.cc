@@ -80,13 +80,13 @@ absl::Time Budget::NextLocked(absl::Time now) {
   return std::min(next, month_end_);
 }
 
-absl::Time Budget::NextSendTime() {
+absl::Time Budget::NextSendTime(SendClass) {
   absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
   return NextLocked(now);
 }
 
-int64_t Budget::TryAcquire() {
+int64_t Budget::TryAcquire(SendClass) {
   absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
   if (NextLocked(now) > now) return -1;
@@ -97,7 +97,7 @@ int64_t Budget::TryAcquire() {
   return cost_micros_;
 }
 
-void Budget::Refund() {
+void Budget::Refund(SendClass) {
   absl::MutexLock lock(&mu_);
   spent_ = std::max<int64_t>(0, spent_ - cost_micros_);
   if (sent_ > 0) --sent_;

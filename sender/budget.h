@@ -19,7 +19,7 @@ struct BudgetConfig {
   std::optional<double> provider_rate;   // provider's cap, emails per second
 };
 
-// Budget-based pacing for every transport. The pace is the money left this month divided by
+// Budget-based pacing for every transport (every SendClass alike). The pace is the money left this month divided by
 // the time left in it (so money not spent early may be spent later), applied as a token bucket
 // of `burst` emails refilled at that pace; the provider cap is a second bucket. The pace only
 // grows while nothing is sent, so a slot NextSendTime() predicts is open when it comes. Spend
@@ -31,9 +31,9 @@ class Budget : public Pacer {
  public:
   Budget(BudgetConfig config, Clock* clock);
 
-  absl::Time NextSendTime() override;
-  int64_t TryAcquire() override;
-  void Refund() override;
+  absl::Time NextSendTime(SendClass c) override;
+  int64_t TryAcquire(SendClass c) override;
+  void Refund(SendClass c) override;
 
   // Loads this month's spend (month "YYYY-MM" as GetUsage returns it; another month is ignored).
   void Restore(const std::string& month, uint64_t sent, int64_t cost_micros);

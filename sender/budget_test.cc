@@ -16,10 +16,10 @@ const absl::Time kDec = absl::FromCivil(absl::CivilSecond(2026, 12, 1, 0, 0, 0),
 std::vector<absl::Time> Greedy(Budget& b, FakeClock& clock, absl::Time until) {
   std::vector<absl::Time> sent;
   while (clock.Now() < until) {
-    absl::Time next = b.NextSendTime();
+    absl::Time next = b.NextSendTime(SendClass::kStandard);
     if (next >= until) break;
     if (next > clock.Now()) clock.Set(next);
-    if (b.TryAcquire() >= 0) sent.push_back(clock.Now());
+    if (b.TryAcquire(SendClass::kStandard) >= 0) sent.push_back(clock.Now());
   }
   return sent;
 }
@@ -69,12 +69,12 @@ TEST(BudgetTest, HardStopWhenSpentThenNextMonth) {
   EXPECT_EQ(sent.size(), 10u);
   EXPECT_EQ(b.spent_micros(), 1000);
   EXPECT_EQ(b.remaining_micros(), 0);
-  EXPECT_EQ(b.TryAcquire(), -1);
-  EXPECT_EQ(b.NextSendTime(), kDec);
+  EXPECT_EQ(b.TryAcquire(SendClass::kStandard), -1);
+  EXPECT_EQ(b.NextSendTime(SendClass::kStandard), kDec);
   EXPECT_EQ(b.pace_per_second(), 0);
   clock.Set(kDec);  // a new month resets the spend
   EXPECT_EQ(b.spent_micros(), 0);
-  EXPECT_GE(b.TryAcquire(), 0);
+  EXPECT_GE(b.TryAcquire(SendClass::kStandard), 0);
 }
 
 TEST(BudgetTest, RestoreAfterRestartKeepsTheSpend) {
@@ -94,8 +94,8 @@ TEST(BudgetTest, RestoreAfterRestartKeepsTheSpend) {
 TEST(BudgetTest, RefundReturnsTheMoney) {
   FakeClock clock(kNov);
   Budget b({1.0, 0.10, 10, std::nullopt}, &clock);
-  ASSERT_EQ(b.TryAcquire(), 100);
-  b.Refund();
+  ASSERT_EQ(b.TryAcquire(SendClass::kStandard), 100);
+  b.Refund(SendClass::kStandard);
   EXPECT_EQ(b.spent_micros(), 0);
   EXPECT_EQ(b.sent_this_month(), 0u);
 }
@@ -112,8 +112,8 @@ TEST(BudgetTest, ProviderCapAppliesEvenWithoutABudget) {
 TEST(BudgetTest, UnlimitedWithoutCapIsAlwaysNow) {
   FakeClock clock(kNov);
   Budget b({std::nullopt, 0.10, 1, std::nullopt}, &clock);
-  for (int i = 0; i < 1000; ++i) ASSERT_GE(b.TryAcquire(), 0);
-  EXPECT_EQ(b.NextSendTime(), clock.Now());
+  for (int i = 0; i < 1000; ++i) ASSERT_GE(b.TryAcquire(SendClass::kStandard), 0);
+  EXPECT_EQ(b.NextSendTime(SendClass::kStandard), clock.Now());
   EXPECT_EQ(b.spent_micros(), 100000);
 }
 

@@ -14,6 +14,11 @@ namespace {
 
 bool Permanent(const absl::Status& s) { return !RetryPolicy::Retryable(s); }
 
+SendClass ClassOf(const v1::Job& job) {
+  return job.action() == v1::ACTION_PASSWORD_RECOVERY ? SendClass::kRecovery
+                                                      : SendClass::kStandard;
+}
+
 const char* ActionName(v1::Action a) {
   return a == v1::ACTION_PASSWORD_RECOVERY ? "password_recovery" : "activation";
 }
@@ -169,7 +174,13 @@ void Engine::Work() {
     // Keep to the budget before choosing: a job that arrives meanwhile may matter more.
     // Read the clock after the pacer: its answer is never later than "now" when sending is
     // allowed, so this order cannot mistake an open slot for a wait.
-    absl::Time next = pacer_->NextSendTime();
+    SendClass head;
+    {
+      absl::MutexLock lock(&mu_);
+      if (queue_.empty()) continue;
+      head = ClassOf(queue_.begin()->second);
+    }
+    absl::Time next = pacer_->NextSendTime(head);
     absl::Time now = clock_->Now();
     if (next - now > opt_.max_budget_wait) {
       // Not sendable soon (budget spent for now): keep the jobs in PostgreSQL, not here.
@@ -240,7 +251,7 @@ bool Engine::Deliver(const v1::Job& job) {
       return false;
     }
   }
-  int64_t cost = pacer_->TryAcquire();
+  int64_t cost = pacer_->TryAcquire(ClassOf(job));
   while (cost < 0) {
     {
       absl::MutexLock lock(&mu_);
@@ -252,7 +263,7 @@ bool Engine::Deliver(const v1::Job& job) {
     }
     Log(LogLevel::kDebug, "budget slot taken; waiting", {{"job", id}});
     // Another worker took the slot: wait for the next one (bounded by max_budget_wait above).
-    absl::Time next = pacer_->NextSendTime();
+    absl::Time next = pacer_->NextSendTime(ClassOf(job));
     const absl::Time now = clock_->Now();
     if (next - now > opt_.max_budget_wait) {
       if (opt_.breaker != nullptr) opt_.breaker->Cancel(ticket);
@@ -261,12 +272,12 @@ bool Engine::Deliver(const v1::Job& job) {
       return false;
     }
     Pause(std::max(absl::Milliseconds(1), next - now));
-    cost = pacer_->TryAcquire();
+    cost = pacer_->TryAcquire(ClassOf(job));
   }
   // The wait for the budget may have outlasted the lease, or outcomes may have stalled.
   if (const LeaseState lease = Lease(job); lease != LeaseState::kOwned) {
     if (opt_.breaker != nullptr) opt_.breaker->Cancel(ticket);
-    pacer_->Refund();
+    pacer_->Refund(ClassOf(job));
     if (lease == LeaseState::kLost) return false;
     Requeue(job);
     return true;
@@ -290,7 +301,7 @@ bool Engine::Deliver(const v1::Job& job) {
     Report(job.job_id(), v1::OUTCOME_SENT, "", absl::ZeroDuration(), cost);
     return false;
   }
-  pacer_->Refund();  // a rejected or failed send is not charged
+  pacer_->Refund(ClassOf(job));  // a rejected or failed send is not charged
   const absl::Status& err = sent.status();
   const std::string reason(err.message());
   if (opt_.breaker != nullptr && IsProviderError(err)) {
