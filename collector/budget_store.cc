@@ -1,0 +1,169 @@
+#include "collector/budget_store.h"
+
+#include <pqxx/pqxx>
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+
+namespace mailroom {
+namespace {
+
+// One row of GroupBudgetRow for group $1 with defaults $2 (budget, NULL = unlimited) and $3.
+constexpr char kGetSql[] = R"SQL(
+SELECT to_char(s.month, 'YYYY-MM'), s.budget_micros, b.monthly_budget_micros IS NULL,
+       s.reserve_percent, b.recovery_reserve_percent IS NULL, s.burst, s.committed_micros,
+       s.granted_micros, s.returned_micros, s.spent_micros, s.sent,
+       (SELECT coalesce(sum((bg.emails - bg.returned_emails) * bg.price_micros), 0)
+          FROM budget_grants bg WHERE bg.group_id = g.id AND bg.expires_at > now()),
+       CASE WHEN s.budget_micros IS NULL THEN 'Infinity'::DOUBLE PRECISION
+            ELSE greatest(s.budget_micros - s.committed_micros, 0) / s.seconds_left END
+  FROM consumer_groups g
+  LEFT JOIN group_budgets b ON b.group_id = g.id
+ CROSS JOIN LATERAL mailroom_budget_state(g.id, $2, $3) s
+ WHERE g.name = $1
+)SQL";
+
+class PgBudgetStore : public BudgetStore {
+ public:
+  PgBudgetStore(std::string url, BudgetDefaults defaults)
+      : url_(std::move(url)), defaults_(defaults) {}
+
+  absl::StatusOr<Grant> Acquire(const GrantRequest& r) override {
+    return Run<Grant>("granting budget", [&](pqxx::connection& c) {
+      pqxx::work tx(c);
+      pqxx::row row = tx.exec_params1(
+          "SELECT coalesce(grant_id, 0), emails, "
+          "       coalesce(EXTRACT(EPOCH FROM expires_at)::DOUBLE PRECISION, 0),"
+          "       retry_after_ms, exhausted, pace_per_second"
+          "  FROM mailroom_budget_grant($1, $2, $3, $4, $5, $6, $7, $8)",
+          r.group, r.holder, r.emails, r.recovery, r.price_micros,
+          absl::ToInt64Milliseconds(defaults_.grant_lease), defaults_.monthly_budget_micros,
+          defaults_.recovery_reserve_percent);
+      tx.commit();
+      Grant g;
+      g.grant_id = row[0].as<uint64_t>();
+      g.emails = row[1].as<int>();
+      if (g.emails > 0) g.expires_at = absl::FromUnixMicros(row[2].as<double>() * 1e6);
+      g.retry_after = absl::Milliseconds(row[3].as<int64_t>());
+      g.exhausted = row[4].as<bool>();
+      g.pace_per_second = row[5].as<double>();
+      return g;
+    });
+  }
+
+  absl::StatusOr<int> Return(const std::string& group, const std::string& holder,
+                             uint64_t grant_id, int emails) override {
+    return Run<int>("returning budget", [&](pqxx::connection& c) {
+      pqxx::work tx(c);
+      int n = tx.exec_params1("SELECT mailroom_budget_return($1, $2, $3, $4)", group, holder,
+                              grant_id, emails)[0]
+                  .as<int>();
+      tx.commit();
+      return n;
+    });
+  }
+
+  absl::StatusOr<GroupBudgetRow> Get(const std::string& group) override {
+    return Run<GroupBudgetRow>("reading the budget", [&](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      return Read(tx, group);
+    });
+  }
+
+  absl::StatusOr<GroupBudgetRow> Set(const BudgetSettings& s) override {
+    return Run<GroupBudgetRow>("setting the budget", [&](pqxx::connection& c) {
+      pqxx::work tx(c);
+      pqxx::result g = tx.exec_params("SELECT id FROM consumer_groups WHERE name = $1", s.group);
+      if (g.empty()) throw NotFound(s.group);
+      const int gid = g[0][0].as<int>();
+      tx.exec_params("INSERT INTO group_budgets (group_id) VALUES ($1) ON CONFLICT DO NOTHING",
+                     gid);
+      // Each setting is kept unless given (a CASE per column keeps this one statement).
+      tx.exec_params(
+          "UPDATE group_budgets SET"
+          "  monthly_budget_micros = CASE WHEN $2 THEN NULL WHEN $3 THEN $4::BIGINT"
+          "                               ELSE monthly_budget_micros END,"
+          "  recovery_reserve_percent = CASE WHEN $5 THEN NULL WHEN $6 THEN $7::INT"
+          "                                  ELSE recovery_reserve_percent END,"
+          "  burst = CASE WHEN $8 THEN $9::INT ELSE burst END, updated_at = now()"
+          " WHERE group_id = $1",
+          gid, s.default_budget, s.monthly_budget_micros.has_value(),
+          s.monthly_budget_micros.value_or(0), s.default_reserve,
+          s.recovery_reserve_percent.has_value(), s.recovery_reserve_percent.value_or(0),
+          s.burst.has_value(), s.burst.value_or(1));
+      GroupBudgetRow row = Read(tx, s.group);
+      tx.commit();
+      return row;
+    });
+  }
+
+ private:
+  struct NotFoundError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+  };
+  static NotFoundError NotFound(const std::string& group) {
+    return NotFoundError(absl::StrCat("unknown consumer group \"", group, "\""));
+  }
+
+  GroupBudgetRow Read(pqxx::transaction_base& tx, const std::string& group) {
+    pqxx::result r = tx.exec_params(kGetSql, group, defaults_.monthly_budget_micros,
+                                    defaults_.recovery_reserve_percent);
+    if (r.empty()) throw NotFound(group);
+    const pqxx::row& row = r[0];
+    GroupBudgetRow b;
+    b.group = group;
+    b.month = row[0].as<std::string>();
+    if (!row[1].is_null()) b.monthly_budget_micros = row[1].as<int64_t>();
+    b.budget_is_default = row[2].as<bool>();
+    b.recovery_reserve_percent = row[3].as<int>();
+    b.reserve_is_default = row[4].as<bool>();
+    b.burst = row[5].as<int>();
+    b.committed_micros = row[6].as<int64_t>();
+    b.granted_micros = row[7].as<int64_t>();
+    b.returned_micros = row[8].as<int64_t>();
+    b.spent_micros = row[9].as<int64_t>();
+    b.sent = row[10].as<uint64_t>();
+    b.outstanding_micros = row[11].as<int64_t>();
+    b.pace_micros_per_second = row[12].as<double>();
+    return b;
+  }
+
+  // Runs `fn` on the connection (opened on demand); maps libpqxx's exceptions to a Status.
+  template <typename T, typename Fn>
+  absl::StatusOr<T> Run(const char* what, Fn fn) {
+    absl::MutexLock lock(&mu_);
+    try {
+      if (conn_ == nullptr || !conn_->is_open()) conn_ = std::make_unique<pqxx::connection>(url_);
+      return fn(*conn_);
+    } catch (const NotFoundError& e) {
+      return absl::NotFoundError(e.what());
+    } catch (const pqxx::sql_error& e) {
+      const std::string& state = e.sqlstate();
+      if (state == "P0002") return absl::NotFoundError(absl::StrCat(what, ": ", e.what()));
+      // 22023 (invalid_parameter_value) and 23514 (a CHECK: burst, reserve) are the caller's.
+      if (state == "22023" || state == "23514") {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": ", e.what()));
+      }
+      conn_.reset();
+      return absl::UnavailableError(absl::StrCat(what, ": ", e.what()));
+    } catch (const std::exception& e) {
+      conn_.reset();  // broken connection and anything unexpected: reconnect next time
+      return absl::UnavailableError(absl::StrCat(what, ": ", e.what()));
+    }
+  }
+
+  const std::string url_;
+  const BudgetDefaults defaults_;
+  absl::Mutex mu_;
+  std::unique_ptr<pqxx::connection> conn_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+std::unique_ptr<BudgetStore> NewPgBudgetStore(const std::string& url, BudgetDefaults defaults) {
+  return std::make_unique<PgBudgetStore>(url, defaults);
+}
+
+}  // namespace mailroom

@@ -1,0 +1,88 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace mailroom {
+
+// The collector's defaults for groups whose budget or reserve is not set in group_budgets
+// (MAILROOM_DEFAULT_GROUP_BUDGET, MAILROOM_RECOVERY_RESERVE_PERCENT).
+struct BudgetDefaults {
+  std::optional<int64_t> monthly_budget_micros;  // nullopt: unlimited
+  int recovery_reserve_percent = 10;
+  absl::Duration grant_lease = absl::Seconds(10);  // how long a grant may be used
+};
+
+// A sender's request for permission to send.
+struct GrantRequest {
+  std::string group;
+  std::string holder;     // the sender (MAILROOM_SENDER_NAME plus a per-process id)
+  int emails = 1;         // how many it would like (the answer may be fewer)
+  bool recovery = false;  // for password recoveries: may use the reserve
+  int64_t price_micros = 0;
+};
+
+// The answer: `emails` > 0 with a grant id and deadline, or 0 with when to ask again.
+struct Grant {
+  uint64_t grant_id = 0;
+  int emails = 0;
+  absl::Time expires_at = absl::InfinitePast();
+  absl::Duration retry_after = absl::ZeroDuration();
+  bool exhausted = false;         // no money left for this class this month
+  double pace_per_second = 0;     // the group's pace in emails/s at this price (inf: unlimited)
+};
+
+// A group's budget this month, as GetGroupBudget shows it.
+struct GroupBudgetRow {
+  std::string group;
+  std::string month;                             // YYYY-MM (UTC)
+  std::optional<int64_t> monthly_budget_micros;  // in force; nullopt: unlimited
+  bool budget_is_default = true;                 // not set for the group: the collector's default
+  int recovery_reserve_percent = 0;              // in force
+  bool reserve_is_default = true;
+  int burst = 10;
+  int64_t committed_micros = 0;  // greatest(granted - returned, spent)
+  int64_t granted_micros = 0;
+  int64_t returned_micros = 0;
+  int64_t spent_micros = 0;      // SENT acknowledgements (group_usage)
+  uint64_t sent = 0;
+  int64_t outstanding_micros = 0;  // live grants not given back
+  double pace_micros_per_second = 0;  // (budget - committed) / time left (inf: unlimited)
+};
+
+// What SetGroupBudget changes; unset fields are kept.
+struct BudgetSettings {
+  std::string group;
+  std::optional<int64_t> monthly_budget_micros;
+  bool default_budget = false;  // clear the group's budget: the collector's default applies
+  std::optional<int> recovery_reserve_percent;
+  bool default_reserve = false;
+  std::optional<int> burst;
+};
+
+// The group budgets in PostgreSQL (migration 0011): grants, returns and settings. Every error
+// is a Status: kNotFound (unknown group), kInvalidArgument, kUnavailable (database; retry).
+// Thread-safe.
+class BudgetStore {
+ public:
+  virtual ~BudgetStore() = default;
+  // Grants up to `request.emails` (mailroom_budget_grant), charged at once.
+  virtual absl::StatusOr<Grant> Acquire(const GrantRequest& request) = 0;
+  // Gives back `emails` unused emails of `grant_id`; returns how many were credited.
+  virtual absl::StatusOr<int> Return(const std::string& group, const std::string& holder,
+                                     uint64_t grant_id, int emails) = 0;
+  virtual absl::StatusOr<GroupBudgetRow> Get(const std::string& group) = 0;
+  // Applies `settings` and returns the group's budget as it now is.
+  virtual absl::StatusOr<GroupBudgetRow> Set(const BudgetSettings& settings) = 0;
+};
+
+// A BudgetStore over one libpqxx connection to `url` (grants of one group are serialised by
+// PostgreSQL anyway), reopened after a failure.
+std::unique_ptr<BudgetStore> NewPgBudgetStore(const std::string& url, BudgetDefaults defaults);
+
+}  // namespace mailroom
