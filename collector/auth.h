@@ -12,9 +12,9 @@ namespace mailroom {
 
 // What a credential may do. A bit set: a credential may hold both roles.
 enum Role : unsigned {
-  // Subscribe, Acknowledge, RenewLeases, GetUsage.
+  // Subscribe, Acknowledge, RenewLeases, GetUsage, AcquireBudget, ReturnBudget.
   kRoleSubscriber = 1,
-  // GetQueueStats, ListFailures, Requeue, GetUsage.
+  // GetQueueStats, ListFailures, Requeue, GetUsage, GetGroupBudget, SetGroupBudget.
   kRoleOperator = 2,
 };
 inline constexpr unsigned kAllRoles = kRoleSubscriber | kRoleOperator;

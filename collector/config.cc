@@ -2,9 +2,11 @@
 
 #include <postgresql/libpq-fe.h>  // Debian: libpq-dev
 
+#include <cmath>
 #include <memory>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -181,6 +183,18 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   c.db_pool_size = static_cast<int>(pool);
   MAILROOM_ASSIGN_OR_RETURN(c.max_cost_micros,
                             env.Int("MAILROOM_MAX_COST_MICROS", 1000000, 0, 1000000000000LL));
+  const std::string budget =
+      absl::AsciiStrToLower(env.String("MAILROOM_DEFAULT_GROUP_BUDGET", "unlimited"));
+  if (budget != "unlimited") {
+    double money;
+    MAILROOM_ASSIGN_OR_RETURN(money, env.Double("MAILROOM_DEFAULT_GROUP_BUDGET", 0, 0, 1e12));
+    c.budget.monthly_budget_micros = static_cast<int64_t>(std::floor(money * 1e6));
+  }
+  int64_t reserve;
+  MAILROOM_ASSIGN_OR_RETURN(reserve, env.Int("MAILROOM_RECOVERY_RESERVE_PERCENT", 10, 0, 100));
+  c.budget.recovery_reserve_percent = static_cast<int>(reserve);
+  MAILROOM_ASSIGN_OR_RETURN(c.budget.grant_lease,
+                            env.Millis("MAILROOM_BUDGET_GRANT_LEASE_MS", 10000, 1000, 600000));
   c.log_level = env.String("MAILROOM_LOG_LEVEL", "info");
   if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warn" &&
       c.log_level != "error") {

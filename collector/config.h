@@ -6,6 +6,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "collector/auth.h"
+#include "collector/budget_store.h"
 #include "common/env.h"
 #include "collector/dispatcher.h"
 #include "collector/signing.h"
@@ -31,6 +32,9 @@ struct CollectorConfig {
   int db_pool_size = 4;                 // MAILROOM_DB_POOL_SIZE
   int64_t max_cost_micros = 1000000;    // MAILROOM_MAX_COST_MICROS: per SENT outcome
   std::string log_level;                // MAILROOM_LOG_LEVEL
+  // Group budgets: MAILROOM_DEFAULT_GROUP_BUDGET (money per month, "unlimited"),
+  // MAILROOM_RECOVERY_RESERVE_PERCENT, MAILROOM_BUDGET_GRANT_LEASE_MS.
+  BudgetDefaults budget;
 };
 
 // Reads and validates the configuration. Errors name the variable and the problem, never a

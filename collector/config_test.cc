@@ -100,6 +100,24 @@ TEST_F(LoadConfigTest, NewVariables) {
   EXPECT_EQ(Option(c->dispatch.database_url, "options"), "-c statement_timeout=2000");
 }
 
+TEST_F(LoadConfigTest, GroupBudgetDefaults) {
+  auto c = Load({});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->budget.monthly_budget_micros.has_value());
+  EXPECT_EQ(c->budget.recovery_reserve_percent, 10);
+  EXPECT_EQ(c->budget.grant_lease, absl::Seconds(10));
+  c = Load({{"MAILROOM_DEFAULT_GROUP_BUDGET", "100.5"},
+            {"MAILROOM_RECOVERY_RESERVE_PERCENT", "25"},
+            {"MAILROOM_BUDGET_GRANT_LEASE_MS", "5000"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->budget.monthly_budget_micros, 100500000);
+  EXPECT_EQ(c->budget.recovery_reserve_percent, 25);
+  EXPECT_EQ(c->budget.grant_lease, absl::Seconds(5));
+  c = Load({{"MAILROOM_DEFAULT_GROUP_BUDGET", "Unlimited"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->budget.monthly_budget_micros.has_value());
+}
+
 TEST_F(LoadConfigTest, ErrorsNameTheVariable) {
   const std::vector<std::pair<std::map<std::string, std::string>, std::string>> cases = {
       {{{"MAILROOM_MAX_IN_FLIGHT", "0"}}, "MAILROOM_MAX_IN_FLIGHT"},
@@ -108,6 +126,10 @@ TEST_F(LoadConfigTest, ErrorsNameTheVariable) {
       {{{"MAILROOM_GROUPS", "mailroom,Bad Group"}}, "MAILROOM_GROUPS"},
       {{{"MAILROOM_GROUPS", " , "}}, "MAILROOM_GROUPS"},
       {{{"MAILROOM_STATEMENT_TIMEOUT", "10"}}, "MAILROOM_STATEMENT_TIMEOUT"},
+      {{{"MAILROOM_DEFAULT_GROUP_BUDGET", "-1"}}, "MAILROOM_DEFAULT_GROUP_BUDGET"},
+      {{{"MAILROOM_DEFAULT_GROUP_BUDGET", "lots"}}, "MAILROOM_DEFAULT_GROUP_BUDGET"},
+      {{{"MAILROOM_RECOVERY_RESERVE_PERCENT", "101"}}, "MAILROOM_RECOVERY_RESERVE_PERCENT"},
+      {{{"MAILROOM_BUDGET_GRANT_LEASE_MS", "10"}}, "MAILROOM_BUDGET_GRANT_LEASE_MS"},
       {{{"MAILROOM_SUBSCRIBER_TOKENS", "hidden-token-0123456789@mailroom:root"}},
        "MAILROOM_SUBSCRIBER_TOKENS"},
   };

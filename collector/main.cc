@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "collector/auth.h"
+#include "collector/budget_store.h"
 #include "collector/config.h"
 #include "collector/dispatcher.h"
 #include "collector/hub.h"
@@ -80,6 +81,8 @@ int Serve() {
   });
   CollectorService service(store.get(), &hub, &dispatcher, &auth, &metrics,
                            ServiceLimits{c.dispatch.lease, c.max_cost_micros, c.max_in_flight});
+  auto budgets = NewPgBudgetStore(c.dispatch.database_url, c.budget);
+  service.SetBudgetStore(budgets.get());
 
   EnableHealthAndReflection();
   grpc::ServerBuilder builder;

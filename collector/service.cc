@@ -174,7 +174,14 @@ CollectorService::CollectorService(Store* store, Hub* hub, Dispatcher* dispatche
                                    const Authenticator* auth, Metrics* metrics,
                                    ServiceLimits limits)
     : store_(store), hub_(hub), dispatcher_(dispatcher), auth_(auth), metrics_(metrics),
-      limits_(limits) {}
+      limits_(limits) {
+  metrics_->Describe("mailroom_collector_budget_grants_total", Metrics::Type::kCounter,
+                     "AcquireBudget answers per group, by result (granted, paced, exhausted).");
+  metrics_->Describe("mailroom_collector_budget_granted_emails_total", Metrics::Type::kCounter,
+                     "Emails granted to senders per group (charged when granted).");
+  metrics_->Describe("mailroom_collector_budget_returned_emails_total", Metrics::Type::kCounter,
+                     "Unused granted emails given back by senders per group.");
+}
 
 grpc::Status CollectorService::Admit(const grpc::ServerContextBase& context, unsigned roles,
                                      const std::string& group, const char* method,
@@ -509,6 +516,159 @@ grpc::Status CollectorService::RemoveSuppression(grpc::ServerContext* context,
   ToProto(*removed, response->mutable_removed());
   LogInfo("suppression removed",
           {{"domain", address->substr(address->rfind('@') + 1)}, {"reason", removed->reason}});
+  return grpc::Status::OK;
+}
+
+namespace {
+
+grpc::Status NoBudgets() {
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                      "group budgets are not available on this collector");
+}
+
+// A grant holder: 1..kMaxHolderBytes printable ASCII (it is logged and compared, never parsed).
+grpc::Status CheckHolder(const std::string& holder) {
+  if (holder.empty() || holder.size() > kMaxHolderBytes) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("holder must be 1 to ", kMaxHolderBytes, " characters"));
+  }
+  for (unsigned char ch : holder) {
+    if (ch < 0x21 || ch > 0x7e) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "holder must be printable ASCII without spaces");
+    }
+  }
+  return grpc::Status::OK;
+}
+
+void ToProto(const GroupBudgetRow& b, v1::GroupBudget* out) {
+  out->set_consumer_group(b.group);
+  out->set_month(b.month);
+  out->set_unlimited(!b.monthly_budget_micros.has_value());
+  out->set_monthly_budget_micros(b.monthly_budget_micros.value_or(0));
+  out->set_budget_is_default(b.budget_is_default);
+  out->set_recovery_reserve_percent(b.recovery_reserve_percent);
+  out->set_reserve_is_default(b.reserve_is_default);
+  out->set_burst(b.burst);
+  out->set_committed_micros(b.committed_micros);
+  out->set_granted_micros(b.granted_micros);
+  out->set_returned_micros(b.returned_micros);
+  out->set_outstanding_micros(b.outstanding_micros);
+  out->set_sent(b.sent);
+  out->set_spent_micros(b.spent_micros);
+  out->set_pace_micros_per_second(b.pace_micros_per_second);
+}
+
+}  // namespace
+
+grpc::Status CollectorService::AcquireBudget(grpc::ServerContext* context,
+                                             const v1::AcquireBudgetRequest* request,
+                                             v1::AcquireBudgetResponse* response) {
+  grpc::Status st = Admit(*context, kRoleSubscriber, request->consumer_group(), "AcquireBudget");
+  if (!st.ok()) return st;
+  if (st = CheckHolder(request->holder()); !st.ok()) return st;
+  if (request->emails() < 1 || request->emails() > kMaxGrantEmails) {
+    return Invalid(absl::StrCat("emails must be 1 to ", kMaxGrantEmails));
+  }
+  if (request->price_micros() < 1 || request->price_micros() > limits_.max_cost_micros) {
+    return Invalid(absl::StrCat("price_micros must be 1 to ", limits_.max_cost_micros,
+                                " (MAILROOM_MAX_COST_MICROS)"));
+  }
+  if (budgets_ == nullptr) return NoBudgets();
+  auto grant = budgets_->Acquire({request->consumer_group(), request->holder(),
+                                  static_cast<int>(request->emails()), request->recovery(),
+                                  request->price_micros()});
+  if (!grant.ok()) return ToGrpc(grant.status());
+  response->set_grant_id(grant->grant_id);
+  response->set_emails(grant->emails);
+  if (grant->emails > 0) {
+    response->set_expires_in_ms(
+        std::max<int64_t>(0, absl::ToInt64Milliseconds(grant->expires_at - absl::Now())));
+  }
+  response->set_retry_after_ms(absl::ToInt64Milliseconds(grant->retry_after));
+  response->set_exhausted(grant->exhausted);
+  response->set_pace_per_second(grant->pace_per_second);
+  const char* result = grant->emails > 0 ? "granted" : grant->exhausted ? "exhausted" : "paced";
+  metrics_->Add("mailroom_collector_budget_grants_total", 1,
+                {{"group", request->consumer_group()}, {"result", result}});
+  metrics_->Add("mailroom_collector_budget_granted_emails_total", grant->emails,
+                {{"group", request->consumer_group()}});
+  return grpc::Status::OK;
+}
+
+grpc::Status CollectorService::ReturnBudget(grpc::ServerContext* context,
+                                            const v1::ReturnBudgetRequest* request,
+                                            v1::ReturnBudgetResponse* response) {
+  grpc::Status st = Admit(*context, kRoleSubscriber, request->consumer_group(), "ReturnBudget");
+  if (!st.ok()) return st;
+  if (st = CheckHolder(request->holder()); !st.ok()) return st;
+  if (request->grant_id() == 0) return Invalid("grant_id is required");
+  if (request->emails() < 1 || request->emails() > kMaxGrantEmails) {
+    return Invalid(absl::StrCat("emails must be 1 to ", kMaxGrantEmails));
+  }
+  if (budgets_ == nullptr) return NoBudgets();
+  auto n = budgets_->Return(request->consumer_group(), request->holder(), request->grant_id(),
+                            static_cast<int>(request->emails()));
+  if (!n.ok()) return ToGrpc(n.status());
+  response->set_returned(*n);
+  metrics_->Add("mailroom_collector_budget_returned_emails_total", *n,
+                {{"group", request->consumer_group()}});
+  return grpc::Status::OK;
+}
+
+grpc::Status CollectorService::GetGroupBudget(grpc::ServerContext* context,
+                                              const v1::GetGroupBudgetRequest* request,
+                                              v1::GroupBudget* response) {
+  grpc::Status st = Admit(*context, kRoleOperator, request->consumer_group(), "GetGroupBudget");
+  if (!st.ok()) return st;
+  if (budgets_ == nullptr) return NoBudgets();
+  auto b = budgets_->Get(request->consumer_group());
+  if (!b.ok()) return ToGrpc(b.status());
+  ToProto(*b, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status CollectorService::SetGroupBudget(grpc::ServerContext* context,
+                                              const v1::SetGroupBudgetRequest* request,
+                                              v1::GroupBudget* response) {
+  grpc::Status st = Admit(*context, kRoleOperator, request->consumer_group(), "SetGroupBudget");
+  if (!st.ok()) return st;
+  BudgetSettings s;
+  s.group = request->consumer_group();
+  if (request->has_monthly_budget_micros()) {
+    if (request->default_budget()) {
+      return Invalid("monthly_budget_micros and default_budget exclude each other");
+    }
+    if (request->monthly_budget_micros() < 0) return Invalid("monthly_budget_micros must be >= 0");
+    s.monthly_budget_micros = request->monthly_budget_micros();
+  }
+  s.default_budget = request->default_budget();
+  if (request->has_recovery_reserve_percent()) {
+    if (request->default_reserve()) {
+      return Invalid("recovery_reserve_percent and default_reserve exclude each other");
+    }
+    if (request->recovery_reserve_percent() > 100) {
+      return Invalid("recovery_reserve_percent must be 0 to 100");
+    }
+    s.recovery_reserve_percent = static_cast<int>(request->recovery_reserve_percent());
+  }
+  s.default_reserve = request->default_reserve();
+  if (request->has_burst()) {
+    if (request->burst() < 1 || request->burst() > 100000) {
+      return Invalid("burst must be 1 to 100000");
+    }
+    s.burst = static_cast<int>(request->burst());
+  }
+  if (budgets_ == nullptr) return NoBudgets();
+  auto b = budgets_->Set(s);
+  if (!b.ok()) return ToGrpc(b.status());
+  LogInfo("group budget set", {{"group", s.group},
+                               {"budget_micros", b->monthly_budget_micros.has_value()
+                                                     ? absl::StrCat(*b->monthly_budget_micros)
+                                                     : std::string("unlimited")},
+                               {"reserve_percent", absl::StrCat(b->recovery_reserve_percent)},
+                               {"burst", absl::StrCat(b->burst)}});
+  ToProto(*b, response);
   return grpc::Status::OK;
 }
 

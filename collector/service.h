@@ -7,6 +7,7 @@
 #include "absl/strings/string_view.h"
 
 #include "collector/auth.h"
+#include "collector/budget_store.h"
 #include "common/metrics.h"
 #include "collector/dispatcher.h"
 #include "collector/hub.h"
@@ -23,6 +24,10 @@ inline constexpr int kMaxIdsPerCall = 10000;
 inline constexpr size_t kMaxReasonBytes = 1000;
 // The largest page of ListSuppressions.
 inline constexpr uint32_t kMaxSuppressionsPage = 1000;
+// The most emails one AcquireBudget may ask for (or one ReturnBudget give back), and the
+// longest grant holder name.
+inline constexpr uint32_t kMaxGrantEmails = 1000;
+inline constexpr size_t kMaxHolderBytes = 200;
 
 // What the service enforces besides request sizes.
 struct ServiceLimits {
@@ -77,6 +82,22 @@ class CollectorService : public v1::Collector::WithCallbackMethod_Subscribe<v1::
   grpc::Status RemoveSuppression(grpc::ServerContext* context,
                                  const v1::RemoveSuppressionRequest* request,
                                  v1::RemoveSuppressionResponse* response) override;
+  // Group budgets (README "Budget"): FAILED_PRECONDITION until SetBudgetStore is called.
+  grpc::Status AcquireBudget(grpc::ServerContext* context,
+                             const v1::AcquireBudgetRequest* request,
+                             v1::AcquireBudgetResponse* response) override;
+  grpc::Status ReturnBudget(grpc::ServerContext* context, const v1::ReturnBudgetRequest* request,
+                            v1::ReturnBudgetResponse* response) override;
+  grpc::Status GetGroupBudget(grpc::ServerContext* context,
+                              const v1::GetGroupBudgetRequest* request,
+                              v1::GroupBudget* response) override;
+  grpc::Status SetGroupBudget(grpc::ServerContext* context,
+                              const v1::SetGroupBudgetRequest* request,
+                              v1::GroupBudget* response) override;
+
+  // The group budgets behind AcquireBudget/ReturnBudget/Get/SetGroupBudget (not owned). Call
+  // before the server starts.
+  void SetBudgetStore(BudgetStore* budgets) { budgets_ = budgets; }
 
  private:
   // The preamble of every call: authenticates, validates `group` (required unless
@@ -95,6 +116,7 @@ class CollectorService : public v1::Collector::WithCallbackMethod_Subscribe<v1::
   const Authenticator* const auth_;
   Metrics* const metrics_;
   const ServiceLimits limits_;
+  BudgetStore* budgets_ = nullptr;
 };
 
 // Maps a Store error to the gRPC status a client should see.

@@ -411,5 +411,156 @@ TEST_F(ServiceTest, AddListAndRemoveSuppressions) {
             grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+// A BudgetStore that records what the service passes and answers a fixed grant: the SQL is
+// budget_store_test's, this checks roles, validation and the mapping to the protos.
+class RecordingBudgetStore : public BudgetStore {
+ public:
+  absl::StatusOr<Grant> Acquire(const GrantRequest& r) override {
+    last_acquire = r;
+    if (r.group == "audit") return absl::NotFoundError("unknown consumer group \"audit\"");
+    Grant g;
+    g.grant_id = 7;
+    g.emails = std::min(r.emails, 3);
+    g.expires_at = absl::Now() + absl::Seconds(10);
+    g.pace_per_second = 2.5;
+    return g;
+  }
+  absl::StatusOr<int> Return(const std::string&, const std::string& holder, uint64_t grant_id,
+                             int emails) override {
+    return holder == "s-1" && grant_id == 7 ? std::min(emails, 3) : 0;
+  }
+  absl::StatusOr<GroupBudgetRow> Get(const std::string& group) override {
+    GroupBudgetRow b;
+    b.group = group;
+    b.month = "2026-11";
+    b.monthly_budget_micros = 100000000;
+    b.budget_is_default = false;
+    b.recovery_reserve_percent = 10;
+    b.committed_micros = 1200;
+    return b;
+  }
+  absl::StatusOr<GroupBudgetRow> Set(const BudgetSettings& s) override {
+    last_set = s;
+    return Get(s.group);
+  }
+  GrantRequest last_acquire;
+  BudgetSettings last_set;
+};
+
+TEST_F(ServiceTest, BudgetGrantsNeedTheSubscriberRoleAndValidArguments) {
+  RecordingBudgetStore budgets;
+  v1::AcquireBudgetRequest req;
+  req.set_consumer_group("mailroom");
+  req.set_holder("s-1");
+  req.set_emails(5);
+  req.set_recovery(true);
+  req.set_price_micros(100);
+  v1::AcquireBudgetResponse resp;
+  // Not wired: a clear refusal.
+  EXPECT_EQ(stub_->AcquireBudget(Ctx(kSubscriber).get(), req, &resp).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  service_->SetBudgetStore(&budgets);
+  ASSERT_TRUE(stub_->AcquireBudget(Ctx(kSubscriber).get(), req, &resp).ok());
+  EXPECT_EQ(resp.grant_id(), 7u);
+  EXPECT_EQ(resp.emails(), 3u);
+  EXPECT_GT(resp.expires_in_ms(), 9000);
+  EXPECT_LE(resp.expires_in_ms(), 10000);
+  EXPECT_EQ(resp.pace_per_second(), 2.5);
+  EXPECT_EQ(budgets.last_acquire.holder, "s-1");
+  EXPECT_EQ(budgets.last_acquire.emails, 5);
+  EXPECT_TRUE(budgets.last_acquire.recovery);
+  EXPECT_EQ(budgets.last_acquire.price_micros, 100);
+
+  EXPECT_EQ(stub_->AcquireBudget(Ctx(kOperator).get(), req, &resp).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(stub_->AcquireBudget(Ctx(kOther).get(), req, &resp).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  auto bad = [&](std::function<void(v1::AcquireBudgetRequest&)> change) {
+    v1::AcquireBudgetRequest r = req;
+    change(r);
+    return stub_->AcquireBudget(Ctx(kSubscriber).get(), r, &resp).error_code();
+  };
+  EXPECT_EQ(bad([](auto& r) { r.set_holder(""); }), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad([](auto& r) { r.set_holder("a b"); }), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad([](auto& r) { r.set_holder(std::string(201, 'h')); }),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad([](auto& r) { r.set_emails(0); }), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad([](auto& r) { r.set_emails(1001); }), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad([](auto& r) { r.set_price_micros(0); }), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad([](auto& r) { r.set_price_micros(5001); }), grpc::StatusCode::INVALID_ARGUMENT);
+
+  v1::ReturnBudgetRequest ret;
+  ret.set_consumer_group("mailroom");
+  ret.set_holder("s-1");
+  ret.set_grant_id(7);
+  ret.set_emails(2);
+  v1::ReturnBudgetResponse returned;
+  ASSERT_TRUE(stub_->ReturnBudget(Ctx(kSubscriber).get(), ret, &returned).ok());
+  EXPECT_EQ(returned.returned(), 2u);
+  ret.set_holder("s-2");
+  ASSERT_TRUE(stub_->ReturnBudget(Ctx(kSubscriber).get(), ret, &returned).ok());
+  EXPECT_EQ(returned.returned(), 0u);
+  ret.set_grant_id(0);
+  EXPECT_EQ(stub_->ReturnBudget(Ctx(kSubscriber).get(), ret, &returned).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ServiceTest, GroupBudgetsAreForOperators) {
+  RecordingBudgetStore budgets;
+  service_->SetBudgetStore(&budgets);
+  v1::SetGroupBudgetRequest set;
+  set.set_consumer_group("mailroom");
+  set.set_monthly_budget_micros(100000000);
+  set.set_burst(20);
+  v1::GroupBudget b;
+  EXPECT_EQ(stub_->SetGroupBudget(Ctx(kSubscriber).get(), set, &b).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  ASSERT_TRUE(stub_->SetGroupBudget(Ctx(kOperator).get(), set, &b).ok());
+  EXPECT_EQ(budgets.last_set.monthly_budget_micros, 100000000);
+  EXPECT_EQ(budgets.last_set.burst, 20);
+  EXPECT_FALSE(budgets.last_set.recovery_reserve_percent.has_value());
+  EXPECT_FALSE(budgets.last_set.default_budget);
+  EXPECT_EQ(b.monthly_budget_micros(), 100000000);
+  EXPECT_FALSE(b.unlimited());
+  EXPECT_EQ(b.committed_micros(), 1200);
+  EXPECT_EQ(b.month(), "2026-11");
+
+  auto code = [&](std::function<void(v1::SetGroupBudgetRequest&)> change) {
+    v1::SetGroupBudgetRequest r;
+    r.set_consumer_group("mailroom");
+    change(r);
+    return stub_->SetGroupBudget(Ctx(kOperator).get(), r, &b).error_code();
+  };
+  EXPECT_EQ(code([](auto& r) { r.set_monthly_budget_micros(-1); }),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(code([](auto& r) {
+              r.set_monthly_budget_micros(1);
+              r.set_default_budget(true);
+            }),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(code([](auto& r) { r.set_recovery_reserve_percent(101); }),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(code([](auto& r) { r.set_burst(0); }), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(code([](auto& r) { r.set_default_reserve(true); }), grpc::StatusCode::OK);
+  EXPECT_TRUE(budgets.last_set.default_reserve);
+
+  v1::GetGroupBudgetRequest get;
+  get.set_consumer_group("audit");
+  ASSERT_TRUE(stub_->GetGroupBudget(Ctx(kOperator).get(), get, &b).ok());
+  EXPECT_EQ(b.consumer_group(), "audit");
+  get.set_consumer_group("other");
+  EXPECT_EQ(stub_->GetGroupBudget(Ctx(kOperator).get(), get, &b).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  // A store error keeps its meaning.
+  v1::AcquireBudgetRequest req;
+  req.set_consumer_group("audit");
+  req.set_holder("s-1");
+  req.set_emails(1);
+  req.set_price_micros(100);
+  v1::AcquireBudgetResponse resp;
+  EXPECT_EQ(stub_->AcquireBudget(Ctx(kAdmin).get(), req, &resp).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);  // an operator is no subscriber
+}
+
 }  // namespace
 }  // namespace mailroom
