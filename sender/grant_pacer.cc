@@ -1,0 +1,219 @@
+#include "sender/grant_pacer.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+
+namespace mailroom {
+namespace {
+
+int Index(SendClass c) { return c == SendClass::kRecovery ? 0 : 1; }
+
+}  // namespace
+
+GrantPacer::GrantPacer(GrantPacerOptions options, BudgetClient* client, Pacer* cap, Clock* clock)
+    : opt_(options), client_(client), cap_(cap), clock_(clock),
+      backoff_(options.initial_backoff) {}
+
+GrantPacer::~GrantPacer() { Stop(); }
+
+GrantPacer::Held* GrantPacer::FindLocked(SendClass c, absl::Time now) {
+  for (Held& h : grants_) {
+    if (h.left > 0 && now < h.usable_until && (c == SendClass::kRecovery || !h.recovery)) {
+      return &h;
+    }
+  }
+  return nullptr;
+}
+
+void GrantPacer::WantLocked(SendClass c) {
+  const int i = Index(c);
+  want_[i] = true;
+  if (clock_->Now() >= next_ask_[i]) kick_ = true;
+}
+
+absl::Time GrantPacer::NextSendTime(SendClass c) {
+  const absl::Time now = clock_->Now();
+  {
+    absl::MutexLock lock(&mu_);
+    if (FindLocked(c, now) == nullptr) {
+      WantLocked(c);
+      const absl::Time ask = next_ask_[Index(c)];
+      // Paced or spent: the collector said when to ask again. Otherwise a request is on its
+      // way; look again shortly.
+      return ask > now ? ask : now + absl::Milliseconds(10);
+    }
+  }
+  return cap_ == nullptr ? now : std::max(now, cap_->NextSendTime(c));
+}
+
+int64_t GrantPacer::TryAcquire(SendClass c) {
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  Held* h = FindLocked(c, now);
+  if (h == nullptr) {
+    WantLocked(c);
+    return -1;
+  }
+  if (cap_ != nullptr && cap_->TryAcquire(c) < 0) return -1;
+  --h->left;
+  ++h->taken;
+  // Ask for the next grant before this one runs out.
+  if (FindLocked(c, now) == nullptr) WantLocked(c);
+  return opt_.price_micros;
+}
+
+void GrantPacer::Refund(SendClass c) {
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  // Back into the newest live grant that gave one out; a grant already returned or expired
+  // keeps it (charged, never sent: the safe side).
+  for (auto it = grants_.rbegin(); it != grants_.rend(); ++it) {
+    if (it->taken > 0 && now < it->usable_until &&
+        (c == SendClass::kRecovery || !it->recovery)) {
+      --it->taken;
+      ++it->left;
+      break;
+    }
+  }
+  if (cap_ != nullptr) cap_->Refund(c);
+}
+
+void GrantPacer::Tick() {
+  absl::MutexLock call(&call_mu_);
+  const absl::Time now = clock_->Now();
+  int ask = -1;
+  {
+    absl::MutexLock lock(&mu_);
+    kick_ = false;
+    for (SendClass c : {SendClass::kRecovery, SendClass::kStandard}) {
+      const int i = Index(c);
+      if (want_[i] && now >= next_ask_[i] && FindLocked(c, now) == nullptr) {
+        ask = i;
+        break;
+      }
+    }
+    if (ask >= 0) want_[ask] = false;
+  }
+  if (ask >= 0) {
+    const bool recovery = ask == 0;
+    auto r = client_->Acquire(opt_.max_request, recovery, opt_.price_micros);
+    const absl::Time after = clock_->Now();
+    absl::MutexLock lock(&mu_);
+    if (!r.ok()) {
+      LogWarn("budget grant failed", {{"error", std::string(r.status().message())},
+                                      {"retry_in_ms",
+                                       absl::StrCat(absl::ToInt64Milliseconds(backoff_))}});
+      next_ask_[ask] = after + backoff_;
+      backoff_ = std::min(backoff_ * 2, opt_.max_backoff);
+    } else {
+      backoff_ = opt_.initial_backoff;
+      pace_ = r->pace_per_second();
+      if (r->emails() > 0) {
+        Held h;
+        h.id = r->grant_id();
+        h.left = static_cast<int>(r->emails());
+        h.recovery = recovery;
+        // Measured from before the request: the collector's clock started the lease later.
+        h.usable_until = now + absl::Milliseconds(r->expires_in_ms()) - opt_.expiry_margin;
+        grants_.push_back(h);
+        granted_ += h.left;
+        exhausted_[ask] = false;
+        next_ask_[ask] = absl::InfinitePast();
+      } else {
+        next_ask_[ask] = after + absl::Milliseconds(std::max<int64_t>(1, r->retry_after_ms()));
+        if (r->exhausted() && !exhausted_[ask]) {
+          LogWarn("group budget spent for this month; holding jobs",
+                  {{"class", recovery ? "recovery" : "standard"}});
+        }
+        exhausted_[ask] = r->exhausted();
+      }
+    }
+  }
+  // Give back what expiring grants did not use; forget them.
+  std::vector<std::pair<uint64_t, int>> unused;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time t = clock_->Now();
+    while (!grants_.empty()) {
+      auto it = std::find_if(grants_.begin(), grants_.end(),
+                             [t](const Held& h) { return t >= h.usable_until; });
+      if (it == grants_.end()) break;
+      if (it->left > 0) unused.emplace_back(it->id, it->left);
+      grants_.erase(it);
+    }
+  }
+  for (const auto& [id, n] : unused) {
+    auto r = client_->Return(id, n);
+    if (!r.ok()) {
+      // Not returned: it stays charged, which never overspends.
+      LogWarn("budget return failed", {{"error", std::string(r.status().message())}});
+      continue;
+    }
+    absl::MutexLock lock(&mu_);
+    returned_ += *r;
+  }
+}
+
+void GrantPacer::Run() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto woken = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_ || kick_; };
+      clock_->AwaitWithDeadline(&mu_, absl::Condition(&woken),
+                                clock_->Now() + absl::Milliseconds(200));
+      if (stopping_) return;
+    }
+    Tick();
+  }
+}
+
+void GrantPacer::Start() {
+  if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+}
+
+void GrantPacer::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    // Everything unused goes back now: expire all grants for the final Tick.
+    for (Held& h : grants_) h.usable_until = absl::InfinitePast();
+    want_[0] = want_[1] = false;
+  }
+  if (thread_.joinable()) thread_.join();
+  Tick();
+}
+
+double GrantPacer::pace_per_second() {
+  absl::MutexLock lock(&mu_);
+  return pace_;
+}
+
+int64_t GrantPacer::held_emails() {
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  int64_t n = 0;
+  for (const Held& h : grants_) {
+    if (now < h.usable_until) n += h.left;
+  }
+  return n;
+}
+
+int64_t GrantPacer::granted_emails() {
+  absl::MutexLock lock(&mu_);
+  return granted_;
+}
+
+int64_t GrantPacer::returned_emails() {
+  absl::MutexLock lock(&mu_);
+  return returned_;
+}
+
+bool GrantPacer::exhausted() {
+  absl::MutexLock lock(&mu_);
+  return exhausted_[0] || exhausted_[1];
+}
+
+}  // namespace mailroom

@@ -1,0 +1,240 @@
+// GrantPacer on simulated time, with a scripted BudgetClient standing in for the collector
+// (the collector side is budget_store_test's and integration_tests/budget_test's).
+#include "sender/grant_pacer.h"
+
+#include <deque>
+#include <vector>
+
+#include "common/testing/fake_clock.h"
+#include "gtest/gtest.h"
+#include "sender/budget.h"
+
+namespace mailroom {
+namespace {
+
+const absl::Time kStart = absl::FromCivil(absl::CivilSecond(2026, 11, 10, 12, 0, 0),
+                                          absl::UTCTimeZone());
+
+// Answers AcquireBudget from a script (grant `emails`, or pace/exhausted answers) and records
+// every call.
+class ScriptedClient : public BudgetClient {
+ public:
+  struct Asked {
+    int emails;
+    bool recovery;
+    int64_t price;
+  };
+  absl::StatusOr<v1::AcquireBudgetResponse> Acquire(int emails, bool recovery,
+                                                    int64_t price) override {
+    absl::MutexLock lock(&mu_);
+    asked.push_back({emails, recovery, price});
+    if (answers.empty()) return absl::UnavailableError("collector down");
+    auto a = answers.front();
+    answers.pop_front();
+    return a;
+  }
+  absl::StatusOr<int> Return(uint64_t grant_id, int emails) override {
+    absl::MutexLock lock(&mu_);
+    returned.emplace_back(grant_id, emails);
+    return emails;
+  }
+  void Grant(uint64_t id, int emails, int64_t expires_in_ms = 10000) {
+    v1::AcquireBudgetResponse r;
+    r.set_grant_id(id);
+    r.set_emails(emails);
+    r.set_expires_in_ms(expires_in_ms);
+    r.set_pace_per_second(4);
+    answers.push_back(r);
+  }
+  void Paced(int64_t retry_after_ms, bool exhausted = false) {
+    v1::AcquireBudgetResponse r;
+    r.set_retry_after_ms(retry_after_ms);
+    r.set_exhausted(exhausted);
+    r.set_pace_per_second(exhausted ? 0 : 4);
+    answers.push_back(r);
+  }
+
+  absl::Mutex mu_;
+  std::deque<absl::StatusOr<v1::AcquireBudgetResponse>> answers;
+  std::vector<Asked> asked;
+  std::vector<std::pair<uint64_t, int>> returned;
+};
+
+class GrantPacerTest : public ::testing::Test {
+ protected:
+  GrantPacerTest() : clock_(kStart) {}
+  std::unique_ptr<GrantPacer> Make(Pacer* cap = nullptr) {
+    GrantPacerOptions o;
+    o.price_micros = 100;
+    o.max_request = 20;
+    return std::make_unique<GrantPacer>(o, &client_, cap, &clock_);
+  }
+  FakeClock clock_;
+  ScriptedClient client_;
+};
+
+TEST_F(GrantPacerTest, NothingIsSentWithoutAGrantAndGrantsAreAskedForOnDemand) {
+  auto p = Make();
+  p->Tick();
+  EXPECT_TRUE(client_.asked.empty());  // no job waiting: nothing asked
+  EXPECT_EQ(p->NextSendTime(SendClass::kStandard), kStart + absl::Milliseconds(10));
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), -1);
+  client_.Grant(1, 3);
+  p->Tick();
+  ASSERT_EQ(client_.asked.size(), 1u);
+  EXPECT_EQ(client_.asked[0].emails, 20);
+  EXPECT_FALSE(client_.asked[0].recovery);
+  EXPECT_EQ(client_.asked[0].price, 100);
+  EXPECT_EQ(p->NextSendTime(SendClass::kStandard), kStart);
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
+  EXPECT_EQ(p->held_emails(), 1);
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), -1);
+  EXPECT_EQ(p->granted_emails(), 3);
+  // The last email of a grant asks for the next one.
+  client_.Grant(2, 1);
+  p->Tick();
+  EXPECT_EQ(client_.asked.size(), 2u);
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
+}
+
+TEST_F(GrantPacerTest, ThePaceSaysWhenToAskAgain) {
+  auto p = Make();
+  p->NextSendTime(SendClass::kStandard);
+  client_.Paced(250);
+  p->Tick();
+  EXPECT_EQ(p->NextSendTime(SendClass::kStandard), kStart + absl::Milliseconds(250));
+  p->Tick();
+  EXPECT_EQ(client_.asked.size(), 1u);  // not before the collector said
+  clock_.Advance(absl::Milliseconds(250));
+  EXPECT_EQ(p->NextSendTime(SendClass::kStandard), clock_.Now() + absl::Milliseconds(10));
+  client_.Grant(3, 1);
+  p->Tick();
+  EXPECT_EQ(client_.asked.size(), 2u);
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
+  EXPECT_DOUBLE_EQ(p->pace_per_second(), 4);
+}
+
+TEST_F(GrantPacerTest, ASpentBudgetHoldsJobsForAMinute) {
+  auto p = Make();
+  p->NextSendTime(SendClass::kStandard);
+  client_.Paced(60000, /*exhausted=*/true);
+  p->Tick();
+  EXPECT_TRUE(p->exhausted());
+  // More than the engine's max_budget_wait (30 s): it hands the jobs back.
+  EXPECT_EQ(p->NextSendTime(SendClass::kStandard), kStart + absl::Seconds(60));
+  // A recovery asks on its own (the reserve may still have money).
+  EXPECT_EQ(p->NextSendTime(SendClass::kRecovery), kStart + absl::Milliseconds(10));
+  client_.Grant(4, 1);
+  p->Tick();
+  ASSERT_EQ(client_.asked.size(), 2u);
+  EXPECT_TRUE(client_.asked[1].recovery);
+  // A recovery-only grant is not an activation's.
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), -1);
+  EXPECT_EQ(p->TryAcquire(SendClass::kRecovery), 100);
+}
+
+TEST_F(GrantPacerTest, RecoveriesMayUseStandardGrants) {
+  auto p = Make();
+  p->NextSendTime(SendClass::kStandard);
+  client_.Grant(5, 1);
+  p->Tick();
+  EXPECT_EQ(p->NextSendTime(SendClass::kRecovery), kStart);
+  EXPECT_EQ(p->TryAcquire(SendClass::kRecovery), 100);
+}
+
+TEST_F(GrantPacerTest, UnusedEmailsGoBackBeforeTheGrantExpires) {
+  auto p = Make();
+  p->NextSendTime(SendClass::kStandard);
+  client_.Grant(6, 4, /*expires_in_ms=*/10000);
+  p->Tick();
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
+  clock_.Advance(absl::Milliseconds(8999));
+  p->Tick();
+  EXPECT_TRUE(client_.returned.empty());
+  EXPECT_EQ(p->held_emails(), 3);
+  clock_.Advance(absl::Milliseconds(1));  // 1 s (the margin) before the collector's expiry
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), -1);
+  p->Tick();  // (and asks for a new grant: none scripted, the collector is "down")
+  ASSERT_EQ(client_.returned.size(), 1u);
+  EXPECT_EQ(client_.returned[0], std::make_pair(uint64_t{6}, 3));
+  EXPECT_EQ(p->returned_emails(), 3);
+  EXPECT_EQ(p->held_emails(), 0);
+}
+
+TEST_F(GrantPacerTest, ARefundGoesBackIntoTheGrant) {
+  auto p = Make();
+  p->NextSendTime(SendClass::kStandard);
+  client_.Grant(7, 1);
+  p->Tick();
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
+  EXPECT_EQ(p->held_emails(), 0);
+  p->Refund(SendClass::kStandard);
+  EXPECT_EQ(p->held_emails(), 1);
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
+  p->Refund(SendClass::kStandard);
+  p->Refund(SendClass::kStandard);  // nothing more was taken: no email appears
+  EXPECT_EQ(p->held_emails(), 1);
+}
+
+TEST_F(GrantPacerTest, StopGivesBackEverythingUnused) {
+  auto p = Make();
+  p->NextSendTime(SendClass::kRecovery);
+  client_.Grant(9, 2);
+  p->Tick();
+  p->NextSendTime(SendClass::kStandard);  // the recovery grant is not for activations
+  client_.Grant(8, 5);
+  p->Tick();
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
+  p->Stop();
+  ASSERT_EQ(client_.returned.size(), 2u);
+  EXPECT_EQ(client_.returned[0], std::make_pair(uint64_t{9}, 2));
+  EXPECT_EQ(client_.returned[1], std::make_pair(uint64_t{8}, 4));
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), -1);
+}
+
+TEST_F(GrantPacerTest, FailedRequestsBackOff) {
+  auto p = Make();
+  p->NextSendTime(SendClass::kStandard);
+  p->Tick();  // no answer scripted: UNAVAILABLE
+  EXPECT_EQ(p->NextSendTime(SendClass::kStandard), kStart + absl::Milliseconds(200));
+  clock_.Advance(absl::Milliseconds(200));
+  p->NextSendTime(SendClass::kStandard);
+  p->Tick();
+  EXPECT_EQ(p->NextSendTime(SendClass::kStandard), clock_.Now() + absl::Milliseconds(400));
+  EXPECT_EQ(client_.asked.size(), 2u);
+}
+
+TEST_F(GrantPacerTest, ThePerSenderCapAppliesToo) {
+  // A cap of 2 emails this month (MAILROOM_BUDGET): the third granted email is not sent.
+  Budget cap({0.0002, 0.10, 10, std::nullopt}, &clock_);
+  auto p = Make(&cap);
+  p->NextSendTime(SendClass::kStandard);
+  client_.Grant(10, 5);
+  p->Tick();
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), -1);
+  EXPECT_EQ(p->held_emails(), 3);
+  EXPECT_GT(p->NextSendTime(SendClass::kStandard), kStart + absl::Hours(24));
+}
+
+TEST_F(GrantPacerTest, TheBackgroundThreadAsksWhenKicked) {
+  GrantPacerOptions o;
+  auto p = std::make_unique<GrantPacer>(o, &client_, nullptr, RealClock::Get());
+  {
+    absl::MutexLock lock(&client_.mu_);
+    client_.Grant(11, 1);
+  }
+  p->Start();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (p->TryAcquire(SendClass::kStandard) < 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(p->granted_emails(), 1);
+  p->Stop();
+}
+
+}  // namespace
+}  // namespace mailroom
