@@ -103,15 +103,6 @@ void Budget::Refund(SendClass) {
   if (sent_ > 0) --sent_;
 }
 
-void Budget::Restore(const std::string& month, uint64_t sent, int64_t cost_micros) {
-  absl::Time now = clock_->Now();
-  absl::MutexLock lock(&mu_);
-  AdvanceLocked(now);
-  if (month != absl::FormatTime("%Y-%m", month_start_, absl::UTCTimeZone())) return;
-  spent_ = std::max(spent_, cost_micros);
-  sent_ = std::max(sent_, sent);
-}
-
 int64_t Budget::spent_micros() {
   absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);

@@ -19,14 +19,16 @@ struct BudgetConfig {
   std::optional<double> provider_rate;   // provider's cap, emails per second
 };
 
-// Budget-based pacing for every transport (every SendClass alike). The pace is the money left this month divided by
-// the time left in it (so money not spent early may be spent later), applied as a token bucket
-// of `burst` emails refilled at that pace; the provider cap is a second bucket. The pace only
-// grows while nothing is sent, so a slot NextSendTime() predicts is open when it comes. Spend
-// is kept in integer micro-units, each email's price rounded up, and the month's total can never
-// exceed the budget: when it is spent NextSendTime() is the first instant of next month. Spend
-// survives restarts through Restore() (the collector records it with each SENT outcome).
-// Thread-safe.
+// One sender's own pacing: the optional per-sender cap (MAILROOM_BUDGET) and the provider's
+// rate cap (MAILROOM_PROVIDER_RATE_LIMIT), applied on top of the group's central budget
+// (sender/grant_pacer.h), every SendClass alike. The pace is the money left this month divided
+// by the time left in it (so money not spent early may be spent later), applied as a token
+// bucket of `burst` emails refilled at that pace; the provider cap is a second bucket. The pace
+// only grows while nothing is sent, so a slot NextSendTime() predicts is open when it comes.
+// Spend is kept in integer micro-units, each email's price rounded up, and the month's total can
+// never exceed the cap: when it is spent NextSendTime() is the first instant of next month.
+// The cap counts this process's sends since it started (the group's spend, which survives
+// restarts, is the collector's). Thread-safe.
 class Budget : public Pacer {
  public:
   Budget(BudgetConfig config, Clock* clock);
@@ -34,9 +36,6 @@ class Budget : public Pacer {
   absl::Time NextSendTime(SendClass c) override;
   int64_t TryAcquire(SendClass c) override;
   void Refund(SendClass c) override;
-
-  // Loads this month's spend (month "YYYY-MM" as GetUsage returns it; another month is ignored).
-  void Restore(const std::string& month, uint64_t sent, int64_t cost_micros);
 
   // The price of one email in micro-units (rounded up).
   int64_t cost_micros() const { return cost_micros_; }

@@ -77,20 +77,6 @@ TEST(BudgetTest, HardStopWhenSpentThenNextMonth) {
   EXPECT_GE(b.TryAcquire(SendClass::kStandard), 0);
 }
 
-TEST(BudgetTest, RestoreAfterRestartKeepsTheSpend) {
-  FakeClock clock(kNov + absl::Hours(100));
-  Budget first({0.002, 0.10, 100, std::nullopt}, &clock);
-  Greedy(first, clock, kNov + absl::Hours(101));
-  int64_t spent = first.spent_micros();
-  ASSERT_GT(spent, 0);
-  Budget restarted({0.002, 0.10, 100, std::nullopt}, &clock);
-  restarted.Restore("2026-11", first.sent_this_month(), spent);
-  EXPECT_EQ(restarted.spent_micros(), spent);
-  EXPECT_EQ(restarted.remaining_micros(), first.remaining_micros());
-  restarted.Restore("2026-10", 999, 999999);  // another month: ignored
-  EXPECT_EQ(restarted.spent_micros(), spent);
-}
-
 TEST(BudgetTest, RefundReturnsTheMoney) {
   FakeClock clock(kNov);
   Budget b({1.0, 0.10, 10, std::nullopt}, &clock);

@@ -17,9 +17,11 @@
 #include "grpcpp/grpcpp.h"
 #include "sender/breaker.h"
 #include "sender/budget.h"
+#include "sender/budget_client.h"
 #include "sender/collector_credentials.h"
 #include "sender/config.h"
 #include "sender/engine.h"
+#include "sender/grant_pacer.h"
 #include "sender/health_watcher.h"
 #include "sender/renderer.h"
 #include "sender/retry.h"
@@ -106,12 +108,23 @@ int Run() {
       {c.collector_tls, c.collector_ca_file, c.client_cert_file, c.client_key_file});
   if (!creds.ok()) return ConfigError(creds.status());
 
-  Budget budget({c.monthly_budget, c.price_per_1000, c.burst, c.provider_rate},
-                RealClock::Get());
+  // The group's budget is the collector's (grants); MAILROOM_BUDGET, when set, is this
+  // sender's own cap on top of it, counted from its start, as is the provider's rate cap.
+  Budget cap({c.monthly_budget, c.price_per_1000, c.burst, c.provider_rate}, RealClock::Get());
+  const std::string holder = MakeHolderName(c.name);
+  CollectorBudgetClient budget_client(grpc::CreateChannel(c.collector_address, *creds), c.group,
+                                      holder, c.collector_token);
+  GrantPacerOptions gpo;
+  gpo.price_micros = std::max<int64_t>(1, cap.cost_micros());
+  GrantPacer budget(gpo, &budget_client, &cap, RealClock::Get());
   absl::BitGen bitgen;
   RetryPolicy retry(c.retry_base, c.retry_max, c.retry_max_attempts, bitgen);
   Metrics metrics;
   DescribeSenderMetrics(metrics);
+  metrics.Describe("mailroom_sender_budget_held_emails", Metrics::Type::kGauge,
+                   "Unused emails of the group budget's grants this sender holds.");
+  metrics.Describe("mailroom_sender_budget_exhausted", Metrics::Type::kGauge,
+                   "1 while the collector says the group's monthly budget is spent.");
 
   Subscription* subscription = nullptr;
   EngineOptions eo;
@@ -156,10 +169,12 @@ int Run() {
   MetricsServer metrics_server;
   if (!c.metrics_address.empty()) {
     metrics.SetCollectHook([&] {
-      PublishSenderGauges({budget.spent_micros(), budget.remaining_micros(),
-                           budget.pace_per_second(), budget.sent_this_month(),
+      PublishSenderGauges({cap.spent_micros(), cap.remaining_micros(),
+                           budget.pace_per_second(), cap.sent_this_month(),
                            sub.pending_acks(), sub.connected()},
                           metrics);
+      metrics.Set("mailroom_sender_budget_held_emails", budget.held_emails());
+      metrics.Set("mailroom_sender_budget_exhausted", budget.exhausted() ? 1 : 0);
     });
     absl::Status st = metrics_server.Start(c.metrics_address, &metrics);
     if (!st.ok()) {
@@ -168,27 +183,27 @@ int Run() {
     }
   }
 
-  // The month's spend lives with the acknowledgements: nothing is sent before it is known.
-  sub.Start();  // acknowledger and renewer; the stream opens after the usage is known
+  sub.Start();  // acknowledger and renewer; the stream opens once the collector answers
   LogInfo("sender starting", {{"collector", c.collector_address}, {"group", c.group},
                               {"transport", (*transport)->Name()},
                               {"connections", absl::StrCat((*transport)->Concurrency())},
-                              {"budget", c.monthly_budget.has_value()
-                                             ? absl::StrCat(*c.monthly_budget)
-                                             : std::string("unlimited")},
+                              {"holder", holder},
+                              {"sender_cap", c.monthly_budget.has_value()
+                                                 ? absl::StrCat(*c.monthly_budget)
+                                                 : std::string("none")},
                               {"price_per_1000", absl::StrCat(c.price_per_1000)}});
-  // Nothing is sent before the month's spend is known; a signal during start-up ends the
-  // process cleanly.
+  // Nothing starts before the collector answers (the group's usage, logged); a signal during
+  // start-up ends the process cleanly. The group's spend is the collector's to keep: each
+  // email is charged by a grant before it is sent.
   Startup startup(
       [&](absl::Duration timeout) { return sub.Usage(timeout); },
       [&](const v1::GetUsageResponse& usage) {
-        budget.Restore(usage.month(), usage.sent(), usage.cost_micros());
-        LogInfo("budget restored", {{"month", usage.month()},
-                                    {"sent", absl::StrCat(usage.sent())},
-                                    {"spent_micros", absl::StrCat(usage.cost_micros())},
-                                    {"pace_per_second", absl::StrCat(budget.pace_per_second())}});
+        LogInfo("group usage", {{"month", usage.month()},
+                                {"sent", absl::StrCat(usage.sent())},
+                                {"spent_micros", absl::StrCat(usage.cost_micros())}});
       },
       [&] {
+        budget.Start();
         engine.Start();
         sub.StartReceiving();
         engine_started = true;  // the health watcher turns SERVING once subscribed
@@ -203,6 +218,7 @@ int Run() {
   // Finish the sends in progress and hand the queued jobs back (DEFER, no delay: another
   // member gets them at once), then wait, bounded, until the collector has every outcome.
   if (started) engine.Drain();
+  budget.Stop();  // nothing is being sent any more: unused grants go back to the group
   if (!sub.Flush(absl::Seconds(15))) {
     LogWarn("collector unreachable; some outcomes were not recorded (their jobs are handed out "
             "again when their leases run out)",
