@@ -106,6 +106,17 @@ TEST_F(BudgetStoreTest, GrantsNeverExceedTheBudget) {
   EXPECT_EQ(refused.retry_after, absl::Seconds(60));
 }
 
+TEST_F(BudgetStoreTest, GrantedIsTheSumOfGrants) {
+  Exec("INSERT INTO group_usage (group_id, month, sent, cost_micros) SELECT id, "
+       "date_trunc('month', now() AT TIME ZONE 'UTC')::DATE, 2, 200 FROM consumer_groups");
+  int total = 0;
+  for (int i = 0; i < 5; ++i) total += Acquire(3).emails;
+  EXPECT_EQ(total, 15);
+  auto b = store_->Get("g");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->granted_micros, 200 + 15 * kPrice);
+}
+
 TEST_F(BudgetStoreTest, ConcurrentSendersTogetherNeverExceedTheBudget) {
   // 20 emails of money; the bucket (burst 1000) would allow far more, so only money limits.
   SetBudget(20, 0, 1000);
@@ -215,6 +226,8 @@ TEST_F(BudgetStoreTest, AcknowledgedSpendBeyondGrantsCounts) {
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->spent_micros, 400);
   EXPECT_EQ(b->sent, 4u);
+  EXPECT_EQ(b->granted_micros, 500);  // the earlier spend, once, and the one grant
+  EXPECT_EQ(b->committed_micros, 500);
 }
 
 TEST_F(BudgetStoreTest, SettingsAreKeptUnlessGivenAndCanGoBackToTheDefault) {

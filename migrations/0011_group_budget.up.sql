@@ -178,7 +178,7 @@ BEGIN
     -- from before central budgets), so every later SENT is covered by a grant.
     INSERT INTO budget_months AS m (group_id, month, granted_micros)
     VALUES (v_gid, s.month, s.spent_micros + v_n * p_price)
-    ON CONFLICT (group_id, month) DO UPDATE SET granted_micros = m.granted_micros + EXCLUDED.granted_micros;
+    ON CONFLICT (group_id, month) DO UPDATE SET granted_micros = m.granted_micros + v_n * p_price;
     INSERT INTO budget_grants (group_id, month, holder, recovery, price_micros, emails, expires_at)
     VALUES (v_gid, s.month, p_holder, p_recovery, p_price, v_n, v_expires)
     RETURNING id INTO v_id;

@@ -1,0 +1,206 @@
+// One budget per group, enforced by the collector (issue 11 §1), end to end: a real
+// PostgreSQL, one collector, three real sender processes (file transport) sharing a group whose
+// budget allows only a few emails per second, and a backlog larger than that.
+//
+// - Over every window of the run (every pair of send times), the group's sends never exceed
+//   pace x window + burst, and over the run they keep within 5 % of the pace.
+// - One sender is killed (SIGKILL) and restarted mid-run: the bound still holds, and every
+//   email written was covered by a grant charged before it.
+// - With the budget set (by the operator RPC) to what was spent, no sender sends anything more.
+//
+// MAILROOM_BUDGET_RUN_SECONDS (default 20) sets the run's length; bench/budget_bench.sh runs it
+// for 60 s. The figures are printed either way.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <pqxx/pqxx>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "integration_tests/support/collector_fixture.h"
+#include "integration_tests/support/stack.h"
+#include "proto/mailroom/v1/mailroom.grpc.pb.h"
+
+namespace mailroom::testing {
+namespace {
+
+constexpr double kPace = 5;  // emails per second for the whole group
+constexpr int kBurst = 5;
+constexpr int64_t kPriceMicros = 100;  // MAILROOM_PRICE_PER_1000=0.10
+
+// When each .eml file in `dirs` was written.
+std::vector<absl::Time> SendTimes(const std::vector<std::string>& dirs) {
+  std::vector<absl::Time> out;
+  for (const auto& dir : dirs) {
+    for (const auto& path : Files(dir, ".eml")) {
+      struct stat st;
+      if (stat(path.c_str(), &st) == 0) out.push_back(absl::TimeFromTimespec(st.st_mtim));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The largest (sends in [t_i, t_j]) - (pace x (t_j - t_i) + burst) over all windows that start
+// and end at a send: positive means the bound was broken.
+double MaxExcess(const std::vector<absl::Time>& t, double pace, int burst) {
+  double worst = -1e9;
+  for (size_t i = 0; i < t.size(); ++i) {
+    for (size_t j = i; j < t.size(); ++j) {
+      const double allowed = pace * absl::ToDoubleSeconds(t[j] - t[i]) + burst;
+      worst = std::max(worst, static_cast<double>(j - i + 1) - allowed);
+    }
+  }
+  return worst;
+}
+
+class BudgetTest : public StackTest {
+ protected:
+  std::unique_ptr<Process> Sender(int i, const std::string& dir) {
+    return StartSender({{"MAILROOM_TRANSPORT", "file"},
+                        {"MAILROOM_FILE_DIR", dir},
+                        {"MAILROOM_PRICE_PER_1000", "0.10"}},
+                       absl::StrCat("sender", i));
+  }
+  std::unique_ptr<v1::Collector::Stub> Operator() {
+    return v1::Collector::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", collector_port_), grpc::InsecureChannelCredentials()));
+  }
+  std::unique_ptr<grpc::ClientContext> Ctx() {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->AddMetadata("authorization", absl::StrCat("Bearer ", kStackBearer));
+    return ctx;
+  }
+};
+
+TEST_F(BudgetTest, ThreeSendersKeepToOneGroupPaceThroughAKillAndStopWhenTheBudgetIsSpent) {
+  const char* env_seconds = std::getenv("MAILROOM_BUDGET_RUN_SECONDS");
+  const int seconds = env_seconds != nullptr ? std::max(10, std::atoi(env_seconds)) : 20;
+  const absl::Duration run = absl::Seconds(seconds);
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM consumer_groups WHERE name = 'mailroom'", 1,
+                    absl::Seconds(10)),
+            1);
+  // A budget that allows kPace emails/s over the rest of the month, set by the operator RPC.
+  const int64_t seconds_left = Scalar(
+      "SELECT EXTRACT(EPOCH FROM (date_trunc('month', now() AT TIME ZONE 'UTC') + "
+      "INTERVAL '1 month') AT TIME ZONE 'UTC' - now())::BIGINT");
+  auto op = Operator();
+  v1::SetGroupBudgetRequest set;
+  set.set_consumer_group("mailroom");
+  set.set_monthly_budget_micros(static_cast<int64_t>(kPace * kPriceMicros) * seconds_left);
+  set.set_burst(kBurst);
+  v1::GroupBudget budget;
+  grpc::Status st = op->SetGroupBudget(Ctx().get(), set, &budget);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(budget.recovery_reserve_percent(), 10u);  // the collector's default
+  const int backlog = static_cast<int>(kPace * seconds * 2) + 100;
+  TestDb(url_).InsertAccounts(backlog, "b");
+
+  std::vector<std::string> dirs;
+  for (int i = 0; i < 3; ++i) dirs.push_back(absl::StrCat(dir_, "/out", i));
+  const absl::Time t0 = absl::Now();
+  std::vector<std::unique_ptr<Process>> senders;
+  for (int i = 0; i < 3; ++i) senders.push_back(Sender(i, dirs[i]));
+  // The run's timeline: kill -9 one sender at 40 %, restart it at 50 %, stop all at 100 %.
+  absl::SleepFor(t0 + run * 0.4 - absl::Now());
+  senders[1]->Signal(SIGKILL);
+  ASSERT_TRUE(senders[1]->Wait(absl::Seconds(10)).ok());
+  absl::SleepFor(t0 + run * 0.5 - absl::Now());
+  senders[1] = Sender(1, dirs[1]);
+  absl::SleepFor(t0 + run - absl::Now());
+  for (auto& s : senders) s->Signal(SIGTERM);
+  for (auto& s : senders) {
+    auto code = s->Wait(absl::Seconds(30));
+    ASSERT_TRUE(code.ok()) << s->Log();
+    EXPECT_EQ(*code, 0) << s->Log();
+  }
+
+  const std::vector<absl::Time> sends = SendTimes(dirs);
+  ASSERT_GT(sends.size(), 10u);
+  const double excess = MaxExcess(sends, kPace, kBurst);
+  // Each granted email at the time the collector granted it.
+  std::vector<absl::Time> grants;
+  {
+    pqxx::connection c(url_);
+    pqxx::nontransaction tx(c);
+    for (const auto& row : tx.exec("SELECT EXTRACT(EPOCH FROM created_at)::DOUBLE PRECISION, "
+                                   "emails FROM budget_grants")) {
+      for (int k = 0; k < row[1].as<int>(); ++k) {
+        grants.push_back(absl::FromUnixMicros(static_cast<int64_t>(row[0].as<double>() * 1e6)));
+      }
+    }
+  }
+  std::sort(grants.begin(), grants.end());
+  const double grant_excess = MaxExcess(grants, kPace, kBurst);
+  // The rate after the initial burst, to the last send.
+  const absl::Time from = sends.front() + absl::Seconds(2);
+  const auto first = std::lower_bound(sends.begin(), sends.end(), from);
+  const double rate = static_cast<double>(sends.end() - first - 1) /
+                      absl::ToDoubleSeconds(sends.back() - *first);
+  auto b = op->GetGroupBudget(Ctx().get(), [] {
+    v1::GetGroupBudgetRequest r;
+    r.set_consumer_group("mailroom");
+    return r;
+  }(), &budget);
+  ASSERT_TRUE(b.ok()) << b.error_message();
+  std::printf(
+      "budget_test: %d s, 3 senders (one kill -9 at %.0f s, restarted at %.0f s), pace %.1f/s, "
+      "burst %d: %zu emails from %.2f s to %.2f s; rate after the burst %.3f/s (%.2f %% off "
+      "the pace); worst window of sends: %.2f emails %s pace x t + burst (of grants: %.2f %s); "
+      "granted %lld, returned %lld, acknowledged %llu emails\n",
+      seconds, seconds * 0.4, seconds * 0.5, kPace, kBurst, sends.size(),
+      absl::ToDoubleSeconds(sends.front() - t0), absl::ToDoubleSeconds(sends.back() - t0), rate,
+      100 * (rate - kPace) / kPace, std::abs(excess), excess > 0 ? "above" : "below",
+      std::abs(grant_excess), grant_excess > 0 ? "above" : "below",
+      static_cast<long long>(budget.granted_micros() / kPriceMicros),
+      static_cast<long long>(budget.returned_micros() / kPriceMicros),
+      static_cast<unsigned long long>(budget.sent()));
+  // The bound holds exactly for the grants (when the collector charged them); a send is
+  // written a few milliseconds after its grant, so the sends get 50 ms of that lag.
+  EXPECT_LE(grant_excess, 0) << "the collector granted more than pace x t + burst";
+  EXPECT_LE(excess, kPace * 0.05) << "the group sent more than pace x t + burst in some window";
+  EXPECT_NEAR(rate, kPace, kPace * 0.05);
+  // Every email written was charged before it was sent (the killed sender's unacknowledged
+  // ones included); acknowledgements never exceed what was charged.
+  EXPECT_LE(static_cast<int64_t>(sends.size()) * kPriceMicros, budget.committed_micros());
+  EXPECT_LE(budget.spent_micros(), budget.committed_micros());
+  EXPECT_EQ(budget.outstanding_micros() % kPriceMicros, 0);
+
+  // The budget set to what was spent: nobody sends any more.
+  set.Clear();
+  set.set_consumer_group("mailroom");
+  set.set_monthly_budget_micros(budget.spent_micros());
+  st = op->SetGroupBudget(Ctx().get(), set, &budget);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  const int64_t acknowledged = Scalar(
+      "SELECT count(*) FROM deliveries WHERE state = 'sent'");
+  std::vector<std::string> later;
+  for (int i = 0; i < 3; ++i) later.push_back(absl::StrCat(dir_, "/later", i));
+  senders.clear();
+  for (int i = 0; i < 3; ++i) senders.push_back(Sender(3 + i, later[i]));
+  // A sender that holds jobs asks for a grant, is refused and hands its jobs back (DEFER).
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  auto refused = [&] {
+    for (auto& s : senders) {
+      if (s->Log().find("group budget spent for this month") != std::string::npos) return true;
+    }
+    return false;
+  };
+  while (!refused() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(100));
+  ASSERT_TRUE(refused()) << senders[0]->Log();
+  EXPECT_GT(WaitFor("SELECT count(*) FROM deliveries WHERE reason = "
+                    "'sending budget exhausted for now'",
+                    -1, absl::Seconds(5)),
+            0);
+  EXPECT_EQ(SendTimes(later).size(), 0u);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"), acknowledged);
+  std::printf("budget_test: budget set to what was spent (%lld micros): 0 more sent\n",
+              static_cast<long long>(budget.monthly_budget_micros()));
+}
+
+}  // namespace
+}  // namespace mailroom::testing
