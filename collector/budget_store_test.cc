@@ -5,6 +5,8 @@
 #include <pqxx/pqxx>
 
 #include <atomic>
+#include <fstream>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -250,6 +252,29 @@ TEST_F(BudgetStoreTest, SettingsAreKeptUnlessGivenAndCanGoBackToTheDefault) {
   EXPECT_FALSE(b->monthly_budget_micros.has_value());
   EXPECT_TRUE(b->budget_is_default);
   EXPECT_EQ(b->recovery_reserve_percent, 10);
+}
+
+TEST_F(BudgetStoreTest, TheReadmesSqlSetsTheBudget) {
+  std::ifstream in(testing::Runfile("mailroom/README.md"));
+  std::stringstream readme;
+  readme << in.rdbuf();
+  const std::string text = readme.str();
+  const size_t begin = text.find("<!-- budget-sql: begin -->\n```sql\n");
+  const size_t end = text.find("```\n<!-- budget-sql: end -->");
+  ASSERT_NE(begin, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  const size_t from = text.find("INSERT", begin);
+  std::string sql = text.substr(from, end - from);
+  Exec("SELECT mailroom_ensure_group('mailroom', false)");
+  Exec(sql);
+  Exec(sql);  // again: an update
+  auto b = store_->Get("mailroom");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->monthly_budget_micros, 100000000);
+  EXPECT_FALSE(b->budget_is_default);
+  EXPECT_EQ(b->recovery_reserve_percent, 10);
+  EXPECT_FALSE(b->reserve_is_default);
+  EXPECT_EQ(b->burst, 20);
 }
 
 TEST_F(BudgetStoreTest, BadSettingsAndUnknownGroups) {

@@ -86,6 +86,10 @@ expect() {
     */AddSuppression) echo '"address": "bob@example.com"' ;;
     */ListSuppressions) echo '"address": "bob@example.com"' ;;
     */RemoveSuppression) echo '"removed"' ;;
+    */SetGroupBudget) echo '"monthlyBudgetMicros": "100000000"' ;;
+    */GetGroupBudget) echo '"recoveryReservePercent": 10' ;;
+    */AcquireBudget) echo '"grantId"' ;;
+    */ReturnBudget) echo '"returned": 1' ;;
     *) echo 'NO EXPECTATION' ;;
   esac
 }
@@ -102,6 +106,11 @@ while IFS= read -r line; do
   if [[ $last == */Subscribe ]]; then
     SUB=$(grep -o '"subscriberId": *"[^"]*"' <<<"$out" | head -n 1 | sed 's/.*: *"\(.*\)"/\1/')
     export SUB
+  fi
+  # The README's `export GRANT=...`: the grant AcquireBudget printed.
+  if [[ $last == */AcquireBudget ]]; then
+    GRANT=$(grep -o '"grantId": *"[^"]*"' <<<"$out" | head -n 1 | sed 's/.*: *"\(.*\)"/\1/')
+    export GRANT
   fi
   # Subscribe is a stream cut by -max-time: its exit status reports the deadline.
   if { [ $rc = 0 ] || [[ $last == */Subscribe ]]; } && grep -q -- "$want" <<<"$out"; then
@@ -124,6 +133,8 @@ denied() {
 }
 denied "sender token Requeue" grpcurl -plaintext -H "authorization: Bearer $SENDER_TOKEN" -d '{"consumer_group":"mailroom"}' 127.0.0.1:50051 mailroom.v1.Collector/Requeue
 denied "sender token in another group" grpcurl -plaintext -H "authorization: Bearer $SENDER_TOKEN" -d '{"consumer_group":"billing"}' 127.0.0.1:50051 mailroom.v1.Collector/GetUsage
+denied "sender token SetGroupBudget" grpcurl -plaintext -H "authorization: Bearer $SENDER_TOKEN" -d '{"consumer_group":"mailroom","burst":1}' 127.0.0.1:50051 mailroom.v1.Collector/SetGroupBudget
+denied "operator token AcquireBudget" grpcurl -plaintext -H "authorization: Bearer $OPERATOR_TOKEN" -d '{"consumer_group":"mailroom","holder":"op","emails":1,"price_micros":"100"}' 127.0.0.1:50051 mailroom.v1.Collector/AcquireBudget
 denied "sender token AddSuppression" grpcurl -plaintext -H "authorization: Bearer $SENDER_TOKEN" -d '{"address":"x@example.com"}' 127.0.0.1:50051 mailroom.v1.Collector/AddSuppression
 denied "operator token Acknowledge" grpcurl -plaintext -H "authorization: Bearer $OPERATOR_TOKEN" -d '{"consumer_group":"audit","outcomes":[{"job_id":42,"outcome":"OUTCOME_SENT"}]}' 127.0.0.1:50051 mailroom.v1.Collector/Acknowledge
 for t in "$OPERATOR_TOKEN" "$SENDER_TOKEN"; do

@@ -147,6 +147,9 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   }
   MAILROOM_ASSIGN_OR_RETURN(c.expiry_margin,
                             env.Millis("MAILROOM_EXPIRY_MARGIN_MS", 30000, 0, 3600000));
+  // SES GetAccount is read at start and this often (ses transport only).
+  MAILROOM_ASSIGN_OR_RETURN(c.ses_account_interval,
+                            env.Millis("MAILROOM_SES_ACCOUNT_INTERVAL_MS", 300000, 1000, 86400000));
   // The circuit breaker probes after 1 s, doubling up to this.
   MAILROOM_ASSIGN_OR_RETURN(c.breaker_max_backoff,
                             env.Millis("MAILROOM_BREAKER_MAX_BACKOFF", 60000, 1000, 3600000));

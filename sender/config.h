@@ -43,6 +43,7 @@ struct SenderConfig {
   std::string ses_region;             // MAILROOM_SES_REGION
   std::string ses_endpoint;           // MAILROOM_SES_ENDPOINT
   std::string ses_configuration_set;  // MAILROOM_SES_CONFIGURATION_SET
+  absl::Duration ses_account_interval;  // MAILROOM_SES_ACCOUNT_INTERVAL_MS: GetAccount readings
   std::string aws_access_key_id;      // AWS_ACCESS_KEY_ID
   std::string aws_secret_access_key;  // AWS_SECRET_ACCESS_KEY (secret)
   std::string aws_session_token;      // AWS_SESSION_TOKEN (secret)

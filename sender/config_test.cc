@@ -30,6 +30,19 @@ TEST(SenderConfigTest, DefaultsAreTheReadmes) {
   EXPECT_EQ(c->file_dir, "./outbox");
   EXPECT_EQ(c->template_dir, "");
   EXPECT_FALSE(c->monthly_budget.has_value());
+  EXPECT_EQ(c->ses_account_interval, absl::Minutes(5));
+}
+
+TEST(SenderConfigTest, SesAccountInterval) {
+  auto c = LoadSenderConfig(Vars({{"MAILROOM_SES_ACCOUNT_INTERVAL_MS", "60000"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->ses_account_interval, absl::Minutes(1));
+  for (const char* bad : {"999", "86400001", "often"}) {
+    c = LoadSenderConfig(Vars({{"MAILROOM_SES_ACCOUNT_INTERVAL_MS", bad}}));
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_TRUE(absl::StartsWith(c.status().message(), "MAILROOM_SES_ACCOUNT_INTERVAL_MS: "))
+        << c.status();
+  }
 }
 
 TEST(SenderConfigTest, TheTransportPartCarriesEverySetting) {

@@ -13,8 +13,9 @@ int Index(SendClass c) { return c == SendClass::kRecovery ? 0 : 1; }
 
 }  // namespace
 
-GrantPacer::GrantPacer(GrantPacerOptions options, BudgetClient* client, Pacer* cap, Clock* clock)
-    : opt_(options), client_(client), cap_(cap), clock_(clock),
+GrantPacer::GrantPacer(GrantPacerOptions options, BudgetClient* client, std::vector<Pacer*> caps,
+                       Clock* clock)
+    : opt_(options), client_(client), caps_(std::move(caps)), clock_(clock),
       backoff_(options.initial_backoff) {}
 
 GrantPacer::~GrantPacer() { Stop(); }
@@ -46,7 +47,9 @@ absl::Time GrantPacer::NextSendTime(SendClass c) {
       return ask > now ? ask : now + absl::Milliseconds(10);
     }
   }
-  return cap_ == nullptr ? now : std::max(now, cap_->NextSendTime(c));
+  absl::Time next = now;
+  for (Pacer* cap : caps_) next = std::max(next, cap->NextSendTime(c));
+  return next;
 }
 
 int64_t GrantPacer::TryAcquire(SendClass c) {
@@ -57,7 +60,12 @@ int64_t GrantPacer::TryAcquire(SendClass c) {
     WantLocked(c);
     return -1;
   }
-  if (cap_ != nullptr && cap_->TryAcquire(c) < 0) return -1;
+  for (size_t i = 0; i < caps_.size(); ++i) {
+    if (caps_[i]->TryAcquire(c) < 0) {
+      while (i > 0) caps_[--i]->Refund(c);  // all or nothing
+      return -1;
+    }
+  }
   --h->left;
   ++h->taken;
   // Ask for the next grant before this one runs out.
@@ -78,7 +86,7 @@ void GrantPacer::Refund(SendClass c) {
       break;
     }
   }
-  if (cap_ != nullptr) cap_->Refund(c);
+  for (Pacer* cap : caps_) cap->Refund(c);
 }
 
 void GrantPacer::Tick() {

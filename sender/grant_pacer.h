@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <deque>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -32,15 +33,17 @@ struct GrantPacerOptions {
 // about to expire and on Stop(), never after a send may have used them.
 //
 // A recovery may use any grant; an activation only grants asked for without the recovery
-// flag (the collector keeps the recovery reserve for recoveries). `cap` (may be null) is the
-// optional per-sender cap (MAILROOM_BUDGET, sender/budget.h): a slot needs both.
+// flag (the collector keeps the recovery reserve for recoveries). `caps` are this sender's own
+// limits (the optional MAILROOM_BUDGET cap and provider rate, sender/budget.h; the SES
+// account's limits, sender/ses_account.h): a slot needs a grant and room under every cap.
 //
 // NextSendTime never blocks on the network: without a usable grant it wakes the background
 // thread (Start) and answers a little later (or, when the month's budget is spent, a minute
 // later so the engine hands its jobs back). Thread-safe.
 class GrantPacer : public Pacer {
  public:
-  GrantPacer(GrantPacerOptions options, BudgetClient* client, Pacer* cap, Clock* clock);
+  GrantPacer(GrantPacerOptions options, BudgetClient* client, std::vector<Pacer*> caps,
+             Clock* clock);
   ~GrantPacer() override;
 
   absl::Time NextSendTime(SendClass c) override;
@@ -78,7 +81,7 @@ class GrantPacer : public Pacer {
 
   const GrantPacerOptions opt_;
   BudgetClient* const client_;
-  Pacer* const cap_;
+  const std::vector<Pacer*> caps_;
   Clock* const clock_;
   std::thread thread_;
   absl::Mutex mu_;

@@ -63,11 +63,11 @@ class ScriptedClient : public BudgetClient {
 class GrantPacerTest : public ::testing::Test {
  protected:
   GrantPacerTest() : clock_(kStart) {}
-  std::unique_ptr<GrantPacer> Make(Pacer* cap = nullptr) {
+  std::unique_ptr<GrantPacer> Make(std::vector<Pacer*> caps = {}) {
     GrantPacerOptions o;
     o.price_micros = 100;
     o.max_request = 20;
-    return std::make_unique<GrantPacer>(o, &client_, cap, &clock_);
+    return std::make_unique<GrantPacer>(o, &client_, caps, &clock_);
   }
   FakeClock clock_;
   ScriptedClient client_;
@@ -209,7 +209,8 @@ TEST_F(GrantPacerTest, FailedRequestsBackOff) {
 TEST_F(GrantPacerTest, ThePerSenderCapAppliesToo) {
   // A cap of 2 emails this month (MAILROOM_BUDGET): the third granted email is not sent.
   Budget cap({0.0002, 0.10, 10, std::nullopt}, &clock_);
-  auto p = Make(&cap);
+  Budget unlimited({std::nullopt, 0.10, 10, std::nullopt}, &clock_);
+  auto p = Make({&unlimited, &cap});
   p->NextSendTime(SendClass::kStandard);
   client_.Grant(10, 5);
   p->Tick();
@@ -217,12 +218,13 @@ TEST_F(GrantPacerTest, ThePerSenderCapAppliesToo) {
   EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
   EXPECT_EQ(p->TryAcquire(SendClass::kStandard), -1);
   EXPECT_EQ(p->held_emails(), 3);
+  EXPECT_EQ(unlimited.sent_this_month(), 2u);  // all caps or none
   EXPECT_GT(p->NextSendTime(SendClass::kStandard), kStart + absl::Hours(24));
 }
 
 TEST_F(GrantPacerTest, TheBackgroundThreadAsksWhenKicked) {
   GrantPacerOptions o;
-  auto p = std::make_unique<GrantPacer>(o, &client_, nullptr, RealClock::Get());
+  auto p = std::make_unique<GrantPacer>(o, &client_, std::vector<Pacer*>{}, RealClock::Get());
   {
     absl::MutexLock lock(&client_.mu_);
     client_.Grant(11, 1);

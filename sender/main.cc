@@ -25,6 +25,7 @@
 #include "sender/health_watcher.h"
 #include "sender/renderer.h"
 #include "sender/retry.h"
+#include "sender/ses_account.h"
 #include "sender/sender_metrics.h"
 #include "sender/startup.h"
 #include "sender/subscription.h"
@@ -114,12 +115,22 @@ int Run() {
   const std::string holder = MakeHolderName(c.name);
   CollectorBudgetClient budget_client(grpc::CreateChannel(c.collector_address, *creds), c.group,
                                       holder, c.collector_token);
-  GrantPacerOptions gpo;
-  gpo.price_micros = std::max<int64_t>(1, cap.cost_micros());
-  GrantPacer budget(gpo, &budget_client, &cap, RealClock::Get());
   absl::BitGen bitgen;
   RetryPolicy retry(c.retry_base, c.retry_max, c.retry_max_attempts, bitgen);
   Metrics metrics;
+  Breaker breaker({absl::Seconds(1), c.breaker_max_backoff}, RealClock::Get(), &metrics);
+  // With SES, the account's own limits (GetAccount) cap this sender too.
+  std::unique_ptr<SesAccount> ses_account;
+  std::vector<Pacer*> caps = {&cap};
+  if (c.transport == "ses") {
+    ses_account = std::make_unique<SesAccount>(
+        [tc = TransportConfigOf(c)] { return FetchSesAccount(tc); }, c.ses_account_interval,
+        &breaker, &metrics, RealClock::Get());
+    caps.push_back(ses_account.get());
+  }
+  GrantPacerOptions gpo;
+  gpo.price_micros = std::max<int64_t>(1, cap.cost_micros());
+  GrantPacer budget(gpo, &budget_client, caps, RealClock::Get());
   DescribeSenderMetrics(metrics);
   metrics.Describe("mailroom_sender_budget_held_emails", Metrics::Type::kGauge,
                    "Unused emails of the group budget's grants this sender holds.");
@@ -131,7 +142,6 @@ int Run() {
   eo.workers = (*transport)->Concurrency();
   eo.expiry_margin = c.expiry_margin;
   eo.lease = [&](uint64_t id) { return subscription->Check(id); };
-  Breaker breaker({absl::Seconds(1), c.breaker_max_backoff}, RealClock::Get(), &metrics);
   eo.breaker = &breaker;
   Engine engine(
       eo, [&](const v1::Job& job) { return renderer->Render(job); }, transport->get(), &budget,
@@ -183,6 +193,10 @@ int Run() {
     }
   }
 
+  if (ses_account != nullptr) {
+    (void)ses_account->Refresh();  // the account's limits before the first send (logged if not)
+    ses_account->Start();
+  }
   sub.Start();  // acknowledger and renewer; the stream opens once the collector answers
   LogInfo("sender starting", {{"collector", c.collector_address}, {"group", c.group},
                               {"transport", (*transport)->Name()},
@@ -219,6 +233,7 @@ int Run() {
   // member gets them at once), then wait, bounded, until the collector has every outcome.
   if (started) engine.Drain();
   budget.Stop();  // nothing is being sent any more: unused grants go back to the group
+  if (ses_account != nullptr) ses_account->Stop();
   if (!sub.Flush(absl::Seconds(15))) {
     LogWarn("collector unreachable; some outcomes were not recorded (their jobs are handed out "
             "again when their leases run out)",

@@ -8,7 +8,13 @@ proxied to the emulator.
                --region us-east-1 [--throttle-first N] [--paused-file F]
 
 --paused-file F: while F exists every request is answered 400 SendingPausedException (as SES
-does for an account whose sending is paused), so a test can pause and resume sending.
+does for an account whose sending is paused), so a test can pause and resume sending; GetAccount
+then says SendingEnabled=false.
+
+--account-file F: GET /v2/email/account (GetAccount, signature checked) answers these defaults,
+overridden by the JSON object in F when it exists (read on every request, so a test changes the
+account by rewriting F): SendingEnabled true, EnforcementStatus HEALTHY,
+ProductionAccessEnabled true, SendQuota {Max24HourSend 50000, MaxSendRate 14, SentLast24Hours 0}.
 
 Prints "ready <port>" once listening.
 """
@@ -29,6 +35,7 @@ parser.add_argument("--secret-key", required=True)
 parser.add_argument("--region", default="us-east-1")
 parser.add_argument("--throttle-first", type=int, default=0)
 parser.add_argument("--paused-file")
+parser.add_argument("--account-file")
 args = parser.parse_args()
 lock = threading.Lock()
 state = {"throttled": 0}
@@ -82,6 +89,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("x-amzn-ErrorType", error_type)
         self.end_headers()
         self.wfile.write(data)
+
+    def do_GET(self):
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        headers["Authorization"] = self.headers.get("Authorization", "")
+        problem = check_signature("GET", self.path, headers, b"")
+        if problem:
+            return self.reply(403, {"message": problem}, "SignatureDoesNotMatch")
+        if self.path.partition("?")[0] != "/v2/email/account":
+            return self.reply(404, {"message": "not found"}, "NotFoundException")
+        account = {"SendingEnabled": True, "EnforcementStatus": "HEALTHY",
+                   "ProductionAccessEnabled": True, "DedicatedIpAutoWarmupEnabled": False,
+                   "SendQuota": {"Max24HourSend": 50000.0, "MaxSendRate": 14.0,
+                                 "SentLast24Hours": 0.0}}
+        if args.account_file and os.path.exists(args.account_file):
+            with open(args.account_file) as f:
+                override = json.load(f)
+            quota = dict(account["SendQuota"], **override.pop("SendQuota", {}))
+            account.update(override)
+            account["SendQuota"] = quota
+        if args.paused_file and os.path.exists(args.paused_file):
+            account["SendingEnabled"] = False
+        self.reply(200, account)
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))

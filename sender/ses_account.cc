@@ -1,0 +1,245 @@
+#include "sender/ses_account.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "nlohmann/json.hpp"
+#include "sender/curl_handle.h"
+#include "sender/curl_status.h"
+#include "sender/ses_transport.h"
+
+namespace mailroom {
+namespace {
+
+size_t Collect(char* ptr, size_t size, size_t nmemb, void* userdata) {
+  static_cast<std::string*>(userdata)->append(ptr, size * nmemb);
+  return size * nmemb;
+}
+
+double Number(const nlohmann::json& j, const char* key, double def) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : def;
+}
+
+bool Flag(const nlohmann::json& j, const char* key, bool def) {
+  return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : def;
+}
+
+}  // namespace
+
+absl::StatusOr<SesAccountInfo> ParseSesAccount(absl::string_view body) {
+  auto j = nlohmann::json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return absl::InvalidArgumentError("ses GetAccount: not a JSON object");
+  SesAccountInfo info;
+  info.sending_enabled = Flag(j, "SendingEnabled", true);
+  info.production_access = Flag(j, "ProductionAccessEnabled", true);
+  if (j.contains("EnforcementStatus") && j["EnforcementStatus"].is_string()) {
+    info.enforcement_status = j["EnforcementStatus"].get<std::string>();
+  }
+  if (j.contains("SendQuota") && j["SendQuota"].is_object()) {
+    const auto& q = j["SendQuota"];
+    info.max_send_rate = std::max(0.0, Number(q, "MaxSendRate", 0));
+    info.max_24_hour_send = Number(q, "Max24HourSend", -1);
+    info.sent_last_24_hours = std::max(0.0, Number(q, "SentLast24Hours", 0));
+  }
+  return info;
+}
+
+absl::StatusOr<SesAccountInfo> FetchSesAccount(const TransportConfig& config) {
+  std::string endpoint = config.ses_endpoint.empty()
+                             ? absl::StrCat("https://email.", config.ses_region, ".amazonaws.com")
+                             : config.ses_endpoint;
+  while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
+  const std::string url = absl::StrCat(endpoint, "/v2/email/account");
+  std::unique_ptr<CURL, void (*)(CURL*)> c(curl_easy_init(), curl_easy_cleanup);
+  if (c == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  std::string response;
+  CurlSlist headers;
+  if (!config.aws_session_token.empty()) {
+    headers.reset(curl_slist_append(
+        nullptr, absl::StrCat("x-amz-security-token: ", config.aws_session_token).c_str()));
+  }
+  const std::string sigv4 = absl::StrCat("aws:amz:", config.ses_region, ":ses");
+  const std::string userpwd =
+      absl::StrCat(config.aws_access_key_id, ":", config.aws_secret_access_key);
+  curl_easy_setopt(c.get(), CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c.get(), CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c.get(), CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(c.get(), CURLOPT_HTTPGET, 1L);
+  if (headers != nullptr) curl_easy_setopt(c.get(), CURLOPT_HTTPHEADER, headers.get());
+  curl_easy_setopt(c.get(), CURLOPT_AWS_SIGV4, sigv4.c_str());
+  curl_easy_setopt(c.get(), CURLOPT_USERPWD, userpwd.c_str());
+  curl_easy_setopt(c.get(), CURLOPT_WRITEFUNCTION, Collect);
+  curl_easy_setopt(c.get(), CURLOPT_WRITEDATA, &response);
+  curl_easy_setopt(c.get(), CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(config.connect_timeout)));
+  curl_easy_setopt(c.get(), CURLOPT_TIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(config.timeout)));
+  const CURLcode rc = curl_easy_perform(c.get());
+  long http = 0;
+  curl_easy_getinfo(c.get(), CURLINFO_RESPONSE_CODE, &http);
+  if (rc != CURLE_OK) return CurlStatus(rc, errbuf);
+  absl::Status st = SesTransport::ResponseStatus(http, "", response);
+  if (!st.ok()) return st;
+  return ParseSesAccount(response);
+}
+
+SesAccount::SesAccount(FetchFunction fetch, absl::Duration interval, Breaker* breaker,
+                       Metrics* metrics, Clock* clock)
+    : fetch_(std::move(fetch)), interval_(interval), breaker_(breaker), metrics_(metrics),
+      clock_(clock) {
+  read_at_ = refilled_ = clock_->Now();
+  if (metrics_ != nullptr) {
+    metrics_->Describe("mailroom_sender_ses_account_warning", Metrics::Type::kGauge,
+                       "1 while SES GetAccount reports the account in PROBATION or in the "
+                       "sandbox (kind).");
+    metrics_->Describe("mailroom_sender_ses_sending_paused", Metrics::Type::kGauge,
+                       "1 while SES GetAccount says sending is disabled or SHUTDOWN.");
+    metrics_->Describe("mailroom_sender_ses_max_send_rate", Metrics::Type::kGauge,
+                       "SES MaxSendRate (emails/s) as last read.");
+    metrics_->Describe("mailroom_sender_ses_quota_remaining", Metrics::Type::kGauge,
+                       "SES Max24HourSend - SentLast24Hours as last read (-1: unlimited).");
+  }
+}
+
+SesAccount::~SesAccount() { Stop(); }
+
+absl::Status SesAccount::Refresh() {
+  auto info = fetch_();
+  if (!info.ok()) {
+    LogWarn("ses GetAccount failed; keeping the last limits",
+            {{"error", std::string(info.status().message())}});
+    return info.status();
+  }
+  const absl::Time now = clock_->Now();
+  bool pause = false, resume = false;
+  std::string warnings;
+  {
+    absl::MutexLock lock(&mu_);
+    RefillLocked(now);
+    const bool first = !known_;
+    info_ = *info;
+    known_ = true;
+    read_at_ = now;
+    sent_since_read_ = 0;
+    if (first) tokens_ = std::max(1.0, std::floor(info_.max_send_rate));
+    if (info_.paused()) {
+      pause = true;
+      paused_by_us_ = true;
+    } else if (paused_by_us_) {
+      resume = true;
+      paused_by_us_ = false;
+    }
+    if (info_.enforcement_status == "PROBATION") warnings += "probation ";
+    if (!info_.production_access) warnings += "sandbox ";
+    if (warnings != warned_) {
+      if (!warnings.empty()) {
+        LogWarn("ses account restricted",
+                {{"enforcement_status", info_.enforcement_status},
+                 {"production_access", info_.production_access ? "true" : "false"}});
+      }
+      warned_ = warnings;
+    }
+  }
+  if (metrics_ != nullptr) {
+    metrics_->Set("mailroom_sender_ses_account_warning",
+                  info->enforcement_status == "PROBATION" ? 1 : 0, {{"kind", "probation"}});
+    metrics_->Set("mailroom_sender_ses_account_warning", info->production_access ? 0 : 1,
+                  {{"kind", "sandbox"}});
+    metrics_->Set("mailroom_sender_ses_sending_paused", info->paused() ? 1 : 0);
+    metrics_->Set("mailroom_sender_ses_max_send_rate", info->max_send_rate);
+    metrics_->Set("mailroom_sender_ses_quota_remaining",
+                  info->max_24_hour_send < 0
+                      ? -1.0
+                      : std::max(0.0, info->max_24_hour_send - info->sent_last_24_hours));
+  }
+  if (breaker_ != nullptr && pause) {
+    // The same path as a send refused with SendingPausedException: hand jobs back, fail none.
+    Breaker::Ticket t = breaker_->Admit();
+    if (t.decision != Breaker::Decision::kHold) {
+      breaker_->Record(t, ProviderError(absl::StrCat(
+                              "ses GetAccount: sending ",
+                              info->sending_enabled ? "shut down (EnforcementStatus SHUTDOWN)"
+                                                    : "disabled (SendingEnabled=false)")));
+    }
+  }
+  if (breaker_ != nullptr && resume && breaker_->open()) {
+    Breaker::Ticket t = breaker_->Admit();
+    if (t.decision == Breaker::Decision::kProbe) breaker_->Record(t, absl::OkStatus());
+    if (t.decision == Breaker::Decision::kSend) breaker_->Cancel(t);
+  }
+  return absl::OkStatus();
+}
+
+void SesAccount::RefillLocked(absl::Time now) {
+  if (now > refilled_ && info_.max_send_rate > 0) {
+    tokens_ = std::min(std::max(1.0, std::floor(info_.max_send_rate)),
+                       tokens_ + absl::ToDoubleSeconds(now - refilled_) * info_.max_send_rate);
+  }
+  refilled_ = std::max(refilled_, now);
+}
+
+absl::Time SesAccount::NextLocked(absl::Time now) {
+  if (!known_) return now;
+  RefillLocked(now);
+  if (info_.max_24_hour_send >= 0 &&
+      info_.max_24_hour_send - info_.sent_last_24_hours - sent_since_read_ < 1) {
+    return std::max(now, read_at_ + interval_);  // nothing left until the next reading
+  }
+  if (info_.max_send_rate > 0 && tokens_ < 1) {
+    return now + absl::Seconds((1 - tokens_) / info_.max_send_rate) + absl::Nanoseconds(1);
+  }
+  return now;
+}
+
+absl::Time SesAccount::NextSendTime(SendClass) {
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  return NextLocked(now);
+}
+
+int64_t SesAccount::TryAcquire(SendClass) {
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  if (NextLocked(now) > now) return -1;
+  if (known_ && info_.max_send_rate > 0) tokens_ -= 1;
+  ++sent_since_read_;
+  return 0;
+}
+
+void SesAccount::Refund(SendClass) {
+  absl::MutexLock lock(&mu_);
+  if (sent_since_read_ > 0) --sent_since_read_;
+  if (known_ && info_.max_send_rate > 0) tokens_ += 1;
+}
+
+bool SesAccount::paused() {
+  absl::MutexLock lock(&mu_);
+  return known_ && info_.paused();
+}
+
+void SesAccount::Start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] {
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping_), clock_->Now() + interval_);
+        if (stopping_) return;
+      }
+      (void)Refresh();
+    }
+  });
+}
+
+void SesAccount::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace mailroom
