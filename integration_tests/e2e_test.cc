@@ -271,9 +271,11 @@ TEST_F(EndToEndTest, AManualSuppressionStopsDeliveryAndRemovingItLetsNewTokensTh
 }
 
 TEST_F(EndToEndTest, BudgetPacesSendingAndKeepsTheRestQueued) {
-  // $0.001 a month at $0.10 per 1,000 emails: 10 emails this month, and the spend is recorded.
-  auto sender = StartSender({{"MAILROOM_TRANSPORT", "file"}, {"MAILROOM_FILE_DIR", dir_ + "/out"},
-                             {"MAILROOM_BUDGET", "0.001"}, {"MAILROOM_BURST", "10"}});
+  // The group's budget (kept by the collector): $0.001 a month at $0.10 per 1,000 emails, no
+  // recovery reserve: 10 emails this month, and the spend is recorded.
+  Exec("INSERT INTO group_budgets (group_id, monthly_budget_micros, recovery_reserve_percent, "
+       "burst) SELECT id, 1000, 0, 10 FROM consumer_groups WHERE name = 'mailroom'");
+  auto sender = StartSender({{"MAILROOM_TRANSPORT", "file"}, {"MAILROOM_FILE_DIR", dir_ + "/out"}});
   Exec("INSERT INTO accounts (email, login) SELECT 'b' || i || '@example.test', 'b' || i "
        "FROM generate_series(1, 15) i");
   ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 10, absl::Seconds(30)), 10)
@@ -282,15 +284,34 @@ TEST_F(EndToEndTest, BudgetPacesSendingAndKeepsTheRestQueued) {
   EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"), 10);
   EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state IN ('failed', 'expired')"), 0);
   EXPECT_EQ(Scalar("SELECT coalesce(sum(cost_micros), 0) FROM group_usage"), 1000);
-  // A restarted sender knows the month is spent and sends nothing more.
+  // A restarted sender is refused by the collector and sends nothing more.
   sender->Signal(SIGTERM);
   ASSERT_TRUE(sender->Wait(absl::Seconds(20)).ok());
-  auto again = StartSender({{"MAILROOM_TRANSPORT", "file"}, {"MAILROOM_FILE_DIR", dir_ + "/out"},
-                            {"MAILROOM_BUDGET", "0.001"}}, "sender2");
-  absl::SleepFor(absl::Seconds(2));
+  // The 5 held-back jobs come due at once, so the new sender holds them and asks.
+  Exec("UPDATE deliveries SET due_at = now() WHERE state = 'retry'");
+  auto again = StartSender({{"MAILROOM_TRANSPORT", "file"}, {"MAILROOM_FILE_DIR", dir_ + "/out"}},
+                           "sender2");
+  EXPECT_TRUE(again->WaitForLog("group budget spent for this month", absl::Seconds(20)))
+      << again->Log();
   EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"), 10);
   EXPECT_THAT(again->Log(), HasSubstr("spent_micros=1000"));
   EXPECT_EQ(Files(dir_ + "/out", ".eml").size(), 10u);
+}
+
+TEST_F(EndToEndTest, MailroomBudgetCapsOneSenderOnTopOfTheGroupBudget) {
+  // An unlimited group, a sender capped at $0.0005 (5 emails) by MAILROOM_BUDGET.
+  auto sender = StartSender({{"MAILROOM_TRANSPORT", "file"}, {"MAILROOM_FILE_DIR", dir_ + "/out"},
+                             {"MAILROOM_BUDGET", "0.0005"}, {"MAILROOM_BURST", "10"}});
+  Exec("INSERT INTO accounts (email, login) SELECT 'c' || i || '@example.test', 'c' || i "
+       "FROM generate_series(1, 8) i");
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 5, absl::Seconds(30)), 5)
+      << sender->Log();
+  // Its jobs go back to PostgreSQL (DEFER), none is sent beyond the cap.
+  EXPECT_GT(WaitFor("SELECT count(*) FROM deliveries WHERE reason = "
+                    "'sending budget exhausted for now'", -1, absl::Seconds(5)),
+            0);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"), 5);
+  EXPECT_EQ(Files(dir_ + "/out", ".eml").size(), 5u);
 }
 
 TEST_F(EndToEndTest, SigtermFinishesAndHandsBackWhatTheSenderHolds) {

@@ -22,7 +22,7 @@ struct GrantPacerOptions {
   int max_request = 20;
   // Waits after a failed AcquireBudget: from `initial_backoff`, doubling up to `max_backoff`.
   absl::Duration initial_backoff = absl::Milliseconds(200);
-  absl::Duration max_backoff = absl::Seconds(30);
+  absl::Duration max_backoff = absl::Seconds(5);
 };
 
 // The sender's pacer under the group's central budget (issue 11 §1): each email needs one
