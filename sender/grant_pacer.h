@@ -19,7 +19,7 @@ struct GrantPacerOptions {
   // A grant is used only for sends that start this long before the collector's expiry.
   absl::Duration expiry_margin = absl::Seconds(1);
   // The most emails asked for at once (the collector grants at most one second of pace).
-  int max_request = 20;
+  int max_request = 100;
   // Waits after a failed AcquireBudget: from `initial_backoff`, doubling up to `max_backoff`.
   absl::Duration initial_backoff = absl::Milliseconds(200);
   absl::Duration max_backoff = absl::Seconds(5);

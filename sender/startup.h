@@ -12,9 +12,10 @@
 
 namespace mailroom {
 
-// The sender's start-up: nothing is sent before this month's spend is known, so a background
-// thread asks the collector for the group's usage (Subscription::Usage) until it answers, hands
-// it to `restore` (Budget::Restore), then calls `start` (engine and stream) once. A refusal
+// The sender's start-up: nothing starts before the collector answers, so a background thread
+// asks it for the group's usage (Subscription::Usage) until it does, hands the answer to
+// `restore` (the sender logs it; the group's budget itself is the collector's), then calls
+// `start` (grant pacer, engine and stream) once. A refusal
 // (UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT) is a configuration problem: logged as
 // an error and retried every 30 s; other failures are retried from 200 ms, doubling to 30 s.
 // A CANCELLED answer (the subscription is stopping) ends the attempt without starting.
