@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
@@ -159,10 +160,11 @@ TEST_F(BudgetTest, ThreeSendersKeepToOneGroupPaceThroughAKillAndStopWhenTheBudge
       static_cast<long long>(budget.granted_micros() / kPriceMicros),
       static_cast<long long>(budget.returned_micros() / kPriceMicros),
       static_cast<unsigned long long>(budget.sent()));
-  // The bound holds exactly for the grants (when the collector charged them); a send is
-  // written a few milliseconds after its grant, so the sends get 50 ms of that lag.
+  // The bound holds exactly for the grants (when the collector charged them). A send is
+  // written after its grant: a few milliseconds, but up to 120 ms was seen with 2 cores shared
+  // by parallel builds, so the sends get 200 ms of that lag (one email at this pace).
   EXPECT_LE(grant_excess, 0) << "the collector granted more than pace x t + burst";
-  EXPECT_LE(excess, kPace * 0.05) << "the group sent more than pace x t + burst in some window";
+  EXPECT_LE(excess, kPace * 0.2) << "the group sent more than pace x t + burst in some window";
   EXPECT_NEAR(rate, kPace, kPace * 0.05);
   // Every email written was charged before it was sent (the killed sender's unacknowledged
   // ones included); acknowledgements never exceed what was charged.
@@ -200,6 +202,34 @@ TEST_F(BudgetTest, ThreeSendersKeepToOneGroupPaceThroughAKillAndStopWhenTheBudge
   EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"), acknowledged);
   std::printf("budget_test: budget set to what was spent (%lld micros): 0 more sent\n",
               static_cast<long long>(budget.monthly_budget_micros()));
+}
+
+TEST_F(BudgetTest, SesLimitsAreReadFromTheAccountNotTyped) {
+  // GetAccount says: 4 emails left of the 24-hour quota, 2 emails/s. The group is unlimited.
+  const std::string account = dir_ + "/account.json";
+  std::ofstream(account) << R"({"SendQuota":{"Max24HourSend":10,"SentLast24Hours":6,)"
+                         << R"("MaxSendRate":2}})";
+  const std::string endpoint = StartSes(0, "", account);
+  if (endpoint.empty()) GTEST_SKIP() << "MAILROOM_NODE_MODULES not set (run .ci/test)";
+  auto env = SesEnv(endpoint);
+  env["MAILROOM_SES_ACCOUNT_INTERVAL_MS"] = "1000";
+  TestDb(url_).InsertAccounts(10, "q");
+  auto sender = StartSender(env);
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 4, absl::Seconds(30)),
+            4)
+      << sender->Log();
+  // The quota is used up: nothing more until GetAccount says otherwise (the sender reads it
+  // every second; its jobs wait, none fails).
+  const absl::Time used_up = absl::Now();
+  std::ofstream(account) << R"({"SendQuota":{"Max24HourSend":10,"SentLast24Hours":4,)"
+                         << R"("MaxSendRate":2}})";
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 10, absl::Seconds(30)),
+            10)
+      << sender->Log();
+  // 6 more at 2 emails/s (a bucket of 2): at least 2 s.
+  EXPECT_GE(absl::Now() - used_up, absl::Seconds(2));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'failed'"), 0);
+  EXPECT_EQ(ReceivedBySes().emails, 10);
 }
 
 }  // namespace

@@ -130,7 +130,8 @@ std::unique_ptr<Process> StackTest::StartSmtpPeer(const std::vector<std::string>
   return *std::move(p);
 }
 
-std::string StackTest::StartSes(int throttle_first, const std::string& paused_file) {
+std::string StackTest::StartSes(int throttle_first, const std::string& paused_file,
+                                const std::string& account_file) {
   const char* modules = std::getenv("MAILROOM_NODE_MODULES");
   if (modules == nullptr || *modules == '\0') return "";
   int emu = FreePort();
@@ -150,6 +151,10 @@ std::string StackTest::StartSes(int throttle_first, const std::string& paused_fi
   if (!paused_file.empty()) {
     argv.push_back("--paused-file");
     argv.push_back(paused_file);
+  }
+  if (!account_file.empty()) {
+    argv.push_back("--account-file");
+    argv.push_back(account_file);
   }
   auto f = Process::Spawn(argv, {}, dir_ + "/front.log");
   EXPECT_TRUE(f.ok());
