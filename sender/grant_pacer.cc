@@ -29,6 +29,14 @@ GrantPacer::Held* GrantPacer::FindLocked(SendClass c, absl::Time now) {
   return nullptr;
 }
 
+bool GrantPacer::LowLocked(SendClass c, absl::Time now) {
+  int usable = 0;
+  for (const Held& h : grants_) {
+    if (now < h.usable_until && (c == SendClass::kRecovery || !h.recovery)) usable += h.left;
+  }
+  return usable < std::max(1, last_grant_ / 4);
+}
+
 void GrantPacer::WantLocked(SendClass c) {
   const int i = Index(c);
   want_[i] = true;
@@ -69,7 +77,7 @@ int64_t GrantPacer::TryAcquire(SendClass c) {
   --h->left;
   ++h->taken;
   // Ask for the next grant before this one runs out.
-  if (FindLocked(c, now) == nullptr) WantLocked(c);
+  if (LowLocked(c, now)) WantLocked(c);
   return opt_.price_micros;
 }
 
@@ -98,7 +106,7 @@ void GrantPacer::Tick() {
     kick_ = false;
     for (SendClass c : {SendClass::kRecovery, SendClass::kStandard}) {
       const int i = Index(c);
-      if (want_[i] && now >= next_ask_[i] && FindLocked(c, now) == nullptr) {
+      if (want_[i] && now >= next_ask_[i] && LowLocked(c, now)) {
         ask = i;
         break;
       }
@@ -128,6 +136,7 @@ void GrantPacer::Tick() {
         h.usable_until = now + absl::Milliseconds(r->expires_in_ms()) - opt_.expiry_margin;
         grants_.push_back(h);
         granted_ += h.left;
+        last_grant_ = h.left;
         exhausted_[ask] = false;
         next_ask_[ask] = absl::InfinitePast();
       } else {

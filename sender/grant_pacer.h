@@ -76,6 +76,9 @@ class GrantPacer : public Pacer {
   };
   // A live grant `c` may use, or null.
   Held* FindLocked(SendClass c, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `c` runs low: fewer usable emails than a quarter of the last grant (at least 1),
+  // so the next grant is asked for before the engine has to wait for it.
+  bool LowLocked(SendClass c, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WantLocked(SendClass c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Run();
 
@@ -94,6 +97,7 @@ class GrantPacer : public Pacer {
   absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
   std::deque<Held> grants_ ABSL_GUARDED_BY(mu_);
   double pace_ ABSL_GUARDED_BY(mu_) = 0;
+  int last_grant_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t granted_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t returned_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Mutex call_mu_;  // one Tick at a time (the thread, tests, Stop)

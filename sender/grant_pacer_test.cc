@@ -99,6 +99,21 @@ TEST_F(GrantPacerTest, NothingIsSentWithoutAGrantAndGrantsAreAskedForOnDemand) {
   EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
 }
 
+TEST_F(GrantPacerTest, TheNextGrantIsAskedForWhenAQuarterIsLeft) {
+  auto p = Make();
+  p->NextSendTime(SendClass::kStandard);
+  client_.Grant(12, 8);
+  p->Tick();
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
+  p->Tick();
+  EXPECT_EQ(client_.asked.size(), 1u);  // 2 left: not low yet
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
+  client_.Grant(13, 8);
+  p->Tick();  // 1 left of 8: asked before running out
+  EXPECT_EQ(client_.asked.size(), 2u);
+  EXPECT_EQ(p->held_emails(), 9);
+}
+
 TEST_F(GrantPacerTest, ThePaceSaysWhenToAskAgain) {
   auto p = Make();
   p->NextSendTime(SendClass::kStandard);
