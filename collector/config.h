@@ -8,9 +8,23 @@
 #include "collector/auth.h"
 #include "common/env.h"
 #include "collector/dispatcher.h"
+#include "collector/reputation_guard.h"
+#include "collector/sns_verifier.h"
 #include "collector/signing.h"
 
 namespace mailroom {
+
+// SES feedback through SNS and reputation (issue 12 §2, §3).
+struct FeedbackSettings {
+  std::string address;  // MAILROOM_FEEDBACK_ADDRESS: the endpoint's host:port ("" = off)
+  // MAILROOM_FEEDBACK_SNS_HOSTS (extra_hosts), MAILROOM_FEEDBACK_TOPIC_ARNS (topic_arns),
+  // MAILROOM_FEEDBACK_CA_FILE (ca_file, also for the HTTPS fetches), MAILROOM_FEEDBACK_MAX_AGE.
+  SnsVerifierOptions sns;
+  int soft_bounce_limit = 3;                           // MAILROOM_SOFT_BOUNCE_LIMIT
+  absl::Duration reputation_window = absl::Hours(24 * 7);  // MAILROOM_REPUTATION_WINDOW
+  absl::Duration reputation_refresh = absl::Seconds(30);   // MAILROOM_REPUTATION_REFRESH
+  GuardOptions guard;  // MAILROOM_GUARD_MAX_BOUNCE_RATE, _MAX_COMPLAINT_RATE, _MIN_SENT
+};
 
 // Everything the collector is configured with, from MAILROOM_* environment variables (see the
 // README's table). Validated once at start; secrets are held but never printed.
@@ -31,6 +45,7 @@ struct CollectorConfig {
   int db_pool_size = 4;                 // MAILROOM_DB_POOL_SIZE
   int64_t max_cost_micros = 1000000;    // MAILROOM_MAX_COST_MICROS: per SENT outcome
   std::string log_level;                // MAILROOM_LOG_LEVEL
+  FeedbackSettings feedback;            // MAILROOM_FEEDBACK_*, _REPUTATION_*, _GUARD_*
 };
 
 // Reads and validates the configuration. Errors name the variable and the problem, never a
