@@ -31,17 +31,6 @@ class PgFeedbackStore : public FeedbackStore {
     });
   }
 
-  absl::StatusOr<bool> FirstSeen(const std::string& id, const std::string& type) override {
-    return Run<bool>("recording an SNS message", [&](pqxx::connection& c) {
-      pqxx::work tx(c);
-      pqxx::result r = tx.exec_params(
-          "INSERT INTO sns_messages (message_id, type) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-          id, type);
-      tx.commit();
-      return r.affected_rows() == 1;
-    });
-  }
-
   absl::StatusOr<std::vector<ReputationRow>> Reputation(absl::Duration window) override {
     return Run<std::vector<ReputationRow>>("reading reputation", [&](pqxx::connection& c) {
       pqxx::nontransaction tx(c);

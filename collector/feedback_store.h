@@ -34,9 +34,6 @@ class FeedbackStore {
   virtual absl::StatusOr<FeedbackResult> Record(const std::string& sns_message_id,
                                                 const FeedbackEvent& e,
                                                 int soft_bounce_limit) = 0;
-  // Marks SNS message `sns_message_id` (of `type`) seen; false when it was seen before.
-  virtual absl::StatusOr<bool> FirstSeen(const std::string& sns_message_id,
-                                         const std::string& type) = 0;
   // Every group's counters over the last `window` (whole hours).
   virtual absl::StatusOr<std::vector<ReputationRow>> Reputation(absl::Duration window) = 0;
 };

@@ -1,6 +1,7 @@
 #include "collector/sns_verifier.h"
 
 #include <openssl/bio.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
@@ -39,7 +40,10 @@ struct StackFree {
   void operator()(STACK_OF(X509)* s) const { sk_X509_pop_free(s, X509_free); }
 };
 
+// Every refusal passes here: OpenSSL's thread-local error queue is emptied so that a failed
+// check leaves nothing behind for the next, unrelated, OpenSSL call on this thread.
 absl::Status Denied(absl::string_view why) {
+  ERR_clear_error();
   return absl::PermissionDeniedError(absl::StrCat("sns: ", why));
 }
 

@@ -60,29 +60,38 @@ class FeedbackTest : public testing::StackTest {
     return false;
   }
 
+  // The SES front playing SNS, a collector with its feedback endpoint and metrics (plus
+  // `extra` settings) and a sender using SES through it; false when the npm peers are missing.
+  bool StartFeedbackStack(std::map<std::string, std::string> extra) {
+    const std::string sns_dir = dir_ + "/sns";
+    const int sns_port = testing::FreePort();
+    front_ = StartSes(0, "", {"--sns-dir", sns_dir, "--sns-port", absl::StrCat(sns_port)});
+    if (front_.empty()) return false;
+    const int collector_port = testing::FreePort();
+    const int feedback_port = testing::FreePort();
+    const int metrics_port = testing::FreePort();
+    std::map<std::string, std::string> env = {
+        {"MAILROOM_FEEDBACK_ADDRESS", absl::StrCat("127.0.0.1:", feedback_port)},
+        {"MAILROOM_FEEDBACK_SNS_HOSTS", absl::StrCat("127.0.0.1:", sns_port)},
+        {"MAILROOM_FEEDBACK_CA_FILE", sns_dir + "/ca.pem"},
+        {"MAILROOM_FEEDBACK_TOPIC_ARNS", "arn:aws:sns:us-east-1:123456789012:mailroom-feedback"},
+        {"MAILROOM_METRICS_ADDRESS", absl::StrCat("127.0.0.1:", metrics_port)},
+        {"MAILROOM_REPUTATION_REFRESH", "200"}};
+    for (auto& [k, v] : extra) env[k] = v;
+    feedback_collector_ = StartCollector(env, "feedback-collector", collector_port);
+    EXPECT_NE(feedback_collector_, nullptr);
+    endpoint_ = absl::StrCat("http://127.0.0.1:", feedback_port, "/sns");
+    metrics_ = absl::StrCat("http://127.0.0.1:", metrics_port, "/metrics");
+    sender_ = StartSender(SesEnv(front_), "sender", collector_port);
+    return true;
+  }
+
   std::string front_, endpoint_, metrics_;
+  std::unique_ptr<testing::Process> feedback_collector_, sender_;
 };
 
 TEST_F(FeedbackTest, AHardBounceThroughSignedSnsSuppressesAForgedOneChangesNothing) {
-  const std::string sns_dir = dir_ + "/sns";
-  const int sns_port = testing::FreePort();
-  front_ = StartSes(0, "", {"--sns-dir", sns_dir, "--sns-port", absl::StrCat(sns_port)});
-  if (front_.empty()) GTEST_SKIP() << "MAILROOM_NODE_MODULES not set (run .ci/test)";
-  const int collector_port = testing::FreePort();
-  const int feedback_port = testing::FreePort();
-  const int metrics_port = testing::FreePort();
-  auto collector = StartCollector(
-      {{"MAILROOM_FEEDBACK_ADDRESS", absl::StrCat("127.0.0.1:", feedback_port)},
-       {"MAILROOM_FEEDBACK_SNS_HOSTS", absl::StrCat("127.0.0.1:", sns_port)},
-       {"MAILROOM_FEEDBACK_CA_FILE", sns_dir + "/ca.pem"},
-       {"MAILROOM_FEEDBACK_TOPIC_ARNS", "arn:aws:sns:us-east-1:123456789012:mailroom-feedback"},
-       {"MAILROOM_METRICS_ADDRESS", absl::StrCat("127.0.0.1:", metrics_port)},
-       {"MAILROOM_REPUTATION_REFRESH", "200"}},
-      "feedback-collector", collector_port);
-  ASSERT_NE(collector, nullptr);
-  endpoint_ = absl::StrCat("http://127.0.0.1:", feedback_port, "/sns");
-  metrics_ = absl::StrCat("http://127.0.0.1:", metrics_port, "/metrics");
-  auto sender = StartSender(SesEnv(front_), "sender", collector_port);
+  if (!StartFeedbackStack({})) GTEST_SKIP() << "MAILROOM_NODE_MODULES not set (run .ci/test)";
 
   Exec("INSERT INTO accounts (email, login) VALUES ('gone@example.test', 'gone'),"
        " ('fine@example.test', 'fine')");
@@ -146,6 +155,40 @@ TEST_F(FeedbackTest, AHardBounceThroughSignedSnsSuppressesAForgedOneChangesNothi
       "mailroom_collector_feedback_total{result=\"forbidden\",type=\"Notification\"} 1",
       absl::Seconds(10)))
       << Http(metrics_);
+}
+
+// The reputation guard: once the group's bounce rate reaches the maximum, the collector stops
+// handing its jobs out (they wait in PostgreSQL, nothing fails); under it again, they go out.
+TEST_F(FeedbackTest, TheGuardPausesAGroupOverItsBounceRateAndResumesUnderIt) {
+  if (!StartFeedbackStack({{"MAILROOM_GUARD_MAX_BOUNCE_RATE", "0.5"},
+                           {"MAILROOM_GUARD_MIN_SENT", "2"}})) {
+    GTEST_SKIP() << "MAILROOM_NODE_MODULES not set (run .ci/test)";
+  }
+  Exec("INSERT INTO accounts (email, login) VALUES ('gone@example.test', 'gone'),"
+       " ('fine@example.test', 'fine')");
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 2, absl::Seconds(30)),
+            2);
+  EXPECT_TRUE(MetricsShow("mailroom_reputation_paused{group=\"mailroom\"} 0", absl::Seconds(10)));
+  EXPECT_EQ(Event("Bounce", "gone@example.test", 2, false), 200);  // 1 of 2: 50 %
+  ASSERT_TRUE(feedback_collector_->WaitForLog("msg=\"sending paused", absl::Seconds(10)))
+      << feedback_collector_->Log();
+  EXPECT_TRUE(MetricsShow("mailroom_reputation_paused{group=\"mailroom\"} 1", absl::Seconds(10)));
+
+  // A recovery for the good address waits in PostgreSQL: queued, not handed out, not failed.
+  Exec("UPDATE accounts SET status = 'active'");
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
+       " WHERE email = 'fine@example.test'");
+  EXPECT_TRUE(MetricsShow("mailroom_queue_depth{group=\"mailroom\"} 1", absl::Seconds(10)))
+      << Http(metrics_);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state <> 'sent'"), 0);
+
+  // The operator fixes the cause and clears the counters: the guard lets the group go again.
+  Exec("DELETE FROM reputation_hourly");
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 3, absl::Seconds(30)),
+            3);
+  EXPECT_TRUE(feedback_collector_->WaitForLog("msg=\"sending resumed", absl::Seconds(10)));
+  EXPECT_TRUE(MetricsShow("mailroom_reputation_paused{group=\"mailroom\"} 0", absl::Seconds(10)));
+  EXPECT_EQ(ReceivedBySes().emails, 3);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 DROP FUNCTION mailroom_reputation(INT);
 DROP FUNCTION mailroom_record_feedback(TEXT, TEXT, TEXT, TEXT, BIGINT, TEXT[], TEXT, TEXT, INT);
 DROP FUNCTION mailroom_suppress_addresses(TEXT[], TEXT, TEXT);
-DROP FUNCTION mailroom_record_sent(TEXT, BIGINT[], TEXT[]);
+DROP FUNCTION mailroom_record_sent(TEXT, BIGINT, BIGINT[], TEXT[]);
 DROP FUNCTION mailroom_reputation_add(INT, BIGINT, BIGINT, BIGINT, BIGINT);
 DROP TABLE reputation_hourly;
 DROP TABLE soft_bounces;

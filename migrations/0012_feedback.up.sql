@@ -23,13 +23,16 @@ CREATE INDEX deliveries_provider_message_idx ON deliveries (provider_message_id)
     WHERE provider_message_id IS NOT NULL;
 
 -- SNS messages already processed (idempotency: SNS delivers at least once).
+-- Kept 30 days (SNS gives up redelivering long before), pruned by mailroom_record_feedback.
 CREATE TABLE sns_messages (
     message_id  TEXT PRIMARY KEY,
     type        TEXT NOT NULL,
     received_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
+CREATE INDEX sns_messages_received_idx ON sns_messages (received_at);
 
--- Transient (soft) bounces per address, to suppress an address that keeps bouncing.
+-- Transient (soft) bounces per address, to suppress an address that keeps bouncing; rows
+-- older than 7 days are deleted when the address bounces again.
 CREATE TABLE soft_bounces (
     address    TEXT NOT NULL,
     bounced_at TIMESTAMPTZ NOT NULL DEFAULT now()
@@ -59,25 +62,29 @@ CREATE FUNCTION mailroom_reputation_add(p_group_id INT, p_sent BIGINT, p_deliver
            complained = r.complained + EXCLUDED.complained;
 $$;
 
--- Called after mailroom_ack, in its transaction, with the SENT outcomes it recorded: stores
--- each job's provider message id ('' for none) and counts the emails sent. Returns how many
--- deliveries were updated.
-CREATE FUNCTION mailroom_record_sent(p_group TEXT, p_ids BIGINT[], p_message_ids TEXT[])
+-- Called after mailroom_ack, in its transaction, for the SENT outcomes it recorded: counts
+-- `p_sent` emails sent and stores the provider message ids of jobs `p_ids` (only those that
+-- have one: SMTP and file deliveries cost no second write of their rows). Returns how many
+-- deliveries got their message id.
+CREATE FUNCTION mailroom_record_sent(p_group TEXT, p_sent BIGINT, p_ids BIGINT[],
+                                     p_message_ids TEXT[])
     RETURNS INT
     LANGUAGE plpgsql AS $$
 DECLARE
     v_gid INT;
-    v_n   INT;
+    v_n   INT := 0;
 BEGIN
     SELECT id INTO v_gid FROM consumer_groups WHERE name = p_group;
-    IF NOT FOUND OR coalesce(array_length(p_ids, 1), 0) = 0 THEN
+    IF NOT FOUND OR p_sent <= 0 THEN
         RETURN 0;
     END IF;
-    UPDATE deliveries d SET provider_message_id = NULLIF(u.mid, '')
-      FROM unnest(p_ids, p_message_ids) AS u(id, mid)
-     WHERE d.group_id = v_gid AND d.token_id = u.id AND d.state = 'sent';
-    GET DIAGNOSTICS v_n = ROW_COUNT;
-    PERFORM mailroom_reputation_add(v_gid, v_n, 0, 0, 0);
+    IF coalesce(array_length(p_ids, 1), 0) > 0 THEN
+        UPDATE deliveries d SET provider_message_id = u.mid
+          FROM unnest(p_ids, p_message_ids) AS u(id, mid)
+         WHERE d.group_id = v_gid AND d.token_id = u.id AND d.state = 'sent' AND u.mid <> '';
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+    END IF;
+    PERFORM mailroom_reputation_add(v_gid, p_sent, 0, 0, 0);
     RETURN v_n;
 END;
 $$;
@@ -133,6 +140,8 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 'duplicate';
     END IF;
+    -- What expired since the last call: an index range, usually empty.
+    DELETE FROM sns_messages WHERE received_at < now() - interval '30 days';
 
     IF p_ses_message_id <> '' THEN
         SELECT d.group_id, d.token_id INTO v_gid, v_tid FROM deliveries d
@@ -175,6 +184,9 @@ BEGIN
         PERFORM mailroom_suppress_addresses(p_recipients, 'hard_bounce',
                                             'ses bounce: Permanent ' || p_detail);
     ELSIF p_event = 'Bounce' AND p_bounce_type = 'Transient' THEN
+        DELETE FROM soft_bounces b
+         WHERE b.address IN (SELECT lower(trim(a)) FROM unnest(p_recipients) a)
+           AND b.bounced_at <= now() - interval '7 days';
         INSERT INTO soft_bounces (address)
         SELECT DISTINCT lower(trim(a)) FROM unnest(p_recipients) a WHERE trim(a) <> '';
         FOREACH v_addr IN ARRAY p_recipients LOOP
