@@ -100,6 +100,20 @@ TEST_F(FeedbackTest, AHardBounceThroughSignedSnsSuppressesAForgedOneChangesNothi
                     2, absl::Seconds(30)),
             2);
   EXPECT_EQ(ReceivedBySes().emails, 2);
+  // Each message carried its job in EmailTags, and SES's MessageId reached the delivery.
+  auto sent = nlohmann::json::parse(Http(front_ + "/_sns/sent"))["sent"];
+  ASSERT_EQ(sent.size(), 2u);
+  for (const auto& m : sent) {
+    const std::string to = m["to"];
+    EXPECT_EQ(m["tags"]["mailroom_group"][0], "mailroom");
+    EXPECT_EQ(m["tags"]["mailroom_action"][0], "activation");
+    EXPECT_EQ(m["tags"]["mailroom_job"][0],
+              absl::StrCat(Scalar("SELECT t.id FROM tokens t JOIN accounts a ON a.id = t.account"
+                                  " WHERE a.email = '" + to + "'")));
+    EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE provider_message_id = '" +
+                     m["id"].get<std::string>() + "'"),
+              1);
+  }
 
   // The subscription: the endpoint fetches the SubscribeURL (on the allow-listed host).
   auto confirm = nlohmann::json::parse(

@@ -17,6 +17,7 @@ SubscribeURL (/confirm?Token=...). It remembers what the front sent (MessageId, 
 EmailTags) and, on request, POSTs signed SNS messages to an endpoint:
   POST /_sns/subscribe {"endpoint": URL}: a SubscriptionConfirmation
   GET  /_sns/confirmed: {"confirmed": N} subscriptions confirmed through the SubscribeURL
+  GET  /_sns/sent: {"sent": [{"to": ADDR, "id": MessageId, "tags": {NAME: [VALUE]}}, ...]}
   POST /_sns/event {"endpoint": URL, "recipient": ADDR, "event": "Bounce"|"Complaint"|
        "Delivery", "bounce_type": "Permanent", "version": 1|2, "forge": false}: an SES event
        about the last message sent to ADDR (forge: the Message is changed after signing)
@@ -242,6 +243,9 @@ def sns_control(method, path, body):
     if method == "GET" and path == "/_sns/confirmed":
         with lock:
             return 200, {"confirmed": sns["confirmed"]}
+    if method == "GET" and path == "/_sns/sent":
+        with lock:
+            return 200, {"sent": list(sns["sent"])}
     if method == "POST" and path == "/_sns/subscribe":
         msg = sns_envelope("SubscriptionConfirmation", "You have chosen to subscribe.")
         msg["Token"] = uuid.uuid4().hex
