@@ -32,7 +32,7 @@ struct CurlFree {
 }  // namespace
 
 absl::StatusOr<std::string> HttpsGet(const std::string& url, const std::string& ca_file,
-                                     size_t max_bytes, absl::Duration timeout) {
+                                     bool allow_http, size_t max_bytes, absl::Duration timeout) {
   static const bool kInit = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
   (void)kInit;
   std::unique_ptr<CURL, CurlFree> c(curl_easy_init());
@@ -41,7 +41,7 @@ absl::StatusOr<std::string> HttpsGet(const std::string& url, const std::string& 
   body.max = max_bytes;
   char errbuf[CURL_ERROR_SIZE] = {0};
   curl_easy_setopt(c.get(), CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c.get(), CURLOPT_PROTOCOLS_STR, "https");
+  curl_easy_setopt(c.get(), CURLOPT_PROTOCOLS_STR, allow_http ? "http,https" : "https");
   curl_easy_setopt(c.get(), CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(c.get(), CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c.get(), CURLOPT_SSL_VERIFYPEER, 1L);

@@ -83,7 +83,9 @@ int Serve() {
                                c.feedback.reputation_refresh, &guard, &metrics);
   const std::string sns_ca = c.feedback.sns.ca_file;
   const UrlFetcher https_get = [sns_ca](const std::string& url) { return HttpsGet(url, sns_ca); };
-  SnsVerifier sns(c.feedback.sns, https_get);
+  SnsVerifier sns(c.feedback.sns, https_get, nullptr, [sns_ca](const std::string& url) {
+    return HttpsGet(url, sns_ca, /*allow_http=*/true);
+  });
   FeedbackHandler feedback(&sns, feedback_store.get(), https_get, c.feedback.sns.extra_hosts,
                            c.feedback.soft_bounce_limit, &metrics);
   FeedbackServer feedback_server;

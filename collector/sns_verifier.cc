@@ -6,6 +6,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
 
 #include <regex>
 
@@ -13,6 +14,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
 
 namespace mailroom {
@@ -45,6 +47,49 @@ struct StackFree {
 absl::Status Denied(absl::string_view why) {
   ERR_clear_error();
   return absl::PermissionDeniedError(absl::StrCat("sns: ", why));
+}
+
+// The caIssuers URI of `cert`'s Authority Information Access extension, or "".
+std::string CaIssuersUri(X509* cert) {
+  auto* aia = static_cast<AUTHORITY_INFO_ACCESS*>(
+      X509_get_ext_d2i(cert, NID_info_access, nullptr, nullptr));
+  std::string out;
+  for (int i = 0; aia != nullptr && i < sk_ACCESS_DESCRIPTION_num(aia); ++i) {
+    ACCESS_DESCRIPTION* ad = sk_ACCESS_DESCRIPTION_value(aia, i);
+    if (OBJ_obj2nid(ad->method) == NID_ad_ca_issuers && ad->location->type == GEN_URI) {
+      const ASN1_IA5STRING* uri = ad->location->d.uniformResourceIdentifier;
+      out.assign(reinterpret_cast<const char*>(ASN1_STRING_get0_data(uri)),
+                 ASN1_STRING_length(uri));
+      break;
+    }
+  }
+  AUTHORITY_INFO_ACCESS_free(aia);
+  return out;
+}
+
+// An issuer certificate may come over http or https, from Amazon's repository host names
+// (crt.r2m02.amazontrust.com, ...) or the allow-list.
+bool IssuerUrlAllowed(const std::string& url, const std::vector<std::string>& extra_hosts) {
+  absl::string_view rest = url;
+  if (!absl::ConsumePrefix(&rest, "http://") && !absl::ConsumePrefix(&rest, "https://")) {
+    return false;
+  }
+  absl::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
+  if (authority.empty() || absl::StrContains(authority, "@")) return false;
+  const std::string lower = absl::AsciiStrToLower(authority);
+  for (const std::string& h : extra_hosts) {
+    if (lower == absl::AsciiStrToLower(h)) return true;
+  }
+  static const std::regex kAmazonTrust(R"(^([a-z0-9-]+\.)*amazontrust\.com$)");
+  return std::regex_match(lower, kAmazonTrust);
+}
+
+// A DER or PEM certificate.
+X509* ParseCertificate(const std::string& data) {
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(data.data());
+  if (X509* der = d2i_X509(nullptr, &p, static_cast<long>(data.size()))) return der;
+  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(data.data(), static_cast<int>(data.size())));
+  return PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr);
 }
 
 }  // namespace
@@ -119,10 +164,11 @@ struct SnsVerifier::Key {
 };
 
 SnsVerifier::SnsVerifier(SnsVerifierOptions options, UrlFetcher fetch,
-                         std::function<absl::Time()> now)
+                         std::function<absl::Time()> now, UrlFetcher fetch_issuer)
     : options_(std::move(options)),
       fetch_(std::move(fetch)),
-      now_(now ? std::move(now) : [] { return absl::Now(); }) {}
+      now_(now ? std::move(now) : [] { return absl::Now(); }),
+      fetch_issuer_(std::move(fetch_issuer)) {}
 
 SnsVerifier::~SnsVerifier() = default;
 
@@ -151,13 +197,31 @@ absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::KeyFor(const std:
   } else if (X509_STORE_load_file(store.get(), options_.ca_file.c_str()) != 1) {
     return absl::FailedPreconditionError("sns: cannot read the CA file");
   }
-  std::unique_ptr<X509_STORE_CTX, StoreCtxFree> ctx(X509_STORE_CTX_new());
-  X509_STORE_CTX_init(ctx.get(), store.get(), cert.get(), chain.get());
-  X509_STORE_CTX_set_time(ctx.get(), 0, absl::ToTimeT(now_()));
-  if (X509_verify_cert(ctx.get()) != 1) {
-    return Denied(absl::StrCat(
-        "the signing certificate is not trusted: ",
-        X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx.get()))));
+  auto verify = [&]() -> int {
+    std::unique_ptr<X509_STORE_CTX, StoreCtxFree> ctx(X509_STORE_CTX_new());
+    X509_STORE_CTX_init(ctx.get(), store.get(), cert.get(), chain.get());
+    X509_STORE_CTX_set_time(ctx.get(), 0, absl::ToTimeT(now_()));
+    return X509_verify_cert(ctx.get()) == 1 ? X509_V_OK : X509_STORE_CTX_get_error(ctx.get());
+  };
+  int err = verify();
+  if (err == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY && fetch_issuer_ != nullptr &&
+      sk_X509_num(chain.get()) == 0) {
+    const std::string issuer_url = CaIssuersUri(cert.get());
+    if (IssuerUrlAllowed(issuer_url, options_.extra_hosts)) {
+      auto issuer = fetch_issuer_(issuer_url);
+      if (!issuer.ok()) {
+        return absl::UnavailableError(absl::StrCat(
+            "sns: cannot fetch the signing certificate's issuer: ", issuer.status().message()));
+      }
+      if (X509* intermediate = ParseCertificate(*issuer)) {
+        sk_X509_push(chain.get(), intermediate);
+        err = verify();
+      }
+    }
+  }
+  if (err != X509_V_OK) {
+    return Denied(absl::StrCat("the signing certificate is not trusted: ",
+                               X509_verify_cert_error_string(err)));
   }
   auto key = std::make_shared<Key>();
   key->pkey.reset(X509_get_pubkey(cert.get()));

@@ -58,13 +58,16 @@ struct SnsVerifierOptions {
 // Verifies SNS messages: SignatureVersion 1 (SHA1withRSA) or 2 (SHA256withRSA) over
 // SnsStringToSign, with the public key of the certificate at SigningCertURL, which must be
 // allowed (SnsUrlAllowed), chain to the trust store and be valid now; certificates are
-// fetched once per URL and cached (only verified ones). Also rejects a message older than
-// max_age (or from further in the future than max_clock_skew) and, when topic_arns is set, a
-// topic not listed. Thread-safe.
+// fetched once per URL and cached (only verified ones). SNS serves its certificate without
+// the intermediate that issued it: when the trust store lacks it, the intermediate named by the
+// certificate's Authority Information Access (caIssuers, on a host under amazontrust.com or
+// in extra_hosts; http is fine, the chain check authenticates it) is fetched with
+// `fetch_issuer`, if given. Also rejects a message older than max_age (or from further in the
+// future than max_clock_skew) and, when topic_arns is set, a topic not listed. Thread-safe.
 class SnsVerifier {
  public:
   SnsVerifier(SnsVerifierOptions options, UrlFetcher fetch,
-              std::function<absl::Time()> now = nullptr);
+              std::function<absl::Time()> now = nullptr, UrlFetcher fetch_issuer = nullptr);
   ~SnsVerifier();
 
   // OK, or kPermissionDenied saying why (never kUnavailable for a forged message); a
@@ -78,6 +81,7 @@ class SnsVerifier {
   const SnsVerifierOptions options_;
   const UrlFetcher fetch_;
   const std::function<absl::Time()> now_;
+  const UrlFetcher fetch_issuer_;
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Key>> keys_ ABSL_GUARDED_BY(mu_);
 };

@@ -203,5 +203,42 @@ TEST_F(SnsVerifierTest, AnUntrustedCertificateOrTopicIsRefused) {
             absl::StatusCode::kUnavailable);
 }
 
+// SNS serves its certificate alone; the intermediate that issued it is fetched from the
+// certificate's caIssuers URL (only on amazontrust.com or the allow-list) and must chain up.
+TEST_F(SnsVerifierTest, TheMissingIntermediateIsFetchedFromAnAmazonTrustHostOnly) {
+  constexpr char kIssuerUrl[] = "http://crt.r2m02.amazontrust.com/r2m02.cer";
+  testing::SnsSigner chained(kIssuerUrl);
+  SnsVerifierOptions o;
+  const std::string ca_path = std::string(getenv("TEST_TMPDIR")) + "/chained_ca.pem";
+  FILE* f = fopen(ca_path.c_str(), "w");
+  fputs(chained.ca_pem().c_str(), f);
+  fclose(f);
+  o.ca_file = ca_path;
+  auto leaf = [&](const std::string&) -> absl::StatusOr<std::string> {
+    return chained.cert_pem();
+  };
+  std::vector<std::string> issuer_fetches;
+  auto issuer = [&](const std::string& url) -> absl::StatusOr<std::string> {
+    issuer_fetches.push_back(url);
+    return chained.intermediate_der();
+  };
+  // Without an issuer fetcher: the chain is incomplete.
+  SnsVerifier without(o, leaf, [this] { return now_; });
+  EXPECT_THAT(without.Verify(chained.Notification("m1", "{}", kCertUrl, now_)).message(),
+              HasSubstr("not trusted"));
+  SnsVerifier with(o, leaf, [this] { return now_; }, issuer);
+  EXPECT_TRUE(with.Verify(chained.Notification("m2", "{}", kCertUrl, now_)).ok());
+  EXPECT_THAT(issuer_fetches, ::testing::ElementsAre(kIssuerUrl));
+  // Another host's caIssuers URL is never fetched.
+  testing::SnsSigner elsewhere("http://evil.test/int.cer");
+  SnsVerifierOptions eo = o;
+  SnsVerifier evil(eo, [&](const std::string&) -> absl::StatusOr<std::string> {
+    return elsewhere.cert_pem();
+  }, [this] { return now_; }, issuer);
+  EXPECT_EQ(evil.Verify(elsewhere.Notification("m3", "{}", kCertUrl, now_)).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(issuer_fetches.size(), 1u);
+}
+
 }  // namespace
 }  // namespace mailroom

@@ -23,7 +23,8 @@ std::string Pem(X509* x) {
   return out;
 }
 
-X509* MakeCert(EVP_PKEY* key, const char* cn, X509* issuer, EVP_PKEY* issuer_key, bool ca) {
+X509* MakeCert(EVP_PKEY* key, const char* cn, X509* issuer, EVP_PKEY* issuer_key, bool ca,
+               const std::string& issuer_url = "") {
   X509* x = X509_new();
   X509_set_version(x, 2);
   static long serial = 1;
@@ -42,6 +43,12 @@ X509* MakeCert(EVP_PKEY* key, const char* cn, X509* issuer, EVP_PKEY* issuer_key
                                             ca ? "critical,CA:TRUE" : "CA:FALSE");
   X509_add_ext(x, ext, -1);
   X509_EXTENSION_free(ext);
+  if (!issuer_url.empty()) {
+    const std::string aia = "caIssuers;URI:" + issuer_url;
+    ext = X509V3_EXT_conf_nid(nullptr, &ctx, NID_info_access, aia.c_str());
+    X509_add_ext(x, ext, -1);
+    X509_EXTENSION_free(ext);
+  }
   X509_sign(x, issuer_key, EVP_sha256());
   return x;
 }
@@ -50,20 +57,35 @@ X509* MakeCert(EVP_PKEY* key, const char* cn, X509* issuer, EVP_PKEY* issuer_key
 
 struct SnsSigner::Keys {
   EVP_PKEY* ca = nullptr;
+  EVP_PKEY* intermediate = nullptr;
   EVP_PKEY* leaf = nullptr;
   ~Keys() {
     EVP_PKEY_free(ca);
+    EVP_PKEY_free(intermediate);
     EVP_PKEY_free(leaf);
   }
 };
 
-SnsSigner::SnsSigner() : keys_(std::make_unique<Keys>()) {
+SnsSigner::SnsSigner(const std::string& issuer_url) : keys_(std::make_unique<Keys>()) {
   keys_->ca = EVP_RSA_gen(2048);
   keys_->leaf = EVP_RSA_gen(2048);
   X509* ca = MakeCert(keys_->ca, "mailroom test SNS CA", nullptr, keys_->ca, true);
-  X509* leaf = MakeCert(keys_->leaf, "sns.us-east-1.amazonaws.com", ca, keys_->ca, false);
+  X509* issuer = ca;
+  EVP_PKEY* issuer_key = keys_->ca;
+  if (!issuer_url.empty()) {
+    keys_->intermediate = EVP_RSA_gen(2048);
+    issuer = MakeCert(keys_->intermediate, "mailroom test SNS intermediate", ca, keys_->ca, true);
+    issuer_key = keys_->intermediate;
+    unsigned char* der = nullptr;
+    int n = i2d_X509(issuer, &der);
+    intermediate_der_.assign(reinterpret_cast<char*>(der), n);
+    OPENSSL_free(der);
+  }
+  X509* leaf = MakeCert(keys_->leaf, "sns.us-east-1.amazonaws.com", issuer, issuer_key, false,
+                        issuer_url);
   ca_pem_ = Pem(ca);
   cert_pem_ = Pem(leaf);
+  if (issuer != ca) X509_free(issuer);
   X509_free(ca);
   X509_free(leaf);
 }

@@ -11,11 +11,14 @@ namespace mailroom::testing {
 // and SNS messages signed with that certificate's key. Not thread-safe.
 class SnsSigner {
  public:
-  SnsSigner();
+  // With `issuer_url`, the signing certificate is issued by an intermediate CA (issued by the
+  // CA) and names `issuer_url` as its caIssuers; the intermediate is intermediate_der().
+  explicit SnsSigner(const std::string& issuer_url = "");
   ~SnsSigner();
 
   const std::string& ca_pem() const { return ca_pem_; }
   const std::string& cert_pem() const { return cert_pem_; }
+  const std::string& intermediate_der() const { return intermediate_der_; }
 
   // A Notification / SubscriptionConfirmation with every field set (Timestamp = `at`),
   // SigningCertURL `cert_url`, signed with SignatureVersion `version` (1 or 2).
@@ -33,6 +36,7 @@ class SnsSigner {
   std::unique_ptr<Keys> keys_;
   std::string ca_pem_;
   std::string cert_pem_;
+  std::string intermediate_der_;
 };
 
 }  // namespace mailroom::testing
