@@ -82,7 +82,8 @@ absl::StatusOr<FeedbackEvent> ParseSesEvent(const std::string& message) {
     const json& r = j.value("reject", json::object());
     if (r.is_object()) e.detail = Str(r, "reason");
   } else {
-    return absl::UnimplementedError(absl::StrCat("SES event type not recorded: ", e.type.substr(0, 40)));
+    return absl::UnimplementedError(
+        absl::StrCat("SES event type not recorded: ", e.type.substr(0, 40)));
   }
   if ((e.type == "Bounce" || e.type == "Complaint") && e.recipients.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(e.type, " without recipients"));

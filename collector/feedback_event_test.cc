@@ -65,17 +65,17 @@ TEST(ParseSesEventTest, OtherEventTypesAreNotRecorded) {
 }
 
 TEST(ParseSesEventTest, MalformedEventsAreInvalid) {
-  for (const char* bad : {
-           "", "nope", "[]", R"({"mail": {"messageId": "m"}})",
-           R"({"eventType": "Bounce", "bounce": {"bounceType": "Permanent",
+  for (const char* bad :
+       {"", "nope", "[]", R"({"mail": {"messageId": "m"}})",
+        R"({"eventType": "Bounce", "bounce": {"bounceType": "Permanent",
                "bouncedRecipients": [{"emailAddress": "x@example.test"}]}})",
-           R"({"eventType": "Bounce", "mail": {"messageId": "m"},
+        R"({"eventType": "Bounce", "mail": {"messageId": "m"},
                "bounce": {"bounceType": "Sideways",
                           "bouncedRecipients": [{"emailAddress": "x@example.test"}]}})",
-           R"({"eventType": "Bounce", "mail": {"messageId": "m"},
+        R"({"eventType": "Bounce", "mail": {"messageId": "m"},
                "bounce": {"bounceType": "Permanent", "bouncedRecipients": []}})",
-           R"({"eventType": "Complaint", "mail": {"messageId": "m"}, "complaint": {}})",
-           R"({"eventType": "Delivery", "mail": {}})"}) {
+        R"({"eventType": "Complaint", "mail": {"messageId": "m"}, "complaint": {}})",
+        R"({"eventType": "Delivery", "mail": {}})"}) {
     EXPECT_EQ(ParseSesEvent(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
   EXPECT_THAT(std::string(ParseSesEvent(R"({"mail": {}})").status().message()),

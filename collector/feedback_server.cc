@@ -31,11 +31,10 @@ HttpReply FeedbackHandler::Count(const std::string& type, const char* result, Ht
 HttpReply FeedbackHandler::Post(const std::string& body) {
   auto m = ParseSnsMessage(body);
   if (!m.ok()) return Count("", "bad_request", {400, std::string(m.status().message())});
-  const std::string type =
-      m->type == "Notification" || m->type == "SubscriptionConfirmation" ||
-              m->type == "UnsubscribeConfirmation"
-          ? m->type
-          : "unknown";
+  const std::string type = m->type == "Notification" || m->type == "SubscriptionConfirmation" ||
+                                   m->type == "UnsubscribeConfirmation"
+                               ? m->type
+                               : "unknown";
   absl::Status verified = verifier_->Verify(*m);
   if (!verified.ok()) {
     LogWarn("sns message refused", {{"sns_message_id", m->message_id.substr(0, 100)},
@@ -48,12 +47,13 @@ HttpReply FeedbackHandler::Post(const std::string& body) {
   }
   if (type == "SubscriptionConfirmation") {
     if (!SnsUrlAllowed(m->subscribe_url, extra_hosts_)) {
-      return Count(type, "forbidden", {403, "sns: SubscribeURL is not an https URL of an SNS host"});
+      return Count(type, "forbidden",
+                   {403, "sns: SubscribeURL is not an https URL of an SNS host"});
     }
     auto confirmed = confirm_(m->subscribe_url);
     if (!confirmed.ok()) {
-      LogWarn("sns subscription not confirmed", {{"topic", m->topic_arn},
-                                                 {"error", std::string(confirmed.status().message())}});
+      LogWarn("sns subscription not confirmed",
+              {{"topic", m->topic_arn}, {"error", std::string(confirmed.status().message())}});
       return Count(type, "unavailable", {503, "cannot confirm the subscription"});
     }
     LogInfo("sns subscription confirmed", {{"topic", m->topic_arn}});
@@ -101,10 +101,8 @@ absl::Status FeedbackServer::Start(const std::string& address, FeedbackHandler* 
   Stop();
   handler_ = handler;
   max_body_ = max_body;
-  const char* options[] = {"listening_ports", address.c_str(),
-                           "num_threads", "4",
-                           "request_timeout_ms", "10000",
-                           nullptr};
+  const char* options[] = {"listening_ports",    address.c_str(), "num_threads", "4",
+                           "request_timeout_ms", "10000",         nullptr};
   mg_callbacks callbacks{};
   ctx_ = mg_start(&callbacks, nullptr, options);
   if (ctx_ == nullptr) return absl::UnavailableError(absl::StrCat("cannot bind ", address));

@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "collector/migrate.h"
+#include "collector/testing/sns_signer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "collector/testing/sns_signer.h"
 #include "integration_tests/support/pg_server.h"
 
 namespace mailroom {
@@ -114,8 +114,8 @@ testing::SnsSigner* FeedbackServerTest::signer_ = nullptr;
 std::string FeedbackServerTest::ca_file_;
 
 TEST_F(FeedbackServerTest, ASignedBounceIsRecordedOnceAForgedOneChangesNothing) {
-  SnsMessage forged = signer_->Notification("sns-f", BounceFor("victim@example.test"), kCertUrl,
-                                            absl::Now());
+  SnsMessage forged =
+      signer_->Notification("sns-f", BounceFor("victim@example.test"), kCertUrl, absl::Now());
   forged.message = BounceFor("other@example.test");
   Answer f = Http("POST", url_, testing::SnsSigner::Body(forged));
   EXPECT_EQ(f.status, 403);
@@ -123,8 +123,8 @@ TEST_F(FeedbackServerTest, ASignedBounceIsRecordedOnceAForgedOneChangesNothing) 
   EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "0");
   EXPECT_EQ(Text("SELECT count(*) FROM sns_messages"), "0");
 
-  SnsMessage good = signer_->Notification("sns-1", BounceFor("gone@example.test"), kCertUrl,
-                                          absl::Now(), 1);
+  SnsMessage good =
+      signer_->Notification("sns-1", BounceFor("gone@example.test"), kCertUrl, absl::Now(), 1);
   Answer ok = Http("POST", url_, testing::SnsSigner::Body(good));
   EXPECT_EQ(ok.status, 200) << ok.body;
   EXPECT_EQ(ok.body, "unmatched\n");  // no delivery with that SES id in this database
@@ -143,12 +143,14 @@ TEST_F(FeedbackServerTest, ASignedBounceIsRecordedOnceAForgedOneChangesNothing) 
 TEST_F(FeedbackServerTest, SubscriptionConfirmationFetchesTheSubscribeUrlOfAnSnsHostOnly) {
   const std::string subscribe =
       "https://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription&Token=t";
-  Answer ok = Http("POST", url_, testing::SnsSigner::Body(signer_->Confirmation(
-                                     "c-1", subscribe, kCertUrl, absl::Now())));
+  Answer ok = Http(
+      "POST", url_,
+      testing::SnsSigner::Body(signer_->Confirmation("c-1", subscribe, kCertUrl, absl::Now())));
   EXPECT_EQ(ok.status, 200) << ok.body;
   EXPECT_THAT(confirmed_, ::testing::ElementsAre(subscribe));
-  Answer evil = Http("POST", url_, testing::SnsSigner::Body(signer_->Confirmation(
-                                       "c-2", "https://evil.test/confirm", kCertUrl, absl::Now())));
+  Answer evil = Http("POST", url_,
+                     testing::SnsSigner::Body(signer_->Confirmation(
+                         "c-2", "https://evil.test/confirm", kCertUrl, absl::Now())));
   EXPECT_EQ(evil.status, 403);
   EXPECT_EQ(confirmed_.size(), 1u);
 }
@@ -165,21 +167,22 @@ TEST_F(FeedbackServerTest, BadRequestsGetTheirStatus) {
   SnsMessage unsigned_m = m;
   unsigned_m.signature.clear();
   EXPECT_EQ(Http("POST", url_, testing::SnsSigner::Body(unsigned_m)).status, 403);
-  EXPECT_EQ(Http("POST", url_, testing::SnsSigner::Body(signer_->Notification(
-                                   "e", BounceFor("x@example.test"), kCertUrl,
-                                   absl::Now() - absl::Hours(2))))
+  EXPECT_EQ(Http("POST", url_,
+                 testing::SnsSigner::Body(signer_->Notification(
+                     "e", BounceFor("x@example.test"), kCertUrl, absl::Now() - absl::Hours(2))))
                 .status,
             403);
-  EXPECT_EQ(Http("POST", url_, testing::SnsSigner::Body(signer_->Notification(
-                                   "h", BounceFor("x@example.test"), "https://evil.test/c.pem",
-                                   absl::Now())))
+  EXPECT_EQ(Http("POST", url_,
+                 testing::SnsSigner::Body(signer_->Notification(
+                     "h", BounceFor("x@example.test"), "https://evil.test/c.pem", absl::Now())))
                 .status,
             403);
   // Signed, but not an SES event.
-  EXPECT_EQ(Http("POST", url_, testing::SnsSigner::Body(signer_->Notification(
-                                   "n", "hello", kCertUrl, absl::Now())))
-                .status,
-            400);
+  EXPECT_EQ(
+      Http("POST", url_,
+           testing::SnsSigner::Body(signer_->Notification("n", "hello", kCertUrl, absl::Now())))
+          .status,
+      400);
   EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "0");
 }
 

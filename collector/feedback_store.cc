@@ -13,17 +13,17 @@ class PgFeedbackStore : public FeedbackStore {
  public:
   explicit PgFeedbackStore(std::string url) : url_(std::move(url)) {}
 
-  absl::StatusOr<FeedbackResult> Record(const std::string& sns_message_id,
-                                        const FeedbackEvent& e, int soft_limit) override {
+  absl::StatusOr<FeedbackResult> Record(const std::string& sns_message_id, const FeedbackEvent& e,
+                                        int soft_limit) override {
     return Run<FeedbackResult>("recording feedback", [&](pqxx::connection& c) {
       pqxx::work tx(c);
-      std::string r = tx.exec_params1(
-                            "SELECT mailroom_record_feedback($1, $2, $3, $4, $5, $6::text[],"
-                            " $7, $8, $9)",
-                            sns_message_id, e.type, e.ses_message_id, e.group,
-                            static_cast<int64_t>(e.job_id), TextArray(e.recipients),
-                            e.bounce_type, e.detail, soft_limit)[0]
-                            .as<std::string>();
+      std::string r =
+          tx.exec_params1(
+                "SELECT mailroom_record_feedback($1, $2, $3, $4, $5, $6::text[],"
+                " $7, $8, $9)",
+                sns_message_id, e.type, e.ses_message_id, e.group, static_cast<int64_t>(e.job_id),
+                TextArray(e.recipients), e.bounce_type, e.detail, soft_limit)[0]
+              .as<std::string>();
       tx.commit();
       return r == "duplicate"   ? FeedbackResult::kDuplicate
              : r == "unmatched" ? FeedbackResult::kUnmatched
@@ -35,8 +35,8 @@ class PgFeedbackStore : public FeedbackStore {
     return Run<std::vector<ReputationRow>>("reading reputation", [&](pqxx::connection& c) {
       pqxx::nontransaction tx(c);
       std::vector<ReputationRow> out;
-      for (const auto& row : tx.exec_params("SELECT * FROM mailroom_reputation($1)",
-                                            absl::ToInt64Seconds(window))) {
+      for (const auto& row :
+           tx.exec_params("SELECT * FROM mailroom_reputation($1)", absl::ToInt64Seconds(window))) {
         ReputationRow r;
         r.group = row[0].as<std::string>();
         r.sent = row[1].as<uint64_t>();

@@ -16,7 +16,7 @@ struct ReputationRow {
   std::string group;
   uint64_t sent = 0;
   uint64_t delivered = 0;
-  uint64_t bounced = 0;     // permanent bounces
+  uint64_t bounced = 0;  // permanent bounces
   uint64_t complained = 0;
 };
 
@@ -32,8 +32,7 @@ class FeedbackStore {
   // once per SNS message id; a permanent bounce or complaint suppresses the recipients; a
   // transient bounce suppresses an address after `soft_bounce_limit` of them within 7 days.
   virtual absl::StatusOr<FeedbackResult> Record(const std::string& sns_message_id,
-                                                const FeedbackEvent& e,
-                                                int soft_bounce_limit) = 0;
+                                                const FeedbackEvent& e, int soft_bounce_limit) = 0;
   // Every group's counters over the last `window` (whole hours).
   virtual absl::StatusOr<std::vector<ReputationRow>> Reputation(absl::Duration window) = 0;
 };

@@ -46,8 +46,10 @@ class FeedbackStoreTest : public ::testing::Test {
   // Accounts a1..an, their activation jobs leased to "s" and acknowledged SENT with SES ids
   // "ses-<job id>" (an empty id for the last one when `last_without_id`).
   std::vector<StoredJob> SendTo(int n, bool last_without_id = false) {
-    Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'a' || i || '@example.test',"
-                      " 'a' || i FROM generate_series(1, ", n, ") i"));
+    Exec(
+        absl::StrCat("INSERT INTO accounts (email, login) SELECT 'a' || i || '@example.test',"
+                     " 'a' || i FROM generate_series(1, ",
+                     n, ") i"));
     auto jobs = store_->Dequeue("mailroom", n, "s", absl::Seconds(60));
     EXPECT_TRUE(jobs.ok()) << jobs.status();
     std::vector<JobResult> results;
@@ -116,8 +118,9 @@ TEST_F(FeedbackStoreTest, PermanentBounceSuppressesOnceAndCounts) {
   auto r = feedback_->Record("sns-1", Bounce(ses_id, "A1@example.test"), 3);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(*r, FeedbackResult::kRecorded);
-  EXPECT_EQ(Text("SELECT reason || ' ' || source FROM suppressions WHERE address = 'a1@example.test'"),
-            "hard_bounce ses bounce: Permanent General");
+  EXPECT_EQ(
+      Text("SELECT reason || ' ' || source FROM suppressions WHERE address = 'a1@example.test'"),
+      "hard_bounce ses bounce: Permanent General");
   EXPECT_EQ(Text(absl::StrCat("SELECT bounce_type FROM deliveries WHERE token_id = ", jobs[0].id)),
             "Permanent");
   // The same SNS message again (SNS delivers at least once): nothing changes.
@@ -132,13 +135,15 @@ TEST_F(FeedbackStoreTest, PermanentBounceSuppressesOnceAndCounts) {
   EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "1");
   // The next token for that address is never handed out.
   Exec("UPDATE accounts SET status = 'active'");
-  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
-       " WHERE email = 'a1@example.test'");
+  Exec(
+      "INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
+      " WHERE email = 'a1@example.test'");
   auto next = store_->Dequeue("mailroom", 10, "s", absl::Seconds(60));
   ASSERT_TRUE(next.ok());
   EXPECT_TRUE(next->empty());
-  EXPECT_EQ(Text("SELECT state::TEXT FROM deliveries WHERE token_id = (SELECT max(id) FROM tokens)"),
-            "suppressed");
+  EXPECT_EQ(
+      Text("SELECT state::TEXT FROM deliveries WHERE token_id = (SELECT max(id) FROM tokens)"),
+      "suppressed");
 }
 
 TEST_F(FeedbackStoreTest, ComplaintDeliveryAndTagFallback) {
@@ -182,8 +187,9 @@ TEST_F(FeedbackStoreTest, TransientBouncesSuppressAtTheLimitWithinSevenDays) {
   ASSERT_TRUE(feedback_->Record("t2", soft, 3).ok());
   EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "0");
   // An old one does not count.
-  Exec("UPDATE soft_bounces SET bounced_at = now() - interval '8 days'"
-       " WHERE bounced_at = (SELECT min(bounced_at) FROM soft_bounces)");
+  Exec(
+      "UPDATE soft_bounces SET bounced_at = now() - interval '8 days'"
+      " WHERE bounced_at = (SELECT min(bounced_at) FROM soft_bounces)");
   ASSERT_TRUE(feedback_->Record("t3", soft, 3).ok());
   EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "0");
   ASSERT_TRUE(feedback_->Record("t4", soft, 3).ok());

@@ -62,7 +62,8 @@ absl::StatusOr<std::string> HttpsGet(const std::string& url, const std::string& 
   }
   long http = 0;
   curl_easy_getinfo(c.get(), CURLINFO_RESPONSE_CODE, &http);
-  if (http < 200 || http >= 300) return absl::UnavailableError(absl::StrCat("https get: HTTP ", http));
+  if (http < 200 || http >= 300)
+    return absl::UnavailableError(absl::StrCat("https get: HTTP ", http));
   return std::move(body.data);
 }
 

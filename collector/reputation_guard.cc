@@ -16,10 +16,10 @@ void ReputationGuard::Update(const std::vector<ReputationRow>& rows) {
   for (const ReputationRow& r : rows) {
     const double bounce = r.sent == 0 ? 0 : static_cast<double>(r.bounced) / r.sent;
     const double complaint = r.sent == 0 ? 0 : static_cast<double>(r.complained) / r.sent;
-    const bool over = r.sent >= options_.min_sent &&
-                      ((options_.max_bounce_rate > 0 && bounce >= options_.max_bounce_rate) ||
-                       (options_.max_complaint_rate > 0 &&
-                        complaint >= options_.max_complaint_rate));
+    const bool over =
+        r.sent >= options_.min_sent &&
+        ((options_.max_bounce_rate > 0 && bounce >= options_.max_bounce_rate) ||
+         (options_.max_complaint_rate > 0 && complaint >= options_.max_complaint_rate));
     const bool was = paused_.count(r.group) > 0;
     const LogField fields[] = {{"group", r.group},
                                {"sent", absl::StrCat(r.sent)},

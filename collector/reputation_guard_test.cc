@@ -6,8 +6,7 @@
 namespace mailroom {
 namespace {
 
-ReputationRow Row(const std::string& group, uint64_t sent, uint64_t bounced,
-                  uint64_t complained) {
+ReputationRow Row(const std::string& group, uint64_t sent, uint64_t bounced, uint64_t complained) {
   ReputationRow r;
   r.group = group;
   r.sent = sent;
@@ -25,9 +24,9 @@ TEST(ReputationGuardTest, PausesAtTheMaximaWithEnoughEmailsAndResumesUnder) {
   EXPECT_FALSE(g.Paused("b"));  // too few emails for a verdict
   EXPECT_FALSE(g.Paused("c"));  // 0.04 % complaints
   g.Update({Row("a", 1000, 20, 0), Row("b", 100, 0, 0), Row("c", 10000, 0, 5)});
-  EXPECT_TRUE(g.Paused("a"));   // 2 %
+  EXPECT_TRUE(g.Paused("a"));  // 2 %
   EXPECT_FALSE(g.Paused("b"));
-  EXPECT_TRUE(g.Paused("c"));   // 0.05 %
+  EXPECT_TRUE(g.Paused("c"));  // 0.05 %
   EXPECT_EQ(m.Value("mailroom_reputation_paused", {{"group", "a"}}), 1);
   EXPECT_EQ(m.Value("mailroom_reputation_paused", {{"group", "b"}}), 0);
   // The window moves on: under the maxima again, sending resumes.

@@ -39,7 +39,7 @@ struct MdCtxFree {
   void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
 };
 struct StackFree {
-  void operator()(STACK_OF(X509)* s) const { sk_X509_pop_free(s, X509_free); }
+  void operator()(STACK_OF(X509) * s) const { sk_X509_pop_free(s, X509_free); }
 };
 
 // Every refusal passes here: OpenSSL's thread-local error queue is emptied so that a failed
@@ -67,21 +67,30 @@ std::string CaIssuersUri(X509* cert) {
   return out;
 }
 
-// An issuer certificate may come over http or https, from Amazon's repository host names
-// (crt.r2m02.amazontrust.com, ...) or the allow-list.
-bool IssuerUrlAllowed(const std::string& url, const std::vector<std::string>& extra_hosts) {
+// True when `url` starts with one of `schemes`, has no user info, and its authority
+// (host[:port], case-insensitive) is in `extra_hosts` or its host matches `host_pattern`.
+bool UrlOnHost(const std::string& url, std::initializer_list<absl::string_view> schemes,
+               const std::vector<std::string>& extra_hosts, const std::regex& host_pattern) {
   absl::string_view rest = url;
-  if (!absl::ConsumePrefix(&rest, "http://") && !absl::ConsumePrefix(&rest, "https://")) {
-    return false;
+  bool scheme_ok = false;
+  for (absl::string_view scheme : schemes) {
+    scheme_ok = scheme_ok || absl::ConsumePrefix(&rest, scheme);
   }
+  if (!scheme_ok) return false;
   absl::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
   if (authority.empty() || absl::StrContains(authority, "@")) return false;
   const std::string lower = absl::AsciiStrToLower(authority);
   for (const std::string& h : extra_hosts) {
     if (lower == absl::AsciiStrToLower(h)) return true;
   }
+  return std::regex_match(lower, host_pattern);
+}
+
+// An issuer certificate may come over http or https (the chain check authenticates it), from
+// Amazon's repository host names (crt.r2m02.amazontrust.com, ...) or the allow-list.
+bool IssuerUrlAllowed(const std::string& url, const std::vector<std::string>& extra_hosts) {
   static const std::regex kAmazonTrust(R"(^([a-z0-9-]+\.)*amazontrust\.com$)");
-  return std::regex_match(lower, kAmazonTrust);
+  return UrlOnHost(url, {"http://", "https://"}, extra_hosts, kAmazonTrust);
 }
 
 // A DER or PEM certificate.
@@ -128,13 +137,15 @@ std::string SnsStringToSign(const SnsMessage& m) {
   if (m.type == "Notification") {
     fields = {{"Message", &m.message}, {"MessageId", &m.message_id}};
     if (m.has_subject) fields.push_back({"Subject", &m.subject});
-    fields.insert(fields.end(), {{"Timestamp", &m.timestamp},
-                                 {"TopicArn", &m.topic_arn},
-                                 {"Type", &m.type}});
+    fields.insert(fields.end(),
+                  {{"Timestamp", &m.timestamp}, {"TopicArn", &m.topic_arn}, {"Type", &m.type}});
   } else if (m.type == "SubscriptionConfirmation" || m.type == "UnsubscribeConfirmation") {
-    fields = {{"Message", &m.message},   {"MessageId", &m.message_id},
-              {"SubscribeURL", &m.subscribe_url}, {"Timestamp", &m.timestamp},
-              {"Token", &m.token},       {"TopicArn", &m.topic_arn},
+    fields = {{"Message", &m.message},
+              {"MessageId", &m.message_id},
+              {"SubscribeURL", &m.subscribe_url},
+              {"Timestamp", &m.timestamp},
+              {"Token", &m.token},
+              {"TopicArn", &m.topic_arn},
               {"Type", &m.type}};
   } else {
     return "";
@@ -145,17 +156,8 @@ std::string SnsStringToSign(const SnsMessage& m) {
 }
 
 bool SnsUrlAllowed(const std::string& url, const std::vector<std::string>& extra_hosts) {
-  constexpr absl::string_view kScheme = "https://";
-  if (!absl::StartsWith(url, kScheme)) return false;
-  absl::string_view rest = absl::string_view(url).substr(kScheme.size());
-  absl::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
-  if (authority.empty() || absl::StrContains(authority, "@")) return false;
-  const std::string lower = absl::AsciiStrToLower(authority);
-  for (const std::string& h : extra_hosts) {
-    if (lower == absl::AsciiStrToLower(h)) return true;
-  }
   static const std::regex kSnsHost(R"(^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$)");
-  return std::regex_match(lower, kSnsHost);
+  return UrlOnHost(url, {"https://"}, extra_hosts, kSnsHost);
 }
 
 struct SnsVerifier::Key {
@@ -240,7 +242,10 @@ absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::KeyFor(const std:
 
 absl::Status SnsVerifier::Verify(const SnsMessage& m) {
   const std::string to_sign = SnsStringToSign(m);
-  if (to_sign.empty()) return Denied(absl::StrCat("unknown message type \"", absl::CEscape(m.type.substr(0, 40)), "\""));
+  if (to_sign.empty()) {
+    return Denied(
+        absl::StrCat("unknown message type \"", absl::CEscape(m.type.substr(0, 40)), "\""));
+  }
   if (m.signature.empty() || m.signature_version.empty() || m.signing_cert_url.empty()) {
     return Denied("unsigned message");
   }

@@ -19,7 +19,7 @@ struct SnsMessage {
   std::string message_id;
   std::string token;  // confirmations only
   std::string topic_arn;
-  std::string subject;   // Notification only; may be absent
+  std::string subject;  // Notification only; may be absent
   bool has_subject = false;
   std::string message;
   std::string subscribe_url;  // confirmations only
@@ -48,9 +48,9 @@ bool SnsUrlAllowed(const std::string& url, const std::vector<std::string>& extra
 using UrlFetcher = std::function<absl::StatusOr<std::string>(const std::string& url)>;
 
 struct SnsVerifierOptions {
-  std::vector<std::string> extra_hosts;   // MAILROOM_FEEDBACK_SNS_HOSTS
-  std::vector<std::string> topic_arns;    // MAILROOM_FEEDBACK_TOPIC_ARNS ("" any)
-  std::string ca_file;                    // trust store for the signing certificate ("" system)
+  std::vector<std::string> extra_hosts;  // MAILROOM_FEEDBACK_SNS_HOSTS
+  std::vector<std::string> topic_arns;   // MAILROOM_FEEDBACK_TOPIC_ARNS ("" any)
+  std::string ca_file;                   // trust store for the signing certificate ("" system)
   absl::Duration max_age = absl::Hours(1);
   absl::Duration max_clock_skew = absl::Minutes(5);
 };

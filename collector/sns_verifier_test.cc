@@ -24,16 +24,19 @@ class SnsVerifierTest : public ::testing::Test {
   // A verifier trusting the signer's CA, fetching every URL's certificate from the signer.
   SnsVerifier Verifier(SnsVerifierOptions o = {}) {
     o.ca_file = CaFile();
-    return SnsVerifier(o, [this](const std::string& url) -> absl::StatusOr<std::string> {
-      ++fetches_;
-      fetched_url_ = url;
-      return signer_->cert_pem();
-    }, [this] { return now_; });
+    return SnsVerifier(
+        o,
+        [this](const std::string& url) -> absl::StatusOr<std::string> {
+          ++fetches_;
+          fetched_url_ = url;
+          return signer_->cert_pem();
+        },
+        [this] { return now_; });
   }
   static std::string CaFile() {
     static const std::string path = [] {
-      std::string p = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") +
-                      "/sns_test_ca.pem";
+      std::string p =
+          std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/sns_test_ca.pem";
       FILE* f = fopen(p.c_str(), "w");
       fputs(signer_->ca_pem().c_str(), f);
       fclose(f);
@@ -56,11 +59,13 @@ TEST(SnsStringToSignTest, FollowsTheDocumentedFieldOrder) {
   n.message_id = "id";
   n.timestamp = "t";
   n.topic_arn = "arn";
-  EXPECT_EQ(SnsStringToSign(n), "Message\nm\nMessageId\nid\nTimestamp\nt\nTopicArn\narn\nType\nNotification\n");
+  EXPECT_EQ(SnsStringToSign(n),
+            "Message\nm\nMessageId\nid\nTimestamp\nt\nTopicArn\narn\nType\nNotification\n");
   n.subject = "s";
   n.has_subject = true;
-  EXPECT_EQ(SnsStringToSign(n),
-            "Message\nm\nMessageId\nid\nSubject\ns\nTimestamp\nt\nTopicArn\narn\nType\nNotification\n");
+  EXPECT_EQ(
+      SnsStringToSign(n),
+      "Message\nm\nMessageId\nid\nSubject\ns\nTimestamp\nt\nTopicArn\narn\nType\nNotification\n");
   SnsMessage c = n;
   c.type = "SubscriptionConfirmation";
   c.subscribe_url = "u";
@@ -103,7 +108,8 @@ TEST_F(SnsVerifierTest, ValidVersion1And2AreAcceptedAndTheCertificateIsCached) {
   SnsMessage v2 = signer_->Notification("m2", "{}", kCertUrl, now_, 2);
   EXPECT_TRUE(v.Verify(v1).ok()) << v.Verify(v1);
   EXPECT_TRUE(v.Verify(v2).ok()) << v.Verify(v2);
-  SnsMessage c = signer_->Confirmation("c1", "https://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription", kCertUrl, now_, 2);
+  SnsMessage c = signer_->Confirmation(
+      "c1", "https://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription", kCertUrl, now_, 2);
   EXPECT_TRUE(v.Verify(c).ok()) << v.Verify(c);
   EXPECT_EQ(fetches_, 1);
   EXPECT_EQ(fetched_url_, kCertUrl);
@@ -161,7 +167,8 @@ TEST_F(SnsVerifierTest, ACertificateFromAnotherHostOrOverHttpIsNeverFetched) {
   SnsVerifierOptions o;
   o.extra_hosts = {"127.0.0.1:8443"};
   SnsVerifier allowed = Verifier(o);
-  EXPECT_TRUE(allowed.Verify(signer_->Notification("m2", "{}", "https://127.0.0.1:8443/c.pem", now_)).ok());
+  EXPECT_TRUE(
+      allowed.Verify(signer_->Notification("m2", "{}", "https://127.0.0.1:8443/c.pem", now_)).ok());
 }
 
 TEST_F(SnsVerifierTest, ExpiredOrFutureMessagesAreRefused) {
@@ -183,9 +190,9 @@ TEST_F(SnsVerifierTest, AnUntrustedCertificateOrTopicIsRefused) {
   testing::SnsSigner stranger;
   SnsVerifierOptions o;
   o.ca_file = CaFile();
-  SnsVerifier v(o, [&](const std::string&) -> absl::StatusOr<std::string> {
-    return stranger.cert_pem();
-  }, [this] { return now_; });
+  SnsVerifier v(
+      o, [&](const std::string&) -> absl::StatusOr<std::string> { return stranger.cert_pem(); },
+      [this] { return now_; });
   absl::Status st = v.Verify(stranger.Notification("m1", "{}", kCertUrl, now_));
   EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(st.message(), HasSubstr("not trusted"));
@@ -196,9 +203,12 @@ TEST_F(SnsVerifierTest, AnUntrustedCertificateOrTopicIsRefused) {
   EXPECT_THAT(only_other.Verify(signer_->Notification("m2", "{}", kCertUrl, now_)).message(),
               HasSubstr("TopicArn"));
   // A certificate that cannot be fetched is a retryable problem, not a forgery.
-  SnsVerifier unreachable(SnsVerifierOptions{}, [](const std::string&) -> absl::StatusOr<std::string> {
-    return absl::UnavailableError("connection refused");
-  }, [this] { return now_; });
+  SnsVerifier unreachable(
+      SnsVerifierOptions{},
+      [](const std::string&) -> absl::StatusOr<std::string> {
+        return absl::UnavailableError("connection refused");
+      },
+      [this] { return now_; });
   EXPECT_EQ(unreachable.Verify(signer_->Notification("m3", "{}", kCertUrl, now_)).code(),
             absl::StatusCode::kUnavailable);
 }
@@ -214,9 +224,7 @@ TEST_F(SnsVerifierTest, TheMissingIntermediateIsFetchedFromAnAmazonTrustHostOnly
   fputs(chained.ca_pem().c_str(), f);
   fclose(f);
   o.ca_file = ca_path;
-  auto leaf = [&](const std::string&) -> absl::StatusOr<std::string> {
-    return chained.cert_pem();
-  };
+  auto leaf = [&](const std::string&) -> absl::StatusOr<std::string> { return chained.cert_pem(); };
   std::vector<std::string> issuer_fetches;
   auto issuer = [&](const std::string& url) -> absl::StatusOr<std::string> {
     issuer_fetches.push_back(url);
@@ -226,15 +234,16 @@ TEST_F(SnsVerifierTest, TheMissingIntermediateIsFetchedFromAnAmazonTrustHostOnly
   SnsVerifier without(o, leaf, [this] { return now_; });
   EXPECT_THAT(without.Verify(chained.Notification("m1", "{}", kCertUrl, now_)).message(),
               HasSubstr("not trusted"));
-  SnsVerifier with(o, leaf, [this] { return now_; }, issuer);
+  SnsVerifier with(
+      o, leaf, [this] { return now_; }, issuer);
   EXPECT_TRUE(with.Verify(chained.Notification("m2", "{}", kCertUrl, now_)).ok());
   EXPECT_THAT(issuer_fetches, ::testing::ElementsAre(kIssuerUrl));
   // Another host's caIssuers URL is never fetched.
   testing::SnsSigner elsewhere("http://evil.test/int.cer");
   SnsVerifierOptions eo = o;
-  SnsVerifier evil(eo, [&](const std::string&) -> absl::StatusOr<std::string> {
-    return elsewhere.cert_pem();
-  }, [this] { return now_; }, issuer);
+  SnsVerifier evil(
+      eo, [&](const std::string&) -> absl::StatusOr<std::string> { return elsewhere.cert_pem(); },
+      [this] { return now_; }, issuer);
   EXPECT_EQ(evil.Verify(elsewhere.Notification("m3", "{}", kCertUrl, now_)).code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(issuer_fetches.size(), 1u);

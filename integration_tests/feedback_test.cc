@@ -44,10 +44,10 @@ class FeedbackTest : public testing::StackTest {
   // Asks the SNS player to POST an SES event about the last message to `to`; returns the
   // endpoint's HTTP status.
   int Event(const std::string& event, const std::string& to, int version, bool forge) {
-    nlohmann::json req = {{"endpoint", endpoint_}, {"recipient", to}, {"event", event},
+    nlohmann::json req = {{"endpoint", endpoint_},      {"recipient", to},    {"event", event},
                           {"bounce_type", "Permanent"}, {"version", version}, {"forge", forge}};
-    auto answer = nlohmann::json::parse(Http(front_ + "/_sns/event", req.dump(), true), nullptr,
-                                        false);
+    auto answer =
+        nlohmann::json::parse(Http(front_ + "/_sns/event", req.dump(), true), nullptr, false);
     return answer.is_object() && answer.contains("status") ? answer["status"].get<int>() : -1;
   }
   // Waits until /metrics shows `line` (a series and its value), or the timeout.
@@ -93,8 +93,9 @@ class FeedbackTest : public testing::StackTest {
 TEST_F(FeedbackTest, AHardBounceThroughSignedSnsSuppressesAForgedOneChangesNothing) {
   if (!StartFeedbackStack({})) GTEST_SKIP() << "MAILROOM_NODE_MODULES not set (run .ci/test)";
 
-  Exec("INSERT INTO accounts (email, login) VALUES ('gone@example.test', 'gone'),"
-       " ('fine@example.test', 'fine')");
+  Exec(
+      "INSERT INTO accounts (email, login) VALUES ('gone@example.test', 'gone'),"
+      " ('fine@example.test', 'fine')");
   ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'"
                     " AND provider_message_id IS NOT NULL",
                     2, absl::Seconds(30)),
@@ -109,7 +110,8 @@ TEST_F(FeedbackTest, AHardBounceThroughSignedSnsSuppressesAForgedOneChangesNothi
     EXPECT_EQ(m["tags"]["mailroom_action"][0], "activation");
     EXPECT_EQ(m["tags"]["mailroom_job"][0],
               absl::StrCat(Scalar("SELECT t.id FROM tokens t JOIN accounts a ON a.id = t.account"
-                                  " WHERE a.email = '" + to + "'")));
+                                  " WHERE a.email = '" +
+                                  to + "'")));
     EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE provider_message_id = '" +
                      m["id"].get<std::string>() + "'"),
               1);
@@ -159,27 +161,29 @@ TEST_F(FeedbackTest, AHardBounceThroughSignedSnsSuppressesAForgedOneChangesNothi
   EXPECT_TRUE(MetricsShow("mailroom_reputation_sent{group=\"mailroom\"} 3", absl::Seconds(10)))
       << Http(metrics_);
   EXPECT_TRUE(MetricsShow("mailroom_reputation_bounced{group=\"mailroom\"} 1", absl::Seconds(10)));
-  EXPECT_TRUE(MetricsShow("mailroom_reputation_delivered{group=\"mailroom\"} 1", absl::Seconds(10)));
+  EXPECT_TRUE(
+      MetricsShow("mailroom_reputation_delivered{group=\"mailroom\"} 1", absl::Seconds(10)));
   EXPECT_TRUE(MetricsShow("mailroom_reputation_bounce_rate{group=\"mailroom\"} 0.3333333333333333",
                           absl::Seconds(10)))
       << Http(metrics_);
-  EXPECT_TRUE(MetricsShow("mailroom_reputation_complaint_rate{group=\"mailroom\"} 0",
-                          absl::Seconds(10)));
-  EXPECT_TRUE(MetricsShow(
-      "mailroom_collector_feedback_total{result=\"forbidden\",type=\"Notification\"} 1",
-      absl::Seconds(10)))
+  EXPECT_TRUE(
+      MetricsShow("mailroom_reputation_complaint_rate{group=\"mailroom\"} 0", absl::Seconds(10)));
+  EXPECT_TRUE(
+      MetricsShow("mailroom_collector_feedback_total{result=\"forbidden\",type=\"Notification\"} 1",
+                  absl::Seconds(10)))
       << Http(metrics_);
 }
 
 // The reputation guard: once the group's bounce rate reaches the maximum, the collector stops
 // handing its jobs out (they wait in PostgreSQL, nothing fails); under it again, they go out.
 TEST_F(FeedbackTest, TheGuardPausesAGroupOverItsBounceRateAndResumesUnderIt) {
-  if (!StartFeedbackStack({{"MAILROOM_GUARD_MAX_BOUNCE_RATE", "0.5"},
-                           {"MAILROOM_GUARD_MIN_SENT", "2"}})) {
+  if (!StartFeedbackStack(
+          {{"MAILROOM_GUARD_MAX_BOUNCE_RATE", "0.5"}, {"MAILROOM_GUARD_MIN_SENT", "2"}})) {
     GTEST_SKIP() << "MAILROOM_NODE_MODULES not set (run .ci/test)";
   }
-  Exec("INSERT INTO accounts (email, login) VALUES ('gone@example.test', 'gone'),"
-       " ('fine@example.test', 'fine')");
+  Exec(
+      "INSERT INTO accounts (email, login) VALUES ('gone@example.test', 'gone'),"
+      " ('fine@example.test', 'fine')");
   ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 2, absl::Seconds(30)),
             2);
   EXPECT_TRUE(MetricsShow("mailroom_reputation_paused{group=\"mailroom\"} 0", absl::Seconds(10)));
@@ -190,8 +194,9 @@ TEST_F(FeedbackTest, TheGuardPausesAGroupOverItsBounceRateAndResumesUnderIt) {
 
   // A recovery for the good address waits in PostgreSQL: queued, not handed out, not failed.
   Exec("UPDATE accounts SET status = 'active'");
-  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
-       " WHERE email = 'fine@example.test'");
+  Exec(
+      "INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
+      " WHERE email = 'fine@example.test'");
   EXPECT_TRUE(MetricsShow("mailroom_queue_depth{group=\"mailroom\"} 1", absl::Seconds(10)))
       << Http(metrics_);
   EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state <> 'sent'"), 0);

@@ -81,8 +81,8 @@ SnsSigner::SnsSigner(const std::string& issuer_url) : keys_(std::make_unique<Key
     intermediate_der_.assign(reinterpret_cast<char*>(der), n);
     OPENSSL_free(der);
   }
-  X509* leaf = MakeCert(keys_->leaf, "sns.us-east-1.amazonaws.com", issuer, issuer_key, false,
-                        issuer_url);
+  X509* leaf =
+      MakeCert(keys_->leaf, "sns.us-east-1.amazonaws.com", issuer, issuer_key, false, issuer_url);
   ca_pem_ = Pem(ca);
   cert_pem_ = Pem(leaf);
   if (issuer != ca) X509_free(issuer);
@@ -97,8 +97,7 @@ void SnsSigner::Sign(SnsMessage& m, int version) {
   const std::string to_sign = SnsStringToSign(m);
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   size_t len = 0;
-  EVP_DigestSignInit(ctx, nullptr, version == 1 ? EVP_sha1() : EVP_sha256(), nullptr,
-                     keys_->leaf);
+  EVP_DigestSignInit(ctx, nullptr, version == 1 ? EVP_sha1() : EVP_sha256(), nullptr, keys_->leaf);
   EVP_DigestSign(ctx, nullptr, &len, reinterpret_cast<const unsigned char*>(to_sign.data()),
                  to_sign.size());
   std::string sig(len, '\0');
@@ -138,14 +137,10 @@ SnsMessage SnsSigner::Confirmation(const std::string& message_id, const std::str
 }
 
 std::string SnsSigner::Body(const SnsMessage& m) {
-  nlohmann::json j = {{"Type", m.type},
-                      {"MessageId", m.message_id},
-                      {"TopicArn", m.topic_arn},
-                      {"Message", m.message},
-                      {"Timestamp", m.timestamp},
-                      {"SignatureVersion", m.signature_version},
-                      {"Signature", m.signature},
-                      {"SigningCertURL", m.signing_cert_url}};
+  nlohmann::json j = {{"Type", m.type},           {"MessageId", m.message_id},
+                      {"TopicArn", m.topic_arn},  {"Message", m.message},
+                      {"Timestamp", m.timestamp}, {"SignatureVersion", m.signature_version},
+                      {"Signature", m.signature}, {"SigningCertURL", m.signing_cert_url}};
   if (m.has_subject) j["Subject"] = m.subject;
   if (!m.token.empty()) j["Token"] = m.token;
   if (!m.subscribe_url.empty()) j["SubscribeURL"] = m.subscribe_url;
