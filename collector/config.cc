@@ -25,6 +25,51 @@ bool ValidChannel(const std::string& c) {
   return true;
 }
 
+// The feedback endpoint, reputation window and guard (see FeedbackSettings).
+absl::StatusOr<FeedbackSettings> LoadFeedbackSettings(const Env& env) {
+  FeedbackSettings f;
+  f.address = env.String("MAILROOM_FEEDBACK_ADDRESS", "off");
+  if (f.address == "off") {
+    f.address.clear();
+  } else {
+    MAILROOM_ASSIGN_OR_RETURN(f.address, env.HostPort("MAILROOM_FEEDBACK_ADDRESS", ""));
+  }
+  f.sns.extra_hosts = env.List("MAILROOM_FEEDBACK_SNS_HOSTS");
+  for (const std::string& h : f.sns.extra_hosts) {
+    if (h.find_first_of("/@?# ") != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MAILROOM_FEEDBACK_SNS_HOSTS: \"", absl::CEscape(h),
+          "\" is not a host or host:port (comma-separated; for tests only)"));
+    }
+  }
+  f.sns.topic_arns = env.List("MAILROOM_FEEDBACK_TOPIC_ARNS");
+  for (const std::string& t : f.sns.topic_arns) {
+    if (!absl::StartsWith(t, "arn:")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MAILROOM_FEEDBACK_TOPIC_ARNS: \"", absl::CEscape(t), "\" is not an ARN (arn:aws:sns:...)"));
+    }
+  }
+  MAILROOM_ASSIGN_OR_RETURN(f.sns.ca_file, env.File("MAILROOM_FEEDBACK_CA_FILE"));
+  MAILROOM_ASSIGN_OR_RETURN(f.sns.max_age,
+                            env.Millis("MAILROOM_FEEDBACK_MAX_AGE", 3600000, 60000, 86400000));
+  int64_t soft;
+  MAILROOM_ASSIGN_OR_RETURN(soft, env.Int("MAILROOM_SOFT_BOUNCE_LIMIT", 3, 1, 1000));
+  f.soft_bounce_limit = static_cast<int>(soft);
+  MAILROOM_ASSIGN_OR_RETURN(
+      f.reputation_window,
+      env.Millis("MAILROOM_REPUTATION_WINDOW", 7LL * 24 * 3600000, 3600000, 90LL * 24 * 3600000));
+  MAILROOM_ASSIGN_OR_RETURN(f.reputation_refresh,
+                            env.Millis("MAILROOM_REPUTATION_REFRESH", 30000, 100, 3600000));
+  MAILROOM_ASSIGN_OR_RETURN(f.guard.max_bounce_rate,
+                            env.Double("MAILROOM_GUARD_MAX_BOUNCE_RATE", 0, 0, 1));
+  MAILROOM_ASSIGN_OR_RETURN(f.guard.max_complaint_rate,
+                            env.Double("MAILROOM_GUARD_MAX_COMPLAINT_RATE", 0, 0, 1));
+  int64_t min_sent;
+  MAILROOM_ASSIGN_OR_RETURN(min_sent, env.Int("MAILROOM_GUARD_MIN_SENT", 100, 1, 1000000000));
+  f.guard.min_sent = static_cast<uint64_t>(min_sent);
+  return f;
+}
+
 }  // namespace
 
 bool ValidConninfo(const std::string& conninfo) {
@@ -195,6 +240,7 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   c.budget.recovery_reserve_percent = static_cast<int>(reserve);
   MAILROOM_ASSIGN_OR_RETURN(c.budget.grant_lease,
                             env.Millis("MAILROOM_BUDGET_GRANT_LEASE_MS", 10000, 1000, 600000));
+  MAILROOM_ASSIGN_OR_RETURN(c.feedback, LoadFeedbackSettings(env));
   c.log_level = env.String("MAILROOM_LOG_LEVEL", "info");
   if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warn" &&
       c.log_level != "error") {

@@ -9,9 +9,23 @@
 #include "collector/budget_store.h"
 #include "common/env.h"
 #include "collector/dispatcher.h"
+#include "collector/reputation_guard.h"
+#include "collector/sns_verifier.h"
 #include "collector/signing.h"
 
 namespace mailroom {
+
+// SES feedback through SNS and reputation (issue 12 §2, §3).
+struct FeedbackSettings {
+  std::string address;  // MAILROOM_FEEDBACK_ADDRESS: the endpoint's host:port ("" = off)
+  // MAILROOM_FEEDBACK_SNS_HOSTS (extra_hosts), MAILROOM_FEEDBACK_TOPIC_ARNS (topic_arns),
+  // MAILROOM_FEEDBACK_CA_FILE (ca_file, also for the HTTPS fetches), MAILROOM_FEEDBACK_MAX_AGE.
+  SnsVerifierOptions sns;
+  int soft_bounce_limit = 3;                           // MAILROOM_SOFT_BOUNCE_LIMIT
+  absl::Duration reputation_window = absl::Hours(24 * 7);  // MAILROOM_REPUTATION_WINDOW
+  absl::Duration reputation_refresh = absl::Seconds(30);   // MAILROOM_REPUTATION_REFRESH
+  GuardOptions guard;  // MAILROOM_GUARD_MAX_BOUNCE_RATE, _MAX_COMPLAINT_RATE, _MIN_SENT
+};
 
 // Everything the collector is configured with, from MAILROOM_* environment variables (see the
 // README's table). Validated once at start; secrets are held but never printed.
@@ -35,6 +49,7 @@ struct CollectorConfig {
   // Group budgets: MAILROOM_DEFAULT_GROUP_BUDGET (money per month, "unlimited"),
   // MAILROOM_RECOVERY_RESERVE_PERCENT, MAILROOM_BUDGET_GRANT_LEASE_MS.
   BudgetDefaults budget;
+  FeedbackSettings feedback;            // MAILROOM_FEEDBACK_*, _REPUTATION_*, _GUARD_*
 };
 
 // Reads and validates the configuration. Errors name the variable and the problem, never a

@@ -169,3 +169,64 @@ TEST_F(LoadConfigTest, ConfigErrorsNameTheVariableWithoutEchoingSecrets) {
 
 }  // namespace
 }  // namespace mailroom
+
+namespace mailroom {
+namespace {
+
+TEST_F(LoadConfigTest, FeedbackIsOffByDefaultAndTakesItsVariables) {
+  auto d = Load({});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->feedback.address, "");
+  EXPECT_EQ(d->feedback.soft_bounce_limit, 3);
+  EXPECT_EQ(d->feedback.reputation_window, absl::Hours(24 * 7));
+  EXPECT_EQ(d->feedback.sns.max_age, absl::Hours(1));
+  EXPECT_FALSE(d->feedback.guard.enabled());
+  EXPECT_EQ(d->feedback.guard.min_sent, 100u);
+
+  auto c = Load({{"MAILROOM_FEEDBACK_ADDRESS", "127.0.0.1:9470"},
+                 {"MAILROOM_FEEDBACK_SNS_HOSTS", "127.0.0.1:8443"},
+                 {"MAILROOM_FEEDBACK_TOPIC_ARNS", "arn:aws:sns:eu-west-1:123456789012:fb"},
+                 {"MAILROOM_FEEDBACK_MAX_AGE", "600000"},
+                 {"MAILROOM_SOFT_BOUNCE_LIMIT", "5"},
+                 {"MAILROOM_REPUTATION_WINDOW", "86400000"},
+                 {"MAILROOM_REPUTATION_REFRESH", "1000"},
+                 {"MAILROOM_GUARD_MAX_BOUNCE_RATE", "0.02"},
+                 {"MAILROOM_GUARD_MAX_COMPLAINT_RATE", "0.0005"},
+                 {"MAILROOM_GUARD_MIN_SENT", "500"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->feedback.address, "127.0.0.1:9470");
+  EXPECT_THAT(c->feedback.sns.extra_hosts, ElementsAre("127.0.0.1:8443"));
+  EXPECT_THAT(c->feedback.sns.topic_arns, ElementsAre("arn:aws:sns:eu-west-1:123456789012:fb"));
+  EXPECT_EQ(c->feedback.sns.max_age, absl::Minutes(10));
+  EXPECT_EQ(c->feedback.soft_bounce_limit, 5);
+  EXPECT_EQ(c->feedback.reputation_window, absl::Hours(24));
+  EXPECT_EQ(c->feedback.reputation_refresh, absl::Seconds(1));
+  EXPECT_DOUBLE_EQ(c->feedback.guard.max_bounce_rate, 0.02);
+  EXPECT_DOUBLE_EQ(c->feedback.guard.max_complaint_rate, 0.0005);
+  EXPECT_EQ(c->feedback.guard.min_sent, 500u);
+  EXPECT_TRUE(c->feedback.guard.enabled());
+}
+
+TEST_F(LoadConfigTest, FeedbackErrorsNameTheVariable) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"MAILROOM_FEEDBACK_ADDRESS", "nowhere"},
+      {"MAILROOM_FEEDBACK_SNS_HOSTS", "evil.test/x"},
+      {"MAILROOM_FEEDBACK_TOPIC_ARNS", "my-topic"},
+      {"MAILROOM_FEEDBACK_CA_FILE", "/nonexistent/ca.pem"},
+      {"MAILROOM_FEEDBACK_MAX_AGE", "10"},
+      {"MAILROOM_SOFT_BOUNCE_LIMIT", "0"},
+      {"MAILROOM_REPUTATION_WINDOW", "1000"},
+      {"MAILROOM_REPUTATION_REFRESH", "soon"},
+      {"MAILROOM_GUARD_MAX_BOUNCE_RATE", "2"},
+      {"MAILROOM_GUARD_MAX_COMPLAINT_RATE", "-0.1"},
+      {"MAILROOM_GUARD_MIN_SENT", "0"},
+  };
+  for (const auto& [name, value] : cases) {
+    auto c = Load({{name, value}});
+    ASSERT_FALSE(c.ok()) << name;
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr(name + ":"));
+  }
+}
+
+}  // namespace
+}  // namespace mailroom

@@ -293,6 +293,7 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
     known_groups_.insert(group);
     earliest_.erase(group);
   }
+  if (opt_.paused && opt_.paused(group)) return absl::OkStatus();  // jobs wait in PostgreSQL
   const Labels labels = {{"group", group}};
   while (!stop_) {
     std::shared_ptr<Subscriber> member = hub_->PickMember(group);

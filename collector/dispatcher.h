@@ -36,6 +36,9 @@ struct DispatcherOptions {
   std::vector<std::string> groups = {"mailroom"};
   // Applied to both the pool's and the LISTEN connection (see WithConnectionDefaults).
   absl::Duration statement_timeout = absl::Seconds(30);
+  // Optional: true while a group's sending is paused (the reputation guard); its jobs are not
+  // dequeued and wait in PostgreSQL. Thread-safe, fast (no database).
+  std::function<bool(const std::string& group)> paused;
 };
 
 // Capped exponential backoff: 100 ms, 200 ms, ... up to `max`. Not thread-safe.

@@ -277,3 +277,27 @@ TEST(BackoffTest, DoublesUpToTheCapAndResets) {
 
 }  // namespace
 }  // namespace mailroom
+
+namespace mailroom {
+namespace {
+
+// The reputation guard's hook: a paused group is not dequeued (its jobs wait in PostgreSQL)
+// until the hook says otherwise; the catch-up poll then resumes it.
+TEST_F(DispatcherTest, APausedGroupIsNotDequeuedUntilResumed) {
+  std::atomic<bool> paused{true};
+  opt_.poll_interval = absl::Seconds(2);
+  opt_.paused = [&paused](const std::string& group) { return group == "mailroom" && paused; };
+  Start();
+  Settle();
+  Notify(10);
+  clock_.Advance(absl::Seconds(10));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 0);
+  paused = false;
+  clock_.Advance(absl::Seconds(2));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 1);
+}
+
+}  // namespace
+}  // namespace mailroom

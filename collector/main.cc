@@ -18,10 +18,15 @@
 #include "collector/budget_store.h"
 #include "collector/config.h"
 #include "collector/dispatcher.h"
+#include "collector/feedback_server.h"
+#include "collector/feedback_store.h"
+#include "collector/https_get.h"
 #include "collector/hub.h"
 #include "collector/migrate.h"
 #include "collector/migrate_cli.h"
+#include "collector/reputation_guard.h"
 #include "collector/service.h"
+#include "collector/sns_verifier.h"
 #include "collector/stats_gauges.h"
 #include "collector/store.h"
 #include "collector/tls_credentials.h"
@@ -69,6 +74,23 @@ int Serve() {
               {{"variable", "MAILROOM_SUBSCRIBER_TOKENS"}, {"entry", absl::StrCat(i + 1)}});
     }
   }
+  // Reputation (gauges, and the guard that pauses a group's dispatch) and SES feedback.
+  auto feedback_store = NewPgFeedbackStore(c.dispatch.database_url);
+  ReputationGuard guard(c.feedback.guard, &metrics);
+  if (c.feedback.guard.enabled()) {
+    c.dispatch.paused = [&guard](const std::string& group) { return guard.Paused(group); };
+  }
+  ReputationMonitor reputation(feedback_store.get(), c.feedback.reputation_window,
+                               c.feedback.reputation_refresh, &guard, &metrics);
+  const std::string sns_ca = c.feedback.sns.ca_file;
+  const UrlFetcher https_get = [sns_ca](const std::string& url) { return HttpsGet(url, sns_ca); };
+  SnsVerifier sns(c.feedback.sns, https_get, nullptr, [sns_ca](const std::string& url) {
+    return HttpsGet(url, sns_ca, /*allow_http=*/true);
+  });
+  FeedbackHandler feedback(&sns, feedback_store.get(), https_get, c.feedback.sns.extra_hosts,
+                           c.feedback.soft_bounce_limit, &metrics);
+  FeedbackServer feedback_server;
+
   std::unique_ptr<grpc::Server> server;
   std::atomic<bool> db_up{false};
   Dispatcher dispatcher(c.dispatch, store.get(), &hub, c.key, &metrics, [&](bool serving) {
@@ -116,6 +138,15 @@ int Serve() {
       return 1;
     }
   }
+  if (!c.feedback.address.empty()) {
+    absl::Status st = feedback_server.Start(c.feedback.address, &feedback, 256 * 1024);
+    if (!st.ok()) {
+      LogError("cannot serve the feedback endpoint", {{"address", c.feedback.address},
+                                                     {"error", std::string(st.message())}});
+      return 1;
+    }
+  }
+  reputation.Start();
   LogInfo("collector started",
           {{"listen", absl::StrCat(c.listen_address.substr(0, c.listen_address.rfind(':')), ":",
                                    port)},
@@ -133,7 +164,13 @@ int Serve() {
             absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.healthcheck_interval))},
            {"lease_ms", absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.lease))},
            {"max_in_flight", absl::StrCat(c.max_in_flight)},
-           {"groups", absl::StrJoin(c.dispatch.groups, ",")}});
+           {"groups", absl::StrJoin(c.dispatch.groups, ",")},
+           {"feedback", c.feedback.address.empty()
+                            ? std::string("off")
+                            : absl::StrCat(c.feedback.address.substr(
+                                               0, c.feedback.address.rfind(':')),
+                                           ":", feedback_server.port())},
+           {"guard", c.feedback.guard.enabled() ? "on" : "off"}});
 
   std::thread loop([&] { dispatcher.Run(); });
   LogInfo("shutting down", {{"signal", signals.Wait()}});
@@ -143,6 +180,8 @@ int Serve() {
   // collector (or on this one after a restart); unacknowledged jobs come back after the lease.
   hub.FinishAll(grpc::Status(grpc::StatusCode::UNAVAILABLE, "collector shutting down"));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  feedback_server.Stop();
+  reputation.Stop();
   metrics_server.Stop();
   LogInfo("stopped");
   return 0;

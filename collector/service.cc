@@ -107,6 +107,15 @@ absl::StatusOr<JobResult> CheckOutcome(const v1::JobOutcome& o, int64_t max_cost
     return absl::InvalidArgumentError("suppress_recipient is only valid with a FAILED outcome");
   }
   r.suppress_recipient = o.suppress_recipient();
+  if (!o.provider_message_id().empty() && r.kind != JobResult::Kind::kSent) {
+    return absl::InvalidArgumentError("provider_message_id is only valid with a SENT outcome");
+  }
+  if (o.provider_message_id().size() > 256 ||
+      o.provider_message_id().find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        "provider_message_id must be at most 256 characters without NUL bytes");
+  }
+  r.provider_message_id = o.provider_message_id();
   auto reason = CleanReason(o.reason());
   if (!reason.ok()) return reason.status();
   r.reason = *std::move(reason);

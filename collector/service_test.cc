@@ -314,6 +314,27 @@ TEST_F(ServiceTest, SuppressRecipientGoesWithFailedOutcomesOnly) {
   EXPECT_FALSE(calls[0].results[1].suppress_recipient);
 }
 
+TEST_F(ServiceTest, ProviderMessageIdGoesWithSentOutcomesOnlyAndIsBounded) {
+  v1::AcknowledgeRequest req = AckRequest("sub-1");
+  Add(&req, 1, v1::OUTCOME_SENT)->set_provider_message_id("0100018c-ses-id-000000");
+  v1::JobOutcome* failed = Add(&req, 2, v1::OUTCOME_FAILED);
+  failed->set_reason("ses 400 MessageRejected");
+  failed->set_provider_message_id("x");
+  Add(&req, 3, v1::OUTCOME_SENT)->set_provider_message_id(std::string(257, 'a'));
+  Add(&req, 4, v1::OUTCOME_SENT)->set_provider_message_id(std::string("a\0b", 3));
+  v1::AcknowledgeResponse resp;
+  ASSERT_TRUE(Ack(kSubscriber, req, &resp).ok());
+  ASSERT_EQ(resp.rejected_size(), 3);
+  EXPECT_EQ(resp.rejected(0).job_id(), 2u);
+  EXPECT_THAT(resp.rejected(0).error(), HasSubstr("only valid with a SENT outcome"));
+  EXPECT_THAT(resp.rejected(1).error(), HasSubstr("at most 256"));
+  EXPECT_THAT(resp.rejected(2).error(), HasSubstr("NUL"));
+  auto calls = store_.Calls("Ack");
+  ASSERT_EQ(calls.size(), 1u);
+  ASSERT_EQ(calls[0].results.size(), 1u);
+  EXPECT_EQ(calls[0].results[0].provider_message_id, "0100018c-ses-id-000000");
+}
+
 TEST_F(ServiceTest, SuppressionsNeedAnOperatorOfEveryGroup) {
   v1::ListSuppressionsResponse list;
   v1::AddSuppressionRequest add;

@@ -20,6 +20,23 @@ void DescribeCollectorMetrics(Metrics& m) {
   m.Describe("mailroom_queue_depth", T::kGauge, "Tokens not yet handed out, per group.");
   m.Describe("mailroom_queue_lag_seconds", T::kGauge, "Age of the oldest queued token.");
   m.Describe("mailroom_queue_jobs", T::kGauge, "Jobs per group and state.");
+  m.Describe("mailroom_reputation_sent", T::kGauge, "Emails sent in the reputation window.");
+  m.Describe("mailroom_reputation_delivered", T::kGauge,
+             "SES Delivery events in the reputation window.");
+  m.Describe("mailroom_reputation_bounced", T::kGauge,
+             "Permanent bounces (SES feedback) in the reputation window.");
+  m.Describe("mailroom_reputation_complained", T::kGauge,
+             "Complaints (SES feedback) in the reputation window.");
+  m.Describe("mailroom_reputation_bounce_rate", T::kGauge,
+             "Permanent bounces / emails sent in the reputation window (0..1).");
+  m.Describe("mailroom_reputation_complaint_rate", T::kGauge,
+             "Complaints / emails sent in the reputation window (0..1).");
+  m.Describe("mailroom_reputation_paused", T::kGauge,
+             "1 while the reputation guard pauses the group's sending.");
+  m.Describe("mailroom_collector_feedback_total", T::kCounter,
+             "SNS messages received by the feedback endpoint, by type and result.");
+  m.Describe("mailroom_collector_feedback_events_total", T::kCounter,
+             "SES events recorded from SNS notifications, by event and result.");
 }
 
 void SetQueueGauges(const std::vector<GroupStatsRow>& stats, Metrics& metrics) {
@@ -46,6 +63,25 @@ void ExportQueueStatsOnScrape(Store* store, Metrics& metrics) {
     auto stats = store->Stats("");
     if (stats.ok()) SetQueueGauges(*stats, metrics);
   });
+}
+
+void SetReputationGauges(const std::vector<ReputationRow>& rows, Metrics& metrics) {
+  const char* names[] = {"mailroom_reputation_sent", "mailroom_reputation_delivered",
+                         "mailroom_reputation_bounced", "mailroom_reputation_complained",
+                         "mailroom_reputation_bounce_rate",
+                         "mailroom_reputation_complaint_rate"};
+  for (const char* n : names) metrics.Clear(n);
+  for (const ReputationRow& r : rows) {
+    const Labels g = {{"group", r.group}};
+    metrics.Set("mailroom_reputation_sent", r.sent, g);
+    metrics.Set("mailroom_reputation_delivered", r.delivered, g);
+    metrics.Set("mailroom_reputation_bounced", r.bounced, g);
+    metrics.Set("mailroom_reputation_complained", r.complained, g);
+    metrics.Set("mailroom_reputation_bounce_rate",
+                r.sent == 0 ? 0 : static_cast<double>(r.bounced) / r.sent, g);
+    metrics.Set("mailroom_reputation_complaint_rate",
+                r.sent == 0 ? 0 : static_cast<double>(r.complained) / r.sent, g);
+  }
 }
 
 }  // namespace mailroom

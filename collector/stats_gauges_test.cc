@@ -54,5 +54,31 @@ TEST(StatsGaugesTest, RefreshedFromTheStoreOnScrape) {
   EXPECT_EQ(m.Value("mailroom_queue_depth", {{"group", "mailroom"}}), 9);
 }
 
+ReputationRow Reputation(const std::string& group, uint64_t sent, uint64_t bounced,
+                         uint64_t complained) {
+  ReputationRow r;
+  r.group = group;
+  r.sent = sent;
+  r.bounced = bounced;
+  r.complained = complained;
+  return r;
+}
+
+TEST(ReputationGaugesTest, CountsAndRatesPerGroup) {
+  Metrics m;
+  ReputationRow a = Reputation("a", 400, 8, 1);
+  a.delivered = 390;
+  SetReputationGauges({a, Reputation("idle", 0, 0, 0)}, m);
+  EXPECT_EQ(m.Value("mailroom_reputation_sent", {{"group", "a"}}), 400);
+  EXPECT_EQ(m.Value("mailroom_reputation_delivered", {{"group", "a"}}), 390);
+  EXPECT_EQ(m.Value("mailroom_reputation_bounced", {{"group", "a"}}), 8);
+  EXPECT_EQ(m.Value("mailroom_reputation_complained", {{"group", "a"}}), 1);
+  EXPECT_DOUBLE_EQ(m.Value("mailroom_reputation_bounce_rate", {{"group", "a"}}), 0.02);
+  EXPECT_DOUBLE_EQ(m.Value("mailroom_reputation_complaint_rate", {{"group", "a"}}), 0.0025);
+  EXPECT_EQ(m.Value("mailroom_reputation_bounce_rate", {{"group", "idle"}}), 0);
+  SetReputationGauges({Reputation("idle", 0, 0, 0)}, m);
+  EXPECT_EQ(m.Value("mailroom_reputation_sent", {{"group", "a"}}), 0);
+}
+
 }  // namespace
 }  // namespace mailroom

@@ -19,20 +19,6 @@ std::string IntArray(const std::vector<T>& v) {
   return absl::StrCat("{", absl::StrJoin(v, ","), "}");
 }
 
-// An array literal of arbitrary strings for a text[] parameter (quoted, escaped).
-std::string TextArray(const std::vector<std::string>& v) {
-  std::string out = "{";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i > 0) out += ',';
-    out += '"';
-    for (char c : v[i]) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
-  }
-  return out + "}";
-}
 
 // Parses "{1,2,3}" as returned for a bigint[] column.
 std::vector<uint64_t> ParseIds(const pqxx::result& r) {
@@ -70,6 +56,27 @@ SuppressionRow ToSuppression(const pqxx::row& row) {
   s.last_seen = row[4].as<int64_t>();
   s.expires_at = row[5].as<int64_t>();
   return s;
+}
+
+// Counts the SENT outcomes mailroom_ack recorded in the group's reputation and stores their
+// provider message ids (a separate function after mailroom_ack, as for suppressions).
+void RecordSent(pqxx::work& tx, const std::string& group, const std::vector<JobResult>& results,
+                const std::vector<uint64_t>& recorded) {
+  absl::flat_hash_set<uint64_t> done(recorded.begin(), recorded.end());
+  int64_t sent = 0;
+  std::vector<uint64_t> ids;
+  std::vector<std::string> message_ids;
+  for (const JobResult& j : results) {
+    if (j.kind != JobResult::Kind::kSent || done.count(j.id) == 0) continue;
+    ++sent;
+    if (!j.provider_message_id.empty()) {
+      ids.push_back(j.id);
+      message_ids.push_back(j.provider_message_id);
+    }
+  }
+  if (sent == 0) return;
+  tx.exec_params("SELECT mailroom_record_sent($1, $2, $3::bigint[], $4::text[])", group, sent,
+                 IntArray(ids), TextArray(message_ids));
 }
 
 class PgStore : public Store {
@@ -173,6 +180,7 @@ class PgStore : public Store {
                          IntArray(sids), TextArray(sources));
         }
       }
+      RecordSent(tx, group, results, recorded);
       tx.commit();
       return recorded;
     });
@@ -445,6 +453,20 @@ class PgStore : public Store {
 };
 
 }  // namespace
+
+std::string TextArray(const std::vector<std::string>& v) {
+  std::string out = "{";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '"';
+    for (char c : v[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
 
 std::unique_ptr<Store> NewPgStore(const std::string& url, int pool_size) {
   return std::make_unique<PgStore>(url, pool_size < 1 ? 1 : pool_size);

@@ -38,6 +38,9 @@ struct JobResult {
   // Only with kFailed: the recipient was rejected permanently; its address is added to the
   // suppression list (reason smtp_rejected, source `reason`) if this outcome is recorded.
   bool suppress_recipient = false;
+  // Only with kSent: the provider's message id (SES MessageId), stored on the delivery so that
+  // feedback can find the job; "" when the transport has none.
+  std::string provider_message_id;
 };
 
 struct GroupStatsRow {
@@ -109,7 +112,8 @@ class Store {
   // Records outcomes of jobs leased to `owner` (each with the attempt it was handed out with)
   // in one transaction; returns the ids recorded. Outcomes for any other lease change nothing.
   // A recorded outcome with `suppress_recipient` suppresses its job's address in the same
-  // transaction.
+  // transaction; recorded SENT outcomes store their provider_message_id and count towards the
+  // group's reputation counters (mailroom_record_sent).
   virtual absl::StatusOr<std::vector<uint64_t>> Ack(const std::string& group,
                                                     const std::string& owner,
                                                     const std::vector<JobResult>& results) = 0;
@@ -153,6 +157,9 @@ class Store {
   // SELECT 1.
   virtual absl::Status Ping() = 0;
 };
+
+// An array literal of arbitrary strings for a text[] query parameter (quoted, escaped).
+std::string TextArray(const std::vector<std::string>& v);
 
 // A Store over a small pool of libpqxx connections to `url`, opened lazily and reopened after
 // a failure. Each call uses one connection; calls run concurrently up to `pool_size`.

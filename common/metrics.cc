@@ -45,27 +45,6 @@ class Nothing : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override { return {}; }
 };
 
-// Opens and closes one TCP connection to host:port (a wildcard host means this machine).
-void Knock(std::string host, int port) {
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
-  if (host == "::") host = "::1";
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), absl::StrCat(port).c_str(), &hints, &res) != 0) return;
-  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    const bool ok = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
-    close(fd);
-    if (ok) break;
-  }
-  freeaddrinfo(res);
-}
-
 }  // namespace
 
 // The scrape path: refresh through the hook, then read the registry, as one step.
@@ -227,6 +206,26 @@ void Metrics::SetCollectHook(std::function<void()> hook) {
   hook_ = std::move(hook);
 }
 
+void KnockTcp(std::string host, int port) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+  if (host == "::") host = "::1";
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), absl::StrCat(port).c_str(), &hints, &res) != 0) return;
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const bool ok = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+    close(fd);
+    if (ok) break;
+  }
+  freeaddrinfo(res);
+}
+
 std::string Metrics::Render() const {
   return prometheus::TextSerializer().Serialize(collectable_->Collect());
 }
@@ -272,7 +271,7 @@ void MetricsServer::Stop() {
       stopped = true;
     });
     while (!stopped) {
-      Knock(host_, port_);
+      KnockTcp(host_, port_);
       absl::SleepFor(absl::Milliseconds(20));
     }
     stopper.join();

@@ -104,6 +104,10 @@ class Metrics {
   std::function<void()> hook_;
 };
 
+// Opens and closes one TCP connection to host:port (a wildcard host means this machine): wakes
+// a civetweb listener blocked in poll() so that stopping it does not wait for its timeout.
+void KnockTcp(std::string host, int port);
+
 // Serves GET /metrics (prometheus-cpp's Exposer: civetweb) on `address` (host:port, port 0
 // picks a free one) from background threads, and GET /healthz (200, empty body). Stop() or
 // destruction stops it. Not thread-safe: start and stop it from one thread.

@@ -209,7 +209,7 @@ TEST_F(BudgetTest, SesLimitsAreReadFromTheAccountNotTyped) {
   const std::string account = dir_ + "/account.json";
   std::ofstream(account) << R"({"SendQuota":{"Max24HourSend":10,"SentLast24Hours":6,)"
                          << R"("MaxSendRate":2}})";
-  const std::string endpoint = StartSes(0, "", account);
+  const std::string endpoint = StartSes(0, "", {"--account-file", account});
   if (endpoint.empty()) GTEST_SKIP() << "MAILROOM_NODE_MODULES not set (run .ci/test)";
   auto env = SesEnv(endpoint);
   env["MAILROOM_SES_ACCOUNT_INTERVAL_MS"] = "1000";

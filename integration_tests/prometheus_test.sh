@@ -55,7 +55,7 @@ GRPC_PORT=$(free_port) COLLECTOR_METRICS=$(free_port) SENDER_METRICS=$(free_port
 TOKEN=prometheus-test-sender-token-0123456789
 MAILROOM_SECRET_KEY=$(openssl rand -hex 32) MAILROOM_SUBSCRIBER_TOKENS="$TOKEN@mailroom:subscriber" \
   MAILROOM_LISTEN_ADDRESS=127.0.0.1:$GRPC_PORT MAILROOM_METRICS_ADDRESS=127.0.0.1:$COLLECTOR_METRICS \
-  MAILROOM_BATCH_TIMEOUT=0 MAILROOM_POLL_INTERVAL=500 \
+  MAILROOM_BATCH_TIMEOUT=0 MAILROOM_POLL_INTERVAL=500 MAILROOM_REPUTATION_REFRESH=500 \
   "$COLLECTOR" >"$WORK/collector.log" 2>&1 &
 COLLECTOR_PID=$!
 MAILROOM_COLLECTOR_ADDRESS=127.0.0.1:$GRPC_PORT MAILROOM_COLLECTOR_TOKEN=$TOKEN \
@@ -161,9 +161,12 @@ rules_ok() {
 import json, sys
 text = sys.stdin.read()
 rules = [r for g in json.loads(text)["groups"] for r in g["rules"]] if text.strip() else []
-sys.exit(0 if len(rules) == 7 and all(r["health"] == "ok" for r in rules) else 1)'
+sys.exit(0 if len(rules) == 10 and all(r["health"] == "ok" for r in rules) else 1)'
 }
-until_true "all 7 rules loaded and healthy" rules_ok
+until_true "all 10 rules loaded and healthy" rules_ok
+until_true "reputation: the 12 emails sent counted in the window" \
+  is 'mailroom_reputation_sent{group="mailroom"}' '==' 12
+until_true "reputation: bounce rate gauge" is 'mailroom_reputation_bounce_rate{group="mailroom"}' '==' 0
 n_eml=$(find "$WORK/outbox" -name '*.eml' | wc -l)
 if [ "$n_eml" = 12 ]; then ok "12 emails in the outbox"; else bad "outbox has $n_eml emails, not 12"; fi
 

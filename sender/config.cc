@@ -198,6 +198,7 @@ TransportConfig TransportConfigOf(const SenderConfig& c) {
   tc.aws_secret_access_key = c.aws_secret_access_key;
   tc.aws_session_token = c.aws_session_token;
   tc.ses_configuration_set = c.ses_configuration_set;
+  tc.group = c.group;
   return tc;
 }
 

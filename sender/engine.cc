@@ -137,7 +137,8 @@ void Engine::DeferQueued(absl::Duration retry_after, const std::string& why) {
 }
 
 void Engine::Report(uint64_t id, v1::Outcome outcome, const std::string& reason,
-                    absl::Duration retry_after, int64_t cost, bool suppress_recipient) {
+                    absl::Duration retry_after, int64_t cost, bool suppress_recipient,
+                    const std::string& provider_message_id) {
   v1::JobOutcome o;
   o.set_job_id(id);
   o.set_outcome(outcome);
@@ -146,6 +147,7 @@ void Engine::Report(uint64_t id, v1::Outcome outcome, const std::string& reason,
       std::clamp<int64_t>(absl::ToInt64Milliseconds(retry_after), 0, 31LL * 24 * 3600 * 1000)));
   o.set_cost_micros(cost);
   o.set_suppress_recipient(suppress_recipient && outcome == v1::OUTCOME_FAILED);
+  if (outcome == v1::OUTCOME_SENT) o.set_provider_message_id(provider_message_id);
   report_(std::move(o));
 }
 
@@ -234,6 +236,7 @@ bool Engine::Deliver(const v1::Job& job) {
     return false;
   }
   auto email = render_(job);
+  if (email.ok()) email->tags = {{"mailroom_job", id}, {"mailroom_action", action}};
   if (!email.ok()) {
     metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "failed"}});
     metrics_->Add("mailroom_sender_failures_total", 1, {{"reason", "render"}});
@@ -298,7 +301,8 @@ bool Engine::Deliver(const v1::Job& job) {
                       {{"action", action}});
     LogInfo("sent", {{"job", id}, {"action", action}, {"transport", transport_->Name()},
                      {"attempt", absl::StrCat(job.failures() + 1)}});
-    Report(job.job_id(), v1::OUTCOME_SENT, "", absl::ZeroDuration(), cost);
+    Report(job.job_id(), v1::OUTCOME_SENT, "", absl::ZeroDuration(), cost, false,
+           sent->feedback_id);
     return false;
   }
   pacer_->Refund(ClassOf(job));  // a rejected or failed send is not charged

@@ -88,7 +88,7 @@ class Engine {
   // `suppress_recipient`: only with FAILED, the transport rejected the address permanently.
   void Report(uint64_t id, v1::Outcome outcome, const std::string& reason,
               absl::Duration retry_after = absl::ZeroDuration(), int64_t cost = 0,
-              bool suppress_recipient = false);
+              bool suppress_recipient = false, const std::string& provider_message_id = "");
   void DeferQueued(absl::Duration retry_after, const std::string& why);
   // Waits `d` on the clock, or less when Drain() begins.
   void Pause(absl::Duration d);

@@ -28,12 +28,13 @@ class FakeTransport : public Transport {
   absl::StatusOr<SendResult> Send(const OutgoingEmail& email) override {
     absl::MutexLock lock(&mu_);
     sent_to_.push_back(email.to_address);
+    tags_.push_back(email.tags);
     if (!script_.empty()) {
       absl::Status st = script_.front();
       script_.pop_front();
       if (!st.ok()) return st;
     }
-    return SendResult{"ok"};
+    return SendResult{"ok", "msg-" + email.to_address};
   }
   int Concurrency() const override { return 1; }
   std::string Name() const override { return "fake"; }
@@ -50,11 +51,16 @@ class FakeTransport : public Transport {
     absl::MutexLock lock(&mu_);
     return sent_to_.size();
   }
+  std::vector<std::vector<std::pair<std::string, std::string>>> tags() {
+    absl::MutexLock lock(&mu_);
+    return tags_;
+  }
 
  private:
   absl::Mutex mu_;
   std::deque<absl::Status> script_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> sent_to_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<std::pair<std::string, std::string>>> tags_ ABSL_GUARDED_BY(mu_);
 };
 
 class EngineTest : public ::testing::Test {
@@ -155,6 +161,26 @@ TEST_F(EngineTest, SendsAtThePaceOnSimulatedTime) {
   ASSERT_TRUE(OutcomesReach(3));
   for (const auto& o : Outcomes()) EXPECT_EQ(o.outcome(), v1::OUTCOME_SENT);
   EXPECT_GT(metrics_.Value("mailroom_sender_rate_limit_wait_seconds_total"), 0);
+}
+
+// Every email carries its job in the provider's tags, and the transport's feedback id (SES
+// MessageId) goes back with the SENT outcome only.
+TEST_F(EngineTest, TagsTheEmailAndReportsTheProvidersMessageId) {
+  Start(BudgetConfig{});
+  transport_.Script({absl::InvalidArgumentError("ses 400 MessageRejected")});
+  engine_->Submit({Job(7, v1::ACTION_PASSWORD_RECOVERY)});
+  ASSERT_TRUE(OutcomesReach(1));
+  engine_->Submit({Job(8)});
+  ASSERT_TRUE(OutcomesReach(2));
+  const std::vector<v1::JobOutcome> o = Outcomes();
+  EXPECT_EQ(o[0].outcome(), v1::OUTCOME_FAILED);
+  EXPECT_EQ(o[0].provider_message_id(), "");
+  EXPECT_EQ(o[1].outcome(), v1::OUTCOME_SENT);
+  EXPECT_EQ(o[1].provider_message_id(), "msg-user8@example.test");
+  using Tags = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(transport_.tags()[0],
+            (Tags{{"mailroom_job", "7"}, {"mailroom_action", "password_recovery"}}));
+  EXPECT_EQ(transport_.tags()[1], (Tags{{"mailroom_job", "8"}, {"mailroom_action", "activation"}}));
 }
 
 TEST_F(EngineTest, RecoveryFirstThenEarliestExpiry) {

@@ -83,6 +83,10 @@ absl::StatusOr<SendResult> SesTransport::Send(const OutgoingEmail& email) {
   if (!config_.ses_configuration_set.empty()) {
     req["ConfigurationSetName"] = config_.ses_configuration_set;
   }
+  nlohmann::json tags = nlohmann::json::array();
+  for (const auto& [name, value] : email.tags) tags.push_back({{"Name", name}, {"Value", value}});
+  if (!config_.group.empty()) tags.push_back({{"Name", "mailroom_group"}, {"Value", config_.group}});
+  if (!tags.empty()) req["EmailTags"] = std::move(tags);
   const std::string body = req.dump();
 
   CurlHandlePool::Lease handle = handles_.Acquire();
@@ -124,7 +128,7 @@ absl::StatusOr<SendResult> SesTransport::Send(const OutgoingEmail& email) {
   std::string id = json.is_object() && json.contains("MessageId") && json["MessageId"].is_string()
                        ? json["MessageId"].get<std::string>()
                        : "";
-  return SendResult{id};
+  return SendResult{id, id};
 }
 
 }  // namespace mailroom

@@ -12,6 +12,9 @@ namespace mailroom {
 // TooManyRequestsException, Throttling, LimitExceeded) and 5xx are kUnavailable; rejections
 // (MessageRejected, MailFromDomainNotVerified, BadRequest, AccountSuspended, SendingPaused,
 // NotFound, 403) are permanent. `connections` HTTP handles keep their connections alive.
+// Every message carries EmailTags: the email's own tags (mailroom_job, mailroom_action) and
+// mailroom_group (TransportConfig::group), which come back in SES events (mail.tags); the
+// MessageId SES answers is the SendResult's provider_id and feedback_id.
 class SesTransport : public Transport {
  public:
   explicit SesTransport(const TransportConfig& config);

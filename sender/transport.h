@@ -15,11 +15,17 @@ struct OutgoingEmail {
   std::string to_address;    // envelope recipient (bare address, validated)
   std::string mime;          // the message
   std::string message_id;    // without angle brackets
+  // Provider tags (SES EmailTags: name, value; letters, digits, '_' and '-' only): the job
+  // id and action, so that SES feedback can name the job.
+  std::vector<std::pair<std::string, std::string>> tags;
 };
 
 // What a transport reports for a delivered message.
 struct SendResult {
   std::string provider_id;  // SES MessageId, SMTP reply text, or the written file's path
+  // The id provider feedback names the message by (SES MessageId), reported to the collector
+  // with the SENT outcome; "" when the transport has none.
+  std::string feedback_id;
 };
 
 // One way of delivering messages. Send is thread-safe and may run concurrently from up to
@@ -77,6 +83,7 @@ struct TransportConfig {
   std::string aws_secret_access_key;  // secret
   std::string aws_session_token;      // secret
   std::string ses_configuration_set;
+  std::string group;  // the consumer group, tagged on every SES message (mailroom_group)
 };
 
 // The payload type URL that marks a permanent rejection of the recipient's address.

@@ -131,7 +131,7 @@ std::unique_ptr<Process> StackTest::StartSmtpPeer(const std::vector<std::string>
 }
 
 std::string StackTest::StartSes(int throttle_first, const std::string& paused_file,
-                                const std::string& account_file) {
+                                const std::vector<std::string>& front_args) {
   const char* modules = std::getenv("MAILROOM_NODE_MODULES");
   if (modules == nullptr || *modules == '\0') return "";
   int emu = FreePort();
@@ -152,10 +152,7 @@ std::string StackTest::StartSes(int throttle_first, const std::string& paused_fi
     argv.push_back("--paused-file");
     argv.push_back(paused_file);
   }
-  if (!account_file.empty()) {
-    argv.push_back("--account-file");
-    argv.push_back(account_file);
-  }
+  argv.insert(argv.end(), front_args.begin(), front_args.end());
   auto f = Process::Spawn(argv, {}, dir_ + "/front.log");
   EXPECT_TRUE(f.ok());
   if (!f.ok()) return "";

@@ -67,9 +67,9 @@ class StackTest : public ::testing::Test {
   // The SES v2 emulator behind the SigV4-checking front; returns the front's endpoint, or ""
   // when the npm peers are not installed (MAILROOM_NODE_MODULES unset).
   // While `paused_file` (if given) exists the front answers 400 SendingPausedException.
-  // `account_file` (if given): JSON overriding what the front's GetAccount answers.
+  // `front_args` go to the front as they are (e.g. --sns-dir D --sns-port P: it plays SNS).
   std::string StartSes(int throttle_first, const std::string& paused_file = "",
-                       const std::string& account_file = "");
+                       const std::vector<std::string>& front_args = {});
   std::string SesStore();
   // Environment for a sender using the SES transport at `endpoint`.
   std::map<std::string, std::string> SesEnv(const std::string& endpoint);

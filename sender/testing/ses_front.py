@@ -16,16 +16,35 @@ overridden by the JSON object in F when it exists (read on every request, so a t
 account by rewriting F): SendingEnabled true, EnforcementStatus HEALTHY,
 ProductionAccessEnabled true, SendQuota {Max24HourSend 50000, MaxSendRate 14, SentLast24Hours 0}.
 
+--sns-dir D --sns-port P: also plays Amazon SNS for a configuration set's event destination.
+It makes a test CA (D/ca.pem), a signing certificate issued by it, and a TLS certificate for
+127.0.0.1, and serves over HTTPS on 127.0.0.1:P the signing certificate (/cert.pem) and the
+SubscribeURL (/confirm?Token=...). It remembers what the front sent (MessageId, recipient,
+EmailTags) and, on request, POSTs signed SNS messages to an endpoint:
+  POST /_sns/subscribe {"endpoint": URL}: a SubscriptionConfirmation
+  GET  /_sns/confirmed: {"confirmed": N} subscriptions confirmed through the SubscribeURL
+  GET  /_sns/sent: {"sent": [{"to": ADDR, "id": MessageId, "tags": {NAME: [VALUE]}}, ...]}
+  POST /_sns/event {"endpoint": URL, "recipient": ADDR, "event": "Bounce"|"Complaint"|
+       "Delivery", "bounce_type": "Permanent", "version": 1|2, "forge": false}: an SES event
+       about the last message sent to ADDR (forge: the Message is changed after signing)
+Each answers {"status": the endpoint's HTTP status, ...}.
+
 Prints "ready <port>" once listening.
 """
 import argparse
+import base64
+import datetime
 import hashlib
 import hmac
 import http.server
 import json
 import os
+import ssl
+import subprocess
 import threading
+import urllib.error
 import urllib.request
+import uuid
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--port", type=int, required=True)
@@ -36,6 +55,8 @@ parser.add_argument("--region", default="us-east-1")
 parser.add_argument("--throttle-first", type=int, default=0)
 parser.add_argument("--paused-file")
 parser.add_argument("--account-file")
+parser.add_argument("--sns-dir")
+parser.add_argument("--sns-port", type=int, default=0)
 args = parser.parse_args()
 lock = threading.Lock()
 state = {"throttled": 0}
@@ -91,6 +112,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self):
+        if args.sns_dir and self.path.startswith("/_sns/"):
+            return self.reply(*sns_control("GET", self.path, b""))
         headers = {k.lower(): v for k, v in self.headers.items()}
         headers["Authorization"] = self.headers.get("Authorization", "")
         problem = check_signature("GET", self.path, headers, b"")
@@ -114,6 +137,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        if args.sns_dir and self.path.startswith("/_sns/"):
+            return self.reply(*sns_control("POST", self.path, body))
         headers = {k.lower(): v for k, v in self.headers.items()}
         headers["Authorization"] = self.headers.get("Authorization", "")
         problem = check_signature("POST", self.path, headers, body)
@@ -132,11 +157,153 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                               "Authorization": headers["Authorization"]})
         try:
             with urllib.request.urlopen(req) as r:
-                self.reply(r.status, json.loads(r.read() or b"{}"))
+                answer = json.loads(r.read() or b"{}")
+                if args.sns_dir:
+                    sns_record_sent(body, answer)
+                self.reply(r.status, answer)
         except urllib.error.HTTPError as e:
             self.reply(e.code, json.loads(e.read() or b"{}"))
 
 
+# --- SNS: a configuration set's event destination, signed with a test CA's certificate -------
+
+sns = {"sent": [], "confirmed": 0}
+
+
+def openssl(*argv, data=None):
+    return subprocess.run(["openssl"] + list(argv), input=data, check=True,
+                          capture_output=True).stdout
+
+
+def sns_setup():
+    d = args.sns_dir
+    os.makedirs(d, exist_ok=True)
+    j = lambda name: os.path.join(d, name)
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", j("ca.key"), "-out",
+            j("ca.pem"), "-days", "2", "-subj", "/CN=mailroom test SNS CA",
+            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=keyCertSign")
+    for name, cn, ext in (("signing", "sns.us-east-1.amazonaws.com", "basicConstraints=CA:FALSE"),
+                          ("tls", "127.0.0.1", "subjectAltName=IP:127.0.0.1")):
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", j(name + ".key"), "-out",
+                j(name + ".csr"), "-subj", "/CN=" + cn)
+        with open(j(name + ".ext"), "w") as f:
+            f.write(ext + "\n")
+        openssl("x509", "-req", "-in", j(name + ".csr"), "-CA", j("ca.pem"), "-CAkey", j("ca.key"),
+                "-CAcreateserial", "-days", "2", "-out", j(name + ".pem"), "-extfile", j(name + ".ext"))
+    base = "https://127.0.0.1:%d" % args.sns_port
+
+    class CertHandler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, fmt, *a):
+            pass
+
+        def do_GET(self):
+            if self.path == "/cert.pem":
+                data = open(j("signing.pem"), "rb").read()
+            elif self.path.startswith("/confirm?"):
+                with lock:
+                    sns["confirmed"] += 1
+                data = b"<ConfirmSubscriptionResponse/>"
+            else:
+                self.send_response(404)
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    tls = http.server.ThreadingHTTPServer(("127.0.0.1", args.sns_port), CertHandler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(j("tls.pem"), j("tls.key"))
+    tls.socket = ctx.wrap_socket(tls.socket, server_side=True)
+    threading.Thread(target=tls.serve_forever, daemon=True).start()
+    return base
+
+
+def sns_record_sent(body, answer):
+    try:
+        req = json.loads(body)
+        to = req["Destination"]["ToAddresses"][0]
+    except (ValueError, KeyError, IndexError):
+        return
+    tags = {t["Name"]: [t["Value"]] for t in req.get("EmailTags", [])}
+    with lock:
+        sns["sent"].append({"to": to, "id": answer.get("MessageId", ""), "tags": tags})
+
+
+def sns_sign(msg, version):
+    keys = ["Message", "MessageId"] + (["Subject"] if "Subject" in msg else [])
+    keys += ["Timestamp", "TopicArn", "Type"]
+    if msg["Type"] != "Notification":
+        keys = ["Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type"]
+    text = "".join("%s\n%s\n" % (k, msg[k]) for k in keys)
+    digest = "-sha1" if version == 1 else "-sha256"
+    sig = openssl("dgst", digest, "-sign", os.path.join(args.sns_dir, "signing.key"),
+                  data=text.encode())
+    msg["SignatureVersion"] = str(version)
+    msg["Signature"] = base64.b64encode(sig).decode()
+
+
+def sns_post(endpoint, msg):
+    req = urllib.request.Request(endpoint, data=json.dumps(msg).encode(), method="POST",
+                                 headers={"Content-Type": "text/plain; charset=UTF-8",
+                                          "x-amz-sns-message-type": msg["Type"]})
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def sns_envelope(kind, message):
+    return {"Type": kind, "MessageId": str(uuid.uuid4()),
+            "TopicArn": "arn:aws:sns:us-east-1:123456789012:mailroom-feedback",
+            "Message": message,
+            "Timestamp": datetime.datetime.now(datetime.timezone.utc)
+                         .strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+            "SigningCertURL": sns_base + "/cert.pem"}
+
+
+def sns_control(method, path, body):
+    req = json.loads(body or b"{}")
+    if method == "GET" and path == "/_sns/confirmed":
+        with lock:
+            return 200, {"confirmed": sns["confirmed"]}
+    if method == "GET" and path == "/_sns/sent":
+        with lock:
+            return 200, {"sent": list(sns["sent"])}
+    if method == "POST" and path == "/_sns/subscribe":
+        msg = sns_envelope("SubscriptionConfirmation", "You have chosen to subscribe.")
+        msg["Token"] = uuid.uuid4().hex
+        msg["SubscribeURL"] = sns_base + "/confirm?Action=ConfirmSubscription&Token=" + msg["Token"]
+        sns_sign(msg, 2)
+        return 200, {"status": sns_post(req["endpoint"], msg)}
+    if method == "POST" and path == "/_sns/event":
+        with lock:
+            sent = [m for m in sns["sent"] if m["to"] == req["recipient"]]
+        if not sent:
+            return 404, {"message": "nothing sent to " + req["recipient"]}
+        mail = {"messageId": sent[-1]["id"], "destination": [req["recipient"]],
+                "tags": sent[-1]["tags"], "source": "no-reply@example.test"}
+        event = {"eventType": req["event"], "mail": mail}
+        if req["event"] == "Bounce":
+            event["bounce"] = {"bounceType": req.get("bounce_type", "Permanent"),
+                               "bounceSubType": "General",
+                               "bouncedRecipients": [{"emailAddress": req["recipient"]}]}
+        elif req["event"] == "Complaint":
+            event["complaint"] = {"complainedRecipients": [{"emailAddress": req["recipient"]}],
+                                  "complaintFeedbackType": "abuse"}
+        elif req["event"] == "Delivery":
+            event["delivery"] = {"recipients": [req["recipient"]], "smtpResponse": "250 ok"}
+        msg = sns_envelope("Notification", json.dumps(event))
+        sns_sign(msg, int(req.get("version", 2)))
+        if req.get("forge"):
+            msg["Message"] = msg["Message"].replace(req["recipient"], "someone.else@example.test")
+        return 200, {"status": sns_post(req["endpoint"], msg), "ses_message_id": sent[-1]["id"]}
+    return 404, {"message": "unknown SNS control " + path}
+
+
+sns_base = sns_setup() if args.sns_dir else None
 server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
 print("ready %d" % args.port, flush=True)
 server.serve_forever()

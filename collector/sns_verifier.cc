@@ -1,0 +1,288 @@
+#include "collector/sns_verifier.h"
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
+
+#include <regex>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
+
+namespace mailroom {
+namespace {
+
+struct X509Free {
+  void operator()(X509* x) const { X509_free(x); }
+};
+struct PkeyFree {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+struct BioFree {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+struct StoreFree {
+  void operator()(X509_STORE* s) const { X509_STORE_free(s); }
+};
+struct StoreCtxFree {
+  void operator()(X509_STORE_CTX* c) const { X509_STORE_CTX_free(c); }
+};
+struct MdCtxFree {
+  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
+};
+struct StackFree {
+  void operator()(STACK_OF(X509) * s) const { sk_X509_pop_free(s, X509_free); }
+};
+
+// Every refusal passes here: OpenSSL's thread-local error queue is emptied so that a failed
+// check leaves nothing behind for the next, unrelated, OpenSSL call on this thread.
+absl::Status Denied(absl::string_view why) {
+  ERR_clear_error();
+  return absl::PermissionDeniedError(absl::StrCat("sns: ", why));
+}
+
+// The caIssuers URI of `cert`'s Authority Information Access extension, or "".
+std::string CaIssuersUri(X509* cert) {
+  auto* aia = static_cast<AUTHORITY_INFO_ACCESS*>(
+      X509_get_ext_d2i(cert, NID_info_access, nullptr, nullptr));
+  std::string out;
+  for (int i = 0; aia != nullptr && i < sk_ACCESS_DESCRIPTION_num(aia); ++i) {
+    ACCESS_DESCRIPTION* ad = sk_ACCESS_DESCRIPTION_value(aia, i);
+    if (OBJ_obj2nid(ad->method) == NID_ad_ca_issuers && ad->location->type == GEN_URI) {
+      const ASN1_IA5STRING* uri = ad->location->d.uniformResourceIdentifier;
+      out.assign(reinterpret_cast<const char*>(ASN1_STRING_get0_data(uri)),
+                 ASN1_STRING_length(uri));
+      break;
+    }
+  }
+  AUTHORITY_INFO_ACCESS_free(aia);
+  return out;
+}
+
+// True when `url` starts with one of `schemes`, has no user info, and its authority
+// (host[:port], case-insensitive) is in `extra_hosts` or its host matches `host_pattern`.
+bool UrlOnHost(const std::string& url, std::initializer_list<absl::string_view> schemes,
+               const std::vector<std::string>& extra_hosts, const std::regex& host_pattern) {
+  absl::string_view rest = url;
+  bool scheme_ok = false;
+  for (absl::string_view scheme : schemes) {
+    scheme_ok = scheme_ok || absl::ConsumePrefix(&rest, scheme);
+  }
+  if (!scheme_ok) return false;
+  absl::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
+  if (authority.empty() || absl::StrContains(authority, "@")) return false;
+  const std::string lower = absl::AsciiStrToLower(authority);
+  for (const std::string& h : extra_hosts) {
+    if (lower == absl::AsciiStrToLower(h)) return true;
+  }
+  return std::regex_match(lower, host_pattern);
+}
+
+// An issuer certificate may come over http or https (the chain check authenticates it), from
+// Amazon's repository host names (crt.r2m02.amazontrust.com, ...) or the allow-list.
+bool IssuerUrlAllowed(const std::string& url, const std::vector<std::string>& extra_hosts) {
+  static const std::regex kAmazonTrust(R"(^([a-z0-9-]+\.)*amazontrust\.com$)");
+  return UrlOnHost(url, {"http://", "https://"}, extra_hosts, kAmazonTrust);
+}
+
+// A DER or PEM certificate.
+X509* ParseCertificate(const std::string& data) {
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(data.data());
+  if (X509* der = d2i_X509(nullptr, &p, static_cast<long>(data.size()))) return der;
+  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(data.data(), static_cast<int>(data.size())));
+  return PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr);
+}
+
+}  // namespace
+
+absl::StatusOr<SnsMessage> ParseSnsMessage(const std::string& body) {
+  auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return absl::InvalidArgumentError("body is not a JSON object");
+  SnsMessage m;
+  auto field = [&](const char* name, std::string* out, bool* present = nullptr) -> bool {
+    auto it = j.find(name);
+    if (it == j.end() || it->is_null()) return false;
+    if (!it->is_string()) return false;
+    *out = it->get<std::string>();
+    if (present != nullptr) *present = true;
+    return true;
+  };
+  if (!field("Type", &m.type)) return absl::InvalidArgumentError("Type missing");
+  if (!field("MessageId", &m.message_id) || m.message_id.empty()) {
+    return absl::InvalidArgumentError("MessageId missing");
+  }
+  field("TopicArn", &m.topic_arn);
+  field("Message", &m.message);
+  field("Timestamp", &m.timestamp);
+  field("SignatureVersion", &m.signature_version);
+  field("Signature", &m.signature);
+  field("SigningCertURL", &m.signing_cert_url) || field("SigningCertUrl", &m.signing_cert_url);
+  field("Subject", &m.subject, &m.has_subject);
+  field("Token", &m.token);
+  field("SubscribeURL", &m.subscribe_url);
+  if (m.message_id.size() > 256) return absl::InvalidArgumentError("MessageId too long");
+  return m;
+}
+
+std::string SnsStringToSign(const SnsMessage& m) {
+  std::vector<std::pair<const char*, const std::string*>> fields;
+  if (m.type == "Notification") {
+    fields = {{"Message", &m.message}, {"MessageId", &m.message_id}};
+    if (m.has_subject) fields.push_back({"Subject", &m.subject});
+    fields.insert(fields.end(),
+                  {{"Timestamp", &m.timestamp}, {"TopicArn", &m.topic_arn}, {"Type", &m.type}});
+  } else if (m.type == "SubscriptionConfirmation" || m.type == "UnsubscribeConfirmation") {
+    fields = {{"Message", &m.message},
+              {"MessageId", &m.message_id},
+              {"SubscribeURL", &m.subscribe_url},
+              {"Timestamp", &m.timestamp},
+              {"Token", &m.token},
+              {"TopicArn", &m.topic_arn},
+              {"Type", &m.type}};
+  } else {
+    return "";
+  }
+  std::string out;
+  for (const auto& [k, v] : fields) absl::StrAppend(&out, k, "\n", *v, "\n");
+  return out;
+}
+
+bool SnsUrlAllowed(const std::string& url, const std::vector<std::string>& extra_hosts) {
+  static const std::regex kSnsHost(R"(^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$)");
+  return UrlOnHost(url, {"https://"}, extra_hosts, kSnsHost);
+}
+
+struct SnsVerifier::Key {
+  std::unique_ptr<EVP_PKEY, PkeyFree> pkey;
+  absl::Time not_after;
+};
+
+SnsVerifier::SnsVerifier(SnsVerifierOptions options, UrlFetcher fetch,
+                         std::function<absl::Time()> now, UrlFetcher fetch_issuer)
+    : options_(std::move(options)),
+      fetch_(std::move(fetch)),
+      now_(now ? std::move(now) : [] { return absl::Now(); }),
+      fetch_issuer_(std::move(fetch_issuer)) {}
+
+SnsVerifier::~SnsVerifier() = default;
+
+absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::KeyFor(const std::string& url) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = keys_.find(url);
+    if (it != keys_.end() && it->second->not_after > now_()) return it->second;
+  }
+  auto pem = fetch_(url);
+  if (!pem.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("sns: cannot fetch the signing certificate: ", pem.status().message()));
+  }
+  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem->data(), static_cast<int>(pem->size())));
+  std::unique_ptr<X509, X509Free> cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+  if (cert == nullptr) return Denied("the signing certificate is not a PEM certificate");
+  // Intermediates served with it (as a chain file) help build the path to the trust store.
+  std::unique_ptr<STACK_OF(X509), StackFree> chain(sk_X509_new_null());
+  while (X509* extra = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
+    sk_X509_push(chain.get(), extra);
+  }
+  std::unique_ptr<X509_STORE, StoreFree> store(X509_STORE_new());
+  if (options_.ca_file.empty()) {
+    X509_STORE_set_default_paths(store.get());
+  } else if (X509_STORE_load_file(store.get(), options_.ca_file.c_str()) != 1) {
+    return absl::FailedPreconditionError("sns: cannot read the CA file");
+  }
+  auto verify = [&]() -> int {
+    std::unique_ptr<X509_STORE_CTX, StoreCtxFree> ctx(X509_STORE_CTX_new());
+    X509_STORE_CTX_init(ctx.get(), store.get(), cert.get(), chain.get());
+    X509_STORE_CTX_set_time(ctx.get(), 0, absl::ToTimeT(now_()));
+    return X509_verify_cert(ctx.get()) == 1 ? X509_V_OK : X509_STORE_CTX_get_error(ctx.get());
+  };
+  int err = verify();
+  if (err == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY && fetch_issuer_ != nullptr &&
+      sk_X509_num(chain.get()) == 0) {
+    const std::string issuer_url = CaIssuersUri(cert.get());
+    if (IssuerUrlAllowed(issuer_url, options_.extra_hosts)) {
+      auto issuer = fetch_issuer_(issuer_url);
+      if (!issuer.ok()) {
+        return absl::UnavailableError(absl::StrCat(
+            "sns: cannot fetch the signing certificate's issuer: ", issuer.status().message()));
+      }
+      if (X509* intermediate = ParseCertificate(*issuer)) {
+        sk_X509_push(chain.get(), intermediate);
+        err = verify();
+      }
+    }
+  }
+  if (err != X509_V_OK) {
+    return Denied(absl::StrCat("the signing certificate is not trusted: ",
+                               X509_verify_cert_error_string(err)));
+  }
+  auto key = std::make_shared<Key>();
+  key->pkey.reset(X509_get_pubkey(cert.get()));
+  if (key->pkey == nullptr || EVP_PKEY_base_id(key->pkey.get()) != EVP_PKEY_RSA) {
+    return Denied("the signing certificate has no RSA key");
+  }
+  time_t not_after = 0;
+  ASN1_TIME* na = X509_get_notAfter(cert.get());
+  struct tm tm;
+  if (ASN1_TIME_to_tm(na, &tm) == 1) not_after = timegm(&tm);
+  key->not_after = absl::FromTimeT(not_after);
+  absl::MutexLock lock(&mu_);
+  keys_[url] = key;
+  return key;
+}
+
+absl::Status SnsVerifier::Verify(const SnsMessage& m) {
+  const std::string to_sign = SnsStringToSign(m);
+  if (to_sign.empty()) {
+    return Denied(
+        absl::StrCat("unknown message type \"", absl::CEscape(m.type.substr(0, 40)), "\""));
+  }
+  if (m.signature.empty() || m.signature_version.empty() || m.signing_cert_url.empty()) {
+    return Denied("unsigned message");
+  }
+  const EVP_MD* md = m.signature_version == "1"   ? EVP_sha1()
+                     : m.signature_version == "2" ? EVP_sha256()
+                                                  : nullptr;
+  if (md == nullptr) return Denied("unknown SignatureVersion");
+  if (!SnsUrlAllowed(m.signing_cert_url, options_.extra_hosts)) {
+    return Denied("SigningCertURL is not an https URL of an SNS host");
+  }
+  if (!options_.topic_arns.empty() &&
+      std::find(options_.topic_arns.begin(), options_.topic_arns.end(), m.topic_arn) ==
+          options_.topic_arns.end()) {
+    return Denied("TopicArn not allowed");
+  }
+  absl::Time at;
+  std::string err;
+  if (!absl::ParseTime(absl::RFC3339_full, m.timestamp, &at, &err)) {
+    return Denied("Timestamp is not an ISO 8601 time");
+  }
+  const absl::Time now = now_();
+  if (at < now - options_.max_age) return Denied("message expired (Timestamp too old)");
+  if (at > now + options_.max_clock_skew) return Denied("Timestamp in the future");
+  std::string signature;
+  if (!absl::Base64Unescape(m.signature, &signature) || signature.empty()) {
+    return Denied("Signature is not base64");
+  }
+  auto key = KeyFor(m.signing_cert_url);
+  if (!key.ok()) return key.status();
+  std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx(EVP_MD_CTX_new());
+  if (EVP_DigestVerifyInit(ctx.get(), nullptr, md, nullptr, (*key)->pkey.get()) != 1 ||
+      EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(signature.data()),
+                       signature.size(), reinterpret_cast<const unsigned char*>(to_sign.data()),
+                       to_sign.size()) != 1) {
+    return Denied("signature does not match");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mailroom

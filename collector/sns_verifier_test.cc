@@ -1,0 +1,253 @@
+// SnsVerifier against messages signed by a throwaway CA's certificate (testing/sns_signer):
+// both signature versions, and every way a message can be refused.
+#include "collector/sns_verifier.h"
+
+#include <atomic>
+
+#include "collector/testing/sns_signer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace mailroom {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kCertUrl[] =
+    "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-0123456789abcdef.pem";
+
+class SnsVerifierTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { signer_ = new testing::SnsSigner; }
+  static void TearDownTestSuite() { delete signer_; }
+
+  // A verifier trusting the signer's CA, fetching every URL's certificate from the signer.
+  SnsVerifier Verifier(SnsVerifierOptions o = {}) {
+    o.ca_file = CaFile();
+    return SnsVerifier(
+        o,
+        [this](const std::string& url) -> absl::StatusOr<std::string> {
+          ++fetches_;
+          fetched_url_ = url;
+          return signer_->cert_pem();
+        },
+        [this] { return now_; });
+  }
+  static std::string CaFile() {
+    static const std::string path = [] {
+      std::string p =
+          std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/sns_test_ca.pem";
+      FILE* f = fopen(p.c_str(), "w");
+      fputs(signer_->ca_pem().c_str(), f);
+      fclose(f);
+      return p;
+    }();
+    return path;
+  }
+
+  static testing::SnsSigner* signer_;
+  absl::Time now_ = absl::Now();  // the certificates are valid from an hour ago for 30 days
+  std::atomic<int> fetches_{0};
+  std::string fetched_url_;
+};
+testing::SnsSigner* SnsVerifierTest::signer_ = nullptr;
+
+TEST(SnsStringToSignTest, FollowsTheDocumentedFieldOrder) {
+  SnsMessage n;
+  n.type = "Notification";
+  n.message = "m";
+  n.message_id = "id";
+  n.timestamp = "t";
+  n.topic_arn = "arn";
+  EXPECT_EQ(SnsStringToSign(n),
+            "Message\nm\nMessageId\nid\nTimestamp\nt\nTopicArn\narn\nType\nNotification\n");
+  n.subject = "s";
+  n.has_subject = true;
+  EXPECT_EQ(
+      SnsStringToSign(n),
+      "Message\nm\nMessageId\nid\nSubject\ns\nTimestamp\nt\nTopicArn\narn\nType\nNotification\n");
+  SnsMessage c = n;
+  c.type = "SubscriptionConfirmation";
+  c.subscribe_url = "u";
+  c.token = "tok";
+  EXPECT_EQ(SnsStringToSign(c),
+            "Message\nm\nMessageId\nid\nSubscribeURL\nu\nTimestamp\nt\nToken\ntok\nTopicArn\narn\n"
+            "Type\nSubscriptionConfirmation\n");
+  c.type = "Something";
+  EXPECT_EQ(SnsStringToSign(c), "");
+}
+
+TEST(SnsUrlAllowedTest, OnlyHttpsOnSnsHostsOrTheAllowList) {
+  EXPECT_TRUE(SnsUrlAllowed("https://sns.eu-west-1.amazonaws.com/x.pem", {}));
+  EXPECT_TRUE(SnsUrlAllowed("https://sns.cn-north-1.amazonaws.com.cn/x.pem", {}));
+  EXPECT_TRUE(SnsUrlAllowed("https://SNS.us-east-1.amazonaws.com/x.pem", {}));
+  EXPECT_FALSE(SnsUrlAllowed("http://sns.us-east-1.amazonaws.com/x.pem", {}));
+  EXPECT_FALSE(SnsUrlAllowed("https://sns.us-east-1.amazonaws.com.evil.test/x.pem", {}));
+  EXPECT_FALSE(SnsUrlAllowed("https://evil.test/sns.us-east-1.amazonaws.com/x.pem", {}));
+  EXPECT_FALSE(SnsUrlAllowed("https://sns.us-east-1.amazonaws.com@evil.test/x.pem", {}));
+  EXPECT_FALSE(SnsUrlAllowed("https://s3.us-east-1.amazonaws.com/x.pem", {}));
+  EXPECT_FALSE(SnsUrlAllowed("https://127.0.0.1:8443/x.pem", {}));
+  EXPECT_TRUE(SnsUrlAllowed("https://127.0.0.1:8443/x.pem", {"127.0.0.1:8443"}));
+  EXPECT_FALSE(SnsUrlAllowed("https://127.0.0.1:8444/x.pem", {"127.0.0.1:8443"}));
+  EXPECT_FALSE(SnsUrlAllowed("http://127.0.0.1:8443/x.pem", {"127.0.0.1:8443"}));
+}
+
+TEST(ParseSnsMessageTest, NeedsAnObjectWithTypeAndMessageId) {
+  EXPECT_EQ(ParseSnsMessage("not json").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseSnsMessage("[1]").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseSnsMessage(R"({"Type":"Notification"})").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto m = ParseSnsMessage(R"({"Type":"Notification","MessageId":"a","Subject":"s"})");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->has_subject);
+}
+
+TEST_F(SnsVerifierTest, ValidVersion1And2AreAcceptedAndTheCertificateIsCached) {
+  SnsVerifier v = Verifier();
+  SnsMessage v1 = signer_->Notification("m1", "{}", kCertUrl, now_, 1);
+  SnsMessage v2 = signer_->Notification("m2", "{}", kCertUrl, now_, 2);
+  EXPECT_TRUE(v.Verify(v1).ok()) << v.Verify(v1);
+  EXPECT_TRUE(v.Verify(v2).ok()) << v.Verify(v2);
+  SnsMessage c = signer_->Confirmation(
+      "c1", "https://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription", kCertUrl, now_, 2);
+  EXPECT_TRUE(v.Verify(c).ok()) << v.Verify(c);
+  EXPECT_EQ(fetches_, 1);
+  EXPECT_EQ(fetched_url_, kCertUrl);
+}
+
+TEST_F(SnsVerifierTest, AForgedMessageIsRefused) {
+  SnsVerifier v = Verifier();
+  SnsMessage m = signer_->Notification("m1", R"({"eventType":"Bounce"})", kCertUrl, now_);
+  m.message = R"({"eventType":"Complaint"})";  // changed after signing
+  absl::Status st = v.Verify(m);
+  EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(st.message(), HasSubstr("signature does not match"));
+  // Signed as version 1, claimed as version 2.
+  SnsMessage w = signer_->Notification("m2", "{}", kCertUrl, now_, 1);
+  w.signature_version = "2";
+  EXPECT_EQ(v.Verify(w).code(), absl::StatusCode::kPermissionDenied);
+  // A signature that is not base64.
+  SnsMessage b = signer_->Notification("m3", "{}", kCertUrl, now_);
+  b.signature = "!!!";
+  EXPECT_EQ(v.Verify(b).code(), absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(SnsVerifierTest, UnsignedUnknownTypeOrVersionIsRefused) {
+  SnsVerifier v = Verifier();
+  SnsMessage m = signer_->Notification("m1", "{}", kCertUrl, now_);
+  SnsMessage unsigned_m = m;
+  unsigned_m.signature.clear();
+  EXPECT_THAT(v.Verify(unsigned_m).message(), HasSubstr("unsigned"));
+  SnsMessage no_url = m;
+  no_url.signing_cert_url.clear();
+  EXPECT_THAT(v.Verify(no_url).message(), HasSubstr("unsigned"));
+  SnsMessage version3 = m;
+  version3.signature_version = "3";
+  EXPECT_THAT(v.Verify(version3).message(), HasSubstr("SignatureVersion"));
+  SnsMessage other = m;
+  other.type = "Advertisement";
+  EXPECT_THAT(v.Verify(other).message(), HasSubstr("unknown message type"));
+  for (const SnsMessage& x : {unsigned_m, no_url, version3, other}) {
+    EXPECT_EQ(v.Verify(x).code(), absl::StatusCode::kPermissionDenied);
+  }
+  EXPECT_EQ(fetches_, 0);
+}
+
+TEST_F(SnsVerifierTest, ACertificateFromAnotherHostOrOverHttpIsNeverFetched) {
+  SnsVerifier v = Verifier();
+  for (const char* url : {"https://evil.test/cert.pem", "http://sns.us-east-1.amazonaws.com/c.pem",
+                          "https://sns.us-east-1.amazonaws.com.evil.test/c.pem"}) {
+    SnsMessage m = signer_->Notification("m1", "{}", url, now_);
+    absl::Status st = v.Verify(m);
+    EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << url;
+    EXPECT_THAT(st.message(), HasSubstr("SigningCertURL")) << url;
+  }
+  EXPECT_EQ(fetches_, 0);
+  // The allow-list (tests) admits its host.
+  SnsVerifierOptions o;
+  o.extra_hosts = {"127.0.0.1:8443"};
+  SnsVerifier allowed = Verifier(o);
+  EXPECT_TRUE(
+      allowed.Verify(signer_->Notification("m2", "{}", "https://127.0.0.1:8443/c.pem", now_)).ok());
+}
+
+TEST_F(SnsVerifierTest, ExpiredOrFutureMessagesAreRefused) {
+  SnsVerifier v = Verifier();
+  SnsMessage old = signer_->Notification("m1", "{}", kCertUrl, now_ - absl::Minutes(61));
+  EXPECT_THAT(v.Verify(old).message(), HasSubstr("expired"));
+  EXPECT_EQ(v.Verify(old).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(v.Verify(signer_->Notification("m2", "{}", kCertUrl, now_ - absl::Minutes(59))).ok());
+  SnsMessage future = signer_->Notification("m3", "{}", kCertUrl, now_ + absl::Minutes(6));
+  EXPECT_THAT(v.Verify(future).message(), HasSubstr("future"));
+  SnsMessage garbage = signer_->Notification("m4", "{}", kCertUrl, now_);
+  garbage.timestamp = "yesterday";
+  signer_->Sign(garbage, 2);
+  EXPECT_EQ(v.Verify(garbage).code(), absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(SnsVerifierTest, AnUntrustedCertificateOrTopicIsRefused) {
+  // Signed by another CA's certificate: the chain does not reach the trust store.
+  testing::SnsSigner stranger;
+  SnsVerifierOptions o;
+  o.ca_file = CaFile();
+  SnsVerifier v(
+      o, [&](const std::string&) -> absl::StatusOr<std::string> { return stranger.cert_pem(); },
+      [this] { return now_; });
+  absl::Status st = v.Verify(stranger.Notification("m1", "{}", kCertUrl, now_));
+  EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(st.message(), HasSubstr("not trusted"));
+
+  SnsVerifierOptions topics;
+  topics.topic_arns = {"arn:aws:sns:us-east-1:123456789012:other"};
+  SnsVerifier only_other = Verifier(topics);
+  EXPECT_THAT(only_other.Verify(signer_->Notification("m2", "{}", kCertUrl, now_)).message(),
+              HasSubstr("TopicArn"));
+  // A certificate that cannot be fetched is a retryable problem, not a forgery.
+  SnsVerifier unreachable(
+      SnsVerifierOptions{},
+      [](const std::string&) -> absl::StatusOr<std::string> {
+        return absl::UnavailableError("connection refused");
+      },
+      [this] { return now_; });
+  EXPECT_EQ(unreachable.Verify(signer_->Notification("m3", "{}", kCertUrl, now_)).code(),
+            absl::StatusCode::kUnavailable);
+}
+
+// SNS serves its certificate alone; the intermediate that issued it is fetched from the
+// certificate's caIssuers URL (only on amazontrust.com or the allow-list) and must chain up.
+TEST_F(SnsVerifierTest, TheMissingIntermediateIsFetchedFromAnAmazonTrustHostOnly) {
+  constexpr char kIssuerUrl[] = "http://crt.r2m02.amazontrust.com/r2m02.cer";
+  testing::SnsSigner chained(kIssuerUrl);
+  SnsVerifierOptions o;
+  const std::string ca_path = std::string(getenv("TEST_TMPDIR")) + "/chained_ca.pem";
+  FILE* f = fopen(ca_path.c_str(), "w");
+  fputs(chained.ca_pem().c_str(), f);
+  fclose(f);
+  o.ca_file = ca_path;
+  auto leaf = [&](const std::string&) -> absl::StatusOr<std::string> { return chained.cert_pem(); };
+  std::vector<std::string> issuer_fetches;
+  auto issuer = [&](const std::string& url) -> absl::StatusOr<std::string> {
+    issuer_fetches.push_back(url);
+    return chained.intermediate_der();
+  };
+  // Without an issuer fetcher: the chain is incomplete.
+  SnsVerifier without(o, leaf, [this] { return now_; });
+  EXPECT_THAT(without.Verify(chained.Notification("m1", "{}", kCertUrl, now_)).message(),
+              HasSubstr("not trusted"));
+  SnsVerifier with(
+      o, leaf, [this] { return now_; }, issuer);
+  EXPECT_TRUE(with.Verify(chained.Notification("m2", "{}", kCertUrl, now_)).ok());
+  EXPECT_THAT(issuer_fetches, ::testing::ElementsAre(kIssuerUrl));
+  // Another host's caIssuers URL is never fetched.
+  testing::SnsSigner elsewhere("http://evil.test/int.cer");
+  SnsVerifierOptions eo = o;
+  SnsVerifier evil(
+      eo, [&](const std::string&) -> absl::StatusOr<std::string> { return elsewhere.cert_pem(); },
+      [this] { return now_; }, issuer);
+  EXPECT_EQ(evil.Verify(elsewhere.Notification("m3", "{}", kCertUrl, now_)).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(issuer_fetches.size(), 1u);
+}
+
+}  // namespace
+}  // namespace mailroom
