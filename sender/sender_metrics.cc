@@ -19,10 +19,10 @@ void DescribeSenderMetrics(Metrics& m) {
   m.Describe("mailroom_sender_spent_micros_total", T::kCounter,
              "Money spent by this process, in millionths.");
   m.Describe("mailroom_sender_queued_jobs", T::kGauge, "Jobs held and not yet being sent.");
-  m.Describe("mailroom_sender_budget_spent_micros", T::kGauge, "Spent this month (millionths).");
+  m.Describe("mailroom_sender_budget_spent_micros", T::kGauge, "Spent this month by this sender under its own cap, MAILROOM_BUDGET (millionths).");
   m.Describe("mailroom_sender_budget_remaining_micros", T::kGauge,
-             "Left this month (millionths; -1 unlimited).");
-  m.Describe("mailroom_sender_budget_pace_per_second", T::kGauge, "Current budget pace.");
+             "Left this month under this sender's own cap, MAILROOM_BUDGET (millionths; -1 unlimited).");
+  m.Describe("mailroom_sender_budget_pace_per_second", T::kGauge, "The group budget's pace, as the collector last said (emails/s; -1 unlimited).");
   m.Describe("mailroom_sender_sent_this_month", T::kGauge, "Emails paid for this month.");
   m.Describe("mailroom_sender_pending_acks", T::kGauge, "Outcomes not yet recorded.");
   m.Describe("mailroom_sender_connected", T::kGauge, "1 while subscribed to a collector.");
