@@ -257,8 +257,7 @@ CREATE OR REPLACE FUNCTION mailroom_stats(p_group TEXT)
      ORDER BY g.name;
 $$;
 
-DROP INDEX deliveries_due_idx;
-CREATE INDEX deliveries_due_idx ON deliveries (group_id, due_at) WHERE state IN ('leased', 'retry');
+DROP INDEX deliveries_due_recovery_idx;
 ALTER TABLE deliveries DROP COLUMN recovery;
 DROP INDEX tokens_action_txid_id_idx;
 ALTER TABLE consumer_groups

@@ -13,9 +13,16 @@
 --   the batch. Every call drains the recoveries' cursor first; when no recovery waits, that
 --   costs one index probe (and one snapshot) per call, whatever the backlog of activations.
 -- * Jobs due again (leased past their lease, retries) are taken recovery-first too:
---   deliveries.recovery (the token's action, copied when the delivery is created) leads the
---   partial index (group_id, recovery, due_at), so each class is its own index range scan
---   ordered by due_at (no scan of what is not due, no sort).
+--   deliveries.recovery (the token's action, copied when the delivery is created) defines a
+--   small partial index of the recoveries in flight, (group_id, due_at), read first; the
+--   activations' due jobs come from 0002's deliveries_due_idx, which the recovery pass has
+--   already emptied of due recoveries (it takes them all unless the batch is full, and then
+--   no activation is read). Both are index range scans ordered by due_at (no sort, nothing
+--   read that is not due). The recoveries' statement names `recovery` literally, so that the
+--   partial index is provably usable in plpgsql's generic plans too. deliveries_due_idx and
+--   deliveries_owner_idx are left as they were: an index (group_id, recovery, due_at) in
+--   their place made mailroom_ack, on a table without statistics, read all of a group's
+--   leases through it instead of the subscriber's own.
 -- * Order of one call: recoveries due again, new recoveries, activations due again, new
 --   activations. Due-again before new within a class, as before.
 -- * A new group (mailroom_ensure_group, unchanged) has no recoveries' cursor yet
@@ -49,9 +56,8 @@ CREATE INDEX tokens_action_txid_id_idx ON tokens (action, txid, id);
 ALTER TABLE deliveries ADD COLUMN recovery BOOLEAN NOT NULL DEFAULT false;
 UPDATE deliveries d SET recovery = true
   FROM tokens t WHERE t.id = d.token_id AND t.action = 'password_recovery';
-DROP INDEX deliveries_due_idx;
-CREATE INDEX deliveries_due_idx ON deliveries (group_id, recovery, due_at)
-    WHERE state IN ('leased', 'retry');
+CREATE INDEX deliveries_due_recovery_idx ON deliveries (group_id, due_at)
+    WHERE state IN ('leased', 'retry') AND recovery;
 
 CREATE OR REPLACE FUNCTION mailroom_dequeue(p_group TEXT, p_limit INT, p_owner TEXT, p_lease_ms INT)
     RETURNS TABLE (job_id BIGINT, action token_action, email TEXT, login TEXT, secret BYTEA,
@@ -106,23 +112,33 @@ BEGIN
         EXIT WHEN v_left <= 0;
         v_rec := v_class = 'password_recovery';
 
-        -- 1. Jobs of this class due again.
-        WITH due AS (
-            SELECT d.token_id FROM deliveries d
-             WHERE d.group_id = g.id AND d.recovery = v_rec AND d.state IN ('leased', 'retry')
-               AND d.due_at <= now()
-             ORDER BY d.due_at LIMIT v_left
-               FOR UPDATE SKIP LOCKED
-        ), upd AS (
-            UPDATE deliveries d
-               SET lost_leases = d.lost_leases + (d.state = 'leased' AND NOT d.holder_left)::INT,
-                   attempts = d.attempts + 1, state = 'leased', owner = p_owner, due_at = v_due,
-                   holder_left = false, updated_at = now()
-              FROM due
-             WHERE d.group_id = g.id AND d.token_id = due.token_id
-            RETURNING d.token_id
-        )
-        SELECT array_agg(token_id) INTO v_ids FROM upd;
+        -- 1. Jobs of this class due again (locked here, leased again below).
+        IF v_rec THEN
+            SELECT array_agg(x.token_id) INTO v_ids
+              FROM (SELECT d.token_id FROM deliveries d
+                     WHERE d.group_id = g.id AND d.state IN ('leased', 'retry') AND d.recovery
+                       AND d.due_at <= now()
+                     ORDER BY d.due_at LIMIT v_left
+                       FOR UPDATE SKIP LOCKED) x;
+        ELSE
+            SELECT array_agg(x.token_id) INTO v_ids
+              FROM (SELECT d.token_id FROM deliveries d
+                     WHERE d.group_id = g.id AND d.state IN ('leased', 'retry') AND NOT d.recovery
+                       AND d.due_at <= now()
+                     ORDER BY d.due_at LIMIT v_left
+                       FOR UPDATE SKIP LOCKED) x;
+        END IF;
+        IF v_ids IS NOT NULL THEN
+            WITH upd AS (
+                UPDATE deliveries d
+                   SET lost_leases = d.lost_leases + (d.state = 'leased' AND NOT d.holder_left)::INT,
+                       attempts = d.attempts + 1, state = 'leased', owner = p_owner,
+                       due_at = v_due, holder_left = false, updated_at = now()
+                 WHERE d.group_id = g.id AND d.token_id = ANY (v_ids)
+                RETURNING d.token_id
+            )
+            SELECT array_agg(token_id) INTO v_ids FROM upd;
+        END IF;
 
         IF v_ids IS NOT NULL THEN
             -- Finish those that must not be sent any more.
