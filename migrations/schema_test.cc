@@ -260,6 +260,11 @@ TEST_F(SchemaTest, DequeueWindowIsAnIndexRangeScanWithoutStatistics) {
        "ALTER TABLE deliveries SET (autovacuum_enabled = false)");
   Exec("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com', 'u' || i"
        " FROM generate_series(1, 20000) i");
+  // Recoveries too (one per active account), so that both cursors read windows.
+  Exec("INSERT INTO accounts (email, login, status) SELECT 'r' || i || '@example.com', 'r' || i,"
+       " 'active' FROM generate_series(1, 3000) i");
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
+       " WHERE status = 'active'");
   ASSERT_EQ(Int("SELECT count(*) FROM pg_stats WHERE tablename IN ('tokens', 'accounts')"), 0)
       << "the test needs a queue without planner statistics";
 
@@ -281,16 +286,151 @@ TEST_F(SchemaTest, DequeueWindowIsAnIndexRangeScanWithoutStatistics) {
     tx.commit();
   }
   EXPECT_EQ(jobs, 8000);
-  int windows = 0;
+  // Recoveries first across the whole backlog: the first three batches are the 3000 of them.
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries d JOIN tokens t ON t.id = d.token_id"
+                " WHERE t.action = 'password_recovery' AND d.recovery"),
+            3000);
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries WHERE NOT recovery"), 5000);
+  // Jobs due again: both classes' scans of deliveries, with leases run out (a fresh, never
+  // ANALYZEd deliveries table too).
+  Exec("UPDATE deliveries SET due_at = now() - interval '1 second'");
+  {
+    pqxx::work tx(c);
+    EXPECT_EQ(tx.exec1("SELECT count(*) FROM mailroom_dequeue('mailroom', 1000, 'plan-test', 60000)")[0]
+                  .as<int64_t>(),
+              1000);
+    tx.commit();
+  }
+  // 0010's indexes leave mailroom_ack's plan as it was: it reads the subscriber's own leases.
+  {
+    pqxx::work tx(c);
+    EXPECT_EQ(tx.exec1("SELECT count(*) FROM mailroom_ack('mailroom', 'plan-test',"
+                       " (SELECT array_agg(token_id ORDER BY token_id) FROM deliveries"
+                       "   WHERE state = 'leased' AND token_id < 500),"
+                       " (SELECT array_agg(attempts ORDER BY token_id) FROM deliveries"
+                       "   WHERE state = 'leased' AND token_id < 500),"
+                       " array_fill('sent'::TEXT, ARRAY[499]), array_fill(''::TEXT, ARRAY[499]),"
+                       " array_fill(0, ARRAY[499]), array_fill(100::BIGINT, ARRAY[499]))")[0]
+                  .as<int64_t>(),
+              499);
+    tx.commit();
+  }
+  int windows = 0, due = 0, acks = 0;
   for (const std::string& n : plans.notices) {
-    if (n.find("array_agg(w.id)") == std::string::npos) continue;
-    ++windows;
-    EXPECT_THAT(n, HasSubstr("Index Scan using tokens_txid_id_idx on tokens")) << n;
+    if (n.find("UPDATE deliveries d") != std::string::npos &&
+        n.find("u.outcome") != std::string::npos) {
+      ++acks;
+      EXPECT_THAT(n, HasSubstr("Index Scan using deliveries_owner_idx on deliveries")) << n;
+      continue;
+    }
+    if (n.find("array_agg(w.id)") != std::string::npos) {
+      ++windows;
+      EXPECT_THAT(n, HasSubstr("Index Scan using tokens_action_txid_id_idx on tokens")) << n;
+    } else if (n.find("FOR UPDATE SKIP LOCKED") != std::string::npos &&
+               n.find("d.due_at <= now()") != std::string::npos) {
+      ++due;
+      EXPECT_THAT(n, HasSubstr(n.find("NOT d.recovery") != std::string::npos
+                                   ? "Index Scan using deliveries_due_idx on deliveries"
+                                   : "Index Scan using deliveries_due_recovery_idx on deliveries"))
+          << n;
+    } else {
+      continue;
+    }
     EXPECT_THAT(n, ::testing::Not(HasSubstr("Seq Scan"))) << n;
-    EXPECT_THAT(n, ::testing::Not(HasSubstr("Bitmap Heap Scan on tokens"))) << n;
+    EXPECT_THAT(n, ::testing::Not(HasSubstr("Bitmap Heap Scan"))) << n;
     EXPECT_THAT(n, ::testing::Not(HasSubstr("Sort Key"))) << n;
   }
   EXPECT_GE(windows, 8) << "auto_explain showed no window read";
+  EXPECT_GE(due, 9) << "auto_explain showed no read of jobs due again";
+  EXPECT_EQ(acks, 1) << "auto_explain showed no acknowledgement";
+}
+
+// Issue 11 §2: the dequeue hands out waiting recoveries before waiting activations across the
+// whole backlog of a group, new and due again alike.
+class PriorityTest : public SchemaTest {
+ protected:
+  // Leases up to `n` jobs; returns their actions in the order handed out ('r' recovery, 'a'
+  // activation).
+  std::string Dequeue(int n, const std::string& group = "mailroom") {
+    pqxx::work tx(*conn_);
+    std::string out;
+    for (const auto& r : tx.exec(absl::StrCat("SELECT action FROM mailroom_dequeue('", group,
+                                              "', ", n, ", 'owner', 60000)"))) {
+      out += r[0].as<std::string>() == "password_recovery" ? 'r' : 'a';
+    }
+    tx.commit();
+    return out;
+  }
+  void Activations(int n, int from = 1) {
+    Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com',"
+                      " 'u' || i FROM generate_series(", from, ", ", from + n - 1, ") i"));
+  }
+  void Recoveries(int n, int from = 1) {
+    Exec(absl::StrCat("INSERT INTO accounts (email, login, status) SELECT 'r' || i ||"
+                      " '@example.com', 'r' || i, 'active' FROM generate_series(", from, ", ",
+                      from + n - 1, ") i"));
+    Exec(absl::StrCat("INSERT INTO tokens (account, action) SELECT id, 'password_recovery'"
+                      " FROM accounts WHERE login IN (SELECT 'r' || i FROM generate_series(",
+                      from, ", ", from + n - 1, ") i)"));
+  }
+};
+
+TEST_F(PriorityTest, RecoveriesQueuedBehindABacklogOfActivationsLeaveFirst) {
+  Activations(2000);
+  EXPECT_EQ(Dequeue(10), "aaaaaaaaaa");  // mid-window of the activations' cursor
+  Recoveries(5);
+  EXPECT_EQ(Dequeue(3), "rrr");
+  EXPECT_EQ(Dequeue(4), "rraa");
+  Activations(10, 5000);
+  Recoveries(1, 100);
+  EXPECT_EQ(Dequeue(2), "ra");
+  // Every token is handed out exactly once: the rest, then nothing.
+  EXPECT_EQ(Dequeue(5000), std::string(2010 - 10 - 2 - 1, 'a'));
+  EXPECT_EQ(Dequeue(10), "");
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), Int("SELECT count(*) FROM tokens"));
+  EXPECT_EQ(Int("SELECT depth FROM mailroom_stats('mailroom')"), 0);
+}
+
+TEST_F(PriorityTest, RecoveriesDueAgainGoBeforeActivationsDueAgainAndNewTokens) {
+  Activations(20);
+  Recoveries(2);
+  EXPECT_EQ(Dequeue(12), "rraaaaaaaaaa");
+  // Every lease runs out, the activations' first.
+  Exec("UPDATE deliveries SET due_at = now() - interval '1 minute' WHERE NOT recovery");
+  Exec("UPDATE deliveries SET due_at = now() - interval '1 second' WHERE recovery");
+  Recoveries(1, 10);
+  // Recoveries due again, the new recovery, activations due again, new activations.
+  EXPECT_EQ(Dequeue(14), "rrraaaaaaaaaaa");
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries WHERE attempts = 2"), 12);
+  EXPECT_EQ(Dequeue(100), std::string(9, 'a'));
+}
+
+TEST_F(PriorityTest, DepthCountsEachCursorApart) {
+  Activations(100);
+  Recoveries(5);
+  EXPECT_EQ(Int("SELECT depth FROM mailroom_stats('mailroom')"), 105);
+  EXPECT_EQ(Dequeue(7), "rrrrraa");
+  EXPECT_EQ(Int("SELECT depth FROM mailroom_stats('mailroom')"), 98);
+}
+
+// A group created after 0010 (mailroom_ensure_group does not know the recoveries' cursor)
+// starts it from the activations' cursor; migrating down with the cursors apart loses nothing
+// and hands nothing out twice.
+TEST_F(PriorityTest, NewGroupsAndMigratingDownKeepEveryTokenOnce) {
+  Activations(50);
+  Exec("SELECT mailroom_ensure_group('audit', false)");
+  Activations(50, 1000);
+  Recoveries(3);
+  EXPECT_EQ(Dequeue(4, "audit"), "rrra");
+  EXPECT_EQ(Dequeue(4), "rrra");
+  ASSERT_TRUE(MigrateDown(url_, EmbeddedMigrations(), 9).ok());
+  conn_ = std::make_unique<pqxx::connection>(url_);
+  EXPECT_EQ(Dequeue(1000, "audit").size(), 49u);
+  EXPECT_EQ(Dequeue(1000).size(), 99u);
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries d JOIN consumer_groups g ON g.id = d.group_id"
+                " WHERE g.name = 'audit'"),
+            53);
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 53 + 103);
 }
 
 TEST_F(SchemaTest, UpDownUpLeavesAWorkingSchema) {

@@ -173,44 +173,60 @@ void Engine::Work() {
         continue;
       }
     }
-    // Keep to the budget before choosing: a job that arrives meanwhile may matter more.
-    // Read the clock after the pacer: its answer is never later than "now" when sending is
-    // allowed, so this order cannot mistake an open slot for a wait.
-    SendClass head;
-    {
-      absl::MutexLock lock(&mu_);
-      if (queue_.empty()) continue;
-      head = ClassOf(queue_.begin()->second);
-    }
-    absl::Time next = pacer_->NextSendTime(head);
-    absl::Time now = clock_->Now();
-    if (next - now > opt_.max_budget_wait) {
-      // Not sendable soon (budget spent for now): keep the jobs in PostgreSQL, not here.
-      absl::Duration wait = next == absl::InfiniteFuture() ? absl::Hours(1)
-                                                           : std::min(next - now, absl::Hours(1));
-      metrics_->Add("mailroom_sender_budget_deferrals_total", 1);
-      DeferQueued(wait, "sending budget exhausted for now");
-      Pause(std::min(wait, absl::Seconds(1)));
-      continue;
-    }
-    if (next > now) {
-      Log(LogLevel::kDebug, "waiting for the pace",
-          {{"ms", absl::StrCat(absl::ToDoubleMilliseconds(next - now))}});
-      metrics_->Add("mailroom_sender_rate_limit_wait_seconds_total",
-                    absl::ToDoubleSeconds(next - now));
-      Pause(std::min(next - now, absl::Milliseconds(250)));
-      continue;
-    }
+    // Take the head of the queue only together with its budget slot, both under the engine's
+    // lock: with several workers, whoever gets the next slot sends the job that is first in
+    // priority order at that moment (a recovery that arrived during the wait included), and no
+    // worker sits on a job while waiting. Read the clock after the pacer: its answer is never
+    // later than "now" when sending is allowed, so this order cannot mistake an open slot for
+    // a wait.
     v1::Job job;
+    int64_t cost = -1;
+    absl::Duration pace_wait = absl::ZeroDuration();
+    absl::Duration budget_wait = absl::ZeroDuration();
     {
       absl::MutexLock lock(&mu_);
       if (queue_.empty() || draining_) continue;
-      auto it = queue_.begin();
-      job = std::move(it->second);
-      queue_.erase(it);
-      metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
+      auto head = queue_.begin();
+      if (!Expiring(head->second)) {
+        const SendClass c = ClassOf(head->second);
+        absl::Time next = pacer_->NextSendTime(c);
+        absl::Time now = clock_->Now();
+        if (next <= now) {
+          cost = pacer_->TryAcquire(c);
+          // The slot went elsewhere (another pacer user): wait for the next one.
+          if (cost < 0) next = std::max(pacer_->NextSendTime(c), now + absl::Milliseconds(1));
+        }
+        if (next - now > opt_.max_budget_wait) {
+          budget_wait = next == absl::InfiniteFuture() ? absl::Hours(1)
+                                                       : std::min(next - now, absl::Hours(1));
+        } else if (cost < 0) {
+          pace_wait = next - now;
+        }
+      }
+      // Jobs too close to expiry are taken without a slot: they are reported, not sent.
+      if (budget_wait == absl::ZeroDuration() && pace_wait == absl::ZeroDuration()) {
+        job = std::move(head->second);
+        queue_.erase(head);
+        metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
+      }
+    }
+    if (budget_wait > absl::ZeroDuration()) {
+      // Not sendable soon (budget spent for now): keep the jobs in PostgreSQL, not here.
+      metrics_->Add("mailroom_sender_budget_deferrals_total", 1);
+      DeferQueued(budget_wait, "sending budget exhausted for now");
+      Pause(std::min(budget_wait, absl::Seconds(1)));
+      continue;
+    }
+    if (pace_wait > absl::ZeroDuration()) {
+      Log(LogLevel::kDebug, "waiting for the pace",
+          {{"ms", absl::StrCat(absl::ToDoubleMilliseconds(pace_wait))}});
+      metrics_->Add("mailroom_sender_rate_limit_wait_seconds_total",
+                    absl::ToDoubleSeconds(pace_wait));
+      Pause(std::min(pace_wait, absl::Milliseconds(250)));
+      continue;
     }
     const LeaseState lease = Lease(job);
+    if (lease != LeaseState::kOwned && cost >= 0) pacer_->Refund(ClassOf(job));
     if (lease == LeaseState::kWait) {
       // Outcomes cannot be reported now: sending would risk a duplicate once the lease runs
       // out. Keep the job and look again shortly.
@@ -219,17 +235,25 @@ void Engine::Work() {
       Pause(absl::Milliseconds(50));
       continue;
     }
-    if (lease == LeaseState::kOwned && Deliver(job)) continue;  // put back: still held
+    if (lease == LeaseState::kOwned && Deliver(job, cost)) continue;  // put back: still held
     absl::MutexLock lock(&mu_);
     held_.erase(job.job_id());
   }
 }
 
-bool Engine::Deliver(const v1::Job& job) {
+bool Engine::Expiring(const v1::Job& job) const {
+  return absl::FromUnixSeconds(job.expires_at()) - opt_.expiry_margin <= clock_->Now();
+}
+
+bool Engine::Deliver(const v1::Job& job, int64_t cost) {
   const std::string action = ActionName(job.action());
   const std::string id = absl::StrCat(job.job_id());
-  absl::Time now = clock_->Now();
-  if (absl::FromUnixSeconds(job.expires_at()) - opt_.expiry_margin <= now) {
+  // What is not sent is not charged (a failed or rejected send either, below).
+  auto refund = [&] {
+    if (cost >= 0) pacer_->Refund(ClassOf(job));
+  };
+  if (Expiring(job)) {
+    refund();
     metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "expired"}});
     LogInfo("job expired before delivery", {{"job", id}, {"action", action}});
     Report(job.job_id(), v1::OUTCOME_EXPIRED, "token expires before it can be delivered");
@@ -238,6 +262,7 @@ bool Engine::Deliver(const v1::Job& job) {
   auto email = render_(job);
   if (email.ok()) email->tags = {{"mailroom_job", id}, {"mailroom_action", action}};
   if (!email.ok()) {
+    refund();
     metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "failed"}});
     metrics_->Add("mailroom_sender_failures_total", 1, {{"reason", "render"}});
     LogWarn("job cannot be rendered", {{"job", id}, {"error", std::string(email.status().message())}});
@@ -248,42 +273,12 @@ bool Engine::Deliver(const v1::Job& job) {
   if (opt_.breaker != nullptr) {
     ticket = opt_.breaker->Admit();
     if (ticket.decision == Breaker::Decision::kHold) {
+      refund();
       Report(job.job_id(), v1::OUTCOME_DEFER,
              absl::StrCat("held: provider unavailable: ", opt_.breaker->reason()),
              std::max(opt_.breaker->NextProbe() - clock_->Now(), absl::Milliseconds(500)));
       return false;
     }
-  }
-  int64_t cost = pacer_->TryAcquire(ClassOf(job));
-  while (cost < 0) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (draining_) {
-        if (opt_.breaker != nullptr) opt_.breaker->Cancel(ticket);
-        Report(job.job_id(), v1::OUTCOME_DEFER, "sender shutting down");
-        return false;
-      }
-    }
-    Log(LogLevel::kDebug, "budget slot taken; waiting", {{"job", id}});
-    // Another worker took the slot: wait for the next one (bounded by max_budget_wait above).
-    absl::Time next = pacer_->NextSendTime(ClassOf(job));
-    const absl::Time now = clock_->Now();
-    if (next - now > opt_.max_budget_wait) {
-      if (opt_.breaker != nullptr) opt_.breaker->Cancel(ticket);
-      Report(job.job_id(), v1::OUTCOME_DEFER, "sending budget exhausted for now",
-             std::min(next - now, absl::Hours(1)));
-      return false;
-    }
-    Pause(std::max(absl::Milliseconds(1), next - now));
-    cost = pacer_->TryAcquire(ClassOf(job));
-  }
-  // The wait for the budget may have outlasted the lease, or outcomes may have stalled.
-  if (const LeaseState lease = Lease(job); lease != LeaseState::kOwned) {
-    if (opt_.breaker != nullptr) opt_.breaker->Cancel(ticket);
-    pacer_->Refund(ClassOf(job));
-    if (lease == LeaseState::kLost) return false;
-    Requeue(job);
-    return true;
   }
   absl::Time start = clock_->Now();
   auto sent = transport_->Send(*email);
@@ -305,7 +300,7 @@ bool Engine::Deliver(const v1::Job& job) {
            sent->feedback_id);
     return false;
   }
-  pacer_->Refund(ClassOf(job));  // a rejected or failed send is not charged
+  refund();  // a rejected or failed send is not charged
   const absl::Status& err = sent.status();
   const std::string reason(err.message());
   if (opt_.breaker != nullptr && IsProviderError(err)) {

@@ -51,7 +51,9 @@ struct EngineOptions {
 
 // The sender's core: holds the jobs received from the collector, picks what to send (password
 // recovery before activation, then the earliest expiry), keeps to the budget, renders, sends
-// through the transport and reports each outcome. Every time decision (pace, expiry, breaker
+// through the transport and reports each outcome. A worker takes a job only together with a
+// budget slot for it (under the engine's lock), so with any number of workers jobs leave in
+// priority order and none is held back by a worker waiting for the pace. Every time decision (pace, expiry, breaker
 // probes) and every wait goes through `clock`, so tests run it on simulated time
 // (common/testing/fake_clock.h); waits end early when Drain() begins. Thread-safe.
 class Engine {
@@ -79,8 +81,12 @@ class Engine {
   using Key = std::tuple<int, int64_t, uint64_t>;
   static Key KeyOf(const v1::Job& j);
   void Work();
-  // Sends one job and reports its outcome; true when it put the job back in the queue instead.
-  bool Deliver(const v1::Job& job);
+  // Sends one job with the budget slot taken for it (`cost`, or -1 when none was taken: the
+  // job is too close to expiry) and reports its outcome; true when it put the job back in the
+  // queue instead. The slot's money is refunded whenever nothing is sent.
+  bool Deliver(const v1::Job& job, int64_t cost);
+  // Too close to expiry to be worth sending (expiry_margin).
+  bool Expiring(const v1::Job& job) const;
   // The job's lease state (kLost is logged and counted).
   LeaseState Lease(const v1::Job& job);
   // Puts a job back in the queue (still held).

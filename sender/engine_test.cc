@@ -63,6 +63,37 @@ class FakeTransport : public Transport {
   std::vector<std::vector<std::pair<std::string, std::string>>> tags_ ABSL_GUARDED_BY(mu_);
 };
 
+// A pacer shared with other senders (as a group's central budget is): it cannot tell which
+// of its users gets the next slot, so it says "now" to everyone and grants only the slots the
+// test opens, to whoever asks first.
+class GatePacer : public Pacer {
+ public:
+  explicit GatePacer(Clock* clock) : clock_(clock) {}
+  absl::Time NextSendTime(SendClass) override { return clock_->Now(); }
+  int64_t TryAcquire(SendClass c) override {
+    absl::MutexLock lock(&mu_);
+    if (open_ == 0) return -1;
+    --open_;
+    classes_.push_back(c);
+    return 100;
+  }
+  void Refund(SendClass) override {}
+  void Open(int n) {
+    absl::MutexLock lock(&mu_);
+    open_ += n;
+  }
+  std::vector<SendClass> classes() {
+    absl::MutexLock lock(&mu_);
+    return classes_;
+  }
+
+ private:
+  Clock* const clock_;
+  absl::Mutex mu_;
+  int open_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<SendClass> classes_ ABSL_GUARDED_BY(mu_);
+};
+
 class EngineTest : public ::testing::Test {
  protected:
   EngineTest() : clock_(kStart) {}
@@ -70,8 +101,9 @@ class EngineTest : public ::testing::Test {
     if (engine_ != nullptr) engine_->Drain();
   }
 
-  // Builds and starts the engine (one worker unless told otherwise).
-  void Start(BudgetConfig budget, EngineOptions options = {}) {
+  // Builds and starts the engine (one worker unless told otherwise), paced by a Budget of
+  // `budget`, or by `pacer` when given.
+  void Start(BudgetConfig budget, EngineOptions options = {}, Pacer* pacer = nullptr) {
     budget_ = std::make_unique<Budget>(budget, &clock_);
     engine_ = std::make_unique<Engine>(
         options,
@@ -79,7 +111,7 @@ class EngineTest : public ::testing::Test {
           if (job.email() == "unrenderable") return absl::InvalidArgumentError("bad address");
           return OutgoingEmail{"from@example.test", job.email(), "mime", "id"};
         },
-        &transport_, budget_.get(),
+        &transport_, pacer != nullptr ? pacer : budget_.get(),
         [this](const absl::Status&, int failures) -> std::optional<absl::Duration> {
           if (failures >= 3) return std::nullopt;
           return absl::Seconds(10) * failures;
@@ -199,6 +231,84 @@ TEST_F(EngineTest, RecoveryFirstThenEarliestExpiry) {
   EXPECT_EQ(transport_.sent_to(),
             (std::vector<std::string>{"user1@example.test", "user4@example.test",
                                       "user3@example.test", "user2@example.test"}));
+}
+
+// Several workers share one pacer that says "now" to all of them: a worker takes a job only
+// with its slot, so no worker sits on a job while another gets the slot, and each slot goes to
+// the head of the queue at that moment. Recoveries that arrive while every worker waits leave
+// at the next slots, before the activations queued earlier.
+TEST_F(EngineTest, SeveralWorkersSendInPriorityOrderOneJobPerSlot) {
+  GatePacer pacer(&clock_);
+  EngineOptions o;
+  o.workers = 4;
+  Start(BudgetConfig{}, o, &pacer);
+  engine_->Submit({Job(1), Job(2), Job(3), Job(4), Job(5)});
+  Settle();
+  EXPECT_EQ(engine_->queued(), 5u) << "a worker holds a job without a slot";
+  engine_->Submit({Job(10, v1::ACTION_PASSWORD_RECOVERY), Job(11, v1::ACTION_PASSWORD_RECOVERY)});
+  for (size_t n = 1; n <= 7; ++n) {
+    pacer.Open(1);
+    clock_.Advance(absl::Milliseconds(2));
+    ASSERT_TRUE(SendsReach(n));
+    Settle();
+    EXPECT_EQ(transport_.sends(), n) << "more than one job for one slot";
+  }
+  EXPECT_EQ(transport_.sent_to(),
+            (std::vector<std::string>{"user10@example.test", "user11@example.test",
+                                      "user1@example.test", "user2@example.test",
+                                      "user3@example.test", "user4@example.test",
+                                      "user5@example.test"}));
+  // Each slot was asked for in the class of the job it sent.
+  EXPECT_EQ(pacer.classes(),
+            (std::vector<SendClass>{SendClass::kRecovery, SendClass::kRecovery,
+                                    SendClass::kStandard, SendClass::kStandard,
+                                    SendClass::kStandard, SendClass::kStandard,
+                                    SendClass::kStandard}));
+  ASSERT_TRUE(OutcomesReach(7));
+  for (const auto& x : Outcomes()) EXPECT_EQ(x.outcome(), v1::OUTCOME_SENT);
+}
+
+// A recovery submitted between two slots, with many activations held, is the next job sent,
+// whichever of the eight workers gets the slot; and so on for every one.
+TEST_F(EngineTest, EachRecoveryIsTheNextSendWithEightWorkers) {
+  EngineOptions o;
+  o.workers = 8;
+  Start(OnePerSecond(), o);
+  std::vector<v1::Job> backlog;
+  for (uint64_t id = 1; id <= 100; ++id) backlog.push_back(Job(id));
+  engine_->Submit(std::move(backlog));
+  ASSERT_TRUE(SendsReach(1));
+  for (uint64_t r = 1000; r < 1005; ++r) {
+    Settle();
+    const size_t before = transport_.sends();
+    engine_->Submit({Job(r, v1::ACTION_PASSWORD_RECOVERY)});
+    clock_.Advance(absl::Milliseconds(1100));
+    ASSERT_TRUE(SendsReach(before + 1));
+    Settle();
+    ASSERT_EQ(transport_.sends(), before + 1);
+    EXPECT_EQ(transport_.sent_to().back(), absl::StrCat("user", r, "@example.test"));
+    clock_.Advance(absl::Milliseconds(1100));  // an activation in between
+    ASSERT_TRUE(SendsReach(before + 2));
+  }
+  EXPECT_EQ(engine_->queued(), 100u - 1 - 5);
+}
+
+// A job too close to expiry is reported at once: it takes no slot and waits for none.
+TEST_F(EngineTest, AnExpiringJobNeitherWaitsForNorTakesASlot) {
+  EngineOptions o;
+  o.expiry_margin = absl::Seconds(30);
+  Start(OnePerSecond(), o);
+  engine_->Submit({Job(1)});
+  ASSERT_TRUE(SendsReach(1));
+  Settle();
+  engine_->Submit({Job(2, v1::ACTION_ACTIVATION, absl::Seconds(20)), Job(3)});
+  ASSERT_TRUE(OutcomesReach(2));  // no simulated time has passed
+  Settle();
+  EXPECT_EQ(Outcomes()[1].job_id(), 2u);
+  EXPECT_EQ(Outcomes()[1].outcome(), v1::OUTCOME_EXPIRED);
+  clock_.Advance(absl::Milliseconds(1100));
+  ASSERT_TRUE(SendsReach(2));
+  EXPECT_EQ(transport_.sent_to().back(), "user3@example.test");
 }
 
 TEST_F(EngineTest, AJobTooCloseToExpiryIsExpiredNotSent) {
