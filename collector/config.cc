@@ -181,6 +181,13 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   c.db_pool_size = static_cast<int>(pool);
   MAILROOM_ASSIGN_OR_RETURN(c.max_cost_micros,
                             env.Int("MAILROOM_MAX_COST_MICROS", 1000000, 0, 1000000000000LL));
+  // Up to ten years; 0 keeps everything.
+  MAILROOM_ASSIGN_OR_RETURN(
+      c.retention.retention,
+      env.Millis("MAILROOM_RETENTION", 30LL * 86400000, 0, 3650LL * 86400000));
+  MAILROOM_ASSIGN_OR_RETURN(c.retention.interval,
+                            env.Millis("MAILROOM_RETENTION_INTERVAL", 60000, 100, 86400000));
+  c.retention.database_url = c.dispatch.database_url;
   c.log_level = env.String("MAILROOM_LOG_LEVEL", "info");
   if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warn" &&
       c.log_level != "error") {

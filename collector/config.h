@@ -8,6 +8,7 @@
 #include "collector/auth.h"
 #include "common/env.h"
 #include "collector/dispatcher.h"
+#include "collector/retention.h"
 #include "collector/signing.h"
 
 namespace mailroom {
@@ -31,6 +32,7 @@ struct CollectorConfig {
   int db_pool_size = 4;                 // MAILROOM_DB_POOL_SIZE
   int64_t max_cost_micros = 1000000;    // MAILROOM_MAX_COST_MICROS: per SENT outcome
   std::string log_level;                // MAILROOM_LOG_LEVEL
+  RetentionOptions retention;           // MAILROOM_RETENTION, MAILROOM_RETENTION_INTERVAL
 };
 
 // Reads and validates the configuration. Errors name the variable and the problem, never a

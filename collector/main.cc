@@ -20,6 +20,7 @@
 #include "collector/hub.h"
 #include "collector/migrate.h"
 #include "collector/migrate_cli.h"
+#include "collector/retention.h"
 #include "collector/service.h"
 #include "collector/stats_gauges.h"
 #include "collector/store.h"
@@ -132,10 +133,14 @@ int Serve() {
            {"max_in_flight", absl::StrCat(c.max_in_flight)},
            {"groups", absl::StrJoin(c.dispatch.groups, ",")}});
 
+  Retention retention(c.retention, &metrics);
   std::thread loop([&] { dispatcher.Run(); });
+  std::thread pruner([&] { retention.Run(); });
   LogInfo("shutting down", {{"signal", signals.Wait()}});
+  retention.Stop();
   dispatcher.Stop();
   loop.join();
+  pruner.join();
   // Subscribers keep their leases: they finish what they hold and acknowledge it on another
   // collector (or on this one after a restart); unacknowledged jobs come back after the lease.
   hub.FinishAll(grpc::Status(grpc::StatusCode::UNAVAILABLE, "collector shutting down"));

@@ -20,6 +20,8 @@ void DescribeCollectorMetrics(Metrics& m) {
   m.Describe("mailroom_queue_depth", T::kGauge, "Tokens not yet handed out, per group.");
   m.Describe("mailroom_queue_lag_seconds", T::kGauge, "Age of the oldest queued token.");
   m.Describe("mailroom_queue_jobs", T::kGauge, "Jobs per group and state.");
+  m.Describe("mailroom_collector_pruned_total", T::kCounter,
+             "Rows deleted by retention, by table (deliveries, tokens).");
 }
 
 void SetQueueGauges(const std::vector<GroupStatsRow>& stats, Metrics& metrics) {
