@@ -114,8 +114,10 @@ class Churn {
 
   // The initial activation tokens of the accounts (not counted as a round).
   void Warmup() {
-    acked_ += Drain(o_.round);
-    Report("warm-up", 0, o_.round, 0);
+    absl::Time t0 = absl::Now();
+    const size_t acked = Drain(o_.round);
+    acked_ += acked;
+    Report("warm-up", 0, acked, absl::ToDoubleSeconds(absl::Now() - t0));
   }
 
   int64_t inserted() const { return inserted_; }

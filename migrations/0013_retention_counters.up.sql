@@ -187,7 +187,8 @@ $$;
 -- limits), with no deliveries row left in any group (all finished and pruned). A group that
 -- has not scanned such a token yet (one nobody subscribes to) would only record it as expired:
 -- it is not kept for it, so a stale group cannot hold the table's size. Rows another
--- transaction holds are skipped. Returns as mailroom_prune_deliveries.
+-- transaction holds are skipped. Returns as mailroom_prune_deliveries, but stops at the first
+-- batch without a token old enough (ids follow creation, and expiry mostly follows it).
 CREATE FUNCTION mailroom_prune_tokens(p_after BIGINT, p_before_epoch BIGINT, p_batch INT)
     RETURNS TABLE (pruned BIGINT, last_id BIGINT, more BOOLEAN)
     LANGUAGE plpgsql
@@ -198,15 +199,14 @@ DECLARE
     v_ids     BIGINT[];
     v_seen    INT;
     v_last    BIGINT;
-    v_newest  BIGINT;
     v_n       BIGINT;
 BEGIN
     SELECT least(p_before_epoch,
                  EXTRACT(EPOCH FROM now())::BIGINT - s.limit_window_seconds)
       INTO v_cutoff FROM mailroom_settings s;
     SELECT array_agg(w.id) FILTER (WHERE w.created_at < v_cutoff AND w.expires_at < v_cutoff),
-           count(*), max(w.id), max(w.created_at)
-      INTO v_ids, v_seen, v_last, v_newest
+           count(*), max(w.id)
+      INTO v_ids, v_seen, v_last
       FROM (SELECT t.id, t.created_at, t.expires_at FROM tokens t
              WHERE t.id > p_after ORDER BY t.id LIMIT p_batch) w;
     v_n := 0;
@@ -224,7 +224,9 @@ BEGIN
         )
         SELECT count(*) INTO v_n FROM del;
     END IF;
+    -- Go on while the window held tokens old enough (even if some were kept: deliveries
+    -- left); stop at the first one with none.
     RETURN QUERY SELECT v_n, coalesce(v_last, p_after),
-                        v_seen = p_batch AND (v_n > 0 OR v_newest < v_cutoff);
+                        v_seen = p_batch AND v_ids IS NOT NULL;
 END;
 $$;
