@@ -9,12 +9,14 @@
 //
 // Then a transaction with an xid is held open on another connection for --hold seconds while
 // rounds go on (an application session left idle in a transaction), then rolled back, and a
-// few more rounds show the recovery.
+// few more rounds show the recovery; with --idle_timeout=S the same again with
+// idle_in_transaction_session_timeout = S s on that session (the mitigation).
 //
 // Usage: churn_bench [--tokens=10000000] [--round=100000] [--hold=600] [--after=3]
-//                    [--expiry=60] [--retention_ms=1000] [--fsync=off]
+//                    [--idle_timeout=0] [--expiry=60] [--retention_ms=1000] [--fsync=off]
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <cstdio>
 #include <pqxx/pqxx>
 #include <thread>
@@ -41,6 +43,7 @@ struct Options {
   int rounds_after = 3;
   int expiry_seconds = 60;
   int retention_ms = 1000;
+  int idle_timeout_seconds = 0;
   bool fsync = false;
 };
 
@@ -185,6 +188,42 @@ class Churn {
   size_t acked_ = 0;
 };
 
+// Holds a transaction with an xid open on another connection (an application session left
+// idle in a transaction) for --hold seconds while rounds go on, then rolls it back and runs
+// --after rounds. With `idle_timeout` > 0 the session has idle_in_transaction_session_timeout
+// set to that many seconds (the mitigation): PostgreSQL ends it.
+void HoldOpen(Churn& churn, const std::string& url, const Options& o, int idle_timeout) {
+  if (idle_timeout > 0) {
+    std::printf("the same with idle_in_transaction_session_timeout = %d s on that session:\n",
+                idle_timeout);
+  } else {
+    std::printf("a transaction with an xid held open on another connection for %d s:\n",
+                o.hold_seconds);
+  }
+  pqxx::connection holder(url);
+  if (idle_timeout > 0) {
+    pqxx::nontransaction(holder).exec(
+        absl::StrCat("SET idle_in_transaction_session_timeout = '", idle_timeout, "s'"));
+  }
+  auto held = std::make_unique<pqxx::work>(holder);
+  held->exec("SELECT pg_current_xact_id()");
+  absl::Time start = absl::Now();
+  while (absl::Now() - start < absl::Seconds(o.hold_seconds)) {
+    churn.Round(absl::StrCat(idle_timeout > 0 ? "timeout " : "held ",
+                             static_cast<int>(absl::ToDoubleSeconds(absl::Now() - start)),
+                             " s"));
+  }
+  try {
+    held->abort();
+    std::printf("transaction rolled back after %.0f s:\n",
+                absl::ToDoubleSeconds(absl::Now() - start));
+  } catch (const std::exception& e) {
+    std::printf("the session had been ended by PostgreSQL (%s)\n", e.what());
+  }
+  held.reset();
+  for (int r = 1; r <= o.rounds_after; ++r) churn.Round(absl::StrCat("after ", r));
+}
+
 }  // namespace
 }  // namespace mailroom
 
@@ -205,6 +244,8 @@ int main(int argc, char** argv) {
       ok = absl::SimpleAtoi(a, &o.expiry_seconds);
     } else if (absl::ConsumePrefix(&a, "--retention_ms=")) {
       ok = absl::SimpleAtoi(a, &o.retention_ms);
+    } else if (absl::ConsumePrefix(&a, "--idle_timeout=")) {
+      ok = absl::SimpleAtoi(a, &o.idle_timeout_seconds);
     } else if (absl::ConsumePrefix(&a, "--fsync=")) {
       o.fsync = a == "on";
     } else {
@@ -236,20 +277,8 @@ int main(int argc, char** argv) {
   for (int r = 1; churn.inserted() < o.tokens; ++r) churn.Round(absl::StrCat("round ", r));
 
   if (o.hold_seconds > 0) {
-    std::printf("a transaction with an xid held open on another connection for %d s:\n",
-                o.hold_seconds);
-    pqxx::connection holder(*url);
-    pqxx::work held(holder);
-    held.exec("SELECT pg_current_xact_id()");
-    absl::Time start = absl::Now();
-    while (absl::Now() - start < absl::Seconds(o.hold_seconds)) {
-      churn.Round(absl::StrCat("held ", static_cast<int>(absl::ToDoubleSeconds(
-                                            absl::Now() - start)), " s"));
-    }
-    held.abort();
-    std::printf("transaction rolled back after %.0f s:\n",
-                absl::ToDoubleSeconds(absl::Now() - start));
-    for (int r = 1; r <= o.rounds_after; ++r) churn.Round(absl::StrCat("after ", r));
+    mailroom::HoldOpen(churn, *url, o, 0);
+    if (o.idle_timeout_seconds > 0) mailroom::HoldOpen(churn, *url, o, o.idle_timeout_seconds);
   }
   return 0;
 }

@@ -188,7 +188,7 @@ $$;
 -- has not scanned such a token yet (one nobody subscribes to) would only record it as expired:
 -- it is not kept for it, so a stale group cannot hold the table's size. Rows another
 -- transaction holds are skipped. Returns as mailroom_prune_deliveries, but stops at the first
--- batch without a token old enough (ids follow creation, and expiry mostly follows it).
+-- batch that deletes nothing (ids follow creation, and expiry mostly follows it).
 CREATE FUNCTION mailroom_prune_tokens(p_after BIGINT, p_before_epoch BIGINT, p_batch INT)
     RETURNS TABLE (pruned BIGINT, last_id BIGINT, more BOOLEAN)
     LANGUAGE plpgsql
@@ -224,9 +224,8 @@ BEGIN
         )
         SELECT count(*) INTO v_n FROM del;
     END IF;
-    -- Go on while the window held tokens old enough (even if some were kept: deliveries
-    -- left); stop at the first one with none.
-    RETURN QUERY SELECT v_n, coalesce(v_last, p_after),
-                        v_seen = p_batch AND v_ids IS NOT NULL;
+    -- Go on while a window deletes something. Walking on through tokens kept for their
+    -- deliveries would make a pass O(tokens) whenever deliveries lag behind.
+    RETURN QUERY SELECT v_n, coalesce(v_last, p_after), v_seen = p_batch AND v_n > 0;
 END;
 $$;
