@@ -213,14 +213,21 @@ void HoldOpen(Churn& churn, const std::string& url, const Options& o, int idle_t
                              static_cast<int>(absl::ToDoubleSeconds(absl::Now() - start)),
                              " s"));
   }
+  const int holder_pid = holder.backendpid();
+  const bool alive =
+      pqxx::nontransaction(churn.db())
+          .exec1(absl::StrCat("SELECT count(*) FROM pg_stat_activity WHERE pid = ", holder_pid))[0]
+          .as<int>() > 0;
   try {
     held->abort();
-    std::printf("transaction rolled back after %.0f s:\n",
-                absl::ToDoubleSeconds(absl::Now() - start));
-  } catch (const std::exception& e) {
-    std::printf("the session had been ended by PostgreSQL (%s)\n", e.what());
+  } catch (const std::exception&) {
+    // The session is gone (ended by idle_in_transaction_session_timeout).
   }
   held.reset();
+  std::printf(alive ? "transaction rolled back after %.0f s:\n"
+                    : "after %.0f s: the session had been ended by PostgreSQL "
+                      "(idle_in_transaction_session_timeout):\n",
+              absl::ToDoubleSeconds(absl::Now() - start));
   for (int r = 1; r <= o.rounds_after; ++r) churn.Round(absl::StrCat("after ", r));
 }
 

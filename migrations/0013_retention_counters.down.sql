@@ -8,6 +8,10 @@ DROP TRIGGER deliveries_count_insert ON deliveries;
 DROP FUNCTION trg_deliveries_count_update();
 DROP FUNCTION trg_deliveries_count_insert();
 DROP TABLE delivery_counts;
+ALTER TABLE deliveries RESET (autovacuum_vacuum_scale_factor,
+                              autovacuum_vacuum_insert_scale_factor, autovacuum_vacuum_cost_delay);
+ALTER TABLE tokens RESET (autovacuum_vacuum_scale_factor, autovacuum_vacuum_insert_scale_factor,
+                          autovacuum_vacuum_cost_delay);
 
 -- 0009's mailroom_stats (same signature).
 CREATE OR REPLACE FUNCTION mailroom_stats(p_group TEXT)

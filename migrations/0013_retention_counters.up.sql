@@ -18,6 +18,18 @@
 --    collector passes (MAILROOM_RETENTION). Each call examines at most p_batch rows of the
 --    primary key after p_after and says where the next call starts and whether to go on.
 
+-- Every job writes a delivery row, updates it once per outcome and (pruned) deletes it; every
+-- token is deleted too: both tables turn over their whole content every retention period.
+-- Autovacuum's defaults (20 % of the table dead before a pass, passes throttled by
+-- autovacuum_vacuum_cost_delay) let a busy queue bloat; these tables are vacuumed sooner and
+-- unthrottled, as queue tables usually are.
+ALTER TABLE deliveries SET (autovacuum_vacuum_scale_factor = 0.02,
+                            autovacuum_vacuum_insert_scale_factor = 0.02,
+                            autovacuum_vacuum_cost_delay = 0);
+ALTER TABLE tokens SET (autovacuum_vacuum_scale_factor = 0.02,
+                        autovacuum_vacuum_insert_scale_factor = 0.02,
+                        autovacuum_vacuum_cost_delay = 0);
+
 CREATE TABLE delivery_counts (
     group_id INT NOT NULL,
     state    delivery_state NOT NULL,
