@@ -83,6 +83,8 @@ TEST(BadConfigTest, EveryCollectorVariableIsCheckedAndNamed) {
       {{{"MAILROOM_METRICS_ADDRESS", "x:y"}}, "MAILROOM_METRICS_ADDRESS"},
       {{{"MAILROOM_AUTO_MIGRATE", "sometimes"}}, "MAILROOM_AUTO_MIGRATE"},
       {{{"MAILROOM_LOG_LEVEL", "verbose"}}, "MAILROOM_LOG_LEVEL"},
+      {{{"MAILROOM_RETENTION", "30 days"}}, "MAILROOM_RETENTION"},
+      {{{"MAILROOM_RETENTION_INTERVAL", "0"}}, "MAILROOM_RETENTION_INTERVAL"},
   };
   for (const Case& c : cases) {
     std::map<std::string, std::string> env = base;
