@@ -241,6 +241,13 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   MAILROOM_ASSIGN_OR_RETURN(c.budget.grant_lease,
                             env.Millis("MAILROOM_BUDGET_GRANT_LEASE_MS", 10000, 1000, 600000));
   MAILROOM_ASSIGN_OR_RETURN(c.feedback, LoadFeedbackSettings(env));
+  // Up to ten years; 0 keeps everything.
+  MAILROOM_ASSIGN_OR_RETURN(
+      c.retention.retention,
+      env.Millis("MAILROOM_RETENTION", 30LL * 86400000, 0, 3650LL * 86400000));
+  MAILROOM_ASSIGN_OR_RETURN(c.retention.interval,
+                            env.Millis("MAILROOM_RETENTION_INTERVAL", 60000, 100, 86400000));
+  c.retention.database_url = c.dispatch.database_url;
   c.log_level = env.String("MAILROOM_LOG_LEVEL", "info");
   if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warn" &&
       c.log_level != "error") {

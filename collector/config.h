@@ -11,6 +11,7 @@
 #include "collector/dispatcher.h"
 #include "collector/reputation_guard.h"
 #include "collector/sns_verifier.h"
+#include "collector/retention.h"
 #include "collector/signing.h"
 
 namespace mailroom {
@@ -50,6 +51,7 @@ struct CollectorConfig {
   // MAILROOM_RECOVERY_RESERVE_PERCENT, MAILROOM_BUDGET_GRANT_LEASE_MS.
   BudgetDefaults budget;
   FeedbackSettings feedback;            // MAILROOM_FEEDBACK_*, _REPUTATION_*, _GUARD_*
+  RetentionOptions retention;           // MAILROOM_RETENTION, MAILROOM_RETENTION_INTERVAL
 };
 
 // Reads and validates the configuration. Errors name the variable and the problem, never a

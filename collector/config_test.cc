@@ -88,6 +88,19 @@ TEST_F(LoadConfigTest, Defaults) {
   EXPECT_EQ(Option(c->dispatch.database_url, "options"), "-c statement_timeout=30000");
   ASSERT_EQ(c->credentials.size(), 1u);
   EXPECT_EQ(c->credentials[0].principal.roles, kRoleSubscriber);
+  EXPECT_EQ(c->retention.retention, absl::Hours(24 * 30));
+  EXPECT_EQ(c->retention.interval, absl::Minutes(1));
+  EXPECT_EQ(c->retention.database_url, c->dispatch.database_url);
+}
+
+TEST_F(LoadConfigTest, Retention) {
+  auto c = Load({{"MAILROOM_RETENTION", "3600000"}, {"MAILROOM_RETENTION_INTERVAL", "500"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->retention.retention, absl::Hours(1));
+  EXPECT_EQ(c->retention.interval, absl::Milliseconds(500));
+  c = Load({{"MAILROOM_RETENTION", "0"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->retention.retention, absl::ZeroDuration());
 }
 
 TEST_F(LoadConfigTest, NewVariables) {
@@ -130,6 +143,10 @@ TEST_F(LoadConfigTest, ErrorsNameTheVariable) {
       {{{"MAILROOM_DEFAULT_GROUP_BUDGET", "lots"}}, "MAILROOM_DEFAULT_GROUP_BUDGET"},
       {{{"MAILROOM_RECOVERY_RESERVE_PERCENT", "101"}}, "MAILROOM_RECOVERY_RESERVE_PERCENT"},
       {{{"MAILROOM_BUDGET_GRANT_LEASE_MS", "10"}}, "MAILROOM_BUDGET_GRANT_LEASE_MS"},
+      {{{"MAILROOM_RETENTION", "-1"}}, "MAILROOM_RETENTION"},
+      {{{"MAILROOM_RETENTION", "30d"}}, "MAILROOM_RETENTION"},
+      {{{"MAILROOM_RETENTION", "315360000001"}}, "MAILROOM_RETENTION"},
+      {{{"MAILROOM_RETENTION_INTERVAL", "10"}}, "MAILROOM_RETENTION_INTERVAL"},
       {{{"MAILROOM_SUBSCRIBER_TOKENS", "hidden-token-0123456789@mailroom:root"}},
        "MAILROOM_SUBSCRIBER_TOKENS"},
   };

@@ -37,6 +37,8 @@ void DescribeCollectorMetrics(Metrics& m) {
              "SNS messages received by the feedback endpoint, by type and result.");
   m.Describe("mailroom_collector_feedback_events_total", T::kCounter,
              "SES events recorded from SNS notifications, by event and result.");
+  m.Describe("mailroom_collector_pruned_total", T::kCounter,
+             "Rows deleted by retention, by table (deliveries, tokens).");
 }
 
 void SetQueueGauges(const std::vector<GroupStatsRow>& stats, Metrics& metrics) {

@@ -97,6 +97,8 @@ TEST(BadConfigTest, EveryCollectorVariableIsCheckedAndNamed) {
       {{{"MAILROOM_GUARD_MAX_BOUNCE_RATE", "2%"}}, "MAILROOM_GUARD_MAX_BOUNCE_RATE"},
       {{{"MAILROOM_GUARD_MAX_COMPLAINT_RATE", "1.5"}}, "MAILROOM_GUARD_MAX_COMPLAINT_RATE"},
       {{{"MAILROOM_GUARD_MIN_SENT", "-1"}}, "MAILROOM_GUARD_MIN_SENT"},
+      {{{"MAILROOM_RETENTION", "30 days"}}, "MAILROOM_RETENTION"},
+      {{{"MAILROOM_RETENTION_INTERVAL", "0"}}, "MAILROOM_RETENTION_INTERVAL"},
   };
   for (const Case& c : cases) {
     std::map<std::string, std::string> env = base;

@@ -1,0 +1,115 @@
+#include "collector/retention.h"
+
+#include <pqxx/pqxx>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+
+namespace mailroom {
+namespace {
+
+// "mailprun" in ASCII: the session advisory lock held by the collector pruning right now.
+constexpr int64_t kPruneLockKey = 0x6d61696c7072756eLL;
+
+// Calls a migration-0013 prune function batch by batch (autocommit: one transaction per
+// call) until it says there is nothing more; returns the rows deleted.
+// Stops early (between transactions) once `stopping` returns true.
+template <typename Call, typename Stopping>
+int64_t PruneAll(pqxx::connection& conn, int* transactions, Stopping stopping, Call call) {
+  int64_t total = 0;
+  int64_t after = 0;
+  while (!stopping()) {
+    pqxx::nontransaction tx(conn);
+    pqxx::row r = tx.exec1(call(after));
+    ++*transactions;
+    total += r[0].as<int64_t>();
+    after = r[1].as<int64_t>();
+    if (!r[2].as<bool>()) break;
+  }
+  return total;
+}
+
+}  // namespace
+
+Retention::Retention(RetentionOptions options, Metrics* metrics)
+    : options_(std::move(options)), metrics_(metrics) {}
+
+absl::StatusOr<PruneReport> Retention::RunOnce() {
+  PruneReport report;
+  try {
+    pqxx::connection conn(options_.database_url);
+    {
+      pqxx::nontransaction tx(conn);
+      if (!tx.exec1(absl::StrCat("SELECT pg_try_advisory_lock(", kPruneLockKey, ")"))[0]
+               .as<bool>()) {
+        return report;
+      }
+    }
+    report.ran = true;
+    auto stopping = [this] {
+      absl::MutexLock lock(&mu_);
+      return stopped_;
+    };
+    if (options_.retention > absl::ZeroDuration()) {
+      const std::string retention_ms = absl::StrCat(absl::ToInt64Milliseconds(options_.retention));
+      std::vector<int> groups;
+      {
+        pqxx::nontransaction tx(conn);
+        for (const auto& row : tx.exec("SELECT id FROM consumer_groups ORDER BY id")) {
+          groups.push_back(row[0].as<int>());
+        }
+      }
+      for (int group : groups) {
+        report.deliveries += PruneAll(conn, &report.transactions, stopping, [&](int64_t after) {
+          return absl::StrCat("SELECT * FROM mailroom_prune_deliveries(", group, ", ", after,
+                              ", now() - make_interval(secs => ", retention_ms, " / 1000.0), ",
+                              options_.batch, ")");
+        });
+      }
+      report.tokens += PruneAll(conn, &report.transactions, stopping, [&](int64_t after) {
+        return absl::StrCat("SELECT * FROM mailroom_prune_tokens(", after,
+                            ", EXTRACT(EPOCH FROM now() - make_interval(secs => ", retention_ms,
+                            " / 1000.0))::BIGINT, ", options_.batch, ")");
+      });
+    }
+    pqxx::nontransaction tx(conn);
+    report.counter_rows = tx.exec1("SELECT mailroom_compact_delivery_counts()")[0].as<int64_t>();
+    ++report.transactions;
+    // The advisory lock ends with the session (the connection closes here).
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("pruning: ", e.what()));
+  }
+  if (metrics_ != nullptr) {
+    metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.deliveries),
+                  {{"table", "deliveries"}});
+    metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.tokens),
+                  {{"table", "tokens"}});
+  }
+  return report;
+}
+
+void Retention::Run() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopped_), options_.interval)) return;
+    }
+    auto report = RunOnce();
+    if (!report.ok()) {
+      LogWarn("pruning failed", {{"error", std::string(report.status().message())}});
+    } else if (report->deliveries > 0 || report->tokens > 0) {
+      LogInfo("pruned", {{"deliveries", absl::StrCat(report->deliveries)},
+                         {"tokens", absl::StrCat(report->tokens)},
+                         {"transactions", absl::StrCat(report->transactions)}});
+    }
+  }
+}
+
+void Retention::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopped_ = true;
+}
+
+}  // namespace mailroom

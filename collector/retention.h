@@ -1,0 +1,66 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/metrics.h"
+
+namespace mailroom {
+
+// How the collector keeps its tables bounded (MAILROOM_RETENTION, MAILROOM_RETENTION_INTERVAL).
+struct RetentionOptions {
+  // Connection string with the collector's connection defaults (statement timeout, keepalives).
+  std::string database_url;
+  // Finished deliveries and spent tokens older than this are deleted. Zero keeps everything
+  // (the outcome counters are still compacted).
+  absl::Duration retention = absl::Hours(24 * 30);
+  // Time between two passes.
+  absl::Duration interval = absl::Minutes(1);
+  // Rows examined per transaction.
+  int batch = 1000;
+};
+
+// What one pass did.
+struct PruneReport {
+  bool ran = false;            // false: another collector holds the pruning lock
+  int64_t deliveries = 0;      // finished deliveries deleted
+  int64_t tokens = 0;          // tokens deleted
+  int64_t counter_rows = 0;    // delivery_counts rows left after compaction
+  int transactions = 0;        // batches run (one short transaction each)
+};
+
+// Prunes finished deliveries and tokens no group needs (migration 0013's
+// mailroom_prune_deliveries / mailroom_prune_tokens) in batches of `batch` rows, one
+// transaction per batch with SKIP LOCKED, so it never holds a lock for long nor waits on a
+// collector; then folds the outcome counters (mailroom_compact_delivery_counts). Pruning
+// never changes mailroom_stats' counts. Several collectors may run it at once: a session
+// advisory lock lets one pass run at a time and the others skip theirs. Opens its own
+// connection for each pass (none is held between passes).
+//
+// Exports mailroom_collector_pruned_total{table="deliveries"|"tokens"}. Thread-safe: RunOnce
+// may be called while Run() loops; Stop() may be called from any thread.
+class Retention {
+ public:
+  Retention(RetentionOptions options, Metrics* metrics);
+
+  // One pass over every group. An error (kUnavailable: database unreachable or a statement
+  // failed) leaves the rows already pruned pruned; the next pass goes on from the start.
+  absl::StatusOr<PruneReport> RunOnce();
+
+  // Runs a pass every `interval` until Stop(); logs each pass that deleted something and each
+  // error. After Stop() a pass in progress ends after its current batch.
+  void Run();
+  void Stop();
+
+ private:
+  const RetentionOptions options_;
+  Metrics* const metrics_;
+  absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace mailroom

@@ -1,0 +1,256 @@
+// Retention (pruning) and migration 0013's outcome counters against a throwaway PostgreSQL:
+// back-dated rows are pruned in small batches, nothing unfinished, recent or still counted by
+// the abuse limits is touched, and mailroom_stats returns exactly what it returned before.
+#include "collector/retention.h"
+
+#include <pqxx/pqxx>
+
+#include "absl/strings/str_cat.h"
+#include "collector/migrate.h"
+#include "gtest/gtest.h"
+#include "integration_tests/support/pg_server.h"
+
+namespace mailroom {
+namespace {
+
+class RetentionTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto server = testing::PgServer::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    pg_ = server->release();
+  }
+  static void TearDownTestSuite() { delete pg_; }
+  void SetUp() override {
+    static int n = 0;
+    auto url = pg_->CreateDatabase(absl::StrCat("retention_", ++n));
+    ASSERT_TRUE(url.ok()) << url.status();
+    url_ = *url;
+    auto up = MigrateUp(url_, EmbeddedMigrations());
+    ASSERT_TRUE(up.ok()) << up.status();
+    conn_ = std::make_unique<pqxx::connection>(url_);
+    Exec("UPDATE mailroom_settings SET recovery_limit_per_account = NULL, "
+         "recovery_limit_per_address = NULL, activation_limit_per_account = NULL, "
+         "activation_limit_per_address = NULL");
+  }
+
+  void Exec(const std::string& sql) {
+    pqxx::work tx(*conn_);
+    tx.exec(sql);
+    tx.commit();
+  }
+  int64_t Int(const std::string& sql) {
+    pqxx::nontransaction tx(*conn_);
+    return tx.exec1(sql)[0].as<int64_t>();
+  }
+  // mailroom_stats of every group, one line per group.
+  std::string Stats() {
+    pqxx::nontransaction tx(*conn_);
+    std::string out;
+    for (const auto& row : tx.exec("SELECT * FROM mailroom_stats(NULL)")) {
+      for (const auto& f : row) {
+        if (std::string(f.name()) == "lag_seconds") continue;  // moves with the clock
+        absl::StrAppend(&out, f.name(), "=", f.c_str(), " ");
+      }
+      out += "\n";
+    }
+    return out;
+  }
+  // What mailroom_stats' finished-state columns must equal: the rows, counted.
+  int64_t CountState(const std::string& state) {
+    return Int(absl::StrCat("SELECT count(*) FROM deliveries WHERE state = '", state, "'"));
+  }
+  // Leases `n` jobs of group `group` to owner "o".
+  void Dequeue(const std::string& group, int n) {
+    Exec(absl::StrCat("SELECT count(*) FROM mailroom_dequeue('", group, "', ", n,
+                      ", 'o', 60000)"));
+  }
+  // Acknowledges the `n` lowest leased jobs of `group` with `outcome` (a retry waits 1 h).
+  void Ack(const std::string& group, int n, const std::string& outcome) {
+    Exec(absl::StrCat(
+        "SELECT count(*) FROM (SELECT array_agg(d.token_id) AS ids, array_agg(d.attempts) AS a,"
+        " count(*)::INT AS k FROM (SELECT d.token_id, d.attempts FROM deliveries d"
+        " JOIN consumer_groups g ON g.id = d.group_id WHERE g.name = '", group,
+        "' AND d.state = 'leased' ORDER BY d.token_id LIMIT ", n, ") d) x,"
+        " mailroom_ack('", group, "', 'o', x.ids, x.a, array_fill('", outcome,
+        "'::TEXT, ARRAY[x.k]), array_fill('why'::TEXT, ARRAY[x.k]),"
+        " array_fill(CASE WHEN '", outcome, "' = 'retry' THEN 3600000 ELSE 0 END,"
+        " ARRAY[x.k]), array_fill(CASE WHEN '", outcome,
+        "' = 'sent' THEN 5 ELSE 0 END::BIGINT, ARRAY[x.k]))"));
+  }
+  void Accounts(int n, const std::string& prefix) {
+    Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT '", prefix,
+                      "' || i || '@example.test', '", prefix,
+                      "' || i FROM generate_series(1, ", n, ") i"));
+  }
+  // Moves everything written so far `days` into the past.
+  void BackDate(int days) {
+    Exec(absl::StrCat("UPDATE deliveries SET updated_at = updated_at - interval '", days,
+                      " days'"));
+    Exec(absl::StrCat("UPDATE tokens SET created_at = created_at - ", days, " * 86400, ",
+                      "expires_at = expires_at - ", days, " * 86400"));
+  }
+  // `n` new accounts whose activation emails were sent `days` ago.
+  void SentDaysAgo(int n, const std::string& prefix, int days) {
+    Accounts(n, prefix);
+    Dequeue("mailroom", n);
+    Ack("mailroom", n, "sent");
+    BackDate(days);
+  }
+  RetentionOptions Options(int batch = 7) {
+    RetentionOptions o;
+    o.database_url = url_;
+    o.retention = absl::Hours(24 * 30);
+    o.batch = batch;
+    return o;
+  }
+
+  static testing::PgServer* pg_;
+  std::string url_;
+  std::unique_ptr<pqxx::connection> conn_;
+};
+testing::PgServer* RetentionTest::pg_ = nullptr;
+
+TEST_F(RetentionTest, CountersMatchTheRowsThroughEveryTransition) {
+  Exec("SELECT mailroom_ensure_group('audit', true)");
+  Accounts(40, "a");
+  Exec("UPDATE accounts SET status = 'suspended' WHERE id > 35");  // 5 cancelled per group
+  Dequeue("mailroom", 100);
+  Dequeue("audit", 100);
+  Ack("mailroom", 20, "sent");
+  Ack("mailroom", 5, "failed");
+  Ack("mailroom", 4, "retry");
+  Ack("audit", 3, "expired");
+  // An operator's Requeue (as PgStore does it): failed -> retry.
+  Exec("UPDATE deliveries SET state = 'retry', due_at = now(), failures = 0 "
+       "WHERE group_id = 1 AND state = 'failed' AND token_id % 2 = 0");
+  for (const char* state : {"sent", "failed", "expired", "cancelled"}) {
+    for (const char* group : {"mailroom", "audit"}) {
+      EXPECT_EQ(Int(absl::StrCat("SELECT ", state, " FROM mailroom_stats('", group, "')")),
+                Int(absl::StrCat("SELECT count(*) FROM deliveries d JOIN consumer_groups g ON "
+                                 "g.id = d.group_id WHERE g.name = '", group,
+                                 "' AND d.state = '", state, "'")))
+          << state << " " << group;
+    }
+  }
+  EXPECT_EQ(Int("SELECT sent FROM mailroom_stats('mailroom')"), 20);
+  EXPECT_EQ(Int("SELECT cancelled FROM mailroom_stats('audit')"), 5);
+  EXPECT_EQ(Int("SELECT in_flight FROM mailroom_stats('mailroom')"), 35 - 20 - 5 - 4);
+  EXPECT_EQ(Int("SELECT waiting_retry FROM mailroom_stats('mailroom')"),
+            4 + Int("SELECT count(*) FROM deliveries WHERE group_id = 1 AND "
+                    "state = 'retry' AND reason = 'why' AND failures = 0"));
+
+  // Compaction folds the deltas into one row per (group, state) and changes no figure.
+  const std::string before = Stats();
+  EXPECT_GT(Int("SELECT count(*) FROM delivery_counts"), 5);
+  Retention retention(Options(), nullptr);
+  auto report = retention.RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->ran);
+  EXPECT_EQ(report->counter_rows,
+            Int("SELECT count(DISTINCT (group_id, state)) FROM deliveries "
+                "WHERE state NOT IN ('leased', 'retry')"));
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_counts"), report->counter_rows);
+  EXPECT_EQ(Stats(), before);
+}
+
+TEST_F(RetentionTest, PrunesOldFinishedRowsOnlyAndKeepsTheCounts) {
+  Accounts(50, "old");
+  Dequeue("mailroom", 50);
+  Ack("mailroom", 30, "sent");
+  Ack("mailroom", 6, "failed");
+  Ack("mailroom", 4, "retry");  // 10 left leased, 4 waiting retry: unfinished
+  BackDate(40);
+  // Recent: finished but younger than the retention, and tokens still queued.
+  Accounts(10, "new");
+  Dequeue("mailroom", 10);
+  Ack("mailroom", 10, "sent");  // the 10 old leased ones (lowest ids) get these outcomes
+  Accounts(5, "queued");
+  const std::string before = Stats();
+  const int64_t tokens_before = Int("SELECT count(*) FROM tokens");
+  const int64_t old_finished = Int(
+      "SELECT count(*) FROM deliveries WHERE state NOT IN ('leased', 'retry') "
+      "AND updated_at < now() - interval '30 days'");
+  ASSERT_EQ(old_finished, 36);
+
+  Metrics metrics;
+  Retention retention(Options(7), &metrics);
+  auto report = retention.RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->ran);
+  EXPECT_EQ(report->deliveries, 36);
+  EXPECT_EQ(report->tokens, 36);  // the old tokens whose only delivery was pruned
+  EXPECT_GT(report->transactions, 36 / 7);  // small batches
+  EXPECT_EQ(metrics.Value("mailroom_collector_pruned_total", {{"table", "deliveries"}}), 36);
+  EXPECT_EQ(metrics.Value("mailroom_collector_pruned_total", {{"table", "tokens"}}), 36);
+  EXPECT_EQ(Stats(), before);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), tokens_before - 36);
+  // Nothing unfinished or recent went: the 4 old retries, the 10 old ones acknowledged just
+  // now, the 10 new leased ones and the 5 queued tokens.
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 4 + 10 + 10);
+  EXPECT_EQ(CountState("retry"), 4);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens t WHERE NOT EXISTS "
+                "(SELECT 1 FROM deliveries d WHERE d.token_id = t.id)"),
+            5);
+
+  // A second pass finds nothing more.
+  auto again = retention.RunOnce();
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->deliveries, 0);
+  EXPECT_EQ(again->tokens, 0);
+  EXPECT_EQ(Stats(), before);
+}
+
+TEST_F(RetentionTest, TokensInsideTheAbuseLimitWindowStay) {
+  SentDaysAgo(12, "w", 40);
+  // The limits count requests over 60 days here: the tokens still count, so they stay; their
+  // finished deliveries go.
+  Exec("UPDATE mailroom_settings SET limit_window_seconds = 60 * 86400");
+  Retention retention(Options(5), nullptr);
+  auto report = retention.RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->deliveries, 12);
+  EXPECT_EQ(report->tokens, 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 12);
+  EXPECT_EQ(Int("SELECT sent FROM mailroom_stats('mailroom')"), 12);
+}
+
+TEST_F(RetentionTest, ZeroRetentionKeepsEverything) {
+  SentDaysAgo(8, "z", 400);
+  RetentionOptions o = Options();
+  o.retention = absl::ZeroDuration();
+  auto report = Retention(o, nullptr).RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->deliveries, 0);
+  EXPECT_EQ(report->tokens, 0);
+  EXPECT_EQ(report->counter_rows, 1);
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 8);
+}
+
+TEST_F(RetentionTest, OnePassAtATimeAcrossCollectors) {
+  SentDaysAgo(3, "l", 40);
+  // Another collector's pass holds the lock.
+  pqxx::connection other(url_);
+  pqxx::nontransaction(other).exec("SELECT pg_try_advisory_lock(x'6d61696c7072756e'::BIGINT)");
+  auto skipped = Retention(Options(), nullptr).RunOnce();
+  ASSERT_TRUE(skipped.ok()) << skipped.status();
+  EXPECT_FALSE(skipped->ran);
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 3);
+  pqxx::nontransaction(other).exec("SELECT pg_advisory_unlock_all()");
+  auto done = Retention(Options(), nullptr).RunOnce();
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_TRUE(done->ran);
+  EXPECT_EQ(done->deliveries, 3);
+}
+
+TEST_F(RetentionTest, UnreachableDatabaseIsUnavailable) {
+  RetentionOptions o = Options();
+  o.database_url = absl::StrCat("postgresql://postgres@127.0.0.1:", testing::FreePort(),
+                                "/postgres?connect_timeout=2");
+  auto report = Retention(o, nullptr).RunOnce();
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace mailroom
