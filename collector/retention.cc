@@ -77,6 +77,8 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
     pqxx::nontransaction tx(conn);
     report.counter_rows = tx.exec1("SELECT mailroom_compact_delivery_counts()")[0].as<int64_t>();
     ++report.transactions;
+    report.reputation_rows = tx.exec1("SELECT mailroom_compact_reputation()")[0].as<int64_t>();
+    ++report.transactions;
     // The advisory lock ends with the session (the connection closes here).
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("pruning: ", e.what()));

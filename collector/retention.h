@@ -30,6 +30,7 @@ struct PruneReport {
   int64_t deliveries = 0;      // finished deliveries deleted
   int64_t tokens = 0;          // tokens deleted
   int64_t counter_rows = 0;    // delivery_counts rows left after compaction
+  int64_t reputation_rows = 0; // reputation_hourly rows left after compaction (one per group and hour)
   int transactions = 0;        // batches run (one short transaction each)
 };
 

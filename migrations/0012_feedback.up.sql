@@ -39,27 +39,28 @@ CREATE TABLE soft_bounces (
 );
 CREATE INDEX soft_bounces_idx ON soft_bounces (address, bounced_at);
 
+-- Insert-only deltas: every acknowledgement and feedback event adds its own row for the current
+-- hour, so concurrent acknowledgements of one group (several collectors, several streams) never
+-- wait for each other on a shared counter row until commit. The collector's retention pass
+-- folds them into one row per group and hour and drops hours older than the longest window
+-- (mailroom_compact_reputation, migration 0013), so a window of N hours reads about N rows.
 CREATE TABLE reputation_hourly (
     group_id   INT NOT NULL REFERENCES consumer_groups (id) ON DELETE CASCADE,
     hour       TIMESTAMPTZ NOT NULL,
     sent       BIGINT NOT NULL DEFAULT 0,
     delivered  BIGINT NOT NULL DEFAULT 0,
     bounced    BIGINT NOT NULL DEFAULT 0,
-    complained BIGINT NOT NULL DEFAULT 0,
-    PRIMARY KEY (group_id, hour)
+    complained BIGINT NOT NULL DEFAULT 0
 );
+CREATE INDEX reputation_hourly_idx ON reputation_hourly (group_id, hour);
 
--- Adds to the current hour's counters of a group.
+-- Adds to the current hour's counters of a group (one new delta row).
 CREATE FUNCTION mailroom_reputation_add(p_group_id INT, p_sent BIGINT, p_delivered BIGINT,
                                         p_bounced BIGINT, p_complained BIGINT)
     RETURNS VOID
     LANGUAGE sql AS $$
-    INSERT INTO reputation_hourly AS r (group_id, hour, sent, delivered, bounced, complained)
-    VALUES (p_group_id, date_trunc('hour', now()), p_sent, p_delivered, p_bounced, p_complained)
-    ON CONFLICT (group_id, hour) DO UPDATE
-       SET sent = r.sent + EXCLUDED.sent, delivered = r.delivered + EXCLUDED.delivered,
-           bounced = r.bounced + EXCLUDED.bounced,
-           complained = r.complained + EXCLUDED.complained;
+    INSERT INTO reputation_hourly (group_id, hour, sent, delivered, bounced, complained)
+    VALUES (p_group_id, date_trunc('hour', now()), p_sent, p_delivered, p_bounced, p_complained);
 $$;
 
 -- Called after mailroom_ack, in its transaction, for the SENT outcomes it recorded: counts

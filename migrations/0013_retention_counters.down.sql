@@ -2,6 +2,7 @@
 -- Pruned deliveries and tokens are gone for good (their outcomes no longer count).
 DROP FUNCTION mailroom_prune_tokens(BIGINT, BIGINT, INT);
 DROP FUNCTION mailroom_prune_deliveries(INT, BIGINT, TIMESTAMPTZ, INT);
+DROP FUNCTION mailroom_compact_reputation();
 DROP FUNCTION mailroom_compact_delivery_counts();
 DROP TRIGGER deliveries_count_update ON deliveries;
 DROP TRIGGER deliveries_count_insert ON deliveries;

@@ -99,6 +99,25 @@ CREATE FUNCTION mailroom_compact_delivery_counts() RETURNS BIGINT
     SELECT count(*) FROM ins;
 $$;
 
+-- The same for 0012's reputation counters: one row per group and hour, and hours older than
+-- the longest reputation window (90 days, MAILROOM_REPUTATION_WINDOW's maximum) dropped.
+-- Returns the number of rows left.
+CREATE FUNCTION mailroom_compact_reputation() RETURNS BIGINT
+    LANGUAGE sql AS $$
+    WITH del AS (
+        DELETE FROM reputation_hourly
+        RETURNING group_id, hour, sent, delivered, bounced, complained
+    ), ins AS (
+        INSERT INTO reputation_hourly (group_id, hour, sent, delivered, bounced, complained)
+        SELECT group_id, hour, sum(sent), sum(delivered), sum(bounced), sum(complained)
+          FROM del
+         WHERE hour > now() - interval '91 days'
+         GROUP BY group_id, hour
+        RETURNING 1
+    )
+    SELECT count(*) FROM ins;
+$$;
+
 -- Same signature and results as 0010's (depth per cursor, as there); finished states come from delivery_counts, in flight
 -- and waiting retry from the partial index deliveries_due_idx. Cost: O(depth + jobs in flight
 -- + counter rows), no longer O(deliveries). Sequential scans are priced out so that in flight
