@@ -13,38 +13,22 @@
 #include "absl/strings/str_cat.h"
 #include "collector/migrate.h"
 #include "gtest/gtest.h"
-#include "integration_tests/support/pg_server.h"
+#include "collector/testing/migrated_database.h"
 
 namespace mailroom {
 namespace {
 
 constexpr int64_t kPrice = 100;  // $0.10 per 1,000 emails
 
-class BudgetStoreTest : public ::testing::Test {
+class BudgetStoreTest : public testing::MigratedDatabaseTest {
  protected:
-  static void SetUpTestSuite() {
-    auto server = testing::PgServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    pg_ = server->release();
-  }
-  static void TearDownTestSuite() { delete pg_; }
   void SetUp() override {
-    static int n = 0;
-    auto url = pg_->CreateDatabase(absl::StrCat("budget_", ++n));
-    ASSERT_TRUE(url.ok()) << url.status();
-    url_ = *url;
-    auto up = MigrateUp(url_, EmbeddedMigrations());
-    ASSERT_TRUE(up.ok()) << up.status();
-    conn_ = std::make_unique<pqxx::connection>(url_);
+    MigratedDatabaseTest::SetUp();
+    if (HasFatalFailure()) return;
     Exec("SELECT mailroom_ensure_group('g', false)");
     store_ = NewPgBudgetStore(url_, {});
   }
 
-  void Exec(const std::string& sql) {
-    pqxx::work tx(*conn_);
-    tx.exec(sql);
-    tx.commit();
-  }
   // Refills the pace bucket, so a test about money is not slowed by the pace.
   void FillBucket() { Exec("UPDATE group_budgets SET bucket_at = NULL"); }
   void SetBudget(int64_t emails, int reserve_percent, int burst) {
@@ -61,12 +45,8 @@ class BudgetStoreTest : public ::testing::Test {
     return g.ok() ? *g : Grant{};
   }
 
-  static testing::PgServer* pg_;
-  std::string url_;
-  std::unique_ptr<pqxx::connection> conn_;
   std::unique_ptr<BudgetStore> store_;
 };
-testing::PgServer* BudgetStoreTest::pg_ = nullptr;
 
 TEST_F(BudgetStoreTest, UnlimitedByDefaultGrantsWhatIsAsked) {
   Grant g = Acquire(50);

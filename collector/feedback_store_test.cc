@@ -9,39 +9,19 @@
 #include "collector/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration_tests/support/pg_server.h"
+#include "collector/testing/migrated_database.h"
 
 namespace mailroom {
 namespace {
 
-class FeedbackStoreTest : public ::testing::Test {
+class FeedbackStoreTest : public testing::MigratedDatabaseTest {
  protected:
-  static void SetUpTestSuite() {
-    auto server = testing::PgServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    pg_ = server->release();
-  }
-  static void TearDownTestSuite() { delete pg_; }
   void SetUp() override {
-    static int n = 0;
-    auto url = pg_->CreateDatabase(absl::StrCat("feedback_", ++n));
-    ASSERT_TRUE(url.ok()) << url.status();
-    auto up = MigrateUp(*url, EmbeddedMigrations());
-    ASSERT_TRUE(up.ok()) << up.status();
-    conn_ = std::make_unique<pqxx::connection>(*url);
-    store_ = NewPgStore(*url, 2);
-    feedback_ = NewPgFeedbackStore(*url);
+    MigratedDatabaseTest::SetUp();
+    if (HasFatalFailure()) return;
+    store_ = NewPgStore(url_, 2);
+    feedback_ = NewPgFeedbackStore(url_);
     ASSERT_TRUE(store_->EnsureGroup("mailroom", true).ok());
-  }
-  void Exec(const std::string& sql) {
-    pqxx::work tx(*conn_);
-    tx.exec(sql);
-    tx.commit();
-  }
-  std::string Text(const std::string& sql) {
-    pqxx::nontransaction tx(*conn_);
-    auto f = tx.exec1(sql)[0];
-    return f.is_null() ? "NULL" : f.as<std::string>();
   }
   // Accounts a1..an, their activation jobs leased to "s" and acknowledged SENT with SES ids
   // "ses-<job id>" (an empty id for the last one when `last_without_id`).
@@ -83,12 +63,9 @@ class FeedbackStoreTest : public ::testing::Test {
     return rows->empty() ? ReputationRow{} : (*rows)[0];
   }
 
-  static testing::PgServer* pg_;
-  std::unique_ptr<pqxx::connection> conn_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<FeedbackStore> feedback_;
 };
-testing::PgServer* FeedbackStoreTest::pg_ = nullptr;
 
 TEST_F(FeedbackStoreTest, AckStoresTheMessageIdOfRecordedSentOutcomesAndCountsThem) {
   std::vector<StoredJob> jobs = SendTo(3, /*last_without_id=*/true);

@@ -8,41 +8,21 @@
 #include "absl/strings/str_cat.h"
 #include "collector/migrate.h"
 #include "gtest/gtest.h"
-#include "integration_tests/support/pg_server.h"
+#include "collector/testing/migrated_database.h"
 
 namespace mailroom {
 namespace {
 
-class RetentionTest : public ::testing::Test {
+class RetentionTest : public testing::MigratedDatabaseTest {
  protected:
-  static void SetUpTestSuite() {
-    auto server = testing::PgServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    pg_ = server->release();
-  }
-  static void TearDownTestSuite() { delete pg_; }
   void SetUp() override {
-    static int n = 0;
-    auto url = pg_->CreateDatabase(absl::StrCat("retention_", ++n));
-    ASSERT_TRUE(url.ok()) << url.status();
-    url_ = *url;
-    auto up = MigrateUp(url_, EmbeddedMigrations());
-    ASSERT_TRUE(up.ok()) << up.status();
-    conn_ = std::make_unique<pqxx::connection>(url_);
+    MigratedDatabaseTest::SetUp();
+    if (HasFatalFailure()) return;
     Exec("UPDATE mailroom_settings SET recovery_limit_per_account = NULL, "
          "recovery_limit_per_address = NULL, activation_limit_per_account = NULL, "
          "activation_limit_per_address = NULL");
   }
 
-  void Exec(const std::string& sql) {
-    pqxx::work tx(*conn_);
-    tx.exec(sql);
-    tx.commit();
-  }
-  int64_t Int(const std::string& sql) {
-    pqxx::nontransaction tx(*conn_);
-    return tx.exec1(sql)[0].as<int64_t>();
-  }
   // mailroom_stats of every group, one line per group.
   std::string Stats() {
     pqxx::nontransaction tx(*conn_);
@@ -105,11 +85,7 @@ class RetentionTest : public ::testing::Test {
     return o;
   }
 
-  static testing::PgServer* pg_;
-  std::string url_;
-  std::unique_ptr<pqxx::connection> conn_;
 };
-testing::PgServer* RetentionTest::pg_ = nullptr;
 
 TEST_F(RetentionTest, CountersMatchTheRowsThroughEveryTransition) {
   Exec("SELECT mailroom_ensure_group('audit', true)");

@@ -11,7 +11,7 @@
 #include "collector/migrate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration_tests/support/pg_server.h"
+#include "collector/testing/migrated_database.h"
 
 namespace mailroom {
 namespace {
@@ -21,39 +21,14 @@ using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
 using ::testing::UnorderedElementsAreArray;
 
-class StoreTest : public ::testing::Test {
+class StoreTest : public testing::MigratedDatabaseTest {
  protected:
-  static void SetUpTestSuite() {
-    auto server = testing::PgServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    pg_ = server->release();
-  }
-  static void TearDownTestSuite() { delete pg_; }
   void SetUp() override {
-    static int n = 0;
-    auto url = pg_->CreateDatabase(absl::StrCat("store_", ++n));
-    ASSERT_TRUE(url.ok()) << url.status();
-    url_ = *url;
-    auto up = MigrateUp(url_, EmbeddedMigrations());
-    ASSERT_TRUE(up.ok()) << up.status();
-    conn_ = std::make_unique<pqxx::connection>(url_);
+    MigratedDatabaseTest::SetUp();
+    if (HasFatalFailure()) return;
     store_ = NewPgStore(url_, 2);
   }
 
-  void Exec(const std::string& sql) {
-    pqxx::work tx(*conn_);
-    tx.exec(sql);
-    tx.commit();
-  }
-  int64_t Int(const std::string& sql) {
-    pqxx::nontransaction tx(*conn_);
-    return tx.exec1(sql)[0].as<int64_t>();
-  }
-  std::string Text(const std::string& sql) {
-    pqxx::nontransaction tx(*conn_);
-    auto f = tx.exec1(sql)[0];
-    return f.is_null() ? "NULL" : f.as<std::string>();
-  }
   void InsertAccounts(int n, const std::string& prefix) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT '", prefix,
                       "' || i || '@example.test', '", prefix, "' || i FROM generate_series(1, ",
@@ -77,12 +52,8 @@ class StoreTest : public ::testing::Test {
     return Text(absl::StrCat("SELECT state::TEXT FROM deliveries WHERE token_id = ", id));
   }
 
-  static testing::PgServer* pg_;
-  std::string url_;
-  std::unique_ptr<pqxx::connection> conn_;
   std::unique_ptr<Store> store_;
 };
-testing::PgServer* StoreTest::pg_ = nullptr;
 
 TEST_F(StoreTest, ChannelAndPing) {
   auto channel = store_->Channel();
