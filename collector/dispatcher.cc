@@ -130,6 +130,7 @@ void Dispatcher::Run() {
   absl::Time next_health = clock_->Now() + opt_.healthcheck_interval;
   absl::Time connected_at = clock_->Now();
   bool drain = true;
+  bool notified_since_dispatch = false;
   // Every database error, whatever its class, leads either to Disconnect() (the connection
   // is suspect: reconnect after a capped exponential backoff) or to a per-group backoff (a SQL
   // error in one group); nothing is retried at once.
@@ -218,11 +219,19 @@ void Dispatcher::Run() {
       for (const auto& [group, force] : kicks) {
         if (force || starved_.count(group) > 0) groups.push_back(group);
       }
+      // A notification may be a new password recovery: starved groups try their recovery
+      // lanes at once rather than at the batch's deadline (one index probe when none waits).
+      if (notified_since_dispatch) {
+        for (const std::string& group : starved_) {
+          if (kicks.count(group) == 0) groups.push_back(group);
+        }
+      }
       // Groups whose backoff after an error is over.
       for (const auto& [group, retry] : group_retry_) {
         if (now >= retry.at) groups.push_back(group);
       }
     }
+    notified_since_dispatch = false;
     if (!groups.empty()) {
       DispatchGroups(groups);
       if (!listener_) continue;
@@ -240,6 +249,7 @@ void Dispatcher::Run() {
       if (batcher.pending() == 0) LogInfo("notified; waking up");
       metrics_->Add("mailroom_collector_wakeups_total", *notified);
       batcher.OnNotify(clock_->Now(), *notified);
+      notified_since_dispatch = true;
     }
     if (st.ok() && clock_->Now() >= next_health) {
       st = listener_->Ping();
@@ -297,20 +307,26 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
   const Labels labels = {{"group", group}};
   while (!stop_) {
     std::shared_ptr<Subscriber> member = hub_->PickMember(group);
-    if (member == nullptr) {
-      // Nobody has room: the jobs wait in PostgreSQL until an acknowledgement frees some.
+    // With no room in any window, password recoveries still go through a member's recovery
+    // lane (activations wait in PostgreSQL until an acknowledgement frees some room).
+    const bool lane = member == nullptr;
+    if (lane) {
       starved_.insert(group);
-      return absl::OkStatus();
+      member = hub_->PickLaneMember(group);
+      if (member == nullptr) return absl::OkStatus();  // lanes full too: everything waits
     }
-    const int want = std::min(opt_.batch_limit, member->Room());
+    const int want = std::min(opt_.batch_limit, lane ? member->LaneRoom() : member->Room());
     const absl::Time dequeue_start = absl::Now();
-    auto jobs = store_->Dequeue(group, want, member->id(), opt_.lease);
+    auto jobs = lane ? store_->DequeueRecoveries(group, want, member->id(), opt_.lease)
+                     : store_->Dequeue(group, want, member->id(), opt_.lease);
     if (!jobs.ok()) return jobs.status();
     metrics_->Observe("mailroom_collector_dequeue_duration_seconds",
                       absl::ToDoubleSeconds(absl::Now() - dequeue_start), labels);
     metrics_->Add("mailroom_collector_dequeues_total", 1, labels);
+    // Queue empty for now; after a lane dequeue only the recoveries are (the group stays
+    // starved: activations may still wait for room).
     if (jobs->empty()) {
-      starved_.erase(group);
+      if (!lane) starved_.erase(group);
       return absl::OkStatus();
     }
 
@@ -343,7 +359,7 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
       std::vector<uint64_t> ids;
       ids.reserve(n);
       for (const auto& j : batch.jobs()) ids.push_back(j.job_id());
-      if (!member->Deliver(std::move(batch))) {
+      if (!member->Deliver(std::move(batch), lane)) {
         // The stream ended between picking and delivering: these jobs never left, hand them to
         // someone else now (and only them: what the member received earlier is still its own).
         absl::Status st = store_->Release(group, member->id(), ids);
@@ -354,8 +370,8 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
       metrics_->Add("mailroom_collector_jobs_dispatched_total", n, labels);
     }
     if (static_cast<int>(jobs->size()) < want) {
-      starved_.erase(group);
-      return absl::OkStatus();  // the queue is empty for now
+      if (!lane) starved_.erase(group);
+      return absl::OkStatus();  // the queue (of recoveries, after a lane dequeue) is empty
     }
   }
   return absl::OkStatus();

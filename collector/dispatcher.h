@@ -64,7 +64,8 @@ using ListenerFactory = std::function<absl::StatusOr<std::unique_ptr<Notificatio
     const std::string& channel)>;
 
 // The collector's main loop, on its own thread: LISTENs on the channel (a NotificationListener),
-// batches wake-ups (Batcher), dequeues for subscribers that have room, signs the jobs
+// batches wake-ups (Batcher), dequeues for subscribers that have room (on every notification,
+// a starved group tries its members' recovery lanes at once), signs the jobs
 // (BuildJob) and hands them to the subscribers' streams. Reconnects with capped exponential
 // backoff forever. Every time decision (batch timeout, catch-up poll, health check, backoffs)
 // reads `clock`, so tests run it on simulated time; only the wait for the listener's descriptor
@@ -99,7 +100,8 @@ class Dispatcher {
  private:
   bool ConnectListener();
   void CloseListener();
-  // Dequeues for every listed group until the queue is empty or no member has room.
+  // Dequeues for every listed group until the queue is empty or no member has room (in its
+  // window, or for password recoveries in its recovery lane).
   void DispatchGroups(const std::vector<std::string>& groups);
   absl::Status DispatchGroup(const std::string& group);
   // Creates the configured groups (from the earliest unexpired token) if missing.

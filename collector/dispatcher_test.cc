@@ -100,8 +100,9 @@ class DispatcherTest : public ::testing::Test {
 
   // Starts the loop with one subscriber of "mailroom" (it never receives anything: with no
   // stream attached, deliveries fail and are released) and waits for the first round.
-  void Start() {
-    member_ = std::make_shared<Subscriber>("sub-1", "mailroom", "test", 1000);
+  // `max_in_flight` 0 stands for a window that is full (its recovery lane is 10).
+  void Start(int max_in_flight = 1000) {
+    member_ = std::make_shared<Subscriber>("sub-1", "mailroom", "test", max_in_flight);
     hub_.Add(member_);
     dispatcher_ = std::make_unique<Dispatcher>(
         opt_, &store_, &hub_, *ParseSigningKey(kKey), &metrics_, [](bool) {}, &clock_,
@@ -297,6 +298,59 @@ TEST_F(DispatcherTest, APausedGroupIsNotDequeuedUntilResumed) {
   clock_.Advance(absl::Seconds(2));
   Poke();
   EXPECT_EQ(store_.CallCount("Dequeue"), 1);
+}
+
+}  // namespace
+}  // namespace mailroom
+
+namespace mailroom {
+namespace {
+
+// Issue 11 §2: with every window full, password recoveries go through the recovery lane:
+// a recoveries-only dequeue sized to the lane, on the drain and on every notification at once
+// (not at the batch's deadline), never an activations' dequeue.
+TEST_F(DispatcherTest, AFullWindowDequeuesRecoveriesIntoTheLaneOnEveryNotification) {
+  StoredJob recovery;
+  recovery.id = 7;
+  recovery.password_recovery = true;
+  recovery.secret = std::string(32, 'k');
+  recovery.code = "12345";
+  recovery.attempt = 1;
+  store_.QueueJobs({recovery});
+  Start(/*max_in_flight=*/0);
+  ASSERT_TRUE(store_.WaitForCalls("DequeueRecoveries", 1));  // the drain after connecting
+  // The member has no stream attached: the recovery goes straight back, and the loop asks
+  // again (the lane still has room) and finds no more.
+  ASSERT_TRUE(store_.WaitForCalls("Release", 1));
+  EXPECT_EQ(store_.Calls("Release")[0].ids, std::vector<uint64_t>{7});
+  Settle();
+  EXPECT_EQ(store_.CallCount("DequeueRecoveries"), 2);
+  EXPECT_EQ(store_.CallCount("Dequeue"), 0);
+  auto dq = store_.Calls("DequeueRecoveries")[0];
+  EXPECT_EQ(dq.owner, "sub-1");
+  EXPECT_EQ(dq.limit, 10);  // the lane's room (RecoveryLane(0) = 10), capped by the batch limit
+  EXPECT_EQ(dq.lease, opt_.lease);
+  // One notification, no time passing: the starved group tries its lane at once.
+  Notify(1);
+  EXPECT_EQ(store_.CallCount("DequeueRecoveries"), 3);
+  Poke();  // nothing new: no dequeue
+  EXPECT_EQ(store_.CallCount("DequeueRecoveries"), 3);
+  Notify(2);
+  EXPECT_EQ(store_.CallCount("DequeueRecoveries"), 4);
+  EXPECT_EQ(store_.CallCount("Dequeue"), 0);
+}
+
+// A group with room in a window is not starved: a notification waits for the batch as before
+// and the lane is not used.
+TEST_F(DispatcherTest, AGroupWithRoomIgnoresTheLane) {
+  Start();
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
+  Settle();
+  Notify(1);
+  clock_.Advance(absl::Seconds(5));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 2);
+  EXPECT_EQ(store_.CallCount("DequeueRecoveries"), 0);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 namespace mailroom {
 
+int RecoveryLane(int max_in_flight) { return std::max(10, max_in_flight / 10); }
+
 SubscribeReactor::SubscribeReactor(
     std::shared_ptr<Subscriber> sub,
     std::function<void(const std::shared_ptr<Subscriber>&)> on_done)
@@ -54,10 +56,17 @@ int Subscriber::Room() const {
   return std::max(0, max_in_flight_ - static_cast<int>(in_flight_.size()));
 }
 
-bool Subscriber::Deliver(v1::SubscribeResponse batch) {
+int Subscriber::LaneRoom() const {
+  absl::MutexLock lock(&mu_);
+  if (finished_) return 0;
+  return std::max(0, lane_ - static_cast<int>(lane_in_flight_.size()));
+}
+
+bool Subscriber::Deliver(v1::SubscribeResponse batch, bool lane) {
   absl::MutexLock lock(&mu_);
   if (finished_ || reactor_ == nullptr) return false;
-  for (const auto& job : batch.jobs()) in_flight_.insert(job.job_id());
+  auto& counted = lane ? lane_in_flight_ : in_flight_;
+  for (const auto& job : batch.jobs()) counted.insert(job.job_id());
   queue_.push_back(std::move(batch));
   StartNextLocked();
   return true;
@@ -66,7 +75,7 @@ bool Subscriber::Deliver(v1::SubscribeResponse batch) {
 int Subscriber::Forget(const std::vector<uint64_t>& ids) {
   absl::MutexLock lock(&mu_);
   int n = 0;
-  for (uint64_t id : ids) n += in_flight_.erase(id);
+  for (uint64_t id : ids) n += in_flight_.erase(id) + lane_in_flight_.erase(id);
   return n;
 }
 
@@ -135,13 +144,22 @@ std::vector<std::string> Hub::MemberIds(const std::string& group) const {
 }
 
 std::shared_ptr<Subscriber> Hub::PickMember(const std::string& group) const {
+  return PickMost(group, &Subscriber::Room);
+}
+
+std::shared_ptr<Subscriber> Hub::PickLaneMember(const std::string& group) const {
+  return PickMost(group, &Subscriber::LaneRoom);
+}
+
+std::shared_ptr<Subscriber> Hub::PickMost(const std::string& group,
+                                          int (Subscriber::*room_of)() const) const {
   absl::MutexLock lock(&mu_);
   auto it = groups_.find(group);
   if (it == groups_.end()) return nullptr;
   std::shared_ptr<Subscriber> best;
   int best_room = 0;
   for (const auto& s : it->second) {
-    int room = s->Room();
+    int room = ((*s).*room_of)();
     if (room > best_room) {
       best = s;
       best_room = room;

@@ -35,24 +35,33 @@ class SubscribeReactor : public grpc::ServerWriteReactor<v1::SubscribeResponse> 
   std::function<void(const std::shared_ptr<Subscriber>&)> on_done_;
 };
 
+// The recovery lane of a subscription with window `max_in_flight`: how many password
+// recoveries it may hold on top of a full window, max(10, max_in_flight / 10).
+int RecoveryLane(int max_in_flight);
+
 // One subscription: its identity, its in-flight accounting and its queue of outgoing batches.
-// Shared by the reactor (gRPC threads), the dispatcher and the Acknowledge handler; all methods
-// are thread-safe.
+// Jobs count either against its window (max_in_flight, any job) or against its recovery lane
+// (RecoveryLane(max_in_flight), password recoveries delivered when the window was full): the
+// two are counted apart, so activations never use the lane. Shared by the reactor (gRPC
+// threads), the dispatcher and the Acknowledge handler; all methods are thread-safe.
 class Subscriber {
  public:
   Subscriber(std::string id, std::string group, std::string name, int max_in_flight)
       : id_(std::move(id)), group_(std::move(group)), name_(std::move(name)),
-        max_in_flight_(max_in_flight) {}
+        max_in_flight_(max_in_flight), lane_(RecoveryLane(max_in_flight)) {}
 
   const std::string& id() const { return id_; }
   const std::string& group() const { return group_; }
   const std::string& name() const { return name_; }
 
-  // How many more jobs it may be given now.
+  // How many more jobs it may be given now in its window.
   int Room() const;
-  // Queues a batch for writing and counts its jobs as in flight. False when the stream is
-  // over (the jobs were not sent).
-  bool Deliver(v1::SubscribeResponse batch);
+  // How many more password recoveries it may be given now in its recovery lane.
+  int LaneRoom() const;
+  // Queues a batch for writing and counts its jobs as in flight, in the recovery lane with
+  // `lane` (the caller puts only recoveries there), else in the window. False when the stream
+  // is over (the jobs were not sent).
+  bool Deliver(v1::SubscribeResponse batch, bool lane = false);
   // These jobs are no longer in flight here (acknowledged, or lost). Returns how many were.
   int Forget(const std::vector<uint64_t>& ids);
   // Ends the stream with `status` unless it already ended.
@@ -73,13 +82,15 @@ class Subscriber {
 
   const std::string id_, group_, name_;
   const int max_in_flight_;
+  const int lane_;
   mutable absl::Mutex mu_;
   SubscribeReactor* reactor_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   v1::SubscribeResponse current_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::SubscribeResponse> queue_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<uint64_t> in_flight_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint64_t> in_flight_ ABSL_GUARDED_BY(mu_);       // in the window
+  absl::flat_hash_set<uint64_t> lane_in_flight_ ABSL_GUARDED_BY(mu_);  // in the lane
   std::vector<uint64_t> unsent_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -92,6 +103,8 @@ class Hub {
   std::vector<std::string> Groups() const;
   // The member of `group` with the most room, or nullptr when none has room.
   std::shared_ptr<Subscriber> PickMember(const std::string& group) const;
+  // The member of `group` with the most recovery-lane room, or nullptr when none has any.
+  std::shared_ptr<Subscriber> PickLaneMember(const std::string& group) const;
   // Forgets acknowledged/lost jobs in the member `owner` of `group` only; true if it had any.
   bool Forget(const std::string& group, const std::string& owner,
               const std::vector<uint64_t>& ids);
@@ -103,6 +116,9 @@ class Hub {
   void FinishAll(const grpc::Status& status);
 
  private:
+  std::shared_ptr<Subscriber> PickMost(const std::string& group,
+                                       int (Subscriber::*room)() const) const;
+
   mutable absl::Mutex mu_;
   std::map<std::string, std::vector<std::shared_ptr<Subscriber>>> groups_ ABSL_GUARDED_BY(mu_);
 };

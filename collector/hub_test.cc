@@ -120,6 +120,62 @@ TEST_F(HubTest, DeliveredJobsCountAsInFlightUntilForgotten) {
   EXPECT_EQ(a->Room(), 5);
 }
 
+TEST_F(HubTest, TheRecoveryLaneIsCountedApartFromTheWindow) {
+  EXPECT_EQ(RecoveryLane(1), 10);
+  EXPECT_EQ(RecoveryLane(100), 10);
+  EXPECT_EQ(RecoveryLane(250), 25);
+  Stream* s = Open("a", "g", 100);
+  std::shared_ptr<Subscriber> a = Member("g", 100);
+  EXPECT_EQ(a->LaneRoom(), 10);
+  std::vector<uint64_t> window;
+  for (uint64_t id = 1; id <= 100; ++id) window.push_back(id);
+  ASSERT_TRUE(a->Deliver(Batch(window)));
+  EXPECT_EQ(a->Room(), 0);
+  EXPECT_EQ(a->LaneRoom(), 10);  // a full window leaves the lane alone
+  EXPECT_EQ(service_.hub.PickMember("g"), nullptr);
+  EXPECT_EQ(service_.hub.PickLaneMember("g"), a);
+  ASSERT_TRUE(a->Deliver(Batch({101, 102, 103}), /*lane=*/true));
+  EXPECT_EQ(a->Room(), 0);
+  EXPECT_EQ(a->LaneRoom(), 7);
+  v1::SubscribeResponse got;
+  ASSERT_TRUE(s->reader->Read(&got));
+  EXPECT_EQ(got.jobs_size(), 100);
+  ASSERT_TRUE(s->reader->Read(&got));
+  EXPECT_EQ(got.jobs_size(), 3);
+  // A lane job's outcome frees lane room only; a window job's, window room only.
+  EXPECT_TRUE(service_.hub.Forget("g", "a", {101}));
+  EXPECT_EQ(a->Room(), 0);
+  EXPECT_EQ(a->LaneRoom(), 8);
+  EXPECT_EQ(a->Forget({1, 2, 102}), 3);
+  EXPECT_EQ(a->Room(), 2);
+  EXPECT_EQ(a->LaneRoom(), 9);
+  // A full lane: nobody is picked for it.
+  std::vector<uint64_t> lane;
+  for (uint64_t id = 201; id <= 209; ++id) lane.push_back(id);
+  ASSERT_TRUE(a->Deliver(Batch(lane), /*lane=*/true));
+  EXPECT_EQ(a->LaneRoom(), 0);
+  EXPECT_EQ(service_.hub.PickLaneMember("g"), nullptr);
+  EXPECT_EQ(service_.hub.PickMember("g"), a);
+}
+
+TEST_F(HubTest, TheLaneMemberIsTheOneWithTheMostLaneRoom) {
+  Open("a", "g", 5);
+  Open("b", "g", 300);
+  std::shared_ptr<Subscriber> b = Member("g", 300);
+  EXPECT_EQ(service_.hub.PickLaneMember("g"), b);  // 30 against 10
+  std::vector<uint64_t> ids;
+  for (uint64_t id = 1; id <= 25; ++id) ids.push_back(id);
+  ASSERT_TRUE(b->Deliver(Batch(ids), /*lane=*/true));
+  std::shared_ptr<Subscriber> a = service_.hub.PickLaneMember("g");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->id(), "a");
+  EXPECT_EQ(a->LaneRoom(), 10);
+  // A finished stream has no lane room.
+  a->Finish(grpc::Status::CANCELLED);
+  EXPECT_EQ(a->LaneRoom(), 0);
+  EXPECT_EQ(service_.hub.PickLaneMember("g"), b);
+}
+
 TEST_F(HubTest, ForgetTouchesOnlyTheOwner) {
   Open("a", "g", 10);
   Open("b", "g", 10);

@@ -105,6 +105,18 @@ class PgStore : public Store {
   absl::StatusOr<std::vector<StoredJob>> Dequeue(const std::string& group, int limit,
                                                  const std::string& owner,
                                                  absl::Duration lease) override {
+    return DequeueJobs(group, limit, owner, lease, /*recoveries_only=*/false);
+  }
+
+  absl::StatusOr<std::vector<StoredJob>> DequeueRecoveries(const std::string& group, int limit,
+                                                           const std::string& owner,
+                                                           absl::Duration lease) override {
+    return DequeueJobs(group, limit, owner, lease, /*recoveries_only=*/true);
+  }
+
+  absl::StatusOr<std::vector<StoredJob>> DequeueJobs(const std::string& group, int limit,
+                                                     const std::string& owner,
+                                                     absl::Duration lease, bool recoveries_only) {
     return Run<std::vector<StoredJob>>("dequeue", [&](pqxx::connection& c) {
       pqxx::work tx(c);
       // A lost lease commit only means the jobs are handed out again (WAL is sequential: a
@@ -113,8 +125,8 @@ class PgStore : public Store {
       pqxx::result r = tx.exec_params(
           "SELECT job_id, action = 'password_recovery', email, login, secret, code, expires_at,"
           " account_id, attempt, failures, created_at, locale"
-          " FROM mailroom_dequeue($1, $2, $3, $4)",
-          group, limit, owner, LeaseMs(lease));
+          " FROM mailroom_dequeue($1, $2, $3, $4, $5)",
+          group, limit, owner, LeaseMs(lease), recoveries_only);
       tx.commit();
       std::vector<StoredJob> jobs;
       jobs.reserve(r.size());

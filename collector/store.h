@@ -109,6 +109,12 @@ class Store {
   virtual absl::StatusOr<std::vector<StoredJob>> Dequeue(const std::string& group, int limit,
                                                          const std::string& owner,
                                                          absl::Duration lease) = 0;
+  // The recovery lane: like Dequeue, but password recoveries only (due again, then new); the
+  // activations' cursor is neither read nor moved (mailroom_dequeue(..., p_recoveries_only)).
+  virtual absl::StatusOr<std::vector<StoredJob>> DequeueRecoveries(const std::string& group,
+                                                                   int limit,
+                                                                   const std::string& owner,
+                                                                   absl::Duration lease) = 0;
   // Records outcomes of jobs leased to `owner` (each with the attempt it was handed out with)
   // in one transaction; returns the ids recorded. Outcomes for any other lease change nothing.
   // A recorded outcome with `suppress_recipient` suppresses its job's address in the same

@@ -85,7 +85,18 @@ class FakeStore : public Store {
   absl::StatusOr<std::vector<StoredJob>> Dequeue(const std::string& group, int limit,
                                                  const std::string& owner,
                                                  absl::Duration lease) override {
-    Call c{"Dequeue", group, owner};
+    return Take("Dequeue", group, limit, owner, lease);
+  }
+  // Answers from the same queued batches as Dequeue, recorded as "DequeueRecoveries".
+  absl::StatusOr<std::vector<StoredJob>> DequeueRecoveries(const std::string& group, int limit,
+                                                           const std::string& owner,
+                                                           absl::Duration lease) override {
+    return Take("DequeueRecoveries", group, limit, owner, lease);
+  }
+  absl::StatusOr<std::vector<StoredJob>> Take(const std::string& method, const std::string& group,
+                                              int limit, const std::string& owner,
+                                              absl::Duration lease) {
+    Call c{method, group, owner};
     c.limit = limit;
     c.lease = lease;
     if (auto e = Record(c); !e.ok()) return e;
