@@ -176,6 +176,7 @@ class Pipeline {
   void Run(const std::string& label, int n, const std::map<std::string, std::string>& env) {
     Queue(url_, queued_, n);
     queued_ += n;
+    const int64_t grants_before = Scalar(url_, "SELECT count(*) FROM budget_grants");
     absl::Time start = absl::Now();
     auto sender = StartSender(env, label);
     Usage col, snd;
@@ -196,6 +197,11 @@ class Pipeline {
                 " (%lld not sent)\n",
                 label.c_str(), static_cast<long long>(sent), n, secs, sent / secs,
                 static_cast<long long>(failed));
+    // Each grant is one AcquireBudget round trip and one PostgreSQL transaction.
+    std::printf("  %s: %lld budget grants (AcquireBudget calls that granted emails)\n",
+                label.c_str(),
+                static_cast<long long>(Scalar(url_, "SELECT count(*) FROM budget_grants") -
+                                       grants_before));
     PrintUsage("collector", absl::StrCat("under load (", label, ")").c_str(), col, 20);
     PrintUsage("sender", absl::StrCat("under load (", label, ")").c_str(), snd, 30);
     std::fflush(stdout);
