@@ -11,15 +11,19 @@
 // Needs postfix's smtp-sink/smtp-source (apt-get install postfix) and, for SES,
 // MAILROOM_NODE_MODULES (the npm peers, as for the integration tests).
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <pqxx/pqxx>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "collector/migrate.h"
@@ -80,6 +84,40 @@ void PrintUsage(const char* what, const char* when, Usage u, double target_mb) {
   std::printf("  %-9s %-26s RSS %6.1f MB (target < %.0f MB: %s by %.1f MB), %d threads\n", what,
               when, u.rss_mb, target_mb, u.rss_mb < target_mb ? "met" : "missed",
               std::abs(u.rss_mb - target_mb), u.threads);
+}
+
+// CPU time (user + system, seconds) a process has used so far, from /proc/<pid>/stat; 0 when
+// it is gone.
+double CpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return 0;
+  // After "pid (comm) ": state is field 3; utime and stime are fields 14 and 15.
+  std::vector<absl::string_view> f =
+      absl::StrSplit(absl::string_view(stat).substr(paren + 1), ' ', absl::SkipEmpty());
+  int64_t utime = 0, stime = 0;
+  if (f.size() < 13 || !absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime)) {
+    return 0;
+  }
+  return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
+// CPU seconds of every PostgreSQL process pg_stat_activity lists (backends and background
+// workers), by pid, except the asking backend.
+std::map<int, double> PgCpu(pqxx::connection& c) {
+  pqxx::nontransaction tx(c);
+  std::map<int, double> out;
+  for (const auto& row : tx.exec("SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid()")) {
+    const int pid = row[0].as<int>();
+    out[pid] = CpuSeconds(pid);
+  }
+  return out;
+}
+
+int64_t Scalar(pqxx::connection& c, const std::string& sql) {
+  pqxx::nontransaction tx(c);
+  return tx.exec1(sql)[0].as<int64_t>();
 }
 
 int64_t Scalar(const std::string& url, const std::string& sql) {
@@ -173,10 +211,16 @@ class Pipeline {
   }
 
   // Queues n tokens, starts a sender with `env` and times it to the last delivery sent.
-  void Run(const std::string& label, int n, const std::map<std::string, std::string>& env) {
+  // `peer` (the SMTP sink's pid, or 0) is counted in the CPU breakdown.
+  void Run(const std::string& label, int n, const std::map<std::string, std::string>& env,
+           pid_t peer = 0) {
     Queue(url_, queued_, n);
     queued_ += n;
-    const int64_t grants_before = Scalar(url_, "SELECT count(*) FROM budget_grants");
+    pqxx::connection poll(url_);  // one connection for all the polling below
+    const int64_t grants_before = Scalar(poll, "SELECT count(*) FROM budget_grants");
+    const std::map<int, double> pg_before = PgCpu(poll);
+    const double collector_before = CpuSeconds(collector_->pid());
+    const double peer_before = peer > 0 ? CpuSeconds(peer) : 0;
     absl::Time start = absl::Now();
     auto sender = StartSender(env, label);
     Usage col, snd;
@@ -186,21 +230,38 @@ class Pipeline {
       Usage c = UsageOf(collector_->pid()), s = UsageOf(sender->pid());
       col = {std::max(col.rss_mb, c.rss_mb), std::max(col.threads, c.threads)};
       snd = {std::max(snd.rss_mb, s.rss_mb), std::max(snd.threads, s.threads)};
-      sent = Scalar(url_, "SELECT count(*) FROM deliveries WHERE state = 'sent'");
+      sent = Scalar(poll, "SELECT count(*) FROM deliveries WHERE state = 'sent'");
       if (sent >= queued_) break;
       absl::SleepFor(absl::Milliseconds(100));
     }
     double secs = absl::ToDoubleSeconds(absl::Now() - start);
-    int64_t failed = Scalar(url_, "SELECT count(*) FROM deliveries WHERE state <> 'sent'");
+    // CPU used during the run (the sender's from its start), before anything else runs.
+    const double sender_cpu = CpuSeconds(sender->pid());
+    const double collector_cpu = CpuSeconds(collector_->pid()) - collector_before;
+    const double peer_cpu = peer > 0 ? CpuSeconds(peer) - peer_before : 0;
+    double pg_cpu = 0;
+    for (const auto& [pid, cpu] : PgCpu(poll)) {
+      auto it = pg_before.find(pid);
+      pg_cpu += cpu - (it == pg_before.end() ? 0 : it->second);
+    }
+    int64_t failed = Scalar(poll, "SELECT count(*) FROM deliveries WHERE state <> 'sent'");
     sent -= queued_ - n;
     std::printf("  %s: %lld of %d sent in %.2f s (from the sender's start): %.0f emails/s"
                 " (%lld not sent)\n",
                 label.c_str(), static_cast<long long>(sent), n, secs, sent / secs,
                 static_cast<long long>(failed));
+    if (sent > 0) {
+      const double us = 1e6 / sent;
+      const double total = (sender_cpu + collector_cpu + pg_cpu + peer_cpu) * us;
+      std::printf("  %s: CPU per email: sender %.0f us, collector %.0f us, PostgreSQL %.0f us,"
+                  " peer %.0f us; total %.0f us (%.0f%% of 2 cores busy for the run)\n",
+                  label.c_str(), sender_cpu * us, collector_cpu * us, pg_cpu * us,
+                  peer_cpu * us, total, total * sent / 1e6 / secs / 2 * 100);
+    }
     // Each grant is one AcquireBudget round trip and one PostgreSQL transaction.
     std::printf("  %s: %lld budget grants (AcquireBudget calls that granted emails)\n",
                 label.c_str(),
-                static_cast<long long>(Scalar(url_, "SELECT count(*) FROM budget_grants") -
+                static_cast<long long>(Scalar(poll, "SELECT count(*) FROM budget_grants") -
                                        grants_before));
     PrintUsage("collector", absl::StrCat("under load (", label, ")").c_str(), col, 20);
     PrintUsage("sender", absl::StrCat("under load (", label, ")").c_str(), snd, 30);
@@ -267,7 +328,7 @@ int main(int argc, char** argv) {
     std::printf("  smtp-source (ceiling): %d sessions, %d messages of 1500 bytes in %.2f s:"
                 " %.0f msg/s%s\n", o.connections, o.messages, secs, o.messages / secs,
                 rc == 0 ? "" : " (smtp-source failed)");
-    p.Run("smtp", o.messages, smtp);
+    p.Run("smtp", o.messages, smtp, sink->pid());
   }
   sink.reset();
   if (o.ses_messages > 0) {
