@@ -105,6 +105,16 @@ double CpuSeconds(pid_t pid) {
 
 // CPU seconds of every PostgreSQL process pg_stat_activity lists (backends and background
 // workers), by pid, except the asking backend.
+// Calls and total milliseconds of each tracked function, by name.
+std::map<std::string, std::pair<int64_t, double>> PgFunctions(pqxx::connection& c) {
+  pqxx::nontransaction tx(c);
+  std::map<std::string, std::pair<int64_t, double>> out;
+  for (const auto& row : tx.exec("SELECT funcname, calls, total_time FROM pg_stat_user_functions")) {
+    out[row[0].as<std::string>()] = {row[1].as<int64_t>(), row[2].as<double>()};
+  }
+  return out;
+}
+
 std::map<int, double> PgCpu(pqxx::connection& c) {
   pqxx::nontransaction tx(c);
   std::map<int, double> out;
@@ -160,6 +170,13 @@ class Pipeline {
     auto url = pg_->CreateDatabase("pipeline");
     if (!url.ok() || !MigrateUp(*url, EmbeddedMigrations()).ok()) Die("cannot migrate");
     url_ = *url;
+    {
+      // Calls and time of the PL/pgSQL functions (mailroom_dequeue, mailroom_ack, ...) for the
+      // breakdown; set before the collector connects.
+      pqxx::connection c(url_);
+      pqxx::nontransaction tx(c);
+      tx.exec("ALTER DATABASE pipeline SET track_functions = 'pl'");
+    }
     collector_port_ = testing::FreePort();
     collector_ = Spawn({testing::Runfile("mailroom/collector/collector")},
                        {{"MAILROOM_DATABASE_URL", url_},
@@ -219,6 +236,7 @@ class Pipeline {
     pqxx::connection poll(url_);  // one connection for all the polling below
     const int64_t grants_before = Scalar(poll, "SELECT count(*) FROM budget_grants");
     const std::map<int, double> pg_before = PgCpu(poll);
+    const auto functions_before = PgFunctions(poll);
     const double collector_before = CpuSeconds(collector_->pid());
     const double peer_before = peer > 0 ? CpuSeconds(peer) : 0;
     absl::Time start = absl::Now();
@@ -257,6 +275,18 @@ class Pipeline {
                   " peer %.0f us; total %.0f us (%.0f%% of 2 cores busy for the run)\n",
                   label.c_str(), sender_cpu * us, collector_cpu * us, pg_cpu * us,
                   peer_cpu * us, total, total * sent / 1e6 / secs / 2 * 100);
+    }
+    // The statistics collector reports a backend's counts when it goes idle: give it a moment.
+    absl::SleepFor(absl::Seconds(1));
+    for (const auto& [name, now] : PgFunctions(poll)) {
+      auto it = functions_before.find(name);
+      const int64_t calls = now.first - (it == functions_before.end() ? 0 : it->second.first);
+      const double ms = now.second - (it == functions_before.end() ? 0 : it->second.second);
+      if (calls > 0 && sent > 0) {
+        std::printf("  %s: %s: %lld calls (%.1f emails per call), %.0f us per email\n",
+                    label.c_str(), name.c_str(), static_cast<long long>(calls),
+                    static_cast<double>(sent) / calls, ms * 1000 / sent);
+      }
     }
     // Each grant is one AcquireBudget round trip and one PostgreSQL transaction.
     std::printf("  %s: %lld budget grants (AcquireBudget calls that granted emails)\n",
