@@ -371,10 +371,15 @@ int main(int argc, char** argv) {
     auto emulator = Spawn({"node", absl::StrCat(modules, "/aws-ses-v2-local/dist/cli.js"),
                            "--host", "127.0.0.1", "--port", absl::StrCat(emu)},
                           {}, p.dir() + "/ses.log", "server running");
+    // The front's account quota would cap the sender at 14/s (its GetAccount default): the
+    // run measures the pipeline, so the account allows far more than it can send.
+    const std::string account = p.dir() + "/account.json";
+    std::ofstream(account) << R"({"SendQuota": {"MaxSendRate": 1000000.0, "Max24HourSend": 1e12}})";
     auto checker = Spawn({"/usr/bin/python3", testing::Runfile("mailroom/sender/testing/ses_front.py"),
                           "--port", absl::StrCat(front), "--upstream",
                           absl::StrCat("http://127.0.0.1:", emu), "--access-key", "AKIDEXAMPLE",
-                          "--secret-key", kAwsSecret, "--throttle-first", "0"},
+                          "--secret-key", kAwsSecret, "--throttle-first", "0",
+                          "--account-file", account},
                          {}, p.dir() + "/front.log", "ready");
     p.Run("ses", o.ses_messages,
           {{"MAILROOM_TRANSPORT", "ses"},
