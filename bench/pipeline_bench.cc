@@ -5,21 +5,27 @@
 // sent in PostgreSQL. smtp-source (postfix's own client) is timed against the same sink in the
 // same run: the SMTP ceiling. Also prints the resident set size and thread count of the
 // collector and the sender from /proc, idle (subscribed, empty queue) and under load (the
-// largest sample, every 100 ms).
+// largest sample, every 100 ms), and for each run the CPU time per email of the sender, the
+// collector, PostgreSQL and the SMTP sink, the calls of the PL/pgSQL functions and the budget
+// grants (where the time goes).
 // Usage: pipeline_bench [--messages=20000] [--ses_messages=2000] [--connections=8]
 //                       [--fsync=on|off] [--max_in_flight=N]
 // Needs postfix's smtp-sink/smtp-source (apt-get install postfix) and, for SES,
 // MAILROOM_NODE_MODULES (the npm peers, as for the integration tests).
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <pqxx/pqxx>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "collector/migrate.h"
@@ -82,6 +88,50 @@ void PrintUsage(const char* what, const char* when, Usage u, double target_mb) {
               std::abs(u.rss_mb - target_mb), u.threads);
 }
 
+// CPU time (user + system, seconds) a process has used so far, from /proc/<pid>/stat; 0 when
+// it is gone.
+double CpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return 0;
+  // After "pid (comm) ": state is field 3; utime and stime are fields 14 and 15.
+  std::vector<absl::string_view> f =
+      absl::StrSplit(absl::string_view(stat).substr(paren + 1), ' ', absl::SkipEmpty());
+  int64_t utime = 0, stime = 0;
+  if (f.size() < 13 || !absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime)) {
+    return 0;
+  }
+  return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
+// CPU seconds of every PostgreSQL process pg_stat_activity lists (backends and background
+// workers), by pid, except the asking backend.
+// Calls and total milliseconds of each tracked function, by name.
+std::map<std::string, std::pair<int64_t, double>> PgFunctions(pqxx::connection& c) {
+  pqxx::nontransaction tx(c);
+  std::map<std::string, std::pair<int64_t, double>> out;
+  for (const auto& row : tx.exec("SELECT funcname, calls, total_time FROM pg_stat_user_functions")) {
+    out[row[0].as<std::string>()] = {row[1].as<int64_t>(), row[2].as<double>()};
+  }
+  return out;
+}
+
+std::map<int, double> PgCpu(pqxx::connection& c) {
+  pqxx::nontransaction tx(c);
+  std::map<int, double> out;
+  for (const auto& row : tx.exec("SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid()")) {
+    const int pid = row[0].as<int>();
+    out[pid] = CpuSeconds(pid);
+  }
+  return out;
+}
+
+int64_t Scalar(pqxx::connection& c, const std::string& sql) {
+  pqxx::nontransaction tx(c);
+  return tx.exec1(sql)[0].as<int64_t>();
+}
+
 int64_t Scalar(const std::string& url, const std::string& sql) {
   pqxx::connection c(url);
   pqxx::nontransaction tx(c);
@@ -122,6 +172,13 @@ class Pipeline {
     auto url = pg_->CreateDatabase("pipeline");
     if (!url.ok() || !MigrateUp(*url, EmbeddedMigrations()).ok()) Die("cannot migrate");
     url_ = *url;
+    {
+      // Calls and time of the PL/pgSQL functions (mailroom_dequeue, mailroom_ack, ...) for the
+      // breakdown; set before the collector connects.
+      pqxx::connection c(url_);
+      pqxx::nontransaction tx(c);
+      tx.exec("ALTER DATABASE pipeline SET track_functions = 'pl'");
+    }
     collector_port_ = testing::FreePort();
     collector_ = Spawn({testing::Runfile("mailroom/collector/collector")},
                        {{"MAILROOM_DATABASE_URL", url_},
@@ -173,9 +230,17 @@ class Pipeline {
   }
 
   // Queues n tokens, starts a sender with `env` and times it to the last delivery sent.
-  void Run(const std::string& label, int n, const std::map<std::string, std::string>& env) {
+  // `peer` (the SMTP sink's pid, or 0) is counted in the CPU breakdown.
+  void Run(const std::string& label, int n, const std::map<std::string, std::string>& env,
+           pid_t peer = 0) {
     Queue(url_, queued_, n);
     queued_ += n;
+    pqxx::connection poll(url_);  // one connection for all the polling below
+    const int64_t grants_before = Scalar(poll, "SELECT count(*) FROM budget_grants");
+    const std::map<int, double> pg_before = PgCpu(poll);
+    const auto functions_before = PgFunctions(poll);
+    const double collector_before = CpuSeconds(collector_->pid());
+    const double peer_before = peer > 0 ? CpuSeconds(peer) : 0;
     absl::Time start = absl::Now();
     auto sender = StartSender(env, label);
     Usage col, snd;
@@ -185,17 +250,51 @@ class Pipeline {
       Usage c = UsageOf(collector_->pid()), s = UsageOf(sender->pid());
       col = {std::max(col.rss_mb, c.rss_mb), std::max(col.threads, c.threads)};
       snd = {std::max(snd.rss_mb, s.rss_mb), std::max(snd.threads, s.threads)};
-      sent = Scalar(url_, "SELECT count(*) FROM deliveries WHERE state = 'sent'");
+      sent = Scalar(poll, "SELECT count(*) FROM deliveries WHERE state = 'sent'");
       if (sent >= queued_) break;
       absl::SleepFor(absl::Milliseconds(100));
     }
     double secs = absl::ToDoubleSeconds(absl::Now() - start);
-    int64_t failed = Scalar(url_, "SELECT count(*) FROM deliveries WHERE state <> 'sent'");
+    // CPU used during the run (the sender's from its start), before anything else runs.
+    const double sender_cpu = CpuSeconds(sender->pid());
+    const double collector_cpu = CpuSeconds(collector_->pid()) - collector_before;
+    const double peer_cpu = peer > 0 ? CpuSeconds(peer) - peer_before : 0;
+    double pg_cpu = 0;
+    for (const auto& [pid, cpu] : PgCpu(poll)) {
+      auto it = pg_before.find(pid);
+      pg_cpu += cpu - (it == pg_before.end() ? 0 : it->second);
+    }
+    int64_t failed = Scalar(poll, "SELECT count(*) FROM deliveries WHERE state <> 'sent'");
     sent -= queued_ - n;
     std::printf("  %s: %lld of %d sent in %.2f s (from the sender's start): %.0f emails/s"
                 " (%lld not sent)\n",
                 label.c_str(), static_cast<long long>(sent), n, secs, sent / secs,
                 static_cast<long long>(failed));
+    if (sent > 0) {
+      const double us = 1e6 / sent;
+      const double total = (sender_cpu + collector_cpu + pg_cpu + peer_cpu) * us;
+      std::printf("  %s: CPU per email: sender %.0f us, collector %.0f us, PostgreSQL %.0f us,"
+                  " peer %.0f us; total %.0f us (%.0f%% of 2 cores busy for the run)\n",
+                  label.c_str(), sender_cpu * us, collector_cpu * us, pg_cpu * us,
+                  peer_cpu * us, total, total * sent / 1e6 / secs / 2 * 100);
+    }
+    // The statistics collector reports a backend's counts when it goes idle: give it a moment.
+    absl::SleepFor(absl::Seconds(1));
+    for (const auto& [name, now] : PgFunctions(poll)) {
+      auto it = functions_before.find(name);
+      const int64_t calls = now.first - (it == functions_before.end() ? 0 : it->second.first);
+      const double ms = now.second - (it == functions_before.end() ? 0 : it->second.second);
+      if (calls > 0 && sent > 0) {
+        std::printf("  %s: %s: %lld calls (%.1f emails per call), %.0f us per email\n",
+                    label.c_str(), name.c_str(), static_cast<long long>(calls),
+                    static_cast<double>(sent) / calls, ms * 1000 / sent);
+      }
+    }
+    // Each grant is one AcquireBudget round trip and one PostgreSQL transaction.
+    std::printf("  %s: %lld budget grants (AcquireBudget calls that granted emails)\n",
+                label.c_str(),
+                static_cast<long long>(Scalar(poll, "SELECT count(*) FROM budget_grants") -
+                                       grants_before));
     PrintUsage("collector", absl::StrCat("under load (", label, ")").c_str(), col, 20);
     PrintUsage("sender", absl::StrCat("under load (", label, ")").c_str(), snd, 30);
     std::fflush(stdout);
@@ -261,7 +360,7 @@ int main(int argc, char** argv) {
     std::printf("  smtp-source (ceiling): %d sessions, %d messages of 1500 bytes in %.2f s:"
                 " %.0f msg/s%s\n", o.connections, o.messages, secs, o.messages / secs,
                 rc == 0 ? "" : " (smtp-source failed)");
-    p.Run("smtp", o.messages, smtp);
+    p.Run("smtp", o.messages, smtp, sink->pid());
   }
   sink.reset();
   if (o.ses_messages > 0) {
@@ -274,10 +373,15 @@ int main(int argc, char** argv) {
     auto emulator = Spawn({"node", absl::StrCat(modules, "/aws-ses-v2-local/dist/cli.js"),
                            "--host", "127.0.0.1", "--port", absl::StrCat(emu)},
                           {}, p.dir() + "/ses.log", "server running");
+    // The front's account quota would cap the sender at 14/s (its GetAccount default): the
+    // run measures the pipeline, so the account allows far more than it can send.
+    const std::string account = p.dir() + "/account.json";
+    std::ofstream(account) << R"({"SendQuota": {"MaxSendRate": 1000000.0, "Max24HourSend": 1e12}})";
     auto checker = Spawn({"/usr/bin/python3", testing::Runfile("mailroom/sender/testing/ses_front.py"),
                           "--port", absl::StrCat(front), "--upstream",
                           absl::StrCat("http://127.0.0.1:", emu), "--access-key", "AKIDEXAMPLE",
-                          "--secret-key", kAwsSecret, "--throttle-first", "0"},
+                          "--secret-key", kAwsSecret, "--throttle-first", "0",
+                          "--account-file", account},
                          {}, p.dir() + "/front.log", "ready");
     p.Run("ses", o.ses_messages,
           {{"MAILROOM_TRANSPORT", "ses"},

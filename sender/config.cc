@@ -49,6 +49,8 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   int64_t n;
   MAILROOM_ASSIGN_OR_RETURN(n, env.Int("MAILROOM_MAX_IN_FLIGHT", 100, 1, 100000));
   c.max_in_flight = static_cast<int>(n);
+  // How long an outcome may wait for others (half the window) to share its acknowledgement.
+  MAILROOM_ASSIGN_OR_RETURN(c.ack_delay, env.Millis("MAILROOM_ACK_DELAY_MS", 5, 0, 1000));
 
   c.from = env.String("MAILROOM_FROM", "mailroom <no-reply@mailroom.localhost>");
   if (absl::StrContains(c.from, "\r") || absl::StrContains(c.from, "\n") ||

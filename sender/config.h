@@ -22,6 +22,7 @@ struct SenderConfig {
   std::string client_key_file;        // MAILROOM_COLLECTOR_CLIENT_KEY
   std::string group;                  // MAILROOM_CONSUMER_GROUP
   int max_in_flight = 0;              // MAILROOM_MAX_IN_FLIGHT
+  absl::Duration ack_delay;           // MAILROOM_ACK_DELAY_MS
 
   // Messages.
   std::string from;                   // MAILROOM_FROM

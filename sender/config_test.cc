@@ -31,6 +31,23 @@ TEST(SenderConfigTest, DefaultsAreTheReadmes) {
   EXPECT_EQ(c->template_dir, "");
   EXPECT_FALSE(c->monthly_budget.has_value());
   EXPECT_EQ(c->ses_account_interval, absl::Minutes(5));
+  EXPECT_EQ(c->ack_delay, absl::Milliseconds(5));
+}
+
+TEST(SenderConfigTest, AckDelay) {
+  for (const auto& [value, want] : std::map<std::string, absl::Duration>{
+           {"0", absl::ZeroDuration()}, {"20", absl::Milliseconds(20)},
+           {"1000", absl::Seconds(1)}}) {
+    auto c = LoadSenderConfig(Vars({{"MAILROOM_ACK_DELAY_MS", value}}));
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->ack_delay, want) << value;
+  }
+  for (const char* bad : {"-1", "1001", "soon"}) {
+    auto c = LoadSenderConfig(Vars({{"MAILROOM_ACK_DELAY_MS", bad}}));
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_TRUE(absl::StartsWith(c.status().message(), "MAILROOM_ACK_DELAY_MS: "))
+        << c.status();
+  }
 }
 
 TEST(SenderConfigTest, SesAccountInterval) {

@@ -1,6 +1,7 @@
 #include "sender/grant_pacer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -101,9 +102,11 @@ void GrantPacer::Tick() {
   absl::MutexLock call(&call_mu_);
   const absl::Time now = clock_->Now();
   int ask = -1;
+  int emails = opt_.max_request;
   {
     absl::MutexLock lock(&mu_);
     kick_ = false;
+    if (std::isinf(pace_)) emails = opt_.max_request_unlimited;
     for (SendClass c : {SendClass::kRecovery, SendClass::kStandard}) {
       const int i = Index(c);
       if (want_[i] && now >= next_ask_[i] && LowLocked(c, now)) {
@@ -115,7 +118,7 @@ void GrantPacer::Tick() {
   }
   if (ask >= 0) {
     const bool recovery = ask == 0;
-    auto r = client_->Acquire(opt_.max_request, recovery, opt_.price_micros);
+    auto r = client_->Acquire(emails, recovery, opt_.price_micros);
     const absl::Time after = clock_->Now();
     absl::MutexLock lock(&mu_);
     if (!r.ok()) {

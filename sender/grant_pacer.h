@@ -20,6 +20,10 @@ struct GrantPacerOptions {
   absl::Duration expiry_margin = absl::Seconds(1);
   // The most emails asked for at once (the collector grants at most one second of pace).
   int max_request = 100;
+  // The most asked for at once while the collector reports the group unlimited (an infinite
+  // pace): nothing to pace, so fewer, larger grants (one AcquireBudget round trip, one
+  // PostgreSQL transaction, per this many emails). The collector grants at most 1,000.
+  int max_request_unlimited = 1000;
   // Waits after a failed AcquireBudget: from `initial_backoff`, doubling up to `max_backoff`.
   absl::Duration initial_backoff = absl::Milliseconds(200);
   absl::Duration max_backoff = absl::Seconds(5);
@@ -28,8 +32,8 @@ struct GrantPacerOptions {
 // The sender's pacer under the group's central budget (issue 11 §1): each email needs one
 // emails' worth of a grant from the collector (AcquireBudget), charged before the send. Grants
 // are asked for only while the engine has a job waiting (NextSendTime/TryAcquire without a
-// usable grant), a few emails at a time as the collector's pace allows; the collector paces
-// all senders of the group together. Unused emails go back (ReturnBudget) when a grant is
+// usable grant), a few emails at a time as the collector's pace allows (max_request_unlimited
+// at a time for an unlimited group); the collector paces all senders of the group together. Unused emails go back (ReturnBudget) when a grant is
 // about to expire and on Stop(), never after a send may have used them.
 //
 // A recovery may use any grant; an activation only grants asked for without the recovery

@@ -3,6 +3,7 @@
 #include "sender/grant_pacer.h"
 
 #include <deque>
+#include <limits>
 #include <vector>
 
 #include "common/testing/fake_clock.h"
@@ -46,6 +47,11 @@ class ScriptedClient : public BudgetClient {
     r.set_pace_per_second(4);
     answers.push_back(r);
   }
+  // A grant of an unlimited group: the collector reports an infinite pace.
+  void GrantUnlimited(uint64_t id, int emails) {
+    Grant(id, emails);
+    answers.back()->set_pace_per_second(std::numeric_limits<double>::infinity());
+  }
   void Paced(int64_t retry_after_ms, bool exhausted = false) {
     v1::AcquireBudgetResponse r;
     r.set_retry_after_ms(retry_after_ms);
@@ -67,6 +73,7 @@ class GrantPacerTest : public ::testing::Test {
     GrantPacerOptions o;
     o.price_micros = 100;
     o.max_request = 20;
+    o.max_request_unlimited = 500;
     return std::make_unique<GrantPacer>(o, &client_, caps, &clock_);
   }
   FakeClock clock_;
@@ -112,6 +119,35 @@ TEST_F(GrantPacerTest, TheNextGrantIsAskedForWhenAQuarterIsLeft) {
   p->Tick();  // 1 left of 8: asked before running out
   EXPECT_EQ(client_.asked.size(), 2u);
   EXPECT_EQ(p->held_emails(), 9);
+}
+
+TEST_F(GrantPacerTest, AnUnlimitedGroupIsAskedForLargerGrants) {
+  auto p = Make();
+  p->NextSendTime(SendClass::kStandard);
+  client_.GrantUnlimited(1, 20);
+  p->Tick();  // the pace is not known yet: max_request
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
+  client_.GrantUnlimited(2, 500);
+  p->Tick();  // 4 left of 20: low; the group is unlimited: max_request_unlimited
+  ASSERT_EQ(client_.asked.size(), 2u);
+  EXPECT_EQ(client_.asked[0].emails, 20);
+  EXPECT_EQ(client_.asked[1].emails, 500);
+  EXPECT_EQ(p->held_emails(), 504);
+  // No further request until a quarter of the last grant (125) is left.
+  for (int i = 0; i < 4 + 375; ++i) EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
+  p->Tick();
+  EXPECT_EQ(client_.asked.size(), 2u);  // 125 left: not low yet
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
+  client_.Grant(3, 20);  // the group got a budget: paced again
+  p->Tick();
+  ASSERT_EQ(client_.asked.size(), 3u);
+  EXPECT_EQ(client_.asked[2].emails, 500);
+  EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
+  for (int i = 0; i < 124 + 15; ++i) EXPECT_EQ(p->TryAcquire(SendClass::kStandard), 100);
+  client_.Grant(4, 20);
+  p->Tick();  // the last answer gave a finite pace: max_request again
+  ASSERT_EQ(client_.asked.size(), 4u);
+  EXPECT_EQ(client_.asked[3].emails, 20);
 }
 
 TEST_F(GrantPacerTest, ThePaceSaysWhenToAskAgain) {

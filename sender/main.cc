@@ -153,6 +153,7 @@ int Run() {
   so.bearer = c.collector_token;
   so.group = c.group;
   so.max_in_flight = c.max_in_flight;
+  so.ack_delay = c.ack_delay;
   so.name = c.name;
   Subscription sub(
       so, [&](std::vector<v1::Job> jobs) { engine.Submit(std::move(jobs)); },

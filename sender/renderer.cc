@@ -126,9 +126,9 @@ absl::StatusOr<std::optional<TemplateName>> ParseName(const std::string& file) {
 }
 
 // Renders one template; `escape` false for the subject and the text part.
-std::string RenderOne(const std::string& source, const kainjow::mustache::data& data,
-                      bool escape, bool* ok) {
-  kainjow::mustache::mustache m(source);
+std::string RenderOne(const kainjow::mustache::mustache& parsed,
+                      const kainjow::mustache::data& data, bool escape, bool* ok) {
+  kainjow::mustache::mustache m = parsed;  // a copy: rendering is not const
   if (!escape) m.set_custom_escape([](const std::string& s) { return s; });
   std::string out = m.render(data);
   *ok = *ok && m.is_valid();
@@ -231,7 +231,7 @@ absl::StatusOr<Templates> Templates::Load(const std::string& dir) {
   // Every set complete and every template valid, checked by rendering it with sample data.
   const std::string where = dir.empty() ? "" : absl::StrCat(dir, "/");
   for (int a = 0; a < 2; ++a) {
-    for (const auto& [locale, set] : t.sets_[a]) {
+    for (auto& [locale, set] : t.sets_[a]) {
       for (int p = 0; p < 3; ++p) {
         const std::string file = locale.empty()
                                      ? absl::StrCat(kActions[a], ".", kParts[p])
@@ -241,11 +241,12 @@ absl::StatusOr<Templates> Templates::Load(const std::string& dir) {
               "MAILROOM_TEMPLATE_DIR: ", where, file, " is missing (a locale's templates must "
               "include subject, txt and html)"));
         }
-        kainjow::mustache::mustache parsed(set.part[p]);
-        if (!parsed.is_valid()) {
+        auto parsed = std::make_shared<kainjow::mustache::mustache>(set.part[p]);
+        if (!parsed->is_valid()) {
           return absl::InvalidArgumentError(absl::StrCat(
-              "MAILROOM_TEMPLATE_DIR: ", set.origin[p], ": ", parsed.error_message()));
+              "MAILROOM_TEMPLATE_DIR: ", set.origin[p], ": ", parsed->error_message()));
         }
+        set.parsed[p] = std::move(parsed);
       }
     }
   }
@@ -302,12 +303,12 @@ absl::StatusOr<RenderedEmail> Templates::Render(v1::Action action, const Templat
 
   RenderedEmail out;
   bool ok = true;
-  out.subject = RenderOne(set.part[0], data, /*escape=*/false, &ok);
+  out.subject = RenderOne(*set.parsed[0], data, /*escape=*/false, &ok);
   for (char& c : out.subject) {
     if (c == '\r' || c == '\n') c = ' ';
   }
-  out.text = RenderOne(set.part[1], data, /*escape=*/false, &ok);
-  out.html = RenderOne(set.part[2], data, /*escape=*/true, &ok);
+  out.text = RenderOne(*set.parsed[1], data, /*escape=*/false, &ok);
+  out.html = RenderOne(*set.parsed[2], data, /*escape=*/true, &ok);
   if (!ok) return absl::InternalError("template rendering failed");
   return out;
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,11 @@
 #include "common/clock.h"
 #include "proto/mailroom/v1/mailroom.pb.h"
 #include "sender/transport.h"
+
+namespace kainjow::mustache {
+template <typename StringType>
+class basic_mustache;
+}  // namespace kainjow::mustache
 
 namespace mailroom {
 
@@ -77,6 +83,8 @@ class Templates {
   struct Set {
     std::string part[3];    // subject, txt, html
     std::string origin[3];  // where each came from: a path, or "built-in <name>"
+    // Each part parsed once by Load; Render copies it instead of parsing per email.
+    std::shared_ptr<const kainjow::mustache::basic_mustache<std::string>> parsed[3];
   };
   std::map<std::string, Set> sets_[2];  // [activation, password_recovery][locale]
 };

@@ -167,6 +167,16 @@ void Subscription::AckLoop() {
       // Stop() comes after Flush(): what is still here could not be recorded in time.
       if (stopping_) return;
       if (outbox_.empty()) continue;
+      if (opt_.ack_delay > absl::ZeroDuration()) {
+        const size_t want = static_cast<size_t>(
+            opt_.ack_batch > 0 ? opt_.ack_batch : std::max(1, opt_.max_in_flight / 2));
+        auto gathered = [this, want]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+          return outbox_.size() >= want || stopping_.load();
+        };
+        clock_->AwaitWithDeadline(&mu_, absl::Condition(&gathered),
+                                  clock_->Now() + opt_.ack_delay);
+        if (stopping_) return;
+      }
       // One call per lease holder: the outcomes of jobs received on the same stream.
       sub = outbox_.front().subscriber_id;
       sending_oldest_ = outbox_.front().queued;

@@ -117,9 +117,12 @@ class SubscriptionTest : public ::testing::Test {
     server_->Shutdown();
   }
 
-  void StartSubscription(std::string group = "mailroom") {
+  // No gathering of outcomes unless asked: the clock is simulated and stands still.
+  void StartSubscription(std::string group = "mailroom",
+                         absl::Duration ack_delay = absl::ZeroDuration()) {
     Subscription::Options o;
     o.group = std::move(group);
+    o.ack_delay = ack_delay;
     o.max_in_flight = 7;
     o.name = "test";
     o.clock = &clock_;
@@ -199,6 +202,33 @@ TEST_F(SubscriptionTest, JobsArriveAndOutcomesAreAcknowledgedUnderTheirLease) {
   EXPECT_EQ(sub_->pending_acks(), 0u);
   // A reported job is no longer ours: a second outcome is dropped, not sent.
   EXPECT_EQ(sub_->Check(1), LeaseState::kLost);
+}
+
+TEST_F(SubscriptionTest, OutcomesGatherForOneAcknowledgementUntilHalfTheWindowOrTheDelay) {
+  collector_.Queue({Job(1), Job(2), Job(3), Job(4)});
+  StartSubscription("mailroom", absl::Milliseconds(5));
+  ASSERT_TRUE(Received(4));
+  // Half of max_in_flight 7 is 3: the first three outcomes share one call, whatever the
+  // timing of their reports (the simulated clock does not move).
+  sub_->Report(Sent(1));
+  sub_->Report(Sent(2));
+  sub_->Report(Sent(3));
+  ASSERT_TRUE(Eventually([&] { return Acked() == 3; }));
+  {
+    absl::MutexLock lock(&collector_.mu_);
+    ASSERT_EQ(collector_.acks_.size(), 1u);
+    EXPECT_EQ(collector_.acks_[0].outcomes_size(), 3);
+  }
+  // A lone outcome goes out once the delay has passed (simulated time moves in steps of the
+  // delay until it has).
+  sub_->Report(Sent(4));
+  ASSERT_TRUE(Eventually([&] {
+    clock_.Advance(absl::Milliseconds(5));
+    return Acked() == 4;
+  }));
+  absl::MutexLock lock(&collector_.mu_);
+  ASSERT_EQ(collector_.acks_.size(), 2u);
+  EXPECT_EQ(collector_.acks_[1].outcomes(0).job_id(), 4u);
 }
 
 TEST_F(SubscriptionTest, ALeaseThatCannotBeRenewedRunsOutOnSimulatedTime) {
