@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collector/migrate.h"
+#include "collector/testing/migrated_database.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "integration_tests/support/pg_server.h"
@@ -17,40 +18,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class SchemaTest : public ::testing::Test {
+class SchemaTest : public testing::MigratedDatabaseTest {
  protected:
-  static void SetUpTestSuite() {
-    auto server = testing::PgServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    pg_ = server->release();
-  }
-  static void TearDownTestSuite() { delete pg_; }
-  void SetUp() override {
-    static int n = 0;
-    auto url = pg_->CreateDatabase(absl::StrCat("schema_", ++n));
-    ASSERT_TRUE(url.ok()) << url.status();
-    url_ = *url;
-    auto up = MigrateUp(url_, EmbeddedMigrations());
-    ASSERT_TRUE(up.ok()) << up.status();
-    conn_ = std::make_unique<pqxx::connection>(url_);
-  }
-  void Exec(const std::string& sql) {
-    pqxx::work tx(*conn_);
-    tx.exec(sql);
-    tx.commit();
-  }
   pqxx::row Row(const std::string& sql) {
     pqxx::nontransaction tx(*conn_);
     return tx.exec1(sql);
   }
-  int64_t Int(const std::string& sql) { return Row(sql)[0].as<int64_t>(); }
   int64_t Now() { return Int("SELECT EXTRACT(EPOCH FROM now())::BIGINT"); }
-
-  static testing::PgServer* pg_;
-  std::string url_;
-  std::unique_ptr<pqxx::connection> conn_;
 };
-testing::PgServer* SchemaTest::pg_ = nullptr;
 
 TEST_F(SchemaTest, ProvisioningCreatesAnActivationToken) {
   Exec("INSERT INTO accounts (email, login) VALUES ('user@example.com', 'user123')");
