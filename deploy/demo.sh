@@ -140,13 +140,15 @@ PY
 recovery=""
 for f in "$DEMO"/outbox/*.eml; do
   say "$(basename "$f")"
-  show "$f"
-  if show "$f" | grep -q '/recover?token='; then recovery=$f; fi
+  # Captured first: `show | grep -q` would end the pipe early (a broken pipe under pipefail).
+  shown=$(show "$f")
+  printf '%s\n' "$shown"
+  if grep -q '/recover?token=' <<<"$shown"; then recovery=$shown; fi
 done
 
 if [ -n "$recovery" ]; then
-  token=$(show "$recovery" | grep -o 'token=[A-Za-z0-9_-]*' | head -1)
-  code=$(show "$recovery" | grep -o 'code is [0-9]\{5\}' | grep -o '[0-9]\{5\}')
+  token=$(grep -o 'token=[A-Za-z0-9_-]*' <<<"$recovery" | head -1)
+  code=$(grep -o 'code is [0-9]\{5\}' <<<"$recovery" | grep -o '[0-9]\{5\}')
   say "Checking the recovery link's token and code with the verify tool"
   echo "${token#token=}" | "$DEMO/verify" --action=password_recovery --token=- --code="$code"
 fi
