@@ -18,6 +18,12 @@ struct ReputationRow {
   uint64_t delivered = 0;
   uint64_t bounced = 0;  // permanent bounces
   uint64_t complained = 0;
+
+  // Permanent bounces and complaints per email sent (0 when nothing was sent).
+  double bounce_rate() const { return sent == 0 ? 0 : static_cast<double>(bounced) / sent; }
+  double complaint_rate() const {
+    return sent == 0 ? 0 : static_cast<double>(complained) / sent;
+  }
 };
 
 // What recording one SNS message did.

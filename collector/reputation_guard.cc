@@ -14,8 +14,8 @@ void ReputationGuard::Update(const std::vector<ReputationRow>& rows) {
   if (!options_.enabled()) return;
   absl::MutexLock lock(&mu_);
   for (const ReputationRow& r : rows) {
-    const double bounce = r.sent == 0 ? 0 : static_cast<double>(r.bounced) / r.sent;
-    const double complaint = r.sent == 0 ? 0 : static_cast<double>(r.complained) / r.sent;
+    const double bounce = r.bounce_rate();
+    const double complaint = r.complaint_rate();
     const bool over =
         r.sent >= options_.min_sent &&
         ((options_.max_bounce_rate > 0 && bounce >= options_.max_bounce_rate) ||

@@ -79,10 +79,8 @@ void SetReputationGauges(const std::vector<ReputationRow>& rows, Metrics& metric
     metrics.Set("mailroom_reputation_delivered", r.delivered, g);
     metrics.Set("mailroom_reputation_bounced", r.bounced, g);
     metrics.Set("mailroom_reputation_complained", r.complained, g);
-    metrics.Set("mailroom_reputation_bounce_rate",
-                r.sent == 0 ? 0 : static_cast<double>(r.bounced) / r.sent, g);
-    metrics.Set("mailroom_reputation_complaint_rate",
-                r.sent == 0 ? 0 : static_cast<double>(r.complained) / r.sent, g);
+    metrics.Set("mailroom_reputation_bounce_rate", r.bounce_rate(), g);
+    metrics.Set("mailroom_reputation_complaint_rate", r.complaint_rate(), g);
   }
 }
 
