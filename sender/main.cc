@@ -132,10 +132,6 @@ int Run() {
   gpo.price_micros = std::max<int64_t>(1, cap.cost_micros());
   GrantPacer budget(gpo, &budget_client, caps, RealClock::Get());
   DescribeSenderMetrics(metrics);
-  metrics.Describe("mailroom_sender_budget_held_emails", Metrics::Type::kGauge,
-                   "Unused emails of the group budget's grants this sender holds.");
-  metrics.Describe("mailroom_sender_budget_exhausted", Metrics::Type::kGauge,
-                   "1 while the collector says the group's monthly budget is spent.");
 
   Subscription* subscription = nullptr;
   EngineOptions eo;
@@ -182,10 +178,9 @@ int Run() {
     metrics.SetCollectHook([&] {
       PublishSenderGauges({cap.spent_micros(), cap.remaining_micros(),
                            budget.pace_per_second(), cap.sent_this_month(),
-                           sub.pending_acks(), sub.connected()},
+                           sub.pending_acks(), sub.connected(), budget.held_emails(),
+                           budget.exhausted()},
                           metrics);
-      metrics.Set("mailroom_sender_budget_held_emails", budget.held_emails());
-      metrics.Set("mailroom_sender_budget_exhausted", budget.exhausted() ? 1 : 0);
     });
     absl::Status st = metrics_server.Start(c.metrics_address, &metrics);
     if (!st.ok()) {

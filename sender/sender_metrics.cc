@@ -26,6 +26,10 @@ void DescribeSenderMetrics(Metrics& m) {
   m.Describe("mailroom_sender_sent_this_month", T::kGauge, "Emails paid for this month.");
   m.Describe("mailroom_sender_pending_acks", T::kGauge, "Outcomes not yet recorded.");
   m.Describe("mailroom_sender_connected", T::kGauge, "1 while subscribed to a collector.");
+  m.Describe("mailroom_sender_budget_held_emails", T::kGauge,
+             "Unused emails of the group budget's grants this sender holds.");
+  m.Describe("mailroom_sender_budget_exhausted", T::kGauge,
+             "1 while the collector says the group's monthly budget is spent.");
 }
 
 void PublishSenderGauges(const SenderGauges& g, Metrics& m) {
@@ -36,6 +40,8 @@ void PublishSenderGauges(const SenderGauges& g, Metrics& m) {
   m.Set("mailroom_sender_sent_this_month", g.sent_this_month);
   m.Set("mailroom_sender_pending_acks", g.pending_acks);
   m.Set("mailroom_sender_connected", g.connected ? 1 : 0);
+  m.Set("mailroom_sender_budget_held_emails", g.held_emails);
+  m.Set("mailroom_sender_budget_exhausted", g.exhausted ? 1 : 0);
 }
 
 }  // namespace mailroom
