@@ -7,16 +7,10 @@
 #include "common/log.h"
 #include "nlohmann/json.hpp"
 #include "sender/curl_handle.h"
-#include "sender/curl_status.h"
 #include "sender/ses_transport.h"
 
 namespace mailroom {
 namespace {
-
-size_t Collect(char* ptr, size_t size, size_t nmemb, void* userdata) {
-  static_cast<std::string*>(userdata)->append(ptr, size * nmemb);
-  return size * nmemb;
-}
 
 double Number(const nlohmann::json& j, const char* key, double def) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : def;
@@ -47,43 +41,13 @@ absl::StatusOr<SesAccountInfo> ParseSesAccount(absl::string_view body) {
 }
 
 absl::StatusOr<SesAccountInfo> FetchSesAccount(const TransportConfig& config) {
-  std::string endpoint = config.ses_endpoint.empty()
-                             ? absl::StrCat("https://email.", config.ses_region, ".amazonaws.com")
-                             : config.ses_endpoint;
-  while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
-  const std::string url = absl::StrCat(endpoint, "/v2/email/account");
   std::unique_ptr<CURL, void (*)(CURL*)> c(curl_easy_init(), curl_easy_cleanup);
   if (c == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
-  char errbuf[CURL_ERROR_SIZE] = {0};
-  std::string response;
-  CurlSlist headers;
-  if (!config.aws_session_token.empty()) {
-    headers.reset(curl_slist_append(
-        nullptr, absl::StrCat("x-amz-security-token: ", config.aws_session_token).c_str()));
-  }
-  const std::string sigv4 = absl::StrCat("aws:amz:", config.ses_region, ":ses");
-  const std::string userpwd =
-      absl::StrCat(config.aws_access_key_id, ":", config.aws_secret_access_key);
-  curl_easy_setopt(c.get(), CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c.get(), CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c.get(), CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(c.get(), CURLOPT_HTTPGET, 1L);
-  if (headers != nullptr) curl_easy_setopt(c.get(), CURLOPT_HTTPHEADER, headers.get());
-  curl_easy_setopt(c.get(), CURLOPT_AWS_SIGV4, sigv4.c_str());
-  curl_easy_setopt(c.get(), CURLOPT_USERPWD, userpwd.c_str());
-  curl_easy_setopt(c.get(), CURLOPT_WRITEFUNCTION, Collect);
-  curl_easy_setopt(c.get(), CURLOPT_WRITEDATA, &response);
-  curl_easy_setopt(c.get(), CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(config.connect_timeout)));
-  curl_easy_setopt(c.get(), CURLOPT_TIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(config.timeout)));
-  const CURLcode rc = curl_easy_perform(c.get());
-  long http = 0;
-  curl_easy_getinfo(c.get(), CURLINFO_RESPONSE_CODE, &http);
-  if (rc != CURLE_OK) return CurlStatus(rc, errbuf);
-  absl::Status st = SesTransport::ResponseStatus(http, "", response);
-  if (!st.ok()) return st;
-  return ParseSesAccount(response);
+  auto response =
+      SesTransport::Call(c.get(), config, SesTransport::ApiUrl(config, "/v2/email/account"),
+                         /*body=*/nullptr);
+  if (!response.ok()) return response.status();
+  return ParseSesAccount(*response);
 }
 
 SesAccount::SesAccount(FetchFunction fetch, absl::Duration interval, Breaker* breaker,

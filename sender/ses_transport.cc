@@ -31,12 +31,58 @@ size_t Header(char* ptr, size_t size, size_t nmemb, void* userdata) {
 }  // namespace
 
 SesTransport::SesTransport(const TransportConfig& config)
-    : config_(config), handles_(config.connections) {
+    : config_(config), url_(ApiUrl(config, "/v2/email/outbound-emails")),
+      handles_(config.connections) {}
+
+std::string SesTransport::ApiUrl(const TransportConfig& config, const std::string& path) {
   std::string endpoint = config.ses_endpoint.empty()
                              ? absl::StrCat("https://email.", config.ses_region, ".amazonaws.com")
                              : config.ses_endpoint;
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
-  url_ = absl::StrCat(endpoint, "/v2/email/outbound-emails");
+  return absl::StrCat(endpoint, path);
+}
+
+absl::StatusOr<std::string> SesTransport::Call(CURL* c, const TransportConfig& config,
+                                               const std::string& url, const std::string* body) {
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  std::string response, error_type;
+  CurlSlist headers(
+      body == nullptr ? nullptr : curl_slist_append(nullptr, "Content-Type: application/json"));
+  if (!config.aws_session_token.empty()) {
+    headers.reset(curl_slist_append(
+        headers.release(), absl::StrCat("x-amz-security-token: ", config.aws_session_token).c_str()));
+  }
+  const std::string sigv4 = absl::StrCat("aws:amz:", config.ses_region, ":ses");
+  const std::string userpwd =
+      absl::StrCat(config.aws_access_key_id, ":", config.aws_secret_access_key);
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  if (body != nullptr) {
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body->c_str());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body->size()));
+  } else {
+    curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+  }
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
+  curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4.c_str());
+  curl_easy_setopt(c, CURLOPT_USERPWD, userpwd.c_str());
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &response);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, Header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &error_type);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(config.connect_timeout)));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(config.timeout)));
+  const CURLcode rc = curl_easy_perform(c);
+  long http = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
+  if (rc != CURLE_OK) return CurlStatus(rc, errbuf);
+  absl::Status st = ResponseStatus(http, error_type, response);
+  if (!st.ok()) return st;
+  return response;
 }
 
 absl::Status SesTransport::ResponseStatus(long http, const std::string& header_type,
@@ -90,41 +136,9 @@ absl::StatusOr<SendResult> SesTransport::Send(const OutgoingEmail& email) {
   const std::string body = req.dump();
 
   CurlHandlePool::Lease handle = handles_.Acquire();
-  CURL* c = handle.get();
-  char errbuf[CURL_ERROR_SIZE] = {0};
-  std::string response, error_type;
-  CurlSlist headers(curl_slist_append(nullptr, "Content-Type: application/json"));
-  if (!config_.aws_session_token.empty()) {
-    headers.reset(curl_slist_append(
-        headers.release(), absl::StrCat("x-amz-security-token: ", config_.aws_session_token).c_str()));
-  }
-  const std::string sigv4 = absl::StrCat("aws:amz:", config_.ses_region, ":ses");
-  const std::string userpwd =
-      absl::StrCat(config_.aws_access_key_id, ":", config_.aws_secret_access_key);
-  curl_easy_setopt(c, CURLOPT_URL, url_.c_str());
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(c, CURLOPT_POST, 1L);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
-  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
-  curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4.c_str());
-  curl_easy_setopt(c, CURLOPT_USERPWD, userpwd.c_str());
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &response);
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, Header);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &error_type);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(config_.connect_timeout)));
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(config_.timeout)));
-  CURLcode rc = curl_easy_perform(c);
-  long http = 0;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
-  if (rc != CURLE_OK) return CurlStatus(rc, errbuf);
-  absl::Status st = ResponseStatus(http, error_type, response);
-  if (!st.ok()) return st;
-  auto json = nlohmann::json::parse(response, nullptr, false);
+  auto response = Call(handle.get(), config_, url_, &body);
+  if (!response.ok()) return response.status();
+  auto json = nlohmann::json::parse(*response, nullptr, false);
   std::string id = json.is_object() && json.contains("MessageId") && json["MessageId"].is_string()
                        ? json["MessageId"].get<std::string>()
                        : "";

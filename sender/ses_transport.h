@@ -26,6 +26,14 @@ class SesTransport : public Transport {
   static absl::Status ResponseStatus(long http_status, const std::string& error_type,
                                      const std::string& body);
 
+  // The SES v2 API's URL for `path` (e.g. "/v2/email/account") under `config`'s endpoint.
+  static std::string ApiUrl(const TransportConfig& config, const std::string& path);
+  // One SES v2 API call on handle `c`, signed with `config`'s credentials (SigV4) and bounded
+  // by its timeouts: a POST of the JSON `*body`, or a GET when `body` is null. Returns the
+  // response body, or the failure mapped by CurlStatus / ResponseStatus.
+  static absl::StatusOr<std::string> Call(CURL* c, const TransportConfig& config,
+                                          const std::string& url, const std::string* body);
+
  private:
   const TransportConfig config_;
   std::string url_;
