@@ -87,7 +87,24 @@ absl::StatusOr<std::unique_ptr<PgServer>> PgServer::Start(bool durable) {
   std::unique_ptr<PgServer> server(new PgServer(dir, FreePort(), durable));
   auto st = server->StartServer();
   if (!st.ok()) return st;
+  st = server->StartWatchdog();
+  if (!st.ok()) return st;
   return server;
+}
+
+// A test killed by its timeout (SIGTERM, then SIGKILL) or a benchmark stopped with Ctrl-C
+// never runs the destructor, and its PostgreSQL would keep running. The watchdog, in its own
+// session so that it outlives the process group, polls this process once a second; when the
+// process is gone and the cluster is still there, it stops the server at once and deletes the
+// directory. After a normal destructor the directory is gone and the watchdog simply exits.
+absl::Status PgServer::StartWatchdog() {
+  std::string data = absl::StrCat(dir_, "/data");
+  std::string script = absl::StrCat(
+      "while kill -0 ", getpid(), " 2>/dev/null && [ -d ", Quote(data), " ]; do sleep 1; done; ",
+      "if [ -d ", Quote(data), " ]; then ", AsPostgres(), kPgBin, "/pg_ctl -D ", Quote(data),
+      " -m immediate -w stop; rm -rf ", Quote(dir_), "; fi");
+  auto r = Run(absl::StrCat("setsid sh -c ", Quote(script), " </dev/null >/dev/null 2>&1 &"));
+  return r.ok() ? absl::OkStatus() : r.status();
 }
 
 absl::Status PgServer::StartServer() {

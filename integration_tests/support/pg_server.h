@@ -11,7 +11,9 @@ namespace mailroom::testing {
 // 127.0.0.1 at a free port, unix socket inside the temp directory, fsync off (unless durable:
 // then fsync, synchronous_commit and full_page_writes keep their defaults). Runs the server
 // as the `postgres` user when the test runs as root (PostgreSQL refuses root). Destroying the
-// object stops the server and deletes the directory. Not thread-safe.
+// object stops the server and deletes the directory; if the process dies without destroying
+// it (a test timeout, Ctrl-C on a benchmark, a crash), a watchdog does the same within about a
+// second. Not thread-safe.
 class PgServer {
  public:
   // Creates and starts a cluster. Fails if the PostgreSQL binaries are missing. `durable`
@@ -36,11 +38,14 @@ class PgServer {
   absl::StatusOr<std::string> Psql(const std::string& database, const std::string& sql);
 
   int port() const { return port_; }
+  // The cluster's temp directory (data, socket and log).
+  const std::string& dir() const { return dir_; }
 
  private:
   PgServer(std::string dir, int port, bool durable)
       : dir_(std::move(dir)), port_(port), durable_(durable) {}
   absl::Status StartServer();
+  absl::Status StartWatchdog();
 
   std::string dir_;
   int port_;
