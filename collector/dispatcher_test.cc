@@ -381,5 +381,35 @@ TEST_F(DispatcherTest, WithTimeoutZeroPendingNotificationsCostOneDequeue) {
   EXPECT_EQ(store_.Calls("Dequeue")[2].limit, 1000);  // the batch limit, not one per notification
 }
 
+// Batch timeout 0 at thousands of commits a second: each wake-up's "notified" and "processing
+// batch" lines are debug-level (they would be two lines per dequeue); with a timeout they are
+// info-level, one pair per batch.
+TEST_F(DispatcherTest, WithTimeoutZeroWakeUpsAreLoggedAtDebugOnly) {
+  opt_.batch_timeout = absl::ZeroDuration();
+  Start();
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
+  Settle();
+  ::testing::internal::CaptureStderr();
+  Notify(3);
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 2);
+  EXPECT_EQ(logged.find("processing batch"), std::string::npos) << logged;
+  EXPECT_EQ(logged.find("waking up"), std::string::npos) << logged;
+}
+
+TEST_F(DispatcherTest, WithATimeoutEachBatchIsLoggedAtInfo) {
+  Start();
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
+  Settle();
+  ::testing::internal::CaptureStderr();
+  Notify(10);  // the batch limit
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 2);
+  EXPECT_NE(logged.find("level=info msg=\"notified; waking up\""), std::string::npos) << logged;
+  EXPECT_NE(logged.find("level=info msg=\"processing batch\" notifications=10 reason=limit"),
+            std::string::npos)
+      << logged;
+}
+
 }  // namespace
 }  // namespace mailroom
