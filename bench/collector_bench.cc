@@ -8,10 +8,12 @@
 //     without planner statistics (autovacuum off for the queue's tables, never ANALYZEd) and on
 //     one after VACUUM ANALYZE (--stats=without,with);
 //  2. commit-to-stream latency with batch timeout 0 at steady rates of single-row commits
-//     (--rates=200,1000,3000, for --seconds each, from rate/100 connections, 4 to 32): p50/p90/p99/max from each
-//     COMMIT returning to the job arriving at the subscriber.
+//     (--rates=200,1000,3000, for --seconds each, from --connections connections, by default
+//     rate/50 between 4 and 64): offered and achieved rates, COMMIT durations, p50/p90/p99/max
+//     from each COMMIT returning to the job arriving at the subscriber, and the collector's
+//     dequeue calls (pg_stat_user_functions).
 // Usage: collector_bench [--sizes=100000,1000000] [--fsync=on,off] [--stats=without,with]
-//                        [--rates=200,1000,3000] [--seconds=5]
+//                        [--rates=200,1000,3000] [--seconds=5] [--connections=N]
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -150,67 +152,161 @@ void Drain(testing::PgServer& pg, const std::string& label, int n, bool analyze)
   std::fflush(stdout);
 }
 
-void Latency(testing::PgServer& pg, const std::string& label, int rate, int seconds) {
-  std::string url = Fresh(pg, absl::StrCat("latency_", rate));
+// p-th quantile of sorted `v` (0 when empty).
+double Quantile(const std::vector<double>& v, double p) {
+  return v.empty() ? 0.0 : v[std::min(v.size() - 1, size_t(p * v.size()))];
+}
+
+// Calls and total milliseconds of each PL/pgSQL function so far (track_functions = 'pl').
+std::map<std::string, std::pair<int64_t, double>> PgFunctions(const std::string& url) {
+  pqxx::connection c(url);
+  pqxx::nontransaction tx(c);
+  std::map<std::string, std::pair<int64_t, double>> out;
+  for (const auto& row : tx.exec("SELECT funcname, calls, total_time FROM pg_stat_user_functions")) {
+    out[row[0].as<std::string>()] = {row[1].as<int64_t>(), row[2].as<double>()};
+  }
+  return out;
+}
+
+// A LISTEN connection of the benchmark's own beside the collector's: when PostgreSQL delivers
+// each commit's NOTIFY to a listener, by the committing backend's pid (one connection's
+// commits notify in its commit order).
+class NotifyWatch : public pqxx::notification_receiver {
+ public:
+  NotifyWatch(pqxx::connection_base& c, const std::string& channel)
+      : pqxx::notification_receiver(c, channel) {}
+  void operator()(const std::string&, int backend_pid) override {
+    seen_[backend_pid].push_back(absl::Now());
+  }
+  // Arrival times of the notifications of `backend_pid`, in order.
+  const std::vector<absl::Time>& Of(int backend_pid) { return seen_[backend_pid]; }
+
+ private:
+  std::map<int, std::vector<absl::Time>> seen_;
+};
+
+void Latency(testing::PgServer& pg, const std::string& label, int rate, int seconds,
+             int connections) {
+  const std::string db = absl::StrCat("latency_", rate);
+  std::string url = Fresh(pg, db);
   {
     pqxx::connection c(url);
     pqxx::nontransaction tx(c);
     tx.exec("VACUUM ANALYZE");
+    // Dequeue calls and their time (set before the collector connects).
+    tx.exec(absl::StrCat("ALTER DATABASE ", db, " SET track_functions = 'pl'"));
   }
   Collector col = StartCollector(url, 1000, 0);
   auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", col.port),
                                      grpc::InsecureChannelCredentials());
   testing::TestSubscriber sub(channel, kBearer, "mailroom", 10000, "latency");
   sub.WaitSubscribed(absl::Seconds(10));
-  std::atomic<bool> stop{false};
+  std::atomic<bool> stop{false}, stop_watch{false};
   std::atomic<size_t> acked{0};
   std::thread acker(AckLoop, &sub, &stop, &acked);
-  // Commits on a fixed schedule from several connections (with fsync on a commit waits for its
-  // flush, so one connection cannot commit 3000 times a second); commit i is due at
-  // start + i / rate.
+  pqxx::connection watch_conn(url);
+  NotifyWatch watch(watch_conn, "token_insert");
+  std::thread watcher([&] {
+    while (!stop_watch.load()) watch_conn.await_notification(0, 20000);
+  });
+  // Commits on a fixed schedule (commit i is due at start + i / rate) from `connections`
+  // connections, each a transaction of one INSERT (BEGIN, INSERT, COMMIT, as an application
+  // does). With fsync on a commit waits for its WAL flush, so each connection commits at most
+  // once per flush; a connection that falls behind the schedule commits at once.
   const int count = rate * seconds;
-  const int kWriters = std::clamp(rate / 100, 4, 32);
   std::mutex mu;
   std::vector<std::pair<uint64_t, absl::Time>> commits;  // account id -> commit time
+  std::map<int, std::vector<absl::Time>> commits_by_pid;  // backend pid -> its commit times
+  std::vector<double> commit_ms;                          // duration of each COMMIT
   commits.reserve(count);
+  commit_ms.reserve(count);
+  std::vector<std::unique_ptr<pqxx::connection>> pool;
+  for (int w = 0; w < connections; ++w) pool.push_back(std::make_unique<pqxx::connection>(url));
   std::atomic<int> next{0};
   absl::Time begin = absl::Now() + absl::Milliseconds(100);
   std::vector<std::thread> writers;
-  for (int w = 0; w < kWriters; ++w) {
-    writers.emplace_back([&] {
-      pqxx::connection c(url);
+  for (int w = 0; w < connections; ++w) {
+    writers.emplace_back([&, w] {
+      pqxx::connection& c = *pool[w];
       for (int i; (i = next.fetch_add(1)) < count;) {
         absl::SleepFor(begin + absl::Seconds(1) * i / rate - absl::Now());
         pqxx::work tx(c);
         auto row = tx.exec1(absl::StrCat("INSERT INTO accounts (email, login) VALUES ('l", i,
                                          "@bench.test', 'l", i, "') RETURNING id"));
+        const absl::Time commit_start = absl::Now();
         tx.commit();
-        absl::Time t = absl::Now();
+        const absl::Time t = absl::Now();
         std::lock_guard<std::mutex> lock(mu);
         commits.emplace_back(row[0].as<uint64_t>(), t);
+        commits_by_pid[c.backendpid()].push_back(t);
+        commit_ms.push_back(absl::ToDoubleMilliseconds(t - commit_start));
       }
     });
   }
   for (auto& t : writers) t.join();
-  double offered = count / absl::ToDoubleSeconds(absl::Now() - begin);
+  const double achieved = count / absl::ToDoubleSeconds(absl::Now() - begin);
   sub.WaitForJobs(count, absl::Seconds(60));
   stop = true;
   acker.join();
+  stop_watch = true;
+  watcher.join();
+  // From COMMIT returning to PostgreSQL's NOTIFY reaching a listener (the share of the latency
+  // that is PostgreSQL's and the machine's, before the collector can act).
+  std::vector<double> notify_ms;
+  for (const auto& [pid, times] : commits_by_pid) {
+    const std::vector<absl::Time>& seen = watch.Of(pid);
+    for (size_t i = 0; i < std::min(times.size(), seen.size()); ++i) {
+      notify_ms.push_back(absl::ToDoubleMilliseconds(seen[i] - times[i]));
+    }
+  }
+  std::sort(notify_ms.begin(), notify_ms.end());
   std::map<uint64_t, absl::Time> arrived;
   auto arrivals = sub.Arrivals();
   auto jobs = sub.Jobs();
   for (size_t i = 0; i < jobs.size(); ++i) arrived[jobs[i].account_id()] = arrivals[i].second;
   std::vector<double> ms;
+  // By second of the run: a collector that falls behind shows a growing latency.
+  std::map<int64_t, std::vector<double>> by_second;
   for (const auto& [account, t] : commits) {
     auto it = arrived.find(account);
-    if (it != arrived.end()) ms.push_back(absl::ToDoubleMilliseconds(it->second - t));
+    if (it == arrived.end()) continue;
+    ms.push_back(absl::ToDoubleMilliseconds(it->second - t));
+    by_second[absl::ToInt64Seconds(t - begin)].push_back(ms.back());
   }
   std::sort(ms.begin(), ms.end());
-  auto pct = [&](double p) { return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, size_t(p * ms.size()))]; };
-  std::printf("  %s: %zu of %d single-row commits at %d/s (achieved %.0f/s), batch timeout 0:"
-              " commit-to-stream latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n",
-              label.c_str(), ms.size(), count, rate, offered, pct(0.50), pct(0.90), pct(0.99),
-              ms.empty() ? 0 : ms.back());
+  std::sort(commit_ms.begin(), commit_ms.end());
+  for (auto& [second, v] : by_second) std::sort(v.begin(), v.end());
+  const double first_p99 = by_second.empty() ? 0 : Quantile(by_second.begin()->second, 0.99);
+  const double last_p99 = by_second.empty() ? 0 : Quantile(by_second.rbegin()->second, 0.99);
+  // The collector's backend reports its function statistics when it exits (a live backend
+  // reports at most once a second, and idle ones later still).
+  pool.clear();
+  col.process.reset();
+  {
+    pqxx::connection c(url);
+    pqxx::nontransaction tx(c);
+    const std::string others = absl::StrCat(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = '", db,
+        "' AND pid <> pg_backend_pid()");
+    for (absl::Time until = absl::Now() + absl::Seconds(10);
+         tx.exec1(others)[0].as<int>() > 1 && absl::Now() < until;) {  // 1: the watch
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
+  const auto [dequeues, dequeue_ms] = PgFunctions(url)["mailroom_dequeue"];
+  std::printf("  %s: %zu of %d single-row commits from %d connections, offered %d/s, achieved"
+              " %.0f/s (COMMIT p50 %.2f ms, p99 %.2f ms), batch timeout 0: commit-to-stream"
+              " latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (p99 first second %.2f ms,"
+              " last second %.2f ms; NOTIFY to a second"
+              " listener p50 %.2f ms, p90 %.2f ms, p99 %.2f ms); %lld dequeues (%.1f jobs,"
+              " %.2f ms each)\n",
+              label.c_str(), ms.size(), count, connections, rate, achieved,
+              Quantile(commit_ms, 0.50), Quantile(commit_ms, 0.99), Quantile(ms, 0.50),
+              Quantile(ms, 0.90), Quantile(ms, 0.99), ms.empty() ? 0 : ms.back(), first_p99,
+              last_p99, Quantile(notify_ms, 0.50), Quantile(notify_ms, 0.90), Quantile(notify_ms, 0.99),
+              static_cast<long long>(dequeues),
+              dequeues > 0 ? double(jobs.size()) / dequeues : 0.0,
+              dequeues > 0 ? dequeue_ms / dequeues : 0.0);
   std::fflush(stdout);
 }
 
@@ -220,7 +316,7 @@ void Latency(testing::PgServer& pg, const std::string& label, int rate, int seco
 int main(int argc, char** argv) {
   std::vector<int> sizes = {100000, 1000000}, rates = {200, 1000, 3000};
   std::vector<std::string> fsyncs = {"on", "off"}, stats = {"without", "with"};
-  int seconds = 5;
+  int seconds = 5, connections = 0;
   auto ints = [](absl::string_view list) {
     std::vector<int> out;
     for (absl::string_view s : absl::StrSplit(list, ',', absl::SkipEmpty())) {
@@ -237,6 +333,8 @@ int main(int argc, char** argv) {
       rates = ints(a);
     } else if (absl::ConsumePrefix(&a, "--seconds=")) {
       (void)absl::SimpleAtoi(a, &seconds);
+    } else if (absl::ConsumePrefix(&a, "--connections=")) {
+      (void)absl::SimpleAtoi(a, &connections);
     } else if (absl::ConsumePrefix(&a, "--fsync=")) {
       fsyncs = absl::StrSplit(a, ',', absl::SkipEmpty());
     } else if (absl::ConsumePrefix(&a, "--stats=")) {
@@ -265,7 +363,8 @@ int main(int argc, char** argv) {
     }
     if (!rates.empty()) std::printf("commit-to-stream latency:\n");
     for (int rate : rates) {
-      mailroom::Latency(**pg, absl::StrCat("fsync=", fsync, " rate=", rate), rate, seconds);
+      mailroom::Latency(**pg, absl::StrCat("fsync=", fsync, " rate=", rate), rate, seconds,
+                        connections > 0 ? connections : std::clamp(rate / 50, 4, 64));
     }
   }
   return 0;

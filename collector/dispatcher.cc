@@ -126,6 +126,10 @@ absl::Status Dispatcher::EnsureConfiguredGroups() {
 
 void Dispatcher::Run() {
   Batcher batcher(opt_.batch_limit, opt_.batch_timeout);
+  // With batch timeout 0 every wake-up is a batch of its own: at thousands of commits a second
+  // its two lines would be thousands of lines a second, so they are debug-level there.
+  const LogLevel batch_log =
+      opt_.batch_timeout <= absl::ZeroDuration() ? LogLevel::kDebug : LogLevel::kInfo;
   absl::Time next_poll = clock_->Now();
   absl::Time next_health = clock_->Now() + opt_.healthcheck_interval;
   absl::Time connected_at = clock_->Now();
@@ -208,9 +212,9 @@ void Dispatcher::Run() {
     if (drain || batcher.Ready(now) || now >= next_poll) {
       groups = hub_->Groups();
       if (batcher.Ready(now)) {
-        LogInfo("processing batch",
-                {{"notifications", absl::StrCat(batcher.pending())},
-                 {"reason", batcher.pending() >= opt_.batch_limit ? "limit" : "timeout"}});
+        Log(batch_log, "processing batch",
+            {{"notifications", absl::StrCat(batcher.pending())},
+             {"reason", batcher.pending() >= opt_.batch_limit ? "limit" : "timeout"}});
       }
       batcher.Reset();
       drain = false;
@@ -246,7 +250,7 @@ void Dispatcher::Run() {
     absl::StatusOr<int> notified = listener_->TakeNotifications();
     absl::Status st = notified.status();
     if (st.ok() && *notified > 0) {
-      if (batcher.pending() == 0) LogInfo("notified; waking up");
+      if (batcher.pending() == 0) Log(batch_log, "notified; waking up");
       metrics_->Add("mailroom_collector_wakeups_total", *notified);
       batcher.OnNotify(clock_->Now(), *notified);
       notified_since_dispatch = true;

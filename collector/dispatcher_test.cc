@@ -355,3 +355,61 @@ TEST_F(DispatcherTest, AGroupWithRoomIgnoresTheLane) {
 
 }  // namespace
 }  // namespace mailroom
+
+namespace mailroom {
+namespace {
+
+// Issue 13 §2, batch timeout 0 at thousands of commits a second: notifications that are
+// pending together when the loop wakes cost one dequeue (not one each), and a subscriber's
+// acknowledgement that frees room in a group that is not starved costs none.
+TEST_F(DispatcherTest, WithTimeoutZeroPendingNotificationsCostOneDequeue) {
+  opt_.batch_timeout = absl::ZeroDuration();
+  opt_.batch_limit = 1000;
+  Start();
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));  // the drain after connecting
+  Settle();
+  Notify(25);  // 25 commits' notifications read in one go; no simulated time passes
+  EXPECT_EQ(store_.CallCount("Dequeue"), 2);
+  Notify(1);
+  EXPECT_EQ(store_.CallCount("Dequeue"), 3);
+  EXPECT_EQ(metrics_.Value("mailroom_collector_wakeups_total"), 26);
+  // What an Acknowledge of SENT jobs does: the group had room and found the queue empty.
+  const int takes = listener_.Takes();
+  dispatcher_->Kick("mailroom", /*force=*/false);
+  ASSERT_TRUE(listener_.WaitIdle(takes));
+  EXPECT_EQ(store_.CallCount("Dequeue"), 3);
+  EXPECT_EQ(store_.Calls("Dequeue")[2].limit, 1000);  // the batch limit, not one per notification
+}
+
+// Batch timeout 0 at thousands of commits a second: each wake-up's "notified" and "processing
+// batch" lines are debug-level (they would be two lines per dequeue); with a timeout they are
+// info-level, one pair per batch.
+TEST_F(DispatcherTest, WithTimeoutZeroWakeUpsAreLoggedAtDebugOnly) {
+  opt_.batch_timeout = absl::ZeroDuration();
+  Start();
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
+  Settle();
+  ::testing::internal::CaptureStderr();
+  Notify(3);
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 2);
+  EXPECT_EQ(logged.find("processing batch"), std::string::npos) << logged;
+  EXPECT_EQ(logged.find("waking up"), std::string::npos) << logged;
+}
+
+TEST_F(DispatcherTest, WithATimeoutEachBatchIsLoggedAtInfo) {
+  Start();
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
+  Settle();
+  ::testing::internal::CaptureStderr();
+  Notify(10);  // the batch limit
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 2);
+  EXPECT_NE(logged.find("level=info msg=\"notified; waking up\""), std::string::npos) << logged;
+  EXPECT_NE(logged.find("level=info msg=\"processing batch\" notifications=10 reason=limit"),
+            std::string::npos)
+      << logged;
+}
+
+}  // namespace
+}  // namespace mailroom
