@@ -464,6 +464,9 @@ class RecordingBudgetStore : public BudgetStore {
     last_set = s;
     return Get(s.group);
   }
+  absl::StatusOr<std::vector<BudgetRefund>> Refund() override {
+    return std::vector<BudgetRefund>{};
+  }
   GrantRequest last_acquire;
   BudgetSettings last_set;
 };
