@@ -65,6 +65,25 @@ class PgBudgetStore : public BudgetStore {
     });
   }
 
+  absl::StatusOr<std::vector<BudgetRefund>> Refund() override {
+    return Run<std::vector<BudgetRefund>>("refunding budget", [&](pqxx::connection& c) {
+      pqxx::work tx(c);
+      // The grant lease is the margin: a live sender never uses a grant after it, and it
+      // covers the clocks of collectors and senders disagreeing by less than that.
+      pqxx::result r = tx.exec_params(
+          "SELECT group_name, holder, emails FROM mailroom_budget_refund($1)",
+          static_cast<int>(absl::ToInt64Milliseconds(defaults_.grant_lease)));
+      tx.commit();
+      std::vector<BudgetRefund> out;
+      out.reserve(r.size());
+      for (const auto& row : r) {
+        out.push_back({row[0].as<std::string>(), row[1].as<std::string>(),
+                       row[2].as<int64_t>()});
+      }
+      return out;
+    });
+  }
+
   absl::StatusOr<GroupBudgetRow> Get(const std::string& group) override {
     return Run<GroupBudgetRow>("reading the budget", [&](pqxx::connection& c) {
       pqxx::nontransaction tx(c);

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -65,6 +66,13 @@ struct BudgetSettings {
   std::optional<int> burst;
 };
 
+// What mailroom_budget_refund gave back of one dead holder's grants.
+struct BudgetRefund {
+  std::string group;
+  std::string holder;
+  int64_t emails = 0;
+};
+
 // The group budgets in PostgreSQL (migration 0011): grants, returns and settings. Every error
 // is a Status: kNotFound (unknown group), kInvalidArgument, kUnavailable (database; retry).
 // Thread-safe.
@@ -79,6 +87,11 @@ class BudgetStore {
   virtual absl::StatusOr<GroupBudgetRow> Get(const std::string& group) = 0;
   // Applies `settings` and returns the group's budget as it now is.
   virtual absl::StatusOr<GroupBudgetRow> Set(const BudgetSettings& settings) = 0;
+  // Gives back the unused part of the grants of holders that died (migration 0015,
+  // mailroom_budget_refund): those linked to a subscription whose grants all expired more
+  // than a grant lease ago and who hold no live job lease get granted - returned -
+  // (jobs handed - jobs settled unsent) back. Idempotent; returns one row per holder refunded.
+  virtual absl::StatusOr<std::vector<BudgetRefund>> Refund() = 0;
 };
 
 // A BudgetStore over one libpqxx connection to `url` (grants of one group are serialised by

@@ -1,5 +1,6 @@
-// The BudgetStore and migration 0011's SQL (mailroom_budget_grant / _return / _state) against
-// a throwaway PostgreSQL; one fresh database per test.
+// The BudgetStore and migration 0011's SQL (mailroom_budget_grant / _return / _state) and
+// 0015's refund (with the Store counting jobs handed and settled) against a throwaway
+// PostgreSQL; one fresh database per test.
 #include "collector/budget_store.h"
 
 #include <pqxx/pqxx>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collector/migrate.h"
+#include "collector/store.h"
 #include "gtest/gtest.h"
 #include "collector/testing/migrated_database.h"
 
@@ -210,6 +212,170 @@ TEST_F(BudgetStoreTest, AcknowledgedSpendBeyondGrantsCounts) {
   EXPECT_EQ(b->sent, 4u);
   EXPECT_EQ(b->granted_micros, 500);  // the earlier spend, once, and the one grant
   EXPECT_EQ(b->committed_micros, 500);
+}
+
+// Migration 0015: the refund of dead holders' grants. Jobs go through the real Store, so the
+// counting in store.cc (dequeue, acknowledgement, release) is what is checked.
+class BudgetRefundTest : public BudgetStoreTest {
+ protected:
+  void SetUp() override {
+    BudgetStoreTest::SetUp();
+    if (HasFatalFailure()) return;
+    jobs_ = NewPgStore(url_, 2);
+  }
+
+  // n accounts, hence n activation tokens queued for group g.
+  void InsertAccounts(int n) {
+    static int batch = 0;
+    ++batch;
+    Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'u", batch, "-' || i || "
+                      "'@example.test', 'u", batch, "-' || i FROM generate_series(1, ", n,
+                      ") i"));
+  }
+  std::vector<StoredJob> Dequeue(const std::string& owner, int limit) {
+    auto jobs = jobs_->Dequeue("g", limit, owner, absl::Seconds(60));
+    EXPECT_TRUE(jobs.ok()) << jobs.status();
+    return jobs.ok() ? *jobs : std::vector<StoredJob>{};
+  }
+  static JobResult Outcome(const StoredJob& j, JobResult::Kind kind) {
+    JobResult r;
+    r.id = j.id;
+    r.attempt = j.attempt;
+    r.kind = kind;
+    r.reason = kind == JobResult::Kind::kFailed ? "rejected" : "";
+    r.retry_after_ms = 0;
+    r.cost_micros = kind == JobResult::Kind::kSent ? kPrice : 0;
+    return r;
+  }
+  // Every grant expired `seconds` ago (the store's margin is its grant lease, 10 s).
+  void ExpireGrants(int seconds) {
+    Exec(absl::StrCat("UPDATE budget_grants SET expires_at = now() - make_interval(secs => ",
+                      seconds, ")"));
+  }
+  std::vector<BudgetRefund> Refund() {
+    auto r = store_->Refund();
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : std::vector<BudgetRefund>{};
+  }
+  int64_t Returned() { return Int("SELECT coalesce(sum(returned_micros), 0) FROM budget_months"); }
+
+  std::unique_ptr<Store> jobs_;
+};
+
+TEST_F(BudgetRefundTest, RefundIsGrantedMinusReturnedMinusPossibleSpend) {
+  Grant g = Acquire(10, false, "h1");
+  ASSERT_EQ(g.emails, 10);
+  ASSERT_EQ(*store_->Return("g", "h1", g.grant_id, 2), 2);  // a live return before the kill
+  jobs_->LinkHolder("g", "sub-1", "h1");
+  InsertAccounts(6);
+  std::vector<StoredJob> jobs = Dequeue("sub-1", 6);
+  ASSERT_EQ(jobs.size(), 6u);
+  // 2 sent, 1 failed, 1 handed back for a retry, 1 released unsent: 3 settled unsent. The
+  // sixth's lease runs out without an outcome: it may have been sent.
+  auto recorded = jobs_->Ack("g", "sub-1",
+                             {Outcome(jobs[0], JobResult::Kind::kSent),
+                              Outcome(jobs[1], JobResult::Kind::kSent),
+                              Outcome(jobs[2], JobResult::Kind::kFailed),
+                              Outcome(jobs[3], JobResult::Kind::kRetry)});
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  ASSERT_EQ(recorded->size(), 4u);
+  ASSERT_TRUE(jobs_->Release("g", "sub-1", {jobs[4].id}).ok());
+  // A stale outcome (wrong attempt) is not recorded and settles nothing.
+  JobResult stale = Outcome(jobs[5], JobResult::Kind::kRetry);
+  stale.attempt += 1;
+  ASSERT_TRUE(jobs_->Ack("g", "sub-1", {stale})->empty());
+  Exec("UPDATE deliveries SET due_at = now() - INTERVAL '1 second' WHERE state = 'leased'");
+  EXPECT_EQ(Int("SELECT handed FROM budget_subscriptions WHERE owner = 'sub-1'"), 6);
+  EXPECT_EQ(Int("SELECT settled_unsent FROM budget_subscriptions WHERE owner = 'sub-1'"), 3);
+
+  ExpireGrants(11);
+  std::vector<BudgetRefund> r = Refund();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].group, "g");
+  EXPECT_EQ(r[0].holder, "h1");
+  EXPECT_EQ(r[0].emails, 10 - 2 - (6 - 3));  // 5
+  EXPECT_EQ(Returned(), 7 * kPrice);
+  auto b = store_->Get("g");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->committed_micros, 3 * kPrice);  // what may have been spent, no less
+
+  // Idempotent, and a late return of the refunded grant credits nothing.
+  EXPECT_TRUE(Refund().empty());
+  EXPECT_EQ(*store_->Return("g", "h1", g.grant_id, 5), 0);
+  EXPECT_EQ(Returned(), 7 * kPrice);
+
+  // An outcome recorded after the refund (the lease that ran out: not sent after all) makes
+  // exactly that one more email safe to give back.
+  ASSERT_EQ(jobs_->Ack("g", "sub-1", {Outcome(jobs[5], JobResult::Kind::kExpired)})->size(), 1u);
+  r = Refund();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].emails, 1);
+  EXPECT_EQ(Returned(), 8 * kPrice);
+}
+
+TEST_F(BudgetRefundTest, NothingWhileAGrantIsLiveOrALeaseIsHeld) {
+  Grant g = Acquire(10, false, "h1");
+  ASSERT_EQ(g.emails, 10);
+  jobs_->LinkHolder("g", "sub-1", "h1");
+  InsertAccounts(3);
+  ASSERT_EQ(Dequeue("sub-1", 3).size(), 3u);
+
+  EXPECT_TRUE(Refund().empty());  // the grant is live
+  ExpireGrants(5);
+  EXPECT_TRUE(Refund().empty());  // expired, but less than the margin (a grant lease) ago
+  ExpireGrants(11);
+  EXPECT_TRUE(Refund().empty());  // its subscription still holds three leases
+  // A second grant of the holder that is still live holds everything back too.
+  Exec("UPDATE deliveries SET due_at = now() - INTERVAL '1 second' WHERE state = 'leased'");
+  Grant later = Acquire(4, false, "h1");
+  ASSERT_EQ(later.emails, 4);
+  EXPECT_TRUE(Refund().empty());
+
+  // Leases that ran out without an outcome stay counted as spent.
+  ExpireGrants(11);
+  std::vector<BudgetRefund> r = Refund();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].emails, 10 + 4 - 3);
+  EXPECT_EQ(Returned(), 11 * kPrice);
+  EXPECT_TRUE(Refund().empty());
+}
+
+TEST_F(BudgetRefundTest, ALinkedHolderWithoutJobsGetsAllBackAnUnlinkedOneNothing) {
+  ASSERT_EQ(Acquire(10, false, "linked").emails, 10);
+  ASSERT_EQ(Acquire(7, false, "unlinked").emails, 7);
+  // The link is written by the subscription's first dequeue, even one that finds no job.
+  jobs_->LinkHolder("g", "sub-1", "linked");
+  EXPECT_TRUE(Dequeue("sub-1", 10).empty());
+  // Jobs handed to a subscription without a holder count for nobody.
+  InsertAccounts(4);
+  ASSERT_EQ(Dequeue("sub-2", 10).size(), 4u);
+  EXPECT_EQ(Int("SELECT count(*) FROM budget_subscriptions"), 1);
+  EXPECT_EQ(Int("SELECT handed FROM budget_subscriptions"), 0);
+
+  ExpireGrants(11);
+  std::vector<BudgetRefund> r = Refund();
+  // A holder never linked may be spending through subscriptions nobody can attribute to it.
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].holder, "linked");
+  EXPECT_EQ(r[0].emails, 10);
+  EXPECT_EQ(Returned(), 10 * kPrice);
+}
+
+TEST_F(BudgetRefundTest, AfterHolderLeftOutcomesStillSettleButNewDequeuesAreNotCounted) {
+  ASSERT_EQ(Acquire(5, false, "h1").emails, 5);
+  jobs_->LinkHolder("g", "sub-1", "h1");
+  InsertAccounts(2);
+  std::vector<StoredJob> jobs = Dequeue("sub-1", 2);
+  ASSERT_EQ(jobs.size(), 2u);
+  ASSERT_TRUE(jobs_->HolderLeft("g", "sub-1").ok());
+  // The sender behind it acknowledges after its stream ended (on this or another collector).
+  ASSERT_EQ(jobs_->Ack("g", "sub-1", {Outcome(jobs[0], JobResult::Kind::kDefer)})->size(), 1u);
+  EXPECT_EQ(Int("SELECT settled_unsent FROM budget_subscriptions WHERE owner = 'sub-1'"), 1);
+  Exec("UPDATE deliveries SET due_at = now() - INTERVAL '1 second' WHERE state = 'leased'");
+  ExpireGrants(11);
+  std::vector<BudgetRefund> r = Refund();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].emails, 5 - (2 - 1));
 }
 
 TEST_F(BudgetStoreTest, SettingsAreKeptUnlessGivenAndCanGoBackToTheDefault) {

@@ -175,7 +175,7 @@ int Serve() {
                                            ":", feedback_server.port())},
            {"guard", c.feedback.guard.enabled() ? "on" : "off"}});
 
-  Retention retention(c.retention, &metrics);
+  Retention retention(c.retention, &metrics, budgets.get());
   std::thread loop([&] { dispatcher.Run(); });
   std::thread pruner([&] { retention.Run(); });
   LogInfo("shutting down", {{"signal", signals.Wait()}});

@@ -33,8 +33,14 @@ int64_t PruneAll(pqxx::connection& conn, int* transactions, Stopping stopping, C
 
 }  // namespace
 
-Retention::Retention(RetentionOptions options, Metrics* metrics)
-    : options_(std::move(options)), metrics_(metrics) {}
+Retention::Retention(RetentionOptions options, Metrics* metrics, BudgetStore* budgets)
+    : options_(std::move(options)), metrics_(metrics), budgets_(budgets) {
+  if (metrics_ != nullptr && budgets_ != nullptr) {
+    metrics_->Describe("mailroom_budget_refunded_emails_total", Metrics::Type::kCounter,
+                       "Unused granted emails of departed senders given back per group "
+                       "(migration 0015's refund).");
+  }
+}
 
 absl::StatusOr<PruneReport> Retention::RunOnce() {
   PruneReport report;
@@ -79,6 +85,21 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
     ++report.transactions;
     report.reputation_rows = tx.exec1("SELECT mailroom_compact_reputation()")[0].as<int64_t>();
     ++report.transactions;
+    // Under the advisory lock too, so one collector refunds at a time (the SQL would be safe
+    // without it: it locks the grants it credits).
+    if (budgets_ != nullptr) {
+      auto refunds = budgets_->Refund();
+      if (!refunds.ok()) return refunds.status();
+      for (const BudgetRefund& r : *refunds) {
+        report.refunded_emails += r.emails;
+        LogInfo("unused budget of a departed sender refunded",
+                {{"group", r.group}, {"holder", r.holder}, {"emails", absl::StrCat(r.emails)}});
+        if (metrics_ != nullptr) {
+          metrics_->Add("mailroom_budget_refunded_emails_total", static_cast<double>(r.emails),
+                        {{"group", r.group}});
+        }
+      }
+    }
     // The advisory lock ends with the session (the connection closes here).
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("pruning: ", e.what()));

@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "collector/budget_store.h"
 #include "common/metrics.h"
 
 namespace mailroom {
@@ -32,6 +33,7 @@ struct PruneReport {
   int64_t counter_rows = 0;    // delivery_counts rows left after compaction
   int64_t reputation_rows = 0; // reputation_hourly rows left after compaction (one per group and hour)
   int transactions = 0;        // batches run (one short transaction each)
+  int64_t refunded_emails = 0; // unused grant emails of dead holders given back (all groups)
 };
 
 // Prunes finished deliveries and tokens no group needs (migration 0013's
@@ -42,11 +44,16 @@ struct PruneReport {
 // advisory lock lets one pass run at a time and the others skip theirs. Opens its own
 // connection for each pass (none is held between passes).
 //
+// With a BudgetStore, each pass also gives back the unused grants of dead senders
+// (BudgetStore::Refund), logs each holder refunded and counts the emails in
+// mailroom_budget_refunded_emails_total{group}.
+//
 // Exports mailroom_collector_pruned_total{table="deliveries"|"tokens"}. Thread-safe: RunOnce
 // may be called while Run() loops; Stop() may be called from any thread.
 class Retention {
  public:
-  Retention(RetentionOptions options, Metrics* metrics);
+  // `budgets` may be null (no refunds); it must outlive the Retention.
+  Retention(RetentionOptions options, Metrics* metrics, BudgetStore* budgets = nullptr);
 
   // One pass over every group. An error (kUnavailable: database unreachable or a statement
   // failed) leaves the rows already pruned pruned; the next pass goes on from the start.
@@ -60,6 +67,7 @@ class Retention {
  private:
   const RetentionOptions options_;
   Metrics* const metrics_;
+  BudgetStore* const budgets_;
   absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -256,5 +256,30 @@ TEST_F(RetentionTest, UnreachableDatabaseIsUnavailable) {
   EXPECT_EQ(report.status().code(), absl::StatusCode::kUnavailable);
 }
 
+TEST_F(RetentionTest, APassRefundsDeadHoldersLogsAndCountsThem) {
+  // Holder "h" of group g was granted 9 emails, linked to a subscription handed 4 jobs of
+  // which 1 came back unsent; its grant expired a minute ago: 9 - (4 - 1) = 6 come back.
+  Exec("SELECT mailroom_ensure_group('g', false)");
+  auto budgets = NewPgBudgetStore(url_, {});
+  auto grant = budgets->Acquire({"g", "h", 9, false, 100});
+  ASSERT_TRUE(grant.ok()) << grant.status();
+  ASSERT_EQ(grant->emails, 9);
+  Exec("SELECT mailroom_budget_handed('g', 'sub-1', 'h', 4)");
+  Exec("SELECT mailroom_budget_settled('g', 'sub-1', 1)");
+  Exec("UPDATE budget_grants SET expires_at = now() - INTERVAL '1 minute'");
+
+  Metrics metrics;
+  Retention retention(Options(), &metrics, budgets.get());
+  auto report = retention.RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->refunded_emails, 6);
+  EXPECT_EQ(metrics.Value("mailroom_budget_refunded_emails_total", {{"group", "g"}}), 6);
+  EXPECT_EQ(Int("SELECT returned_micros FROM budget_months"), 600);
+  report = retention.RunOnce();  // nothing twice
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->refunded_emails, 0);
+  EXPECT_EQ(metrics.Value("mailroom_budget_refunded_emails_total", {{"group", "g"}}), 6);
+}
+
 }  // namespace
 }  // namespace mailroom

@@ -28,6 +28,20 @@ grpc::Status CheckGroup(const std::string& group) {
   return grpc::Status::OK;
 }
 
+// A grant holder: 1..kMaxHolderBytes printable ASCII (it is logged and compared, never parsed).
+// `field` names it in the error (holder, budget_holder).
+grpc::Status CheckHolder(const std::string& holder, const char* field = "holder") {
+  if (holder.empty() || holder.size() > kMaxHolderBytes) {
+    return Invalid(absl::StrCat(field, " must be 1 to ", kMaxHolderBytes, " characters"));
+  }
+  for (unsigned char ch : holder) {
+    if (ch < 0x21 || ch > 0x7e) {
+      return Invalid(absl::StrCat(field, " must be printable ASCII without spaces"));
+    }
+  }
+  return grpc::Status::OK;
+}
+
 std::string NewSubscriberId() {
   unsigned char b[9];
   RAND_bytes(b, sizeof b);
@@ -217,6 +231,9 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   if (st.ok() && request->subscriber_name().size() > 200) {
     st = Invalid("subscriber_name is longer than 200 bytes");
   }
+  if (st.ok() && request->has_budget_holder()) {
+    st = CheckHolder(request->budget_holder(), "budget_holder");
+  }
   if (!st.ok()) return new ErrorReactor(std::move(st));
 
   // The collector's cap protects its memory; a subscriber asking for more just gets fewer.
@@ -234,6 +251,10 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
     // gracefully has handed back what it will not send before closing the stream.
     dispatcher_->HolderLeft(s->group(), s->id(), s->TakeUnsent());
   });
+  // Linked before the first dequeue can hand it a job (hub_->Add below).
+  if (request->has_budget_holder()) {
+    store_->LinkHolder(sub->group(), sub->id(), request->budget_holder());
+  }
   v1::SubscribeResponse welcome;
   welcome.set_subscriber_id(sub->id());
   welcome.set_lease_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(limits_.lease)));
@@ -243,6 +264,7 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   LogInfo("subscriber joined", {{"group", sub->group()},
                                 {"subscriber", sub->id()},
                                 {"name", sub->name()},
+                                {"budget_holder", request->budget_holder()},
                                 {"max_in_flight", absl::StrCat(max_in_flight)},
                                 {"requested_max_in_flight", absl::StrCat(request->max_in_flight())}});
   dispatcher_->Kick(sub->group(), /*force=*/true);
@@ -533,21 +555,6 @@ namespace {
 grpc::Status NoBudgets() {
   return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                       "group budgets are not available on this collector");
-}
-
-// A grant holder: 1..kMaxHolderBytes printable ASCII (it is logged and compared, never parsed).
-grpc::Status CheckHolder(const std::string& holder) {
-  if (holder.empty() || holder.size() > kMaxHolderBytes) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("holder must be 1 to ", kMaxHolderBytes, " characters"));
-  }
-  for (unsigned char ch : holder) {
-    if (ch < 0x21 || ch > 0x7e) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "holder must be printable ASCII without spaces");
-    }
-  }
-  return grpc::Status::OK;
 }
 
 void ToProto(const GroupBudgetRow& b, v1::GroupBudget* out) {

@@ -64,12 +64,15 @@ class ServiceTest : public ::testing::Test {
     return stub_->Acknowledge(Ctx(bearer).get(), req, resp);
   }
   // Subscribe's status when it ends at once (an error), or OK with the welcome in `welcome`.
+  // `holder`: the budget_holder to name (nullptr: none).
   grpc::Status Subscribe(const std::string& bearer, const std::string& group, int max_in_flight,
-                         v1::SubscribeResponse* welcome = nullptr) {
+                         v1::SubscribeResponse* welcome = nullptr,
+                         const char* holder = nullptr) {
     auto ctx = Ctx(bearer);
     v1::SubscribeRequest req;
     req.set_consumer_group(group);
     req.set_max_in_flight(max_in_flight);
+    if (holder != nullptr) req.set_budget_holder(holder);
     auto reader = stub_->Subscribe(ctx.get(), req);
     v1::SubscribeResponse msg;
     if (reader->Read(&msg)) {
@@ -127,6 +130,29 @@ TEST_F(ServiceTest, SubscribeValidatesItsArgumentsAndWelcomes) {
   ASSERT_TRUE(Subscribe(kSubscriber, "mailroom", kMaxInFlight, &welcome).ok());
   EXPECT_THAT(welcome.subscriber_id(), ::testing::StartsWith("sub-"));
   EXPECT_EQ(welcome.lease_ms(), 30000u);
+}
+
+TEST_F(ServiceTest, ABudgetHolderIsValidatedAndLinksTheSubscription) {
+  for (const char* bad : {"", "two words", "caf\xc3\xa9"}) {
+    grpc::Status st = Subscribe(kSubscriber, "mailroom", 10, nullptr, bad);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+    EXPECT_THAT(st.error_message(), ::testing::HasSubstr("budget_holder")) << bad;
+  }
+  const std::string too_long(kMaxHolderBytes + 1, 'h');
+  EXPECT_EQ(Subscribe(kSubscriber, "mailroom", 10, nullptr, too_long.c_str()).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(store_.CallCount("LinkHolder"), 0);
+
+  v1::SubscribeResponse welcome;
+  ASSERT_TRUE(Subscribe(kSubscriber, "mailroom", 10, &welcome, "sender-0123456789ab").ok());
+  auto links = store_.Calls("LinkHolder");
+  ASSERT_EQ(links.size(), 1u);
+  EXPECT_EQ(links[0].group, "mailroom");
+  EXPECT_EQ(links[0].owner, welcome.subscriber_id());
+  EXPECT_EQ(links[0].holder, "sender-0123456789ab");
+  // Without one, nothing is linked.
+  ASSERT_TRUE(Subscribe(kSubscriber, "mailroom", 10).ok());
+  EXPECT_EQ(store_.CallCount("LinkHolder"), 1);
 }
 
 TEST_F(ServiceTest, ScopesAndRolesArePermissionDenied) {
@@ -463,6 +489,9 @@ class RecordingBudgetStore : public BudgetStore {
   absl::StatusOr<GroupBudgetRow> Set(const BudgetSettings& s) override {
     last_set = s;
     return Get(s.group);
+  }
+  absl::StatusOr<std::vector<BudgetRefund>> Refund() override {
+    return std::vector<BudgetRefund>{};
   }
   GrantRequest last_acquire;
   BudgetSettings last_set;

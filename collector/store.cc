@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 
 #include "absl/strings/str_cat.h"
@@ -79,6 +80,47 @@ void RecordSent(pqxx::work& tx, const std::string& group, const std::vector<JobR
                  IntArray(ids), TextArray(message_ids));
 }
 
+// The columns DequeueJobs reads, in order.
+constexpr char kDequeueColumns[] =
+    "job_id, action = 'password_recovery', email, login, secret, code, expires_at, account_id,"
+    " attempt, failures, created_at, locale";
+
+// mailroom_dequeue for a subscription linked to grant holder $6 (migration 0015), in one
+// statement (no extra round trip): the jobs handed are counted in the dequeue's transaction, so
+// a job is never in a sender's hands uncounted, and a transaction that hands jobs commits
+// synchronously, as the count bounds a refund of the holder's grants and must not be lost with
+// an asynchronous commit while the jobs are on their way. With no job the count is written
+// only to register the link ($7 false: not yet). The one-time filter runs `h` before the rows
+// of `d` are returned.
+constexpr char kDequeueCountedSql[] = R"SQL(
+WITH d AS MATERIALIZED (
+  SELECT job_id, action = 'password_recovery' AS recovery, email, login, secret, code,
+         expires_at, account_id, attempt, failures, created_at, locale
+    FROM mailroom_dequeue($1, $2, $3, $4, $5)
+), h AS (
+  SELECT mailroom_budget_handed($1, $3, $6, count(*)::INT) AS counted,
+         set_config('synchronous_commit', CASE WHEN count(*) > 0 THEN 'on' ELSE 'off' END,
+                    true) AS commit_mode
+    FROM d HAVING count(*) > 0 OR NOT $7::BOOLEAN
+)
+SELECT * FROM d WHERE (SELECT count(*) FROM h) >= 0
+)SQL";
+
+// Counts the outcomes other than SENT that mailroom_ack recorded as settled unsent for the
+// holder `owner` is linked to (migration 0015; nothing when it is not linked).
+void SettledUnsent(pqxx::work& tx, const std::string& group, const std::string& owner,
+                   const std::vector<JobResult>& results,
+                   const std::vector<uint64_t>& recorded) {
+  if (recorded.empty()) return;
+  absl::flat_hash_set<uint64_t> done(recorded.begin(), recorded.end());
+  int unsent = 0;
+  for (const JobResult& j : results) {
+    if (j.kind != JobResult::Kind::kSent && done.count(j.id) > 0) ++unsent;
+  }
+  if (unsent == 0) return;
+  tx.exec_params("SELECT mailroom_budget_settled($1, $2, $3)", group, owner, unsent);
+}
+
 class PgStore : public Store {
  public:
   PgStore(std::string url, int pool_size) : url_(std::move(url)), slots_(pool_size) {}
@@ -122,12 +164,16 @@ class PgStore : public Store {
       // A lost lease commit only means the jobs are handed out again (WAL is sequential: a
       // durable acknowledgement implies the dequeue before it is durable too).
       tx.exec("SET LOCAL synchronous_commit = off");
-      pqxx::result r = tx.exec_params(
-          "SELECT job_id, action = 'password_recovery', email, login, secret, code, expires_at,"
-          " account_id, attempt, failures, created_at, locale"
-          " FROM mailroom_dequeue($1, $2, $3, $4, $5)",
-          group, limit, owner, LeaseMs(lease), recoveries_only);
+      const Link link = LinkOf(owner);
+      pqxx::result r =
+          link.holder.empty()
+              ? tx.exec_params(absl::StrCat("SELECT ", kDequeueColumns,
+                                            " FROM mailroom_dequeue($1, $2, $3, $4, $5)"),
+                               group, limit, owner, LeaseMs(lease), recoveries_only)
+              : tx.exec_params(kDequeueCountedSql, group, limit, owner, LeaseMs(lease),
+                               recoveries_only, link.holder, link.registered);
       tx.commit();
+      if (!link.holder.empty() && !link.registered) MarkRegistered(owner);
       std::vector<StoredJob> jobs;
       jobs.reserve(r.size());
       for (const auto& row : r) {
@@ -193,6 +239,7 @@ class PgStore : public Store {
         }
       }
       RecordSent(tx, group, results, recorded);
+      SettledUnsent(tx, group, owner, results, recorded);
       tx.commit();
       return recorded;
     });
@@ -230,7 +277,18 @@ class PgStore : public Store {
         .status();
   }
 
+  void LinkHolder(const std::string& group, const std::string& owner,
+                  const std::string& holder) override {
+    absl::MutexLock lock(&links_mu_);
+    links_[owner] = Link{holder, false};
+  }
+
   absl::Status HolderLeft(const std::string& group, const std::string& owner) override {
+    {
+      // No dequeue follows for a departed subscription (the dispatcher removed it first).
+      absl::MutexLock lock(&links_mu_);
+      links_.erase(owner);
+    }
     return Run<bool>("marking a subscriber's leases",
                      [&](pqxx::connection& c) {
                        pqxx::work tx(c);
@@ -246,12 +304,16 @@ class PgStore : public Store {
     return Run<bool>("releasing leases",
                      [&](pqxx::connection& c) {
                        pqxx::work tx(c);
-                       tx.exec_params(
+                       pqxx::result r = tx.exec_params(
                            "UPDATE deliveries d SET due_at = now(), holder_left = true"
                            "  FROM consumer_groups g"
                            " WHERE g.name = $1 AND d.group_id = g.id AND d.owner = $2"
                            "   AND d.token_id = ANY ($3::bigint[]) AND d.state = 'leased'",
                            group, owner, IntArray(ids));
+                       if (r.affected_rows() > 0) {
+                         tx.exec_params("SELECT mailroom_budget_settled($1, $2, $3)", group,
+                                        owner, static_cast<int>(r.affected_rows()));
+                       }
                        tx.commit();
                        return true;
                      })
@@ -459,9 +521,30 @@ class PgStore : public Store {
     return s;
   }
 
+  // A subscription's link to a grant holder (LinkHolder); `registered`: its counter row
+  // exists (the first dequeue after the link writes it, even with no job).
+  struct Link {
+    std::string holder;  // "" when not linked
+    bool registered = false;
+  };
+
+  Link LinkOf(const std::string& owner) {
+    absl::MutexLock lock(&links_mu_);
+    auto it = links_.find(owner);
+    return it == links_.end() ? Link{} : it->second;
+  }
+
+  void MarkRegistered(const std::string& owner) {
+    absl::MutexLock lock(&links_mu_);
+    auto it = links_.find(owner);
+    if (it != links_.end()) it->second.registered = true;
+  }
+
   const std::string url_;
   std::vector<Slot> slots_;
   std::atomic<size_t> next_{0};
+  absl::Mutex links_mu_;
+  absl::flat_hash_map<std::string, Link> links_ ABSL_GUARDED_BY(links_mu_);
 };
 
 }  // namespace

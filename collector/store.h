@@ -119,7 +119,8 @@ class Store {
   // in one transaction; returns the ids recorded. Outcomes for any other lease change nothing.
   // A recorded outcome with `suppress_recipient` suppresses its job's address in the same
   // transaction; recorded SENT outcomes store their provider_message_id and count towards the
-  // group's reputation counters (mailroom_record_sent).
+  // group's reputation counters (mailroom_record_sent); recorded outcomes other than SENT
+  // count as settled unsent for the holder `owner` was linked to (see LinkHolder).
   virtual absl::StatusOr<std::vector<uint64_t>> Ack(const std::string& group,
                                                     const std::string& owner,
                                                     const std::vector<JobResult>& results) = 0;
@@ -135,10 +136,11 @@ class Store {
   virtual absl::Status RenewAll(const std::string& group, const std::string& owner,
                                 absl::Duration lease) = 0;
   // `owner`'s stream ended: its leases run out as usual (its sender may still deliver and
-  // acknowledge them) but no longer count towards poison detection.
+  // acknowledge them) but no longer count towards poison detection. Ends its LinkHolder.
   virtual absl::Status HolderLeft(const std::string& group, const std::string& owner) = 0;
   // Makes the leases `owner` holds on `ids` due now, without counting them as lost: jobs that
-  // were leased but never reached the subscriber (its stream ended first).
+  // were leased but never reached the subscriber (its stream ended first). Those released
+  // count as settled unsent for the holder `owner` was linked to (see LinkHolder).
   virtual absl::Status Release(const std::string& group, const std::string& owner,
                                const std::vector<uint64_t>& ids) = 0;
   // Statistics of one group, or of all when `group` is empty.
@@ -162,6 +164,13 @@ class Store {
   virtual absl::StatusOr<SuppressionRow> RemoveSuppression(const std::string& address) = 0;
   // SELECT 1.
   virtual absl::Status Ping() = 0;
+  // Subscription `owner` of `group` spends the budget grants of `holder`
+  // (SubscribeRequest.budget_holder; migration 0015): from now on the jobs dequeued for it are
+  // counted as handed to the holder (in the dequeue's transaction), and its outcomes other
+  // than SENT and its released jobs as settled unsent. Call before the first Dequeue for
+  // `owner`; HolderLeft ends the link (outcomes still count afterwards). Does no I/O.
+  virtual void LinkHolder(const std::string& group, const std::string& owner,
+                          const std::string& holder) {}
 };
 
 // An array literal of arbitrary strings for a text[] query parameter (quoted, escaped).

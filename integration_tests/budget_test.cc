@@ -7,6 +7,11 @@
 // - One sender is killed (SIGKILL) and restarted mid-run: the bound still holds, and every
 //   email written was covered by a grant charged before it.
 // - With the budget set (by the operator RPC) to what was spent, no sender sends anything more.
+// - After its grants' lease (plus a lease of margin) the unused part of the killed sender's
+//   grants comes back (migration 0015): exactly down to the emails it may have spent (jobs
+//   handed to it minus those settled unsent), never below what it wrote.
+// - SES: GetAccount saying SendingEnabled=false pauses sending (nothing sent, nothing failed)
+//   until it says true again; then every email goes out once.
 //
 // MAILROOM_BUDGET_RUN_SECONDS (default 20) sets the run's length; bench/budget_bench.sh runs it
 // for 60 s. The figures are printed either way.
@@ -59,6 +64,26 @@ double MaxExcess(const std::vector<absl::Time>& t, double pace, int burst) {
   return worst;
 }
 
+// The value of `key=` in the first line of `log` that contains `needle` ("" if none).
+std::string LogField(const std::string& log, const std::string& needle, const std::string& key) {
+  const size_t at = log.find(needle);
+  if (at == std::string::npos) return "";
+  const size_t eol = log.find('\n', at);
+  const std::string line = log.substr(at, eol == std::string::npos ? std::string::npos : eol - at);
+  const size_t k = line.find(" " + key + "=");
+  if (k == std::string::npos) return "";
+  const size_t from = k + key.size() + 2;
+  return line.substr(from, line.find(' ', from) - from);
+}
+
+// A holder's grants as migration 0015 sees them.
+struct HolderBudget {
+  int64_t granted = 0;   // emails granted
+  int64_t returned = 0;  // given back (by the holder, or refunded)
+  int64_t possible = 0;  // may have been spent: jobs handed - jobs settled unsent
+  int64_t unused() const { return granted - returned - possible; }
+};
+
 class BudgetTest : public StackTest {
  protected:
   std::unique_ptr<Process> Sender(int i, const std::string& dir) {
@@ -76,9 +101,30 @@ class BudgetTest : public StackTest {
     ctx->AddMetadata("authorization", absl::StrCat("Bearer ", kStackBearer));
     return ctx;
   }
+  HolderBudget Holder(const std::string& holder) {
+    const std::string where = absl::StrCat(" WHERE holder = '", holder, "'");
+    HolderBudget h;
+    h.granted = Scalar("SELECT coalesce(sum(emails), 0) FROM budget_grants" + where);
+    h.returned = Scalar("SELECT coalesce(sum(returned_emails), 0) FROM budget_grants" + where);
+    h.possible = Scalar(
+        "SELECT coalesce(sum(handed - settled_unsent), 0) FROM budget_subscriptions" + where);
+    return h;
+  }
+  // Waits for the collector's log of `holder`'s refund; returns the emails it gave back (-1:
+  // none within `timeout`).
+  int64_t WaitForRefund(const std::string& holder, absl::Duration timeout) {
+    const std::string needle = absl::StrCat("refunded\" group=mailroom holder=", holder, " emails=");
+    if (!collector_->WaitForLog(needle, timeout)) return -1;
+    return std::atoll(LogField(collector_->Log(), needle, "emails").c_str());
+  }
 };
 
 TEST_F(BudgetTest, ThreeSendersKeepToOneGroupPaceThroughAKillAndStopWhenTheBudgetIsSpent) {
+  // A retention pass (which refunds dead senders' grants) every half second.
+  collector_.reset();
+  collector_ = StartCollector({{"MAILROOM_RETENTION_INTERVAL", "500"}}, "collector-refund",
+                              collector_port_);
+  ASSERT_NE(collector_, nullptr);
   const char* env_seconds = std::getenv("MAILROOM_BUDGET_RUN_SECONDS");
   const int seconds = env_seconds != nullptr ? std::max(10, std::atoi(env_seconds)) : 20;
   const absl::Duration run = absl::Seconds(seconds);
@@ -108,9 +154,15 @@ TEST_F(BudgetTest, ThreeSendersKeepToOneGroupPaceThroughAKillAndStopWhenTheBudge
   for (int i = 0; i < 3; ++i) senders.push_back(Sender(i, dirs[i]));
   // The run's timeline: kill -9 one sender at 40 %, restart it at 50 %, stop all at 100 %.
   absl::SleepFor(t0 + run * 0.4 - absl::Now());
+  const absl::Time killed_at = absl::Now();
   senders[1]->Signal(SIGKILL);
   ASSERT_TRUE(senders[1]->Wait(absl::Seconds(10)).ok());
+  const std::string killed = LogField(senders[1]->Log(), "msg=\"sender starting\"", "holder");
+  ASSERT_FALSE(killed.empty()) << senders[1]->Log();
   absl::SleepFor(t0 + run * 0.5 - absl::Now());
+  // Its counters are final once its departure is recorded (milliseconds after the kill): what
+  // the refund must give back, at the earliest a grant lease after its last grant expired.
+  const HolderBudget at_kill = Holder(killed);
   senders[1] = Sender(1, dirs[1]);
   absl::SleepFor(t0 + run - absl::Now());
   for (auto& s : senders) s->Signal(SIGTERM);
@@ -202,6 +254,112 @@ TEST_F(BudgetTest, ThreeSendersKeepToOneGroupPaceThroughAKillAndStopWhenTheBudge
   EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"), acknowledged);
   std::printf("budget_test: budget set to what was spent (%lld micros): 0 more sent\n",
               static_cast<long long>(budget.monthly_budget_micros()));
+
+  // The killed sender's grants come back, down to what it may have spent. Its grants are
+  // small (one second of pace at most), so it often had used them all when it was killed.
+  int64_t refunded = 0;
+  if (at_kill.unused() > 0) {
+    refunded = WaitForRefund(killed, absl::Seconds(60));
+    EXPECT_EQ(refunded, at_kill.unused()) << collector_->Log();
+  }
+  const HolderBudget after = Holder(killed);
+  EXPECT_EQ(after.granted, at_kill.granted);
+  EXPECT_EQ(after.possible, at_kill.possible);
+  EXPECT_EQ(after.returned, at_kill.returned + std::max<int64_t>(refunded, 0));
+  // What the killed process wrote (its directory is shared with its successor, started later).
+  int64_t wrote = 0;
+  for (absl::Time t : SendTimes({dirs[1]})) wrote += t <= killed_at ? 1 : 0;
+  std::printf("budget_test: killed sender: granted %lld, returned %lld, may have spent %lld "
+              "(handed - settled unsent), wrote %lld; refunded %lld\n",
+              static_cast<long long>(at_kill.granted), static_cast<long long>(at_kill.returned),
+              static_cast<long long>(at_kill.possible), static_cast<long long>(wrote),
+              static_cast<long long>(refunded));
+  EXPECT_LE(wrote, after.granted - after.returned);  // a refund never uncovers a send
+  // The group as a whole: everything written stays covered, and the budget set to what was
+  // spent still lets nothing more out.
+  v1::GetGroupBudgetRequest get;
+  get.set_consumer_group("mailroom");
+  st = op->GetGroupBudget(Ctx().get(), get, &budget);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_LE(static_cast<int64_t>(sends.size()) * kPriceMicros, budget.committed_micros());
+  EXPECT_LE(budget.spent_micros(), static_cast<int64_t>(budget.monthly_budget_micros()));
+  EXPECT_EQ(SendTimes(later).size(), 0u);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"), acknowledged);
+}
+
+TEST_F(BudgetTest, AKilledSendersUnusedGrantComesBackAfterItsLease) {
+  // An unlimited group: a sender asks for (and gets) grants of 100 emails and more, more than
+  // the 40 jobs it is handed. Grants last 10 s (the default, so the one it holds is still
+  // unexpired when it is killed); the refund waits 10 s more.
+  collector_.reset();
+  collector_ = StartCollector({{"MAILROOM_RETENTION_INTERVAL", "500"}}, "collector-refund",
+                              collector_port_);
+  ASSERT_NE(collector_, nullptr);
+  constexpr int kJobs = 40;
+  TestDb(url_).InsertAccounts(kJobs, "k");
+  const std::string out = dir_ + "/out";
+  auto sender = Sender(0, out);
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", kJobs,
+                    absl::Seconds(30)),
+            kJobs)
+      << sender->Log();
+  const std::string holder = LogField(sender->Log(), "msg=\"sender starting\"", "holder");
+  ASSERT_FALSE(holder.empty()) << sender->Log();
+  sender->Signal(SIGKILL);
+  ASSERT_TRUE(sender->Wait(absl::Seconds(10)).ok());
+  // Every job was acknowledged before the kill: the counters are final.
+  const HolderBudget at_kill = Holder(holder);
+  ASSERT_GT(at_kill.granted, kJobs);
+  EXPECT_EQ(at_kill.possible, kJobs);
+  ASSERT_GT(at_kill.unused(), 0);
+
+  const int64_t refunded = WaitForRefund(holder, absl::Seconds(60));
+  EXPECT_EQ(refunded, at_kill.unused()) << collector_->Log();
+  const HolderBudget after = Holder(holder);
+  EXPECT_EQ(after.granted - after.returned, kJobs);  // exactly the SQL bound stays charged
+  EXPECT_EQ(ReceivedIn(out).emails, kJobs);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM budget_grants WHERE NOT refunded AND holder = '" +
+                   holder + "'"),
+            0);
+  std::printf("budget_test: killed sender holding %lld granted emails, %d sent: %lld refunded\n",
+              static_cast<long long>(at_kill.granted - at_kill.returned), kJobs,
+              static_cast<long long>(refunded));
+}
+
+TEST_F(BudgetTest, SesGetAccountSendingDisabledPausesUntilEnabled) {
+  const std::string account = dir_ + "/account.json";
+  std::ofstream(account) << R"({"SendingEnabled":false})";
+  const std::string endpoint = StartSes(0, "", {"--account-file", account});
+  if (endpoint.empty()) GTEST_SKIP() << "MAILROOM_NODE_MODULES not set (run .ci/test)";
+  auto env = SesEnv(endpoint);
+  env["MAILROOM_SES_ACCOUNT_INTERVAL_MS"] = "1000";
+  auto sender = StartSender(env);
+  ASSERT_TRUE(sender->WaitForLog("provider unavailable; holding jobs", absl::Seconds(20)))
+      << sender->Log();
+  constexpr int kJobs = 6;
+  TestDb(url_).InsertAccounts(kJobs, "p");
+  // Every job was handed to the sender and handed back unsent three times (the breaker's
+  // probes included): the pause holds across rounds, not just the first.
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE attempts >= 3", kJobs,
+                    absl::Seconds(60)),
+            kJobs)
+      << sender->Log();
+  EXPECT_EQ(ReceivedBySes().emails, 0);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state IN ('sent', 'failed', "
+                   "'expired')"),
+            0);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state IN ('retry', 'leased')"), kJobs);
+
+  std::ofstream(account) << R"({"SendingEnabled":true})";
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", kJobs,
+                    absl::Seconds(30)),
+            kJobs)
+      << sender->Log();
+  EXPECT_TRUE(sender->WaitForLog("provider available again", absl::Seconds(5)));
+  const Received got = ReceivedBySes();
+  EXPECT_EQ(got.emails, kJobs);
+  EXPECT_EQ(got.duplicates(), 0);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'failed'"), 0);
 }
 
 TEST_F(BudgetTest, SesLimitsAreReadFromTheAccountNotTyped) {

@@ -18,9 +18,10 @@
 --   two concurrent requests cannot both take the last money;
 -- * money comes back only through mailroom_budget_return, i.e. from a live holder saying it
 --   will not use it, and never more than its grant holds. A grant whose holder died (kill -9)
---   therefore stays charged when its lease (expires_at) ends: the collector cannot tell the
---   emails that holder sent and never acknowledged from those it did not send, and returning
---   them would let a crash overspend. The loss is bounded by one grant (a few emails);
+--   stays charged when its lease (expires_at) ends: the grant alone does not tell the emails
+--   that holder sent and never acknowledged from those it did not send, and returning them
+--   would let a crash overspend. (Migration 0015 gives back the part that the jobs handed to
+--   the holder's subscriptions bound as unused: mailroom_budget_refund, see its header.)
 -- * a holder must not start a send after its grant's expires_at (senders stop earlier, by a
 --   margin), so an expired grant's emails are no longer in use when its row is pruned.
 --

@@ -151,6 +151,7 @@ int Run() {
   so.max_in_flight = c.max_in_flight;
   so.ack_delay = c.ack_delay;
   so.name = c.name;
+  so.budget_holder = holder;
   Subscription sub(
       so, [&](std::vector<v1::Job> jobs) { engine.Submit(std::move(jobs)); },
       [&](const std::vector<uint64_t>& lost) { engine.Drop(lost); });

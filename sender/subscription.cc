@@ -56,6 +56,7 @@ void Subscription::ReadLoop() {
     req.set_consumer_group(opt_.group);
     req.set_max_in_flight(opt_.max_in_flight);
     req.set_subscriber_name(opt_.name);
+    if (!opt_.budget_holder.empty()) req.set_budget_holder(opt_.budget_holder);
     auto reader = stub_->Subscribe(&ctx, req);
     v1::SubscribeResponse resp;
     bool first = true;

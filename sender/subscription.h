@@ -42,6 +42,9 @@ class Subscription {
     std::string group = "mailroom";
     int max_in_flight = 100;
     std::string name;                                     // shown in the collector's logs
+    // The budget grant holder this process sends for (MakeHolderName): the collector counts
+    // the jobs it hands to it, so an unused grant comes back if this process dies. "": none.
+    std::string budget_holder;
     absl::Duration max_backoff = absl::Seconds(30);
     // Outcomes are acknowledged in batches: once one is waiting, the acknowledger waits up to
     // `ack_delay` for `ack_batch` of them (0: half of max_in_flight, at least 1) before it

@@ -30,6 +30,7 @@ class FakeCollector final : public v1::Collector::Service {
       absl::MutexLock lock(&mu_);
       group_ = req->consumer_group();
       max_in_flight_ = req->max_in_flight();
+      budget_holder_ = req->has_budget_holder() ? req->budget_holder() : "(unset)";
     }
     if (!writer->Write(hello)) return grpc::Status::OK;
     while (!ctx->IsCancelled()) {
@@ -92,6 +93,7 @@ class FakeCollector final : public v1::Collector::Service {
   int renewals_ ABSL_GUARDED_BY(mu_) = 0;
   std::string group_ ABSL_GUARDED_BY(mu_);
   uint32_t max_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string budget_holder_ ABSL_GUARDED_BY(mu_);
 };
 
 v1::Job Job(uint64_t id, uint32_t attempt = 1) {
@@ -125,6 +127,7 @@ class SubscriptionTest : public ::testing::Test {
     o.ack_delay = ack_delay;
     o.max_in_flight = 7;
     o.name = "test";
+    o.budget_holder = "test-0123456789ab";
     o.clock = &clock_;
     o.channel = server_->InProcessChannel(grpc::ChannelArguments());
     sub_ = std::make_unique<Subscription>(
@@ -197,6 +200,7 @@ TEST_F(SubscriptionTest, JobsArriveAndOutcomesAreAcknowledgedUnderTheirLease) {
     EXPECT_EQ(ack.outcomes(0).attempt(), 3u);  // the attempt the job came with
     EXPECT_EQ(collector_.group_, "mailroom");
     EXPECT_EQ(collector_.max_in_flight_, 7u);
+    EXPECT_EQ(collector_.budget_holder_, "test-0123456789ab");  // its grants' holder
   }
   EXPECT_EQ(sub_->leases(), 1u);
   EXPECT_EQ(sub_->pending_acks(), 0u);

@@ -25,6 +25,7 @@ class FakeStore : public Store {
     std::vector<JobResult> results;
     int limit = 0;
     absl::Duration lease;
+    std::string holder;  // LinkHolder's
   };
 
   // The next Dequeue returns `jobs` (later ones return nothing, or `error` when set).
@@ -134,6 +135,12 @@ class FakeStore : public Store {
     Call c{"RenewAll", group, owner};
     c.lease = lease;
     return Record(c);
+  }
+  void LinkHolder(const std::string& group, const std::string& owner,
+                  const std::string& holder) override {
+    Call c{"LinkHolder", group, owner};
+    c.holder = holder;
+    (void)Record(std::move(c));
   }
   absl::Status HolderLeft(const std::string& group, const std::string& owner) override {
     return Record({"HolderLeft", group, owner});

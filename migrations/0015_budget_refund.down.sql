@@ -1,0 +1,27 @@
+-- Back to 0014: grants of a dead holder stay charged.
+DROP FUNCTION mailroom_budget_refund(INT);
+DROP FUNCTION mailroom_budget_settled(TEXT, TEXT, INT);
+DROP FUNCTION mailroom_budget_handed(TEXT, TEXT, TEXT, INT);
+DROP TABLE budget_subscriptions;
+
+CREATE OR REPLACE FUNCTION mailroom_budget_return(p_group TEXT, p_holder TEXT, p_grant BIGINT,
+                                                  p_emails INT)
+    RETURNS INT
+    LANGUAGE plpgsql AS $$
+DECLARE
+    g budget_grants%ROWTYPE;
+    v_n INT;
+BEGIN
+    SELECT bg.* INTO g FROM budget_grants bg JOIN consumer_groups c ON c.id = bg.group_id
+     WHERE bg.id = p_grant AND c.name = p_group AND bg.holder = p_holder
+       FOR UPDATE OF bg;
+    IF NOT FOUND THEN RETURN 0; END IF;
+    v_n := least(greatest(p_emails, 0), g.emails - g.returned_emails);
+    IF v_n = 0 THEN RETURN 0; END IF;
+    UPDATE budget_grants SET returned_emails = returned_emails + v_n WHERE id = g.id;
+    UPDATE budget_months SET returned_micros = returned_micros + v_n * g.price_micros
+     WHERE group_id = g.group_id AND month = g.month;
+    RETURN v_n;
+END;
+$$;
+ALTER TABLE budget_grants DROP COLUMN refunded;
