@@ -1,0 +1,331 @@
+#!/usr/bin/env bash
+# Where a drained job's time goes (issue 13 §2): each SQL step of the collector's drain per
+# 1000-job batch, and a batch-lease prototype beside it. Measurement only: the prototype lives in
+# the scratch schema lease_proto of a throwaway database (bench/lease_cost_proto.sql).
+#
+# Starts its own PostgreSQL 15 (temp dir, 127.0.0.1 on a free port + a socket in the temp dir,
+# stopped on exit, Ctrl-C or SIGTERM), applies migrations/*.up.sql in order, queues N activations
+# the way bench/collector_bench does (accounts inserted 10,000 per transaction), VACUUM ANALYZE,
+# then runs, each on a fresh consumer group over the same backlog (deliveries and the prototype's
+# tables emptied between committed runs):
+#   a  the current path as the collector runs it (collector/store.cc), timed inside PostgreSQL
+#      with clock_timestamp() ("a server") and per statement from psql's \timing ("a client");
+#   b  inside the dequeue/acknowledgement, in rolled-back transactions: window read alone, the
+#      INSERT of the delivery rows alone, with and without 0013's statement triggers, with all
+#      indexes of deliveries and with its primary key only;
+#   c  the batch-lease prototype: whole-batch acks, 5 partial acks of 200, 990 SENT + 10 RETRY;
+#      server-side and (whole-batch acks) per statement from psql; then a fencing check.
+# Prints one table per run: step, ms per 1000-job batch (median, min, max over the batches),
+# implied jobs/s (1000 / median).
+#
+# Usage: bash bench/lease_cost.sh [--jobs=100000] [--fsync=on|off]
+#        bash bench/lease_cost.sh --collector-cpu [collector_bench flags]
+#   (or bazel run //bench:lease_cost -- ...)
+# --collector-cpu runs bazel-bin/bench/collector_bench (build it first:
+# bazel build -c opt //bench:collector_bench; default flags --sizes=100000 --rates= --fsync=on
+# --stats=with) and prints the CPU seconds (utime + stime from /proc) used during each drain,
+# that is while a collector process lives, by the collector, by PostgreSQL (every process of the
+# bench's postmaster, exited backends included through the postmaster's cutime/cstime) and by
+# collector_bench itself (the subscriber and its acknowledging thread), per job drained.
+set -euo pipefail
+ROOT=${BUILD_WORKSPACE_DIRECTORY:-$(cd "$(dirname "$0")/.." && pwd)}
+cd "$ROOT"
+
+JOBS=100000
+FSYNC=on
+CPU_MODE=0
+CPU_ARGS=()
+for a in "$@"; do
+  case $a in
+    --jobs=*) JOBS=${a#--jobs=} ;;
+    --fsync=*) FSYNC=${a#--fsync=} ;;
+    --collector-cpu) CPU_MODE=1 ;;
+    *) if [[ $CPU_MODE == 1 ]]; then CPU_ARGS+=("$a"); else
+         echo "lease_cost.sh: unknown argument $a (usage: [--jobs=N] [--fsync=on|off] | --collector-cpu [collector_bench flags])" >&2
+         exit 2; fi ;;
+  esac
+done
+
+TICK=$(getconf CLK_TCK)
+
+# utime+stime (+ cutime+cstime when $2 is "children") of one process, in clock ticks; empty
+# when the process is gone. The command name may hold spaces: fields are counted after ')'.
+ticks() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  stat=${stat##*) }
+  # shellcheck disable=SC2086
+  set -- $stat "${2:-}"
+  if [[ ${!#} == children ]]; then echo $(( ${12} + ${13} + ${14} + ${15} )); else echo $(( ${12} + ${13} )); fi
+}
+
+# Sum over a postmaster and its live children, exited children included (cutime/cstime).
+pg_ticks() {
+  local pm=$1 total c
+  total=$(ticks "$pm" children)
+  for c in $(pgrep -P "$pm"); do
+    total=$(( total + $(ticks "$c" children || echo 0) ))
+  done
+  echo "$total"
+}
+
+# The postmaster serving a collector: the port of its MAILROOM_DATABASE_URL, matched against the
+# postmaster.pid files of the test servers (other engineers' test servers run beside it).
+postmaster_of() {
+  local port f
+  port=$(tr '\0' '\n' <"/proc/$1/environ" | sed -n 's|^MAILROOM_DATABASE_URL=.*:\([0-9]*\)/.*|\1|p')
+  for f in /tmp/mailroom-pg.*/data/postmaster.pid; do
+    [[ -r $f && $(sed -n 4p "$f") == "$port" ]] && { sed -n 1p "$f"; return; }
+  done
+}
+
+collector_cpu() {
+  [[ ${#CPU_ARGS[@]} -gt 0 ]] || CPU_ARGS=(--sizes=100000 --rates= --fsync=on --stats=with)
+  local bench=bazel-bin/bench/collector_bench
+  [[ -x $bench ]] || { echo "build it first: bazel build -c opt //bench:collector_bench" >&2; exit 1; }
+  local out
+  out=$(mktemp /tmp/lease-cost-cpu.XXXXXX)
+  trap 'kill "$bpid" 2>/dev/null || true; rm -f "$out"' EXIT
+  trap 'exit 130' INT TERM
+  # Runfiles: collector_bench finds the collector through RUNFILES_DIR.
+  RUNFILES_DIR="$ROOT/$bench.runfiles" "$bench" "${CPU_ARGS[@]}" >"$out" 2>&1 &
+  local bpid=$! cpid="" pm="" c0 p0 b0 c1 p1 b1 t0 t1 drains=0
+  # Poll every 20 ms: a collector appears for each drain (after the backlog is queued) and is
+  # stopped by the bench once everything is acknowledged; its last reading is taken while it
+  # is idle, after the drain.
+  while kill -0 "$bpid" 2>/dev/null; do
+    if [[ -z $cpid ]]; then
+      cpid=$(pgrep -P "$bpid" -x collector || true)
+      if [[ -n $cpid ]]; then
+        pm=$(postmaster_of "$cpid")
+        [[ -n $pm ]] || { echo "cannot find the collector's PostgreSQL" >&2; exit 1; }
+        t0=$(date +%s.%N); c0=$(ticks "$cpid"); p0=$(pg_ticks "$pm"); b0=$(ticks "$bpid")
+        c1=$c0
+      fi
+    else
+      local c; c=$(ticks "$cpid")
+      if [[ -n $c ]] && kill -0 "$cpid" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$cpid/stat" 2>/dev/null) != Z ]]; then
+        c1=$c; p1=$(pg_ticks "$pm"); b1=$(ticks "$bpid"); t1=$(date +%s.%N)
+      else
+        drains=$((drains + 1))
+        local n
+        n=$(grep -o 'drained [0-9]* of' "$out" | sed -n "${drains}p" | awk '{print $2}')
+        awk -v c="$((c1 - c0))" -v p="$((p1 - p0))" -v b="$((b1 - b0))" -v hz="$TICK" \
+            -v n="${n:-0}" -v w="$(echo "$t1 - $t0" | bc)" 'BEGIN {
+          printf "drain %d jobs, collector lifetime %.2f s wall: CPU s (µs per job)\n", n, w;
+          printf "  postgres  %7.2f (%6.1f)\n", p / hz, n ? p / hz * 1e6 / n : 0;
+          printf "  collector %7.2f (%6.1f)\n", c / hz, n ? c / hz * 1e6 / n : 0;
+          printf "  bench subscriber (collector_bench) %7.2f (%6.1f)\n", b / hz, n ? b / hz * 1e6 / n : 0;
+          printf "  total     %7.2f (%6.1f); 2 cores = %.2f CPU s available\n", (p + c + b) / hz,
+                 n ? (p + c + b) / hz * 1e6 / n : 0, 2 * w }'
+        cpid=""
+      fi
+    fi
+    sleep 0.02
+  done
+  wait "$bpid" || true
+  echo "--- collector_bench ${CPU_ARGS[*]}:"
+  cat "$out"
+}
+
+if [[ $CPU_MODE == 1 ]]; then
+  collector_cpu
+  exit 0
+fi
+
+[[ $JOBS =~ ^[0-9]+$ && $JOBS -ge 20000 ]] || { echo "--jobs must be a number >= 20000 (>= 20 batches)" >&2; exit 2; }
+[[ $FSYNC == on || $FSYNC == off ]] || { echo "--fsync must be on or off" >&2; exit 2; }
+BATCHES=$((JOBS / 1000))
+PGBIN=/usr/lib/postgresql/15/bin
+[[ -x $PGBIN/initdb ]] || { echo "PostgreSQL 15 is not installed (apt-get install postgresql)" >&2; exit 1; }
+AS_PG=()
+[[ $(id -u) == 0 ]] && AS_PG=(runuser -u postgres --)
+
+DIR=$(mktemp -d /tmp/lease-cost.XXXXXX)
+PGSTARTED=0
+cleanup() {
+  if [[ $PGSTARTED == 1 ]]; then
+    "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$DIR/data" -m fast -w stop >/dev/null 2>&1 || true
+  fi
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+[[ $(id -u) == 0 ]] && chown postgres:postgres "$DIR"
+"${AS_PG[@]}" "$PGBIN/initdb" -D "$DIR/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 \
+  --no-sync >/dev/null
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+DURABILITY=""
+[[ $FSYNC == off ]] && DURABILITY="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+PGSTARTED=1
+"${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w -t 60 \
+  -o "-c listen_addresses=127.0.0.1 -p $PORT -k $DIR $DURABILITY" start >/dev/null
+
+PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U postgres)
+"${PSQL[@]}" -d postgres -c "CREATE DATABASE bench"
+PSQL+=(-d bench)
+
+echo "PostgreSQL $("${PSQL[@]}" -tAc 'SHOW server_version'), fsync=$FSYNC" \
+     "(fsync $("${PSQL[@]}" -tAc 'SHOW fsync'), synchronous_commit" \
+     "$("${PSQL[@]}" -tAc 'SHOW synchronous_commit'), full_page_writes" \
+     "$("${PSQL[@]}" -tAc 'SHOW full_page_writes')), $JOBS activations, $BATCHES batches of 1000," \
+     "$(nproc) cores shared with other engineers' builds"
+
+for f in $(ls migrations/[0-9]*.up.sql | sort); do
+  "${PSQL[@]}" -1 -f "$f" >/dev/null
+done
+t0=$(date +%s.%N)
+for ((done = 0; done < JOBS; done += 10000)); do
+  "${PSQL[@]}" -c "INSERT INTO accounts (email, login) SELECT 'u' || i || '@bench.test', 'u' || i
+                   FROM generate_series($((done + 1)), $(( done + 10000 < JOBS ? done + 10000 : JOBS ))) i"
+done
+"${PSQL[@]}" -c "VACUUM ANALYZE"
+echo "queued $("${PSQL[@]}" -tAc "SELECT count(*) FROM tokens WHERE action = 'activation'") activations in $(echo "$(date +%s.%N) - $t0" | bc | cut -c1-5) s"
+"${PSQL[@]}" -f bench/lease_cost.sql >/dev/null
+"${PSQL[@]}" -f bench/lease_cost_proto.sql >/dev/null
+
+reset_tables() {
+  "${PSQL[@]}" -c "TRUNCATE deliveries, delivery_counts, reputation_hourly, group_usage,
+                   lease_proto.batches, lease_proto.exceptions"
+}
+
+# One psql session per client-timed run: every statement is preceded by an \echo of its step
+# name, \timing prints its wall time (sent to result received, rows written to /dev/null);
+# lines "@batch N", "@step NAME" and "Time: X ms" become rows of lease_cost.timings.
+client_run() {  # run-name script-file
+  local run=$1 script=$2 tsv
+  tsv=$(mktemp "$DIR/timings.XXXXXX")
+  "${PSQL[@]}" -f "$script" | awk -v run="$run" '
+    /^@batch / { batch = $2; next }
+    /^@jobs / { jobs[batch] = $2; next }
+    /^@step / { step = substr($0, 7); next }
+    /^Time: / { if (step != "") { n++; b[n] = batch; s[n] = step; ms[n] = $2 } step = ""; next }
+    END { for (i = 1; i <= n; i++) printf "%s\t%s\t%d\t%d\t%s\n", run, s[i], b[i], jobs[b[i]], ms[i] }
+  ' >"$tsv"
+  "${PSQL[@]}" -c "\\copy lease_cost.timings FROM '$tsv'"
+  "${PSQL[@]}" -c "INSERT INTO lease_cost.timings
+                   SELECT run, 'TOTAL dequeue+ack+commits (all round trips)', batch, jobs, sum(ms)
+                     FROM lease_cost.timings WHERE run = '$run' GROUP BY run, batch, jobs
+                    ORDER BY batch"
+}
+
+# The dequeue transaction of batch $i as the collector sends it: BEGIN, SET LOCAL, the dequeue
+# (rows to /dev/null), COMMIT.
+client_dequeue() {  # step-name select
+  cat <<EOF
+\\echo @batch $i
+\\echo @step BEGIN (dequeue)
+BEGIN;
+\\echo @step SET LOCAL synchronous_commit = off
+SET LOCAL synchronous_commit = off;
+\\echo @step $1
+$2 \\g /dev/null
+\\echo @step commit (dequeue, synchronous_commit off)
+COMMIT;
+EOF
+}
+
+current_client_script() {  # group
+  local g=$1
+  echo "SELECT mailroom_ensure_group('$g', true);"
+  echo "SELECT id AS gid FROM consumer_groups WHERE name = '$g' \\gset"
+  echo "\\timing on"
+  for ((i = 1; i <= BATCHES; i++)); do
+    client_dequeue "mailroom_dequeue (1000 rows to the client)" \
+      "SELECT job_id, action = 'password_recovery', email, login, secret, code, expires_at,
+              account_id, attempt, failures, created_at, locale
+         FROM mailroom_dequeue('$g', 1000, 'bench-1', 60000)"
+    cat <<EOF
+SELECT array_agg(token_id)::TEXT AS ids, array_agg(attempts)::TEXT AS att, count(*) AS n,
+       array_fill('sent'::TEXT, ARRAY[count(*)::INT])::TEXT AS kinds,
+       array_fill(''::TEXT, ARRAY[count(*)::INT])::TEXT AS reasons,
+       array_fill(0, ARRAY[count(*)::INT])::TEXT AS zeros
+  FROM deliveries WHERE group_id = :gid AND owner = 'bench-1' AND state = 'leased' \\gset
+\\echo @jobs :n
+\\echo @step BEGIN (acknowledgement)
+BEGIN;
+\\echo @step mailroom_ack (1000 SENT)
+SELECT * FROM mailroom_ack('$g', 'bench-1', :'ids'::bigint[], :'att'::int[], :'kinds'::text[],
+                           :'reasons'::text[], :'zeros'::int[], :'zeros'::bigint[]) \\g /dev/null
+\\echo @step mailroom_record_sent
+SELECT mailroom_record_sent('$g', :n, '{}'::bigint[], '{}'::text[]) \\g /dev/null
+\\echo @step commit (acknowledgement)
+COMMIT;
+EOF
+  done
+  echo "\\timing off"
+  # Every job must end SENT, or the figures are not those of a drain.
+  echo "DO \$\$ BEGIN IF (SELECT count(*) FROM deliveries WHERE state = 'sent' AND group_id =
+        (SELECT id FROM consumer_groups WHERE name = '$g')) <> $JOBS THEN RAISE EXCEPTION 'client drain: not every job recorded SENT'; END IF; END \$\$;"
+}
+
+proto_client_script() {  # group
+  local g=$1
+  echo "SELECT lease_proto.start_group('$g') AS gid \\gset"
+  echo "\\timing on"
+  for ((i = 1; i <= BATCHES; i++)); do
+    client_dequeue "lease_proto.dequeue (1000 rows to the client)" \
+      "SELECT batch_id, job_id, action = 'password_recovery', email, login, secret, code,
+              expires_at, account_id, attempt, failures, created_at, locale
+         FROM lease_proto.dequeue(:gid, 1000, 'bench-1', 60000)"
+    cat <<EOF
+SELECT batch_id AS batch, ids::TEXT AS ids, n FROM lease_proto.batches
+ WHERE group_id = :gid AND holder = 'bench-1' AND state = 'leased' \\gset
+\\echo @jobs :n
+\\echo @step BEGIN (acknowledgement)
+BEGIN;
+\\echo @step ack_batch (1000 SENT: one row update)
+SELECT lease_proto.ack_batch(:gid, 'bench-1', :batch, 1, :'ids'::bigint[], 0) \\g /dev/null
+\\echo @step commit (acknowledgement)
+COMMIT;
+EOF
+  done
+  echo "\\timing off"
+  echo "DO \$\$ BEGIN IF (SELECT sum(acked) FROM lease_proto.batches WHERE state = 'done' AND group_id =
+        (SELECT id FROM consumer_groups WHERE name = '$g')) <> $JOBS THEN
+        RAISE EXCEPTION 'client prototype drain: not every job recorded'; END IF; END \$\$;"
+}
+
+summary() {  # run title
+  echo
+  echo "== $2"
+  "${PSQL[@]}" -c "SELECT step, batches, median_ms AS \"median ms/1000\", min_ms AS \"min\",
+                          max_ms AS \"max\", jobs_per_s AS \"jobs/s (median)\"
+                     FROM lease_cost.summary('$1')"
+}
+
+echo "deliveries: $("${PSQL[@]}" -tAc "SELECT count(*) FROM pg_index WHERE indrelid = 'deliveries'::regclass") indexes" \
+     "($("${PSQL[@]}" -tAc "SELECT string_agg(c.relname, ', ' ORDER BY c.relname) FROM pg_index i
+                             JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'deliveries'::regclass")),"\
+     "triggers: $("${PSQL[@]}" -tAc "SELECT string_agg(tgname, ', ') FROM pg_trigger WHERE tgrelid = 'deliveries'::regclass AND NOT tgisinternal")"
+
+reset_tables
+"${PSQL[@]}" -c "CALL lease_cost.current_path('a server', 'a_server', $BATCHES)"
+summary 'a server' "a. current path, timed inside PostgreSQL (clock_timestamp), fsync=$FSYNC"
+
+reset_tables
+current_client_script a_client >"$DIR/a_client.sql"
+client_run 'a client' "$DIR/a_client.sql"
+summary 'a client' "a. current path, wall time per statement from psql over TCP loopback, fsync=$FSYNC"
+
+for v in "true true triggers, all indexes" "false true no triggers, all indexes" \
+         "true false triggers, primary key only" "false false no triggers, primary key only"; do
+  set -- $v
+  trig=$1; only_pk=$([[ $2 == true ]] && echo false || echo true); shift 2
+  "${PSQL[@]}" -c "CALL lease_cost.steps('b $*', $BATCHES, $trig, $only_pk)"
+  summary "b $*" "b. inside the dequeue/ack, one rolled-back transaction (no commits): $*"
+done
+
+for mode in full partial exceptions; do
+  reset_tables
+  "${PSQL[@]}" -c "CALL lease_cost.proto_path('c server $mode', 'c_$mode', $BATCHES, '$mode')"
+  summary "c server $mode" "c. batch-lease prototype ($mode), timed inside PostgreSQL, fsync=$FSYNC"
+done
+
+reset_tables
+proto_client_script c_client >"$DIR/c_client.sql"
+client_run 'c client' "$DIR/c_client.sql"
+summary 'c client' "c. batch-lease prototype (full), wall time per statement from psql over TCP loopback, fsync=$FSYNC"
+
+echo
+"${PSQL[@]}" -c "CALL lease_cost.proto_fencing_check()" 2>&1 | sed 's/^psql:[^ ]* //'
