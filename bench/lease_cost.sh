@@ -19,7 +19,7 @@
 # implied jobs/s (1000 / median).
 #
 # Usage: bash bench/lease_cost.sh [--jobs=100000] [--fsync=on|off]
-#        bash bench/lease_cost.sh --collector-cpu [collector_bench flags]
+#        bash bench/lease_cost.sh --collector-cpu [--statements] [collector_bench flags]
 #   (or bazel run //bench:lease_cost -- ...)
 # --collector-cpu runs bazel-bin/bench/collector_bench (build it first:
 # bazel build -c opt //bench:collector_bench; default flags --sizes=100000 --rates= --fsync=on
@@ -27,6 +27,8 @@
 # that is while a collector process lives, by the collector, by PostgreSQL (every process of the
 # bench's postmaster, exited backends included through the postmaster's cutime/cstime) and by
 # collector_bench itself (the subscriber and its acknowledging thread), per job drained.
+# --statements also logs every statement of the drain with its duration on that server
+# (log_min_duration_statement = 0, which costs the server a little) and sums them per kind.
 set -euo pipefail
 ROOT=${BUILD_WORKSPACE_DIRECTORY:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$ROOT"
@@ -34,94 +36,164 @@ cd "$ROOT"
 JOBS=100000
 FSYNC=on
 CPU_MODE=0
+STATEMENTS=0
 CPU_ARGS=()
 for a in "$@"; do
   case $a in
     --jobs=*) JOBS=${a#--jobs=} ;;
     --fsync=*) FSYNC=${a#--fsync=} ;;
     --collector-cpu) CPU_MODE=1 ;;
+    --statements) STATEMENTS=1 ;;
     *) if [[ $CPU_MODE == 1 ]]; then CPU_ARGS+=("$a"); else
-         echo "lease_cost.sh: unknown argument $a (usage: [--jobs=N] [--fsync=on|off] | --collector-cpu [collector_bench flags])" >&2
+         echo "lease_cost.sh: unknown argument $a (usage: [--jobs=N] [--fsync=on|off] | --collector-cpu [--statements] [collector_bench flags])" >&2
          exit 2; fi ;;
   esac
 done
 
 TICK=$(getconf CLK_TCK)
 
-# utime+stime (+ cutime+cstime when $2 is "children") of one process, in clock ticks; empty
-# when the process is gone. The command name may hold spaces: fields are counted after ')'.
-ticks() {
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
-  stat=${stat##*) }
-  # shellcheck disable=SC2086
-  set -- $stat "${2:-}"
-  if [[ ${!#} == children ]]; then echo $(( ${12} + ${13} + ${14} + ${15} )); else echo $(( ${12} + ${13} )); fi
+# utime+stime of process $1 in clock ticks into TICKS, and its state into PSTATE (both empty
+# when the process is gone). Fields are counted after the ')' that ends the command name; no
+# subshell, as this runs for every process of the server 20 times a second.
+read_ticks() {
+  TICKS="" PSTATE=""
+  local stat f
+  { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 0
+  # shellcheck disable=SC2206
+  f=(${stat##*) })
+  PSTATE=${f[0]} TICKS=$(( f[11] + f[12] ))
 }
 
-# Sum over a postmaster and its live children, exited children included (cutime/cstime).
-pg_ticks() {
-  local pm=$1 total c
-  total=$(ticks "$pm" children)
-  for c in $(pgrep -P "$pm"); do
-    total=$(( total + $(ticks "$c" children || echo 0) ))
+# CPU ticks of the postmaster $1 and of each of its children, first and last reading per pid
+# (a backend that starts during the drain starts from 0; one that exits keeps its last reading,
+# at most one sampling interval short).
+# Each process is classed once by its title: client backends (the collector's connections),
+# autovacuum workers, and the rest (postmaster, walwriter, checkpointer, ...).
+declare -A FIRST LAST KIND
+sample_pg() {  # postmaster first-sample(1|0)
+  local kids=() c title
+  { read -r -a kids <"/proc/$1/task/$1/children"; } 2>/dev/null || true
+  for c in "$1" "${kids[@]}"; do
+    read_ticks "$c"
+    [[ -n $TICKS ]] || continue
+    if [[ -z ${FIRST[$c]:-} ]]; then
+      FIRST[$c]=$(( $2 ? TICKS : 0 ))
+      title=$(tr '\0' ' ' <"/proc/$c/cmdline" 2>/dev/null || true)
+      case $title in
+        *"autovacuum worker"*) KIND[$c]=autovacuum ;;
+        "postgres: postgres "*) KIND[$c]=backends ;;
+        *) KIND[$c]=other ;;
+      esac
+    fi
+    LAST[$c]=$TICKS
+  done
+}
+pg_used() {  # [kind]
+  local c total=0
+  for c in "${!LAST[@]}"; do
+    [[ -z ${1:-} || ${KIND[$c]} == "$1" ]] && total=$(( total + LAST[$c] - FIRST[$c] ))
   done
   echo "$total"
 }
 
-# The postmaster serving a collector: the port of its MAILROOM_DATABASE_URL, matched against the
+# The server of a collector: the port of its MAILROOM_DATABASE_URL, matched against the
 # postmaster.pid files of the test servers (other engineers' test servers run beside it).
-postmaster_of() {
-  local port f
-  port=$(tr '\0' '\n' <"/proc/$1/environ" | sed -n 's|^MAILROOM_DATABASE_URL=.*:\([0-9]*\)/.*|\1|p')
+# Sets PM (postmaster pid), PGPORT_OF and PGDIR_OF (the server's temp dir).
+server_of() {
+  local f
+  PM="" PGDIR_OF=""
+  PGPORT_OF=$(tr '\0' '\n' <"/proc/$1/environ" | sed -n 's|^MAILROOM_DATABASE_URL=.*:\([0-9]*\)/.*|\1|p')
   for f in /tmp/mailroom-pg.*/data/postmaster.pid; do
-    [[ -r $f && $(sed -n 4p "$f") == "$port" ]] && { sed -n 1p "$f"; return; }
+    if [[ -r $f && $(sed -n 4p "$f") == "$PGPORT_OF" ]]; then
+      PM=$(sed -n 1p "$f") PGDIR_OF=${f%/data/postmaster.pid}
+      return
+    fi
   done
+}
+
+# With --statements: every statement of the drain logged with its duration (ALTER SYSTEM on the
+# bench's throwaway server, applied to open sessions by a reload), copied from its server.log;
+# summarised per kind (the function called, or the command) when the drain ends.
+start_statement_log() {
+  tail -n0 -F "$PGDIR_OF/server.log" >"$out.log" 2>/dev/null &
+  tailpid=$!
+  psql -X -q -h 127.0.0.1 -p "$PGPORT_OF" -U postgres -d postgres \
+    -c "ALTER SYSTEM SET log_min_duration_statement = 0" -c "SELECT pg_reload_conf()" >/dev/null
+}
+statement_summary() {  # jobs
+  kill "$tailpid" 2>/dev/null || true
+  wait "$tailpid" 2>/dev/null || true
+  awk -v n="$1" '
+    /duration: [0-9.]+ ms/ {
+      ms = $0; sub(/.*duration: /, "", ms); sub(/ ms.*/, "", ms)
+      st = $0; sub(/.*duration: [0-9.]+ ms +/, "", st); sub(/^(execute [^:]*|statement|parse [^:]*|bind [^:]*): */, "", st)
+      if (match(st, /mailroom_[a-z_]+/)) k = substr(st, RSTART, RLENGTH); else { split(st, w, " "); k = toupper(w[1]) " " toupper(w[2]) }
+      calls[k]++; total[k] += ms; all += ms
+    }
+    END {
+      printf "  statements logged during the drain (wall ms as the server saw them, busiest first):\n"
+      printf "    %-34s %7s %10s %9s %11s\n", "kind", "calls", "total ms", "ms/call", "µs per job"
+      for (k in calls)
+        printf "%012.1f\t    %-34s %7d %10.1f %9.3f %11.2f\n", total[k], k, calls[k], total[k],
+               total[k] / calls[k], n ? total[k] * 1000 / n : 0 | "sort -r | cut -f2-"
+      close("sort -r | cut -f2-")
+      printf "    %-34s %7s %10.1f %9s %11.2f\n", "all", "", all, "", n ? all * 1000 / n : 0
+    }' "$out.log"
 }
 
 collector_cpu() {
   [[ ${#CPU_ARGS[@]} -gt 0 ]] || CPU_ARGS=(--sizes=100000 --rates= --fsync=on --stats=with)
   local bench=bazel-bin/bench/collector_bench
   [[ -x $bench ]] || { echo "build it first: bazel build -c opt //bench:collector_bench" >&2; exit 1; }
-  local out
   out=$(mktemp /tmp/lease-cost-cpu.XXXXXX)
-  trap 'kill "$bpid" 2>/dev/null || true; rm -f "$out"' EXIT
+  trap 'kill "${bpid:-}" "${tailpid:-}" 2>/dev/null || true; rm -f "${out:-}" "${out:-}.log"' EXIT
   trap 'exit 130' INT TERM
   # Runfiles: collector_bench finds the collector through RUNFILES_DIR.
   RUNFILES_DIR="$ROOT/$bench.runfiles" "$bench" "${CPU_ARGS[@]}" >"$out" 2>&1 &
-  local bpid=$! cpid="" pm="" c0 p0 b0 c1 p1 b1 t0 t1 drains=0
-  # Poll every 20 ms: a collector appears for each drain (after the backlog is queued) and is
-  # stopped by the bench once everything is acknowledged; its last reading is taken while it
-  # is idle, after the drain.
+  bpid=$!
+  local cpid="" pm="" c0 c1 b0 b1 t0 t1 drains=0 n
+  # Every 50 ms: a collector appears for each drain (after the backlog is queued) and is stopped
+  # by the bench once everything is acknowledged; the window is the collector's lifetime.
   while kill -0 "$bpid" 2>/dev/null; do
     if [[ -z $cpid ]]; then
       cpid=$(pgrep -P "$bpid" -x collector || true)
       if [[ -n $cpid ]]; then
-        pm=$(postmaster_of "$cpid")
+        server_of "$cpid"
+        pm=$PM
         [[ -n $pm ]] || { echo "cannot find the collector's PostgreSQL" >&2; exit 1; }
-        t0=$(date +%s.%N); c0=$(ticks "$cpid"); p0=$(pg_ticks "$pm"); b0=$(ticks "$bpid")
-        c1=$c0
+        [[ $STATEMENTS == 0 ]] || start_statement_log
+        FIRST=() LAST=() KIND=()
+        t0=$EPOCHREALTIME
+        read_ticks "$cpid"; c0=$TICKS c1=$TICKS
+        read_ticks "$bpid"; b0=$TICKS b1=$TICKS
+        sample_pg "$pm" 1
       fi
     else
-      local c; c=$(ticks "$cpid")
-      if [[ -n $c ]] && kill -0 "$cpid" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$cpid/stat" 2>/dev/null) != Z ]]; then
-        c1=$c; p1=$(pg_ticks "$pm"); b1=$(ticks "$bpid"); t1=$(date +%s.%N)
+      read_ticks "$cpid"
+      if [[ -n $TICKS && $PSTATE != Z ]]; then
+        c1=$TICKS t1=$EPOCHREALTIME
+        read_ticks "$bpid"; b1=${TICKS:-$b1}
+        sample_pg "$pm" 0
       else
         drains=$((drains + 1))
-        local n
         n=$(grep -o 'drained [0-9]* of' "$out" | sed -n "${drains}p" | awk '{print $2}')
-        awk -v c="$((c1 - c0))" -v p="$((p1 - p0))" -v b="$((b1 - b0))" -v hz="$TICK" \
+        awk -v c="$((c1 - c0))" -v p="$(pg_used)" -v b="$((b1 - b0))" -v hz="$TICK" \
+            -v pb="$(pg_used backends)" -v pa="$(pg_used autovacuum)" -v po="$(pg_used other)" \
             -v n="${n:-0}" -v w="$(echo "$t1 - $t0" | bc)" 'BEGIN {
-          printf "drain %d jobs, collector lifetime %.2f s wall: CPU s (µs per job)\n", n, w;
-          printf "  postgres  %7.2f (%6.1f)\n", p / hz, n ? p / hz * 1e6 / n : 0;
-          printf "  collector %7.2f (%6.1f)\n", c / hz, n ? c / hz * 1e6 / n : 0;
-          printf "  bench subscriber (collector_bench) %7.2f (%6.1f)\n", b / hz, n ? b / hz * 1e6 / n : 0;
-          printf "  total     %7.2f (%6.1f); 2 cores = %.2f CPU s available\n", (p + c + b) / hz,
-                 n ? (p + c + b) / hz * 1e6 / n : 0, 2 * w }'
+          printf "drain %d jobs, collector alive %.2f s: CPU s (µs per job drained)\n", n, w;
+          printf "  PostgreSQL (postmaster and all its processes)  %6.2f (%5.1f)\n", p / hz, n ? p / hz * 1e6 / n : 0;
+          printf "    client backends (collector sessions)        %6.2f (%5.1f)\n", pb / hz, n ? pb / hz * 1e6 / n : 0;
+          printf "    autovacuum workers                           %6.2f (%5.1f)\n", pa / hz, n ? pa / hz * 1e6 / n : 0;
+          printf "    postmaster, walwriter, checkpointer, others  %6.2f (%5.1f)\n", po / hz, n ? po / hz * 1e6 / n : 0;
+          printf "  collector                                      %6.2f (%5.1f)\n", c / hz, n ? c / hz * 1e6 / n : 0;
+          printf "  bench subscriber (collector_bench process)     %6.2f (%5.1f)\n", b / hz, n ? b / hz * 1e6 / n : 0;
+          printf "  total                                          %6.2f (%5.1f), of %.2f CPU s on 2 cores\n",
+                 (p + c + b) / hz, n ? (p + c + b) / hz * 1e6 / n : 0, 2 * w }'
+        [[ $STATEMENTS == 0 ]] || statement_summary "${n:-0}"
         cpid=""
       fi
     fi
-    sleep 0.02
+    sleep 0.05
   done
   wait "$bpid" || true
   echo "--- collector_bench ${CPU_ARGS[*]}:"
