@@ -216,6 +216,7 @@ AS_PG=()
 DIR=$(mktemp -d /tmp/lease-cost.XXXXXX)
 PGSTARTED=0
 cleanup() {
+  [[ -z ${MEASURE_PID:-} ]] || kill "$MEASURE_PID" 2>/dev/null || true
   if [[ $PGSTARTED == 1 ]]; then
     "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$DIR/data" -m fast -w stop >/dev/null 2>&1 || true
   fi
@@ -233,6 +234,9 @@ PGSTARTED=1
 "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w -t 60 \
   -o "-c listen_addresses=127.0.0.1 -p $PORT -k $DIR $DURABILITY" start >/dev/null
 
+# The measurement runs in the background so that Ctrl-C / SIGTERM reach the traps at once (bash
+# runs a trap only after its foreground command ends); stopping PostgreSQL ends its psql.
+measure() {
 PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U postgres)
 "${PSQL[@]}" -d postgres -c "CREATE DATABASE bench"
 PSQL+=(-d bench)
@@ -358,12 +362,19 @@ EOF
         RAISE EXCEPTION 'client prototype drain: not every job recorded'; END IF; END \$\$;"
 }
 
+# WAL written by one run, per job (the timings' own small insert included).
+wal_mark() { WAL0=$("${PSQL[@]}" -tAc "SELECT pg_current_wal_lsn()"); }
+wal_per_job() {
+  WAL_NOTE="$1: $("${PSQL[@]}" -tAc "SELECT round(pg_wal_lsn_diff(pg_current_wal_lsn(), '$WAL0') / $JOBS)") WAL bytes per job"
+}
+
 summary() {  # run title
   echo
   echo "== $2"
   "${PSQL[@]}" -c "SELECT step, batches, median_ms AS \"median ms/1000\", min_ms AS \"min\",
                           max_ms AS \"max\", jobs_per_s AS \"jobs/s (median)\"
                      FROM lease_cost.summary('$1')"
+  if [[ ${WAL_NOTE:-} == "$1:"* ]]; then echo "$WAL_NOTE"; fi
 }
 
 echo "deliveries: $("${PSQL[@]}" -tAc "SELECT count(*) FROM pg_index WHERE indrelid = 'deliveries'::regclass") indexes" \
@@ -372,7 +383,9 @@ echo "deliveries: $("${PSQL[@]}" -tAc "SELECT count(*) FROM pg_index WHERE indre
      "triggers: $("${PSQL[@]}" -tAc "SELECT string_agg(tgname, ', ') FROM pg_trigger WHERE tgrelid = 'deliveries'::regclass AND NOT tgisinternal")"
 
 reset_tables
+wal_mark
 "${PSQL[@]}" -c "CALL lease_cost.current_path('a server', 'a_server', $BATCHES)"
+wal_per_job "a server"
 summary 'a server' "a. current path, timed inside PostgreSQL (clock_timestamp), fsync=$FSYNC"
 
 reset_tables
@@ -380,17 +393,19 @@ current_client_script a_client >"$DIR/a_client.sql"
 client_run 'a client' "$DIR/a_client.sql"
 summary 'a client' "a. current path, wall time per statement from psql over TCP loopback, fsync=$FSYNC"
 
-for v in "true true triggers, all indexes" "false true no triggers, all indexes" \
-         "true false triggers, primary key only" "false false no triggers, primary key only"; do
-  set -- $v
-  trig=$1; only_pk=$([[ $2 == true ]] && echo false || echo true); shift 2
-  "${PSQL[@]}" -c "CALL lease_cost.steps('b $*', $BATCHES, $trig, $only_pk)"
-  summary "b $*" "b. inside the dequeue/ack, one rolled-back transaction (no commits): $*"
+for v in "true false triggers, all indexes" "false false no triggers, all indexes" \
+         "true true triggers, primary key only" "false true no triggers, primary key only"; do
+  read -r trig only_pk label <<<"$v"
+  reset_tables
+  "${PSQL[@]}" -c "CALL lease_cost.steps('b $label', $BATCHES, $trig, $only_pk)"
+  summary "b $label" "b. inside the dequeue/ack, each statement committed (commits not shown): $label"
 done
 
 for mode in full partial exceptions; do
   reset_tables
+  wal_mark
   "${PSQL[@]}" -c "CALL lease_cost.proto_path('c server $mode', 'c_$mode', $BATCHES, '$mode')"
+  wal_per_job "c server $mode"
   summary "c server $mode" "c. batch-lease prototype ($mode), timed inside PostgreSQL, fsync=$FSYNC"
 done
 
@@ -401,3 +416,7 @@ summary 'c client' "c. batch-lease prototype (full), wall time per statement fro
 
 echo
 "${PSQL[@]}" -c "CALL lease_cost.proto_fencing_check()" 2>&1 | sed 's/^psql:[^ ]* //'
+}
+measure &
+MEASURE_PID=$!
+wait "$MEASURE_PID"
