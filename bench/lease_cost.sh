@@ -10,9 +10,10 @@
 # tables emptied between committed runs):
 #   a  the current path as the collector runs it (collector/store.cc), timed inside PostgreSQL
 #      with clock_timestamp() ("a server") and per statement from psql's \timing ("a client");
-#   b  inside the dequeue/acknowledgement, in rolled-back transactions: window read alone, the
-#      INSERT of the delivery rows alone, with and without 0013's statement triggers, with all
-#      indexes of deliveries and with its primary key only;
+#   b  inside the dequeue/acknowledgement, each statement committed: the window read alone, the
+#      INSERT of the delivery rows alone, the acknowledgement's UPDATE alone, with and without
+#      0013's statement triggers, with all indexes of deliveries and with its primary key only
+#      (dropped, then created again);
 #   c  the batch-lease prototype: whole-batch acks, 5 partial acks of 200, 990 SENT + 10 RETRY;
 #      server-side and (whole-batch acks) per statement from psql; then a fencing check.
 # Prints one table per run: step, ms per 1000-job batch (median, min, max over the batches),
@@ -25,7 +26,7 @@
 # bazel build -c opt //bench:collector_bench; default flags --sizes=100000 --rates= --fsync=on
 # --stats=with) and prints the CPU seconds (utime + stime from /proc) used during each drain,
 # that is while a collector process lives, by the collector, by PostgreSQL (every process of the
-# bench's postmaster, exited backends included through the postmaster's cutime/cstime) and by
+# bench's postmaster; a backend that exits keeps its last reading, taken at most 50 ms before) and by
 # collector_bench itself (the subscriber and its acknowledging thread), per job drained.
 # --statements also logs every statement of the drain with its duration on that server
 # (log_min_duration_statement = 0, which costs the server a little) and sums them per kind.
@@ -39,14 +40,14 @@ CPU_MODE=0
 STATEMENTS=0
 CPU_ARGS=()
 for a in "$@"; do
-  case $a in
-    --jobs=*) JOBS=${a#--jobs=} ;;
-    --fsync=*) FSYNC=${a#--fsync=} ;;
-    --collector-cpu) CPU_MODE=1 ;;
-    --statements) STATEMENTS=1 ;;
-    *) if [[ $CPU_MODE == 1 ]]; then CPU_ARGS+=("$a"); else
-         echo "lease_cost.sh: unknown argument $a (usage: [--jobs=N] [--fsync=on|off] | --collector-cpu [--statements] [collector_bench flags])" >&2
-         exit 2; fi ;;
+  case $CPU_MODE:$a in
+    1:--statements) STATEMENTS=1 ;;
+    1:*) CPU_ARGS+=("$a") ;;  # after --collector-cpu: collector_bench's flags
+    0:--jobs=*) JOBS=${a#--jobs=} ;;
+    0:--fsync=*) FSYNC=${a#--fsync=} ;;
+    0:--collector-cpu) CPU_MODE=1 ;;
+    *) echo "lease_cost.sh: unknown argument $a (usage: [--jobs=N] [--fsync=on|off] | --collector-cpu [--statements] [collector_bench flags])" >&2
+       exit 2 ;;
   esac
 done
 
@@ -245,7 +246,7 @@ echo "PostgreSQL $("${PSQL[@]}" -tAc 'SHOW server_version'), fsync=$FSYNC" \
      "(fsync $("${PSQL[@]}" -tAc 'SHOW fsync'), synchronous_commit" \
      "$("${PSQL[@]}" -tAc 'SHOW synchronous_commit'), full_page_writes" \
      "$("${PSQL[@]}" -tAc 'SHOW full_page_writes')), $JOBS activations, $BATCHES batches of 1000," \
-     "$(nproc) cores shared with other engineers' builds"
+     "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 for f in $(ls migrations/[0-9]*.up.sql | sort); do
   "${PSQL[@]}" -1 -f "$f" >/dev/null
