@@ -20,7 +20,7 @@
 # implied jobs/s (1000 / median).
 #
 # Usage: bash bench/lease_cost.sh [--jobs=100000] [--fsync=on|off]
-#        bash bench/lease_cost.sh --collector-cpu [--statements] [collector_bench flags]
+#        bash bench/lease_cost.sh --collector-cpu [--statements] [--perf] [collector_bench flags]
 #   (or bazel run //bench:lease_cost -- ...)
 # --collector-cpu runs bazel-bin/bench/collector_bench (build it first:
 # bazel build -c opt //bench:collector_bench; default flags --sizes=100000 --rates= --fsync=on
@@ -29,7 +29,8 @@
 # bench's postmaster; a backend that exits keeps its last reading, taken at most 50 ms before) and by
 # collector_bench itself (the subscriber and its acknowledging thread), per job drained.
 # --statements also logs every statement of the drain with its duration on that server
-# (log_min_duration_statement = 0, which costs the server a little) and sums them per kind.
+# (log_min_duration_statement = 0, which costs the server a little) and sums them per kind;
+# --perf samples the collector with perf (cpu-clock) and prints its CPU by library and function.
 set -euo pipefail
 ROOT=${BUILD_WORKSPACE_DIRECTORY:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$ROOT"
@@ -38,15 +39,17 @@ JOBS=100000
 FSYNC=on
 CPU_MODE=0
 STATEMENTS=0
+PERF=0
 CPU_ARGS=()
 for a in "$@"; do
   case $CPU_MODE:$a in
     1:--statements) STATEMENTS=1 ;;
+    1:--perf) PERF=1 ;;
     1:*) CPU_ARGS+=("$a") ;;  # after --collector-cpu: collector_bench's flags
     0:--jobs=*) JOBS=${a#--jobs=} ;;
     0:--fsync=*) FSYNC=${a#--fsync=} ;;
     0:--collector-cpu) CPU_MODE=1 ;;
-    *) echo "lease_cost.sh: unknown argument $a (usage: [--jobs=N] [--fsync=on|off] | --collector-cpu [--statements] [collector_bench flags])" >&2
+    *) echo "lease_cost.sh: unknown argument $a (usage: [--jobs=N] [--fsync=on|off] | --collector-cpu [--statements] [--perf] [collector_bench flags])" >&2
        exit 2 ;;
   esac
 done
@@ -121,6 +124,18 @@ start_statement_log() {
   psql -X -q -h 127.0.0.1 -p "$PGPORT_OF" -U postgres -d postgres \
     -c "ALTER SYSTEM SET log_min_duration_statement = 0" -c "SELECT pg_reload_conf()" >/dev/null
 }
+# With --perf: the collector sampled by perf (software clock, 999 Hz) while it lives; its CPU
+# split by library and by function.
+perf_summary() {
+  wait "$perfpid" 2>/dev/null || true
+  echo "  collector CPU by library, perf cpu-clock ($(perf report -i "$out.perf" --stdio 2>/dev/null |
+    sed -n 's/^# Samples: \([^ ]*\) .*/\1/p' | head -1) samples):"
+  perf report -i "$out.perf" --no-children --sort dso --stdio 2>/dev/null |
+    grep -v '^#' | grep -v '^$' | head -12 | sed 's/ *$//; s/^/   /'
+  echo "  collector CPU by function (top 25):"
+  perf report -i "$out.perf" --no-children --sort dso,symbol --stdio 2>/dev/null |
+    grep -v '^#' | grep -v '^$' | head -25 | sed 's/[ -]*$//; s/^/   /' | cut -c1-160
+}
 statement_summary() {  # jobs
   kill "$tailpid" 2>/dev/null || true
   wait "$tailpid" 2>/dev/null || true
@@ -147,7 +162,7 @@ collector_cpu() {
   local bench=bazel-bin/bench/collector_bench
   [[ -x $bench ]] || { echo "build it first: bazel build -c opt //bench:collector_bench" >&2; exit 1; }
   out=$(mktemp /tmp/lease-cost-cpu.XXXXXX)
-  trap 'kill "${bpid:-}" "${tailpid:-}" 2>/dev/null || true; rm -f "${out:-}" "${out:-}.log"' EXIT
+  trap 'kill "${bpid:-}" "${tailpid:-}" "${perfpid:-}" 2>/dev/null || true; rm -f "${out:-}" "${out:-}".*' EXIT
   trap 'exit 130' INT TERM
   # Runfiles: collector_bench finds the collector through RUNFILES_DIR.
   RUNFILES_DIR="$ROOT/$bench.runfiles" "$bench" "${CPU_ARGS[@]}" >"$out" 2>&1 &
@@ -163,6 +178,10 @@ collector_cpu() {
         pm=$PM
         [[ -n $pm ]] || { echo "cannot find the collector's PostgreSQL" >&2; exit 1; }
         [[ $STATEMENTS == 0 ]] || start_statement_log
+        if [[ $PERF == 1 ]]; then
+          perf record -q -e cpu-clock -F 999 -o "$out.perf" -p "$cpid" >/dev/null 2>&1 &
+          perfpid=$!
+        fi
         FIRST=() LAST=() KIND=()
         t0=$EPOCHREALTIME
         read_ticks "$cpid"; c0=$TICKS c1=$TICKS
@@ -191,6 +210,7 @@ collector_cpu() {
           printf "  total                                          %6.2f (%5.1f), of %.2f CPU s on 2 cores\n",
                  (p + c + b) / hz, n ? (p + c + b) / hz * 1e6 / n : 0, 2 * w }'
         [[ $STATEMENTS == 0 ]] || statement_summary "${n:-0}"
+        [[ $PERF == 0 ]] || perf_summary
         cpid=""
       fi
     fi
