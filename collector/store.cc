@@ -2,6 +2,7 @@
 
 #include <pqxx/pqxx>
 
+#include <algorithm>
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
@@ -80,38 +81,15 @@ void RecordSent(pqxx::work& tx, const std::string& group, const std::vector<JobR
                  IntArray(ids), TextArray(message_ids));
 }
 
-// The columns DequeueJobs reads, in order.
-constexpr char kDequeueColumns[] =
-    "job_id, action = 'password_recovery', email, login, secret, code, expires_at, account_id,"
-    " attempt, failures, created_at, locale";
-
-// mailroom_dequeue for a subscription linked to grant holder $6 (migration 0015), in one
-// statement (no extra round trip): the jobs handed are counted in the dequeue's transaction, so
-// a job is never in a sender's hands uncounted, and a transaction that hands jobs commits
-// synchronously, as the count bounds a refund of the holder's grants and must not be lost with
-// an asynchronous commit while the jobs are on their way. With no job the count is written
-// only to register the link ($7 false: not yet). The one-time filter runs `h` before the rows
-// of `d` are returned.
-constexpr char kDequeueCountedSql[] = R"SQL(
-WITH d AS MATERIALIZED (
-  SELECT job_id, action = 'password_recovery' AS recovery, email, login, secret, code,
-         expires_at, account_id, attempt, failures, created_at, locale
-    FROM mailroom_dequeue($1, $2, $3, $4, $5)
-), h AS (
-  SELECT mailroom_budget_handed($1, $3, $6, count(*)::INT) AS counted,
-         set_config('synchronous_commit', CASE WHEN count(*) > 0 THEN 'on' ELSE 'off' END,
-                    true) AS commit_mode
-    FROM d HAVING count(*) > 0 OR NOT $7::BOOLEAN
-)
-SELECT * FROM d WHERE (SELECT count(*) FROM h) >= 0
-)SQL";
-
 // Counts the outcomes other than SENT that mailroom_ack recorded as settled unsent for the
 // holder `owner` is linked to (migration 0015; nothing when it is not linked).
 void SettledUnsent(pqxx::work& tx, const std::string& group, const std::string& owner,
                    const std::vector<JobResult>& results,
                    const std::vector<uint64_t>& recorded) {
-  if (recorded.empty()) return;
+  const bool any_unsent = std::any_of(results.begin(), results.end(), [](const JobResult& j) {
+    return j.kind != JobResult::Kind::kSent;
+  });
+  if (recorded.empty() || !any_unsent) return;  // the drain's common case: all SENT
   absl::flat_hash_set<uint64_t> done(recorded.begin(), recorded.end());
   int unsent = 0;
   for (const JobResult& j : results) {
@@ -164,14 +142,25 @@ class PgStore : public Store {
       // A lost lease commit only means the jobs are handed out again (WAL is sequential: a
       // durable acknowledgement implies the dequeue before it is durable too).
       tx.exec("SET LOCAL synchronous_commit = off");
+      pqxx::result r = tx.exec_params(
+          "SELECT job_id, action = 'password_recovery', email, login, secret, code, expires_at,"
+          " account_id, attempt, failures, created_at, locale"
+          " FROM mailroom_dequeue($1, $2, $3, $4, $5)",
+          group, limit, owner, LeaseMs(lease), recoveries_only);
+      // A subscription linked to a grant holder (migration 0015): the jobs handed are counted
+      // in the dequeue's transaction, so a job is never in a sender's hands uncounted, and a
+      // transaction that hands jobs commits synchronously, as the count bounds a refund of the
+      // holder's grants and must not be lost with an asynchronous commit while the jobs are on
+      // their way. The first dequeue after the link writes the count even with no job, to
+      // register the link.
       const Link link = LinkOf(owner);
-      pqxx::result r =
-          link.holder.empty()
-              ? tx.exec_params(absl::StrCat("SELECT ", kDequeueColumns,
-                                            " FROM mailroom_dequeue($1, $2, $3, $4, $5)"),
-                               group, limit, owner, LeaseMs(lease), recoveries_only)
-              : tx.exec_params(kDequeueCountedSql, group, limit, owner, LeaseMs(lease),
-                               recoveries_only, link.holder, link.registered);
+      if (!link.holder.empty() && (!r.empty() || !link.registered)) {
+        tx.exec_params(
+            "SELECT mailroom_budget_handed($1, $2, $3, $4),"
+            "       set_config('synchronous_commit', CASE WHEN $4 > 0 THEN 'on' ELSE 'off' END,"
+            "                  true)",
+            group, owner, link.holder, static_cast<int>(r.size()));
+      }
       tx.commit();
       if (!link.holder.empty() && !link.registered) MarkRegistered(owner);
       std::vector<StoredJob> jobs;
