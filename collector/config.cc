@@ -142,6 +142,8 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   int64_t limit;
   MAILROOM_ASSIGN_OR_RETURN(limit, env.Int("MAILROOM_BATCH_LIMIT", 10, 1, 10000));
   c.dispatch.batch_limit = static_cast<int>(limit);
+  MAILROOM_ASSIGN_OR_RETURN(limit, env.Int("MAILROOM_DEQUEUE_LIMIT", 1000, 1, 10000));
+  c.dispatch.dequeue_limit = static_cast<int>(limit);
   MAILROOM_ASSIGN_OR_RETURN(c.dispatch.batch_timeout,
                             env.Millis("MAILROOM_BATCH_TIMEOUT", 5000, 0, 3600000));
   MAILROOM_ASSIGN_OR_RETURN(c.dispatch.healthcheck_interval,

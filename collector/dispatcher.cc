@@ -319,7 +319,7 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
       member = hub_->PickLaneMember(group);
       if (member == nullptr) return absl::OkStatus();  // lanes full too: everything waits
     }
-    const int want = std::min(opt_.batch_limit, lane ? member->LaneRoom() : member->Room());
+    const int want = std::min(opt_.dequeue_limit, lane ? member->LaneRoom() : member->Room());
     const absl::Time dequeue_start = absl::Now();
     auto jobs = lane ? store_->DequeueRecoveries(group, want, member->id(), opt_.lease)
                      : store_->Dequeue(group, want, member->id(), opt_.lease);

@@ -23,7 +23,12 @@ namespace mailroom {
 
 struct DispatcherOptions {
   std::string database_url;
+  // Dispatch as soon as this many notifications arrived (or the batch timeout passed).
   int batch_limit = 10;
+  // The most jobs one dequeue hands one subscriber (bounded by its room). Apart from the batch
+  // limit: a subscriber acknowledging 40 jobs gets 40 new ones in one dequeue (one statement,
+  // one commit) instead of four dequeues of a batch limit of 10.
+  int dequeue_limit = 1000;
   absl::Duration batch_timeout = absl::Milliseconds(5000);
   absl::Duration healthcheck_interval = absl::Milliseconds(270000);
   // Catch-up poll: covers notifications missed while disconnected, leases that ran out and

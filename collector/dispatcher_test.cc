@@ -247,11 +247,11 @@ TEST_F(DispatcherTest, JobsThatCannotReachTheStreamAreReleasedAndMalformedRowsFa
   ASSERT_EQ(acks[0].results.size(), 1u);
   EXPECT_EQ(acks[0].results[0].id, 2u);
   EXPECT_EQ(acks[0].results[0].kind, JobResult::Kind::kFailed);
-  // The dequeue asked for what the member has room for (capped by the batch limit), under
-  // the member's id.
+  // The dequeue asked for what the member has room for (capped by the dequeue limit, not by
+  // the batch limit of 10), under the member's id.
   auto dq = store_.Calls("Dequeue")[0];
   EXPECT_EQ(dq.owner, "sub-1");
-  EXPECT_EQ(dq.limit, 10);
+  EXPECT_EQ(dq.limit, 1000);
   EXPECT_EQ(dq.lease, opt_.lease);
 }
 
@@ -328,7 +328,7 @@ TEST_F(DispatcherTest, AFullWindowDequeuesRecoveriesIntoTheLaneOnEveryNotificati
   EXPECT_EQ(store_.CallCount("Dequeue"), 0);
   auto dq = store_.Calls("DequeueRecoveries")[0];
   EXPECT_EQ(dq.owner, "sub-1");
-  EXPECT_EQ(dq.limit, 10);  // the lane's room (RecoveryLane(0) = 10), capped by the batch limit
+  EXPECT_EQ(dq.limit, 10);  // the lane's room (RecoveryLane(0) = 10)
   EXPECT_EQ(dq.lease, opt_.lease);
   // One notification, no time passing: the starved group tries its lane at once.
   Notify(1);
@@ -378,7 +378,7 @@ TEST_F(DispatcherTest, WithTimeoutZeroPendingNotificationsCostOneDequeue) {
   dispatcher_->Kick("mailroom", /*force=*/false);
   ASSERT_TRUE(listener_.WaitIdle(takes));
   EXPECT_EQ(store_.CallCount("Dequeue"), 3);
-  EXPECT_EQ(store_.Calls("Dequeue")[2].limit, 1000);  // the batch limit, not one per notification
+  EXPECT_EQ(store_.Calls("Dequeue")[2].limit, 1000);  // the member's room, not one per notification
 }
 
 // Batch timeout 0 at thousands of commits a second: each wake-up's "notified" and "processing
@@ -409,6 +409,33 @@ TEST_F(DispatcherTest, WithATimeoutEachBatchIsLoggedAtInfo) {
   EXPECT_NE(logged.find("level=info msg=\"processing batch\" notifications=10 reason=limit"),
             std::string::npos)
       << logged;
+}
+
+}  // namespace
+}  // namespace mailroom
+
+namespace mailroom {
+namespace {
+
+// The batch limit counts notifications; a dequeue asks for what the member has room for, up
+// to the dequeue limit: a subscriber that frees 40 slots gets them in one dequeue (one
+// statement and one commit), not in four of the batch limit's 10.
+TEST_F(DispatcherTest, ADequeueAsksForTheMembersRoomUpToTheDequeueLimit) {
+  opt_.batch_limit = 10;
+  opt_.dequeue_limit = 250;
+  Start(/*max_in_flight=*/1000);
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
+  Settle();
+  EXPECT_EQ(store_.Calls("Dequeue")[0].limit, 250);  // room 1000, capped at 250
+}
+
+TEST_F(DispatcherTest, ADequeueAsksForNoMoreThanTheMembersRoom) {
+  opt_.batch_limit = 10;
+  opt_.dequeue_limit = 1000;
+  Start(/*max_in_flight=*/40);
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
+  Settle();
+  EXPECT_EQ(store_.Calls("Dequeue")[0].limit, 40);
 }
 
 }  // namespace

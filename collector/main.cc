@@ -162,6 +162,7 @@ int Serve() {
            {"auth", c.credentials.empty() ? (c.tls_client_ca_file.empty() ? "none (development)" : "client certificate")
                                                 : "bearer"},
            {"batch_limit", absl::StrCat(c.dispatch.batch_limit)},
+           {"dequeue_limit", absl::StrCat(c.dispatch.dequeue_limit)},
            {"batch_timeout_ms", absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.batch_timeout))},
            {"healthcheck_interval_ms",
             absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.healthcheck_interval))},
