@@ -6,8 +6,9 @@
 // same run: the SMTP ceiling. Also prints the resident set size and thread count of the
 // collector and the sender from /proc, idle (subscribed, empty queue) and under load (the
 // largest sample, every 100 ms), and for each run the CPU time per email of the sender, the
-// collector, PostgreSQL and the SMTP sink, the calls of the PL/pgSQL functions and the budget
-// grants (where the time goes).
+// collector, PostgreSQL and the SMTP sink, the calls and time (total and self) of the PL/pgSQL
+// functions, what the active backends were doing at each poll and the budget grants (where the
+// time goes).
 // Usage: pipeline_bench [--messages=20000] [--ses_messages=2000] [--connections=8]
 //                       [--fsync=on|off] [--max_in_flight=N]
 // Needs postfix's smtp-sink/smtp-source (apt-get install postfix) and, for SES,
@@ -105,18 +106,28 @@ double CpuSeconds(pid_t pid) {
   return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
 }
 
-// CPU seconds of every PostgreSQL process pg_stat_activity lists (backends and background
-// workers), by pid, except the asking backend.
-// Calls and total milliseconds of each tracked function, by name.
-std::map<std::string, std::pair<int64_t, double>> PgFunctions(pqxx::connection& c) {
+// Calls and milliseconds of a tracked function (pg_stat_user_functions: wall time, lock waits
+// included; `total` counts the tracked functions it calls, `self` does not).
+struct FunctionTime {
+  int64_t calls = 0;
+  double total_ms = 0;
+  double self_ms = 0;
+};
+
+// Each tracked function's figures so far, by name.
+std::map<std::string, FunctionTime> PgFunctions(pqxx::connection& c) {
   pqxx::nontransaction tx(c);
-  std::map<std::string, std::pair<int64_t, double>> out;
-  for (const auto& row : tx.exec("SELECT funcname, calls, total_time FROM pg_stat_user_functions")) {
-    out[row[0].as<std::string>()] = {row[1].as<int64_t>(), row[2].as<double>()};
+  std::map<std::string, FunctionTime> out;
+  for (const auto& row :
+       tx.exec("SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions")) {
+    out[row[0].as<std::string>()] = {row[1].as<int64_t>(), row[2].as<double>(),
+                                     row[3].as<double>()};
   }
   return out;
 }
 
+// CPU seconds of every PostgreSQL process pg_stat_activity lists (backends and background
+// workers), by pid, except the asking backend.
 std::map<int, double> PgCpu(pqxx::connection& c) {
   pqxx::nontransaction tx(c);
   std::map<int, double> out;
@@ -245,12 +256,26 @@ class Pipeline {
     auto sender = StartSender(env, label);
     Usage col, snd;
     int64_t sent = 0;
+    // What the active client backends (the collector's) were doing at each poll: running or
+    // waiting for the CPU ("CPU"), or the wait event (Lock:transactionid, IO:WALSync, ...).
+    int64_t polls = 0;
+    std::map<std::string, int64_t> activity;
     absl::Time deadline = start + absl::Minutes(20);
     while (absl::Now() < deadline) {
       Usage c = UsageOf(collector_->pid()), s = UsageOf(sender->pid());
       col = {std::max(col.rss_mb, c.rss_mb), std::max(col.threads, c.threads)};
       snd = {std::max(snd.rss_mb, s.rss_mb), std::max(snd.threads, s.threads)};
       sent = Scalar(poll, "SELECT count(*) FROM deliveries WHERE state = 'sent'");
+      {
+        pqxx::nontransaction tx(poll);
+        for (const auto& row : tx.exec(
+                 "SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*)"
+                 "  FROM pg_stat_activity WHERE backend_type = 'client backend'"
+                 "   AND state = 'active' AND pid <> pg_backend_pid() GROUP BY 1")) {
+          activity[row[0].as<std::string>()] += row[1].as<int64_t>();
+        }
+      }
+      ++polls;
       if (sent >= queued_) break;
       absl::SleepFor(absl::Milliseconds(100));
     }
@@ -282,14 +307,24 @@ class Pipeline {
     absl::SleepFor(absl::Seconds(1));
     for (const auto& [name, now] : PgFunctions(poll)) {
       auto it = functions_before.find(name);
-      const int64_t calls = now.first - (it == functions_before.end() ? 0 : it->second.first);
-      const double ms = now.second - (it == functions_before.end() ? 0 : it->second.second);
+      const FunctionTime before = it == functions_before.end() ? FunctionTime{} : it->second;
+      const int64_t calls = now.calls - before.calls;
+      const double ms = now.total_ms - before.total_ms;
+      const double self_ms = now.self_ms - before.self_ms;
       if (calls > 0 && sent > 0) {
-        std::printf("  %s: %s: %lld calls (%.1f emails per call), %.0f us per email\n",
+        std::printf("  %s: %s: %lld calls (%.1f emails per call), %.0f us per email"
+                    " (self %.0f us), %.2f ms per call\n",
                     label.c_str(), name.c_str(), static_cast<long long>(calls),
-                    static_cast<double>(sent) / calls, ms * 1000 / sent);
+                    static_cast<double>(sent) / calls, ms * 1000 / sent, self_ms * 1000 / sent,
+                    ms / calls);
       }
     }
+    std::printf("  %s: active client backends over %lld polls 100 ms apart, on average:",
+                label.c_str(), static_cast<long long>(polls));
+    for (const auto& [what, n] : activity) {
+      std::printf(" %s %.2f", what.c_str(), static_cast<double>(n) / std::max<int64_t>(polls, 1));
+    }
+    std::printf("\n");
     // Each grant is one AcquireBudget round trip and one PostgreSQL transaction.
     std::printf("  %s: %lld budget grants (AcquireBudget calls that granted emails)\n",
                 label.c_str(),

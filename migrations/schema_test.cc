@@ -581,6 +581,71 @@ TEST_F(RenewTest, ARowMovedByAConcurrentUpdateIsRenewedAllTheSame) {
             50);
 }
 
+// 0018: the dequeue locks its group row FOR NO KEY UPDATE. Foreign-key checks of rows that
+// reference the group (the acknowledgement's reputation row, budget grants) take FOR KEY SHARE
+// on it; under FOR UPDATE each waited for the dequeue in progress to commit, and the next
+// dequeue for them. Dequeues of one group still wait for each other.
+class GroupLockTest : public SchemaTest {
+ protected:
+  // Runs `sql` in a transaction on `c` that gives up on any lock wait after one second
+  // (lock_timeout counts lock waits only, so a loaded machine cannot make this fail); returns
+  // "" when it committed, else the SQLSTATE (55P03: it had to wait for a lock).
+  static std::string RunWithoutWaiting(pqxx::connection_base& c, const std::string& sql) {
+    try {
+      pqxx::work tx(c);
+      tx.exec("SET LOCAL lock_timeout = '1s'");
+      tx.exec(sql);
+      tx.commit();
+      return "";
+    } catch (const pqxx::sql_error& e) {
+      return e.sqlstate();
+    }
+  }
+  int64_t ReputationSent() {
+    return Int("SELECT coalesce(sum(sent), 0) FROM reputation_hourly r"
+               " JOIN consumer_groups g ON g.id = r.group_id WHERE g.name = 'mailroom'");
+  }
+};
+
+TEST_F(GroupLockTest, ADequeueInProgressAndTheAcknowledgementsCountersDoNotWaitForEachOther) {
+  Exec("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com', 'u' || i"
+       " FROM generate_series(1, 30) i");
+  pqxx::connection dequeuer(url_), acker(url_), other(url_);
+  {
+    // A dequeue in progress (not committed) holds the group row.
+    pqxx::work dequeue(dequeuer);
+    ASSERT_EQ(dequeue.exec1("SELECT count(*) FROM mailroom_dequeue('mailroom', 10, 'a', 60000)")[0]
+                  .as<int64_t>(),
+              10);
+    EXPECT_EQ(RunWithoutWaiting(acker, "SELECT mailroom_record_sent('mailroom', 7, '{}', '{}')"),
+              "")
+        << "the reputation count waited for the dequeue in progress";
+    EXPECT_EQ(RunWithoutWaiting(acker, "SELECT * FROM mailroom_budget_grant('mailroom', 'h', 5,"
+                                       " false, 100, 60000, NULL, 0)"),
+              "")
+        << "a budget grant waited for the dequeue in progress";
+    // Dequeues of one group are still serialised.
+    EXPECT_EQ(RunWithoutWaiting(other, "SELECT count(*) FROM mailroom_dequeue('mailroom', 10,"
+                                       " 'b', 60000)"),
+              "55P03")
+        << "a second dequeue of the group did not wait for the first";
+    dequeue.commit();
+  }
+  {
+    // An acknowledgement's counters written and not committed yet: the next dequeue goes on.
+    pqxx::work ack(acker);
+    ack.exec("SELECT mailroom_record_sent('mailroom', 3, '{}', '{}')");
+    EXPECT_EQ(RunWithoutWaiting(dequeuer, "SELECT count(*) FROM mailroom_dequeue('mailroom', 10,"
+                                          " 'a', 60000)"),
+              "")
+        << "the dequeue waited for an acknowledgement's uncommitted reputation row";
+    ack.commit();
+  }
+  EXPECT_EQ(ReputationSent(), 10);
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries WHERE state = 'leased'"), 20);
+  EXPECT_EQ(Int("SELECT coalesce(sum(emails), 0) FROM budget_grants WHERE holder = 'h'"), 5);
+}
+
 // Issue 11 §2: the dequeue hands out waiting recoveries before waiting activations across the
 // whole backlog of a group, new and due again alike.
 class PriorityTest : public SchemaTest {

@@ -1,0 +1,309 @@
+-- The dequeue locks its group row FOR NO KEY UPDATE instead of FOR UPDATE (issue 13 §3).
+--
+-- mailroom_dequeue serialises the dequeues of a group on the consumer_groups row (it moves the
+-- group's cursors). It took that row FOR UPDATE, the lock meant for deleting a row or changing
+-- its key, which also conflicts with FOR KEY SHARE: the lock every foreign-key check takes on
+-- the referenced row. Every insert of a row that references the group (reputation_hourly,
+-- budget_grants, budget_months, group_budgets, group_usage's first row of a month,
+-- budget_subscriptions) from another transaction therefore waited until the running dequeue
+-- committed, and a dequeue waited until every transaction that had made such an insert
+-- committed. In the pipeline the acknowledgement's mailroom_record_sent (one reputation_hourly
+-- row, ~0.1 ms alone) waited for the dequeue in progress and its commit, then held the
+-- key-share lock through its own synchronous commit while the next dequeue waited for it:
+-- 6.6 ms per call in pg_stat_user_functions (BENCHMARKS.md, "Acknowledgement path").
+--
+-- FOR NO KEY UPDATE is what the function's own UPDATE of the row takes anyway (it changes no
+-- key column: id and name stay); it still conflicts with itself, so dequeues of one group stay
+-- serialised exactly as before, but not with FOR KEY SHARE. Nothing else locks the row.
+-- Body, signature, semantics and the three planner settings (stated again) are 0016's; only
+-- the lock's strength changes.
+
+CREATE OR REPLACE FUNCTION mailroom_dequeue(p_group TEXT, p_limit INT, p_owner TEXT,
+                                            p_lease_ms INT,
+                                            p_recoveries_only BOOLEAN DEFAULT false)
+    RETURNS TABLE (job_id BIGINT, action token_action, email TEXT, login TEXT, secret BYTEA,
+                   code TEXT, expires_at BIGINT, account_id BIGINT, attempt INT, failures INT,
+                   created_at BIGINT, locale TEXT)
+    LANGUAGE plpgsql
+    SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off
+    AS $$
+#variable_conflict use_column
+DECLARE
+    g          consumer_groups%ROWTYPE;
+    v_due      TIMESTAMPTZ := now() + make_interval(secs => p_lease_ms / 1000.0);
+    v_now      BIGINT := EXTRACT(EPOCH FROM now())::BIGINT;
+    v_left     INT := p_limit;
+    v_class    token_action;
+    v_rec      BOOLEAN;
+    v_prev     PG_SNAPSHOT;
+    v_cur      PG_SNAPSHOT;
+    v_pos_txid XID8;
+    v_pos_id   BIGINT;
+    v_opened   BOOLEAN;
+    v_ids      BIGINT[];
+    v_tids     TID[];
+    v_states   delivery_state[];
+    v_whys     TEXT[];
+    v_txids    XID8[];
+    v_actions  token_action[];
+    v_emails   TEXT[];
+    v_logins   TEXT[];
+    v_secrets  BYTEA[];
+    v_codes    TEXT[];
+    v_expires  BIGINT[];
+    v_accounts BIGINT[];
+    v_created  BIGINT[];
+    v_locales  TEXT[];
+    v_ok       BOOLEAN[];
+    v_skip     TEXT[];
+    v_reasons  TEXT[];
+    v_count    INT;
+    v_returned INT;
+BEGIN
+    SELECT * INTO g FROM consumer_groups WHERE name = p_group FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown consumer group "%"', p_group USING ERRCODE = 'no_data_found';
+    END IF;
+    IF g.rec_prev_snapshot IS NULL THEN
+        -- A group created since 0010: the recoveries' cursor starts where the activations' is.
+        g.rec_prev_snapshot := g.prev_snapshot;
+        g.rec_cur_snapshot := g.cur_snapshot;
+        g.rec_pos_txid := g.pos_txid;
+        g.rec_pos_id := g.pos_id;
+    END IF;
+
+    FOREACH v_class IN ARRAY ARRAY['password_recovery', 'activation']::token_action[] LOOP
+        EXIT WHEN v_left <= 0;
+        v_rec := v_class = 'password_recovery';
+        -- The recovery lane: the activations' pass (and cursor) is left untouched.
+        EXIT WHEN p_recoveries_only AND NOT v_rec;
+
+        -- 1. Jobs of this class due again (locked here, leased again below).
+        IF v_rec THEN
+            SELECT array_agg(x.ctid) INTO v_tids
+              FROM (SELECT d.ctid FROM deliveries d
+                     WHERE d.group_id = g.id AND d.state IN ('leased', 'retry') AND d.recovery
+                       AND d.due_at <= now()
+                     ORDER BY d.due_at LIMIT v_left
+                       FOR UPDATE SKIP LOCKED) x;
+        ELSE
+            SELECT array_agg(x.ctid) INTO v_tids
+              FROM (SELECT d.ctid FROM deliveries d
+                     WHERE d.group_id = g.id AND d.state IN ('leased', 'retry') AND NOT d.recovery
+                       AND d.due_at <= now()
+                     ORDER BY d.due_at LIMIT v_left
+                       FOR UPDATE SKIP LOCKED) x;
+        END IF;
+        v_ids := NULL;
+        IF v_tids IS NOT NULL THEN
+            -- The rows are locked by this transaction since the statement above: their
+            -- ctids stay theirs, and a TID scan is the only plan.
+            WITH upd AS (
+                UPDATE deliveries d
+                   SET lost_leases = d.lost_leases + (d.state = 'leased' AND NOT d.holder_left)::INT,
+                       attempts = d.attempts + 1, state = 'leased', owner = p_owner,
+                       due_at = v_due, holder_left = false, updated_at = now()
+                 WHERE d.ctid = ANY (v_tids)
+                RETURNING d.token_id
+            )
+            SELECT array_agg(token_id) INTO v_ids FROM upd;
+        END IF;
+
+        IF v_ids IS NOT NULL THEN
+            -- Finish those that must not be sent any more: read by one probe per job and
+            -- table, then written by ctid (the rows are still locked by this transaction), one
+            -- statement per finished job (few: most jobs due again are sent again).
+            SELECT array_agg(x.ctid), array_agg(x.st), array_agg(x.why)
+              INTO v_tids, v_states, v_whys
+              FROM (SELECT d2.ctid,
+                           CASE WHEN d2.lost_leases >= g.max_lost_leases THEN 'failed'
+                                WHEN t.id IS NULL THEN 'cancelled'
+                                WHEN t.superseded_by IS NOT NULL THEN 'superseded'
+                                WHEN t.rate_limited THEN 'rate_limited'
+                                WHEN t.expires_at <= v_now THEN 'expired'
+                                WHEN NOT mailroom_token_sendable(ROW(t.*)::tokens, a.status, v_now)
+                                     THEN 'cancelled'
+                                WHEN sp.address IS NOT NULL THEN 'suppressed'
+                           END::delivery_state AS st,
+                           CASE WHEN d2.lost_leases >= g.max_lost_leases
+                                     THEN format('lease ran out %s times without an outcome',
+                                                 d2.lost_leases)
+                                WHEN t.id IS NULL THEN 'token deleted'
+                                WHEN t.superseded_by IS NOT NULL OR t.rate_limited
+                                     THEN t.suppressed_reason
+                                WHEN t.expires_at <= v_now THEN 'token expired before delivery'
+                                WHEN NOT mailroom_token_sendable(ROW(t.*)::tokens, a.status, v_now)
+                                     THEN 'token consumed or account status changed'
+                                ELSE sp.why
+                           END AS why
+                      FROM unnest(v_ids) AS u(id)
+                     CROSS JOIN LATERAL (SELECT d2.ctid, d2.token_id, d2.lost_leases
+                                           FROM deliveries d2
+                                          WHERE d2.group_id = g.id AND d2.token_id = u.id
+                                         OFFSET 0) d2
+                      LEFT JOIN LATERAL (SELECT t.* FROM tokens t WHERE t.id = d2.token_id
+                                         OFFSET 0) t ON true
+                      LEFT JOIN LATERAL (SELECT a.status, a.email FROM accounts a
+                                          WHERE a.id = t.account OFFSET 0) a ON true
+                      LEFT JOIN LATERAL (SELECT * FROM mailroom_suppression(a.email) OFFSET 0) sp
+                             ON true) x
+             WHERE x.st IS NOT NULL;
+            FOR i IN 1 .. coalesce(array_length(v_tids, 1), 0) LOOP
+                UPDATE deliveries d
+                   SET state = v_states[i], reason = v_whys[i], owner = NULL, due_at = NULL,
+                       updated_at = now()
+                 WHERE d.ctid = v_tids[i];
+            END LOOP;
+
+            RETURN QUERY
+            SELECT t.id, t.action, a.email::TEXT, a.login::TEXT, t.secret, t.code::TEXT,
+                   t.expires_at, t.account, d.attempts, d.failures, t.created_at, a.locale
+              FROM unnest(v_ids) AS u(id)
+             CROSS JOIN LATERAL (SELECT d.attempts, d.failures, d.state FROM deliveries d
+                                  WHERE d.group_id = g.id AND d.token_id = u.id OFFSET 0) d
+             CROSS JOIN LATERAL (SELECT t.* FROM tokens t WHERE t.id = u.id OFFSET 0) t
+             CROSS JOIN LATERAL (SELECT a.email, a.login, a.locale FROM accounts a
+                                  WHERE a.id = t.account OFFSET 0) a
+             WHERE d.state = 'leased';
+            GET DIAGNOSTICS v_returned = ROW_COUNT;
+            v_left := v_left - v_returned;
+        END IF;
+
+        -- 2. New tokens of this class, window by window, on this class's cursor.
+        IF v_rec THEN
+            v_prev := g.rec_prev_snapshot; v_cur := g.rec_cur_snapshot;
+            v_pos_txid := g.rec_pos_txid; v_pos_id := g.rec_pos_id;
+        ELSE
+            v_prev := g.prev_snapshot; v_cur := g.cur_snapshot;
+            v_pos_txid := g.pos_txid; v_pos_id := g.pos_id;
+        END IF;
+        v_opened := FALSE;
+        WHILE v_left > 0 LOOP
+            IF v_cur IS NULL THEN
+                EXIT WHEN v_opened;  -- at most one fresh window per cursor and call
+                v_cur := pg_current_snapshot();
+                v_pos_txid := pg_snapshot_xmin(v_prev);
+                v_pos_id := 0;
+                v_opened := TRUE;
+            END IF;
+
+            -- One pass over the window (index range scan on (action, txid, id)) collects
+            -- everything the jobs need; the lease rows are written from it without looking the
+            -- tokens up again.
+            SELECT array_agg(w.id), array_agg(w.txid), array_agg(w.action), array_agg(w.email),
+                   array_agg(w.login), array_agg(w.secret), array_agg(w.code),
+                   array_agg(w.expires_at), array_agg(w.account), array_agg(w.created_at),
+                   array_agg(w.ok), array_agg(w.skip), array_agg(w.locale),
+                   array_agg(w.suppressed_reason)
+              INTO v_ids, v_txids, v_actions, v_emails, v_logins, v_secrets, v_codes, v_expires,
+                   v_accounts, v_created, v_ok, v_skip, v_locales, v_reasons
+              FROM (SELECT t.id, t.txid, t.action, a.email::TEXT AS email, a.login::TEXT AS login,
+                           t.secret, t.code::TEXT AS code, t.expires_at, t.account, t.created_at,
+                           a.locale, s.ok,
+                           CASE WHEN t.superseded_by IS NOT NULL OR t.rate_limited
+                                     THEN t.suppressed_reason
+                                ELSE sp.why END AS suppressed_reason,
+                           CASE WHEN s.ok THEN NULL
+                                WHEN t.superseded_by IS NOT NULL THEN 'superseded'
+                                WHEN t.rate_limited THEN 'rate_limited'
+                                WHEN t.expires_at <= v_now THEN 'expired'
+                                WHEN t.consumed_at IS NOT NULL THEN 'consumed'
+                                WHEN NOT s.sendable THEN a.status::TEXT
+                                ELSE 'suppressed' END AS skip
+                      FROM tokens t
+                     CROSS JOIN LATERAL (SELECT a.email, a.login, a.locale, a.status
+                                           FROM accounts a WHERE a.id = t.account OFFSET 0) a
+                      LEFT JOIN LATERAL (SELECT * FROM mailroom_suppression(a.email) OFFSET 0) sp
+                             ON true
+                     CROSS JOIN LATERAL (SELECT mailroom_token_sendable(t, a.status, v_now)
+                                                AS sendable) s0
+                     CROSS JOIN LATERAL (SELECT s0.sendable AND t.superseded_by IS NULL
+                                               AND NOT t.rate_limited AND sp.address IS NULL AS ok,
+                                               s0.sendable) s
+                     WHERE t.action = v_class
+                       AND (t.txid, t.id) > (v_pos_txid, v_pos_id)
+                       AND t.txid < pg_snapshot_xmax(v_cur)
+                       AND pg_visible_in_snapshot(t.txid, v_cur)
+                       AND NOT pg_visible_in_snapshot(t.txid, v_prev)
+                     ORDER BY t.action, t.txid, t.id
+                     LIMIT v_left) w;
+            v_count := coalesce(array_length(v_ids, 1), 0);
+
+            IF v_count > 0 THEN
+                RETURN QUERY
+                WITH r AS (
+                    SELECT * FROM unnest(v_ids, v_actions, v_emails, v_logins, v_secrets, v_codes,
+                                         v_expires, v_accounts, v_created, v_ok, v_locales)
+                               AS r(id, action, email, login, secret, code, expires_at, account,
+                                    created_at, ok, locale)
+                     WHERE r.ok
+                ), ins AS (
+                    INSERT INTO deliveries (group_id, token_id, state, owner, due_at, recovery)
+                    SELECT g.id, r.id, 'leased', p_owner, v_due, v_rec FROM r
+                    ON CONFLICT DO NOTHING
+                    RETURNING token_id
+                )
+                SELECT r.id, r.action, r.email, r.login, r.secret, r.code, r.expires_at,
+                       r.account, 1, 0, r.created_at, r.locale
+                  FROM r JOIN ins ON ins.token_id = r.id;
+                GET DIAGNOSTICS v_returned = ROW_COUNT;
+
+                -- Tokens not to send are recorded too, so that every token of the group ends
+                -- with an outcome and a reason (seed 001's filters: expired, consumed, wrong
+                -- status; the abuse limits decided when the token was inserted; the
+                -- suppression list).
+                IF FALSE = ANY (v_ok) THEN
+                    INSERT INTO deliveries (group_id, token_id, state, attempts, reason, recovery)
+                    SELECT g.id, x.id,
+                           (CASE WHEN x.why IN ('expired', 'superseded', 'rate_limited',
+                                                'suppressed')
+                                      THEN x.why
+                                 ELSE 'cancelled' END)::delivery_state,
+                           0,
+                           CASE x.why WHEN 'expired' THEN 'token expired before delivery'
+                                      WHEN 'consumed' THEN 'token consumed before delivery'
+                                      WHEN 'superseded' THEN x.reason
+                                      WHEN 'rate_limited' THEN x.reason
+                                      WHEN 'suppressed' THEN x.reason
+                                      ELSE format('%s token for an account that is %s',
+                                                  x.action, x.why)
+                           END,
+                           v_rec
+                      FROM unnest(v_ids, v_skip, v_actions, v_reasons) AS x(id, why, action, reason)
+                     WHERE x.why IS NOT NULL
+                    ON CONFLICT DO NOTHING;
+                END IF;
+            ELSE
+                v_returned := 0;
+            END IF;
+
+            IF v_count < v_left THEN
+                -- Window exhausted: its upper snapshot becomes the lower bound.
+                v_prev := v_cur;
+                v_cur := NULL;
+                v_pos_txid := NULL;
+                v_pos_id := NULL;
+            ELSE
+                v_pos_txid := v_txids[v_count];
+                v_pos_id := v_ids[v_count];
+            END IF;
+            v_left := v_left - v_returned;
+        END LOOP;
+
+        IF v_rec THEN
+            g.rec_prev_snapshot := v_prev; g.rec_cur_snapshot := v_cur;
+            g.rec_pos_txid := v_pos_txid; g.rec_pos_id := v_pos_id;
+        ELSE
+            g.prev_snapshot := v_prev; g.cur_snapshot := v_cur;
+            g.pos_txid := v_pos_txid; g.pos_id := v_pos_id;
+        END IF;
+    END LOOP;
+
+    UPDATE consumer_groups
+       SET prev_snapshot = g.prev_snapshot, cur_snapshot = g.cur_snapshot,
+           pos_txid = g.pos_txid, pos_id = g.pos_id,
+           rec_prev_snapshot = g.rec_prev_snapshot, rec_cur_snapshot = g.rec_cur_snapshot,
+           rec_pos_txid = g.rec_pos_txid, rec_pos_id = g.rec_pos_id
+     WHERE id = g.id;
+END;
+$$;
