@@ -473,5 +473,22 @@ TEST_F(BudgetRefundTest, TheRefundDoesNotReadTheGrantsOfALiveHolder) {
   tx.abort();
 }
 
+// Migration 0019: a grant no longer deletes grants that expired an hour ago, so a sender that
+// lived longer than an hour gets its unused emails back too (the retention pass prunes).
+TEST_F(BudgetRefundTest, ASenderThatLivedForHoursGetsItsUnusedEmailsBack) {
+  ASSERT_EQ(Acquire(10, false, "h1").emails, 10);
+  jobs_->LinkHolder("g", "sub-1", "h1");
+  InsertAccounts(3);
+  ASSERT_EQ(Dequeue("sub-1", 3).size(), 3u);
+  Exec("UPDATE deliveries SET due_at = now() - INTERVAL '1 second' WHERE state = 'leased'");
+  ExpireGrants(2 * 3600);
+  ASSERT_EQ(Acquire(5, false, "h1").emails, 5);  // an hour later, still at work
+  EXPECT_EQ(Int("SELECT count(*) FROM budget_grants"), 2);
+  ExpireGrants(11);
+  std::vector<BudgetRefund> r = Refund();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].emails, 10 + 5 - 3);
+}
+
 }  // namespace
 }  // namespace mailroom

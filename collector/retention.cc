@@ -112,6 +112,13 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
         return absl::StrCat("SELECT * FROM mailroom_prune_budget_grants(", after, ", ", before,
                             ", ", options_.batch, ")");
       });
+      // Grants of live senders, which are not pruned, folded an hour after they expired (a
+      // live sender returns a grant before it expires); after the prune, which keeps fewer.
+      report.budget_grants_folded +=
+          PruneAll(conn, &report.transactions, stopping, [&](int64_t after) {
+            return absl::StrCat("SELECT * FROM mailroom_compact_budget_grants(", after,
+                                ", now() - INTERVAL '1 hour', ", options_.batch, ")");
+          });
       // After the grants: a holder whose last grants went in this pass is done with.
       report.budget_subscriptions += PruneAll(conn, &report.transactions, stopping, [&](int64_t) {
         return absl::StrCat("SELECT * FROM mailroom_prune_budget_subscriptions(", before, ", ",
@@ -151,10 +158,12 @@ void Retention::Run() {
     if (!report.ok()) {
       LogWarn("pruning failed", {{"error", std::string(report.status().message())}});
     } else if (report->deliveries > 0 || report->tokens > 0 || report->budget_grants > 0 ||
-               report->budget_subscriptions > 0 || report->soft_bounces > 0) {
+               report->budget_grants_folded > 0 || report->budget_subscriptions > 0 ||
+               report->soft_bounces > 0) {
       LogInfo("pruned", {{"deliveries", absl::StrCat(report->deliveries)},
                          {"tokens", absl::StrCat(report->tokens)},
                          {"budget_grants", absl::StrCat(report->budget_grants)},
+                         {"budget_grants_folded", absl::StrCat(report->budget_grants_folded)},
                          {"budget_subscriptions", absl::StrCat(report->budget_subscriptions)},
                          {"soft_bounces", absl::StrCat(report->soft_bounces)},
                          {"transactions", absl::StrCat(report->transactions)}});

@@ -32,6 +32,7 @@ struct PruneReport {
   int64_t deliveries = 0;      // finished deliveries deleted
   int64_t tokens = 0;          // tokens deleted
   int64_t budget_grants = 0;   // grants that can no longer matter deleted (migration 0019)
+  int64_t budget_grants_folded = 0;  // grants of live holders folded into another row
   int64_t budget_subscriptions = 0;  // subscription rows of holders without grants deleted
   int64_t soft_bounces = 0;    // soft bounces older than the 7 days that count deleted
   int64_t counter_rows = 0;    // delivery_counts rows left after compaction
@@ -56,8 +57,10 @@ struct PruneReport {
 // before the retention that can no longer matter (refunded, fully returned, of a holder never
 // linked, or of a dead holder with nothing to give back), subscription rows of holders with
 // no grant left (not updated within the retention, holding no lease) and soft bounces older
-// than the 7 days that count (none of it with a zero retention). Pruning never makes a
-// refund larger (see 0019's header).
+// than the 7 days that count; and it folds the grants of each holder that expired more than an
+// hour ago into one row per month, price and class (every sum unchanged), so a sender alive
+// for weeks keeps a few rows. None of it with a zero retention. Pruning never makes a refund
+// larger, folding changes none (see 0019's header).
 //
 // Exports mailroom_collector_pruned_total{table="deliveries"|"tokens"|"budget_grants"|
 // "budget_subscriptions"|"soft_bounces"}. Thread-safe: RunOnce may be called while Run()

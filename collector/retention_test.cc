@@ -431,15 +431,25 @@ TEST_F(BudgetRetentionTest, PruningNeverRaisesARefund) {
   const std::string before = RefundFigures();
   ASSERT_EQ(before, "h=7 k=4 ");
 
+  // Deleting any of h's grants only lowers it (by that grant's unused emails).
+  {
+    pqxx::work tx(*conn_);
+    tx.exec("DELETE FROM budget_grants WHERE holder = 'h' AND emails = 6");
+    EXPECT_EQ(tx.exec1("SELECT string_agg(holder || '=' || emails, ' ' ORDER BY holder) "
+                       "FROM mailroom_budget_refund(0)")[0].as<std::string>(),
+              "h=1 k=4");
+    tx.abort();
+  }
+
   auto report = Retention(Options(2), nullptr).RunOnce();
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->budget_grants, 1);  // only the fully returned one
-  EXPECT_EQ(Grants("h"), 2);
+  // h's other two grants (expired 45 days and an hour ago) are folded into one: 4 + 6 emails.
+  EXPECT_EQ(report->budget_grants_folded, 1);
+  EXPECT_EQ(Grants("h"), 1);
+  EXPECT_EQ(Int("SELECT emails FROM budget_grants WHERE holder = 'h'"), 10);
   EXPECT_EQ(Grants("k"), 1);
   EXPECT_EQ(RefundFigures(), before);
-  // Every order of pruning only lowers it: deleting any of h's grants by hand.
-  Exec("DELETE FROM budget_grants WHERE holder = 'h' AND emails = 6");
-  EXPECT_EQ(RefundFigures(), "h=1 k=4 ");
 }
 
 TEST_F(BudgetRetentionTest, GrantsArePrunedInBoundedBatches) {
@@ -524,6 +534,56 @@ TEST_F(BudgetRetentionTest, ZeroRetentionKeepsBudgetRowsAndSoftBounces) {
                 Int("SELECT count(*) FROM budget_subscriptions") +
                 Int("SELECT count(*) FROM soft_bounces"),
             3);
+}
+
+TEST_F(BudgetRetentionTest, ALiveSendersGrantsAreFoldedAndItsRefundIsUnchanged) {
+  // A sender at work for a long time: 40 grants of 5 emails, 3 of them given back in part,
+  // expired over the last days, its newest grant live; one subscription handed 150 jobs, 20
+  // settled unsent. Another holder's grants are not mixed in.
+  for (int i = 0; i < 40; ++i) Grant("live", 5);
+  Exec("UPDATE budget_grants SET returned_emails = 2 WHERE id IN (3, 17, 30)");
+  Exec("UPDATE budget_grants SET expires_at = now() - make_interval(hours => 2 + id::INT)");
+  const int64_t newest = Grant("live", 5);
+  Link("sub-live", "live", 150, 20);
+  ExpireGrant(Grant("other", 7), "3 hours");
+  ExpireGrant(Grant("other", 7), "3 hours");
+  Link("sub-other", "other", 1);
+  Exec("UPDATE budget_grants SET price_micros = 200 WHERE holder = 'other' AND id = (SELECT "
+       "max(id) FROM budget_grants WHERE holder = 'other')");  // another price: not folded
+  // Once the sender is dead, it would get 41 * 5 - 6 - (150 - 20) = 69 back; other 14 - 1.
+  auto dead_refund = [&] {
+    pqxx::work tx(*conn_);
+    tx.exec(absl::StrCat("UPDATE budget_grants SET expires_at = now() - INTERVAL '1 minute' "
+                         "WHERE id = ", newest));
+    std::string out;
+    for (const auto& row : tx.exec("SELECT holder, emails FROM mailroom_budget_refund(0) "
+                                   "ORDER BY holder")) {
+      absl::StrAppend(&out, row[0].c_str(), "=", row[1].c_str(), " ");
+    }
+    tx.abort();
+    return out;
+  };
+  ASSERT_EQ(dead_refund(), "live=69 other=13 ");
+  ASSERT_EQ(RefundFigures(), "other=13 ");  // the live sender gets nothing while it lives
+
+  auto report = Retention(Options(7), nullptr).RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->budget_grants, 0);
+  // Windows of 7 ids: 40 expired grants of "live" fold to one row per window (6), then the
+  // next pass folds those 6 into 1.
+  EXPECT_EQ(report->budget_grants_folded, 40 - 6);
+  report = Retention(Options(7), nullptr).RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->budget_grants_folded, 5);
+  EXPECT_EQ(Grants("live"), 2);  // the folded row and the live grant
+  EXPECT_EQ(Int("SELECT emails * 1000 + returned_emails FROM budget_grants "
+                "WHERE holder = 'live' AND id <> " + std::to_string(newest)),
+            200 * 1000 + 6);
+  EXPECT_EQ(Grants("other"), 2);
+  EXPECT_EQ(RefundFigures(), "other=13 ");
+  EXPECT_EQ(dead_refund(), "live=69 other=13 ");
+  EXPECT_EQ(Int("SELECT sum(emails) * 1000 + sum(returned_emails) FROM budget_grants"),
+            (41 * 5 + 14) * 1000 + 6);
 }
 
 }  // namespace

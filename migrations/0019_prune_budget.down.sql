@@ -1,4 +1,5 @@
 -- Back to 0017: the grant prunes expired grants again, the refund groups every grant.
+DROP FUNCTION mailroom_compact_budget_grants(BIGINT, TIMESTAMPTZ, INT);
 DROP FUNCTION mailroom_prune_soft_bounces(INT);
 DROP FUNCTION mailroom_prune_budget_subscriptions(TIMESTAMPTZ, INT);
 DROP FUNCTION mailroom_prune_budget_grants(BIGINT, TIMESTAMPTZ, INT);

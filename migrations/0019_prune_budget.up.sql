@@ -10,8 +10,9 @@
 --                             the same address bounced again, so an address that bounced once
 --                             stayed for ever: now pruned by the retention pass (below)
 --   budget_grants             kept an hour past expiry, then deleted by mailroom_budget_grant
---                             whatever their state: now kept until they can no longer matter
---                             and pruned by the retention pass (below)
+--                             whatever their state: now folded per holder after an hour and
+--                             pruned once they can no longer matter by the retention pass
+--                             (below)
 --   budget_subscriptions      one row per linked subscription (sender connection) for ever:
 --                             now pruned by the retention pass (below)
 --   group_usage, budget_months   one row per group and month (the spending history; kept)
@@ -56,7 +57,21 @@
 -- 3. Soft bounces. mailroom_prune_soft_bounces deletes rows older than the 7 days that
 --    mailroom_record_feedback counts, oldest first, a batch per call.
 --
--- 4. The refund's first query. 0015's grouped every grant row of the table on every pass
+-- 4. Grants of a live sender. A sender that runs for weeks is granted thousands of times
+--    (1,000 emails a grant when unlimited; one second of pace, often 1 email, under a
+--    budget) and none of those grants may be pruned while it may still be refunded. The
+--    retention pass folds them instead (mailroom_compact_budget_grants): the unrefunded grants
+--    of one holder, month, price and class that expired more than an hour ago become one row
+--    (the newest id, emails and returned_emails summed, the earliest created_at, the latest
+--    expires_at). Every sum the refund, the prune and budget_months use is unchanged, so
+--    refund(H) is exactly what it was; a live holder keeps about an hour of grants plus one
+--    row per month, price and class. The refund then credits a folded row as one grant (the
+--    split of a refund between rows of different prices in one month may differ from the
+--    unfolded rows'; the total and each month's total of emails do not). A return naming a
+--    folded-away grant credits nothing, as it did when 0011 deleted grants after an hour:
+--    senders return a grant before it expires.
+--
+-- 5. The refund's first query. 0015's grouped every grant row of the table on every pass
 --    (every minute). It now starts from the linked holders (budget_subscriptions), probes
 --    each one's newest grant on an index (a holder still granted is dropped without reading
 --    its grants) and sums only the grants of holders whose grants all expired; holders with
@@ -158,7 +173,7 @@ BEGIN
 END;
 $$;
 
--- 0015's refund; only the holders it walks are found differently (see 4.).
+-- 0015's refund; only the holders it walks are found differently (see 5.).
 CREATE OR REPLACE FUNCTION mailroom_budget_refund(p_margin_ms INT)
     RETURNS TABLE (group_name TEXT, holder TEXT, emails BIGINT)
     LANGUAGE plpgsql AS $$
@@ -332,5 +347,53 @@ BEGIN
     )
     SELECT count(*) INTO v_n FROM del;
     RETURN QUERY SELECT v_n, 0::BIGINT, v_n = p_batch;
+END;
+$$;
+
+-- Folds, among the next p_batch grants after id p_after, the unrefunded grants that expired
+-- before p_before into one row per (group, holder, month, price, class) (see 4.). Rows
+-- another transaction holds are skipped. Returns how many rows were folded away, the last id
+-- examined and whether to go on (as mailroom_prune_budget_grants).
+CREATE FUNCTION mailroom_compact_budget_grants(p_after BIGINT, p_before TIMESTAMPTZ, p_batch INT)
+    RETURNS TABLE (pruned BIGINT, last_id BIGINT, more BOOLEAN)
+    LANGUAGE plpgsql
+    SET enable_seqscan = off SET enable_bitmapscan = off
+    AS $$
+DECLARE
+    k        RECORD;
+    v_seen   INT;
+    v_last   BIGINT;
+    v_newest TIMESTAMPTZ;
+    v_n      BIGINT := 0;
+BEGIN
+    SELECT count(*), max(w.id), max(w.expires_at)
+      INTO v_seen, v_last, v_newest
+      FROM (SELECT g.id, g.expires_at FROM budget_grants g
+             WHERE g.id > p_after ORDER BY g.id LIMIT p_batch) w;
+    FOR k IN
+        WITH locked AS (
+            SELECT g.id, g.group_id, g.holder, g.month, g.price_micros, g.recovery, g.emails,
+                   g.returned_emails, g.created_at, g.expires_at
+              FROM budget_grants g
+             WHERE g.id > p_after AND g.id <= coalesce(v_last, p_after)
+               AND NOT g.refunded AND g.expires_at < p_before
+               FOR UPDATE SKIP LOCKED
+        )
+        SELECT max(l.id) AS keep, array_agg(l.id) AS ids, sum(l.emails) AS emails,
+               sum(l.returned_emails) AS returned, min(l.created_at) AS created,
+               max(l.expires_at) AS expires
+          FROM locked l
+         GROUP BY l.group_id, l.holder, l.month, l.price_micros, l.recovery
+        HAVING count(*) > 1 AND sum(l.emails) <= 2147483647
+    LOOP
+        DELETE FROM budget_grants g WHERE g.id = ANY (k.ids) AND g.id <> k.keep;
+        UPDATE budget_grants g
+           SET emails = k.emails, returned_emails = k.returned, created_at = k.created,
+               expires_at = k.expires
+         WHERE g.id = k.keep;
+        v_n := v_n + cardinality(k.ids) - 1;
+    END LOOP;
+    RETURN QUERY SELECT v_n, coalesce(v_last, p_after),
+                        v_seen = p_batch AND (v_n > 0 OR v_newest < p_before);
 END;
 $$;
