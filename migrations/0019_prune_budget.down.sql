@@ -154,3 +154,4 @@ $$;
 DROP FUNCTION mailroom_budget_unspent(INT, TEXT);
 DROP INDEX soft_bounces_bounced_at_idx;
 DROP INDEX budget_grants_holder_idx;
+CREATE INDEX budget_grants_expiry_idx ON budget_grants (expires_at);
