@@ -5,7 +5,8 @@
 --   delivery_counts           folded to one row per (group, state) each pass (0013)
 --   reputation_hourly         folded to one row per (group, hour), hours past 91 days dropped
 --   sns_messages              rows older than 30 days deleted by each new message (0012):
---                             30 days of SNS messages at most (SNS redelivers for hours)
+--                             30 days of SNS messages at most (SNS retries an HTTP/S
+--                             endpoint for 3,600 s at most)
 --   soft_bounces              only the last 7 days count; older rows were deleted only when
 --                             the same address bounced again, so an address that bounced once
 --                             stayed for ever: now pruned by the retention pass (below)
