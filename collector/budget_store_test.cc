@@ -439,5 +439,56 @@ TEST_F(BudgetStoreTest, BadSettingsAndUnknownGroups) {
   EXPECT_TRUE(absl::IsInvalidArgument(store_->Acquire({"g", "s", 0, false, kPrice}).status()));
 }
 
+// Migration 0019: the refund reads the grants of holders whose grants all expired, not those
+// of a sender still at work (one that has run for weeks holds thousands of grants).
+TEST_F(BudgetRefundTest, TheRefundDoesNotReadTheGrantsOfALiveHolder) {
+  Exec("INSERT INTO budget_grants (group_id, month, holder, recovery, price_micros, emails, "
+       "expires_at) SELECT g.id, date_trunc('month', now())::DATE, 'live', false, 100, 1, "
+       "now() - make_interval(hours => i) FROM consumer_groups g, generate_series(0, 1999) i "
+       "WHERE g.name = 'g'");
+  Exec("UPDATE budget_grants SET expires_at = now() + INTERVAL '1 minute' "
+       "WHERE id = (SELECT max(id) FROM budget_grants)");
+  jobs_->LinkHolder("g", "sub-live", "live");
+  EXPECT_TRUE(Dequeue("sub-live", 1).empty());
+  ASSERT_EQ(Acquire(10, false, "dead").emails, 10);
+  jobs_->LinkHolder("g", "sub-dead", "dead");
+  EXPECT_TRUE(Dequeue("sub-dead", 1).empty());
+  Exec("UPDATE budget_grants SET expires_at = now() - INTERVAL '1 minute' WHERE holder = 'dead'");
+
+  // A fresh session: the view also shows this backend's counts not yet reported.
+  pqxx::connection session(url_);
+  pqxx::work tx(session);
+  pqxx::result r = tx.exec("SELECT holder, emails FROM mailroom_budget_refund(10000)");
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0][0].as<std::string>(), "dead");
+  EXPECT_EQ(r[0][1].as<int64_t>(), 10);
+  // This transaction's reads of budget_grants: no sequential scan, and a handful of rows
+  // (the dead holder's grant, read and locked a few times), not the live holder's 2,000.
+  pqxx::row reads = tx.exec1(
+      "SELECT seq_scan, seq_tup_read, idx_tup_fetch FROM pg_stat_xact_user_tables "
+      "WHERE relname = 'budget_grants'");
+  EXPECT_EQ(reads[0].as<int64_t>(), 0);
+  EXPECT_EQ(reads[1].as<int64_t>(), 0);
+  EXPECT_LE(reads[2].as<int64_t>(), 10);
+  tx.abort();
+}
+
+// Migration 0019: a grant no longer deletes grants that expired an hour ago, so a sender that
+// lived longer than an hour gets its unused emails back too (the retention pass prunes).
+TEST_F(BudgetRefundTest, ASenderThatLivedForHoursGetsItsUnusedEmailsBack) {
+  ASSERT_EQ(Acquire(10, false, "h1").emails, 10);
+  jobs_->LinkHolder("g", "sub-1", "h1");
+  InsertAccounts(3);
+  ASSERT_EQ(Dequeue("sub-1", 3).size(), 3u);
+  Exec("UPDATE deliveries SET due_at = now() - INTERVAL '1 second' WHERE state = 'leased'");
+  ExpireGrants(2 * 3600);
+  ASSERT_EQ(Acquire(5, false, "h1").emails, 5);  // an hour later, still at work
+  EXPECT_EQ(Int("SELECT count(*) FROM budget_grants"), 2);
+  ExpireGrants(11);
+  std::vector<BudgetRefund> r = Refund();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].emails, 10 + 5 - 3);
+}
+
 }  // namespace
 }  // namespace mailroom

@@ -13,7 +13,7 @@ namespace {
 // "mailprun" in ASCII: the session advisory lock held by the collector pruning right now.
 constexpr int64_t kPruneLockKey = 0x6d61696c7072756eLL;
 
-// Calls a migration-0013 prune function batch by batch (autocommit: one transaction per
+// Calls a prune function of migration 0013 or 0019 batch by batch (autocommit: one transaction per
 // call) until it says there is nothing more; returns the rows deleted.
 // Stops early (between transactions) once `stopping` returns true.
 template <typename Call, typename Stopping>
@@ -80,11 +80,14 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
                             " / 1000.0))::BIGINT, ", options_.batch, ")");
       });
     }
-    pqxx::nontransaction tx(conn);
-    report.counter_rows = tx.exec1("SELECT mailroom_compact_delivery_counts()")[0].as<int64_t>();
-    ++report.transactions;
-    report.reputation_rows = tx.exec1("SELECT mailroom_compact_reputation()")[0].as<int64_t>();
-    ++report.transactions;
+    {
+      pqxx::nontransaction tx(conn);
+      report.counter_rows =
+          tx.exec1("SELECT mailroom_compact_delivery_counts()")[0].as<int64_t>();
+      ++report.transactions;
+      report.reputation_rows = tx.exec1("SELECT mailroom_compact_reputation()")[0].as<int64_t>();
+      ++report.transactions;
+    }
     // Under the advisory lock too, so one collector refunds at a time (the SQL would be safe
     // without it: it locks the grants it credits).
     if (budgets_ != nullptr) {
@@ -100,6 +103,31 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
         }
       }
     }
+    // After the refund, so that grants it has just refunded are not kept for another pass.
+    if (options_.retention > absl::ZeroDuration()) {
+      const std::string before =
+          absl::StrCat("now() - make_interval(secs => ",
+                       absl::ToInt64Milliseconds(options_.retention), " / 1000.0)");
+      report.budget_grants += PruneAll(conn, &report.transactions, stopping, [&](int64_t after) {
+        return absl::StrCat("SELECT * FROM mailroom_prune_budget_grants(", after, ", ", before,
+                            ", ", options_.batch, ")");
+      });
+      // Grants of live senders, which are not pruned, folded an hour after they expired (a
+      // live sender returns a grant before it expires); after the prune, which keeps fewer.
+      report.budget_grants_folded +=
+          PruneAll(conn, &report.transactions, stopping, [&](int64_t after) {
+            return absl::StrCat("SELECT * FROM mailroom_compact_budget_grants(", after,
+                                ", now() - INTERVAL '1 hour', ", options_.batch, ")");
+          });
+      // After the grants: a holder whose last grants went in this pass is done with.
+      report.budget_subscriptions += PruneAll(conn, &report.transactions, stopping, [&](int64_t) {
+        return absl::StrCat("SELECT * FROM mailroom_prune_budget_subscriptions(", before, ", ",
+                            options_.batch, ")");
+      });
+      report.soft_bounces += PruneAll(conn, &report.transactions, stopping, [&](int64_t) {
+        return absl::StrCat("SELECT * FROM mailroom_prune_soft_bounces(", options_.batch, ")");
+      });
+    }
     // The advisory lock ends with the session (the connection closes here).
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("pruning: ", e.what()));
@@ -109,6 +137,13 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
                   {{"table", "deliveries"}});
     metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.tokens),
                   {{"table", "tokens"}});
+    metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.budget_grants),
+                  {{"table", "budget_grants"}});
+    metrics_->Add("mailroom_collector_pruned_total",
+                  static_cast<double>(report.budget_subscriptions),
+                  {{"table", "budget_subscriptions"}});
+    metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.soft_bounces),
+                  {{"table", "soft_bounces"}});
   }
   return report;
 }
@@ -122,9 +157,15 @@ void Retention::Run() {
     auto report = RunOnce();
     if (!report.ok()) {
       LogWarn("pruning failed", {{"error", std::string(report.status().message())}});
-    } else if (report->deliveries > 0 || report->tokens > 0) {
+    } else if (report->deliveries > 0 || report->tokens > 0 || report->budget_grants > 0 ||
+               report->budget_grants_folded > 0 || report->budget_subscriptions > 0 ||
+               report->soft_bounces > 0) {
       LogInfo("pruned", {{"deliveries", absl::StrCat(report->deliveries)},
                          {"tokens", absl::StrCat(report->tokens)},
+                         {"budget_grants", absl::StrCat(report->budget_grants)},
+                         {"budget_grants_folded", absl::StrCat(report->budget_grants_folded)},
+                         {"budget_subscriptions", absl::StrCat(report->budget_subscriptions)},
+                         {"soft_bounces", absl::StrCat(report->soft_bounces)},
                          {"transactions", absl::StrCat(report->transactions)}});
     }
   }

@@ -16,8 +16,9 @@ namespace mailroom {
 struct RetentionOptions {
   // Connection string with the collector's connection defaults (statement timeout, keepalives).
   std::string database_url;
-  // Finished deliveries and spent tokens older than this are deleted. Zero keeps everything
-  // (the outcome counters are still compacted).
+  // Finished deliveries, spent tokens and budget grants and subscriptions that can no longer
+  // matter older than this are deleted, and soft bounces older than the 7 days that count.
+  // Zero keeps everything (the outcome counters are still compacted).
   absl::Duration retention = absl::Hours(24 * 30);
   // Time between two passes.
   absl::Duration interval = absl::Minutes(1);
@@ -30,6 +31,10 @@ struct PruneReport {
   bool ran = false;            // false: another collector holds the pruning lock
   int64_t deliveries = 0;      // finished deliveries deleted
   int64_t tokens = 0;          // tokens deleted
+  int64_t budget_grants = 0;   // grants that can no longer matter deleted (migration 0019)
+  int64_t budget_grants_folded = 0;  // grants of live holders folded into another row
+  int64_t budget_subscriptions = 0;  // subscription rows of holders without grants deleted
+  int64_t soft_bounces = 0;    // soft bounces older than the 7 days that count deleted
   int64_t counter_rows = 0;    // delivery_counts rows left after compaction
   int64_t reputation_rows = 0; // reputation_hourly rows left after compaction (one per group and hour)
   int transactions = 0;        // batches run (one short transaction each)
@@ -48,8 +53,18 @@ struct PruneReport {
 // (BudgetStore::Refund), logs each holder refunded and counts the emails in
 // mailroom_budget_refunded_emails_total{group}.
 //
-// Exports mailroom_collector_pruned_total{table="deliveries"|"tokens"}. Thread-safe: RunOnce
-// may be called while Run() loops; Stop() may be called from any thread.
+// After the refund, the same batches prune migration 0019's tables: budget grants expired
+// before the retention that can no longer matter (refunded, fully returned, of a holder never
+// linked, or of a dead holder with nothing to give back), subscription rows of holders with
+// no grant left (not updated within the retention, holding no lease) and soft bounces older
+// than the 7 days that count; and it folds the grants of each holder that expired more than an
+// hour ago into one row per month, price and class (every sum unchanged), so a sender alive
+// for weeks keeps a few rows. None of it with a zero retention. Pruning never makes a refund
+// larger, folding changes none (see 0019's header).
+//
+// Exports mailroom_collector_pruned_total{table="deliveries"|"tokens"|"budget_grants"|
+// "budget_subscriptions"|"soft_bounces"}. Thread-safe: RunOnce may be called while Run()
+// loops; Stop() may be called from any thread.
 class Retention {
  public:
   // `budgets` may be null (no refunds); it must outlive the Retention.

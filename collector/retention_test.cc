@@ -5,6 +5,9 @@
 
 #include <pqxx/pqxx>
 
+#include <functional>
+#include <memory>
+
 #include "absl/strings/str_cat.h"
 #include "collector/migrate.h"
 #include "gtest/gtest.h"
@@ -279,6 +282,308 @@ TEST_F(RetentionTest, APassRefundsDeadHoldersLogsAndCountsThem) {
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->refunded_emails, 0);
   EXPECT_EQ(metrics.Value("mailroom_budget_refunded_emails_total", {{"group", "g"}}), 6);
+}
+
+// Migration 0019: budget grants, budget subscriptions and soft bounces stay bounded.
+class BudgetRetentionTest : public RetentionTest {
+ protected:
+  void SetUp() override {
+    RetentionTest::SetUp();
+    if (HasFatalFailure()) return;
+    Exec("SELECT mailroom_ensure_group('g', false)");
+    budgets_ = NewPgBudgetStore(url_, {});
+  }
+  // A grant of `emails` to `holder` in group g (unlimited budget: all of them), its id.
+  int64_t Grant(const std::string& holder, int emails) {
+    return Int(absl::StrCat("SELECT grant_id FROM mailroom_budget_grant('g', '", holder, "', ",
+                            emails, ", false, 100, 60000, NULL, 0)"));
+  }
+  // Links subscription `owner` to `holder`, counting `handed` jobs and `unsent` settled.
+  void Link(const std::string& owner, const std::string& holder, int handed, int unsent = 0) {
+    Exec(absl::StrCat("SELECT mailroom_budget_handed('g', '", owner, "', '", holder, "', ",
+                      handed, ")"));
+    Exec(absl::StrCat("SELECT mailroom_budget_settled('g', '", owner, "', ", unsent, ")"));
+  }
+  void ExpireGrant(int64_t id, const std::string& ago) {
+    Exec(absl::StrCat("UPDATE budget_grants SET expires_at = now() - INTERVAL '", ago,
+                      "' WHERE id = ", id));
+  }
+  // What mailroom_budget_refund would give back now, per holder ("holder=emails "), in a
+  // transaction rolled back (the margin is 0).
+  std::string RefundFigures() {
+    pqxx::work tx(*conn_);
+    std::string out;
+    for (const auto& row : tx.exec("SELECT holder, emails FROM mailroom_budget_refund(0) "
+                                   "ORDER BY holder")) {
+      absl::StrAppend(&out, row[0].c_str(), "=", row[1].c_str(), " ");
+    }
+    tx.abort();
+    return out;
+  }
+  int64_t Grants(const std::string& holder) {
+    return Int(absl::StrCat("SELECT count(*) FROM budget_grants WHERE holder = '", holder, "'"));
+  }
+  // Calls `sql` (a prune function returning pruned, last_id, more) as RetentionOptions' pass
+  // does until it says there is no more; returns "pruned/calls".
+  std::string PruneCalls(const std::function<std::string(int64_t)>& sql) {
+    int64_t after = 0, pruned = 0;
+    int calls = 0;
+    for (;;) {
+      pqxx::nontransaction tx(*conn_);
+      pqxx::row r = tx.exec1(sql(after));
+      ++calls;
+      pruned += r[0].as<int64_t>();
+      after = r[1].as<int64_t>();
+      if (!r[2].as<bool>()) break;
+    }
+    return absl::StrCat(pruned, "/", calls);
+  }
+
+  std::unique_ptr<BudgetStore> budgets_;
+};
+
+TEST_F(BudgetRetentionTest, OldGrantsGoOnlyWhenTheyCanNoLongerMatter) {
+  // "refunded": a dead holder refunded long ago (10 - 3 handed = 7 came back).
+  const int64_t refunded = Grant("refunded", 10);
+  Link("sub-refunded", "refunded", 3);
+  ExpireGrant(refunded, "1 minute");
+  ASSERT_EQ(RefundFigures(), "refunded=7 ");
+  ASSERT_EQ(budgets_->Refund()->size(), 1u);
+  ExpireGrant(refunded, "40 days");
+  // "returned": a live holder that gave back all of an old grant and holds a live one.
+  const int64_t returned = Grant("returned", 5);
+  ASSERT_EQ(Int(absl::StrCat("SELECT mailroom_budget_return('g', 'returned', ", returned,
+                             ", 5)")),
+            5);
+  ExpireGrant(returned, "40 days");
+  Grant("returned", 4);
+  Link("sub-returned", "returned", 2);
+  // "unlinked": no subscription ever linked to it, so no refund can ever come.
+  ExpireGrant(Grant("unlinked", 7), "40 days");
+  // "spent": a dead linked holder that may have spent more than it was granted.
+  ExpireGrant(Grant("spent", 3), "40 days");
+  Link("sub-spent", "spent", 5, 1);
+  // "leased": dead long ago, but its subscription still holds a lease: not refunded yet.
+  ExpireGrant(Grant("leased", 6), "40 days");
+  Link("sub-leased", "leased", 2);
+  Accounts(2, "l");
+  Exec("SELECT count(*) FROM mailroom_dequeue('g', 2, 'sub-leased', 3600000)");
+  // "recent": refunded, but expired within the retention.
+  const int64_t recent = Grant("recent", 8);
+  Link("sub-recent", "recent", 0);
+  ExpireGrant(recent, "1 minute");
+  ASSERT_EQ(budgets_->Refund()->size(), 1u);  // "recent" gets its 8 back
+  ExpireGrant(recent, "1 day");
+  const std::string refunds_before = RefundFigures();
+  // "leased" waits for its lease; "spent" has nothing to give back (3 - (5 - 1) < 0).
+  ASSERT_EQ(refunds_before, "");
+
+  Metrics metrics;
+  auto report = Retention(Options(3), &metrics).RunOnce();  // no BudgetStore: no refund
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->budget_grants, 4);  // refunded, returned, unlinked, spent
+  EXPECT_EQ(Grants("refunded"), 0);
+  EXPECT_EQ(Grants("returned"), 1);  // the live one
+  EXPECT_EQ(Grants("unlinked"), 0);
+  EXPECT_EQ(Grants("spent"), 0);
+  EXPECT_EQ(Grants("leased"), 1);  // kept until refunded
+  EXPECT_EQ(Grants("recent"), 1);
+  EXPECT_EQ(metrics.Value("mailroom_collector_pruned_total", {{"table", "budget_grants"}}), 4);
+  // The subscriptions of the holders left without grants go too (not updated in 40 days).
+  EXPECT_EQ(report->budget_subscriptions, 0);  // they were updated just now
+  EXPECT_EQ(RefundFigures(), refunds_before);
+
+  // The lease runs out: "leased" is refunded (6 - 2) and, expired 40 days ago, pruned in the
+  // same pass; then the subscriptions of holders without grants, idle for 40 days, go.
+  Exec("UPDATE deliveries SET due_at = now() - INTERVAL '1 second' WHERE state = 'leased'");
+  ASSERT_EQ(RefundFigures(), "leased=4 ");
+  Exec("UPDATE deliveries SET state = 'expired' WHERE state = 'leased'");
+  Exec("UPDATE budget_subscriptions SET updated_at = now() - INTERVAL '40 days'");
+  report = Retention(Options(3), &metrics, budgets_.get()).RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->refunded_emails, 4);
+  EXPECT_EQ(report->budget_grants, 1);
+  EXPECT_EQ(Grants("leased"), 0);
+  // refunded, unlinked (none), spent, leased: no grant left; returned and recent keep theirs.
+  EXPECT_EQ(report->budget_subscriptions, 3);
+  EXPECT_EQ(Text("SELECT string_agg(owner, ',' ORDER BY owner) FROM budget_subscriptions"),
+            "sub-recent,sub-returned");
+  EXPECT_EQ(metrics.Value("mailroom_collector_pruned_total", {{"table", "budget_grants"}}), 5);
+  EXPECT_EQ(
+      metrics.Value("mailroom_collector_pruned_total", {{"table", "budget_subscriptions"}}), 3);
+}
+
+TEST_F(BudgetRetentionTest, PruningNeverRaisesARefund) {
+  // Holder "h" (dead, linked): an old fully returned grant, an old grant it was never
+  // refunded for because its lease was held, and a recent one. Refund: 4 + 6 - (5 - 2) = 7.
+  const int64_t old_returned = Grant("h", 5);
+  ASSERT_EQ(Int(absl::StrCat("SELECT mailroom_budget_return('g', 'h', ", old_returned, ", 5)")),
+            5);
+  ExpireGrant(old_returned, "50 days");
+  ExpireGrant(Grant("h", 4), "45 days");
+  ExpireGrant(Grant("h", 6), "1 hour");
+  Link("sub-h", "h", 5, 2);
+  // Holder "k" gave back part of an old grant: 9 - 3 returned - 2 handed = 4.
+  const int64_t partly = Grant("k", 9);
+  ASSERT_EQ(Int(absl::StrCat("SELECT mailroom_budget_return('g', 'k', ", partly, ", 3)")), 3);
+  ExpireGrant(partly, "45 days");
+  Link("sub-k", "k", 2);
+  const std::string before = RefundFigures();
+  ASSERT_EQ(before, "h=7 k=4 ");
+
+  // Deleting any of h's grants only lowers it (by that grant's unused emails).
+  {
+    pqxx::work tx(*conn_);
+    tx.exec("DELETE FROM budget_grants WHERE holder = 'h' AND emails = 6");
+    EXPECT_EQ(tx.exec1("SELECT string_agg(holder || '=' || emails, ' ' ORDER BY holder) "
+                       "FROM mailroom_budget_refund(0)")[0].as<std::string>(),
+              "h=1 k=4");
+    tx.abort();
+  }
+
+  auto report = Retention(Options(2), nullptr).RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->budget_grants, 1);  // only the fully returned one
+  // h's other two grants (expired 45 days and an hour ago) are folded into one: 4 + 6 emails.
+  EXPECT_EQ(report->budget_grants_folded, 1);
+  EXPECT_EQ(Grants("h"), 1);
+  EXPECT_EQ(Int("SELECT emails FROM budget_grants WHERE holder = 'h'"), 10);
+  EXPECT_EQ(Grants("k"), 1);
+  EXPECT_EQ(RefundFigures(), before);
+}
+
+TEST_F(BudgetRetentionTest, GrantsArePrunedInBoundedBatches) {
+  // 22 unlinked grants expired long ago and 2 recent ones, batches of 5: ceil(24 / 5) = 5
+  // windows, one transaction each; the last one is short and ends the walk.
+  for (int i = 0; i < 22; ++i) Grant("old", 1);
+  Exec("UPDATE budget_grants SET expires_at = now() - INTERVAL '31 days'");
+  Grant("new", 1);
+  Grant("new", 1);
+  auto prune = [](int64_t after) {
+    return absl::StrCat("SELECT * FROM mailroom_prune_budget_grants(", after,
+                        ", now() - INTERVAL '30 days', 5)");
+  };
+  EXPECT_EQ(PruneCalls(prune), "22/5");
+  EXPECT_EQ(Grants("old"), 0);
+  EXPECT_EQ(Grants("new"), 2);
+  // A full window of recent grants that deletes nothing ends the walk (old grants after it
+  // wait for a later pass)...
+  for (int i = 0; i < 3; ++i) Grant("new", 1);
+  for (int i = 0; i < 3; ++i) Grant("old", 1);
+  Exec("UPDATE budget_grants SET expires_at = now() - INTERVAL '31 days', id = id + 1000 "
+       "WHERE holder = 'old'");
+  EXPECT_EQ(PruneCalls(prune), "0/1");
+  EXPECT_EQ(Grants("old"), 3);
+  // ...a window of old grants kept (a linked holder not refunded yet) does not.
+  Exec("DELETE FROM budget_grants WHERE holder <> 'old'");
+  for (int i = 0; i < 6; ++i) Grant("kept", 1);
+  Link("sub-kept", "kept", 0);
+  Exec("UPDATE budget_grants SET expires_at = now() - INTERVAL '31 days'");
+  EXPECT_EQ(PruneCalls(prune), "3/2");  // {kept x5}, {kept, old x3}
+  EXPECT_EQ(Grants("old"), 0);
+  EXPECT_EQ(Grants("kept"), 6);
+}
+
+TEST_F(BudgetRetentionTest, SubscriptionsGoOnlyWithoutGrantsLeasesOrRecentUse) {
+  // 7 subscriptions of holders without grants, idle for 40 days: pruned 3 at a time.
+  for (int i = 0; i < 7; ++i) Link(absl::StrCat("idle-", i), absl::StrCat("gone-", i), 4, 1);
+  // Kept: one whose holder still has a grant, one holding a lease, one used recently.
+  Grant("alive", 3);
+  Link("with-grant", "alive", 1);
+  Link("with-lease", "gone-lease", 1);
+  Accounts(1, "s");
+  Exec("SELECT count(*) FROM mailroom_dequeue('g', 1, 'with-lease', 1)");
+  Exec("UPDATE deliveries SET due_at = now() - INTERVAL '1 hour'");  // run out, not settled
+  Exec("UPDATE budget_subscriptions SET updated_at = now() - INTERVAL '40 days'");
+  Link("recent", "gone-recent", 1);
+  EXPECT_EQ(PruneCalls([](int64_t) {
+              return "SELECT * FROM mailroom_prune_budget_subscriptions("
+                     "now() - INTERVAL '30 days', 3)";
+            }),
+            "7/3");
+  EXPECT_EQ(Text("SELECT string_agg(owner, ',' ORDER BY owner) FROM budget_subscriptions"),
+            "recent,with-grant,with-lease");
+}
+
+TEST_F(BudgetRetentionTest, SoftBouncesOlderThanTheirWeekGoInBatches) {
+  Exec("INSERT INTO soft_bounces (address, bounced_at) SELECT 'old' || i || '@example.test', "
+       "now() - INTERVAL '8 days' FROM generate_series(1, 9) i");
+  Exec("INSERT INTO soft_bounces (address, bounced_at) SELECT 'new' || i || '@example.test', "
+       "now() - INTERVAL '6 days' FROM generate_series(1, 2) i");
+  auto report = Retention(Options(4), nullptr).RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->soft_bounces, 9);
+  EXPECT_EQ(Int("SELECT count(*) FROM soft_bounces WHERE address LIKE 'new%'"), 2);
+  EXPECT_EQ(Int("SELECT count(*) FROM soft_bounces"), 2);
+  EXPECT_EQ(PruneCalls([](int64_t) { return "SELECT * FROM mailroom_prune_soft_bounces(4)"; }),
+            "0/1");
+}
+
+TEST_F(BudgetRetentionTest, ZeroRetentionKeepsBudgetRowsAndSoftBounces) {
+  ExpireGrant(Grant("unlinked", 2), "400 days");
+  Link("idle", "nobody", 1);
+  Exec("UPDATE budget_subscriptions SET updated_at = now() - INTERVAL '400 days'");
+  Exec("INSERT INTO soft_bounces (address, bounced_at) "
+       "VALUES ('a@example.test', now() - INTERVAL '400 days')");
+  RetentionOptions o = Options();
+  o.retention = absl::ZeroDuration();
+  auto report = Retention(o, nullptr).RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->budget_grants + report->budget_subscriptions + report->soft_bounces, 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM budget_grants") +
+                Int("SELECT count(*) FROM budget_subscriptions") +
+                Int("SELECT count(*) FROM soft_bounces"),
+            3);
+}
+
+TEST_F(BudgetRetentionTest, ALiveSendersGrantsAreFoldedAndItsRefundIsUnchanged) {
+  // A sender at work for a long time: 40 grants of 5 emails, 3 of them given back in part,
+  // expired over the last days, its newest grant live; one subscription handed 150 jobs, 20
+  // settled unsent. Another holder's grants are not mixed in.
+  for (int i = 0; i < 40; ++i) Grant("live", 5);
+  Exec("UPDATE budget_grants SET returned_emails = 2 WHERE id IN (3, 17, 30)");
+  Exec("UPDATE budget_grants SET expires_at = now() - make_interval(hours => 2 + id::INT)");
+  const int64_t newest = Grant("live", 5);
+  Link("sub-live", "live", 150, 20);
+  ExpireGrant(Grant("other", 7), "3 hours");
+  ExpireGrant(Grant("other", 7), "3 hours");
+  Link("sub-other", "other", 1);
+  Exec("UPDATE budget_grants SET price_micros = 200 WHERE holder = 'other' AND id = (SELECT "
+       "max(id) FROM budget_grants WHERE holder = 'other')");  // another price: not folded
+  // Once the sender is dead, it would get 41 * 5 - 6 - (150 - 20) = 69 back; other 14 - 1.
+  auto dead_refund = [&] {
+    pqxx::work tx(*conn_);
+    tx.exec(absl::StrCat("UPDATE budget_grants SET expires_at = now() - INTERVAL '1 minute' "
+                         "WHERE id = ", newest));
+    std::string out;
+    for (const auto& row : tx.exec("SELECT holder, emails FROM mailroom_budget_refund(0) "
+                                   "ORDER BY holder")) {
+      absl::StrAppend(&out, row[0].c_str(), "=", row[1].c_str(), " ");
+    }
+    tx.abort();
+    return out;
+  };
+  ASSERT_EQ(dead_refund(), "live=69 other=13 ");
+  ASSERT_EQ(RefundFigures(), "other=13 ");  // the live sender gets nothing while it lives
+
+  auto report = Retention(Options(7), nullptr).RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->budget_grants, 0);
+  // Windows of 7 ids: 40 expired grants of "live" fold to one row per window (6), then the
+  // next pass folds those 6 into 1.
+  EXPECT_EQ(report->budget_grants_folded, 40 - 6);
+  report = Retention(Options(7), nullptr).RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->budget_grants_folded, 5);
+  EXPECT_EQ(Grants("live"), 2);  // the folded row and the live grant
+  EXPECT_EQ(Int("SELECT emails * 1000 + returned_emails FROM budget_grants "
+                "WHERE holder = 'live' AND id <> " + std::to_string(newest)),
+            200 * 1000 + 6);
+  EXPECT_EQ(Grants("other"), 2);
+  EXPECT_EQ(RefundFigures(), "other=13 ");
+  EXPECT_EQ(dead_refund(), "live=69 other=13 ");
+  EXPECT_EQ(Int("SELECT sum(emails) * 1000 + sum(returned_emails) FROM budget_grants"),
+            (41 * 5 + 14) * 1000 + 6);
 }
 
 }  // namespace
