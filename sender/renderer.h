@@ -13,10 +13,9 @@
 #include "proto/mailroom/v1/mailroom.pb.h"
 #include "sender/transport.h"
 
-namespace kainjow::mustache {
-template <typename StringType>
-class basic_mustache;
-}  // namespace kainjow::mustache
+namespace mailroom {
+class TemplatePool;
+}  // namespace mailroom
 
 namespace mailroom {
 
@@ -83,8 +82,9 @@ class Templates {
   struct Set {
     std::string part[3];    // subject, txt, html
     std::string origin[3];  // where each came from: a path, or "built-in <name>"
-    // Each part parsed once by Load; Render copies it instead of parsing per email.
-    std::shared_ptr<const kainjow::mustache::basic_mustache<std::string>> parsed[3];
+    // Each part parsed once by Load; Render reuses the pool's instances instead of parsing
+    // (or copying the parse) per email. Shared by copies of the Templates.
+    std::shared_ptr<const TemplatePool> parsed[3];
   };
   std::map<std::string, Set> sets_[2];  // [activation, password_recovery][locale]
 };
