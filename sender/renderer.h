@@ -62,7 +62,8 @@ const std::vector<std::pair<std::string, std::string>>& BuiltinTemplateFiles();
 // Variables: login, email, link (base URL + /activate or /recover + ?token=...), token, code,
 // expires_at (formatted for the locale, UTC: FormatExpiry), expires_at_iso (RFC 3339 UTC),
 // expires_in_minutes, product_name. HTML escapes every variable; text and subject do not, and
-// the subject loses CR/LF. Immutable after Load: thread-safe.
+// the subject loses CR/LF. Immutable after Load (the reusable render instances aside, which
+// TemplatePool guards): thread-safe.
 class Templates {
  public:
   // Loads the built-in set, then `dir` when non-empty. Every template is parsed and rendered
