@@ -143,12 +143,6 @@ int64_t Scalar(pqxx::connection& c, const std::string& sql) {
   return tx.exec1(sql)[0].as<int64_t>();
 }
 
-int64_t Scalar(const std::string& url, const std::string& sql) {
-  pqxx::connection c(url);
-  pqxx::nontransaction tx(c);
-  return tx.exec1(sql)[0].as<int64_t>();
-}
-
 // Queues n more tokens (accounts inserted in transactions of 10,000) and analyzes.
 void Queue(const std::string& url, int from, int n) {
   pqxx::connection c(url);

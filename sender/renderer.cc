@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "sender/message.h"
+#include "sender/template_pool.h"
 
 namespace mailroom {
 namespace {
@@ -123,16 +124,6 @@ absl::StatusOr<std::optional<TemplateName>> ParseName(const std::string& file) {
         "MAILROOM_TEMPLATE_DIR: ", file, ": expected <action>.<part> or <action>.<locale>.<part>"));
   }
   return n;
-}
-
-// Renders one template; `escape` false for the subject and the text part.
-std::string RenderOne(const kainjow::mustache::mustache& parsed,
-                      const kainjow::mustache::data& data, bool escape, bool* ok) {
-  kainjow::mustache::mustache m = parsed;  // a copy: rendering is not const
-  if (!escape) m.set_custom_escape([](const std::string& s) { return s; });
-  std::string out = m.render(data);
-  *ok = *ok && m.is_valid();
-  return out;
 }
 
 TemplateVars SampleVars() {
@@ -241,10 +232,11 @@ absl::StatusOr<Templates> Templates::Load(const std::string& dir) {
               "MAILROOM_TEMPLATE_DIR: ", where, file, " is missing (a locale's templates must "
               "include subject, txt and html)"));
         }
-        auto parsed = std::make_shared<kainjow::mustache::mustache>(set.part[p]);
-        if (!parsed->is_valid()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "MAILROOM_TEMPLATE_DIR: ", set.origin[p], ": ", parsed->error_message()));
+        // The HTML part escapes variables; the subject and the text part do not.
+        auto parsed = std::make_shared<const TemplatePool>(set.part[p], /*escape=*/p == 2);
+        if (!parsed->valid()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("MAILROOM_TEMPLATE_DIR: ", set.origin[p], ": ", parsed->error()));
         }
         set.parsed[p] = std::move(parsed);
       }
@@ -303,12 +295,12 @@ absl::StatusOr<RenderedEmail> Templates::Render(v1::Action action, const Templat
 
   RenderedEmail out;
   bool ok = true;
-  out.subject = RenderOne(*set.parsed[0], data, /*escape=*/false, &ok);
+  out.subject = set.parsed[0]->Render(data, &ok);
   for (char& c : out.subject) {
     if (c == '\r' || c == '\n') c = ' ';
   }
-  out.text = RenderOne(*set.parsed[1], data, /*escape=*/false, &ok);
-  out.html = RenderOne(*set.parsed[2], data, /*escape=*/true, &ok);
+  out.text = set.parsed[1]->Render(data, &ok);
+  out.html = set.parsed[2]->Render(data, &ok);
   if (!ok) return absl::InternalError("template rendering failed");
   return out;
 }

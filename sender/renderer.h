@@ -13,10 +13,9 @@
 #include "proto/mailroom/v1/mailroom.pb.h"
 #include "sender/transport.h"
 
-namespace kainjow::mustache {
-template <typename StringType>
-class basic_mustache;
-}  // namespace kainjow::mustache
+namespace mailroom {
+class TemplatePool;
+}  // namespace mailroom
 
 namespace mailroom {
 
@@ -63,7 +62,8 @@ const std::vector<std::pair<std::string, std::string>>& BuiltinTemplateFiles();
 // Variables: login, email, link (base URL + /activate or /recover + ?token=...), token, code,
 // expires_at (formatted for the locale, UTC: FormatExpiry), expires_at_iso (RFC 3339 UTC),
 // expires_in_minutes, product_name. HTML escapes every variable; text and subject do not, and
-// the subject loses CR/LF. Immutable after Load: thread-safe.
+// the subject loses CR/LF. Immutable after Load (the reusable render instances aside, which
+// TemplatePool guards): thread-safe.
 class Templates {
  public:
   // Loads the built-in set, then `dir` when non-empty. Every template is parsed and rendered
@@ -83,8 +83,9 @@ class Templates {
   struct Set {
     std::string part[3];    // subject, txt, html
     std::string origin[3];  // where each came from: a path, or "built-in <name>"
-    // Each part parsed once by Load; Render copies it instead of parsing per email.
-    std::shared_ptr<const kainjow::mustache::basic_mustache<std::string>> parsed[3];
+    // Each part parsed once by Load; Render reuses the pool's instances instead of parsing
+    // (or copying the parse) per email. Shared by copies of the Templates.
+    std::shared_ptr<const TemplatePool> parsed[3];
   };
   std::map<std::string, Set> sets_[2];  // [activation, password_recovery][locale]
 };
