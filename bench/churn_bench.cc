@@ -10,10 +10,12 @@
 // Then a transaction with an xid is held open on another connection for --hold seconds while
 // rounds go on (an application session left idle in a transaction), then rolled back, and a
 // few more rounds show the recovery; with --idle_timeout=S the same again with
-// idle_in_transaction_session_timeout = S s on that session (the mitigation).
+// idle_in_transaction_session_timeout = S s on that session (the mitigation), for
+// --timeout_hold seconds of rounds (default: --hold; --hold=0 runs the mitigation alone).
 //
 // Usage: churn_bench [--tokens=10000000] [--round=100000] [--hold=600] [--after=3]
-//                    [--idle_timeout=0] [--expiry=60] [--retention_ms=1000] [--fsync=off]
+//                    [--idle_timeout=0] [--timeout_hold=<hold>] [--expiry=60]
+//                    [--retention_ms=1000] [--fsync=off]
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -44,6 +46,7 @@ struct Options {
   int expiry_seconds = 60;
   int retention_ms = 1000;
   int idle_timeout_seconds = 0;
+  int timeout_hold_seconds = -1;  // -1: as hold_seconds
   bool fsync = false;
 };
 
@@ -192,13 +195,14 @@ class Churn {
 // idle in a transaction) for --hold seconds while rounds go on, then rolls it back and runs
 // --after rounds. With `idle_timeout` > 0 the session has idle_in_transaction_session_timeout
 // set to that many seconds (the mitigation): PostgreSQL ends it.
-void HoldOpen(Churn& churn, const std::string& url, const Options& o, int idle_timeout) {
+void HoldOpen(Churn& churn, const std::string& url, const Options& o, int idle_timeout,
+              int hold_seconds) {
   if (idle_timeout > 0) {
     std::printf("the same with idle_in_transaction_session_timeout = %d s on that session:\n",
                 idle_timeout);
   } else {
     std::printf("a transaction with an xid held open on another connection for %d s:\n",
-                o.hold_seconds);
+                hold_seconds);
   }
   pqxx::connection holder(url);
   if (idle_timeout > 0) {
@@ -208,7 +212,7 @@ void HoldOpen(Churn& churn, const std::string& url, const Options& o, int idle_t
   auto held = std::make_unique<pqxx::work>(holder);
   held->exec("SELECT pg_current_xact_id()");
   absl::Time start = absl::Now();
-  while (absl::Now() - start < absl::Seconds(o.hold_seconds)) {
+  while (absl::Now() - start < absl::Seconds(hold_seconds)) {
     churn.Round(absl::StrCat(idle_timeout > 0 ? "timeout " : "held ",
                              static_cast<int>(absl::ToDoubleSeconds(absl::Now() - start)),
                              " s"));
@@ -253,6 +257,8 @@ int main(int argc, char** argv) {
       ok = absl::SimpleAtoi(a, &o.retention_ms);
     } else if (absl::ConsumePrefix(&a, "--idle_timeout=")) {
       ok = absl::SimpleAtoi(a, &o.idle_timeout_seconds);
+    } else if (absl::ConsumePrefix(&a, "--timeout_hold=")) {
+      ok = absl::SimpleAtoi(a, &o.timeout_hold_seconds) && o.timeout_hold_seconds >= 0;
     } else if (absl::ConsumePrefix(&a, "--fsync=")) {
       o.fsync = a == "on";
     } else {
@@ -283,9 +289,10 @@ int main(int argc, char** argv) {
   churn.Warmup();
   for (int r = 1; churn.inserted() < o.tokens; ++r) churn.Round(absl::StrCat("round ", r));
 
-  if (o.hold_seconds > 0) {
-    mailroom::HoldOpen(churn, *url, o, 0);
-    if (o.idle_timeout_seconds > 0) mailroom::HoldOpen(churn, *url, o, o.idle_timeout_seconds);
+  if (o.hold_seconds > 0) mailroom::HoldOpen(churn, *url, o, 0, o.hold_seconds);
+  if (o.idle_timeout_seconds > 0) {
+    mailroom::HoldOpen(churn, *url, o, o.idle_timeout_seconds,
+                       o.timeout_hold_seconds >= 0 ? o.timeout_hold_seconds : o.hold_seconds);
   }
   return 0;
 }
