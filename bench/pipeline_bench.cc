@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -201,7 +202,8 @@ class Pipeline {
   ~Pipeline() {
     collector_.reset();
     pg_.reset();
-    std::system(absl::StrCat("rm -rf ", dir_).c_str());
+    std::error_code ignored;  // best effort: a leftover temp dir is not worth failing the bench
+    std::filesystem::remove_all(dir_, ignored);
   }
 
   std::unique_ptr<Process> StartSender(std::map<std::string, std::string> env,
