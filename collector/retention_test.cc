@@ -309,9 +309,10 @@ class BudgetRetentionTest : public RetentionTest {
                       "' WHERE id = ", id));
   }
   // What mailroom_budget_refund would give back now, per holder ("holder=emails "), in a
-  // transaction rolled back (the margin is 0).
-  std::string RefundFigures() {
+  // transaction rolled back (the margin is 0), after `first` (SQL, optional) in it.
+  std::string RefundFigures(const std::string& first = "") {
     pqxx::work tx(*conn_);
+    if (!first.empty()) tx.exec(first);
     std::string out;
     for (const auto& row : tx.exec("SELECT holder, emails FROM mailroom_budget_refund(0) "
                                    "ORDER BY holder")) {
@@ -552,16 +553,8 @@ TEST_F(BudgetRetentionTest, ALiveSendersGrantsAreFoldedAndItsRefundIsUnchanged) 
        "max(id) FROM budget_grants WHERE holder = 'other')");  // another price: not folded
   // Once the sender is dead, it would get 41 * 5 - 6 - (150 - 20) = 69 back; other 14 - 1.
   auto dead_refund = [&] {
-    pqxx::work tx(*conn_);
-    tx.exec(absl::StrCat("UPDATE budget_grants SET expires_at = now() - INTERVAL '1 minute' "
-                         "WHERE id = ", newest));
-    std::string out;
-    for (const auto& row : tx.exec("SELECT holder, emails FROM mailroom_budget_refund(0) "
-                                   "ORDER BY holder")) {
-      absl::StrAppend(&out, row[0].c_str(), "=", row[1].c_str(), " ");
-    }
-    tx.abort();
-    return out;
+    return RefundFigures(absl::StrCat(
+        "UPDATE budget_grants SET expires_at = now() - INTERVAL '1 minute' WHERE id = ", newest));
   };
   ASSERT_EQ(dead_refund(), "live=69 other=13 ");
   ASSERT_EQ(RefundFigures(), "other=13 ");  // the live sender gets nothing while it lives

@@ -2,6 +2,7 @@
 // against a throwaway PostgreSQL, one fresh database per test.
 #include <pqxx/pqxx>
 #include <chrono>
+#include <functional>
 #include <regex>
 #include <set>
 #include <thread>
@@ -515,6 +516,40 @@ class RenewTest : public SchemaTest {
     }
     return false;
   }
+  // Runs `call` on its own connection while another transaction holds an update of the first
+  // lease: waits until `call` waits for that row, commits the update (which moves the row), and
+  // returns what `call` returned.
+  int64_t PastAConcurrentUpdate(const std::function<int64_t(pqxx::connection_base&)>& call) {
+    pqxx::connection other(url_);
+    pqxx::work blocker(other);
+    blocker.exec("UPDATE deliveries SET due_at = now() + interval '1 minute'"
+                 " WHERE token_id = (SELECT min(token_id) FROM deliveries)");
+    pqxx::connection c(url_);
+    const int pid = c.backendpid();
+    int64_t result = -1;
+    std::thread t([&] { result = call(c); });
+    EXPECT_TRUE(WaitsForALock(pid)) << "the call never waited for the blocker's row";
+    blocker.commit();
+    t.join();
+    return result;
+  }
+  // The auto_explain plans of the statements that read deliveries (not the counters'
+  // statement trigger); each is checked for a read of the whole table.
+  static std::vector<std::string> DeliveriesPlans(const std::vector<std::string>& notices) {
+    std::vector<std::string> out;
+    for (const std::string& n : notices) {
+      if (n.find("Query Text:") == std::string::npos ||
+          n.find("deliveries d") == std::string::npos ||
+          n.find("delivery_counts") != std::string::npos) {
+        continue;
+      }
+      EXPECT_THAT(n, ::testing::Not(HasSubstr("Seq Scan on deliveries"))) << n;
+      EXPECT_THAT(n, ::testing::Not(HasSubstr("deliveries_owner_idx"))) << n;
+      EXPECT_THAT(n, ::testing::Not(HasSubstr("Materialize"))) << n;
+      out.push_back(n);
+    }
+    return out;
+  }
   // Renews the first `n` leases (by id) as `owner` with `attempts` ('NULL': any) on `c`.
   static int64_t Renew(pqxx::connection_base& c, int n, const std::string& owner = "plan-test",
                        const std::string& attempts = "NULL") {
@@ -549,22 +584,14 @@ TEST_F(RenewTest, RenewalsStayPerRowProbesWhenDeliveriesGrowAfterAnEmptyAnalyze)
             1000);
 
   const std::regex removed(R"(Rows Removed by (?:Join )?Filter: (\d+))");
-  int checked = 0;
-  for (const std::string& n : plans.notices) {
-    if (n.find("Query Text:") == std::string::npos || n.find("deliveries d") == std::string::npos ||
-        n.find("delivery_counts") != std::string::npos) {
-      continue;  // not one of the renewal's statements (or the counters' statement trigger)
-    }
-    ++checked;
+  const std::vector<std::string> renewals = DeliveriesPlans(plans.notices);
+  for (const std::string& n : renewals) {
     for (std::sregex_iterator it(n.begin(), n.end(), removed), end; it != end; ++it) {
       EXPECT_LT(std::stoll((*it)[1]), 100) << n;
     }
-    EXPECT_THAT(n, ::testing::Not(HasSubstr("Seq Scan on deliveries"))) << n;
-    EXPECT_THAT(n, ::testing::Not(HasSubstr("deliveries_owner_idx"))) << n;
-    EXPECT_THAT(n, ::testing::Not(HasSubstr("Materialize"))) << n;
   }
   // 8 calls that renew (probe + write) and 2 that renew nothing (probe only).
-  EXPECT_EQ(checked, 18) << "auto_explain showed no renewal";
+  EXPECT_EQ(renewals.size(), 18u) << "auto_explain showed no renewal";
 }
 
 // An update between the renewal's probe and its write (here: another transaction renewing one
@@ -572,19 +599,7 @@ TEST_F(RenewTest, RenewalsStayPerRowProbesWhenDeliveriesGrowAfterAnEmptyAnalyze)
 // it again instead of skipping it, so a live lease is never reported lost.
 TEST_F(RenewTest, ARowMovedByAConcurrentUpdateIsRenewedAllTheSame) {
   Lease(50);
-  pqxx::connection other(url_);
-  pqxx::work blocker(other);
-  blocker.exec("UPDATE deliveries SET due_at = now() + interval '1 minute'"
-               " WHERE token_id = (SELECT min(token_id) FROM deliveries)");
-  pqxx::connection c(url_);
-  const int pid = c.backendpid();
-  int64_t renewed = -1;
-  std::thread renewal([&] { renewed = Renew(c, 50); });
-  // Wait until the renewal is blocked on the row the blocker holds.
-  EXPECT_TRUE(WaitsForALock(pid)) << "the renewal never waited for the blocker's row";
-  blocker.commit();
-  renewal.join();
-  EXPECT_EQ(renewed, 50);
+  EXPECT_EQ(PastAConcurrentUpdate([](pqxx::connection_base& c) { return Renew(c, 50); }), 50);
   EXPECT_EQ(Int("SELECT count(*) FROM deliveries WHERE due_at > now() + interval '100 seconds'"),
             50);
 }
@@ -637,13 +652,8 @@ TEST_F(AckPlanTest, AcknowledgementsStayPerRowProbesWhenDeliveriesGrowAfterAnEmp
   EXPECT_EQ(Int("SELECT cost_micros FROM group_usage"), 49000);
 
   const std::regex removed(R"(Rows Removed by (?:Join )?Filter: (\d+))");
-  int checked = 0;
-  for (const std::string& n : plans.notices) {
-    if (n.find("Query Text:") == std::string::npos || n.find("deliveries d") == std::string::npos ||
-        n.find("delivery_counts") != std::string::npos) {
-      continue;  // not one of the acknowledgement's statements (or the counters' trigger)
-    }
-    ++checked;
+  const std::vector<std::string> acks = DeliveriesPlans(plans.notices);
+  for (const std::string& n : acks) {
     // Rows removed by a node that reads deliveries (a filter over the batch's own outcomes,
     // such as the SENT count's, is per batch, not per table).
     std::string node;
@@ -656,9 +666,6 @@ TEST_F(AckPlanTest, AcknowledgementsStayPerRowProbesWhenDeliveriesGrowAfterAnEmp
         EXPECT_LT(std::stoll(m[1]), 100) << n;
       }
     }
-    EXPECT_THAT(n, ::testing::Not(HasSubstr("Seq Scan on deliveries"))) << n;
-    EXPECT_THAT(n, ::testing::Not(HasSubstr("deliveries_owner_idx"))) << n;
-    EXPECT_THAT(n, ::testing::Not(HasSubstr("Materialize"))) << n;
     EXPECT_THAT(n, ::testing::Not(HasSubstr("Hash Join"))) << n;
     EXPECT_THAT(n, ::testing::Not(HasSubstr("Merge Join"))) << n;
     if (n.find("UPDATE deliveries") != std::string::npos) {
@@ -666,7 +673,7 @@ TEST_F(AckPlanTest, AcknowledgementsStayPerRowProbesWhenDeliveriesGrowAfterAnEmp
     }
   }
   // 8 calls that record (probe + write) and 2 that record nothing (probe only).
-  EXPECT_EQ(checked, 18) << "auto_explain showed no acknowledgement";
+  EXPECT_EQ(acks.size(), 18u) << "auto_explain showed no acknowledgement";
 }
 
 // An update between the acknowledgement's probe and its write (another transaction renewing
@@ -674,18 +681,7 @@ TEST_F(AckPlanTest, AcknowledgementsStayPerRowProbesWhenDeliveriesGrowAfterAnEmp
 // acknowledgement probes it again, so the outcome is recorded, once.
 TEST_F(AckPlanTest, ARowMovedByAConcurrentUpdateIsAcknowledgedAllTheSame) {
   Lease(50);
-  pqxx::connection other(url_);
-  pqxx::work blocker(other);
-  blocker.exec("UPDATE deliveries SET due_at = now() + interval '1 minute'"
-               " WHERE token_id = (SELECT min(token_id) FROM deliveries)");
-  pqxx::connection c(url_);
-  const int pid = c.backendpid();
-  int64_t recorded = -1;
-  std::thread ack([&] { recorded = Ack(c, 50); });
-  EXPECT_TRUE(WaitsForALock(pid)) << "the acknowledgement never waited for the blocker's row";
-  blocker.commit();
-  ack.join();
-  EXPECT_EQ(recorded, 50);
+  EXPECT_EQ(PastAConcurrentUpdate([](pqxx::connection_base& c) { return Ack(c, 50); }), 50);
   EXPECT_EQ(Int("SELECT count(*) FROM deliveries WHERE state = 'sent'"), 50);
   EXPECT_EQ(Int("SELECT sent FROM group_usage"), 50);
 }
