@@ -1,6 +1,7 @@
 // The schema's behaviour (seeds 000/001 "Let's Try It Out", with the seeds' defects fixed),
 // against a throwaway PostgreSQL, one fresh database per test.
 #include <pqxx/pqxx>
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <regex>
@@ -710,6 +711,315 @@ TEST_F(AckPlanTest, ARowMovedByAConcurrentUpdateIsAcknowledgedAllTheSame) {
   EXPECT_EQ(PastAConcurrentUpdate([](pqxx::connection_base& c) { return Ack(c, 50); }), 50);
   EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE state = 'sent'"), 50);
   EXPECT_EQ(Int("SELECT sent FROM group_usage"), 50);
+}
+
+// 0021: lease batches. The statements 0021 adds read lease_batches through its partial indexes
+// whatever the statistics: the expiry of batches whose lease ran out (lease_batches_due_idx),
+// the acknowledgement's and the renewal's lookup of the holder's batches
+// (lease_batches_owner_idx) and mailroom_stats' count of batch jobs in flight (a partial index
+// over leased batches). The tables are analysed while empty, then grown to kBatches batches
+// of kJobs jobs (kOwners holders in turn) of which the first kDone are acknowledged whole;
+// plans are read with auto_explain (actual rows), in more calls than plpgsql's five custom
+// plans so that generic plans are checked too.
+class BatchPlanTest : public SchemaTest {
+ protected:
+  static constexpr int kBatches = 1000, kJobs = 5, kOwners = 5, kDone = 800;
+  static constexpr int kLeased = kBatches - kDone;  // kLeased / kOwners per holder
+
+  void SetUp() override {
+    SchemaTest::SetUp();
+    if (HasFatalFailure()) return;
+    for (const char* t : {"tokens", "accounts", "deliveries", "lease_batches"}) {
+      Exec(absl::StrCat("ALTER TABLE ", t, " SET (autovacuum_enabled = false)"));
+    }
+    {
+      pqxx::nontransaction tx(*conn_);
+      tx.exec("VACUUM ANALYZE tokens, accounts, deliveries, lease_batches");
+      // JIT off for the setup's session only: its 800 acknowledgements would each be compiled
+      // (mailroom_batch_match's plan carries the disable cost of a nested loop). The plans
+      // checked are another session's, with the server's defaults.
+      tx.exec("SET jit = off");
+    }
+    Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com',"
+                      " 'u' || i FROM generate_series(1, ", kBatches * kJobs, ") i"));
+    // One dequeue per batch, holders in turn ('o0', 'o1', ...), leases of an hour.
+    Exec(absl::StrCat("DO $$ BEGIN FOR i IN 0 .. ", kBatches - 1, " LOOP"
+                      " PERFORM * FROM mailroom_dequeue('mailroom', ", kJobs, ", 'o' || i % ",
+                      kOwners, ", 3600000); END LOOP; END $$"));
+    Exec(absl::StrCat("DO $$ DECLARE b RECORD; BEGIN FOR b IN SELECT * FROM lease_batches"
+                      " ORDER BY batch_id LIMIT ", kDone, " LOOP PERFORM mailroom_ack('mailroom',"
+                      " b.owner, b.ids, array_fill(1, ARRAY[", kJobs, "]), array_fill('sent'::TEXT,"
+                      " ARRAY[", kJobs, "]), array_fill(''::TEXT, ARRAY[", kJobs, "]),"
+                      " array_fill(0, ARRAY[", kJobs, "]), array_fill(0::BIGINT, ARRAY[", kJobs,
+                      "])); END LOOP; END $$"));
+    ASSERT_EQ(Int("SELECT count(*) FROM lease_batches WHERE state = 'leased'"), kLeased);
+    ASSERT_EQ(Int("SELECT count(*) FROM lease_batches WHERE state = 'done'"), kDone);
+    ASSERT_EQ(Int("SELECT count(*) FROM pg_stats WHERE tablename = 'lease_batches'"), 0)
+        << "the test needs lease_batches without planner statistics";
+  }
+
+  // A scan of lease_batches in a plan: its index ("" for none), index condition, and the rows
+  // it read (returned plus removed by its filter, times its loops).
+  struct Scan {
+    std::string kind, index, cond, line;
+    int64_t read = 0;
+  };
+  static std::vector<Scan> LeaseBatchScans(const std::string& plan) {
+    static const std::regex scan(
+        R"((Seq Scan|Index Scan|Index Only Scan|Bitmap Heap Scan)(?: Backward)?(?: using (\S+))?)"
+        R"( on lease_batches\b)");
+    static const std::regex actual(R"(actual time=\S+ rows=(\d+) loops=(\d+))");
+    static const std::regex removed(R"(Rows Removed by Filter: (\d+))");
+    std::vector<Scan> out;
+    const std::vector<std::string> lines = absl::StrSplit(plan, '\n');
+    for (size_t i = 0; i < lines.size(); ++i) {
+      std::smatch m;
+      if (!std::regex_search(lines[i], m, scan)) continue;
+      Scan s;
+      s.kind = m[1];
+      s.index = m[2];
+      s.line = lines[i];
+      int64_t rows = 0, loops = 0, gone = 0;
+      if (std::regex_search(lines[i], m, actual)) {
+        rows = std::stoll(m[1]);
+        loops = std::stoll(m[2]);
+      }
+      for (size_t j = i + 1; j < lines.size() && lines[j].find("->") == std::string::npos; ++j) {
+        if (lines[j].find("Index Cond:") != std::string::npos) s.cond = lines[j];
+        if (std::regex_search(lines[j], m, removed)) gone = std::stoll(m[1]);
+      }
+      s.read = (rows + gone) * loops;
+      out.push_back(s);
+    }
+    return out;
+  }
+  // The plans among `notices` of statements whose text contains `marker`.
+  static std::vector<std::string> Plans(const std::vector<std::string>& notices,
+                                        const std::string& marker) {
+    std::vector<std::string> out;
+    for (const std::string& n : notices) {
+      if (n.find("Query Text:") != std::string::npos && n.find(marker) != std::string::npos) {
+        out.push_back(n);
+      }
+    }
+    return out;
+  }
+  // The ids of the jobs of the holder's leased batches, batch by batch (oldest first).
+  std::vector<std::string> LeasedBatchIds(const std::string& owner) {
+    pqxx::nontransaction tx(*conn_);
+    std::vector<std::string> out;
+    for (const auto& r : tx.exec("SELECT ids::TEXT FROM lease_batches WHERE owner = '" + owner +
+                                 "' AND state = 'leased' ORDER BY batch_id")) {
+      out.push_back(r[0].as<std::string>());
+    }
+    return out;
+  }
+};
+
+// An acknowledgement (and a renewal) looks up the holder's leased batches on
+// lease_batches_owner_idx: it reads the holder's kLeased / kOwners leased batches (their id
+// ranges tell which ones hold the ids) and never another holder's or a finished batch.
+TEST_F(BatchPlanTest, AcknowledgementsAndRenewalsReadOnlyTheHoldersLeasedBatches) {
+  std::vector<std::string> batches = LeasedBatchIds("o0");
+  ASSERT_EQ(batches.size(), static_cast<size_t>(kLeased / kOwners));
+  pqxx::connection c(url_);
+  NoticeCollector plans(c);
+  ExplainEveryStatement(c, /*actual_rows=*/true);
+  auto call = [&c](const std::string& sql) {
+    pqxx::work tx(c);
+    int64_t n = tx.exec1(sql)[0].as<int64_t>();
+    tx.commit();
+    return n;
+  };
+  // Acknowledges jobs [from, to] (1-based slots) of the holder's batch `ids` as `owner`.
+  auto ack = [&call](const std::string& owner, const std::string& ids, int from, int to) {
+    const int n = to - from + 1;
+    return call(absl::StrCat("SELECT count(*) FROM mailroom_ack('mailroom', '", owner, "', ('",
+                             ids, "'::BIGINT[])[", from, ":", to, "], array_fill(1, ARRAY[", n,
+                             "]), array_fill('sent'::TEXT, ARRAY[", n, "]),"
+                             " array_fill(''::TEXT, ARRAY[", n, "]), array_fill(0, ARRAY[", n,
+                             "]), array_fill(3::BIGINT, ARRAY[", n, "]))"));
+  };
+  // Each lookup's expected read: the holder's leased batches at the time of the call.
+  std::vector<int64_t> expected;
+  int64_t held = batches.size();
+  for (int k = 0; k < 8; ++k) {
+    // Partly (the batch stays leased), then the rest (the batch is done).
+    EXPECT_EQ(ack("o0", batches[k], 1, 3), 3);
+    expected.push_back(held);
+    EXPECT_EQ(ack("o0", batches[k], 4, kJobs), kJobs - 3);
+    expected.push_back(held--);
+  }
+  // Another holder's acknowledgement of o0's jobs records nothing: it reads its own batches.
+  EXPECT_EQ(ack("o1", batches[8], 1, kJobs), 0);
+  expected.push_back(kLeased / kOwners);
+  // Renewing one job of a batch renews the whole batch, and nothing else (the setup's leases
+  // are of an hour, the renewal's of two).
+  EXPECT_EQ(call(absl::StrCat("SELECT count(*) FROM mailroom_renew('mailroom', 'o0', ('",
+                              batches[8], "'::BIGINT[])[1:1], NULL, 7200000)")),
+            1);
+  expected.push_back(held);
+  EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM delivery_states WHERE token_id = ANY ('",
+                             batches[8], "') AND due_at > now() + interval '90 minutes'")),
+            kJobs);
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE due_at > now() + interval "
+                "'90 minutes'"),
+            kJobs);
+  EXPECT_EQ(Int("SELECT count(*) FROM lease_batches WHERE state = 'done'"), kDone + 8);
+  EXPECT_EQ(Int("SELECT sent FROM mailroom_stats('mailroom')"), (kDone + 8) * kJobs);
+  EXPECT_EQ(Int("SELECT cost_micros FROM group_usage"), 8 * kJobs * 3);
+
+  const std::vector<std::string> lookups = Plans(plans.notices, "b.owner = p_owner");
+  ASSERT_EQ(lookups.size(), expected.size()) << "auto_explain showed no lookup of batches";
+  for (size_t i = 0; i < lookups.size(); ++i) {
+    const std::vector<Scan> scans = LeaseBatchScans(lookups[i]);
+    ASSERT_EQ(scans.size(), 1u) << lookups[i];
+    EXPECT_EQ(scans[0].index, "lease_batches_owner_idx") << lookups[i];
+    EXPECT_THAT(scans[0].cond, HasSubstr("owner")) << lookups[i];
+    EXPECT_EQ(scans[0].read, expected[i]) << "call " << i << ":\n" << lookups[i];
+  }
+}
+
+// mailroom_stats counts the batch jobs in flight from the group's leased batches through a
+// partial index over leased batches with the group as its condition: kLeased rows read, none of
+// the kDone finished ones. (Without statistics the planner takes lease_batches_owner_idx,
+// group_id being its second column, with statistics lease_batches_due_idx: both read the
+// group's leased batches only.)
+TEST_F(BatchPlanTest, StatsCountBatchJobsInFlightFromTheLeasedBatchesOnly) {
+  // One batch partly acknowledged: its recorded jobs are no longer in flight.
+  const std::string ids = LeasedBatchIds("o2").front();
+  EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM mailroom_ack('mailroom', 'o2', ('", ids,
+                             "'::BIGINT[])[1:2], ARRAY[1, 1], ARRAY['sent', 'sent'],"
+                             " ARRAY['', ''], ARRAY[0, 0], ARRAY[0, 0]::BIGINT[])")),
+            2);
+  pqxx::connection c(url_);
+  NoticeCollector plans(c);
+  ExplainEveryStatement(c, /*actual_rows=*/true);
+  for (int i = 0; i < 8; ++i) {
+    pqxx::nontransaction tx(c);
+    pqxx::row s = tx.exec1("SELECT in_flight, sent FROM mailroom_stats('mailroom')");
+    EXPECT_EQ(s[0].as<int64_t>(), kLeased * kJobs - 2);
+    EXPECT_EQ(s[1].as<int64_t>(), kDone * kJobs + 2);
+  }
+  const std::vector<std::string> stats = Plans(plans.notices, "length(b.done) - b.acked");
+  EXPECT_EQ(stats.size(), 8u) << "auto_explain showed no statistics";
+  for (const std::string& n : stats) {
+    const std::vector<Scan> scans = LeaseBatchScans(n);
+    ASSERT_EQ(scans.size(), 1u) << n;
+    EXPECT_EQ(scans[0].kind, "Index Scan") << n;
+    EXPECT_THAT(scans[0].index, ::testing::AnyOf("lease_batches_due_idx",
+                                                 "lease_batches_owner_idx"))
+        << n;
+    EXPECT_THAT(scans[0].cond, HasSubstr("group_id")) << n;
+    EXPECT_EQ(scans[0].read, kLeased) << n;
+  }
+}
+
+// N jobs through dequeues, whole and partial acknowledgements of batches (SENT with and
+// without a provider message id, FAILED, RETRY), a batch whose lease ran out handed out again
+// and acknowledged per job, and late or repeated acknowledgements that record nothing: every
+// figure of mailroom_stats, delivery_counts and group_usage is exact, and delivery_states shows
+// every job exactly once.
+TEST_F(SchemaTest, BatchLeasesKeepEveryFigureExactAndEveryJobOnce) {
+  Exec("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com', 'u' || i"
+       " FROM generate_series(1, 100) i");
+  // Leases up to `n` jobs to `owner`; returns their ids (and checks their attempt).
+  auto dequeue = [this](const std::string& owner, int n, int attempt) {
+    pqxx::work tx(*conn_);
+    std::vector<int64_t> ids;
+    for (const auto& r : tx.exec(absl::StrCat("SELECT job_id, attempt FROM mailroom_dequeue("
+                                              "'mailroom', ", n, ", '", owner, "', 60000)"))) {
+      ids.push_back(r[0].as<int64_t>());
+      EXPECT_EQ(r[1].as<int>(), attempt);
+    }
+    tx.commit();
+    return ids;
+  };
+  // Records `outcome` for ids[from, to) as `owner` at `attempt` (cost 10 each); with
+  // `message_id`, SENT outcomes carry provider message ids (the 9-argument call).
+  auto ack = [this](const std::string& owner, const std::vector<int64_t>& ids, size_t from,
+                    size_t to, int attempt, const std::string& outcome,
+                    const std::string& message_id = "") {
+    const size_t n = to - from;
+    std::string list;
+    for (size_t i = from; i < to; ++i) absl::StrAppend(&list, i > from ? "," : "", ids[i]);
+    return Int(absl::StrCat(
+        "SELECT count(*) FROM mailroom_ack('mailroom', '", owner, "', ARRAY[", list,
+        "]::BIGINT[], array_fill(", attempt, ", ARRAY[", n, "]), array_fill('", outcome,
+        "'::TEXT, ARRAY[", n, "]), array_fill('why'::TEXT, ARRAY[", n,
+        "]), array_fill(3600000, ARRAY[", n, "]), array_fill(10::BIGINT, ARRAY[", n, "])",
+        message_id.empty()
+            ? ""
+            : absl::StrCat(", (SELECT array_agg('", message_id, "-' || i) FROM generate_series(1, ",
+                           n, ") i)"),
+        ")"));
+  };
+  const std::vector<int64_t> a = dequeue("a", 30, 1), b = dequeue("b", 30, 1),
+                             c = dequeue("c", 40, 1);
+  ASSERT_EQ(a.size() + b.size() + c.size(), 100u);
+  EXPECT_EQ(Int("SELECT count(*) FROM lease_batches"), 3);
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 0);
+  EXPECT_EQ(Int("SELECT in_flight FROM mailroom_stats('mailroom')"), 100);
+
+  EXPECT_EQ(ack("a", a, 0, 30, 1, "sent"), 30);               // a's batch, whole
+  EXPECT_EQ(ack("b", b, 0, 10, 1, "sent"), 10);               // b's, in parts
+  EXPECT_EQ(ack("b", b, 10, 15, 1, "sent", "ses"), 5);
+  EXPECT_EQ(ack("b", b, 15, 18, 1, "failed"), 3);
+  EXPECT_EQ(ack("b", b, 18, 20, 1, "retry"), 2);
+  EXPECT_EQ(ack("c", c, 0, 15, 1, "sent"), 15);
+  EXPECT_EQ(ack("a", a, 0, 5, 1, "sent"), 0);   // already recorded
+  EXPECT_EQ(ack("b", b, 20, 25, 2, "sent"), 0);  // a wrong attempt
+  EXPECT_EQ(ack("a", b, 20, 25, 1, "sent"), 0);  // another holder's jobs
+  // c's lease runs out: the next dequeue hands its 25 jobs without an outcome out again.
+  Exec("UPDATE lease_batches SET due_at = now() - interval '1 second'"
+       " WHERE state = 'leased' AND owner = 'c'");
+  std::vector<int64_t> d = dequeue("d", 100, 2);
+  EXPECT_EQ(std::set<int64_t>(d.begin(), d.end()), std::set<int64_t>(c.begin() + 15, c.end()));
+  EXPECT_EQ(ack("c", c, 15, 16, 1, "sent"), 0);  // c's late outcome is fenced off
+  std::sort(d.begin(), d.end());
+  EXPECT_EQ(ack("d", d, 0, 20, 2, "sent"), 20);
+
+  pqxx::row s = Row("SELECT depth, in_flight, waiting_retry, sent, failed, expired, cancelled,"
+                    " superseded, rate_limited, suppressed FROM mailroom_stats('mailroom')");
+  EXPECT_EQ(s[0].as<int64_t>(), 0);
+  EXPECT_EQ(s[1].as<int64_t>(), 10 + 5);  // b's unrecorded 10, d's 5
+  EXPECT_EQ(s[2].as<int64_t>(), 2);
+  EXPECT_EQ(s[3].as<int64_t>(), 30 + 15 + 15 + 20);
+  EXPECT_EQ(s[4].as<int64_t>(), 3);
+  for (int i = 5; i < 10; ++i) EXPECT_EQ(s[i].as<int64_t>(), 0) << i;
+  // delivery_counts: exactly the finished states delivery_states shows.
+  EXPECT_EQ(Int("SELECT coalesce(sum(n), 0) FROM delivery_counts WHERE state = 'sent'"), 80);
+  EXPECT_EQ(Int("SELECT coalesce(sum(n), 0) FROM delivery_counts WHERE state = 'failed'"), 3);
+  EXPECT_EQ(Int("SELECT coalesce(sum(n), 0) FROM delivery_counts"), 83);
+  EXPECT_EQ(Int("SELECT count(*) FROM (SELECT state, count(*) AS n FROM delivery_states"
+                "   WHERE mailroom_finished_state(state) GROUP BY state) v"
+                " FULL JOIN (SELECT state, sum(n) AS n FROM delivery_counts GROUP BY state"
+                "   HAVING sum(n) <> 0) k USING (state) WHERE v.n IS DISTINCT FROM k.n"),
+            0);
+  EXPECT_EQ(Int("SELECT sent FROM group_usage"), 80);
+  EXPECT_EQ(Int("SELECT cost_micros FROM group_usage"), 800);
+
+  // delivery_states: every token once, in the state its last outcome (or lease) left.
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states"), 100);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens t WHERE (SELECT count(*) FROM delivery_states v"
+                " WHERE v.token_id = t.id) = 1"),
+            100);
+  auto states = [this](const std::string& where) {
+    return Int("SELECT count(*) FROM delivery_states WHERE " + where);
+  };
+  EXPECT_EQ(states("state = 'sent'"), 80);
+  EXPECT_EQ(states("state = 'sent' AND provider_message_id LIKE 'ses-%'"), 5);
+  EXPECT_EQ(states("state = 'failed' AND reason = 'why'"), 3);
+  EXPECT_EQ(states("state = 'retry' AND failures = 1 AND due_at > now()"), 2);
+  EXPECT_EQ(states("state = 'leased' AND owner = 'b' AND attempts = 1"), 10);
+  EXPECT_EQ(states("state = 'leased' AND owner = 'd' AND attempts = 2 AND lost_leases = 1"), 5);
+  EXPECT_EQ(states("attempts = 2 AND lost_leases = 1"), 25);
+  EXPECT_EQ(states("owner IS NOT NULL"), 15);
+  // The rows behind it: deliveries only for b's 10 exceptions and c's 25 handed out again.
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 10 + 25);
+  EXPECT_EQ(Text("SELECT string_agg(owner || ':' || state || ':' || acked, ' ' ORDER BY owner)"
+                 " FROM lease_batches"),
+            "a:done:30 b:leased:20 c:expired:15");
 }
 
 // 0018: the dequeue locks its group row FOR NO KEY UPDATE. Foreign-key checks of rows that
