@@ -816,6 +816,49 @@ class BatchPlanTest : public SchemaTest {
   }
 };
 
+// The dequeue's step 0 (0021) finds the batches whose lease ran out on lease_batches_due_idx:
+// it reads the due batch and nothing else (not the kDone finished ones, not the leased ones
+// whose lease still runs), whichever class's pass reads it.
+TEST_F(BatchPlanTest, TheExpiryReadsOnlyTheBatchesWhoseLeaseRanOut) {
+  pqxx::connection c(url_);
+  NoticeCollector plans(c);
+  ExplainEveryStatement(c, /*actual_rows=*/true);
+  for (int i = 0; i < 8; ++i) {
+    // The oldest batch still leased runs out; the dequeue hands its jobs out again.
+    Exec("UPDATE lease_batches SET due_at = now() - interval '1 second' WHERE batch_id ="
+         " (SELECT min(batch_id) FROM lease_batches WHERE state = 'leased')");
+    pqxx::work tx(c);
+    EXPECT_EQ(tx.exec1("SELECT count(*) FILTER (WHERE attempt = 2) FROM mailroom_dequeue("
+                       "'mailroom', 10, 'plan-test', 60000)")[0]
+                  .as<int64_t>(),
+              kJobs);
+    tx.commit();
+  }
+  EXPECT_EQ(Int("SELECT count(*) FROM lease_batches WHERE state = 'expired'"), 8);
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries WHERE attempts = 2 AND lost_leases = 1"
+                " AND owner = 'plan-test'"),
+            8 * kJobs);
+
+  const std::vector<std::string> expiries = Plans(plans.notices, "SET state = 'expired'");
+  // Both classes' passes in each of the 8 calls.
+  EXPECT_EQ(expiries.size(), 16u) << "auto_explain showed no expiry";
+  for (const std::string& n : expiries) {
+    bool due_idx = false;
+    for (const Scan& s : LeaseBatchScans(n)) {
+      EXPECT_THAT(s.kind, ::testing::StartsWith("Index")) << s.line << "\n" << n;
+      EXPECT_NE(s.cond, "") << "a whole-index read: " << s.line << "\n" << n;
+      if (s.index == "lease_batches_due_idx") {
+        due_idx = true;
+        // The one batch due, kept by the activations' pass, filtered out by the recoveries'.
+        EXPECT_EQ(s.read, 1) << s.line << "\n" << n;
+      } else {
+        EXPECT_LE(s.read, 1) << s.line << "\n" << n;  // the update's probe of that batch
+      }
+    }
+    EXPECT_TRUE(due_idx) << "lease_batches_due_idx not used:\n" << n;
+  }
+}
+
 // An acknowledgement (and a renewal) looks up the holder's leased batches on
 // lease_batches_owner_idx: it reads the holder's kLeased / kOwners leased batches (their id
 // ranges tell which ones hold the ids) and never another holder's or a finished batch.
@@ -913,6 +956,45 @@ TEST_F(BatchPlanTest, StatsCountBatchJobsInFlightFromTheLeasedBatchesOnly) {
     EXPECT_THAT(scans[0].cond, HasSubstr("group_id")) << n;
     EXPECT_EQ(scans[0].read, kLeased) << n;
   }
+}
+
+// No statement an acknowledgement, a renewal or a release of batch jobs runs is JIT-compiled.
+// mailroom_batch_match turns nested loops off; the lateral unnest of a batch's ids can only be
+// one, so its plan carries the planner's disable cost, far above jit_above_cost: with JIT on
+// (PostgreSQL's default, and llvmjit is installed) every call compiled it, ~80-120 ms per
+// acknowledgement of a few jobs instead of well under a millisecond (as 0013's jit = off on
+// mailroom_stats).
+TEST_F(BatchPlanTest, NoStatementOfAnAcknowledgementIsJitCompiled) {
+  const std::vector<std::string> batches = LeasedBatchIds("o3");
+  pqxx::connection c(url_);
+  ASSERT_EQ(pqxx::nontransaction(c).exec1("SHOW jit")[0].as<std::string>(), "on");
+  NoticeCollector plans(c);
+  ExplainEveryStatement(c, /*actual_rows=*/true);
+  auto call = [&c](const std::string& sql) {
+    pqxx::work tx(c);
+    int64_t n = tx.exec1(sql)[0].as<int64_t>();
+    tx.commit();
+    return n;
+  };
+  EXPECT_EQ(call(absl::StrCat("SELECT count(*) FROM mailroom_renew('mailroom', 'o3', '",
+                              batches[0], "', NULL, 120000)")),
+            kJobs);
+  EXPECT_EQ(call(absl::StrCat("SELECT count(*) FROM mailroom_ack('mailroom', 'o3', '",
+                              batches[0], "', array_fill(1, ARRAY[", kJobs, "]),"
+                              " array_fill('sent'::TEXT, ARRAY[", kJobs, "]),"
+                              " array_fill(''::TEXT, ARRAY[", kJobs, "]), array_fill(0, ARRAY[",
+                              kJobs, "]), array_fill(0::BIGINT, ARRAY[", kJobs, "]))")),
+            kJobs);
+  EXPECT_EQ(call(absl::StrCat("SELECT mailroom_release('mailroom', 'o3', '", batches[1], "')")),
+            kJobs);
+  EXPECT_EQ(Int("SELECT count(*) FROM lease_batches WHERE state = 'done'"), kDone + 2);
+  int checked = 0;
+  for (const std::string& n : plans.notices) {
+    if (n.find("Query Text:") == std::string::npos) continue;
+    ++checked;
+    EXPECT_THAT(n, ::testing::Not(HasSubstr("JIT:"))) << n;
+  }
+  EXPECT_GE(checked, 10) << "auto_explain showed too few statements";
 }
 
 // N jobs through dequeues, whole and partial acknowledgements of batches (SENT with and
