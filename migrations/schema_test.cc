@@ -804,6 +804,13 @@ class BatchPlanTest : public SchemaTest {
     }
     return out;
   }
+  // Runs `sql` in its own transaction on `c`; returns the integer it returns.
+  static int64_t Call(pqxx::connection_base& c, const std::string& sql) {
+    pqxx::work tx(c);
+    int64_t n = tx.exec1(sql)[0].as<int64_t>();
+    tx.commit();
+    return n;
+  }
   // The ids of the jobs of the holder's leased batches, batch by batch (oldest first).
   std::vector<std::string> LeasedBatchIds(const std::string& owner) {
     pqxx::nontransaction tx(*conn_);
@@ -868,12 +875,7 @@ TEST_F(BatchPlanTest, AcknowledgementsAndRenewalsReadOnlyTheHoldersLeasedBatches
   pqxx::connection c(url_);
   NoticeCollector plans(c);
   ExplainEveryStatement(c, /*actual_rows=*/true);
-  auto call = [&c](const std::string& sql) {
-    pqxx::work tx(c);
-    int64_t n = tx.exec1(sql)[0].as<int64_t>();
-    tx.commit();
-    return n;
-  };
+  auto call = [&c](const std::string& sql) { return Call(c, sql); };
   // Acknowledges jobs [from, to] (1-based slots) of the holder's batch `ids` as `owner`.
   auto ack = [&call](const std::string& owner, const std::string& ids, int from, int to) {
     const int n = to - from + 1;
@@ -970,12 +972,7 @@ TEST_F(BatchPlanTest, NoStatementOfAnAcknowledgementIsJitCompiled) {
   ASSERT_EQ(pqxx::nontransaction(c).exec1("SHOW jit")[0].as<std::string>(), "on");
   NoticeCollector plans(c);
   ExplainEveryStatement(c, /*actual_rows=*/true);
-  auto call = [&c](const std::string& sql) {
-    pqxx::work tx(c);
-    int64_t n = tx.exec1(sql)[0].as<int64_t>();
-    tx.commit();
-    return n;
-  };
+  auto call = [&c](const std::string& sql) { return Call(c, sql); };
   EXPECT_EQ(call(absl::StrCat("SELECT count(*) FROM mailroom_renew('mailroom', 'o3', '",
                               batches[0], "', NULL, 120000)")),
             kJobs);
