@@ -122,7 +122,7 @@ say "Delivered: $DEMO/outbox"
 ls -1 "$DEMO/outbox"
 say "Deliveries as PostgreSQL records them"
 psql_ -c "SELECT d.token_id, t.action, a.login, d.state, d.attempts
-            FROM deliveries d JOIN tokens t ON t.id = d.token_id JOIN accounts a ON a.id = t.account
+            FROM delivery_states d JOIN tokens t ON t.id = d.token_id JOIN accounts a ON a.id = t.account
            ORDER BY d.token_id"
 
 # Show each email as a mail client would (headers decoded, text part), with Python's email
