@@ -38,7 +38,7 @@ void DescribeCollectorMetrics(Metrics& m) {
   m.Describe("mailroom_collector_feedback_events_total", T::kCounter,
              "SES events recorded from SNS notifications, by event and result.");
   m.Describe("mailroom_collector_pruned_total", T::kCounter,
-             "Rows deleted by retention, by table (deliveries, tokens, budget_grants, "
+             "Rows deleted by retention, by table (deliveries, lease_batches, tokens, budget_grants, "
              "budget_subscriptions, soft_bounces).");
 }
 

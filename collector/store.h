@@ -125,7 +125,8 @@ class Store {
                                                     const std::string& owner,
                                                     const std::vector<JobResult>& results) = 0;
   // Extends the leases `owner` holds on `ids` to now + `lease`; returns the ids renewed.
-  // `attempts` is empty (any attempt) or parallel to `ids` (only those attempts).
+  // `attempts` is empty (any attempt) or parallel to `ids` (only those attempts). Jobs leased
+  // in one batch (migration 0021) share their lease: renewing one renews all of them.
   virtual absl::StatusOr<std::vector<uint64_t>> Renew(const std::string& group,
                                                       const std::string& owner,
                                                       const std::vector<uint64_t>& ids,

@@ -25,8 +25,10 @@
 -- The per-job picture (deliveries rows and the batch jobs without one) is the view
 -- `delivery_states`, with the columns of deliveries. mailroom_stats counts a batch's jobs
 -- without an outcome as in flight. The retention pass deletes finished batches after the
--- retention, as it deletes finished deliveries (mailroom_prune_lease_batches); tokens of a batch
--- still leased are never pruned.
+-- retention, as it deletes finished deliveries (mailroom_prune_lease_batches); a token is kept
+-- as long as a batch holds it, as it is kept as long as a deliveries row does. SES feedback that
+-- overtakes the acknowledgement gives the job its own row (leased, as the batch leases it) and is
+-- recorded on it, as before.
 
 CREATE TABLE lease_batches (
     batch_id    BIGSERIAL PRIMARY KEY,
@@ -40,6 +42,7 @@ CREATE TABLE lease_batches (
     due_at      TIMESTAMPTZ NOT NULL,
     ids         BIGINT[] NOT NULL,
     done        BIT VARYING NOT NULL,  -- bit i - 1 set: ids[i] has its outcome recorded
+    kept        BIT VARYING NOT NULL,  -- bit i - 1 set: ids[i] has a deliveries row of its own
     acked       INT NOT NULL DEFAULT 0,  -- bits set
     lo_id       BIGINT NOT NULL,  -- min(ids)
     hi_id       BIGINT NOT NULL,  -- max(ids)
@@ -52,12 +55,16 @@ CREATE TABLE lease_batches (
 CREATE INDEX lease_batches_due_idx ON lease_batches (group_id, due_at) WHERE state = 'leased';
 CREATE INDEX lease_batches_owner_idx ON lease_batches (owner, group_id) WHERE state = 'leased';
 CREATE INDEX lease_batches_finished_idx ON lease_batches (batch_id) WHERE state <> 'leased';
+-- The batch of a job by its id (id ranges of batches overlap when transactions interleave):
+-- for feedback that arrives before the acknowledgement and for token pruning.
+CREATE INDEX lease_batches_range_idx ON lease_batches USING gist (int8range(lo_id, hi_id, '[]'));
 ALTER TABLE lease_batches SET (autovacuum_vacuum_scale_factor = 0.02,
                                autovacuum_vacuum_insert_scale_factor = 0.02,
                                autovacuum_vacuum_cost_delay = 0);
 
--- The per-job picture: every deliveries row, and every batch job without one (its outcome SENT
--- if its bit is set, else still leased under the batch). Same columns as deliveries.
+-- The per-job picture: every deliveries row, and every batch job without a row of its own: SENT
+-- (outcome recorded in the batch) or still leased under the batch. A batch job with a row of its
+-- own (kept) is that row, and is gone with it once the row is pruned. Same columns as deliveries.
 CREATE VIEW delivery_states AS
 SELECT d.group_id, d.token_id, d.state, d.attempts, d.failures, d.lost_leases, d.owner, d.due_at,
        d.reason, d.cost_micros, d.updated_at, d.holder_left, d.recovery, d.provider_message_id,
@@ -73,10 +80,18 @@ SELECT b.group_id, u.id,
        b.holder_left AND u.bit = 0, b.recovery, NULL::TEXT,
        NULL::TIMESTAMPTZ, NULL::TIMESTAMPTZ, NULL::TEXT, NULL::TIMESTAMPTZ, NULL::TIMESTAMPTZ
   FROM lease_batches b
- CROSS JOIN LATERAL (SELECT x.id, get_bit(b.done, x.slot::INT - 1) AS bit
+ CROSS JOIN LATERAL (SELECT x.id, get_bit(b.done, x.slot::INT - 1) AS bit,
+                            get_bit(b.kept, x.slot::INT - 1) AS kept
                        FROM unnest(b.ids) WITH ORDINALITY AS x(id, slot)) u
- WHERE (u.bit = 1 OR b.state = 'leased')
-   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.group_id = b.group_id AND d.token_id = u.id);
+ WHERE u.kept = 0 AND (u.bit = 1 OR b.state = 'leased');
+
+-- p_n bits, those of p_slots (1-based) set.
+CREATE FUNCTION mailroom_bits(p_n INT, p_slots INT[]) RETURNS VARBIT
+    LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce((SELECT bit_or(set_bit(repeat('0', p_n)::VARBIT, s - 1, 1))
+                       FROM unnest(p_slots) AS s),
+                    repeat('0', p_n)::VARBIT);
+$$;
 
 -- The jobs among p_ids (with p_attempts: only those of attempt 1; NULL: any) that are in a batch
 -- of group p_group leased to p_owner and have no outcome yet: their batch, slot (1-based), place
@@ -122,28 +137,61 @@ BEGIN
 END;
 $$;
 
--- Sets the bits of p_slots (1-based, each unset, from mailroom_batch_match under its lock) in the
--- batches p_batches (parallel), one row update per batch; a batch whose every bit is set is done.
-CREATE FUNCTION mailroom_batch_record(p_batches BIGINT[], p_slots INT[]) RETURNS VOID
+-- Records the jobs at p_slots (1-based, each without an outcome, from mailroom_batch_match under
+-- its lock) of the batches p_batches (parallel): their done bits are set, and their kept bits
+-- where p_kept (the caller inserts their deliveries rows). One row update per batch; a batch whose
+-- every job is recorded is done.
+CREATE FUNCTION mailroom_batch_record(p_batches BIGINT[], p_slots INT[], p_kept BOOLEAN[])
+    RETURNS VOID
     LANGUAGE plpgsql
     SET enable_seqscan = off SET enable_bitmapscan = off
     AS $$
 DECLARE
     r RECORD;
 BEGIN
-    FOR r IN SELECT x.b, array_agg(x.s) AS slots
-               FROM unnest(p_batches, p_slots) AS x(b, s) GROUP BY x.b
+    FOR r IN SELECT x.b, array_agg(x.s) AS slots, array_agg(x.s) FILTER (WHERE x.k) AS kept
+               FROM unnest(p_batches, p_slots, p_kept) AS x(b, s, k) GROUP BY x.b
     LOOP
         UPDATE lease_batches b
-           SET done = b.done | (SELECT bit_or(set_bit(repeat('0', length(b.done))::VARBIT,
-                                                      s - 1, 1))
-                                  FROM unnest(r.slots) AS s),
+           SET done = b.done | mailroom_bits(length(b.done), r.slots),
+               kept = b.kept | mailroom_bits(length(b.done), r.kept),
                acked = b.acked + cardinality(r.slots),
                state = CASE WHEN b.acked + cardinality(r.slots) >= length(b.done) THEN 'done'
                             ELSE 'leased' END,
                updated_at = now()
          WHERE b.batch_id = r.b;
     END LOOP;
+END;
+$$;
+
+-- Gives job p_id of group p_group, if it is in a leased batch without an outcome, its own
+-- deliveries row as the batch leases it ('leased', the batch's owner, lease end and holder_left,
+-- attempt 1; done and kept bits set), so that something can be recorded on the job before its
+-- outcome: SES feedback that overtakes the acknowledgement. The acknowledgement then records the
+-- outcome on that row (0020's path). Returns whether a row was made.
+CREATE FUNCTION mailroom_batch_unpack(p_group INT, p_id BIGINT) RETURNS BOOLEAN
+    LANGUAGE plpgsql
+    SET enable_seqscan = off SET enable_bitmapscan = off
+    AS $$
+DECLARE
+    b      RECORD;
+    v_slot INT;
+BEGIN
+    FOR b IN SELECT x.batch_id, x.owner, x.due_at, x.holder_left, x.recovery, x.ids, x.done
+               FROM lease_batches x
+              WHERE int8range(x.lo_id, x.hi_id, '[]') @> p_id AND x.group_id = p_group
+                AND x.state = 'leased'
+                FOR UPDATE
+    LOOP
+        v_slot := array_position(b.ids, p_id);
+        CONTINUE WHEN v_slot IS NULL OR get_bit(b.done, v_slot - 1) = 1;
+        PERFORM mailroom_batch_record(ARRAY[b.batch_id], ARRAY[v_slot], ARRAY[true]);
+        INSERT INTO deliveries (group_id, token_id, state, attempts, owner, due_at, holder_left,
+                                recovery)
+        VALUES (p_group, p_id, 'leased', 1, b.owner, b.due_at, b.holder_left, b.recovery);
+        RETURN true;
+    END LOOP;
+    RETURN false;
 END;
 $$;
 
@@ -394,9 +442,10 @@ BEGIN
                 ), ins AS (
                     -- One lease row for the jobs of this window, one bit each.
                     INSERT INTO lease_batches (group_id, owner, recovery, due_at, ids, done,
-                                               lo_id, hi_id)
+                                               kept, lo_id, hi_id)
                     SELECT g.id, p_owner, v_rec, v_due, array_agg(r.id),
-                           repeat('0', count(*)::INT)::VARBIT, min(r.id), max(r.id)
+                           repeat('0', count(*)::INT)::VARBIT, repeat('0', count(*)::INT)::VARBIT,
+                           min(r.id), max(r.id)
                       FROM r
                     HAVING count(*) > 0
                 )
@@ -489,6 +538,7 @@ DECLARE
     v_slot INT[];
     v_ord  INT[];
     v_rec  BOOLEAN[];
+    v_kept BOOLEAN[];
     v_plain BIGINT;
     v_sent BIGINT;
     v_sum  BIGINT;
@@ -513,11 +563,12 @@ BEGIN
     END IF;
 
     -- 1. Jobs in a batch leased to p_owner (attempt 1, no outcome yet), the batches locked.
-    SELECT array_agg(m.batch_id), array_agg(m.slot), array_agg(m.ord), array_agg(m.recovery)
-      INTO v_mb, v_slot, v_ord, v_rec
+    SELECT array_agg(m.batch_id), array_agg(m.slot), array_agg(m.ord), array_agg(m.recovery),
+           array_agg(v_out[m.ord] <> 'sent' OR coalesce(v_mid[m.ord], '') <> '')
+      INTO v_mb, v_slot, v_ord, v_rec, v_kept
       FROM mailroom_batch_match(gid, p_owner, v_ids, v_att) m;
     IF v_mb IS NOT NULL THEN
-        PERFORM mailroom_batch_record(v_mb, v_slot);
+        PERFORM mailroom_batch_record(v_mb, v_slot, v_kept);
         -- Every outcome but a plain SENT keeps its per-job row (bit set above, same
         -- transaction): the states, failures, reasons, costs and lease ends 0020 writes.
         INSERT INTO deliveries (group_id, token_id, state, attempts, failures, reason,
@@ -733,7 +784,7 @@ BEGIN
       INTO v_mb, v_slot, v_ord, v_rec
       FROM mailroom_batch_match(gid, p_owner, v_ids, NULL) m;
     IF v_mb IS NOT NULL THEN
-        PERFORM mailroom_batch_record(v_mb, v_slot);
+        PERFORM mailroom_batch_record(v_mb, v_slot, array_fill(true, ARRAY[cardinality(v_slot)]));
         INSERT INTO deliveries (group_id, token_id, state, attempts, owner, due_at, holder_left,
                                 recovery)
         SELECT gid, v_ids[m.o], 'leased', 1, p_owner, now(), true, m.r
@@ -905,7 +956,7 @@ BEGIN
 END;
 $$;
 
--- 0013's token pruning; tokens of leased batches are kept.
+-- 0013's token pruning; a token in a lease batch is kept until the batch is pruned.
 CREATE OR REPLACE FUNCTION mailroom_prune_tokens(p_after BIGINT, p_before_epoch BIGINT, p_batch INT)
     RETURNS TABLE (pruned BIGINT, last_id BIGINT, more BOOLEAN)
     LANGUAGE plpgsql
@@ -917,10 +968,7 @@ DECLARE
     v_seen    INT;
     v_last    BIGINT;
     v_n       BIGINT;
-    v_live    BIGINT;
 BEGIN
-    -- Tokens of batches still leased are kept (they have no deliveries row to keep them).
-    SELECT min(b.lo_id) INTO v_live FROM lease_batches b WHERE b.state = 'leased';
     SELECT least(p_before_epoch,
                  EXTRACT(EPOCH FROM now())::BIGINT - s.limit_window_seconds)
       INTO v_cutoff FROM mailroom_settings s;
@@ -935,7 +983,10 @@ BEGIN
             SELECT t.id FROM tokens t
              WHERE t.id = ANY (v_ids)
                AND t.created_at < v_cutoff AND t.expires_at < v_cutoff
-               AND (v_live IS NULL OR t.id < v_live)
+               -- A token outlives its batch as it outlives its deliveries rows.
+               AND NOT EXISTS (SELECT 1 FROM lease_batches b
+                                WHERE int8range(b.lo_id, b.hi_id, '[]') @> t.id
+                                  AND t.id = ANY (b.ids))
                AND NOT EXISTS (SELECT 1 FROM consumer_groups g
                                  JOIN deliveries d ON d.group_id = g.id AND d.token_id = t.id)
                FOR UPDATE OF t SKIP LOCKED
@@ -948,6 +999,102 @@ BEGIN
     -- Go on while a window deletes something. Walking on through tokens kept for their
     -- deliveries would make a pass O(tokens) whenever deliveries lag behind.
     RETURN QUERY SELECT v_n, coalesce(v_last, p_after), v_seen = p_batch AND v_n > 0;
+END;
+$$;
+
+-- 0012's feedback: an event for a job still leased in a batch finds it by its tags.
+CREATE OR REPLACE FUNCTION mailroom_record_feedback(p_sns_id TEXT, p_event TEXT, p_ses_message_id TEXT,
+                                         p_group TEXT, p_job_id BIGINT, p_recipients TEXT[],
+                                         p_bounce_type TEXT, p_detail TEXT, p_soft_limit INT)
+    RETURNS TEXT
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_gid   INT;
+    v_tid   BIGINT;
+    v_bg    INT;
+    v_first BOOLEAN := FALSE;
+    v_addr  TEXT;
+    v_soft  TEXT[] := '{}';
+BEGIN
+    INSERT INTO sns_messages (message_id, type) VALUES (p_sns_id, p_event)
+    ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN 'duplicate';
+    END IF;
+    -- What expired since the last call: an index range, usually empty.
+    DELETE FROM sns_messages WHERE received_at < now() - interval '30 days';
+
+    IF p_ses_message_id <> '' THEN
+        SELECT d.group_id, d.token_id INTO v_gid, v_tid FROM deliveries d
+         WHERE d.provider_message_id = p_ses_message_id
+         LIMIT 1;
+    END IF;
+    IF v_gid IS NULL AND p_group <> '' AND p_job_id > 0 THEN
+        SELECT d.group_id, d.token_id INTO v_gid, v_tid
+          FROM deliveries d JOIN consumer_groups g ON g.id = d.group_id
+         WHERE g.name = p_group AND d.token_id = p_job_id;
+        -- A job still leased in a batch has no row of its own yet: it gets one (0021).
+        IF v_gid IS NULL THEN
+            SELECT g.id INTO v_bg FROM consumer_groups g WHERE g.name = p_group;
+            IF v_bg IS NOT NULL AND mailroom_batch_unpack(v_bg, p_job_id) THEN
+                v_gid := v_bg;
+                v_tid := p_job_id;
+            END IF;
+        END IF;
+    END IF;
+
+    IF v_gid IS NOT NULL THEN
+        -- Each kind of event counts once per delivery (SES may report a delivery twice).
+        IF p_event = 'Delivery' THEN
+            UPDATE deliveries SET delivered_at = now()
+             WHERE group_id = v_gid AND token_id = v_tid AND delivered_at IS NULL;
+            v_first := FOUND;
+            IF v_first THEN PERFORM mailroom_reputation_add(v_gid, 0, 1, 0, 0); END IF;
+        ELSIF p_event = 'Bounce' AND p_bounce_type = 'Permanent' THEN
+            UPDATE deliveries SET bounced_at = now(), bounce_type = p_bounce_type
+             WHERE group_id = v_gid AND token_id = v_tid AND bounced_at IS NULL;
+            v_first := FOUND;
+            IF v_first THEN PERFORM mailroom_reputation_add(v_gid, 0, 0, 1, 0); END IF;
+        ELSIF p_event = 'Bounce' THEN
+            UPDATE deliveries SET bounce_type = p_bounce_type
+             WHERE group_id = v_gid AND token_id = v_tid AND bounced_at IS NULL;
+        ELSIF p_event = 'Complaint' THEN
+            UPDATE deliveries SET complained_at = now()
+             WHERE group_id = v_gid AND token_id = v_tid AND complained_at IS NULL;
+            v_first := FOUND;
+            IF v_first THEN PERFORM mailroom_reputation_add(v_gid, 0, 0, 0, 1); END IF;
+        ELSIF p_event = 'Reject' THEN
+            UPDATE deliveries SET rejected_at = now()
+             WHERE group_id = v_gid AND token_id = v_tid AND rejected_at IS NULL;
+        END IF;
+    END IF;
+
+    IF p_event = 'Bounce' AND p_bounce_type = 'Permanent' THEN
+        PERFORM mailroom_suppress_addresses(p_recipients, 'hard_bounce',
+                                            'ses bounce: Permanent ' || p_detail);
+    ELSIF p_event = 'Bounce' AND p_bounce_type = 'Transient' THEN
+        DELETE FROM soft_bounces b
+         WHERE b.address IN (SELECT lower(trim(a)) FROM unnest(p_recipients) a)
+           AND b.bounced_at <= now() - interval '7 days';
+        INSERT INTO soft_bounces (address)
+        SELECT DISTINCT lower(trim(a)) FROM unnest(p_recipients) a WHERE trim(a) <> '';
+        FOREACH v_addr IN ARRAY p_recipients LOOP
+            IF (SELECT count(*) FROM soft_bounces b
+                 WHERE b.address = lower(trim(v_addr))
+                   AND b.bounced_at > now() - interval '7 days') >= p_soft_limit THEN
+                v_soft := v_soft || v_addr;
+            END IF;
+        END LOOP;
+        IF array_length(v_soft, 1) > 0 THEN
+            PERFORM mailroom_suppress_addresses(
+                v_soft, 'hard_bounce',
+                format('ses bounce: %s transient bounces within 7 days %s', p_soft_limit, p_detail));
+        END IF;
+    ELSIF p_event = 'Complaint' THEN
+        PERFORM mailroom_suppress_addresses(p_recipients, 'complaint', 'ses complaint ' || p_detail);
+    END IF;
+
+    RETURN CASE WHEN v_gid IS NULL THEN 'unmatched' ELSE 'recorded' END;
 END;
 $$;
 
