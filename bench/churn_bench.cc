@@ -1,8 +1,10 @@
 // Churn: many tokens through the queue with retention on (issue 13 §4). A real collector with
 // a short retention (MAILROOM_RETENTION, default here 1 s, pass every 1 s) drains rounds of
 // tokens that one subscriber acknowledges as SENT; after each round the benchmark prints the
-// drain rate, the sizes of `tokens` and `deliveries` (with indexes), their live and dead
-// tuples (pg_stat_user_tables), the rows of `delivery_counts`, what one mailroom_stats call
+// drain rate, the sizes of `tokens`, `deliveries` and `lease_batches` (with indexes; since 0021
+// a job sent under its first lease has no `deliveries` row, only a bit in its batch's
+// `lease_batches` row), their live and dead tuples (pg_stat_user_tables), the rows of
+// `delivery_counts`, what one mailroom_stats call
 // costs and whether its `sent` equals every acknowledgement so far (pruning must not change
 // the counts). Tokens expire --expiry seconds after insert (pruned once expired and older than
 // the retention), so the tables should reach a plateau after that long.
@@ -162,19 +164,25 @@ class Churn {
         " (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'tokens'),"
         " (SELECT n_live_tup FROM pg_stat_user_tables WHERE relname = 'deliveries'),"
         " (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'deliveries'),"
-        " (SELECT count(*) FROM delivery_counts)");
+        " (SELECT count(*) FROM delivery_counts),"
+        " pg_total_relation_size('lease_batches'),"
+        " (SELECT n_live_tup FROM pg_stat_user_tables WHERE relname = 'lease_batches'),"
+        " (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'lease_batches')");
     absl::Time s0 = absl::Now();
     auto stats = tx.exec1("SELECT sent FROM mailroom_stats('mailroom')");
     double stats_ms = absl::ToDoubleMilliseconds(absl::Now() - s0);
     const int64_t sent = stats[0].as<int64_t>();
     std::printf("%-14s inserted %9lld  insert %5.1f s  drained %6zu in %5.2f s = %7.0f jobs/s  "
                 "tokens %6.1f MB live %7lld dead %7lld  deliveries %6.1f MB live %7lld dead "
-                "%7lld  counter rows %4lld  mailroom_stats %6.2f ms  sent %lld (%s)\n",
+                "%7lld  lease_batches %6.1f MB live %5lld dead %5lld  counter rows %4lld  "
+                "mailroom_stats %6.2f ms  sent %lld (%s)\n",
                 label.c_str(), static_cast<long long>(inserted_), insert_s, acked, drain_s,
                 drain_s > 0 ? acked / drain_s : 0.0, sizes[0].as<int64_t>() / 1048576.0,
                 sizes[2].as<long long>(), sizes[3].as<long long>(),
                 sizes[1].as<int64_t>() / 1048576.0, sizes[4].as<long long>(),
-                sizes[5].as<long long>(), sizes[6].as<long long>(), stats_ms,
+                sizes[5].as<long long>(), sizes[7].as<int64_t>() / 1048576.0,
+                sizes[8].as<long long>(), sizes[9].as<long long>(), sizes[6].as<long long>(),
+                stats_ms,
                 static_cast<long long>(sent),
                 sent == static_cast<int64_t>(acked_) ? "= every SENT acknowledged"
                                                      : "MISMATCH with acknowledgements");

@@ -105,7 +105,7 @@ void Drain(testing::PgServer& pg, const std::string& label, int n, bool analyze)
     if (!analyze) {
       // Keep autovacuum's analyze from giving the planner statistics in the middle of the run.
       pqxx::work tx(c);
-      for (const char* t : {"tokens", "accounts", "deliveries"}) {
+      for (const char* t : {"tokens", "accounts", "deliveries", "lease_batches"}) {
         tx.exec(absl::StrCat("ALTER TABLE ", t, " SET (autovacuum_enabled = false)"));
       }
       tx.commit();

@@ -10,10 +10,15 @@
 # tables emptied between committed runs):
 #   a  the current path as the collector runs it (collector/store.cc), timed inside PostgreSQL
 #      with clock_timestamp() ("a server") and per statement from psql's \timing ("a client");
+#      since migration 0021 that is the batch-lease path (one lease_batches row per dequeue
+#      window, SENT outcomes set bits), no longer one deliveries row per job;
 #   b  inside the dequeue/acknowledgement, each statement committed: the window read alone, the
 #      INSERT of the delivery rows alone, the acknowledgement's UPDATE alone, with and without
 #      0013's statement triggers, with all indexes of deliveries and with its primary key only
-#      (dropped, then created again);
+#      (dropped, then created again). Since 0021 the INSERT and the UPDATE are the per-job path
+#      before 0021 (still taken by jobs handed out again), timed on their own; the dequeue and
+#      the acknowledgement of a first lease write no deliveries row, so the variants of
+#      deliveries' triggers and indexes barely touch them;
 #   c  the batch-lease prototype: whole-batch acks, 5 partial acks of 200, 990 SENT + 10 RETRY;
 #      server-side and (whole-batch acks) per statement from psql; then a fencing check.
 # Prints one table per run: step, ms per 1000-job batch (median, min, max over the batches),
@@ -282,8 +287,8 @@ echo "queued $("${PSQL[@]}" -tAc "SELECT count(*) FROM tokens WHERE action = 'ac
 "${PSQL[@]}" -f bench/lease_cost_proto.sql >/dev/null
 
 reset_tables() {
-  "${PSQL[@]}" -c "TRUNCATE deliveries, delivery_counts, reputation_hourly, group_usage,
-                   lease_proto.batches, lease_proto.exceptions"
+  "${PSQL[@]}" -c "TRUNCATE deliveries, lease_batches, delivery_counts, reputation_hourly,
+                   group_usage, lease_proto.batches, lease_proto.exceptions"
 }
 
 # One psql session per client-timed run: every statement is preceded by an \echo of its step
@@ -337,7 +342,7 @@ SELECT array_agg(token_id)::TEXT AS ids, array_agg(attempts)::TEXT AS att, count
        array_fill('sent'::TEXT, ARRAY[count(*)::INT])::TEXT AS kinds,
        array_fill(''::TEXT, ARRAY[count(*)::INT])::TEXT AS reasons,
        array_fill(0, ARRAY[count(*)::INT])::TEXT AS zeros
-  FROM deliveries WHERE group_id = :gid AND owner = 'bench-1' AND state = 'leased' \\gset
+  FROM delivery_states WHERE group_id = :gid AND owner = 'bench-1' AND state = 'leased' \\gset
 \\echo @jobs :n
 \\echo @step BEGIN (acknowledgement)
 BEGIN;
@@ -352,7 +357,7 @@ EOF
   done
   echo "\\timing off"
   # Every job must end SENT, or the figures are not those of a drain.
-  echo "DO \$\$ BEGIN IF (SELECT count(*) FROM deliveries WHERE state = 'sent' AND group_id =
+  echo "DO \$\$ BEGIN IF (SELECT count(*) FROM delivery_states WHERE state = 'sent' AND group_id =
         (SELECT id FROM consumer_groups WHERE name = '$g')) <> $JOBS THEN RAISE EXCEPTION 'client drain: not every job recorded SENT'; END IF; END \$\$;"
 }
 
@@ -402,6 +407,10 @@ echo "deliveries: $("${PSQL[@]}" -tAc "SELECT count(*) FROM pg_index WHERE indre
      "($("${PSQL[@]}" -tAc "SELECT string_agg(c.relname, ', ' ORDER BY c.relname) FROM pg_index i
                              JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'deliveries'::regclass")),"\
      "triggers: $("${PSQL[@]}" -tAc "SELECT string_agg(tgname, ', ') FROM pg_trigger WHERE tgrelid = 'deliveries'::regclass AND NOT tgisinternal")"
+echo "lease_batches (0021: a first lease's dequeue and acknowledgement write these rows, not deliveries):" \
+     "$("${PSQL[@]}" -tAc "SELECT count(*) FROM pg_index WHERE indrelid = 'lease_batches'::regclass") indexes" \
+     "($("${PSQL[@]}" -tAc "SELECT string_agg(c.relname, ', ' ORDER BY c.relname) FROM pg_index i
+                             JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'lease_batches'::regclass"))"
 
 reset_tables
 wal_mark
@@ -419,7 +428,7 @@ for v in "true false triggers, all indexes" "false false no triggers, all indexe
   read -r trig only_pk label <<<"$v"
   reset_tables
   "${PSQL[@]}" -c "CALL lease_cost.steps('b $label', $BATCHES, $trig, $only_pk)"
-  summary "b $label" "b. inside the dequeue/ack, each statement committed (commits not shown): $label"
+  summary "b $label" "b. inside the dequeue/ack, each statement committed (commits not shown): $label; since 0021 the INSERT/UPDATE steps are the pre-0021 per-job writes, not part of a first lease's dequeue/ack"
 done
 
 for mode in full partial exceptions; do

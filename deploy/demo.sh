@@ -121,8 +121,14 @@ n=$(find "$DEMO/outbox" -name '*.eml' | wc -l)
 say "Delivered: $DEMO/outbox"
 ls -1 "$DEMO/outbox"
 say "Deliveries as PostgreSQL records them"
+# The sender writes an email before its SENT outcome is acknowledged and committed: wait (up to
+# 10 s) until no job is still leased, so that the table shows the outcomes.
+for _ in $(seq 1 100); do
+  [ "$(psql_ -tAc "SELECT count(*) FROM delivery_states WHERE state = 'leased'")" = 0 ] && break
+  sleep 0.1
+done
 psql_ -c "SELECT d.token_id, t.action, a.login, d.state, d.attempts
-            FROM deliveries d JOIN tokens t ON t.id = d.token_id JOIN accounts a ON a.id = t.account
+            FROM delivery_states d JOIN tokens t ON t.id = d.token_id JOIN accounts a ON a.id = t.account
            ORDER BY d.token_id"
 
 # Show each email as a mail client would (headers decoded, text part), with Python's email

@@ -202,7 +202,7 @@ TEST_F(LegacyRowsTest, NullAndShortCodesFailAloneAndTheRestIsDelivered) {
   EXPECT_EQ(l.unfinished, 0);
   EXPECT_EQ(l.sent, 17);
   EXPECT_EQ(l.failed, 3);
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'failed'"
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'failed'"
                    " AND reason LIKE 'cannot sign token%'"),
             3);
   EXPECT_EQ(testing::Files(dir_ + "/out", ".eml").size(), 17u);

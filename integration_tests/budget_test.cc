@@ -230,8 +230,7 @@ TEST_F(BudgetTest, ThreeSendersKeepToOneGroupPaceThroughAKillAndStopWhenTheBudge
   set.set_monthly_budget_micros(budget.spent_micros());
   st = op->SetGroupBudget(Ctx().get(), set, &budget);
   ASSERT_TRUE(st.ok()) << st.error_message();
-  const int64_t acknowledged = Scalar(
-      "SELECT count(*) FROM deliveries WHERE state = 'sent'");
+  const int64_t acknowledged = Scalar("SELECT count(*) FROM delivery_states WHERE state = 'sent'");
   std::vector<std::string> later;
   for (int i = 0; i < 3; ++i) later.push_back(absl::StrCat(dir_, "/later", i));
   senders.clear();
@@ -246,12 +245,12 @@ TEST_F(BudgetTest, ThreeSendersKeepToOneGroupPaceThroughAKillAndStopWhenTheBudge
   };
   while (!refused() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(100));
   ASSERT_TRUE(refused()) << senders[0]->Log();
-  EXPECT_GT(WaitFor("SELECT count(*) FROM deliveries WHERE reason = "
+  EXPECT_GT(WaitFor("SELECT count(*) FROM delivery_states WHERE reason = "
                     "'sending budget exhausted for now'",
                     -1, absl::Seconds(5)),
             0);
   EXPECT_EQ(SendTimes(later).size(), 0u);
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"), acknowledged);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'sent'"), acknowledged);
   std::printf("budget_test: budget set to what was spent (%lld micros): 0 more sent\n",
               static_cast<long long>(budget.monthly_budget_micros()));
 
@@ -284,7 +283,7 @@ TEST_F(BudgetTest, ThreeSendersKeepToOneGroupPaceThroughAKillAndStopWhenTheBudge
   EXPECT_LE(static_cast<int64_t>(sends.size()) * kPriceMicros, budget.committed_micros());
   EXPECT_LE(budget.spent_micros(), static_cast<int64_t>(budget.monthly_budget_micros()));
   EXPECT_EQ(SendTimes(later).size(), 0u);
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"), acknowledged);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'sent'"), acknowledged);
 }
 
 TEST_F(BudgetTest, AKilledSendersUnusedGrantComesBackAfterItsLease) {
@@ -299,7 +298,7 @@ TEST_F(BudgetTest, AKilledSendersUnusedGrantComesBackAfterItsLease) {
   TestDb(url_).InsertAccounts(kJobs, "k");
   const std::string out = dir_ + "/out";
   auto sender = Sender(0, out);
-  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", kJobs,
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", kJobs,
                     absl::Seconds(30)),
             kJobs)
       << sender->Log();
@@ -340,18 +339,19 @@ TEST_F(BudgetTest, SesGetAccountSendingDisabledPausesUntilEnabled) {
   TestDb(url_).InsertAccounts(kJobs, "p");
   // Every job was handed to the sender and handed back unsent three times (the breaker's
   // probes included): the pause holds across rounds, not just the first.
-  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE attempts >= 3", kJobs,
-                    absl::Seconds(60)),
-            kJobs)
+  ASSERT_EQ(
+      WaitFor("SELECT count(*) FROM delivery_states WHERE attempts >= 3", kJobs, absl::Seconds(60)),
+      kJobs)
       << sender->Log();
   EXPECT_EQ(ReceivedBySes().emails, 0);
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state IN ('sent', 'failed', "
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state IN ('sent', 'failed', "
                    "'expired')"),
             0);
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state IN ('retry', 'leased')"), kJobs);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state IN ('retry', 'leased')"),
+            kJobs);
 
   std::ofstream(account) << R"({"SendingEnabled":true})";
-  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", kJobs,
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", kJobs,
                     absl::Seconds(30)),
             kJobs)
       << sender->Log();
@@ -359,7 +359,7 @@ TEST_F(BudgetTest, SesGetAccountSendingDisabledPausesUntilEnabled) {
   const Received got = ReceivedBySes();
   EXPECT_EQ(got.emails, kJobs);
   EXPECT_EQ(got.duplicates(), 0);
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'failed'"), 0);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'failed'"), 0);
 }
 
 TEST_F(BudgetTest, SesLimitsAreReadFromTheAccountNotTyped) {
@@ -373,20 +373,21 @@ TEST_F(BudgetTest, SesLimitsAreReadFromTheAccountNotTyped) {
   env["MAILROOM_SES_ACCOUNT_INTERVAL_MS"] = "1000";
   TestDb(url_).InsertAccounts(10, "q");
   auto sender = StartSender(env);
-  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 4, absl::Seconds(30)),
-            4)
+  ASSERT_EQ(
+      WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 4, absl::Seconds(30)), 4)
       << sender->Log();
   // The quota is used up: nothing more until GetAccount says otherwise (the sender reads it
   // every second; its jobs wait, none fails).
   const absl::Time used_up = absl::Now();
   std::ofstream(account) << R"({"SendQuota":{"Max24HourSend":10,"SentLast24Hours":4,)"
                          << R"("MaxSendRate":2}})";
-  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 10, absl::Seconds(30)),
-            10)
+  ASSERT_EQ(
+      WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 10, absl::Seconds(30)),
+      10)
       << sender->Log();
   // 6 more at 2 emails/s (a bucket of 2): at least 2 s.
   EXPECT_GE(absl::Now() - used_up, absl::Seconds(2));
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'failed'"), 0);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'failed'"), 0);
   EXPECT_EQ(ReceivedBySes().emails, 10);
 }
 

@@ -212,7 +212,7 @@ TEST_F(CollectorTest, ExpiredConsumedAndWrongStatusTokensAreNotDispatched) {
     pqxx::connection c(TestUrl());
     pqxx::nontransaction tx(c);
     auto r = tx.exec_params(
-        "SELECT d.state::text || ': ' || coalesce(d.reason, '-') FROM deliveries d"
+        "SELECT d.state::text || ': ' || coalesce(d.reason, '-') FROM delivery_states d"
         " JOIN tokens t ON t.id = d.token_id JOIN accounts a ON a.id = t.account"
         " WHERE a.login = $1 AND t.action = $2::token_action",
         login, action);
@@ -231,12 +231,12 @@ TEST_F(CollectorTest, NothingIsDispatchedWithoutRoom) {
   int port = StartCollector();
   InsertAccounts(20, "room");
   absl::SleepFor(absl::Seconds(1));
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries"), 0);  // no subscriber: jobs wait
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states"), 0);  // no subscriber: jobs wait
   TestSubscriber sub(Channel(port), kBearer, "mailroom", 5);
   ASSERT_EQ(sub.WaitForJobs(5, absl::Seconds(10)), 5u);
   absl::SleepFor(absl::Seconds(1));
   EXPECT_EQ(sub.Received(), 5u);  // never more than max_in_flight unacknowledged
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries"), 5);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states"), 5);
   ASSERT_TRUE(sub.Ack(Ids(sub.Take()), v1::OUTCOME_SENT).ok());
   EXPECT_EQ(sub.WaitForJobs(10, absl::Seconds(10)), 10u);
 }
@@ -275,7 +275,7 @@ TEST_F(CollectorTest, UnacknowledgedJobsGoToAnotherMemberWhenTheLeaseRunsOut) {
   ASSERT_EQ(other.WaitForJobs(3, absl::Seconds(10)), 3u);  // after the 1 s lease
   for (const auto& j : other.Jobs()) EXPECT_EQ(j.attempt(), 2u);
   ASSERT_TRUE(other.Ack(Ids(other.Jobs()), v1::OUTCOME_SENT).ok());
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"), 3);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'sent'"), 3);
 }
 
 // A subscription that ends (network blip, collector restart, sender restart) keeps its leases:
@@ -310,7 +310,8 @@ TEST_F(CollectorTest, EndedSubscriptionKeepsItsLeasesForItsSender) {
   ASSERT_TRUE(first->Ack(Ids(first->Jobs()), v1::OUTCOME_SENT, "", 0, &resp).ok());
   EXPECT_EQ(resp.recorded(), 4u);
   EXPECT_EQ(second.Received(), 1u);
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent' AND attempts = 1"), 4);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'sent' AND attempts = 1"),
+            4);
 }
 
 TEST_F(CollectorTest, TerminatedConnectionsLoseNothing) {
@@ -418,13 +419,14 @@ TEST_F(CollectorTest, BadOutcomesAreRejectedOneByOneAndTheRestIsRecorded) {
   for (int i = 0; i < 6; ++i) EXPECT_EQ(rejected.count(jobs[i].job_id()), 1u) << i;
   EXPECT_THAT(resp.rejected(0).error(), HasSubstr("MAILROOM_MAX_COST_MICROS"));
   EXPECT_THAT(resp.rejected(1).error(), HasSubstr("NUL"));
-  EXPECT_EQ(Scalar(absl::StrCat("SELECT octet_length(reason) FROM deliveries WHERE token_id = ",
-                                jobs[6].job_id())),
-            1000);
+  EXPECT_EQ(
+      Scalar(absl::StrCat("SELECT octet_length(reason) FROM delivery_states WHERE token_id = ",
+                          jobs[6].job_id())),
+      1000);
   EXPECT_EQ(Scalar("SELECT cost_micros FROM group_usage"), 4000);
   // The rejected ones keep their lease and can still be acknowledged properly.
   ASSERT_TRUE(sub.Ack({jobs[0].job_id(), jobs[1].job_id()}, v1::OUTCOME_SENT, "", 100).ok());
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"), 3);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'sent'"), 3);
   EXPECT_EQ(Scalar("SELECT cost_micros FROM group_usage"), 4200);
 }
 
@@ -470,7 +472,7 @@ TEST_F(CollectorTest, LeasesAreFencedByHolderAndAttempt) {
   std::vector<v1::Job> again = b.Jobs();
   for (const auto& j : again) EXPECT_EQ(j.attempt(), 2u);
   // The holder that left does not count towards poison detection.
-  EXPECT_EQ(Scalar("SELECT max(lost_leases) FROM deliveries"), 0);
+  EXPECT_EQ(Scalar("SELECT max(lost_leases) FROM delivery_states"), 0);
 
   // Late outcomes of the former holder: ignored, nothing changes.
   v1::AcknowledgeResponse late = ack(first_id, {held[2], held[3], held[4]});
@@ -492,10 +494,10 @@ TEST_F(CollectorTest, LeasesAreFencedByHolderAndAttempt) {
     ASSERT_TRUE(stub->RenewLeases(&ctx, req, &resp).ok());
     EXPECT_EQ(resp.lost_job_ids_size(), 3);
   }
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'leased'"), 3);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'leased'"), 3);
   // The real holder's outcomes are recorded.
   EXPECT_EQ(ack(b.subscriber_id(), again).recorded(), 3u);
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'"), 5);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'sent'"), 5);
 }
 
 // Poison detection counts only leases that ran out while their holder was subscribed and gave
@@ -525,16 +527,19 @@ TEST_F(CollectorTest, PoisonDetectionCountsOnlyLeasesLostByALiveHolder) {
   ASSERT_TRUE(sub.Ack({polite}, v1::OUTCOME_SENT).ok());
   // The silent one's lease runs out twice while this subscriber is connected: it fails.
   absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (Scalar(absl::StrCat("SELECT count(*) FROM deliveries WHERE state = 'failed' AND token_id = ",
-                             silent)) == 0 &&
+  while (Scalar(absl::StrCat(
+             "SELECT count(*) FROM delivery_states WHERE state = 'failed' AND token_id = ",
+             silent)) == 0 &&
          absl::Now() < deadline) {
     sub.WaitForJobs(sub.Received() + 1, absl::Milliseconds(500));
   }
-  EXPECT_THAT(Text(absl::StrCat("SELECT coalesce(reason, '') FROM deliveries WHERE token_id = ",
-                                 silent)),
+  EXPECT_THAT(Text(absl::StrCat(
+                  "SELECT coalesce(reason, '') FROM delivery_states WHERE token_id = ", silent)),
               HasSubstr("lease ran out 2 times"));
-  EXPECT_EQ(Scalar(absl::StrCat("SELECT lost_leases FROM deliveries WHERE token_id = ", polite)), 0);
-  EXPECT_EQ(Text(absl::StrCat("SELECT state FROM deliveries WHERE token_id = ", polite)), "sent");
+  EXPECT_EQ(
+      Scalar(absl::StrCat("SELECT lost_leases FROM delivery_states WHERE token_id = ", polite)), 0);
+  EXPECT_EQ(Text(absl::StrCat("SELECT state FROM delivery_states WHERE token_id = ", polite)),
+            "sent");
 }
 
 TEST_F(CollectorTest, OperatorCallsReportDepthFailuresUsageAndRequeue) {
@@ -627,7 +632,7 @@ TEST_F(CollectorTest, CredentialsAreScopedToGroupsAndRoles) {
     EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
     EXPECT_THAT(st.error_message(), HasSubstr("\"groupb\""));
   }
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state = 'leased'"), 3);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'leased'"), 3);
 
   // In its own group it works, but a subscriber cannot requeue.
   TestSubscriber in_a(Channel(port), a, "groupa", 10);
@@ -683,7 +688,7 @@ TEST_F(CollectorTest, MaxInFlightIsCappedByTheCollector) {
   TestSubscriber sub(Channel(port), kBearer, "mailroom", 1000);
   ASSERT_EQ(sub.WaitForJobs(5, absl::Seconds(10)), 5u);
   // Without the cap the first dequeue (batch limit 100) would have leased all 20 at once.
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries"), 5);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states"), 5);
   EXPECT_EQ(sub.Received(), 5u);
   ASSERT_TRUE(sub.Ack(Ids(sub.Take()), v1::OUTCOME_SENT).ok());
   EXPECT_EQ(sub.WaitForJobs(10, absl::Seconds(10)), 10u);

@@ -96,7 +96,7 @@ TEST_F(FeedbackTest, AHardBounceThroughSignedSnsSuppressesAForgedOneChangesNothi
   Exec(
       "INSERT INTO accounts (email, login) VALUES ('gone@example.test', 'gone'),"
       " ('fine@example.test', 'fine')");
-  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'"
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'"
                     " AND provider_message_id IS NOT NULL",
                     2, absl::Seconds(30)),
             2);
@@ -112,7 +112,7 @@ TEST_F(FeedbackTest, AHardBounceThroughSignedSnsSuppressesAForgedOneChangesNothi
               absl::StrCat(Scalar("SELECT t.id FROM tokens t JOIN accounts a ON a.id = t.account"
                                   " WHERE a.email = '" +
                                   to + "'")));
-    EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE provider_message_id = '" +
+    EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE provider_message_id = '" +
                      m["id"].get<std::string>() + "'"),
               1);
   }
@@ -127,7 +127,7 @@ TEST_F(FeedbackTest, AHardBounceThroughSignedSnsSuppressesAForgedOneChangesNothi
   EXPECT_EQ(Event("Bounce", "gone@example.test", 2, /*forge=*/true), 403);
   EXPECT_EQ(Scalar("SELECT count(*) FROM suppressions"), 0);
   EXPECT_EQ(Scalar("SELECT count(*) FROM sns_messages"), 0);
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE bounced_at IS NOT NULL"), 0);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE bounced_at IS NOT NULL"), 0);
 
   // A signed permanent bounce (SignatureVersion 1) and a delivery (version 2).
   EXPECT_EQ(Event("Bounce", "gone@example.test", 1, false), 200);
@@ -135,11 +135,11 @@ TEST_F(FeedbackTest, AHardBounceThroughSignedSnsSuppressesAForgedOneChangesNothi
   EXPECT_EQ(Scalar("SELECT count(*) FROM suppressions WHERE address = 'gone@example.test'"
                    " AND reason = 'hard_bounce'"),
             1);
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries d JOIN tokens t ON t.id = d.token_id"
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states d JOIN tokens t ON t.id = d.token_id"
                    " JOIN accounts a ON a.id = t.account WHERE a.email = 'gone@example.test'"
                    " AND d.bounced_at IS NOT NULL AND d.bounce_type = 'Permanent'"),
             1);
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries d JOIN tokens t ON t.id = d.token_id"
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states d JOIN tokens t ON t.id = d.token_id"
                    " JOIN accounts a ON a.id = t.account WHERE a.email = 'fine@example.test'"
                    " AND d.delivered_at IS NOT NULL"),
             1);
@@ -147,10 +147,10 @@ TEST_F(FeedbackTest, AHardBounceThroughSignedSnsSuppressesAForgedOneChangesNothi
   // The address is never sent to again: its next token ends suppressed, the other's is sent.
   Exec("UPDATE accounts SET status = 'active'");
   Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts");
-  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state IN ('sent', 'suppressed')", 4,
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state IN ('sent', 'suppressed')", 4,
                     absl::Seconds(30)),
             4);
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries d JOIN tokens t ON t.id = d.token_id"
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states d JOIN tokens t ON t.id = d.token_id"
                    " JOIN accounts a ON a.id = t.account WHERE a.email = 'gone@example.test'"
                    " AND t.action = 'password_recovery' AND d.state = 'suppressed'"
                    " AND d.attempts = 0 AND d.reason LIKE 'address suppressed: hard_bounce%'"),
@@ -184,8 +184,9 @@ TEST_F(FeedbackTest, TheGuardPausesAGroupOverItsBounceRateAndResumesUnderIt) {
   Exec(
       "INSERT INTO accounts (email, login) VALUES ('gone@example.test', 'gone'),"
       " ('fine@example.test', 'fine')");
-  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 2, absl::Seconds(30)),
-            2);
+  ASSERT_EQ(
+      WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 2, absl::Seconds(30)),
+      2);
   EXPECT_TRUE(MetricsShow("mailroom_reputation_paused{group=\"mailroom\"} 0", absl::Seconds(10)));
   EXPECT_EQ(Event("Bounce", "gone@example.test", 2, false), 200);  // 1 of 2: 50 %
   ASSERT_TRUE(feedback_collector_->WaitForLog("msg=\"sending paused", absl::Seconds(10)))
@@ -199,12 +200,13 @@ TEST_F(FeedbackTest, TheGuardPausesAGroupOverItsBounceRateAndResumesUnderIt) {
       " WHERE email = 'fine@example.test'");
   EXPECT_TRUE(MetricsShow("mailroom_queue_depth{group=\"mailroom\"} 1", absl::Seconds(10)))
       << Http(metrics_);
-  EXPECT_EQ(Scalar("SELECT count(*) FROM deliveries WHERE state <> 'sent'"), 0);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state <> 'sent'"), 0);
 
   // The operator fixes the cause and clears the counters: the guard lets the group go again.
   Exec("DELETE FROM reputation_hourly");
-  ASSERT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", 3, absl::Seconds(30)),
-            3);
+  ASSERT_EQ(
+      WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 3, absl::Seconds(30)),
+      3);
   EXPECT_TRUE(feedback_collector_->WaitForLog("msg=\"sending resumed", absl::Seconds(10)));
   EXPECT_TRUE(MetricsShow("mailroom_reputation_paused{group=\"mailroom\"} 0", absl::Seconds(10)));
   EXPECT_EQ(ReceivedBySes().emails, 3);

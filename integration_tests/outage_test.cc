@@ -33,7 +33,7 @@ class OutageTest : public testing::StackTest {
                       "'o' || i FROM generate_series(1, ", n, ") i"));
   }
   int64_t Count(const std::string& state) {
-    return Scalar(absl::StrCat("SELECT count(*) FROM deliveries WHERE state = '", state, "'"));
+    return Scalar(absl::StrCat("SELECT count(*) FROM delivery_states WHERE state = '", state, "'"));
   }
   void MakeCert() {
     std::string cmd = absl::StrCat(
@@ -84,7 +84,7 @@ class OutageTest : public testing::StackTest {
     std::printf("OUTAGE %s: jobs=%d sent=%lld failed=%lld counted_attempts=%lld "
                 "recovered_in_ms=%lld\n",
                 scenario, kJobs, (long long)Count("sent"), (long long)Count("failed"),
-                (long long)Scalar("SELECT coalesce(sum(failures), 0) FROM deliveries"),
+                (long long)Scalar("SELECT coalesce(sum(failures), 0) FROM delivery_states"),
                 (long long)absl::ToInt64Milliseconds(recovery));
   }
 };
@@ -116,13 +116,13 @@ TEST_F(OutageTest, WrongSmtpPasswordHoldsJobsUntilItIsFixed) {
   HoldOutage(absl::Seconds(20), health_port);
   std::ofstream(auth_file, std::ios::trunc) << "mailer:" << kWrongPassword;
   absl::Time fixed = absl::Now();
-  EXPECT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", kJobs,
+  EXPECT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", kJobs,
                     absl::Seconds(60)),
             kJobs)
       << sender->Log();
   Print("smtp_wrong_password_20s", absl::Now() - fixed);
   EXPECT_EQ(Count("failed"), 0);
-  EXPECT_EQ(Scalar("SELECT coalesce(sum(failures), 0) FROM deliveries"), 0);
+  EXPECT_EQ(Scalar("SELECT coalesce(sum(failures), 0) FROM delivery_states"), 0);
   EXPECT_EQ(ReceivedIn(dir_ + "/smtp").distinct, kJobs);
   EXPECT_TRUE(WaitHealth(health_port, grpc::health::v1::HealthCheckResponse::SERVING,
                          absl::Seconds(5)));
@@ -153,13 +153,13 @@ TEST_F(OutageTest, SesSendingPausedHoldsJobsUntilResumed) {
   HoldOutage(absl::Seconds(6), health_port);
   std::remove(paused.c_str());
   absl::Time fixed = absl::Now();
-  EXPECT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE state = 'sent'", kJobs,
+  EXPECT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", kJobs,
                     absl::Seconds(60)),
             kJobs)
       << sender->Log();
   Print("ses_sending_paused_6s", absl::Now() - fixed);
   EXPECT_EQ(Count("failed"), 0);
-  EXPECT_EQ(Scalar("SELECT coalesce(sum(failures), 0) FROM deliveries"), 0);
+  EXPECT_EQ(Scalar("SELECT coalesce(sum(failures), 0) FROM delivery_states"), 0);
   EXPECT_EQ(ReceivedBySes().distinct, kJobs);
   EXPECT_THAT(sender->Log(), HasSubstr("SendingPausedException"));
   EXPECT_THAT(sender->Log(), Not(HasSubstr(testing::kStackAwsSecret)));
@@ -184,15 +184,15 @@ TEST_F(OutageTest, UntrustedCertificateFailsNothingAndIsNotServing) {
   ASSERT_TRUE(WaitHealth(health_port, grpc::health::v1::HealthCheckResponse::NOT_SERVING,
                          absl::Seconds(5)));
   // Every job has been handed out and held back at least once.
-  EXPECT_EQ(WaitFor("SELECT count(*) FROM deliveries WHERE reason LIKE 'held: provider%'",
+  EXPECT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE reason LIKE 'held: provider%'",
                     kJobs, absl::Seconds(30)),
             kJobs);
   HoldOutage(absl::Seconds(3), health_port);
   std::printf("OUTAGE untrusted_certificate: jobs=%d sent=%lld failed=%lld held=%lld\n", kJobs,
               (long long)Count("sent"), (long long)Count("failed"),
-              (long long)Scalar("SELECT count(*) FROM deliveries WHERE reason LIKE 'held:%'"));
+              (long long)Scalar("SELECT count(*) FROM delivery_states WHERE reason LIKE 'held:%'"));
   EXPECT_EQ(Count("failed"), 0);
-  EXPECT_EQ(Scalar("SELECT coalesce(sum(failures), 0) FROM deliveries"), 0);
+  EXPECT_EQ(Scalar("SELECT coalesce(sum(failures), 0) FROM delivery_states"), 0);
   EXPECT_EQ(Health(health_port), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   EXPECT_THAT(Metrics(metrics_port), HasSubstr("mailroom_sender_breaker_open 1"));
 }

@@ -86,9 +86,9 @@ class PriorityTest : public testing::StackTest {
       ADD_FAILURE() << "the sender did not start";
       return nullptr;
     }
-    if (WaitFor("SELECT (count(*) >= 100)::INT FROM deliveries WHERE state = 'leased'", 1,
+    if (WaitFor("SELECT (count(*) >= 100)::INT FROM delivery_states WHERE state = 'leased'", 1,
                 absl::Seconds(60)) != 1 ||
-        WaitFor("SELECT (count(*) >= 15)::INT FROM deliveries WHERE state = 'sent'", 1,
+        WaitFor("SELECT (count(*) >= 15)::INT FROM delivery_states WHERE state = 'sent'", 1,
                 absl::Seconds(60)) != 1) {
       ADD_FAILURE() << "the backlog did not fill the sender's window\n" << sender->Log();
       return nullptr;
@@ -109,7 +109,7 @@ class PriorityTest : public testing::StackTest {
     EXPECT_LT(delivered, static_cast<size_t>(kActivations / 4));
     // A file is written before its SENT outcome is acknowledged and committed: wait for the
     // last acknowledgement rather than read the state at the instant the file appeared.
-    EXPECT_EQ(WaitFor("SELECT count(*) FROM deliveries d JOIN tokens t ON t.id = d.token_id"
+    EXPECT_EQ(WaitFor("SELECT count(*) FROM delivery_states d JOIN tokens t ON t.id = d.token_id"
                       " WHERE t.action = 'password_recovery' AND d.state = 'sent'",
                       kRecoveries, absl::Seconds(30)),
               kRecoveries);

@@ -207,7 +207,7 @@ Ledger StackTest::Account() {
       "                                          'rate_limited', 'suppressed')"
       "                              AND coalesce(d.reason, '') = ''))"
       "  FROM tokens t"
-      "  LEFT JOIN deliveries d ON d.token_id = t.id"
+      "  LEFT JOIN delivery_states d ON d.token_id = t.id"
       "   AND d.group_id = (SELECT id FROM consumer_groups WHERE name = 'mailroom')");
   return Ledger{r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<int64_t>(),
                 r[3].as<int64_t>(), r[4].as<int64_t>(), r[5].as<int64_t>(),
