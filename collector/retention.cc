@@ -74,6 +74,13 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
                               options_.batch, ")");
         });
       }
+      // Finished lease batches (0021), before the tokens: a batch's tokens are kept while it
+      // is leased.
+      report.lease_batches += PruneAll(conn, &report.transactions, stopping, [&](int64_t after) {
+        return absl::StrCat("SELECT * FROM mailroom_prune_lease_batches(", after,
+                            ", now() - make_interval(secs => ", retention_ms, " / 1000.0), ",
+                            options_.batch, ")");
+      });
       report.tokens += PruneAll(conn, &report.transactions, stopping, [&](int64_t after) {
         return absl::StrCat("SELECT * FROM mailroom_prune_tokens(", after,
                             ", EXTRACT(EPOCH FROM now() - make_interval(secs => ", retention_ms,
@@ -137,6 +144,8 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
                   {{"table", "deliveries"}});
     metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.tokens),
                   {{"table", "tokens"}});
+    metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.lease_batches),
+                  {{"table", "lease_batches"}});
     metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.budget_grants),
                   {{"table", "budget_grants"}});
     metrics_->Add("mailroom_collector_pruned_total",
@@ -157,11 +166,13 @@ void Retention::Run() {
     auto report = RunOnce();
     if (!report.ok()) {
       LogWarn("pruning failed", {{"error", std::string(report.status().message())}});
-    } else if (report->deliveries > 0 || report->tokens > 0 || report->budget_grants > 0 ||
+    } else if (report->deliveries > 0 || report->tokens > 0 || report->lease_batches > 0 ||
+               report->budget_grants > 0 ||
                report->budget_grants_folded > 0 || report->budget_subscriptions > 0 ||
                report->soft_bounces > 0) {
       LogInfo("pruned", {{"deliveries", absl::StrCat(report->deliveries)},
                          {"tokens", absl::StrCat(report->tokens)},
+                         {"lease_batches", absl::StrCat(report->lease_batches)},
                          {"budget_grants", absl::StrCat(report->budget_grants)},
                          {"budget_grants_folded", absl::StrCat(report->budget_grants_folded)},
                          {"budget_subscriptions", absl::StrCat(report->budget_subscriptions)},

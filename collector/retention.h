@@ -16,7 +16,7 @@ namespace mailroom {
 struct RetentionOptions {
   // Connection string with the collector's connection defaults (statement timeout, keepalives).
   std::string database_url;
-  // Finished deliveries, spent tokens and budget grants and subscriptions that can no longer
+  // Finished deliveries and lease batches, spent tokens and budget grants and subscriptions that can no longer
   // matter older than this are deleted, and soft bounces older than the 7 days that count.
   // Zero keeps everything (the outcome counters are still compacted).
   absl::Duration retention = absl::Hours(24 * 30);
@@ -31,6 +31,7 @@ struct PruneReport {
   bool ran = false;            // false: another collector holds the pruning lock
   int64_t deliveries = 0;      // finished deliveries deleted
   int64_t tokens = 0;          // tokens deleted
+  int64_t lease_batches = 0;   // finished lease batches deleted (migration 0021)
   int64_t budget_grants = 0;   // grants that can no longer matter deleted (migration 0019)
   int64_t budget_grants_folded = 0;  // grants of live holders folded into another row
   int64_t budget_subscriptions = 0;  // subscription rows of holders without grants deleted
@@ -41,8 +42,9 @@ struct PruneReport {
   int64_t refunded_emails = 0; // unused grant emails of dead holders given back (all groups)
 };
 
-// Prunes finished deliveries and tokens no group needs (migration 0013's
-// mailroom_prune_deliveries / mailroom_prune_tokens) in batches of `batch` rows, one
+// Prunes finished deliveries, finished lease batches and tokens no group needs (migration
+// 0013's mailroom_prune_deliveries / mailroom_prune_tokens, 0021's
+// mailroom_prune_lease_batches) in batches of `batch` rows, one
 // transaction per batch with SKIP LOCKED, so it never holds a lock for long nor waits on a
 // collector; then folds the outcome counters (mailroom_compact_delivery_counts). Pruning
 // never changes mailroom_stats' counts. Several collectors may run it at once: a session
@@ -62,7 +64,8 @@ struct PruneReport {
 // for weeks keeps a few rows. None of it with a zero retention. Pruning never makes a refund
 // larger, folding changes none (see 0019's header).
 //
-// Exports mailroom_collector_pruned_total{table="deliveries"|"tokens"|"budget_grants"|
+// Exports mailroom_collector_pruned_total{table="deliveries"|"tokens"|"lease_batches"|
+// "budget_grants"|
 // "budget_subscriptions"|"soft_bounces"}. Thread-safe: RunOnce may be called while Run()
 // loops; Stop() may be called from any thread.
 class Retention {

@@ -189,7 +189,8 @@ class PgStore : public Store {
                                             const std::vector<JobResult>& results) override {
     std::vector<uint64_t> ids;
     std::vector<uint32_t> attempts;
-    std::vector<std::string> kinds, reasons;
+    // A SENT outcome with a provider message id keeps a deliveries row (migration 0021).
+    std::vector<std::string> kinds, reasons, message_ids;
     std::vector<uint32_t> retry;
     std::vector<int64_t> costs;
     bool suppress = false;
@@ -201,14 +202,15 @@ class PgStore : public Store {
       reasons.push_back(r.reason);
       retry.push_back(r.retry_after_ms);
       costs.push_back(r.cost_micros);
+      message_ids.push_back(r.kind == JobResult::Kind::kSent ? r.provider_message_id : "");
     }
     return Run<std::vector<uint64_t>>("acknowledge", [&](pqxx::connection& c) {
       pqxx::work tx(c);
       pqxx::result r = tx.exec_params(
           "SELECT * FROM mailroom_ack($1, $2, $3::bigint[], $4::int[], $5::text[], $6::text[],"
-          " $7::int[], $8::bigint[])",
+          " $7::int[], $8::bigint[], $9::text[])",
           group, owner, IntArray(ids), IntArray(attempts), TextArray(kinds), TextArray(reasons),
-          IntArray(retry), IntArray(costs));
+          IntArray(retry), IntArray(costs), TextArray(message_ids));
       std::vector<uint64_t> recorded = ParseIds(r);
       // Only outcomes mailroom_ack recorded (it fences by owner and attempt) suppress their
       // address, in the same transaction: a stale lease's report changes nothing.
@@ -253,13 +255,16 @@ class PgStore : public Store {
     return Run<bool>("renewing leases",
                      [&](pqxx::connection& c) {
                        pqxx::work tx(c);
-                       tx.exec_params(
-                           "UPDATE deliveries d"
-                           "   SET due_at = now() + make_interval(secs => $3 / 1000.0)"
-                           "  FROM consumer_groups g"
-                           " WHERE g.name = $1 AND d.group_id = g.id AND d.owner = $2"
-                           "   AND d.state = 'leased'",
-                           group, owner, LeaseMs(lease));
+                       for (const char* table : {"deliveries", "lease_batches"}) {
+                         tx.exec_params(
+                             absl::StrCat("UPDATE ", table,
+                                          " d SET due_at = now() + make_interval(secs => $3 / "
+                                          "1000.0)"
+                                          "  FROM consumer_groups g"
+                                          " WHERE g.name = $1 AND d.group_id = g.id"
+                                          "   AND d.owner = $2 AND d.state = 'leased'"),
+                             group, owner, LeaseMs(lease));
+                       }
                        tx.commit();
                        return true;
                      })
@@ -293,15 +298,13 @@ class PgStore : public Store {
     return Run<bool>("releasing leases",
                      [&](pqxx::connection& c) {
                        pqxx::work tx(c);
-                       pqxx::result r = tx.exec_params(
-                           "UPDATE deliveries d SET due_at = now(), holder_left = true"
-                           "  FROM consumer_groups g"
-                           " WHERE g.name = $1 AND d.group_id = g.id AND d.owner = $2"
-                           "   AND d.token_id = ANY ($3::bigint[]) AND d.state = 'leased'",
-                           group, owner, IntArray(ids));
-                       if (r.affected_rows() > 0) {
+                       const int released =
+                           tx.exec_params1("SELECT mailroom_release($1, $2, $3::bigint[])", group,
+                                           owner, IntArray(ids))[0]
+                               .as<int>();
+                       if (released > 0) {
                          tx.exec_params("SELECT mailroom_budget_settled($1, $2, $3)", group,
-                                        owner, static_cast<int>(r.affected_rows()));
+                                        owner, released);
                        }
                        tx.commit();
                        return true;
