@@ -158,6 +158,38 @@ TEST_F(FeedbackStoreTest, ComplaintDeliveryAndTagFallback) {
   EXPECT_EQ(Text("SELECT reason FROM suppressions WHERE address = 'a2@example.test'"), "complaint");
 }
 
+// An SES event may arrive before the sender's acknowledgement is recorded (SNS is fast, the
+// acknowledgement waits for its batch): the job is found by its tags (group, job id) while it
+// is still leased, and each kind of event still counts once per delivery afterwards.
+TEST_F(FeedbackStoreTest, AnEventBeforeTheAcknowledgementIsMatchedByTheJobsTags) {
+  Exec("INSERT INTO accounts (email, login) VALUES ('early@example.test', 'early')");
+  auto jobs = store_->Dequeue("mailroom", 10, "s", absl::Seconds(60));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 1u);
+  FeedbackEvent delivery;
+  delivery.type = "Delivery";
+  delivery.ses_message_id = "ses-early";
+  delivery.group = "mailroom";
+  delivery.job_id = (*jobs)[0].id;
+  EXPECT_EQ(*feedback_->Record("sns-early-1", delivery, 3), FeedbackResult::kRecorded);
+  EXPECT_EQ(Reputation().delivered, 1u);
+  // The acknowledgement, with that message id, comes afterwards; SES reports the delivery
+  // again: not counted twice.
+  JobResult sent;
+  sent.id = (*jobs)[0].id;
+  sent.attempt = (*jobs)[0].attempt;
+  sent.kind = JobResult::Kind::kSent;
+  sent.provider_message_id = "ses-early";
+  auto recorded = store_->Ack("mailroom", "s", {sent});
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  EXPECT_EQ(recorded->size(), 1u);
+  EXPECT_EQ(*feedback_->Record("sns-early-2", delivery, 3), FeedbackResult::kRecorded);
+  EXPECT_EQ(Reputation().delivered, 1u);
+  EXPECT_EQ(Text(absl::StrCat("SELECT (delivered_at IS NOT NULL) || ' ' || state"
+                              " FROM delivery_states WHERE token_id = ", (*jobs)[0].id)),
+            "true sent");
+}
+
 TEST_F(FeedbackStoreTest, TransientBouncesSuppressAtTheLimitWithinSevenDays) {
   SendTo(1);
   FeedbackEvent soft = Bounce("x", "soft@example.test", "Transient");
