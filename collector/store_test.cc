@@ -537,6 +537,37 @@ TEST_F(StoreTest, AFreshDequeueIsOneBatchRowAndAFullSentAckFinishesIt) {
             5);
 }
 
+TEST_F(StoreTest, ADequeueLeasesOneBatchPerClassAndTheRecoveryLaneTouchesOnlyItsOwn) {
+  // One password recovery (an active account) and two activations.
+  Exec("INSERT INTO accounts (email, login, status) VALUES ('r@example.test', 'r', 'active')");
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts");
+  InsertAccounts(2, "cls");
+  std::vector<StoredJob> jobs = Dequeue("a");
+  ASSERT_EQ(jobs.size(), 3u);
+  EXPECT_TRUE(jobs[0].password_recovery);  // recoveries first
+  EXPECT_EQ(Text("SELECT string_agg(recovery || ':' || cardinality(ids) || ':' || owner, ' '"
+                 " ORDER BY batch_id) FROM lease_batches"),
+            "true:1:a false:2:a");
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 0);
+  EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM delivery_states WHERE recovery AND token_id = ",
+                             jobs[0].id)),
+            1);
+  // Both leases run out; the recovery lane takes the recovery batch over only (attempt 2, in a
+  // per-job row that keeps the class) and leaves the activations' batch as it is.
+  RunOut("1 second");
+  auto lane = store_->DequeueRecoveries("mailroom", 10, "lane", absl::Seconds(60));
+  ASSERT_TRUE(lane.ok()) << lane.status();
+  ASSERT_EQ(lane->size(), 1u);
+  EXPECT_EQ((*lane)[0].id, jobs[0].id);
+  EXPECT_EQ((*lane)[0].attempt, 2u);
+  EXPECT_EQ(Text("SELECT string_agg(recovery || ':' || state, ' ' ORDER BY batch_id)"
+                 " FROM lease_batches"),
+            "true:expired false:leased");
+  EXPECT_EQ(Text("SELECT token_id || ' ' || recovery || ' ' || owner || ' ' || lost_leases"
+                 " FROM deliveries"),
+            absl::StrCat(jobs[0].id, " true lane 1"));
+}
+
 TEST_F(StoreTest, PartialAcksOfABatchRecordEachJobOnce) {
   InsertAccounts(6, "part");
   std::vector<StoredJob> j = Dequeue("a");
