@@ -530,7 +530,7 @@ TEST_F(StoreTest, AFreshDequeueIsOneBatchRowAndAFullSentAckFinishesIt) {
   const GroupStatsRow s = Stats();
   EXPECT_EQ(s.sent, 5u);
   EXPECT_EQ(s.in_flight, 0u);
-  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 0);  // the table itself: no per-job row
   EXPECT_EQ(Text("SELECT sent || ' ' || cost_micros FROM group_usage"), "5 500");
   EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE state = 'sent' AND owner IS NULL"
                 " AND due_at IS NULL AND NOT holder_left AND attempts = 1"),
@@ -548,7 +548,7 @@ TEST_F(StoreTest, ADequeueLeasesOneBatchPerClassAndTheRecoveryLaneTouchesOnlyIts
   EXPECT_EQ(Text("SELECT string_agg(recovery || ':' || cardinality(ids) || ':' || owner, ' '"
                  " ORDER BY batch_id) FROM lease_batches"),
             "true:1:a false:2:a");
-  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 0);  // the table itself: no per-job row
   EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM delivery_states WHERE recovery AND token_id = ",
                              jobs[0].id)),
             1);
@@ -594,7 +594,7 @@ TEST_F(StoreTest, PartialAcksOfABatchRecordEachJobOnce) {
   EXPECT_EQ(s.sent, 6u);
   EXPECT_EQ(s.in_flight, 0u);
   EXPECT_EQ(Text("SELECT sent || ' ' || cost_micros FROM group_usage"), "6 600");
-  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 0);  // the table itself: still no per-job row
 }
 
 TEST_F(StoreTest, AMixedAckWritesPerJobRowsOnlyForWhatIsNotAPlainSent) {
@@ -637,7 +637,7 @@ TEST_F(StoreTest, AMixedAckWritesPerJobRowsOnlyForWhatIsNotAPlainSent) {
   EXPECT_EQ(again[0].failures, 1u);
   EXPECT_EQ(Text(absl::StrCat("SELECT state || ' ' || owner || ' ' || attempts || ' ' || "
                               "lost_leases FROM deliveries WHERE token_id = ", j[1].id)),
-            "leased b 2 0");
+            "leased b 2 0");  // a second attempt is a per-job row
   EXPECT_EQ(Int("SELECT count(*) FROM lease_batches"), 1);  // no batch for a second attempt
 }
 
@@ -729,7 +729,7 @@ TEST_F(StoreTest, RenewingOneJobOfABatchExtendsTheBatchARecordedJobIsLost) {
   EXPECT_EQ(renew("a", {j[0].id, j[2].id}, {1, 1}, absl::Seconds(900)),
             std::vector<uint64_t>{j[2].id});
   EXPECT_NEAR(Int("SELECT " + lease_end + " FROM lease_batches"), 900, 2);
-  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 0);  // the table: renewals write no row
 }
 
 TEST_F(StoreTest, ErrorsAreMappedBySqlstate) {
