@@ -247,6 +247,12 @@ class BudgetRefundTest : public BudgetStoreTest {
     r.cost_micros = kind == JobResult::Kind::kSent ? kPrice : 0;
     return r;
   }
+  // Every lease runs out a second ago, without an outcome: the per-job rows' and, since 0021,
+  // the leased batches'.
+  void RunOutLeases() {
+    Exec("UPDATE deliveries SET due_at = now() - INTERVAL '1 second' WHERE state = 'leased';"
+         "UPDATE lease_batches SET due_at = now() - INTERVAL '1 second' WHERE state = 'leased'");
+  }
   // Every grant expired `seconds` ago (the store's margin is its grant lease, 10 s).
   void ExpireGrants(int seconds) {
     Exec(absl::StrCat("UPDATE budget_grants SET expires_at = now() - make_interval(secs => ",
@@ -284,7 +290,7 @@ TEST_F(BudgetRefundTest, RefundIsGrantedMinusReturnedMinusPossibleSpend) {
   JobResult stale = Outcome(jobs[5], JobResult::Kind::kRetry);
   stale.attempt += 1;
   ASSERT_TRUE(jobs_->Ack("g", "sub-1", {stale})->empty());
-  Exec("UPDATE deliveries SET due_at = now() - INTERVAL '1 second' WHERE state = 'leased'");
+  RunOutLeases();
   EXPECT_EQ(Int("SELECT handed FROM budget_subscriptions WHERE owner = 'sub-1'"), 6);
   EXPECT_EQ(Int("SELECT settled_unsent FROM budget_subscriptions WHERE owner = 'sub-1'"), 3);
 
@@ -326,7 +332,7 @@ TEST_F(BudgetRefundTest, NothingWhileAGrantIsLiveOrALeaseIsHeld) {
   ExpireGrants(11);
   EXPECT_TRUE(Refund().empty());  // its subscription still holds three leases
   // A second grant of the holder that is still live holds everything back too.
-  Exec("UPDATE deliveries SET due_at = now() - INTERVAL '1 second' WHERE state = 'leased'");
+  RunOutLeases();
   Grant later = Acquire(4, false, "h1");
   ASSERT_EQ(later.emails, 4);
   EXPECT_TRUE(Refund().empty());
@@ -371,7 +377,7 @@ TEST_F(BudgetRefundTest, AfterHolderLeftOutcomesStillSettleButNewDequeuesAreNotC
   // The sender behind it acknowledges after its stream ended (on this or another collector).
   ASSERT_EQ(jobs_->Ack("g", "sub-1", {Outcome(jobs[0], JobResult::Kind::kDefer)})->size(), 1u);
   EXPECT_EQ(Int("SELECT settled_unsent FROM budget_subscriptions WHERE owner = 'sub-1'"), 1);
-  Exec("UPDATE deliveries SET due_at = now() - INTERVAL '1 second' WHERE state = 'leased'");
+  RunOutLeases();
   ExpireGrants(11);
   std::vector<BudgetRefund> r = Refund();
   ASSERT_EQ(r.size(), 1u);
@@ -480,7 +486,7 @@ TEST_F(BudgetRefundTest, ASenderThatLivedForHoursGetsItsUnusedEmailsBack) {
   jobs_->LinkHolder("g", "sub-1", "h1");
   InsertAccounts(3);
   ASSERT_EQ(Dequeue("sub-1", 3).size(), 3u);
-  Exec("UPDATE deliveries SET due_at = now() - INTERVAL '1 second' WHERE state = 'leased'");
+  RunOutLeases();
   ExpireGrants(2 * 3600);
   ASSERT_EQ(Acquire(5, false, "h1").emails, 5);  // an hour later, still at work
   EXPECT_EQ(Int("SELECT count(*) FROM budget_grants"), 2);

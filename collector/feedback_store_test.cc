@@ -70,10 +70,10 @@ class FeedbackStoreTest : public testing::MigratedDatabaseTest {
 TEST_F(FeedbackStoreTest, AckStoresTheMessageIdOfRecordedSentOutcomesAndCountsThem) {
   std::vector<StoredJob> jobs = SendTo(3, /*last_without_id=*/true);
   ASSERT_EQ(jobs.size(), 3u);
-  EXPECT_EQ(Text(absl::StrCat("SELECT provider_message_id FROM deliveries WHERE token_id = ",
+  EXPECT_EQ(Text(absl::StrCat("SELECT provider_message_id FROM delivery_states WHERE token_id = ",
                               jobs[0].id)),
             absl::StrCat("ses-", jobs[0].id));
-  EXPECT_EQ(Text(absl::StrCat("SELECT provider_message_id FROM deliveries WHERE token_id = ",
+  EXPECT_EQ(Text(absl::StrCat("SELECT provider_message_id FROM delivery_states WHERE token_id = ",
                               jobs[2].id)),
             "NULL");
   // A stale report (another owner) stores nothing and counts nothing.
@@ -82,7 +82,7 @@ TEST_F(FeedbackStoreTest, AckStoresTheMessageIdOfRecordedSentOutcomesAndCountsTh
   stale.attempt = 1;
   stale.provider_message_id = "forged";
   ASSERT_TRUE(store_->Ack("mailroom", "someone-else", {stale}).ok());
-  EXPECT_EQ(Text("SELECT count(*) FROM deliveries WHERE provider_message_id = 'forged'"), "0");
+  EXPECT_EQ(Text("SELECT count(*) FROM delivery_states WHERE provider_message_id = 'forged'"), "0");
   ReputationRow r = Reputation();
   EXPECT_EQ(r.group, "mailroom");
   EXPECT_EQ(r.sent, 3u);
@@ -98,7 +98,8 @@ TEST_F(FeedbackStoreTest, PermanentBounceSuppressesOnceAndCounts) {
   EXPECT_EQ(
       Text("SELECT reason || ' ' || source FROM suppressions WHERE address = 'a1@example.test'"),
       "hard_bounce ses bounce: Permanent General");
-  EXPECT_EQ(Text(absl::StrCat("SELECT bounce_type FROM deliveries WHERE token_id = ", jobs[0].id)),
+  EXPECT_EQ(Text(absl::StrCat("SELECT bounce_type FROM delivery_states WHERE token_id = ",
+                              jobs[0].id)),
             "Permanent");
   // The same SNS message again (SNS delivers at least once): nothing changes.
   auto again = feedback_->Record("sns-1", Bounce(ses_id, "A1@example.test"), 3);
@@ -119,7 +120,7 @@ TEST_F(FeedbackStoreTest, PermanentBounceSuppressesOnceAndCounts) {
   ASSERT_TRUE(next.ok());
   EXPECT_TRUE(next->empty());
   EXPECT_EQ(
-      Text("SELECT state::TEXT FROM deliveries WHERE token_id = (SELECT max(id) FROM tokens)"),
+      Text("SELECT state::TEXT FROM delivery_states WHERE token_id = (SELECT max(id) FROM tokens)"),
       "suppressed");
 }
 
@@ -140,8 +141,8 @@ TEST_F(FeedbackStoreTest, ComplaintDeliveryAndTagFallback) {
   delivery.job_id = jobs[0].id;
   ASSERT_EQ(*feedback_->Record("sns-d1", delivery, 3), FeedbackResult::kRecorded);
   ASSERT_EQ(*feedback_->Record("sns-d2", delivery, 3), FeedbackResult::kRecorded);
-  EXPECT_EQ(Text(absl::StrCat("SELECT delivered_at IS NOT NULL FROM deliveries WHERE token_id = ",
-                              jobs[0].id)),
+  EXPECT_EQ(Text(absl::StrCat("SELECT delivered_at IS NOT NULL FROM delivery_states"
+                              " WHERE token_id = ", jobs[0].id)),
             "t");
   ReputationRow rep = Reputation();
   EXPECT_EQ(rep.delivered, 1u);
@@ -155,6 +156,38 @@ TEST_F(FeedbackStoreTest, ComplaintDeliveryAndTagFallback) {
   // A bounce does not turn a complaint into a bounce.
   ASSERT_TRUE(feedback_->Record("sns-b2", Bounce("x", "a2@example.test"), 3).ok());
   EXPECT_EQ(Text("SELECT reason FROM suppressions WHERE address = 'a2@example.test'"), "complaint");
+}
+
+// An SES event may arrive before the sender's acknowledgement is recorded (SNS is fast, the
+// acknowledgement waits for its batch): the job is found by its tags (group, job id) while it
+// is still leased, and each kind of event still counts once per delivery afterwards.
+TEST_F(FeedbackStoreTest, AnEventBeforeTheAcknowledgementIsMatchedByTheJobsTags) {
+  Exec("INSERT INTO accounts (email, login) VALUES ('early@example.test', 'early')");
+  auto jobs = store_->Dequeue("mailroom", 10, "s", absl::Seconds(60));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 1u);
+  FeedbackEvent delivery;
+  delivery.type = "Delivery";
+  delivery.ses_message_id = "ses-early";
+  delivery.group = "mailroom";
+  delivery.job_id = (*jobs)[0].id;
+  EXPECT_EQ(*feedback_->Record("sns-early-1", delivery, 3), FeedbackResult::kRecorded);
+  EXPECT_EQ(Reputation().delivered, 1u);
+  // The acknowledgement, with that message id, comes afterwards; SES reports the delivery
+  // again: not counted twice.
+  JobResult sent;
+  sent.id = (*jobs)[0].id;
+  sent.attempt = (*jobs)[0].attempt;
+  sent.kind = JobResult::Kind::kSent;
+  sent.provider_message_id = "ses-early";
+  auto recorded = store_->Ack("mailroom", "s", {sent});
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  EXPECT_EQ(recorded->size(), 1u);
+  EXPECT_EQ(*feedback_->Record("sns-early-2", delivery, 3), FeedbackResult::kRecorded);
+  EXPECT_EQ(Reputation().delivered, 1u);
+  EXPECT_EQ(Text(absl::StrCat("SELECT (delivered_at IS NOT NULL) || ' ' || state"
+                              " FROM delivery_states WHERE token_id = ", (*jobs)[0].id)),
+            "true sent");
 }
 
 TEST_F(FeedbackStoreTest, TransientBouncesSuppressAtTheLimitWithinSevenDays) {

@@ -39,23 +39,26 @@ class RetentionTest : public testing::MigratedDatabaseTest {
     }
     return out;
   }
-  // What mailroom_stats' finished-state columns must equal: the rows, counted.
+  // What mailroom_stats' finished-state columns must equal: the jobs in that state, counted
+  // in the per-job picture (0021: deliveries rows and batch jobs).
   int64_t CountState(const std::string& state) {
-    return Int(absl::StrCat("SELECT count(*) FROM deliveries WHERE state = '", state, "'"));
+    return Int(absl::StrCat("SELECT count(*) FROM delivery_states WHERE state = '", state, "'"));
   }
   // Leases `n` jobs of group `group` to owner "o".
   void Dequeue(const std::string& group, int n) {
     Exec(absl::StrCat("SELECT count(*) FROM mailroom_dequeue('", group, "', ", n,
                       ", 'o', 60000)"));
   }
-  // Acknowledges the `n` lowest leased jobs of `group` with `outcome` (a retry waits 1 h).
-  void Ack(const std::string& group, int n, const std::string& outcome) {
+  // Acknowledges the `n` lowest jobs of `group` leased to `owner` with `outcome` (a retry
+  // waits 1 h), whether in a batch or in a deliveries row (0021).
+  void Ack(const std::string& group, int n, const std::string& outcome,
+           const std::string& owner = "o") {
     Exec(absl::StrCat(
         "SELECT count(*) FROM (SELECT array_agg(d.token_id) AS ids, array_agg(d.attempts) AS a,"
-        " count(*)::INT AS k FROM (SELECT d.token_id, d.attempts FROM deliveries d"
+        " count(*)::INT AS k FROM (SELECT d.token_id, d.attempts FROM delivery_states d"
         " JOIN consumer_groups g ON g.id = d.group_id WHERE g.name = '", group,
-        "' AND d.state = 'leased' ORDER BY d.token_id LIMIT ", n, ") d) x,"
-        " mailroom_ack('", group, "', 'o', x.ids, x.a, array_fill('", outcome,
+        "' AND d.state = 'leased' AND d.owner = '", owner, "' ORDER BY d.token_id LIMIT ", n,
+        ") d) x, mailroom_ack('", group, "', '", owner, "', x.ids, x.a, array_fill('", outcome,
         "'::TEXT, ARRAY[x.k]), array_fill('why'::TEXT, ARRAY[x.k]),"
         " array_fill(CASE WHEN '", outcome, "' = 'retry' THEN 3600000 ELSE 0 END,"
         " ARRAY[x.k]), array_fill(CASE WHEN '", outcome,
@@ -66,12 +69,23 @@ class RetentionTest : public testing::MigratedDatabaseTest {
                       "' || i || '@example.test', '", prefix,
                       "' || i FROM generate_series(1, ", n, ") i"));
   }
-  // Moves everything written so far `days` into the past.
+  // Moves everything written so far `days` into the past: deliveries rows, lease batches
+  // (0021) and tokens.
   void BackDate(int days) {
     Exec(absl::StrCat("UPDATE deliveries SET updated_at = updated_at - interval '", days,
                       " days'"));
+    Exec(absl::StrCat("UPDATE lease_batches SET created_at = created_at - interval '", days,
+                      " days', updated_at = updated_at - interval '", days, " days'"));
     Exec(absl::StrCat("UPDATE tokens SET created_at = created_at - ", days, " * 86400, ",
                       "expires_at = expires_at - ", days, " * 86400"));
+  }
+  // Every lease ran out `ago` (an SQL interval) ago, without an outcome: the per-job rows'
+  // and the leased batches' (0021).
+  void RunOut(const std::string& ago) {
+    Exec(absl::StrCat("UPDATE deliveries SET due_at = now() - INTERVAL '", ago,
+                      "' WHERE state = 'leased';"
+                      "UPDATE lease_batches SET due_at = now() - INTERVAL '", ago,
+                      "' WHERE state = 'leased'"));
   }
   // `n` new accounts whose activation emails were sent `days` ago.
   void SentDaysAgo(int n, const std::string& prefix, int days) {
@@ -100,13 +114,14 @@ TEST_F(RetentionTest, CountersMatchTheRowsThroughEveryTransition) {
   Ack("mailroom", 5, "failed");
   Ack("mailroom", 4, "retry");
   Ack("audit", 3, "expired");
-  // An operator's Requeue (as PgStore does it): failed -> retry.
+  // An operator's Requeue (as PgStore does it): failed -> retry. A failed job always has its
+  // deliveries row (0021 keeps one for every outcome but a plain SENT).
   Exec("UPDATE deliveries SET state = 'retry', due_at = now(), failures = 0 "
        "WHERE group_id = 1 AND state = 'failed' AND token_id % 2 = 0");
   for (const char* state : {"sent", "failed", "expired", "cancelled"}) {
     for (const char* group : {"mailroom", "audit"}) {
       EXPECT_EQ(Int(absl::StrCat("SELECT ", state, " FROM mailroom_stats('", group, "')")),
-                Int(absl::StrCat("SELECT count(*) FROM deliveries d JOIN consumer_groups g ON "
+                Int(absl::StrCat("SELECT count(*) FROM delivery_states d JOIN consumer_groups g ON "
                                  "g.id = d.group_id WHERE g.name = '", group,
                                  "' AND d.state = '", state, "'")))
           << state << " " << group;
@@ -116,7 +131,7 @@ TEST_F(RetentionTest, CountersMatchTheRowsThroughEveryTransition) {
   EXPECT_EQ(Int("SELECT cancelled FROM mailroom_stats('audit')"), 5);
   EXPECT_EQ(Int("SELECT in_flight FROM mailroom_stats('mailroom')"), 35 - 20 - 5 - 4);
   EXPECT_EQ(Int("SELECT waiting_retry FROM mailroom_stats('mailroom')"),
-            4 + Int("SELECT count(*) FROM deliveries WHERE group_id = 1 AND "
+            4 + Int("SELECT count(*) FROM delivery_states WHERE group_id = 1 AND "
                     "state = 'retry' AND reason = 'why' AND failures = 0"));
 
   // Compaction folds the deltas into one row per (group, state) and changes no figure.
@@ -127,16 +142,21 @@ TEST_F(RetentionTest, CountersMatchTheRowsThroughEveryTransition) {
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_TRUE(report->ran);
   EXPECT_EQ(report->counter_rows,
-            Int("SELECT count(DISTINCT (group_id, state)) FROM deliveries "
+            Int("SELECT count(DISTINCT (group_id, state)) FROM delivery_states "
                 "WHERE state NOT IN ('leased', 'retry')"));
   EXPECT_EQ(Int("SELECT count(*) FROM delivery_counts"), report->counter_rows);
   EXPECT_EQ(Stats(), before);
 }
 
 TEST_F(RetentionTest, PrunesOldFinishedRowsOnlyAndKeepsTheCounts) {
-  Accounts(50, "old");
-  Dequeue("mailroom", 50);
+  // 50 old jobs. Since 0021 a plain SENT has no deliveries row, only its bit in its lease
+  // batch, and a batch goes once it is finished and old: the 30 old SENT jobs are leased in a
+  // batch of their own (finished 40 days ago), the 20 others in a second one, still leased.
+  Accounts(30, "sent");
+  Dequeue("mailroom", 30);
   Ack("mailroom", 30, "sent");
+  Accounts(20, "old");
+  Dequeue("mailroom", 20);
   Ack("mailroom", 6, "failed");
   Ack("mailroom", 4, "retry");  // 10 left leased, 4 waiting retry: unfinished
   BackDate(40);
@@ -148,7 +168,7 @@ TEST_F(RetentionTest, PrunesOldFinishedRowsOnlyAndKeepsTheCounts) {
   const std::string before = Stats();
   const int64_t tokens_before = Int("SELECT count(*) FROM tokens");
   const int64_t old_finished = Int(
-      "SELECT count(*) FROM deliveries WHERE state NOT IN ('leased', 'retry') "
+      "SELECT count(*) FROM delivery_states WHERE state NOT IN ('leased', 'retry') "
       "AND updated_at < now() - interval '30 days'");
   ASSERT_EQ(old_finished, 36);
 
@@ -157,38 +177,74 @@ TEST_F(RetentionTest, PrunesOldFinishedRowsOnlyAndKeepsTheCounts) {
   auto report = retention.RunOnce();
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_TRUE(report->ran);
-  EXPECT_EQ(report->deliveries, 36);
-  EXPECT_EQ(report->tokens, 36);  // the old tokens whose only delivery was pruned
+  // The 36 old finished jobs: 6 deliveries rows (the failures) and 1 batch (the 30 SENT).
+  EXPECT_EQ(report->deliveries, 6);
+  EXPECT_EQ(report->lease_batches, 1);
+  EXPECT_EQ(report->tokens, 36);  // the old tokens whose only delivery record was pruned
   EXPECT_GT(report->transactions, 36 / 7);  // small batches
-  EXPECT_EQ(metrics.Value("mailroom_collector_pruned_total", {{"table", "deliveries"}}), 36);
+  EXPECT_EQ(metrics.Value("mailroom_collector_pruned_total", {{"table", "deliveries"}}), 6);
+  EXPECT_EQ(metrics.Value("mailroom_collector_pruned_total", {{"table", "lease_batches"}}), 1);
   EXPECT_EQ(metrics.Value("mailroom_collector_pruned_total", {{"table", "tokens"}}), 36);
   EXPECT_EQ(Stats(), before);
   EXPECT_EQ(Int("SELECT count(*) FROM tokens"), tokens_before - 36);
   // Nothing unfinished or recent went: the 4 old retries, the 10 old ones acknowledged just
   // now, the 10 new leased ones and the 5 queued tokens.
-  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 4 + 10 + 10);
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states"), 4 + 10 + 10);
   EXPECT_EQ(CountState("retry"), 4);
+  EXPECT_EQ(CountState("sent"), 10);  // the pruned failures do not come back as anything
+  // The tables themselves: the retries' rows; the second batch (finished just now) and the
+  // new one (leased).
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 4);
+  EXPECT_EQ(Int("SELECT count(*) FROM lease_batches"), 2);
   EXPECT_EQ(Int("SELECT count(*) FROM tokens t WHERE NOT EXISTS "
-                "(SELECT 1 FROM deliveries d WHERE d.token_id = t.id)"),
+                "(SELECT 1 FROM delivery_states d WHERE d.token_id = t.id)"),
             5);
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states d WHERE NOT EXISTS "
+                "(SELECT 1 FROM tokens t WHERE t.id = d.token_id)"),
+            0);
 
   // A second pass finds nothing more.
   auto again = retention.RunOnce();
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->deliveries, 0);
+  EXPECT_EQ(again->lease_batches, 0);
   EXPECT_EQ(again->tokens, 0);
   EXPECT_EQ(Stats(), before);
+}
+
+// Migration 0021: a batch job's bit says "its outcome is recorded", not "sent". When the
+// per-job row that holds a failure is pruned, the job leaves the per-job picture as a pruned
+// row did before; it does not come back as a SENT job of its batch.
+TEST_F(RetentionTest, APrunedFailureOfABatchJobDoesNotComeBackAsSent) {
+  Accounts(3, "f");
+  Dequeue("mailroom", 3);
+  Ack("mailroom", 1, "failed");  // the other two stay leased: the batch too
+  BackDate(40);
+  ASSERT_EQ(CountState("failed"), 1);
+  auto report = Retention(Options(), nullptr).RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->deliveries, 1);
+  EXPECT_EQ(report->lease_batches, 0);
+  EXPECT_EQ(report->tokens, 0);  // a leased batch's tokens stay
+  EXPECT_EQ(CountState("failed"), 0);
+  EXPECT_EQ(CountState("sent"), 0);
+  EXPECT_EQ(CountState("leased"), 2);
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states"), 2);
+  EXPECT_EQ(Int("SELECT sent FROM mailroom_stats('mailroom')"), 0);
+  EXPECT_EQ(Int("SELECT failed FROM mailroom_stats('mailroom')"), 1);
 }
 
 TEST_F(RetentionTest, TokensInsideTheAbuseLimitWindowStay) {
   SentDaysAgo(12, "w", 40);
   // The limits count requests over 60 days here: the tokens still count, so they stay; their
-  // finished deliveries go.
+  // finished deliveries go (since 0021: the one batch the 12 SENT jobs were leased in).
   Exec("UPDATE mailroom_settings SET limit_window_seconds = 60 * 86400");
   Retention retention(Options(5), nullptr);
   auto report = retention.RunOnce();
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_EQ(report->deliveries, 12);
+  EXPECT_EQ(report->deliveries, 0);
+  EXPECT_EQ(report->lease_batches, 1);
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states"), 0);
   EXPECT_EQ(report->tokens, 0);
   EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 12);
   EXPECT_EQ(Int("SELECT sent FROM mailroom_stats('mailroom')"), 12);
@@ -201,9 +257,11 @@ TEST_F(RetentionTest, ZeroRetentionKeepsEverything) {
   auto report = Retention(o, nullptr).RunOnce();
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->deliveries, 0);
+  EXPECT_EQ(report->lease_batches, 0);
   EXPECT_EQ(report->tokens, 0);
   EXPECT_EQ(report->counter_rows, 1);
-  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 8);
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE state = 'sent'"), 8);
+  EXPECT_EQ(Int("SELECT count(*) FROM lease_batches"), 1);
 }
 
 TEST_F(RetentionTest, ReputationDeltasFoldIntoOneRowPerHourAndOldHoursGo) {
@@ -242,12 +300,15 @@ TEST_F(RetentionTest, OnePassAtATimeAcrossCollectors) {
   auto skipped = Retention(Options(), nullptr).RunOnce();
   ASSERT_TRUE(skipped.ok()) << skipped.status();
   EXPECT_FALSE(skipped->ran);
-  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 3);
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states"), 3);
   pqxx::nontransaction(other).exec("SELECT pg_advisory_unlock_all()");
   auto done = Retention(Options(), nullptr).RunOnce();
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_TRUE(done->ran);
-  EXPECT_EQ(done->deliveries, 3);
+  // The 3 SENT jobs went with their batch (0021: no deliveries row).
+  EXPECT_EQ(done->lease_batches, 1);
+  EXPECT_EQ(done->deliveries, 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states"), 0);
 }
 
 TEST_F(RetentionTest, UnreachableDatabaseIsUnavailable) {
@@ -396,9 +457,12 @@ TEST_F(BudgetRetentionTest, OldGrantsGoOnlyWhenTheyCanNoLongerMatter) {
 
   // The lease runs out: "leased" is refunded (6 - 2) and, expired 40 days ago, pruned in the
   // same pass; then the subscriptions of holders without grants, idle for 40 days, go.
-  Exec("UPDATE deliveries SET due_at = now() - INTERVAL '1 second' WHERE state = 'leased'");
+  RunOut("1 second");
   ASSERT_EQ(RefundFigures(), "leased=4 ");
-  Exec("UPDATE deliveries SET state = 'expired' WHERE state = 'leased'");
+  // The jobs get their outcome, expired (as the SQL records it, without the Store's budget
+  // counting): the subscription no longer holds a lease, in a deliveries row or a batch.
+  Ack("g", 2, "expired", "sub-leased");
+  ASSERT_EQ(Int("SELECT count(*) FROM delivery_states WHERE state = 'expired'"), 2);
   Exec("UPDATE budget_subscriptions SET updated_at = now() - INTERVAL '40 days'");
   report = Retention(Options(3), &metrics, budgets_.get()).RunOnce();
   ASSERT_TRUE(report.ok()) << report.status();
@@ -494,7 +558,7 @@ TEST_F(BudgetRetentionTest, SubscriptionsGoOnlyWithoutGrantsLeasesOrRecentUse) {
   Link("with-lease", "gone-lease", 1);
   Accounts(1, "s");
   Exec("SELECT count(*) FROM mailroom_dequeue('g', 1, 'with-lease', 1)");
-  Exec("UPDATE deliveries SET due_at = now() - INTERVAL '1 hour'");  // run out, not settled
+  RunOut("1 hour");  // run out, not settled
   Exec("UPDATE budget_subscriptions SET updated_at = now() - INTERVAL '40 days'");
   Link("recent", "gone-recent", 1);
   EXPECT_EQ(PruneCalls([](int64_t) {

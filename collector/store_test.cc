@@ -3,6 +3,7 @@
 // the embedded migrations applied; one fresh database per test.
 #include "collector/store.h"
 
+#include <algorithm>
 #include <map>
 #include <pqxx/pqxx>
 
@@ -48,8 +49,55 @@ class StoreTest : public testing::MigratedDatabaseTest {
     r.cost_micros = 100;
     return r;
   }
+  // Makes every lease run out `ago` ago (an SQL interval): the per-job rows' and, since 0021,
+  // the leased batches' (all the jobs of a batch share its lease end).
+  void RunOut(const std::string& ago) {
+    Exec(absl::StrCat("UPDATE deliveries SET due_at = now() - interval '", ago, "';"
+                      "UPDATE lease_batches SET due_at = now() - interval '", ago,
+                      "' WHERE state = 'leased'"));
+  }
+  // The job's state in the per-job picture (0021's view: its row or its batch's bit).
   std::string State(uint64_t id) {
-    return Text(absl::StrCat("SELECT state::TEXT FROM deliveries WHERE token_id = ", id));
+    return Text(absl::StrCat("SELECT state::TEXT FROM delivery_states WHERE token_id = ", id));
+  }
+  // The recorded ids of an Ack by `owner`, sorted ({} and a test failure if it failed).
+  std::vector<uint64_t> Ack(const std::string& owner, const std::vector<JobResult>& results) {
+    auto r = store_->Ack("mailroom", owner, results);
+    EXPECT_TRUE(r.ok()) << r.status();
+    std::vector<uint64_t> ids = r.ok() ? *r : std::vector<uint64_t>{};
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+  // The statistics row of group mailroom.
+  GroupStatsRow Stats() {
+    auto rows = store_->Stats("mailroom");
+    EXPECT_TRUE(rows.ok()) << rows.status();
+    EXPECT_EQ(rows.ok() ? rows->size() : 0u, 1u);
+    return rows.ok() && rows->size() == 1 ? (*rows)[0] : GroupStatsRow{};
+  }
+  // `sql`'s one value of the only lease_batches row (migration 0021), as text.
+  std::string Batch(const std::string& sql) {
+    EXPECT_EQ(Int("SELECT count(*) FROM lease_batches"), 1);
+    return Text(absl::StrCat("SELECT ", sql, " FROM lease_batches"));
+  }
+  // Lets the leases run out and dequeues for `owner`: the only batch's `n` jobs without an
+  // outcome come back as their second attempt, each in a deliveries row leased to `owner`
+  // with `lost_leases`, and the batch is over.
+  void ExpectBatchHandedOutAgain(const std::string& owner, int64_t n, int lost_leases) {
+    RunOut("1 second");
+    std::vector<StoredJob> again = Dequeue(owner);
+    ASSERT_EQ(static_cast<int64_t>(again.size()), n);
+    for (const StoredJob& k : again) EXPECT_EQ(k.attempt, 2u) << k.id;
+    EXPECT_EQ(Batch("state"), "expired");
+    EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM deliveries WHERE state = 'leased'"
+                               " AND owner = '", owner, "' AND attempts = 2 AND lost_leases = ",
+                               lost_leases, " AND NOT holder_left")),
+              n);
+  }
+  static std::vector<uint64_t> Ids(const std::vector<StoredJob>& jobs) {
+    std::vector<uint64_t> ids;
+    for (const StoredJob& j : jobs) ids.push_back(j.id);
+    return ids;
   }
 
   std::unique_ptr<Store> store_;
@@ -80,9 +128,9 @@ TEST_F(StoreTest, DequeueLeasesEveryFieldOnceAndRecordsTheLease) {
   EXPECT_EQ(j.created_at, Int("SELECT created_at FROM tokens"));
   EXPECT_EQ(j.locale, "");
   // The lease: its holder, its attempt, due when the lease runs out.
-  EXPECT_EQ(Text("SELECT state || ' ' || owner || ' ' || attempts FROM deliveries"),
+  EXPECT_EQ(Text("SELECT state || ' ' || owner || ' ' || attempts FROM delivery_states"),
             "leased sub-a 1");
-  EXPECT_NEAR(Int("SELECT EXTRACT(EPOCH FROM due_at - now())::BIGINT FROM deliveries"), 60, 2);
+  EXPECT_NEAR(Int("SELECT EXTRACT(EPOCH FROM due_at - now())::BIGINT FROM delivery_states"), 60, 2);
   // Leased: nobody else gets it.
   EXPECT_THAT(Dequeue("sub-b"), IsEmpty());
 }
@@ -93,7 +141,7 @@ TEST_F(StoreTest, DequeueHonoursTheLimitAndTheCursor) {
   EXPECT_EQ(Dequeue("a", 3).size(), 3u);
   EXPECT_EQ(Dequeue("a", 3).size(), 1u);
   EXPECT_THAT(Dequeue("a", 3), IsEmpty());
-  EXPECT_EQ(Int("SELECT count(DISTINCT token_id) FROM deliveries"), 7);
+  EXPECT_EQ(Int("SELECT count(DISTINCT token_id) FROM delivery_states"), 7);
 }
 
 TEST_F(StoreTest, TheLocaleTravelsWithTheJob) {
@@ -104,7 +152,7 @@ TEST_F(StoreTest, TheLocaleTravelsWithTheJob) {
   EXPECT_EQ(locales, (std::map<std::string, std::string>{{"a", "pt-BR"}, {"b", ""},
                                                            {"c", "zh-Hant-TW"}}));
   // Jobs due again (the second path of mailroom_dequeue) carry it too.
-  Exec("UPDATE deliveries SET due_at = now() - interval '1 second'");
+  RunOut("1 second");
   std::vector<StoredJob> again = Dequeue("other");
   ASSERT_EQ(again.size(), 3u);
   for (const StoredJob& j : again) {
@@ -155,7 +203,7 @@ TEST_F(StoreTest, AckIsFencedByOwnerAndAttempt) {
   EXPECT_THAT(*r, UnorderedElementsAre(jobs[0].id, jobs[1].id, jobs[2].id));
   EXPECT_EQ(State(jobs[0].id), "sent");
   EXPECT_EQ(State(jobs[1].id), "failed");
-  EXPECT_EQ(Text(absl::StrCat("SELECT reason FROM deliveries WHERE token_id = ", jobs[1].id)),
+  EXPECT_EQ(Text(absl::StrCat("SELECT reason FROM delivery_states WHERE token_id = ", jobs[1].id)),
             "550 no such user");
   EXPECT_EQ(State(jobs[2].id), "retry");
   EXPECT_EQ(Int("SELECT sent FROM group_usage"), 1);
@@ -171,7 +219,7 @@ TEST_F(StoreTest, MailroomAckDirectlyIgnoresALeaseHandedOutAgain) {
   InsertAccounts(1, "late");
   std::vector<StoredJob> first = Dequeue("a", 10, absl::Milliseconds(1));
   ASSERT_EQ(first.size(), 1u);
-  Exec("UPDATE deliveries SET due_at = now() - interval '1 second'");
+  RunOut("1 second");
   std::vector<StoredJob> second = Dequeue("b");
   ASSERT_EQ(second.size(), 1u);
   EXPECT_EQ(second[0].attempt, 2u);
@@ -186,9 +234,9 @@ TEST_F(StoreTest, MailroomAckDirectlyIgnoresALeaseHandedOutAgain) {
   EXPECT_EQ(ack("a", 1), 0u);  // the former holder, late
   EXPECT_EQ(ack("b", 1), 0u);  // the new holder with the old attempt
   EXPECT_EQ(ack("a", 2), 0u);  // the old holder with the new attempt
-  EXPECT_EQ(Text("SELECT state || ' ' || owner FROM deliveries"), "leased b");
+  EXPECT_EQ(Text("SELECT state || ' ' || owner FROM delivery_states"), "leased b");
   EXPECT_EQ(ack("b", 2), 1u);
-  EXPECT_EQ(Text("SELECT state::TEXT FROM deliveries"), "sent");
+  EXPECT_EQ(Text("SELECT state::TEXT FROM delivery_states"), "sent");
 }
 
 TEST_F(StoreTest, RenewExtendsOnlyTheHoldersLeases) {
@@ -199,7 +247,7 @@ TEST_F(StoreTest, RenewExtendsOnlyTheHoldersLeases) {
   auto r = store_->Renew("mailroom", "intruder", ids, {}, absl::Seconds(600));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_THAT(*r, IsEmpty());
-  EXPECT_EQ(Int("SELECT max(EXTRACT(EPOCH FROM due_at - now()))::BIGINT FROM deliveries"), 5);
+  EXPECT_EQ(Int("SELECT max(EXTRACT(EPOCH FROM due_at - now()))::BIGINT FROM delivery_states"), 5);
   // With attempts: only those that match.
   r = store_->Renew("mailroom", "holder", ids, {1, 7}, absl::Seconds(600));
   ASSERT_TRUE(r.ok());
@@ -208,7 +256,8 @@ TEST_F(StoreTest, RenewExtendsOnlyTheHoldersLeases) {
   r = store_->Renew("mailroom", "holder", ids, {}, absl::Seconds(600));
   ASSERT_TRUE(r.ok());
   EXPECT_THAT(*r, UnorderedElementsAreArray(ids));
-  EXPECT_EQ(Int("SELECT min(EXTRACT(EPOCH FROM due_at - now()))::BIGINT FROM deliveries"), 600);
+  EXPECT_EQ(Int("SELECT min(EXTRACT(EPOCH FROM due_at - now()))::BIGINT FROM delivery_states"),
+            600);
   // The SQL function directly, as the Store calls it.
   pqxx::work tx(*conn_);
   EXPECT_EQ(tx.exec(absl::StrCat("SELECT * FROM mailroom_renew('mailroom', 'holder', ARRAY[",
@@ -217,9 +266,9 @@ TEST_F(StoreTest, RenewExtendsOnlyTheHoldersLeases) {
             1u);
   tx.commit();
   // RenewAll: every lease of the owner, expired or not.
-  Exec("UPDATE deliveries SET due_at = now() - interval '1 hour'");
+  RunOut("1 hour");
   ASSERT_TRUE(store_->RenewAll("mailroom", "holder", absl::Seconds(60)).ok());
-  EXPECT_EQ(Int("SELECT count(*) FROM deliveries WHERE due_at > now()"), 2);
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE due_at > now()"), 2);
 }
 
 TEST_F(StoreTest, LeasesOfAHolderThatLeftDoNotCountAsLost) {
@@ -229,17 +278,17 @@ TEST_F(StoreTest, LeasesOfAHolderThatLeftDoNotCountAsLost) {
   ASSERT_EQ(jobs.size(), 2u);
   // One job's holder left (mailroom_holder_left, directly) ...
   ASSERT_TRUE(store_->HolderLeft("mailroom", "gone").ok());
-  EXPECT_EQ(Int("SELECT count(*) FROM deliveries WHERE holder_left"), 2);
-  Exec("UPDATE deliveries SET due_at = now() - interval '1 second'");
-  std::vector<StoredJob> again = Dequeue("next");
-  ASSERT_EQ(again.size(), 2u);
-  EXPECT_EQ(Int("SELECT max(lost_leases) FROM deliveries"), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE holder_left"), 2);
+  // (0021: the two jobs are one batch; the batch records that its holder left.)
+  EXPECT_EQ(Batch("state || ' ' || holder_left || ' ' || owner"), "leased true gone");
+  ExpectBatchHandedOutAgain("next", 2, /*lost_leases=*/0);
+  EXPECT_EQ(Int("SELECT max(lost_leases) FROM delivery_states"), 0);
   // ... while a live holder whose lease runs out loses it, and with max_lost_leases = 1 the
   // job fails at the next hand-out.
-  Exec("UPDATE deliveries SET due_at = now() - interval '1 second'");
+  RunOut("1 second");
   EXPECT_THAT(Dequeue("third"), IsEmpty());
-  EXPECT_EQ(Int("SELECT count(*) FROM deliveries WHERE state = 'failed'"), 2);
-  EXPECT_EQ(Text("SELECT min(reason) FROM deliveries"),
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE state = 'failed'"), 2);
+  EXPECT_EQ(Text("SELECT min(reason) FROM delivery_states"),
             "lease ran out 1 times without an outcome");
 }
 
@@ -252,7 +301,7 @@ TEST_F(StoreTest, ReleaseHandsJobsOnAtOnceWithoutCountingThemLost) {
   ASSERT_TRUE(store_->Release("mailroom", "a", {jobs[0].id, jobs[1].id}).ok());
   std::vector<StoredJob> again = Dequeue("b");
   ASSERT_EQ(again.size(), 2u);
-  EXPECT_EQ(Int("SELECT max(lost_leases) FROM deliveries"), 0);
+  EXPECT_EQ(Int("SELECT max(lost_leases) FROM delivery_states"), 0);
 }
 
 TEST_F(StoreTest, SupersededAndRateLimitedRecoveriesAreCountedNotHandedOutNorFailures) {
@@ -308,7 +357,7 @@ TEST_F(StoreTest, ARejectedRecipientIsSuppressedAndItsNextTokensEndSuppressed) {
   EXPECT_THAT(Dequeue("a"), IsEmpty());
   const int64_t token = Int("SELECT max(id) FROM tokens");
   EXPECT_EQ(State(token), "suppressed");
-  EXPECT_EQ(Text(absl::StrCat("SELECT reason FROM deliveries WHERE token_id = ", token)),
+  EXPECT_EQ(Text(absl::StrCat("SELECT reason FROM delivery_states WHERE token_id = ", token)),
             "address suppressed: smtp_rejected (smtp RCPT: 550 5.1.1 <sup1@example.test>: user"
             " unknown)");
   auto stats = store_->Stats("mailroom");
@@ -328,12 +377,12 @@ TEST_F(StoreTest, AJobComingDueAgainForASuppressedAddressEndsSuppressed) {
   row.source = "feedback loop";
   ASSERT_TRUE(store_->AddSuppression(row).ok());
   // The leases ran out: the suppressed one is finished, the other handed out again.
-  Exec("UPDATE deliveries SET due_at = now() - interval '1 second'");
+  RunOut("1 second");
   std::vector<StoredJob> again = Dequeue("b");
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].id, jobs[1].id);
   EXPECT_EQ(State(jobs[0].id), "suppressed");
-  EXPECT_EQ(Text(absl::StrCat("SELECT reason FROM deliveries WHERE token_id = ", jobs[0].id)),
+  EXPECT_EQ(Text(absl::StrCat("SELECT reason FROM delivery_states WHERE token_id = ", jobs[0].id)),
             "address suppressed: complaint (feedback loop)");
 }
 
@@ -356,7 +405,7 @@ TEST_F(StoreTest, ManualSuppressionsStopDeliveryUntilRemovedOrExpired) {
   InsertAccounts(3, "MAN");  // MAN1@example.test: the address is compared normalised
   std::vector<StoredJob> jobs = Dequeue("a");
   ASSERT_EQ(jobs.size(), 2u);
-  EXPECT_EQ(Int("SELECT count(*) FROM deliveries WHERE state = 'suppressed'"), 1);
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE state = 'suppressed'"), 1);
 
   auto removed = store_->RemoveSuppression("man1@example.test");
   ASSERT_TRUE(removed.ok()) << removed.status();
@@ -442,6 +491,245 @@ TEST_F(StoreTest, StatsFailuresRequeueAndUsage) {
   ASSERT_TRUE(requeued.ok());
   EXPECT_EQ(*requeued, 1);
   EXPECT_EQ(State(jobs[1].id), "retry");
+}
+
+// Migration 0021: batch leases. A fresh dequeue leases its jobs as one lease_batches row;
+// per-job deliveries rows appear only for what needs one (see the migration's header).
+
+TEST_F(StoreTest, AFreshDequeueIsOneBatchRowAndAFullSentAckFinishesIt) {
+  InsertAccounts(5, "batch");
+  std::vector<StoredJob> jobs = Dequeue("a");
+  ASSERT_EQ(jobs.size(), 5u);
+  // The tables themselves: one batch row, no per-job row.
+  EXPECT_EQ(Int("SELECT count(*) FROM lease_batches"), 1);
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 0);
+  // The batch: its holder, its jobs in hand-out order, nothing recorded yet, one lease end.
+  std::string ids;
+  for (const StoredJob& j : jobs) absl::StrAppend(&ids, ids.empty() ? "" : ",", j.id);
+  EXPECT_EQ(Batch("state || ' ' || owner || ' ' || recovery || ' ' || holder_left || ' ' || "
+                  "acked || ' ' || done::TEXT || ' ' || ids::TEXT"),
+            absl::StrCat("leased a false false 0 00000 {", ids, "}"));
+  const std::vector<uint64_t> sorted = [&] {
+    std::vector<uint64_t> v = Ids(jobs);
+    std::sort(v.begin(), v.end());
+    return v;
+  }();
+  EXPECT_EQ(Batch("lo_id || ' ' || hi_id"), absl::StrCat(sorted.front(), " ", sorted.back()));
+  EXPECT_NEAR(Int("SELECT EXTRACT(EPOCH FROM due_at - now())::BIGINT FROM lease_batches"), 60, 2);
+  // The per-job picture: five jobs leased to a, attempt 1, sharing the batch's lease end.
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states d JOIN lease_batches b USING (due_at)"
+                " WHERE d.state = 'leased' AND d.owner = 'a' AND d.attempts = 1"
+                " AND d.failures = 0 AND d.lost_leases = 0 AND NOT d.holder_left"),
+            5);
+  EXPECT_EQ(Stats().in_flight, 5u);
+
+  std::vector<JobResult> all;
+  for (const StoredJob& j : jobs) all.push_back(Sent(j));
+  EXPECT_EQ(Ack("a", all), sorted);
+  EXPECT_EQ(Batch("state || ' ' || acked || ' ' || done::TEXT"), "done 5 11111");
+  const GroupStatsRow s = Stats();
+  EXPECT_EQ(s.sent, 5u);
+  EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 0);  // the table itself: no per-job row
+  EXPECT_EQ(Text("SELECT sent || ' ' || cost_micros FROM group_usage"), "5 500");
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE state = 'sent' AND owner IS NULL"
+                " AND due_at IS NULL AND NOT holder_left AND attempts = 1"),
+            5);
+}
+
+TEST_F(StoreTest, ADequeueLeasesOneBatchPerClassAndTheRecoveryLaneTouchesOnlyItsOwn) {
+  // One password recovery (an active account) and two activations.
+  Exec("INSERT INTO accounts (email, login, status) VALUES ('r@example.test', 'r', 'active')");
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts");
+  InsertAccounts(2, "cls");
+  std::vector<StoredJob> jobs = Dequeue("a");
+  ASSERT_EQ(jobs.size(), 3u);
+  EXPECT_TRUE(jobs[0].password_recovery);  // recoveries first
+  EXPECT_EQ(Text("SELECT string_agg(recovery || ':' || cardinality(ids) || ':' || owner, ' '"
+                 " ORDER BY batch_id) FROM lease_batches"),
+            "true:1:a false:2:a");
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 0);  // the table itself: no per-job row
+  EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM delivery_states WHERE recovery AND token_id = ",
+                             jobs[0].id)),
+            1);
+  // Both leases run out; the recovery lane takes the recovery batch over only (attempt 2, in a
+  // per-job row that keeps the class) and leaves the activations' batch as it is.
+  RunOut("1 second");
+  auto lane = store_->DequeueRecoveries("mailroom", 10, "lane", absl::Seconds(60));
+  ASSERT_TRUE(lane.ok()) << lane.status();
+  ASSERT_EQ(lane->size(), 1u);
+  EXPECT_EQ((*lane)[0].id, jobs[0].id);
+  EXPECT_EQ((*lane)[0].attempt, 2u);
+  EXPECT_EQ(Text("SELECT string_agg(recovery || ':' || state, ' ' ORDER BY batch_id)"
+                 " FROM lease_batches"),
+            "true:expired false:leased");
+  EXPECT_EQ(Text("SELECT token_id || ' ' || recovery || ' ' || owner || ' ' || lost_leases"
+                 " FROM deliveries"),
+            absl::StrCat(jobs[0].id, " true lane 1"));
+}
+
+TEST_F(StoreTest, PartialAcksOfABatchRecordEachJobOnce) {
+  InsertAccounts(6, "part");
+  std::vector<StoredJob> j = Dequeue("a");
+  ASSERT_EQ(j.size(), 6u);
+  auto sorted = [](std::vector<uint64_t> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  EXPECT_EQ(Ack("a", {Sent(j[0]), Sent(j[1])}), sorted({j[0].id, j[1].id}));
+  // j[1] again: already recorded, it comes back not recorded.
+  EXPECT_EQ(Ack("a", {Sent(j[1]), Sent(j[2])}), sorted({j[2].id}));
+  EXPECT_EQ(Ack("a", {Sent(j[4])}), sorted({j[4].id}));
+  EXPECT_EQ(Batch("state || ' ' || acked || ' ' || done::TEXT"), "leased 4 111010");
+  GroupStatsRow s = Stats();
+  EXPECT_EQ(s.sent, 4u);
+  EXPECT_EQ(s.in_flight, 2u);
+  EXPECT_EQ(Text("SELECT sent || ' ' || cost_micros FROM group_usage"), "4 400");
+  EXPECT_EQ(State(j[3].id), "leased");
+  EXPECT_EQ(State(j[5].id), "leased");
+  // The rest, one of them twice in the same call: each recorded once.
+  EXPECT_EQ(Ack("a", {Sent(j[3]), Sent(j[5]), Sent(j[5])}), sorted({j[3].id, j[5].id}));
+  EXPECT_EQ(Batch("state || ' ' || acked || ' ' || done::TEXT"), "done 6 111111");
+  s = Stats();
+  EXPECT_EQ(s.sent, 6u);
+  EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_EQ(Text("SELECT sent || ' ' || cost_micros FROM group_usage"), "6 600");
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 0);  // the table itself: still no per-job row
+}
+
+TEST_F(StoreTest, AMixedAckWritesPerJobRowsOnlyForWhatIsNotAPlainSent) {
+  InsertAccounts(4, "mixed");
+  std::vector<StoredJob> j = Dequeue("a");
+  ASSERT_EQ(j.size(), 4u);
+  JobResult retry = Sent(j[1]);
+  retry.kind = JobResult::Kind::kRetry;
+  retry.reason = "421 try again later";
+  retry.retry_after_ms = 0;  // due again at once
+  retry.cost_micros = 0;
+  JobResult failed = Sent(j[2]);
+  failed.kind = JobResult::Kind::kFailed;
+  failed.reason = "550 no such user";
+  failed.cost_micros = 0;
+  JobResult ses = Sent(j[3]);
+  ses.provider_message_id = "ses-0001";
+  std::vector<uint64_t> all = Ids(j);
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(Ack("a", {Sent(j[0]), retry, failed, ses}), all);
+  // The table itself: rows for the retry, the failure and the SENT with a message id only.
+  EXPECT_EQ(Text("SELECT string_agg(token_id || ' ' || state || ' ' || failures || ' ' || "
+                 "coalesce(reason, '-') || ' ' || coalesce(provider_message_id, '-') || ' ' || "
+                 "coalesce(owner, '-'), ', ' ORDER BY token_id) FROM deliveries"),
+            absl::StrCat(j[1].id, " retry 1 421 try again later - -, ", j[2].id,
+                         " failed 0 550 no such user - -, ", j[3].id, " sent 0 - ses-0001 -"));
+  EXPECT_EQ(State(j[0].id), "sent");
+  EXPECT_EQ(Batch("state || ' ' || acked || ' ' || done::TEXT"), "done 4 1111");
+  GroupStatsRow s = Stats();
+  EXPECT_EQ(s.sent, 2u);
+  EXPECT_EQ(s.failed, 1u);
+  EXPECT_EQ(s.waiting_retry, 1u);
+  EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_EQ(Text("SELECT sent || ' ' || cost_micros FROM group_usage"), "2 200");
+  // The retry is handed out again, as its second attempt, to whoever dequeues next.
+  std::vector<StoredJob> again = Dequeue("b");
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].id, j[1].id);
+  EXPECT_EQ(again[0].attempt, 2u);
+  EXPECT_EQ(again[0].failures, 1u);
+  EXPECT_EQ(Text(absl::StrCat("SELECT state || ' ' || owner || ' ' || attempts || ' ' || "
+                              "lost_leases FROM deliveries WHERE token_id = ", j[1].id)),
+            "leased b 2 0");  // a second attempt is a per-job row
+  EXPECT_EQ(Int("SELECT count(*) FROM lease_batches"), 1);  // no batch for a second attempt
+}
+
+TEST_F(StoreTest, ABatchIsFencedByOwnerAndAttemptAndHandedOutAgainWhenItsLeaseRunsOut) {
+  InsertAccounts(3, "bfence");
+  std::vector<StoredJob> j = Dequeue("a");
+  ASSERT_EQ(j.size(), 3u);
+  // Another owner naming a's batch jobs, and a with an attempt it was not handed: nothing.
+  EXPECT_THAT(Ack("intruder", {Sent(j[0]), Sent(j[1])}), IsEmpty());
+  EXPECT_THAT(Ack("a", {Sent(j[0], 2)}), IsEmpty());
+  EXPECT_EQ(Batch("state || ' ' || acked || ' ' || done::TEXT"), "leased 0 000");
+  EXPECT_EQ(Int("SELECT count(*) FROM group_usage"), 0);
+  // The lease runs out: the next dequeue hands the jobs to b as their second attempt, each
+  // with a lost lease, and the batch is over.
+  ExpectBatchHandedOutAgain("b", 3, /*lost_leases=*/1);
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states"), 3);
+  // a's late outcome (attempt 1) records nothing, nor does b naming the old attempt.
+  EXPECT_THAT(Ack("a", {Sent(j[0]), Sent(j[1]), Sent(j[2])}), IsEmpty());
+  EXPECT_THAT(Ack("b", {Sent(j[0], 1)}), IsEmpty());
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE state = 'leased' AND owner = 'b'"),
+            3);
+  EXPECT_EQ(Int("SELECT count(*) FROM group_usage"), 0);
+  // b, with the attempt it was handed: recorded.
+  EXPECT_EQ(Ack("b", {Sent(j[0], 2)}), std::vector<uint64_t>{j[0].id});
+  EXPECT_EQ(State(j[0].id), "sent");
+  const GroupStatsRow s = Stats();
+  EXPECT_EQ(s.sent, 1u);
+  EXPECT_EQ(s.in_flight, 2u);
+}
+
+TEST_F(StoreTest, ReleasedJobsOfABatchAreDueNowTheOthersStayInIt) {
+  InsertAccounts(3, "brel");
+  std::vector<StoredJob> j = Dequeue("a");
+  ASSERT_EQ(j.size(), 3u);
+  ASSERT_TRUE(store_->Release("mailroom", "someone-else", {j[0].id}).ok());
+  EXPECT_THAT(Dequeue("b"), IsEmpty());
+  ASSERT_TRUE(store_->Release("mailroom", "a", {j[0].id, j[1].id}).ok());
+  // The released ones: per-job rows, still a's lease, holder gone, due now.
+  EXPECT_EQ(Text("SELECT string_agg(token_id || ' ' || state || ' ' || owner || ' ' || "
+                 "attempts || ' ' || holder_left || ' ' || (due_at <= now()), ', '"
+                 " ORDER BY token_id) FROM deliveries"),
+            absl::StrCat(std::min(j[0].id, j[1].id), " leased a 1 true true, ",
+                         std::max(j[0].id, j[1].id), " leased a 1 true true"));
+  // The third stays in the batch, leased to a until the batch's lease end.
+  EXPECT_EQ(Batch("state"), "leased");
+  EXPECT_EQ(Text(absl::StrCat("SELECT d.state || ' ' || d.owner || ' ' || (d.due_at = b.due_at)"
+                              " FROM delivery_states d, lease_batches b WHERE d.token_id = ",
+                              j[2].id)),
+            "leased a true");
+  EXPECT_EQ(Stats().in_flight, 3u);
+  // Handed out again at once, without a lost lease.
+  std::vector<StoredJob> again = Dequeue("b");
+  ASSERT_EQ(again.size(), 2u);
+  std::vector<uint64_t> released = {j[0].id, j[1].id};
+  EXPECT_THAT(Ids(again), UnorderedElementsAreArray(released));
+  for (const StoredJob& k : again) EXPECT_EQ(k.attempt, 2u) << k.id;
+  EXPECT_EQ(Int("SELECT max(lost_leases) FROM delivery_states"), 0);
+  // a's outcome for a released job records nothing; for the one it kept, it does.
+  EXPECT_THAT(Ack("a", {Sent(j[0])}), IsEmpty());
+  EXPECT_EQ(Ack("a", {Sent(j[2])}), std::vector<uint64_t>{j[2].id});
+  EXPECT_EQ(State(j[2].id), "sent");
+  const GroupStatsRow s = Stats();
+  EXPECT_EQ(s.sent, 1u);
+  EXPECT_EQ(s.in_flight, 2u);
+}
+
+TEST_F(StoreTest, RenewingOneJobOfABatchExtendsTheBatchARecordedJobIsLost) {
+  InsertAccounts(3, "bren");
+  std::vector<StoredJob> j = Dequeue("a", 100, absl::Seconds(5));
+  ASSERT_EQ(j.size(), 3u);
+  auto renew = [&](const std::string& owner, const std::vector<uint64_t>& ids,
+                   const std::vector<uint32_t>& attempts, absl::Duration lease) {
+    auto r = store_->Renew("mailroom", owner, ids, attempts, lease);
+    EXPECT_TRUE(r.ok()) << r.status();
+    std::vector<uint64_t> out = r.ok() ? *r : std::vector<uint64_t>{};
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  const std::string lease_end = "EXTRACT(EPOCH FROM due_at - now())::BIGINT";
+  EXPECT_THAT(renew("intruder", {j[1].id}, {}, absl::Seconds(600)), IsEmpty());
+  EXPECT_NEAR(Int("SELECT " + lease_end + " FROM lease_batches"), 5, 1);
+  // One job renewed: the whole batch's lease end moves, so every job's does.
+  EXPECT_EQ(renew("a", {j[1].id}, {1}, absl::Seconds(600)), std::vector<uint64_t>{j[1].id});
+  EXPECT_NEAR(Int("SELECT " + lease_end + " FROM lease_batches"), 600, 2);
+  EXPECT_NEAR(Int("SELECT min(" + lease_end + ") FROM delivery_states"), 600, 2);
+  EXPECT_NEAR(Int("SELECT max(" + lease_end + ") FROM delivery_states"), 600, 2);
+  // A recorded job is no longer leased: it comes back as not renewed (lost).
+  ASSERT_EQ(Ack("a", {Sent(j[0])}), std::vector<uint64_t>{j[0].id});
+  EXPECT_EQ(renew("a", {j[0].id, j[2].id}, {1, 1}, absl::Seconds(900)),
+            std::vector<uint64_t>{j[2].id});
+  EXPECT_NEAR(Int("SELECT " + lease_end + " FROM lease_batches"), 900, 2);
+  EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 0);  // the table: renewals write no row
 }
 
 TEST_F(StoreTest, ErrorsAreMappedBySqlstate) {
