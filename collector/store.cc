@@ -60,25 +60,17 @@ SuppressionRow ToSuppression(const pqxx::row& row) {
   return s;
 }
 
-// Counts the SENT outcomes mailroom_ack recorded in the group's reputation and stores their
-// provider message ids (a separate function after mailroom_ack, as for suppressions).
+// Counts the SENT outcomes mailroom_ack recorded in the group's reputation. Their provider
+// message ids are stored by mailroom_ack itself (migration 0021), so none are passed here.
 void RecordSent(pqxx::work& tx, const std::string& group, const std::vector<JobResult>& results,
                 const std::vector<uint64_t>& recorded) {
   absl::flat_hash_set<uint64_t> done(recorded.begin(), recorded.end());
   int64_t sent = 0;
-  std::vector<uint64_t> ids;
-  std::vector<std::string> message_ids;
   for (const JobResult& j : results) {
-    if (j.kind != JobResult::Kind::kSent || done.count(j.id) == 0) continue;
-    ++sent;
-    if (!j.provider_message_id.empty()) {
-      ids.push_back(j.id);
-      message_ids.push_back(j.provider_message_id);
-    }
+    if (j.kind == JobResult::Kind::kSent && done.count(j.id) > 0) ++sent;
   }
   if (sent == 0) return;
-  tx.exec_params("SELECT mailroom_record_sent($1, $2, $3::bigint[], $4::text[])", group, sent,
-                 IntArray(ids), TextArray(message_ids));
+  tx.exec_params("SELECT mailroom_record_sent($1, $2, '{}', '{}')", group, sent);
 }
 
 // Counts the outcomes other than SENT that mailroom_ack recorded as settled unsent for the

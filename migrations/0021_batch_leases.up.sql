@@ -521,8 +521,8 @@ END;
 $$;
 
 -- 0020's acknowledgement, batch jobs first. A ninth argument, the SENT outcomes' provider
--- message ids ('' or NULL: none), tells which SENT outcomes keep a row; 8-argument calls have
--- none.
+-- message ids ('' or NULL: none), tells which SENT outcomes keep a row and is stored on it (both
+-- paths); 8-argument calls have none.
 DROP FUNCTION mailroom_ack(TEXT, TEXT, BIGINT[], INT[], TEXT[], TEXT[], INT[], BIGINT[]);
 CREATE FUNCTION mailroom_ack(p_group TEXT, p_owner TEXT, p_ids BIGINT[], p_attempts INT[],
                              p_outcomes TEXT[], p_reasons TEXT[], p_retry_ms INT[],
@@ -612,18 +612,20 @@ BEGIN
         END IF;
         -- The others go the per-job way below.
         SELECT array_agg(v_ids[l]), array_agg(v_att[l]), array_agg(v_out[l]), array_agg(v_rsn[l]),
-               array_agg(v_ms[l]), array_agg(v_cost[l])
-          INTO v_ids, v_att, v_out, v_rsn, v_ms, v_cost
+               array_agg(v_ms[l]), array_agg(v_cost[l]), array_agg(v_mid[l])
+          INTO v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid
           FROM (SELECT generate_series(1, cardinality(v_ids)) EXCEPT ALL SELECT unnest(v_ord)) x(l);
     END IF;
 
-    -- 2. Jobs with a deliveries row (0020's per-job path).
+    -- 2. Jobs with a deliveries row (0020's per-job path; it now stores the SENT outcomes'
+    --    message ids too, as the batch path does, instead of mailroom_record_sent's second
+    --    update of the same rows).
     WHILE v_ids IS NOT NULL LOOP
         SELECT array_agg(d.ctid), array_agg(u.id), array_agg(u.attempt), array_agg(u.outcome),
-               array_agg(u.reason), array_agg(u.retry_ms), array_agg(u.cost)
-          INTO v_tids, v_ids, v_att, v_out, v_rsn, v_ms, v_cost
-          FROM unnest(v_ids, v_att, v_out, v_rsn, v_ms, v_cost)
-                   AS u(id, attempt, outcome, reason, retry_ms, cost)
+               array_agg(u.reason), array_agg(u.retry_ms), array_agg(u.cost), array_agg(u.mid)
+          INTO v_tids, v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid
+          FROM unnest(v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid)
+                   AS u(id, attempt, outcome, reason, retry_ms, cost, mid)
          CROSS JOIN LATERAL (SELECT d.ctid, d.state, d.owner, d.attempts FROM deliveries d
                               WHERE d.group_id = gid AND d.token_id = u.id OFFSET 0) d
          WHERE d.state = 'leased' AND d.owner = p_owner AND d.attempts = u.attempt;
@@ -635,13 +637,17 @@ BEGIN
                    failures = d.failures + (u.outcome = 'retry')::INT,
                    reason = NULLIF(left(u.reason, 1000), ''),
                    cost_micros = CASE WHEN u.outcome = 'sent' THEN u.cost END,
+                   provider_message_id = CASE WHEN u.outcome = 'sent'
+                                              THEN coalesce(NULLIF(u.mid, ''),
+                                                            d.provider_message_id)
+                                              ELSE d.provider_message_id END,
                    owner = NULL,
                    holder_left = false,
                    due_at = CASE WHEN u.outcome IN ('retry', 'defer')
                                  THEN now() + make_interval(secs => u.retry_ms / 1000.0) END,
                    updated_at = now()
-              FROM unnest(v_tids, v_ids, v_att, v_out, v_rsn, v_ms, v_cost)
-                       AS u(tid, id, attempt, outcome, reason, retry_ms, cost)
+              FROM unnest(v_tids, v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid)
+                       AS u(tid, id, attempt, outcome, reason, retry_ms, cost, mid)
              WHERE d.ctid = u.tid
                AND coalesce(d.group_id = gid AND d.token_id = u.id AND d.state = 'leased'
                             AND d.owner = p_owner AND d.attempts = u.attempt, false)
@@ -661,10 +667,10 @@ BEGIN
         EXIT WHEN coalesce(cardinality(v_done), 0) = cardinality(v_ids);
         -- The ids not written: their rows moved since the probe; probe them again.
         SELECT array_agg(u.id), array_agg(u.attempt), array_agg(u.outcome), array_agg(u.reason),
-               array_agg(u.retry_ms), array_agg(u.cost)
-          INTO v_ids, v_att, v_out, v_rsn, v_ms, v_cost
-          FROM unnest(v_ids, v_att, v_out, v_rsn, v_ms, v_cost)
-                   AS u(id, attempt, outcome, reason, retry_ms, cost)
+               array_agg(u.retry_ms), array_agg(u.cost), array_agg(u.mid)
+          INTO v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid
+          FROM unnest(v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid)
+                   AS u(id, attempt, outcome, reason, retry_ms, cost, mid)
           LEFT JOIN unnest(v_done) AS x(id) ON x.id = u.id
          WHERE x.id IS NULL;
     END LOOP;
