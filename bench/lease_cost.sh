@@ -24,7 +24,12 @@
 # Prints one table per run: step, ms per 1000-job batch (median, min, max over the batches),
 # implied jobs/s (1000 / median).
 #
-# Usage: bash bench/lease_cost.sh [--jobs=100000] [--fsync=on|off]
+# With --nested, run a is also split per statement inside the functions (pg_stat_statements,
+# track = all, track_planning = on, loaded only then, as its bookkeeping slows every statement a
+# little): each statement's execution and planning time per 1000-job batch and how often it was
+# planned, busiest first.
+#
+# Usage: bash bench/lease_cost.sh [--jobs=100000] [--fsync=on|off] [--nested]
 #        bash bench/lease_cost.sh --collector-cpu [--statements] [--perf] [collector_bench flags]
 #   (or bazel run //bench:lease_cost -- ...)
 # --collector-cpu runs bazel-bin/bench/collector_bench (build it first:
@@ -43,6 +48,7 @@ cd "$ROOT"
 JOBS=100000
 FSYNC=on
 CPU_MODE=0
+NESTED=0
 STATEMENTS=0
 PERF=0
 CPU_ARGS=()
@@ -53,8 +59,9 @@ for a in "$@"; do
     1:*) CPU_ARGS+=("$a") ;;  # after --collector-cpu: collector_bench's flags
     0:--jobs=*) JOBS=${a#--jobs=} ;;
     0:--fsync=*) FSYNC=${a#--fsync=} ;;
+    0:--nested) NESTED=1 ;;
     0:--collector-cpu) CPU_MODE=1 ;;
-    *) echo "lease_cost.sh: unknown argument $a (usage: [--jobs=N] [--fsync=on|off] | --collector-cpu [--statements] [--perf] [collector_bench flags])" >&2
+    *) echo "lease_cost.sh: unknown argument $a (usage: [--jobs=N] [--fsync=on|off] [--nested] | --collector-cpu [--statements] [--perf] [collector_bench flags])" >&2
        exit 2 ;;
   esac
 done
@@ -256,6 +263,7 @@ trap 'exit 130' INT TERM
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 DURABILITY=""
 [[ $FSYNC == off ]] && DURABILITY="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+[[ $NESTED == 1 ]] && DURABILITY+=" -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all -c pg_stat_statements.track_planning=on"
 PGSTARTED=1
 "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w -t 60 \
   -o "-c listen_addresses=127.0.0.1 -p $PORT -k $DIR $DURABILITY" start >/dev/null
@@ -414,9 +422,22 @@ echo "lease_batches (0021: a first lease's dequeue and acknowledgement write the
 
 reset_tables
 wal_mark
+[[ $NESTED == 0 ]] || "${PSQL[@]}" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
+                                   -c "SELECT pg_stat_statements_reset()" >/dev/null
 "${PSQL[@]}" -c "CALL lease_cost.current_path('a server', 'a_server', $BATCHES)"
 wal_per_job "a server"
 summary 'a server' "a. current path, timed inside PostgreSQL (clock_timestamp), fsync=$FSYNC"
+if [[ $NESTED == 1 ]]; then
+  echo
+  echo "== a. inside it, per statement (pg_stat_statements, track = all; nested statements of the"
+  echo "   dequeue and the acknowledgement included in their callers' lines too), ms per 1000-job batch"
+  "${PSQL[@]}" -c "SELECT round((total_exec_time / $BATCHES)::NUMERIC, 3) AS \"exec ms per batch\",
+                          round((total_plan_time / $BATCHES)::NUMERIC, 3) AS \"planning ms\",
+                          calls, plans, left(regexp_replace(query, '\s+', ' ', 'g'), 90) AS statement
+                     FROM pg_stat_statements
+                    WHERE query NOT LIKE '%lease_cost.%' AND query NOT LIKE '%pg_stat_statements%'
+                    ORDER BY total_exec_time + total_plan_time DESC LIMIT 16"
+fi
 
 reset_tables
 current_client_script a_client >"$DIR/a_client.sql"

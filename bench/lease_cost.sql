@@ -18,8 +18,9 @@ CREATE FUNCTION lease_cost.ms(a TIMESTAMPTZ, b TIMESTAMPTZ) RETURNS FLOAT8
     LANGUAGE sql IMMUTABLE AS $$ SELECT EXTRACT(EPOCH FROM b - a) * 1000 $$;
 
 -- The token window read of mailroom_dequeue's step 2 (migrations/0014, "New tokens of this
--- class"), as a plain query with the same predicates, joins, lateral calls, order and limit, and
--- the same planner settings. Returns the arrays the dequeue collects.
+-- class"; the window bounds and plan cache mode as 0022 has them), as a plain query with the
+-- same predicates, joins, lateral calls, order and limit, and the same planner settings. Returns
+-- the arrays the dequeue collects.
 CREATE FUNCTION lease_cost.window_read(
         p_class token_action, p_pos_txid XID8, p_pos_id BIGINT, p_cur PG_SNAPSHOT,
         p_prev PG_SNAPSHOT, p_limit INT,
@@ -29,6 +30,7 @@ CREATE FUNCTION lease_cost.window_read(
         OUT locales TEXT[], OUT reasons TEXT[])
     LANGUAGE plpgsql
     SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off
+    SET plan_cache_mode = force_generic_plan
     AS $$
 DECLARE
     v_now BIGINT := EXTRACT(EPOCH FROM now())::BIGINT;
@@ -60,9 +62,8 @@ BEGIN
              CROSS JOIN LATERAL (SELECT s0.sendable AND t.superseded_by IS NULL
                                        AND NOT t.rate_limited AND sp.address IS NULL AS ok,
                                        s0.sendable) s
-             WHERE t.action = p_class
-               AND (t.txid, t.id) > (p_pos_txid, p_pos_id)
-               AND t.txid < pg_snapshot_xmax(p_cur)
+             WHERE (t.action, t.txid, t.id) > (p_class, p_pos_txid, p_pos_id)
+               AND (t.action, t.txid) < (p_class, pg_snapshot_xmax(p_cur))
                AND pg_visible_in_snapshot(t.txid, p_cur)
                AND NOT pg_visible_in_snapshot(t.txid, p_prev)
              ORDER BY t.action, t.txid, t.id

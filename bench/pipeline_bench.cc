@@ -372,6 +372,13 @@ int main(int argc, char** argv) {
     }
     if (!ok) Die(absl::StrCat("bad argument ", argv[i]));
   }
+  // Without the sink the sender's connections are refused and the run would wait for ever.
+  for (const char* tool : {"/usr/sbin/smtp-sink", "/usr/sbin/smtp-source"}) {
+    if (access(tool, X_OK) != 0) {
+      Die(absl::StrCat(tool, " is missing: apt-get install postfix (bench/smtp_throughput.sh"
+                       " installs it unconfigured)"));
+    }
+  }
   Pipeline p(o);
   std::printf("pipeline collector -> gRPC -> sender -> peer, budget unlimited, %d connections,"
               " PostgreSQL fsync=%s\n", o.connections, o.durable ? "on" : "off");

@@ -362,6 +362,65 @@ TEST_F(SchemaTest, DequeueWindowIsAnIndexRangeScanWithoutStatistics) {
   EXPECT_EQ(acks, 1) << "auto_explain showed no acknowledgement";
 }
 
+// The window read starts at the cursor, not at the class's first token: late in a long drain it
+// reads the index pages of its own window only. Since 0022 the dequeue runs its generic plans
+// from the first call; a window written as `t.action = class AND (action, txid, id) > (class,
+// cursor)` still showed "Index Scan using tokens_action_txid_id_idx" (the test above passes),
+// but the scan began at the class's first token on every call: a 1,000,000 drain fell to 14,000
+// jobs/s in its last tenth. Here the 30th call of 1000 jobs would read the 29,000 index entries
+// before its window (over 100 pages) instead of about 30 pages of index and heap.
+TEST_F(SchemaTest, DequeueWindowStartsAtTheCursorLateInADrain) {
+  // 10,000 per transaction: each token takes an advisory lock on its address until commit.
+  for (int from = 1; from <= 30000; from += 10000) {
+    Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com',"
+                      " 'u' || i FROM generate_series(", from, ", ", from + 9999, ") i"));
+  }
+  pqxx::connection c(url_);
+  auto dequeue = [&c]() {
+    pqxx::work tx(c);
+    int64_t n = tx.exec1("SELECT count(*) FROM mailroom_dequeue('mailroom', 1000, 'cursor-test',"
+                         " 60000)")[0]
+                    .as<int64_t>();
+    tx.commit();
+    return n;
+  };
+  for (int i = 0; i < 29; ++i) ASSERT_EQ(dequeue(), 1000);
+  NoticeCollector plans(c);
+  ExplainEveryStatement(c, /*actual_rows=*/true);
+  {
+    pqxx::nontransaction tx(c);
+    tx.exec("SET auto_explain.log_buffers = on");
+  }
+  EXPECT_EQ(dequeue(), 1000);
+  // The buffers of the window's scan of tokens (the node itself: index and heap pages), in the
+  // window read that found the 1000 activations.
+  const std::regex buffers(R"(Buffers: shared(?: hit=(\d+))?(?: read=(\d+))?)");
+  int windows = 0;
+  for (const std::string& n : plans.notices) {
+    if (n.find("array_agg(w.id)") == std::string::npos ||
+        n.find("rows=1000 loops=1") == std::string::npos) {
+      continue;
+    }
+    std::vector<std::string> lines = absl::StrSplit(n, '\n');
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (lines[i].find("Index Scan using tokens_action_txid_id_idx on tokens") == std::string::npos) {
+        continue;
+      }
+      ++windows;
+      int64_t pages = -1;
+      for (size_t j = i + 1; j < lines.size() && lines[j].find("->") == std::string::npos; ++j) {
+        std::smatch m;
+        if (std::regex_search(lines[j], m, buffers)) {
+          pages = (m[1].matched ? std::stoll(m[1]) : 0) + (m[2].matched ? std::stoll(m[2]) : 0);
+        }
+      }
+      EXPECT_GE(pages, 0) << "no Buffers line: " << n;
+      EXPECT_LT(pages, 60) << n;
+    }
+  }
+  EXPECT_EQ(windows, 1) << "auto_explain showed no window read of 1000 tokens";
+}
+
 // Issue 13 §1: every table the dequeue reads besides the window (accounts and suppressions for
 // each token, tokens and deliveries for jobs due again) must be read by a per-row probe, whatever the statistics
 // said when the plan was made. A session that plans while the tables are analysed empty keeps
