@@ -1,6 +1,6 @@
-// The multi-interface loop against a real SMTP server (aiosmtpd): many threads at once, each
-// with its own result, connections kept in the loop, and destruction idle, after transfers
-// and with a transfer in flight.
+// The multi-interface loop against a real SMTP server (aiosmtpd) and HTTP server (the SES
+// emulator): many threads at once, each with its own result, connections kept in the loop, and
+// destruction idle, after transfers and with a transfer in flight.
 #include "sender/curl_multi_loop.h"
 
 #include <arpa/inet.h>
@@ -107,6 +107,39 @@ TEST_F(TransportTest, LoopThreadsShareItsConnections) {
   for (const auto& m : mails) connects += m.connects();
   EXPECT_LE(connects, kThreads);
   EXPECT_LE(std::stoi(Slurp(dir_ + "/smtp/connections")) - before, kThreads);
+}
+
+size_t Discard(char*, size_t size, size_t nmemb, void*) { return size * nmemb; }
+
+TEST_F(TransportTest, LoopKeepsHttpConnectionsAlive) {
+  if (NodeModules().empty()) GTEST_SKIP() << "MAILROOM_NODE_MODULES not set (run .ci/test)";
+  constexpr int kThreads = 2, kRequests = 10;
+  const std::string url = StartSes(0, /*direct=*/true) + "/store";
+  CurlMultiLoop loop(kThreads);
+  std::atomic<int> ok{0};
+  std::atomic<long> connects{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kThreads; ++w) {
+    threads.emplace_back([&] {
+      CurlHandle handle(curl_easy_init());
+      CURL* c = handle.get();
+      for (int i = 0; i < kRequests; ++i) {
+        curl_easy_reset(c);
+        curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Discard);
+        long http = 0, opened = 0;
+        if (loop.Perform(c) == CURLE_OK && curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http) ==
+                                               CURLE_OK && http == 200) {
+          ++ok;
+        }
+        curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &opened);
+        connects += opened;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok, kThreads * kRequests);
+  EXPECT_LE(connects, kThreads);
 }
 
 TEST_F(TransportTest, LoopGivesEachTransferItsOwnResult) {
