@@ -27,7 +27,9 @@ void CurlGlobalInit();
 // pooled CurlHandleFactory): each handle keeps its connection (SMTP session, HTTP keep-alive)
 // between transfers, so `size` handles mean at most `size` connections. Acquire() blocks until
 // a handle is free and hands it out reset (curl_easy_reset keeps the connection, drops the
-// options of the last transfer). Thread-safe; the pool must outlive its leases.
+// options of the last transfer). Handles run through a CurlMultiLoop leave their connections
+// in the loop's cache instead; the pool then bounds the transfers, hence the connections, in
+// use at once. Thread-safe; the pool must outlive its leases.
 class CurlHandlePool {
  public:
   // A handle on loan; returned to the pool when destroyed. Movable, not copyable.

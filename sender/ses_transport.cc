@@ -32,7 +32,7 @@ size_t Header(char* ptr, size_t size, size_t nmemb, void* userdata) {
 
 SesTransport::SesTransport(const TransportConfig& config)
     : config_(config), url_(ApiUrl(config, "/v2/email/outbound-emails")),
-      handles_(config.connections) {}
+      handles_(config.connections), loop_(config.connections) {}
 
 std::string SesTransport::ApiUrl(const TransportConfig& config, const std::string& path) {
   std::string endpoint = config.ses_endpoint.empty()
@@ -43,7 +43,8 @@ std::string SesTransport::ApiUrl(const TransportConfig& config, const std::strin
 }
 
 absl::StatusOr<std::string> SesTransport::Call(CURL* c, const TransportConfig& config,
-                                               const std::string& url, const std::string* body) {
+                                               const std::string& url, const std::string* body,
+                                               CurlMultiLoop* loop) {
   char errbuf[CURL_ERROR_SIZE] = {0};
   std::string response, error_type;
   CurlSlist headers(
@@ -76,7 +77,7 @@ absl::StatusOr<std::string> SesTransport::Call(CURL* c, const TransportConfig& c
                    static_cast<long>(absl::ToInt64Milliseconds(config.connect_timeout)));
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
                    static_cast<long>(absl::ToInt64Milliseconds(config.timeout)));
-  const CURLcode rc = curl_easy_perform(c);
+  const CURLcode rc = loop == nullptr ? curl_easy_perform(c) : loop->Perform(c);
   long http = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
   if (rc != CURLE_OK) return CurlStatus(rc, errbuf);
@@ -136,7 +137,7 @@ absl::StatusOr<SendResult> SesTransport::Send(const OutgoingEmail& email) {
   const std::string body = req.dump();
 
   CurlHandlePool::Lease handle = handles_.Acquire();
-  auto response = Call(handle.get(), config_, url_, &body);
+  auto response = Call(handle.get(), config_, url_, &body, &loop_);
   if (!response.ok()) return response.status();
   auto json = nlohmann::json::parse(*response, nullptr, false);
   std::string id = json.is_object() && json.contains("MessageId") && json["MessageId"].is_string()

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "sender/curl_handle.h"
+#include "sender/curl_multi_loop.h"
 #include "sender/transport.h"
 
 namespace mailroom {
@@ -11,7 +12,8 @@ namespace mailroom {
 // SigV4 by libcurl (CURLOPT_AWS_SIGV4 "aws:amz:<region>:ses"). Throttling (429,
 // TooManyRequestsException, Throttling, LimitExceeded) and 5xx are kUnavailable; rejections
 // (MessageRejected, MailFromDomainNotVerified, BadRequest, AccountSuspended, SendingPaused,
-// NotFound, 403) are permanent. `connections` HTTP handles keep their connections alive.
+// NotFound, 403) are permanent. `connections` HTTP connections are kept alive; the transfers
+// run on one event-loop thread (CurlMultiLoop).
 // Every message carries EmailTags: the email's own tags (mailroom_job, mailroom_action) and
 // mailroom_group (TransportConfig::group), which come back in SES events (mail.tags); the
 // MessageId SES answers is the SendResult's provider_id and feedback_id.
@@ -30,14 +32,17 @@ class SesTransport : public Transport {
   static std::string ApiUrl(const TransportConfig& config, const std::string& path);
   // One SES v2 API call on handle `c`, signed with `config`'s credentials (SigV4) and bounded
   // by its timeouts: a POST of the JSON `*body`, or a GET when `body` is null. Returns the
-  // response body, or the failure mapped by CurlStatus / ResponseStatus.
+  // response body, or the failure mapped by CurlStatus / ResponseStatus. The transfer runs on
+  // `loop`, or on the calling thread (curl_easy_perform) when it is null.
   static absl::StatusOr<std::string> Call(CURL* c, const TransportConfig& config,
-                                          const std::string& url, const std::string* body);
+                                          const std::string& url, const std::string* body,
+                                          CurlMultiLoop* loop = nullptr);
 
  private:
   const TransportConfig config_;
   std::string url_;
   CurlHandlePool handles_;  // one per kept-alive HTTP connection
+  CurlMultiLoop loop_;       // destroyed first: no transfer outlives its handle
 };
 
 }  // namespace mailroom

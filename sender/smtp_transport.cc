@@ -25,7 +25,7 @@ size_t ReadBody(char* buf, size_t size, size_t nitems, void* userdata) {
 }  // namespace
 
 SmtpTransport::SmtpTransport(const TransportConfig& config)
-    : config_(config), handles_(config.connections) {}
+    : config_(config), handles_(config.connections), loop_(config.connections) {}
 
 absl::StatusOr<SendResult> SmtpTransport::Send(const OutgoingEmail& email) {
   // Options are set per message on a handle that keeps its connection between messages.
@@ -61,7 +61,7 @@ absl::StatusOr<SendResult> SmtpTransport::Send(const OutgoingEmail& email) {
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
   }
-  CURLcode rc = curl_easy_perform(c);
+  CURLcode rc = loop_.Perform(c);
   long reply = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply);
   if (rc != CURLE_OK) return SmtpStatus(rc, reply, trace, errbuf);

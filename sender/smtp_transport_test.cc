@@ -131,6 +131,8 @@ TEST_F(TransportTest, SmtpParallelConnectionsAreReused) {
   int port = StartSmtp({});
   TransportConfig c = Smtp(absl::StrCat("smtp://127.0.0.1:", port), false);
   c.connections = 4;
+  // aiosmtpd's controller connects once to itself before it is ready.
+  const int before = std::stoi(Slurp(dir_ + "/smtp/connections"));
   SmtpTransport t(c);
   std::vector<std::future<bool>> sends;
   for (int w = 0; w < 4; ++w) {
@@ -142,8 +144,8 @@ TEST_F(TransportTest, SmtpParallelConnectionsAreReused) {
   }
   for (auto& s : sends) EXPECT_TRUE(s.get());
   EXPECT_EQ(Recorded(), 100u);
-  int connections = std::stoi(Slurp(dir_ + "/smtp/connections"));
-  EXPECT_LE(connections, 8) << "connections were not kept open between messages";
+  int connections = std::stoi(Slurp(dir_ + "/smtp/connections")) - before;
+  EXPECT_LE(connections, 4) << "connections were not kept open between messages";
 }
 
 }  // namespace
