@@ -2,6 +2,7 @@
 
 #include <postgresql/libpq-fe.h>  // Debian: libpq-dev
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <set>
@@ -81,8 +82,12 @@ bool ValidConninfo(const std::string& conninfo) {
   return true;
 }
 
-std::string WithConnectionDefaults(const std::string& conninfo,
-                                   absl::Duration statement_timeout) {
+absl::Duration IdleInTransactionTimeout(absl::Duration lease) {
+  return std::clamp(lease / 4, absl::Milliseconds(100), absl::Seconds(5));
+}
+
+std::string WithConnectionDefaults(const std::string& conninfo, absl::Duration statement_timeout,
+                                   absl::Duration idle_in_transaction_timeout) {
   char* err = nullptr;
   std::unique_ptr<PQconninfoOption, void (*)(PQconninfoOption*)> opts(
       PQconninfoParse(conninfo.c_str(), &err), PQconninfoFree);
@@ -126,6 +131,11 @@ std::string WithConnectionDefaults(const std::string& conninfo,
     absl::StrAppend(&options, "-c statement_timeout=",
                     absl::ToInt64Milliseconds(statement_timeout));
   }
+  if (!absl::StrContains(options, "idle_in_transaction_session_timeout")) {
+    if (!options.empty()) options += ' ';
+    absl::StrAppend(&options, "-c idle_in_transaction_session_timeout=",
+                    absl::ToInt64Milliseconds(idle_in_transaction_timeout));
+  }
   add("options", options);
   return out;
 }
@@ -155,7 +165,9 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
                             env.Millis("MAILROOM_RECONNECT_MAX_BACKOFF", 30000, 100, 3600000));
   MAILROOM_ASSIGN_OR_RETURN(c.dispatch.statement_timeout,
                             env.Millis("MAILROOM_STATEMENT_TIMEOUT", 30000, 100, 3600000));
-  c.dispatch.database_url = WithConnectionDefaults(c.database_url, c.dispatch.statement_timeout);
+  c.dispatch.database_url =
+      WithConnectionDefaults(c.database_url, c.dispatch.statement_timeout,
+                             IdleInTransactionTimeout(c.dispatch.lease));
   int64_t max_in_flight;
   MAILROOM_ASSIGN_OR_RETURN(max_in_flight,
                             env.Int("MAILROOM_MAX_IN_FLIGHT", 10000, 1, kMaxInFlight));

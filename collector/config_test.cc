@@ -32,7 +32,7 @@ std::optional<std::string> Option(const std::string& conninfo, const std::string
 TEST(ConnectionDefaultsTest, AddedToAUrl) {
   const std::string s = WithConnectionDefaults(
       "postgresql://mailroom:p%27w%5Cd@db.example:5433/mail?sslmode=require",
-      absl::Seconds(30));
+      absl::Seconds(30), absl::Seconds(5));
   EXPECT_EQ(Option(s, "host"), "db.example");
   EXPECT_EQ(Option(s, "port"), "5433");
   EXPECT_EQ(Option(s, "user"), "mailroom");
@@ -44,7 +44,8 @@ TEST(ConnectionDefaultsTest, AddedToAUrl) {
   EXPECT_EQ(Option(s, "keepalives_interval"), "5");
   EXPECT_EQ(Option(s, "keepalives_count"), "3");
   EXPECT_EQ(Option(s, "tcp_user_timeout"), "30000");
-  EXPECT_EQ(Option(s, "options"), "-c statement_timeout=30000");
+  EXPECT_EQ(Option(s, "options"),
+            "-c statement_timeout=30000 -c idle_in_transaction_session_timeout=5000");
   // Nothing libpq would otherwise take from the environment is pinned.
   EXPECT_EQ(Option(s, "application_name"), std::nullopt);
 }
@@ -52,15 +53,23 @@ TEST(ConnectionDefaultsTest, AddedToAUrl) {
 TEST(ConnectionDefaultsTest, TheUsersSettingsWin) {
   const std::string s = WithConnectionDefaults(
       "host=/tmp keepalives_idle=60 tcp_user_timeout=5000 options='-c search_path=x'",
-      absl::Milliseconds(1500));
+      absl::Milliseconds(1500), absl::Milliseconds(750));
   EXPECT_EQ(Option(s, "host"), "/tmp");
   EXPECT_EQ(Option(s, "keepalives_idle"), "60");
   EXPECT_EQ(Option(s, "tcp_user_timeout"), "5000");
   EXPECT_EQ(Option(s, "keepalives_count"), "3");
-  EXPECT_EQ(Option(s, "options"), "-c search_path=x -c statement_timeout=1500");
+  EXPECT_EQ(Option(s, "options"),
+            "-c search_path=x -c statement_timeout=1500 -c idle_in_transaction_session_timeout=750");
   const std::string t = WithConnectionDefaults(
-      "postgresql:///db?options=-c%20statement_timeout%3D0", absl::Seconds(30));
-  EXPECT_EQ(Option(t, "options"), "-c statement_timeout=0");
+      "postgresql:///db?options=-c%20statement_timeout%3D0%20-c%20idle_in_transaction_session_timeout%3D0",
+      absl::Seconds(30), absl::Seconds(5));
+  EXPECT_EQ(Option(t, "options"), "-c statement_timeout=0 -c idle_in_transaction_session_timeout=0");
+}
+
+TEST(ConnectionDefaultsTest, IdleInTransactionIsAQuarterOfTheLeaseWithin100MsAnd5s) {
+  EXPECT_EQ(IdleInTransactionTimeout(absl::Seconds(3)), absl::Milliseconds(750));
+  EXPECT_EQ(IdleInTransactionTimeout(absl::Seconds(60)), absl::Seconds(5));
+  EXPECT_EQ(IdleInTransactionTimeout(absl::Milliseconds(100)), absl::Milliseconds(100));
 }
 
 class LoadConfigTest : public ::testing::Test {
@@ -87,7 +96,8 @@ TEST_F(LoadConfigTest, Defaults) {
   EXPECT_THAT(c->dispatch.groups, ElementsAre("mailroom"));
   EXPECT_EQ(c->database_url, "postgresql://u:pw@127.0.0.1:5432/db");
   EXPECT_EQ(Option(c->dispatch.database_url, "tcp_user_timeout"), "30000");
-  EXPECT_EQ(Option(c->dispatch.database_url, "options"), "-c statement_timeout=30000");
+  EXPECT_EQ(Option(c->dispatch.database_url, "options"),
+            "-c statement_timeout=30000 -c idle_in_transaction_session_timeout=5000");
   ASSERT_EQ(c->credentials.size(), 1u);
   EXPECT_EQ(c->credentials[0].principal.roles, kRoleSubscriber);
   EXPECT_EQ(c->retention.retention, absl::Hours(24 * 30));
@@ -114,7 +124,8 @@ TEST_F(LoadConfigTest, NewVariables) {
   EXPECT_EQ(c->max_in_flight, 500);
   EXPECT_EQ(c->dispatch.dequeue_limit, 250);
   EXPECT_THAT(c->dispatch.groups, ElementsAre("mailroom", "audit"));
-  EXPECT_EQ(Option(c->dispatch.database_url, "options"), "-c statement_timeout=2000");
+  EXPECT_EQ(Option(c->dispatch.database_url, "options"),
+            "-c statement_timeout=2000 -c idle_in_transaction_session_timeout=5000");
 }
 
 TEST_F(LoadConfigTest, GroupBudgetDefaults) {

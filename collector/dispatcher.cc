@@ -363,7 +363,7 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
       std::vector<uint64_t> ids;
       ids.reserve(n);
       for (const auto& j : batch.jobs()) ids.push_back(j.job_id());
-      if (!member->Deliver(std::move(batch), lane)) {
+      if (!member->Deliver(std::move(batch), dequeue_start + opt_.lease, lane)) {
         // The stream ended between picking and delivering: these jobs never left, hand them to
         // someone else now (and only them: what the member received earlier is still its own).
         absl::Status st = store_->Release(group, member->id(), ids);

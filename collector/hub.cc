@@ -27,7 +27,7 @@ void SubscribeReactor::OnDone() {
 void Subscriber::Attach(SubscribeReactor* reactor, v1::SubscribeResponse welcome) {
   absl::MutexLock lock(&mu_);
   reactor_ = reactor;
-  queue_.push_front(std::move(welcome));
+  queue_.push_front(Outgoing{std::move(welcome), absl::InfiniteFuture()});
   StartNextLocked();
 }
 
@@ -39,8 +39,8 @@ void Subscriber::Detach() {
 }
 
 void Subscriber::DropQueueLocked() {
-  for (const auto& batch : queue_) {
-    for (const auto& job : batch.jobs()) unsent_.push_back(job.job_id());
+  for (const Outgoing& batch : queue_) {
+    for (const auto& job : batch.message.jobs()) unsent_.push_back(job.job_id());
   }
   queue_.clear();
 }
@@ -62,12 +62,12 @@ int Subscriber::LaneRoom() const {
   return std::max(0, lane_ - static_cast<int>(lane_in_flight_.size()));
 }
 
-bool Subscriber::Deliver(v1::SubscribeResponse batch, bool lane) {
+bool Subscriber::Deliver(v1::SubscribeResponse batch, absl::Time lease_end, bool lane) {
   absl::MutexLock lock(&mu_);
   if (finished_ || reactor_ == nullptr) return false;
   auto& counted = lane ? lane_in_flight_ : in_flight_;
   for (const auto& job : batch.jobs()) counted.insert(job.job_id());
-  queue_.push_back(std::move(batch));
+  queue_.push_back(Outgoing{std::move(batch), lease_end});
   StartNextLocked();
   return true;
 }
@@ -107,8 +107,13 @@ void Subscriber::OnWriteDone(bool ok) {
 
 void Subscriber::StartNextLocked() {
   if (writing_ || finished_ || reactor_ == nullptr || queue_.empty()) return;
-  current_ = std::move(queue_.front());
+  current_ = std::move(queue_.front().message);
+  const absl::Time lease_end = queue_.front().lease_end;
   queue_.pop_front();
+  if (lease_end != absl::InfiniteFuture()) {
+    const int64_t left = absl::ToInt64Milliseconds(lease_end - absl::Now());
+    current_.set_lease_ms(static_cast<uint32_t>(std::clamp<int64_t>(left, 1, UINT32_MAX)));
+  }
   writing_ = true;
   reactor_->StartWrite(&current_);
 }

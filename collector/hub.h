@@ -60,8 +60,11 @@ class Subscriber {
   int LaneRoom() const;
   // Queues a batch for writing and counts its jobs as in flight, in the recovery lane with
   // `lane` (the caller puts only recoveries there), else in the window. False when the stream
-  // is over (the jobs were not sent).
-  bool Deliver(v1::SubscribeResponse batch, bool lane = false);
+  // is over (the jobs were not sent). `lease_end`: when the jobs' leases run out at the
+  // earliest (counted from before the dequeue that leased them); the batch is written with
+  // what is left of them then in `lease_ms` (at least 1), so a batch that waited (behind a
+  // slow stream, or in a collector that was paused) is never taken for a fresh lease.
+  bool Deliver(v1::SubscribeResponse batch, absl::Time lease_end, bool lane = false);
   // These jobs are no longer in flight here (acknowledged, or lost). Returns how many were.
   int Forget(const std::vector<uint64_t>& ids);
   // Ends the stream with `status` unless it already ended.
@@ -87,8 +90,12 @@ class Subscriber {
   SubscribeReactor* reactor_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  struct Outgoing {
+    v1::SubscribeResponse message;
+    absl::Time lease_end;  // InfiniteFuture: the welcome (its lease_ms is the lease length)
+  };
   v1::SubscribeResponse current_ ABSL_GUARDED_BY(mu_);
-  std::deque<v1::SubscribeResponse> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Outgoing> queue_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint64_t> in_flight_ ABSL_GUARDED_BY(mu_);       // in the window
   absl::flat_hash_set<uint64_t> lane_in_flight_ ABSL_GUARDED_BY(mu_);  // in the lane
   std::vector<uint64_t> unsent_ ABSL_GUARDED_BY(mu_);

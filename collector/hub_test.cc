@@ -61,6 +61,9 @@ v1::SubscribeResponse Batch(std::vector<uint64_t> ids, size_t padding = 0) {
   return b;
 }
 
+// A lease a minute long, from now.
+absl::Time LeaseEnd() { return absl::Now() + absl::Minutes(1); }
+
 class HubTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -91,7 +94,9 @@ class HubTest : public ::testing::Test {
   std::shared_ptr<Subscriber> Member(const std::string& group, int want_room) {
     auto m = service_.hub.PickMember(group);
     EXPECT_NE(m, nullptr);
-    if (m != nullptr) EXPECT_EQ(m->Room(), want_room);
+    if (m != nullptr) {
+      EXPECT_EQ(m->Room(), want_room);
+    }
     return m;
   }
 
@@ -104,13 +109,13 @@ class HubTest : public ::testing::Test {
 TEST_F(HubTest, DeliveredJobsCountAsInFlightUntilForgotten) {
   Stream* s = Open("a", "g", 5);
   std::shared_ptr<Subscriber> a = Member("g", 5);
-  ASSERT_TRUE(a->Deliver(Batch({1, 2, 3})));
+  ASSERT_TRUE(a->Deliver(Batch({1, 2, 3}), LeaseEnd()));
   EXPECT_EQ(a->Room(), 2);
   v1::SubscribeResponse got;
   ASSERT_TRUE(s->reader->Read(&got));
   ASSERT_EQ(got.jobs_size(), 3);
   EXPECT_EQ(got.jobs(2).job_id(), 3u);
-  ASSERT_TRUE(a->Deliver(Batch({4, 5})));
+  ASSERT_TRUE(a->Deliver(Batch({4, 5}), LeaseEnd()));
   EXPECT_EQ(a->Room(), 0);
   EXPECT_EQ(service_.hub.PickMember("g"), nullptr);  // nobody has room
   EXPECT_TRUE(service_.hub.Forget("g", "a", {1, 2, 99}));
@@ -118,6 +123,22 @@ TEST_F(HubTest, DeliveredJobsCountAsInFlightUntilForgotten) {
   EXPECT_FALSE(service_.hub.Forget("g", "a", {1, 2}));  // already forgotten
   EXPECT_EQ(a->Forget({3, 4, 5}), 3);
   EXPECT_EQ(a->Room(), 5);
+}
+
+TEST_F(HubTest, ABatchCarriesWhatIsLeftOfItsLeasesWhenItIsWritten) {
+  Stream* s = Open("a", "g", 10);
+  std::shared_ptr<Subscriber> a = Member("g", 10);
+  ASSERT_TRUE(a->Deliver(Batch({1}), absl::Now() + absl::Seconds(10)));
+  v1::SubscribeResponse got;
+  ASSERT_TRUE(s->reader->Read(&got));
+  EXPECT_GT(got.lease_ms(), 5000u);
+  EXPECT_LE(got.lease_ms(), 10000u);
+  // Leased long before it could be written (a paused collector): it says so, never 0 (which
+  // would read as "the whole lease").
+  ASSERT_TRUE(a->Deliver(Batch({2}), absl::Now() - absl::Seconds(5)));
+  ASSERT_TRUE(s->reader->Read(&got));
+  EXPECT_EQ(got.jobs(0).job_id(), 2u);
+  EXPECT_EQ(got.lease_ms(), 1u);
 }
 
 TEST_F(HubTest, TheRecoveryLaneIsCountedApartFromTheWindow) {
@@ -129,12 +150,12 @@ TEST_F(HubTest, TheRecoveryLaneIsCountedApartFromTheWindow) {
   EXPECT_EQ(a->LaneRoom(), 10);
   std::vector<uint64_t> window;
   for (uint64_t id = 1; id <= 100; ++id) window.push_back(id);
-  ASSERT_TRUE(a->Deliver(Batch(window)));
+  ASSERT_TRUE(a->Deliver(Batch(window), LeaseEnd()));
   EXPECT_EQ(a->Room(), 0);
   EXPECT_EQ(a->LaneRoom(), 10);  // a full window leaves the lane alone
   EXPECT_EQ(service_.hub.PickMember("g"), nullptr);
   EXPECT_EQ(service_.hub.PickLaneMember("g"), a);
-  ASSERT_TRUE(a->Deliver(Batch({101, 102, 103}), /*lane=*/true));
+  ASSERT_TRUE(a->Deliver(Batch({101, 102, 103}), LeaseEnd(), /*lane=*/true));
   EXPECT_EQ(a->Room(), 0);
   EXPECT_EQ(a->LaneRoom(), 7);
   v1::SubscribeResponse got;
@@ -152,7 +173,7 @@ TEST_F(HubTest, TheRecoveryLaneIsCountedApartFromTheWindow) {
   // A full lane: nobody is picked for it.
   std::vector<uint64_t> lane;
   for (uint64_t id = 201; id <= 209; ++id) lane.push_back(id);
-  ASSERT_TRUE(a->Deliver(Batch(lane), /*lane=*/true));
+  ASSERT_TRUE(a->Deliver(Batch(lane), LeaseEnd(), /*lane=*/true));
   EXPECT_EQ(a->LaneRoom(), 0);
   EXPECT_EQ(service_.hub.PickLaneMember("g"), nullptr);
   EXPECT_EQ(service_.hub.PickMember("g"), a);
@@ -165,7 +186,7 @@ TEST_F(HubTest, TheLaneMemberIsTheOneWithTheMostLaneRoom) {
   EXPECT_EQ(service_.hub.PickLaneMember("g"), b);  // 30 against 10
   std::vector<uint64_t> ids;
   for (uint64_t id = 1; id <= 25; ++id) ids.push_back(id);
-  ASSERT_TRUE(b->Deliver(Batch(ids), /*lane=*/true));
+  ASSERT_TRUE(b->Deliver(Batch(ids), LeaseEnd(), /*lane=*/true));
   std::shared_ptr<Subscriber> a = service_.hub.PickLaneMember("g");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->id(), "a");
@@ -187,7 +208,7 @@ TEST_F(HubTest, ForgetTouchesOnlyTheOwner) {
     if (m->id() == "a") a = m;
   }
   ASSERT_NE(a, nullptr);
-  ASSERT_TRUE(a->Deliver(Batch({1, 2, 3})));
+  ASSERT_TRUE(a->Deliver(Batch({1, 2, 3}), LeaseEnd()));
   // b naming a's jobs, or a's id in another group, frees nothing of a's.
   EXPECT_FALSE(service_.hub.Forget("g", "b", {1, 2, 3}));
   EXPECT_FALSE(service_.hub.Forget("other", "a", {1, 2, 3}));
@@ -212,14 +233,14 @@ TEST_F(HubTest, JobsThatNeverReachedACancelledStreamAreUnsent) {
   std::set<uint64_t> delivered;
   for (uint64_t b = 0; b < 5; ++b) {
     std::vector<uint64_t> ids = {b * 10 + 1, b * 10 + 2};
-    ASSERT_TRUE(a->Deliver(Batch(ids, 1 << 20)));
+    ASSERT_TRUE(a->Deliver(Batch(ids, 1 << 20), LeaseEnd()));
     delivered.insert(ids.begin(), ids.end());
   }
   s->ctx.TryCancel();
   ASSERT_TRUE(service_.WaitDone("a"));
   EXPECT_EQ(service_.hub.Count("g"), 0);
   // The stream is over: nothing more is accepted, and it has no room.
-  EXPECT_FALSE(a->Deliver(Batch({100})));
+  EXPECT_FALSE(a->Deliver(Batch({100}), LeaseEnd()));
   EXPECT_EQ(a->Room(), 0);
   std::vector<uint64_t> unsent;
   {

@@ -79,7 +79,11 @@ void Subscription::ReadLoop() {
       if (resp.jobs_size() > 0) {
         {
           absl::MutexLock lock(&mu_);
-          const absl::Time deadline = clock_->Now() + lease_;
+          // A batch says how much of its leases is left as it was written (it may have
+          // waited in the collector); collectors before that send 0: the whole lease.
+          const absl::Duration left = absl::Milliseconds(resp.lease_ms());
+          const absl::Time deadline =
+              clock_->Now() + (resp.lease_ms() > 0 ? std::min(left, lease_) : lease_);
           for (const v1::Job& j : resp.jobs()) {
             leases_[j.job_id()] = Lease{subscriber_id_, j.attempt(), deadline};
           }

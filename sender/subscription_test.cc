@@ -45,6 +45,10 @@ class FakeCollector final : public v1::Collector::Service {
       if (jobs.empty()) continue;
       v1::SubscribeResponse resp;
       for (auto& j : jobs) *resp.add_jobs() = j;
+      {
+        absl::MutexLock lock(&mu_);
+        resp.set_lease_ms(batch_lease_ms_);
+      }
       if (!writer->Write(resp)) break;
     }
     return grpc::Status::OK;
@@ -89,6 +93,7 @@ class FakeCollector final : public v1::Collector::Service {
   std::vector<v1::AcknowledgeRequest> acks_ ABSL_GUARDED_BY(mu_);
   bool acks_open_ ABSL_GUARDED_BY(mu_) = true;
   bool renew_ok_ ABSL_GUARDED_BY(mu_) = true;
+  uint32_t batch_lease_ms_ ABSL_GUARDED_BY(mu_) = 0;  // what each batch says is left
   std::set<uint64_t> lost_ ABSL_GUARDED_BY(mu_);
   int renewals_ ABSL_GUARDED_BY(mu_) = 0;
   std::string group_ ABSL_GUARDED_BY(mu_);
@@ -250,6 +255,20 @@ TEST_F(SubscriptionTest, ALeaseThatCannotBeRenewedRunsOutOnSimulatedTime) {
   EXPECT_EQ(sub_->Check(1), LeaseState::kLost);
   // Forgotten: neither renewed nor reported any more.
   EXPECT_EQ(sub_->leases(), 0u);
+}
+
+TEST_F(SubscriptionTest, ABatchThatWaitedInTheCollectorIsTrustedOnlyForWhatIsLeftOfItsLease) {
+  {
+    absl::MutexLock lock(&collector_.mu_);
+    collector_.renew_ok_ = false;
+    collector_.batch_lease_ms_ = 20000;  // 40 s of the 60 s lease went by before the write
+  }
+  collector_.Queue({Job(1)});
+  StartSubscription();
+  ASSERT_TRUE(Received(1));
+  EXPECT_EQ(sub_->Check(1), LeaseState::kOwned);
+  clock_.Advance(absl::Seconds(6));  // 14 s left: less than a quarter of the lease
+  EXPECT_EQ(sub_->Check(1), LeaseState::kLost);
 }
 
 TEST_F(SubscriptionTest, RenewalKeepsLeasesAndReportsTheLostOnes) {
