@@ -387,7 +387,9 @@ int main(int argc, char** argv) {
   std::string sink_addr = absl::StrCat("127.0.0.1:", sink_port);
   auto sink = Spawn({"/usr/sbin/smtp-sink", "-u", "nobody", sink_addr, "1000"}, {},
                     p.dir() + "/sink.log", "");
-  absl::SleepFor(absl::Milliseconds(500));
+  if (!testing::WaitForListener(sink_port, absl::Seconds(10))) {
+    Die("smtp-sink did not start listening within 10 s (see sink.log)");
+  }
   std::map<std::string, std::string> smtp = {
       {"MAILROOM_TRANSPORT", "smtp"},
       {"MAILROOM_SMTP_URL", absl::StrCat("smtp://", sink_addr)},

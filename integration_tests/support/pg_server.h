@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace mailroom::testing {
 
@@ -56,6 +57,9 @@ class PgServer {
 // A free TCP port on 127.0.0.1 (bound and released; a race with other processes is possible
 // but unlikely).
 int FreePort();
+
+// Waits until something accepts TCP connections on 127.0.0.1:`port`; false on timeout.
+bool WaitForListener(int port, absl::Duration timeout);
 
 // The absolute path of a file in the runfiles tree (Bazel data dependency), e.g.
 // "mailroom/collector/collector".
