@@ -9,6 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "collector/config.h"
 #include "collector/migrate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -732,6 +733,29 @@ TEST_F(StoreTest, RenewingOneJobOfABatchExtendsTheBatchARecordedJobIsLost) {
   EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 0);  // the table: renewals write no row
 }
 
+// A collector paused (SIGSTOP, a frozen VM) or cut off inside a dequeue's transaction holds
+// the group's row lock, which every dequeue of the group needs. Its sessions carry
+// idle_in_transaction_session_timeout (WithConnectionDefaults), so PostgreSQL ends that
+// transaction and the other collectors go on; without it they would wait for the lock until
+// their statement timeout, again and again, for as long as the frozen one stays frozen.
+TEST_F(StoreTest, ACollectorFrozenInsideADequeueDoesNotHoldItsGroup) {
+  InsertAccounts(3, "f");
+  ASSERT_EQ(Dequeue("a", 1).size(), 1u);  // creates the group
+  const std::string url =
+      WithConnectionDefaults(url_, absl::Seconds(20), absl::Milliseconds(300));
+  pqxx::connection frozen(url);
+  pqxx::work tx(frozen);
+  tx.exec("SELECT 1 FROM consumer_groups WHERE name = 'mailroom' FOR NO KEY UPDATE");
+  // ... and it stops here. Another collector dequeues: it gets the lock once PostgreSQL has
+  // ended the idle transaction (a statement timeout of 20 s would fail the call instead).
+  std::unique_ptr<Store> other = NewPgStore(url, 1);
+  auto jobs = other->Dequeue("mailroom", 10, "b", absl::Seconds(60));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_EQ(jobs->size(), 2u);
+  // The frozen collector finds its session gone when it resumes: nothing it did counts.
+  EXPECT_ANY_THROW(tx.commit());
+}
+
 TEST_F(StoreTest, ErrorsAreMappedBySqlstate) {
   // mailroom_dequeue raises no_data_found (P0002) for an unknown group.
   auto unknown = store_->Dequeue("no-such-group", 10, "a", absl::Seconds(1));
@@ -753,7 +777,9 @@ TEST_F(StoreTest, AStoreReconnectsAfterItsConnectionsAreTerminated) {
   // The first call on a dead pooled connection fails as Unavailable (retryable); a later one
   // reconnects.
   absl::Status first = store_->Ping();
-  if (!first.ok()) EXPECT_EQ(first.code(), absl::StatusCode::kUnavailable) << first;
+  if (!first.ok()) {
+    EXPECT_EQ(first.code(), absl::StatusCode::kUnavailable) << first;
+  }
   bool recovered = false;
   for (int i = 0; i < 4 && !recovered; ++i) recovered = store_->Ping().ok();
   EXPECT_TRUE(recovered);
