@@ -102,6 +102,7 @@ Authenticator::Authenticator(const std::vector<Credential>& credentials, bool al
   for (const auto& c : credentials) {
     digests_.push_back(Sha256(c.token));
     principals_.push_back(c.principal);
+    principals_.back().credential = absl::StrCat("token ", principals_.size());
   }
 }
 
@@ -110,6 +111,15 @@ grpc::Status Authenticator::Authenticate(const grpc::ServerContextBase& context,
   if (digests_.empty()) {
     if (allow_anonymous_) {
       *principal = Principal::Everything();
+      // Under mutual TLS the transport has checked the client's certificate: name it.
+      auto auth = context.auth_context();
+      if (auth != nullptr && auth->IsPeerAuthenticated()) {
+        const std::vector<grpc::string_ref> ids = auth->GetPeerIdentity();
+        if (!ids.empty()) {
+          principal->credential = absl::StrCat("client certificate ",
+                                               absl::string_view(ids[0].data(), ids[0].size()));
+        }
+      }
       return grpc::Status::OK;
     }
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "no subscriber credentials configured");

@@ -24,9 +24,13 @@ struct Principal {
   unsigned roles = 0;       // Role bits
   bool all_groups = false;  // `*`
   std::vector<std::string> groups;
+  // Which credential this is, for per-credential limits and logs (never secret): "token N"
+  // (the entry's position in MAILROOM_SUBSCRIBER_TOKENS), "client certificate <identity>"
+  // under mutual TLS without tokens, or "anonymous".
+  std::string credential;
 
   // Full access: legacy unscoped tokens, mutual TLS and the anonymous development mode.
-  static Principal Everything() { return {kAllRoles, true, {}}; }
+  static Principal Everything() { return {kAllRoles, true, {}, "anonymous"}; }
   bool HasRole(unsigned any_of) const { return (roles & any_of) != 0; }
   bool InGroup(absl::string_view group) const;
 };

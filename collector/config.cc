@@ -172,6 +172,9 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   MAILROOM_ASSIGN_OR_RETURN(max_in_flight,
                             env.Int("MAILROOM_MAX_IN_FLIGHT", 10000, 1, kMaxInFlight));
   c.max_in_flight = static_cast<int>(max_in_flight);
+  int64_t streams;
+  MAILROOM_ASSIGN_OR_RETURN(streams, env.Int("MAILROOM_MAX_STREAMS_PER_CREDENTIAL", 64, 1, 100000));
+  c.max_streams_per_credential = static_cast<int>(streams);
   if (env.Get("MAILROOM_GROUPS").has_value()) {
     c.dispatch.groups = env.List("MAILROOM_GROUPS");
     if (c.dispatch.groups.empty()) {

@@ -41,6 +41,7 @@ struct CollectorConfig {
   std::string tls_client_ca_file;       // MAILROOM_TLS_CLIENT_CA: require client certificates
   std::vector<Credential> credentials;  // MAILROOM_SUBSCRIBER_TOKENS (secret), with scopes
   int max_in_flight = 10000;            // MAILROOM_MAX_IN_FLIGHT: caps a Subscribe's own
+  int max_streams_per_credential = 64;  // MAILROOM_MAX_STREAMS_PER_CREDENTIAL
   bool insecure_no_auth = false;        // MAILROOM_INSECURE_NO_AUTH: development only
   std::string metrics_address;          // MAILROOM_METRICS_ADDRESS ("" disables)
   bool auto_migrate = false;            // MAILROOM_AUTO_MIGRATE

@@ -91,6 +91,7 @@ TEST_F(LoadConfigTest, Defaults) {
   auto c = Load({});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->max_in_flight, 10000);
+  EXPECT_EQ(c->max_streams_per_credential, 64);
   EXPECT_EQ(c->dispatch.batch_limit, 10);
   EXPECT_EQ(c->dispatch.dequeue_limit, 1000);
   EXPECT_THAT(c->dispatch.groups, ElementsAre("mailroom"));
@@ -117,11 +118,13 @@ TEST_F(LoadConfigTest, Retention) {
 
 TEST_F(LoadConfigTest, NewVariables) {
   auto c = Load({{"MAILROOM_MAX_IN_FLIGHT", "500"},
+                 {"MAILROOM_MAX_STREAMS_PER_CREDENTIAL", "3"},
                  {"MAILROOM_GROUPS", "mailroom, audit"},
                  {"MAILROOM_STATEMENT_TIMEOUT", "2000"},
                  {"MAILROOM_DEQUEUE_LIMIT", "250"}});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->max_in_flight, 500);
+  EXPECT_EQ(c->max_streams_per_credential, 3);
   EXPECT_EQ(c->dispatch.dequeue_limit, 250);
   EXPECT_THAT(c->dispatch.groups, ElementsAre("mailroom", "audit"));
   EXPECT_EQ(Option(c->dispatch.database_url, "options"),
@@ -151,6 +154,8 @@ TEST_F(LoadConfigTest, ErrorsNameTheVariable) {
       {{{"MAILROOM_MAX_IN_FLIGHT", "0"}}, "MAILROOM_MAX_IN_FLIGHT"},
       {{{"MAILROOM_MAX_IN_FLIGHT", "100001"}}, "MAILROOM_MAX_IN_FLIGHT"},
       {{{"MAILROOM_MAX_IN_FLIGHT", "many"}}, "MAILROOM_MAX_IN_FLIGHT"},
+      {{{"MAILROOM_MAX_STREAMS_PER_CREDENTIAL", "0"}}, "MAILROOM_MAX_STREAMS_PER_CREDENTIAL"},
+      {{{"MAILROOM_MAX_STREAMS_PER_CREDENTIAL", "lots"}}, "MAILROOM_MAX_STREAMS_PER_CREDENTIAL"},
       {{{"MAILROOM_DEQUEUE_LIMIT", "0"}}, "MAILROOM_DEQUEUE_LIMIT"},
       {{{"MAILROOM_DEQUEUE_LIMIT", "10001"}}, "MAILROOM_DEQUEUE_LIMIT"},
       {{{"MAILROOM_GROUPS", "mailroom,Bad Group"}}, "MAILROOM_GROUPS"},

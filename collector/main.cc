@@ -105,7 +105,8 @@ int Serve() {
     }
   });
   CollectorService service(store.get(), &hub, &dispatcher, &auth, &metrics,
-                           ServiceLimits{c.dispatch.lease, c.max_cost_micros, c.max_in_flight});
+                           ServiceLimits{c.dispatch.lease, c.max_cost_micros, c.max_in_flight,
+                                         c.max_streams_per_credential});
   auto budgets = NewPgBudgetStore(c.dispatch.database_url, c.budget);
   service.SetBudgetStore(budgets.get());
 

@@ -224,7 +224,9 @@ grpc::Status CollectorService::Admit(const grpc::ServerContextBase& context, uns
 
 grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
     grpc::CallbackServerContext* context, const v1::SubscribeRequest* request) {
-  grpc::Status st = Admit(*context, kRoleSubscriber, request->consumer_group(), "Subscribe");
+  Principal principal;
+  grpc::Status st =
+      Admit(*context, kRoleSubscriber, request->consumer_group(), "Subscribe", &principal);
   if (st.ok() && (request->max_in_flight() < 1 || request->max_in_flight() > kMaxInFlight)) {
     st = Invalid(absl::StrCat("max_in_flight must be 1 to ", kMaxInFlight));
   }
@@ -234,6 +236,19 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   if (st.ok() && request->has_budget_holder()) {
     st = CheckHolder(request->budget_holder(), "budget_holder");
   }
+  if (st.ok()) {
+    absl::MutexLock lock(&streams_mu_);
+    int& open = streams_[principal.credential];
+    if (open >= limits_.max_streams_per_credential) {
+      st = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat(principal.credential, " already has ", open,
+                                     " Subscribe streams open on this collector (at most ",
+                                     limits_.max_streams_per_credential,
+                                     ", MAILROOM_MAX_STREAMS_PER_CREDENTIAL); close one first"));
+    } else {
+      ++open;
+    }
+  }
   if (!st.ok()) return new ErrorReactor(std::move(st));
 
   // The collector's cap protects its memory; a subscriber asking for more just gets fewer.
@@ -242,7 +257,13 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   if (request->start_from_earliest()) dispatcher_->StartFromEarliest(request->consumer_group());
   auto sub = std::make_shared<Subscriber>(NewSubscriberId(), request->consumer_group(),
                                           request->subscriber_name(), max_in_flight);
-  auto* reactor = new SubscribeReactor(sub, [this](const std::shared_ptr<Subscriber>& s) {
+  auto* reactor = new SubscribeReactor(sub, [this, credential = principal.credential](
+                                                const std::shared_ptr<Subscriber>& s) {
+    {
+      absl::MutexLock lock(&streams_mu_);
+      auto it = streams_.find(credential);
+      if (it != streams_.end() && --it->second <= 0) streams_.erase(it);
+    }
     hub_->Remove(s);
     metrics_->Add("mailroom_collector_subscribers", -1, {{"group", s->group()}});
     LogInfo("subscriber left", {{"group", s->group()}, {"subscriber", s->id()}});

@@ -1,10 +1,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 
 #include "collector/auth.h"
 #include "collector/budget_store.h"
@@ -33,7 +35,10 @@ inline constexpr size_t kMaxHolderBytes = 200;
 struct ServiceLimits {
   absl::Duration lease = absl::Seconds(60);  // MAILROOM_LEASE_MS
   int64_t max_cost_micros = 1000000;         // MAILROOM_MAX_COST_MICROS: per SENT outcome
-  int max_in_flight = kMaxInFlight;          // MAILROOM_MAX_IN_FLIGHT: cap of a Subscribe's
+  int max_in_flight = kMaxInFlight;          // MAILROOM_MAX_IN_FLIGHT: cap of a Subscribe's window
+  // MAILROOM_MAX_STREAMS_PER_CREDENTIAL: Subscribe streams one credential may hold open at
+  // once in this process (a client that leaks streams cannot take the whole queue).
+  int max_streams_per_credential = 64;
 };
 
 // One reported outcome, checked alone (INVALID_ARGUMENT names the problem): known outcome,
@@ -117,6 +122,9 @@ class CollectorService : public v1::Collector::WithCallbackMethod_Subscribe<v1::
   Metrics* const metrics_;
   const ServiceLimits limits_;
   BudgetStore* budgets_ = nullptr;
+  // Open Subscribe streams per credential (Principal::credential).
+  absl::Mutex streams_mu_;
+  std::map<std::string, int> streams_ ABSL_GUARDED_BY(streams_mu_);
 };
 
 // Maps a Store error to the gRPC status a client should see.

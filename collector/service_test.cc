@@ -182,6 +182,52 @@ TEST_F(ServiceTest, ScopesAndRolesArePermissionDenied) {
   EXPECT_EQ(store_.CallCount("Requeue"), 1);
 }
 
+// A client that leaks streams (one per request, never closed) would take a window of jobs
+// with each: one credential may hold only MAILROOM_MAX_STREAMS_PER_CREDENTIAL (64) open.
+TEST_F(ServiceTest, OneCredentialMayHoldOnlySoManyStreamsOpen) {
+  struct Open {
+    std::unique_ptr<grpc::ClientContext> ctx;
+    std::unique_ptr<grpc::ClientReader<v1::SubscribeResponse>> reader;
+  };
+  std::vector<Open> open;
+  auto subscribe = [&](const std::string& bearer, const std::string& group) {
+    Open o{Ctx(bearer), nullptr};
+    v1::SubscribeRequest req;
+    req.set_consumer_group(group);
+    req.set_max_in_flight(1);
+    o.reader = stub_->Subscribe(o.ctx.get(), req);
+    v1::SubscribeResponse welcome;
+    if (!o.reader->Read(&welcome)) return o.reader->Finish();
+    open.push_back(std::move(o));
+    return grpc::Status::OK;
+  };
+  auto close_last = [&] {
+    open.back().ctx->TryCancel();
+    (void)open.back().reader->Finish();
+    open.pop_back();
+  };
+  for (int i = 0; i < 64; ++i) ASSERT_TRUE(subscribe(kSubscriber, "mailroom").ok()) << i;
+  grpc::Status refused = subscribe(kSubscriber, "mailroom");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("token 1 already has 64 Subscribe streams"));
+  EXPECT_THAT(refused.error_message(), HasSubstr("MAILROOM_MAX_STREAMS_PER_CREDENTIAL"));
+  EXPECT_THAT(refused.error_message(), ::testing::Not(HasSubstr(kSubscriber)));
+  // Another credential is counted on its own.
+  EXPECT_TRUE(subscribe(kOther, "other").ok());
+  close_last();
+  // Once one of the 64 has ended (its reactor is done a moment after the client's cancel),
+  // the credential may open another.
+  close_last();
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  grpc::Status again;
+  while (!(again = subscribe(kSubscriber, "mailroom")).ok() && absl::Now() < deadline) {
+    ASSERT_EQ(again.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << again.error_message();
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_TRUE(again.ok()) << again.error_message();
+  while (!open.empty()) close_last();
+}
+
 TEST_F(ServiceTest, AcknowledgeNeedsASubscriberIdAndOutcomes) {
   v1::AcknowledgeResponse resp;
   v1::AcknowledgeRequest req = AckRequest("");
