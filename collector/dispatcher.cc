@@ -309,6 +309,8 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
   }
   if (opt_.paused && opt_.paused(group)) return absl::OkStatus();  // jobs wait in PostgreSQL
   const Labels labels = {{"group", group}};
+  // Whether this call's last window dequeue handed out an activation.
+  bool reached_activations = false;
   while (!stop_) {
     std::shared_ptr<Subscriber> member = hub_->PickMember(group);
     // With no room in any window, password recoveries still go through a member's recovery
@@ -316,6 +318,10 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
     const bool lane = member == nullptr;
     if (lane) {
       starved_.insert(group);
+      // A dequeue hands out every due recovery before any activation: the window dequeue just
+      // made left none for the lane (a drain would pay an empty lane dequeue per round). The
+      // lane is tried again on the next notification, acknowledgement or poll.
+      if (reached_activations) return absl::OkStatus();
       member = hub_->PickLaneMember(group);
       if (member == nullptr) return absl::OkStatus();  // lanes full too: everything waits
     }
@@ -324,6 +330,11 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
     auto jobs = lane ? store_->DequeueRecoveries(group, want, member->id(), opt_.lease)
                      : store_->Dequeue(group, want, member->id(), opt_.lease);
     if (!jobs.ok()) return jobs.status();
+    if (!lane) {
+      reached_activations = std::any_of(jobs->begin(), jobs->end(), [](const StoredJob& j) {
+        return !j.password_recovery;
+      });
+    }
     metrics_->Observe("mailroom_collector_dequeue_duration_seconds",
                       absl::ToDoubleSeconds(absl::Now() - dequeue_start), labels);
     metrics_->Add("mailroom_collector_dequeues_total", 1, labels);

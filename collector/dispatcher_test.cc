@@ -8,8 +8,10 @@
 
 #include <thread>
 
+#include "collector/hub.h"
 #include "collector/testing/fake_store.h"
 #include "common/testing/fake_clock.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 
 namespace mailroom {
@@ -104,6 +106,10 @@ class DispatcherTest : public ::testing::Test {
   void Start(int max_in_flight = 1000) {
     member_ = std::make_shared<Subscriber>("sub-1", "mailroom", "test", max_in_flight);
     hub_.Add(member_);
+    StartLoop();
+  }
+  // Starts the loop with the hub's members as they are.
+  void StartLoop() {
     dispatcher_ = std::make_unique<Dispatcher>(
         opt_, &store_, &hub_, *ParseSigningKey(kKey), &metrics_, [](bool) {}, &clock_,
         [this](const std::string&) -> absl::StatusOr<std::unique_ptr<NotificationListener>> {
@@ -436,6 +442,107 @@ TEST_F(DispatcherTest, ADequeueAsksForNoMoreThanTheMembersRoom) {
   ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
   Settle();
   EXPECT_EQ(store_.Calls("Dequeue")[0].limit, 40);
+}
+
+}  // namespace
+}  // namespace mailroom
+
+namespace mailroom {
+namespace {
+
+// Serves Subscribe with the real SubscribeReactor, adding each stream's Subscriber to `hub`:
+// batches the dispatcher hands to it really go out and fill its window.
+class StreamsIntoHub : public v1::Collector::CallbackService {
+ public:
+  explicit StreamsIntoHub(Hub* hub) : hub_(hub) {}
+  grpc::ServerWriteReactor<v1::SubscribeResponse>* Subscribe(
+      grpc::CallbackServerContext*, const v1::SubscribeRequest* req) override {
+    auto sub = std::make_shared<Subscriber>("sub-1", req->consumer_group(), "test",
+                                            static_cast<int>(req->max_in_flight()));
+    auto* reactor = new SubscribeReactor(
+        sub, [hub = hub_](const std::shared_ptr<Subscriber>& s) { hub->Remove(s); });
+    hub_->Add(sub);
+    v1::SubscribeResponse welcome;
+    welcome.set_subscriber_id(sub->id());
+    sub->Attach(reactor, std::move(welcome));
+    return reactor;
+  }
+
+ private:
+  Hub* hub_;
+};
+
+class LaneTest : public DispatcherTest {
+ protected:
+  // A member with a real stream and a window of `max_in_flight`.
+  void Subscribe(int max_in_flight) {
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    stub_ = v1::Collector::NewStub(server_->InProcessChannel(grpc::ChannelArguments()));
+    v1::SubscribeRequest req;
+    req.set_consumer_group("mailroom");
+    req.set_max_in_flight(max_in_flight);
+    reader_ = stub_->Subscribe(&ctx_, req);
+    v1::SubscribeResponse welcome;
+    ASSERT_TRUE(reader_->Read(&welcome));
+  }
+  void TearDown() override {
+    if (dispatcher_) {
+      dispatcher_->Stop();
+      loop_.join();
+      dispatcher_.reset();
+    }
+    if (reader_) {
+      ctx_.TryCancel();
+      (void)reader_->Finish();
+    }
+    if (server_) server_->Shutdown();
+  }
+  static StoredJob Job(uint64_t id, bool recovery) {
+    StoredJob j;
+    j.id = id;
+    j.password_recovery = recovery;
+    j.email = "a@example.test";
+    j.login = "a";
+    j.secret = std::string(32, 'k');
+    if (recovery) j.code = "12345";
+    j.attempt = 1;
+    return j;
+  }
+
+  StreamsIntoHub service_{&hub_};
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::Collector::Stub> stub_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReader<v1::SubscribeResponse>> reader_;
+};
+
+// A drain fills the window round after round; a dequeue hands out due recoveries before any
+// activation, so once the window dequeue has reached the activations the lane would find
+// nothing: no recoveries-only dequeue follows it.
+TEST_F(LaneTest, AWindowFilledWithActivationsSkipsTheEmptyLaneDequeue) {
+  Subscribe(2);
+  store_.QueueJobs({Job(1, true), Job(2, false)});
+  StartLoop();
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
+  Settle();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 1);
+  EXPECT_EQ(store_.CallCount("DequeueRecoveries"), 0);
+  EXPECT_EQ(store_.CallCount("Release"), 0);  // both went out on the stream
+  EXPECT_EQ(store_.CallCount("Ack"), 0);      // (none was malformed)
+}
+
+// A window filled with recoveries only may have left more: the lane is asked.
+TEST_F(LaneTest, AWindowFilledWithRecoveriesOnlyAsksTheLane) {
+  Subscribe(2);
+  store_.QueueJobs({Job(1, true), Job(2, true)});
+  StartLoop();
+  ASSERT_TRUE(store_.WaitForCalls("DequeueRecoveries", 1));
+  Settle();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 1);
+  EXPECT_EQ(store_.CallCount("DequeueRecoveries"), 1);
+  EXPECT_EQ(store_.Calls("DequeueRecoveries")[0].limit, 10);  // RecoveryLane(2)
 }
 
 }  // namespace
