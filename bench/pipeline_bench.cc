@@ -191,7 +191,8 @@ class Pipeline {
                         {"MAILROOM_SECRET_KEY", kKey},
                         {"MAILROOM_LISTEN_ADDRESS", absl::StrCat("127.0.0.1:", collector_port_)},
                         {"MAILROOM_METRICS_ADDRESS", "off"},
-                        {"MAILROOM_SUBSCRIBER_TOKENS", kBearer}},
+                        {"MAILROOM_SUBSCRIBER_TOKENS", kBearer},
+                        {"GNUTLS_NO_IMPLICIT_INIT", "1"}},  // as in the container images
                        dir_ + "/collector.log", "");
     auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", collector_port_),
                                        grpc::InsecureChannelCredentials());
@@ -218,6 +219,7 @@ class Pipeline {
         {"MAILROOM_BUDGET", "unlimited"},
         {"MAILROOM_CONNECTIONS", absl::StrCat(o_.connections)},
         {"MAILROOM_SENDER_NAME", name},
+        {"GNUTLS_NO_IMPLICIT_INIT", "1"},  // as in the container images
     };
     if (o_.max_in_flight > 0) all["MAILROOM_MAX_IN_FLIGHT"] = absl::StrCat(o_.max_in_flight);
     for (auto& [k, v] : env) all[k] = v;
