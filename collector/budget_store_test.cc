@@ -407,7 +407,7 @@ TEST_F(BudgetStoreTest, SettingsAreKeptUnlessGivenAndCanGoBackToTheDefault) {
 }
 
 TEST_F(BudgetStoreTest, TheReadmesSqlSetsTheBudget) {
-  std::ifstream in(testing::Runfile("mailroom/README.md"));
+  std::ifstream in(testing::Runfile("mailroom/docs/configuration.md"));
   std::stringstream readme;
   readme << in.rdbuf();
   const std::string text = readme.str();

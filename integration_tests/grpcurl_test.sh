@@ -5,7 +5,7 @@
 set -euo pipefail
 RUN=${TEST_SRCDIR:-$(pwd)/bazel-bin/integration_tests/grpcurl_test.runfiles}/mailroom
 COLLECTOR=$RUN/collector/collector
-README=$RUN/README.md
+README=$RUN/docs/operations.md
 BUF=${MAILROOM_NODE_MODULES:-}/.bin/buf
 if [ -z "${MAILROOM_NODE_MODULES:-}" ] || [ ! -x "$BUF" ]; then
   echo "FAIL: MAILROOM_NODE_MODULES must point at the npm peers (run .ci/test)"; exit 1
