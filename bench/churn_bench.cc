@@ -30,9 +30,9 @@
 #include "absl/strings/strip.h"
 #include "collector/migrate.h"
 #include "grpcpp/grpcpp.h"
-#include "integration_tests/support/collector_client.h"
-#include "integration_tests/support/pg_server.h"
-#include "integration_tests/support/process.h"
+#include "testing/collector_client.h"
+#include "testing/pg_server.h"
+#include "testing/process.h"
 
 namespace mailroom {
 namespace {

@@ -28,9 +28,9 @@
 #include "absl/strings/str_split.h"
 #include "collector/migrate.h"
 #include "grpcpp/grpcpp.h"
-#include "integration_tests/support/collector_client.h"
-#include "integration_tests/support/pg_server.h"
-#include "integration_tests/support/process.h"
+#include "testing/collector_client.h"
+#include "testing/pg_server.h"
+#include "testing/process.h"
 
 namespace mailroom {
 namespace {

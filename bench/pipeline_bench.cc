@@ -32,8 +32,8 @@
 #include "absl/time/clock.h"
 #include "collector/migrate.h"
 #include "grpcpp/grpcpp.h"
-#include "integration_tests/support/pg_server.h"
-#include "integration_tests/support/process.h"
+#include "testing/pg_server.h"
+#include "testing/process.h"
 
 namespace mailroom {
 namespace {

@@ -11,7 +11,7 @@
 #include "collector/testing/sns_signer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration_tests/support/pg_server.h"
+#include "testing/pg_server.h"
 
 namespace mailroom {
 namespace {

@@ -4,7 +4,7 @@
 #include <pqxx/pqxx>
 
 #include "gtest/gtest.h"
-#include "integration_tests/support/pg_server.h"
+#include "testing/pg_server.h"
 
 namespace mailroom {
 namespace {

@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration_tests/support/process.h"
-#include "integration_tests/support/stack.h"
+#include "testing/process.h"
+#include "testing/stack.h"
 
 namespace mailroom {
 namespace {

@@ -27,8 +27,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
-#include "integration_tests/support/collector_fixture.h"
-#include "integration_tests/support/stack.h"
+#include "testing/collector_fixture.h"
+#include "testing/stack.h"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
 
 namespace mailroom::testing {

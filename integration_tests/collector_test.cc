@@ -13,10 +13,10 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "gtest/gtest.h"
-#include "integration_tests/support/collector_client.h"
-#include "integration_tests/support/collector_fixture.h"
-#include "integration_tests/support/pg_server.h"
-#include "integration_tests/support/process.h"
+#include "testing/collector_client.h"
+#include "testing/collector_fixture.h"
+#include "testing/pg_server.h"
+#include "testing/process.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
 
 namespace mailroom {

@@ -16,8 +16,8 @@
 #include "collector/signing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration_tests/support/process.h"
-#include "integration_tests/support/stack.h"
+#include "testing/process.h"
+#include "testing/stack.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
 

@@ -15,9 +15,9 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "integration_tests/support/collector_client.h"
-#include "integration_tests/support/process.h"
-#include "integration_tests/support/stack.h"
+#include "testing/collector_client.h"
+#include "testing/process.h"
+#include "testing/stack.h"
 
 namespace mailroom {
 namespace {

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration_tests/support/stack.h"
+#include "testing/stack.h"
 #include "nlohmann/json.hpp"
 
 namespace mailroom {

@@ -10,8 +10,8 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "integration_tests/support/process.h"
-#include "integration_tests/support/stack.h"
+#include "testing/process.h"
+#include "testing/stack.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
 
 namespace mailroom {

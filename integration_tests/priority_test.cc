@@ -12,8 +12,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "integration_tests/support/process.h"
-#include "integration_tests/support/stack.h"
+#include "testing/process.h"
+#include "testing/stack.h"
 
 namespace mailroom {
 namespace {

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/testing/fake_clock.h"
 #include "gtest/gtest.h"
-#include "integration_tests/support/pg_server.h"
-#include "integration_tests/support/process.h"
+#include "testing/pg_server.h"
+#include "testing/process.h"
 
 namespace mailroom {
 namespace {

@@ -9,12 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "collector/migrate.h"
 #include "gtest/gtest.h"
-#include "integration_tests/support/pg_server.h"
+#include "testing/pg_server.h"
 
 namespace mailroom::testing {
 
 // The fixture of every test that needs the collector's schema on a real PostgreSQL: one
-// throwaway server per test suite (integration_tests/support/pg_server.h), and for every test
+// throwaway server per test suite (testing/pg_server.h), and for every test
 // a fresh database with every migration applied, its URL (`url_`) and a connection
 // (`conn_`) for the helpers below. Derived fixtures add their own SetUp after calling this one.
 class MigratedDatabaseTest : public ::testing::Test {

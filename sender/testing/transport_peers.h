@@ -15,8 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "integration_tests/support/pg_server.h"
-#include "integration_tests/support/process.h"
+#include "testing/pg_server.h"
+#include "testing/process.h"
 #include "sender/transport.h"
 
 namespace mailroom {

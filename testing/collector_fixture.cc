@@ -1,10 +1,10 @@
-#include "integration_tests/support/collector_fixture.h"
+#include "testing/collector_fixture.h"
 
 #include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "integration_tests/support/pg_server.h"
+#include "testing/pg_server.h"
 
 namespace mailroom::testing {
 

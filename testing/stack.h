@@ -12,8 +12,8 @@
 #include "absl/time/time.h"
 #include "collector/signing.h"
 #include "gtest/gtest.h"
-#include "integration_tests/support/pg_server.h"
-#include "integration_tests/support/process.h"
+#include "testing/pg_server.h"
+#include "testing/process.h"
 
 namespace mailroom::testing {
 

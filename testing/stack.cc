@@ -1,4 +1,4 @@
-#include "integration_tests/support/stack.h"
+#include "testing/stack.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -12,7 +12,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "collector/migrate.h"
-#include "integration_tests/support/collector_fixture.h"
+#include "testing/collector_fixture.h"
 
 namespace mailroom::testing {
 

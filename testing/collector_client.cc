@@ -1,4 +1,4 @@
-#include "integration_tests/support/collector_client.h"
+#include "testing/collector_client.h"
 
 namespace mailroom::testing {
 

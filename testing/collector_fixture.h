@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "integration_tests/support/process.h"
+#include "testing/process.h"
 
 namespace mailroom::testing {
 

@@ -1,4 +1,4 @@
-#include "integration_tests/support/pg_server.h"
+#include "testing/pg_server.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
