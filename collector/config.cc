@@ -1,5 +1,6 @@
 #include "collector/config.h"
 
+#include <arpa/inet.h>
 #include <postgresql/libpq-fe.h>  // Debian: libpq-dev
 
 #include <algorithm>
@@ -72,6 +73,24 @@ absl::StatusOr<FeedbackSettings> LoadFeedbackSettings(const Env& env) {
 }
 
 }  // namespace
+
+bool IsLoopbackAddress(const std::string& host_port) {
+  std::string host = host_port.substr(0, host_port.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (absl::AsciiStrToLower(host) == "localhost") return true;
+  in_addr v4;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6;
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+  }
+  return false;
+}
 
 bool ValidConninfo(const std::string& conninfo) {
   char* err = nullptr;
@@ -221,6 +240,20 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   if (!c.tls_client_ca_file.empty() && c.tls_cert_file.empty()) {
     return absl::InvalidArgumentError(
         "MAILROOM_TLS_CLIENT_CA: mutual TLS needs MAILROOM_TLS_CERT and MAILROOM_TLS_KEY too");
+  }
+  MAILROOM_ASSIGN_OR_RETURN(c.allow_plaintext, env.Bool("MAILROOM_ALLOW_PLAINTEXT", false));
+  if (c.tls_cert_file.empty() && !c.allow_plaintext && !IsLoopbackAddress(c.listen_address)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MAILROOM_LISTEN_ADDRESS: \"", absl::CEscape(c.listen_address),
+        "\" is reachable from the network and gRPC would be plaintext (signed tokens and bearer "
+        "tokens in clear); set MAILROOM_TLS_CERT and MAILROOM_TLS_KEY, listen on a loopback "
+        "address, or set MAILROOM_ALLOW_PLAINTEXT=true"));
+  }
+  c.health_address = env.String("MAILROOM_HEALTH_ADDRESS", "off");
+  if (c.health_address == "off") {
+    c.health_address.clear();
+  } else {
+    MAILROOM_ASSIGN_OR_RETURN(c.health_address, env.HostPort("MAILROOM_HEALTH_ADDRESS", ""));
   }
   MAILROOM_ASSIGN_OR_RETURN(
       c.credentials,

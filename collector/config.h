@@ -39,6 +39,10 @@ struct CollectorConfig {
   std::string tls_cert_file;            // MAILROOM_TLS_CERT
   std::string tls_key_file;             // MAILROOM_TLS_KEY
   std::string tls_client_ca_file;       // MAILROOM_TLS_CLIENT_CA: require client certificates
+  // MAILROOM_ALLOW_PLAINTEXT: serve gRPC without TLS on a non-loopback listen address (tokens
+  // and bearer credentials cross the network in clear). Without it such a start is refused.
+  bool allow_plaintext = false;
+  std::string health_address;           // MAILROOM_HEALTH_ADDRESS: plaintext health only ("" = off)
   std::vector<Credential> credentials;  // MAILROOM_SUBSCRIBER_TOKENS (secret), with scopes
   int max_in_flight = 10000;            // MAILROOM_MAX_IN_FLIGHT: caps a Subscribe's own
   int max_streams_per_credential = 64;  // MAILROOM_MAX_STREAMS_PER_CREDENTIAL
@@ -54,6 +58,11 @@ struct CollectorConfig {
   FeedbackSettings feedback;            // MAILROOM_FEEDBACK_*, _REPUTATION_*, _GUARD_*
   RetentionOptions retention;           // MAILROOM_RETENTION, MAILROOM_RETENTION_INTERVAL
 };
+
+// True when `host_port`'s host is a loopback address: 127.0.0.0/8, ::1 (or an IPv4-mapped
+// 127.x address) or the name `localhost`. Wildcards (0.0.0.0, [::]) and every other name or
+// address are not: they accept connections from the network.
+bool IsLoopbackAddress(const std::string& host_port);
 
 // Reads and validates the configuration. Errors name the variable and the problem, never a
 // secret's value.

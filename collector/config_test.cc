@@ -3,6 +3,8 @@
 
 #include <postgresql/libpq-fe.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <map>
 
 #include "gmock/gmock.h"
@@ -265,6 +267,69 @@ TEST_F(LoadConfigTest, FeedbackErrorsNameTheVariable) {
     ASSERT_FALSE(c.ok()) << name;
     EXPECT_THAT(std::string(c.status().message()), HasSubstr(name + ":"));
   }
+}
+
+TEST(LoopbackAddressTest, OnlyLoopbackHostsCount) {
+  for (const char* a : {"127.0.0.1:50051", "127.8.9.10:1", "localhost:50051", "LocalHost:0",
+                        "[::1]:50051", "[::ffff:127.0.0.1]:50051"}) {
+    EXPECT_TRUE(IsLoopbackAddress(a)) << a;
+  }
+  for (const char* a : {"0.0.0.0:50051", "[::]:50051", "10.1.2.3:50051", "128.0.0.1:50051",
+                        "[::2]:50051", "[::ffff:10.0.0.1]:50051", "collector:50051",
+                        "localhost.example:50051", "127.0.0.1.example:50051"}) {
+    EXPECT_FALSE(IsLoopbackAddress(a)) << a;
+  }
+}
+
+// A readable PEM-named file: LoadCollectorConfig only checks that the TLS files can be read.
+std::string ReadableFile(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  std::string path = std::string(dir ? dir : "/tmp") + "/" + name;
+  std::ofstream(path) << "-----BEGIN CERTIFICATE-----\n";
+  return path;
+}
+
+TEST_F(LoadConfigTest, PlaintextOnANetworkAddressIsRefusedUnlessAllowed) {
+  for (const char* address : {"0.0.0.0:50051", "[::]:50051", "10.1.2.3:50051", "collector:50051"}) {
+    auto c = Load({{"MAILROOM_LISTEN_ADDRESS", address}});
+    ASSERT_FALSE(c.ok()) << address;
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string message(c.status().message());
+    EXPECT_THAT(message, HasSubstr("MAILROOM_LISTEN_ADDRESS: "));
+    EXPECT_THAT(message, HasSubstr(address));
+    EXPECT_THAT(message, HasSubstr("MAILROOM_TLS_CERT"));
+    EXPECT_THAT(message, HasSubstr("MAILROOM_ALLOW_PLAINTEXT=true"));
+  }
+  // Loopback, TLS, or the explicit setting.
+  for (const char* address : {"127.0.0.1:50051", "[::1]:50051", "localhost:50051"}) {
+    auto c = Load({{"MAILROOM_LISTEN_ADDRESS", address}});
+    ASSERT_TRUE(c.ok()) << address << ": " << c.status();
+    EXPECT_FALSE(c->allow_plaintext);
+  }
+  auto c = Load({{"MAILROOM_LISTEN_ADDRESS", "0.0.0.0:50051"},
+                 {"MAILROOM_TLS_CERT", ReadableFile("cert.pem")},
+                 {"MAILROOM_TLS_KEY", ReadableFile("key.pem")}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  c = Load({{"MAILROOM_LISTEN_ADDRESS", "0.0.0.0:50051"}, {"MAILROOM_ALLOW_PLAINTEXT", "true"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->allow_plaintext);
+  c = Load({{"MAILROOM_LISTEN_ADDRESS", "0.0.0.0:50051"}, {"MAILROOM_ALLOW_PLAINTEXT", "false"}});
+  EXPECT_FALSE(c.ok());
+  c = Load({{"MAILROOM_ALLOW_PLAINTEXT", "perhaps"}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("MAILROOM_ALLOW_PLAINTEXT:"));
+}
+
+TEST_F(LoadConfigTest, HealthAddressIsOffByDefault) {
+  auto c = Load({});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->health_address, "");
+  c = Load({{"MAILROOM_HEALTH_ADDRESS", "0.0.0.0:50053"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->health_address, "0.0.0.0:50053");
+  c = Load({{"MAILROOM_HEALTH_ADDRESS", "50053"}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("MAILROOM_HEALTH_ADDRESS:"));
 }
 
 }  // namespace

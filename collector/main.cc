@@ -95,6 +95,7 @@ int Serve() {
   FeedbackServer feedback_server;
 
   std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<grpc::Server> health;  // MAILROOM_HEALTH_ADDRESS: probes that cannot do TLS
   std::atomic<bool> db_up{false};
   Dispatcher dispatcher(c.dispatch, store.get(), &hub, c.key, &metrics, [&](bool serving) {
     db_up = serving;
@@ -103,6 +104,7 @@ int Serve() {
       // Overall ("") and per service, so probes may name either.
       SetServing(*server, serving, {"mailroom.v1.Collector"});
     }
+    if (health != nullptr) SetServing(*health, serving, {"mailroom.v1.Collector"});
   });
   CollectorService service(store.get(), &hub, &dispatcher, &auth, &metrics,
                            ServiceLimits{c.dispatch.lease, c.max_cost_micros, c.max_in_flight,
@@ -131,6 +133,22 @@ int Serve() {
     return 1;
   }
   SetServing(*server, false, {"mailroom.v1.Collector"});
+  int health_port = 0;
+  if (!c.health_address.empty()) {
+    auto hs = StartHealthServer(c.health_address);
+    if (!hs.ok()) {
+      LogError("cannot listen", {{"address", c.health_address}});
+      return 1;
+    }
+    health_port = hs->port;
+    SetServing(*hs->server, db_up, {"mailroom.v1.Collector"});
+    health = std::move(hs->server);
+  }
+  if (c.tls_cert_file.empty() && !IsLoopbackAddress(c.listen_address)) {
+    LogWarn("gRPC is plaintext on a network address: signed tokens and bearer tokens cross the "
+            "network in clear",
+            {{"address", c.listen_address}, {"variable", "MAILROOM_ALLOW_PLAINTEXT"}});
+  }
 
   MetricsServer metrics_server;
   if (!c.metrics_address.empty()) {
@@ -159,6 +177,10 @@ int Serve() {
                            : absl::StrCat(c.metrics_address.substr(
                                               0, c.metrics_address.rfind(':')),
                                           ":", metrics_server.port())},
+           {"health", c.health_address.empty()
+                          ? std::string("off")
+                          : absl::StrCat(c.health_address.substr(0, c.health_address.rfind(':')),
+                                         ":", health_port)},
            {"tls", c.tls_cert_file.empty() ? "off" : (c.tls_client_ca_file.empty() ? "on" : "mutual")},
            {"auth", c.credentials.empty() ? (c.tls_client_ca_file.empty() ? "none (development)" : "client certificate")
                                                 : "bearer"},
@@ -189,6 +211,7 @@ int Serve() {
   // collector (or on this one after a restart); unacknowledged jobs come back after the lease.
   hub.FinishAll(grpc::Status(grpc::StatusCode::UNAVAILABLE, "collector shutting down"));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  if (health != nullptr) health->Shutdown();
   feedback_server.Stop();
   reputation.Stop();
   metrics_server.Stop();

@@ -352,30 +352,63 @@ TEST_F(CollectorTest, TerminatedConnectionsLoseNothing) {
                                        "database connection lost"));
 }
 
+// Both the gRPC port and the plaintext health-only port (MAILROOM_HEALTH_ADDRESS, what
+// Kubernetes probes when the gRPC port is TLS) follow the database.
 TEST_F(CollectorTest, HealthIsNotServingWhileTheDatabaseIsDown) {
-  int port = StartCollector({{"MAILROOM_RECONNECT_MAX_BACKOFF", "500"}});
-  auto health = grpc::health::v1::Health::NewStub(Channel(port));
-  auto check = [&] {
+  const int health_port = testing::FreePort();
+  int port = StartCollector({{"MAILROOM_RECONNECT_MAX_BACKOFF", "500"},
+                             {"MAILROOM_HEALTH_ADDRESS", absl::StrCat("127.0.0.1:", health_port)}});
+  using Status = grpc::health::v1::HealthCheckResponse::ServingStatus;
+  auto check = [&](int p, const std::string& service) {
     grpc::ClientContext ctx;
     grpc::health::v1::HealthCheckRequest req;
+    req.set_service(service);
     grpc::health::v1::HealthCheckResponse resp;
-    grpc::Status st = health->Check(&ctx, req, &resp);
+    grpc::Status st = grpc::health::v1::Health::NewStub(Channel(p))->Check(&ctx, req, &resp);
     return st.ok() ? resp.status() : grpc::health::v1::HealthCheckResponse::UNKNOWN;
   };
-  EXPECT_EQ(check(), grpc::health::v1::HealthCheckResponse::SERVING);
+  auto all = [&](Status want) {
+    for (int p : {port, health_port}) {
+      for (const char* service : {"", "mailroom.v1.Collector"}) {
+        if (check(p, service) != want) return false;
+      }
+    }
+    return true;
+  };
+  auto wait_all = [&](Status want) {
+    absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (!all(want) && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(100));
+    return all(want);
+  };
+  EXPECT_TRUE(wait_all(grpc::health::v1::HealthCheckResponse::SERVING));
   ASSERT_TRUE(pg_->Stop().ok());
-  absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (check() != grpc::health::v1::HealthCheckResponse::NOT_SERVING && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  EXPECT_EQ(check(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  EXPECT_TRUE(wait_all(grpc::health::v1::HealthCheckResponse::NOT_SERVING));
   ASSERT_TRUE(pg_->Resume().ok());
-  deadline = absl::Now() + absl::Seconds(20);
-  while (check() != grpc::health::v1::HealthCheckResponse::SERVING && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  EXPECT_EQ(check(), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_TRUE(wait_all(grpc::health::v1::HealthCheckResponse::SERVING));
   EXPECT_TRUE(collectors_[0]->Running());  // never exits because PostgreSQL went away
+  // The health-only port serves nothing else: no jobs, no credentials cross it.
+  grpc::ClientContext ctx;
+  v1::GetQueueStatsRequest req;
+  v1::GetQueueStatsResponse resp;
+  EXPECT_EQ(v1::Collector::NewStub(Channel(health_port))->GetQueueStats(&ctx, req, &resp).error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+}
+
+// A collector told to listen on every interface without TLS starts only with
+// MAILROOM_ALLOW_PLAINTEXT=true (config_test and bad_input_test check the refusal), and says
+// at start, as a warning, that tokens cross the network in clear.
+TEST_F(CollectorTest, PlaintextOnEveryInterfaceIsWarnedAbout) {
+  const int port = testing::FreePort();
+  auto p = testing::StartCollectorProcess(testing::CollectorEnv(
+      url_, port, kKey, kBearer,
+      {{"MAILROOM_LISTEN_ADDRESS", absl::StrCat("0.0.0.0:", port)},
+       {"MAILROOM_ALLOW_PLAINTEXT", "true"},
+       {"MAILROOM_METRICS_ADDRESS", "off"}}));
+  ASSERT_NE(p, nullptr);
+  const std::string log = p->Log();
+  EXPECT_THAT(log, HasSubstr("level=warn msg=\"gRPC is plaintext on a network address"));
+  EXPECT_THAT(log, HasSubstr("variable=MAILROOM_ALLOW_PLAINTEXT"));
+  EXPECT_THAT(log, HasSubstr(" tls=off"));
 }
 
 // Every field of an outcome is checked alone: the bad ones are rejected one by one and the

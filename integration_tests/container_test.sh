@@ -3,6 +3,10 @@
 # (no registry is reachable), starts compose.yaml with podman-compose, creates an account in the
 # containerised PostgreSQL and waits for its activation email in the mail catcher; then runs a
 # single-pod variant of kube.yaml with `podman play kube` and checks the same delivery there.
+# Both run gRPC between sender and collector over TLS with a certificate made for this run
+# (make-test-cert.sh: throwaway CA, server certificate naming `collector` and
+# `mailroom-collector`); the test checks that the collector's port refuses plaintext and serves
+# TLS only to a client that trusts that CA and expects that name.
 #
 #   bash integration_tests/container_test.sh        # as root; prints PASS/FAIL lines, timings
 #
@@ -249,7 +253,8 @@ note "TIMING podman import: $(since "$t") s"
 
 # --- binaries and build context -----------------------------------------------------------------
 t=$(now)
-tar -C "$HERE" --exclude=./bin --exclude='*.env' --exclude=.env -cf - . | tar -C "$CTX" -xf -
+tar -C "$HERE" --exclude=./bin --exclude=./tls --exclude='*.env' --exclude=.env -cf - . |
+  tar -C "$CTX" -xf -
 bash "$HERE/stage.sh" "$CTX" >/dev/null || { fail "bazel build -c opt (stage.sh)"; exit 1; }
 for pid in $(pgrep -f -- "--workspace_directory=$ROOT( |\$)"); do
   tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qx -- --max_idle_secs=15 && OUR_BAZEL=$pid
@@ -288,6 +293,10 @@ TOKEN=$(openssl rand -hex 24)
 if podman image inspect localhost/mailroom-{collector,sender,postgres,catcher}:latest | grep -qF "$KEY"; then
   fail "an image contains the signing key"
 fi
+# The collector's certificate (compose mounts tls/ files; the kube pod gets them as its Secret
+# volumes would be). The key is readable by the collector's uid only.
+bash "$HERE/make-test-cert.sh" "$CTX/tls" collector mailroom-collector >/dev/null
+chown 10001:10001 "$CTX/tls/tls.key"
 
 # Runs python inside the catcher; prints the activation link sent to $1 (token shortened), or
 # nothing. The bodies are base64 MIME parts, so they are decoded, not grepped.
@@ -335,12 +344,55 @@ wait_mail() {
 }
 
 BUF=$ROOT/.cache/node/node_modules/.bin/buf
-# gRPC health check of $1 (container) on port $2 from the host, over the bridge network.
+# gRPC health check of $1 (container) on port $2 from the host, over the bridge network:
+# plaintext, or with $3 TLS trusting only this run's CA and expecting server name $3.
 grpc_health() {
-  local ip
+  local ip tls=(--http2-prior-knowledge) scheme=http
   ip=$(podman inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$1")
-  "$BUF" curl --protocol grpc --http2-prior-knowledge --schema "$ROOT/proto/grpc/health/v1/health.proto" \
-    -d '{}' "http://$ip:$2/grpc.health.v1.Health/Check" 2>&1
+  [ -n "${3:-}" ] && tls=(--cacert "$CTX/tls/ca.crt" --servername "$3") scheme=https
+  timeout 30 "$BUF" curl --protocol grpc "${tls[@]}" \
+    --schema "$ROOT/proto/grpc/health/v1/health.proto" \
+    -d '{}' "$scheme://$ip:$2/grpc.health.v1.Health/Check" 2>&1 || true
+}
+
+# $1 label, $2 collector's container, $3 sender's container, $4 server name in the
+# certificate: the collector's port 50051 serves TLS with this run's certificate and refuses
+# plaintext and a client expecting another name; its port 50053 answers health in plaintext
+# (kube.yaml's readiness probe); the sender's 50052 is SERVING (it has reached the collector).
+check_grpc_tls() {
+  local label=$1 c=$2 s=$3 name=$4 tls plain wrong h3 h2
+  tls=$(grpc_health "$c" 50051 "$name")
+  plain=$(grpc_health "$c" 50051)
+  wrong=$(grpc_health "$c" 50051 not-the-collector)
+  if grep -q '"SERVING"' <<<"$tls" && ! grep -q SERVING <<<"$plain" && ! grep -q SERVING <<<"$wrong"; then
+    pass "$label: collector:50051 serves TLS for \"$name\" only (plaintext refused: $(grep -o '"message": *"[^"]*"' <<<"$plain" | cut -c1-100); wrong name refused)"
+  else
+    fail "$label: collector:50051: TLS: $tls / plaintext: $plain / wrong name: $wrong"
+  fi
+  h3=$(grpc_health "$c" 50053)
+  h2=$(grpc_health "$s" 50052)
+  if grep -q '"SERVING"' <<<"$h3" && grep -q '"SERVING"' <<<"$h2"; then
+    pass "$label: gRPC health SERVING in plaintext on collector:50053 and sender:50052 (what kube.yaml probes)"
+  else
+    fail "$label: gRPC health: collector:50053: $h3 / sender:50052: $h2"
+  fi
+}
+
+# $1 label, $2 collector's container: its start line says TLS is on.
+expect_tls_log() {
+  local started
+  started=$(podman logs "$2" 2>&1 | grep 'msg="collector started"' | tail -1)
+  if grep -q ' tls=on' <<<"$started"; then
+    pass "$1: the collector started with tls=on"
+  else
+    fail "$1: collector's start line: ${started:-none}"
+  fi
+}
+
+# Keeps the logs of containers "$@" in $W/log-CONTAINER (kept with MAILROOM_KEEP=1).
+save_logs() {
+  local c
+  for c in "$@"; do podman logs "$c" >"$W/log-$c" 2>&1 || true; done
 }
 
 show_logs() {
@@ -380,15 +432,11 @@ case " $users " in
   *" root "*|"  ") fail "compose: service processes run as: ${users:-?}" ;;
   *) pass "compose: no service process runs as root (users: ${users% })" ;;
 esac
+expect_tls_log "compose" "$(C collector)"
 if [ -x "$BUF" ]; then
-  h1=$(grpc_health "$(C collector)" 50051)
-  h2=$(grpc_health "$(C sender)" 50052)
-  if grep -q '"SERVING"' <<<"$h1" && grep -q '"SERVING"' <<<"$h2"; then
-    pass "compose: gRPC health SERVING on collector:50051 and sender:50052 (what kube.yaml probes)"
-  else
-    fail "compose: gRPC health: collector: $h1 / sender: $h2"
-  fi
+  check_grpc_tls compose "$(C collector)" "$(C sender)" collector
 fi
+save_logs "$(C collector)" "$(C sender)"
 echo "info: compose: restarts: collector $(podman inspect -f '{{.RestartCount}}' "$(C collector)"), sender $(podman inspect -f '{{.RestartCount}}' "$(C sender)")"
 "${COMPOSE[@]}" down -v -t 1 >"$W/compose-down.log" 2>&1 || fail "compose: down"
 left=$(podman ps -aq | wc -l)
@@ -398,15 +446,19 @@ left=$(podman ps -aq | wc -l)
 # podman play kube (4.3) runs Deployments as one pod each (replicas and Services are not
 # implemented), so the check merges kube.yaml's containers into one Pod where they share
 # localhost: the migrate init container becomes a plain container (an init container would run
-# before PostgreSQL, which is in the same pod), the Secret gets this run's values, and the
-# addresses point at 127.0.0.1. PostgreSQL and the catcher are added from the test images.
+# before PostgreSQL, which is in the same pod), the Secret gets this run's values, the
+# addresses point at 127.0.0.1, and the name mailroom-collector (the sender's address, which
+# its TLS check expects in the certificate) resolves to 127.0.0.1 through hostAliases. Secret
+# volumes become hostPath directories holding the Secret's items with the modes and group
+# (fsGroup) Kubernetes would give them. PostgreSQL and the catcher are added from the test images.
 # The Secret: Podman 4.3 stores a played `kind: Secret` as YAML but reads secretKeyRef values as
 # JSON (containers/podman#16623), so the test creates the podman secret itself in
 # the form secretKeyRef reads (a JSON object of base64 values) with the keys of kube.yaml's Secret.
 t=$(now)
 (umask 077
- KUBE_KEY=$KEY KUBE_TOKEN=$TOKEN /usr/bin/python3 - "$HERE/kube.yaml" "$KUBE_FILE" "$W/secret.json" <<'EOF'
-import base64, json, os, sys, yaml
+ KUBE_KEY=$KEY KUBE_TOKEN=$TOKEN /usr/bin/python3 - "$HERE/kube.yaml" "$KUBE_FILE" "$W/secret.json" \
+   "$CTX/tls" "$W/kube-volumes" <<'EOF'
+import base64, json, os, shutil, sys, yaml
 docs = list(yaml.safe_load_all(open(sys.argv[1])))
 kinds = {(d["kind"], d["metadata"]["name"]): d for d in docs}
 secret = kinds[("Secret", "mailroom-secrets")]
@@ -420,7 +472,6 @@ assert sorted(secret["stringData"]) == sorted(values), secret["stringData"].keys
 json.dump({k: base64.b64encode(v.encode()).decode() for k, v in values.items()},
           open(sys.argv[3], "w"))
 override = {
-    "MAILROOM_COLLECTOR_ADDRESS": "127.0.0.1:50051",
     "MAILROOM_SMTP_URL": "smtp://127.0.0.1:2525",
     "MAILROOM_FROM": "Example <no-reply@example.test>",
     "MAILROOM_LINK_BASE_URL": "https://app.example.test",
@@ -430,11 +481,26 @@ containers = [
     {"name": "postgres", "image": "localhost/mailroom-postgres:latest"},
     {"name": "mailcatcher", "image": "localhost/mailroom-catcher:latest"},
 ]
+volumes = []
+tls_files, volume_root = sys.argv[4], sys.argv[5]
 for dep, replicas in (("mailroom-collector", 2), ("mailroom-sender", 2)):
     d = kinds[("Deployment", dep)]
     assert d["spec"]["replicas"] == replicas, dep
     spec = d["spec"]["template"]["spec"]
     pod_sc = spec.get("securityContext", {})
+    for v in spec.get("volumes", []):
+        assert v["name"] not in [x["name"] for x in volumes], v["name"]
+        sec = v["secret"]
+        assert sec["secretName"] == "mailroom-collector-tls", sec
+        host = os.path.join(volume_root, v["name"])
+        os.makedirs(host)
+        os.chmod(host, 0o755)
+        for item in sec["items"]:
+            dst = os.path.join(host, item["path"])
+            shutil.copyfile(os.path.join(tls_files, item["key"]), dst)
+            os.chown(dst, 0, pod_sc.get("fsGroup", 0))
+            os.chmod(dst, item.get("mode", sec.get("defaultMode", 0o644)))
+        volumes.append({"name": v["name"], "hostPath": {"path": host, "type": "Directory"}})
     for c in spec.get("initContainers", []) + spec["containers"]:
         sc = dict(c.get("securityContext", {}))
         sc.update({k: v for k, v in pod_sc.items() if k in ("runAsUser", "runAsGroup", "runAsNonRoot")})
@@ -449,7 +515,8 @@ for dep, replicas in (("mailroom-collector", 2), ("mailroom-sender", 2)):
         containers.append(c)
 pod = {"apiVersion": "v1", "kind": "Pod",
        "metadata": {"name": "mailroom-kube", "labels": {"app.kubernetes.io/name": "mailroom"}},
-       "spec": {"restartPolicy": "OnFailure", "containers": containers}}
+       "spec": {"restartPolicy": "OnFailure", "containers": containers, "volumes": volumes,
+                "hostAliases": [{"ip": "127.0.0.1", "hostnames": ["mailroom-collector"]}]}}
 yaml.safe_dump(pod, open(sys.argv[2], "w"), sort_keys=False)
 EOF
 )
@@ -476,16 +543,12 @@ else
   fail "kube: no email for a@example.test with token= within 60 s"
   show_logs "$(K migrate)" "$(K collector)" "$(K sender)"
 fi
+expect_tls_log kube "$(K collector)"
 if [ -x "$BUF" ]; then
   infra=$(podman pod inspect -f '{{.InfraContainerID}}' mailroom-kube)
-  h1=$(grpc_health "$infra" 50051)
-  h2=$(grpc_health "$infra" 50052)
-  if grep -q '"SERVING"' <<<"$h1" && grep -q '"SERVING"' <<<"$h2"; then
-    pass "kube: gRPC health SERVING on the pod's 50051 (collector) and 50052 (sender)"
-  else
-    fail "kube: gRPC health: collector: $h1 / sender: $h2"
-  fi
+  check_grpc_tls kube "$infra" "$infra" mailroom-collector
 fi
+save_logs "$(K collector)" "$(K sender)"
 for c in collector sender; do
   echo "info: kube: podman's healthcheck for $c (from its probes): $(podman inspect -f '{{.Config.Healthcheck}}' "$(K $c)" 2>&1)"
 done
