@@ -1,0 +1,29 @@
+-- 0021's, with the two shortcuts: a batch whose every job is now recorded gets all bits set at
+-- once (its slots from mailroom_batch_match are distinct and had no outcome), and kept bits are
+-- left alone when no job keeps a row.
+
+CREATE OR REPLACE FUNCTION mailroom_batch_record(p_batches bigint[], p_slots integer[], p_kept boolean[]) RETURNS void
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    AS $$
+DECLARE
+    r RECORD;
+BEGIN
+    FOR r IN SELECT x.b, array_agg(x.s) AS slots, array_agg(x.s) FILTER (WHERE x.k) AS kept
+               FROM unnest(p_batches, p_slots, p_kept) AS x(b, s, k) GROUP BY x.b
+    LOOP
+        UPDATE lease_batches b
+           SET done = CASE WHEN b.acked + cardinality(r.slots) >= length(b.done)
+                           THEN repeat('1', length(b.done))::VARBIT
+                           ELSE b.done | mailroom_bits(length(b.done), r.slots) END,
+               kept = CASE WHEN r.kept IS NULL THEN b.kept
+                           ELSE b.kept | mailroom_bits(length(b.done), r.kept) END,
+               acked = b.acked + cardinality(r.slots),
+               state = CASE WHEN b.acked + cardinality(r.slots) >= length(b.done) THEN 'done'
+                            ELSE 'leased' END,
+               updated_at = now()
+         WHERE b.batch_id = r.b;
+    END LOOP;
+END;
+$$;
