@@ -1,6 +1,8 @@
--- 0021's acknowledgement; the outcome arrays are read row by row (unnest ... WITH ORDINALITY,
--- joined by position) instead of by subscript.
-
+-- Records outcomes ('sent', 'failed', 'expired', 'retry', 'defer') of leased jobs; returns the
+-- ids recorded. Jobs not leased in the group are ignored. SENT costs are added to group_usage.
+-- Jobs in a lease batch are recorded in the batch's bits (a plain SENT keeps no row of its
+-- own); the others on their deliveries rows. The outcome arrays are read row by row (unnest
+-- ... WITH ORDINALITY, joined by position), not by subscript.
 CREATE OR REPLACE FUNCTION mailroom_ack(p_group text, p_owner text, p_ids bigint[], p_attempts integer[], p_outcomes text[], p_reasons text[], p_retry_ms integer[], p_costs bigint[], p_message_ids text[] DEFAULT NULL::text[]) RETURNS SETOF bigint
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
@@ -33,7 +35,7 @@ BEGIN
     IF coalesce(cardinality(p_ids), 0) = 0 THEN
         RETURN;
     END IF;
-    -- One outcome per id, as 0003's DISTINCT ON; the sort only when an id repeats.
+    -- One outcome per id, as DISTINCT ON would; the sort only when an id repeats.
     IF (SELECT count(DISTINCT u.id) FROM unnest(p_ids) AS u(id)) <> cardinality(p_ids) THEN
         SELECT array_agg(u.id), array_agg(u.attempt), array_agg(u.outcome), array_agg(u.reason),
                array_agg(u.retry_ms), array_agg(u.cost), array_agg(u.mid)
@@ -47,7 +49,7 @@ BEGIN
 
     -- 1. Jobs in a batch leased to p_owner (attempt 1, no outcome yet), the batches locked. Every
     --    outcome but a plain SENT keeps its per-job row (bit set, same transaction): the states,
-    --    failures, reasons, costs and lease ends 0020 writes.
+    --    failures, reasons, costs and lease ends the per-job path writes.
     WITH m AS MATERIALIZED (
         SELECT m.batch_id, m.slot, m.ord, m.recovery, u.id, u.outcome, u.reason, u.retry_ms,
                u.cost, u.mid, (u.outcome <> 'sent' OR coalesce(u.mid, '') <> '') AS kept
@@ -77,8 +79,8 @@ BEGIN
       FROM m;
     IF v_mb IS NOT NULL THEN
         PERFORM mailroom_batch_record(v_mb, v_slot, v_kept);
-        -- Plain SENT outcomes have no row: counted here (a row's outcome is counted by 0013's
-        -- trigger); the costs of all SENT outcomes go to group_usage as before.
+        -- Plain SENT outcomes have no row: counted here (a row's outcome is counted by its
+        -- trigger); the costs of all SENT outcomes go to group_usage.
         IF v_plain > 0 THEN
             INSERT INTO delivery_counts (group_id, state, n) VALUES (gid, 'sent', v_plain);
         END IF;
@@ -103,7 +105,7 @@ BEGIN
          WHERE x.ord IS NULL;
     END IF;
 
-    -- 2. Jobs with a deliveries row (0021's per-job path, unchanged).
+    -- 2. Jobs with a deliveries row (the per-job path).
     WHILE v_ids IS NOT NULL LOOP
         SELECT array_agg(d.ctid), array_agg(u.id), array_agg(u.attempt), array_agg(u.outcome),
                array_agg(u.reason), array_agg(u.retry_ms), array_agg(u.cost), array_agg(u.mid)

@@ -2,7 +2,7 @@
 -- deliveries row as the batch leases it ('leased', the batch's owner, lease end and holder_left,
 -- attempt 1; done and kept bits set), so that something can be recorded on the job before its
 -- outcome: SES feedback that overtakes the acknowledgement. The acknowledgement then records the
--- outcome on that row (0020's path). Returns whether a row was made.
+-- outcome on that row. Returns whether a row was made.
 
 CREATE OR REPLACE FUNCTION mailroom_batch_unpack(p_group integer, p_id bigint) RETURNS boolean
     LANGUAGE plpgsql

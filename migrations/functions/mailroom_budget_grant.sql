@@ -1,5 +1,9 @@
--- 0011's grant without its pruning (see 1.).
-
+-- Grants up to p_emails emails at p_price micro-units each to p_holder for p_lease_ms, within
+-- the group's budget, reserve and pace. emails = 0 with retry_after_ms: the next email of the
+-- pace is that far away; emails = 0 with exhausted: no money left for this class this month
+-- (until an operator raises the budget). A NULL budget (default included) is unlimited:
+-- everything asked is granted, nothing is paced. Old grants are pruned elsewhere
+-- (mailroom_prune_budget_grants).
 CREATE OR REPLACE FUNCTION mailroom_budget_grant(p_group text, p_holder text, p_emails integer, p_recovery boolean, p_price bigint, p_lease_ms integer, p_default_budget bigint, p_default_reserve integer) RETURNS TABLE(grant_id bigint, emails integer, expires_at timestamp with time zone, retry_after_ms bigint, exhausted boolean, pace_per_second double precision)
     LANGUAGE plpgsql
     AS $$

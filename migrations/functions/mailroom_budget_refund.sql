@@ -1,5 +1,5 @@
--- 0019's refund pass: a live batch lease holds a refund back as a live job lease does.
-
+-- Gives back the safe remainder of every dead holder's grants; returns one row per holder
+-- refunded. A holder with a live job lease or a live batch lease is not dead yet.
 CREATE OR REPLACE FUNCTION mailroom_budget_refund(p_margin_ms integer) RETURNS TABLE(group_name text, holder text, emails bigint)
     LANGUAGE plpgsql
     AS $$
@@ -41,7 +41,7 @@ BEGIN
                                                     AND b.group_id = s.group_id
                                WHERE s.group_id = h.group_id AND s.holder = h.holder
                                  AND b.state = 'leased' AND b.due_at > now());
-        v_left := mailroom_budget_unspent(h.group_id, h.holder);  -- 0015's figure, under the lock
+        v_left := mailroom_budget_unspent(h.group_id, h.holder);  -- under the lock
         CONTINUE WHEN v_left <= 0;
         group_name := (SELECT c.name FROM consumer_groups c WHERE c.id = h.group_id);
         holder := h.holder;

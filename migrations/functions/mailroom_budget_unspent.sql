@@ -1,5 +1,4 @@
--- What refund(H) would be now (see 1.), without locks.
-
+-- What mailroom_budget_refund would give back for holder p_holder now, without locks.
 CREATE OR REPLACE FUNCTION mailroom_budget_unspent(p_gid integer, p_holder text) RETURNS bigint
     LANGUAGE sql STABLE
     AS $$

@@ -1,5 +1,5 @@
 -- Folds, among the next p_batch grants after id p_after, the unrefunded grants that expired
--- before p_before into one row per (group, holder, month, price, class) (see 4.). Rows
+-- before p_before into one row per (group, holder, month, price, class). Rows
 -- another transaction holds are skipped. Returns how many rows were folded away, the last id
 -- examined and whether to go on (as mailroom_prune_budget_grants).
 

@@ -1,7 +1,6 @@
--- The same for 0012's reputation counters: one row per group and hour, and hours older than
+-- The same for the reputation counters: one row per group and hour, and hours older than
 -- the longest reputation window (90 days, MAILROOM_REPUTATION_WINDOW's maximum) dropped.
 -- Returns the number of rows left.
-
 CREATE OR REPLACE FUNCTION mailroom_compact_reputation() RETURNS bigint
     LANGUAGE sql
     AS $$

@@ -1,6 +1,11 @@
--- 0021's dequeue with its plans made once per session (force_generic_plan) and the window's
--- bounds written as the index range (see 1. above); nothing else changed.
-
+-- Leases up to p_limit jobs of a group to p_owner for p_lease_ms: first lease batches and jobs
+-- due again (leases that ran out, retries whose time has come), then new tokens from the
+-- snapshot window, leased as one lease_batches row. Serialised per group by the group row's
+-- lock, so two collectors never hand the same job out twice. Tokens that are expired,
+-- consumed, for an account in the wrong status, superseded, rate limited or to a suppressed
+-- address are not handed out: they are recorded with that state and the reason. Plans are
+-- made once per session (force_generic_plan) and the window's bounds are written as the
+-- index range.
 CREATE OR REPLACE FUNCTION mailroom_dequeue(p_group text, p_limit integer, p_owner text, p_lease_ms integer, p_recoveries_only boolean DEFAULT false) RETURNS TABLE(job_id bigint, action token_action, email text, login text, secret bytea, code text, expires_at bigint, account_id bigint, attempt integer, failures integer, created_at bigint, locale text)
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
@@ -46,7 +51,7 @@ BEGIN
         RAISE EXCEPTION 'unknown consumer group "%"', p_group USING ERRCODE = 'no_data_found';
     END IF;
     IF g.rec_prev_snapshot IS NULL THEN
-        -- A group created since 0010: the recoveries' cursor starts where the activations' is.
+        -- A group never dequeued from: the recoveries' cursor starts where the activations' is.
         g.rec_prev_snapshot := g.prev_snapshot;
         g.rec_cur_snapshot := g.cur_snapshot;
         g.rec_pos_txid := g.pos_txid;
@@ -227,7 +232,7 @@ BEGIN
                      CROSS JOIN LATERAL (SELECT s0.sendable AND t.superseded_by IS NULL
                                                AND NOT t.rate_limited AND sp.address IS NULL AS ok,
                                                s0.sendable) s
-                     -- The class and the cursor as the range's two ends (see 1. above):
+                     -- The class and the cursor as the range's two ends
                      -- t.action = v_class, (t.txid, t.id) > the cursor, t.txid < xmax.
                      WHERE (t.action, t.txid, t.id) > (v_class, v_pos_txid, v_pos_id)
                        AND (t.action, t.txid) < (v_class, pg_snapshot_xmax(v_cur))
@@ -261,7 +266,7 @@ BEGIN
                 GET DIAGNOSTICS v_returned = ROW_COUNT;
 
                 -- Tokens not to send are recorded too, so that every token of the group ends
-                -- with an outcome and a reason (seed 001's filters: expired, consumed, wrong
+                -- with an outcome and a reason (expired, consumed, wrong
                 -- status; the abuse limits decided when the token was inserted; the
                 -- suppression list).
                 IF FALSE = ANY (v_ok) THEN

@@ -1,5 +1,6 @@
--- 0003's, for batches too.
-
+-- The subscription p_owner ended without handing its jobs back: its leases (per job and in
+-- batches) run out as usual (its sender may still deliver and acknowledge them) but no longer
+-- count as lost leases.
 CREATE OR REPLACE FUNCTION mailroom_holder_left(p_group text, p_owner text) RETURNS void
     LANGUAGE sql
     AS $$

@@ -1,6 +1,6 @@
 -- Deletes, among the next p_batch grants after id p_after, those that expired before p_before
--- and can no longer matter (see 1.). Rows another transaction holds are skipped. Returns as
--- mailroom_prune_deliveries (0013): how many were deleted, the last id examined (the next
+-- and can no longer matter . Rows another transaction holds are skipped. Returns as
+-- mailroom_prune_deliveries: how many were deleted, the last id examined (the next
 -- call's p_after) and whether to go on (false at the end of the table or at a batch with
 -- nothing to delete whose newest grant is newer than p_before: ids follow time).
 
@@ -43,7 +43,7 @@ BEGIN
                                         AND gone.holder = w.holder);
     v_n := 0;
     IF v_ids IS NOT NULL THEN
-        -- Deleting any grant row can only lower a refund (see 1.): the conditions above, read
+        -- Deleting any grant row can only lower a refund : the conditions above, read
         -- without locks, decide what is worth keeping, not what is safe.
         WITH victims AS (
             SELECT g.id FROM budget_grants g

@@ -1,5 +1,5 @@
 -- Deletes, among the next p_batch lease batches after p_after, the finished ones ('done' or
--- 'expired') last updated before p_before. Returns as mailroom_prune_deliveries (0013). A
+-- 'expired') last updated before p_before. Returns as mailroom_prune_deliveries. A
 -- finished batch's SENT jobs have no other record: they go with it, as a pruned SENT row does
 -- (delivery_counts keeps counting them).
 

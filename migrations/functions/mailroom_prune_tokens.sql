@@ -1,5 +1,11 @@
--- 0013's token pruning; a token in a lease batch is kept until the batch is pruned.
-
+-- Deletes, among the next p_batch tokens after id p_after, those no group needs any more:
+-- created and expired before p_before_epoch (Unix seconds) and before the abuse limits'
+-- window (limit_window_seconds: they still count towards the per-account and per-address
+-- limits), with no deliveries row left in any group (all finished and pruned) and in no lease
+-- batch. A group that has not scanned such a token yet (one nobody subscribes to) would only
+-- record it as expired: it is not kept for it, so a stale group cannot hold the table's size.
+-- Rows another transaction holds are skipped. Returns as mailroom_prune_deliveries, but stops
+-- at the first batch that deletes nothing (ids follow creation, and expiry mostly follows it).
 CREATE OR REPLACE FUNCTION mailroom_prune_tokens(p_after bigint, p_before_epoch bigint, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'

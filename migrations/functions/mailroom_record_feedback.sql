@@ -1,5 +1,12 @@
--- 0012's feedback: an event for a job still leased in a batch finds it by its tags.
-
+-- Records one SES event delivered by SNS message `p_sns_id` (idempotent: a message seen
+-- before changes nothing and returns 'duplicate').
+--   p_event: Delivery | Bounce | Complaint | Reject
+--   p_ses_message_id: the SES mail.messageId; p_group / p_job_id: from the mail's tags, used
+--   when no delivery carries that message id ('' / 0 when absent; a job still leased in a
+--   batch is found this way)
+--   p_recipients: the addresses concerned (bounced or complained recipients)
+--   p_bounce_type: Permanent | Transient | Undetermined (Bounce only); p_detail: a short text
+--   for the suppression's source (the bounce subtype, the complaint feedback type)
 CREATE OR REPLACE FUNCTION mailroom_record_feedback(p_sns_id text, p_event text, p_ses_message_id text, p_group text, p_job_id bigint, p_recipients text[], p_bounce_type text, p_detail text, p_soft_limit integer) RETURNS text
     LANGUAGE plpgsql
     AS $$
@@ -28,7 +35,7 @@ BEGIN
         SELECT d.group_id, d.token_id INTO v_gid, v_tid
           FROM deliveries d JOIN consumer_groups g ON g.id = d.group_id
          WHERE g.name = p_group AND d.token_id = p_job_id;
-        -- A job still leased in a batch has no row of its own yet: it gets one (0021).
+        -- A job still leased in a batch has no row of its own yet: it gets one.
         IF v_gid IS NULL THEN
             SELECT g.id INTO v_bg FROM consumer_groups g WHERE g.name = p_group;
             IF v_bg IS NOT NULL AND mailroom_batch_unpack(v_bg, p_job_id) THEN

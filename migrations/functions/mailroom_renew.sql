@@ -1,5 +1,7 @@
--- 0020's renewal, batch jobs first.
-
+-- Extends the leases p_owner holds on p_ids (with the given attempts; NULL attempts: any) to
+-- now + p_lease_ms, batch jobs first; returns the ids renewed. The holder is alive: its leases
+-- count again for poison detection. A row updated concurrently is probed again on its newest
+-- version, so a racing update never makes a live lease look lost.
 CREATE OR REPLACE FUNCTION mailroom_renew(p_group text, p_owner text, p_ids bigint[], p_attempts integer[], p_lease_ms integer) RETURNS SETOF bigint
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
@@ -16,7 +18,7 @@ DECLARE
 BEGIN
     SELECT id INTO gid FROM consumer_groups WHERE name = p_group;
     IF NOT FOUND THEN
-        RETURN;  -- as 0003's: nothing renewed
+        RETURN;  -- nothing renewed
     END IF;
     SELECT array_agg(r.id), array_agg(r.attempt) INTO v_ids, v_att
       FROM (SELECT DISTINCT ON (r.id) *
@@ -41,7 +43,7 @@ BEGIN
         SELECT array_agg(v_ids[l]), array_agg(v_att[l]) INTO v_ids, v_att
           FROM (SELECT generate_series(1, cardinality(v_ids)) EXCEPT ALL SELECT unnest(v_ord)) x(l);
     END IF;
-    -- 2. Jobs with a deliveries row (0020's).
+    -- 2. Jobs with a deliveries row.
     WHILE v_ids IS NOT NULL LOOP
         SELECT array_agg(d.ctid), array_agg(r.id), array_agg(r.attempt)
           INTO v_tids, v_ids, v_att

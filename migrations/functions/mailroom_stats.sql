@@ -1,5 +1,7 @@
--- 0013's statistics; in flight counts the batch jobs without an outcome too.
-
+-- Per-group statistics for operators, of one group or of every group (p_group NULL or ''):
+-- depth (committed tokens not yet scanned, activations and recoveries each after their own
+-- cursor), lag (age of the oldest of them) and jobs by state; in flight counts the batch jobs
+-- without an outcome too. Cost: O(depth + deliveries of the group).
 CREATE OR REPLACE FUNCTION mailroom_stats(p_group text) RETURNS TABLE(group_name text, depth bigint, lag_seconds double precision, in_flight bigint, waiting_retry bigint, sent bigint, failed bigint, expired bigint, cancelled bigint, superseded bigint, rate_limited bigint, suppressed bigint)
     LANGUAGE sql STABLE
     SET enable_seqscan TO 'off'

@@ -1,4 +1,4 @@
--- 3. Consuming an activation token activates its account.
+-- Consuming an activation token activates its account.
 
 CREATE OR REPLACE FUNCTION trg_after_token_consumed() RETURNS trigger
     LANGUAGE plpgsql

@@ -1,5 +1,5 @@
--- 4. New tokens wake the collector. Once per statement: NOTIFY is only a wake-up signal
---    (PostgreSQL folds identical notifications of one transaction anyway).
+-- New tokens wake the collector. Once per statement: NOTIFY is only a wake-up signal
+-- (PostgreSQL folds identical notifications of one transaction anyway).
 
 CREATE OR REPLACE FUNCTION trg_after_token_inserted() RETURNS trigger
     LANGUAGE plpgsql

@@ -1,4 +1,4 @@
--- 2. Status changes maintain the lifecycle timestamps.
+-- Status changes maintain the lifecycle timestamps.
 
 CREATE OR REPLACE FUNCTION trg_before_account_status_change() RETURNS trigger
     LANGUAGE plpgsql

@@ -1,3 +1,6 @@
+-- The abuse limits, decided when a token is inserted: an activation or a recovery over the
+-- account's or the address's limit in limit_window_seconds is marked rate limited (never
+-- sent); a new recovery supersedes the account's pending one.
 CREATE OR REPLACE FUNCTION trg_before_token_insert_limits() RETURNS trigger
     LANGUAGE plpgsql
     AS $$

@@ -1,3 +1,5 @@
+-- Counts the outcomes of inserted deliveries rows in delivery_counts (one delta row per group
+-- and state; mailroom_compact_delivery_counts folds them).
 CREATE OR REPLACE FUNCTION trg_deliveries_count_insert() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
