@@ -17,8 +17,8 @@ CREATE TABLE lease_cost.timings (
 CREATE FUNCTION lease_cost.ms(a TIMESTAMPTZ, b TIMESTAMPTZ) RETURNS FLOAT8
     LANGUAGE sql IMMUTABLE AS $$ SELECT EXTRACT(EPOCH FROM b - a) * 1000 $$;
 
--- The token window read of mailroom_dequeue's step 2 (migrations/0014, "New tokens of this
--- class"; the window bounds and plan cache mode as 0022 has them), as a plain query with the
+-- The token window read of mailroom_dequeue's step 2 (migrations/functions/mailroom_dequeue.sql,
+-- "New tokens of this class"), as a plain query with the
 -- same predicates, joins, lateral calls, order and limit, and the same planner settings. Returns
 -- the arrays the dequeue collects.
 CREATE FUNCTION lease_cost.window_read(

@@ -14,17 +14,31 @@ namespace mailroom {
 // Every call takes a session-level advisory lock first, so two collectors starting at once
 // apply each migration exactly once: the second waits, then finds it applied. Each migration
 // runs in its own transaction together with its row in `schema_migrations`, so a failing
-// migration leaves the schema as it was before it. Errors name the migration and carry
-// PostgreSQL's message (never the URL's password).
+// migration leaves the schema as it was before it. Errors name the migration or source file
+// and carry PostgreSQL's message (never the URL's password).
+//
+// The oldest migration is the baseline: a database with versions older than it but without it
+// is refused (it must first be migrated by the release that still carried those versions).
 
-// Applies the migrations not yet applied, in order, up to `target` (all when unset). Returns
-// the versions applied by this call (empty when the schema was already current).
+// Applies the migrations not yet applied, in order, up to `target` (all when unset). Once no
+// migration is pending, it then applies, in the same lock and one transaction, every source in
+// `sources` whose text changed since it was last applied (SHA-256 recorded in
+// `schema_sources`): functions first, with check_function_bodies off, then views, each view
+// dropped and created again. The names of the sources applied go to `sources_applied` when
+// given. Returns the versions applied by this call (empty when the schema was already current).
 absl::StatusOr<std::vector<int>> MigrateUp(const std::string& url,
                                            const std::vector<Migration>& migrations,
-                                           std::optional<int> target = std::nullopt);
+                                           std::optional<int> target = std::nullopt,
+                                           const std::vector<Source>& sources = EmbeddedSources(),
+                                           std::vector<std::string>* sources_applied = nullptr);
 
-// Reverts applied migrations newer than `target`, newest first (target 0 reverts all).
-// Returns the versions reverted.
+// The names of the sources whose text differs from the one last applied (all when none was).
+absl::StatusOr<std::vector<std::string>> PendingSources(const std::string& url,
+                                                        const std::vector<Source>& sources);
+
+// Reverts applied migrations newer than `target`, newest first (target 0 reverts all), and
+// forgets the applied sources (the next MigrateUp applies them all again). Returns the versions
+// reverted.
 absl::StatusOr<std::vector<int>> MigrateDown(const std::string& url,
                                              const std::vector<Migration>& migrations,
                                              int target);

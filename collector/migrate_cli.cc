@@ -39,8 +39,14 @@ int RunMigrateCli(const std::vector<std::string>& args, const Env& env, std::FIL
       std::fprintf(err, "migrate: %s\n", std::string(v.status().message()).c_str());
       return 1;
     }
-    std::fprintf(out, "applied: [%s]; available: %zu\n", absl::StrJoin(*v, ", ").c_str(),
-                 EmbeddedMigrations().size());
+    auto pending = PendingSources(*url, EmbeddedSources());
+    if (!pending.ok()) {
+      std::fprintf(err, "migrate: %s\n", std::string(pending.status().message()).c_str());
+      return 1;
+    }
+    std::fprintf(out, "applied: [%s]; available: %zu\npending sources: [%s]\n",
+                 absl::StrJoin(*v, ", ").c_str(), EmbeddedMigrations().size(),
+                 absl::StrJoin(*pending, ", ").c_str());
     return 0;
   }
   std::optional<int> target;
@@ -50,8 +56,9 @@ int RunMigrateCli(const std::vector<std::string>& args, const Env& env, std::FIL
     target = t;
   }
   absl::StatusOr<std::vector<int>> done;
+  std::vector<std::string> sources;
   if (cmd == "up") {
-    done = MigrateUp(*url, EmbeddedMigrations(), target);
+    done = MigrateUp(*url, EmbeddedMigrations(), target, EmbeddedSources(), &sources);
   } else if (cmd == "down" && target.has_value()) {
     done = MigrateDown(*url, EmbeddedMigrations(), *target);
   } else {
@@ -62,7 +69,8 @@ int RunMigrateCli(const std::vector<std::string>& args, const Env& env, std::FIL
     return 1;
   }
   LogInfo(cmd == "up" ? "migrations applied" : "migrations reverted",
-          {{"versions", absl::StrCat("[", absl::StrJoin(*done, ","), "]")}});
+          {{"versions", absl::StrCat("[", absl::StrJoin(*done, ","), "]")},
+           {"sources", absl::StrCat("[", absl::StrJoin(sources, ","), "]")}});
   const std::string channel = env.String("MAILROOM_CHANNEL", "");
   if (cmd == "up" && !channel.empty()) {
     absl::Status st = SetChannel(*url, channel);

@@ -29,12 +29,18 @@ class MigrateTest : public ::testing::Test {
 testing::PgServer* MigrateTest::server_ = nullptr;
 
 TEST_F(MigrateTest, UpAppliesAllThenIsANoOp) {
-  auto first = MigrateUp(url_, EmbeddedMigrations());
+  std::vector<std::string> sources;
+  auto first = MigrateUp(url_, EmbeddedMigrations(), std::nullopt, EmbeddedSources(), &sources);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->size(), EmbeddedMigrations().size());
-  auto second = MigrateUp(url_, EmbeddedMigrations());
+  EXPECT_EQ(sources.size(), EmbeddedSources().size());
+  auto pending = PendingSources(url_, EmbeddedSources());
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  EXPECT_TRUE(pending->empty());
+  auto second = MigrateUp(url_, EmbeddedMigrations(), std::nullopt, EmbeddedSources(), &sources);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_TRUE(second->empty());
+  EXPECT_TRUE(sources.empty());
   auto applied = AppliedVersions(url_);
   ASSERT_TRUE(applied.ok());
   EXPECT_EQ(applied->size(), EmbeddedMigrations().size());
@@ -88,10 +94,91 @@ TEST_F(MigrateTest, FailingMigrationRollsBackAndNamesItself) {
   EXPECT_EQ(*applied, std::vector<int>{1});
 }
 
-TEST_F(MigrateTest, TargetStopsEarly) {
-  auto r = MigrateUp(url_, EmbeddedMigrations(), 1);
+TEST_F(MigrateTest, TargetStopsEarlyAndLeavesTheSourcesForLater) {
+  std::vector<Migration> two = {
+      {1, "one", "CREATE TABLE one (id INT)", "DROP TABLE one"},
+      {2, "two", "CREATE TABLE two (id INT)", "DROP TABLE two"},
+  };
+  std::vector<Source> sources = {{"views/two_ids.sql", "CREATE VIEW two_ids AS SELECT id FROM two"}};
+  std::vector<std::string> applied;
+  auto r = MigrateUp(url_, two, 1, sources, &applied);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(*r, std::vector<int>{1});
+  EXPECT_TRUE(applied.empty());  // the sources describe the newest schema only
+  r = MigrateUp(url_, two, std::nullopt, sources, &applied);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, std::vector<int>{2});
+  EXPECT_EQ(applied, std::vector<std::string>{"views/two_ids.sql"});
+}
+
+// A database migrated by a release older than the baseline, without it, is refused with the
+// way out; nothing is applied.
+TEST_F(MigrateTest, AVersionOlderThanTheBaselineIsRefused) {
+  {
+    pqxx::connection conn(url_);
+    pqxx::nontransaction tx(conn);
+    tx.exec("CREATE TABLE schema_migrations (version INT PRIMARY KEY, name TEXT NOT NULL,"
+            " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())");
+    tx.exec("INSERT INTO schema_migrations (version, name) SELECT v, 'old' FROM"
+            " generate_series(1, 21) v WHERE v <> 8");
+  }
+  auto r = MigrateUp(url_, EmbeddedMigrations());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.status().message(),
+            "the database is at schema version 21, older than version 22 (baseline) this release "
+            "starts from: migrate it with the previous release first (its `collector migrate` "
+            "brings it to version 22), then run this one");
+  pqxx::connection conn(url_);
+  pqxx::nontransaction tx(conn);
+  EXPECT_FALSE(tx.exec1("SELECT to_regclass('tokens') IS NOT NULL")[0].as<bool>());
+}
+
+// A changed source file is applied again (its functions replaced, its view created afresh);
+// an unchanged one is not run at all.
+TEST_F(MigrateTest, OnlyChangedSourcesAreApplied) {
+  ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
+  pqxx::connection conn(url_);
+  auto xmin = [&](const std::string& function) {
+    pqxx::nontransaction tx(conn);
+    return tx.exec_params1("SELECT xmin::TEXT FROM pg_proc WHERE proname = $1", function)[0]
+        .as<std::string>();
+  };
+  auto view_oid = [&] {
+    pqxx::nontransaction tx(conn);
+    return tx.exec1("SELECT 'delivery_states'::REGCLASS::OID")[0].as<int64_t>();
+  };
+  const std::string dequeue = xmin("mailroom_dequeue"), stats = xmin("mailroom_stats");
+  const int64_t view = view_oid();
+  std::vector<std::string> texts;  // keeps the edited texts alive
+  texts.reserve(EmbeddedSources().size());
+  std::vector<Source> edited;
+  for (const Source& s : EmbeddedSources()) {
+    const std::string name = s.name;
+    if (name == "functions/mailroom_stats.sql" || name == "views/delivery_states.sql") {
+      texts.push_back(std::string(s.sql) + "\n-- edited\n");
+      edited.push_back({s.name, texts.back().c_str()});
+    } else {
+      edited.push_back(s);
+    }
+  }
+  auto pending = PendingSources(url_, edited);
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  const std::vector<std::string> expected = {"functions/mailroom_stats.sql",
+                                             "views/delivery_states.sql"};
+  EXPECT_EQ(*pending, expected);
+  std::vector<std::string> applied;
+  auto r = MigrateUp(url_, EmbeddedMigrations(), std::nullopt, edited, &applied);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->empty());
+  EXPECT_EQ(applied, expected);
+  EXPECT_EQ(xmin("mailroom_dequeue"), dequeue);
+  EXPECT_NE(xmin("mailroom_stats"), stats);
+  EXPECT_NE(view_oid(), view);
+  pqxx::nontransaction tx(conn);
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM schema_sources WHERE applied_at > ("
+                     " SELECT min(applied_at) FROM schema_sources)")[0].as<int>(),
+            2);
 }
 
 }  // namespace

@@ -785,22 +785,5 @@ TEST_F(StoreTest, AStoreReconnectsAfterItsConnectionsAreTerminated) {
   EXPECT_TRUE(recovered);
 }
 
-TEST_F(StoreTest, MigratingDownFromLocaleRestoresTheOldDequeue) {
-  ASSERT_TRUE(MigrateDown(url_, EmbeddedMigrations(), 4).ok());
-  EXPECT_EQ(Int("SELECT count(*) FROM information_schema.columns"
-                " WHERE table_name = 'accounts' AND column_name = 'locale'"),
-            0);
-  Exec("INSERT INTO accounts (email, login) VALUES ('old@example.test', 'old')");
-  pqxx::work tx(*conn_);
-  pqxx::result r = tx.exec("SELECT * FROM mailroom_dequeue('mailroom', 10, 'a', 60000)");
-  tx.commit();
-  ASSERT_EQ(r.size(), 1u);
-  EXPECT_EQ(r.columns(), 11u);  // 0003's columns, without the locale
-  ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
-  EXPECT_EQ(Int("SELECT count(*) FROM information_schema.columns"
-                " WHERE table_name = 'accounts' AND column_name = 'locale'"),
-            1);
-}
-
 }  // namespace
 }  // namespace mailroom

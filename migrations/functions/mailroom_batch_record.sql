@@ -1,0 +1,30 @@
+-- Records the jobs at p_slots (1-based, each without an outcome, from mailroom_batch_match under
+-- its lock) of the batches p_batches (parallel): their done bits are set, and their kept bits
+-- where p_kept (the caller inserts their deliveries rows). One row update per batch; a batch whose
+-- every job is recorded is done, all its bits set at once (its slots from mailroom_batch_match
+-- are distinct and had no outcome); kept bits are left alone when no job keeps a row.
+CREATE OR REPLACE FUNCTION mailroom_batch_record(p_batches bigint[], p_slots integer[], p_kept boolean[]) RETURNS void
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    AS $$
+DECLARE
+    r RECORD;
+BEGIN
+    FOR r IN SELECT x.b, array_agg(x.s) AS slots, array_agg(x.s) FILTER (WHERE x.k) AS kept
+               FROM unnest(p_batches, p_slots, p_kept) AS x(b, s, k) GROUP BY x.b
+    LOOP
+        UPDATE lease_batches b
+           SET done = CASE WHEN b.acked + cardinality(r.slots) >= length(b.done)
+                           THEN repeat('1', length(b.done))::VARBIT
+                           ELSE b.done | mailroom_bits(length(b.done), r.slots) END,
+               kept = CASE WHEN r.kept IS NULL THEN b.kept
+                           ELSE b.kept | mailroom_bits(length(b.done), r.kept) END,
+               acked = b.acked + cardinality(r.slots),
+               state = CASE WHEN b.acked + cardinality(r.slots) >= length(b.done) THEN 'done'
+                            ELSE 'leased' END,
+               updated_at = now()
+         WHERE b.batch_id = r.b;
+    END LOOP;
+END;
+$$;

@@ -1,0 +1,11 @@
+-- p_n bits, those of p_slots (1-based, distinct) set: built once, in slot order, O(p_n).
+
+CREATE OR REPLACE FUNCTION mailroom_bits(p_n integer, p_slots integer[]) RETURNS bit varying
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT coalesce((SELECT (string_agg(repeat('0', x.s - x.prev - 1) || '1', '' ORDER BY x.s)
+                             || repeat('0', p_n - max(x.s)))::VARBIT
+                       FROM (SELECT s, coalesce(lag(s) OVER (ORDER BY s), 0) AS prev
+                               FROM unnest(p_slots) AS s) x),
+                    repeat('0', p_n)::VARBIT);
+$$;

@@ -1,0 +1,102 @@
+-- The unused part of a dead sender's grants comes back.
+--
+-- mailroom_budget_return only takes money back from a live holder, so the grants of a sender
+-- killed with kill -9 would stay charged: the collector cannot tell the emails it never used
+-- from those it sent and never acknowledged. So the schema counts, per
+-- subscription linked to a grant holder (SubscribeRequest.budget_holder), the jobs handed to it
+-- and the jobs it settled without sending. A sender spends a grant email only on a job leased
+-- to one of its subscriptions, so the emails holder H may have spent are at most
+--     possible_spend(H) = sum over H's subscriptions of (handed - settled_unsent)
+-- where settled_unsent counts outcomes other than SENT that mailroom_ack recorded and jobs
+-- handed back unsent (Store::Release). A lease that ran out without an outcome stays counted:
+-- its job may have been sent. What is safe to give back is
+--     granted(H) - returned(H) - possible_spend(H),    when > 0,
+-- over H's grants still in budget_grants (pruned grants only lower it).
+--
+-- mailroom_budget_refund gives it back for every holder that
+-- * has at least one linked subscription (a holder nobody linked may be spending through
+--   subscriptions the collector cannot attribute to it: nothing comes back for it),
+-- * holds no unexpired grant, and whose grants all expired more than the margin ago (the
+--   collector passes the grant lease): a live sender never uses an expired grant, the margin
+--   covers clock skew, and
+-- * none of whose linked subscriptions holds a lease that has not run out.
+-- A linked holder that was never handed a job can only have spent 0: all its unused grant
+-- comes back. The credit goes to the holder's grants (returned_emails, budget_months
+-- .returned_micros), exactly as mailroom_budget_return does, and marks them refunded:
+-- mailroom_budget_return then credits nothing more for them (a late return from a sender
+-- that was only partitioned away would otherwise be counted twice). After a refund
+-- granted - returned = possible_spend, so a second call refunds 0.
+--
+-- Counting is cheap: the collector bumps `handed` with one statement per dequeue call of a
+-- linked subscription (mailroom_budget_handed), and `settled_unsent` once per acknowledgement
+-- or release that had any (mailroom_budget_settled).
+--
+-- Gives back the safe remainder of every dead holder's grants; returns one row per holder
+-- refunded. A holder with a live job lease or a live batch lease is not dead yet.
+CREATE OR REPLACE FUNCTION mailroom_budget_refund(p_margin_ms integer) RETURNS TABLE(group_name text, holder text, emails bigint)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    h        RECORD;
+    gr       RECORD;
+    v_cutoff TIMESTAMPTZ := now() - make_interval(secs => greatest(p_margin_ms, 0) / 1000.0);
+    v_left   BIGINT;
+    v_n      INT;
+BEGIN
+    FOR h IN
+        -- A linked holder whose newest grant expired before the cut-off (one index probe:
+        -- max() of budget_grants_holder_idx's last column) and with something to give back.
+        -- The lateral aggregate runs per holder, so the planner cannot turn it into a scan of
+        -- every grant; the CASE sums a holder's grants only after its probe (a qual on l
+        -- alone could be evaluated first, for every holder).
+        SELECT l.group_id, l.holder
+          FROM (SELECT DISTINCT s.group_id, s.holder FROM budget_subscriptions s) l
+         CROSS JOIN LATERAL (SELECT max(bg.expires_at) AS newest FROM budget_grants bg
+                              WHERE bg.group_id = l.group_id AND bg.holder = l.holder) n
+         WHERE CASE WHEN n.newest < v_cutoff
+                    THEN mailroom_budget_unspent(l.group_id, l.holder) > 0
+                    ELSE false END
+    LOOP
+        -- The lock mailroom_budget_return takes too; then everything is read again under it.
+        PERFORM 1 FROM budget_grants bg
+          WHERE bg.group_id = h.group_id AND bg.holder = h.holder
+          ORDER BY bg.id FOR UPDATE;
+        CONTINUE WHEN EXISTS (SELECT 1 FROM budget_grants bg
+                               WHERE bg.group_id = h.group_id AND bg.holder = h.holder
+                                 AND bg.expires_at >= v_cutoff);
+        CONTINUE WHEN EXISTS (SELECT 1 FROM budget_subscriptions s
+                                JOIN deliveries d ON d.owner = s.owner AND d.group_id = s.group_id
+                               WHERE s.group_id = h.group_id AND s.holder = h.holder
+                                 AND d.state = 'leased' AND d.due_at > now());
+        CONTINUE WHEN EXISTS (SELECT 1 FROM budget_subscriptions s
+                                JOIN lease_batches b ON b.owner = s.owner
+                                                    AND b.group_id = s.group_id
+                               WHERE s.group_id = h.group_id AND s.holder = h.holder
+                                 AND b.state = 'leased' AND b.due_at > now());
+        v_left := mailroom_budget_unspent(h.group_id, h.holder);  -- under the lock
+        CONTINUE WHEN v_left <= 0;
+        group_name := (SELECT c.name FROM consumer_groups c WHERE c.id = h.group_id);
+        holder := h.holder;
+        emails := v_left;
+        -- Newest grants first (the current month's, when a month ended in between).
+        FOR gr IN
+            SELECT bg.id, bg.month, bg.price_micros, bg.emails - bg.returned_emails AS room
+              FROM budget_grants bg
+             WHERE bg.group_id = h.group_id AND bg.holder = h.holder
+               AND bg.returned_emails < bg.emails
+             ORDER BY bg.id DESC
+        LOOP
+            EXIT WHEN v_left = 0;
+            v_n := least(v_left, gr.room);
+            UPDATE budget_grants SET returned_emails = returned_emails + v_n WHERE id = gr.id;
+            UPDATE budget_months SET returned_micros = returned_micros + v_n * gr.price_micros
+             WHERE group_id = h.group_id AND month = gr.month;
+            v_left := v_left - v_n;
+        END LOOP;
+        UPDATE budget_grants bg SET refunded = true
+         WHERE bg.group_id = h.group_id AND bg.holder = h.holder;
+        RETURN NEXT;
+    END LOOP;
+END;
+$$;

@@ -1,0 +1,326 @@
+-- Leases up to p_limit jobs of a group to p_owner for p_lease_ms: first lease batches and jobs
+-- due again (leases that ran out, retries whose time has come), then new tokens from the
+-- snapshot window, leased as one lease_batches row. Serialised per group by the group row's
+-- lock, so two collectors never hand the same job out twice. Tokens that are expired,
+-- consumed, for an account in the wrong status, superseded, rate limited or to a suppressed
+-- address are not handed out: they are recorded with that state and the reason. Plans are
+-- made once per session (force_generic_plan) and the window's bounds are written as the
+-- index range.
+CREATE OR REPLACE FUNCTION mailroom_dequeue(p_group text, p_limit integer, p_owner text, p_lease_ms integer, p_recoveries_only boolean DEFAULT false) RETURNS TABLE(job_id bigint, action token_action, email text, login text, secret bytea, code text, expires_at bigint, account_id bigint, attempt integer, failures integer, created_at bigint, locale text)
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    g          consumer_groups%ROWTYPE;
+    v_due      TIMESTAMPTZ := now() + make_interval(secs => p_lease_ms / 1000.0);
+    v_now      BIGINT := EXTRACT(EPOCH FROM now())::BIGINT;
+    v_left     INT := p_limit;
+    v_class    token_action;
+    v_rec      BOOLEAN;
+    v_prev     PG_SNAPSHOT;
+    v_cur      PG_SNAPSHOT;
+    v_pos_txid XID8;
+    v_pos_id   BIGINT;
+    v_opened   BOOLEAN;
+    v_ids      BIGINT[];
+    v_tids     TID[];
+    v_states   delivery_state[];
+    v_whys     TEXT[];
+    v_txids    XID8[];
+    v_actions  token_action[];
+    v_emails   TEXT[];
+    v_logins   TEXT[];
+    v_secrets  BYTEA[];
+    v_codes    TEXT[];
+    v_expires  BIGINT[];
+    v_accounts BIGINT[];
+    v_created  BIGINT[];
+    v_locales  TEXT[];
+    v_ok       BOOLEAN[];
+    v_skip     TEXT[];
+    v_reasons  TEXT[];
+    v_count    INT;
+    v_returned INT;
+BEGIN
+    SELECT * INTO g FROM consumer_groups WHERE name = p_group FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown consumer group "%"', p_group USING ERRCODE = 'no_data_found';
+    END IF;
+    IF g.rec_prev_snapshot IS NULL THEN
+        -- A group never dequeued from: the recoveries' cursor starts where the activations' is.
+        g.rec_prev_snapshot := g.prev_snapshot;
+        g.rec_cur_snapshot := g.cur_snapshot;
+        g.rec_pos_txid := g.pos_txid;
+        g.rec_pos_id := g.pos_id;
+    END IF;
+
+    FOREACH v_class IN ARRAY ARRAY['password_recovery', 'activation']::token_action[] LOOP
+        EXIT WHEN v_left <= 0;
+        v_rec := v_class = 'password_recovery';
+        -- The recovery lane: the activations' pass (and cursor) is left untouched.
+        EXIT WHEN p_recoveries_only AND NOT v_rec;
+
+        -- 0. Batches of this class whose lease ran out: their jobs without an outcome become
+        --    per-job rows as their lease left them ('leased', the batch's owner, lease end and
+        --    holder_left, attempt 1), due at once: step 1 hands them out again like any other
+        --    lease that ran out (attempt 2, lost_leases + 1 unless the holder left). A batch an
+        --    acknowledgement holds right now is skipped and taken at a later call.
+        WITH x AS (
+            SELECT b.batch_id FROM lease_batches b
+             WHERE b.group_id = g.id AND b.state = 'leased' AND b.due_at <= now()
+               AND b.recovery = v_rec
+             -- The order makes the plan lease_batches_due_idx's range even without
+             -- statistics (as the due-again scans of deliveries below).
+             ORDER BY b.due_at
+               FOR UPDATE SKIP LOCKED
+        ), e AS (
+            UPDATE lease_batches b SET state = 'expired', updated_at = now()
+              FROM x
+             WHERE b.batch_id = x.batch_id
+            RETURNING b.group_id, b.owner, b.due_at, b.holder_left, b.recovery, b.ids, b.done
+        )
+        INSERT INTO deliveries (group_id, token_id, state, attempts, owner, due_at, holder_left,
+                                recovery)
+        SELECT e.group_id, u.id, 'leased', 1, e.owner, e.due_at, e.holder_left, e.recovery
+          FROM e CROSS JOIN LATERAL unnest(e.ids) WITH ORDINALITY AS u(id, slot)
+         WHERE get_bit(e.done, u.slot::INT - 1) = 0
+        ON CONFLICT DO NOTHING;
+
+        -- 1. Jobs of this class due again (locked here, leased again below).
+        IF v_rec THEN
+            SELECT array_agg(x.ctid) INTO v_tids
+              FROM (SELECT d.ctid FROM deliveries d
+                     WHERE d.group_id = g.id AND d.state IN ('leased', 'retry') AND d.recovery
+                       AND d.due_at <= now()
+                     ORDER BY d.due_at LIMIT v_left
+                       FOR UPDATE SKIP LOCKED) x;
+        ELSE
+            SELECT array_agg(x.ctid) INTO v_tids
+              FROM (SELECT d.ctid FROM deliveries d
+                     WHERE d.group_id = g.id AND d.state IN ('leased', 'retry') AND NOT d.recovery
+                       AND d.due_at <= now()
+                     ORDER BY d.due_at LIMIT v_left
+                       FOR UPDATE SKIP LOCKED) x;
+        END IF;
+        v_ids := NULL;
+        IF v_tids IS NOT NULL THEN
+            -- The rows are locked by this transaction since the statement above: their
+            -- ctids stay theirs, and a TID scan is the only plan.
+            WITH upd AS (
+                UPDATE deliveries d
+                   SET lost_leases = d.lost_leases + (d.state = 'leased' AND NOT d.holder_left)::INT,
+                       attempts = d.attempts + 1, state = 'leased', owner = p_owner,
+                       due_at = v_due, holder_left = false, updated_at = now()
+                 WHERE d.ctid = ANY (v_tids)
+                RETURNING d.token_id
+            )
+            SELECT array_agg(token_id) INTO v_ids FROM upd;
+        END IF;
+
+        IF v_ids IS NOT NULL THEN
+            -- Finish those that must not be sent any more: read by one probe per job and
+            -- table, then written by ctid (the rows are still locked by this transaction), one
+            -- statement per finished job (few: most jobs due again are sent again).
+            SELECT array_agg(x.ctid), array_agg(x.st), array_agg(x.why)
+              INTO v_tids, v_states, v_whys
+              FROM (SELECT d2.ctid,
+                           CASE WHEN d2.lost_leases >= g.max_lost_leases THEN 'failed'
+                                WHEN t.id IS NULL THEN 'cancelled'
+                                WHEN t.superseded_by IS NOT NULL THEN 'superseded'
+                                WHEN t.rate_limited THEN 'rate_limited'
+                                WHEN t.expires_at <= v_now THEN 'expired'
+                                WHEN NOT mailroom_token_sendable(ROW(t.*)::tokens, a.status, v_now)
+                                     THEN 'cancelled'
+                                WHEN sp.address IS NOT NULL THEN 'suppressed'
+                           END::delivery_state AS st,
+                           CASE WHEN d2.lost_leases >= g.max_lost_leases
+                                     THEN format('lease ran out %s times without an outcome',
+                                                 d2.lost_leases)
+                                WHEN t.id IS NULL THEN 'token deleted'
+                                WHEN t.superseded_by IS NOT NULL OR t.rate_limited
+                                     THEN t.suppressed_reason
+                                WHEN t.expires_at <= v_now THEN 'token expired before delivery'
+                                WHEN NOT mailroom_token_sendable(ROW(t.*)::tokens, a.status, v_now)
+                                     THEN 'token consumed or account status changed'
+                                ELSE sp.why
+                           END AS why
+                      FROM unnest(v_ids) AS u(id)
+                     CROSS JOIN LATERAL (SELECT d2.ctid, d2.token_id, d2.lost_leases
+                                           FROM deliveries d2
+                                          WHERE d2.group_id = g.id AND d2.token_id = u.id
+                                         OFFSET 0) d2
+                      LEFT JOIN LATERAL (SELECT t.* FROM tokens t WHERE t.id = d2.token_id
+                                         OFFSET 0) t ON true
+                      LEFT JOIN LATERAL (SELECT a.status, a.email FROM accounts a
+                                          WHERE a.id = t.account OFFSET 0) a ON true
+                      LEFT JOIN LATERAL (SELECT * FROM mailroom_suppression(a.email) OFFSET 0) sp
+                             ON true) x
+             WHERE x.st IS NOT NULL;
+            FOR i IN 1 .. coalesce(array_length(v_tids, 1), 0) LOOP
+                UPDATE deliveries d
+                   SET state = v_states[i], reason = v_whys[i], owner = NULL, due_at = NULL,
+                       updated_at = now()
+                 WHERE d.ctid = v_tids[i];
+            END LOOP;
+
+            RETURN QUERY
+            SELECT t.id, t.action, a.email::TEXT, a.login::TEXT, t.secret, t.code::TEXT,
+                   t.expires_at, t.account, d.attempts, d.failures, t.created_at, a.locale
+              FROM unnest(v_ids) AS u(id)
+             CROSS JOIN LATERAL (SELECT d.attempts, d.failures, d.state FROM deliveries d
+                                  WHERE d.group_id = g.id AND d.token_id = u.id OFFSET 0) d
+             CROSS JOIN LATERAL (SELECT t.* FROM tokens t WHERE t.id = u.id OFFSET 0) t
+             CROSS JOIN LATERAL (SELECT a.email, a.login, a.locale FROM accounts a
+                                  WHERE a.id = t.account OFFSET 0) a
+             WHERE d.state = 'leased';
+            GET DIAGNOSTICS v_returned = ROW_COUNT;
+            v_left := v_left - v_returned;
+        END IF;
+
+        -- 2. New tokens of this class, window by window, on this class's cursor.
+        IF v_rec THEN
+            v_prev := g.rec_prev_snapshot; v_cur := g.rec_cur_snapshot;
+            v_pos_txid := g.rec_pos_txid; v_pos_id := g.rec_pos_id;
+        ELSE
+            v_prev := g.prev_snapshot; v_cur := g.cur_snapshot;
+            v_pos_txid := g.pos_txid; v_pos_id := g.pos_id;
+        END IF;
+        v_opened := FALSE;
+        WHILE v_left > 0 LOOP
+            IF v_cur IS NULL THEN
+                EXIT WHEN v_opened;  -- at most one fresh window per cursor and call
+                v_cur := pg_current_snapshot();
+                v_pos_txid := pg_snapshot_xmin(v_prev);
+                v_pos_id := 0;
+                v_opened := TRUE;
+            END IF;
+
+            -- One pass over the window (index range scan on (action, txid, id)) collects
+            -- everything the jobs need; the lease rows are written from it without looking the
+            -- tokens up again.
+            SELECT array_agg(w.id), array_agg(w.txid), array_agg(w.action), array_agg(w.email),
+                   array_agg(w.login), array_agg(w.secret), array_agg(w.code),
+                   array_agg(w.expires_at), array_agg(w.account), array_agg(w.created_at),
+                   array_agg(w.ok), array_agg(w.skip), array_agg(w.locale),
+                   array_agg(w.suppressed_reason)
+              INTO v_ids, v_txids, v_actions, v_emails, v_logins, v_secrets, v_codes, v_expires,
+                   v_accounts, v_created, v_ok, v_skip, v_locales, v_reasons
+              FROM (SELECT t.id, t.txid, t.action, a.email::TEXT AS email, a.login::TEXT AS login,
+                           t.secret, t.code::TEXT AS code, t.expires_at, t.account, t.created_at,
+                           a.locale, s.ok,
+                           CASE WHEN t.superseded_by IS NOT NULL OR t.rate_limited
+                                     THEN t.suppressed_reason
+                                ELSE sp.why END AS suppressed_reason,
+                           CASE WHEN s.ok THEN NULL
+                                WHEN t.superseded_by IS NOT NULL THEN 'superseded'
+                                WHEN t.rate_limited THEN 'rate_limited'
+                                WHEN t.expires_at <= v_now THEN 'expired'
+                                WHEN t.consumed_at IS NOT NULL THEN 'consumed'
+                                WHEN NOT s.sendable THEN a.status::TEXT
+                                ELSE 'suppressed' END AS skip
+                      FROM tokens t
+                     CROSS JOIN LATERAL (SELECT a.email, a.login, a.locale, a.status
+                                           FROM accounts a WHERE a.id = t.account OFFSET 0) a
+                      LEFT JOIN LATERAL (SELECT * FROM mailroom_suppression(a.email) OFFSET 0) sp
+                             ON true
+                     CROSS JOIN LATERAL (SELECT mailroom_token_sendable(t, a.status, v_now)
+                                                AS sendable) s0
+                     CROSS JOIN LATERAL (SELECT s0.sendable AND t.superseded_by IS NULL
+                                               AND NOT t.rate_limited AND sp.address IS NULL AS ok,
+                                               s0.sendable) s
+                     -- The class and the cursor as the range's two ends
+                     -- t.action = v_class, (t.txid, t.id) > the cursor, t.txid < xmax.
+                     WHERE (t.action, t.txid, t.id) > (v_class, v_pos_txid, v_pos_id)
+                       AND (t.action, t.txid) < (v_class, pg_snapshot_xmax(v_cur))
+                       AND pg_visible_in_snapshot(t.txid, v_cur)
+                       AND NOT pg_visible_in_snapshot(t.txid, v_prev)
+                     ORDER BY t.action, t.txid, t.id
+                     LIMIT v_left) w;
+            v_count := coalesce(array_length(v_ids, 1), 0);
+
+            IF v_count > 0 THEN
+                RETURN QUERY
+                WITH r AS (
+                    SELECT * FROM unnest(v_ids, v_actions, v_emails, v_logins, v_secrets, v_codes,
+                                         v_expires, v_accounts, v_created, v_ok, v_locales)
+                               AS r(id, action, email, login, secret, code, expires_at, account,
+                                    created_at, ok, locale)
+                     WHERE r.ok
+                ), ins AS (
+                    -- One lease row for the jobs of this window, one bit each.
+                    INSERT INTO lease_batches (group_id, owner, recovery, due_at, ids, done,
+                                               kept, lo_id, hi_id)
+                    SELECT g.id, p_owner, v_rec, v_due, array_agg(r.id),
+                           repeat('0', count(*)::INT)::VARBIT, repeat('0', count(*)::INT)::VARBIT,
+                           min(r.id), max(r.id)
+                      FROM r
+                    HAVING count(*) > 0
+                )
+                SELECT r.id, r.action, r.email, r.login, r.secret, r.code, r.expires_at,
+                       r.account, 1, 0, r.created_at, r.locale
+                  FROM r;
+                GET DIAGNOSTICS v_returned = ROW_COUNT;
+
+                -- Tokens not to send are recorded too, so that every token of the group ends
+                -- with an outcome and a reason (expired, consumed, wrong
+                -- status; the abuse limits decided when the token was inserted; the
+                -- suppression list).
+                IF FALSE = ANY (v_ok) THEN
+                    INSERT INTO deliveries (group_id, token_id, state, attempts, reason, recovery)
+                    SELECT g.id, x.id,
+                           (CASE WHEN x.why IN ('expired', 'superseded', 'rate_limited',
+                                                'suppressed')
+                                      THEN x.why
+                                 ELSE 'cancelled' END)::delivery_state,
+                           0,
+                           CASE x.why WHEN 'expired' THEN 'token expired before delivery'
+                                      WHEN 'consumed' THEN 'token consumed before delivery'
+                                      WHEN 'superseded' THEN x.reason
+                                      WHEN 'rate_limited' THEN x.reason
+                                      WHEN 'suppressed' THEN x.reason
+                                      ELSE format('%s token for an account that is %s',
+                                                  x.action, x.why)
+                           END,
+                           v_rec
+                      FROM unnest(v_ids, v_skip, v_actions, v_reasons) AS x(id, why, action, reason)
+                     WHERE x.why IS NOT NULL
+                    ON CONFLICT DO NOTHING;
+                END IF;
+            ELSE
+                v_returned := 0;
+            END IF;
+
+            IF v_count < v_left THEN
+                -- Window exhausted: its upper snapshot becomes the lower bound.
+                v_prev := v_cur;
+                v_cur := NULL;
+                v_pos_txid := NULL;
+                v_pos_id := NULL;
+            ELSE
+                v_pos_txid := v_txids[v_count];
+                v_pos_id := v_ids[v_count];
+            END IF;
+            v_left := v_left - v_returned;
+        END LOOP;
+
+        IF v_rec THEN
+            g.rec_prev_snapshot := v_prev; g.rec_cur_snapshot := v_cur;
+            g.rec_pos_txid := v_pos_txid; g.rec_pos_id := v_pos_id;
+        ELSE
+            g.prev_snapshot := v_prev; g.cur_snapshot := v_cur;
+            g.pos_txid := v_pos_txid; g.pos_id := v_pos_id;
+        END IF;
+    END LOOP;
+
+    UPDATE consumer_groups
+       SET prev_snapshot = g.prev_snapshot, cur_snapshot = g.cur_snapshot,
+           pos_txid = g.pos_txid, pos_id = g.pos_id,
+           rec_prev_snapshot = g.rec_prev_snapshot, rec_cur_snapshot = g.rec_cur_snapshot,
+           rec_pos_txid = g.rec_pos_txid, rec_pos_id = g.rec_pos_id
+     WHERE id = g.id;
+END;
+$$;

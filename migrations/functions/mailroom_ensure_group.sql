@@ -1,0 +1,40 @@
+-- Creates a group if missing; no-op if it exists. With p_from_earliest the group starts at the
+-- earliest token that has not expired yet, so it receives every token still sendable (the
+-- collector creates its MAILROOM_GROUPS this way, and a Subscribe with start_from_earliest);
+-- otherwise it receives tokens committed from now on (as mailroom_ensure_group(TEXT)).
+--
+-- The group's cursor is its prev_snapshot: a token is ahead of the group when its transaction
+-- is not visible in it. The snapshot 'x:x:' sees exactly the transactions before x, so x is the
+-- oldest of the earliest unexpired token's transaction and the oldest transaction still in
+-- progress (which may be inserting tokens we cannot see yet). Expired tokens after x are
+-- scanned too and recorded as expired.
+
+CREATE OR REPLACE FUNCTION mailroom_ensure_group(p_group text) RETURNS void
+    LANGUAGE sql
+    AS $$
+    INSERT INTO consumer_groups (name, prev_snapshot) VALUES (p_group, pg_current_snapshot())
+    ON CONFLICT (name) DO NOTHING;
+$$;
+
+CREATE OR REPLACE FUNCTION mailroom_ensure_group(p_group text, p_from_earliest boolean) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_from XID8;
+    v_snapshot PG_SNAPSHOT := pg_current_snapshot();
+BEGIN
+    IF EXISTS (SELECT 1 FROM consumer_groups WHERE name = p_group) THEN
+        RETURN;
+    END IF;
+    IF p_from_earliest THEN
+        SELECT least(pg_snapshot_xmin(v_snapshot),
+                     (SELECT t.txid FROM tokens t
+                       WHERE t.expires_at > EXTRACT(EPOCH FROM now())::BIGINT
+                       ORDER BY t.txid LIMIT 1))
+          INTO v_from;
+        v_snapshot := format('%s:%s:', v_from, v_from)::PG_SNAPSHOT;
+    END IF;
+    INSERT INTO consumer_groups (name, prev_snapshot) VALUES (p_group, v_snapshot)
+    ON CONFLICT (name) DO NOTHING;
+END;
+$$;

@@ -1,0 +1,61 @@
+-- Per-group statistics for operators, of one group or of every group (p_group NULL or ''):
+-- depth (committed tokens not yet scanned, activations and recoveries each after their own
+-- cursor), lag (age of the oldest of them) and jobs by state; in flight counts the batch jobs
+-- without an outcome too. Cost: O(depth + deliveries of the group).
+CREATE OR REPLACE FUNCTION mailroom_stats(p_group text) RETURNS TABLE(group_name text, depth bigint, lag_seconds double precision, in_flight bigint, waiting_retry bigint, sent bigint, failed bigint, expired bigint, cancelled bigint, superseded bigint, rate_limited bigint, suppressed bigint)
+    LANGUAGE sql STABLE
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
+    AS $$
+    SELECT g.name, w.depth,
+           CASE WHEN w.depth = 0 THEN 0
+                ELSE greatest(0, EXTRACT(EPOCH FROM now()) - w.oldest) END,
+           f.in_flight + fb.in_flight, f.waiting_retry, c.sent, c.failed, c.expired, c.cancelled,
+           c.superseded, c.rate_limited, c.suppressed
+      FROM consumer_groups g
+      CROSS JOIN LATERAL (
+          SELECT sum(c.depth)::BIGINT AS depth, min(c.oldest) AS oldest
+            FROM (VALUES ('activation'::token_action, g.prev_snapshot, g.cur_snapshot,
+                          g.pos_txid, g.pos_id),
+                         ('password_recovery'::token_action,
+                          coalesce(g.rec_prev_snapshot, g.prev_snapshot),
+                          CASE WHEN g.rec_prev_snapshot IS NULL THEN g.cur_snapshot
+                               ELSE g.rec_cur_snapshot END,
+                          CASE WHEN g.rec_prev_snapshot IS NULL THEN g.pos_txid
+                               ELSE g.rec_pos_txid END,
+                          CASE WHEN g.rec_prev_snapshot IS NULL THEN g.pos_id
+                               ELSE g.rec_pos_id END))
+                 AS k(action, prev, cur, pos_txid, pos_id)
+           CROSS JOIN LATERAL (
+               SELECT count(*) AS depth, min(t.created_at) AS oldest
+                 FROM tokens t
+                WHERE t.action = k.action
+                  AND t.txid >= pg_snapshot_xmin(k.prev)
+                  AND NOT pg_visible_in_snapshot(t.txid, k.prev)
+                  AND (k.cur IS NULL
+                       OR NOT pg_visible_in_snapshot(t.txid, k.cur)
+                       OR (t.txid, t.id) > (k.pos_txid, k.pos_id))) c) w
+      CROSS JOIN LATERAL (
+          SELECT count(*) FILTER (WHERE x.state = 'leased') AS in_flight,
+                 count(*) FILTER (WHERE x.state = 'retry') AS waiting_retry
+            FROM deliveries x
+           WHERE x.group_id = g.id AND x.state IN ('leased', 'retry')) f
+      CROSS JOIN LATERAL (
+          SELECT coalesce(sum(length(b.done) - b.acked), 0)::BIGINT AS in_flight
+            FROM lease_batches b
+           WHERE b.group_id = g.id AND b.state = 'leased') fb
+      CROSS JOIN LATERAL (
+          SELECT coalesce(sum(k.n) FILTER (WHERE k.state = 'sent'), 0)::BIGINT AS sent,
+                 coalesce(sum(k.n) FILTER (WHERE k.state = 'failed'), 0)::BIGINT AS failed,
+                 coalesce(sum(k.n) FILTER (WHERE k.state = 'expired'), 0)::BIGINT AS expired,
+                 coalesce(sum(k.n) FILTER (WHERE k.state = 'cancelled'), 0)::BIGINT AS cancelled,
+                 coalesce(sum(k.n) FILTER (WHERE k.state = 'superseded'), 0)::BIGINT
+                     AS superseded,
+                 coalesce(sum(k.n) FILTER (WHERE k.state = 'rate_limited'), 0)::BIGINT
+                     AS rate_limited,
+                 coalesce(sum(k.n) FILTER (WHERE k.state = 'suppressed'), 0)::BIGINT
+                     AS suppressed
+            FROM delivery_counts k WHERE k.group_id = g.id) c
+     WHERE p_group IS NULL OR p_group = '' OR g.name = p_group
+     ORDER BY g.name;
+$$;

@@ -1,0 +1,13 @@
+-- The suppression in force for an email, if any: at most one row (a primary key probe).
+-- LANGUAGE sql, STABLE, one SELECT: the planner inlines it into the dequeue's lateral joins.
+
+CREATE OR REPLACE FUNCTION mailroom_suppression(p_email text) RETURNS TABLE(address text, why text)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT s.address,
+           'address suppressed: ' || s.reason
+               || CASE WHEN s.source <> '' THEN ' (' || s.source || ')' ELSE '' END
+      FROM suppressions s
+     WHERE s.address = lower(trim(p_email))
+       AND (s.expires_at IS NULL OR s.expires_at > now());
+$$;

@@ -1,0 +1,47 @@
+-- Status changes maintain the lifecycle timestamps.
+
+CREATE OR REPLACE FUNCTION trg_before_account_status_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    ts BIGINT := EXTRACT(EPOCH FROM NOW())::BIGINT;
+BEGIN
+    IF (NEW.status = OLD.status) THEN
+        RETURN NEW;
+    END IF;
+
+    NEW.status_changed_at = ts;
+
+    IF (NEW.status = 'active') THEN
+        IF (OLD.status = 'provisioned') THEN
+            NEW.activated_at = ts;
+        ELSIF (OLD.status = 'suspended') THEN
+            NEW.unsuspended_at = ts;
+            NEW.suspended_at = NULL;
+            -- Never activated: back to 'provisioned'.
+            IF (OLD.activated_at IS NULL) THEN
+                NEW.status = 'provisioned';
+            END IF;
+        END IF;
+    ELSIF (NEW.status = 'suspended') THEN
+        NEW.suspended_at = ts;
+        NEW.unsuspended_at = NULL;
+    ELSIF (NEW.status = 'provisioned' AND OLD.status = 'suspended') THEN
+        NEW.unsuspended_at = ts;
+        NEW.suspended_at = NULL;
+    END IF;
+
+    -- A provisioned account must be able to activate: issue a fresh activation token unless
+    -- a live one exists.
+    IF (NEW.status = 'provisioned' AND OLD.status = 'suspended'
+        AND NOT EXISTS (SELECT 1 FROM tokens t
+                         WHERE t.account = NEW.id AND t.action = 'activation'
+                           AND t.consumed_at IS NULL
+                           AND t.expires_at > EXTRACT(EPOCH FROM NOW()))) THEN
+        INSERT INTO tokens (account, action) VALUES (NEW.id, 'activation');
+    END IF;
+    RETURN NEW;
+END;
+$$;
+
+CREATE OR REPLACE TRIGGER before_account_status_change BEFORE UPDATE OF status ON accounts FOR EACH ROW EXECUTE FUNCTION trg_before_account_status_change();

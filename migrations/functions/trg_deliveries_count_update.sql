@@ -1,0 +1,20 @@
+-- Counts the outcomes that updated deliveries rows reach, as trg_deliveries_count_insert.
+-- Transition tables allow one event per trigger: one trigger for INSERT, one for UPDATE. (The
+-- collector never deletes deliveries except by pruning, which must not change counts.)
+CREATE OR REPLACE FUNCTION trg_deliveries_count_update() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO delivery_counts (group_id, state, n)
+    SELECT x.group_id, x.state, sum(x.n) FROM (
+        SELECT o.group_id, o.state, -1 AS n FROM old_rows o WHERE mailroom_finished_state(o.state)
+        UNION ALL
+        SELECT r.group_id, r.state, 1 AS n FROM new_rows r WHERE mailroom_finished_state(r.state)
+    ) x
+     GROUP BY x.group_id, x.state
+    HAVING sum(x.n) <> 0;
+    RETURN NULL;
+END;
+$$;
+
+CREATE OR REPLACE TRIGGER deliveries_count_update AFTER UPDATE ON deliveries REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION trg_deliveries_count_update();
