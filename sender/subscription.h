@@ -73,8 +73,10 @@ class Subscription {
   // out before a send could be reported (then it is forgotten: not renewed, and the collector
   // hands the job out again when it runs out). kWait: ours, but outcomes are not getting
   // through (the oldest unrecorded one is older than a tenth of the lease, at most 2 s):
-  // sending now could not be reported in time. kOwned otherwise.
-  LeaseState Check(uint64_t id);
+  // sending now could not be reported in time. kOwned otherwise, and then `*send_window`
+  // (when given) is the lease left less that quarter: a send that ends within it is reported
+  // before anyone else could be handed the job.
+  LeaseState Check(uint64_t id, absl::Duration* send_window = nullptr);
   // Leases held (jobs received and not yet reported).
   size_t leases() const;
   // Stops taking jobs: ends the stream and does not reconnect. Acks keep flowing.
