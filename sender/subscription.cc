@@ -150,7 +150,12 @@ LeaseState Subscription::Check(uint64_t id, absl::Duration* send_window) {
   const bool stalled = (sending_ > 0 && now - sending_oldest_ > stall) ||
                        (!outbox_.empty() && now - outbox_.front().queued > stall);
   if (stalled) return LeaseState::kWait;
-  if (send_window != nullptr) *send_window = it->second.deadline - now - lease_ / 4;
+  // Time for a send that is still reported before anyone else could be handed the job. Too
+  // little (renewals are not getting through): keep the job unsent until a renewal gives it
+  // more, or it runs down to the quarter above.
+  const absl::Duration window = it->second.deadline - now - lease_ / 4;
+  if (window < std::min(kMinSendWindow, lease_ / 10)) return LeaseState::kWait;
+  if (send_window != nullptr) *send_window = window;
   return LeaseState::kOwned;
 }
 

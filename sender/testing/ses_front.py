@@ -5,7 +5,8 @@ and can answer the first N requests with 429 TooManyRequestsException. Everythin
 proxied to the emulator.
 
   ses_front.py --port P --upstream http://127.0.0.1:Q --access-key AK --secret-key SK
-               --region us-east-1 [--throttle-first N] [--paused-file F]
+               --region us-east-1 [--throttle-first N] [--paused-file F] [--account-file F]
+               [--enforce-quota] [--slow-first-ms MS] [--sns-dir D --sns-port P]
 
 --paused-file F: while F exists every request is answered 400 SendingPausedException (as SES
 does for an account whose sending is paused), so a test can pause and resume sending; GetAccount
