@@ -116,6 +116,10 @@ TEST_F(TransportTest, SmtpATimeoutAfterTheWholeMessageMayHaveBeenSent) {
   ASSERT_FALSE(first.ok());
   EXPECT_TRUE(IsMaybeSent(first.status())) << first.status();
   EXPECT_EQ(Recorded(), 1u);  // it was queued
+  // The late "250" must not answer the next message's MAIL FROM: a fresh connection.
+  auto second = t.Send(email);
+  EXPECT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(Recorded(), 2u);
   // Refused at RCPT: nothing was sent, nothing is ambiguous.
   int refusing = StartSmtp({"--fail-first", "1"});
   auto refused = SmtpTransport(Smtp(absl::StrCat("smtp://127.0.0.1:", refusing), false)).Send(email);
