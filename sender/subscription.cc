@@ -154,7 +154,7 @@ LeaseState Subscription::Check(uint64_t id, absl::Duration* send_window) {
   // little (renewals are not getting through): keep the job unsent until a renewal gives it
   // more, or it runs down to the quarter above.
   const absl::Duration window = it->second.deadline - now - lease_ / 4;
-  if (window < std::min(kMinSendWindow, lease_ / 10)) return LeaseState::kWait;
+  if (window < kMinSendWindow) return LeaseState::kWait;
   if (send_window != nullptr) *send_window = window;
   return LeaseState::kOwned;
 }

@@ -76,7 +76,8 @@ class Subscription {
   // hands the job out again when it runs out). kWait: ours, but outcomes are not getting
   // through (the oldest unrecorded one is older than a tenth of the lease, at most 2 s):
   // sending now could not be reported in time; also while the lease left less that quarter is
-  // under kMinSendWindow (or a tenth of the lease, if less). kOwned otherwise, and then
+  // under kMinSendWindow (a send that would time out sooner is not started). kOwned otherwise,
+  // and then
   // `*send_window` (when given) is the lease left less that quarter: a send that ends within
   // it is reported before anyone else could be handed the job.
   LeaseState Check(uint64_t id, absl::Duration* send_window = nullptr);
