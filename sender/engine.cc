@@ -250,7 +250,8 @@ bool Engine::Expiring(const v1::Job& job) const {
 bool Engine::Deliver(const v1::Job& job, int64_t cost, absl::Duration send_window) {
   const std::string action = ActionName(job.action());
   const std::string id = absl::StrCat(job.job_id());
-  // What is not sent is not charged (a failed or rejected send either, below).
+  // What is not sent is not charged (a failed or rejected send either, below; a send that may
+  // have reached the provider is charged).
   auto refund = [&] {
     if (cost >= 0) pacer_->Refund(ClassOf(job));
   };
