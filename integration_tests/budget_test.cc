@@ -391,5 +391,86 @@ TEST_F(BudgetTest, SesLimitsAreReadFromTheAccountNotTyped) {
   EXPECT_EQ(ReceivedBySes().emails, 10);
 }
 
+// The front's counter `key` (GET /_front/stats of sender/testing/ses_front.py), -1 if unread.
+int64_t FrontStat(const std::string& endpoint, const std::string& dir, const std::string& key) {
+  const std::string out = dir + "/front_stats.json";
+  std::system(absl::StrCat("curl -s ", endpoint, "/_front/stats > ", out).c_str());
+  const std::string json = Slurp(out);
+  const size_t at = json.find("\"" + key + "\": ");
+  if (at == std::string::npos) return -1;
+  return std::atoll(json.c_str() + at + key.size() + 4);
+}
+
+TEST_F(BudgetTest, AnAmbiguousTimeoutIsChargedAndCostsAtMostOneDuplicatePerJob) {
+  // The production lease (60 s): the retry comes from the sender, not from a lease running out.
+  collector_.reset();
+  collector_ = StartCollector({{"MAILROOM_LEASE_MS", "60000"}}, "collector-60s", collector_port_);
+  ASSERT_NE(collector_, nullptr);
+  // SES accepts the first message to each recipient but answers only after 3 s.
+  const std::string endpoint = StartSes(0, "", {"--slow-first-ms", "3000"});
+  if (endpoint.empty()) GTEST_SKIP() << "MAILROOM_NODE_MODULES not set (run .ci/test)";
+  auto env = SesEnv(endpoint);
+  env["MAILROOM_SEND_TIMEOUT_MS"] = "1000";
+  env["MAILROOM_PRICE_PER_1000"] = "0.10";
+  constexpr int kJobs = 3;
+  auto sender = StartSender(env);
+  TestDb(url_).InsertAccounts(kJobs, "t");
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", kJobs,
+                    absl::Seconds(60)),
+            kJobs)
+      << sender->Log();
+  sender->Signal(SIGTERM);  // unused grants go back
+  auto code = sender->Wait(absl::Seconds(30));
+  ASSERT_TRUE(code.ok()) << sender->Log();
+  EXPECT_EQ(*code, 0) << sender->Log();
+  // Each job: one timed-out send (accepted by SES), retried once and answered: 2 SendEmail
+  // calls, both charged; none refunded, none failed.
+  EXPECT_EQ(FrontStat(endpoint, dir_, "send_calls"), 2 * kJobs);
+  EXPECT_EQ(FrontStat(endpoint, dir_, "accepted"), 2 * kJobs);
+  EXPECT_EQ(Scalar("SELECT coalesce(sum(emails - returned_emails), 0) FROM budget_grants"),
+            2 * kJobs);
+  EXPECT_EQ(Scalar("SELECT coalesce(sum((emails - returned_emails) * price_micros), 0) "
+                   "FROM budget_grants"),
+            2 * kJobs * kPriceMicros);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'failed'"), 0);
+  EXPECT_EQ(ReceivedBySes().emails, 2 * kJobs);
+  EXPECT_EQ(ReceivedBySes().distinct, kJobs);
+}
+
+TEST_F(BudgetTest, AnExhaustedSesQuotaSendsNothingUntilAReadingShowsRoom) {
+  // 10 emails left of the 24-hour quota; SES counts what it accepts and refuses the rest.
+  const std::string account = dir_ + "/account.json";
+  std::ofstream(account) << R"({"SendQuota":{"Max24HourSend":10,"SentLast24Hours":0}})";
+  const std::string endpoint =
+      StartSes(0, "", {"--account-file", account, "--enforce-quota"});
+  if (endpoint.empty()) GTEST_SKIP() << "MAILROOM_NODE_MODULES not set (run .ci/test)";
+  auto env = SesEnv(endpoint);
+  env["MAILROOM_SES_ACCOUNT_INTERVAL_MS"] = "2000";
+  TestDb(url_).InsertAccounts(20, "z");
+  auto sender = StartSender(env);
+  ASSERT_EQ(
+      WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 10, absl::Seconds(30)),
+      10)
+      << sender->Log();
+  // Four more readings (8 s), each saying the quota is used up: no SendEmail at all.
+  const int64_t reads = FrontStat(endpoint, dir_, "account_reads");
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (FrontStat(endpoint, dir_, "account_reads") < reads + 4 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_GE(FrontStat(endpoint, dir_, "account_reads"), reads + 4);
+  EXPECT_EQ(FrontStat(endpoint, dir_, "send_calls"), 10);
+  EXPECT_EQ(FrontStat(endpoint, dir_, "refused_quota"), 0);
+  // The quota is raised: the next reading shows room for the other 10.
+  std::ofstream(account) << R"({"SendQuota":{"Max24HourSend":20,"SentLast24Hours":0}})";
+  ASSERT_EQ(
+      WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 20, absl::Seconds(30)),
+      20)
+      << sender->Log();
+  EXPECT_EQ(FrontStat(endpoint, dir_, "send_calls"), 20);
+  EXPECT_EQ(FrontStat(endpoint, dir_, "refused_quota"), 0);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'failed'"), 0);
+}
+
 }  // namespace
 }  // namespace mailroom::testing

@@ -123,15 +123,23 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
     return Bad("MAILROOM_TRANSPORT", absl::StrCat("\"", c.transport, "\" is not file, smtp or ses"));
   }
 
+  // Money is counted in micro-units per email (price per 1000 x 1000, rounded up): below
+  // kMinPricePer1000 an email would cost less than 1 micro-unit and be rounded up to it,
+  // so the group's budget would count a fraction of what the provider bills. Above
+  // kMaxPricePer1000 one email costs more than the collector's default MAILROOM_MAX_COST_MICROS.
+  MAILROOM_ASSIGN_OR_RETURN(c.price_per_1000, env.Double("MAILROOM_PRICE_PER_1000", 0.10,
+                                                         kMinPricePer1000, kMaxPricePer1000));
   const std::string budget = absl::AsciiStrToLower(env.String("MAILROOM_BUDGET", "unlimited"));
   if (budget != "unlimited") {
     double b;
     MAILROOM_ASSIGN_OR_RETURN(b, env.Double("MAILROOM_BUDGET", 0, 0, 1e12));
+    // A cap below one email's price would hold every job until it expires.
+    if (b < c.price_per_1000 / 1000) {
+      return Bad("MAILROOM_BUDGET", absl::StrCat("must allow at least one email (",
+                                                 c.price_per_1000 / 1000,
+                                                 " at MAILROOM_PRICE_PER_1000), or be unlimited"));
+    }
     c.monthly_budget = b;
-  }
-  MAILROOM_ASSIGN_OR_RETURN(c.price_per_1000, env.Double("MAILROOM_PRICE_PER_1000", 0.10, 0, 1e6));
-  if (c.monthly_budget.has_value() && c.price_per_1000 <= 0) {
-    return Bad("MAILROOM_PRICE_PER_1000", "must be positive when MAILROOM_BUDGET is set");
   }
   MAILROOM_ASSIGN_OR_RETURN(n, env.Int("MAILROOM_BURST", 10, 1, 100000));
   c.burst = static_cast<int>(n);

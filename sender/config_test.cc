@@ -62,6 +62,43 @@ TEST(SenderConfigTest, SesAccountInterval) {
   }
 }
 
+// The first error of `vars` names `var`.
+void ExpectRefused(std::map<std::string, std::string> vars, const std::string& var) {
+  const std::string what = vars.begin()->first + "=" + vars.begin()->second;
+  auto c = LoadSenderConfig(Vars(std::move(vars)));
+  ASSERT_FALSE(c.ok()) << what;
+  EXPECT_TRUE(absl::StartsWith(c.status().message(), var + ": ")) << what << ": " << c.status();
+}
+
+TEST(SenderConfigTest, MoneyAndLimitSettingsHaveRanges) {
+  // An email must cost at least one micro-unit exactly (0.001 per 1000): a price that rounds
+  // up to it would let the group's budget count a fraction of what the provider bills.
+  for (const char* bad : {"0", "0.0009", "-0.1", "1000.01", "inf", "nan"}) {
+    ExpectRefused({{"MAILROOM_PRICE_PER_1000", bad}}, "MAILROOM_PRICE_PER_1000");
+  }
+  for (const auto& [value, micros] : std::map<std::string, double>{
+           {"0.001", 1}, {"0.10", 100}, {"1000", 1e6}}) {
+    auto c = LoadSenderConfig(Vars({{"MAILROOM_PRICE_PER_1000", value}}));
+    ASSERT_TRUE(c.ok()) << value << ": " << c.status();
+    EXPECT_DOUBLE_EQ(c->price_per_1000 * 1000, micros) << value;
+  }
+  // The sender's own cap must allow one email at least.
+  for (const char* bad : {"0", "0.00009", "-5"}) {
+    ExpectRefused({{"MAILROOM_BUDGET", bad}}, "MAILROOM_BUDGET");
+  }
+  ExpectRefused({{"MAILROOM_BUDGET", "0.5"}, {"MAILROOM_PRICE_PER_1000", "1000"}},
+                "MAILROOM_BUDGET");
+  auto cap = LoadSenderConfig(Vars({{"MAILROOM_BUDGET", "0.0001"}}));
+  ASSERT_TRUE(cap.ok()) << cap.status();
+  EXPECT_EQ(*cap->monthly_budget, 0.0001);
+  for (const auto& [var, bad] : std::map<std::string, std::string>{
+           {"MAILROOM_BURST", "0"}, {"MAILROOM_PROVIDER_RATE_LIMIT", "0"},
+           {"MAILROOM_RETRY_MAX_ATTEMPTS", "0"}, {"MAILROOM_MAX_IN_FLIGHT", "0"},
+           {"MAILROOM_CONNECTIONS", "0"}, {"MAILROOM_RETRY_BASE_MS", "0"}}) {
+    ExpectRefused({{var, bad}}, var);
+  }
+}
+
 TEST(SenderConfigTest, TheTransportPartCarriesEverySetting) {
   auto c = LoadSenderConfig(Vars({{"MAILROOM_TRANSPORT", "SMTP"},
                                   {"MAILROOM_SMTP_URL", "smtps://mail.example:465"},

@@ -1,5 +1,7 @@
 #include "sender/curl_multi_loop.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 
 #include "sender/curl_handle.h"
@@ -120,6 +122,16 @@ void CurlMultiLoop::Complete() {
     if (m->msg != CURLMSG_DONE) continue;
     CURL* easy = m->easy_handle;
     const CURLcode result = m->data.result;
+    if (result == CURLE_OPERATION_TIMEDOUT) {
+      // A reply is still due on that connection, and curl 7.88 keeps an SMTP connection after
+      // "server response timeout": reused, the late reply would answer the next message's
+      // command. Shut it (while the handle still finds it: before removal); curl drops it.
+      curl_socket_t sock = CURL_SOCKET_BAD;
+      if (curl_easy_getinfo(easy, CURLINFO_ACTIVESOCKET, &sock) == CURLE_OK &&
+          sock != CURL_SOCKET_BAD) {
+        shutdown(sock, SHUT_RDWR);
+      }
+    }
     // `m` is invalid from here. Removal keeps the connection in the cache (unless curl marked
     // it for closing) and leaves the handle's infos for its caller.
     curl_multi_remove_handle(multi_, easy);

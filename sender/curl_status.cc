@@ -70,7 +70,12 @@ bool AddressStatus(absl::string_view rest) {
 absl::Status SmtpStatus(CURLcode code, long reply_code, const SmtpTrace& trace,
                         const std::string& detail) {
   if (code == CURLE_OK) return absl::OkStatus();
-  if (reply_code < 400 || reply_code >= 600) return CurlStatus(code, detail);
+  if (reply_code < 400 || reply_code >= 600) {
+    // No refusal: after the whole message went out, the server may have accepted it and the
+    // final reply was lost (a timeout, a reset).
+    const bool maybe_sent = trace.command == "DATA" && trace.message_sent;
+    return maybe_sent ? MaybeSent(CurlStatus(code, detail)) : CurlStatus(code, detail);
+  }
   // The server's own words when its last line is the reply that failed us.
   const std::string text = absl::StartsWith(trace.reply, absl::StrCat(reply_code))
                                ? trace.reply
@@ -224,6 +229,13 @@ absl::Status CurlStatus(CURLcode code, const std::string& detail) {
   }
   // A code newer than these headers.
   return absl::InternalError(what);
+}
+
+absl::Status HttpTransferStatus(CURLcode code, const std::string& detail, bool request_sent,
+                                long http_status) {
+  absl::Status st = CurlStatus(code, detail);
+  const bool refused = http_status != 0 && (http_status < 200 || http_status >= 300);
+  return request_sent && !refused ? MaybeSent(std::move(st)) : st;
 }
 
 }  // namespace mailroom

@@ -18,16 +18,20 @@ struct SmtpTrace {
   std::string command;
   std::string reply;
   bool quitting = false;  // QUIT sent: later lines ("221 Bye") are not the answer we want
+  // Set by the transport after the transfer: the whole message was handed to libcurl after
+  // DATA (only the final reply can be missing).
+  bool message_sent = false;
 };
 
 // Records the conversation of the next transfers on `c` into `trace` (CURLOPT_VERBOSE with a
 // CURLOPT_DEBUGFUNCTION that only looks at protocol lines). `trace` must outlive them.
 void TraceSmtp(CURL* c, SmtpTrace* trace);
 
-// The map from an SMTP transfer's outcome to a Status (see Transport for the two kinds of
+// The map from an SMTP transfer's outcome to a Status (see Transport for the kinds of
 // failure). A server reply of 4xx/5xx decides by code and by the command it answered; without
-// one the CURLcode decides (CurlStatus). `reply_code` is CURLINFO_RESPONSE_CODE, `detail`
-// curl's error buffer.
+// one the CURLcode decides (CurlStatus), marked MaybeSent when the message had been sent in
+// full after DATA (the server may have queued it). `reply_code` is CURLINFO_RESPONSE_CODE,
+// `detail` curl's error buffer.
 absl::Status SmtpStatus(CURLcode code, long reply_code, const SmtpTrace& trace,
                         const std::string& detail);
 
@@ -35,5 +39,14 @@ absl::Status SmtpStatus(CURLcode code, long reply_code, const SmtpTrace& trace,
 // authentication and our own configuration are provider errors (ProviderError); a transfer cut
 // short is kUnavailable for this message only; codes of protocols we never use are kInternal.
 absl::Status CurlStatus(CURLcode code, const std::string& detail);
+
+// An HTTP transfer that failed with `code` (CurlStatus), marked MaybeSent when the request
+// had left (`request_sent`: CURLINFO_REQUEST_SIZE or CURLINFO_SIZE_UPLOAD_T > 0) and no answer
+// refused it (`http_status` 0, or 2xx with the body cut short): a timeout (28), an empty reply
+// (52), a receive error (56), a send error part-way (55), a cut or undecodable answer (18, 61),
+// an HTTP/2 stream error (16, 92), a callback's abort (23, 42) all may follow the provider's
+// acceptance.
+absl::Status HttpTransferStatus(CURLcode code, const std::string& detail, bool request_sent,
+                                long http_status);
 
 }  // namespace mailroom

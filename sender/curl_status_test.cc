@@ -54,6 +54,38 @@ TEST(SmtpStatusTest, TheReplyAndTheCommandItAnsweredDecide) {
   EXPECT_EQ(status("RCPT", 550, "").message(), "smtp RCPT: 550 curl says");
 }
 
+TEST(MaybeSentTest, AFailureAfterTheRequestLeftMayHaveBeenSent) {
+  // HTTP: the request left and no status refused it.
+  for (CURLcode c : {CURLE_OPERATION_TIMEDOUT, CURLE_GOT_NOTHING, CURLE_RECV_ERROR,
+                     CURLE_SEND_ERROR, CURLE_PARTIAL_FILE, CURLE_HTTP2_STREAM,
+                     CURLE_BAD_CONTENT_ENCODING}) {
+    absl::Status st = HttpTransferStatus(c, "", /*request_sent=*/true, 0);
+    EXPECT_TRUE(IsMaybeSent(st)) << c;
+    EXPECT_EQ(st.code(), CurlStatus(c, "").code()) << c;  // the kind is kept
+    EXPECT_EQ(IsProviderError(st), IsProviderError(CurlStatus(c, ""))) << c;
+    EXPECT_TRUE(IsMaybeSent(HttpTransferStatus(c, "", true, 200))) << c;  // 2xx, body cut
+    EXPECT_FALSE(IsMaybeSent(HttpTransferStatus(c, "", false, 0))) << c;  // never left
+    EXPECT_FALSE(IsMaybeSent(HttpTransferStatus(c, "", true, 400))) << c;  // refused
+    EXPECT_FALSE(IsMaybeSent(HttpTransferStatus(c, "", true, 503))) << c;
+  }
+  EXPECT_FALSE(IsMaybeSent(HttpTransferStatus(CURLE_COULDNT_CONNECT, "", false, 0)));
+  // SMTP: only once the whole message went out after DATA, and no 4xx/5xx answered it.
+  SmtpTrace data;
+  data.command = "DATA";
+  data.reply = "354 end with <CR><LF>.<CR><LF>";
+  data.message_sent = true;
+  EXPECT_TRUE(IsMaybeSent(SmtpStatus(CURLE_OPERATION_TIMEDOUT, 354, data, "")));
+  EXPECT_TRUE(IsMaybeSent(SmtpStatus(CURLE_RECV_ERROR, 354, data, "")));
+  EXPECT_FALSE(IsMaybeSent(SmtpStatus(CURLE_RECV_ERROR, 451, data, "")));  // refused
+  data.message_sent = false;  // cut before the end: the server discards it
+  EXPECT_FALSE(IsMaybeSent(SmtpStatus(CURLE_OPERATION_TIMEDOUT, 354, data, "")));
+  SmtpTrace rcpt;
+  rcpt.command = "RCPT";
+  rcpt.message_sent = true;
+  EXPECT_FALSE(IsMaybeSent(SmtpStatus(CURLE_OPERATION_TIMEDOUT, 250, rcpt, "")));
+  EXPECT_FALSE(IsMaybeSent(absl::OkStatus()));
+}
+
 TEST(CurlStatusTest, ReachabilityTlsAndConfigurationAreProviderErrors) {
   for (CURLcode c : {CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_OPERATION_TIMEDOUT,
                      CURLE_PEER_FAILED_VERIFICATION, CURLE_USE_SSL_FAILED, CURLE_SSL_CONNECT_ERROR,

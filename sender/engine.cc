@@ -78,8 +78,9 @@ void Engine::Drop(const std::vector<uint64_t>& ids) {
   metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
 }
 
-LeaseState Engine::Lease(const v1::Job& job) {
-  LeaseState state = opt_.lease ? opt_.lease(job.job_id()) : LeaseState::kOwned;
+LeaseState Engine::Lease(const v1::Job& job, absl::Duration* send_window) {
+  *send_window = absl::InfiniteDuration();
+  LeaseState state = opt_.lease ? opt_.lease(job.job_id(), send_window) : LeaseState::kOwned;
   if (state == LeaseState::kLost) {
     metrics_->Add("mailroom_sender_lost_leases_total", 1);
     LogWarn("lease lost; not sending", {{"job", absl::StrCat(job.job_id())}});
@@ -225,7 +226,8 @@ void Engine::Work() {
       Pause(std::min(pace_wait, absl::Milliseconds(250)));
       continue;
     }
-    const LeaseState lease = Lease(job);
+    absl::Duration send_window;
+    const LeaseState lease = Lease(job, &send_window);
     if (lease != LeaseState::kOwned && cost >= 0) pacer_->Refund(ClassOf(job));
     if (lease == LeaseState::kWait) {
       // Outcomes cannot be reported now: sending would risk a duplicate once the lease runs
@@ -235,7 +237,7 @@ void Engine::Work() {
       Pause(absl::Milliseconds(50));
       continue;
     }
-    if (lease == LeaseState::kOwned && Deliver(job, cost)) continue;  // put back: still held
+    if (lease == LeaseState::kOwned && Deliver(job, cost, send_window)) continue;  // still held
     absl::MutexLock lock(&mu_);
     held_.erase(job.job_id());
   }
@@ -245,10 +247,11 @@ bool Engine::Expiring(const v1::Job& job) const {
   return absl::FromUnixSeconds(job.expires_at()) - opt_.expiry_margin <= clock_->Now();
 }
 
-bool Engine::Deliver(const v1::Job& job, int64_t cost) {
+bool Engine::Deliver(const v1::Job& job, int64_t cost, absl::Duration send_window) {
   const std::string action = ActionName(job.action());
   const std::string id = absl::StrCat(job.job_id());
-  // What is not sent is not charged (a failed or rejected send either, below).
+  // What is not sent is not charged (a failed or rejected send either, below; a send that may
+  // have reached the provider is charged).
   auto refund = [&] {
     if (cost >= 0) pacer_->Refund(ClassOf(job));
   };
@@ -260,7 +263,10 @@ bool Engine::Deliver(const v1::Job& job, int64_t cost) {
     return false;
   }
   auto email = render_(job);
-  if (email.ok()) email->tags = {{"mailroom_job", id}, {"mailroom_action", action}};
+  if (email.ok()) {
+    email->tags = {{"mailroom_job", id}, {"mailroom_action", action}};
+    email->timeout = send_window;  // never outlast the lease
+  }
   if (!email.ok()) {
     refund();
     metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "failed"}});
@@ -300,9 +306,36 @@ bool Engine::Deliver(const v1::Job& job, int64_t cost) {
            sent->feedback_id);
     return false;
   }
-  refund();  // a rejected or failed send is not charged
   const absl::Status& err = sent.status();
   const std::string reason(err.message());
+  const int failures = static_cast<int>(job.failures()) + 1;
+  if (IsMaybeSent(err)) {
+    // The provider may have accepted it (and bills it): charged, never refunded. Retried once
+    // at most, so an ambiguous answer costs at most one duplicate.
+    metrics_->Add("mailroom_sender_maybe_sent_total", 1);
+    metrics_->Add("mailroom_sender_spent_micros_total", std::max<int64_t>(cost, 0));
+    std::optional<absl::Duration> delay;
+    if (failures == 1) delay = retry_(err, failures);
+    if (delay.has_value()) {
+      if (opt_.breaker != nullptr && opt_.breaker->open()) {
+        delay = std::max(*delay, opt_.breaker->NextProbe() - clock_->Now());
+      }
+      metrics_->Add("mailroom_sender_retries_total", 1);
+      LogWarn("send may have reached the provider; charged, will retry once",
+              {{"job", id}, {"error", reason},
+               {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(*delay))}});
+      Report(job.job_id(), v1::OUTCOME_RETRY, reason, *delay);
+      return false;
+    }
+    metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "sent"}});
+    metrics_->Add("mailroom_sender_unconfirmed_total", 1);
+    LogWarn("send may have reached the provider; counted as sent, not retried again",
+            {{"job", id}, {"action", action}, {"error", reason},
+             {"attempt", absl::StrCat(failures)}});
+    Report(job.job_id(), v1::OUTCOME_SENT, "", absl::ZeroDuration(), std::max<int64_t>(cost, 0));
+    return false;
+  }
+  refund();  // a rejected or failed send is not charged
   if (opt_.breaker != nullptr && IsProviderError(err)) {
     // Not this job's fault: hand it back uncounted until the provider answers again.
     metrics_->Add("mailroom_sender_held_total", 1);
@@ -310,7 +343,6 @@ bool Engine::Deliver(const v1::Job& job, int64_t cost) {
            std::max(opt_.breaker->NextProbe() - clock_->Now(), absl::Milliseconds(500)));
     return false;
   }
-  const int failures = static_cast<int>(job.failures()) + 1;
   std::optional<absl::Duration> delay;
   if (!Permanent(err)) delay = retry_(err, failures);
   if (delay.has_value()) {

@@ -42,13 +42,22 @@ struct EngineOptions {
   // Whether the job's lease is still ours (Subscription::Check). kLost: neither sent nor
   // reported (the collector has handed it, or will hand it, to another member). kWait: ours,
   // but outcomes cannot be reported right now (the collector does not answer): keep it and
-  // do not send it until they can. Unset: always kOwned.
-  std::function<LeaseState(uint64_t job_id)> lease;
+  // do not send it until they can. With kOwned it sets `*send_window`: how long a send may
+  // take and still be reported before the lease could run out; the attempt's timeout is
+  // capped by it (OutgoingEmail::timeout). Unset: always kOwned, no cap.
+  std::function<LeaseState(uint64_t job_id, absl::Duration* send_window)> lease;
   // Optional. While it is open, jobs are handed back (DEFER: not failed, not counted, not
   // charged) except its probes; provider errors (IsProviderError) feed it.
   Breaker* breaker = nullptr;
 };
 
+// A send that may have reached the provider (IsMaybeSent: a timeout or a lost answer after the
+// request left) is charged, never refunded. It is retried once, charged again, when it was the
+// job's first failed attempt (Job.failures 0) and the retry policy allows a retry; otherwise it
+// counts as sent (SENT, charged, without a provider id; logged and counted in
+// mailroom_sender_unconfirmed_total). So an ambiguous timeout costs at most one duplicate per
+// job, and never a refund.
+//
 // The sender's core: holds the jobs received from the collector, picks what to send (password
 // recovery before activation, then the earliest expiry), keeps to the budget, renders, sends
 // through the transport and reports each outcome. A worker takes a job only together with a
@@ -83,12 +92,13 @@ class Engine {
   void Work();
   // Sends one job with the budget slot taken for it (`cost`, or -1 when none was taken: the
   // job is too close to expiry) and reports its outcome; true when it put the job back in the
-  // queue instead. The slot's money is refunded whenever nothing is sent.
-  bool Deliver(const v1::Job& job, int64_t cost);
+  // queue instead. The slot's money is refunded whenever nothing can have been sent. The
+  // attempt's timeout is at most `send_window`.
+  bool Deliver(const v1::Job& job, int64_t cost, absl::Duration send_window);
   // Too close to expiry to be worth sending (expiry_margin).
   bool Expiring(const v1::Job& job) const;
-  // The job's lease state (kLost is logged and counted).
-  LeaseState Lease(const v1::Job& job);
+  // The job's lease state (kLost is logged and counted) and, when owned, its send window.
+  LeaseState Lease(const v1::Job& job, absl::Duration* send_window);
   // Puts a job back in the queue (still held).
   void Requeue(v1::Job job);
   // `suppress_recipient`: only with FAILED, the transport rejected the address permanently.

@@ -29,6 +29,7 @@ class FakeTransport : public Transport {
     absl::MutexLock lock(&mu_);
     sent_to_.push_back(email.to_address);
     tags_.push_back(email.tags);
+    timeouts_.push_back(email.timeout);
     if (!script_.empty()) {
       absl::Status st = script_.front();
       script_.pop_front();
@@ -55,12 +56,17 @@ class FakeTransport : public Transport {
     absl::MutexLock lock(&mu_);
     return tags_;
   }
+  std::vector<absl::Duration> timeouts() {
+    absl::MutexLock lock(&mu_);
+    return timeouts_;
+  }
 
  private:
   absl::Mutex mu_;
   std::deque<absl::Status> script_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> sent_to_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<std::pair<std::string, std::string>>> tags_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Duration> timeouts_ ABSL_GUARDED_BY(mu_);
 };
 
 // A pacer shared with other senders (as a group's central budget is): it cannot tell which
@@ -399,6 +405,67 @@ TEST_F(EngineTest, GivesUpWhenTheRetryPolicySaysSo) {
   EXPECT_EQ(Outcomes()[0].reason(), "gave up after 3 attempts: 451 busy");
 }
 
+// A timeout after the request left: the provider may have accepted (and billed) it.
+absl::Status Ambiguous() {
+  return MaybeSent(ProviderError("Operation timed out after 1000 milliseconds (curl 28)"));
+}
+
+TEST_F(EngineTest, AnAmbiguousSendIsChargedAndRetriedOnceThenCountedAsSent) {
+  BudgetConfig b;
+  b.price_per_1000 = 0.10;
+  Start(b);
+  transport_.Script({Ambiguous(), Ambiguous()});
+  engine_->Submit({Job(1)});  // first failure: one retry, the slot stays charged
+  ASSERT_TRUE(OutcomesReach(1));
+  v1::Job again = Job(2);
+  again.set_failures(1);  // it failed before: a second ambiguous send is not retried
+  engine_->Submit({again});
+  ASSERT_TRUE(OutcomesReach(2));
+  auto out = Outcomes();
+  EXPECT_EQ(out[0].outcome(), v1::OUTCOME_RETRY);
+  EXPECT_EQ(out[0].retry_after_ms(), 10000u);
+  EXPECT_EQ(out[0].cost_micros(), 0);
+  EXPECT_EQ(out[1].outcome(), v1::OUTCOME_SENT);
+  EXPECT_EQ(out[1].cost_micros(), 100);
+  EXPECT_EQ(out[1].provider_message_id(), "");
+  EXPECT_EQ(transport_.sends(), 2u);
+  EXPECT_EQ(budget_->spent_micros(), 200);  // both sends charged, neither refunded
+  EXPECT_EQ(metrics_.Value("mailroom_sender_maybe_sent_total"), 2);
+  EXPECT_EQ(metrics_.Value("mailroom_sender_unconfirmed_total"), 1);
+}
+
+TEST_F(EngineTest, AnAmbiguousTimeoutIsChargedEvenWhileTheProviderLooksDown) {
+  Breaker breaker({absl::Seconds(1), absl::Seconds(60)}, &clock_, &metrics_);
+  EngineOptions o;
+  o.breaker = &breaker;
+  BudgetConfig b;
+  b.price_per_1000 = 0.10;
+  Start(b, o);
+  transport_.Script({Ambiguous()});
+  engine_->Submit({Job(1)});
+  ASSERT_TRUE(OutcomesReach(1));
+  EXPECT_TRUE(breaker.open());
+  // Not handed back uncounted and refunded like an outage's failure: counted and charged.
+  EXPECT_EQ(Outcomes()[0].outcome(), v1::OUTCOME_RETRY);
+  EXPECT_EQ(Outcomes()[0].retry_after_ms(), 10000u);
+  EXPECT_EQ(budget_->spent_micros(), 100);
+}
+
+TEST_F(EngineTest, AnAttemptNeverOutlastsTheLease) {
+  EngineOptions o;
+  o.lease = [](uint64_t id, absl::Duration* window) {
+    *window = absl::Seconds(id);  // job N's lease leaves N s for the send
+    return LeaseState::kOwned;
+  };
+  Start(BudgetConfig{}, o);
+  engine_->Submit({Job(7)});
+  ASSERT_TRUE(OutcomesReach(1));
+  engine_->Submit({Job(40)});
+  ASSERT_TRUE(OutcomesReach(2));
+  EXPECT_EQ(transport_.timeouts(),
+            (std::vector<absl::Duration>{absl::Seconds(7), absl::Seconds(40)}));
+}
+
 TEST_F(EngineTest, UnrenderableJobFailsUnpaid) {
   Start(BudgetConfig{});
   v1::Job j = Job(1);
@@ -438,7 +505,9 @@ TEST_F(EngineTest, ProviderOutageHoldsJobsAndProbesOnSimulatedTime) {
 
 TEST_F(EngineTest, LostLeaseIsNeitherSentNorReported) {
   EngineOptions o;
-  o.lease = [](uint64_t id) { return id == 1 ? LeaseState::kLost : LeaseState::kOwned; };
+  o.lease = [](uint64_t id, absl::Duration*) {
+    return id == 1 ? LeaseState::kLost : LeaseState::kOwned;
+  };
   Start(BudgetConfig{}, o);
   engine_->Submit({Job(1), Job(2)});
   ASSERT_TRUE(OutcomesReach(1));

@@ -137,7 +137,7 @@ int Run() {
   EngineOptions eo;
   eo.workers = (*transport)->Concurrency();
   eo.expiry_margin = c.expiry_margin;
-  eo.lease = [&](uint64_t id) { return subscription->Check(id); };
+  eo.lease = [&](uint64_t id, absl::Duration* window) { return subscription->Check(id, window); };
   eo.breaker = &breaker;
   Engine engine(
       eo, [&](const v1::Job& job) { return renderer->Render(job); }, transport->get(), &budget,

@@ -9,6 +9,10 @@ void DescribeSenderMetrics(Metrics& m) {
   m.Describe("mailroom_sender_jobs_total", T::kCounter, "Jobs finished, by action and outcome.");
   m.Describe("mailroom_sender_failures_total", T::kCounter, "Permanent failures, by reason.");
   m.Describe("mailroom_sender_retries_total", T::kCounter, "Deliveries handed back for a retry.");
+  m.Describe("mailroom_sender_maybe_sent_total", T::kCounter,
+             "Failed sends that may have reached the provider (charged, never refunded).");
+  m.Describe("mailroom_sender_unconfirmed_total", T::kCounter,
+             "Jobs counted as sent after a send that may have reached the provider, not retried.");
   m.Describe("mailroom_sender_held_total", T::kCounter,
              "Deliveries handed back uncounted because the provider was unavailable.");
   m.Describe("mailroom_sender_rate_limit_wait_seconds_total", T::kCounter,

@@ -20,6 +20,10 @@ bool Flag(const nlohmann::json& j, const char* key, bool def) {
   return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : def;
 }
 
+// While the 24-hour quota is used up and the next reading is due but not in, how long until
+// NextSendTime is asked again (a time in the future: TryAcquire refuses until then).
+constexpr absl::Duration kQuotaRecheck = absl::Milliseconds(100);
+
 }  // namespace
 
 absl::StatusOr<SesAccountInfo> ParseSesAccount(absl::string_view body) {
@@ -150,7 +154,10 @@ absl::Time SesAccount::NextLocked(absl::Time now) {
   RefillLocked(now);
   if (info_.max_24_hour_send >= 0 &&
       info_.max_24_hour_send - info_.sent_last_24_hours - sent_since_read_ < 1) {
-    return std::max(now, read_at_ + interval_);  // nothing left until the next reading
+    // Nothing left until a reading says otherwise. Not until the time of the next reading:
+    // the reading itself may come later (the fetch takes a while, or fails) and every send
+    // before it would be refused.
+    return std::max(read_at_ + interval_, now + kQuotaRecheck);
   }
   if (info_.max_send_rate > 0 && tokens_ < 1) {
     return now + absl::Seconds((1 - tokens_) / info_.max_send_rate) + absl::Nanoseconds(1);

@@ -41,7 +41,7 @@ absl::StatusOr<SesAccountInfo> FetchSesAccount(const TransportConfig& config);
 // The provider's own limits, read rather than typed (issue 11 §1): the sender reads GetAccount
 // at start and every `interval`, and caps itself by MaxSendRate (a token bucket of
 // max(1, floor(rate)) emails) and by Max24HourSend - SentLast24Hours (less what it sent since
-// the last reading; when none is left, nothing until the next reading). SendingEnabled=false
+// the last reading; when none is left, nothing until a later reading arrives, however late). SendingEnabled=false
 // or enforcement SHUTDOWN pause sending as a provider-wide failure: the breaker (may be null)
 // is opened with that reason, so jobs are handed back, nothing fails and health turns
 // NOT_SERVING; a later reading that allows sending closes it again, if it was this that opened

@@ -108,6 +108,27 @@ TEST_F(SesAccountTest, TheDailyQuotaLeftCapsUntilTheNextReading) {
   EXPECT_EQ(a->TryAcquire(SendClass::kStandard), -1);
 }
 
+TEST_F(SesAccountTest, AnExhaustedQuotaWaitsForTheReadingNotForItsTime) {
+  // No reading yet at the time it was due (the fetch is slow), then a failed one: every send
+  // would be refused by SES, so none is allowed until a reading shows room.
+  readings_.push_back(Info(100, 10, 10));
+  auto a = Make();
+  ASSERT_TRUE(a->Refresh().ok());
+  EXPECT_EQ(a->TryAcquire(SendClass::kStandard), -1);
+  for (absl::Duration late : {absl::Minutes(5), absl::Milliseconds(50), absl::Minutes(10)}) {
+    clock_.Advance(late);
+    EXPECT_GT(a->NextSendTime(SendClass::kRecovery), clock_.Now());
+    EXPECT_EQ(a->TryAcquire(SendClass::kRecovery), -1);
+  }
+  EXPECT_TRUE(absl::IsUnavailable(a->Refresh()));  // a failed reading shows no room either
+  EXPECT_EQ(a->TryAcquire(SendClass::kStandard), -1);
+  readings_.push_back(Info(100, 10, 9));
+  ASSERT_TRUE(a->Refresh().ok());
+  EXPECT_EQ(a->NextSendTime(SendClass::kStandard), clock_.Now());
+  EXPECT_EQ(a->TryAcquire(SendClass::kStandard), 0);
+  EXPECT_EQ(a->TryAcquire(SendClass::kStandard), -1);
+}
+
 TEST_F(SesAccountTest, SendingDisabledOrShutdownPausesThroughTheBreakerAndResumes) {
   SesAccountInfo off = Info(14, -1, 0);
   off.sending_enabled = false;

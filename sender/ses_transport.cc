@@ -44,7 +44,7 @@ std::string SesTransport::ApiUrl(const TransportConfig& config, const std::strin
 
 absl::StatusOr<std::string> SesTransport::Call(CURL* c, const TransportConfig& config,
                                                const std::string& url, const std::string* body,
-                                               CurlMultiLoop* loop) {
+                                               CurlMultiLoop* loop, absl::Duration timeout) {
   char errbuf[CURL_ERROR_SIZE] = {0};
   std::string response, error_type;
   CurlSlist headers(
@@ -76,11 +76,17 @@ absl::StatusOr<std::string> SesTransport::Call(CURL* c, const TransportConfig& c
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(absl::ToInt64Milliseconds(config.connect_timeout)));
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(config.timeout)));
+                   static_cast<long>(absl::ToInt64Milliseconds(std::min(config.timeout, timeout))));
   const CURLcode rc = loop == nullptr ? curl_easy_perform(c) : loop->Perform(c);
   long http = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
-  if (rc != CURLE_OK) return CurlStatus(rc, errbuf);
+  if (rc != CURLE_OK) {
+    long request_bytes = 0;
+    curl_off_t body_bytes = 0;
+    curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &request_bytes);
+    curl_easy_getinfo(c, CURLINFO_SIZE_UPLOAD_T, &body_bytes);
+    return HttpTransferStatus(rc, errbuf, request_bytes > 0 || body_bytes > 0, http);
+  }
   absl::Status st = ResponseStatus(http, error_type, response);
   if (!st.ok()) return st;
   return response;
@@ -137,7 +143,8 @@ absl::StatusOr<SendResult> SesTransport::Send(const OutgoingEmail& email) {
   const std::string body = req.dump();
 
   CurlHandlePool::Lease handle = handles_.Acquire();
-  auto response = Call(handle.get(), config_, url_, &body, &loop_);
+  auto response =
+      Call(handle.get(), config_, url_, &body, &loop_, AttemptTimeout(email, config_.timeout));
   if (!response.ok()) return response.status();
   auto json = nlohmann::json::parse(*response, nullptr, false);
   std::string id = json.is_object() && json.contains("MessageId") && json["MessageId"].is_string()

@@ -31,12 +31,15 @@ class SesTransport : public Transport {
   // The SES v2 API's URL for `path` (e.g. "/v2/email/account") under `config`'s endpoint.
   static std::string ApiUrl(const TransportConfig& config, const std::string& path);
   // One SES v2 API call on handle `c`, signed with `config`'s credentials (SigV4) and bounded
-  // by its timeouts: a POST of the JSON `*body`, or a GET when `body` is null. Returns the
-  // response body, or the failure mapped by CurlStatus / ResponseStatus. The transfer runs on
-  // `loop`, or on the calling thread (curl_easy_perform) when it is null.
+  // by its timeouts (the whole call by `timeout` too, when shorter): a POST of the JSON
+  // `*body`, or a GET when `body` is null. Returns the response body, or the failure mapped by
+  // HttpTransferStatus (marked MaybeSent when the request may have been acted on) /
+  // ResponseStatus. The transfer runs on `loop`, or on the calling thread (curl_easy_perform)
+  // when it is null.
   static absl::StatusOr<std::string> Call(CURL* c, const TransportConfig& config,
                                           const std::string& url, const std::string* body,
-                                          CurlMultiLoop* loop = nullptr);
+                                          CurlMultiLoop* loop = nullptr,
+                                          absl::Duration timeout = absl::InfiniteDuration());
 
  private:
   const TransportConfig config_;

@@ -54,6 +54,30 @@ TEST_F(TransportTest, SesThrottlingIsRetryable) {
   EXPECT_TRUE(t.Send(Email("slow@example.test")).ok());
 }
 
+TEST_F(TransportTest, SesATimeoutAfterTheRequestLeftMayHaveBeenSent) {
+  if (NodeModules().empty()) GTEST_SKIP() << "MAILROOM_NODE_MODULES not set (run .ci/test)";
+  // The front accepts the first message to each recipient and answers 3 s later.
+  const std::string endpoint = StartSes(0, false, {"--slow-first-ms", "3000"});
+  TransportConfig c = Ses(endpoint);
+  c.timeout = absl::Seconds(30);
+  SesTransport t(c);
+  OutgoingEmail email = Email("slow@example.test");
+  email.timeout = absl::Seconds(1);  // what the job's lease leaves: it caps the 30 s
+  const absl::Time start = absl::Now();
+  auto r = t.Send(email);
+  ASSERT_FALSE(r.ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_TRUE(IsMaybeSent(r.status())) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("(curl 28)"));
+  EXPECT_THAT(SesStore(), HasSubstr("slow@example.test"));  // it was accepted
+  ASSERT_TRUE(t.Send(email).ok());  // the second answer is prompt
+  // Nothing left when the provider cannot be reached at all.
+  TransportConfig down = Ses(absl::StrCat("http://127.0.0.1:", ::mailroom::testing::FreePort()));
+  auto refused = SesTransport(down).Send(email);
+  EXPECT_TRUE(IsProviderError(refused.status())) << refused.status();
+  EXPECT_FALSE(IsMaybeSent(refused.status()));
+}
+
 TEST(SesResponseTest, RecipientRejectionsFailThrottlingWaitsProviderProblemsHold) {
   EXPECT_TRUE(SesTransport::ResponseStatus(200, "", "{}").ok());
   auto rejected = SesTransport::ResponseStatus(

@@ -51,7 +51,7 @@ absl::StatusOr<SendResult> SmtpTransport::Send(const OutgoingEmail& email) {
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(absl::ToInt64Milliseconds(config_.connect_timeout)));
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(config_.timeout)));
+                   static_cast<long>(absl::ToInt64Milliseconds(AttemptTimeout(email, config_.timeout))));
   if (!config_.smtp_username.empty()) {
     curl_easy_setopt(c, CURLOPT_USERNAME, config_.smtp_username.c_str());
     curl_easy_setopt(c, CURLOPT_PASSWORD, config_.smtp_password.c_str());
@@ -64,6 +64,7 @@ absl::StatusOr<SendResult> SmtpTransport::Send(const OutgoingEmail& email) {
   CURLcode rc = loop_.Perform(c);
   long reply = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply);
+  trace.message_sent = up.offset == email.mime.size();
   if (rc != CURLE_OK) return SmtpStatus(rc, reply, trace, errbuf);
   return SendResult{trace.reply.empty() ? absl::StrCat(reply) : trace.reply};
 }

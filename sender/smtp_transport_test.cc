@@ -103,6 +103,30 @@ TEST_F(TransportTest, SmtpTemporaryFailureIsRetryableThenSucceeds) {
   EXPECT_TRUE(t.Send(Email("a@example.test")).ok());
 }
 
+TEST_F(TransportTest, SmtpATimeoutAfterTheWholeMessageMayHaveBeenSent) {
+  // The server queues the first message and says so only 3 s later.
+  int port = StartSmtp({"--slow-data-first", "1", "--slow-data-ms", "3000"});
+  TransportConfig c = Smtp(absl::StrCat("smtp://127.0.0.1:", port), false);
+  SmtpTransport t(c);
+  OutgoingEmail email = Email("slow@example.test");
+  email.timeout = absl::Seconds(1);  // what the job's lease leaves: it caps the 10 s
+  const absl::Time start = absl::Now();
+  auto first = t.Send(email);
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(2500));  // not when the server answers
+  ASSERT_FALSE(first.ok());
+  EXPECT_TRUE(IsMaybeSent(first.status())) << first.status();
+  EXPECT_EQ(Recorded(), 1u);  // it was queued
+  // The late "250" must not answer the next message's MAIL FROM: a fresh connection.
+  auto second = t.Send(email);
+  EXPECT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(Recorded(), 2u);
+  // Refused at RCPT: nothing was sent, nothing is ambiguous.
+  int refusing = StartSmtp({"--fail-first", "1"});
+  auto refused = SmtpTransport(Smtp(absl::StrCat("smtp://127.0.0.1:", refusing), false)).Send(email);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_FALSE(IsMaybeSent(refused.status())) << refused.status();
+}
+
 TEST_F(TransportTest, SmtpPermanentRejectionsCarryTheReplyCode) {
   int port = StartSmtp({"--reject-rcpt", "bounce", "--reject-data-first", "1"});
   SmtpTransport t(Smtp(absl::StrCat("smtp://127.0.0.1:", port), false));

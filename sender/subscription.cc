@@ -135,7 +135,7 @@ void Subscription::Report(v1::JobOutcome outcome) {
   leases_.erase(it);
 }
 
-LeaseState Subscription::Check(uint64_t id) {
+LeaseState Subscription::Check(uint64_t id, absl::Duration* send_window) {
   absl::MutexLock lock(&mu_);
   auto it = leases_.find(id);
   if (it == leases_.end()) return LeaseState::kLost;
@@ -149,7 +149,14 @@ LeaseState Subscription::Check(uint64_t id) {
   const absl::Duration stall = std::min(lease_ / 10, absl::Seconds(2));
   const bool stalled = (sending_ > 0 && now - sending_oldest_ > stall) ||
                        (!outbox_.empty() && now - outbox_.front().queued > stall);
-  return stalled ? LeaseState::kWait : LeaseState::kOwned;
+  if (stalled) return LeaseState::kWait;
+  // Time for a send that is still reported before anyone else could be handed the job. Too
+  // little (renewals are not getting through): keep the job unsent until a renewal gives it
+  // more, or it runs down to the quarter above.
+  const absl::Duration window = it->second.deadline - now - lease_ / 4;
+  if (window < kMinSendWindow) return LeaseState::kWait;
+  if (send_window != nullptr) *send_window = window;
+  return LeaseState::kOwned;
 }
 
 size_t Subscription::leases() const {

@@ -35,6 +35,8 @@ namespace mailroom {
 // stay in real time: they bound the network). Thread-safe.
 class Subscription {
  public:
+  // The shortest send window (Check) a send is started with.
+  static constexpr absl::Duration kMinSendWindow = absl::Seconds(1);
   struct Options {
     std::string address;                                  // host:port of the collector
     std::shared_ptr<grpc::ChannelCredentials> credentials;  // TLS or insecure
@@ -73,8 +75,12 @@ class Subscription {
   // out before a send could be reported (then it is forgotten: not renewed, and the collector
   // hands the job out again when it runs out). kWait: ours, but outcomes are not getting
   // through (the oldest unrecorded one is older than a tenth of the lease, at most 2 s):
-  // sending now could not be reported in time. kOwned otherwise.
-  LeaseState Check(uint64_t id);
+  // sending now could not be reported in time; also while the lease left less that quarter is
+  // under kMinSendWindow (a send that would time out sooner is not started). kOwned otherwise,
+  // and then
+  // `*send_window` (when given) is the lease left less that quarter: a send that ends within
+  // it is reported before anyone else could be handed the job.
+  LeaseState Check(uint64_t id, absl::Duration* send_window = nullptr);
   // Leases held (jobs received and not yet reported).
   size_t leases() const;
   // Stops taking jobs: ends the stream and does not reconnect. Acks keep flowing.

@@ -248,10 +248,16 @@ TEST_F(SubscriptionTest, ALeaseThatCannotBeRenewedRunsOutOnSimulatedTime) {
   collector_.Queue({Job(1)});
   StartSubscription();
   ASSERT_TRUE(Received(1));
-  EXPECT_EQ(sub_->Check(1), LeaseState::kOwned);
-  clock_.Advance(absl::Seconds(44));  // 16 s left of 60: still enough for a send
-  EXPECT_EQ(sub_->Check(1), LeaseState::kOwned);
-  clock_.Advance(absl::Seconds(2));  // 14 s left: less than a quarter of the lease
+  absl::Duration window;
+  EXPECT_EQ(sub_->Check(1, &window), LeaseState::kOwned);
+  EXPECT_EQ(window, absl::Seconds(45));  // 60 s left, less a quarter to report the outcome
+  clock_.Advance(absl::Seconds(44));  // 16 s left of 60: still enough for a 1 s send
+  EXPECT_EQ(sub_->Check(1, &window), LeaseState::kOwned);
+  // A send started now times out after 1 s at most, however long MAILROOM_SEND_TIMEOUT_MS.
+  EXPECT_EQ(window, absl::Seconds(1));
+  clock_.Advance(absl::Milliseconds(500));  // 15.5 s left: too little for a send to start
+  EXPECT_EQ(sub_->Check(1, &window), LeaseState::kWait);
+  clock_.Advance(absl::Milliseconds(1500));  // 14 s left: less than a quarter of the lease
   EXPECT_EQ(sub_->Check(1), LeaseState::kLost);
   // Forgotten: neither renewed nor reported any more.
   EXPECT_EQ(sub_->leases(), 0u);

@@ -1,5 +1,7 @@
 #include "sender/transport.h"
 
+#include <algorithm>
+
 #include "absl/strings/cord.h"
 
 namespace mailroom {
@@ -24,6 +26,19 @@ absl::Status RecipientRejected(absl::string_view message) {
 bool IsRecipientRejected(const absl::Status& status) {
   return status.code() == absl::StatusCode::kInvalidArgument &&
          status.GetPayload(kRecipientRejectedPayload).has_value();
+}
+
+absl::Status MaybeSent(absl::Status cause) {
+  cause.SetPayload(kMaybeSentPayload, absl::Cord("1"));
+  return cause;
+}
+
+bool IsMaybeSent(const absl::Status& status) {
+  return !status.ok() && status.GetPayload(kMaybeSentPayload).has_value();
+}
+
+absl::Duration AttemptTimeout(const OutgoingEmail& email, absl::Duration transport_timeout) {
+  return std::max(absl::Milliseconds(1), std::min(email.timeout, transport_timeout));
 }
 
 }  // namespace mailroom

@@ -18,6 +18,9 @@ struct OutgoingEmail {
   // Provider tags (SES EmailTags: name, value; letters, digits, '_' and '-' only): the job
   // id and action, so that SES feedback can name the job.
   std::vector<std::pair<std::string, std::string>> tags;
+  // The longest this attempt may take, when shorter than the transport's own timeout (the
+  // time left on the job's lease, less the margin to report the outcome).
+  absl::Duration timeout = absl::InfiniteDuration();
 };
 
 // What a transport reports for a delivered message.
@@ -48,6 +51,12 @@ struct SendResult {
 // moved, 5.1.10 null MX) is built by RecipientRejected(): kInvalidArgument with the payload
 // kRecipientRejectedPayload, told apart by IsRecipientRejected(). The engine fails the job and
 // asks the collector to suppress the address (JobOutcome.suppress_recipient).
+// A failure after the request reached the provider and before its answer (an SES request
+// sent and then a timeout, an empty reply or a broken connection with no HTTP status or a
+// 2xx one; an SMTP message sent in full after DATA and no final reply) may have been
+// accepted: MaybeSent() marks such a status (any code, payload kMaybeSentPayload) and
+// IsMaybeSent() tells it. The engine never refunds its budget slot: it was charged because
+// the provider may bill it (see Engine for what becomes of the job).
 // Messages carry the server's own reply text (SMTP reply line, SES error type and message),
 // never credentials.
 class Transport {
@@ -93,6 +102,16 @@ inline constexpr char kRecipientRejectedPayload[] =
 absl::Status RecipientRejected(absl::string_view message);
 // True for statuses built by RecipientRejected().
 bool IsRecipientRejected(const absl::Status& status);
+
+// The payload type URL that marks a send that may have reached the provider (see Transport).
+inline constexpr char kMaybeSentPayload[] = "type.mailroom.dev/mailroom.MaybeSent";
+// `cause` marked as a send that may have reached the provider (code and message kept).
+absl::Status MaybeSent(absl::Status cause);
+// True for statuses marked by MaybeSent().
+bool IsMaybeSent(const absl::Status& status);
+// The timeout of one attempt at `email`: the transport's own, or less (OutgoingEmail::timeout),
+// and at least 1 ms (libcurl reads 0 as no timeout).
+absl::Duration AttemptTimeout(const OutgoingEmail& email, absl::Duration transport_timeout);
 
 // The payload type URL that marks a provider-wide failure (its value is unused).
 inline constexpr char kProviderErrorPayload[] = "type.mailroom.dev/mailroom.ProviderError";

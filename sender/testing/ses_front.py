@@ -5,7 +5,8 @@ and can answer the first N requests with 429 TooManyRequestsException. Everythin
 proxied to the emulator.
 
   ses_front.py --port P --upstream http://127.0.0.1:Q --access-key AK --secret-key SK
-               --region us-east-1 [--throttle-first N] [--paused-file F]
+               --region us-east-1 [--throttle-first N] [--paused-file F] [--account-file F]
+               [--enforce-quota] [--slow-first-ms MS] [--sns-dir D --sns-port P]
 
 --paused-file F: while F exists every request is answered 400 SendingPausedException (as SES
 does for an account whose sending is paused), so a test can pause and resume sending; GetAccount
@@ -15,6 +16,16 @@ then says SendingEnabled=false.
 overridden by the JSON object in F when it exists (read on every request, so a test changes the
 account by rewriting F): SendingEnabled true, EnforcementStatus HEALTHY,
 ProductionAccessEnabled true, SendQuota {Max24HourSend 50000, MaxSendRate 14, SentLast24Hours 0}.
+
+--enforce-quota: SendEmail counts as SES counts it: every accepted message adds to
+SentLast24Hours in GetAccount, and once it reaches Max24HourSend SendEmail is answered 400
+LimitExceededException "Daily message quota exceeded." (nothing is proxied).
+
+--slow-first-ms MS: the first SendEmail to each recipient is proxied (the message is accepted)
+and answered only MS later, as a provider that is slow to answer but did its work.
+
+GET /_front/stats (no signature): {"send_calls": every SendEmail received, "accepted": proxied
+ones, "refused_quota": answered LimitExceededException, "account_reads": GetAccount calls}.
 
 --sns-dir D --sns-port P: also plays Amazon SNS for a configuration set's event destination.
 It makes a test CA (D/ca.pem), a signing certificate issued by it, and a TLS certificate for
@@ -42,6 +53,7 @@ import os
 import ssl
 import subprocess
 import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -55,11 +67,14 @@ parser.add_argument("--region", default="us-east-1")
 parser.add_argument("--throttle-first", type=int, default=0)
 parser.add_argument("--paused-file")
 parser.add_argument("--account-file")
+parser.add_argument("--enforce-quota", action="store_true")
+parser.add_argument("--slow-first-ms", type=int, default=0)
 parser.add_argument("--sns-dir")
 parser.add_argument("--sns-port", type=int, default=0)
 args = parser.parse_args()
 lock = threading.Lock()
-state = {"throttled": 0}
+state = {"throttled": 0, "send_calls": 0, "accepted": 0, "refused_quota": 0,
+         "account_reads": 0, "answered_to": set()}
 
 
 def sign(key, msg):
@@ -114,6 +129,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         if args.sns_dir and self.path.startswith("/_sns/"):
             return self.reply(*sns_control("GET", self.path, b""))
+        if self.path == "/_front/stats":
+            with lock:
+                return self.reply(200, {k: state[k] for k in ("send_calls", "accepted",
+                                                              "refused_quota", "account_reads")})
         headers = {k.lower(): v for k, v in self.headers.items()}
         headers["Authorization"] = self.headers.get("Authorization", "")
         problem = check_signature("GET", self.path, headers, b"")
@@ -133,7 +152,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
             account["SendQuota"] = quota
         if args.paused_file and os.path.exists(args.paused_file):
             account["SendingEnabled"] = False
+        with lock:
+            state["account_reads"] += 1
+            if args.enforce_quota:
+                account["SendQuota"]["SentLast24Hours"] += state["accepted"]
         self.reply(200, account)
+
+    def quota(self):
+        """Max24HourSend and SentLast24Hours of the account file (defaults as in do_GET)."""
+        quota = {"Max24HourSend": 50000.0, "SentLast24Hours": 0.0}
+        if args.account_file and os.path.exists(args.account_file):
+            with open(args.account_file) as f:
+                quota.update(json.load(f).get("SendQuota", {}))
+        return quota["Max24HourSend"], quota["SentLast24Hours"]
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
@@ -147,11 +178,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if args.paused_file and os.path.exists(args.paused_file):
             return self.reply(400, {"message": "Sending is paused for this account."},
                               "SendingPausedException")
+        send = self.path.partition("?")[0] == "/v2/email/outbound-emails"
+        if send and args.enforce_quota:
+            limit, sent_before = self.quota()
         with lock:
+            if send:
+                state["send_calls"] += 1
+            if send and args.enforce_quota and sent_before + state["accepted"] >= limit:
+                state["refused_quota"] += 1
+                return self.reply(400, {"message": "Daily message quota exceeded."},
+                                  "LimitExceededException")
             if state["throttled"] < args.throttle_first:
                 state["throttled"] += 1
                 return self.reply(429, {"message": "Maximum sending rate exceeded."},
                                   "TooManyRequestsException")
+            if send:
+                state["accepted"] += 1  # taken back below unless the emulator accepts it
         req = urllib.request.Request(args.upstream + self.path, data=body, method="POST",
                                      headers={"Content-Type": "application/json",
                                               "Authorization": headers["Authorization"]})
@@ -160,9 +202,33 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 answer = json.loads(r.read() or b"{}")
                 if args.sns_dir:
                     sns_record_sent(body, answer)
-                self.reply(r.status, answer)
+                status = r.status
+            if send and 200 <= status < 300:
+                with lock:
+                    to = recipient(body)
+                    slow = args.slow_first_ms > 0 and to not in state["answered_to"]
+                    state["answered_to"].add(to)
+                if slow:
+                    time.sleep(args.slow_first_ms / 1000.0)
+            elif send:
+                with lock:
+                    state["accepted"] -= 1
+            try:
+                self.reply(status, answer)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up waiting: the message was accepted all the same
         except urllib.error.HTTPError as e:
+            if send:
+                with lock:
+                    state["accepted"] -= 1
             self.reply(e.code, json.loads(e.read() or b"{}"))
+
+
+def recipient(body):
+    try:
+        return json.loads(body)["Destination"]["ToAddresses"][0]
+    except (ValueError, KeyError, IndexError):
+        return ""
 
 
 # --- SNS: a configuration set's event destination, signed with a test CA's certificate -------

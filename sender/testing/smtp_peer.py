@@ -5,6 +5,10 @@ envelope in <n>.json, supports STARTTLS, implicit TLS, AUTH, and injected failur
   smtp_peer.py --port P --dir D [--tls-cert C --tls-key K [--implicit-tls]] [--require-tls]
                [--auth user:password | --auth-file F] [--fail-first N --fail-code 451]
                [--reject-rcpt SUBSTRING --reject-code 550] [--reject-data-first N]
+               [--slow-data-first N --slow-data-ms MS]
+
+--slow-data-first N --slow-data-ms MS: the first N messages are recorded (accepted) and their
+final reply after the end of data comes MS later, as from a server slow to say it queued them.
 
 --auth-file F: the accepted "user:password" is read from F at every AUTH, so a test can
 change the password while the server runs.
@@ -36,11 +40,13 @@ parser.add_argument("--fail-code", type=int, default=451)
 parser.add_argument("--reject-rcpt")
 parser.add_argument("--reject-code", type=int, default=550)
 parser.add_argument("--reject-data-first", type=int, default=0)
+parser.add_argument("--slow-data-first", type=int, default=0)
+parser.add_argument("--slow-data-ms", type=int, default=0)
 args = parser.parse_args()
 os.makedirs(args.dir, exist_ok=True)
 
 lock = threading.Lock()
-state = {"messages": 0, "failed": 0, "data_rejected": 0, "connections": 0}
+state = {"messages": 0, "failed": 0, "data_rejected": 0, "connections": 0, "slowed": 0}
 
 
 def bump_connections():
@@ -85,6 +91,11 @@ class Handler:
                        "tls": session.ssl is not None,
                        "auth": session.authenticated}, f)
         os.rename(base + ".eml.tmp", base + ".eml")
+        with lock:
+            slow = state["slowed"] < args.slow_data_first
+            state["slowed"] += slow
+        if slow:
+            await asyncio.sleep(args.slow_data_ms / 1000.0)
         return "250 2.0.0 queued as %d" % n
 
 

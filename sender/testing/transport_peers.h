@@ -90,7 +90,9 @@ class TransportTest : public ::testing::Test {
     return m == nullptr ? "" : m;
   }
   // Starts the SES emulator (and, unless `direct`, the checking front); returns the endpoint.
-  std::string StartSes(int throttle_first, bool direct = false) {
+  // `front_args` go to the front as they are (e.g. --slow-first-ms 3000).
+  std::string StartSes(int throttle_first, bool direct = false,
+                       const std::vector<std::string>& front_args = {}) {
     int emu = ::mailroom::testing::FreePort();
     auto e = Process::Spawn({"node", NodeModules() + "/aws-ses-v2-local/dist/cli.js", "--host",
                              "127.0.0.1", "--port", absl::StrCat(emu)},
@@ -101,11 +103,12 @@ class TransportTest : public ::testing::Test {
     emulator_ = absl::StrCat("http://127.0.0.1:", emu);
     if (direct) return emulator_;
     int front = ::mailroom::testing::FreePort();
-    auto f = Process::Spawn(
-        {"/usr/bin/python3", ::mailroom::testing::Runfile("mailroom/sender/testing/ses_front.py"), "--port",
-         absl::StrCat(front), "--upstream", emulator_, "--access-key", "AKIDEXAMPLE",
-         "--secret-key", kAwsSecret, "--throttle-first", absl::StrCat(throttle_first)},
-        {}, dir_ + "/front.log");
+    std::vector<std::string> argv = {
+        "/usr/bin/python3", ::mailroom::testing::Runfile("mailroom/sender/testing/ses_front.py"),
+        "--port", absl::StrCat(front), "--upstream", emulator_, "--access-key", "AKIDEXAMPLE",
+        "--secret-key", kAwsSecret, "--throttle-first", absl::StrCat(throttle_first)};
+    argv.insert(argv.end(), front_args.begin(), front_args.end());
+    auto f = Process::Spawn(argv, {}, dir_ + "/front.log");
     EXPECT_TRUE(f.ok());
     EXPECT_TRUE((*f)->WaitForLog("ready", absl::Seconds(20))) << (*f)->Log();
     peers_.push_back(*std::move(f));
