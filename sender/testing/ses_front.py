@@ -17,8 +17,9 @@ account by rewriting F): SendingEnabled true, EnforcementStatus HEALTHY,
 ProductionAccessEnabled true, SendQuota {Max24HourSend 50000, MaxSendRate 14, SentLast24Hours 0}.
 
 --sns-dir D --sns-port P: also plays Amazon SNS for a configuration set's event destination.
-It makes a test CA (D/ca.pem), a signing certificate issued by it, and a TLS certificate for
-127.0.0.1, and serves over HTTPS on 127.0.0.1:P the signing certificate (/cert.pem) and the
+It makes a test CA (D/ca.pem), a signing certificate issued by it (CN sns.amazonaws.com, as
+SNS's), and a TLS certificate for 127.0.0.1, and serves over HTTPS on 127.0.0.1:P the signing
+certificate (/cert.pem) and the
 SubscribeURL (/confirm?Token=...). It remembers what the front sent (MessageId, recipient,
 EmailTags) and, on request, POSTs signed SNS messages to an endpoint:
   POST /_sns/subscribe {"endpoint": URL}: a SubscriptionConfirmation
@@ -182,7 +183,7 @@ def sns_setup():
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", j("ca.key"), "-out",
             j("ca.pem"), "-days", "2", "-subj", "/CN=mailroom test SNS CA",
             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=keyCertSign")
-    for name, cn, ext in (("signing", "sns.us-east-1.amazonaws.com", "basicConstraints=CA:FALSE"),
+    for name, cn, ext in (("signing", "sns.amazonaws.com", "basicConstraints=CA:FALSE"),
                           ("tls", "127.0.0.1", "subjectAltName=IP:127.0.0.1")):
         openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", j(name + ".key"), "-out",
                 j(name + ".csr"), "-subj", "/CN=" + cn)
