@@ -26,8 +26,9 @@ EmailTags) and, on request, POSTs signed SNS messages to an endpoint:
   GET  /_sns/confirmed: {"confirmed": N} subscriptions confirmed through the SubscribeURL
   GET  /_sns/sent: {"sent": [{"to": ADDR, "id": MessageId, "tags": {NAME: [VALUE]}}, ...]}
   POST /_sns/event {"endpoint": URL, "recipient": ADDR, "event": "Bounce"|"Complaint"|
-       "Delivery", "bounce_type": "Permanent", "version": 1|2, "forge": false}: an SES event
-       about the last message sent to ADDR (forge: the Message is changed after signing)
+       "Delivery", "bounce_type": "Permanent", "version": 1|2, "forge": false, "topic": ARN}: an
+       SES event about the last message sent to ADDR (forge: the Message is changed after
+       signing; topic: from that TopicArn instead of the usual one, correctly signed)
 Each answers {"status": the endpoint's HTTP status, ...}.
 
 Prints "ready <port>" once listening.
@@ -297,6 +298,8 @@ def sns_control(method, path, body):
         elif req["event"] == "Delivery":
             event["delivery"] = {"recipients": [req["recipient"]], "smtpResponse": "250 ok"}
         msg = sns_envelope("Notification", json.dumps(event))
+        if req.get("topic"):
+            msg["TopicArn"] = req["topic"]  # another topic, signed as SNS signs it
         sns_sign(msg, int(req.get("version", 2)))
         if req.get("forge"):
             msg["Message"] = msg["Message"].replace(req["recipient"], "someone.else@example.test")
