@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <regex>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -45,12 +46,30 @@ absl::StatusOr<FeedbackSettings> LoadFeedbackSettings(const Env& env) {
     }
   }
   f.sns.topic_arns = env.List("MAILROOM_FEEDBACK_TOPIC_ARNS");
+  static const std::regex kTopicArn(
+      R"(^arn:aws(-[a-z]+)*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_.-]{1,256}$)");
   for (const std::string& t : f.sns.topic_arns) {
-    if (!absl::StartsWith(t, "arn:")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "MAILROOM_FEEDBACK_TOPIC_ARNS: \"", absl::CEscape(t), "\" is not an ARN (arn:aws:sns:...)"));
+    if (!std::regex_match(t, kTopicArn)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("MAILROOM_FEEDBACK_TOPIC_ARNS: \"", absl::CEscape(t),
+                       "\" is not an SNS topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME)"));
     }
   }
+  // Anyone can create a topic and publish correctly signed messages: the endpoint acts only on
+  // the operator's own topics, so it does not start without them.
+  if (!f.address.empty() && f.sns.topic_arns.empty()) {
+    return absl::InvalidArgumentError(
+        "MAILROOM_FEEDBACK_TOPIC_ARNS: required when MAILROOM_FEEDBACK_ADDRESS is set (the SNS "
+        "topics whose messages the feedback endpoint acts on)");
+  }
+  int64_t workers;
+  MAILROOM_ASSIGN_OR_RETURN(workers, env.Int("MAILROOM_FEEDBACK_WORKERS",
+                                             FeedbackServerOptions::kDefaultWorkers, 1, 1024));
+  f.server.workers = static_cast<int>(workers);
+  MAILROOM_ASSIGN_OR_RETURN(
+      f.server.request_timeout,
+      env.Millis("MAILROOM_FEEDBACK_REQUEST_TIMEOUT",
+                 FeedbackServerOptions::kDefaultRequestTimeoutMs, 600, 60000));
   MAILROOM_ASSIGN_OR_RETURN(f.sns.ca_file, env.File("MAILROOM_FEEDBACK_CA_FILE"));
   MAILROOM_ASSIGN_OR_RETURN(f.sns.max_age,
                             env.Millis("MAILROOM_FEEDBACK_MAX_AGE", 3600000, 60000, 86400000));

@@ -10,6 +10,7 @@
 #include "common/env.h"
 #include "collector/dispatcher.h"
 #include "collector/reputation_guard.h"
+#include "collector/feedback_server.h"
 #include "collector/sns_verifier.h"
 #include "collector/retention.h"
 #include "collector/signing.h"
@@ -22,6 +23,8 @@ struct FeedbackSettings {
   // MAILROOM_FEEDBACK_SNS_HOSTS (extra_hosts), MAILROOM_FEEDBACK_TOPIC_ARNS (topic_arns),
   // MAILROOM_FEEDBACK_CA_FILE (ca_file, also for the HTTPS fetches), MAILROOM_FEEDBACK_MAX_AGE.
   SnsVerifierOptions sns;
+  // MAILROOM_FEEDBACK_WORKERS (workers), MAILROOM_FEEDBACK_REQUEST_TIMEOUT (request_timeout).
+  FeedbackServerOptions server;
   int soft_bounce_limit = 3;                           // MAILROOM_SOFT_BOUNCE_LIMIT
   absl::Duration reputation_window = absl::Hours(24 * 7);  // MAILROOM_REPUTATION_WINDOW
   absl::Duration reputation_refresh = absl::Seconds(30);   // MAILROOM_REPUTATION_REFRESH

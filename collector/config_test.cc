@@ -223,6 +223,9 @@ TEST_F(LoadConfigTest, FeedbackIsOffByDefaultAndTakesItsVariables) {
   EXPECT_EQ(d->feedback.sns.max_age, absl::Hours(1));
   EXPECT_FALSE(d->feedback.guard.enabled());
   EXPECT_EQ(d->feedback.guard.min_sent, 100u);
+  EXPECT_EQ(d->feedback.server.workers, 32);
+  EXPECT_EQ(d->feedback.server.request_timeout, absl::Seconds(6));
+  EXPECT_EQ(d->feedback.server.max_body, 256u * 1024);
 
   auto c = Load({{"MAILROOM_FEEDBACK_ADDRESS", "127.0.0.1:9470"},
                  {"MAILROOM_FEEDBACK_SNS_HOSTS", "127.0.0.1:8443"},
@@ -233,7 +236,9 @@ TEST_F(LoadConfigTest, FeedbackIsOffByDefaultAndTakesItsVariables) {
                  {"MAILROOM_REPUTATION_REFRESH", "1000"},
                  {"MAILROOM_GUARD_MAX_BOUNCE_RATE", "0.02"},
                  {"MAILROOM_GUARD_MAX_COMPLAINT_RATE", "0.0005"},
-                 {"MAILROOM_GUARD_MIN_SENT", "500"}});
+                 {"MAILROOM_GUARD_MIN_SENT", "500"},
+                 {"MAILROOM_FEEDBACK_WORKERS", "8"},
+                 {"MAILROOM_FEEDBACK_REQUEST_TIMEOUT", "3000"}});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->feedback.address, "127.0.0.1:9470");
   EXPECT_THAT(c->feedback.sns.extra_hosts, ElementsAre("127.0.0.1:8443"));
@@ -246,6 +251,19 @@ TEST_F(LoadConfigTest, FeedbackIsOffByDefaultAndTakesItsVariables) {
   EXPECT_DOUBLE_EQ(c->feedback.guard.max_complaint_rate, 0.0005);
   EXPECT_EQ(c->feedback.guard.min_sent, 500u);
   EXPECT_TRUE(c->feedback.guard.enabled());
+  EXPECT_EQ(c->feedback.server.workers, 8);
+  EXPECT_EQ(c->feedback.server.request_timeout, absl::Seconds(3));
+}
+
+// Anyone can publish signed messages from a topic of their own: the endpoint does not start
+// without the operator's topics.
+TEST_F(LoadConfigTest, TheFeedbackEndpointNeedsItsTopics) {
+  auto c = Load({{"MAILROOM_FEEDBACK_ADDRESS", "127.0.0.1:9470"}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("MAILROOM_FEEDBACK_TOPIC_ARNS: required when MAILROOM_FEEDBACK_ADDRESS"));
+  EXPECT_TRUE(Load({{"MAILROOM_FEEDBACK_TOPIC_ARNS", "arn:aws:sns:eu-west-1:123456789012:fb"}})
+                  .ok());
 }
 
 TEST_F(LoadConfigTest, FeedbackErrorsNameTheVariable) {
@@ -253,6 +271,9 @@ TEST_F(LoadConfigTest, FeedbackErrorsNameTheVariable) {
       {"MAILROOM_FEEDBACK_ADDRESS", "nowhere"},
       {"MAILROOM_FEEDBACK_SNS_HOSTS", "evil.test/x"},
       {"MAILROOM_FEEDBACK_TOPIC_ARNS", "my-topic"},
+      {"MAILROOM_FEEDBACK_TOPIC_ARNS", "arn:aws:s3:::bucket"},
+      {"MAILROOM_FEEDBACK_WORKERS", "0"},
+      {"MAILROOM_FEEDBACK_REQUEST_TIMEOUT", "100"},
       {"MAILROOM_FEEDBACK_CA_FILE", "/nonexistent/ca.pem"},
       {"MAILROOM_FEEDBACK_MAX_AGE", "10"},
       {"MAILROOM_SOFT_BOUNCE_LIMIT", "0"},

@@ -2,6 +2,7 @@
 
 #include <civetweb.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -91,7 +92,7 @@ HttpReply FeedbackHandler::Post(const std::string& body) {
 FeedbackServer::~FeedbackServer() { Stop(); }
 
 absl::Status FeedbackServer::Start(const std::string& address, FeedbackHandler* handler,
-                                   size_t max_body) {
+                                   FeedbackServerOptions options) {
   size_t colon = address.rfind(':');
   int port = 0;
   if (colon == std::string::npos || colon == 0 ||
@@ -100,11 +101,25 @@ absl::Status FeedbackServer::Start(const std::string& address, FeedbackHandler* 
   }
   Stop();
   handler_ = handler;
-  max_body_ = max_body;
-  const char* options[] = {"listening_ports",    address.c_str(), "num_threads", "4",
-                           "request_timeout_ms", "10000",         nullptr};
+  options_ = options;
+  // civetweb's timeout bounds each wait for data, not a request: the headers may take up to
+  // two of them, and each mg_read of the body up to two more. A sixth of the request timeout
+  // per wait keeps headers (two waits) plus the body (read until a third of the timeout has
+  // passed, the last read overrunning by two waits) within the request timeout.
+  const std::string threads = absl::StrCat(options_.workers);
+  const std::string wait_ms =
+      absl::StrCat(std::max<int64_t>(1, absl::ToInt64Milliseconds(options_.request_timeout) / 6));
+  const char* civet_options[] = {"listening_ports",
+                                 address.c_str(),
+                                 "num_threads",
+                                 threads.c_str(),
+                                 "request_timeout_ms",
+                                 wait_ms.c_str(),
+                                 "enable_keep_alive",
+                                 "no",
+                                 nullptr};
   mg_callbacks callbacks{};
-  ctx_ = mg_start(&callbacks, nullptr, options);
+  ctx_ = mg_start(&callbacks, nullptr, civet_options);
   if (ctx_ == nullptr) return absl::UnavailableError(absl::StrCat("cannot bind ", address));
   mg_server_port ports[4];
   int n = mg_get_server_ports(ctx_, 4, ports);
@@ -121,31 +136,48 @@ absl::Status FeedbackServer::Start(const std::string& address, FeedbackHandler* 
 int FeedbackServer::Handle(mg_connection* conn, void* p) {
   auto* self = static_cast<FeedbackServer*>(p);
   const mg_request_info* ri = mg_get_request_info(conn);
+  const size_t max_body = self->options_.max_body;
+  // See Start(): reading stops a third of the request timeout after the headers.
+  const absl::Time read_until = absl::Now() + self->options_.request_timeout / 3;
   HttpReply reply;
   std::string extra;
   if (std::string(ri->request_method) != "POST") {
     reply = {405, "only POST"};
     extra = "Allow: POST\r\n";
-  } else if (ri->content_length > static_cast<long long>(self->max_body_)) {
+  } else if (ri->content_length > static_cast<long long>(max_body)) {
     reply = {413, "body too large"};
   } else {
     std::string body;
     char buf[8192];
-    int got;
+    int got = 0;
     bool too_big = false;
+    bool late = false;
     while ((got = mg_read(conn, buf, sizeof(buf))) > 0) {
       body.append(buf, got);
-      if (body.size() > self->max_body_) {
+      if (body.size() > max_body) {
         too_big = true;
         break;
       }
+      if (ri->content_length >= 0 && body.size() >= static_cast<size_t>(ri->content_length)) {
+        break;
+      }
+      if (absl::Now() >= read_until) {
+        late = true;
+        break;
+      }
     }
-    reply = too_big ? HttpReply{413, "body too large"} : self->handler_->Post(body);
+    if (!late && ri->content_length >= 0 && body.size() < static_cast<size_t>(ri->content_length)) {
+      late = true;  // civetweb's wait ran out before the declared body arrived
+    }
+    reply = too_big ? HttpReply{413, "body too large"}
+            : late  ? HttpReply{408, "request not received in time"}
+                    : self->handler_->Post(body);
   }
   const char* text = reply.status == 200   ? "OK"
                      : reply.status == 400 ? "Bad Request"
                      : reply.status == 403 ? "Forbidden"
                      : reply.status == 405 ? "Method Not Allowed"
+                     : reply.status == 408 ? "Request Timeout"
                      : reply.status == 413 ? "Payload Too Large"
                                            : "Service Unavailable";
   reply.body += "\n";

@@ -1,10 +1,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "collector/feedback_store.h"
 #include "collector/sns_verifier.h"
 #include "common/metrics.h"
@@ -49,11 +51,28 @@ class FeedbackHandler {
   Metrics* const metrics_;
 };
 
+// How the feedback endpoint bounds its clients. The defaults are the production values
+// (MAILROOM_FEEDBACK_WORKERS, MAILROOM_FEEDBACK_REQUEST_TIMEOUT read them from here).
+struct FeedbackServerOptions {
+  static constexpr int kDefaultWorkers = 32;
+  static constexpr int64_t kDefaultRequestTimeoutMs = 6000;
+
+  // Larger bodies get 413 (SNS messages are a few KB; 256 KiB is their maximum).
+  size_t max_body = 256 * 1024;
+  // Requests served at once; more wait for a worker.
+  int workers = kDefaultWorkers;
+  // A request (headers and body) not received whole within this is answered 408 and its
+  // connection closed: a slow or idle client holds a worker at most this long.
+  absl::Duration request_timeout = absl::Milliseconds(kDefaultRequestTimeoutMs);
+};
+
 // Serves the feedback endpoint over HTTP (civetweb) on `address` (host:port; port 0 picks a
-// free one): POST with a body of at most `max_body` bytes goes to the handler (any path);
-// another method gets 405, a larger body 413. Put it behind a TLS-terminating proxy (SNS
-// requires HTTPS for anything but tests). Stop() or destruction stops it. Not thread-safe:
-// start and stop it from one thread.
+// free one): POST goes to the handler (any path); another method gets 405, a body larger than
+// max_body 413, a request not received whole within request_timeout 408. With fewer slow
+// clients than workers a notification is answered at once; with more, within about
+// request_timeout per `workers` slow clients ahead of it. Put it behind a TLS-terminating proxy
+// (SNS requires HTTPS for anything but tests). Stop() or destruction stops it. Not
+// thread-safe: start and stop it from one thread.
 class FeedbackServer {
  public:
   FeedbackServer() = default;
@@ -62,7 +81,8 @@ class FeedbackServer {
   FeedbackServer& operator=(const FeedbackServer&) = delete;
 
   // kInvalidArgument for a malformed address, kUnavailable when it cannot be bound.
-  absl::Status Start(const std::string& address, FeedbackHandler* handler, size_t max_body);
+  absl::Status Start(const std::string& address, FeedbackHandler* handler,
+                     FeedbackServerOptions options = {});
   int port() const { return port_; }
   void Stop();
 
@@ -71,7 +91,7 @@ class FeedbackServer {
 
   mg_context* ctx_ = nullptr;
   FeedbackHandler* handler_ = nullptr;
-  size_t max_body_ = 0;
+  FeedbackServerOptions options_;
   std::string host_;
   int port_ = 0;
 };

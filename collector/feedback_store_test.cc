@@ -158,6 +158,38 @@ TEST_F(FeedbackStoreTest, ComplaintDeliveryAndTagFallback) {
   EXPECT_EQ(Text("SELECT reason FROM suppressions WHERE address = 'a2@example.test'"), "complaint");
 }
 
+// A job acknowledged SENT without a provider message id is found by its tags alone: a
+// complaint about it sets complained_at, counts and suppresses as a message-id match does.
+TEST_F(FeedbackStoreTest, AComplaintAboutAJobSentWithoutAMessageIdIsMatchedByItsTags) {
+  std::vector<StoredJob> jobs = SendTo(2, /*last_without_id=*/true);
+  ASSERT_EQ(jobs.size(), 2u);
+  FeedbackEvent complaint;
+  complaint.type = "Complaint";
+  complaint.group = "mailroom";
+  complaint.job_id = jobs[1].id;
+  complaint.recipients = {"a2@example.test"};
+  complaint.detail = "abuse";
+  EXPECT_EQ(*feedback_->Record("sns-tags-c", complaint, 3), FeedbackResult::kRecorded);
+  EXPECT_EQ(Text(absl::StrCat("SELECT complained_at IS NOT NULL FROM delivery_states"
+                              " WHERE token_id = ", jobs[1].id)),
+            "t");
+  EXPECT_EQ(Text("SELECT reason FROM suppressions WHERE address = 'a2@example.test'"), "complaint");
+  EXPECT_EQ(Reputation().complained, 1u);
+  // The same job's bounce, by tags too: bounced_at set and counted once.
+  FeedbackEvent bounce = Bounce("", "a2@example.test");
+  bounce.group = "mailroom";
+  bounce.job_id = jobs[1].id;
+  EXPECT_EQ(*feedback_->Record("sns-tags-b", bounce, 3), FeedbackResult::kRecorded);
+  EXPECT_EQ(Text(absl::StrCat("SELECT bounce_type FROM delivery_states WHERE token_id = ",
+                              jobs[1].id)),
+            "Permanent");
+  EXPECT_EQ(Reputation().bounced, 1u);
+  // Both jobs stay counted once as sent.
+  EXPECT_EQ(Text("SELECT sum(n) FROM delivery_counts WHERE state = 'sent'"), "2");
+  EXPECT_EQ(Text("SELECT count(*) FROM delivery_states WHERE state = 'sent'"), "2");
+  EXPECT_EQ(Reputation().sent, 2u);
+}
+
 // An SES event may arrive before the sender's acknowledgement is recorded (SNS is fast, the
 // acknowledgement waits for its batch): the job is found by its tags (group, job id) while it
 // is still leased, and each kind of event still counts once per delivery afterwards.

@@ -161,7 +161,7 @@ int Serve() {
     }
   }
   if (!c.feedback.address.empty()) {
-    absl::Status st = feedback_server.Start(c.feedback.address, &feedback, 256 * 1024);
+    absl::Status st = feedback_server.Start(c.feedback.address, &feedback, c.feedback.server);
     if (!st.ok()) {
       LogError("cannot serve the feedback endpoint", {{"address", c.feedback.address},
                                                      {"error", std::string(st.message())}});

@@ -8,6 +8,8 @@
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
+#include <iterator>
 #include <regex>
 
 #include "absl/strings/ascii.h"
@@ -65,6 +67,25 @@ std::string CaIssuersUri(X509* cert) {
   }
   AUTHORITY_INFO_ACCESS_free(aia);
   return out;
+}
+
+// SNS's own hosts: sns.<region>.amazonaws.com (group 1: the region) and
+// sns.cn-<...>.amazonaws.com.cn (group 2). An AWS region is two letters, one or more words and
+// a number; S3's virtual hosts (sns.s3.amazonaws.com, sns.s3-accelerate.amazonaws.com) and
+// other services' names do not have that form.
+const std::regex& SnsHostPattern() {
+  static const std::regex kSnsHost(
+      R"(^sns\.(?:([a-z]{2}(?:-[a-z]+)+-[0-9]{1,2})\.amazonaws\.com|)"
+      R"((cn(?:-[a-z]+)+-[0-9]{1,2})\.amazonaws\.com\.cn)$)");
+  return kSnsHost;
+}
+
+// The authority of an absolute URL (what follows "scheme://" up to the path), lower-cased.
+std::string UrlAuthority(absl::string_view url) {
+  const size_t scheme = url.find("://");
+  if (scheme == absl::string_view::npos) return "";
+  absl::string_view rest = url.substr(scheme + 3);
+  return absl::AsciiStrToLower(rest.substr(0, rest.find_first_of("/?#")));
 }
 
 // True when `url` starts with one of `schemes`, has no user info, and its authority
@@ -156,8 +177,28 @@ std::string SnsStringToSign(const SnsMessage& m) {
 }
 
 bool SnsUrlAllowed(const std::string& url, const std::vector<std::string>& extra_hosts) {
-  static const std::regex kSnsHost(R"(^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$)");
-  return UrlOnHost(url, {"https://"}, extra_hosts, kSnsHost);
+  return UrlOnHost(url, {"https://"}, extra_hosts, SnsHostPattern());
+}
+
+bool SnsCertUrlAllowed(const std::string& url, const std::vector<std::string>& extra_hosts) {
+  return SnsUrlAllowed(url, extra_hosts) && url.find_first_of("?#") == std::string::npos &&
+         absl::EndsWith(url, ".pem") && !absl::EndsWith(UrlAuthority(url), ".pem");
+}
+
+std::vector<std::string> SnsCertificateNames(const std::string& cert_url) {
+  std::vector<std::string> names = {"sns.amazonaws.com"};
+  std::smatch m;
+  const std::string host = UrlAuthority(cert_url);
+  if (!std::regex_match(host, m, SnsHostPattern())) return names;
+  const std::string region = m[1].matched ? m[1].str() : m[2].str();
+  if (m[2].matched) {
+    names.push_back(absl::StrCat("sns-", region, ".amazonaws.com.cn"));
+  } else if (absl::StartsWith(region, "us-gov-")) {
+    names.push_back("sns-us-gov-west-1.amazonaws.com");
+  } else {
+    names.push_back(absl::StrCat("sns-signing.", region, ".amazonaws.com"));
+  }
+  return names;
 }
 
 struct SnsVerifier::Key {
@@ -174,11 +215,44 @@ SnsVerifier::SnsVerifier(SnsVerifierOptions options, UrlFetcher fetch,
 
 SnsVerifier::~SnsVerifier() = default;
 
+bool SnsVerifier::TakeFetch() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = now_();
+  if (now - window_start_ >= absl::Seconds(1) || now < window_start_) {
+    window_start_ = now;
+    window_fetches_ = 0;
+  }
+  if (window_fetches_ >= options_.max_fetches_per_second) return false;
+  ++window_fetches_;
+  return true;
+}
+
 absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::KeyFor(const std::string& url) {
   {
     absl::MutexLock lock(&mu_);
     auto it = keys_.find(url);
     if (it != keys_.end() && it->second->not_after > now_()) return it->second;
+    auto failed = failed_.find(url);
+    if (failed != failed_.end() && failed->second.until > now_()) return failed->second.status;
+  }
+  bool limited = false;
+  auto key = LoadKey(url, &limited);
+  if (key.ok() || limited) return key;
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = now_();
+  // Forget what has run out; the cap on fetches bounds what is left.
+  for (auto it = failed_.begin(); it != failed_.end();) {
+    it = it->second.until <= now ? failed_.erase(it) : std::next(it);
+  }
+  failed_[url] = {key.status(), now + options_.failed_fetch_ttl};
+  return key;
+}
+
+absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::LoadKey(const std::string& url,
+                                                                       bool* limited) {
+  if (!TakeFetch()) {
+    *limited = true;
+    return absl::UnavailableError("sns: too many signing certificate fetches; retry later");
   }
   auto pem = fetch_(url);
   if (!pem.ok()) {
@@ -210,6 +284,10 @@ absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::KeyFor(const std:
       sk_X509_num(chain.get()) == 0) {
     const std::string issuer_url = CaIssuersUri(cert.get());
     if (IssuerUrlAllowed(issuer_url, options_.extra_hosts)) {
+      if (!TakeFetch()) {
+        *limited = true;
+        return absl::UnavailableError("sns: too many signing certificate fetches; retry later");
+      }
       auto issuer = fetch_issuer_(issuer_url);
       if (!issuer.ok()) {
         return absl::UnavailableError(absl::StrCat(
@@ -225,6 +303,14 @@ absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::KeyFor(const std:
     return Denied(absl::StrCat("the signing certificate is not trusted: ",
                                X509_verify_cert_error_string(err)));
   }
+  bool named = false;
+  for (const std::string& name : SnsCertificateNames(url)) {
+    named = named || X509_check_host(cert.get(), name.data(), name.size(),
+                                     X509_CHECK_FLAG_NO_WILDCARDS |
+                                         X509_CHECK_FLAG_ALWAYS_CHECK_SUBJECT,
+                                     nullptr) == 1;
+  }
+  if (!named) return Denied("the signing certificate does not name sns.amazonaws.com");
   auto key = std::make_shared<Key>();
   key->pkey.reset(X509_get_pubkey(cert.get()));
   if (key->pkey == nullptr || EVP_PKEY_base_id(key->pkey.get()) != EVP_PKEY_RSA) {
@@ -241,6 +327,12 @@ absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::KeyFor(const std:
 }
 
 absl::Status SnsVerifier::Verify(const SnsMessage& m) {
+  // The operator's topics first: a message from any other topic is refused before anything
+  // else is looked at or fetched.
+  if (std::find(options_.topic_arns.begin(), options_.topic_arns.end(), m.topic_arn) ==
+      options_.topic_arns.end()) {
+    return Denied("TopicArn not allowed");
+  }
   const std::string to_sign = SnsStringToSign(m);
   if (to_sign.empty()) {
     return Denied(
@@ -253,13 +345,8 @@ absl::Status SnsVerifier::Verify(const SnsMessage& m) {
                      : m.signature_version == "2" ? EVP_sha256()
                                                   : nullptr;
   if (md == nullptr) return Denied("unknown SignatureVersion");
-  if (!SnsUrlAllowed(m.signing_cert_url, options_.extra_hosts)) {
-    return Denied("SigningCertURL is not an https URL of an SNS host");
-  }
-  if (!options_.topic_arns.empty() &&
-      std::find(options_.topic_arns.begin(), options_.topic_arns.end(), m.topic_arn) ==
-          options_.topic_arns.end()) {
-    return Denied("TopicArn not allowed");
+  if (!SnsCertUrlAllowed(m.signing_cert_url, options_.extra_hosts)) {
+    return Denied("SigningCertURL is not an https URL of a .pem file on an SNS host");
   }
   absl::Time at;
   std::string err;

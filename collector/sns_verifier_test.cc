@@ -4,6 +4,8 @@
 
 #include <atomic>
 
+#include "absl/strings/str_cat.h"
+
 #include "collector/testing/sns_signer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -22,7 +24,7 @@ class SnsVerifierTest : public ::testing::Test {
   static void TearDownTestSuite() { delete signer_; }
 
   // A verifier trusting the signer's CA, fetching every URL's certificate from the signer.
-  SnsVerifier Verifier(SnsVerifierOptions o = {}) {
+  SnsVerifier Verifier(SnsVerifierOptions o = Topic()) {
     o.ca_file = CaFile();
     return SnsVerifier(
         o,
@@ -32,6 +34,12 @@ class SnsVerifierTest : public ::testing::Test {
           return signer_->cert_pem();
         },
         [this] { return now_; });
+  }
+  // Options accepting the signer's topic.
+  static SnsVerifierOptions Topic() {
+    SnsVerifierOptions o;
+    o.topic_arns = {testing::kTopicArn};
+    return o;
   }
   static std::string CaFile() {
     static const std::string path = [] {
@@ -86,10 +94,41 @@ TEST(SnsUrlAllowedTest, OnlyHttpsOnSnsHostsOrTheAllowList) {
   EXPECT_FALSE(SnsUrlAllowed("https://evil.test/sns.us-east-1.amazonaws.com/x.pem", {}));
   EXPECT_FALSE(SnsUrlAllowed("https://sns.us-east-1.amazonaws.com@evil.test/x.pem", {}));
   EXPECT_FALSE(SnsUrlAllowed("https://s3.us-east-1.amazonaws.com/x.pem", {}));
+  EXPECT_TRUE(SnsUrlAllowed("https://sns.us-gov-west-1.amazonaws.com/x.pem", {}));
+  EXPECT_TRUE(SnsUrlAllowed("https://sns.ap-southeast-3.amazonaws.com/x.pem", {}));
+  // S3's virtual hosts and other names that are not a region.
+  EXPECT_FALSE(SnsUrlAllowed("https://sns.s3.amazonaws.com/x.pem", {}));
+  EXPECT_FALSE(SnsUrlAllowed("https://sns.s3-accelerate.amazonaws.com/x.pem", {}));
+  EXPECT_FALSE(SnsUrlAllowed("https://sns.s3.us-east-1.amazonaws.com/x.pem", {}));
+  EXPECT_FALSE(SnsUrlAllowed("https://sns.us-east-1.amazonaws.com:8443/x.pem", {}));
+  EXPECT_FALSE(SnsUrlAllowed("https://sns.us-east-1.amazonaws.com.cn/x.pem", {}));
+  EXPECT_FALSE(SnsUrlAllowed("https://sns.eu-west-1.amazonaws.com.cn/x.pem", {}));
   EXPECT_FALSE(SnsUrlAllowed("https://127.0.0.1:8443/x.pem", {}));
   EXPECT_TRUE(SnsUrlAllowed("https://127.0.0.1:8443/x.pem", {"127.0.0.1:8443"}));
   EXPECT_FALSE(SnsUrlAllowed("https://127.0.0.1:8444/x.pem", {"127.0.0.1:8443"}));
   EXPECT_FALSE(SnsUrlAllowed("http://127.0.0.1:8443/x.pem", {"127.0.0.1:8443"}));
+}
+
+TEST(SnsCertUrlAllowedTest, APemFileOnAnSnsHost) {
+  EXPECT_TRUE(SnsCertUrlAllowed("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-0.pem",
+                                {}));
+  EXPECT_FALSE(SnsCertUrlAllowed("https://sns.us-east-1.amazonaws.com/x.der", {}));
+  EXPECT_FALSE(SnsCertUrlAllowed("https://sns.us-east-1.amazonaws.com/?Action=x.pem", {}));
+  EXPECT_FALSE(SnsCertUrlAllowed("https://sns.us-east-1.amazonaws.com/x.pem#y", {}));
+  EXPECT_FALSE(SnsCertUrlAllowed("https://sns.s3.amazonaws.com/x.pem", {}));
+  EXPECT_TRUE(SnsCertUrlAllowed("https://127.0.0.1:8443/c.pem", {"127.0.0.1:8443"}));
+}
+
+TEST(SnsCertificateNamesTest, SnsAndTheRegionalFormsOfTheUrlsRegion) {
+  using ::testing::ElementsAre;
+  EXPECT_THAT(SnsCertificateNames("https://sns.us-east-1.amazonaws.com/x.pem"),
+              ElementsAre("sns.amazonaws.com", "sns-signing.us-east-1.amazonaws.com"));
+  EXPECT_THAT(SnsCertificateNames("https://sns.cn-north-1.amazonaws.com.cn/x.pem"),
+              ElementsAre("sns.amazonaws.com", "sns-cn-north-1.amazonaws.com.cn"));
+  EXPECT_THAT(SnsCertificateNames("https://sns.us-gov-east-1.amazonaws.com/x.pem"),
+              ElementsAre("sns.amazonaws.com", "sns-us-gov-west-1.amazonaws.com"));
+  EXPECT_THAT(SnsCertificateNames("https://127.0.0.1:8443/c.pem"),
+              ElementsAre("sns.amazonaws.com"));
 }
 
 TEST(ParseSnsMessageTest, NeedsAnObjectWithTypeAndMessageId) {
@@ -156,7 +195,9 @@ TEST_F(SnsVerifierTest, UnsignedUnknownTypeOrVersionIsRefused) {
 TEST_F(SnsVerifierTest, ACertificateFromAnotherHostOrOverHttpIsNeverFetched) {
   SnsVerifier v = Verifier();
   for (const char* url : {"https://evil.test/cert.pem", "http://sns.us-east-1.amazonaws.com/c.pem",
-                          "https://sns.us-east-1.amazonaws.com.evil.test/c.pem"}) {
+                          "https://sns.us-east-1.amazonaws.com.evil.test/c.pem",
+                          "https://sns.s3.amazonaws.com/x.pem",
+                          "https://sns.s3-accelerate.amazonaws.com/x.pem"}) {
     SnsMessage m = signer_->Notification("m1", "{}", url, now_);
     absl::Status st = v.Verify(m);
     EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << url;
@@ -164,7 +205,7 @@ TEST_F(SnsVerifierTest, ACertificateFromAnotherHostOrOverHttpIsNeverFetched) {
   }
   EXPECT_EQ(fetches_, 0);
   // The allow-list (tests) admits its host.
-  SnsVerifierOptions o;
+  SnsVerifierOptions o = Topic();
   o.extra_hosts = {"127.0.0.1:8443"};
   SnsVerifier allowed = Verifier(o);
   EXPECT_TRUE(
@@ -188,7 +229,7 @@ TEST_F(SnsVerifierTest, ExpiredOrFutureMessagesAreRefused) {
 TEST_F(SnsVerifierTest, AnUntrustedCertificateOrTopicIsRefused) {
   // Signed by another CA's certificate: the chain does not reach the trust store.
   testing::SnsSigner stranger;
-  SnsVerifierOptions o;
+  SnsVerifierOptions o = Topic();
   o.ca_file = CaFile();
   SnsVerifier v(
       o, [&](const std::string&) -> absl::StatusOr<std::string> { return stranger.cert_pem(); },
@@ -197,14 +238,9 @@ TEST_F(SnsVerifierTest, AnUntrustedCertificateOrTopicIsRefused) {
   EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(st.message(), HasSubstr("not trusted"));
 
-  SnsVerifierOptions topics;
-  topics.topic_arns = {"arn:aws:sns:us-east-1:123456789012:other"};
-  SnsVerifier only_other = Verifier(topics);
-  EXPECT_THAT(only_other.Verify(signer_->Notification("m2", "{}", kCertUrl, now_)).message(),
-              HasSubstr("TopicArn"));
   // A certificate that cannot be fetched is a retryable problem, not a forgery.
   SnsVerifier unreachable(
-      SnsVerifierOptions{},
+      Topic(),
       [](const std::string&) -> absl::StatusOr<std::string> {
         return absl::UnavailableError("connection refused");
       },
@@ -218,7 +254,7 @@ TEST_F(SnsVerifierTest, AnUntrustedCertificateOrTopicIsRefused) {
 TEST_F(SnsVerifierTest, TheMissingIntermediateIsFetchedFromAnAmazonTrustHostOnly) {
   constexpr char kIssuerUrl[] = "http://crt.r2m02.amazontrust.com/r2m02.cer";
   testing::SnsSigner chained(kIssuerUrl);
-  SnsVerifierOptions o;
+  SnsVerifierOptions o = Topic();
   const std::string ca_path = std::string(getenv("TEST_TMPDIR")) + "/chained_ca.pem";
   FILE* f = fopen(ca_path.c_str(), "w");
   fputs(chained.ca_pem().c_str(), f);
@@ -247,6 +283,118 @@ TEST_F(SnsVerifierTest, TheMissingIntermediateIsFetchedFromAnAmazonTrustHostOnly
   EXPECT_EQ(evil.Verify(elsewhere.Notification("m3", "{}", kCertUrl, now_)).code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(issuer_fetches.size(), 1u);
+}
+
+// Only the operator's topics: a correctly signed message from any other topic (another AWS
+// account's, which anyone can create) is refused before its certificate is fetched; with no
+// topic listed, every message is refused.
+TEST_F(SnsVerifierTest, AnotherTopicIsRefusedWithoutAFetch) {
+  SnsMessage theirs = signer_->Notification("m1", "{}", kCertUrl, now_);
+  theirs.topic_arn = "arn:aws:sns:us-east-1:666666666666:attackers-own-topic";
+  signer_->Sign(theirs, 2);
+  SnsVerifier v = Verifier();
+  absl::Status st = v.Verify(theirs);
+  EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(st.message(), HasSubstr("TopicArn not allowed"));
+  EXPECT_EQ(fetches_, 0);
+  SnsVerifier none = Verifier(SnsVerifierOptions{});
+  EXPECT_THAT(none.Verify(signer_->Notification("m2", "{}", kCertUrl, now_)).message(),
+              HasSubstr("TopicArn not allowed"));
+  EXPECT_EQ(fetches_, 0);
+  EXPECT_TRUE(v.Verify(signer_->Notification("m3", "{}", kCertUrl, now_)).ok());
+  EXPECT_EQ(fetches_, 1);
+}
+
+// A certificate that chains to the trust store but does not name SNS is refused; the name may
+// be the subject CN or a DNS subjectAltName, exactly.
+TEST_F(SnsVerifierTest, ACertificateThatDoesNotNameSnsIsRefused) {
+  struct Case {
+    std::string cn, dns;
+    bool accepted;
+  };
+  const Case cases[] = {{"not-sns.evil.example", "", false},
+                        {"sns.amazonaws.com.evil.example", "", false},
+                        {"evil.sns.amazonaws.com", "", false},
+                        {"*.amazonaws.com", "", false},
+                        {"sns.us-east-1.amazonaws.com", "", false},
+                        {"sns-signing.us-east-1.amazonaws.com", "", true},
+                        {"mailroom test", "sns.amazonaws.com", true},
+                        {"SNS.amazonaws.com", "", true}};
+  for (const Case& c : cases) {
+    const std::string pem = signer_->CertificateNamed(c.cn, c.dns);
+    SnsVerifierOptions o = Topic();
+    o.ca_file = CaFile();
+    SnsVerifier v(
+        o, [&](const std::string&) -> absl::StatusOr<std::string> { return pem; },
+        [this] { return now_; });
+    absl::Status st = v.Verify(signer_->Notification("m", "{}", kCertUrl, now_));
+    if (c.accepted) {
+      EXPECT_TRUE(st.ok()) << c.cn << " " << st;
+    } else {
+      EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << c.cn;
+      EXPECT_THAT(st.message(), HasSubstr("does not name sns.amazonaws.com")) << c.cn;
+    }
+  }
+}
+
+// A URL whose fetch failed is not fetched again for a minute, and at most two fetches start
+// per second whatever the URLs: unauthenticated POSTs cannot make the collector fetch without
+// bound.
+TEST_F(SnsVerifierTest, FailedFetchesAreRememberedAndFetchesAreCapped) {
+  int fetches = 0;
+  SnsVerifierOptions o = Topic();
+  o.ca_file = CaFile();
+  SnsVerifier v(
+      o,
+      [&](const std::string&) -> absl::StatusOr<std::string> {
+        ++fetches;
+        return absl::UnavailableError("HTTP 404");
+      },
+      [this] { return now_; });
+  auto post = [&](const std::string& url) {
+    return v.Verify(signer_->Notification("m", "{}", url, now_));
+  };
+  const std::string same = "https://sns.us-east-1.amazonaws.com/gone.pem";
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(post(same).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(fetches, 1);
+  now_ += absl::Seconds(59);
+  EXPECT_EQ(post(same).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(fetches, 1);
+  now_ += absl::Seconds(1);
+  EXPECT_EQ(post(same).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(fetches, 2);
+  // 100 different URLs within one second: the one left in this second's window, then none.
+  for (int i = 0; i < 100; ++i) {
+    absl::Status st = post(absl::StrCat("https://sns.us-east-1.amazonaws.com/x", i, ".pem"));
+    EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable);
+  }
+  EXPECT_EQ(fetches, 3);
+  now_ += absl::Seconds(1);
+  for (int i = 100; i < 200; ++i) {
+    EXPECT_EQ(post(absl::StrCat("https://sns.us-east-1.amazonaws.com/x", i, ".pem")).code(),
+              absl::StatusCode::kUnavailable);
+  }
+  EXPECT_EQ(fetches, 5);
+  // A URL refused by the cap (not fetched) is fetched as soon as the cap allows.
+  now_ += absl::Seconds(1);
+  EXPECT_EQ(post("https://sns.us-east-1.amazonaws.com/x150.pem").code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(fetches, 6);
+  // A certificate that does not verify is remembered too.
+  testing::SnsSigner stranger;
+  int stranger_fetches = 0;
+  SnsVerifier w(
+      o,
+      [&](const std::string&) -> absl::StatusOr<std::string> {
+        ++stranger_fetches;
+        return stranger.cert_pem();
+      },
+      [this] { return now_; });
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(w.Verify(stranger.Notification("m", "{}", kCertUrl, now_)).code(),
+              absl::StatusCode::kPermissionDenied);
+  }
+  EXPECT_EQ(stranger_fetches, 1);
 }
 
 }  // namespace

@@ -43,9 +43,11 @@ class FeedbackTest : public testing::StackTest {
  protected:
   // Asks the SNS player to POST an SES event about the last message to `to`; returns the
   // endpoint's HTTP status.
-  int Event(const std::string& event, const std::string& to, int version, bool forge) {
+  int Event(const std::string& event, const std::string& to, int version, bool forge,
+            const std::string& topic = "") {
     nlohmann::json req = {{"endpoint", endpoint_},      {"recipient", to},    {"event", event},
-                          {"bounce_type", "Permanent"}, {"version", version}, {"forge", forge}};
+                          {"bounce_type", "Permanent"}, {"version", version}, {"forge", forge},
+                          {"topic", topic}};
     auto answer =
         nlohmann::json::parse(Http(front_ + "/_sns/event", req.dump(), true), nullptr, false);
     return answer.is_object() && answer.contains("status") ? answer["status"].get<int>() : -1;
@@ -129,6 +131,16 @@ TEST_F(FeedbackTest, AHardBounceThroughSignedSnsSuppressesAForgedOneChangesNothi
   EXPECT_EQ(Scalar("SELECT count(*) FROM sns_messages"), 0);
   EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE bounced_at IS NOT NULL"), 0);
 
+  // A correctly signed bounce from another AWS account's topic (anyone can create one), carrying
+  // the real job's tags and message id: 403, nothing recorded, nothing for the guard to count.
+  EXPECT_EQ(Event("Bounce", "gone@example.test", 2, false,
+                  "arn:aws:sns:us-east-1:666666666666:attackers-own-topic"),
+            403);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM suppressions"), 0);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM sns_messages"), 0);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE bounced_at IS NOT NULL"), 0);
+  EXPECT_EQ(Scalar("SELECT coalesce(sum(bounced), 0) FROM reputation_hourly"), 0);
+
   // A signed permanent bounce (SignatureVersion 1) and a delivery (version 2).
   EXPECT_EQ(Event("Bounce", "gone@example.test", 1, false), 200);
   EXPECT_EQ(Event("Delivery", "fine@example.test", 2, false), 200);
@@ -169,7 +181,7 @@ TEST_F(FeedbackTest, AHardBounceThroughSignedSnsSuppressesAForgedOneChangesNothi
   EXPECT_TRUE(
       MetricsShow("mailroom_reputation_complaint_rate{group=\"mailroom\"} 0", absl::Seconds(10)));
   EXPECT_TRUE(
-      MetricsShow("mailroom_collector_feedback_total{result=\"forbidden\",type=\"Notification\"} 1",
+      MetricsShow("mailroom_collector_feedback_total{result=\"forbidden\",type=\"Notification\"} 2",
                   absl::Seconds(10)))
       << Http(metrics_);
 }

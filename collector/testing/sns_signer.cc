@@ -24,7 +24,7 @@ std::string Pem(X509* x) {
 }
 
 X509* MakeCert(EVP_PKEY* key, const char* cn, X509* issuer, EVP_PKEY* issuer_key, bool ca,
-               const std::string& issuer_url = "") {
+               const std::string& issuer_url = "", const std::string& dns_name = "") {
   X509* x = X509_new();
   X509_set_version(x, 2);
   static long serial = 1;
@@ -49,6 +49,12 @@ X509* MakeCert(EVP_PKEY* key, const char* cn, X509* issuer, EVP_PKEY* issuer_key
     X509_add_ext(x, ext, -1);
     X509_EXTENSION_free(ext);
   }
+  if (!dns_name.empty()) {
+    const std::string san = "DNS:" + dns_name;
+    ext = X509V3_EXT_conf_nid(nullptr, &ctx, NID_subject_alt_name, san.c_str());
+    X509_add_ext(x, ext, -1);
+    X509_EXTENSION_free(ext);
+  }
   X509_sign(x, issuer_key, EVP_sha256());
   return x;
 }
@@ -59,7 +65,11 @@ struct SnsSigner::Keys {
   EVP_PKEY* ca = nullptr;
   EVP_PKEY* intermediate = nullptr;
   EVP_PKEY* leaf = nullptr;
+  X509* issuer = nullptr;       // the CA or the intermediate: it issues the signing certificate
+  EVP_PKEY* issuer_key = nullptr;  // not owned: ca or intermediate
+  std::string issuer_url;
   ~Keys() {
+    X509_free(issuer);
     EVP_PKEY_free(ca);
     EVP_PKEY_free(intermediate);
     EVP_PKEY_free(leaf);
@@ -81,13 +91,20 @@ SnsSigner::SnsSigner(const std::string& issuer_url) : keys_(std::make_unique<Key
     intermediate_der_.assign(reinterpret_cast<char*>(der), n);
     OPENSSL_free(der);
   }
-  X509* leaf =
-      MakeCert(keys_->leaf, "sns.us-east-1.amazonaws.com", issuer, issuer_key, false, issuer_url);
+  keys_->issuer = issuer == ca ? X509_dup(ca) : issuer;
+  keys_->issuer_key = issuer_key;
+  keys_->issuer_url = issuer_url;
   ca_pem_ = Pem(ca);
-  cert_pem_ = Pem(leaf);
-  if (issuer != ca) X509_free(issuer);
+  cert_pem_ = CertificateNamed("sns.amazonaws.com");
   X509_free(ca);
+}
+
+std::string SnsSigner::CertificateNamed(const std::string& cn, const std::string& dns_name) {
+  X509* leaf = MakeCert(keys_->leaf, cn.c_str(), keys_->issuer, keys_->issuer_key, false,
+                        keys_->issuer_url, dns_name);
+  std::string pem = Pem(leaf);
   X509_free(leaf);
+  return pem;
 }
 
 SnsSigner::~SnsSigner() = default;
@@ -113,7 +130,7 @@ SnsMessage SnsSigner::Notification(const std::string& message_id, const std::str
   SnsMessage m;
   m.type = "Notification";
   m.message_id = message_id;
-  m.topic_arn = "arn:aws:sns:us-east-1:123456789012:mailroom-feedback";
+  m.topic_arn = kTopicArn;
   m.message = message;
   m.timestamp = absl::FormatTime("%Y-%m-%d%ET%H:%M:%E3SZ", at, absl::UTCTimeZone());
   m.signing_cert_url = cert_url;
@@ -127,7 +144,7 @@ SnsMessage SnsSigner::Confirmation(const std::string& message_id, const std::str
   m.type = "SubscriptionConfirmation";
   m.message_id = message_id;
   m.token = "2336412f37fb687f5d51e6e2425dacbba";
-  m.topic_arn = "arn:aws:sns:us-east-1:123456789012:mailroom-feedback";
+  m.topic_arn = kTopicArn;
   m.message = "You have chosen to subscribe to the topic. To confirm, visit the SubscribeURL.";
   m.subscribe_url = subscribe_url;
   m.timestamp = absl::FormatTime("%Y-%m-%d%ET%H:%M:%E3SZ", at, absl::UTCTimeZone());

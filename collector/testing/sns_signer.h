@@ -7,8 +7,12 @@
 
 namespace mailroom::testing {
 
-// Plays Amazon SNS in tests: a throwaway CA (RSA 2048) and a signing certificate it issued,
-// and SNS messages signed with that certificate's key. Not thread-safe.
+// The topic SnsSigner's messages come from.
+inline constexpr char kTopicArn[] = "arn:aws:sns:us-east-1:123456789012:mailroom-feedback";
+
+// Plays Amazon SNS in tests: a throwaway CA (RSA 2048) and a signing certificate it issued
+// (CN sns.amazonaws.com, as SNS's), and SNS messages from kTopicArn signed with that
+// certificate's key. Not thread-safe.
 class SnsSigner {
  public:
   // With `issuer_url`, the signing certificate is issued by an intermediate CA (issued by the
@@ -19,6 +23,9 @@ class SnsSigner {
   const std::string& ca_pem() const { return ca_pem_; }
   const std::string& cert_pem() const { return cert_pem_; }
   const std::string& intermediate_der() const { return intermediate_der_; }
+  // Another certificate for the signing key, from the same issuer, with subject CN `cn` (and a
+  // DNS subjectAltName `dns_name` when not empty).
+  std::string CertificateNamed(const std::string& cn, const std::string& dns_name = "");
 
   // A Notification / SubscriptionConfirmation with every field set (Timestamp = `at`),
   // SigningCertURL `cert_url`, signed with SignatureVersion `version` (1 or 2).

@@ -3,7 +3,7 @@
 --   p_event: Delivery | Bounce | Complaint | Reject
 --   p_ses_message_id: the SES mail.messageId; p_group / p_job_id: from the mail's tags, used
 --   when no delivery carries that message id ('' / 0 when absent; a job still leased in a
---   batch is found this way)
+--   batch, or acknowledged SENT in one without a message id, is found this way)
 --   p_recipients: the addresses concerned (bounced or complained recipients)
 --   p_bounce_type: Permanent | Transient | Undetermined (Bounce only); p_detail: a short text
 --   for the suppression's source (the bounce subtype, the complaint feedback type)
@@ -35,10 +35,12 @@ BEGIN
         SELECT d.group_id, d.token_id INTO v_gid, v_tid
           FROM deliveries d JOIN consumer_groups g ON g.id = d.group_id
          WHERE g.name = p_group AND d.token_id = p_job_id;
-        -- A job still leased in a batch has no row of its own yet: it gets one.
+        -- A batch job without a row of its own (still leased, or acknowledged SENT without a
+        -- provider message id) gets one, to record the event on.
         IF v_gid IS NULL THEN
             SELECT g.id INTO v_bg FROM consumer_groups g WHERE g.name = p_group;
-            IF v_bg IS NOT NULL AND mailroom_batch_unpack(v_bg, p_job_id) THEN
+            IF v_bg IS NOT NULL AND (mailroom_batch_unpack(v_bg, p_job_id)
+                                     OR mailroom_batch_keep_sent(v_bg, p_job_id)) THEN
                 v_gid := v_bg;
                 v_tid := p_job_id;
             END IF;

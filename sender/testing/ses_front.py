@@ -28,16 +28,18 @@ GET /_front/stats (no signature): {"send_calls": every SendEmail received, "acce
 ones, "refused_quota": answered LimitExceededException, "account_reads": GetAccount calls}.
 
 --sns-dir D --sns-port P: also plays Amazon SNS for a configuration set's event destination.
-It makes a test CA (D/ca.pem), a signing certificate issued by it, and a TLS certificate for
-127.0.0.1, and serves over HTTPS on 127.0.0.1:P the signing certificate (/cert.pem) and the
+It makes a test CA (D/ca.pem), a signing certificate issued by it (CN sns.amazonaws.com, as
+SNS's), and a TLS certificate for 127.0.0.1, and serves over HTTPS on 127.0.0.1:P the signing
+certificate (/cert.pem) and the
 SubscribeURL (/confirm?Token=...). It remembers what the front sent (MessageId, recipient,
 EmailTags) and, on request, POSTs signed SNS messages to an endpoint:
   POST /_sns/subscribe {"endpoint": URL}: a SubscriptionConfirmation
   GET  /_sns/confirmed: {"confirmed": N} subscriptions confirmed through the SubscribeURL
   GET  /_sns/sent: {"sent": [{"to": ADDR, "id": MessageId, "tags": {NAME: [VALUE]}}, ...]}
   POST /_sns/event {"endpoint": URL, "recipient": ADDR, "event": "Bounce"|"Complaint"|
-       "Delivery", "bounce_type": "Permanent", "version": 1|2, "forge": false}: an SES event
-       about the last message sent to ADDR (forge: the Message is changed after signing)
+       "Delivery", "bounce_type": "Permanent", "version": 1|2, "forge": false, "topic": ARN}: an
+       SES event about the last message sent to ADDR (forge: the Message is changed after
+       signing; topic: from that TopicArn instead of the usual one, correctly signed)
 Each answers {"status": the endpoint's HTTP status, ...}.
 
 Prints "ready <port>" once listening.
@@ -248,7 +250,7 @@ def sns_setup():
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", j("ca.key"), "-out",
             j("ca.pem"), "-days", "2", "-subj", "/CN=mailroom test SNS CA",
             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=keyCertSign")
-    for name, cn, ext in (("signing", "sns.us-east-1.amazonaws.com", "basicConstraints=CA:FALSE"),
+    for name, cn, ext in (("signing", "sns.amazonaws.com", "basicConstraints=CA:FALSE"),
                           ("tls", "127.0.0.1", "subjectAltName=IP:127.0.0.1")):
         openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", j(name + ".key"), "-out",
                 j(name + ".csr"), "-subj", "/CN=" + cn)
@@ -362,6 +364,8 @@ def sns_control(method, path, body):
         elif req["event"] == "Delivery":
             event["delivery"] = {"recipients": [req["recipient"]], "smtpResponse": "250 ok"}
         msg = sns_envelope("Notification", json.dumps(event))
+        if req.get("topic"):
+            msg["TopicArn"] = req["topic"]  # another topic, signed as SNS signs it
         sns_sign(msg, int(req.get("version", 2)))
         if req.get("forge"):
             msg["Message"] = msg["Message"].replace(req["recipient"], "someone.else@example.test")
