@@ -82,8 +82,9 @@ class BudgetStore {
  public:
   virtual ~BudgetStore() = default;
   // Grants up to `request.emails` (mailroom_budget_grant), charged at once. Password recoveries
-  // first across senders: while the group is paced by a budget and a recovery leased to any of
-  // its subscribers may still be sent (lease live, holder there, handed out less than a grant
+  // first across senders: while the group is paced by a budget and one of its recoveries waits
+  // to be sent (committed less than a grant lease ago and not handed out yet, or leased to any
+  // subscriber that may still send it: lease live, holder there, handed out less than a grant
   // lease ago), a request without `recovery` gets no email, only `retry_after` (one email at
   // the pace, 50 ms to 1 s).
   virtual absl::StatusOr<Grant> Acquire(const GrantRequest& request) = 0;

@@ -160,15 +160,15 @@ TEST_F(BudgetStoreTest, TheReserveIsOnlyForRecoveries) {
   EXPECT_EQ(recovery, 2);
 }
 
-// Password recoveries first across senders: while a recovery leased to any subscriber of a
-// group paced by a budget may still be sent, no sender of the group gets a slot for an
-// activation (only when to ask again), a recovery does. Activations are granted again once the
+// Password recoveries first across senders: while a recovery of a group paced by a budget is
+// queued or leased to any subscriber that may still send it, no sender of the group gets a slot
+// for an activation (only when to ask again), a recovery does. Activations are granted again once the
 // recovery is acknowledged, its holder left, or it was handed out a grant lease ago (a holder
 // that does not send it holds the group back no longer); an unlimited group is never held back.
 TEST_F(BudgetStoreTest, ALeasedRecoveryHoldsBackActivationGrantsOfItsWholeGroup) {
   SetBudget(100000, 0, 100);
   Exec("INSERT INTO accounts (email, login, status) SELECT 'r' || i || '@example.test', 'r' || i,"
-       " 'active' FROM generate_series(1, 4) i");
+       " 'active' FROM generate_series(1, 5) i");
   // Leases account `login`'s new password recovery to subscriber `owner`; returns its job id.
   auto lease_recovery = [&](const std::string& login, const std::string& owner) {
     Exec(absl::StrCat("INSERT INTO tokens (account, action) SELECT id, 'password_recovery'"
@@ -205,6 +205,15 @@ TEST_F(BudgetStoreTest, ALeasedRecoveryHoldsBackActivationGrantsOfItsWholeGroup)
   EXPECT_EQ(Acquire(1, false, "s2").emails, 0);
   Exec("UPDATE lease_batches SET created_at = now() - INTERVAL '10 seconds' WHERE owner = 'sub-c'");
   EXPECT_GT(Acquire(1, false, "s2").emails, 0);  // held back for one grant lease at most
+
+  // Committed and not handed out yet (on its way to a sender): held back too, for a grant
+  // lease after its commit at most.
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
+       " WHERE login = 'r5'");
+  FillBucket();
+  EXPECT_EQ(Acquire(1, false, "s2").emails, 0);
+  Exec("UPDATE tokens SET created_at = created_at - 10 WHERE action = 'password_recovery'");
+  EXPECT_GT(Acquire(1, false, "s2").emails, 0);
 
   ASSERT_GT(lease_recovery("r4", "sub-d"), 0);
   FillBucket();

@@ -50,6 +50,21 @@ class PriorityTest : public testing::StackTest {
     return 0;
   }
 
+  // 2,000 accounts waiting for their activation emails, and `recovery_accounts` active accounts
+  // r1, r2, ... (no token yet) to request recoveries for.
+  void InsertBacklog(int recovery_accounts) {
+    Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'a' || i || '@example.test',"
+                      " 'a' || i FROM generate_series(1, ", kActivations, ") i"));
+    Exec(absl::StrCat("INSERT INTO accounts (email, login, status) SELECT 'r' || i ||"
+                      " '@example.test', 'r' || i, 'active' FROM generate_series(1, ",
+                      recovery_accounts, ") i"));
+    EXPECT_EQ(Scalar("SELECT count(*) FROM tokens"), kActivations);
+  }
+  int64_t SecondsLeftInMonth() {
+    return Scalar("SELECT EXTRACT(EPOCH FROM date_trunc('month', now() AT TIME ZONE 'UTC')"
+                  " + interval '1 month' - now() AT TIME ZONE 'UTC')::BIGINT");
+  }
+
   // Starts the collector with its production defaults and a sender paced at 3 emails/s
   // behind 2,000 activations, and waits until the sender holds its max in flight (default
   // 100: the rest waits in PostgreSQL) and the budget's initial burst is spent. Accounts
@@ -68,19 +83,11 @@ class PriorityTest : public testing::StackTest {
       ADD_FAILURE() << "the collector did not start";
       return nullptr;
     }
-    Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'a' || i || '@example.test',"
-                      " 'a' || i FROM generate_series(1, ", kActivations, ") i"));
-    Exec(absl::StrCat("INSERT INTO accounts (email, login, status) SELECT 'r' || i ||"
-                      " '@example.test', 'r' || i, 'active' FROM generate_series(1, ",
-                      kRecoveries, ") i"));
-    EXPECT_EQ(Scalar("SELECT count(*) FROM tokens"), kActivations);
+    InsertBacklog(kRecoveries);
 
     // A monthly budget that paces at 3 emails/s for the rest of this month (the pace is the
     // money left divided by the time left).
-    const int64_t seconds_left = Scalar(
-        "SELECT EXTRACT(EPOCH FROM date_trunc('month', now() AT TIME ZONE 'UTC')"
-        " + interval '1 month' - now() AT TIME ZONE 'UTC')::BIGINT");
-    const double budget = kPacePerSecond * static_cast<double>(seconds_left) * 0.10 / 1000;
+    const double budget = kPacePerSecond * static_cast<double>(SecondsLeftInMonth()) * 0.10 / 1000;
     auto sender = StartSender({{"MAILROOM_TRANSPORT", "file"},
                                {"MAILROOM_FILE_DIR", out_},
                                {"MAILROOM_BUDGET", absl::StrFormat("%.4f", budget)},
@@ -184,18 +191,12 @@ TEST_F(PriorityTest, RecoveriesGoFirstAcrossSendersAndCollectorsUnderTheGroupBud
   ASSERT_EQ(WaitFor("SELECT count(*) FROM consumer_groups WHERE name = 'mailroom'", 1,
                     absl::Seconds(10)),
             1);
-  // The group's budget: 3 emails/s for the rest of the month (README's SQL, default burst).
-  const int64_t seconds_left = Scalar(
-      "SELECT EXTRACT(EPOCH FROM date_trunc('month', now() AT TIME ZONE 'UTC')"
-      " + interval '1 month' - now() AT TIME ZONE 'UTC')::BIGINT");
+  // The group's budget: 3 emails/s for the rest of the month at $0.10 per 1,000 (default
+  // burst).
   Exec(absl::StrCat("INSERT INTO group_budgets (group_id, monthly_budget_micros) SELECT id, ",
-                    static_cast<int64_t>(kPacePerSecond * 100) * seconds_left,
+                    static_cast<int64_t>(kPacePerSecond * 100) * SecondsLeftInMonth(),
                     " FROM consumer_groups WHERE name = 'mailroom'"));
-  Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'a' || i || '@example.test',"
-                    " 'a' || i FROM generate_series(1, ", kActivations, ") i"));
-  Exec(absl::StrCat("INSERT INTO accounts (email, login, status) SELECT 'r' || i ||"
-                    " '@example.test', 'r' || i, 'active' FROM generate_series(1, ",
-                    kRounds * kRecoveries, ") i"));
+  InsertBacklog(kRounds * kRecoveries);
   const std::map<std::string, std::string> sender_env = {{"MAILROOM_TRANSPORT", "file"},
                                                          {"MAILROOM_FILE_DIR", out_},
                                                          {"MAILROOM_PRICE_PER_1000", "0.10"}};

@@ -14,8 +14,9 @@
 --    token created after the cut-off (ids follow creation: the rest is newer still), so a kept
 --    token delays only itself and a pass costs O(tokens older than the retention / batch).
 -- 3. mailroom_budget_recovery_first: whether a group paced by a budget has a password recovery
---    leased to a subscriber that may still send it. The collector then grants activations no
---    slot (docs/design.md, "Recoveries first across senders").
+--    waiting to be sent: committed and not handed out yet, or leased to a subscriber that may
+--    still send it. The collector then grants activations no slot (docs/design.md, "Recoveries
+--    first across senders").
 
 -- Leased recovery batches by group and lease end (few: recoveries are a small share).
 CREATE INDEX lease_batches_recovery_idx ON lease_batches (group_id, due_at)
@@ -130,11 +131,13 @@ BEGIN
 END;
 $$;
 
--- Whether group p_group is paced by a budget and one of its password recoveries is leased to a
--- subscriber that may still send it: its lease has not run out, its holder has not left, and it
--- was handed out less than p_hold_ms ago (a holder that has not sent it by then holds
--- activations back no longer). And the group's pace in emails per second at p_price (Infinity:
--- unlimited). No row for an unknown group.
+-- Whether group p_group is paced by a budget and one of its password recoveries waits to be
+-- sent: committed less than p_hold_ms ago and not yet scanned by the group's recovery cursor
+-- (neither rate limited nor superseded), or leased to a subscriber that may still send it (its
+-- lease has not run out, its holder has not left, and it was handed out less than p_hold_ms
+-- ago: a holder that has not sent it by then holds activations back no longer). And the group's
+-- pace in emails per second at p_price (Infinity: unlimited). No row for an unknown group. The
+-- queued recoveries are read as mailroom_stats reads depth, on tokens_action_txid_id_idx.
 CREATE FUNCTION mailroom_budget_recovery_first(p_group TEXT, p_price BIGINT, p_hold_ms INT,
                                                p_default_budget BIGINT, p_default_reserve INT)
     RETURNS TABLE (waiting BOOLEAN, pace_per_second DOUBLE PRECISION)
@@ -147,11 +150,28 @@ CREATE FUNCTION mailroom_budget_recovery_first(p_group TEXT, p_price BIGINT, p_h
                 OR EXISTS (SELECT 1 FROM deliveries d
                             WHERE d.group_id = g.id AND d.state = 'leased' AND d.recovery
                               AND d.due_at > now() AND NOT d.holder_left
-                              AND d.updated_at > now() - make_interval(secs => p_hold_ms / 1000.0))),
+                              AND d.updated_at > now() - make_interval(secs => p_hold_ms / 1000.0))
+                OR EXISTS (SELECT 1 FROM tokens t
+                            WHERE t.action = 'password_recovery'
+                              AND t.txid >= pg_snapshot_xmin(k.prev)
+                              AND NOT pg_visible_in_snapshot(t.txid, k.prev)
+                              AND (k.cur IS NULL
+                                   OR NOT pg_visible_in_snapshot(t.txid, k.cur)
+                                   OR (t.txid, t.id) > (k.pos_txid, k.pos_id))
+                              AND t.created_at > EXTRACT(EPOCH FROM now())::BIGINT - p_hold_ms / 1000
+                              AND NOT t.rate_limited AND t.superseded_by IS NULL)),
            CASE WHEN s.budget_micros IS NULL THEN 'Infinity'::DOUBLE PRECISION
                 ELSE greatest(s.budget_micros - s.committed_micros, 0) / s.seconds_left / p_price
            END
       FROM consumer_groups g
+     -- The recoveries' cursor (a group that never dequeued since 0010: the activations').
+     CROSS JOIN LATERAL (SELECT coalesce(g.rec_prev_snapshot, g.prev_snapshot) AS prev,
+                                CASE WHEN g.rec_prev_snapshot IS NULL THEN g.cur_snapshot
+                                     ELSE g.rec_cur_snapshot END AS cur,
+                                CASE WHEN g.rec_prev_snapshot IS NULL THEN g.pos_txid
+                                     ELSE g.rec_pos_txid END AS pos_txid,
+                                CASE WHEN g.rec_prev_snapshot IS NULL THEN g.pos_id
+                                     ELSE g.rec_pos_id END AS pos_id) k
      CROSS JOIN LATERAL mailroom_budget_state(g.id, p_default_budget, p_default_reserve) s
      WHERE g.name = p_group;
 $$;
