@@ -174,8 +174,9 @@ TEST_F(PriorityTest, RecoveriesCommittedTogetherPastAFullWindowAreTheNextFiveDel
 // production defaults, two senders (one on each) sharing one group paced at 3 emails/s by its
 // budget behind 2,000 activations, both windows full. Each round commits 5 recoveries in one
 // transaction; whichever sender they are leased to, no activation of the group is granted a slot
-// while they wait to be sent (the collectors know both the leases and the grants), so they are
-// the next 5 emails of the group. Three rounds, each its own 5 accounts.
+// from their commit until they are sent and acknowledged (the collectors know both the leases and
+// the grants), so they are the next 5 emails of the group, but for a slot the other sender was
+// granted just before the commit. Three rounds, each its own 5 accounts.
 TEST_F(PriorityTest, RecoveriesGoFirstAcrossSendersAndCollectorsUnderTheGroupBudget) {
   constexpr int kRounds = 3;
   out_ = dir_ + "/out";
