@@ -42,8 +42,9 @@ class PgBudgetStore : public BudgetStore {
     return Run<Grant>("granting budget", [&](pqxx::connection& c) {
       pqxx::work tx(c);
       if (!r.recovery) {
-        // Recoveries first across the group's senders (0024): while a recovery queued or
-        // leased to any of them waits to be sent, activations get no slot of the group's pace.
+        // Recoveries first across the group's senders (mailroom_budget_recovery_first): while
+        // a recovery queued or leased to any of them waits to be sent, activations get no slot
+        // of the group's pace.
         pqxx::result w = tx.exec_params(
             "SELECT waiting, pace_per_second FROM mailroom_budget_recovery_first($1, $2, $3, $4, $5)",
             r.group, r.price_micros,

@@ -33,9 +33,9 @@ struct PruneReport {
   int64_t deliveries = 0;      // finished deliveries deleted
   int64_t tokens = 0;          // tokens deleted
   int64_t lease_batches = 0;   // finished lease batches deleted (migration 0021)
-  int64_t lease_batches_expired = 0;  // leased batches whose lease ran out, expired (0024)
+  int64_t lease_batches_expired = 0;  // leased batches whose lease ran out, expired
   int64_t jobs_expired = 0;    // jobs waiting for a new lease whose token expired before the
-                               // retention, recorded as expired (0024)
+                               // retention, recorded as expired
   int64_t budget_grants = 0;   // grants that can no longer matter deleted (migration 0019)
   int64_t budget_grants_folded = 0;  // grants of live holders folded into another row
   int64_t budget_subscriptions = 0;  // subscription rows of holders without grants deleted
@@ -47,8 +47,8 @@ struct PruneReport {
 };
 
 // First, in every group, expires the lease batches whose lease ran out and records as expired
-// the jobs waiting for a new lease whose token expired before the retention (0024's
-// mailroom_expire_leases): whether or not anyone dequeues for the group (no subscriber, paused
+// the jobs waiting for a new lease whose token expired before the retention
+// (mailroom_expire_leases): whether or not anyone dequeues for the group (no subscriber, paused
 // by the reputation guard), its leases run out and its tokens can go.
 // Then prunes finished deliveries, finished lease batches and tokens no group needs (migration
 // 0013's mailroom_prune_deliveries / mailroom_prune_tokens, 0021's
