@@ -2,6 +2,7 @@
 
 #include <pqxx/pqxx>
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,13 @@ SELECT to_char(s.month, 'YYYY-MM'), s.budget_micros, b.monthly_budget_micros IS 
  WHERE g.name = $1
 )SQL";
 
+// How long a sender refused a slot for an activation, while a recovery of its group waits to be
+// sent, waits before it asks again: one email at the group's pace, within [50 ms, 1 s].
+absl::Duration RecoveryFirstWait(double pace_per_second) {
+  if (!(pace_per_second > 1)) return absl::Seconds(1);
+  return std::max(absl::Milliseconds(50), absl::Seconds(1 / pace_per_second));
+}
+
 class PgBudgetStore : public BudgetStore {
  public:
   PgBudgetStore(std::string url, BudgetDefaults defaults)
@@ -33,6 +41,23 @@ class PgBudgetStore : public BudgetStore {
   absl::StatusOr<Grant> Acquire(const GrantRequest& r) override {
     return Run<Grant>("granting budget", [&](pqxx::connection& c) {
       pqxx::work tx(c);
+      if (!r.recovery) {
+        // Recoveries first across the group's senders (mailroom_budget_recovery_first): while
+        // a recovery queued or leased to any of them waits to be sent, activations get no slot
+        // of the group's pace.
+        pqxx::result w = tx.exec_params(
+            "SELECT waiting, pace_per_second FROM mailroom_budget_recovery_first($1, $2, $3, $4, $5)",
+            r.group, r.price_micros,
+            static_cast<int>(absl::ToInt64Milliseconds(defaults_.grant_lease)),
+            defaults_.monthly_budget_micros, defaults_.recovery_reserve_percent);
+        if (!w.empty() && w[0][0].as<bool>()) {
+          tx.commit();
+          Grant g;
+          g.pace_per_second = w[0][1].as<double>();
+          g.retry_after = RecoveryFirstWait(g.pace_per_second);
+          return g;
+        }
+      }
       pqxx::row row = tx.exec_params1(
           "SELECT coalesce(grant_id, 0), emails, "
           "       coalesce(EXTRACT(EPOCH FROM expires_at)::DOUBLE PRECISION, 0),"

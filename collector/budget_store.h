@@ -16,7 +16,9 @@ namespace mailroom {
 struct BudgetDefaults {
   std::optional<int64_t> monthly_budget_micros;  // nullopt: unlimited
   int recovery_reserve_percent = 10;
-  absl::Duration grant_lease = absl::Seconds(10);  // how long a grant may be used
+  // How long a grant may be used; also how long a leased recovery may hold back the group's
+  // activations.
+  absl::Duration grant_lease = absl::Seconds(10);
 };
 
 // A sender's request for permission to send.
@@ -79,7 +81,12 @@ struct BudgetRefund {
 class BudgetStore {
  public:
   virtual ~BudgetStore() = default;
-  // Grants up to `request.emails` (mailroom_budget_grant), charged at once.
+  // Grants up to `request.emails` (mailroom_budget_grant), charged at once. Password recoveries
+  // first across senders: while the group is paced by a budget and one of its recoveries waits
+  // to be sent (committed less than a grant lease ago and not handed out yet, or leased to any
+  // subscriber that may still send it: lease live, holder there, handed out less than a grant
+  // lease ago), a request without `recovery` gets no email, only `retry_after` (one email at
+  // the pace, 50 ms to 1 s).
   virtual absl::StatusOr<Grant> Acquire(const GrantRequest& request) = 0;
   // Gives back `emails` unused emails of `grant_id`; returns how many were credited.
   virtual absl::StatusOr<int> Return(const std::string& group, const std::string& holder,

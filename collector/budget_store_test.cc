@@ -160,6 +160,71 @@ TEST_F(BudgetStoreTest, TheReserveIsOnlyForRecoveries) {
   EXPECT_EQ(recovery, 2);
 }
 
+// Password recoveries first across senders: while a recovery of a group paced by a budget is
+// queued or leased to any subscriber that may still send it, no sender of the group gets a slot
+// for an activation (only when to ask again), a recovery does. Activations are granted again once the
+// recovery is acknowledged, its holder left, or it was handed out a grant lease ago (a holder
+// that does not send it holds the group back no longer); an unlimited group is never held back.
+TEST_F(BudgetStoreTest, ALeasedRecoveryHoldsBackActivationGrantsOfItsWholeGroup) {
+  SetBudget(100000, 0, 100);
+  Exec("INSERT INTO accounts (email, login, status) SELECT 'r' || i || '@example.test', 'r' || i,"
+       " 'active' FROM generate_series(1, 5) i");
+  // Leases account `login`'s new password recovery to subscriber `owner`; returns its job id.
+  auto lease_recovery = [&](const std::string& login, const std::string& owner) {
+    Exec(absl::StrCat("INSERT INTO tokens (account, action) SELECT id, 'password_recovery'"
+                      " FROM accounts WHERE login = '", login, "'"));
+    return Int(absl::StrCat("SELECT max(job_id) FROM mailroom_dequeue('g', 10, '", owner,
+                            "', 60000)"));
+  };
+  FillBucket();
+  ASSERT_GT(Acquire(1).emails, 0);  // nothing leased: activations are granted
+
+  const int64_t r1 = lease_recovery("r1", "sub-a");
+  ASSERT_GT(r1, 0);
+  FillBucket();
+  Grant held = Acquire(5, false, "s2");  // another sender's activations
+  EXPECT_EQ(held.emails, 0);
+  EXPECT_FALSE(held.exhausted);
+  EXPECT_EQ(held.retry_after, absl::Seconds(1));  // one email at this pace is longer than 1 s
+  EXPECT_GT(held.pace_per_second, 0);
+  EXPECT_EQ(Acquire(5, false, "s1").emails, 0);  // the recovery holder's own activations too
+  EXPECT_GT(Acquire(1, /*recovery=*/true, "s1").emails, 0);
+  Exec(absl::StrCat("SELECT mailroom_ack('g', 'sub-a', ARRAY[", r1, "]::BIGINT[], ARRAY[1],"
+                    " ARRAY['sent'], ARRAY[''], ARRAY[0], ARRAY[100]::BIGINT[])"));
+  FillBucket();
+  EXPECT_GT(Acquire(1, false, "s2").emails, 0);
+
+  ASSERT_GT(lease_recovery("r2", "sub-b"), 0);
+  FillBucket();
+  EXPECT_EQ(Acquire(1, false, "s2").emails, 0);
+  Exec("SELECT mailroom_holder_left('g', 'sub-b')");  // its sender went away
+  EXPECT_GT(Acquire(1, false, "s2").emails, 0);
+
+  ASSERT_GT(lease_recovery("r3", "sub-c"), 0);
+  FillBucket();
+  EXPECT_EQ(Acquire(1, false, "s2").emails, 0);
+  Exec("UPDATE lease_batches SET created_at = now() - INTERVAL '10 seconds' WHERE owner = 'sub-c'");
+  EXPECT_GT(Acquire(1, false, "s2").emails, 0);  // held back for one grant lease at most
+
+  // Committed and not handed out yet (on its way to a sender): held back too, for a grant
+  // lease after its commit at most.
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
+       " WHERE login = 'r5'");
+  FillBucket();
+  EXPECT_EQ(Acquire(1, false, "s2").emails, 0);
+  Exec("UPDATE tokens SET created_at = created_at - 10 WHERE action = 'password_recovery'");
+  EXPECT_GT(Acquire(1, false, "s2").emails, 0);
+
+  ASSERT_GT(lease_recovery("r4", "sub-d"), 0);
+  FillBucket();
+  EXPECT_EQ(Acquire(1, false, "s2").emails, 0);
+  BudgetSettings unlimited;
+  unlimited.group = "g";
+  unlimited.default_budget = true;
+  ASSERT_TRUE(store_->Set(unlimited).ok());
+  EXPECT_EQ(Acquire(7, false, "s2").emails, 7);
+}
+
 TEST_F(BudgetStoreTest, ReturnsCreditOnlyTheHoldersUnusedEmails) {
   SetBudget(5, 0, 100);
   FillBucket();

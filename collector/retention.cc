@@ -1,6 +1,8 @@
 #include "collector/retention.h"
 
 #include <pqxx/pqxx>
+
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -14,19 +16,24 @@ namespace {
 constexpr int64_t kPruneLockKey = 0x6d61696c7072756eLL;
 
 // Calls a prune function of migration 0013 or 0019 batch by batch (autocommit: one transaction per
-// call) until it says there is nothing more; returns the rows deleted.
+// call) from `*cursor` until it says there is nothing more; returns the rows deleted. `*cursor`
+// follows each call (the next call's `after`) and goes back to 0 once the function says it is
+// done, so a pass stopped early (Stop, an error) goes on from there the next time.
 // Stops early (between transactions) once `stopping` returns true.
 template <typename Call, typename Stopping>
-int64_t PruneAll(pqxx::connection& conn, int* transactions, Stopping stopping, Call call) {
+int64_t PruneAll(pqxx::connection& conn, int* transactions, int64_t* cursor, Stopping stopping,
+                 Call call) {
   int64_t total = 0;
-  int64_t after = 0;
   while (!stopping()) {
     pqxx::nontransaction tx(conn);
-    pqxx::row r = tx.exec1(call(after));
+    pqxx::row r = tx.exec1(call(*cursor));
     ++*transactions;
     total += r[0].as<int64_t>();
-    after = r[1].as<int64_t>();
-    if (!r[2].as<bool>()) break;
+    *cursor = r[1].as<int64_t>();
+    if (!r[2].as<bool>()) {
+      *cursor = 0;
+      break;
+    }
   }
   return total;
 }
@@ -44,6 +51,17 @@ Retention::Retention(RetentionOptions options, Metrics* metrics, BudgetStore* bu
 
 absl::StatusOr<PruneReport> Retention::RunOnce() {
   PruneReport report;
+  // Where each prune function's walk stands; written back whatever happens below (the advisory
+  // lock lets one pass at a time get this far).
+  std::map<std::string, int64_t> cursors;
+  {
+    absl::MutexLock lock(&mu_);
+    cursors = cursors_;
+  }
+  auto keep_cursors = [&] {
+    absl::MutexLock lock(&mu_);
+    cursors_ = cursors;
+  };
   try {
     pqxx::connection conn(options_.database_url);
     {
@@ -67,8 +85,26 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
           groups.push_back(row[0].as<int>());
         }
       }
+      const std::string before_epoch =
+          absl::StrCat("EXTRACT(EPOCH FROM now() - make_interval(secs => ", retention_ms,
+                       " / 1000.0))::BIGINT");
+      // Leases that ran out, in every group: a group nobody dequeues for (no subscriber, or
+      // paused) would otherwise keep its batches, and their tokens, for ever.
       for (int group : groups) {
-        report.deliveries += PruneAll(conn, &report.transactions, stopping, [&](int64_t after) {
+        while (!stopping()) {
+          pqxx::nontransaction tx(conn);
+          pqxx::row r = tx.exec1(absl::StrCat("SELECT * FROM mailroom_expire_leases(", group, ", ",
+                                              before_epoch, ", ", options_.batch, ")"));
+          ++report.transactions;
+          report.lease_batches_expired += r[0].as<int64_t>();
+          report.jobs_expired += r[1].as<int64_t>();
+          if (!r[2].as<bool>()) break;
+        }
+      }
+      for (int group : groups) {
+        report.deliveries += PruneAll(conn, &report.transactions,
+                                      &cursors[absl::StrCat("deliveries/", group)], stopping,
+                                      [&](int64_t after) {
           return absl::StrCat("SELECT * FROM mailroom_prune_deliveries(", group, ", ", after,
                               ", now() - make_interval(secs => ", retention_ms, " / 1000.0), ",
                               options_.batch, ")");
@@ -76,15 +112,16 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
       }
       // Finished lease batches (0021), before the tokens: a batch's tokens are kept while it
       // is leased.
-      report.lease_batches += PruneAll(conn, &report.transactions, stopping, [&](int64_t after) {
+      report.lease_batches += PruneAll(conn, &report.transactions, &cursors["lease_batches"],
+                                       stopping, [&](int64_t after) {
         return absl::StrCat("SELECT * FROM mailroom_prune_lease_batches(", after,
                             ", now() - make_interval(secs => ", retention_ms, " / 1000.0), ",
                             options_.batch, ")");
       });
-      report.tokens += PruneAll(conn, &report.transactions, stopping, [&](int64_t after) {
-        return absl::StrCat("SELECT * FROM mailroom_prune_tokens(", after,
-                            ", EXTRACT(EPOCH FROM now() - make_interval(secs => ", retention_ms,
-                            " / 1000.0))::BIGINT, ", options_.batch, ")");
+      report.tokens += PruneAll(conn, &report.transactions, &cursors["tokens"], stopping,
+                                [&](int64_t after) {
+        return absl::StrCat("SELECT * FROM mailroom_prune_tokens(", after, ", ", before_epoch,
+                            ", ", options_.batch, ")");
       });
     }
     {
@@ -115,30 +152,37 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
       const std::string before =
           absl::StrCat("now() - make_interval(secs => ",
                        absl::ToInt64Milliseconds(options_.retention), " / 1000.0)");
-      report.budget_grants += PruneAll(conn, &report.transactions, stopping, [&](int64_t after) {
+      report.budget_grants += PruneAll(conn, &report.transactions, &cursors["budget_grants"],
+                                       stopping, [&](int64_t after) {
         return absl::StrCat("SELECT * FROM mailroom_prune_budget_grants(", after, ", ", before,
                             ", ", options_.batch, ")");
       });
       // Grants of live senders, which are not pruned, folded an hour after they expired (a
       // live sender returns a grant before it expires); after the prune, which keeps fewer.
       report.budget_grants_folded +=
-          PruneAll(conn, &report.transactions, stopping, [&](int64_t after) {
+          PruneAll(conn, &report.transactions, &cursors["budget_grants_folded"], stopping,
+                   [&](int64_t after) {
             return absl::StrCat("SELECT * FROM mailroom_compact_budget_grants(", after,
                                 ", now() - INTERVAL '1 hour', ", options_.batch, ")");
           });
       // After the grants: a holder whose last grants went in this pass is done with.
-      report.budget_subscriptions += PruneAll(conn, &report.transactions, stopping, [&](int64_t) {
+      report.budget_subscriptions += PruneAll(conn, &report.transactions,
+                                              &cursors["budget_subscriptions"], stopping,
+                                              [&](int64_t) {
         return absl::StrCat("SELECT * FROM mailroom_prune_budget_subscriptions(", before, ", ",
                             options_.batch, ")");
       });
-      report.soft_bounces += PruneAll(conn, &report.transactions, stopping, [&](int64_t) {
+      report.soft_bounces += PruneAll(conn, &report.transactions, &cursors["soft_bounces"],
+                                      stopping, [&](int64_t) {
         return absl::StrCat("SELECT * FROM mailroom_prune_soft_bounces(", options_.batch, ")");
       });
     }
     // The advisory lock ends with the session (the connection closes here).
   } catch (const std::exception& e) {
+    keep_cursors();
     return absl::UnavailableError(absl::StrCat("pruning: ", e.what()));
   }
+  keep_cursors();
   if (metrics_ != nullptr) {
     metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.deliveries),
                   {{"table", "deliveries"}});
@@ -167,12 +211,15 @@ void Retention::Run() {
     if (!report.ok()) {
       LogWarn("pruning failed", {{"error", std::string(report.status().message())}});
     } else if (report->deliveries > 0 || report->tokens > 0 || report->lease_batches > 0 ||
+               report->lease_batches_expired > 0 || report->jobs_expired > 0 ||
                report->budget_grants > 0 ||
                report->budget_grants_folded > 0 || report->budget_subscriptions > 0 ||
                report->soft_bounces > 0) {
       LogInfo("pruned", {{"deliveries", absl::StrCat(report->deliveries)},
                          {"tokens", absl::StrCat(report->tokens)},
                          {"lease_batches", absl::StrCat(report->lease_batches)},
+                         {"lease_batches_expired", absl::StrCat(report->lease_batches_expired)},
+                         {"jobs_expired", absl::StrCat(report->jobs_expired)},
                          {"budget_grants", absl::StrCat(report->budget_grants)},
                          {"budget_grants_folded", absl::StrCat(report->budget_grants_folded)},
                          {"budget_subscriptions", absl::StrCat(report->budget_subscriptions)},

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -32,6 +33,9 @@ struct PruneReport {
   int64_t deliveries = 0;      // finished deliveries deleted
   int64_t tokens = 0;          // tokens deleted
   int64_t lease_batches = 0;   // finished lease batches deleted (migration 0021)
+  int64_t lease_batches_expired = 0;  // leased batches whose lease ran out, expired
+  int64_t jobs_expired = 0;    // jobs waiting for a new lease whose token expired before the
+                               // retention, recorded as expired
   int64_t budget_grants = 0;   // grants that can no longer matter deleted (migration 0019)
   int64_t budget_grants_folded = 0;  // grants of live holders folded into another row
   int64_t budget_subscriptions = 0;  // subscription rows of holders without grants deleted
@@ -42,11 +46,16 @@ struct PruneReport {
   int64_t refunded_emails = 0; // unused grant emails of dead holders given back (all groups)
 };
 
-// Prunes finished deliveries, finished lease batches and tokens no group needs (migration
+// First, in every group, expires the lease batches whose lease ran out and records as expired
+// the jobs waiting for a new lease whose token expired before the retention
+// (mailroom_expire_leases): whether or not anyone dequeues for the group (no subscriber, paused
+// by the reputation guard), its leases run out and its tokens can go.
+// Then prunes finished deliveries, finished lease batches and tokens no group needs (migration
 // 0013's mailroom_prune_deliveries / mailroom_prune_tokens, 0021's
 // mailroom_prune_lease_batches) in batches of `batch` rows, one
 // transaction per batch with SKIP LOCKED, so it never holds a lock for long nor waits on a
-// collector; then folds the outcome counters (mailroom_compact_delivery_counts). Pruning
+// collector. Each walk goes past rows it must keep (a kept row delays only itself) and its
+// position is kept between passes, so a pass cut short goes on from there; then folds the outcome counters (mailroom_compact_delivery_counts). Pruning
 // never changes mailroom_stats' counts. Several collectors may run it at once: a session
 // advisory lock lets one pass run at a time and the others skip theirs. Opens its own
 // connection for each pass (none is held between passes).
@@ -74,7 +83,8 @@ class Retention {
   Retention(RetentionOptions options, Metrics* metrics, BudgetStore* budgets = nullptr);
 
   // One pass over every group. An error (kUnavailable: database unreachable or a statement
-  // failed) leaves the rows already pruned pruned; the next pass goes on from the start.
+  // failed) leaves the rows already pruned pruned; the next pass goes on from where each walk
+  // stood.
   absl::StatusOr<PruneReport> RunOnce();
 
   // Runs a pass every `interval` until Stop(); logs each pass that deleted something and each
@@ -88,6 +98,9 @@ class Retention {
   BudgetStore* const budgets_;
   absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  // Where each prune function's walk stands between passes ("tokens", "deliveries/<group id>",
+  // ...): 0 once a walk reached its end.
+  std::map<std::string, int64_t> cursors_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace mailroom

@@ -236,6 +236,56 @@ TEST_F(RetentionTest, APrunedFailureOfABatchJobDoesNotComeBackAsSent) {
   EXPECT_EQ(Int("SELECT failed FROM mailroom_stats('mailroom')"), 1);
 }
 
+// A group nobody dequeues for any more (its only subscriber took a batch of 1,000 jobs and
+// left; a group paused by the reputation guard is the same to the database) neither keeps its
+// lease for ever nor holds back the pruning of newer tokens: with the production batch of 1,000
+// rows, the pass expires the group's batch, records its jobs (tokens expired before the
+// retention) as expired, walks past the 1,000 tokens it must still keep and deletes the 200
+// newer expired tokens no group needs.
+TEST_F(RetentionTest, AnAbandonedGroupsLeaseRunsOutAndItsTokensHoldBackNoOthers) {
+  Exec("SELECT mailroom_ensure_group('audit', true)");
+  Accounts(1000, "a");
+  Dequeue("audit", 1000);
+  Dequeue("mailroom", 1000);
+  Ack("mailroom", 1000, "sent");
+  Accounts(200, "n");
+  Dequeue("mailroom", 200);
+  Ack("mailroom", 200, "sent");
+  BackDate(40);
+  RunOut("1 hour");  // audit's lease ran out; no dequeue of audit will ever expire it
+  const int64_t audit = Int("SELECT id FROM consumer_groups WHERE name = 'audit'");
+  ASSERT_EQ(Int("SELECT count(*) FROM lease_batches WHERE state = 'leased'"), 1);
+
+  Retention retention(Options(1000), nullptr);
+  auto report = retention.RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->tokens, 200);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 1000);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens t JOIN accounts a ON a.id = t.account "
+                "WHERE a.login LIKE 'n%'"),
+            0);
+  // The abandoned batch expired; its jobs end as expired (counted), not leased for ever.
+  EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM lease_batches WHERE group_id = ", audit,
+                             " AND state = 'expired'")),
+            1);
+  EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM delivery_states WHERE group_id = ", audit,
+                             " AND state = 'expired' AND reason = 'token expired before delivery'")),
+            1000);
+  EXPECT_EQ(Int("SELECT expired FROM mailroom_stats('audit')"), 1000);
+  EXPECT_EQ(Int("SELECT in_flight FROM mailroom_stats('audit')"), 0);
+  EXPECT_EQ(Int("SELECT sent FROM mailroom_stats('mailroom')"), 1200);
+
+  // A retention later their rows, the batch and the 1,000 tokens go too: the table is empty.
+  BackDate(40);
+  auto later = retention.RunOnce();
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ(later->deliveries, 1000);
+  EXPECT_EQ(later->lease_batches, 1);
+  EXPECT_EQ(later->tokens, 1000);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 0);
+  EXPECT_EQ(Int("SELECT expired FROM mailroom_stats('audit')"), 1000);
+}
+
 TEST_F(RetentionTest, TokensInsideTheAbuseLimitWindowStay) {
   SentDaysAgo(12, "w", 40);
   // The limits count requests over 60 days here: the tokens still count, so they stay; their

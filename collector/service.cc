@@ -254,7 +254,12 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   // The collector's cap protects its memory; a subscriber asking for more just gets fewer.
   const int max_in_flight =
       std::min(static_cast<int>(request->max_in_flight()), limits_.max_in_flight);
-  if (request->start_from_earliest()) dispatcher_->StartFromEarliest(request->consumer_group());
+  // A subscription that names a budget holder is a sender: the emails of its group are its to
+  // deliver, so a group it creates starts from the earliest unexpired token (a deploy that
+  // starts the sender before its group exists loses nothing). An observer chooses.
+  if (request->start_from_earliest() || request->has_budget_holder()) {
+    dispatcher_->StartFromEarliest(request->consumer_group());
+  }
   auto sub = std::make_shared<Subscriber>(NewSubscriberId(), request->consumer_group(),
                                           request->subscriber_name(), max_in_flight);
   auto* reactor = new SubscribeReactor(sub, [this, credential = principal.credential](

@@ -286,6 +286,27 @@ TEST_F(BudgetTest, ThreeSendersKeepToOneGroupPaceThroughAKillAndStopWhenTheBudge
   EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'sent'"), acknowledged);
 }
 
+// A sender names its budget holder on its subscription, so a group it creates starts from the
+// earliest unexpired token: a sender of a group the collector does not know yet
+// (MAILROOM_CONSUMER_GROUP=transactional, not in MAILROOM_GROUPS) delivers the 10 signups
+// committed before it first subscribed. Deploy order loses nothing.
+TEST_F(BudgetTest, ASendersNewGroupStartsFromTheEarliestUnexpiredToken) {
+  TestDb(url_).InsertAccounts(10, "early");
+  ASSERT_EQ(Scalar("SELECT count(*) FROM consumer_groups WHERE name = 'transactional'"), 0);
+  const std::string dir = dir_ + "/out";
+  auto sender = StartSender({{"MAILROOM_TRANSPORT", "file"},
+                             {"MAILROOM_FILE_DIR", dir},
+                             {"MAILROOM_CONSUMER_GROUP", "transactional"}},
+                            "sender-transactional");
+  ASSERT_NE(sender, nullptr);
+  EXPECT_EQ(WaitFor("SELECT count(*) FROM delivery_states d JOIN consumer_groups g"
+                    " ON g.id = d.group_id WHERE g.name = 'transactional' AND d.state = 'sent'",
+                    10, absl::Seconds(30)),
+            10)
+      << sender->Log();
+  EXPECT_EQ(ReceivedIn(dir).distinct, 10);
+}
+
 TEST_F(BudgetTest, AKilledSendersUnusedGrantComesBackAfterItsLease) {
   // An unlimited group: a sender asks for (and gets) grants of 100 emails and more, more than
   // the 40 jobs it is handed. Grants last 10 s (the default, so the one it holds is still

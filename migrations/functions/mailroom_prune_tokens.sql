@@ -4,8 +4,10 @@
 -- limits), with no deliveries row left in any group (all finished and pruned) and in no lease
 -- batch. A group that has not scanned such a token yet (one nobody subscribes to) would only
 -- record it as expired: it is not kept for it, so a stale group cannot hold the table's size.
--- Rows another transaction holds are skipped. Returns as mailroom_prune_deliveries, but stops
--- at the first batch that deletes nothing (ids follow creation, and expiry mostly follows it).
+-- Rows another transaction holds are skipped. Returns as mailroom_prune_deliveries: it goes on
+-- past windows of tokens it must keep (a kept token delays only itself) and stops at the first
+-- window that deletes nothing and holds a token created after the cut-off (ids follow creation:
+-- the rest is newer still), so a pass costs O(tokens older than the cut-off / batch).
 CREATE OR REPLACE FUNCTION mailroom_prune_tokens(p_after bigint, p_before_epoch bigint, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
@@ -16,14 +18,15 @@ DECLARE
     v_ids     BIGINT[];
     v_seen    INT;
     v_last    BIGINT;
+    v_newest  BIGINT;
     v_n       BIGINT;
 BEGIN
     SELECT least(p_before_epoch,
                  EXTRACT(EPOCH FROM now())::BIGINT - s.limit_window_seconds)
       INTO v_cutoff FROM mailroom_settings s;
     SELECT array_agg(w.id) FILTER (WHERE w.created_at < v_cutoff AND w.expires_at < v_cutoff),
-           count(*), max(w.id)
-      INTO v_ids, v_seen, v_last
+           count(*), max(w.id), max(w.created_at)
+      INTO v_ids, v_seen, v_last, v_newest
       FROM (SELECT t.id, t.created_at, t.expires_at FROM tokens t
              WHERE t.id > p_after ORDER BY t.id LIMIT p_batch) w;
     v_n := 0;
@@ -45,8 +48,9 @@ BEGIN
         )
         SELECT count(*) INTO v_n FROM del;
     END IF;
-    -- Go on while a window deletes something. Walking on through tokens kept for their
-    -- deliveries would make a pass O(tokens) whenever deliveries lag behind.
-    RETURN QUERY SELECT v_n, coalesce(v_last, p_after), v_seen = p_batch AND v_n > 0;
+    -- Go on while a window deletes something or is older than the cut-off throughout (what it
+    -- kept is kept for a lease or a delivery row; newer tokens may still go).
+    RETURN QUERY SELECT v_n, coalesce(v_last, p_after),
+                        v_seen = p_batch AND (v_n > 0 OR v_newest < v_cutoff);
 END;
 $$;

@@ -1,0 +1,1 @@
+DROP INDEX lease_batches_recovery_idx;

@@ -1,0 +1,47 @@
+-- Whether group p_group is paced by a budget and one of its password recoveries waits to be
+-- sent: committed less than p_hold_ms ago and not yet scanned by the group's recovery cursor
+-- (neither rate limited nor superseded), or leased to a subscriber that may still send it (its
+-- lease has not run out, its holder has not left, and it was handed out less than p_hold_ms
+-- ago: a holder that has not sent it by then holds activations back no longer). And the group's
+-- pace in emails per second at p_price (Infinity: unlimited). No row for an unknown group. The
+-- queued recoveries are read as mailroom_stats reads depth, on tokens_action_txid_id_idx; the
+-- leased batches on lease_batches_recovery_idx. The collector grants activations no slot while
+-- it says true (docs/design.md, "Recoveries first across senders").
+CREATE OR REPLACE FUNCTION mailroom_budget_recovery_first(p_group TEXT, p_price BIGINT,
+                                                          p_hold_ms INT, p_default_budget BIGINT,
+                                                          p_default_reserve INT)
+    RETURNS TABLE (waiting BOOLEAN, pace_per_second DOUBLE PRECISION)
+    LANGUAGE sql STABLE AS $$
+    SELECT s.budget_micros IS NOT NULL
+           AND (EXISTS (SELECT 1 FROM lease_batches b
+                         WHERE b.group_id = g.id AND b.state = 'leased' AND b.recovery
+                           AND b.due_at > now() AND NOT b.holder_left
+                           AND b.created_at > now() - make_interval(secs => p_hold_ms / 1000.0))
+                OR EXISTS (SELECT 1 FROM deliveries d
+                            WHERE d.group_id = g.id AND d.state = 'leased' AND d.recovery
+                              AND d.due_at > now() AND NOT d.holder_left
+                              AND d.updated_at > now() - make_interval(secs => p_hold_ms / 1000.0))
+                OR EXISTS (SELECT 1 FROM tokens t
+                            WHERE t.action = 'password_recovery'
+                              AND t.txid >= pg_snapshot_xmin(k.prev)
+                              AND NOT pg_visible_in_snapshot(t.txid, k.prev)
+                              AND (k.cur IS NULL
+                                   OR NOT pg_visible_in_snapshot(t.txid, k.cur)
+                                   OR (t.txid, t.id) > (k.pos_txid, k.pos_id))
+                              AND t.created_at > EXTRACT(EPOCH FROM now())::BIGINT - p_hold_ms / 1000
+                              AND NOT t.rate_limited AND t.superseded_by IS NULL)),
+           CASE WHEN s.budget_micros IS NULL THEN 'Infinity'::DOUBLE PRECISION
+                ELSE greatest(s.budget_micros - s.committed_micros, 0) / s.seconds_left / p_price
+           END
+      FROM consumer_groups g
+     -- The recoveries' cursor (a group that never dequeued since 0010: the activations').
+     CROSS JOIN LATERAL (SELECT coalesce(g.rec_prev_snapshot, g.prev_snapshot) AS prev,
+                                CASE WHEN g.rec_prev_snapshot IS NULL THEN g.cur_snapshot
+                                     ELSE g.rec_cur_snapshot END AS cur,
+                                CASE WHEN g.rec_prev_snapshot IS NULL THEN g.pos_txid
+                                     ELSE g.rec_pos_txid END AS pos_txid,
+                                CASE WHEN g.rec_prev_snapshot IS NULL THEN g.pos_id
+                                     ELSE g.rec_pos_id END AS pos_id) k
+     CROSS JOIN LATERAL mailroom_budget_state(g.id, p_default_budget, p_default_reserve) s
+     WHERE g.name = p_group;
+$$;

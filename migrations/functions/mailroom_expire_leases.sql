@@ -1,0 +1,62 @@
+-- For group p_group_id: expires up to p_batch lease batches whose lease ran out (their jobs
+-- without an outcome become 'leased' per-job rows due at once, as in mailroom_dequeue's step 0),
+-- then, among the p_batch jobs that have waited longest to be handed out again ('leased' with
+-- the lease run out, or 'retry' due), records those whose token expired before p_before_epoch
+-- (Unix seconds) as 'expired' and those whose token is gone as 'cancelled'. Rows another
+-- transaction holds are skipped. Returns the batches expired, the jobs recorded and whether to
+-- call again (a full window that did something). The retention pass calls it for every group:
+-- a group nobody dequeues for (no subscriber, or paused by the reputation guard) would otherwise
+-- keep its run-out batches leased, and their tokens, for ever. Its jobs whose token expired
+-- before the retention can no longer be sent; the dequeue would record them so.
+CREATE OR REPLACE FUNCTION mailroom_expire_leases(p_group_id INT, p_before_epoch BIGINT, p_batch INT)
+    RETURNS TABLE (batches BIGINT, jobs BIGINT, more BOOLEAN)
+    LANGUAGE plpgsql
+    SET enable_seqscan = off SET enable_bitmapscan = off
+    AS $$
+DECLARE
+    v_batches BIGINT;
+    v_seen    BIGINT;
+    v_jobs    BIGINT;
+BEGIN
+    WITH x AS (
+        SELECT b.batch_id FROM lease_batches b
+         WHERE b.group_id = p_group_id AND b.state = 'leased' AND b.due_at <= now()
+         ORDER BY b.due_at LIMIT p_batch
+           FOR UPDATE SKIP LOCKED
+    ), e AS (
+        UPDATE lease_batches b SET state = 'expired', updated_at = now()
+          FROM x
+         WHERE b.batch_id = x.batch_id
+        RETURNING b.group_id, b.owner, b.due_at, b.holder_left, b.recovery, b.ids, b.done
+    ), ins AS (
+        INSERT INTO deliveries (group_id, token_id, state, attempts, owner, due_at, holder_left,
+                                recovery)
+        SELECT e.group_id, u.id, 'leased', 1, e.owner, e.due_at, e.holder_left, e.recovery
+          FROM e CROSS JOIN LATERAL unnest(e.ids) WITH ORDINALITY AS u(id, slot)
+         WHERE get_bit(e.done, u.slot::INT - 1) = 0
+        ON CONFLICT DO NOTHING
+    )
+    SELECT count(*) INTO v_batches FROM e;
+
+    WITH x AS (
+        SELECT d.token_id FROM deliveries d
+         WHERE d.group_id = p_group_id AND d.state IN ('leased', 'retry') AND d.due_at <= now()
+         ORDER BY d.due_at LIMIT p_batch
+           FOR UPDATE SKIP LOCKED
+    ), f AS (
+        UPDATE deliveries d
+           SET state = CASE WHEN t.id IS NULL THEN 'cancelled' ELSE 'expired' END::delivery_state,
+               reason = CASE WHEN t.id IS NULL THEN 'token deleted'
+                             ELSE 'token expired before delivery' END,
+               owner = NULL, due_at = NULL, updated_at = now()
+          FROM x LEFT JOIN tokens t ON t.id = x.token_id
+         WHERE d.group_id = p_group_id AND d.token_id = x.token_id
+           AND (t.id IS NULL OR t.expires_at < p_before_epoch)
+        RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM x), (SELECT count(*) FROM f) INTO v_seen, v_jobs;
+
+    RETURN QUERY SELECT v_batches, v_jobs,
+                        v_batches = p_batch OR (v_seen = p_batch AND v_jobs > 0);
+END;
+$$;
