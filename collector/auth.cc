@@ -1,11 +1,13 @@
 #include "collector/auth.h"
 
 #include <openssl/crypto.h>
+#include <openssl/rand.h>
 #include <openssl/sha.h>
 
 #include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -28,7 +30,40 @@ const char* RoleNames(unsigned roles) {
   }
 }
 
+// 16 hex digits of SHA-256 over the parts, each preceded by its length (no two lists of parts
+// hash alike).
+std::string Tag(std::initializer_list<absl::string_view> parts) {
+  std::string msg;
+  for (absl::string_view p : parts) absl::StrAppend(&msg, p.size(), ":", p);
+  return absl::BytesToHexString(Sha256(msg).substr(0, 8));
+}
+
+bool IsHex(absl::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
 }  // namespace
+
+std::string NewSubscriptionId(const Principal& principal) {
+  unsigned char b[16];
+  RAND_bytes(b, sizeof b);
+  const std::string random =
+      absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(b), sizeof b));
+  return absl::StrCat("sub-", random, "-", Tag({"subscription", principal.binding, random}));
+}
+
+bool SubscriptionIsFor(absl::string_view id, const Principal& principal) {
+  if (!absl::ConsumePrefix(&id, "sub-")) return false;
+  if (id.size() == 18) return IsHex(id);  // the earlier, unbound form
+  if (id.size() != 32 + 1 + 16 || id[32] != '-') return false;
+  const std::string expected = Tag({"subscription", principal.binding, id.substr(0, 32)});
+  return CRYPTO_memcmp(expected.data(), id.data() + 33, expected.size()) == 0;
+}
+
+std::string BoundHolder(const Principal& principal, absl::string_view holder) {
+  return absl::StrCat(holder, "~", Tag({"holder", principal.binding}));
+}
 
 bool Principal::InGroup(absl::string_view group) const {
   return all_groups || std::find(groups.begin(), groups.end(), group) != groups.end();
@@ -103,6 +138,7 @@ Authenticator::Authenticator(const std::vector<Credential>& credentials, bool al
     digests_.push_back(Sha256(c.token));
     principals_.push_back(c.principal);
     principals_.back().credential = absl::StrCat("token ", principals_.size());
+    principals_.back().binding = digests_.back();
   }
 }
 
@@ -118,6 +154,7 @@ grpc::Status Authenticator::Authenticate(const grpc::ServerContextBase& context,
         if (!ids.empty()) {
           principal->credential = absl::StrCat("client certificate ",
                                                absl::string_view(ids[0].data(), ids[0].size()));
+          principal->binding = principal->credential;
         }
       }
       return grpc::Status::OK;

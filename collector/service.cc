@@ -1,7 +1,5 @@
 #include "collector/service.h"
 
-#include <openssl/rand.h>
-
 #include <algorithm>
 #include <map>
 
@@ -42,11 +40,12 @@ grpc::Status CheckHolder(const std::string& holder, const char* field = "holder"
   return grpc::Status::OK;
 }
 
-std::string NewSubscriberId() {
-  unsigned char b[9];
-  RAND_bytes(b, sizeof b);
-  return absl::StrCat("sub-", absl::BytesToHexString(
-                                  absl::string_view(reinterpret_cast<char*>(b), sizeof b)));
+// PERMISSION_DENIED unless subscription `id` was issued to `principal`: another credential of
+// the same group may not settle or renew its leases (nor free its window).
+grpc::Status CheckSubscription(const std::string& id, const Principal& principal) {
+  if (SubscriptionIsFor(id, principal)) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      "subscriber_id names a subscription of another credential");
 }
 
 // A reactor that only reports an error (bad arguments, no credentials).
@@ -204,6 +203,9 @@ CollectorService::CollectorService(Store* store, Hub* hub, Dispatcher* dispatche
                      "Emails granted to senders per group (charged when granted).");
   metrics_->Describe("mailroom_collector_budget_returned_emails_total", Metrics::Type::kCounter,
                      "Unused granted emails given back by senders per group.");
+  metrics_->Describe("mailroom_collector_suppressions_not_scoped_total", Metrics::Type::kCounter,
+                     "FAILED outcomes asking to suppress their recipient from a credential not "
+                     "scoped to every group: recorded, the address not suppressed.");
 }
 
 grpc::Status CollectorService::Admit(const grpc::ServerContextBase& context, unsigned roles,
@@ -255,8 +257,9 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   const int max_in_flight =
       std::min(static_cast<int>(request->max_in_flight()), limits_.max_in_flight);
   if (request->start_from_earliest()) dispatcher_->StartFromEarliest(request->consumer_group());
-  auto sub = std::make_shared<Subscriber>(NewSubscriberId(), request->consumer_group(),
-                                          request->subscriber_name(), max_in_flight);
+  auto sub = std::make_shared<Subscriber>(NewSubscriptionId(principal),
+                                          request->consumer_group(), request->subscriber_name(),
+                                          max_in_flight);
   auto* reactor = new SubscribeReactor(sub, [this, credential = principal.credential](
                                                 const std::shared_ptr<Subscriber>& s) {
     {
@@ -266,7 +269,7 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
     }
     hub_->Remove(s);
     metrics_->Add("mailroom_collector_subscribers", -1, {{"group", s->group()}});
-    LogInfo("subscriber left", {{"group", s->group()}, {"subscriber", s->id()}});
+    LogInfo("subscriber left", {{"group", s->group()}, {"subscriber", ShortId(s->id())}});
     // Its leases stay its own until they run out: the sender behind it may still be sending
     // them, and acknowledges them (on any collector) when it is back. A sender that stops
     // gracefully has handed back what it will not send before closing the stream.
@@ -274,7 +277,7 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   });
   // Linked before the first dequeue can hand it a job (hub_->Add below).
   if (request->has_budget_holder()) {
-    store_->LinkHolder(sub->group(), sub->id(), request->budget_holder());
+    store_->LinkHolder(sub->group(), sub->id(), BoundHolder(principal, request->budget_holder()));
   }
   v1::SubscribeResponse welcome;
   welcome.set_subscriber_id(sub->id());
@@ -283,9 +286,9 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   sub->Attach(reactor, std::move(welcome));
   metrics_->Add("mailroom_collector_subscribers", 1, {{"group", sub->group()}});
   LogInfo("subscriber joined", {{"group", sub->group()},
-                                {"subscriber", sub->id()},
+                                {"subscriber", ShortId(sub->id())},
                                 {"name", sub->name()},
-                                {"budget_holder", request->budget_holder()},
+                                {"budget_holder", ShortId(request->budget_holder())},
                                 {"max_in_flight", absl::StrCat(max_in_flight)},
                                 {"requested_max_in_flight", absl::StrCat(request->max_in_flight())}});
   dispatcher_->Kick(sub->group(), /*force=*/true);
@@ -295,7 +298,9 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
 grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
                                            const v1::AcknowledgeRequest* request,
                                            v1::AcknowledgeResponse* response) {
-  grpc::Status st = Admit(*context, kRoleSubscriber, request->consumer_group(), "Acknowledge");
+  Principal principal;
+  grpc::Status st =
+      Admit(*context, kRoleSubscriber, request->consumer_group(), "Acknowledge", &principal);
   if (!st.ok()) return st;
   if (request->subscriber_id().empty()) {
     return Invalid("subscriber_id is required (the id of the subscription the jobs came on)");
@@ -305,6 +310,8 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
   if (request->outcomes_size() > kMaxIdsPerCall) {
     return Invalid(absl::StrCat("at most ", kMaxIdsPerCall, " outcomes per call"));
   }
+  if (st = CheckSubscription(request->subscriber_id(), principal); !st.ok()) return st;
+  int unscoped_suppressions = 0;
   // Each outcome is checked alone: a bad one is rejected (and reported) without losing the
   // valid ones beside it.
   std::vector<JobResult> results;
@@ -316,6 +323,13 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
     if (r.ok() && !seen.insert(o.job_id()).second) {
       r = absl::InvalidArgumentError("job_id appears twice in this call");
     }
+    // The suppression list applies to every group: only a credential scoped to all of them
+    // may add to it (as with AddSuppression). From any other, the outcome is recorded and the
+    // address stays deliverable, here and in every other group.
+    if (r.ok() && r->suppress_recipient && !principal.all_groups) {
+      r->suppress_recipient = false;
+      ++unscoped_suppressions;
+    }
     if (!r.ok()) {
       v1::RejectedOutcome* rej = response->add_rejected();
       rej->set_job_id(o.job_id());
@@ -325,6 +339,10 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
       continue;
     }
     results.push_back(*std::move(r));
+  }
+  if (unscoped_suppressions > 0) {
+    metrics_->Add("mailroom_collector_suppressions_not_scoped_total", unscoped_suppressions,
+                  {{"group", request->consumer_group()}});
   }
   absl::flat_hash_set<uint64_t> done;
   if (!results.empty()) {
@@ -362,7 +380,9 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
 grpc::Status CollectorService::RenewLeases(grpc::ServerContext* context,
                                            const v1::RenewLeasesRequest* request,
                                            v1::RenewLeasesResponse* response) {
-  grpc::Status st = Admit(*context, kRoleSubscriber, request->consumer_group(), "RenewLeases");
+  Principal principal;
+  grpc::Status st =
+      Admit(*context, kRoleSubscriber, request->consumer_group(), "RenewLeases", &principal);
   if (!st.ok()) return st;
   if (request->subscriber_id().empty()) return Invalid("subscriber_id is required");
   if (request->subscriber_id().size() > 64) return Invalid("subscriber_id is too long");
@@ -373,6 +393,7 @@ grpc::Status CollectorService::RenewLeases(grpc::ServerContext* context,
   if (request->attempts_size() != 0 && request->attempts_size() != request->job_ids_size()) {
     return Invalid("attempts must be empty or as long as job_ids");
   }
+  if (st = CheckSubscription(request->subscriber_id(), principal); !st.ok()) return st;
   std::vector<uint64_t> ids(request->job_ids().begin(), request->job_ids().end());
   std::vector<uint32_t> attempts(request->attempts().begin(), request->attempts().end());
   absl::Time until = absl::Now() + limits_.lease;
@@ -601,7 +622,9 @@ void ToProto(const GroupBudgetRow& b, v1::GroupBudget* out) {
 grpc::Status CollectorService::AcquireBudget(grpc::ServerContext* context,
                                              const v1::AcquireBudgetRequest* request,
                                              v1::AcquireBudgetResponse* response) {
-  grpc::Status st = Admit(*context, kRoleSubscriber, request->consumer_group(), "AcquireBudget");
+  Principal principal;
+  grpc::Status st =
+      Admit(*context, kRoleSubscriber, request->consumer_group(), "AcquireBudget", &principal);
   if (!st.ok()) return st;
   if (st = CheckHolder(request->holder()); !st.ok()) return st;
   if (request->emails() < 1 || request->emails() > kMaxGrantEmails) {
@@ -612,7 +635,8 @@ grpc::Status CollectorService::AcquireBudget(grpc::ServerContext* context,
                                 " (MAILROOM_MAX_COST_MICROS)"));
   }
   if (budgets_ == nullptr) return NoBudgets();
-  auto grant = budgets_->Acquire({request->consumer_group(), request->holder(),
+  auto grant = budgets_->Acquire({request->consumer_group(),
+                                  BoundHolder(principal, request->holder()),
                                   static_cast<int>(request->emails()), request->recovery(),
                                   request->price_micros()});
   if (!grant.ok()) return ToGrpc(grant.status());
@@ -636,7 +660,9 @@ grpc::Status CollectorService::AcquireBudget(grpc::ServerContext* context,
 grpc::Status CollectorService::ReturnBudget(grpc::ServerContext* context,
                                             const v1::ReturnBudgetRequest* request,
                                             v1::ReturnBudgetResponse* response) {
-  grpc::Status st = Admit(*context, kRoleSubscriber, request->consumer_group(), "ReturnBudget");
+  Principal principal;
+  grpc::Status st =
+      Admit(*context, kRoleSubscriber, request->consumer_group(), "ReturnBudget", &principal);
   if (!st.ok()) return st;
   if (st = CheckHolder(request->holder()); !st.ok()) return st;
   if (request->grant_id() == 0) return Invalid("grant_id is required");
@@ -644,8 +670,8 @@ grpc::Status CollectorService::ReturnBudget(grpc::ServerContext* context,
     return Invalid(absl::StrCat("emails must be 1 to ", kMaxGrantEmails));
   }
   if (budgets_ == nullptr) return NoBudgets();
-  auto n = budgets_->Return(request->consumer_group(), request->holder(), request->grant_id(),
-                            static_cast<int>(request->emails()));
+  auto n = budgets_->Return(request->consumer_group(), BoundHolder(principal, request->holder()),
+                            request->grant_id(), static_cast<int>(request->emails()));
   if (!n.ok()) return ToGrpc(n.status());
   response->set_returned(*n);
   metrics_->Add("mailroom_collector_budget_returned_emails_total", *n,
