@@ -1,6 +1,8 @@
 #include "collector/auth.h"
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
@@ -43,7 +45,44 @@ bool IsHex(absl::string_view s) {
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
+// The Feistel network's round function: 32 bits of HMAC-SHA256(binding, label, round, half).
+uint32_t Round(const Principal& p, int round, uint32_t half) {
+  unsigned char msg[16] = {'g', 'r', 'a', 'n', 't', '-', 'i', 'd', 0, 0, 0,
+                           static_cast<unsigned char>(round)};
+  for (int i = 0; i < 4; ++i) msg[12 + i] = static_cast<unsigned char>(half >> (8 * i));
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  HMAC(EVP_sha256(), p.binding.data(), static_cast<int>(p.binding.size()), msg, sizeof msg, out,
+       &n);
+  return static_cast<uint32_t>(out[0]) | static_cast<uint32_t>(out[1]) << 8 |
+         static_cast<uint32_t>(out[2]) << 16 | static_cast<uint32_t>(out[3]) << 24;
+}
+
+constexpr int kGrantIdRounds = 4;
+
 }  // namespace
+
+uint64_t SealGrantId(const Principal& principal, uint64_t id) {
+  if (id == 0) return 0;
+  uint32_t l = static_cast<uint32_t>(id >> 32), r = static_cast<uint32_t>(id);
+  for (int i = 0; i < kGrantIdRounds; ++i) {
+    const uint32_t next = l ^ Round(principal, i, r);
+    l = r;
+    r = next;
+  }
+  return static_cast<uint64_t>(l) << 32 | r;
+}
+
+uint64_t OpenGrantId(const Principal& principal, uint64_t sealed) {
+  if (sealed == 0) return 0;
+  uint32_t l = static_cast<uint32_t>(sealed >> 32), r = static_cast<uint32_t>(sealed);
+  for (int i = kGrantIdRounds - 1; i >= 0; --i) {
+    const uint32_t prev = r ^ Round(principal, i, l);
+    r = l;
+    l = prev;
+  }
+  return static_cast<uint64_t>(l) << 32 | r;
+}
 
 std::string NewSubscriptionId(const Principal& principal) {
   unsigned char b[16];

@@ -52,6 +52,14 @@ bool SubscriptionIsFor(absl::string_view id, const Principal& principal);
 // same holder string names another holder: it can neither return nor be refunded its grants.
 std::string BoundHolder(const Principal& principal, absl::string_view holder);
 
+// Grant ids as a credential sees them: the database's sequential id (budget_grants.id) under
+// a permutation of the 64-bit values keyed by the credential (a 4-round Feistel network over
+// HMAC-SHA256), so grant ids are neither sequential nor guessable from one's own. OpenGrantId
+// inverts SealGrantId for the same credential; another credential's sealed id opens to an
+// unrelated id (which its holder binding then refuses). 0 (no grant) stays 0.
+uint64_t SealGrantId(const Principal& principal, uint64_t id);
+uint64_t OpenGrantId(const Principal& principal, uint64_t sealed);
+
 // One configured bearer token and what it grants. `token` is a secret: never print it.
 struct Credential {
   std::string token;

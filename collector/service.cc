@@ -1,6 +1,7 @@
 #include "collector/service.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include "absl/strings/ascii.h"
@@ -640,7 +641,7 @@ grpc::Status CollectorService::AcquireBudget(grpc::ServerContext* context,
                                   static_cast<int>(request->emails()), request->recovery(),
                                   request->price_micros()});
   if (!grant.ok()) return ToGrpc(grant.status());
-  response->set_grant_id(grant->grant_id);
+  response->set_grant_id(SealGrantId(principal, grant->grant_id));
   response->set_emails(grant->emails);
   if (grant->emails > 0) {
     response->set_expires_in_ms(
@@ -670,8 +671,15 @@ grpc::Status CollectorService::ReturnBudget(grpc::ServerContext* context,
     return Invalid(absl::StrCat("emails must be 1 to ", kMaxGrantEmails));
   }
   if (budgets_ == nullptr) return NoBudgets();
+  // Another credential's grant id opens to an unrelated value, often beyond any BIGINT id:
+  // not a grant of this holder, so nothing is returned.
+  const uint64_t grant_id = OpenGrantId(principal, request->grant_id());
+  if (grant_id > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    response->set_returned(0);
+    return grpc::Status::OK;
+  }
   auto n = budgets_->Return(request->consumer_group(), BoundHolder(principal, request->holder()),
-                            request->grant_id(), static_cast<int>(request->emails()));
+                            grant_id, static_cast<int>(request->emails()));
   if (!n.ok()) return ToGrpc(n.status());
   response->set_returned(*n);
   metrics_->Add("mailroom_collector_budget_returned_emails_total", *n,

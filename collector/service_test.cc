@@ -629,7 +629,9 @@ TEST_F(ServiceTest, BudgetGrantsNeedTheSubscriberRoleAndValidArguments) {
             grpc::StatusCode::FAILED_PRECONDITION);
   service_->SetBudgetStore(&budgets);
   ASSERT_TRUE(stub_->AcquireBudget(Ctx(kSubscriber).get(), req, &resp).ok());
-  EXPECT_EQ(resp.grant_id(), 7u);
+  // The store's id 7, as this credential sees it.
+  const uint64_t grant_id = resp.grant_id();
+  EXPECT_NE(grant_id, 7u);
   EXPECT_EQ(resp.emails(), 3u);
   EXPECT_GT(resp.expires_in_ms(), 9000);
   EXPECT_LE(resp.expires_in_ms(), 10000);
@@ -660,7 +662,7 @@ TEST_F(ServiceTest, BudgetGrantsNeedTheSubscriberRoleAndValidArguments) {
   v1::ReturnBudgetRequest ret;
   ret.set_consumer_group("mailroom");
   ret.set_holder("s-1");
-  ret.set_grant_id(7);
+  ret.set_grant_id(grant_id);
   ret.set_emails(2);
   v1::ReturnBudgetResponse returned;
   ASSERT_TRUE(stub_->ReturnBudget(Ctx(kSubscriber).get(), ret, &returned).ok());
@@ -668,6 +670,15 @@ TEST_F(ServiceTest, BudgetGrantsNeedTheSubscriberRoleAndValidArguments) {
   ret.set_holder("s-2");
   ASSERT_TRUE(stub_->ReturnBudget(Ctx(kSubscriber).get(), ret, &returned).ok());
   EXPECT_EQ(returned.returned(), 0u);
+  // Another credential naming this grant id (whatever it opens to) gets nothing back.
+  ret.set_holder("s-1");
+  ASSERT_TRUE(stub_->ReturnBudget(Ctx(kSecond).get(), ret, &returned).ok());
+  EXPECT_EQ(returned.returned(), 0u);
+  for (uint64_t any : {uint64_t{1}, ~uint64_t{0}}) {
+    ret.set_grant_id(any);
+    ASSERT_TRUE(stub_->ReturnBudget(Ctx(kSubscriber).get(), ret, &returned).ok());
+    EXPECT_EQ(returned.returned(), 0u);
+  }
   ret.set_grant_id(0);
   EXPECT_EQ(stub_->ReturnBudget(Ctx(kSubscriber).get(), ret, &returned).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
