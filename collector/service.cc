@@ -206,7 +206,7 @@ CollectorService::CollectorService(Store* store, Hub* hub, Dispatcher* dispatche
                      "Unused granted emails given back by senders per group.");
   metrics_->Describe("mailroom_collector_suppressions_not_scoped_total", Metrics::Type::kCounter,
                      "FAILED outcomes asking to suppress their recipient from a credential not "
-                     "scoped to every group: recorded, the address not suppressed.");
+                     "covering every group: recorded, the address not suppressed.");
 }
 
 grpc::Status CollectorService::Admit(const grpc::ServerContextBase& context, unsigned roles,
@@ -324,13 +324,6 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
     if (r.ok() && !seen.insert(o.job_id()).second) {
       r = absl::InvalidArgumentError("job_id appears twice in this call");
     }
-    // The suppression list applies to every group: only a credential scoped to all of them
-    // may add to it (as with AddSuppression). From any other, the outcome is recorded and the
-    // address stays deliverable, here and in every other group.
-    if (r.ok() && r->suppress_recipient && !principal.all_groups) {
-      r->suppress_recipient = false;
-      ++unscoped_suppressions;
-    }
     if (!r.ok()) {
       v1::RejectedOutcome* rej = response->add_rejected();
       rej->set_job_id(o.job_id());
@@ -340,6 +333,22 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
       continue;
     }
     results.push_back(*std::move(r));
+  }
+  // The suppression list applies to every group: only a credential whose scope covers every
+  // group there is may add to it. From any other, the outcome is recorded and the address
+  // stays deliverable, here and in every other group.
+  const bool suppresses = std::any_of(results.begin(), results.end(),
+                                      [](const JobResult& r) { return r.suppress_recipient; });
+  if (suppresses && !principal.all_groups) {
+    auto groups = store_->GroupNames();
+    if (!groups.ok()) return ToGrpc(groups.status());
+    if (!std::all_of(groups->begin(), groups->end(),
+                     [&](const std::string& g) { return principal.InGroup(g); })) {
+      for (JobResult& r : results) {
+        unscoped_suppressions += r.suppress_recipient ? 1 : 0;
+        r.suppress_recipient = false;
+      }
+    }
   }
   if (unscoped_suppressions > 0) {
     metrics_->Add("mailroom_collector_suppressions_not_scoped_total", unscoped_suppressions,

@@ -402,6 +402,10 @@ TEST_F(ServiceTest, SuppressRecipientGoesWithFailedOutcomesOnly) {
 // The suppression list applies to every group: a credential scoped to some groups has its
 // FAILED outcome recorded, but the recipient is not suppressed (for any group).
 TEST_F(ServiceTest, OnlyACredentialOfEveryGroupSuppressesARecipient) {
+  GroupStatsRow audit, mailroom;
+  audit.group = "audit";
+  mailroom.group = "mailroom";
+  store_.SetStats({audit, mailroom});
   v1::AcknowledgeRequest req = AckRequest(Subscription(kSubscriber));
   v1::JobOutcome* o = Add(&req, 2, v1::OUTCOME_FAILED);
   o->set_reason("smtp RCPT: 550 5.1.1 <x@example.test>: user unknown");
@@ -418,6 +422,12 @@ TEST_F(ServiceTest, OnlyACredentialOfEveryGroupSuppressesARecipient) {
   EXPECT_EQ(metrics_.Value("mailroom_collector_suppressions_not_scoped_total",
                            {{"group", "mailroom"}}),
             1);
+  // With `mailroom` the only group there is, its credential covers every group.
+  store_.SetStats({mailroom});
+  ASSERT_TRUE(Ack(kSubscriber, req, &resp).ok());
+  calls = store_.Calls("Ack");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_TRUE(calls[1].results[0].suppress_recipient);
 }
 
 // Two credentials of one group: neither settles, renews or frees the other's subscription,
