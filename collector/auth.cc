@@ -1,11 +1,15 @@
 #include "collector/auth.h"
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 #include <openssl/sha.h>
 
 #include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -28,7 +32,77 @@ const char* RoleNames(unsigned roles) {
   }
 }
 
+// 16 hex digits of SHA-256 over the parts, each preceded by its length (no two lists of parts
+// hash alike).
+std::string Tag(std::initializer_list<absl::string_view> parts) {
+  std::string msg;
+  for (absl::string_view p : parts) absl::StrAppend(&msg, p.size(), ":", p);
+  return absl::BytesToHexString(Sha256(msg).substr(0, 8));
+}
+
+bool IsHex(absl::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// The Feistel network's round function: 32 bits of HMAC-SHA256(binding, label, round, half).
+uint32_t Round(const Principal& p, int round, uint32_t half) {
+  unsigned char msg[16] = {'g', 'r', 'a', 'n', 't', '-', 'i', 'd', 0, 0, 0,
+                           static_cast<unsigned char>(round)};
+  for (int i = 0; i < 4; ++i) msg[12 + i] = static_cast<unsigned char>(half >> (8 * i));
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  HMAC(EVP_sha256(), p.binding.data(), static_cast<int>(p.binding.size()), msg, sizeof msg, out,
+       &n);
+  return static_cast<uint32_t>(out[0]) | static_cast<uint32_t>(out[1]) << 8 |
+         static_cast<uint32_t>(out[2]) << 16 | static_cast<uint32_t>(out[3]) << 24;
+}
+
+constexpr int kGrantIdRounds = 4;
+
 }  // namespace
+
+uint64_t SealGrantId(const Principal& principal, uint64_t id) {
+  if (id == 0) return 0;
+  uint32_t l = static_cast<uint32_t>(id >> 32), r = static_cast<uint32_t>(id);
+  for (int i = 0; i < kGrantIdRounds; ++i) {
+    const uint32_t next = l ^ Round(principal, i, r);
+    l = r;
+    r = next;
+  }
+  return static_cast<uint64_t>(l) << 32 | r;
+}
+
+uint64_t OpenGrantId(const Principal& principal, uint64_t sealed) {
+  if (sealed == 0) return 0;
+  uint32_t l = static_cast<uint32_t>(sealed >> 32), r = static_cast<uint32_t>(sealed);
+  for (int i = kGrantIdRounds - 1; i >= 0; --i) {
+    const uint32_t prev = r ^ Round(principal, i, l);
+    r = l;
+    l = prev;
+  }
+  return static_cast<uint64_t>(l) << 32 | r;
+}
+
+std::string NewSubscriptionId(const Principal& principal) {
+  unsigned char b[16];
+  RAND_bytes(b, sizeof b);
+  const std::string random =
+      absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(b), sizeof b));
+  return absl::StrCat("sub-", random, "-", Tag({"subscription", principal.binding, random}));
+}
+
+bool SubscriptionIsFor(absl::string_view id, const Principal& principal) {
+  if (!absl::ConsumePrefix(&id, "sub-")) return false;
+  if (id.size() == 18) return IsHex(id);  // the earlier, unbound form
+  if (id.size() != 32 + 1 + 16 || id[32] != '-') return false;
+  const std::string expected = Tag({"subscription", principal.binding, id.substr(0, 32)});
+  return CRYPTO_memcmp(expected.data(), id.data() + 33, expected.size()) == 0;
+}
+
+std::string BoundHolder(const Principal& principal, absl::string_view holder) {
+  return absl::StrCat(holder, "~", Tag({"holder", principal.binding}));
+}
 
 bool Principal::InGroup(absl::string_view group) const {
   return all_groups || std::find(groups.begin(), groups.end(), group) != groups.end();
@@ -103,6 +177,7 @@ Authenticator::Authenticator(const std::vector<Credential>& credentials, bool al
     digests_.push_back(Sha256(c.token));
     principals_.push_back(c.principal);
     principals_.back().credential = absl::StrCat("token ", principals_.size());
+    principals_.back().binding = digests_.back();
   }
 }
 
@@ -118,6 +193,7 @@ grpc::Status Authenticator::Authenticate(const grpc::ServerContextBase& context,
         if (!ids.empty()) {
           principal->credential = absl::StrCat("client certificate ",
                                                absl::string_view(ids[0].data(), ids[0].size()));
+          principal->binding = principal->credential;
         }
       }
       return grpc::Status::OK;

@@ -28,12 +28,37 @@ struct Principal {
   // (the entry's position in MAILROOM_SUBSCRIBER_TOKENS), "client certificate <identity>"
   // under mutual TLS without tokens, or "anonymous".
   std::string credential;
+  // What subscriptions and grant holders are bound to (NewSubscriptionId, BoundHolder): the
+  // token's SHA-256 digest, else `credential`. The same on every collector with the same
+  // credentials, whatever their order. Derived from a secret: never logged or shown.
+  std::string binding;
 
   // Full access: legacy unscoped tokens, mutual TLS and the anonymous development mode.
-  static Principal Everything() { return {kAllRoles, true, {}, "anonymous"}; }
+  static Principal Everything() { return {kAllRoles, true, {}, "anonymous", "anonymous"}; }
   bool HasRole(unsigned any_of) const { return (roles & any_of) != 0; }
   bool InGroup(absl::string_view group) const;
 };
+
+// A new subscription id issued to `principal`: "sub-", 32 hex digits (128 random bits), "-",
+// and 16 hex digits that bind it to the credential. Only the credential that subscribed may
+// acknowledge or renew the subscription's leases (SubscriptionIsFor), on any collector.
+std::string NewSubscriptionId(const Principal& principal);
+// Whether `id` names a subscription of `principal`. Ids of the earlier form ("sub-" and 18 hex
+// digits, unbound) are accepted from any credential of the group, so that leases taken before
+// an upgrade can still be settled; no collector issues them any more.
+bool SubscriptionIsFor(absl::string_view id, const Principal& principal);
+// A grant holder as stored (budget_grants.holder, budget_subscriptions.holder): `holder` as
+// the sender named it, "~" and 16 hex digits of the credential. Another credential naming the
+// same holder string names another holder: it can neither return nor be refunded its grants.
+std::string BoundHolder(const Principal& principal, absl::string_view holder);
+
+// Grant ids as a credential sees them: the database's sequential id (budget_grants.id) under
+// a permutation of the 64-bit values keyed by the credential (a 4-round Feistel network over
+// HMAC-SHA256), so grant ids are neither sequential nor guessable from one's own. OpenGrantId
+// inverts SealGrantId for the same credential; another credential's sealed id opens to an
+// unrelated id (which its holder binding then refuses). 0 (no grant) stays 0.
+uint64_t SealGrantId(const Principal& principal, uint64_t id);
+uint64_t OpenGrantId(const Principal& principal, uint64_t sealed);
 
 // One configured bearer token and what it grants. `token` is a secret: never print it.
 struct Credential {

@@ -1,6 +1,8 @@
 // ParseCredentials (MAILROOM_SUBSCRIBER_TOKENS) and the Authenticator's principals.
 #include "collector/auth.h"
 
+#include <set>
+
 #include "gmock/gmock.h"
 #include "grpcpp/test/server_context_test_spouse.h"
 #include "gtest/gtest.h"
@@ -140,6 +142,47 @@ TEST(CheckScopeTest, RoleAndGroup) {
   EXPECT_TRUE(CheckScope(ops, kRoleOperator, "", "GetQueueStats").ok());
   EXPECT_EQ(CheckScope(ops, kRoleSubscriber, "mailroom", "Acknowledge").error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
+}
+
+// Subscription ids, holders and grant ids are bound to the credential.
+TEST_F(AuthenticatorTest, IdsAreBoundToTheirCredential) {
+  auto c = ParseCredentials({std::string(kSub) + "@mailroom:subscriber",
+                             std::string(kOps) + "@mailroom:subscriber"},
+                            kVar);
+  ASSERT_TRUE(c.ok()) << c.status();
+  Authenticator auth(*c, false);
+  Principal a, b;
+  ASSERT_TRUE(Call(auth, std::string("Bearer ") + kSub, &a).ok());
+  ASSERT_TRUE(Call(auth, std::string("Bearer ") + kOps, &b).ok());
+  const std::string id = NewSubscriptionId(a);
+  EXPECT_THAT(id, ::testing::MatchesRegex("sub-[0-9a-f]{32}-[0-9a-f]{16}"));
+  EXPECT_NE(NewSubscriptionId(a), id);
+  EXPECT_TRUE(SubscriptionIsFor(id, a));
+  EXPECT_FALSE(SubscriptionIsFor(id, b));
+  EXPECT_FALSE(SubscriptionIsFor(id.substr(0, id.size() - 1) + "x", a));
+  EXPECT_FALSE(SubscriptionIsFor("sub-1", a));
+  // The earlier, unbound form is anyone's in the group (leases taken before an upgrade).
+  EXPECT_TRUE(SubscriptionIsFor("sub-0123456789abcdef01", b));
+  EXPECT_FALSE(SubscriptionIsFor("sub-0123456789abcdefXY", b));
+
+  EXPECT_NE(BoundHolder(a, "sender-1"), BoundHolder(b, "sender-1"));
+  EXPECT_EQ(BoundHolder(a, "sender-1"), BoundHolder(a, "sender-1"));
+  EXPECT_THAT(BoundHolder(a, "sender-1"), ::testing::StartsWith("sender-1~"));
+
+  // Grant ids: a permutation per credential; consecutive ids do not look consecutive.
+  EXPECT_EQ(SealGrantId(a, 0), 0u);
+  std::set<uint64_t> seen;
+  for (uint64_t id = 1; id <= 1000; ++id) {
+    const uint64_t sealed = SealGrantId(a, id);
+    EXPECT_EQ(OpenGrantId(a, sealed), id);
+    EXPECT_NE(OpenGrantId(b, sealed), id);
+    EXPECT_NE(SealGrantId(b, id), sealed);
+    seen.insert(sealed);
+    if (id > 1) EXPECT_GT(sealed > SealGrantId(a, id - 1) ? sealed - SealGrantId(a, id - 1)
+                                                            : SealGrantId(a, id - 1) - sealed,
+                          1000u);
+  }
+  EXPECT_EQ(seen.size(), 1000u);
 }
 
 }  // namespace

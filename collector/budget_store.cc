@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -35,11 +36,11 @@ absl::Duration RecoveryFirstWait(double pace_per_second) {
 
 class PgBudgetStore : public BudgetStore {
  public:
-  PgBudgetStore(std::string url, BudgetDefaults defaults)
-      : url_(std::move(url)), defaults_(defaults) {}
+  PgBudgetStore(std::string url, BudgetDefaults defaults, BudgetIsolation isolation)
+      : url_(std::move(url)), defaults_(defaults), isolation_(isolation) {}
 
   absl::StatusOr<Grant> Acquire(const GrantRequest& r) override {
-    return Run<Grant>("granting budget", [&](pqxx::connection& c) {
+    return Run<Grant>("granting budget", r.group, [&](pqxx::connection& c) {
       pqxx::work tx(c);
       if (!r.recovery) {
         // Recoveries first across the group's senders (mailroom_budget_recovery_first): while
@@ -80,7 +81,7 @@ class PgBudgetStore : public BudgetStore {
 
   absl::StatusOr<int> Return(const std::string& group, const std::string& holder,
                              uint64_t grant_id, int emails) override {
-    return Run<int>("returning budget", [&](pqxx::connection& c) {
+    return Run<int>("returning budget", group, [&](pqxx::connection& c) {
       pqxx::work tx(c);
       int n = tx.exec_params1("SELECT mailroom_budget_return($1, $2, $3, $4)", group, holder,
                               grant_id, emails)[0]
@@ -91,7 +92,7 @@ class PgBudgetStore : public BudgetStore {
   }
 
   absl::StatusOr<std::vector<BudgetRefund>> Refund() override {
-    return Run<std::vector<BudgetRefund>>("refunding budget", [&](pqxx::connection& c) {
+    return Run<std::vector<BudgetRefund>>("refunding budget", "", [&](pqxx::connection& c) {
       pqxx::work tx(c);
       // The grant lease is the margin: a live sender never uses a grant after it, and it
       // covers the clocks of collectors and senders disagreeing by less than that.
@@ -110,14 +111,14 @@ class PgBudgetStore : public BudgetStore {
   }
 
   absl::StatusOr<GroupBudgetRow> Get(const std::string& group) override {
-    return Run<GroupBudgetRow>("reading the budget", [&](pqxx::connection& c) {
+    return Run<GroupBudgetRow>("reading the budget", group, [&](pqxx::connection& c) {
       pqxx::nontransaction tx(c);
       return Read(tx, group);
     });
   }
 
   absl::StatusOr<GroupBudgetRow> Set(const BudgetSettings& s) override {
-    return Run<GroupBudgetRow>("setting the budget", [&](pqxx::connection& c) {
+    return Run<GroupBudgetRow>("setting the budget", s.group, [&](pqxx::connection& c) {
       pqxx::work tx(c);
       pqxx::result g = tx.exec_params("SELECT id FROM consumer_groups WHERE name = $1", s.group);
       if (g.empty()) throw NotFound(s.group);
@@ -174,13 +175,60 @@ class PgBudgetStore : public BudgetStore {
     return b;
   }
 
-  // Runs `fn` on the connection (opened on demand); maps libpqxx's exceptions to a Status.
+  // What a call waits for: its group's turn (none for `group` "") and a connection.
+  struct Turn {
+    PgBudgetStore* store;
+    const std::string* group;
+  };
+  static bool TurnReady(Turn* t) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // called under mu_
+    PgBudgetStore& s = *t->store;
+    return (t->group->empty() || s.busy_.count(*t->group) == 0) &&
+           (!s.idle_.empty() || s.open_ < s.isolation_.connections);
+  }
+
+  // Runs `fn` on a connection of the pool (opened on demand), at most one call of `group` at
+  // a time; maps libpqxx's exceptions to a Status. Waits at most the lock timeout for its turn.
   template <typename T, typename Fn>
-  absl::StatusOr<T> Run(const char* what, Fn fn) {
+  absl::StatusOr<T> Run(const char* what, const std::string& group, Fn fn) {
+    std::unique_ptr<pqxx::connection> conn;
+    {
+      Turn turn{this, &group};
+      absl::MutexLock lock(&mu_);
+      if (!mu_.AwaitWithTimeout(absl::Condition(&TurnReady, &turn), isolation_.lock_timeout)) {
+        return absl::UnavailableError(absl::StrCat(
+            what, ": another budget call of group \"", group,
+            "\" has been waiting for a database lock; retry"));
+      }
+      if (!group.empty()) busy_.insert(group);
+      if (!idle_.empty()) {
+        conn = std::move(idle_.back());
+        idle_.pop_back();
+      } else {
+        ++open_;  // opened below, outside the lock
+      }
+    }
+    absl::StatusOr<T> result = RunOn<T>(what, conn, fn);
     absl::MutexLock lock(&mu_);
+    if (!group.empty()) busy_.erase(group);
+    if (conn != nullptr) {
+      idle_.push_back(std::move(conn));
+    } else {
+      --open_;
+    }
+    return result;
+  }
+
+  // Runs `fn` on `conn`, opening it if null; resets it after a failure that may have broken it.
+  template <typename T, typename Fn>
+  absl::StatusOr<T> RunOn(const char* what, std::unique_ptr<pqxx::connection>& conn, Fn fn) {
     try {
-      if (conn_ == nullptr || !conn_->is_open()) conn_ = std::make_unique<pqxx::connection>(url_);
-      return fn(*conn_);
+      if (conn == nullptr || !conn->is_open()) {
+        conn = std::make_unique<pqxx::connection>(url_);
+        pqxx::nontransaction tx(*conn);
+        tx.exec(absl::StrCat("SET lock_timeout = ",
+                             absl::ToInt64Milliseconds(isolation_.lock_timeout)));
+      }
+      return fn(*conn);
     } catch (const NotFoundError& e) {
       return absl::NotFoundError(e.what());
     } catch (const pqxx::sql_error& e) {
@@ -190,24 +238,29 @@ class PgBudgetStore : public BudgetStore {
       if (state == "22023" || state == "23514") {
         return absl::InvalidArgumentError(absl::StrCat(what, ": ", e.what()));
       }
-      conn_.reset();
+      // 55P03 (lock_timeout) and 57014 (statement_timeout): the connection is fine.
+      if (state != "55P03" && state != "57014") conn.reset();
       return absl::UnavailableError(absl::StrCat(what, ": ", e.what()));
     } catch (const std::exception& e) {
-      conn_.reset();  // broken connection and anything unexpected: reconnect next time
+      conn.reset();  // broken connection and anything unexpected: reconnect next time
       return absl::UnavailableError(absl::StrCat(what, ": ", e.what()));
     }
   }
 
   const std::string url_;
   const BudgetDefaults defaults_;
+  const BudgetIsolation isolation_;
   absl::Mutex mu_;
-  std::unique_ptr<pqxx::connection> conn_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<pqxx::connection>> idle_ ABSL_GUARDED_BY(mu_);
+  int open_ ABSL_GUARDED_BY(mu_) = 0;  // connections in use or idle (or being opened)
+  std::set<std::string> busy_ ABSL_GUARDED_BY(mu_);  // groups with a call running
 };
 
 }  // namespace
 
-std::unique_ptr<BudgetStore> NewPgBudgetStore(const std::string& url, BudgetDefaults defaults) {
-  return std::make_unique<PgBudgetStore>(url, defaults);
+std::unique_ptr<BudgetStore> NewPgBudgetStore(const std::string& url, BudgetDefaults defaults,
+                                              BudgetIsolation isolation) {
+  return std::make_unique<PgBudgetStore>(url, defaults, isolation);
 }
 
 }  // namespace mailroom

@@ -76,7 +76,8 @@ struct BudgetRefund {
 };
 
 // The group budgets in PostgreSQL (migration 0011): grants, returns and settings. Every error
-// is a Status: kNotFound (unknown group), kInvalidArgument, kUnavailable (database; retry).
+// is a Status: kNotFound (unknown group), kInvalidArgument, kUnavailable (database, or the
+// group's budget row locked for longer than the lock timeout; retry).
 // Thread-safe.
 class BudgetStore {
  public:
@@ -101,8 +102,22 @@ class BudgetStore {
   virtual absl::StatusOr<std::vector<BudgetRefund>> Refund() = 0;
 };
 
-// A BudgetStore over one libpqxx connection to `url` (grants of one group are serialised by
-// PostgreSQL anyway), reopened after a failure.
-std::unique_ptr<BudgetStore> NewPgBudgetStore(const std::string& url, BudgetDefaults defaults);
+// How a PgBudgetStore keeps one group's stuck call from delaying another group's.
+struct BudgetIsolation {
+  // Connections shared by all groups (opened on demand); a group uses at most one at a time,
+  // so a group whose calls are stuck leaves the others connections-1 of them.
+  int connections = 4;
+  // lock_timeout of every budget statement, and the longest a call waits for its group's
+  // turn or for a connection: a call stuck behind a lock (an operator's open transaction on
+  // the group's group_budgets row) fails with kUnavailable after about this long, or twice
+  // this long when it queued behind another stuck call of its group.
+  absl::Duration lock_timeout = absl::Seconds(1);
+};
+
+// A BudgetStore over a small pool of libpqxx connections to `url`, reopened after a failure.
+// Calls of one group run one at a time (grants of one group are serialised by PostgreSQL
+// anyway); calls of different groups run side by side on their own connections.
+std::unique_ptr<BudgetStore> NewPgBudgetStore(const std::string& url, BudgetDefaults defaults,
+                                              BudgetIsolation isolation = {});
 
 }  // namespace mailroom

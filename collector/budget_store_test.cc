@@ -5,13 +5,16 @@
 
 #include <pqxx/pqxx>
 
+#include <algorithm>
 #include <atomic>
+#include <iostream>
 #include <fstream>
 #include <sstream>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "collector/migrate.h"
 #include "collector/store.h"
 #include "gtest/gtest.h"
@@ -508,6 +511,77 @@ TEST_F(BudgetStoreTest, BadSettingsAndUnknownGroups) {
   EXPECT_TRUE(absl::IsNotFound(store_->Get("nope").status()));
   EXPECT_TRUE(absl::IsNotFound(store_->Acquire({"nope", "s", 1, false, kPrice}).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(store_->Acquire({"g", "s", 0, false, kPrice}).status()));
+}
+
+// A transaction held open on group `audit`'s budget row (an operator's budget update in a
+// psql session) with `audit` senders' grants stuck behind it: group `mailroom`'s grant still
+// answers at once, and each stuck `audit` call fails with kUnavailable (retryable) after about
+// the lock timeout (1 s) instead of waiting for the lock or the statement timeout.
+TEST_F(BudgetStoreTest, OneGroupsLockedBudgetRowNeverDelaysAnotherGroup) {
+  Exec("SELECT mailroom_ensure_group('audit', false)");
+  Exec("SELECT mailroom_ensure_group('mailroom', false)");
+  for (const char* group : {"audit", "mailroom"}) {
+    ASSERT_TRUE(store_->Acquire({group, "warm", 1, false, kPrice}).ok());
+  }
+  // The operator's session: the budget row of `audit` stays locked for up to 15 s.
+  pqxx::connection op(url_);
+  auto held = std::make_unique<pqxx::work>(op);
+  held->exec(
+      "UPDATE group_budgets SET monthly_budget_micros = 100000000"
+      " WHERE group_id = (SELECT id FROM consumer_groups WHERE name = 'audit')");
+  absl::Notification done;
+  std::thread release([&] {
+    done.WaitForNotificationWithTimeout(absl::Seconds(15));
+    held->abort();
+  });
+
+  // More stuck `audit` calls than the store has connections.
+  constexpr int kStuck = 6;
+  std::vector<absl::Status> stuck(kStuck);
+  std::vector<absl::Duration> stuck_for(kStuck);
+  std::vector<std::thread> audit;
+  for (int i = 0; i < kStuck; ++i) {
+    audit.emplace_back([&, i] {
+      const absl::Time start = absl::Now();
+      stuck[i] = store_->Acquire({"audit", absl::StrCat("a", i), 1, false, kPrice}).status();
+      stuck_for[i] = absl::Now() - start;
+    });
+  }
+  // Until an `audit` grant waits for the row lock.
+  pqxx::connection watch(url_);
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(10);;) {
+    ASSERT_LT(absl::Now(), give_up) << "no audit grant is waiting for the lock";
+    pqxx::nontransaction tx(watch);
+    if (tx.exec1("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                 "   AND query LIKE '%mailroom_budget_grant%'")[0]
+            .as<int>() > 0) {
+      break;
+    }
+  }
+  const absl::Time start = absl::Now();
+  auto granted = store_->Acquire({"mailroom", "m", 1, false, kPrice});
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_TRUE(granted.ok()) << granted.status();
+  EXPECT_EQ(granted->emails, 1);
+  EXPECT_LT(took, absl::Milliseconds(500));
+  std::cout << "mailroom AcquireBudget while audit's budget row was locked: " << took << "\n";
+
+  for (auto& t : audit) t.join();
+  done.Notify();
+  release.join();
+  for (int i = 0; i < kStuck; ++i) {
+    EXPECT_TRUE(absl::IsUnavailable(stuck[i])) << stuck[i];
+    // Its own lock timeout, or the wait for its group's turn behind one such call.
+    EXPECT_LT(stuck_for[i], absl::Milliseconds(2500)) << i;
+  }
+  std::cout << "stuck audit calls failed after " << *std::max_element(stuck_for.begin(),
+                                                                     stuck_for.end())
+            << " at most\n";
+  // The lock gone, `audit` is granted again.
+  EXPECT_EQ(Acquire(1, false, "after").emails, 1);
+  auto after = store_->Acquire({"audit", "after", 1, false, kPrice});
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->emails, 1);
 }
 
 // Migration 0019: the refund reads the grants of holders whose grants all expired, not those

@@ -295,17 +295,22 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   int64_t pool;
   MAILROOM_ASSIGN_OR_RETURN(pool, env.Int("MAILROOM_DB_POOL_SIZE", 4, 2, 64));
   c.db_pool_size = static_cast<int>(pool);
+  // 0 would refuse every AcquireBudget (all jobs wait until they expire); beyond 100 money
+  // units per email one sender's report could take a group's month at once.
   MAILROOM_ASSIGN_OR_RETURN(c.max_cost_micros,
-                            env.Int("MAILROOM_MAX_COST_MICROS", 1000000, 0, 1000000000000LL));
+                            env.Int("MAILROOM_MAX_COST_MICROS", 1000000, 1, 100000000));
   const std::string budget =
       absl::AsciiStrToLower(env.String("MAILROOM_DEFAULT_GROUP_BUDGET", "unlimited"));
   if (budget != "unlimited") {
+    // A default of 0 silently stops every group without a budget of its own (one group is
+    // stopped with SetGroupBudget); a billion a month is a typo.
     double money;
-    MAILROOM_ASSIGN_OR_RETURN(money, env.Double("MAILROOM_DEFAULT_GROUP_BUDGET", 0, 0, 1e12));
+    MAILROOM_ASSIGN_OR_RETURN(money, env.Double("MAILROOM_DEFAULT_GROUP_BUDGET", 0, 0.01, 1e9));
     c.budget.monthly_budget_micros = static_cast<int64_t>(std::floor(money * 1e6));
   }
+  // 100 would keep every activation of every group without a reserve of its own unsent.
   int64_t reserve;
-  MAILROOM_ASSIGN_OR_RETURN(reserve, env.Int("MAILROOM_RECOVERY_RESERVE_PERCENT", 10, 0, 100));
+  MAILROOM_ASSIGN_OR_RETURN(reserve, env.Int("MAILROOM_RECOVERY_RESERVE_PERCENT", 10, 0, 90));
   c.budget.recovery_reserve_percent = static_cast<int>(reserve);
   MAILROOM_ASSIGN_OR_RETURN(c.budget.grant_lease,
                             env.Millis("MAILROOM_BUDGET_GRANT_LEASE_MS", 10000, 1000, 600000));

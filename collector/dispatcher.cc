@@ -181,7 +181,7 @@ void Dispatcher::Run() {
           absl::Status st = store_->RenewAll(group, owner, opt_.lease);
           if (!st.ok()) {
             LogWarn("renewing leases after reconnect failed",
-                    {{"group", group}, {"subscriber", owner}, {"error", std::string(st.message())}});
+                    {{"group", group}, {"subscriber", ShortId(owner)}, {"error", std::string(st.message())}});
           }
         }
       }
@@ -203,7 +203,7 @@ void Dispatcher::Run() {
       if (st.ok() && !d.unsent.empty()) st = store_->Release(d.group, d.owner, d.unsent);
       if (!st.ok()) {
         LogWarn("recording a departed subscriber's leases failed",
-                {{"group", d.group}, {"subscriber", d.owner}, {"error", std::string(st.message())}});
+                {{"group", d.group}, {"subscriber", ShortId(d.owner)}, {"error", std::string(st.message())}});
       }
     }
 

@@ -140,7 +140,7 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
       for (const BudgetRefund& r : *refunds) {
         report.refunded_emails += r.emails;
         LogInfo("unused budget of a departed sender refunded",
-                {{"group", r.group}, {"holder", r.holder}, {"emails", absl::StrCat(r.emails)}});
+                {{"group", r.group}, {"holder", ShortId(r.holder)}, {"emails", absl::StrCat(r.emails)}});
         if (metrics_ != nullptr) {
           metrics_->Add("mailroom_budget_refunded_emails_total", static_cast<double>(r.emails),
                         {{"group", r.group}});

@@ -1,8 +1,7 @@
 #include "collector/service.h"
 
-#include <openssl/rand.h>
-
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include "absl/strings/ascii.h"
@@ -42,11 +41,12 @@ grpc::Status CheckHolder(const std::string& holder, const char* field = "holder"
   return grpc::Status::OK;
 }
 
-std::string NewSubscriberId() {
-  unsigned char b[9];
-  RAND_bytes(b, sizeof b);
-  return absl::StrCat("sub-", absl::BytesToHexString(
-                                  absl::string_view(reinterpret_cast<char*>(b), sizeof b)));
+// PERMISSION_DENIED unless subscription `id` was issued to `principal`: another credential of
+// the same group may not settle or renew its leases (nor free its window).
+grpc::Status CheckSubscription(const std::string& id, const Principal& principal) {
+  if (SubscriptionIsFor(id, principal)) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      "subscriber_id names a subscription of another credential");
 }
 
 // A reactor that only reports an error (bad arguments, no credentials).
@@ -204,6 +204,9 @@ CollectorService::CollectorService(Store* store, Hub* hub, Dispatcher* dispatche
                      "Emails granted to senders per group (charged when granted).");
   metrics_->Describe("mailroom_collector_budget_returned_emails_total", Metrics::Type::kCounter,
                      "Unused granted emails given back by senders per group.");
+  metrics_->Describe("mailroom_collector_suppressions_not_scoped_total", Metrics::Type::kCounter,
+                     "FAILED outcomes asking to suppress their recipient from a credential not "
+                     "covering every group: recorded, the address not suppressed.");
 }
 
 grpc::Status CollectorService::Admit(const grpc::ServerContextBase& context, unsigned roles,
@@ -260,8 +263,9 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   if (request->start_from_earliest() || request->has_budget_holder()) {
     dispatcher_->StartFromEarliest(request->consumer_group());
   }
-  auto sub = std::make_shared<Subscriber>(NewSubscriberId(), request->consumer_group(),
-                                          request->subscriber_name(), max_in_flight);
+  auto sub = std::make_shared<Subscriber>(NewSubscriptionId(principal),
+                                          request->consumer_group(), request->subscriber_name(),
+                                          max_in_flight);
   auto* reactor = new SubscribeReactor(sub, [this, credential = principal.credential](
                                                 const std::shared_ptr<Subscriber>& s) {
     {
@@ -271,7 +275,7 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
     }
     hub_->Remove(s);
     metrics_->Add("mailroom_collector_subscribers", -1, {{"group", s->group()}});
-    LogInfo("subscriber left", {{"group", s->group()}, {"subscriber", s->id()}});
+    LogInfo("subscriber left", {{"group", s->group()}, {"subscriber", ShortId(s->id())}});
     // Its leases stay its own until they run out: the sender behind it may still be sending
     // them, and acknowledges them (on any collector) when it is back. A sender that stops
     // gracefully has handed back what it will not send before closing the stream.
@@ -279,7 +283,7 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   });
   // Linked before the first dequeue can hand it a job (hub_->Add below).
   if (request->has_budget_holder()) {
-    store_->LinkHolder(sub->group(), sub->id(), request->budget_holder());
+    store_->LinkHolder(sub->group(), sub->id(), BoundHolder(principal, request->budget_holder()));
   }
   v1::SubscribeResponse welcome;
   welcome.set_subscriber_id(sub->id());
@@ -288,9 +292,9 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   sub->Attach(reactor, std::move(welcome));
   metrics_->Add("mailroom_collector_subscribers", 1, {{"group", sub->group()}});
   LogInfo("subscriber joined", {{"group", sub->group()},
-                                {"subscriber", sub->id()},
+                                {"subscriber", ShortId(sub->id())},
                                 {"name", sub->name()},
-                                {"budget_holder", request->budget_holder()},
+                                {"budget_holder", ShortId(request->budget_holder())},
                                 {"max_in_flight", absl::StrCat(max_in_flight)},
                                 {"requested_max_in_flight", absl::StrCat(request->max_in_flight())}});
   dispatcher_->Kick(sub->group(), /*force=*/true);
@@ -300,7 +304,9 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
 grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
                                            const v1::AcknowledgeRequest* request,
                                            v1::AcknowledgeResponse* response) {
-  grpc::Status st = Admit(*context, kRoleSubscriber, request->consumer_group(), "Acknowledge");
+  Principal principal;
+  grpc::Status st =
+      Admit(*context, kRoleSubscriber, request->consumer_group(), "Acknowledge", &principal);
   if (!st.ok()) return st;
   if (request->subscriber_id().empty()) {
     return Invalid("subscriber_id is required (the id of the subscription the jobs came on)");
@@ -310,6 +316,8 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
   if (request->outcomes_size() > kMaxIdsPerCall) {
     return Invalid(absl::StrCat("at most ", kMaxIdsPerCall, " outcomes per call"));
   }
+  if (st = CheckSubscription(request->subscriber_id(), principal); !st.ok()) return st;
+  int unscoped_suppressions = 0;
   // Each outcome is checked alone: a bad one is rejected (and reported) without losing the
   // valid ones beside it.
   std::vector<JobResult> results;
@@ -330,6 +338,26 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
       continue;
     }
     results.push_back(*std::move(r));
+  }
+  // The suppression list applies to every group: only a credential whose scope covers every
+  // group there is may add to it. From any other, the outcome is recorded and the address
+  // stays deliverable, here and in every other group.
+  const bool suppresses = std::any_of(results.begin(), results.end(),
+                                      [](const JobResult& r) { return r.suppress_recipient; });
+  if (suppresses && !principal.all_groups) {
+    auto groups = store_->GroupNames();
+    if (!groups.ok()) return ToGrpc(groups.status());
+    if (!std::all_of(groups->begin(), groups->end(),
+                     [&](const std::string& g) { return principal.InGroup(g); })) {
+      for (JobResult& r : results) {
+        unscoped_suppressions += r.suppress_recipient ? 1 : 0;
+        r.suppress_recipient = false;
+      }
+    }
+  }
+  if (unscoped_suppressions > 0) {
+    metrics_->Add("mailroom_collector_suppressions_not_scoped_total", unscoped_suppressions,
+                  {{"group", request->consumer_group()}});
   }
   absl::flat_hash_set<uint64_t> done;
   if (!results.empty()) {
@@ -367,7 +395,9 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
 grpc::Status CollectorService::RenewLeases(grpc::ServerContext* context,
                                            const v1::RenewLeasesRequest* request,
                                            v1::RenewLeasesResponse* response) {
-  grpc::Status st = Admit(*context, kRoleSubscriber, request->consumer_group(), "RenewLeases");
+  Principal principal;
+  grpc::Status st =
+      Admit(*context, kRoleSubscriber, request->consumer_group(), "RenewLeases", &principal);
   if (!st.ok()) return st;
   if (request->subscriber_id().empty()) return Invalid("subscriber_id is required");
   if (request->subscriber_id().size() > 64) return Invalid("subscriber_id is too long");
@@ -378,6 +408,7 @@ grpc::Status CollectorService::RenewLeases(grpc::ServerContext* context,
   if (request->attempts_size() != 0 && request->attempts_size() != request->job_ids_size()) {
     return Invalid("attempts must be empty or as long as job_ids");
   }
+  if (st = CheckSubscription(request->subscriber_id(), principal); !st.ok()) return st;
   std::vector<uint64_t> ids(request->job_ids().begin(), request->job_ids().end());
   std::vector<uint32_t> attempts(request->attempts().begin(), request->attempts().end());
   absl::Time until = absl::Now() + limits_.lease;
@@ -606,7 +637,9 @@ void ToProto(const GroupBudgetRow& b, v1::GroupBudget* out) {
 grpc::Status CollectorService::AcquireBudget(grpc::ServerContext* context,
                                              const v1::AcquireBudgetRequest* request,
                                              v1::AcquireBudgetResponse* response) {
-  grpc::Status st = Admit(*context, kRoleSubscriber, request->consumer_group(), "AcquireBudget");
+  Principal principal;
+  grpc::Status st =
+      Admit(*context, kRoleSubscriber, request->consumer_group(), "AcquireBudget", &principal);
   if (!st.ok()) return st;
   if (st = CheckHolder(request->holder()); !st.ok()) return st;
   if (request->emails() < 1 || request->emails() > kMaxGrantEmails) {
@@ -617,11 +650,12 @@ grpc::Status CollectorService::AcquireBudget(grpc::ServerContext* context,
                                 " (MAILROOM_MAX_COST_MICROS)"));
   }
   if (budgets_ == nullptr) return NoBudgets();
-  auto grant = budgets_->Acquire({request->consumer_group(), request->holder(),
+  auto grant = budgets_->Acquire({request->consumer_group(),
+                                  BoundHolder(principal, request->holder()),
                                   static_cast<int>(request->emails()), request->recovery(),
                                   request->price_micros()});
   if (!grant.ok()) return ToGrpc(grant.status());
-  response->set_grant_id(grant->grant_id);
+  response->set_grant_id(SealGrantId(principal, grant->grant_id));
   response->set_emails(grant->emails);
   if (grant->emails > 0) {
     response->set_expires_in_ms(
@@ -641,7 +675,9 @@ grpc::Status CollectorService::AcquireBudget(grpc::ServerContext* context,
 grpc::Status CollectorService::ReturnBudget(grpc::ServerContext* context,
                                             const v1::ReturnBudgetRequest* request,
                                             v1::ReturnBudgetResponse* response) {
-  grpc::Status st = Admit(*context, kRoleSubscriber, request->consumer_group(), "ReturnBudget");
+  Principal principal;
+  grpc::Status st =
+      Admit(*context, kRoleSubscriber, request->consumer_group(), "ReturnBudget", &principal);
   if (!st.ok()) return st;
   if (st = CheckHolder(request->holder()); !st.ok()) return st;
   if (request->grant_id() == 0) return Invalid("grant_id is required");
@@ -649,8 +685,15 @@ grpc::Status CollectorService::ReturnBudget(grpc::ServerContext* context,
     return Invalid(absl::StrCat("emails must be 1 to ", kMaxGrantEmails));
   }
   if (budgets_ == nullptr) return NoBudgets();
-  auto n = budgets_->Return(request->consumer_group(), request->holder(), request->grant_id(),
-                            static_cast<int>(request->emails()));
+  // Another credential's grant id opens to an unrelated value, often beyond any BIGINT id:
+  // not a grant of this holder, so nothing is returned.
+  const uint64_t grant_id = OpenGrantId(principal, request->grant_id());
+  if (grant_id > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    response->set_returned(0);
+    return grpc::Status::OK;
+  }
+  auto n = budgets_->Return(request->consumer_group(), BoundHolder(principal, request->holder()),
+                            grant_id, static_cast<int>(request->emails()));
   if (!n.ok()) return ToGrpc(n.status());
   response->set_returned(*n);
   metrics_->Add("mailroom_collector_budget_returned_emails_total", *n,

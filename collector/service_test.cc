@@ -23,6 +23,8 @@ constexpr char kSubscriber[] = "subscriber-token-0123456789";  // mailroom: subs
 constexpr char kOperator[] = "operator-token-0123456789";      // mailroom: operator
 constexpr char kOther[] = "other-group-token-0123456789";      // other: subscriber
 constexpr char kAdmin[] = "admin-operator-token-0123456789";   // *: operator
+constexpr char kSecond[] = "second-subscriber-token-0123456789";  // mailroom: subscriber
+constexpr char kEvery[] = "every-group-subscriber-0123456789";     // *: subscriber
 
 class ServiceTest : public ::testing::Test {
  protected:
@@ -30,7 +32,9 @@ class ServiceTest : public ::testing::Test {
     auto creds = ParseCredentials({absl::StrCat(kSubscriber, "@mailroom:subscriber"),
                                    absl::StrCat(kOperator, "@mailroom+audit:operator"),
                                    absl::StrCat(kOther, "@other:subscriber"),
-                                   absl::StrCat(kAdmin, "@*:operator")},
+                                   absl::StrCat(kAdmin, "@*:operator"),
+                                   absl::StrCat(kSecond, "@mailroom:subscriber"),
+                                   absl::StrCat(kEvery, "@*:subscriber")},
                                   "MAILROOM_SUBSCRIBER_TOKENS");
     ASSERT_TRUE(creds.ok()) << creds.status();
     auth_ = std::make_unique<Authenticator>(*creds, false);
@@ -82,6 +86,12 @@ class ServiceTest : public ::testing::Test {
       return grpc::Status::OK;
     }
     return reader->Finish();
+  }
+  // A subscription id issued to `bearer` (its stream is closed again at once).
+  std::string Subscription(const std::string& bearer = kSubscriber) {
+    v1::SubscribeResponse welcome;
+    EXPECT_TRUE(Subscribe(bearer, "mailroom", 1, &welcome).ok());
+    return welcome.subscriber_id();
   }
   static v1::AcknowledgeRequest AckRequest(const std::string& sub) {
     v1::AcknowledgeRequest req;
@@ -149,7 +159,8 @@ TEST_F(ServiceTest, ABudgetHolderIsValidatedAndLinksTheSubscription) {
   ASSERT_EQ(links.size(), 1u);
   EXPECT_EQ(links[0].group, "mailroom");
   EXPECT_EQ(links[0].owner, welcome.subscriber_id());
-  EXPECT_EQ(links[0].holder, "sender-0123456789ab");
+  // The holder as stored is bound to the credential.
+  EXPECT_THAT(links[0].holder, ::testing::StartsWith("sender-0123456789ab~"));
   // Without one, nothing is linked.
   ASSERT_TRUE(Subscribe(kSubscriber, "mailroom", 10).ok());
   EXPECT_EQ(store_.CallCount("LinkHolder"), 1);
@@ -246,7 +257,8 @@ TEST_F(ServiceTest, AcknowledgeNeedsASubscriberIdAndOutcomes) {
 // Every field of an outcome is checked alone: the bad ones are rejected one by one and the
 // valid ones beside them reach the store, with the caller's lease identity.
 TEST_F(ServiceTest, BadOutcomesAreRejectedOneByOneAndTheRestIsRecorded) {
-  v1::AcknowledgeRequest req = AckRequest("sub-7");
+  const std::string sub = Subscription();
+  v1::AcknowledgeRequest req = AckRequest(sub);
   Add(&req, 1, v1::OUTCOME_SENT)->set_cost_micros(9223372036854775807LL);  // over the cap
   Add(&req, 2, v1::OUTCOME_FAILED)->set_reason(std::string("bad\0reason", 10));  // NUL
   Add(&req, 3, v1::OUTCOME_RETRY)->set_retry_after_ms(40u * 24 * 3600 * 1000);  // > 31 days
@@ -270,7 +282,7 @@ TEST_F(ServiceTest, BadOutcomesAreRejectedOneByOneAndTheRestIsRecorded) {
   auto calls = store_.Calls("Ack");
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].group, "mailroom");
-  EXPECT_EQ(calls[0].owner, "sub-7");  // fencing: the subscription ...
+  EXPECT_EQ(calls[0].owner, sub);  // fencing: the subscription ...
   ASSERT_EQ(calls[0].results.size(), 2u);
   EXPECT_EQ(calls[0].results[0].id, 7u);
   EXPECT_EQ(calls[0].results[0].attempt, 3u);  // ... and the attempt, as handed out
@@ -283,7 +295,7 @@ TEST_F(ServiceTest, BadOutcomesAreRejectedOneByOneAndTheRestIsRecorded) {
 
 TEST_F(ServiceTest, OutcomesTheStoreDidNotRecordAreReportedAsIgnored) {
   store_.AckOnly({1});
-  v1::AcknowledgeRequest req = AckRequest("sub-1");
+  v1::AcknowledgeRequest req = AckRequest(Subscription());
   Add(&req, 1, v1::OUTCOME_SENT);
   Add(&req, 2, v1::OUTCOME_SENT);  // not this subscriber's lease (any more)
   v1::AcknowledgeResponse resp;
@@ -298,7 +310,8 @@ TEST_F(ServiceTest, OutcomesTheStoreDidNotRecordAreReportedAsIgnored) {
 TEST_F(ServiceTest, RenewLeasesPassesTheLeaseIdentityToTheStore) {
   v1::RenewLeasesRequest req;
   req.set_consumer_group("mailroom");
-  req.set_subscriber_id("sub-3");
+  const std::string sub = Subscription();
+  req.set_subscriber_id(sub);
   req.add_job_ids(10);
   req.add_job_ids(11);
   req.add_attempts(1);
@@ -309,7 +322,7 @@ TEST_F(ServiceTest, RenewLeasesPassesTheLeaseIdentityToTheStore) {
   ASSERT_TRUE(stub_->RenewLeases(Ctx(kSubscriber).get(), req, &resp).ok());
   auto calls = store_.Calls("Renew");
   ASSERT_EQ(calls.size(), 1u);
-  EXPECT_EQ(calls[0].owner, "sub-3");
+  EXPECT_EQ(calls[0].owner, sub);
   EXPECT_THAT(calls[0].ids, ElementsAre(10u, 11u));
   EXPECT_THAT(calls[0].attempts, ElementsAre(1u, 4u));
   EXPECT_EQ(calls[0].lease, absl::Seconds(30));
@@ -322,7 +335,7 @@ TEST_F(ServiceTest, RenewLeasesPassesTheLeaseIdentityToTheStore) {
 
 TEST_F(ServiceTest, StoreErrorsMapToGrpcCodes) {
   store_.FailWith("Ack", absl::UnavailableError("database connection lost"));
-  v1::AcknowledgeRequest req = AckRequest("sub-1");
+  v1::AcknowledgeRequest req = AckRequest(Subscription());
   Add(&req, 1, v1::OUTCOME_SENT);
   v1::AcknowledgeResponse resp;
   EXPECT_EQ(Ack(kSubscriber, req, &resp).error_code(), grpc::StatusCode::UNAVAILABLE);
@@ -366,7 +379,7 @@ TEST(CleanReasonTest, CutsAtACharacterBoundaryAndRejectsBadUtf8) {
 }
 
 TEST_F(ServiceTest, SuppressRecipientGoesWithFailedOutcomesOnly) {
-  v1::AcknowledgeRequest req = AckRequest("sub-1");
+  v1::AcknowledgeRequest req = AckRequest(Subscription(kEvery));
   v1::JobOutcome* bad = Add(&req, 1, v1::OUTCOME_SENT);
   bad->set_suppress_recipient(true);
   v1::JobOutcome* good = Add(&req, 2, v1::OUTCOME_FAILED);
@@ -374,7 +387,7 @@ TEST_F(ServiceTest, SuppressRecipientGoesWithFailedOutcomesOnly) {
   good->set_suppress_recipient(true);
   Add(&req, 3, v1::OUTCOME_FAILED)->set_reason("smtp DATA: 554 5.7.1 spam");
   v1::AcknowledgeResponse resp;
-  ASSERT_TRUE(Ack(kSubscriber, req, &resp).ok());
+  ASSERT_TRUE(Ack(kEvery, req, &resp).ok());
   ASSERT_EQ(resp.rejected_size(), 1);
   EXPECT_EQ(resp.rejected(0).job_id(), 1u);
   EXPECT_THAT(resp.rejected(0).error(), HasSubstr("suppress_recipient"));
@@ -386,8 +399,77 @@ TEST_F(ServiceTest, SuppressRecipientGoesWithFailedOutcomesOnly) {
   EXPECT_FALSE(calls[0].results[1].suppress_recipient);
 }
 
+// The suppression list applies to every group: a credential scoped to some groups has its
+// FAILED outcome recorded, but the recipient is not suppressed (for any group).
+TEST_F(ServiceTest, OnlyACredentialOfEveryGroupSuppressesARecipient) {
+  GroupStatsRow audit, mailroom;
+  audit.group = "audit";
+  mailroom.group = "mailroom";
+  store_.SetStats({audit, mailroom});
+  v1::AcknowledgeRequest req = AckRequest(Subscription(kSubscriber));
+  v1::JobOutcome* o = Add(&req, 2, v1::OUTCOME_FAILED);
+  o->set_reason("smtp RCPT: 550 5.1.1 <x@example.test>: user unknown");
+  o->set_suppress_recipient(true);
+  v1::AcknowledgeResponse resp;
+  ASSERT_TRUE(Ack(kSubscriber, req, &resp).ok());
+  EXPECT_EQ(resp.rejected_size(), 0);
+  EXPECT_EQ(resp.recorded(), 1u);
+  auto calls = store_.Calls("Ack");
+  ASSERT_EQ(calls.size(), 1u);
+  ASSERT_EQ(calls[0].results.size(), 1u);
+  EXPECT_EQ(calls[0].results[0].kind, JobResult::Kind::kFailed);
+  EXPECT_FALSE(calls[0].results[0].suppress_recipient);
+  EXPECT_EQ(metrics_.Value("mailroom_collector_suppressions_not_scoped_total",
+                           {{"group", "mailroom"}}),
+            1);
+  // With `mailroom` the only group there is, its credential covers every group.
+  store_.SetStats({mailroom});
+  ASSERT_TRUE(Ack(kSubscriber, req, &resp).ok());
+  calls = store_.Calls("Ack");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_TRUE(calls[1].results[0].suppress_recipient);
+}
+
+// Two credentials of one group: neither settles, renews or frees the other's subscription,
+// even knowing its id; each gets its own ids.
+TEST_F(ServiceTest, ASubscriptionIsSettledAndRenewedOnlyByItsOwnCredential) {
+  const std::string a = Subscription(kSubscriber);
+  const std::string b = Subscription(kSecond);
+  EXPECT_THAT(a, ::testing::MatchesRegex("sub-[0-9a-f]{32}-[0-9a-f]{16}"));
+  EXPECT_NE(a.substr(0, 36), b.substr(0, 36));
+  v1::AcknowledgeRequest req = AckRequest(a);
+  Add(&req, 1, v1::OUTCOME_SENT);
+  v1::AcknowledgeResponse resp;
+  grpc::Status st = Ack(kSecond, req, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
+  EXPECT_THAT(st.error_message(), ::testing::Not(HasSubstr(a)));
+  v1::RenewLeasesRequest renew;
+  renew.set_consumer_group("mailroom");
+  renew.set_subscriber_id(a);
+  renew.add_job_ids(1);
+  v1::RenewLeasesResponse renewed;
+  EXPECT_EQ(stub_->RenewLeases(Ctx(kSecond).get(), renew, &renewed).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  // A forged or altered id is nobody's.
+  std::string forged = a;
+  forged.back() = forged.back() == '0' ? '1' : '0';
+  EXPECT_EQ(Ack(kSubscriber, AckRequest(forged), &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);  // no outcomes: arguments first
+  v1::AcknowledgeRequest forged_req = AckRequest(forged);
+  Add(&forged_req, 1, v1::OUTCOME_SENT);
+  EXPECT_EQ(Ack(kSubscriber, forged_req, &resp).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(store_.CallCount("Ack"), 0);
+  EXPECT_EQ(store_.CallCount("Renew"), 0);
+  // Its own credential may.
+  ASSERT_TRUE(Ack(kSubscriber, req, &resp).ok());
+  ASSERT_TRUE(stub_->RenewLeases(Ctx(kSubscriber).get(), renew, &renewed).ok());
+  EXPECT_EQ(store_.CallCount("Ack"), 1);
+  EXPECT_EQ(store_.CallCount("Renew"), 1);
+}
+
 TEST_F(ServiceTest, ProviderMessageIdGoesWithSentOutcomesOnlyAndIsBounded) {
-  v1::AcknowledgeRequest req = AckRequest("sub-1");
+  v1::AcknowledgeRequest req = AckRequest(Subscription());
   Add(&req, 1, v1::OUTCOME_SENT)->set_provider_message_id("0100018c-ses-id-000000");
   v1::JobOutcome* failed = Add(&req, 2, v1::OUTCOME_FAILED);
   failed->set_reason("ses 400 MessageRejected");
@@ -520,7 +602,7 @@ class RecordingBudgetStore : public BudgetStore {
   }
   absl::StatusOr<int> Return(const std::string&, const std::string& holder, uint64_t grant_id,
                              int emails) override {
-    return holder == "s-1" && grant_id == 7 ? std::min(emails, 3) : 0;
+    return holder == last_acquire.holder && grant_id == 7 ? std::min(emails, 3) : 0;
   }
   absl::StatusOr<GroupBudgetRow> Get(const std::string& group) override {
     GroupBudgetRow b;
@@ -557,12 +639,14 @@ TEST_F(ServiceTest, BudgetGrantsNeedTheSubscriberRoleAndValidArguments) {
             grpc::StatusCode::FAILED_PRECONDITION);
   service_->SetBudgetStore(&budgets);
   ASSERT_TRUE(stub_->AcquireBudget(Ctx(kSubscriber).get(), req, &resp).ok());
-  EXPECT_EQ(resp.grant_id(), 7u);
+  // The store's id 7, as this credential sees it.
+  const uint64_t grant_id = resp.grant_id();
+  EXPECT_NE(grant_id, 7u);
   EXPECT_EQ(resp.emails(), 3u);
   EXPECT_GT(resp.expires_in_ms(), 9000);
   EXPECT_LE(resp.expires_in_ms(), 10000);
   EXPECT_EQ(resp.pace_per_second(), 2.5);
-  EXPECT_EQ(budgets.last_acquire.holder, "s-1");
+  EXPECT_THAT(budgets.last_acquire.holder, ::testing::StartsWith("s-1~"));
   EXPECT_EQ(budgets.last_acquire.emails, 5);
   EXPECT_TRUE(budgets.last_acquire.recovery);
   EXPECT_EQ(budgets.last_acquire.price_micros, 100);
@@ -588,7 +672,7 @@ TEST_F(ServiceTest, BudgetGrantsNeedTheSubscriberRoleAndValidArguments) {
   v1::ReturnBudgetRequest ret;
   ret.set_consumer_group("mailroom");
   ret.set_holder("s-1");
-  ret.set_grant_id(7);
+  ret.set_grant_id(grant_id);
   ret.set_emails(2);
   v1::ReturnBudgetResponse returned;
   ASSERT_TRUE(stub_->ReturnBudget(Ctx(kSubscriber).get(), ret, &returned).ok());
@@ -596,6 +680,15 @@ TEST_F(ServiceTest, BudgetGrantsNeedTheSubscriberRoleAndValidArguments) {
   ret.set_holder("s-2");
   ASSERT_TRUE(stub_->ReturnBudget(Ctx(kSubscriber).get(), ret, &returned).ok());
   EXPECT_EQ(returned.returned(), 0u);
+  // Another credential naming this grant id (whatever it opens to) gets nothing back.
+  ret.set_holder("s-1");
+  ASSERT_TRUE(stub_->ReturnBudget(Ctx(kSecond).get(), ret, &returned).ok());
+  EXPECT_EQ(returned.returned(), 0u);
+  for (uint64_t any : {uint64_t{1}, ~uint64_t{0}}) {
+    ret.set_grant_id(any);
+    ASSERT_TRUE(stub_->ReturnBudget(Ctx(kSubscriber).get(), ret, &returned).ok());
+    EXPECT_EQ(returned.returned(), 0u);
+  }
   ret.set_grant_id(0);
   EXPECT_EQ(stub_->ReturnBudget(Ctx(kSubscriber).get(), ret, &returned).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
@@ -656,6 +749,30 @@ TEST_F(ServiceTest, GroupBudgetsAreForOperators) {
   v1::AcquireBudgetResponse resp;
   EXPECT_EQ(stub_->AcquireBudget(Ctx(kAdmin).get(), req, &resp).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);  // an operator is no subscriber
+}
+
+// The same holder string named by two credentials of one group is two holders.
+TEST_F(ServiceTest, GrantHoldersAreBoundToTheirCredential) {
+  RecordingBudgetStore budgets;
+  service_->SetBudgetStore(&budgets);
+  v1::AcquireBudgetRequest req;
+  req.set_consumer_group("mailroom");
+  req.set_holder("sender-a-0123456789ab");
+  req.set_emails(5);
+  req.set_price_micros(100);
+  v1::AcquireBudgetResponse resp;
+  ASSERT_TRUE(stub_->AcquireBudget(Ctx(kSubscriber).get(), req, &resp).ok());
+  const std::string a = budgets.last_acquire.holder;
+  ASSERT_TRUE(stub_->AcquireBudget(Ctx(kSecond).get(), req, &resp).ok());
+  const std::string b = budgets.last_acquire.holder;
+  EXPECT_NE(a, b);
+  EXPECT_THAT(a, ::testing::StartsWith("sender-a-0123456789ab~"));
+  EXPECT_THAT(b, ::testing::StartsWith("sender-a-0123456789ab~"));
+  // Subscribe's budget_holder is bound the same way.
+  ASSERT_TRUE(Subscribe(kSecond, "mailroom", 1, nullptr, "sender-a-0123456789ab").ok());
+  auto links = store_.Calls("LinkHolder");
+  ASSERT_EQ(links.size(), 1u);
+  EXPECT_EQ(links[0].holder, b);
 }
 
 }  // namespace

@@ -304,6 +304,17 @@ class PgStore : public Store {
         .status();
   }
 
+  absl::StatusOr<std::vector<std::string>> GroupNames() override {
+    return Run<std::vector<std::string>>("reading the groups", [](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      std::vector<std::string> out;
+      for (const auto& row : tx.exec("SELECT name FROM consumer_groups ORDER BY name")) {
+        out.push_back(row[0].as<std::string>());
+      }
+      return out;
+    });
+  }
+
   absl::StatusOr<std::vector<GroupStatsRow>> Stats(const std::string& group) override {
     return Run<std::vector<GroupStatsRow>>("reading stats", [&](pqxx::connection& c) {
       pqxx::nontransaction tx(c);

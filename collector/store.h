@@ -144,6 +144,8 @@ class Store {
   // count as settled unsent for the holder `owner` was linked to (see LinkHolder).
   virtual absl::Status Release(const std::string& group, const std::string& owner,
                                const std::vector<uint64_t>& ids) = 0;
+  // The names of every consumer group in the database.
+  virtual absl::StatusOr<std::vector<std::string>> GroupNames() = 0;
   // Statistics of one group, or of all when `group` is empty.
   virtual absl::StatusOr<std::vector<GroupStatsRow>> Stats(const std::string& group) = 0;
   // Most recent permanent failures, newest first.

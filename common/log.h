@@ -35,4 +35,10 @@ inline void LogError(absl::string_view msg, std::initializer_list<LogField> f = 
   Log(LogLevel::kError, msg, f);
 }
 
+// An identifier as logs show it: its first 12 characters and "..." when longer. For ids that
+// are worth something to whoever knows them whole (subscription ids, grant holders).
+inline std::string ShortId(absl::string_view id) {
+  return id.size() <= 12 ? std::string(id) : std::string(id.substr(0, 12)) + "...";
+}
+
 }  // namespace mailroom

@@ -709,6 +709,145 @@ TEST_F(CollectorTest, CredentialsAreScopedToGroupsAndRoles) {
   }
 }
 
+// Tenants cannot hurt each other: whatever an `audit` subscriber reports about a recipient
+// (FAILED with suppress_recipient), every job of the `mailroom` group for that recipient is
+// still delivered, and the suppression list is unchanged.
+TEST_F(CollectorTest, AnotherGroupsSuppressionNeverChangesWhatAGroupReceives) {
+  const std::string audit = "audit-subscriber-0123456789";
+  const std::string mail = "mailroom-subscriber-0123456789";
+  int port = StartCollector(
+      {{"MAILROOM_GROUPS", "audit,mailroom"},
+       {"MAILROOM_SUBSCRIBER_TOKENS",
+        absl::StrCat(audit, "@audit:subscriber,", mail, "@mailroom:subscriber")}});
+  constexpr int kAccounts = 5;
+  InsertAccounts(kAccounts, "tenant");
+  TestSubscriber in_audit(Channel(port), audit, "audit", 10);
+  ASSERT_EQ(in_audit.WaitForJobs(kAccounts, absl::Seconds(10)), size_t{kAccounts});
+  {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, audit);
+    v1::AcknowledgeRequest req;
+    req.set_consumer_group("audit");
+    req.set_subscriber_id(in_audit.subscriber_id());
+    for (const v1::Job& job : in_audit.Jobs()) {
+      v1::JobOutcome* o = req.add_outcomes();
+      o->set_job_id(job.job_id());
+      o->set_attempt(in_audit.AttemptOf(job.job_id()));
+      o->set_outcome(v1::OUTCOME_FAILED);
+      o->set_reason("smtp RCPT: 550 5.1.1 user unknown");
+      o->set_suppress_recipient(true);
+    }
+    v1::AcknowledgeResponse resp;
+    grpc::Status st = v1::Collector::NewStub(Channel(port))->Acknowledge(&ctx, req, &resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(resp.recorded(), uint32_t{kAccounts});
+  }
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states d JOIN consumer_groups g"
+                   " ON g.id = d.group_id WHERE g.name = 'audit' AND d.state = 'failed'"),
+            kAccounts);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM suppressions"), 0);
+  // `mailroom` comes later: every one of its jobs is handed out, none ends suppressed.
+  TestSubscriber in_mailroom(Channel(port), mail, "mailroom", 10);
+  EXPECT_EQ(in_mailroom.WaitForJobs(kAccounts, absl::Seconds(10)), size_t{kAccounts});
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states d JOIN consumer_groups g"
+                   " ON g.id = d.group_id WHERE g.name = 'mailroom' AND d.state = 'leased'"),
+            kAccounts);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'suppressed'"), 0);
+}
+
+// Two credentials of one group: the second, knowing the first's subscription id and holder
+// string, can neither settle nor renew its leases, nor give back (or be refunded) its grant.
+// Subscription ids and holders are not in the log in full.
+TEST_F(CollectorTest, ASecondCredentialOfAGroupCannotActForTheFirst) {
+  const std::string first = "first-subscriber-0123456789";
+  const std::string second = "second-subscriber-0123456789";
+  int port = StartCollector(
+      {{"MAILROOM_GROUPS", "mailroom"},
+       {"MAILROOM_SUBSCRIBER_TOKENS",
+        absl::StrCat(first, "@mailroom:subscriber,", second, "@mailroom:subscriber")}});
+  InsertAccounts(2, "twin");
+  auto stub = v1::Collector::NewStub(Channel(port));
+  const std::string holder = "sender-a-0123456789ab";
+  TestSubscriber a(Channel(port), first, "mailroom", 10);
+  ASSERT_EQ(a.WaitForJobs(2, absl::Seconds(10)), 2u);
+  const std::vector<uint64_t> ids = Ids(a.Jobs());
+
+  {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, second);
+    v1::AcknowledgeRequest req;
+    req.set_consumer_group("mailroom");
+    req.set_subscriber_id(a.subscriber_id());
+    for (uint64_t id : ids) {
+      v1::JobOutcome* o = req.add_outcomes();
+      o->set_job_id(id);
+      o->set_attempt(1);
+      o->set_outcome(v1::OUTCOME_RETRY);
+    }
+    v1::AcknowledgeResponse resp;
+    EXPECT_EQ(stub->Acknowledge(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, second);
+    v1::RenewLeasesRequest req;
+    req.set_consumer_group("mailroom");
+    req.set_subscriber_id(a.subscriber_id());
+    for (uint64_t id : ids) req.add_job_ids(id);
+    v1::RenewLeasesResponse resp;
+    EXPECT_EQ(stub->RenewLeases(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'leased'"), 2);
+
+  // The first sender's live grant of 5 emails; the second names its holder and grant id.
+  auto acquire = [&](const std::string& bearer) {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, bearer);
+    v1::AcquireBudgetRequest req;
+    req.set_consumer_group("mailroom");
+    req.set_holder(holder);
+    req.set_emails(5);
+    req.set_price_micros(100);
+    v1::AcquireBudgetResponse resp;
+    EXPECT_TRUE(stub->AcquireBudget(&ctx, req, &resp).ok());
+    return resp;
+  };
+  const v1::AcquireBudgetResponse grant = acquire(first);
+  ASSERT_EQ(grant.emails(), 5u);
+  const std::string committed =
+      "SELECT granted_micros - returned_micros FROM budget_months";
+  EXPECT_EQ(Scalar(committed), 500);
+  {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, second);
+    v1::ReturnBudgetRequest req;
+    req.set_consumer_group("mailroom");
+    req.set_holder(holder);
+    req.set_grant_id(grant.grant_id());
+    req.set_emails(5);
+    v1::ReturnBudgetResponse resp;
+    ASSERT_TRUE(stub->ReturnBudget(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.returned(), 0u);
+  }
+  EXPECT_EQ(Scalar(committed), 500);
+  // Grant ids are not sequential: the next grant's id says nothing about the first one's.
+  const uint64_t next = acquire(first).grant_id();
+  EXPECT_GT(next > grant.grant_id() ? next - grant.grant_id() : grant.grant_id() - next, 1000u);
+  // The same holder string from the second credential is another holder.
+  ASSERT_EQ(acquire(second).emails(), 5u);
+  EXPECT_EQ(Scalar("SELECT count(DISTINCT holder) FROM budget_grants"), 2);
+
+  // The first credential settles its own jobs.
+  ASSERT_TRUE(a.Ack(ids, v1::OUTCOME_SENT).ok());
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'sent'"), 2);
+  const std::string log = collectors_[0]->Log();
+  EXPECT_THAT(log, HasSubstr(a.subscriber_id().substr(0, 12)));
+  EXPECT_THAT(log, Not(HasSubstr(a.subscriber_id())));
+  EXPECT_THAT(log, Not(HasSubstr(holder)));
+}
+
 TEST_F(CollectorTest, LegacyTokensStillWorkAndAreFlaggedAsDeprecated) {
   StartCollector();
   EXPECT_THAT(collectors_[0]->Log(), HasSubstr("deprecated"));

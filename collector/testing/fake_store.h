@@ -149,6 +149,14 @@ class FakeStore : public Store {
                        const std::vector<uint64_t>& ids) override {
     return Record({"Release", group, owner, ids});
   }
+  // The groups of SetStats.
+  absl::StatusOr<std::vector<std::string>> GroupNames() override {
+    if (auto e = Record({"GroupNames"}); !e.ok()) return e;
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> out;
+    for (const auto& s : stats_) out.push_back(s.group);
+    return out;
+  }
   absl::StatusOr<std::vector<GroupStatsRow>> Stats(const std::string& group) override {
     if (auto e = Record({"Stats", group}); !e.ok()) return e;
     absl::MutexLock lock(&mu_);
