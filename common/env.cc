@@ -21,7 +21,21 @@ absl::Status Bad(const char* name, absl::string_view what) {
 
 Env::Env(Getter getenv) : getenv_(getenv ? std::move(getenv) : Getter(::getenv)) {}
 
+void Env::Note(const char* name, std::string def, std::string min, std::string max) const {
+  for (Setting& s : settings_) {
+    if (s.name != name) continue;
+    // A variable read twice (say, as a string to see whether it is "off", then as host:port)
+    // keeps its first default and gains the range of the typed read.
+    if (s.default_value.empty()) s.default_value = std::move(def);
+    if (s.min.empty()) s.min = std::move(min);
+    if (s.max.empty()) s.max = std::move(max);
+    return;
+  }
+  settings_.push_back({name, std::move(def), std::move(min), std::move(max)});
+}
+
 std::optional<std::string> Env::Get(const char* name) const {
+  Note(name, "");
   const char* v = getenv_(name);
   if (v == nullptr || *v == '\0') return std::nullopt;
   return std::string(v);
@@ -35,11 +49,13 @@ absl::StatusOr<std::string> Env::Required(const char* name, bool secret) const {
 }
 
 std::string Env::String(const char* name, const std::string& def) const {
+  Note(name, def);
   return Get(name).value_or(def);
 }
 
 absl::StatusOr<int64_t> Env::Int(const char* name, int64_t def, int64_t min,
                                  int64_t max) const {
+  Note(name, absl::StrCat(def), absl::StrCat(min), absl::StrCat(max));
   auto v = Get(name);
   if (!v.has_value()) return def;
   int64_t n;
@@ -53,6 +69,7 @@ absl::StatusOr<int64_t> Env::Int(const char* name, int64_t def, int64_t min,
 }
 
 absl::StatusOr<double> Env::Double(const char* name, double def, double min, double max) const {
+  Note(name, absl::StrCat(def), absl::StrCat(min), absl::StrCat(max));
   auto v = Get(name);
   if (!v.has_value()) return def;
   double d;
@@ -73,6 +90,7 @@ absl::StatusOr<absl::Duration> Env::Millis(const char* name, int64_t def_ms, int
 }
 
 absl::StatusOr<bool> Env::Bool(const char* name, bool def) const {
+  Note(name, def ? "true" : "false");
   auto v = Get(name);
   if (!v.has_value()) return def;
   std::string s = absl::AsciiStrToLower(absl::StripAsciiWhitespace(*v));
@@ -83,6 +101,7 @@ absl::StatusOr<bool> Env::Bool(const char* name, bool def) const {
 
 absl::StatusOr<std::string> Env::HostPort(const char* name, const std::string& def,
                                           bool allow_zero_port) const {
+  Note(name, def);
   std::string v = String(name, def);
   size_t colon = v.rfind(':');
   if (colon == std::string::npos || colon == 0) {

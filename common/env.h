@@ -52,8 +52,21 @@ class Env {
   // A readable file path (checked for existence), or "" when unset.
   absl::StatusOr<std::string> File(const char* name) const;
 
+  // What a configuration loader asked for: every variable it read, with the default and the
+  // range it gave. The loader's calls are the one table of settings: the documentation test
+  // checks docs/configuration.md against what these record.
+  struct Setting {
+    std::string name;
+    std::string default_value;  // as the docs write it; "" when there is none
+    std::string min, max;       // "" when the setting has no numeric range
+  };
+  const std::vector<Setting>& Settings() const { return settings_; }
+
  private:
+  void Note(const char* name, std::string def, std::string min = "", std::string max = "") const;
+
   Getter getenv_;
+  mutable std::vector<Setting> settings_;
 };
 
 }  // namespace mailroom

@@ -1,0 +1,182 @@
+// docs/configuration.md against the one table of settings the code has: the calls each
+// service's configuration loader makes (Env records every variable it reads with its default
+// and range). Every variable a service reads has a row; the row shows the same default and,
+// where the setting has a range, both of its ends.
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "collector/config.h"
+#include "common/env.h"
+#include "gtest/gtest.h"
+#include "sender/config.h"
+
+namespace mailroom {
+namespace {
+
+struct Row {
+  std::vector<std::string> names;     // the backticked variables of the first cell
+  std::vector<std::string> defaults;  // the backticked values of the second cell
+  std::string text;                   // the whole row
+};
+
+std::string ReadDocs() {
+  const char* dir = std::getenv("TEST_SRCDIR");
+  std::ifstream in(std::string(dir ? dir : ".") + "/mailroom/docs/configuration.md");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> Backticked(absl::string_view cell) {
+  std::vector<std::string> out;
+  std::vector<std::string> parts = absl::StrSplit(cell, '`');
+  for (size_t i = 1; i < parts.size(); i += 2) out.push_back(parts[i]);
+  return out;
+}
+
+// The rows of the table(s) in one part of the docs: the "## Sender" section for the sender,
+// every other section for the collector.
+std::map<std::string, Row> Rows(const std::string& docs, bool sender) {
+  std::map<std::string, Row> rows;
+  bool in_sender = false;
+  for (absl::string_view line : absl::StrSplit(docs, '\n')) {
+    if (absl::StartsWith(line, "## ")) in_sender = line == "## Sender";
+    if (in_sender != sender || !absl::StartsWith(line, "| `")) continue;
+    std::vector<absl::string_view> cells = absl::StrSplit(line, '|');
+    if (cells.size() < 4) continue;
+    Row row{Backticked(cells[1]), Backticked(cells[2]), std::string(line)};
+    for (const std::string& n : row.names) rows[n] = row;
+  }
+  return rows;
+}
+
+// Numbers written in a row, thousands separators and all.
+std::vector<double> Numbers(const std::string& text) {
+  std::vector<double> out;
+  std::string t = absl::StrReplaceAll(text, {{",", ""}, {"–", " "}, {"(", " "}, {")", " "},
+                                             {"`", " "}, {";", " "}, {"[", " "}, {"]", " "}});
+  for (absl::string_view w : absl::StrSplit(t, absl::ByAnyChar(" \t/:="), absl::SkipEmpty())) {
+    w = absl::StripSuffix(absl::StripSuffix(w, "."), "%");
+    double d;
+    if (absl::SimpleAtod(w, &d)) out.push_back(d);
+  }
+  return out;
+}
+
+bool SameNumber(const std::string& a, const std::string& b) {
+  double x, y;
+  if (!absl::SimpleAtod(a, &x) || !absl::SimpleAtod(b, &y)) return a == b;
+  return std::fabs(x - y) <= 1e-9 * std::max(1.0, std::fabs(x));
+}
+
+Env::Getter Vars(std::map<std::string, std::string> vars) {
+  auto owned = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
+  return [owned](const char* name) -> const char* {
+    auto it = owned->find(name);
+    return it == owned->end() ? nullptr : it->second.c_str();
+  };
+}
+
+// Loads a configuration under several environments (each transport, the optional endpoints
+// on) so that every conditional read happens, and returns what was read, by name.
+template <typename Load>
+std::map<std::string, Env::Setting> Read(Load load,
+                                         const std::vector<std::map<std::string, std::string>>& envs) {
+  std::map<std::string, Env::Setting> read;
+  for (const auto& vars : envs) {
+    Env env(Vars(vars));
+    auto config = load(env);
+    EXPECT_TRUE(config.ok()) << config.status();
+    for (const Env::Setting& s : env.Settings()) read.emplace(s.name, s);
+  }
+  return read;
+}
+
+std::vector<std::string> Check(const std::map<std::string, Env::Setting>& read,
+                               const std::map<std::string, Row>& rows) {
+  std::vector<std::string> problems;
+  for (const auto& [name, s] : read) {
+    auto it = rows.find(name);
+    if (it == rows.end()) {
+      problems.push_back(name + ": no row in docs/configuration.md");
+      continue;
+    }
+    const Row& row = it->second;
+    size_t i = 0;
+    while (i < row.names.size() && row.names[i] != name) ++i;
+    // A default the docs describe in words (a host name, "required") has no backticked value.
+    if (!s.default_value.empty() && !row.defaults.empty()) {
+      bool shown = false;
+      if (row.defaults.size() == row.names.size() && i < row.names.size()) {
+        shown = SameNumber(row.defaults[i], s.default_value);
+      } else {
+        for (const std::string& d : row.defaults) shown |= SameNumber(d, s.default_value);
+      }
+      if (!shown) {
+        problems.push_back(name + ": the code's default is \"" + s.default_value +
+                           "\", the row shows [" + absl::StrJoin(row.defaults, ", ") + "]");
+      }
+    }
+    if (!s.min.empty()) {
+      const std::vector<double> numbers = Numbers(row.text);
+      for (const std::string& end : {s.min, s.max}) {
+        double want;
+        if (!absl::SimpleAtod(end, &want)) continue;
+        bool found = false;
+        for (double n : numbers) found |= std::fabs(n - want) <= 1e-9 * std::max(1.0, std::fabs(want));
+        if (!found) problems.push_back(name + ": the row does not show the range end " + end);
+      }
+    }
+  }
+  return problems;
+}
+
+const std::map<std::string, std::string> kCollectorRequired = {
+    {"MAILROOM_DATABASE_URL", "postgresql://u@127.0.0.1:5432/db"},
+    {"MAILROOM_SECRET_KEY", std::string(64, 'a')},
+    {"MAILROOM_SUBSCRIBER_TOKENS", "documentation-test-token@mailroom:subscriber"}};
+
+std::map<std::string, std::string> With(std::map<std::string, std::string> base,
+                                        const std::map<std::string, std::string>& more) {
+  for (const auto& [k, v] : more) base[k] = v;
+  return base;
+}
+
+TEST(ConfigurationDocsTest, EveryCollectorSettingHasARowWithItsDefaultAndRange) {
+  const auto read = Read([](const Env& env) { return LoadCollectorConfig(env); },
+                         {kCollectorRequired,
+                          With(kCollectorRequired,
+                               {{"MAILROOM_FEEDBACK_ADDRESS", "127.0.0.1:0"},
+                                {"MAILROOM_FEEDBACK_TOPIC_ARNS",
+                                 "arn:aws:sns:us-east-1:123456789012:ses-feedback"}})});
+  ASSERT_GT(read.size(), 30u);
+  const auto problems = Check(read, Rows(ReadDocs(), /*sender=*/false));
+  EXPECT_TRUE(problems.empty()) << absl::StrJoin(problems, "\n");
+}
+
+TEST(ConfigurationDocsTest, EverySenderSettingHasARowWithItsDefaultAndRange) {
+  const auto read = Read([](const Env& env) { return LoadSenderConfig(env); },
+                         {{},
+                          {{"MAILROOM_TRANSPORT", "smtp"},
+                           {"MAILROOM_SMTP_URL", "smtp://mail.example:587"}},
+                          {{"MAILROOM_TRANSPORT", "ses"},
+                           {"AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
+                           {"AWS_SECRET_ACCESS_KEY", "documentation-test-secret"}},
+                          {{"MAILROOM_BUDGET", "100"}}});
+  ASSERT_GT(read.size(), 20u);
+  const auto problems = Check(read, Rows(ReadDocs(), /*sender=*/true));
+  EXPECT_TRUE(problems.empty()) << absl::StrJoin(problems, "\n");
+}
+
+}  // namespace
+}  // namespace mailroom
