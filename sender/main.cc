@@ -198,7 +198,7 @@ int Run() {
   LogInfo("sender starting", {{"collector", c.collector_address}, {"group", c.group},
                               {"transport", (*transport)->Name()},
                               {"connections", absl::StrCat((*transport)->Concurrency())},
-                              {"holder", holder},
+                              {"holder", ShortId(holder)},
                               {"sender_cap", c.monthly_budget.has_value()
                                                  ? absl::StrCat(*c.monthly_budget)
                                                  : std::string("none")},
