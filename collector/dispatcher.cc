@@ -227,6 +227,7 @@ void Dispatcher::Run() {
         Disconnect();
         continue;
       }
+      Log(LogLevel::kDebug, "settling", {{"running", absl::StrCat(*running)}});
       if (*running < settle_->running) {
         drain = true;
         settle_->every = std::max(opt_.busy_poll_interval, absl::Milliseconds(1));
@@ -320,6 +321,8 @@ bool Dispatcher::GoBusy() {
     return false;
   }
   busy_ = true;
+  Log(LogLevel::kDebug, "busy");
+  metrics_->Add("mailroom_collector_busy_total", 1);
   // The busy polls dequeue after whatever the settling re-check was waiting for.
   settle_.reset();
   last_work_ = clock_->Now();
@@ -335,6 +338,7 @@ bool Dispatcher::GoIdle() {
     return false;
   }
   busy_ = false;
+  Log(LogLevel::kDebug, "idle", {{"snapshot", *snapshot}});
   if (!snapshot->empty()) {
     // Checked at once: when nothing was running, the re-check dequeue runs right away.
     settle_ = Settle{*std::move(snapshot), std::numeric_limits<int>::max(), clock_->Now(),
