@@ -11,13 +11,22 @@
 //     (--rates=200,1000,3000, for --seconds each, from --connections connections, by default
 //     rate/50 between 4 and 64): offered and achieved rates, COMMIT durations, p50/p90/p99/max
 //     from each COMMIT returning to the job arriving at the subscriber, and the collector's
-//     dequeue calls (pg_stat_user_functions).
+//     dequeue calls (pg_stat_user_functions), and how many commits sent a NOTIFY;
+//  3. with --signups=8,32,64 (fsync on only): the application's signups/s, one
+//     `INSERT INTO accounts` per transaction from pgbench with that many clients, for
+//     --signup_seconds each, with mailroom's triggers disabled, with mailroom and a collector
+//     awake and draining (a subscriber acknowledging everything), and with mailroom and a
+//     collector that never turns busy (MAILROOM_BUSY_POLL_INTERVAL=0: every commit NOTIFYs),
+//     and with mailroom and no collector (no commit NOTIFYs: the triggers' own cost), in that
+//     order, --signup_rounds times (alternating runs on one database).
 // Usage: collector_bench [--sizes=100000,1000000] [--fsync=on,off] [--stats=without,with]
 //                        [--rates=200,1000,3000] [--seconds=5] [--connections=N]
+//                        [--signups=8,32,64] [--signup_seconds=10] [--signup_rounds=2]
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <pqxx/pqxx>
 #include <map>
 #include <mutex>
@@ -43,20 +52,22 @@ struct Collector {
   int port = 0;
 };
 
-Collector StartCollector(const std::string& url, int batch_limit, int batch_timeout_ms) {
+Collector StartCollector(const std::string& url, int batch_limit, int batch_timeout_ms,
+                         const std::map<std::string, std::string>& extra = {}) {
   Collector c;
   c.port = testing::FreePort();
-  auto p = testing::Process::Spawn(
-      {testing::Runfile("mailroom/collector/collector")},
-      {{"MAILROOM_DATABASE_URL", url},
-       {"MAILROOM_SECRET_KEY", kKey},
-       {"MAILROOM_LISTEN_ADDRESS", absl::StrCat("127.0.0.1:", c.port)},
-       {"MAILROOM_METRICS_ADDRESS", "off"},
-       {"MAILROOM_SUBSCRIBER_TOKENS", kBearer},
-       {"MAILROOM_BATCH_LIMIT", absl::StrCat(batch_limit)},
-       {"MAILROOM_BATCH_TIMEOUT", absl::StrCat(batch_timeout_ms)},
-       {"MAILROOM_LOG_LEVEL", "warn"}},
-      "/tmp/mailroom-bench-collector.log");
+  std::map<std::string, std::string> env = {
+      {"MAILROOM_DATABASE_URL", url},
+      {"MAILROOM_SECRET_KEY", kKey},
+      {"MAILROOM_LISTEN_ADDRESS", absl::StrCat("127.0.0.1:", c.port)},
+      {"MAILROOM_METRICS_ADDRESS", "off"},
+      {"MAILROOM_SUBSCRIBER_TOKENS", kBearer},
+      {"MAILROOM_BATCH_LIMIT", absl::StrCat(batch_limit)},
+      {"MAILROOM_BATCH_TIMEOUT", absl::StrCat(batch_timeout_ms)},
+      {"MAILROOM_LOG_LEVEL", "warn"}};
+  for (const auto& [k, v] : extra) env[k] = v;
+  auto p = testing::Process::Spawn({testing::Runfile("mailroom/collector/collector")}, env,
+                                   "/tmp/mailroom-bench-collector.log");
   if (!p.ok()) {
     std::fprintf(stderr, "cannot start collector: %s\n", p.status().ToString().c_str());
     std::exit(1);
@@ -255,11 +266,15 @@ void Latency(testing::PgServer& pg, const std::string& label, int rate, int seco
   std::vector<double> notify_ms;
   for (const auto& [pid, times] : commits_by_pid) {
     const std::vector<absl::Time>& seen = watch.Of(pid);
+    // Pairs by order: only for connections whose every commit notified.
+    if (seen.size() != times.size()) continue;
     for (size_t i = 0; i < std::min(times.size(), seen.size()); ++i) {
       notify_ms.push_back(absl::ToDoubleMilliseconds(seen[i] - times[i]));
     }
   }
   std::sort(notify_ms.begin(), notify_ms.end());
+  size_t notified = 0;
+  for (const auto& [pid, times] : commits_by_pid) notified += watch.Of(pid).size();
   std::map<uint64_t, absl::Time> arrived;
   auto arrivals = sub.Arrivals();
   auto jobs = sub.Jobs();
@@ -297,17 +312,111 @@ void Latency(testing::PgServer& pg, const std::string& label, int rate, int seco
   std::printf("  %s: %zu of %d single-row commits from %d connections, offered %d/s, achieved"
               " %.0f/s (COMMIT p50 %.2f ms, p99 %.2f ms), batch timeout 0: commit-to-stream"
               " latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (p99 first second %.2f ms,"
-              " last second %.2f ms; NOTIFY to a second"
+              " last second %.2f ms; %zu commits sent a NOTIFY, to a second"
               " listener p50 %.2f ms, p90 %.2f ms, p99 %.2f ms); %lld dequeues (%.1f jobs,"
               " %.2f ms each)\n",
               label.c_str(), ms.size(), count, connections, rate, achieved,
               Quantile(commit_ms, 0.50), Quantile(commit_ms, 0.99), Quantile(ms, 0.50),
               Quantile(ms, 0.90), Quantile(ms, 0.99), ms.empty() ? 0 : ms.back(), first_p99,
-              last_p99, Quantile(notify_ms, 0.50), Quantile(notify_ms, 0.90), Quantile(notify_ms, 0.99),
+              last_p99, notified, Quantile(notify_ms, 0.50), Quantile(notify_ms, 0.90), Quantile(notify_ms, 0.99),
               static_cast<long long>(dequeues),
               dequeues > 0 ? double(jobs.size()) / dequeues : 0.0,
               dequeues > 0 ? dequeue_ms / dequeues : 0.0);
   std::fflush(stdout);
+}
+
+// One pgbench run of `clients` clients for `seconds`: one signup (`INSERT INTO accounts`) per
+// transaction. Returns the transactions per second pgbench reports (0 on failure).
+double Pgbench(testing::PgServer& pg, const std::string& db, const std::string& script,
+               int clients, int seconds) {
+  const std::string log = absl::StrCat("/tmp/mailroom-bench-pgbench-", clients, ".log");
+  std::remove(log.c_str());
+  auto p = testing::Process::Spawn(
+      {"/usr/bin/pgbench", "-n", "-f", script, "-c", absl::StrCat(clients), "-j",
+       absl::StrCat(std::min(clients, 8)), "-T", absl::StrCat(seconds), "-h", "127.0.0.1", "-p",
+       absl::StrCat(pg.port()), "-U", "postgres", db},
+      {}, log);
+  if (!p.ok()) return 0;
+  auto code = (*p)->Wait(absl::Seconds(seconds + 120));
+  const std::string out = (*p)->Log();
+  const size_t at = out.find("tps = ");
+  double tps = 0;
+  if (!code.ok() || *code != 0 || at == std::string::npos ||
+      std::sscanf(out.c_str() + at, "tps = %lf", &tps) != 1) {
+    std::fprintf(stderr, "pgbench failed:\n%s\n", out.c_str());
+    return 0;
+  }
+  return tps;
+}
+
+void Signups(testing::PgServer& pg, const std::vector<int>& clients, int seconds, int rounds) {
+  const std::string db = "signups";
+  std::string url = Fresh(pg, db);
+  const std::string script = "/tmp/mailroom-bench-signup.sql";
+  {
+    pqxx::connection c(url);
+    pqxx::nontransaction tx(c);
+    tx.exec("CREATE SEQUENCE bench_signup");
+    std::FILE* f = std::fopen(script.c_str(), "w");
+    std::fputs("WITH n AS (SELECT nextval('bench_signup') AS v)\n"
+               "INSERT INTO accounts (email, login) SELECT 's' || v || '@bench.test', 's' || v"
+               " FROM n;\n",
+               f);
+    std::fclose(f);
+  }
+  auto set_triggers = [&](bool on) {
+    pqxx::connection c(url);
+    pqxx::nontransaction tx(c);
+    tx.exec(absl::StrCat("ALTER TABLE accounts ", on ? "ENABLE" : "DISABLE", " TRIGGER USER"));
+    tx.exec("CHECKPOINT");
+  };
+  std::printf("application signups/s (pgbench, one INSERT INTO accounts per transaction, %d s"
+              " per run, fsync on, alternating runs on one database):\n",
+              seconds);
+  for (int n : clients) {
+    std::map<std::string, std::vector<double>> tps;
+    const std::vector<std::string> kinds = {"triggers disabled", "mailroom, collector busy-polling",
+                                            "mailroom, every commit notifies",
+                                            "mailroom, no collector"};
+    for (int round = 0; round < rounds; ++round) {
+      for (const std::string& kind : kinds) {
+        const bool disabled = kind == kinds[0];
+        // Without a collector no commit NOTIFYs (none is registered idle): the triggers' own
+        // cost, the diagnosis row.
+        const bool collector = !disabled && kind != kinds[3];
+        set_triggers(!disabled);
+        std::unique_ptr<Collector> col;
+        std::unique_ptr<testing::TestSubscriber> sub;
+        std::atomic<bool> stop{false};
+        std::atomic<size_t> acked{0};
+        std::thread acker;
+        if (collector) {
+          col = std::make_unique<Collector>(StartCollector(
+              url, 1000, 0,
+              {{"MAILROOM_BUSY_POLL_INTERVAL", kind == kinds[1] ? "2" : "0"}}));
+          auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", col->port),
+                                             grpc::InsecureChannelCredentials());
+          sub = std::make_unique<testing::TestSubscriber>(channel, kBearer, "mailroom", 10000,
+                                                          "signups");
+          sub->WaitSubscribed(absl::Seconds(10));
+          acker = std::thread(AckLoop, sub.get(), &stop, &acked);
+        }
+        tps[kind].push_back(Pgbench(pg, db, script, n, seconds));
+        if (collector) {
+          stop = true;
+          acker.join();
+          sub.reset();
+          col.reset();
+        }
+      }
+    }
+    for (const std::string& kind : kinds) {
+      std::string runs;
+      for (double t : tps[kind]) absl::StrAppend(&runs, runs.empty() ? "" : ", ", int(t + 0.5));
+      std::printf("  clients=%d %s: %s signups/s\n", n, kind.c_str(), runs.c_str());
+    }
+    std::fflush(stdout);
+  }
 }
 
 }  // namespace
@@ -316,7 +425,8 @@ void Latency(testing::PgServer& pg, const std::string& label, int rate, int seco
 int main(int argc, char** argv) {
   std::vector<int> sizes = {100000, 1000000}, rates = {200, 1000, 3000};
   std::vector<std::string> fsyncs = {"on", "off"}, stats = {"without", "with"};
-  int seconds = 5, connections = 0;
+  std::vector<int> signups;
+  int seconds = 5, connections = 0, signup_seconds = 10, signup_rounds = 2;
   auto ints = [](absl::string_view list) {
     std::vector<int> out;
     for (absl::string_view s : absl::StrSplit(list, ',', absl::SkipEmpty())) {
@@ -331,6 +441,12 @@ int main(int argc, char** argv) {
       sizes = ints(a);
     } else if (absl::ConsumePrefix(&a, "--rates=")) {
       rates = ints(a);
+    } else if (absl::ConsumePrefix(&a, "--signups=")) {
+      signups = ints(a);
+    } else if (absl::ConsumePrefix(&a, "--signup_seconds=")) {
+      (void)absl::SimpleAtoi(a, &signup_seconds);
+    } else if (absl::ConsumePrefix(&a, "--signup_rounds=")) {
+      (void)absl::SimpleAtoi(a, &signup_rounds);
     } else if (absl::ConsumePrefix(&a, "--seconds=")) {
       (void)absl::SimpleAtoi(a, &seconds);
     } else if (absl::ConsumePrefix(&a, "--connections=")) {
@@ -365,6 +481,9 @@ int main(int argc, char** argv) {
     for (int rate : rates) {
       mailroom::Latency(**pg, absl::StrCat("fsync=", fsync, " rate=", rate), rate, seconds,
                         connections > 0 ? connections : std::clamp(rate / 50, 4, 64));
+    }
+    if (fsync == "on" && !signups.empty()) {
+      mailroom::Signups(**pg, signups, signup_seconds, signup_rounds);
     }
   }
   return 0;

@@ -198,6 +198,8 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
                             env.Millis("MAILROOM_HEALTHCHECK_INTERVAL", 270000, 1000, 86400000));
   MAILROOM_ASSIGN_OR_RETURN(c.dispatch.poll_interval,
                             env.Millis("MAILROOM_POLL_INTERVAL", 2000, 10, 3600000));
+  MAILROOM_ASSIGN_OR_RETURN(c.dispatch.busy_poll_interval,
+                            env.Millis("MAILROOM_BUSY_POLL_INTERVAL", 2, 0, 1000));
   MAILROOM_ASSIGN_OR_RETURN(c.dispatch.lease, env.Millis("MAILROOM_LEASE_MS", 60000, 100, 86400000));
   MAILROOM_ASSIGN_OR_RETURN(c.dispatch.reconnect_max_backoff,
                             env.Millis("MAILROOM_RECONNECT_MAX_BACKOFF", 30000, 100, 3600000));

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "collector/batcher.h"
@@ -109,6 +110,9 @@ void Dispatcher::Wait(absl::Time deadline) {
 
 void Dispatcher::Disconnect() {
   CloseListener();
+  // The mark belonged to the connection (a new one starts busy and drains).
+  busy_ = false;
+  settle_.reset();
   const absl::Duration delay = reconnect_backoff_.Next();
   reconnect_at_ = clock_->Now() + delay;
   LogWarn("reconnecting", {{"in_ms", absl::StrCat(absl::ToInt64Milliseconds(delay))}});
@@ -165,6 +169,12 @@ void Dispatcher::Run() {
         Disconnect();
         continue;
       }
+      // Busy while draining what arrived while disconnected: goes idle (and re-checks) like
+      // after any wake-up.
+      if (!GoBusy()) {
+        unhealthy();
+        continue;
+      }
       connected_at = clock_->Now();
       drain = true;  // whatever arrived while disconnected
       next_health = clock_->Now() + opt_.healthcheck_interval;
@@ -208,17 +218,41 @@ void Dispatcher::Run() {
     }
 
     absl::Time now = clock_->Now();
+    // After going idle: once some of the transactions that may have read the busy mark (and
+    // skipped their NOTIFY) have ended, dequeue again for every group.
+    if (settle_ && now >= settle_->check_at) {
+      absl::StatusOr<int> running = listener_->StillRunning(settle_->snapshot);
+      if (!running.ok()) {
+        LogWarn("listener connection lost", {{"error", std::string(running.status().message())}});
+        Disconnect();
+        continue;
+      }
+      Log(LogLevel::kDebug, "settling", {{"running", absl::StrCat(*running)}});
+      if (*running < settle_->running) {
+        drain = true;
+        settle_->every = std::max(opt_.busy_poll_interval, absl::Milliseconds(1));
+      } else {
+        settle_->every = std::min(settle_->every * 2, absl::Milliseconds(100));
+      }
+      settle_->running = *running;
+      settle_->check_at = now + settle_->every;
+      if (*running == 0) settle_.reset();
+    }
     std::vector<std::string> groups;
-    if (drain || batcher.Ready(now) || now >= next_poll) {
-      groups = hub_->Groups();
+    const bool busy_poll = busy_ && now >= busy_poll_at_;
+    if (drain || batcher.Ready(now) || now >= next_poll || busy_poll) {
       if (batcher.Ready(now)) {
         Log(batch_log, "processing batch",
             {{"notifications", absl::StrCat(batcher.pending())},
              {"reason", batcher.pending() >= opt_.batch_limit ? "limit" : "timeout"}});
+        // A wake-up's dispatch marks the collector busy: commits stop notifying, it polls.
+        if (!busy_ && opt_.busy_poll_interval > absl::ZeroDuration() && !GoBusy()) continue;
       }
+      groups = hub_->Groups();
       batcher.Reset();
       drain = false;
       next_poll = now + opt_.poll_interval;
+      if (busy_) busy_poll_at_ = now + opt_.busy_poll_interval;
     } else {
       for (const auto& [group, force] : kicks) {
         if (force || starved_.count(group) > 0) groups.push_back(group);
@@ -236,14 +270,22 @@ void Dispatcher::Run() {
       }
     }
     notified_since_dispatch = false;
+    const uint64_t dispatched_before = dispatched_;
     if (!groups.empty()) {
       DispatchGroups(groups);
       if (!listener_) continue;
     }
+    if (dispatched_ > dispatched_before) last_work_ = clock_->Now();
+    if (busy_ && (opt_.busy_poll_interval <= absl::ZeroDuration() ||
+                  clock_->Now() - last_work_ >= opt_.busy_linger)) {
+      if (!GoIdle()) continue;
+    }
 
-    // Wait for a notification, a kick, the batch deadline, the poll, the health check or the
-    // end of a group's backoff.
+    // Wait for a notification, a kick, the batch deadline, the poll, the busy poll, the
+    // settling re-check, the health check or the end of a group's backoff.
     absl::Time deadline = std::min({batcher.Deadline(), next_poll, next_health});
+    if (busy_) deadline = std::min(deadline, busy_poll_at_);
+    if (settle_) deadline = std::min(deadline, settle_->check_at);
     for (const auto& [group, retry] : group_retry_) deadline = std::min(deadline, retry.at);
     Wait(deadline);
     if (stop_) break;
@@ -269,6 +311,40 @@ void Dispatcher::Run() {
     if (clock_->Now() - connected_at >= absl::Seconds(10)) reconnect_backoff_.Reset();
   }
   CloseListener();
+}
+
+bool Dispatcher::GoBusy() {
+  absl::Status st = listener_->MarkBusy();
+  if (!st.ok()) {
+    LogWarn("listener connection lost", {{"error", std::string(st.message())}});
+    Disconnect();
+    return false;
+  }
+  busy_ = true;
+  Log(LogLevel::kDebug, "busy");
+  metrics_->Add("mailroom_collector_busy_total", 1);
+  // The busy polls dequeue after whatever the settling re-check was waiting for.
+  settle_.reset();
+  last_work_ = clock_->Now();
+  busy_poll_at_ = clock_->Now();
+  return true;
+}
+
+bool Dispatcher::GoIdle() {
+  absl::StatusOr<std::string> snapshot = listener_->MarkIdle();
+  if (!snapshot.ok()) {
+    LogWarn("listener connection lost", {{"error", std::string(snapshot.status().message())}});
+    Disconnect();
+    return false;
+  }
+  busy_ = false;
+  Log(LogLevel::kDebug, "idle", {{"snapshot", *snapshot}});
+  if (!snapshot->empty()) {
+    // Checked at once: when nothing was running, the re-check dequeue runs right away.
+    settle_ = Settle{*std::move(snapshot), std::numeric_limits<int>::max(), clock_->Now(),
+                     std::max(opt_.busy_poll_interval, absl::Milliseconds(1))};
+  }
+  return true;
 }
 
 void Dispatcher::DispatchGroups(const std::vector<std::string>& groups) {
@@ -381,6 +457,7 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
         if (!st.ok()) return st;
         continue;
       }
+      dispatched_ += n;
       metrics_->Add("mailroom_collector_batches_total", 1, labels);
       metrics_->Add("mailroom_collector_jobs_dispatched_total", n, labels);
     }

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -34,6 +35,12 @@ struct DispatcherOptions {
   // Catch-up poll: covers notifications missed while disconnected, leases that ran out and
   // retries that came due.
   absl::Duration poll_interval = absl::Milliseconds(2000);
+  // The busy poll (docs/design.md, "Wake-up"): from the first dispatch of a wake-up until
+  // `busy_linger` passed without dispatching a job, the collector is marked busy (commits skip
+  // their NOTIFY) and dequeues for every group every `busy_poll_interval`. Zero: never busy
+  // (every commit notifies; the mark is only set while draining after a connect).
+  absl::Duration busy_poll_interval = absl::ZeroDuration();
+  absl::Duration busy_linger = absl::Milliseconds(100);
   absl::Duration lease = absl::Seconds(60);
   absl::Duration reconnect_max_backoff = absl::Seconds(30);
   // Groups that must exist: created (from the earliest unexpired token) on every connect,
@@ -108,6 +115,10 @@ class Dispatcher {
   // Dequeues for every listed group until the queue is empty or no member has room (in its
   // window, or for password recoveries in its recovery lane).
   void DispatchGroups(const std::vector<std::string>& groups);
+  // The busy mark: MarkBusy/MarkIdle on the listener (false: the connection was lost and the
+  // loop disconnected). Going idle starts the settling re-check (see settle_).
+  bool GoBusy();
+  bool GoIdle();
   absl::Status DispatchGroup(const std::string& group);
   // Creates the configured groups (from the earliest unexpired token) if missing.
   absl::Status EnsureConfiguredGroups();
@@ -153,6 +164,24 @@ class Dispatcher {
   };
   std::map<std::string, GroupRetry> group_retry_;
   bool healthy_ = false;
+  // Jobs handed to subscribers so far (a busy poll that dispatched some found work).
+  uint64_t dispatched_ = 0;
+  // Marked busy: polling every busy_poll_interval (at busy_poll_at_); last_work_ is when a
+  // dispatch last handed out a job.
+  bool busy_ = false;
+  absl::Time busy_poll_at_ = absl::InfinitePast();
+  absl::Time last_work_ = absl::InfinitePast();
+  // After going idle: the transactions running then (MarkIdle's snapshot) may have read the
+  // busy mark and skipped their NOTIFY. Checked at `check_at` (every busy poll interval,
+  // doubling up to 100 ms while none ends); each time some of them have ended the loop
+  // dequeues for every group, the last time once all have ended.
+  struct Settle {
+    std::string snapshot;
+    int running = 0;  // of the snapshot's transactions, still running at the last check
+    absl::Time check_at;
+    absl::Duration every;
+  };
+  std::optional<Settle> settle_;
 };
 
 }  // namespace mailroom

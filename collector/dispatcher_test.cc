@@ -27,6 +27,11 @@ struct ListenerState {
   int waits ABSL_GUARDED_BY(mu) = 0;  // the loop asked for the descriptor to wait on
   int takes ABSL_GUARDED_BY(mu) = 0;  // ... and came back from waiting
   int connects ABSL_GUARDED_BY(mu) = 0;
+  // With `marks`, the listener has a busy mark: MarkBusy/MarkIdle are logged in `marked`, and
+  // StillRunning answers `running`. Without, it behaves as a listener without a mark.
+  bool marks ABSL_GUARDED_BY(mu) = false;
+  std::vector<std::string> marked ABSL_GUARDED_BY(mu);
+  int running ABSL_GUARDED_BY(mu) = 0;
   int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   ~ListenerState() { close(fd); }
 
@@ -45,6 +50,14 @@ struct ListenerState {
   int Connects() {
     absl::MutexLock lock(&mu);
     return connects;
+  }
+  std::vector<std::string> Marked() {
+    absl::MutexLock lock(&mu);
+    return marked;
+  }
+  void SetRunning(int n) {
+    absl::MutexLock lock(&mu);
+    running = n;
   }
   // Blocks until the loop has come back from waiting more than `after` times in all and is
   // waiting again (asked for the descriptor since).
@@ -76,6 +89,21 @@ class FakeListener : public NotificationListener {
     return n;
   }
   absl::Status Ping() override { return absl::OkStatus(); }
+  absl::Status MarkBusy() override {
+    absl::MutexLock lock(&s_->mu);
+    if (s_->marks) s_->marked.push_back("busy");
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> MarkIdle() override {
+    absl::MutexLock lock(&s_->mu);
+    if (!s_->marks) return std::string();
+    s_->marked.push_back("idle");
+    return std::string("10:12:10,11");
+  }
+  absl::StatusOr<int> StillRunning(const std::string&) override {
+    absl::MutexLock lock(&s_->mu);
+    return s_->running;
+  }
 
  private:
   ListenerState* s_;
@@ -186,6 +214,54 @@ TEST_F(DispatcherTest, TheCatchUpPollRunsEveryPollInterval) {
   clock_.Advance(absl::Seconds(2));
   Poke();
   EXPECT_EQ(store_.CallCount("Dequeue"), 3);
+}
+
+TEST_F(DispatcherTest, ABusyCollectorPollsUntilTheLingerPassesThenRechecksAfterTheReaders) {
+  opt_.busy_poll_interval = absl::Milliseconds(2);
+  opt_.busy_linger = absl::Milliseconds(100);
+  {
+    absl::MutexLock lock(&listener_.mu);
+    listener_.marks = true;
+    listener_.running = 2;
+  }
+  Start();
+  // Busy from the connect on: the drain, then a dequeue every 2 ms (none hands out a job).
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
+  Settle();
+  EXPECT_EQ(listener_.Marked(), std::vector<std::string>({"busy"}));
+  clock_.Advance(absl::Milliseconds(1));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 1);
+  clock_.Advance(absl::Milliseconds(1));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 2);
+  clock_.Advance(absl::Milliseconds(97));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 3);
+  EXPECT_EQ(listener_.Marked(), std::vector<std::string>({"busy"}));
+  // 100 ms without a job: idle. Of the two transactions running then, one has ended by the
+  // first check: dequeue again.
+  listener_.SetRunning(1);
+  clock_.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 4));
+  Settle();
+  EXPECT_EQ(listener_.Marked(), std::vector<std::string>({"busy", "idle"}));
+  // The other one still runs: checked every 2 ms, then 4 ms, without dequeuing.
+  clock_.Advance(absl::Milliseconds(2));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 4);
+  // It ended: the re-check dequeue, and no more polling.
+  listener_.SetRunning(0);
+  clock_.Advance(absl::Milliseconds(4));
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 5));
+  Settle();
+  clock_.Advance(absl::Seconds(10));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 5);
+  // The next wake-up's dispatch marks it busy again.
+  listener_.Notify(10);
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 6));
+  EXPECT_EQ(listener_.Marked(), std::vector<std::string>({"busy", "idle", "busy"}));
 }
 
 TEST_F(DispatcherTest, ASqlErrorBacksOffThatGroupExponentially) {

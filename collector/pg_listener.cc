@@ -47,16 +47,67 @@ class PgListener : public NotificationListener {
   }
 
   absl::Status Ping() override {
+    return Query([](pqxx::nontransaction& tx) { tx.exec("SELECT 1"); });
+  }
+
+  absl::Status MarkBusy() override { return Mark(/*idle=*/false); }
+
+  absl::StatusOr<std::string> MarkIdle() override {
+    absl::Status st = Mark(/*idle=*/true);
+    if (!st.ok()) return st;
+    // Taken after the mark's commit: whoever read the busy mark has an xid by then (the
+    // trigger runs after its INSERT) and has either committed or is running in this snapshot.
+    std::string snapshot;
+    st = Query([&](pqxx::nontransaction& tx) {
+      snapshot = tx.exec1("SELECT pg_current_snapshot()::text")[0].as<std::string>();
+    });
+    if (!st.ok()) return st;
+    return snapshot;
+  }
+
+  absl::StatusOr<int> StillRunning(const std::string& snapshot) override {
+    int running = 0;
+    absl::Status st = Query([&](pqxx::nontransaction& tx) {
+      // A transaction of `snapshot` still running is running in the current snapshot too.
+      running = tx.exec_params1(
+                      "SELECT count(*) FROM pg_snapshot_xip($1::pg_snapshot) a"
+                      " JOIN pg_snapshot_xip(pg_current_snapshot()) b ON a = b",
+                      snapshot)[0]
+                    .as<int>();
+    });
+    if (!st.ok()) return st;
+    return running;
+  }
+
+ private:
+  // Runs `fn` outside a transaction block on this connection (notifications arrive between
+  // statements). Unavailable when the connection is lost or the statement fails.
+  template <typename Fn>
+  absl::Status Query(Fn fn) {
     try {
       pqxx::nontransaction tx(conn_);
-      tx.exec("SELECT 1");
+      fn(tx);
       return absl::OkStatus();
     } catch (const std::exception& e) {
       return absl::UnavailableError(absl::StrCat("listener connection lost: ", e.what()));
     }
   }
 
- private:
+  // mailroom_collector_mark. Committed asynchronously: after a crash of PostgreSQL every
+  // collector reconnects and marks itself again, so a lost mark changes nothing.
+  absl::Status Mark(bool idle) {
+    try {
+      pqxx::work tx(conn_);
+      tx.exec("SET LOCAL synchronous_commit = off");
+      tx.exec_params("SELECT mailroom_collector_mark($1)", idle);
+      tx.commit();
+      return absl::OkStatus();
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat("marking the collector ",
+                                                 idle ? "idle" : "busy", " failed: ", e.what()));
+    }
+  }
+
   pqxx::connection conn_;
   std::unique_ptr<Receiver> receiver_;
   int count_ = 0;

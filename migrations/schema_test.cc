@@ -102,6 +102,8 @@ TEST_F(SchemaTest, TokenInsertNotifiesTheConfiguredChannel) {
   };
   pqxx::connection listener(url_);
   Receiver r(listener, Row("SELECT channel FROM mailroom_settings")[0].as<std::string>());
+  // Commits notify while some collector is idle: this listener registers as an idle one.
+  pqxx::nontransaction(listener).exec("SELECT mailroom_collector_mark(true)");
   Exec("INSERT INTO accounts (email, login) VALUES ('a@example.com', 'a')");
   listener.await_notification(5, 0);
   EXPECT_EQ(r.count, 1);
