@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One group budget shared by 3 senders (issue 11 §1), 60 s: integration_tests/budget_test with
+# One group budget shared by 3 senders, 60 s: integration_tests/budget_test with
 # a longer run. Prints the test's figure lines (pace, worst window, grants, the spent-budget
 # check). Usage: bash bench/budget_bench.sh [SECONDS]
 set -euo pipefail

@@ -1,4 +1,4 @@
-// Churn: many tokens through the queue with retention on (issue 13 §4). A real collector with
+// Churn: many tokens through the queue with retention on. A real collector with
 // a short retention (MAILROOM_RETENTION, default here 1 s, pass every 1 s) drains rounds of
 // tokens that one subscriber acknowledges as SENT; after each round the benchmark prints the
 // drain rate, the sizes of `tokens`, `deliveries` and `lease_batches` (with indexes; since 0021

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where a drained job's time goes (issue 13 §2): each SQL step of the collector's drain per
+# Where a drained job's time goes: each SQL step of the collector's drain per
 # 1000-job batch, and a batch-lease prototype beside it. Measurement only: the prototype lives in
 # the scratch schema lease_proto of a throwaway database (bench/lease_cost_proto.sql).
 #

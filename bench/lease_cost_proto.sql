@@ -1,4 +1,4 @@
--- A PROTOTYPE of batch leases (issue 13 §2's design direction, PgQ's), in the scratch schema
+-- A PROTOTYPE of batch leases (PgQ's design), in the scratch schema
 -- lease_proto of bench/lease_cost.sh's throwaway database. It is not a migration and nothing in
 -- the services calls it: it exists to measure what a batch lease costs next to today's per-job
 -- delivery rows. Loaded after bench/lease_cost.sql (it reuses lease_cost.window_read, the

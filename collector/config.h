@@ -17,7 +17,7 @@
 
 namespace mailroom {
 
-// SES feedback through SNS and reputation (issue 12 §2, §3).
+// SES feedback through SNS and reputation.
 struct FeedbackSettings {
   std::string address;  // MAILROOM_FEEDBACK_ADDRESS: the endpoint's host:port ("" = off)
   // MAILROOM_FEEDBACK_SNS_HOSTS (extra_hosts), MAILROOM_FEEDBACK_TOPIC_ARNS (topic_arns),

@@ -388,7 +388,7 @@ TEST_F(DispatcherTest, APausedGroupIsNotDequeuedUntilResumed) {
 namespace mailroom {
 namespace {
 
-// Issue 11 §2: with every window full, password recoveries go through the recovery lane:
+// With every window full, password recoveries go through the recovery lane:
 // a recoveries-only dequeue sized to the lane, on the drain and on every notification at once
 // (not at the batch's deadline), never an activations' dequeue.
 TEST_F(DispatcherTest, AFullWindowDequeuesRecoveriesIntoTheLaneOnEveryNotification) {
@@ -441,7 +441,7 @@ TEST_F(DispatcherTest, AGroupWithRoomIgnoresTheLane) {
 namespace mailroom {
 namespace {
 
-// Issue 13 §2, batch timeout 0 at thousands of commits a second: notifications that are
+// Batch timeout 0 at thousands of commits a second: notifications that are
 // pending together when the loop wakes cost one dequeue (not one each), and a subscriber's
 // acknowledgement that frees room in a group that is not starved costs none.
 TEST_F(DispatcherTest, WithTimeoutZeroPendingNotificationsCostOneDequeue) {

@@ -12,7 +12,7 @@
 
 namespace mailroom {
 
-// When a group's rolling rates cross these, its sending pauses (issue 12 §3). A rate of 0
+// When a group's rolling rates cross these, its sending pauses. A rate of 0
 // disables that check; both 0 (the default) disables the guard.
 struct GuardOptions {
   double max_bounce_rate = 0;     // MAILROOM_GUARD_MAX_BOUNCE_RATE, e.g. 0.02

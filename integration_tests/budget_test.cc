@@ -1,4 +1,4 @@
-// One budget per group, enforced by the collector (issue 11 §1), end to end: a real
+// One budget per group, enforced by the collector, end to end: a real
 // PostgreSQL, one collector, three real sender processes (file transport) sharing a group whose
 // budget allows only a few emails per second, and a backlog larger than that.
 //

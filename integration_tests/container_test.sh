@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Container proof (issue 5): builds the images in deploy/containers/ on a local Debian 12 base
+# Container proof: builds the images in deploy/containers/ on a local Debian 12 base
 # (no registry is reachable), starts compose.yaml with podman-compose, creates an account in the
 # containerised PostgreSQL and waits for its activation email in the mail catcher; then runs a
 # single-pod variant of kube.yaml with `podman play kube` and checks the same delivery there.

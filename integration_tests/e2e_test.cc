@@ -97,7 +97,7 @@ TEST_F(EndToEndTest, PasswordRecoveryEmailCarriesTheSignedCode) {
   ExpectVerifies(mime, TokenAction::kPasswordRecovery, code);
 }
 
-// Issue 11 §3: a script requesting "forgot password" 200 times for one account within 10 s.
+// A script requesting "forgot password" 200 times for one account within 10 s.
 // At most the limit (5 a day) is sent and charged; every other request ends superseded or rate
 // limited with a reason; another account's recovery in the middle of the flood goes out.
 TEST_F(EndToEndTest, RecoveryFloodIsCappedWhileOtherAccountsAreServed) {

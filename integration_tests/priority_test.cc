@@ -1,4 +1,4 @@
-// Issue 11 §2: password recoveries go first across the whole backlog of a group. Real
+// Password recoveries go first across the whole backlog of a group. Real
 // PostgreSQL, a real collector and sender over gRPC (file transport): 2,000 activations queued
 // behind the sender's budget pace of 3 emails/s, then 5 password recoveries, one after another
 // or all in one transaction while the sender's window (max in flight) is full; each must be
@@ -148,7 +148,7 @@ TEST_F(PriorityTest, EachRecoveryIsAmongTheNextFiveDeliveriesBehindAPacedBacklog
   ExpectPacedBacklog();
 }
 
-// The remaining gap of issue 11 §2: 5 recoveries committed in one transaction while the
+// 5 recoveries committed in one transaction while the
 // sender's window is full of paced activations. They get past the full window through the
 // recovery lane at once (not one per freed slot), so each is among the next 5 deliveries.
 TEST_F(PriorityTest, RecoveriesCommittedTogetherPastAFullWindowAreTheNextFiveDeliveries) {

@@ -423,7 +423,7 @@ TEST_F(SchemaTest, DequeueWindowStartsAtTheCursorLateInADrain) {
   EXPECT_EQ(windows, 1) << "auto_explain showed no window read of 1000 tokens";
 }
 
-// Issue 13 §1: every table the dequeue reads besides the window (accounts and suppressions for
+// Every table the dequeue reads besides the window (accounts and suppressions for
 // each token, tokens and deliveries for jobs due again) must be read by a per-row probe, whatever the statistics
 // said when the plan was made. A session that plans while the tables are analysed empty keeps
 // plpgsql's generic plans after the fifth call; if those read accounts under a Materialize or a
@@ -1227,7 +1227,7 @@ TEST_F(GroupLockTest, ADequeueInProgressAndTheAcknowledgementsCountersDoNotWaitF
   EXPECT_EQ(Int("SELECT coalesce(sum(emails), 0) FROM budget_grants WHERE holder = 'h'"), 5);
 }
 
-// Issue 11 §2: the dequeue hands out waiting recoveries before waiting activations across the
+// The dequeue hands out waiting recoveries before waiting activations across the
 // whole backlog of a group, new and due again alike.
 class PriorityTest : public SchemaTest {
  protected:
@@ -1344,7 +1344,7 @@ TEST_F(SchemaTest, UpDownUpLeavesAWorkingSchema) {
   EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 1);
 }
 
-// Issue 11 §3: limits against email bombing, decided by a trigger on tokens.
+// Limits against email bombing, decided by a trigger on tokens.
 class LimitsTest : public SchemaTest {
  protected:
   // An active account (no activation token); returns its id.

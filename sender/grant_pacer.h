@@ -29,7 +29,7 @@ struct GrantPacerOptions {
   absl::Duration max_backoff = absl::Seconds(5);
 };
 
-// The sender's pacer under the group's central budget (issue 11 §1): each email needs one
+// The sender's pacer under the group's central budget: each email needs one
 // emails' worth of a grant from the collector (AcquireBudget), charged before the send. Grants
 // are asked for only while the engine has a job waiting (NextSendTime/TryAcquire without a
 // usable grant), a few emails at a time as the collector's pace allows (max_request_unlimited

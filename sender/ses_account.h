@@ -38,7 +38,7 @@ absl::StatusOr<SesAccountInfo> ParseSesAccount(absl::string_view body);
 // SesTransport::ResponseStatus's / CurlStatus's; credentials never appear in them.
 absl::StatusOr<SesAccountInfo> FetchSesAccount(const TransportConfig& config);
 
-// The provider's own limits, read rather than typed (issue 11 §1): the sender reads GetAccount
+// The provider's own limits, read rather than typed: the sender reads GetAccount
 // at start and every `interval`, and caps itself by MaxSendRate (a token bucket of
 // max(1, floor(rate)) emails) and by Max24HourSend - SentLast24Hours (less what it sent since
 // the last reading; when none is left, nothing until a later reading arrives, however late). SendingEnabled=false
