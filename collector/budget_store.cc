@@ -27,12 +27,12 @@ SELECT to_char(s.month, 'YYYY-MM'), s.budget_micros, b.monthly_budget_micros IS 
 
 class PgBudgetStore : public BudgetStore {
  public:
-  PgBudgetStore(std::string url, BudgetDefaults defaults)
-      : url_(std::move(url)), defaults_(defaults) {}
+  PgBudgetStore(std::string url, BudgetDefaults defaults, const TxTimeouts& timeouts)
+      : url_(std::move(url)), begin_(BeginCommand(timeouts)), defaults_(defaults) {}
 
   absl::StatusOr<Grant> Acquire(const GrantRequest& r) override {
     return Run<Grant>("granting budget", [&](pqxx::connection& c) {
-      pqxx::work tx(c);
+      Work tx(c, begin_);
       pqxx::row row = tx.exec_params1(
           "SELECT coalesce(grant_id, 0), emails, "
           "       coalesce(EXTRACT(EPOCH FROM expires_at)::DOUBLE PRECISION, 0),"
@@ -56,7 +56,7 @@ class PgBudgetStore : public BudgetStore {
   absl::StatusOr<int> Return(const std::string& group, const std::string& holder,
                              uint64_t grant_id, int emails) override {
     return Run<int>("returning budget", [&](pqxx::connection& c) {
-      pqxx::work tx(c);
+      Work tx(c, begin_);
       int n = tx.exec_params1("SELECT mailroom_budget_return($1, $2, $3, $4)", group, holder,
                               grant_id, emails)[0]
                   .as<int>();
@@ -67,7 +67,7 @@ class PgBudgetStore : public BudgetStore {
 
   absl::StatusOr<std::vector<BudgetRefund>> Refund() override {
     return Run<std::vector<BudgetRefund>>("refunding budget", [&](pqxx::connection& c) {
-      pqxx::work tx(c);
+      Work tx(c, begin_);
       // The grant lease is the margin: a live sender never uses a grant after it, and it
       // covers the clocks of collectors and senders disagreeing by less than that.
       pqxx::result r = tx.exec_params(
@@ -86,14 +86,14 @@ class PgBudgetStore : public BudgetStore {
 
   absl::StatusOr<GroupBudgetRow> Get(const std::string& group) override {
     return Run<GroupBudgetRow>("reading the budget", [&](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
+      Work tx(c, begin_);
       return Read(tx, group);
     });
   }
 
   absl::StatusOr<GroupBudgetRow> Set(const BudgetSettings& s) override {
     return Run<GroupBudgetRow>("setting the budget", [&](pqxx::connection& c) {
-      pqxx::work tx(c);
+      Work tx(c, begin_);
       pqxx::result g = tx.exec_params("SELECT id FROM consumer_groups WHERE name = $1", s.group);
       if (g.empty()) throw NotFound(s.group);
       const int gid = g[0][0].as<int>();
@@ -174,6 +174,7 @@ class PgBudgetStore : public BudgetStore {
   }
 
   const std::string url_;
+  const std::string begin_;  // BeginCommand: every transaction's timeouts
   const BudgetDefaults defaults_;
   absl::Mutex mu_;
   std::unique_ptr<pqxx::connection> conn_ ABSL_GUARDED_BY(mu_);
@@ -181,8 +182,9 @@ class PgBudgetStore : public BudgetStore {
 
 }  // namespace
 
-std::unique_ptr<BudgetStore> NewPgBudgetStore(const std::string& url, BudgetDefaults defaults) {
-  return std::make_unique<PgBudgetStore>(url, defaults);
+std::unique_ptr<BudgetStore> NewPgBudgetStore(const std::string& url, BudgetDefaults defaults,
+                                              const TxTimeouts& timeouts) {
+  return std::make_unique<PgBudgetStore>(url, defaults, timeouts);
 }
 
 }  // namespace mailroom

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "collector/pg_tx.h"
 
 namespace mailroom {
 
@@ -95,7 +96,9 @@ class BudgetStore {
 };
 
 // A BudgetStore over one libpqxx connection to `url` (grants of one group are serialised by
-// PostgreSQL anyway), reopened after a failure.
-std::unique_ptr<BudgetStore> NewPgBudgetStore(const std::string& url, BudgetDefaults defaults);
+// PostgreSQL anyway), reopened after a failure. Transactions run under `timeouts`
+// (collector/pg_tx.h).
+std::unique_ptr<BudgetStore> NewPgBudgetStore(const std::string& url, BudgetDefaults defaults,
+                                              const TxTimeouts& timeouts = {});
 
 }  // namespace mailroom
