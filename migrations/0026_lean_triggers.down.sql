@@ -1,12 +1,14 @@
--- Back to 0006's limits: the advisory lock and the count per address, and its index.
-DROP FUNCTION mailroom_prune_address_requests(BIGINT, INT);
+-- Back before 0026: the advisory lock and the count per address, and their index. The previous
+-- trigger function is put back here (not left to the source files) so that the application's
+-- inserts keep working until the next `collector migrate up` applies the files again.
+DROP FUNCTION IF EXISTS mailroom_prune_address_requests(BIGINT, INT);
 
 CREATE INDEX tokens_limit_address_idx ON tokens (address, action, created_at)
     WHERE NOT rate_limited;
 
--- 0006's trigger function.
-CREATE OR REPLACE FUNCTION trg_before_token_insert_limits() RETURNS TRIGGER
-    LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION trg_before_token_insert_limits() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
 DECLARE
     s            mailroom_settings%ROWTYPE;
     v_address    TEXT;
