@@ -74,9 +74,14 @@ PGSTARTED=1
 PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U postgres)
 "${PSQL[@]}" -d postgres -c "CREATE DATABASE bench"
 PSQL+=(-d bench)
+# The versioned migrations, then the function and view sources (as `collector migrate` does).
 for f in $(ls "$MIGRATIONS"/[0-9]*.up.sql | sort); do
   "${PSQL[@]}" -1 -f "$f" >/dev/null
 done
+if [[ -d $MIGRATIONS/functions ]]; then
+  cat <(echo "SET check_function_bodies = off;") "$MIGRATIONS"/functions/*.sql \
+      "$MIGRATIONS"/views/*.sql | "${PSQL[@]}" -1 >/dev/null
+fi
 "${PSQL[@]}" -c "CREATE SEQUENCE bench_seq"
 echo "PostgreSQL $("${PSQL[@]}" -tAc 'SHOW server_version'), fsync $("${PSQL[@]}" -tAc 'SHOW fsync')," \
      "max_locks_per_transaction $("${PSQL[@]}" -tAc 'SHOW max_locks_per_transaction')," \
@@ -155,33 +160,49 @@ fi
 if [[ -z $ONLY || $ONLY == bulk ]]; then
   echo
   echo "bulk import, one statement, one transaction, default settings"
-  printf '%-28s %9s %8s %11s %9s\n' statement rows seconds 'rows/s' tokens
+  printf '%-28s %9s %8s %11s %9s %12s\n' statement rows seconds 'rows/s' tokens 'CPU µs/row'
+  TICK=$(getconf CLK_TCK)
+  # Runs one statement in a session of its own; prints its backend's CPU µs per row after a
+  # line "cpu".
+  timed() {
+    "${PSQL[@]}" -tA <<EOF
+SELECT pg_backend_pid() AS pid \\gset
+\\setenv BPID :pid
+\\! awk '{print "cpu", \$14 + \$15}' /proc/\$BPID/stat
+$1;
+\\! awk '{print "cpu", \$14 + \$15}' /proc/\$BPID/stat
+EOF
+  }
+  cpu_per_row() {
+    echo "$1" | awk -v n="$2" -v t="$TICK" '/^cpu/ {c[++k] = $2} END {printf "%.1f", (c[2] - c[1]) / t * 1e6 / n}'
+  }
   reset() { "${PSQL[@]}" -c "TRUNCATE accounts, tokens CASCADE" -c "CHECKPOINT"; }
   largest=0
   for n in ${BULK//,/ }; do
     reset
     t0=$(date +%s.%N)
     ((n > largest)) && largest=$n
-    if ! err=$("${PSQL[@]}" -c "INSERT INTO accounts (email, login)
+    if ! err=$(timed "INSERT INTO accounts (email, login)
                      SELECT 'bulk' || i || '@bench.test', 'bulk' || i FROM generate_series(1, $n) i" 2>&1); then
       s=$(echo "$(date +%s.%N) - $t0" | bc -l)
       printf '%-28s %9d %8.1f  failed: %s\n' 'INSERT ... generate_series' "$n" "$s" "$(echo "$err" | head -1)"
       continue
     fi
     s=$(echo "$(date +%s.%N) - $t0" | bc -l)
-    printf '%-28s %9d %8.1f %11.0f %9s\n' 'INSERT ... generate_series' "$n" "$s" \
-      "$(echo "$n / $s" | bc -l)" "$("${PSQL[@]}" -tAc 'SELECT count(*) FROM tokens')"
+    printf '%-28s %9d %8.1f %11.0f %9s %12s\n' 'INSERT ... generate_series' "$n" "$s" \
+      "$(echo "$n / $s" | bc -l)" "$("${PSQL[@]}" -tAc 'SELECT count(*) FROM tokens')" \
+      "$(cpu_per_row "$err" "$n")"
   done
   reset
   "${PSQL[@]}" -c "COPY (SELECT 'copy' || i || '@bench.test', 'copy' || i
                          FROM generate_series(1, $largest) i) TO '$DIR/accounts.csv' (FORMAT csv)"
   t0=$(date +%s.%N)
-  if ! err=$("${PSQL[@]}" -c "COPY accounts (email, login) FROM '$DIR/accounts.csv' (FORMAT csv)" 2>&1); then
+  if ! err=$(timed "COPY accounts (email, login) FROM '$DIR/accounts.csv' (FORMAT csv)" 2>&1); then
     s=$(echo "$(date +%s.%N) - $t0" | bc -l)
     printf '%-28s %9d %8.1f  failed: %s\n' 'COPY' "$largest" "$s" "$(echo "$err" | head -1)"
     exit 0
   fi
   s=$(echo "$(date +%s.%N) - $t0" | bc -l)
-  printf '%-28s %9d %8.1f %11.0f %9s\n' 'COPY' "$largest" "$s" "$(echo "$largest / $s" | bc -l)" \
-    "$("${PSQL[@]}" -tAc 'SELECT count(*) FROM tokens')"
+  printf '%-28s %9d %8.1f %11.0f %9s %12s\n' 'COPY' "$largest" "$s" "$(echo "$largest / $s" | bc -l)" \
+    "$("${PSQL[@]}" -tAc 'SELECT count(*) FROM tokens')" "$(cpu_per_row "$err" "$largest")"
 fi
