@@ -36,12 +36,16 @@ absl::Duration RecoveryFirstWait(double pace_per_second) {
 
 class PgBudgetStore : public BudgetStore {
  public:
-  PgBudgetStore(std::string url, BudgetDefaults defaults, BudgetIsolation isolation)
-      : url_(std::move(url)), defaults_(defaults), isolation_(isolation) {}
+  PgBudgetStore(std::string url, BudgetDefaults defaults, BudgetIsolation isolation,
+                TxTimeouts timeouts)
+      : url_(std::move(url)),
+        begin_(BeginCommand(WithLockTimeout(timeouts, isolation.lock_timeout))),
+        defaults_(defaults),
+        isolation_(isolation) {}
 
   absl::StatusOr<Grant> Acquire(const GrantRequest& r) override {
     return Run<Grant>("granting budget", r.group, [&](pqxx::connection& c) {
-      pqxx::work tx(c);
+      Work tx(c, begin_);
       if (!r.recovery) {
         // Recoveries first across the group's senders (mailroom_budget_recovery_first): while
         // a recovery queued or leased to any of them waits to be sent, activations get no slot
@@ -82,7 +86,7 @@ class PgBudgetStore : public BudgetStore {
   absl::StatusOr<int> Return(const std::string& group, const std::string& holder,
                              uint64_t grant_id, int emails) override {
     return Run<int>("returning budget", group, [&](pqxx::connection& c) {
-      pqxx::work tx(c);
+      Work tx(c, begin_);
       int n = tx.exec_params1("SELECT mailroom_budget_return($1, $2, $3, $4)", group, holder,
                               grant_id, emails)[0]
                   .as<int>();
@@ -93,7 +97,7 @@ class PgBudgetStore : public BudgetStore {
 
   absl::StatusOr<std::vector<BudgetRefund>> Refund() override {
     return Run<std::vector<BudgetRefund>>("refunding budget", "", [&](pqxx::connection& c) {
-      pqxx::work tx(c);
+      Work tx(c, begin_);
       // The grant lease is the margin: a live sender never uses a grant after it, and it
       // covers the clocks of collectors and senders disagreeing by less than that.
       pqxx::result r = tx.exec_params(
@@ -112,14 +116,14 @@ class PgBudgetStore : public BudgetStore {
 
   absl::StatusOr<GroupBudgetRow> Get(const std::string& group) override {
     return Run<GroupBudgetRow>("reading the budget", group, [&](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
+      Work tx(c, begin_);
       return Read(tx, group);
     });
   }
 
   absl::StatusOr<GroupBudgetRow> Set(const BudgetSettings& s) override {
     return Run<GroupBudgetRow>("setting the budget", s.group, [&](pqxx::connection& c) {
-      pqxx::work tx(c);
+      Work tx(c, begin_);
       pqxx::result g = tx.exec_params("SELECT id FROM consumer_groups WHERE name = $1", s.group);
       if (g.empty()) throw NotFound(s.group);
       const int gid = g[0][0].as<int>();
@@ -224,9 +228,6 @@ class PgBudgetStore : public BudgetStore {
     try {
       if (conn == nullptr || !conn->is_open()) {
         conn = std::make_unique<pqxx::connection>(url_);
-        pqxx::nontransaction tx(*conn);
-        tx.exec(absl::StrCat("SET lock_timeout = ",
-                             absl::ToInt64Milliseconds(isolation_.lock_timeout)));
       }
       return fn(*conn);
     } catch (const NotFoundError& e) {
@@ -248,6 +249,7 @@ class PgBudgetStore : public BudgetStore {
   }
 
   const std::string url_;
+  const std::string begin_;  // BeginCommand: every transaction's timeouts
   const BudgetDefaults defaults_;
   const BudgetIsolation isolation_;
   absl::Mutex mu_;
@@ -259,8 +261,9 @@ class PgBudgetStore : public BudgetStore {
 }  // namespace
 
 std::unique_ptr<BudgetStore> NewPgBudgetStore(const std::string& url, BudgetDefaults defaults,
-                                              BudgetIsolation isolation) {
-  return std::make_unique<PgBudgetStore>(url, defaults, isolation);
+                                              BudgetIsolation isolation,
+                                              const TxTimeouts& timeouts) {
+  return std::make_unique<PgBudgetStore>(url, defaults, isolation, timeouts);
 }
 
 }  // namespace mailroom

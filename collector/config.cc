@@ -124,8 +124,11 @@ absl::Duration IdleInTransactionTimeout(absl::Duration lease) {
   return std::clamp(lease / 4, absl::Milliseconds(100), absl::Seconds(5));
 }
 
-std::string WithConnectionDefaults(const std::string& conninfo, absl::Duration statement_timeout,
-                                   absl::Duration idle_in_transaction_timeout) {
+namespace {
+
+// `conninfo` with the keepalive defaults added and, when `timeouts` is given, the session
+// timeouts in `options` (see WithConnectionDefaults).
+std::string AddDefaults(const std::string& conninfo, const TxTimeouts* timeouts) {
   char* err = nullptr;
   std::unique_ptr<PQconninfoOption, void (*)(PQconninfoOption*)> opts(
       PQconninfoParse(conninfo.c_str(), &err), PQconninfoFree);
@@ -164,18 +167,30 @@ std::string WithConnectionDefaults(const std::string& conninfo, absl::Duration s
   for (const auto& [key, value] : defaults) {
     if (given.count(key) == 0) add(key, value);
   }
-  if (!absl::StrContains(options, "statement_timeout")) {
+  if (timeouts != nullptr && !absl::StrContains(options, "statement_timeout")) {
     if (!options.empty()) options += ' ';
     absl::StrAppend(&options, "-c statement_timeout=",
-                    absl::ToInt64Milliseconds(statement_timeout));
+                    absl::ToInt64Milliseconds(timeouts->statement_timeout));
   }
-  if (!absl::StrContains(options, "idle_in_transaction_session_timeout")) {
+  if (timeouts != nullptr && !absl::StrContains(options, "idle_in_transaction_session_timeout")) {
     if (!options.empty()) options += ' ';
     absl::StrAppend(&options, "-c idle_in_transaction_session_timeout=",
-                    absl::ToInt64Milliseconds(idle_in_transaction_timeout));
+                    absl::ToInt64Milliseconds(timeouts->idle_in_transaction));
   }
-  add("options", options);
+  if (!options.empty()) add("options", options);
   return out;
+}
+
+}  // namespace
+
+std::string WithConnectionDefaults(const std::string& conninfo, absl::Duration statement_timeout,
+                                   absl::Duration idle_in_transaction_timeout) {
+  const TxTimeouts timeouts{statement_timeout, idle_in_transaction_timeout};
+  return AddDefaults(conninfo, &timeouts);
+}
+
+std::string WithKeepaliveDefaults(const std::string& conninfo) {
+  return AddDefaults(conninfo, nullptr);
 }
 
 absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
@@ -205,9 +220,21 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
                             env.Millis("MAILROOM_RECONNECT_MAX_BACKOFF", 30000, 100, 3600000));
   MAILROOM_ASSIGN_OR_RETURN(c.dispatch.statement_timeout,
                             env.Millis("MAILROOM_STATEMENT_TIMEOUT", 30000, 100, 3600000));
-  c.dispatch.database_url =
-      WithConnectionDefaults(c.database_url, c.dispatch.statement_timeout,
-                             IdleInTransactionTimeout(c.dispatch.lease));
+  c.direct_database_url = env.String("MAILROOM_DIRECT_DATABASE_URL", "");
+  if (c.direct_database_url.empty()) c.direct_database_url = c.database_url;
+  if (!ValidConninfo(c.direct_database_url)) {
+    return absl::InvalidArgumentError(
+        "MAILROOM_DIRECT_DATABASE_URL: not a PostgreSQL connection URL or key=value string "
+        "(postgresql://user:password@host:5432/database)");
+  }
+  c.tx_timeouts = {c.dispatch.statement_timeout, IdleInTransactionTimeout(c.dispatch.lease)};
+  // Query connections (possibly through a transaction-pooling pgbouncer) carry no session
+  // settings: their timeouts are set per transaction (collector/pg_tx.h). The sessions that
+  // need a server session of their own go direct and keep them as session settings.
+  c.dispatch.database_url = WithKeepaliveDefaults(c.database_url);
+  c.dispatch.listen_database_url =
+      WithConnectionDefaults(c.direct_database_url, c.tx_timeouts.statement_timeout,
+                             c.tx_timeouts.idle_in_transaction);
   int64_t max_in_flight;
   MAILROOM_ASSIGN_OR_RETURN(max_in_flight,
                             env.Int("MAILROOM_MAX_IN_FLIGHT", 10000, 1, kMaxInFlight));
@@ -323,7 +350,7 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
       env.Millis("MAILROOM_RETENTION", 30LL * 86400000, 0, 3650LL * 86400000));
   MAILROOM_ASSIGN_OR_RETURN(c.retention.interval,
                             env.Millis("MAILROOM_RETENTION_INTERVAL", 60000, 100, 86400000));
-  c.retention.database_url = c.dispatch.database_url;
+  c.retention.database_url = c.dispatch.listen_database_url;
   c.log_level = env.String("MAILROOM_LOG_LEVEL", "info");
   if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warn" &&
       c.log_level != "error") {

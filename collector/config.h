@@ -34,8 +34,12 @@ struct FeedbackSettings {
 // Everything the collector is configured with, from MAILROOM_* environment variables (see the
 // README's table). Validated once at start; secrets are held but never printed.
 struct CollectorConfig {
-  std::string database_url;             // MAILROOM_DATABASE_URL as given (migrations use it)
-  DispatcherOptions dispatch;           // database URL (+ connection defaults), batching, ...
+  std::string database_url;             // MAILROOM_DATABASE_URL as given
+  // MAILROOM_DIRECT_DATABASE_URL as given (default MAILROOM_DATABASE_URL): the connections
+  // that need a server session of their own (migrations, LISTEN, retention's lock).
+  std::string direct_database_url;
+  TxTimeouts tx_timeouts;               // every query transaction's timeouts (SET LOCAL)
+  DispatcherOptions dispatch;           // database URLs (+ connection defaults), batching, ...
   std::string channel;                  // MAILROOM_CHANNEL: applied by `migrate` when set
   SigningKey key;                       // MAILROOM_SECRET_KEY (secret)
   std::string listen_address;           // MAILROOM_LISTEN_ADDRESS
@@ -83,6 +87,10 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env);
 // an invalid one is returned unchanged.
 std::string WithConnectionDefaults(const std::string& conninfo, absl::Duration statement_timeout,
                                    absl::Duration idle_in_transaction_timeout);
+
+// `conninfo` with only the keepalive defaults of WithConnectionDefaults (no `options`): for
+// connections that may go through a transaction-pooling pgbouncer, which refuses `options`.
+std::string WithKeepaliveDefaults(const std::string& conninfo);
 
 // How long a collector's session may sit idle inside a transaction before PostgreSQL ends it:
 // a quarter of the lease, within 100 ms..5 s.

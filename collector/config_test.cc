@@ -98,14 +98,37 @@ TEST_F(LoadConfigTest, Defaults) {
   EXPECT_EQ(c->dispatch.dequeue_limit, 1000);
   EXPECT_THAT(c->dispatch.groups, ElementsAre("mailroom"));
   EXPECT_EQ(c->database_url, "postgresql://u:pw@127.0.0.1:5432/db");
+  EXPECT_EQ(c->direct_database_url, c->database_url);
+  // Query connections: keepalives, and timeouts per transaction instead of session options
+  // (pgbouncer refuses `options`); the direct ones keep them as session settings.
   EXPECT_EQ(Option(c->dispatch.database_url, "tcp_user_timeout"), "30000");
-  EXPECT_EQ(Option(c->dispatch.database_url, "options"),
+  EXPECT_EQ(Option(c->dispatch.database_url, "options"), std::nullopt);
+  EXPECT_EQ(BeginCommand(c->tx_timeouts),
+            "BEGIN; SET LOCAL statement_timeout = 30000;"
+            " SET LOCAL idle_in_transaction_session_timeout = 5000");
+  EXPECT_EQ(Option(c->dispatch.listen_database_url, "host"), "127.0.0.1");
+  EXPECT_EQ(Option(c->dispatch.listen_database_url, "options"),
             "-c statement_timeout=30000 -c idle_in_transaction_session_timeout=5000");
   ASSERT_EQ(c->credentials.size(), 1u);
   EXPECT_EQ(c->credentials[0].principal.roles, kRoleSubscriber);
   EXPECT_EQ(c->retention.retention, absl::Hours(24 * 30));
   EXPECT_EQ(c->retention.interval, absl::Minutes(1));
-  EXPECT_EQ(c->retention.database_url, c->dispatch.database_url);
+  EXPECT_EQ(c->retention.database_url, c->dispatch.listen_database_url);
+}
+
+TEST_F(LoadConfigTest, DirectDatabaseUrl) {
+  auto c = Load({{"MAILROOM_DATABASE_URL", "postgresql://u:pw@127.0.0.1:6432/db"},
+                 {"MAILROOM_DIRECT_DATABASE_URL", "postgresql://u:pw@127.0.0.1:5432/db"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(Option(c->dispatch.database_url, "port"), "6432");
+  EXPECT_EQ(Option(c->dispatch.listen_database_url, "port"), "5432");
+  EXPECT_EQ(Option(c->retention.database_url, "port"), "5432");
+  EXPECT_EQ(c->direct_database_url, "postgresql://u:pw@127.0.0.1:5432/db");
+  c = Load({{"MAILROOM_DIRECT_DATABASE_URL", "postgresql://u:secret-pw@[bad"}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("MAILROOM_DIRECT_DATABASE_URL: not a PostgreSQL"));
+  EXPECT_THAT(c.status().message(), Not(HasSubstr("secret-pw")));
 }
 
 TEST_F(LoadConfigTest, Retention) {
@@ -129,8 +152,9 @@ TEST_F(LoadConfigTest, NewVariables) {
   EXPECT_EQ(c->max_streams_per_credential, 3);
   EXPECT_EQ(c->dispatch.dequeue_limit, 250);
   EXPECT_THAT(c->dispatch.groups, ElementsAre("mailroom", "audit"));
-  EXPECT_EQ(Option(c->dispatch.database_url, "options"),
+  EXPECT_EQ(Option(c->dispatch.listen_database_url, "options"),
             "-c statement_timeout=2000 -c idle_in_transaction_session_timeout=5000");
+  EXPECT_EQ(c->tx_timeouts.statement_timeout, absl::Seconds(2));
 }
 
 TEST_F(LoadConfigTest, GroupBudgetDefaults) {

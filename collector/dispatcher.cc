@@ -19,7 +19,10 @@ Dispatcher::Dispatcher(DispatcherOptions options, Store* store, Hub* hub, Signin
                        ListenerFactory listen)
     : opt_(std::move(options)), clock_(clock),
       listen_(listen ? std::move(listen)
-                     : ListenerFactory([url = opt_.database_url](const std::string& channel) {
+                     : ListenerFactory([url = opt_.listen_database_url.empty()
+                                                  ? opt_.database_url
+                                                  : opt_.listen_database_url](
+                                           const std::string& channel) {
                          return ConnectPgListener(url, channel);
                        })),
       store_(store), hub_(hub), key_(std::move(key)),

@@ -23,7 +23,8 @@
 namespace mailroom {
 
 struct DispatcherOptions {
-  std::string database_url;
+  std::string database_url;  // the query connections (Store)
+  std::string listen_database_url;  // the LISTEN connection, direct to PostgreSQL ("": database_url)
   // Dispatch as soon as this many notifications arrived (or the batch timeout passed).
   int batch_limit = 10;
   // The most jobs one dequeue hands one subscriber (bounded by its room). Apart from the batch

@@ -11,12 +11,13 @@ namespace {
 
 class PgFeedbackStore : public FeedbackStore {
  public:
-  explicit PgFeedbackStore(std::string url) : url_(std::move(url)) {}
+  PgFeedbackStore(std::string url, const TxTimeouts& timeouts)
+      : url_(std::move(url)), begin_(BeginCommand(timeouts)) {}
 
   absl::StatusOr<FeedbackResult> Record(const std::string& sns_message_id, const FeedbackEvent& e,
                                         int soft_limit) override {
     return Run<FeedbackResult>("recording feedback", [&](pqxx::connection& c) {
-      pqxx::work tx(c);
+      Work tx(c, begin_);
       std::string r =
           tx.exec_params1(
                 "SELECT mailroom_record_feedback($1, $2, $3, $4, $5, $6::text[],"
@@ -33,7 +34,7 @@ class PgFeedbackStore : public FeedbackStore {
 
   absl::StatusOr<std::vector<ReputationRow>> Reputation(absl::Duration window) override {
     return Run<std::vector<ReputationRow>>("reading reputation", [&](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
+      Work tx(c, begin_);
       std::vector<ReputationRow> out;
       for (const auto& row :
            tx.exec_params("SELECT * FROM mailroom_reputation($1)", absl::ToInt64Seconds(window))) {
@@ -65,14 +66,16 @@ class PgFeedbackStore : public FeedbackStore {
   }
 
   const std::string url_;
+  const std::string begin_;  // BeginCommand: every transaction's timeouts
   absl::Mutex mu_;
   std::unique_ptr<pqxx::connection> conn_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
 
-std::unique_ptr<FeedbackStore> NewPgFeedbackStore(const std::string& url) {
-  return std::make_unique<PgFeedbackStore>(url);
+std::unique_ptr<FeedbackStore> NewPgFeedbackStore(const std::string& url,
+                                                  const TxTimeouts& timeouts) {
+  return std::make_unique<PgFeedbackStore>(url, timeouts);
 }
 
 }  // namespace mailroom

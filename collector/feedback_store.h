@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "collector/pg_tx.h"
 #include "collector/feedback_event.h"
 
 namespace mailroom {
@@ -44,6 +45,8 @@ class FeedbackStore {
 };
 
 // A FeedbackStore on one libpqxx connection to `url` (opened lazily, reopened after an error).
-std::unique_ptr<FeedbackStore> NewPgFeedbackStore(const std::string& url);
+// Transactions run under `timeouts` (collector/pg_tx.h).
+std::unique_ptr<FeedbackStore> NewPgFeedbackStore(const std::string& url,
+                                                  const TxTimeouts& timeouts = {});
 
 }  // namespace mailroom

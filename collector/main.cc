@@ -56,17 +56,17 @@ int Serve() {
   TerminationSignals signals;  // taken by signals.Wait() below, before any thread starts
 
   if (c.auto_migrate) {
-    auto done = MigrateUp(c.database_url, EmbeddedMigrations());
+    auto done = MigrateUp(c.direct_database_url, EmbeddedMigrations());
     if (!done.ok()) {
       LogError("migrate failed", {{"error", std::string(done.status().message())}});
       return 1;
     }
-    if (!c.channel.empty()) (void)SetChannel(c.database_url, c.channel);
+    if (!c.channel.empty()) (void)SetChannel(c.direct_database_url, c.channel);
   }
 
   Metrics metrics;
   DescribeCollectorMetrics(metrics);
-  auto store = NewPgStore(c.dispatch.database_url, c.db_pool_size);
+  auto store = NewPgStore(c.dispatch.database_url, c.db_pool_size, c.tx_timeouts);
   Hub hub;
   // Without bearer tokens, mutual TLS (or the development switch) grants full access.
   Authenticator auth(c.credentials, c.insecure_no_auth || !c.tls_client_ca_file.empty());
@@ -78,7 +78,7 @@ int Serve() {
     }
   }
   // Reputation (gauges, and the guard that pauses a group's dispatch) and SES feedback.
-  auto feedback_store = NewPgFeedbackStore(c.dispatch.database_url);
+  auto feedback_store = NewPgFeedbackStore(c.dispatch.database_url, c.tx_timeouts);
   ReputationGuard guard(c.feedback.guard, &metrics);
   if (c.feedback.guard.enabled()) {
     c.dispatch.paused = [&guard](const std::string& group) { return guard.Paused(group); };
@@ -109,7 +109,7 @@ int Serve() {
   CollectorService service(store.get(), &hub, &dispatcher, &auth, &metrics,
                            ServiceLimits{c.dispatch.lease, c.max_cost_micros, c.max_in_flight,
                                          c.max_streams_per_credential});
-  auto budgets = NewPgBudgetStore(c.dispatch.database_url, c.budget);
+  auto budgets = NewPgBudgetStore(c.dispatch.database_url, c.budget, BudgetIsolation{}, c.tx_timeouts);
   service.SetBudgetStore(budgets.get());
 
   EnableHealthAndReflection();

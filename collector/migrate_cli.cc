@@ -21,15 +21,19 @@ int PrintCollectorUsage(std::FILE* err) {
 
 int RunMigrateCli(const std::vector<std::string>& args, const Env& env, std::FILE* out,
                   std::FILE* err) {
-  auto url = env.Required("MAILROOM_DATABASE_URL");
+  // Migrations hold a session advisory lock: direct to PostgreSQL, not through a pooler.
+  const char* var = env.String("MAILROOM_DIRECT_DATABASE_URL", "").empty()
+                        ? "MAILROOM_DATABASE_URL"
+                        : "MAILROOM_DIRECT_DATABASE_URL";
+  auto url = env.Required(var);
   if (!url.ok()) {
     std::fprintf(err, "config error: %s\n", std::string(url.status().message()).c_str());
     return 2;
   }
   if (!ValidConninfo(*url)) {
     std::fprintf(err,
-                 "config error: MAILROOM_DATABASE_URL: not a PostgreSQL connection URL or "
-                 "key=value string (postgresql://user:password@host:5432/database)\n");
+                 "config error: %s: not a PostgreSQL connection URL or "
+                 "key=value string (postgresql://user:password@host:5432/database)\n", var);
     return 2;
   }
   const std::string cmd = args.empty() ? "up" : args[0];

@@ -132,6 +132,12 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
       report.reputation_rows = tx.exec1("SELECT mailroom_compact_reputation()")[0].as<int64_t>();
       ++report.transactions;
     }
+    // The abuse limits' per-address counters whose newest request left the window (0026);
+    // whatever the retention: they are the limits' state, not history.
+    report.address_requests += PruneAll(conn, &report.transactions, stopping, [&](int64_t after) {
+      return absl::StrCat("SELECT * FROM mailroom_prune_address_requests(", after, ", ",
+                          options_.batch, ")");
+    });
     // Under the advisory lock too, so one collector refunds at a time (the SQL would be safe
     // without it: it locks the grants it credits).
     if (budgets_ != nullptr) {
@@ -197,6 +203,9 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
                   {{"table", "budget_subscriptions"}});
     metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.soft_bounces),
                   {{"table", "soft_bounces"}});
+    metrics_->Add("mailroom_collector_pruned_total",
+                  static_cast<double>(report.address_requests),
+                  {{"table", "mailroom_address_requests"}});
   }
   return report;
 }
@@ -214,7 +223,7 @@ void Retention::Run() {
                report->lease_batches_expired > 0 || report->jobs_expired > 0 ||
                report->budget_grants > 0 ||
                report->budget_grants_folded > 0 || report->budget_subscriptions > 0 ||
-               report->soft_bounces > 0) {
+               report->soft_bounces > 0 || report->address_requests > 0) {
       LogInfo("pruned", {{"deliveries", absl::StrCat(report->deliveries)},
                          {"tokens", absl::StrCat(report->tokens)},
                          {"lease_batches", absl::StrCat(report->lease_batches)},
@@ -224,6 +233,7 @@ void Retention::Run() {
                          {"budget_grants_folded", absl::StrCat(report->budget_grants_folded)},
                          {"budget_subscriptions", absl::StrCat(report->budget_subscriptions)},
                          {"soft_bounces", absl::StrCat(report->soft_bounces)},
+                         {"address_requests", absl::StrCat(report->address_requests)},
                          {"transactions", absl::StrCat(report->transactions)}});
     }
   }

@@ -40,6 +40,7 @@ struct PruneReport {
   int64_t budget_grants_folded = 0;  // grants of live holders folded into another row
   int64_t budget_subscriptions = 0;  // subscription rows of holders without grants deleted
   int64_t soft_bounces = 0;    // soft bounces older than the 7 days that count deleted
+  int64_t address_requests = 0;  // abuse-limit counters of addresses idle for a window (0026)
   int64_t counter_rows = 0;    // delivery_counts rows left after compaction
   int64_t reputation_rows = 0; // reputation_hourly rows left after compaction (one per group and hour)
   int transactions = 0;        // batches run (one short transaction each)

@@ -636,6 +636,23 @@ TEST_F(BudgetRetentionTest, SoftBouncesOlderThanTheirWeekGoInBatches) {
             "0/1");
 }
 
+// The abuse limits' counter of an address whose newest request left the window goes in every
+// pass, even with retention 0 (it is the limits' state, not history); a live one stays.
+TEST_F(BudgetRetentionTest, IdleAddressCountersGoEveryPass) {
+  Exec("INSERT INTO mailroom_address_requests (address, action, times)"
+       " SELECT 'idle' || i || '@example.test', 'activation',"
+       "        ARRAY[EXTRACT(EPOCH FROM now())::BIGINT - 86401] FROM generate_series(1, 5) i");
+  Exec("INSERT INTO mailroom_address_requests (address, action, times)"
+       " VALUES ('live@example.test', 'activation', ARRAY[EXTRACT(EPOCH FROM now())::BIGINT])");
+  RetentionOptions o = Options(2);
+  o.retention = absl::ZeroDuration();
+  auto report = Retention(o, nullptr).RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->address_requests, 5);
+  EXPECT_EQ(Text("SELECT string_agg(address, ',') FROM mailroom_address_requests"),
+            "live@example.test");
+}
+
 TEST_F(BudgetRetentionTest, ZeroRetentionKeepsBudgetRowsAndSoftBounces) {
   ExpireGrant(Grant("unlinked", 2), "400 days");
   Link("idle", "nobody", 1);

@@ -62,7 +62,7 @@ SuppressionRow ToSuppression(const pqxx::row& row) {
 
 // Counts the SENT outcomes mailroom_ack recorded in the group's reputation. Their provider
 // message ids are stored by mailroom_ack itself (migration 0021), so none are passed here.
-void RecordSent(pqxx::work& tx, const std::string& group, const std::vector<JobResult>& results,
+void RecordSent(pqxx::transaction_base& tx, const std::string& group, const std::vector<JobResult>& results,
                 const std::vector<uint64_t>& recorded) {
   absl::flat_hash_set<uint64_t> done(recorded.begin(), recorded.end());
   int64_t sent = 0;
@@ -75,7 +75,7 @@ void RecordSent(pqxx::work& tx, const std::string& group, const std::vector<JobR
 
 // Counts the outcomes other than SENT that mailroom_ack recorded as settled unsent for the
 // holder `owner` is linked to (migration 0015; nothing when it is not linked).
-void SettledUnsent(pqxx::work& tx, const std::string& group, const std::string& owner,
+void SettledUnsent(pqxx::transaction_base& tx, const std::string& group, const std::string& owner,
                    const std::vector<JobResult>& results,
                    const std::vector<uint64_t>& recorded) {
   const bool any_unsent = std::any_of(results.begin(), results.end(), [](const JobResult& j) {
@@ -93,11 +93,12 @@ void SettledUnsent(pqxx::work& tx, const std::string& group, const std::string& 
 
 class PgStore : public Store {
  public:
-  PgStore(std::string url, int pool_size) : url_(std::move(url)), slots_(pool_size) {}
+  PgStore(std::string url, int pool_size, const TxTimeouts& timeouts)
+      : url_(std::move(url)), begin_(BeginCommand(timeouts)), slots_(pool_size) {}
 
   absl::StatusOr<std::string> Channel() override {
-    return Run<std::string>("reading the channel", [](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
+    return Run<std::string>("reading the channel", [this](pqxx::connection& c) {
+      Work tx(c, begin_);
       return tx.exec1("SELECT channel FROM mailroom_settings")[0].as<std::string>();
     });
   }
@@ -105,7 +106,7 @@ class PgStore : public Store {
   absl::Status EnsureGroup(const std::string& group, bool from_earliest) override {
     return Run<bool>("creating the group",
                      [&](pqxx::connection& c) {
-                       pqxx::work tx(c);
+                       Work tx(c, begin_);
                        tx.exec_params("SELECT mailroom_ensure_group($1, $2)", group,
                                       from_earliest);
                        tx.commit();
@@ -130,7 +131,7 @@ class PgStore : public Store {
                                                      const std::string& owner,
                                                      absl::Duration lease, bool recoveries_only) {
     return Run<std::vector<StoredJob>>("dequeue", [&](pqxx::connection& c) {
-      pqxx::work tx(c);
+      Work tx(c, begin_);
       // A lost lease commit only means the jobs are handed out again (WAL is sequential: a
       // durable acknowledgement implies the dequeue before it is durable too).
       tx.exec("SET LOCAL synchronous_commit = off");
@@ -197,7 +198,7 @@ class PgStore : public Store {
       message_ids.push_back(r.kind == JobResult::Kind::kSent ? r.provider_message_id : "");
     }
     return Run<std::vector<uint64_t>>("acknowledge", [&](pqxx::connection& c) {
-      pqxx::work tx(c);
+      Work tx(c, begin_);
       pqxx::result r = tx.exec_params(
           "SELECT * FROM mailroom_ack($1, $2, $3::bigint[], $4::int[], $5::text[], $6::text[],"
           " $7::int[], $8::bigint[], $9::text[])",
@@ -233,7 +234,7 @@ class PgStore : public Store {
                                               const std::vector<uint32_t>& attempts,
                                               absl::Duration lease) override {
     return Run<std::vector<uint64_t>>("renewing leases", [&](pqxx::connection& c) {
-      pqxx::work tx(c);
+      Work tx(c, begin_);
       pqxx::result r = tx.exec_params(
           "SELECT * FROM mailroom_renew($1, $2, $3::bigint[], NULLIF($4::int[], '{}'), $5)",
           group, owner, IntArray(ids), IntArray(attempts), LeaseMs(lease));
@@ -246,7 +247,7 @@ class PgStore : public Store {
                         absl::Duration lease) override {
     return Run<bool>("renewing leases",
                      [&](pqxx::connection& c) {
-                       pqxx::work tx(c);
+                       Work tx(c, begin_);
                        for (const char* table : {"deliveries", "lease_batches"}) {
                          tx.exec_params(
                              absl::StrCat("UPDATE ", table,
@@ -277,7 +278,7 @@ class PgStore : public Store {
     }
     return Run<bool>("marking a subscriber's leases",
                      [&](pqxx::connection& c) {
-                       pqxx::work tx(c);
+                       Work tx(c, begin_);
                        tx.exec_params("SELECT mailroom_holder_left($1, $2)", group, owner);
                        tx.commit();
                        return true;
@@ -289,7 +290,7 @@ class PgStore : public Store {
                        const std::vector<uint64_t>& ids) override {
     return Run<bool>("releasing leases",
                      [&](pqxx::connection& c) {
-                       pqxx::work tx(c);
+                       Work tx(c, begin_);
                        const int released =
                            tx.exec_params1("SELECT mailroom_release($1, $2, $3::bigint[])", group,
                                            owner, IntArray(ids))[0]
@@ -317,7 +318,7 @@ class PgStore : public Store {
 
   absl::StatusOr<std::vector<GroupStatsRow>> Stats(const std::string& group) override {
     return Run<std::vector<GroupStatsRow>>("reading stats", [&](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
+      Work tx(c, begin_);
       std::vector<GroupStatsRow> out;
       for (const auto& row : tx.exec_params("SELECT * FROM mailroom_stats($1)", group)) {
         GroupStatsRow s;
@@ -341,7 +342,7 @@ class PgStore : public Store {
 
   absl::StatusOr<std::vector<FailureRow>> Failures(const std::string& group, int limit) override {
     return Run<std::vector<FailureRow>>("listing failures", [&](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
+      Work tx(c, begin_);
       std::vector<FailureRow> out;
       for (const auto& row : tx.exec_params(
                "SELECT d.token_id, t.action = 'password_recovery', coalesce(a.email, ''),"
@@ -368,7 +369,7 @@ class PgStore : public Store {
 
   absl::StatusOr<int> Requeue(const std::string& group, const std::vector<uint64_t>& ids) override {
     return Run<int>("requeueing", [&](pqxx::connection& c) {
-      pqxx::work tx(c);
+      Work tx(c, begin_);
       pqxx::result r = tx.exec_params(
           "UPDATE deliveries d SET state = 'retry', due_at = now(), failures = 0,"
           "       lost_leases = 0, reason = NULL, updated_at = now()"
@@ -383,7 +384,7 @@ class PgStore : public Store {
 
   absl::StatusOr<UsageRow> Usage(const std::string& group) override {
     return Run<UsageRow>("reading usage", [&](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
+      Work tx(c, begin_);
       pqxx::row row = tx.exec_params1(
           "SELECT to_char(date_trunc('month', now() AT TIME ZONE 'UTC'), 'YYYY-MM'),"
           "       coalesce(u.sent, 0), coalesce(u.cost_micros, 0)"
@@ -403,7 +404,7 @@ class PgStore : public Store {
   absl::StatusOr<std::vector<SuppressionRow>> ListSuppressions(
       const SuppressionQuery& q) override {
     return Run<std::vector<SuppressionRow>>("listing suppressions", [&](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
+      Work tx(c, begin_);
       // A range scan of the primary key from the page token; the prefix is a range too
       // (address >= prefix), checked with starts_with (no LIKE escaping of the prefix).
       pqxx::result r = tx.exec_params(
@@ -422,7 +423,7 @@ class PgStore : public Store {
 
   absl::StatusOr<SuppressionRow> AddSuppression(const SuppressionRow& in) override {
     return Run<SuppressionRow>("adding a suppression", [&](pqxx::connection& c) {
-      pqxx::work tx(c);
+      Work tx(c, begin_);
       pqxx::row row = tx.exec_params1(
           "INSERT INTO suppressions AS s (address, reason, source, expires_at)"
           " VALUES (lower(trim($1)), $2, $3, CASE WHEN $4::bigint = 0 THEN NULL ELSE to_timestamp($4::bigint) END)"
@@ -439,7 +440,7 @@ class PgStore : public Store {
   absl::StatusOr<SuppressionRow> RemoveSuppression(const std::string& address) override {
     auto removed = Run<std::optional<SuppressionRow>>(
         "removing a suppression", [&](pqxx::connection& c) -> std::optional<SuppressionRow> {
-          pqxx::work tx(c);
+          Work tx(c, begin_);
           pqxx::result r = tx.exec_params(
               "DELETE FROM suppressions s WHERE s.address = lower(trim($1))"
               " RETURNING " + std::string(kSuppressionColumns),
@@ -536,6 +537,7 @@ class PgStore : public Store {
   }
 
   const std::string url_;
+  const std::string begin_;  // BeginCommand: every transaction's timeouts
   std::vector<Slot> slots_;
   std::atomic<size_t> next_{0};
   absl::Mutex links_mu_;
@@ -558,8 +560,9 @@ std::string TextArray(const std::vector<std::string>& v) {
   return out + "}";
 }
 
-std::unique_ptr<Store> NewPgStore(const std::string& url, int pool_size) {
-  return std::make_unique<PgStore>(url, pool_size < 1 ? 1 : pool_size);
+std::unique_ptr<Store> NewPgStore(const std::string& url, int pool_size,
+                                  const TxTimeouts& timeouts) {
+  return std::make_unique<PgStore>(url, pool_size < 1 ? 1 : pool_size, timeouts);
 }
 
 }  // namespace mailroom

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "collector/testing/migrated_database.h"
+#include "testing/pgbouncer.h"
 
 namespace mailroom {
 namespace {
@@ -734,26 +735,58 @@ TEST_F(StoreTest, RenewingOneJobOfABatchExtendsTheBatchARecordedJobIsLost) {
 }
 
 // A collector paused (SIGSTOP, a frozen VM) or cut off inside a dequeue's transaction holds
-// the group's row lock, which every dequeue of the group needs. Its sessions carry
-// idle_in_transaction_session_timeout (WithConnectionDefaults), so PostgreSQL ends that
+// the group's row lock, which every dequeue of the group needs. Its transactions carry
+// idle_in_transaction_session_timeout (SET LOCAL at BEGIN: collector/pg_tx.h), so PostgreSQL ends that
 // transaction and the other collectors go on; without it they would wait for the lock until
 // their statement timeout, again and again, for as long as the frozen one stays frozen.
 TEST_F(StoreTest, ACollectorFrozenInsideADequeueDoesNotHoldItsGroup) {
   InsertAccounts(3, "f");
   ASSERT_EQ(Dequeue("a", 1).size(), 1u);  // creates the group
-  const std::string url =
-      WithConnectionDefaults(url_, absl::Seconds(20), absl::Milliseconds(300));
-  pqxx::connection frozen(url);
-  pqxx::work tx(frozen);
+  const TxTimeouts timeouts{absl::Seconds(20), absl::Milliseconds(300)};
+  pqxx::connection frozen(url_);
+  Work tx(frozen, BeginCommand(timeouts));
   tx.exec("SELECT 1 FROM consumer_groups WHERE name = 'mailroom' FOR NO KEY UPDATE");
   // ... and it stops here. Another collector dequeues: it gets the lock once PostgreSQL has
   // ended the idle transaction (a statement timeout of 20 s would fail the call instead).
-  std::unique_ptr<Store> other = NewPgStore(url, 1);
+  std::unique_ptr<Store> other = NewPgStore(url_, 1, timeouts);
   auto jobs = other->Dequeue("mailroom", 10, "b", absl::Seconds(60));
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   EXPECT_EQ(jobs->size(), 2u);
   // The frozen collector finds its session gone when it resumes: nothing it did counts.
   EXPECT_ANY_THROW(tx.commit());
+}
+
+// Through pgbouncer in transaction pooling, a session setting would stay on the server
+// connection for the next client, and libpq's `options` (session settings at connect) is
+// refused. Each transaction sets its timeouts itself (SET LOCAL, in its BEGIN's round trip):
+// they hold inside it and are gone after it, on the one server connection two clients share.
+TEST_F(StoreTest, TransactionTimeoutsHoldThroughPgbouncerAndDoNotLeak) {
+  auto bouncer = testing::PgBouncer::Start(pg_->port(), /*pool_size=*/1);
+  ASSERT_TRUE(bouncer.ok()) << bouncer.status();
+  const std::string url = (*bouncer)->Url(url_.substr(url_.rfind('/') + 1));
+  pqxx::connection mine(url), other(url);
+  {
+    Work tx(mine, BeginCommand({absl::Milliseconds(1234), absl::Milliseconds(567)}));
+    EXPECT_EQ(tx.exec1("SHOW statement_timeout")[0].as<std::string>(), "1234ms");
+    EXPECT_EQ(tx.exec1("SHOW idle_in_transaction_session_timeout")[0].as<std::string>(),
+              "567ms");
+    tx.commit();
+  }
+  {
+    pqxx::work tx(other);
+    EXPECT_EQ(tx.exec1("SHOW statement_timeout")[0].as<std::string>(), "0");
+    tx.commit();
+  }
+  // Session settings at connect: refused by pgbouncer.
+  EXPECT_ANY_THROW(pqxx::connection(WithConnectionDefaults(url, absl::Seconds(30),
+                                                           absl::Seconds(5))));
+  // The store works through it: a dequeue and an acknowledgement.
+  InsertAccounts(3, "pb");
+  std::unique_ptr<Store> pooled =
+      NewPgStore(WithKeepaliveDefaults(url), 2, {absl::Seconds(30), absl::Seconds(5)});
+  auto jobs = pooled->Dequeue("mailroom", 10, "p", absl::Seconds(60));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_EQ(jobs->size(), 3u);
 }
 
 TEST_F(StoreTest, ErrorsAreMappedBySqlstate) {

@@ -1,6 +1,7 @@
 // The collector binary against a throwaway PostgreSQL, over real gRPC on loopback.
 #include <signal.h>
 
+#include <algorithm>
 #include <future>
 #include <map>
 #include <pqxx/pqxx>
@@ -16,6 +17,7 @@
 #include "testing/collector_client.h"
 #include "testing/collector_fixture.h"
 #include "testing/pg_server.h"
+#include "testing/pgbouncer.h"
 #include "testing/process.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
 
@@ -151,6 +153,40 @@ TEST_F(CollectorTest, TenThousandAccountsInOneTransactionAreAllDispatched) {
   std::set<uint64_t> unique;
   for (const auto& j : sub.Jobs()) unique.insert(j.job_id());
   EXPECT_EQ(unique.size(), 10000u);
+}
+
+// pgbouncer in transaction pooling in front of PostgreSQL: the collector's query connections go
+// through it, only the sessions that need one (LISTEN, migrations, retention's lock) go direct.
+// One server connection serves all the query connections, so each transaction runs on whatever
+// server session is free, and RECONNECT replaces the server connections midway: tokens still
+// flow end to end and their outcomes are recorded.
+TEST_F(CollectorTest, TokensFlowThroughPgbouncerInTransactionPooling) {
+  auto bouncer = testing::PgBouncer::Start(pg_->port(), /*pool_size=*/1);
+  ASSERT_TRUE(bouncer.ok()) << bouncer.status();
+  const std::string db = url_.substr(url_.rfind('/') + 1);
+  int port = StartCollector({{"MAILROOM_DATABASE_URL", (*bouncer)->Url(db)},
+                             {"MAILROOM_DIRECT_DATABASE_URL", url_},
+                             {"MAILROOM_BATCH_TIMEOUT", "0"}});
+  TestSubscriber sub(Channel(port), kBearer, "mailroom", 1000);
+  ASSERT_TRUE(sub.WaitSubscribed(absl::Seconds(10)));
+  for (int round = 0; round < 2; ++round) {
+    InsertAccounts(50, absl::StrCat("bouncer", round, "_"));
+    ASSERT_EQ(sub.WaitForJobs(50 * (round + 1), absl::Seconds(20)), 50u * (round + 1));
+    ASSERT_TRUE(sub.Ack(Ids(sub.Take()), v1::OUTCOME_SENT).ok());
+    EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'sent'"),
+              50 * (round + 1));
+    if (round == 0) {
+      // Several client connections of the collector share the one server connection.
+      auto clients = (*bouncer)->Admin("SHOW CLIENTS");
+      ASSERT_TRUE(clients.ok()) << clients.status();
+      EXPECT_GE(std::count(clients->begin(), clients->end(), '\n'), 2) << *clients;
+      ASSERT_TRUE((*bouncer)->Admin("RECONNECT").ok());
+    }
+  }
+  std::set<uint64_t> unique;
+  for (const auto& j : sub.Jobs()) unique.insert(j.job_id());
+  EXPECT_EQ(unique.size(), 100u);
+  EXPECT_THAT(collectors_[0]->Log(), Not(HasSubstr("level=error")));
 }
 
 TEST_F(CollectorTest, TokenCommittedAfterAHigherIdIsStillDispatched) {

@@ -1429,13 +1429,59 @@ TEST_F(LimitsTest, TheWindowSlides) {
   // Five requests made 24 h minus 10 s ago: the window is full for 10 more seconds.
   for (int i = 0; i < 5; ++i) Recover(a);
   Exec("UPDATE tokens SET created_at = EXTRACT(EPOCH FROM now())::BIGINT - 86390");
+  // The address's counter holds the same requests' times.
+  Exec("UPDATE mailroom_address_requests"
+       "   SET times = array_fill(EXTRACT(EPOCH FROM now())::BIGINT - 86390,"
+       "                          ARRAY[cardinality(times)])");
   EXPECT_TRUE(Limited(Recover(a)));
   // 20 s later (moved back in time), the five have left the window.
   Exec("UPDATE tokens SET created_at = created_at - 20");
+  Exec("UPDATE mailroom_address_requests"
+       "   SET times = ARRAY(SELECT x - 20 FROM unnest(times) x)");
   EXPECT_FALSE(Limited(Recover(a)));
   // The window is a setting too.
   Exec("UPDATE mailroom_settings SET limit_window_seconds = 86400 * 2");
   EXPECT_TRUE(Limited(Recover(a)));
+}
+
+// The per-address limit alone (the account's limit out of the way) follows the window too,
+// whatever its length: the counter keeps the newest `limit` accepted requests.
+TEST_F(LimitsTest, ThePerAddressWindowSlidesAndIsASetting) {
+  Exec("UPDATE mailroom_settings SET recovery_limit_per_account = NULL,"
+       " recovery_limit_per_address = 3");
+  const int64_t a = Account("w@example.com");
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(Limited(Recover(a))) << i;
+  EXPECT_TRUE(Limited(Recover(a)));  // rate-limited requests are not counted...
+  Exec("UPDATE mailroom_address_requests SET times = ARRAY(SELECT x - 86390 FROM unnest(times) x)");
+  EXPECT_TRUE(Limited(Recover(a)));  // ...so the window is still full for 10 s
+  Exec("UPDATE mailroom_address_requests SET times = ARRAY(SELECT x - 20 FROM unnest(times) x)");
+  EXPECT_FALSE(Limited(Recover(a)));  // the three have left it: one more goes through
+  EXPECT_EQ(Int("SELECT cardinality(times) FROM mailroom_address_requests"), 3);
+  // A two-day window takes the older ones in again.
+  Exec("UPDATE mailroom_settings SET limit_window_seconds = 86400 * 2");
+  EXPECT_TRUE(Limited(Recover(a)));
+}
+
+// Rows whose newest request left the window go (the retention pass calls this); others stay.
+TEST_F(LimitsTest, StaleAddressCountersArePruned) {
+  const int64_t old_one = Account("old@example.com");
+  const int64_t fresh = Account("fresh@example.com");
+  Recover(old_one);
+  Recover(fresh);
+  Exec("UPDATE mailroom_address_requests SET times = ARRAY[EXTRACT(EPOCH FROM now())::BIGINT"
+       " - 86401] WHERE address = 'old@example.com'");
+  int64_t deleted = 0;
+  int64_t after = 0;
+  for (bool more = true; more;) {
+    pqxx::row r = Row(absl::StrCat("SELECT * FROM mailroom_prune_address_requests(", after,
+                                   ", 1000)"));
+    deleted += r[0].as<int64_t>();
+    after = r[1].as<int64_t>();
+    more = r[2].as<bool>();
+  }
+  EXPECT_EQ(deleted, 1);
+  EXPECT_EQ(Text("SELECT string_agg(address, ',') FROM mailroom_address_requests"),
+            "fresh@example.com");
 }
 
 TEST_F(LimitsTest, PerAddressAcrossAccountsWithTheSameNormalisedEmail) {
@@ -1484,7 +1530,7 @@ TEST_F(LimitsTest, ConcurrentRequestsForOneAddressCannotBothSlipUnderTheLimit) {
                        ", 'password_recovery')"));
   int64_t second = 0;
   std::thread other([&] { second = Recover(b, &c2); });
-  ASSERT_TRUE(SomeoneWaitsForALock());  // the advisory lock on the address
+  ASSERT_TRUE(SomeoneWaitsForALock());  // the lock of the address's counter row
   t1.commit();
   other.join();
   EXPECT_TRUE(Limited(second));
@@ -1532,6 +1578,84 @@ TEST_F(LimitsTest, TheDequeueFinishesSuppressedTokensWithTheirStateAndReason) {
   EXPECT_EQ(dequeue(), std::vector<int64_t>{newest});
   EXPECT_THAT(state(ids[2]), HasSubstr("superseded:"));
   EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE state = 'failed'"), 0);
+}
+
+// Importing existing users: one statement (INSERT ... SELECT, or COPY) of many accounts, with
+// PostgreSQL's default max_locks_per_transaction (64), into tables ANALYZEd empty, so that the
+// triggers' generic plans are made on an empty table. The import holds fewer locks than that
+// whatever its size (a lock per row exhausts the shared lock table: "out of shared memory" at
+// about 20,000 rows with the default max_connections); each provisioned account gets exactly
+// its activation token, an account imported already active none, and the per-address limit
+// holds inside the import.
+class BulkImportTest : public SchemaTest {
+ protected:
+  void SetUp() override {
+    SchemaTest::SetUp();
+    ASSERT_EQ(Text("SHOW max_locks_per_transaction"), "64");
+    Exec("ANALYZE accounts, tokens, mailroom_address_requests");
+  }
+  // The locks the transaction holds.
+  static int64_t LocksHeld(pqxx::work& tx) {
+    return tx.exec1("SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()")[0]
+        .as<int64_t>();
+  }
+  // Each imported account's status: every 10th active, the others provisioned; and five
+  // accounts whose emails differ only in case and spaces (one address: 3 activations allowed).
+  static std::string Status(int i) { return i % 10 == 0 ? "active" : "provisioned"; }
+  void ExpectTheTokensOfAnImportOf(int n) {
+    const int provisioned = n - n / 10 + 5;
+    Exec("ANALYZE accounts, tokens");  // the checks' own plans, not the import's
+    EXPECT_EQ(Int("SELECT count(*) FROM accounts"), n + 5);
+    EXPECT_EQ(Int("SELECT count(*) FROM tokens"), provisioned);
+    EXPECT_EQ(Int("SELECT count(*) FROM tokens t JOIN accounts a ON a.id = t.account"
+                  " WHERE a.status = 'provisioned' AND t.action = 'activation'"),
+              provisioned);
+    EXPECT_EQ(Int("SELECT count(DISTINCT account) FROM tokens"), provisioned);
+    EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE rate_limited"), 2);
+    EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE rate_limited AND address = 'dup@import.test'"),
+              2);
+  }
+};
+
+constexpr int kImported = 20000;
+constexpr char kDuplicates[] =
+    "('Dup@import.test'), ('DUP@import.test'), (' dup@import.test'), ('dup@IMPORT.test'),"
+    " ('dUp@import.test ')";
+
+TEST_F(BulkImportTest, OneInsertSelectOfManyAccounts) {
+  {
+    pqxx::work tx(*conn_);
+    tx.exec(absl::StrCat(
+        "INSERT INTO accounts (email, login, status)"
+        " SELECT 'u' || i || '@import.test', 'u' || i,"
+        "        (CASE WHEN i % 10 = 0 THEN 'active' ELSE 'provisioned' END)::account_status"
+        "   FROM generate_series(1, ", kImported, ") i"
+        " UNION ALL SELECT e, 'dup' || row_number() OVER (), 'provisioned'"
+        "   FROM (VALUES ", kDuplicates, ") d(e)"));
+    EXPECT_LT(LocksHeld(tx), 64);
+    tx.commit();
+  }
+  ExpectTheTokensOfAnImportOf(kImported);
+}
+
+TEST_F(BulkImportTest, OneCopyOfManyAccounts) {
+  {
+    pqxx::work tx(*conn_);
+    pqxx::stream_to copy(tx, "accounts", std::vector<std::string>{"email", "login", "status"});
+    for (int i = 1; i <= kImported; ++i) {
+      copy << std::make_tuple(absl::StrCat("c", i, "@import.test"), absl::StrCat("c", i),
+                              Status(i));
+    }
+    int d = 0;
+    for (const char* e : {"Dup@import.test", "DUP@import.test", " dup@import.test",
+                          "dup@IMPORT.test", "dUp@import.test "}) {
+      copy << std::make_tuple(std::string(e), absl::StrCat("dup", ++d), std::string("provisioned"));
+    }
+    copy.complete();
+    EXPECT_LT(LocksHeld(tx), 64);
+    tx.commit();
+  }
+  ExpectTheTokensOfAnImportOf(kImported);
 }
 
 }  // namespace

@@ -1,0 +1,54 @@
+#pragma once
+
+// Transactions of the collector's query connections, which may go through a connection pooler
+// in transaction-pooling mode (pgbouncer): consecutive transactions of one client connection
+// may run on different server sessions, so nothing may rely on session state. The timeouts
+// are therefore set for each transaction (SET LOCAL) in the round trip of its BEGIN, never as
+// session settings (a startup `options` parameter is refused by pgbouncer, and a session SET
+// would stay on a server connection that other clients use next). Named prepared statements
+// are never used for the same reason: every statement is a simple query or an unnamed one
+// (exec_params).
+
+#include <pqxx/pqxx>
+
+#include <string>
+
+#include "absl/time/time.h"
+
+namespace mailroom {
+
+// The limits every transaction of a query connection runs under. Zero: not set.
+struct TxTimeouts {
+  absl::Duration statement_timeout = absl::ZeroDuration();
+  absl::Duration idle_in_transaction = absl::ZeroDuration();
+  absl::Duration lock_timeout = absl::ZeroDuration();
+};
+
+// `timeouts` with its lock_timeout set to `lock_timeout`.
+inline TxTimeouts WithLockTimeout(TxTimeouts timeouts, absl::Duration lock_timeout) {
+  timeouts.lock_timeout = lock_timeout;
+  return timeouts;
+}
+
+// "BEGIN" followed by a SET LOCAL for each timeout that is set, as one simple query.
+std::string BeginCommand(const TxTimeouts& timeouts);
+
+// A READ COMMITTED read-write transaction that starts with `begin` (BeginCommand) instead of a
+// bare BEGIN. Used like pqxx::work.
+class Work : public pqxx::internal::basic_transaction {
+ public:
+  Work(pqxx::connection_base& c, std::string begin)
+      : namedclass{"Work", ""},
+        pqxx::internal::basic_transaction(c, "READ COMMITTED", pqxx::read_write),
+        begin_(std::move(begin)) {
+    Begin();
+  }
+  ~Work() noexcept override { End(); }
+
+ private:
+  void do_begin() override { direct_exec(begin_.c_str()); }
+
+  std::string begin_;
+};
+
+}  // namespace mailroom
