@@ -112,7 +112,7 @@ void Subscriber::StartNextLocked() {
   queue_.pop_front();
   if (lease_end != absl::InfiniteFuture()) {
     const int64_t left = absl::ToInt64Milliseconds(lease_end - absl::Now());
-    current_.set_lease_ms(static_cast<uint32_t>(std::clamp<int64_t>(left, 1, UINT32_MAX)));
+    current_.set_lease_left_ms(static_cast<uint32_t>(std::clamp<int64_t>(left, 1, UINT32_MAX)));
   }
   writing_ = true;
   reactor_->StartWrite(&current_);

@@ -62,7 +62,7 @@ class Subscriber {
   // `lane` (the caller puts only recoveries there), else in the window. False when the stream
   // is over (the jobs were not sent). `lease_end`: when the jobs' leases run out at the
   // earliest (counted from before the dequeue that leased them); the batch is written with
-  // what is left of them then in `lease_ms` (at least 1), so a batch that waited (behind a
+  // what is left of them then in `lease_left_ms` (at least 1), so a batch that waited (behind a
   // slow stream, or in a collector that was paused) is never taken for a fresh lease.
   bool Deliver(v1::SubscribeResponse batch, absl::Time lease_end, bool lane = false);
   // These jobs are no longer in flight here (acknowledged, or lost). Returns how many were.
@@ -92,7 +92,7 @@ class Subscriber {
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   struct Outgoing {
     v1::SubscribeResponse message;
-    absl::Time lease_end;  // InfiniteFuture: the welcome (its lease_ms is the lease length)
+    absl::Time lease_end;  // InfiniteFuture: the welcome (it carries lease_duration_ms)
   };
   v1::SubscribeResponse current_ ABSL_GUARDED_BY(mu_);
   std::deque<Outgoing> queue_ ABSL_GUARDED_BY(mu_);

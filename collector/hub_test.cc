@@ -131,14 +131,14 @@ TEST_F(HubTest, ABatchCarriesWhatIsLeftOfItsLeasesWhenItIsWritten) {
   ASSERT_TRUE(a->Deliver(Batch({1}), absl::Now() + absl::Seconds(10)));
   v1::SubscribeResponse got;
   ASSERT_TRUE(s->reader->Read(&got));
-  EXPECT_GT(got.lease_ms(), 5000u);
-  EXPECT_LE(got.lease_ms(), 10000u);
+  EXPECT_GT(got.lease_left_ms(), 5000u);
+  EXPECT_LE(got.lease_left_ms(), 10000u);
   // Leased long before it could be written (a paused collector): it says so, never 0 (which
   // would read as "the whole lease").
   ASSERT_TRUE(a->Deliver(Batch({2}), absl::Now() - absl::Seconds(5)));
   ASSERT_TRUE(s->reader->Read(&got));
   EXPECT_EQ(got.jobs(0).job_id(), 2u);
-  EXPECT_EQ(got.lease_ms(), 1u);
+  EXPECT_EQ(got.lease_left_ms(), 1u);
 }
 
 TEST_F(HubTest, TheRecoveryLaneIsCountedApartFromTheWindow) {

@@ -287,7 +287,7 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   }
   v1::SubscribeResponse welcome;
   welcome.set_subscriber_id(sub->id());
-  welcome.set_lease_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(limits_.lease)));
+  welcome.set_lease_duration_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(limits_.lease)));
   hub_->Add(sub);
   sub->Attach(reactor, std::move(welcome));
   metrics_->Add("mailroom_collector_subscribers", 1, {{"group", sub->group()}});

@@ -139,7 +139,7 @@ TEST_F(ServiceTest, SubscribeValidatesItsArgumentsAndWelcomes) {
   v1::SubscribeResponse welcome;
   ASSERT_TRUE(Subscribe(kSubscriber, "mailroom", kMaxInFlight, &welcome).ok());
   EXPECT_THAT(welcome.subscriber_id(), ::testing::StartsWith("sub-"));
-  EXPECT_EQ(welcome.lease_ms(), 30000u);
+  EXPECT_EQ(welcome.lease_duration_ms(), 30000u);
 }
 
 TEST_F(ServiceTest, ABudgetHolderIsValidatedAndLinksTheSubscription) {

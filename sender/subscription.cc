@@ -68,22 +68,23 @@ void Subscription::ReadLoop() {
         {
           absl::MutexLock lock(&mu_);
           subscriber_id_ = resp.subscriber_id();
-          lease_ = absl::Milliseconds(resp.lease_ms());
+          lease_ = absl::Milliseconds(resp.lease_duration_ms());
           // Confirm at once which of the jobs held from before are still ours.
           if (!leases_.empty()) renew_now_ = true;
         }
         LogInfo("subscribed", {{"group", opt_.group},
                                {"subscriber", resp.subscriber_id()},
-                               {"lease_ms", absl::StrCat(resp.lease_ms())}});
+                               {"lease_ms", absl::StrCat(resp.lease_duration_ms())}});
       }
       if (resp.jobs_size() > 0) {
         {
           absl::MutexLock lock(&mu_);
-          // A batch says how much of its leases is left as it was written (it may have
-          // waited in the collector); collectors before that send 0: the whole lease.
-          const absl::Duration left = absl::Milliseconds(resp.lease_ms());
+          // A message with jobs says how much of their leases is left as it was written (it
+          // may have waited in the collector); a collector that does not say sends 0: the
+          // whole lease.
+          const absl::Duration left = absl::Milliseconds(resp.lease_left_ms());
           const absl::Time deadline =
-              clock_->Now() + (resp.lease_ms() > 0 ? std::min(left, lease_) : lease_);
+              clock_->Now() + (resp.lease_left_ms() > 0 ? std::min(left, lease_) : lease_);
           for (const v1::Job& j : resp.jobs()) {
             leases_[j.job_id()] = Lease{subscriber_id_, j.attempt(), deadline};
           }
