@@ -402,7 +402,7 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
       if (member == nullptr) return absl::OkStatus();  // lanes full too: everything waits
     }
     const int want = std::min(opt_.dequeue_limit, lane ? member->LaneRoom() : member->Room());
-    const absl::Time dequeue_start = absl::Now();
+    const absl::Time dequeue_start = clock_->Now();
     auto jobs = lane ? store_->DequeueRecoveries(group, want, member->id(), opt_.lease)
                      : store_->Dequeue(group, want, member->id(), opt_.lease);
     if (!jobs.ok()) return jobs.status();
@@ -412,7 +412,7 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
       });
     }
     metrics_->Observe("mailroom_collector_dequeue_duration_seconds",
-                      absl::ToDoubleSeconds(absl::Now() - dequeue_start), labels);
+                      absl::ToDoubleSeconds(clock_->Now() - dequeue_start), labels);
     metrics_->Add("mailroom_collector_dequeues_total", 1, labels);
     // Queue empty for now; after a lane dequeue only the recoveries are (the group stays
     // starved: activations may still wait for room).

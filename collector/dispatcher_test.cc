@@ -132,7 +132,7 @@ class DispatcherTest : public ::testing::Test {
   // stream attached, deliveries fail and are released) and waits for the first round.
   // `max_in_flight` 0 stands for a window that is full (its recovery lane is 10).
   void Start(int max_in_flight = 1000) {
-    member_ = std::make_shared<Subscriber>("sub-1", "mailroom", "test", max_in_flight);
+    member_ = std::make_shared<Subscriber>("sub-1", "mailroom", "test", max_in_flight, &clock_);
     hub_.Add(member_);
     StartLoop();
   }

@@ -111,7 +111,7 @@ void Subscriber::StartNextLocked() {
   const absl::Time lease_end = queue_.front().lease_end;
   queue_.pop_front();
   if (lease_end != absl::InfiniteFuture()) {
-    const int64_t left = absl::ToInt64Milliseconds(lease_end - absl::Now());
+    const int64_t left = absl::ToInt64Milliseconds(lease_end - clock_->Now());
     current_.set_lease_left_ms(static_cast<uint32_t>(std::clamp<int64_t>(left, 1, UINT32_MAX)));
   }
   writing_ = true;

@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
 
@@ -44,11 +45,13 @@ int RecoveryLane(int max_in_flight);
 // (RecoveryLane(max_in_flight), password recoveries delivered when the window was full): the
 // two are counted apart, so activations never use the lane. Shared by the reactor (gRPC
 // threads), the dispatcher and the Acknowledge handler; all methods are thread-safe.
+// `clock` (borrowed; must outlive it) tells what is left of a lease when a batch is written.
 class Subscriber {
  public:
-  Subscriber(std::string id, std::string group, std::string name, int max_in_flight)
+  Subscriber(std::string id, std::string group, std::string name, int max_in_flight,
+             Clock* clock = RealClock::Get())
       : id_(std::move(id)), group_(std::move(group)), name_(std::move(name)),
-        max_in_flight_(max_in_flight), lane_(RecoveryLane(max_in_flight)) {}
+        max_in_flight_(max_in_flight), lane_(RecoveryLane(max_in_flight)), clock_(clock) {}
 
   const std::string& id() const { return id_; }
   const std::string& group() const { return group_; }
@@ -86,6 +89,7 @@ class Subscriber {
   const std::string id_, group_, name_;
   const int max_in_flight_;
   const int lane_;
+  Clock* const clock_;
   mutable absl::Mutex mu_;
   SubscribeReactor* reactor_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
