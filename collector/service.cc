@@ -256,7 +256,7 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
 
   // The collector's cap protects its memory; a subscriber asking for more just gets fewer.
   const int max_in_flight =
-      std::min(static_cast<int>(request->max_in_flight()), limits_.max_in_flight);
+      std::min(static_cast<int>(request->max_in_flight()), limits_.max_in_flight_cap);
   // A subscription that names a budget holder is a sender: the emails of its group are its to
   // deliver, so a group it creates starts from the earliest unexpired token (a deploy that
   // starts the sender before its group exists loses nothing). An observer chooses.
