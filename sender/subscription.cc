@@ -182,7 +182,7 @@ void Subscription::AckLoop() {
       if (outbox_.empty()) continue;
       if (opt_.ack_delay > absl::ZeroDuration()) {
         const size_t want = static_cast<size_t>(
-            opt_.ack_batch > 0 ? opt_.ack_batch : std::max(1, opt_.max_in_flight / 2));
+            opt_.outcomes_per_ack > 0 ? opt_.outcomes_per_ack : std::max(1, opt_.max_in_flight / 2));
         auto gathered = [this, want]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
           return outbox_.size() >= want || stopping_.load();
         };

@@ -48,12 +48,12 @@ class Subscription {
     // the jobs it hands to it, so an unused grant comes back if this process dies. "": none.
     std::string budget_holder;
     absl::Duration max_backoff = absl::Seconds(30);
-    // Outcomes are acknowledged in batches: once one is waiting, the acknowledger waits up to
-    // `ack_delay` for `ack_batch` of them (0: half of max_in_flight, at least 1) before it
+    // Outcomes share Acknowledge calls: once one is waiting, the acknowledger waits up to
+    // `ack_delay` for `outcomes_per_ack` of them (0: half of max_in_flight, at least 1) before it
     // calls Acknowledge. Fewer, larger calls (each one PostgreSQL transaction in the
     // collector); zero: at once.
     absl::Duration ack_delay = absl::Milliseconds(5);
-    int ack_batch = 0;
+    int outcomes_per_ack = 0;
     Clock* clock = RealClock::Get();
     // Tests: talk over this channel (e.g. an in-process server's) instead of `address`.
     std::shared_ptr<grpc::Channel> channel;
