@@ -78,7 +78,7 @@ void Engine::Drop(const std::vector<uint64_t>& ids) {
   metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
 }
 
-LeaseState Engine::Lease(const v1::Job& job, absl::Duration* send_window) {
+LeaseState Engine::CheckLease(const v1::Job& job, absl::Duration* send_window) {
   *send_window = absl::InfiniteDuration();
   LeaseState state = opt_.lease ? opt_.lease(job.job_id(), send_window) : LeaseState::kOwned;
   if (state == LeaseState::kLost) {
@@ -227,7 +227,7 @@ void Engine::Work() {
       continue;
     }
     absl::Duration send_window;
-    const LeaseState lease = Lease(job, &send_window);
+    const LeaseState lease = CheckLease(job, &send_window);
     if (lease != LeaseState::kOwned && cost >= 0) pacer_->Refund(ClassOf(job));
     if (lease == LeaseState::kWait) {
       // Outcomes cannot be reported now: sending would risk a duplicate once the lease runs

@@ -98,7 +98,7 @@ class Engine {
   // Too close to expiry to be worth sending (expiry_margin).
   bool Expiring(const v1::Job& job) const;
   // The job's lease state (kLost is logged and counted) and, when owned, its send window.
-  LeaseState Lease(const v1::Job& job, absl::Duration* send_window);
+  LeaseState CheckLease(const v1::Job& job, absl::Duration* send_window);
   // Puts a job back in the queue (still held).
   void Requeue(v1::Job job);
   // `suppress_recipient`: only with FAILED, the transport rejected the address permanently.

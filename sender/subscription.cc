@@ -86,7 +86,7 @@ void Subscription::ReadLoop() {
           const absl::Time deadline =
               clock_->Now() + (resp.lease_left_ms() > 0 ? std::min(left, lease_) : lease_);
           for (const v1::Job& j : resp.jobs()) {
-            leases_[j.job_id()] = Lease{subscriber_id_, j.attempt(), deadline};
+            leases_[j.job_id()] = HeldLease{subscriber_id_, j.attempt(), deadline};
           }
         }
         std::vector<v1::Job> jobs(std::make_move_iterator(resp.mutable_jobs()->begin()),

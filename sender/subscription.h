@@ -112,7 +112,8 @@ class Subscription {
   // Waits `d` on the clock, or less once receiving stops (Stop included).
   void Backoff(absl::Duration d);
 
-  struct Lease {
+  // A lease this process holds on a job.
+  struct HeldLease {
     std::string subscriber_id;
     uint32_t attempt = 0;
     absl::Time deadline;
@@ -136,7 +137,7 @@ class Subscription {
   grpc::ClientContext* stream_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::string subscriber_id_ ABSL_GUARDED_BY(mu_);
   absl::Duration lease_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
-  std::map<uint64_t, Lease> leases_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, HeldLease> leases_ ABSL_GUARDED_BY(mu_);
   std::deque<Pending> outbox_ ABSL_GUARDED_BY(mu_);
   size_t sending_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time sending_oldest_ ABSL_GUARDED_BY(mu_);  // oldest outcome of the call in flight
