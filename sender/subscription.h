@@ -17,7 +17,7 @@
 #include "common/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
-#include "sender/lease_state.h"
+#include "sender/leased_job.h"
 
 namespace mailroom {
 
@@ -33,7 +33,10 @@ namespace mailroom {
 // finish (for example while the collector is unreachable). Lease deadlines, the outcome stall,
 // reconnect and retry backoffs and renewal periods all run on `Options::clock` (RPC deadlines
 // stay in real time: they bound the network). Thread-safe.
-class Subscription {
+//
+// It hands each job it receives, with its lease, to a JobSink (the Engine), and is the
+// Engine's LeaseHolder.
+class Subscription : public LeaseHolder {
  public:
   // The shortest send window (Check) a send is started with.
   static constexpr absl::Duration kMinSendWindow = absl::Seconds(1);
@@ -58,19 +61,20 @@ class Subscription {
     // Tests: talk over this channel (e.g. an in-process server's) instead of `address`.
     std::shared_ptr<grpc::Channel> channel;
   };
-  // `on_jobs` receives every batch (on the reader thread); `on_lost` receives the ids of jobs
-  // the collector reports as no longer ours (do not send them).
-  Subscription(Options options, std::function<void(std::vector<v1::Job>)> on_jobs,
-               std::function<void(const std::vector<uint64_t>&)> on_lost);
-  ~Subscription();
+  explicit Subscription(Options options);
+  ~Subscription() override;
 
   // Starts the acknowledger and lease renewer threads.
   void Start();
-  // Opens the stream (after Start): jobs start flowing to `on_jobs`.
-  void StartReceiving();
+  // Opens the stream (after Start): the jobs received go to `jobs` (borrowed; on the reader
+  // thread), and so do the ids of jobs the collector reports as no longer ours (Drop).
+  void StartReceiving(JobSink* jobs);
   // Queues an outcome for the next Acknowledge call, under the job's lease (dropped, with a
-  // log line, when the job's lease is not held any more).
-  void Report(v1::JobOutcome outcome);
+  // log line, when the job's lease is not held any more). A job the collector handed to this
+  // process again while it was being sent is reported under the newest lease held on it.
+  void Report(OutcomeReport outcome) override;
+  // Check(job.job.job_id(), send_window).
+  LeaseState Check(const LeasedJob& job, absl::Duration* send_window) override;
   // Whether `id` may be sent now. kLost: the collector reported the lease lost, or it would run
   // out before a send could be reported (then it is forgotten: not renewed, and the collector
   // hands the job out again when it runs out). kWait: ours, but outcomes are not getting
@@ -114,8 +118,7 @@ class Subscription {
 
   // A lease this process holds on a job.
   struct HeldLease {
-    std::string subscriber_id;
-    uint32_t attempt = 0;
+    LeaseRef ref;
     absl::Time deadline;
   };
   struct Pending {
@@ -126,8 +129,7 @@ class Subscription {
 
   const Options opt_;
   Clock* const clock_;
-  std::function<void(std::vector<v1::Job>)> on_jobs_;
-  std::function<void(const std::vector<uint64_t>&)> on_lost_;
+  std::atomic<JobSink*> jobs_{nullptr};
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Collector::Stub> stub_;
   std::atomic<bool> receiving_{true}, stopping_{false}, connected_{false};

@@ -108,6 +108,23 @@ v1::Job Job(uint64_t id, uint32_t attempt = 1) {
   return j;
 }
 
+// Records the jobs the subscription hands out and those it reports lost.
+class RecordingSink : public JobSink {
+ public:
+  void Submit(std::vector<LeasedJob> jobs) override {
+    absl::MutexLock lock(&mu);
+    for (auto& j : jobs) received.push_back(j.job.job_id());
+  }
+  void Drop(const std::vector<uint64_t>& ids) override {
+    absl::MutexLock lock(&mu);
+    lost.insert(lost.end(), ids.begin(), ids.end());
+  }
+
+  absl::Mutex mu;
+  std::vector<uint64_t> received ABSL_GUARDED_BY(mu);
+  std::vector<uint64_t> lost ABSL_GUARDED_BY(mu);
+};
+
 class SubscriptionTest : public ::testing::Test {
  protected:
   SubscriptionTest() : clock_(kStart) {
@@ -135,18 +152,9 @@ class SubscriptionTest : public ::testing::Test {
     o.budget_holder = "test-0123456789ab";
     o.clock = &clock_;
     o.channel = server_->InProcessChannel(grpc::ChannelArguments());
-    sub_ = std::make_unique<Subscription>(
-        o,
-        [this](std::vector<v1::Job> jobs) {
-          absl::MutexLock lock(&mu_);
-          for (auto& j : jobs) received_.push_back(j.job_id());
-        },
-        [this](const std::vector<uint64_t>& ids) {
-          absl::MutexLock lock(&mu_);
-          lost_.insert(lost_.end(), ids.begin(), ids.end());
-        });
+    sub_ = std::make_unique<Subscription>(o);
     sub_->Start();
-    sub_->StartReceiving();
+    sub_->StartReceiving(&sink_);
   }
 
   bool Eventually(const std::function<bool()>& pred) {
@@ -159,8 +167,8 @@ class SubscriptionTest : public ::testing::Test {
   }
   bool Received(size_t n) {
     return Eventually([&] {
-      absl::MutexLock lock(&mu_);
-      return received_.size() >= n;
+      absl::MutexLock lock(&sink_.mu);
+      return sink_.received.size() >= n;
     });
   }
   size_t Acked() {
@@ -169,20 +177,13 @@ class SubscriptionTest : public ::testing::Test {
     for (const auto& a : collector_.acks_) n += a.outcomes_size();
     return n;
   }
-  v1::JobOutcome Sent(uint64_t id) {
-    v1::JobOutcome o;
-    o.set_job_id(id);
-    o.set_outcome(v1::OUTCOME_SENT);
-    return o;
-  }
+  OutcomeReport Sent(uint64_t id) { return OutcomeReport::Sent(id, 0, ""); }
 
   FakeClock clock_;
   FakeCollector collector_;
   std::unique_ptr<grpc::Server> server_;
+  RecordingSink sink_;
   std::unique_ptr<Subscription> sub_;
-  absl::Mutex mu_;
-  std::vector<uint64_t> received_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> lost_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST_F(SubscriptionTest, JobsArriveAndOutcomesAreAcknowledgedUnderTheirLease) {
@@ -288,8 +289,8 @@ TEST_F(SubscriptionTest, RenewalKeepsLeasesAndReportsTheLostOnes) {
   // Renewals run every third of the lease, on simulated time.
   clock_.Advance(absl::Seconds(20));
   ASSERT_TRUE(Eventually([&] {
-    absl::MutexLock lock(&mu_);
-    return lost_ == std::vector<uint64_t>{2};
+    absl::MutexLock lock(&sink_.mu);
+    return sink_.lost == std::vector<uint64_t>{2};
   }));
   ASSERT_TRUE(Eventually([&] { return sub_->leases() == 1u; }));
   // 60 s after arrival job 1 is still ours: the renewal at 20 s pushed its deadline to 80 s.
