@@ -288,7 +288,7 @@ bool Engine::Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_
                                                                          job.created_at()))),
                       {{"action", action}});
     LogInfo("sent", {{"job", id}, {"action", action}, {"transport", transport_->Name()},
-                     {"attempt", absl::StrCat(job.failures() + 1)}});
+                     {"try", absl::StrCat(job.failures() + 1)}});
     leases_->Report(OutcomeReport::Sent(job.job_id(), cost, sent->feedback_id));
     return false;
   }
@@ -317,7 +317,7 @@ bool Engine::Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_
     metrics_->Add("mailroom_sender_unconfirmed_total", 1);
     LogWarn("send may have reached the provider; counted as sent, not retried again",
             {{"job", id}, {"action", action}, {"error", reason},
-             {"attempt", absl::StrCat(failures)}});
+             {"try", absl::StrCat(failures)}});
     leases_->Report(OutcomeReport::Sent(job.job_id(), std::max<int64_t>(cost, 0), ""));
     return false;
   }
