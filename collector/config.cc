@@ -235,10 +235,11 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   c.dispatch.listen_database_url =
       WithConnectionDefaults(c.direct_database_url, c.tx_timeouts.statement_timeout,
                              c.tx_timeouts.idle_in_transaction);
-  int64_t max_in_flight;
-  MAILROOM_ASSIGN_OR_RETURN(max_in_flight,
-                            env.Int("MAILROOM_MAX_IN_FLIGHT", 10000, 1, kMaxInFlight));
-  c.max_in_flight = static_cast<int>(max_in_flight);
+  int64_t max_in_flight_cap;
+  MAILROOM_ASSIGN_OR_RETURN(
+      max_in_flight_cap,
+      env.Int("MAILROOM_MAX_IN_FLIGHT_CAP", kDefaultMaxInFlightCap, 1, kMaxInFlight));
+  c.max_in_flight_cap = static_cast<int>(max_in_flight_cap);
   int64_t streams;
   MAILROOM_ASSIGN_OR_RETURN(streams, env.Int("MAILROOM_MAX_STREAMS_PER_CREDENTIAL", 64, 1, 100000));
   c.max_streams_per_credential = static_cast<int>(streams);

@@ -11,6 +11,7 @@
 #include "collector/dispatcher.h"
 #include "collector/reputation_guard.h"
 #include "collector/feedback_server.h"
+#include "collector/service.h"
 #include "collector/sns_verifier.h"
 #include "collector/retention.h"
 #include "collector/signing.h"
@@ -51,7 +52,7 @@ struct CollectorConfig {
   bool allow_plaintext = false;
   std::string health_address;           // MAILROOM_HEALTH_ADDRESS: plaintext health only ("" = off)
   std::vector<Credential> credentials;  // MAILROOM_SUBSCRIBER_TOKENS (secret), with scopes
-  int max_in_flight = 10000;            // MAILROOM_MAX_IN_FLIGHT: caps a Subscribe's own
+  int max_in_flight_cap = kDefaultMaxInFlightCap;  // MAILROOM_MAX_IN_FLIGHT_CAP: caps a Subscribe's own
   int max_streams_per_credential = 64;  // MAILROOM_MAX_STREAMS_PER_CREDENTIAL
   bool insecure_no_auth = false;        // MAILROOM_INSECURE_NO_AUTH: development only
   std::string metrics_address;          // MAILROOM_METRICS_ADDRESS ("" disables)

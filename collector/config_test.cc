@@ -92,7 +92,7 @@ class LoadConfigTest : public ::testing::Test {
 TEST_F(LoadConfigTest, Defaults) {
   auto c = Load({});
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->max_in_flight, 10000);
+  EXPECT_EQ(c->max_in_flight_cap, 10000);
   EXPECT_EQ(c->max_streams_per_credential, 64);
   EXPECT_EQ(c->dispatch.batch_limit, 10);
   EXPECT_EQ(c->dispatch.dequeue_limit, 1000);
@@ -142,13 +142,13 @@ TEST_F(LoadConfigTest, Retention) {
 }
 
 TEST_F(LoadConfigTest, NewVariables) {
-  auto c = Load({{"MAILROOM_MAX_IN_FLIGHT", "500"},
+  auto c = Load({{"MAILROOM_MAX_IN_FLIGHT_CAP", "500"},
                  {"MAILROOM_MAX_STREAMS_PER_CREDENTIAL", "3"},
                  {"MAILROOM_GROUPS", "mailroom, audit"},
                  {"MAILROOM_STATEMENT_TIMEOUT", "2000"},
                  {"MAILROOM_DEQUEUE_LIMIT", "250"}});
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->max_in_flight, 500);
+  EXPECT_EQ(c->max_in_flight_cap, 500);
   EXPECT_EQ(c->max_streams_per_credential, 3);
   EXPECT_EQ(c->dispatch.dequeue_limit, 250);
   EXPECT_THAT(c->dispatch.groups, ElementsAre("mailroom", "audit"));
@@ -177,9 +177,9 @@ TEST_F(LoadConfigTest, GroupBudgetDefaults) {
 
 TEST_F(LoadConfigTest, ErrorsNameTheVariable) {
   const std::vector<std::pair<std::map<std::string, std::string>, std::string>> cases = {
-      {{{"MAILROOM_MAX_IN_FLIGHT", "0"}}, "MAILROOM_MAX_IN_FLIGHT"},
-      {{{"MAILROOM_MAX_IN_FLIGHT", "100001"}}, "MAILROOM_MAX_IN_FLIGHT"},
-      {{{"MAILROOM_MAX_IN_FLIGHT", "many"}}, "MAILROOM_MAX_IN_FLIGHT"},
+      {{{"MAILROOM_MAX_IN_FLIGHT_CAP", "0"}}, "MAILROOM_MAX_IN_FLIGHT_CAP"},
+      {{{"MAILROOM_MAX_IN_FLIGHT_CAP", "100001"}}, "MAILROOM_MAX_IN_FLIGHT_CAP"},
+      {{{"MAILROOM_MAX_IN_FLIGHT_CAP", "many"}}, "MAILROOM_MAX_IN_FLIGHT_CAP"},
       {{{"MAILROOM_MAX_STREAMS_PER_CREDENTIAL", "0"}}, "MAILROOM_MAX_STREAMS_PER_CREDENTIAL"},
       {{{"MAILROOM_MAX_STREAMS_PER_CREDENTIAL", "lots"}}, "MAILROOM_MAX_STREAMS_PER_CREDENTIAL"},
       {{{"MAILROOM_DEQUEUE_LIMIT", "0"}}, "MAILROOM_DEQUEUE_LIMIT"},

@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "collector/batcher.h"
+#include "collector/wakeup_gate.h"
 #include "collector/job_builder.h"
 #include "common/log.h"
 
@@ -132,7 +132,7 @@ absl::Status Dispatcher::EnsureConfiguredGroups() {
 }
 
 void Dispatcher::Run() {
-  Batcher batcher(opt_.batch_limit, opt_.batch_timeout);
+  WakeupGate gate(opt_.batch_limit, opt_.batch_timeout);
   // With batch timeout 0 every wake-up is a batch of its own: at thousands of commits a second
   // its two lines would be thousands of lines a second, so they are debug-level there.
   const LogLevel batch_log =
@@ -243,16 +243,16 @@ void Dispatcher::Run() {
     }
     std::vector<std::string> groups;
     const bool busy_poll = busy_ && now >= busy_poll_at_;
-    if (drain || batcher.Ready(now) || now >= next_poll || busy_poll) {
-      if (batcher.Ready(now)) {
+    if (drain || gate.Ready(now) || now >= next_poll || busy_poll) {
+      if (gate.Ready(now)) {
         Log(batch_log, "processing batch",
-            {{"notifications", absl::StrCat(batcher.pending())},
-             {"reason", batcher.pending() >= opt_.batch_limit ? "limit" : "timeout"}});
+            {{"notifications", absl::StrCat(gate.pending())},
+             {"reason", gate.pending() >= opt_.batch_limit ? "limit" : "timeout"}});
         // A wake-up's dispatch marks the collector busy: commits stop notifying, it polls.
         if (!busy_ && opt_.busy_poll_interval > absl::ZeroDuration() && !GoBusy()) continue;
       }
       groups = hub_->Groups();
-      batcher.Reset();
+      gate.Reset();
       drain = false;
       next_poll = now + opt_.poll_interval;
       if (busy_) busy_poll_at_ = now + opt_.busy_poll_interval;
@@ -286,7 +286,7 @@ void Dispatcher::Run() {
 
     // Wait for a notification, a kick, the batch deadline, the poll, the busy poll, the
     // settling re-check, the health check or the end of a group's backoff.
-    absl::Time deadline = std::min({batcher.Deadline(), next_poll, next_health});
+    absl::Time deadline = std::min({gate.Deadline(), next_poll, next_health});
     if (busy_) deadline = std::min(deadline, busy_poll_at_);
     if (settle_) deadline = std::min(deadline, settle_->check_at);
     for (const auto& [group, retry] : group_retry_) deadline = std::min(deadline, retry.at);
@@ -295,9 +295,9 @@ void Dispatcher::Run() {
     absl::StatusOr<int> notified = listener_->TakeNotifications();
     absl::Status st = notified.status();
     if (st.ok() && *notified > 0) {
-      if (batcher.pending() == 0) Log(batch_log, "notified; waking up");
+      if (gate.pending() == 0) Log(batch_log, "notified; waking up");
       metrics_->Add("mailroom_collector_wakeups_total", *notified);
-      batcher.OnNotify(clock_->Now(), *notified);
+      gate.OnNotify(clock_->Now(), *notified);
       notified_since_dispatch = true;
     }
     if (st.ok() && clock_->Now() >= next_health) {
@@ -405,7 +405,7 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
       if (member == nullptr) return absl::OkStatus();  // lanes full too: everything waits
     }
     const int want = std::min(opt_.dequeue_limit, lane ? member->LaneRoom() : member->Room());
-    const absl::Time dequeue_start = absl::Now();
+    const absl::Time dequeue_start = clock_->Now();
     auto jobs = lane ? store_->DequeueRecoveries(group, want, member->id(), opt_.lease)
                      : store_->Dequeue(group, want, member->id(), opt_.lease);
     if (!jobs.ok()) return jobs.status();
@@ -415,7 +415,7 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
       });
     }
     metrics_->Observe("mailroom_collector_dequeue_duration_seconds",
-                      absl::ToDoubleSeconds(absl::Now() - dequeue_start), labels);
+                      absl::ToDoubleSeconds(clock_->Now() - dequeue_start), labels);
     metrics_->Add("mailroom_collector_dequeues_total", 1, labels);
     // Queue empty for now; after a lane dequeue only the recoveries are (the group stays
     // starved: activations may still wait for room).

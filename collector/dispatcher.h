@@ -77,7 +77,7 @@ using ListenerFactory = std::function<absl::StatusOr<std::unique_ptr<Notificatio
     const std::string& channel)>;
 
 // The collector's main loop, on its own thread: LISTENs on the channel (a NotificationListener),
-// batches wake-ups (Batcher), dequeues for subscribers that have room (on every notification,
+// gathers wake-ups (WakeupGate), dequeues for subscribers that have room (on every notification,
 // a starved group tries its members' recovery lanes at once), signs the jobs
 // (BuildJob) and hands them to the subscribers' streams. Reconnects with capped exponential
 // backoff forever. Every time decision (batch timeout, catch-up poll, health check, backoffs)

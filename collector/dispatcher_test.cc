@@ -132,7 +132,7 @@ class DispatcherTest : public ::testing::Test {
   // stream attached, deliveries fail and are released) and waits for the first round.
   // `max_in_flight` 0 stands for a window that is full (its recovery lane is 10).
   void Start(int max_in_flight = 1000) {
-    member_ = std::make_shared<Subscriber>("sub-1", "mailroom", "test", max_in_flight);
+    member_ = std::make_shared<Subscriber>("sub-1", "mailroom", "test", max_in_flight, &clock_);
     hub_.Add(member_);
     StartLoop();
   }
@@ -526,15 +526,15 @@ TEST_F(DispatcherTest, ADequeueAsksForNoMoreThanTheMembersRoom) {
 namespace mailroom {
 namespace {
 
-// Serves Subscribe with the real SubscribeReactor, adding each stream's Subscriber to `hub`:
-// batches the dispatcher hands to it really go out and fill its window.
+// Serves Subscribe with the real SubscribeReactor, adding each stream's Subscriber (on
+// `clock`) to `hub`: batches the dispatcher hands to it really go out and fill its window.
 class StreamsIntoHub : public v1::Collector::CallbackService {
  public:
-  explicit StreamsIntoHub(Hub* hub) : hub_(hub) {}
+  StreamsIntoHub(Hub* hub, Clock* clock) : hub_(hub), clock_(clock) {}
   grpc::ServerWriteReactor<v1::SubscribeResponse>* Subscribe(
       grpc::CallbackServerContext*, const v1::SubscribeRequest* req) override {
     auto sub = std::make_shared<Subscriber>("sub-1", req->consumer_group(), "test",
-                                            static_cast<int>(req->max_in_flight()));
+                                            static_cast<int>(req->max_in_flight()), clock_);
     auto* reactor = new SubscribeReactor(
         sub, [hub = hub_](const std::shared_ptr<Subscriber>& s) { hub->Remove(s); });
     hub_->Add(sub);
@@ -546,6 +546,7 @@ class StreamsIntoHub : public v1::Collector::CallbackService {
 
  private:
   Hub* hub_;
+  Clock* clock_;
 };
 
 class LaneTest : public DispatcherTest {
@@ -587,7 +588,7 @@ class LaneTest : public DispatcherTest {
     return j;
   }
 
-  StreamsIntoHub service_{&hub_};
+  StreamsIntoHub service_{&hub_, &clock_};
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::Collector::Stub> stub_;
   grpc::ClientContext ctx_;
@@ -619,6 +620,18 @@ TEST_F(LaneTest, AWindowFilledWithRecoveriesOnlyAsksTheLane) {
   EXPECT_EQ(store_.CallCount("Dequeue"), 1);
   EXPECT_EQ(store_.CallCount("DequeueRecoveries"), 1);
   EXPECT_EQ(store_.Calls("DequeueRecoveries")[0].limit, 10);  // RecoveryLane(2)
+}
+
+// The lease a message carries is counted on the dispatcher's clock from before the dequeue:
+// with no simulated time gone by, the whole lease is left.
+TEST_F(LaneTest, AMessageCarriesTheLeaseLeftOnTheDispatchersClock) {
+  Subscribe(2);
+  store_.QueueJobs({Job(1, false)});
+  StartLoop();
+  v1::SubscribeResponse got;
+  ASSERT_TRUE(reader_->Read(&got));
+  ASSERT_EQ(got.jobs_size(), 1);
+  EXPECT_EQ(got.lease_left_ms(), static_cast<uint32_t>(absl::ToInt64Milliseconds(opt_.lease)));
 }
 
 }  // namespace

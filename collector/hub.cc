@@ -39,8 +39,8 @@ void Subscriber::Detach() {
 }
 
 void Subscriber::DropQueueLocked() {
-  for (const Outgoing& batch : queue_) {
-    for (const auto& job : batch.message.jobs()) unsent_.push_back(job.job_id());
+  for (const Outgoing& out : queue_) {
+    for (const auto& job : out.message.jobs()) unsent_.push_back(job.job_id());
   }
   queue_.clear();
 }
@@ -62,12 +62,12 @@ int Subscriber::LaneRoom() const {
   return std::max(0, lane_ - static_cast<int>(lane_in_flight_.size()));
 }
 
-bool Subscriber::Deliver(v1::SubscribeResponse batch, absl::Time lease_end, bool lane) {
+bool Subscriber::Deliver(v1::SubscribeResponse message, absl::Time lease_end, bool lane) {
   absl::MutexLock lock(&mu_);
   if (finished_ || reactor_ == nullptr) return false;
   auto& counted = lane ? lane_in_flight_ : in_flight_;
-  for (const auto& job : batch.jobs()) counted.insert(job.job_id());
-  queue_.push_back(Outgoing{std::move(batch), lease_end});
+  for (const auto& job : message.jobs()) counted.insert(job.job_id());
+  queue_.push_back(Outgoing{std::move(message), lease_end});
   StartNextLocked();
   return true;
 }
@@ -93,7 +93,7 @@ void Subscriber::OnWriteDone(bool ok) {
   writing_ = false;
   if (!ok) {
     // The peer is gone; OnDone follows.
-    // The batch being written did not reach the peer.
+    // The message being written did not reach the peer.
     for (const auto& job : current_.jobs()) unsent_.push_back(job.job_id());
     if (!finished_ && reactor_ != nullptr) {
       finished_ = true;
@@ -111,8 +111,8 @@ void Subscriber::StartNextLocked() {
   const absl::Time lease_end = queue_.front().lease_end;
   queue_.pop_front();
   if (lease_end != absl::InfiniteFuture()) {
-    const int64_t left = absl::ToInt64Milliseconds(lease_end - absl::Now());
-    current_.set_lease_ms(static_cast<uint32_t>(std::clamp<int64_t>(left, 1, UINT32_MAX)));
+    const int64_t left = absl::ToInt64Milliseconds(lease_end - clock_->Now());
+    current_.set_lease_left_ms(static_cast<uint32_t>(std::clamp<int64_t>(left, 1, UINT32_MAX)));
   }
   writing_ = true;
   reactor_->StartWrite(&current_);

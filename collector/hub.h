@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
 
@@ -19,7 +20,7 @@ namespace mailroom {
 
 class Subscriber;
 
-// The server side of one Subscribe stream: writes the welcome message, then whatever batches
+// The server side of one Subscribe stream: writes the welcome message, then whatever messages of jobs
 // the Subscriber queues, one write in flight at a time. Deletes itself in OnDone.
 class SubscribeReactor : public grpc::ServerWriteReactor<v1::SubscribeResponse> {
  public:
@@ -39,16 +40,18 @@ class SubscribeReactor : public grpc::ServerWriteReactor<v1::SubscribeResponse> 
 // recoveries it may hold on top of a full window, max(10, max_in_flight / 10).
 int RecoveryLane(int max_in_flight);
 
-// One subscription: its identity, its in-flight accounting and its queue of outgoing batches.
+// One subscription: its identity, its in-flight accounting and its queue of outgoing messages.
 // Jobs count either against its window (max_in_flight, any job) or against its recovery lane
 // (RecoveryLane(max_in_flight), password recoveries delivered when the window was full): the
 // two are counted apart, so activations never use the lane. Shared by the reactor (gRPC
 // threads), the dispatcher and the Acknowledge handler; all methods are thread-safe.
+// `clock` (borrowed; must outlive it) tells what is left of a lease when a message is written.
 class Subscriber {
  public:
-  Subscriber(std::string id, std::string group, std::string name, int max_in_flight)
+  Subscriber(std::string id, std::string group, std::string name, int max_in_flight,
+             Clock* clock = RealClock::Get())
       : id_(std::move(id)), group_(std::move(group)), name_(std::move(name)),
-        max_in_flight_(max_in_flight), lane_(RecoveryLane(max_in_flight)) {}
+        max_in_flight_(max_in_flight), lane_(RecoveryLane(max_in_flight)), clock_(clock) {}
 
   const std::string& id() const { return id_; }
   const std::string& group() const { return group_; }
@@ -58,18 +61,18 @@ class Subscriber {
   int Room() const;
   // How many more password recoveries it may be given now in its recovery lane.
   int LaneRoom() const;
-  // Queues a batch for writing and counts its jobs as in flight, in the recovery lane with
+  // Queues a message of jobs (one dequeue's) for writing and counts its jobs as in flight, in the recovery lane with
   // `lane` (the caller puts only recoveries there), else in the window. False when the stream
   // is over (the jobs were not sent). `lease_end`: when the jobs' leases run out at the
-  // earliest (counted from before the dequeue that leased them); the batch is written with
-  // what is left of them then in `lease_ms` (at least 1), so a batch that waited (behind a
+  // earliest (counted from before the dequeue that leased them); the message is written with
+  // what is left of them then in `lease_left_ms` (at least 1), so a message that waited (behind a
   // slow stream, or in a collector that was paused) is never taken for a fresh lease.
-  bool Deliver(v1::SubscribeResponse batch, absl::Time lease_end, bool lane = false);
+  bool Deliver(v1::SubscribeResponse message, absl::Time lease_end, bool lane = false);
   // These jobs are no longer in flight here (acknowledged, or lost). Returns how many were.
   int Forget(const std::vector<uint64_t>& ids);
   // Ends the stream with `status` unless it already ended.
   void Finish(const grpc::Status& status);
-  // Once the stream is over: the jobs of batches that never reached it (queued, or whose
+  // Once the stream is over: the jobs of messages that never reached it (queued, or whose
   // write failed). Their leases can go to another member at once.
   std::vector<uint64_t> TakeUnsent();
   // Binds the stream and writes `welcome` first. Called once, right after creating `reactor`.
@@ -80,19 +83,20 @@ class Subscriber {
   void OnWriteDone(bool ok);
   void Detach();
   void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Drops the queued batches, remembering their jobs as unsent.
+  // Drops the queued messages, remembering their jobs as unsent.
   void DropQueueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string id_, group_, name_;
   const int max_in_flight_;
   const int lane_;
+  Clock* const clock_;
   mutable absl::Mutex mu_;
   SubscribeReactor* reactor_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   struct Outgoing {
     v1::SubscribeResponse message;
-    absl::Time lease_end;  // InfiniteFuture: the welcome (its lease_ms is the lease length)
+    absl::Time lease_end;  // InfiniteFuture: the welcome (it carries lease_duration_ms)
   };
   v1::SubscribeResponse current_ ABSL_GUARDED_BY(mu_);
   std::deque<Outgoing> queue_ ABSL_GUARDED_BY(mu_);

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/synchronization/mutex.h"
+#include "common/testing/fake_clock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 
@@ -12,14 +13,14 @@ namespace mailroom {
 namespace {
 
 // Serves Subscribe with the real SubscribeReactor: one Subscriber per stream, added to `hub`,
-// named after the request's subscriber_name.
+// named after the request's subscriber_name, on the simulated `clock`.
 class SubscribeOnlyService : public v1::Collector::CallbackService {
  public:
   grpc::ServerWriteReactor<v1::SubscribeResponse>* Subscribe(
       grpc::CallbackServerContext*, const v1::SubscribeRequest* req) override {
     auto sub = std::make_shared<Subscriber>(req->subscriber_name(), req->consumer_group(),
                                             req->subscriber_name(),
-                                            static_cast<int>(req->max_in_flight()));
+                                            static_cast<int>(req->max_in_flight()), &clock);
     auto* reactor = new SubscribeReactor(sub, [this](const std::shared_ptr<Subscriber>& s) {
       hub.Remove(s);
       absl::MutexLock lock(&mu);
@@ -39,6 +40,7 @@ class SubscribeOnlyService : public v1::Collector::CallbackService {
     return mu.AwaitWithTimeout(absl::Condition(&gone), absl::Seconds(10));
   }
 
+  FakeClock clock{absl::FromUnixSeconds(1700000000)};
   Hub hub;
   absl::Mutex mu;
   std::set<std::string> done ABSL_GUARDED_BY(mu);
@@ -60,9 +62,6 @@ v1::SubscribeResponse Batch(std::vector<uint64_t> ids, size_t padding = 0) {
   }
   return b;
 }
-
-// A lease a minute long, from now.
-absl::Time LeaseEnd() { return absl::Now() + absl::Minutes(1); }
 
 class HubTest : public ::testing::Test {
  protected:
@@ -91,6 +90,8 @@ class HubTest : public ::testing::Test {
     streams_.push_back(std::move(s));
     return streams_.back().get();
   }
+  // A lease a minute long, from now.
+  absl::Time LeaseEnd() { return service_.clock.Now() + absl::Minutes(1); }
   std::shared_ptr<Subscriber> Member(const std::string& group, int want_room) {
     auto m = service_.hub.PickMember(group);
     EXPECT_NE(m, nullptr);
@@ -128,17 +129,24 @@ TEST_F(HubTest, DeliveredJobsCountAsInFlightUntilForgotten) {
 TEST_F(HubTest, ABatchCarriesWhatIsLeftOfItsLeasesWhenItIsWritten) {
   Stream* s = Open("a", "g", 10);
   std::shared_ptr<Subscriber> a = Member("g", 10);
-  ASSERT_TRUE(a->Deliver(Batch({1}), absl::Now() + absl::Seconds(10)));
+  FakeClock& clock = service_.clock;
+  ASSERT_TRUE(a->Deliver(Batch({1}), clock.Now() + absl::Seconds(10)));
   v1::SubscribeResponse got;
   ASSERT_TRUE(s->reader->Read(&got));
-  EXPECT_GT(got.lease_ms(), 5000u);
-  EXPECT_LE(got.lease_ms(), 10000u);
+  EXPECT_EQ(got.lease_left_ms(), 10000u);
+  // Leased 4 s before it was written: 6 s are left, read on the subscriber's clock.
+  const absl::Time lease_end = clock.Now() + absl::Seconds(10);
+  clock.Advance(absl::Seconds(4));
+  ASSERT_TRUE(a->Deliver(Batch({3}), lease_end));
+  ASSERT_TRUE(s->reader->Read(&got));
+  EXPECT_EQ(got.jobs(0).job_id(), 3u);
+  EXPECT_EQ(got.lease_left_ms(), 6000u);
   // Leased long before it could be written (a paused collector): it says so, never 0 (which
   // would read as "the whole lease").
-  ASSERT_TRUE(a->Deliver(Batch({2}), absl::Now() - absl::Seconds(5)));
+  ASSERT_TRUE(a->Deliver(Batch({2}), clock.Now() - absl::Seconds(5)));
   ASSERT_TRUE(s->reader->Read(&got));
   EXPECT_EQ(got.jobs(0).job_id(), 2u);
-  EXPECT_EQ(got.lease_ms(), 1u);
+  EXPECT_EQ(got.lease_left_ms(), 1u);
 }
 
 TEST_F(HubTest, TheRecoveryLaneIsCountedApartFromTheWindow) {

@@ -107,7 +107,7 @@ int Serve() {
     if (health != nullptr) SetServing(*health, serving, {"mailroom.v1.Collector"});
   });
   CollectorService service(store.get(), &hub, &dispatcher, &auth, &metrics,
-                           ServiceLimits{c.dispatch.lease, c.max_cost_micros, c.max_in_flight,
+                           ServiceLimits{c.dispatch.lease, c.max_cost_micros, c.max_in_flight_cap,
                                          c.max_streams_per_credential});
   auto budgets = NewPgBudgetStore(c.dispatch.database_url, c.budget, BudgetIsolation{}, c.tx_timeouts);
   service.SetBudgetStore(budgets.get());
@@ -190,7 +190,7 @@ int Serve() {
            {"healthcheck_interval_ms",
             absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.healthcheck_interval))},
            {"lease_ms", absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.lease))},
-           {"max_in_flight", absl::StrCat(c.max_in_flight)},
+           {"max_in_flight_cap", absl::StrCat(c.max_in_flight_cap)},
            {"groups", absl::StrJoin(c.dispatch.groups, ",")},
            {"feedback", c.feedback.address.empty()
                             ? std::string("off")

@@ -134,7 +134,8 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
     }
     // The abuse limits' per-address counters whose newest request left the window (0026);
     // whatever the retention: they are the limits' state, not history.
-    report.address_requests += PruneAll(conn, &report.transactions, stopping, [&](int64_t after) {
+    report.address_requests += PruneAll(conn, &report.transactions, &cursors["address_requests"], stopping,
+                                          [&](int64_t after) {
       return absl::StrCat("SELECT * FROM mailroom_prune_address_requests(", after, ", ",
                           options_.batch, ")");
     });

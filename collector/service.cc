@@ -256,7 +256,7 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
 
   // The collector's cap protects its memory; a subscriber asking for more just gets fewer.
   const int max_in_flight =
-      std::min(static_cast<int>(request->max_in_flight()), limits_.max_in_flight);
+      std::min(static_cast<int>(request->max_in_flight()), limits_.max_in_flight_cap);
   // A subscription that names a budget holder is a sender: the emails of its group are its to
   // deliver, so a group it creates starts from the earliest unexpired token (a deploy that
   // starts the sender before its group exists loses nothing). An observer chooses.
@@ -287,7 +287,7 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   }
   v1::SubscribeResponse welcome;
   welcome.set_subscriber_id(sub->id());
-  welcome.set_lease_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(limits_.lease)));
+  welcome.set_lease_duration_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(limits_.lease)));
   hub_->Add(sub);
   sub->Attach(reactor, std::move(welcome));
   metrics_->Add("mailroom_collector_subscribers", 1, {{"group", sub->group()}});

@@ -19,8 +19,10 @@
 namespace mailroom {
 
 // Limits on request sizes, shared with tests. A Subscribe's max_in_flight beyond the
-// collector's MAILROOM_MAX_IN_FLIGHT (at most kMaxInFlight) is lowered to it.
+// collector's MAILROOM_MAX_IN_FLIGHT_CAP (at most kMaxInFlight) is lowered to it.
 inline constexpr int kMaxInFlight = 100000;
+// MAILROOM_MAX_IN_FLIGHT_CAP's default.
+inline constexpr int kDefaultMaxInFlightCap = 10000;
 inline constexpr int kMaxIdsPerCall = 10000;
 // Reasons longer than this are cut (at a UTF-8 character boundary).
 inline constexpr size_t kMaxReasonBytes = 1000;
@@ -35,7 +37,7 @@ inline constexpr size_t kMaxHolderBytes = 200;
 struct ServiceLimits {
   absl::Duration lease = absl::Seconds(60);  // MAILROOM_LEASE_MS
   int64_t max_cost_micros = 1000000;         // MAILROOM_MAX_COST_MICROS: per SENT outcome
-  int max_in_flight = kMaxInFlight;          // MAILROOM_MAX_IN_FLIGHT: cap of a Subscribe's window
+  int max_in_flight_cap = kDefaultMaxInFlightCap;  // MAILROOM_MAX_IN_FLIGHT_CAP: of a Subscribe's window
   // MAILROOM_MAX_STREAMS_PER_CREDENTIAL: Subscribe streams one credential may hold open at
   // once in this process (a client that leaks streams cannot take the whole queue).
   int max_streams_per_credential = 64;

@@ -45,7 +45,7 @@ class ServiceTest : public ::testing::Test {
     ServiceLimits limits;
     limits.lease = absl::Seconds(30);
     limits.max_cost_micros = 5000;
-    limits.max_in_flight = 50;
+    limits.max_in_flight_cap = 50;
     service_ = std::make_unique<CollectorService>(&store_, &hub_, dispatcher_.get(), auth_.get(),
                                                   &metrics_, limits);
     grpc::ServerBuilder builder;
@@ -139,7 +139,7 @@ TEST_F(ServiceTest, SubscribeValidatesItsArgumentsAndWelcomes) {
   v1::SubscribeResponse welcome;
   ASSERT_TRUE(Subscribe(kSubscriber, "mailroom", kMaxInFlight, &welcome).ok());
   EXPECT_THAT(welcome.subscriber_id(), ::testing::StartsWith("sub-"));
-  EXPECT_EQ(welcome.lease_ms(), 30000u);
+  EXPECT_EQ(welcome.lease_duration_ms(), 30000u);
 }
 
 TEST_F(ServiceTest, ABudgetHolderIsValidatedAndLinksTheSubscription) {

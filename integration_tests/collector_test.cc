@@ -891,7 +891,7 @@ TEST_F(CollectorTest, LegacyTokensStillWorkAndAreFlaggedAsDeprecated) {
 }
 
 TEST_F(CollectorTest, MaxInFlightIsCappedByTheCollector) {
-  int port = StartCollector({{"MAILROOM_MAX_IN_FLIGHT", "5"}});
+  int port = StartCollector({{"MAILROOM_MAX_IN_FLIGHT_CAP", "5"}});
   InsertAccounts(20, "cap");
   TestSubscriber sub(Channel(port), kBearer, "mailroom", 1000);
   ASSERT_EQ(sub.WaitForJobs(5, absl::Seconds(10)), 5u);

@@ -18,14 +18,14 @@ CurlHandlePool::CurlHandlePool(int size) {
   for (auto it = handles_.rbegin(); it != handles_.rend(); ++it) free_.push_back(it->get());
 }
 
-CurlHandlePool::Lease CurlHandlePool::Acquire() {
+CurlHandlePool::Loan CurlHandlePool::Acquire() {
   absl::MutexLock lock(&mu_);
   auto any_free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !free_.empty(); };
   mu_.Await(absl::Condition(&any_free));
   CURL* c = free_.back();
   free_.pop_back();
   curl_easy_reset(c);
-  return Lease(this, c);
+  return Loan(this, c);
 }
 
 void CurlHandlePool::Release(CURL* handle) {

@@ -29,24 +29,24 @@ void CurlGlobalInit();
 // a handle is free and hands it out reset (curl_easy_reset keeps the connection, drops the
 // options of the last transfer). Handles run through a CurlMultiLoop leave their connections
 // in the loop's cache instead; the pool then bounds the transfers, hence the connections, in
-// use at once. Thread-safe; the pool must outlive its leases.
+// use at once. Thread-safe; the pool must outlive its loans.
 class CurlHandlePool {
  public:
   // A handle on loan; returned to the pool when destroyed. Movable, not copyable.
-  class Lease {
+  class Loan {
    public:
-    Lease(Lease&& other) noexcept : pool_(other.pool_), handle_(other.handle_) {
+    Loan(Loan&& other) noexcept : pool_(other.pool_), handle_(other.handle_) {
       other.pool_ = nullptr;
     }
-    Lease& operator=(Lease&&) = delete;
-    ~Lease() {
+    Loan& operator=(Loan&&) = delete;
+    ~Loan() {
       if (pool_ != nullptr) pool_->Release(handle_);
     }
     CURL* get() const { return handle_; }
 
    private:
     friend class CurlHandlePool;
-    Lease(CurlHandlePool* pool, CURL* handle) : pool_(pool), handle_(handle) {}
+    Loan(CurlHandlePool* pool, CURL* handle) : pool_(pool), handle_(handle) {}
     CurlHandlePool* pool_;
     CURL* handle_;
   };
@@ -57,7 +57,7 @@ class CurlHandlePool {
   CurlHandlePool& operator=(const CurlHandlePool&) = delete;
 
   // Blocks until a handle is free.
-  Lease Acquire();
+  Loan Acquire();
   int size() const { return static_cast<int>(handles_.size()); }
   // Handles on loan now (for tests and metrics).
   int in_use() const;

@@ -31,7 +31,7 @@ TEST(CurlHandlePoolTest, HandsOutAtMostSizeHandlesAndReusesThem) {
 
 TEST(CurlHandlePoolTest, AcquireWaitsForARelease) {
   CurlHandlePool pool(1);
-  auto held = std::make_unique<CurlHandlePool::Lease>(pool.Acquire());
+  auto held = std::make_unique<CurlHandlePool::Loan>(pool.Acquire());
   CURL* first = held->get();
   std::promise<void> started;
   auto waiter = std::async(std::launch::async, [&] {
@@ -46,11 +46,11 @@ TEST(CurlHandlePoolTest, AcquireWaitsForARelease) {
   EXPECT_EQ(pool.in_use(), 0);
 }
 
-TEST(CurlHandlePoolTest, AMovedLeaseReturnsItsHandleOnce) {
+TEST(CurlHandlePoolTest, AMovedLoanReturnsItsHandleOnce) {
   CurlHandlePool pool(1);
   {
     auto a = pool.Acquire();
-    CurlHandlePool::Lease b(std::move(a));
+    CurlHandlePool::Loan b(std::move(a));
     EXPECT_EQ(pool.in_use(), 1);
   }
   EXPECT_EQ(pool.in_use(), 0);

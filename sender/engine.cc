@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "common/utf8.h"
 #include "sender/retry.h"
 
 namespace mailroom {
@@ -26,10 +25,10 @@ const char* ActionName(v1::Action a) {
 }  // namespace
 
 Engine::Engine(EngineOptions options, RenderFunction render, Transport* transport,
-               Pacer* pacer, RetryDecider retry, std::function<void(v1::JobOutcome)> report,
-               Metrics* metrics, Clock* clock)
+               Pacer* pacer, RetryDecider retry, LeaseHolder* leases, Metrics* metrics,
+               Clock* clock)
     : opt_(options), render_(std::move(render)), transport_(transport), pacer_(pacer),
-      retry_(std::move(retry)), report_(std::move(report)), metrics_(metrics), clock_(clock) {
+      retry_(std::move(retry)), leases_(leases), metrics_(metrics), clock_(clock) {
   metrics_->DescribeHistogram("mailroom_sender_send_duration_seconds",
                               "Transport sends (any result), by transport.", kCallDurationBuckets);
   metrics_->DescribeHistogram("mailroom_sender_commit_to_sent_seconds",
@@ -43,17 +42,18 @@ Engine::Key Engine::KeyOf(const v1::Job& j) {
   return {j.action() == v1::ACTION_PASSWORD_RECOVERY ? 0 : 1, j.expires_at(), j.job_id()};
 }
 
-void Engine::Submit(std::vector<v1::Job> jobs) {
+void Engine::Submit(std::vector<LeasedJob> jobs) {
   absl::MutexLock lock(&mu_);
   for (auto& j : jobs) {
-    if (!held_.insert(j.job_id()).second) continue;
+    const uint64_t id = j.job.job_id();
+    if (!held_.insert(id).second) continue;
     if (draining_) {
       // Arrived during shutdown: hand it straight back.
-      held_.erase(j.job_id());
-      Report(j.job_id(), v1::OUTCOME_DEFER, "sender shutting down");
+      held_.erase(id);
+      leases_->Report(OutcomeReport::Defer(id, "sender shutting down"));
       continue;
     }
-    Key k = KeyOf(j);
+    Key k = KeyOf(j.job);
     queue_.emplace(k, std::move(j));
   }
   metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
@@ -68,8 +68,8 @@ void Engine::Drop(const std::vector<uint64_t>& ids) {
   absl::flat_hash_set<uint64_t> drop(ids.begin(), ids.end());
   absl::MutexLock lock(&mu_);
   for (auto it = queue_.begin(); it != queue_.end();) {
-    if (drop.count(it->second.job_id()) > 0) {
-      held_.erase(it->second.job_id());
+    if (drop.count(it->second.job.job_id()) > 0) {
+      held_.erase(it->second.job.job_id());
       it = queue_.erase(it);
     } else {
       ++it;
@@ -78,19 +78,19 @@ void Engine::Drop(const std::vector<uint64_t>& ids) {
   metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
 }
 
-LeaseState Engine::Lease(const v1::Job& job, absl::Duration* send_window) {
+LeaseState Engine::CheckLease(const LeasedJob& job, absl::Duration* send_window) {
   *send_window = absl::InfiniteDuration();
-  LeaseState state = opt_.lease ? opt_.lease(job.job_id(), send_window) : LeaseState::kOwned;
+  LeaseState state = leases_->Check(job, send_window);
   if (state == LeaseState::kLost) {
     metrics_->Add("mailroom_sender_lost_leases_total", 1);
-    LogWarn("lease lost; not sending", {{"job", absl::StrCat(job.job_id())}});
+    LogWarn("lease lost; not sending", {{"job", absl::StrCat(job.job.job_id())}});
   }
   return state;
 }
 
-void Engine::Requeue(v1::Job job) {
+void Engine::Requeue(LeasedJob job) {
   absl::MutexLock lock(&mu_);
-  Key k = KeyOf(job);
+  Key k = KeyOf(job.job);
   queue_.emplace(k, std::move(job));
 }
 
@@ -126,30 +126,15 @@ void Engine::DeferQueued(absl::Duration retry_after, const std::string& why) {
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [k, j] : queue_) {
-      ids.push_back(j.job_id());
-      held_.erase(j.job_id());
+      ids.push_back(j.job.job_id());
+      held_.erase(j.job.job_id());
     }
     queue_.clear();
   }
-  for (uint64_t id : ids) Report(id, v1::OUTCOME_DEFER, why, retry_after);
+  for (uint64_t id : ids) leases_->Report(OutcomeReport::Defer(id, why, retry_after));
   if (!ids.empty()) {
     LogInfo("jobs handed back", {{"count", absl::StrCat(ids.size())}, {"reason", why}});
   }
-}
-
-void Engine::Report(uint64_t id, v1::Outcome outcome, const std::string& reason,
-                    absl::Duration retry_after, int64_t cost, bool suppress_recipient,
-                    const std::string& provider_message_id) {
-  v1::JobOutcome o;
-  o.set_job_id(id);
-  o.set_outcome(outcome);
-  o.set_reason(SanitizeUtf8(reason, 1000));
-  o.set_retry_after_ms(static_cast<uint32_t>(
-      std::clamp<int64_t>(absl::ToInt64Milliseconds(retry_after), 0, 31LL * 24 * 3600 * 1000)));
-  o.set_cost_micros(cost);
-  o.set_suppress_recipient(suppress_recipient && outcome == v1::OUTCOME_FAILED);
-  if (outcome == v1::OUTCOME_SENT) o.set_provider_message_id(provider_message_id);
-  report_(std::move(o));
 }
 
 void Engine::Work() {
@@ -180,7 +165,7 @@ void Engine::Work() {
     // worker sits on a job while waiting. Read the clock after the pacer: its answer is never
     // later than "now" when sending is allowed, so this order cannot mistake an open slot for
     // a wait.
-    v1::Job job;
+    LeasedJob job;
     int64_t cost = -1;
     absl::Duration pace_wait = absl::ZeroDuration();
     absl::Duration budget_wait = absl::ZeroDuration();
@@ -188,8 +173,8 @@ void Engine::Work() {
       absl::MutexLock lock(&mu_);
       if (queue_.empty() || draining_) continue;
       auto head = queue_.begin();
-      if (!Expiring(head->second)) {
-        const SendClass c = ClassOf(head->second);
+      if (!Expiring(head->second.job)) {
+        const SendClass c = ClassOf(head->second.job);
         absl::Time next = pacer_->NextSendTime(c);
         absl::Time now = clock_->Now();
         if (next <= now) {
@@ -227,8 +212,8 @@ void Engine::Work() {
       continue;
     }
     absl::Duration send_window;
-    const LeaseState lease = Lease(job, &send_window);
-    if (lease != LeaseState::kOwned && cost >= 0) pacer_->Refund(ClassOf(job));
+    const LeaseState lease = CheckLease(job, &send_window);
+    if (lease != LeaseState::kOwned && cost >= 0) pacer_->Refund(ClassOf(job.job));
     if (lease == LeaseState::kWait) {
       // Outcomes cannot be reported now: sending would risk a duplicate once the lease runs
       // out. Keep the job and look again shortly.
@@ -239,7 +224,7 @@ void Engine::Work() {
     }
     if (lease == LeaseState::kOwned && Deliver(job, cost, send_window)) continue;  // still held
     absl::MutexLock lock(&mu_);
-    held_.erase(job.job_id());
+    held_.erase(job.job.job_id());
   }
 }
 
@@ -247,7 +232,8 @@ bool Engine::Expiring(const v1::Job& job) const {
   return absl::FromUnixSeconds(job.expires_at()) - opt_.expiry_margin <= clock_->Now();
 }
 
-bool Engine::Deliver(const v1::Job& job, int64_t cost, absl::Duration send_window) {
+bool Engine::Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_window) {
+  const v1::Job& job = leased.job;
   const std::string action = ActionName(job.action());
   const std::string id = absl::StrCat(job.job_id());
   // What is not sent is not charged (a failed or rejected send either, below; a send that may
@@ -259,7 +245,8 @@ bool Engine::Deliver(const v1::Job& job, int64_t cost, absl::Duration send_windo
     refund();
     metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "expired"}});
     LogInfo("job expired before delivery", {{"job", id}, {"action", action}});
-    Report(job.job_id(), v1::OUTCOME_EXPIRED, "token expires before it can be delivered");
+    leases_->Report(
+        OutcomeReport::Expired(job.job_id(), "token expires before it can be delivered"));
     return false;
   }
   auto email = render_(job);
@@ -272,7 +259,7 @@ bool Engine::Deliver(const v1::Job& job, int64_t cost, absl::Duration send_windo
     metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "failed"}});
     metrics_->Add("mailroom_sender_failures_total", 1, {{"reason", "render"}});
     LogWarn("job cannot be rendered", {{"job", id}, {"error", std::string(email.status().message())}});
-    Report(job.job_id(), v1::OUTCOME_FAILED, std::string(email.status().message()));
+    leases_->Report(OutcomeReport::Failed(job.job_id(), std::string(email.status().message())));
     return false;
   }
   Breaker::Ticket ticket;
@@ -280,9 +267,9 @@ bool Engine::Deliver(const v1::Job& job, int64_t cost, absl::Duration send_windo
     ticket = opt_.breaker->Admit();
     if (ticket.decision == Breaker::Decision::kHold) {
       refund();
-      Report(job.job_id(), v1::OUTCOME_DEFER,
-             absl::StrCat("held: provider unavailable: ", opt_.breaker->reason()),
-             std::max(opt_.breaker->NextProbe() - clock_->Now(), absl::Milliseconds(500)));
+      leases_->Report(OutcomeReport::Defer(
+          job.job_id(), absl::StrCat("held: provider unavailable: ", opt_.breaker->reason()),
+          std::max(opt_.breaker->NextProbe() - clock_->Now(), absl::Milliseconds(500))));
       return false;
     }
   }
@@ -301,9 +288,8 @@ bool Engine::Deliver(const v1::Job& job, int64_t cost, absl::Duration send_windo
                                                                          job.created_at()))),
                       {{"action", action}});
     LogInfo("sent", {{"job", id}, {"action", action}, {"transport", transport_->Name()},
-                     {"attempt", absl::StrCat(job.failures() + 1)}});
-    Report(job.job_id(), v1::OUTCOME_SENT, "", absl::ZeroDuration(), cost, false,
-           sent->feedback_id);
+                     {"try", absl::StrCat(job.failures() + 1)}});
+    leases_->Report(OutcomeReport::Sent(job.job_id(), cost, sent->feedback_id));
     return false;
   }
   const absl::Status& err = sent.status();
@@ -324,23 +310,24 @@ bool Engine::Deliver(const v1::Job& job, int64_t cost, absl::Duration send_windo
       LogWarn("send may have reached the provider; charged, will retry once",
               {{"job", id}, {"error", reason},
                {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(*delay))}});
-      Report(job.job_id(), v1::OUTCOME_RETRY, reason, *delay);
+      leases_->Report(OutcomeReport::Retry(job.job_id(), reason, *delay));
       return false;
     }
     metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "sent"}});
     metrics_->Add("mailroom_sender_unconfirmed_total", 1);
     LogWarn("send may have reached the provider; counted as sent, not retried again",
             {{"job", id}, {"action", action}, {"error", reason},
-             {"attempt", absl::StrCat(failures)}});
-    Report(job.job_id(), v1::OUTCOME_SENT, "", absl::ZeroDuration(), std::max<int64_t>(cost, 0));
+             {"try", absl::StrCat(failures)}});
+    leases_->Report(OutcomeReport::Sent(job.job_id(), std::max<int64_t>(cost, 0), ""));
     return false;
   }
   refund();  // a rejected or failed send is not charged
   if (opt_.breaker != nullptr && IsProviderError(err)) {
     // Not this job's fault: hand it back uncounted until the provider answers again.
     metrics_->Add("mailroom_sender_held_total", 1);
-    Report(job.job_id(), v1::OUTCOME_DEFER, absl::StrCat("held: provider unavailable: ", reason),
-           std::max(opt_.breaker->NextProbe() - clock_->Now(), absl::Milliseconds(500)));
+    leases_->Report(OutcomeReport::Defer(
+        job.job_id(), absl::StrCat("held: provider unavailable: ", reason),
+        std::max(opt_.breaker->NextProbe() - clock_->Now(), absl::Milliseconds(500))));
     return false;
   }
   std::optional<absl::Duration> delay;
@@ -350,7 +337,7 @@ bool Engine::Deliver(const v1::Job& job, int64_t cost, absl::Duration send_windo
     LogWarn("send failed; will retry", {{"job", id}, {"error", reason},
                                         {"failures", absl::StrCat(failures)},
                                         {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(*delay))}});
-    Report(job.job_id(), v1::OUTCOME_RETRY, reason, *delay);
+    leases_->Report(OutcomeReport::Retry(job.job_id(), reason, *delay));
     return false;
   }
   const std::string final_reason =
@@ -363,7 +350,7 @@ bool Engine::Deliver(const v1::Job& job, int64_t cost, absl::Duration send_windo
   const bool suppress = IsRecipientRejected(err);
   LogWarn("send failed permanently", {{"job", id}, {"error", final_reason},
                                       {"suppress_recipient", suppress ? "true" : "false"}});
-  Report(job.job_id(), v1::OUTCOME_FAILED, final_reason, absl::ZeroDuration(), 0, suppress);
+  leases_->Report(OutcomeReport::Failed(job.job_id(), final_reason, suppress));
   return false;
 }
 

@@ -19,7 +19,7 @@
 #include "common/metrics.h"
 #include "proto/mailroom/v1/mailroom.pb.h"
 #include "sender/breaker.h"
-#include "sender/lease_state.h"
+#include "sender/leased_job.h"
 #include "sender/pacer.h"
 #include "sender/transport.h"
 
@@ -39,13 +39,6 @@ struct EngineOptions {
   int workers = 1;                                         // parallel sends
   absl::Duration expiry_margin = absl::Seconds(30);        // not worth sending this close to expiry
   absl::Duration max_budget_wait = absl::Seconds(30);      // longer waits hand jobs back (DEFER)
-  // Whether the job's lease is still ours (Subscription::Check). kLost: neither sent nor
-  // reported (the collector has handed it, or will hand it, to another member). kWait: ours,
-  // but outcomes cannot be reported right now (the collector does not answer): keep it and
-  // do not send it until they can. With kOwned it sets `*send_window`: how long a send may
-  // take and still be reported before the lease could run out; the attempt's timeout is
-  // capped by it (OutgoingEmail::timeout). Unset: always kOwned, no cap.
-  std::function<LeaseState(uint64_t job_id, absl::Duration* send_window)> lease;
   // Optional. While it is open, jobs are handed back (DEFER: not failed, not counted, not
   // charged) except its probes; provider errors (IsProviderError) feed it.
   Breaker* breaker = nullptr;
@@ -65,19 +58,26 @@ struct EngineOptions {
 // priority order and none is held back by a worker waiting for the pace. Every time decision (pace, expiry, breaker
 // probes) and every wait goes through `clock`, so tests run it on simulated time
 // (common/testing/fake_clock.h); waits end early when Drain() begins. Thread-safe.
-class Engine {
+//
+// Before sending a job it asks `leases` (borrowed) whether the job's lease is still ours:
+// kLost, neither sent nor reported (the collector has handed it, or will hand it, to another
+// member); kWait, ours but outcomes cannot be reported right now (the collector does not
+// answer): kept, and not sent until they can. With kOwned it also says how long a send may
+// take and still be reported before the lease could run out: the attempt's timeout is capped
+// by it (OutgoingEmail::timeout). Every outcome goes to `leases` too.
+class Engine : public JobSink {
  public:
   Engine(EngineOptions options, RenderFunction render, Transport* transport, Pacer* pacer,
-         RetryDecider retry, std::function<void(v1::JobOutcome)> report, Metrics* metrics,
+         RetryDecider retry, LeaseHolder* leases, Metrics* metrics,
          Clock* clock = RealClock::Get());
-  ~Engine();
+  ~Engine() override;
 
   // Adds jobs (a job already held is ignored: the collector re-sent it after a reconnect).
-  void Submit(std::vector<v1::Job> jobs);
+  void Submit(std::vector<LeasedJob> jobs) override;
   // Ids of jobs held (queued or being sent).
   std::vector<uint64_t> Held() const;
   // Forgets queued jobs whose lease was lost (a job being sent is past saving).
-  void Drop(const std::vector<uint64_t>& ids);
+  void Drop(const std::vector<uint64_t>& ids) override;
   // Starts the workers.
   void Start();
   // Graceful stop: no new sends; waits for sends in progress; hands queued jobs back (DEFER 0).
@@ -94,17 +94,13 @@ class Engine {
   // job is too close to expiry) and reports its outcome; true when it put the job back in the
   // queue instead. The slot's money is refunded whenever nothing can have been sent. The
   // attempt's timeout is at most `send_window`.
-  bool Deliver(const v1::Job& job, int64_t cost, absl::Duration send_window);
+  bool Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_window);
   // Too close to expiry to be worth sending (expiry_margin).
   bool Expiring(const v1::Job& job) const;
   // The job's lease state (kLost is logged and counted) and, when owned, its send window.
-  LeaseState Lease(const v1::Job& job, absl::Duration* send_window);
+  LeaseState CheckLease(const LeasedJob& job, absl::Duration* send_window);
   // Puts a job back in the queue (still held).
-  void Requeue(v1::Job job);
-  // `suppress_recipient`: only with FAILED, the transport rejected the address permanently.
-  void Report(uint64_t id, v1::Outcome outcome, const std::string& reason,
-              absl::Duration retry_after = absl::ZeroDuration(), int64_t cost = 0,
-              bool suppress_recipient = false, const std::string& provider_message_id = "");
+  void Requeue(LeasedJob job);
   void DeferQueued(absl::Duration retry_after, const std::string& why);
   // Waits `d` on the clock, or less when Drain() begins.
   void Pause(absl::Duration d);
@@ -114,12 +110,12 @@ class Engine {
   Transport* const transport_;
   Pacer* const pacer_;
   RetryDecider retry_;
-  std::function<void(v1::JobOutcome)> report_;
+  LeaseHolder* const leases_;
   Metrics* const metrics_;
   Clock* const clock_;
 
   mutable absl::Mutex mu_;
-  std::map<Key, v1::Job> queue_ ABSL_GUARDED_BY(mu_);
+  std::map<Key, LeasedJob> queue_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> held_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;

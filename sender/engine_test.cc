@@ -100,6 +100,30 @@ class GatePacer : public Pacer {
   std::vector<SendClass> classes_ ABSL_GUARDED_BY(mu_);
 };
 
+// Holds every lease the engine asks about (unless `check` says otherwise) and records the
+// outcomes it reports, in their wire form.
+class RecordingLeaseHolder : public LeaseHolder {
+ public:
+  LeaseState Check(const LeasedJob& job, absl::Duration* send_window) override {
+    return check ? check(job.job.job_id(), send_window) : LeaseState::kOwned;
+  }
+  void Report(OutcomeReport outcome) override {
+    absl::MutexLock lock(&mu_);
+    outcomes_.push_back(outcome.ToProto());
+  }
+  std::vector<v1::JobOutcome> outcomes() {
+    absl::MutexLock lock(&mu_);
+    return outcomes_;
+  }
+
+  // Set before the engine starts; unset: every lease owned, no send window.
+  std::function<LeaseState(uint64_t job_id, absl::Duration* send_window)> check;
+
+ private:
+  absl::Mutex mu_;
+  std::vector<v1::JobOutcome> outcomes_ ABSL_GUARDED_BY(mu_);
+};
+
 class EngineTest : public ::testing::Test {
  protected:
   EngineTest() : clock_(kStart) {}
@@ -122,11 +146,7 @@ class EngineTest : public ::testing::Test {
           if (failures >= 3) return std::nullopt;
           return absl::Seconds(10) * failures;
         },
-        [this](v1::JobOutcome o) {
-          absl::MutexLock lock(&mu_);
-          outcomes_.push_back(std::move(o));
-        },
-        &metrics_, &clock_);
+        &leases_, &metrics_, &clock_);
     workers_ = std::max(1, options.workers);
     engine_->Start();
   }
@@ -155,24 +175,23 @@ class EngineTest : public ::testing::Test {
   // time moves.
   void Settle() { ASSERT_TRUE(Eventually([&] { return clock_.waiting() >= workers_; })); }
   bool SendsReach(size_t n) { return Eventually([&] { return transport_.sends() >= n; }); }
-  size_t OutcomeCount() {
-    absl::MutexLock lock(&mu_);
-    return outcomes_.size();
+  // Hands `jobs` to the engine, each under a lease of its own.
+  void Submit(std::vector<v1::Job> jobs) {
+    std::vector<LeasedJob> leased;
+    for (v1::Job& j : jobs) leased.push_back(LeasedJob{std::move(j), LeaseRef{"sub-1", 1}});
+    engine_->Submit(std::move(leased));
   }
-  std::vector<v1::JobOutcome> Outcomes() {
-    absl::MutexLock lock(&mu_);
-    return outcomes_;
-  }
+  size_t OutcomeCount() { return leases_.outcomes().size(); }
+  std::vector<v1::JobOutcome> Outcomes() { return leases_.outcomes(); }
   bool OutcomesReach(size_t n) { return Eventually([&] { return OutcomeCount() >= n; }); }
 
   FakeClock clock_;
   Metrics metrics_;
   FakeTransport transport_;
   std::unique_ptr<Budget> budget_;
+  RecordingLeaseHolder leases_;
   std::unique_ptr<Engine> engine_;
   int workers_ = 1;
-  absl::Mutex mu_;
-  std::vector<v1::JobOutcome> outcomes_ ABSL_GUARDED_BY(mu_);
 };
 
 BudgetConfig OnePerSecond() {
@@ -183,7 +202,7 @@ BudgetConfig OnePerSecond() {
 
 TEST_F(EngineTest, SendsAtThePaceOnSimulatedTime) {
   Start(OnePerSecond());
-  engine_->Submit({Job(1), Job(2), Job(3)});
+  Submit({Job(1), Job(2), Job(3)});
   ASSERT_TRUE(SendsReach(1));  // the bucket starts full: one goes at once
   Settle();
   EXPECT_EQ(transport_.sends(), 1u);
@@ -206,9 +225,9 @@ TEST_F(EngineTest, SendsAtThePaceOnSimulatedTime) {
 TEST_F(EngineTest, TagsTheEmailAndReportsTheProvidersMessageId) {
   Start(BudgetConfig{});
   transport_.Script({absl::InvalidArgumentError("ses 400 MessageRejected")});
-  engine_->Submit({Job(7, v1::ACTION_PASSWORD_RECOVERY)});
+  Submit({Job(7, v1::ACTION_PASSWORD_RECOVERY)});
   ASSERT_TRUE(OutcomesReach(1));
-  engine_->Submit({Job(8)});
+  Submit({Job(8)});
   ASSERT_TRUE(OutcomesReach(2));
   const std::vector<v1::JobOutcome> o = Outcomes();
   EXPECT_EQ(o[0].outcome(), v1::OUTCOME_FAILED);
@@ -224,10 +243,10 @@ TEST_F(EngineTest, TagsTheEmailAndReportsTheProvidersMessageId) {
 TEST_F(EngineTest, RecoveryFirstThenEarliestExpiry) {
   Start(OnePerSecond());
   // The first job takes the only slot; the rest queue up and are taken in priority order.
-  engine_->Submit({Job(1)});
+  Submit({Job(1)});
   ASSERT_TRUE(SendsReach(1));
   Settle();
-  engine_->Submit({Job(2, v1::ACTION_ACTIVATION, absl::Hours(2)),
+  Submit({Job(2, v1::ACTION_ACTIVATION, absl::Hours(2)),
                    Job(3, v1::ACTION_ACTIVATION, absl::Hours(1)),
                    Job(4, v1::ACTION_PASSWORD_RECOVERY, absl::Hours(3))});
   for (size_t n = 2; n <= 4; ++n) {
@@ -248,10 +267,10 @@ TEST_F(EngineTest, SeveralWorkersSendInPriorityOrderOneJobPerSlot) {
   EngineOptions o;
   o.workers = 4;
   Start(BudgetConfig{}, o, &pacer);
-  engine_->Submit({Job(1), Job(2), Job(3), Job(4), Job(5)});
+  Submit({Job(1), Job(2), Job(3), Job(4), Job(5)});
   Settle();
   EXPECT_EQ(engine_->queued(), 5u) << "a worker holds a job without a slot";
-  engine_->Submit({Job(10, v1::ACTION_PASSWORD_RECOVERY), Job(11, v1::ACTION_PASSWORD_RECOVERY)});
+  Submit({Job(10, v1::ACTION_PASSWORD_RECOVERY), Job(11, v1::ACTION_PASSWORD_RECOVERY)});
   for (size_t n = 1; n <= 7; ++n) {
     pacer.Open(1);
     clock_.Advance(absl::Milliseconds(2));
@@ -282,12 +301,12 @@ TEST_F(EngineTest, EachRecoveryIsTheNextSendWithEightWorkers) {
   Start(OnePerSecond(), o);
   std::vector<v1::Job> backlog;
   for (uint64_t id = 1; id <= 100; ++id) backlog.push_back(Job(id));
-  engine_->Submit(std::move(backlog));
+  Submit(std::move(backlog));
   ASSERT_TRUE(SendsReach(1));
   for (uint64_t r = 1000; r < 1005; ++r) {
     Settle();
     const size_t before = transport_.sends();
-    engine_->Submit({Job(r, v1::ACTION_PASSWORD_RECOVERY)});
+    Submit({Job(r, v1::ACTION_PASSWORD_RECOVERY)});
     clock_.Advance(absl::Milliseconds(1100));
     ASSERT_TRUE(SendsReach(before + 1));
     Settle();
@@ -304,10 +323,10 @@ TEST_F(EngineTest, AnExpiringJobNeitherWaitsForNorTakesASlot) {
   EngineOptions o;
   o.expiry_margin = absl::Seconds(30);
   Start(OnePerSecond(), o);
-  engine_->Submit({Job(1)});
+  Submit({Job(1)});
   ASSERT_TRUE(SendsReach(1));
   Settle();
-  engine_->Submit({Job(2, v1::ACTION_ACTIVATION, absl::Seconds(20)), Job(3)});
+  Submit({Job(2, v1::ACTION_ACTIVATION, absl::Seconds(20)), Job(3)});
   ASSERT_TRUE(OutcomesReach(2));  // no simulated time has passed
   Settle();
   EXPECT_EQ(Outcomes()[1].job_id(), 2u);
@@ -321,7 +340,7 @@ TEST_F(EngineTest, AJobTooCloseToExpiryIsExpiredNotSent) {
   EngineOptions o;
   o.expiry_margin = absl::Seconds(30);
   Start(BudgetConfig{}, o);
-  engine_->Submit({Job(1, v1::ACTION_ACTIVATION, absl::Seconds(20)), Job(2)});
+  Submit({Job(1, v1::ACTION_ACTIVATION, absl::Seconds(20)), Job(2)});
   ASSERT_TRUE(OutcomesReach(2));
   auto out = Outcomes();
   std::map<uint64_t, v1::Outcome> by_id;
@@ -337,7 +356,7 @@ TEST_F(EngineTest, SpentBudgetHandsJobsBackUntilTheMoneyComesBack) {
   b.price_per_1000 = 0.10;
   b.burst = 2;
   Start(b);
-  engine_->Submit({Job(1), Job(2), Job(3)});
+  Submit({Job(1), Job(2), Job(3)});
   ASSERT_TRUE(OutcomesReach(3));
   Settle();
   auto out = Outcomes();
@@ -363,9 +382,9 @@ TEST_F(EngineTest, RetryableFailuresRetryPermanentOnesFail) {
   Start(BudgetConfig{});
   transport_.Script({absl::UnavailableError("smtp RCPT: 451 try later"),
                      absl::InvalidArgumentError("smtp RCPT: 550 user unknown")});
-  engine_->Submit({Job(1)});
+  Submit({Job(1)});
   ASSERT_TRUE(OutcomesReach(1));
-  engine_->Submit({Job(2)});
+  Submit({Job(2)});
   ASSERT_TRUE(OutcomesReach(2));
   auto out = Outcomes();
   EXPECT_EQ(out[0].outcome(), v1::OUTCOME_RETRY);
@@ -381,9 +400,9 @@ TEST_F(EngineTest, APermanentlyRejectedAddressIsFailedWithSuppressRecipient) {
   Start(BudgetConfig{});
   transport_.Script({RecipientRejected("smtp RCPT: 550 5.1.1 <x@example.test>: user unknown"),
                      absl::InvalidArgumentError("smtp DATA: 554 5.7.1 spam")});
-  engine_->Submit({Job(1)});
+  Submit({Job(1)});
   ASSERT_TRUE(OutcomesReach(1));
-  engine_->Submit({Job(2)});
+  Submit({Job(2)});
   ASSERT_TRUE(OutcomesReach(2));
   auto out = Outcomes();
   EXPECT_EQ(out[0].outcome(), v1::OUTCOME_FAILED);
@@ -399,7 +418,7 @@ TEST_F(EngineTest, GivesUpWhenTheRetryPolicySaysSo) {
   transport_.Script({absl::UnavailableError("451 busy")});
   v1::Job j = Job(1);
   j.set_failures(2);  // this is the third failure
-  engine_->Submit({j});
+  Submit({j});
   ASSERT_TRUE(OutcomesReach(1));
   EXPECT_EQ(Outcomes()[0].outcome(), v1::OUTCOME_FAILED);
   EXPECT_EQ(Outcomes()[0].reason(), "gave up after 3 attempts: 451 busy");
@@ -415,11 +434,11 @@ TEST_F(EngineTest, AnAmbiguousSendIsChargedAndRetriedOnceThenCountedAsSent) {
   b.price_per_1000 = 0.10;
   Start(b);
   transport_.Script({Ambiguous(), Ambiguous()});
-  engine_->Submit({Job(1)});  // first failure: one retry, the slot stays charged
+  Submit({Job(1)});  // first failure: one retry, the slot stays charged
   ASSERT_TRUE(OutcomesReach(1));
   v1::Job again = Job(2);
   again.set_failures(1);  // it failed before: a second ambiguous send is not retried
-  engine_->Submit({again});
+  Submit({again});
   ASSERT_TRUE(OutcomesReach(2));
   auto out = Outcomes();
   EXPECT_EQ(out[0].outcome(), v1::OUTCOME_RETRY);
@@ -442,7 +461,7 @@ TEST_F(EngineTest, AnAmbiguousTimeoutIsChargedEvenWhileTheProviderLooksDown) {
   b.price_per_1000 = 0.10;
   Start(b, o);
   transport_.Script({Ambiguous()});
-  engine_->Submit({Job(1)});
+  Submit({Job(1)});
   ASSERT_TRUE(OutcomesReach(1));
   EXPECT_TRUE(breaker.open());
   // Not handed back uncounted and refunded like an outage's failure: counted and charged.
@@ -452,15 +471,14 @@ TEST_F(EngineTest, AnAmbiguousTimeoutIsChargedEvenWhileTheProviderLooksDown) {
 }
 
 TEST_F(EngineTest, AnAttemptNeverOutlastsTheLease) {
-  EngineOptions o;
-  o.lease = [](uint64_t id, absl::Duration* window) {
+  leases_.check = [](uint64_t id, absl::Duration* window) {
     *window = absl::Seconds(id);  // job N's lease leaves N s for the send
     return LeaseState::kOwned;
   };
-  Start(BudgetConfig{}, o);
-  engine_->Submit({Job(7)});
+  Start(BudgetConfig{});
+  Submit({Job(7)});
   ASSERT_TRUE(OutcomesReach(1));
-  engine_->Submit({Job(40)});
+  Submit({Job(40)});
   ASSERT_TRUE(OutcomesReach(2));
   EXPECT_EQ(transport_.timeouts(),
             (std::vector<absl::Duration>{absl::Seconds(7), absl::Seconds(40)}));
@@ -470,7 +488,7 @@ TEST_F(EngineTest, UnrenderableJobFailsUnpaid) {
   Start(BudgetConfig{});
   v1::Job j = Job(1);
   j.set_email("unrenderable");
-  engine_->Submit({j});
+  Submit({j});
   ASSERT_TRUE(OutcomesReach(1));
   EXPECT_EQ(Outcomes()[0].outcome(), v1::OUTCOME_FAILED);
   EXPECT_EQ(transport_.sends(), 0u);
@@ -483,13 +501,13 @@ TEST_F(EngineTest, ProviderOutageHoldsJobsAndProbesOnSimulatedTime) {
   o.breaker = &breaker;
   Start(BudgetConfig{}, o);
   transport_.Script({ProviderError("smtp AUTH: 535 credentials invalid")});
-  engine_->Submit({Job(1)});
+  Submit({Job(1)});
   ASSERT_TRUE(OutcomesReach(1));
   EXPECT_TRUE(breaker.open());
   EXPECT_EQ(Outcomes()[0].outcome(), v1::OUTCOME_DEFER);
   EXPECT_TRUE(absl::StartsWith(Outcomes()[0].reason(), "held: provider unavailable: "));
   // While open, queued jobs go back to PostgreSQL until the probe is due.
-  engine_->Submit({Job(2)});
+  Submit({Job(2)});
   ASSERT_TRUE(OutcomesReach(2));
   EXPECT_EQ(Outcomes()[1].outcome(), v1::OUTCOME_DEFER);
   EXPECT_EQ(Outcomes()[1].retry_after_ms(), 1000u);
@@ -497,19 +515,18 @@ TEST_F(EngineTest, ProviderOutageHoldsJobsAndProbesOnSimulatedTime) {
   EXPECT_EQ(transport_.sends(), 1u);
   // One simulated second later a job is the probe; it gets through and closes the breaker.
   clock_.Advance(absl::Seconds(1));
-  engine_->Submit({Job(3)});
+  Submit({Job(3)});
   ASSERT_TRUE(OutcomesReach(3));
   EXPECT_EQ(Outcomes()[2].outcome(), v1::OUTCOME_SENT);
   EXPECT_FALSE(breaker.open());
 }
 
 TEST_F(EngineTest, LostLeaseIsNeitherSentNorReported) {
-  EngineOptions o;
-  o.lease = [](uint64_t id, absl::Duration*) {
+  leases_.check = [](uint64_t id, absl::Duration*) {
     return id == 1 ? LeaseState::kLost : LeaseState::kOwned;
   };
-  Start(BudgetConfig{}, o);
-  engine_->Submit({Job(1), Job(2)});
+  Start(BudgetConfig{});
+  Submit({Job(1), Job(2)});
   ASSERT_TRUE(OutcomesReach(1));
   Settle();
   EXPECT_EQ(Outcomes().size(), 1u);
@@ -522,7 +539,7 @@ TEST_F(EngineTest, DrainHandsQueuedJobsBackAtOnce) {
   BudgetConfig b;
   b.provider_rate = 0.05;  // one now, the next in 20 s
   Start(b);
-  engine_->Submit({Job(1), Job(2), Job(3)});
+  Submit({Job(1), Job(2), Job(3)});
   ASSERT_TRUE(SendsReach(1));
   Settle();
   engine_->Drain();  // no simulated time passes: the pace wait must not hold it up
@@ -538,7 +555,7 @@ TEST_F(EngineTest, DrainHandsQueuedJobsBackAtOnce) {
   }
   EXPECT_EQ(deferred, 2);
   // A job arriving after the drain goes straight back.
-  engine_->Submit({Job(4)});
+  Submit({Job(4)});
   EXPECT_EQ(Outcomes().size(), 4u);
   EXPECT_EQ(Outcomes().back().outcome(), v1::OUTCOME_DEFER);
 }

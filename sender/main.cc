@@ -133,16 +133,6 @@ int Run() {
   GrantPacer budget(gpo, &budget_client, caps, RealClock::Get());
   DescribeSenderMetrics(metrics);
 
-  Subscription* subscription = nullptr;
-  EngineOptions eo;
-  eo.workers = (*transport)->Concurrency();
-  eo.expiry_margin = c.expiry_margin;
-  eo.lease = [&](uint64_t id, absl::Duration* window) { return subscription->Check(id, window); };
-  eo.breaker = &breaker;
-  Engine engine(
-      eo, [&](const v1::Job& job) { return renderer->Render(job); }, transport->get(), &budget,
-      [&](const absl::Status& e, int failures) { return retry.Next(e, failures); },
-      [&](v1::JobOutcome o) { subscription->Report(std::move(o)); }, &metrics);
   Subscription::Options so;
   so.address = c.collector_address;
   so.credentials = *creds;
@@ -152,10 +142,17 @@ int Run() {
   so.ack_delay = c.ack_delay;
   so.name = c.name;
   so.budget_holder = holder;
-  Subscription sub(
-      so, [&](std::vector<v1::Job> jobs) { engine.Submit(std::move(jobs)); },
-      [&](const std::vector<uint64_t>& lost) { engine.Drop(lost); });
-  subscription = &sub;
+  Subscription sub(so);
+  // The subscription holds the leases the engine checks and reports under; the engine
+  // receives the jobs once the stream opens (sub.StartReceiving below).
+  EngineOptions eo;
+  eo.workers = (*transport)->Concurrency();
+  eo.expiry_margin = c.expiry_margin;
+  eo.breaker = &breaker;
+  Engine engine(
+      eo, [&](const v1::Job& job) { return renderer->Render(job); }, transport->get(), &budget,
+      [&](const absl::Status& e, int failures) { return retry.Next(e, failures); }, &sub,
+      &metrics);
 
   std::unique_ptr<grpc::Server> health;
   if (!c.health_address.empty()) {
@@ -216,7 +213,7 @@ int Run() {
       [&] {
         budget.Start();
         engine.Start();
-        sub.StartReceiving();
+        sub.StartReceiving(&engine);
         engine_started = true;  // the health watcher turns SERVING once subscribed
       });
   startup.Begin();

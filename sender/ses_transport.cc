@@ -142,7 +142,7 @@ absl::StatusOr<SendResult> SesTransport::Send(const OutgoingEmail& email) {
   if (!tags.empty()) req["EmailTags"] = std::move(tags);
   const std::string body = req.dump();
 
-  CurlHandlePool::Lease handle = handles_.Acquire();
+  CurlHandlePool::Loan handle = handles_.Acquire();
   auto response =
       Call(handle.get(), config_, url_, &body, &loop_, AttemptTimeout(email, config_.timeout));
   if (!response.ok()) return response.status();

@@ -29,7 +29,7 @@ SmtpTransport::SmtpTransport(const TransportConfig& config)
 
 absl::StatusOr<SendResult> SmtpTransport::Send(const OutgoingEmail& email) {
   // Options are set per message on a handle that keeps its connection between messages.
-  CurlHandlePool::Lease handle = handles_.Acquire();
+  CurlHandlePool::Loan handle = handles_.Acquire();
   CURL* c = handle.get();
   char errbuf[CURL_ERROR_SIZE] = {0};
   SmtpTrace trace;

@@ -9,10 +9,7 @@
 
 namespace mailroom {
 
-Subscription::Subscription(Options options, std::function<void(std::vector<v1::Job>)> on_jobs,
-                           std::function<void(const std::vector<uint64_t>&)> on_lost)
-    : opt_(std::move(options)), clock_(opt_.clock), on_jobs_(std::move(on_jobs)),
-      on_lost_(std::move(on_lost)) {
+Subscription::Subscription(Options options) : opt_(std::move(options)), clock_(opt_.clock) {
   if (opt_.channel != nullptr) {
     channel_ = opt_.channel;
     stub_ = v1::Collector::NewStub(channel_);
@@ -34,7 +31,8 @@ void Subscription::Authorize(grpc::ClientContext* ctx) const {
   if (!opt_.bearer.empty()) ctx->AddMetadata("authorization", "Bearer " + opt_.bearer);
 }
 
-void Subscription::StartReceiving() {
+void Subscription::StartReceiving(JobSink* jobs) {
+  jobs_ = jobs;
   reader_ = std::thread([this] { ReadLoop(); });
 }
 
@@ -68,29 +66,32 @@ void Subscription::ReadLoop() {
         {
           absl::MutexLock lock(&mu_);
           subscriber_id_ = resp.subscriber_id();
-          lease_ = absl::Milliseconds(resp.lease_ms());
+          lease_ = absl::Milliseconds(resp.lease_duration_ms());
           // Confirm at once which of the jobs held from before are still ours.
           if (!leases_.empty()) renew_now_ = true;
         }
         LogInfo("subscribed", {{"group", opt_.group},
                                {"subscriber", resp.subscriber_id()},
-                               {"lease_ms", absl::StrCat(resp.lease_ms())}});
+                               {"lease_ms", absl::StrCat(resp.lease_duration_ms())}});
       }
       if (resp.jobs_size() > 0) {
+        std::vector<LeasedJob> jobs;
+        jobs.reserve(resp.jobs_size());
         {
           absl::MutexLock lock(&mu_);
-          // A batch says how much of its leases is left as it was written (it may have
-          // waited in the collector); collectors before that send 0: the whole lease.
-          const absl::Duration left = absl::Milliseconds(resp.lease_ms());
+          // A message with jobs says how much of their leases is left as it was written (it
+          // may have waited in the collector); a collector that does not say sends 0: the
+          // whole lease.
+          const absl::Duration left = absl::Milliseconds(resp.lease_left_ms());
           const absl::Time deadline =
-              clock_->Now() + (resp.lease_ms() > 0 ? std::min(left, lease_) : lease_);
-          for (const v1::Job& j : resp.jobs()) {
-            leases_[j.job_id()] = Lease{subscriber_id_, j.attempt(), deadline};
+              clock_->Now() + (resp.lease_left_ms() > 0 ? std::min(left, lease_) : lease_);
+          for (v1::Job& j : *resp.mutable_jobs()) {
+            LeaseRef lease{subscriber_id_, j.attempt()};
+            leases_[j.job_id()] = HeldLease{lease, deadline};
+            jobs.push_back(LeasedJob{std::move(j), std::move(lease)});
           }
         }
-        std::vector<v1::Job> jobs(std::make_move_iterator(resp.mutable_jobs()->begin()),
-                                  std::make_move_iterator(resp.mutable_jobs()->end()));
-        on_jobs_(std::move(jobs));
+        jobs_.load()->Submit(std::move(jobs));
       }
     }
     grpc::Status st = reader->Finish();
@@ -119,20 +120,25 @@ void Subscription::ReadLoop() {
   }
 }
 
-void Subscription::Report(v1::JobOutcome outcome) {
+void Subscription::Report(OutcomeReport report) {
   absl::MutexLock lock(&mu_);
-  auto it = leases_.find(outcome.job_id());
+  auto it = leases_.find(report.job_id);
   if (it == leases_.end()) {
     // The collector reported the lease lost (another member has the job now): an outcome
     // would be ignored anyway.
     LogWarn("outcome not reported: the job's lease is no longer ours",
-            {{"job", absl::StrCat(outcome.job_id())}});
+            {{"job", absl::StrCat(report.job_id)}});
     return;
   }
-  outcome.set_attempt(it->second.attempt);
+  v1::JobOutcome outcome = report.ToProto();
+  outcome.set_attempt(it->second.ref.attempt);
   outbox_.push_back(
-      Pending{std::move(it->second.subscriber_id), std::move(outcome), clock_->Now()});
+      Pending{std::move(it->second.ref.subscriber_id), std::move(outcome), clock_->Now()});
   leases_.erase(it);
+}
+
+LeaseState Subscription::Check(const LeasedJob& job, absl::Duration* send_window) {
+  return Check(job.job.job_id(), send_window);
 }
 
 LeaseState Subscription::Check(uint64_t id, absl::Duration* send_window) {
@@ -181,7 +187,7 @@ void Subscription::AckLoop() {
       if (outbox_.empty()) continue;
       if (opt_.ack_delay > absl::ZeroDuration()) {
         const size_t want = static_cast<size_t>(
-            opt_.ack_batch > 0 ? opt_.ack_batch : std::max(1, opt_.max_in_flight / 2));
+            opt_.outcomes_per_ack > 0 ? opt_.outcomes_per_ack : std::max(1, opt_.max_in_flight / 2));
         auto gathered = [this, want]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
           return outbox_.size() >= want || stopping_.load();
         };
@@ -284,7 +290,7 @@ void Subscription::RenewAll() {
   absl::Duration lease;
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& [id, l] : leases_) by_sub[l.subscriber_id].emplace_back(id, l.attempt);
+    for (const auto& [id, l] : leases_) by_sub[l.ref.subscriber_id].emplace_back(id, l.ref.attempt);
     lease = lease_;
   }
   std::vector<uint64_t> lost_all;
@@ -312,7 +318,7 @@ void Subscription::RenewAll() {
       absl::MutexLock lock(&mu_);
       for (uint64_t id : req.job_ids()) {
         auto it = leases_.find(id);
-        if (it == leases_.end() || it->second.subscriber_id != sub) continue;
+        if (it == leases_.end() || it->second.ref.subscriber_id != sub) continue;
         if (lost.count(id) > 0) {
           leases_.erase(it);
           lost_all.push_back(id);
@@ -326,7 +332,7 @@ void Subscription::RenewAll() {
   if (!lost_all.empty()) {
     LogWarn("leases lost: those jobs went to another member and are not sent here",
             {{"count", absl::StrCat(lost_all.size())}});
-    on_lost_(lost_all);
+    jobs_.load()->Drop(lost_all);
   }
 }
 

@@ -17,7 +17,7 @@
 #include "common/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
-#include "sender/lease_state.h"
+#include "sender/leased_job.h"
 
 namespace mailroom {
 
@@ -33,7 +33,10 @@ namespace mailroom {
 // finish (for example while the collector is unreachable). Lease deadlines, the outcome stall,
 // reconnect and retry backoffs and renewal periods all run on `Options::clock` (RPC deadlines
 // stay in real time: they bound the network). Thread-safe.
-class Subscription {
+//
+// It hands each job it receives, with its lease, to a JobSink (the Engine), and is the
+// Engine's LeaseHolder.
+class Subscription : public LeaseHolder {
  public:
   // The shortest send window (Check) a send is started with.
   static constexpr absl::Duration kMinSendWindow = absl::Seconds(1);
@@ -48,29 +51,30 @@ class Subscription {
     // the jobs it hands to it, so an unused grant comes back if this process dies. "": none.
     std::string budget_holder;
     absl::Duration max_backoff = absl::Seconds(30);
-    // Outcomes are acknowledged in batches: once one is waiting, the acknowledger waits up to
-    // `ack_delay` for `ack_batch` of them (0: half of max_in_flight, at least 1) before it
+    // Outcomes share Acknowledge calls: once one is waiting, the acknowledger waits up to
+    // `ack_delay` for `outcomes_per_ack` of them (0: half of max_in_flight, at least 1) before it
     // calls Acknowledge. Fewer, larger calls (each one PostgreSQL transaction in the
     // collector); zero: at once.
     absl::Duration ack_delay = absl::Milliseconds(5);
-    int ack_batch = 0;
+    int outcomes_per_ack = 0;
     Clock* clock = RealClock::Get();
     // Tests: talk over this channel (e.g. an in-process server's) instead of `address`.
     std::shared_ptr<grpc::Channel> channel;
   };
-  // `on_jobs` receives every batch (on the reader thread); `on_lost` receives the ids of jobs
-  // the collector reports as no longer ours (do not send them).
-  Subscription(Options options, std::function<void(std::vector<v1::Job>)> on_jobs,
-               std::function<void(const std::vector<uint64_t>&)> on_lost);
-  ~Subscription();
+  explicit Subscription(Options options);
+  ~Subscription() override;
 
   // Starts the acknowledger and lease renewer threads.
   void Start();
-  // Opens the stream (after Start): jobs start flowing to `on_jobs`.
-  void StartReceiving();
+  // Opens the stream (after Start): the jobs received go to `jobs` (borrowed; on the reader
+  // thread), and so do the ids of jobs the collector reports as no longer ours (Drop).
+  void StartReceiving(JobSink* jobs);
   // Queues an outcome for the next Acknowledge call, under the job's lease (dropped, with a
-  // log line, when the job's lease is not held any more).
-  void Report(v1::JobOutcome outcome);
+  // log line, when the job's lease is not held any more). A job the collector handed to this
+  // process again while it was being sent is reported under the newest lease held on it.
+  void Report(OutcomeReport outcome) override;
+  // Check(job.job.job_id(), send_window).
+  LeaseState Check(const LeasedJob& job, absl::Duration* send_window) override;
   // Whether `id` may be sent now. kLost: the collector reported the lease lost, or it would run
   // out before a send could be reported (then it is forgotten: not renewed, and the collector
   // hands the job out again when it runs out). kWait: ours, but outcomes are not getting
@@ -112,9 +116,9 @@ class Subscription {
   // Waits `d` on the clock, or less once receiving stops (Stop included).
   void Backoff(absl::Duration d);
 
-  struct Lease {
-    std::string subscriber_id;
-    uint32_t attempt = 0;
+  // A lease this process holds on a job.
+  struct HeldLease {
+    LeaseRef ref;
     absl::Time deadline;
   };
   struct Pending {
@@ -125,8 +129,7 @@ class Subscription {
 
   const Options opt_;
   Clock* const clock_;
-  std::function<void(std::vector<v1::Job>)> on_jobs_;
-  std::function<void(const std::vector<uint64_t>&)> on_lost_;
+  std::atomic<JobSink*> jobs_{nullptr};
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Collector::Stub> stub_;
   std::atomic<bool> receiving_{true}, stopping_{false}, connected_{false};
@@ -136,7 +139,7 @@ class Subscription {
   grpc::ClientContext* stream_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::string subscriber_id_ ABSL_GUARDED_BY(mu_);
   absl::Duration lease_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
-  std::map<uint64_t, Lease> leases_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, HeldLease> leases_ ABSL_GUARDED_BY(mu_);
   std::deque<Pending> outbox_ ABSL_GUARDED_BY(mu_);
   size_t sending_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time sending_oldest_ ABSL_GUARDED_BY(mu_);  // oldest outcome of the call in flight

@@ -25,7 +25,7 @@ class FakeCollector final : public v1::Collector::Service {
                          grpc::ServerWriter<v1::SubscribeResponse>* writer) override {
     v1::SubscribeResponse hello;
     hello.set_subscriber_id("sub-1");
-    hello.set_lease_ms(60000);
+    hello.set_lease_duration_ms(60000);
     {
       absl::MutexLock lock(&mu_);
       group_ = req->consumer_group();
@@ -47,7 +47,7 @@ class FakeCollector final : public v1::Collector::Service {
       for (auto& j : jobs) *resp.add_jobs() = j;
       {
         absl::MutexLock lock(&mu_);
-        resp.set_lease_ms(batch_lease_ms_);
+        resp.set_lease_left_ms(batch_lease_left_ms_);
       }
       if (!writer->Write(resp)) break;
     }
@@ -93,7 +93,7 @@ class FakeCollector final : public v1::Collector::Service {
   std::vector<v1::AcknowledgeRequest> acks_ ABSL_GUARDED_BY(mu_);
   bool acks_open_ ABSL_GUARDED_BY(mu_) = true;
   bool renew_ok_ ABSL_GUARDED_BY(mu_) = true;
-  uint32_t batch_lease_ms_ ABSL_GUARDED_BY(mu_) = 0;  // what each batch says is left
+  uint32_t batch_lease_left_ms_ ABSL_GUARDED_BY(mu_) = 0;  // what each batch says is left
   std::set<uint64_t> lost_ ABSL_GUARDED_BY(mu_);
   int renewals_ ABSL_GUARDED_BY(mu_) = 0;
   std::string group_ ABSL_GUARDED_BY(mu_);
@@ -107,6 +107,23 @@ v1::Job Job(uint64_t id, uint32_t attempt = 1) {
   j.set_attempt(attempt);
   return j;
 }
+
+// Records the jobs the subscription hands out and those it reports lost.
+class RecordingSink : public JobSink {
+ public:
+  void Submit(std::vector<LeasedJob> jobs) override {
+    absl::MutexLock lock(&mu);
+    for (auto& j : jobs) received.push_back(j.job.job_id());
+  }
+  void Drop(const std::vector<uint64_t>& ids) override {
+    absl::MutexLock lock(&mu);
+    lost.insert(lost.end(), ids.begin(), ids.end());
+  }
+
+  absl::Mutex mu;
+  std::vector<uint64_t> received ABSL_GUARDED_BY(mu);
+  std::vector<uint64_t> lost ABSL_GUARDED_BY(mu);
+};
 
 class SubscriptionTest : public ::testing::Test {
  protected:
@@ -135,18 +152,9 @@ class SubscriptionTest : public ::testing::Test {
     o.budget_holder = "test-0123456789ab";
     o.clock = &clock_;
     o.channel = server_->InProcessChannel(grpc::ChannelArguments());
-    sub_ = std::make_unique<Subscription>(
-        o,
-        [this](std::vector<v1::Job> jobs) {
-          absl::MutexLock lock(&mu_);
-          for (auto& j : jobs) received_.push_back(j.job_id());
-        },
-        [this](const std::vector<uint64_t>& ids) {
-          absl::MutexLock lock(&mu_);
-          lost_.insert(lost_.end(), ids.begin(), ids.end());
-        });
+    sub_ = std::make_unique<Subscription>(o);
     sub_->Start();
-    sub_->StartReceiving();
+    sub_->StartReceiving(&sink_);
   }
 
   bool Eventually(const std::function<bool()>& pred) {
@@ -159,8 +167,8 @@ class SubscriptionTest : public ::testing::Test {
   }
   bool Received(size_t n) {
     return Eventually([&] {
-      absl::MutexLock lock(&mu_);
-      return received_.size() >= n;
+      absl::MutexLock lock(&sink_.mu);
+      return sink_.received.size() >= n;
     });
   }
   size_t Acked() {
@@ -169,20 +177,13 @@ class SubscriptionTest : public ::testing::Test {
     for (const auto& a : collector_.acks_) n += a.outcomes_size();
     return n;
   }
-  v1::JobOutcome Sent(uint64_t id) {
-    v1::JobOutcome o;
-    o.set_job_id(id);
-    o.set_outcome(v1::OUTCOME_SENT);
-    return o;
-  }
+  OutcomeReport Sent(uint64_t id) { return OutcomeReport::Sent(id, 0, ""); }
 
   FakeClock clock_;
   FakeCollector collector_;
   std::unique_ptr<grpc::Server> server_;
+  RecordingSink sink_;
   std::unique_ptr<Subscription> sub_;
-  absl::Mutex mu_;
-  std::vector<uint64_t> received_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> lost_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST_F(SubscriptionTest, JobsArriveAndOutcomesAreAcknowledgedUnderTheirLease) {
@@ -267,7 +268,7 @@ TEST_F(SubscriptionTest, ABatchThatWaitedInTheCollectorIsTrustedOnlyForWhatIsLef
   {
     absl::MutexLock lock(&collector_.mu_);
     collector_.renew_ok_ = false;
-    collector_.batch_lease_ms_ = 20000;  // 40 s of the 60 s lease went by before the write
+    collector_.batch_lease_left_ms_ = 20000;  // 40 s of the 60 s lease went by before the write
   }
   collector_.Queue({Job(1)});
   StartSubscription();
@@ -288,8 +289,8 @@ TEST_F(SubscriptionTest, RenewalKeepsLeasesAndReportsTheLostOnes) {
   // Renewals run every third of the lease, on simulated time.
   clock_.Advance(absl::Seconds(20));
   ASSERT_TRUE(Eventually([&] {
-    absl::MutexLock lock(&mu_);
-    return lost_ == std::vector<uint64_t>{2};
+    absl::MutexLock lock(&sink_.mu);
+    return sink_.lost == std::vector<uint64_t>{2};
   }));
   ASSERT_TRUE(Eventually([&] { return sub_->leases() == 1u; }));
   // 60 s after arrival job 1 is still ours: the renewal at 20 s pushed its deadline to 80 s.

@@ -4,14 +4,15 @@
 
 namespace mailroom {
 
-// When to dequeue, following seed 001: a batch is due once `limit` notifications have arrived,
-// or `timeout` after the first notification since the last dispatch, whichever comes first.
-// Notifications are only wake-up signals (PostgreSQL folds identical ones in a transaction), so
-// the dispatcher keeps dequeuing while batches come back full; this class only decides when to
-// start. Pure state with time passed in: not thread-safe, no clock of its own.
-class Batcher {
+// When to dequeue, following seed 001: counts NOTIFY wake-ups (not jobs) and opens once `limit`
+// of them have arrived (MAILROOM_BATCH_LIMIT), or `timeout` after the first one since the last
+// dispatch (MAILROOM_BATCH_TIMEOUT), whichever comes first. Notifications are only wake-up
+// signals (PostgreSQL folds identical ones in a transaction), so the dispatcher keeps dequeuing
+// while dequeues come back full; this class only decides when to start. Pure state with time
+// passed in: not thread-safe, no clock of its own.
+class WakeupGate {
  public:
-  Batcher(int limit, absl::Duration timeout) : limit_(limit), timeout_(timeout) {}
+  WakeupGate(int limit, absl::Duration timeout) : limit_(limit), timeout_(timeout) {}
 
   // `count` notifications arrived at `now`. The first one after a dispatch starts the timer.
   void OnNotify(absl::Time now, int count = 1) {

@@ -1,4 +1,4 @@
-#include "collector/batcher.h"
+#include "collector/wakeup_gate.h"
 
 #include "gtest/gtest.h"
 
@@ -7,14 +7,14 @@ namespace {
 
 const absl::Time kT0 = absl::FromUnixSeconds(1700000000);
 
-TEST(BatcherTest, IdleIsNeverReady) {
-  Batcher b(10, absl::Seconds(5));
+TEST(WakeupGateTest, IdleIsNeverReady) {
+  WakeupGate b(10, absl::Seconds(5));
   EXPECT_FALSE(b.Ready(kT0));
   EXPECT_EQ(b.Deadline(), absl::InfiniteFuture());
 }
 
-TEST(BatcherTest, LimitReachedDispatchesAtOnce) {
-  Batcher b(3, absl::Seconds(5));
+TEST(WakeupGateTest, LimitReachedDispatchesAtOnce) {
+  WakeupGate b(3, absl::Seconds(5));
   b.OnNotify(kT0);
   b.OnNotify(kT0 + absl::Milliseconds(1));
   EXPECT_FALSE(b.Ready(kT0 + absl::Milliseconds(2)));
@@ -23,9 +23,9 @@ TEST(BatcherTest, LimitReachedDispatchesAtOnce) {
   EXPECT_EQ(b.Deadline(), kT0);
 }
 
-TEST(BatcherTest, TimeoutCountsFromTheFirstWakeUp) {
+TEST(WakeupGateTest, TimeoutCountsFromTheFirstWakeUp) {
   // Seed 001's example: 5 inserts with limit 3 -> 3 at once, the other 2 after the timeout.
-  Batcher b(3, absl::Seconds(5));
+  WakeupGate b(3, absl::Seconds(5));
   b.OnNotify(kT0, 2);
   EXPECT_EQ(b.Deadline(), kT0 + absl::Seconds(5));
   b.OnNotify(kT0 + absl::Seconds(4), 0);  // nothing new: no effect
@@ -39,16 +39,16 @@ TEST(BatcherTest, TimeoutCountsFromTheFirstWakeUp) {
   EXPECT_TRUE(b.Ready(kT0 + absl::Seconds(12)));
 }
 
-TEST(BatcherTest, ZeroTimeoutDispatchesOnEveryWakeUp) {
-  Batcher b(1000, absl::ZeroDuration());
+TEST(WakeupGateTest, ZeroTimeoutDispatchesOnEveryWakeUp) {
+  WakeupGate b(1000, absl::ZeroDuration());
   b.OnNotify(kT0);
   EXPECT_TRUE(b.Ready(kT0));
 }
 
-TEST(BatcherTest, FoldedNotificationStillWakesUp) {
+TEST(WakeupGateTest, FoldedNotificationStillWakesUp) {
   // 10,000 inserts in one transaction arrive as one notification: the batch is due after the
   // timeout and the dispatcher then drains while batches come back full.
-  Batcher b(1000, absl::Milliseconds(50));
+  WakeupGate b(1000, absl::Milliseconds(50));
   b.OnNotify(kT0, 1);
   EXPECT_EQ(b.pending(), 1);
   EXPECT_TRUE(b.Ready(kT0 + absl::Milliseconds(50)));
