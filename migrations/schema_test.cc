@@ -92,6 +92,27 @@ TEST_F(SchemaTest, UnsuspendKeepsAStillLiveTokenInsteadOfIssuingAnother) {
   EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 1);
 }
 
+// The application signs up users with a role of its own, with the usual grants: rights on the
+// tables (the triggers run as the inserting role and read and write mailroom's tables) and
+// USAGE on the sequences (nextval), not SELECT. The triggers that run in its transaction must
+// work for it, the wake-up's read of the collectors' mark included.
+TEST_F(SchemaTest, AnApplicationRoleWithTheUsualGrantsSignsUpAndAsksForARecovery) {
+  Exec("DROP ROLE IF EXISTS mailroom_test_app");
+  Exec("CREATE ROLE mailroom_test_app");
+  Exec("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO mailroom_test_app");
+  Exec("GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO mailroom_test_app");
+  pqxx::connection c(url_);
+  pqxx::nontransaction app(c);
+  app.exec("SET ROLE mailroom_test_app");
+  app.exec("INSERT INTO accounts (email, login) VALUES ('app@example.com', 'app')");
+  app.exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts "
+           "WHERE login = 'app'");
+  app.exec("RESET ROLE");
+  EXPECT_EQ(Row("SELECT count(*) FROM tokens t JOIN accounts a ON a.id = t.account "
+                "WHERE a.login = 'app'")[0].as<int>(),
+            2);
+}
+
 TEST_F(SchemaTest, TokenInsertNotifiesTheConfiguredChannel) {
   class Receiver : public pqxx::notification_receiver {
    public:

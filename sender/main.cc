@@ -195,7 +195,7 @@ int Run() {
   LogInfo("sender starting", {{"collector", c.collector_address}, {"group", c.group},
                               {"transport", (*transport)->Name()},
                               {"connections", absl::StrCat((*transport)->Concurrency())},
-                              {"holder", ShortId(holder)},
+                              {"holder", holder},
                               {"sender_cap", c.monthly_budget.has_value()
                                                  ? absl::StrCat(*c.monthly_budget)
                                                  : std::string("none")},

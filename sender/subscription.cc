@@ -71,7 +71,7 @@ void Subscription::ReadLoop() {
           if (!leases_.empty()) renew_now_ = true;
         }
         LogInfo("subscribed", {{"group", opt_.group},
-                               {"subscriber", resp.subscriber_id()},
+                               {"subscriber", ShortId(resp.subscriber_id())},
                                {"lease_ms", absl::StrCat(resp.lease_duration_ms())}});
       }
       if (resp.jobs_size() > 0) {
@@ -160,7 +160,8 @@ LeaseState Subscription::Check(uint64_t id, absl::Duration* send_window) {
   // little (renewals are not getting through): keep the job unsent until a renewal gives it
   // more, or it runs down to the quarter above.
   const absl::Duration window = it->second.deadline - now - lease_ / 4;
-  if (window < kMinSendWindow) return LeaseState::kWait;
+  // A lease too short for the usual minimum still leaves its last quarter as the margin.
+  if (window < std::min(kMinSendWindow, lease_ / 4)) return LeaseState::kWait;
   if (send_window != nullptr) *send_window = window;
   return LeaseState::kOwned;
 }

@@ -38,7 +38,8 @@ namespace mailroom {
 // Engine's LeaseHolder.
 class Subscription : public LeaseHolder {
  public:
-  // The shortest send window (Check) a send is started with.
+  // The shortest send window (Check) a send is started with (a quarter of the lease when that
+  // is shorter).
   static constexpr absl::Duration kMinSendWindow = absl::Seconds(1);
   struct Options {
     std::string address;                                  // host:port of the collector
