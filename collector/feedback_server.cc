@@ -152,7 +152,19 @@ int FeedbackServer::Handle(mg_connection* conn, void* p) {
     int got = 0;
     bool too_big = false;
     bool late = false;
-    while ((got = mg_read(conn, buf, sizeof(buf))) > 0) {
+    // civetweb's mg_read(n) returns only once n bytes arrived or one wait (request_timeout_ms,
+    // a sixth of the request timeout) passed without a byte: a client that sends one byte just
+    // inside each wait would hold a read of 8 KiB for 8,192 waits. So each read asks for no
+    // more bytes than half the waits left before `read_until` (at least one): a read ends
+    // by then, or at most two waits later.
+    const absl::Duration wait =
+        std::max(absl::Milliseconds(1), self->options_.request_timeout / 6);
+    auto next_read = [&]() {
+      // A read of n bytes may take n + 1 waits: ask for half as many bytes as waits are left.
+      const int64_t waits_left = (read_until - absl::Now()) / wait;
+      return static_cast<size_t>(std::clamp<int64_t>(waits_left / 2, 1, sizeof(buf)));
+    };
+    while ((got = mg_read(conn, buf, next_read())) > 0) {
       body.append(buf, got);
       if (body.size() > max_body) {
         too_big = true;
