@@ -93,24 +93,6 @@ absl::StatusOr<FeedbackSettings> LoadFeedbackSettings(const Env& env) {
 
 }  // namespace
 
-bool IsLoopbackAddress(const std::string& host_port) {
-  std::string host = host_port.substr(0, host_port.rfind(':'));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  if (absl::AsciiStrToLower(host) == "localhost") return true;
-  in_addr v4;
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
-    return (ntohl(v4.s_addr) >> 24) == 127;
-  }
-  in6_addr v6;
-  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
-    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
-    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
-  }
-  return false;
-}
-
 bool ValidConninfo(const std::string& conninfo) {
   char* err = nullptr;
   PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &err);

@@ -67,11 +67,6 @@ struct CollectorConfig {
   RetentionOptions retention;           // MAILROOM_RETENTION, MAILROOM_RETENTION_INTERVAL
 };
 
-// True when `host_port`'s host is a loopback address: 127.0.0.0/8, ::1 (or an IPv4-mapped
-// 127.x address) or the name `localhost`. Wildcards (0.0.0.0, [::]) and every other name or
-// address are not: they accept connections from the network.
-bool IsLoopbackAddress(const std::string& host_port);
-
 // Reads and validates the configuration. Errors name the variable and the problem, never a
 // secret's value.
 absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env);

@@ -69,4 +69,8 @@ class Env {
   mutable std::vector<Setting> settings_;
 };
 
+// Whether the host of `host_port` is a loopback address: 127.0.0.0/8, ::1 (also as
+// ::ffff:127.x) or "localhost". The wildcards 0.0.0.0 and [::] and every other name are not.
+bool IsLoopbackAddress(const std::string& host_port);
+
 }  // namespace mailroom

@@ -146,6 +146,9 @@ TEST(BadConfigTest, EverySenderVariableIsCheckedAndNamed) {
   const std::vector<Case> cases = {
       {{{"MAILROOM_COLLECTOR_ADDRESS", "nohost"}}, "MAILROOM_COLLECTOR_ADDRESS"},
       {{{"MAILROOM_COLLECTOR_TLS", "maybe"}}, "MAILROOM_COLLECTOR_TLS"},
+      {{{"MAILROOM_COLLECTOR_ADDRESS", "mailroom-collector:50051"}}, "MAILROOM_COLLECTOR_ADDRESS"},
+      {{{"MAILROOM_COLLECTOR_ADDRESS", "0.0.0.0:50051"}}, "MAILROOM_COLLECTOR_ADDRESS"},
+      {{{"MAILROOM_ALLOW_PLAINTEXT", "maybe"}}, "MAILROOM_ALLOW_PLAINTEXT"},
       {{{"MAILROOM_COLLECTOR_CA", "/nonexistent.pem"}}, "MAILROOM_COLLECTOR_CA"},
       {{{"MAILROOM_COLLECTOR_CLIENT_CERT", "/nonexistent.pem"}}, "MAILROOM_COLLECTOR_CLIENT_CERT"},
       {{{"MAILROOM_COLLECTOR_CLIENT_KEY", "/nonexistent.pem"}}, "MAILROOM_COLLECTOR_CLIENT_KEY"},

@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/names.h"
 
@@ -41,6 +42,15 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   }
   if (!c.collector_tls && (!c.collector_ca_file.empty() || !c.client_cert_file.empty())) {
     return Bad("MAILROOM_COLLECTOR_TLS", "must be true when a CA or client certificate is set");
+  }
+  MAILROOM_ASSIGN_OR_RETURN(c.allow_plaintext, env.Bool("MAILROOM_ALLOW_PLAINTEXT", false));
+  if (!c.collector_tls && !c.allow_plaintext && !IsLoopbackAddress(c.collector_address)) {
+    return Bad("MAILROOM_COLLECTOR_ADDRESS",
+               absl::StrCat("\"", absl::CEscape(c.collector_address),
+                            "\" is not a loopback address and MAILROOM_COLLECTOR_TLS is off (the "
+                            "bearer token and the signed tokens would cross the network in "
+                            "clear); set MAILROOM_COLLECTOR_TLS=true, use a loopback address, or "
+                            "set MAILROOM_ALLOW_PLAINTEXT=true"));
   }
   c.group = env.String("MAILROOM_CONSUMER_GROUP", "mailroom");
   if (!ValidGroupName(c.group)) {

@@ -23,6 +23,7 @@ struct SenderConfig {
   std::string collector_address;      // MAILROOM_COLLECTOR_ADDRESS
   std::string collector_token;        // MAILROOM_COLLECTOR_TOKEN (secret)
   bool collector_tls = false;         // MAILROOM_COLLECTOR_TLS
+  bool allow_plaintext = false;       // MAILROOM_ALLOW_PLAINTEXT: plaintext to a network address
   std::string collector_ca_file;      // MAILROOM_COLLECTOR_CA
   std::string client_cert_file;       // MAILROOM_COLLECTOR_CLIENT_CERT
   std::string client_key_file;        // MAILROOM_COLLECTOR_CLIENT_KEY

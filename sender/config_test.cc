@@ -99,6 +99,26 @@ TEST(SenderConfigTest, MoneyAndLimitSettingsHaveRanges) {
   }
 }
 
+// Plaintext to a collector reachable over the network carries the bearer token and the signed
+// tokens in clear: only with TLS, on a loopback address, or when the operator says so.
+TEST(SenderConfigTest, PlaintextToANetworkAddressIsRefusedUnlessAllowed) {
+  for (const char* address : {"mailroom-collector:50051", "10.1.2.3:50051", "[::]:50051"}) {
+    ExpectRefused({{"MAILROOM_COLLECTOR_ADDRESS", address}}, "MAILROOM_COLLECTOR_ADDRESS");
+    EXPECT_TRUE(LoadSenderConfig(Vars({{"MAILROOM_COLLECTOR_ADDRESS", address},
+                                       {"MAILROOM_COLLECTOR_TLS", "true"}}))
+                    .ok())
+        << address;
+    auto allowed = LoadSenderConfig(Vars({{"MAILROOM_COLLECTOR_ADDRESS", address},
+                                          {"MAILROOM_ALLOW_PLAINTEXT", "true"}}));
+    ASSERT_TRUE(allowed.ok()) << allowed.status();
+    EXPECT_TRUE(allowed->allow_plaintext);
+  }
+  for (const char* address : {"127.0.0.1:50051", "localhost:50051", "[::1]:50051"}) {
+    EXPECT_TRUE(LoadSenderConfig(Vars({{"MAILROOM_COLLECTOR_ADDRESS", address}})).ok())
+        << address;
+  }
+}
+
 TEST(SenderConfigTest, TheTransportPartCarriesEverySetting) {
   auto c = LoadSenderConfig(Vars({{"MAILROOM_TRANSPORT", "SMTP"},
                                   {"MAILROOM_SMTP_URL", "smtps://mail.example:465"},

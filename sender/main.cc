@@ -108,6 +108,11 @@ int Run() {
   auto creds = CollectorCredentials(
       {c.collector_tls, c.collector_ca_file, c.client_cert_file, c.client_key_file});
   if (!creds.ok()) return ConfigError(creds.status());
+  if (!c.collector_tls && !IsLoopbackAddress(c.collector_address)) {
+    LogWarn("plaintext gRPC to a network address: the bearer token and the signed tokens cross "
+            "the network in clear",
+            {{"address", c.collector_address}, {"variable", "MAILROOM_ALLOW_PLAINTEXT"}});
+  }
 
   // The group's budget is the collector's (grants); MAILROOM_BUDGET, when set, is this
   // sender's own cap on top of it, counted from its start, as is the provider's rate cap.
