@@ -92,10 +92,14 @@ std::string NewSubscriptionId(const Principal& principal) {
   return absl::StrCat("sub-", random, "-", Tag({"subscription", principal.binding, random}));
 }
 
+bool IsSubscriptionId(absl::string_view id) {
+  return absl::ConsumePrefix(&id, "sub-") && id.size() == 32 + 1 + 16 && id[32] == '-' &&
+         IsHex(id.substr(0, 32)) && IsHex(id.substr(33));
+}
+
 bool SubscriptionIsFor(absl::string_view id, const Principal& principal) {
-  if (!absl::ConsumePrefix(&id, "sub-")) return false;
-  if (id.size() == 18) return IsHex(id);  // the earlier, unbound form
-  if (id.size() != 32 + 1 + 16 || id[32] != '-') return false;
+  if (!IsSubscriptionId(id)) return false;
+  id.remove_prefix(4);
   const std::string expected = Tag({"subscription", principal.binding, id.substr(0, 32)});
   return CRYPTO_memcmp(expected.data(), id.data() + 33, expected.size()) == 0;
 }

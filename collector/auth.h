@@ -43,9 +43,11 @@ struct Principal {
 // and 16 hex digits that bind it to the credential. Only the credential that subscribed may
 // acknowledge or renew the subscription's leases (SubscriptionIsFor), on any collector.
 std::string NewSubscriptionId(const Principal& principal);
-// Whether `id` names a subscription of `principal`. Ids of the earlier form ("sub-" and 18 hex
-// digits, unbound) are accepted from any credential of the group, so that leases taken before
-// an upgrade can still be settled; no collector issues them any more.
+// Whether `id` has the form NewSubscriptionId gives (whoever it was issued to). Ids of an
+// earlier form ("sub-" and 18 hex digits) were bound to no credential: they are not
+// subscription ids any more (the holder subscribes again and gets a bound one).
+bool IsSubscriptionId(absl::string_view id);
+// Whether `id` names a subscription of `principal`.
 bool SubscriptionIsFor(absl::string_view id, const Principal& principal);
 // A grant holder as stored (budget_grants.holder, budget_subscriptions.holder): `holder` as
 // the sender named it, "~" and 16 hex digits of the credential. Another credential naming the

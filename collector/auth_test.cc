@@ -161,9 +161,11 @@ TEST_F(AuthenticatorTest, IdsAreBoundToTheirCredential) {
   EXPECT_FALSE(SubscriptionIsFor(id, b));
   EXPECT_FALSE(SubscriptionIsFor(id.substr(0, id.size() - 1) + "x", a));
   EXPECT_FALSE(SubscriptionIsFor("sub-1", a));
-  // The earlier, unbound form is anyone's in the group (leases taken before an upgrade).
-  EXPECT_TRUE(SubscriptionIsFor("sub-0123456789abcdef01", b));
-  EXPECT_FALSE(SubscriptionIsFor("sub-0123456789abcdefXY", b));
+  EXPECT_TRUE(IsSubscriptionId(id));
+  // The earlier, unbound form is no one's: neither another credential's nor its own.
+  EXPECT_FALSE(IsSubscriptionId("sub-0123456789abcdef01"));
+  EXPECT_FALSE(SubscriptionIsFor("sub-0123456789abcdef01", a));
+  EXPECT_FALSE(SubscriptionIsFor("sub-0123456789abcdef01", b));
 
   EXPECT_NE(BoundHolder(a, "sender-1"), BoundHolder(b, "sender-1"));
   EXPECT_EQ(BoundHolder(a, "sender-1"), BoundHolder(a, "sender-1"));

@@ -311,6 +311,11 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   // units per email one sender's report could take a group's month at once.
   MAILROOM_ASSIGN_OR_RETURN(c.max_cost_micros,
                             env.Int("MAILROOM_MAX_COST_MICROS", 1000000, 1, 100000000));
+  // The collector owns the budget: a sender naming a price below this floor could draw many
+  // times the group's money in emails. 1 (the old floor) must be chosen explicitly.
+  MAILROOM_ASSIGN_OR_RETURN(c.min_price_micros,
+                            env.Int("MAILROOM_MIN_PRICE_MICROS", kDefaultMinPriceMicros, 1,
+                                    c.max_cost_micros));
   const std::string budget =
       absl::AsciiStrToLower(env.String("MAILROOM_DEFAULT_GROUP_BUDGET", "unlimited"));
   if (budget != "unlimited") {

@@ -59,6 +59,7 @@ struct CollectorConfig {
   bool auto_migrate = false;            // MAILROOM_AUTO_MIGRATE
   int db_pool_size = 4;                 // MAILROOM_DB_POOL_SIZE
   int64_t max_cost_micros = 1000000;    // MAILROOM_MAX_COST_MICROS: per SENT outcome
+  int64_t min_price_micros = 0;         // MAILROOM_MIN_PRICE_MICROS: of an AcquireBudget
   std::string log_level;                // MAILROOM_LOG_LEVEL
   // Group budgets: MAILROOM_DEFAULT_GROUP_BUDGET (money per month, "unlimited"),
   // MAILROOM_RECOVERY_RESERVE_PERCENT, MAILROOM_BUDGET_GRANT_LEASE_MS.

@@ -94,6 +94,7 @@ TEST_F(LoadConfigTest, Defaults) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->max_in_flight_cap, 10000);
   EXPECT_EQ(c->max_streams_per_credential, 64);
+  EXPECT_EQ(c->min_price_micros, 100);
   EXPECT_EQ(c->dispatch.batch_limit, 10);
   EXPECT_EQ(c->dispatch.dequeue_limit, 1000);
   EXPECT_THAT(c->dispatch.groups, ElementsAre("mailroom"));
@@ -194,6 +195,9 @@ TEST_F(LoadConfigTest, ErrorsNameTheVariable) {
       // one sender take a group's month is refused.
       {{{"MAILROOM_MAX_COST_MICROS", "0"}}, "MAILROOM_MAX_COST_MICROS"},
       {{{"MAILROOM_MAX_COST_MICROS", "100000001"}}, "MAILROOM_MAX_COST_MICROS"},
+      {{{"MAILROOM_MIN_PRICE_MICROS", "0"}}, "MAILROOM_MIN_PRICE_MICROS"},
+      {{{"MAILROOM_MIN_PRICE_MICROS", "1001"}, {"MAILROOM_MAX_COST_MICROS", "1000"}},
+       "MAILROOM_MIN_PRICE_MICROS"},
       {{{"MAILROOM_DEFAULT_GROUP_BUDGET", "0"}}, "MAILROOM_DEFAULT_GROUP_BUDGET"},
       {{{"MAILROOM_DEFAULT_GROUP_BUDGET", "1e12"}}, "MAILROOM_DEFAULT_GROUP_BUDGET"},
       {{{"MAILROOM_RECOVERY_RESERVE_PERCENT", "100"}}, "MAILROOM_RECOVERY_RESERVE_PERCENT"},

@@ -108,7 +108,7 @@ int Serve() {
   });
   CollectorService service(store.get(), &hub, &dispatcher, &auth, &metrics,
                            ServiceLimits{c.dispatch.lease, c.max_cost_micros, c.max_in_flight_cap,
-                                         c.max_streams_per_credential});
+                                         c.max_streams_per_credential, c.min_price_micros});
   auto budgets = NewPgBudgetStore(c.dispatch.database_url, c.budget, BudgetIsolation{}, c.tx_timeouts);
   service.SetBudgetStore(budgets.get());
 

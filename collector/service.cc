@@ -42,8 +42,13 @@ grpc::Status CheckHolder(const std::string& holder, const char* field = "holder"
 }
 
 // PERMISSION_DENIED unless subscription `id` was issued to `principal`: another credential of
-// the same group may not settle or renew its leases (nor free its window).
+// the same group may not settle or renew its leases (nor free its window). An id that is not
+// of the bound form (the earlier unbound ids included) is INVALID_ARGUMENT: a sender drops
+// those outcomes (the jobs come back when their leases end) and keeps its current stream's id.
 grpc::Status CheckSubscription(const std::string& id, const Principal& principal) {
+  if (!IsSubscriptionId(id)) {
+    return Invalid("subscriber_id is not a subscription id issued by Subscribe; subscribe again");
+  }
   if (SubscriptionIsFor(id, principal)) return grpc::Status::OK;
   return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                       "subscriber_id names a subscription of another credential");
@@ -645,9 +650,11 @@ grpc::Status CollectorService::AcquireBudget(grpc::ServerContext* context,
   if (request->emails() < 1 || request->emails() > kMaxGrantEmails) {
     return Invalid(absl::StrCat("emails must be 1 to ", kMaxGrantEmails));
   }
-  if (request->price_micros() < 1 || request->price_micros() > limits_.max_cost_micros) {
-    return Invalid(absl::StrCat("price_micros must be 1 to ", limits_.max_cost_micros,
-                                " (MAILROOM_MAX_COST_MICROS)"));
+  if (request->price_micros() < limits_.min_price_micros ||
+      request->price_micros() > limits_.max_cost_micros) {
+    return Invalid(absl::StrCat("price_micros must be ", limits_.min_price_micros, " to ",
+                                limits_.max_cost_micros,
+                                " (MAILROOM_MIN_PRICE_MICROS to MAILROOM_MAX_COST_MICROS)"));
   }
   if (budgets_ == nullptr) return NoBudgets();
   auto grant = budgets_->Acquire({request->consumer_group(),

@@ -23,6 +23,8 @@ namespace mailroom {
 inline constexpr int kMaxInFlight = 100000;
 // MAILROOM_MAX_IN_FLIGHT_CAP's default.
 inline constexpr int kDefaultMaxInFlightCap = 10000;
+// MAILROOM_MIN_PRICE_MICROS's default: SES's price, 0.10 per 1000 emails.
+inline constexpr int64_t kDefaultMinPriceMicros = 100;
 inline constexpr int kMaxIdsPerCall = 10000;
 // Reasons longer than this are cut (at a UTF-8 character boundary).
 inline constexpr size_t kMaxReasonBytes = 1000;
@@ -41,6 +43,9 @@ struct ServiceLimits {
   // MAILROOM_MAX_STREAMS_PER_CREDENTIAL: Subscribe streams one credential may hold open at
   // once in this process (a client that leaks streams cannot take the whole queue).
   int max_streams_per_credential = 64;
+  // MAILROOM_MIN_PRICE_MICROS: the lowest price_micros an AcquireBudget may name, so that no
+  // sender can claim a tiny price and draw many times the group's money in emails.
+  int64_t min_price_micros = kDefaultMinPriceMicros;
 };
 
 // One reported outcome, checked alone (INVALID_ARGUMENT names the problem): known outcome,

@@ -459,6 +459,21 @@ TEST_F(ServiceTest, ASubscriptionIsSettledAndRenewedOnlyByItsOwnCredential) {
   Add(&forged_req, 1, v1::OUTCOME_SENT);
   EXPECT_EQ(Ack(kSubscriber, forged_req, &resp).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
+  // An id of the earlier, unbound form ("sub-" and 18 hex digits) is no one's: neither
+  // another credential nor any other settles or renews leases with it; the holder subscribes
+  // again.
+  const std::string unbound = "sub-0123456789abcdef01";
+  for (const char* bearer : {kSecond, kSubscriber}) {
+    v1::AcknowledgeRequest old_req = AckRequest(unbound);
+    Add(&old_req, 1, v1::OUTCOME_SENT);
+    grpc::Status old_st = Ack(bearer, old_req, &resp);
+    EXPECT_EQ(old_st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << old_st.error_message();
+    EXPECT_THAT(old_st.error_message(), HasSubstr("subscribe again"));
+    v1::RenewLeasesRequest old_renew = renew;
+    old_renew.set_subscriber_id(unbound);
+    EXPECT_EQ(stub_->RenewLeases(Ctx(bearer).get(), old_renew, &renewed).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
   EXPECT_EQ(store_.CallCount("Ack"), 0);
   EXPECT_EQ(store_.CallCount("Renew"), 0);
   // Its own credential may.
@@ -667,6 +682,15 @@ TEST_F(ServiceTest, BudgetGrantsNeedTheSubscriberRoleAndValidArguments) {
   EXPECT_EQ(bad([](auto& r) { r.set_emails(0); }), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(bad([](auto& r) { r.set_emails(1001); }), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(bad([](auto& r) { r.set_price_micros(0); }), grpc::StatusCode::INVALID_ARGUMENT);
+  // Below the collector's price floor (100 µ by default): a sender claiming 1 µ an email would
+  // draw a hundred times the group's money in emails.
+  {
+    v1::AcquireBudgetRequest cheap = req;
+    cheap.set_price_micros(kDefaultMinPriceMicros - 1);
+    grpc::Status refused = stub_->AcquireBudget(Ctx(kSubscriber).get(), cheap, &resp);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("price_micros must be 100 to"));
+  }
   EXPECT_EQ(bad([](auto& r) { r.set_price_micros(5001); }), grpc::StatusCode::INVALID_ARGUMENT);
 
   v1::ReturnBudgetRequest ret;
