@@ -54,7 +54,7 @@ absl::StatusOr<std::string> HttpsGet(const std::string& url, const std::string& 
                    static_cast<long>(absl::ToInt64Milliseconds(timeout)));
   CURLcode rc = curl_easy_perform(c.get());
   if (body.too_big) {
-    return absl::UnavailableError(absl::StrCat("https get: body larger than ", max_bytes));
+    return absl::OutOfRangeError(absl::StrCat("https get: body larger than ", max_bytes));
   }
   if (rc != CURLE_OK) {
     return absl::UnavailableError(
@@ -62,8 +62,12 @@ absl::StatusOr<std::string> HttpsGet(const std::string& url, const std::string& 
   }
   long http = 0;
   curl_easy_getinfo(c.get(), CURLINFO_RESPONSE_CODE, &http);
-  if (http < 200 || http >= 300)
+  if (http >= 400 && http < 500 && http != 408 && http != 429) {
+    return absl::NotFoundError(absl::StrCat("https get: HTTP ", http));
+  }
+  if (http < 200 || http >= 300) {
     return absl::UnavailableError(absl::StrCat("https get: HTTP ", http));
+  }
   return std::move(body.data);
 }
 

@@ -16,6 +16,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
 
@@ -124,6 +125,15 @@ X509* ParseCertificate(const std::string& data) {
 
 }  // namespace
 
+absl::Status SnsVerifier::FetchFailed(absl::string_view what, const absl::Status& fetched,
+                                      Failure* failure) {
+  if (absl::IsUnavailable(fetched) || absl::IsDeadlineExceeded(fetched)) {
+    *failure = Failure::kTransient;
+    return absl::UnavailableError(absl::StrCat("sns: cannot fetch ", what, ": ", fetched.message()));
+  }
+  return Denied(absl::StrCat("cannot fetch ", what, ": ", fetched.message()));
+}
+
 absl::StatusOr<SnsMessage> ParseSnsMessage(const std::string& body) {
   auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return absl::InvalidArgumentError("body is not a JSON object");
@@ -181,17 +191,29 @@ bool SnsUrlAllowed(const std::string& url, const std::vector<std::string>& extra
 }
 
 bool SnsCertUrlAllowed(const std::string& url, const std::vector<std::string>& extra_hosts) {
-  return SnsUrlAllowed(url, extra_hosts) && url.find_first_of("?#") == std::string::npos &&
-         absl::EndsWith(url, ".pem") && !absl::EndsWith(UrlAuthority(url), ".pem");
+  static const std::regex kCertPath(R"(^/SimpleNotificationService-[0-9a-f]{1,64}\.pem$)");
+  if (!SnsUrlAllowed(url, extra_hosts)) return false;
+  const size_t path = url.find('/', url.find("://") + 3);
+  return path != std::string::npos && std::regex_match(url.substr(path), kCertPath);
+}
+
+std::string SnsUrlRegion(const std::string& url) {
+  std::smatch m;
+  const std::string host = UrlAuthority(url);
+  if (!std::regex_match(host, m, SnsHostPattern())) return "";
+  return m[1].matched ? m[1].str() : m[2].str();
+}
+
+std::string TopicArnRegion(const std::string& topic_arn) {
+  std::vector<std::string> parts = absl::StrSplit(topic_arn, ':');
+  return parts.size() == 6 && parts[0] == "arn" && parts[2] == "sns" ? parts[3] : "";
 }
 
 std::vector<std::string> SnsCertificateNames(const std::string& cert_url) {
   std::vector<std::string> names = {"sns.amazonaws.com"};
-  std::smatch m;
-  const std::string host = UrlAuthority(cert_url);
-  if (!std::regex_match(host, m, SnsHostPattern())) return names;
-  const std::string region = m[1].matched ? m[1].str() : m[2].str();
-  if (m[2].matched) {
+  const std::string region = SnsUrlRegion(cert_url);
+  if (region.empty()) return names;
+  if (absl::StartsWith(region, "cn-")) {
     names.push_back(absl::StrCat("sns-", region, ".amazonaws.com.cn"));
   } else if (absl::StartsWith(region, "us-gov-")) {
     names.push_back("sns-us-gov-west-1.amazonaws.com");
@@ -215,50 +237,53 @@ SnsVerifier::SnsVerifier(SnsVerifierOptions options, UrlFetcher fetch,
 
 SnsVerifier::~SnsVerifier() = default;
 
-bool SnsVerifier::TakeFetch() {
+bool SnsVerifier::TakeFetch(bool retry) {
   absl::MutexLock lock(&mu_);
   const absl::Time now = now_();
   if (now - window_start_ >= absl::Seconds(1) || now < window_start_) {
     window_start_ = now;
     window_fetches_ = 0;
   }
-  if (window_fetches_ >= options_.max_fetches_per_second) return false;
+  if (window_fetches_ >= options_.max_fetches_per_second && !retry) return false;
   ++window_fetches_;
   return true;
 }
 
 absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::KeyFor(const std::string& url) {
+  bool retry = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = keys_.find(url);
     if (it != keys_.end() && it->second->not_after > now_()) return it->second;
     auto failed = failed_.find(url);
     if (failed != failed_.end() && failed->second.until > now_()) return failed->second.status;
+    retry = failed != failed_.end() && failed->second.retry_free;
   }
-  bool limited = false;
-  auto key = LoadKey(url, &limited);
-  if (key.ok() || limited) return key;
+  Failure failure = Failure::kDefinite;
+  auto key = LoadKey(url, retry, &failure);
+  if (key.ok() || failure == Failure::kLimited) return key;
   absl::MutexLock lock(&mu_);
   const absl::Time now = now_();
   // Forget what has run out; the cap on fetches bounds what is left.
   for (auto it = failed_.begin(); it != failed_.end();) {
-    it = it->second.until <= now ? failed_.erase(it) : std::next(it);
+    it = it->second.forget <= now ? failed_.erase(it) : std::next(it);
   }
-  failed_[url] = {key.status(), now + options_.failed_fetch_ttl};
+  const bool transient = failure == Failure::kTransient;
+  failed_[url] = {key.status(),
+                  now + (transient ? options_.transient_retry : options_.failed_fetch_ttl),
+                  now + options_.failed_fetch_ttl, transient && !retry};
   return key;
 }
 
 absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::LoadKey(const std::string& url,
-                                                                       bool* limited) {
-  if (!TakeFetch()) {
-    *limited = true;
+                                                                       bool retry,
+                                                                       Failure* failure) {
+  if (!TakeFetch(retry)) {
+    *failure = Failure::kLimited;
     return absl::UnavailableError("sns: too many signing certificate fetches; retry later");
   }
   auto pem = fetch_(url);
-  if (!pem.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("sns: cannot fetch the signing certificate: ", pem.status().message()));
-  }
+  if (!pem.ok()) return FetchFailed("the signing certificate", pem.status(), failure);
   std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem->data(), static_cast<int>(pem->size())));
   std::unique_ptr<X509, X509Free> cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
   if (cert == nullptr) return Denied("the signing certificate is not a PEM certificate");
@@ -284,14 +309,13 @@ absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::LoadKey(const std
       sk_X509_num(chain.get()) == 0) {
     const std::string issuer_url = CaIssuersUri(cert.get());
     if (IssuerUrlAllowed(issuer_url, options_.extra_hosts)) {
-      if (!TakeFetch()) {
-        *limited = true;
+      if (!TakeFetch(retry)) {
+        *failure = Failure::kLimited;
         return absl::UnavailableError("sns: too many signing certificate fetches; retry later");
       }
       auto issuer = fetch_issuer_(issuer_url);
       if (!issuer.ok()) {
-        return absl::UnavailableError(absl::StrCat(
-            "sns: cannot fetch the signing certificate's issuer: ", issuer.status().message()));
+        return FetchFailed("the signing certificate's issuer", issuer.status(), failure);
       }
       if (X509* intermediate = ParseCertificate(*issuer)) {
         sk_X509_push(chain.get(), intermediate);
@@ -346,7 +370,12 @@ absl::Status SnsVerifier::Verify(const SnsMessage& m) {
                                                   : nullptr;
   if (md == nullptr) return Denied("unknown SignatureVersion");
   if (!SnsCertUrlAllowed(m.signing_cert_url, options_.extra_hosts)) {
-    return Denied("SigningCertURL is not an https URL of a .pem file on an SNS host");
+    return Denied(
+        "SigningCertURL is not https://sns.<region>.amazonaws.com/SimpleNotificationService-<hex>.pem");
+  }
+  const std::string cert_region = SnsUrlRegion(m.signing_cert_url);
+  if (!cert_region.empty() && cert_region != TopicArnRegion(m.topic_arn)) {
+    return Denied("SigningCertURL is not in the TopicArn's region");
   }
   absl::Time at;
   std::string err;

@@ -47,9 +47,16 @@ std::string SnsStringToSign(const SnsMessage& m);
 // any other service's) virtual hosts are not SNS hosts.
 bool SnsUrlAllowed(const std::string& url, const std::vector<std::string>& extra_hosts);
 
-// SnsUrlAllowed, and the path names a .pem file (no query, no fragment): the only form of a
-// SigningCertURL.
+// SnsUrlAllowed, and the path is exactly AWS's form of a SigningCertURL,
+// `/SimpleNotificationService-<hex>.pem` (lower-case hex digits, no query, no fragment), as
+// AWS's own message validators check it.
 bool SnsCertUrlAllowed(const std::string& url, const std::vector<std::string>& extra_hosts);
+
+// The AWS region of an SNS host URL (`us-east-1` for https://sns.us-east-1.amazonaws.com/...,
+// `cn-north-1` for the .com.cn form); "" for any other host (the allow-list's).
+std::string SnsUrlRegion(const std::string& url);
+// The region field of a topic ARN (arn:PARTITION:sns:REGION:ACCOUNT:NAME), or "".
+std::string TopicArnRegion(const std::string& topic_arn);
 
 // The names one of which SNS's signing certificate served at `cert_url` must carry (as its
 // subject CN or a DNS subjectAltName, exactly, no wildcard): `sns.amazonaws.com`, and the
@@ -68,8 +75,13 @@ struct SnsVerifierOptions {
   std::string ca_file;                   // trust store for the signing certificate ("" system)
   absl::Duration max_age = absl::Hours(1);
   absl::Duration max_clock_skew = absl::Minutes(5);
-  // A certificate URL whose fetch or check failed is not fetched again for this long.
+  // A certificate URL that failed for good (the host answered 4xx other than 408/429, or what
+  // it served is not a trusted SNS certificate) is refused without a fetch for this long.
   absl::Duration failed_fetch_ttl = absl::Minutes(1);
+  // A certificate URL whose fetch failed in a way that may pass (no connection, a timeout,
+  // 408, 429, 5xx) is fetched again after this long, the first time even when the fetch cap
+  // is used up: SNS retries a delivery about 20 s later, and that retry finds the certificate.
+  absl::Duration transient_retry = absl::Seconds(5);
   // At most this many certificate fetches (signing certificates and issuers together) start
   // in any one-second window; beyond it a message needing a fetch is kUnavailable (SNS retries).
   int max_fetches_per_second = 2;
@@ -79,10 +91,13 @@ struct SnsVerifierOptions {
 // at, nothing is fetched otherwise); then SignatureVersion 1 (SHA1withRSA) or 2 (SHA256withRSA)
 // over SnsStringToSign, with the public key of the certificate at SigningCertURL, which must be
 // allowed (SnsCertUrlAllowed), chain to the trust store, be valid now and name SNS
-// (SnsCertificateNames). Verified certificates are cached per URL until they expire; a URL whose
-// fetch or check failed is refused without a fetch for failed_fetch_ttl, and fetches are capped
-// at max_fetches_per_second, so that unauthenticated POSTs cannot make the collector fetch
-// without bound. SNS serves its certificate without
+// (SnsCertificateNames); a SigningCertURL on an SNS host must be in the TopicArn's region.
+// Anything refused before a fetch is refused without one. Verified certificates are cached per
+// URL until they expire; a URL that failed for good is refused without a fetch for
+// failed_fetch_ttl, one that failed for a passing reason is fetched again after
+// transient_retry, and fetches are capped at max_fetches_per_second (a retry after a passing
+// failure excepted), so that unauthenticated POSTs cannot make the collector fetch without
+// bound. SNS serves its certificate without
 // the intermediate that issued it: when the trust store lacks it, the intermediate named by the
 // certificate's Authority Information Access (caIssuers, on a host under amazontrust.com or
 // in extra_hosts; http is fine, the chain check authenticates it) is fetched with
@@ -101,11 +116,20 @@ class SnsVerifier {
  private:
   struct Key;
   absl::StatusOr<std::shared_ptr<Key>> KeyFor(const std::string& url);
-  // Fetches and checks the certificate at `url`; `*limited` is set when a fetch was refused by
-  // the cap (a refusal that is not remembered as the URL's failure).
-  absl::StatusOr<std::shared_ptr<Key>> LoadKey(const std::string& url, bool* limited);
-  // Takes one fetch from the current one-second window; false when it is used up.
-  bool TakeFetch();
+  // How a LoadKey failed: for good, for a reason that may pass, or refused by the fetch cap
+  // (a refusal that is not remembered as the URL's failure).
+  enum class Failure { kDefinite, kTransient, kLimited };
+  // Fetches and checks the certificate at `url`, setting `*failure` when it fails. `retry`: a
+  // retry after a transient failure, which the cap does not hold back.
+  absl::StatusOr<std::shared_ptr<Key>> LoadKey(const std::string& url, bool retry,
+                                               Failure* failure);
+  // Takes one fetch from the current one-second window; false when it is used up (never for
+  // a `retry`, which is counted all the same).
+  bool TakeFetch(bool retry);
+  // The refusal for a failed fetch of `what`: kUnavailable and kTransient when `fetched` may
+  // pass (kUnavailable, kDeadlineExceeded), else kPermissionDenied (a definite failure).
+  static absl::Status FetchFailed(absl::string_view what, const absl::Status& fetched,
+                                  Failure* failure);
 
   const SnsVerifierOptions options_;
   const UrlFetcher fetch_;
@@ -113,11 +137,15 @@ class SnsVerifier {
   const UrlFetcher fetch_issuer_;
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Key>> keys_ ABSL_GUARDED_BY(mu_);
-  struct Failure {
+  struct Failed {
     absl::Status status;
-    absl::Time until;
+    absl::Time until;   // refused without a fetch until then
+    absl::Time forget;  // remembered until then (failed_fetch_ttl after the failure)
+    // A first transient failure: the next fetch is not held back by the cap (so at most
+    // max_fetches_per_second such retries start a second, on top of the capped fetches).
+    bool retry_free = false;
   };
-  std::map<std::string, Failure> failed_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Failed> failed_ ABSL_GUARDED_BY(mu_);
   absl::Time window_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   int window_fetches_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -109,14 +109,42 @@ TEST(SnsUrlAllowedTest, OnlyHttpsOnSnsHostsOrTheAllowList) {
   EXPECT_FALSE(SnsUrlAllowed("http://127.0.0.1:8443/x.pem", {"127.0.0.1:8443"}));
 }
 
-TEST(SnsCertUrlAllowedTest, APemFileOnAnSnsHost) {
+TEST(SnsCertUrlAllowedTest, AwssCertificatePathOnAnSnsHost) {
+  EXPECT_TRUE(SnsCertUrlAllowed(kCertUrl, {}));
   EXPECT_TRUE(SnsCertUrlAllowed("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-0.pem",
                                 {}));
   EXPECT_FALSE(SnsCertUrlAllowed("https://sns.us-east-1.amazonaws.com/x.der", {}));
   EXPECT_FALSE(SnsCertUrlAllowed("https://sns.us-east-1.amazonaws.com/?Action=x.pem", {}));
   EXPECT_FALSE(SnsCertUrlAllowed("https://sns.us-east-1.amazonaws.com/x.pem#y", {}));
   EXPECT_FALSE(SnsCertUrlAllowed("https://sns.s3.amazonaws.com/x.pem", {}));
-  EXPECT_TRUE(SnsCertUrlAllowed("https://127.0.0.1:8443/c.pem", {"127.0.0.1:8443"}));
+  // Only AWS's path form: /SimpleNotificationService-<lower-case hex>.pem, nothing around it.
+  for (const char* path :
+       {"/x.pem", "/SimpleNotificationService-.pem", "/SimpleNotificationService-0g.pem",
+        "/SimpleNotificationService-ABC.pem", "/a/SimpleNotificationService-0.pem",
+        "/SimpleNotificationService-0.pem?x=1", "/SimpleNotificationService-0.pem#y",
+        "/SimpleNotificationService-0.pem/", "/SimpleNotificationService-0.pem.pem",
+        "/simplenotificationservice-0.pem", "//SimpleNotificationService-0.pem",
+        "/SimpleNotificationService-0.pem%00"}) {
+    EXPECT_FALSE(SnsCertUrlAllowed(absl::StrCat("https://sns.us-east-1.amazonaws.com", path), {}))
+        << path;
+  }
+  EXPECT_FALSE(SnsCertUrlAllowed(
+      absl::StrCat("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-",
+                   std::string(65, 'a'), ".pem"),
+      {}));
+  EXPECT_FALSE(SnsCertUrlAllowed("https://127.0.0.1:8443/c.pem", {"127.0.0.1:8443"}));
+  EXPECT_TRUE(SnsCertUrlAllowed("https://127.0.0.1:8443/SimpleNotificationService-0.pem",
+                                {"127.0.0.1:8443"}));
+}
+
+TEST(SnsUrlRegionTest, TheRegionOfAnSnsHostAndOfATopicArn) {
+  EXPECT_EQ(SnsUrlRegion(kCertUrl), "us-east-1");
+  EXPECT_EQ(SnsUrlRegion("https://sns.cn-north-1.amazonaws.com.cn/x.pem"), "cn-north-1");
+  EXPECT_EQ(SnsUrlRegion("https://127.0.0.1:8443/x.pem"), "");
+  EXPECT_EQ(TopicArnRegion("arn:aws:sns:eu-west-1:123456789012:t"), "eu-west-1");
+  EXPECT_EQ(TopicArnRegion("arn:aws-cn:sns:cn-north-1:123456789012:t"), "cn-north-1");
+  EXPECT_EQ(TopicArnRegion("arn:aws:sqs:eu-west-1:123456789012:t"), "");
+  EXPECT_EQ(TopicArnRegion("eu-west-1"), "");
 }
 
 TEST(SnsCertificateNamesTest, SnsAndTheRegionalFormsOfTheUrlsRegion) {
@@ -197,7 +225,12 @@ TEST_F(SnsVerifierTest, ACertificateFromAnotherHostOrOverHttpIsNeverFetched) {
   for (const char* url : {"https://evil.test/cert.pem", "http://sns.us-east-1.amazonaws.com/c.pem",
                           "https://sns.us-east-1.amazonaws.com.evil.test/c.pem",
                           "https://sns.s3.amazonaws.com/x.pem",
-                          "https://sns.s3-accelerate.amazonaws.com/x.pem"}) {
+                          "https://sns.s3-accelerate.amazonaws.com/x.pem",
+                          "https://sns.us-east-1.amazonaws.com/made-up.pem",
+                          "https://sns.us-east-1.amazonaws.com/x/SimpleNotificationService-0.pem",
+                          // An SNS host of another region than the TopicArn's (us-east-1).
+                          "https://sns.us-west-2.amazonaws.com/SimpleNotificationService-0.pem",
+                          "https://sns.cn-north-1.amazonaws.com.cn/SimpleNotificationService-0.pem"}) {
     SnsMessage m = signer_->Notification("m1", "{}", url, now_);
     absl::Status st = v.Verify(m);
     EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << url;
@@ -209,7 +242,10 @@ TEST_F(SnsVerifierTest, ACertificateFromAnotherHostOrOverHttpIsNeverFetched) {
   o.extra_hosts = {"127.0.0.1:8443"};
   SnsVerifier allowed = Verifier(o);
   EXPECT_TRUE(
-      allowed.Verify(signer_->Notification("m2", "{}", "https://127.0.0.1:8443/c.pem", now_)).ok());
+      allowed
+          .Verify(signer_->Notification(
+              "m2", "{}", "https://127.0.0.1:8443/SimpleNotificationService-0.pem", now_))
+          .ok());
 }
 
 TEST_F(SnsVerifierTest, ExpiredOrFutureMessagesAreRefused) {
@@ -337,10 +373,10 @@ TEST_F(SnsVerifierTest, ACertificateThatDoesNotNameSnsIsRefused) {
   }
 }
 
-// A URL whose fetch failed is not fetched again for a minute, and at most two fetches start
-// per second whatever the URLs: unauthenticated POSTs cannot make the collector fetch without
-// bound.
-TEST_F(SnsVerifierTest, FailedFetchesAreRememberedAndFetchesAreCapped) {
+// A URL that failed for good (the SNS host answered 404) is not fetched again for a minute, and
+// at most two fetches start per second whatever the URLs: unauthenticated POSTs cannot make the
+// collector fetch without bound.
+TEST_F(SnsVerifierTest, DefiniteFailuresAreRememberedAndFetchesAreCapped) {
   int fetches = 0;
   SnsVerifierOptions o = Topic();
   o.ca_file = CaFile();
@@ -348,37 +384,38 @@ TEST_F(SnsVerifierTest, FailedFetchesAreRememberedAndFetchesAreCapped) {
       o,
       [&](const std::string&) -> absl::StatusOr<std::string> {
         ++fetches;
-        return absl::UnavailableError("HTTP 404");
+        return absl::NotFoundError("https get: HTTP 404");
       },
       [this] { return now_; });
   auto post = [&](const std::string& url) {
     return v.Verify(signer_->Notification("m", "{}", url, now_));
   };
-  const std::string same = "https://sns.us-east-1.amazonaws.com/gone.pem";
-  for (int i = 0; i < 20; ++i) EXPECT_EQ(post(same).code(), absl::StatusCode::kUnavailable);
+  auto made_up = [](int i) {
+    return absl::StrCat("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-",
+                        absl::Hex(i), ".pem");
+  };
+  const std::string same = made_up(0xdead);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(post(same).code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(fetches, 1);
   now_ += absl::Seconds(59);
-  EXPECT_EQ(post(same).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(post(same).code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(fetches, 1);
   now_ += absl::Seconds(1);
-  EXPECT_EQ(post(same).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(post(same).code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(fetches, 2);
-  // 100 different URLs within one second: the one left in this second's window, then none.
+  // 100 different URLs within one second: the one left in this second's window (403), then
+  // none (503).
   for (int i = 0; i < 100; ++i) {
-    absl::Status st = post(absl::StrCat("https://sns.us-east-1.amazonaws.com/x", i, ".pem"));
-    EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(post(made_up(i)).code(), i == 0 ? absl::StatusCode::kPermissionDenied
+                                              : absl::StatusCode::kUnavailable);
   }
   EXPECT_EQ(fetches, 3);
   now_ += absl::Seconds(1);
-  for (int i = 100; i < 200; ++i) {
-    EXPECT_EQ(post(absl::StrCat("https://sns.us-east-1.amazonaws.com/x", i, ".pem")).code(),
-              absl::StatusCode::kUnavailable);
-  }
+  for (int i = 100; i < 200; ++i) post(made_up(i));
   EXPECT_EQ(fetches, 5);
   // A URL refused by the cap (not fetched) is fetched as soon as the cap allows.
   now_ += absl::Seconds(1);
-  EXPECT_EQ(post("https://sns.us-east-1.amazonaws.com/x150.pem").code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(post(made_up(150)).code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(fetches, 6);
   // A certificate that does not verify is remembered too.
   testing::SnsSigner stranger;
@@ -395,6 +432,47 @@ TEST_F(SnsVerifierTest, FailedFetchesAreRememberedAndFetchesAreCapped) {
               absl::StatusCode::kPermissionDenied);
   }
   EXPECT_EQ(stranger_fetches, 1);
+}
+
+// A fetch that fails for a reason that may pass (a timeout, 5xx) is not remembered as the URL's
+// failure for a minute: the URL is fetched again after 5 s, the first time even when strangers'
+// made-up URLs have used up the second's fetches, so SNS's retry (about 20 s later) verifies.
+TEST_F(SnsVerifierTest, ATransientFailureIsRetriedSoonEvenWhenTheCapIsUsedUp) {
+  std::vector<std::string> fetched;
+  bool down = true;
+  SnsVerifierOptions o = Topic();
+  o.ca_file = CaFile();
+  SnsVerifier v(
+      o,
+      [&](const std::string& url) -> absl::StatusOr<std::string> {
+        fetched.push_back(url);
+        if (url == kCertUrl && !down) return signer_->cert_pem();
+        if (url == kCertUrl) return absl::UnavailableError("https get: HTTP 503");
+        return absl::NotFoundError("https get: HTTP 404");
+      },
+      [this] { return now_; });
+  EXPECT_EQ(v.Verify(signer_->Notification("g", "{}", kCertUrl, now_)).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(v.Verify(signer_->Notification("g", "{}", kCertUrl, now_)).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(fetched.size(), 1u);  // held back for 5 s
+  down = false;
+  now_ += o.transient_retry - absl::Milliseconds(1);
+  EXPECT_EQ(v.Verify(signer_->Notification("g", "{}", kCertUrl, now_)).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(fetched.size(), 1u);
+  now_ += absl::Milliseconds(1);
+  // A stranger spends this second's fetches on made-up URLs first.
+  for (int i = 0; i < 10; ++i) {
+    v.Verify(signer_->Notification(
+        "x", "{}",
+        absl::StrCat("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-", i, ".pem"),
+        now_));
+  }
+  ASSERT_EQ(fetched.size(), 3u);
+  EXPECT_TRUE(v.Verify(signer_->Notification("g", "{}", kCertUrl, now_)).ok());
+  EXPECT_EQ(fetched.size(), 4u);
+  EXPECT_EQ(fetched.back(), kCertUrl);
 }
 
 }  // namespace

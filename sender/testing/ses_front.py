@@ -30,7 +30,7 @@ ones, "refused_quota": answered LimitExceededException, "account_reads": GetAcco
 --sns-dir D --sns-port P: also plays Amazon SNS for a configuration set's event destination.
 It makes a test CA (D/ca.pem), a signing certificate issued by it (CN sns.amazonaws.com, as
 SNS's), and a TLS certificate for 127.0.0.1, and serves over HTTPS on 127.0.0.1:P the signing
-certificate (/cert.pem) and the
+certificate (CERT_PATH) and the
 SubscribeURL (/confirm?Token=...). It remembers what the front sent (MessageId, recipient,
 EmailTags) and, on request, POSTs signed SNS messages to an endpoint:
   POST /_sns/subscribe {"endpoint": URL}: a SubscriptionConfirmation
@@ -234,6 +234,9 @@ def recipient(body):
 
 
 # --- SNS: a configuration set's event destination, signed with a test CA's certificate -------
+# AWS's form of a signing certificate's path (the collector accepts no other).
+CERT_PATH = "/SimpleNotificationService-0123456789abcdef0123456789abcdef.pem"
+
 
 sns = {"sent": [], "confirmed": 0}
 
@@ -265,7 +268,7 @@ def sns_setup():
             pass
 
         def do_GET(self):
-            if self.path == "/cert.pem":
+            if self.path == CERT_PATH:
                 data = open(j("signing.pem"), "rb").read()
             elif self.path.startswith("/confirm?"):
                 with lock:
@@ -329,7 +332,7 @@ def sns_envelope(kind, message):
             "Message": message,
             "Timestamp": datetime.datetime.now(datetime.timezone.utc)
                          .strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
-            "SigningCertURL": sns_base + "/cert.pem"}
+            "SigningCertURL": sns_base + CERT_PATH}
 
 
 def sns_control(method, path, body):
