@@ -1,8 +1,9 @@
 // Password recoveries go first across the whole backlog of a group. Real
 // PostgreSQL, a real collector and sender over gRPC (file transport): 2,000 activations queued
 // behind the sender's budget pace of 3 emails/s, then 5 password recoveries, one after another
-// or all in one transaction while the sender's window (max in flight) is full; each must be
-// among the next 5 emails delivered after it was queued. Collector and sender run with their
+// or all in one transaction while the sender's window (max in flight) is full; with one sender
+// each must be among the next 5 emails delivered after it was queued (with two, see the last
+// test). Collector and sender run with their
 // defaults for batching, polling, leases and max in flight; only the budget is set.
 #include <algorithm>
 #include <map>
@@ -175,8 +176,14 @@ TEST_F(PriorityTest, RecoveriesCommittedTogetherPastAFullWindowAreTheNextFiveDel
 // budget behind 2,000 activations, both windows full. Each round commits 5 recoveries in one
 // transaction; whichever sender they are leased to, no activation of the group is granted a slot
 // from their commit until they are sent and acknowledged (the collectors know both the leases and
-// the grants), so they are the next 5 emails of the group, but for a slot the other sender was
-// granted just before the commit. Three rounds, each its own 5 accounts.
+// the grants), so they are the next 5 emails of the group granted after their commit. The
+// exception is inherent: what is left of a grant the other sender received before the commit
+// (the recoveries did not exist yet) is still spent on its activations, and such an email may
+// be written after the commit. The sender the recoveries went to spends its own slots on them
+// first. At 3 emails/s shared by two busy senders that is at most one email (measured: none or
+// one in every round), so the recoveries are among the next 6 emails written, while no
+// activation is granted a slot from the commit to their acknowledgement. Three rounds, each its
+// own 5 accounts.
 TEST_F(PriorityTest, RecoveriesGoFirstAcrossSendersAndCollectorsUnderTheGroupBudget) {
   constexpr int kRounds = 3;
   out_ = dir_ + "/out";
@@ -267,11 +274,10 @@ TEST_F(PriorityTest, RecoveriesGoFirstAcrossSendersAndCollectorsUnderTheGroupBud
                                   committed_us, " / 1e6) AND to_timestamp(", acked_us, " / 1e6)")),
               0)
         << "round " << round;
-    // The emails: the 5 recoveries go first. A slot granted before the commit is still used by
-    // the sender that holds it: at most one email (grants are one second of pace, one email at
-    // 3/s, and a sender asks for the next only when it holds none) of the sender that did not
-    // get the recoveries may go between, when its send started after the commit.
-    EXPECT_LE(positions.back(), static_cast<size_t>(kRecoveries + 1)) << "round " << round;
+    // The emails: the 5 recoveries go first, but for the slot the other sender may hold from
+    // before the commit (see above): positions 1-5, or 1-6 with one of them its activation.
+    EXPECT_LE(positions.back(), static_cast<size_t>(kRecoveries + 1))
+        << "round " << round << ": more than the one email granted before the commit went first";
   }
 
   // Both senders sent (the group's pace was shared) and it really was paced.
