@@ -193,7 +193,8 @@ bool SnsUrlAllowed(const std::string& url, const std::vector<std::string>& extra
 bool SnsCertUrlAllowed(const std::string& url, const std::vector<std::string>& extra_hosts) {
   static const std::regex kCertPath(R"(^/SimpleNotificationService-[0-9a-f]{1,64}\.pem$)");
   if (!SnsUrlAllowed(url, extra_hosts)) return false;
-  const size_t path = url.find('/', url.find("://") + 3);
+  // The path starts where the authority ends ("https://" is known to be there).
+  const size_t path = url.find_first_of("/?#", std::string("https://").size());
   return path != std::string::npos && std::regex_match(url.substr(path), kCertPath);
 }
 

@@ -132,6 +132,10 @@ TEST(SnsCertUrlAllowedTest, AwssCertificatePathOnAnSnsHost) {
       absl::StrCat("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-",
                    std::string(65, 'a'), ".pem"),
       {}));
+  EXPECT_FALSE(SnsCertUrlAllowed(
+      "https://sns.us-east-1.amazonaws.com?x/SimpleNotificationService-0.pem", {}));
+  EXPECT_FALSE(SnsCertUrlAllowed(
+      "https://sns.us-east-1.amazonaws.com#x/SimpleNotificationService-0.pem", {}));
   EXPECT_FALSE(SnsCertUrlAllowed("https://127.0.0.1:8443/c.pem", {"127.0.0.1:8443"}));
   EXPECT_TRUE(SnsCertUrlAllowed("https://127.0.0.1:8443/SimpleNotificationService-0.pem",
                                 {"127.0.0.1:8443"}));
