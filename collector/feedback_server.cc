@@ -193,6 +193,10 @@ int FeedbackServer::Handle(mg_connection* conn, void* p) {
                      : reply.status == 413 ? "Payload Too Large"
                                            : "Service Unavailable";
   reply.body += "\n";
+  // Once answered, the connection closes without reading what is left of the declared body:
+  // civetweb would otherwise discard it read by read after the handler returns, and a client
+  // sending a byte inside every wait would hold the worker until its whole body arrived.
+  mg_disable_connection_keep_alive(conn);
   mg_printf(conn,
             "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
             "Content-Length: %zu\r\n%sConnection: close\r\n\r\n",
