@@ -68,9 +68,10 @@ struct FeedbackServerOptions {
 
 // Serves the feedback endpoint over HTTP (civetweb) on `address` (host:port; port 0 picks a
 // free one): POST goes to the handler (any path); another method gets 405, a body larger than
-// max_body 413, a request not received whole within request_timeout 408. With fewer slow
-// clients than workers a notification is answered at once; with more, within about
-// request_timeout per `workers` slow clients ahead of it. Put it behind a TLS-terminating proxy
+// max_body 413, a request not received whole within request_timeout 408; once answered, a
+// connection closes without the rest of its declared body being read. With fewer slow clients
+// than workers a notification is answered at once; with more, within about a third of
+// request_timeout (at most all of it) per `workers` slow clients ahead of it. Put it behind a TLS-terminating proxy
 // (SNS requires HTTPS for anything but tests). Stop() or destruction stops it. Not
 // thread-safe: start and stop it from one thread.
 class FeedbackServer {
