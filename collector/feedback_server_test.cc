@@ -240,6 +240,26 @@ int Connect(int port) {
   return fd;
 }
 
+// What the endpoint sends on `fd` until it closes the connection (or `limit` passes).
+std::string ReadUntilClosed(int fd, absl::Duration limit) {
+  const timeval t = absl::ToTimeval(limit);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &t, sizeof(t));
+  std::string answer;
+  char buf[512];
+  ssize_t got;
+  while ((got = recv(fd, buf, sizeof(buf), 0)) > 0) answer.append(buf, got);
+  return answer;
+}
+
+// Sends `request` on a new connection and returns the answer.
+std::string Exchange(int port, const std::string& request) {
+  const int fd = Connect(port);
+  send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string answer = ReadUntilClosed(fd, absl::Seconds(10));
+  close(fd);
+  return answer;
+}
+
 // Clients that connect and send nothing, until destroyed.
 class IdleClients {
  public:
@@ -371,18 +391,39 @@ TEST_F(FeedbackServerTest, TricklingAndIdleClientsGet408AtTheRequestTimeout) {
   SlowClients slow(server_.port(), 1, kMaxBody, defaults.request_timeout / 12);
   const int idle = Connect(server_.port());
   for (int fd : {slow.fd(0), idle}) {
-    const timeval limit = absl::ToTimeval(defaults.request_timeout + absl::Seconds(5));
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
-    std::string answer;
-    char buf[512];
-    ssize_t got;
-    while ((got = recv(fd, buf, sizeof(buf), 0)) > 0) answer.append(buf, got);
+    const std::string answer = ReadUntilClosed(fd, defaults.request_timeout + absl::Seconds(5));
     const absl::Duration took = absl::Now() - start;
     EXPECT_THAT(answer, ::testing::StartsWith("HTTP/1.1 408 Request Timeout\r\n"));
     EXPECT_GE(took, defaults.request_timeout);
     EXPECT_LT(took, defaults.request_timeout + absl::Seconds(1));
   }
   close(idle);
+}
+
+// Requests without a Content-Length (411) or with headers over 16 KiB (431) are answered as
+// soon as that is known.
+TEST_F(FeedbackServerTest, RequestsWithoutLengthOrWithHugeHeadersAreAnsweredAtOnce) {
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(Exchange(server_.port(), "POST /sns HTTP/1.1\r\nHost: x\r\n\r\n{}"),
+              ::testing::StartsWith("HTTP/1.1 411 Length Required\r\n"));
+  EXPECT_THAT(Exchange(server_.port(),
+                       "POST /sns HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"),
+              ::testing::StartsWith("HTTP/1.1 411 Length Required\r\n"));
+  EXPECT_THAT(Exchange(server_.port(), absl::StrCat("POST /sns HTTP/1.1\r\nX-Pad: ",
+                                                    std::string(17 * 1024, 'p'), "\r\n")),
+              ::testing::StartsWith("HTTP/1.1 431 Request Header Fields Too Large\r\n"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
+// Beyond FeedbackServer::kMaxPending connections waiting to arrive whole, a new one closes the
+// oldest (long before its request timeout).
+TEST_F(FeedbackServerTest, ANewConnectionBeyondThePendingLimitClosesTheOldest) {
+  const int oldest = Connect(server_.port());
+  IdleClients others(server_.port(), FeedbackServer::kMaxPending);
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(ReadUntilClosed(oldest, absl::Seconds(10)), "");
+  EXPECT_LT(absl::Now() - start, FeedbackServerOptions().request_timeout);
+  close(oldest);
 }
 
 // Failed certificate fetches against a real HTTPS server (every URL 404): one URL is fetched
