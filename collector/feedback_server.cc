@@ -103,8 +103,6 @@ namespace {
 
 // The request line and headers, up to the blank line that ends them.
 constexpr size_t kMaxHead = 16 * 1024;
-// A request the workers have not taken yet beyond this many gets 503 (SNS retries).
-constexpr size_t kMaxQueued = 1024;
 
 std::string Response(HttpReply reply, const std::string& extra_headers = "") {
   const char* text = reply.status == 200   ? "OK"

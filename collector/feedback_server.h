@@ -74,13 +74,15 @@ struct FeedbackServerOptions {
 // handler (POST, any path). Answered by that thread, each closing the connection without
 // reading further: another method 405, no Content-Length 411, a body larger than max_body 413,
 // headers over 16 KiB 431, a request not received whole within request_timeout 408. At most
-// kMaxPending connections wait to arrive whole; a new one beyond that closes the oldest. So a
-// notification is answered at once however many slow or idle clients are connected. Put it
+// kMaxPending connections wait to arrive whole; a new one beyond that closes the oldest. A
+// complete request beyond kMaxQueued waiting for a worker gets 503. So a notification is
+// answered at once however many slow or idle clients are connected. Put it
 // behind a TLS-terminating proxy (SNS requires HTTPS for anything but tests). Stop() or
 // destruction stops it. Not thread-safe: start and stop it from one thread.
 class FeedbackServer {
  public:
   static constexpr size_t kMaxPending = 1024;
+  static constexpr size_t kMaxQueued = 1024;
 
   FeedbackServer() = default;
   ~FeedbackServer();
