@@ -415,6 +415,22 @@ TEST_F(FeedbackServerTest, RequestsWithoutLengthOrWithHugeHeadersAreAnsweredAtOn
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
 }
 
+// A client that asks to be told to go on (Expect: 100-continue) is, and its body is then read.
+TEST_F(FeedbackServerTest, AClientExpectingContinueIsToldToSendItsBody) {
+  const int fd = Connect(server_.port());
+  const std::string head =
+      "POST /sns HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\nExpect: 100-continue\r\n\r\n";
+  send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+  const std::string go_on = "HTTP/1.1 100 Continue\r\n\r\n";
+  std::string got(go_on.size(), '\0');
+  EXPECT_EQ(recv(fd, got.data(), got.size(), MSG_WAITALL), static_cast<ssize_t>(go_on.size()));
+  EXPECT_EQ(got, go_on);
+  send(fd, "not json", 8, MSG_NOSIGNAL);
+  EXPECT_THAT(ReadUntilClosed(fd, absl::Seconds(10)),
+              ::testing::StartsWith("HTTP/1.1 400 Bad Request\r\n"));
+  close(fd);
+}
+
 // Beyond FeedbackServer::kMaxPending connections waiting to arrive whole, a new one closes the
 // oldest (long before its request timeout).
 TEST_F(FeedbackServerTest, ANewConnectionBeyondThePendingLimitClosesTheOldest) {
