@@ -1,13 +1,23 @@
 #include "collector/feedback_server.h"
 
-#include <civetweb.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <thread>
+#include <cerrno>
+#include <cstring>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "collector/feedback_event.h"
 #include "common/log.h"
 
@@ -89,6 +99,98 @@ HttpReply FeedbackHandler::Post(const std::string& body) {
   return Count(type, result, {200, result});
 }
 
+namespace {
+
+// The request line and headers, up to the blank line that ends them.
+constexpr size_t kMaxHead = 16 * 1024;
+
+std::string Response(HttpReply reply, const std::string& extra_headers = "") {
+  const char* text = reply.status == 200   ? "OK"
+                     : reply.status == 400 ? "Bad Request"
+                     : reply.status == 403 ? "Forbidden"
+                     : reply.status == 405 ? "Method Not Allowed"
+                     : reply.status == 408 ? "Request Timeout"
+                     : reply.status == 411 ? "Length Required"
+                     : reply.status == 413 ? "Payload Too Large"
+                     : reply.status == 431 ? "Request Header Fields Too Large"
+                                           : "Service Unavailable";
+  reply.body += "\n";
+  return absl::StrCat("HTTP/1.1 ", reply.status, " ", text,
+                      "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ",
+                      reply.body.size(), "\r\n", extra_headers, "Connection: close\r\n\r\n",
+                      reply.body);
+}
+
+// Sends what the socket takes without waiting and closes the connection, reading nothing more.
+void AnswerAndClose(int fd, const std::string& response) {
+  send(fd, response.data(), response.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  shutdown(fd, SHUT_WR);
+  close(fd);
+}
+
+// What the request line and headers say: the body's length, or the answer to give at once.
+struct Head {
+  HttpReply early{0, ""};  // status 0: read the body
+  std::string extra_headers;
+  size_t content_length = 0;
+  bool expect_continue = false;
+};
+
+Head ParseHead(absl::string_view head, size_t max_body) {
+  Head h;
+  std::vector<absl::string_view> lines = absl::StrSplit(head, "\r\n");
+  std::vector<absl::string_view> first = absl::StrSplit(lines[0], ' ');
+  if (first.size() != 3 || !absl::StartsWith(first[2], "HTTP/1.")) {
+    h.early = {400, "bad request line"};
+    return h;
+  }
+  if (first[0] != "POST") {
+    h.early = {405, "only POST"};
+    h.extra_headers = "Allow: POST\r\n";
+    return h;
+  }
+  int64_t length = -1;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const size_t colon = lines[i].find(':');
+    if (colon == absl::string_view::npos) {
+      h.early = {400, "bad header"};
+      return h;
+    }
+    const absl::string_view name = lines[i].substr(0, colon);
+    const absl::string_view value = absl::StripAsciiWhitespace(lines[i].substr(colon + 1));
+    if (absl::EqualsIgnoreCase(name, "Content-Length")) {
+      if (length >= 0 || !absl::SimpleAtoi(value, &length) || length < 0) {
+        h.early = {400, "bad Content-Length"};
+        return h;
+      }
+    } else if (absl::EqualsIgnoreCase(name, "Transfer-Encoding")) {
+      h.early = {411, "Content-Length required"};
+      return h;
+    } else if (absl::EqualsIgnoreCase(name, "Expect")) {
+      h.expect_continue = absl::EqualsIgnoreCase(value, "100-continue");
+    }
+  }
+  if (length < 0) {
+    h.early = {411, "Content-Length required"};
+  } else if (static_cast<uint64_t>(length) > max_body) {
+    h.early = {413, "body too large"};
+  } else {
+    h.content_length = static_cast<size_t>(length);
+  }
+  return h;
+}
+
+// A connection whose request has not arrived whole.
+struct Pending {
+  int fd = -1;
+  absl::Time deadline;
+  std::string data;
+  size_t body_at = 0;  // 0 until the headers are in, then where the body starts in `data`
+  size_t content_length = 0;
+};
+
+}  // namespace
+
 FeedbackServer::~FeedbackServer() { Stop(); }
 
 absl::Status FeedbackServer::Start(const std::string& address, FeedbackHandler* handler,
@@ -100,121 +202,190 @@ absl::Status FeedbackServer::Start(const std::string& address, FeedbackHandler* 
     return absl::InvalidArgumentError(absl::StrCat("bad feedback address ", address));
   }
   Stop();
-  handler_ = handler;
-  options_ = options;
-  // civetweb's timeout bounds each wait for data, not a request: the headers may take up to
-  // two of them, and each mg_read of the body up to two more. A sixth of the request timeout
-  // per wait keeps headers (two waits) plus the body (read until a third of the timeout has
-  // passed, the last read overrunning by two waits) within the request timeout.
-  const std::string threads = absl::StrCat(options_.workers);
-  const std::string wait_ms =
-      absl::StrCat(std::max<int64_t>(1, absl::ToInt64Milliseconds(options_.request_timeout) / 6));
-  const char* civet_options[] = {"listening_ports",
-                                 address.c_str(),
-                                 "num_threads",
-                                 threads.c_str(),
-                                 "request_timeout_ms",
-                                 wait_ms.c_str(),
-                                 "enable_keep_alive",
-                                 "no",
-                                 nullptr};
-  mg_callbacks callbacks{};
-  ctx_ = mg_start(&callbacks, nullptr, civet_options);
-  if (ctx_ == nullptr) return absl::UnavailableError(absl::StrCat("cannot bind ", address));
-  mg_server_port ports[4];
-  int n = mg_get_server_ports(ctx_, 4, ports);
-  if (n < 1) {
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), absl::StrCat(port).c_str(), &hints, &res) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot bind ", address));
+  }
+  for (addrinfo* a = res; a != nullptr && listen_fd_ < 0; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) {
+      listen_fd_ = fd;
+    } else {
+      close(fd);
+    }
+  }
+  freeaddrinfo(res);
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  if (listen_fd_ < 0 || getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len) != 0 ||
+      pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
     Stop();
     return absl::UnavailableError(absl::StrCat("cannot bind ", address));
   }
-  port_ = ports[0].port;
-  host_ = address.substr(0, colon);
-  mg_set_request_handler(ctx_, "/", &FeedbackServer::Handle, this);
+  port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  handler_ = handler;
+  options_ = options;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = false;
+  }
+  receiver_ = std::thread([this] { Receive(); });
+  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { Work(); });
   return absl::OkStatus();
 }
 
-int FeedbackServer::Handle(mg_connection* conn, void* p) {
-  auto* self = static_cast<FeedbackServer*>(p);
-  const mg_request_info* ri = mg_get_request_info(conn);
-  const size_t max_body = self->options_.max_body;
-  // See Start(): reading stops a third of the request timeout after the headers.
-  const absl::Time read_until = absl::Now() + self->options_.request_timeout / 3;
-  HttpReply reply;
-  std::string extra;
-  if (std::string(ri->request_method) != "POST") {
-    reply = {405, "only POST"};
-    extra = "Allow: POST\r\n";
-  } else if (ri->content_length > static_cast<long long>(max_body)) {
-    reply = {413, "body too large"};
-  } else {
-    std::string body;
-    char buf[8192];
-    int got = 0;
-    bool too_big = false;
-    bool late = false;
-    // civetweb's mg_read(n) returns only once n bytes arrived or one wait (request_timeout_ms,
-    // a sixth of the request timeout) passed without a byte: a client that sends one byte just
-    // inside each wait would hold a read of 8 KiB for 8,192 waits. So each read asks for no
-    // more bytes than half the waits left before `read_until` (at least one): a read ends
-    // by then, or at most two waits later.
-    const absl::Duration wait =
-        std::max(absl::Milliseconds(1), self->options_.request_timeout / 6);
-    auto next_read = [&]() {
-      // A read of n bytes may take n + 1 waits: ask for half as many bytes as waits are left.
-      const int64_t waits_left = (read_until - absl::Now()) / wait;
-      return static_cast<size_t>(std::clamp<int64_t>(waits_left / 2, 1, sizeof(buf)));
-    };
-    while ((got = mg_read(conn, buf, next_read())) > 0) {
-      body.append(buf, got);
-      if (body.size() > max_body) {
-        too_big = true;
-        break;
+void FeedbackServer::Receive() {
+  std::deque<Pending> pending;  // oldest first
+  std::vector<pollfd> polled;
+  char buf[16 * 1024];
+  for (;;) {
+    const absl::Time now = absl::Now();
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (it->deadline > now) {
+        ++it;
+        continue;
       }
-      if (ri->content_length >= 0 && body.size() >= static_cast<size_t>(ri->content_length)) {
-        break;
+      AnswerAndClose(it->fd, Response({408, "request not received in time"}));
+      it = pending.erase(it);
+    }
+    polled.assign({{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}});
+    absl::Time next = now + absl::Seconds(1);
+    for (const Pending& p : pending) {
+      polled.push_back({p.fd, POLLIN, 0});
+      next = std::min(next, p.deadline);
+    }
+    const int wait_ms = static_cast<int>(
+        std::max<int64_t>(0, absl::ToInt64Milliseconds(absl::Ceil(next - now, absl::Milliseconds(1)))));
+    if (poll(polled.data(), polled.size(), wait_ms) < 0 && errno != EINTR) {
+      LogError("feedback endpoint stopped", {{"error", strerror(errno)}});
+      break;
+    }
+    if (polled[0].revents != 0) break;  // Stop()
+    // Read what arrived, newest first so that erasing keeps the indexes of those not yet read.
+    for (size_t i = pending.size(); i-- > 0;) {
+      if (polled[i + 2].revents == 0) continue;
+      Pending& p = pending[i];
+      const ssize_t got = recv(p.fd, buf, sizeof(buf), 0);
+      if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (got <= 0) {  // the client went away before its request was whole
+        close(p.fd);
+        pending.erase(pending.begin() + i);
+        continue;
       }
-      if (absl::Now() >= read_until) {
-        late = true;
-        break;
+      const size_t had = p.data.size();
+      p.data.append(buf, got);
+      if (p.body_at == 0) {
+        const size_t end = p.data.find("\r\n\r\n", had < 3 ? 0 : had - 3);
+        if (end == std::string::npos || end > kMaxHead) {
+          if (p.data.size() > kMaxHead) {
+            AnswerAndClose(p.fd, Response({431, "headers too large"}));
+            pending.erase(pending.begin() + i);
+          }
+          continue;
+        }
+        Head head = ParseHead(absl::string_view(p.data).substr(0, end), options_.max_body);
+        if (head.early.status != 0) {
+          AnswerAndClose(p.fd, Response(head.early, head.extra_headers));
+          pending.erase(pending.begin() + i);
+          continue;
+        }
+        p.body_at = end + 4;
+        p.content_length = head.content_length;
+        if (head.expect_continue && p.data.size() < p.body_at + p.content_length) {
+          static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+          send(p.fd, kContinue, sizeof(kContinue) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
+      }
+      if (p.data.size() < p.body_at + p.content_length) continue;
+      Request r{p.fd, p.data.substr(p.body_at, p.content_length)};
+      pending.erase(pending.begin() + i);
+      absl::MutexLock lock(&mu_);
+      if (requests_.size() >= kMaxQueued) {
+        AnswerAndClose(r.fd, Response({503, "busy; retry"}));
+      } else {
+        requests_.push_back(std::move(r));
       }
     }
-    if (!late && ri->content_length >= 0 && body.size() < static_cast<size_t>(ri->content_length)) {
-      late = true;  // civetweb's wait ran out before the declared body arrived
+    if (polled[1].revents == 0) continue;
+    for (;;) {
+      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        // Out of descriptors: make room by dropping the oldest waiting connection.
+        if ((errno == EMFILE || errno == ENFILE) && !pending.empty()) {
+          close(pending.front().fd);
+          pending.pop_front();
+          continue;
+        }
+        if (errno == EMFILE || errno == ENFILE) absl::SleepFor(absl::Milliseconds(10));
+        break;
+      }
+      if (pending.size() >= kMaxPending) {
+        close(pending.front().fd);
+        pending.pop_front();
+      }
+      pending.push_back({fd, absl::Now() + options_.request_timeout});
     }
-    reply = too_big ? HttpReply{413, "body too large"}
-            : late  ? HttpReply{408, "request not received in time"}
-                    : self->handler_->Post(body);
   }
-  const char* text = reply.status == 200   ? "OK"
-                     : reply.status == 400 ? "Bad Request"
-                     : reply.status == 403 ? "Forbidden"
-                     : reply.status == 405 ? "Method Not Allowed"
-                     : reply.status == 408 ? "Request Timeout"
-                     : reply.status == 413 ? "Payload Too Large"
-                                           : "Service Unavailable";
-  reply.body += "\n";
-  mg_printf(conn,
-            "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            "Content-Length: %zu\r\n%sConnection: close\r\n\r\n",
-            reply.status, text, reply.body.size(), extra.c_str());
-  mg_write(conn, reply.body.data(), reply.body.size());
-  return reply.status;
+  for (const Pending& p : pending) close(p.fd);
+}
+
+void FeedbackServer::Work() {
+  for (;;) {
+    Request r;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](FeedbackServer* s) { return s->stopping_ || !s->requests_.empty(); },
+          this));
+      if (stopping_) return;
+      r = std::move(requests_.front());
+      requests_.pop_front();
+    }
+    const std::string response = Response(handler_->Post(r.body));
+    // The reply is small; a client that does not read it gets the request timeout.
+    const int blocking = fcntl(r.fd, F_GETFL) & ~O_NONBLOCK;
+    fcntl(r.fd, F_SETFL, blocking);
+    const timeval send_timeout = absl::ToTimeval(options_.request_timeout);
+    setsockopt(r.fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+    send(r.fd, response.data(), response.size(), MSG_NOSIGNAL);
+    shutdown(r.fd, SHUT_WR);
+    close(r.fd);
+  }
 }
 
 void FeedbackServer::Stop() {
-  if (ctx_ == nullptr) return;
-  // civetweb's listener notices the stop only when its poll() returns: knock until it is gone.
-  std::atomic<bool> stopped{false};
-  std::thread stopper([&] {
-    mg_stop(ctx_);
-    stopped = true;
-  });
-  while (!stopped) {
-    KnockTcp(host_, port_);
-    absl::SleepFor(absl::Milliseconds(20));
+  if (receiver_.joinable()) {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    const char knock = 1;
+    if (write(wake_[1], &knock, 1) < 0) {
+      // the pipe is empty and non-blocking: a write fails only if it is already full
+    }
+    receiver_.join();
+    for (std::thread& w : workers_) w.join();
+    workers_.clear();
+    absl::MutexLock lock(&mu_);
+    for (const Request& r : requests_) close(r.fd);
+    requests_.clear();
   }
-  stopper.join();
-  ctx_ = nullptr;
+  for (int* fd : {&listen_fd_, &wake_[0], &wake_[1]}) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+  }
   port_ = 0;
 }
 

@@ -2,17 +2,18 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collector/feedback_store.h"
 #include "collector/sns_verifier.h"
 #include "common/metrics.h"
-
-struct mg_context;
-struct mg_connection;
 
 namespace mailroom {
 
@@ -59,22 +60,30 @@ struct FeedbackServerOptions {
 
   // Larger bodies get 413 (SNS messages are a few KB; 256 KiB is their maximum).
   size_t max_body = 256 * 1024;
-  // Requests served at once; more wait for a worker.
+  // Complete requests handled at once; more wait for a worker. A request is handed to a worker
+  // only once it has arrived whole, so slow clients hold none.
   int workers = kDefaultWorkers;
-  // A request (headers and body) not received whole within this is answered 408 and its
-  // connection closed: a slow or idle client holds a worker at most this long.
+  // A request (headers and body) not received whole within this of its connection being
+  // accepted is answered 408 and its connection closed.
   absl::Duration request_timeout = absl::Milliseconds(kDefaultRequestTimeoutMs);
 };
 
-// Serves the feedback endpoint over HTTP (civetweb) on `address` (host:port; port 0 picks a
-// free one): POST goes to the handler (any path); another method gets 405, a body larger than
-// max_body 413, a request not received whole within request_timeout 408. With fewer slow
-// clients than workers a notification is answered at once; with more, within about
-// request_timeout per `workers` slow clients ahead of it. Put it behind a TLS-terminating proxy
-// (SNS requires HTTPS for anything but tests). Stop() or destruction stops it. Not
-// thread-safe: start and stop it from one thread.
+// Serves the feedback endpoint over HTTP/1.1 on `address` (host:port, [v6]:port; port 0 picks
+// a free one), one request per connection. One thread accepts connections and reads requests
+// from all of them until each has arrived whole; only then does a worker hand its body to the
+// handler (POST, any path). Answered by that thread, each closing the connection without
+// reading further: another method 405, no Content-Length 411, a body larger than max_body 413,
+// headers over 16 KiB 431, a request not received whole within request_timeout 408. At most
+// kMaxPending connections wait to arrive whole; a new one beyond that closes the oldest. A
+// complete request beyond kMaxQueued waiting for a worker gets 503. So a notification is
+// answered at once however many slow or idle clients are connected. Put it
+// behind a TLS-terminating proxy (SNS requires HTTPS for anything but tests). Stop() or
+// destruction stops it. Not thread-safe: start and stop it from one thread.
 class FeedbackServer {
  public:
+  static constexpr size_t kMaxPending = 1024;
+  static constexpr size_t kMaxQueued = 1024;
+
   FeedbackServer() = default;
   ~FeedbackServer();
   FeedbackServer(const FeedbackServer&) = delete;
@@ -87,13 +96,24 @@ class FeedbackServer {
   void Stop();
 
  private:
-  static int Handle(mg_connection* conn, void* self);
+  // A request read whole: its connection and body.
+  struct Request {
+    int fd = -1;
+    std::string body;
+  };
+  void Receive();  // the thread that accepts and reads
+  void Work();     // each worker
 
-  mg_context* ctx_ = nullptr;
   FeedbackHandler* handler_ = nullptr;
   FeedbackServerOptions options_;
-  std::string host_;
+  int listen_fd_ = -1;
+  int wake_[2] = {-1, -1};  // written by Stop() to wake Receive()
   int port_ = 0;
+  std::thread receiver_;
+  std::vector<std::thread> workers_;
+  absl::Mutex mu_;
+  std::deque<Request> requests_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace mailroom

@@ -32,6 +32,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// The endpoint's largest body in these tests.
+constexpr size_t kMaxBody = 16 * 1024;
+
 constexpr char kCertPath[] = "/SimpleNotificationService-0123456789abcdef0123456789abcdef.pem";
 const std::string kCertUrl = absl::StrCat("https://sns.us-east-1.amazonaws.com", kCertPath);
 
@@ -104,10 +107,11 @@ class FeedbackServerTest : public ::testing::Test {
         },
         std::vector<std::string>{}, 3, &metrics_);
     FeedbackServerOptions server_options;  // production workers and request timeout
-    server_options.max_body = 16 * 1024;
+    server_options.max_body = kMaxBody;
     ASSERT_TRUE(server_.Start("127.0.0.1:0", handler_.get(), server_options).ok());
     url_ = absl::StrCat("http://127.0.0.1:", server_.port(), "/sns");
   }
+  absl::Duration TimedNotification(const std::string& clients);
   std::string Text(const std::string& sql) {
     pqxx::nontransaction tx(*conn_);
     return tx.exec1(sql)[0].as<std::string>();
@@ -227,31 +231,74 @@ TEST_F(FeedbackServerTest, ASignedBounceFromAnotherAccountsTopicChangesNothing) 
             0);
 }
 
-// Clients that declare a 200,000-byte body and send it one byte every 5 s, each on its own
-// connection, until destroyed.
+// A connection to the endpoint on loopback.
+int Connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  return fd;
+}
+
+// What the endpoint sends on `fd` until it closes the connection (or `limit` passes).
+std::string ReadUntilClosed(int fd, absl::Duration limit) {
+  const timeval t = absl::ToTimeval(limit);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &t, sizeof(t));
+  std::string answer;
+  char buf[512];
+  ssize_t got;
+  while ((got = recv(fd, buf, sizeof(buf), 0)) > 0) answer.append(buf, got);
+  return answer;
+}
+
+// Sends `request` on a new connection and returns the answer.
+std::string Exchange(int port, const std::string& request) {
+  const int fd = Connect(port);
+  send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string answer = ReadUntilClosed(fd, absl::Seconds(10));
+  close(fd);
+  return answer;
+}
+
+// Clients that connect and send nothing, until destroyed.
+class IdleClients {
+ public:
+  IdleClients(int port, int n) {
+    for (int i = 0; i < n; ++i) fds_.push_back(Connect(port));
+  }
+  ~IdleClients() {
+    for (int fd : fds_) close(fd);
+  }
+
+ private:
+  std::vector<int> fds_;
+};
+
+// Clients that declare a body of `declared` bytes (by default the largest the endpoint takes,
+// so each gets 408, not 413) and send it one byte every `every` (by default 5 s), each on its
+// own connection, until destroyed.
 class SlowClients {
  public:
-  SlowClients(int port, int n) {
+  SlowClients(int port, int n, size_t declared = kMaxBody,
+              absl::Duration every = absl::Seconds(5)) {
     for (int i = 0; i < n; ++i) {
-      int fd = socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_port = htons(port);
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+      const int fd = Connect(port);
       const std::string head =
-          "POST /sns HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
-          "Content-Length: 200000\r\n\r\n{";
+          absl::StrCat("POST /sns HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n",
+                       "Content-Length: ", declared, "\r\n\r\n{");
       send(fd, head.data(), head.size(), MSG_NOSIGNAL);
       fds_.push_back(fd);
     }
-    trickle_ = std::thread([this] {
+    trickle_ = std::thread([this, every] {
       absl::MutexLock lock(&mu_);
-      while (!mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Seconds(5))) {
+      while (!mu_.AwaitWithTimeout(absl::Condition(&stop_), every)) {
         for (int fd : fds_) send(fd, " ", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
       }
     });
   }
+  int fd(int i) const { return fds_[i]; }
   ~SlowClients() {
     {
       absl::MutexLock lock(&mu_);
@@ -268,47 +315,133 @@ class SlowClients {
   std::thread trickle_;
 };
 
-// Posts a signed notification and returns how long its answer took.
-absl::Duration TimedPost(const std::string& url, const std::string& body, long* status) {
+// Posts a signed bounce for a new address; expects 200 and the address suppressed, prints how
+// long the answer took beside `clients` and returns that.
+absl::Duration FeedbackServerTest::TimedNotification(const std::string& clients) {
+  static int n = 0;
+  const std::string id = absl::StrCat("sns-slow-", ++n);
   const absl::Time start = absl::Now();
-  Answer a = Http("POST", url, body);
-  *status = a.status;
-  return absl::Now() - start;
+  Answer a = Http("POST", url_,
+                  testing::SnsSigner::Body(signer_->Notification(
+                      id, BounceFor(absl::StrCat(id, "@example.test")), kCertUrl, absl::Now())));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(a.status, 200);
+  EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "1");
+  std::cout << "answered in " << absl::ToInt64Milliseconds(took) << " ms with " << clients
+            << "\n";
+  return took;
 }
 
 // Fewer slow clients than workers: a notification is answered at once. The bound, 2 s, is
 // the local handling (signature check, one statement) with room for a loaded machine; the
-// slow clients would otherwise hold it until they finish (200,000 bytes at one per 5 s).
+// slow clients would otherwise hold it until they finish (16 KiB at one byte per 5 s).
 TEST_F(FeedbackServerTest, ANotificationIsAnsweredAtOnceWhileSlowClientsTrickle) {
   SlowClients slow(server_.port(), 4);
-  long status = 0;
-  const absl::Duration took = TimedPost(
-      url_,
-      testing::SnsSigner::Body(
-          signer_->Notification("sns-slow", BounceFor("gone@example.test"), kCertUrl, absl::Now())),
-      &status);
-  EXPECT_EQ(status, 200);
-  EXPECT_LT(took, absl::Seconds(2));
-  std::cout << "answered in " << absl::ToInt64Milliseconds(took) << " ms with 4 slow clients\n";
-  EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "1");
+  EXPECT_LT(TimedNotification("4 slow clients"), absl::Seconds(2));
 }
 
-// More slow clients than workers: each holds its worker for the request timeout at most (then
-// gets 408), so a notification queued behind them is answered within that timeout (6 s) plus
-// the 2 s of the test above.
-TEST_F(FeedbackServerTest, ANotificationIsAnsweredWithinTheRequestTimeoutBehindMoreSlowClients) {
+// More slow clients than workers: they hold no worker (a request reaches one only once it has
+// arrived whole), so a notification is answered at once (the 2 s above).
+TEST_F(FeedbackServerTest, ANotificationIsAnsweredAtOnceBehindMoreSlowClientsThanWorkers) {
   const FeedbackServerOptions defaults;
   SlowClients slow(server_.port(), defaults.workers + 4);
-  long status = 0;
-  const absl::Duration took = TimedPost(
-      url_,
-      testing::SnsSigner::Body(
-          signer_->Notification("sns-slow", BounceFor("gone@example.test"), kCertUrl, absl::Now())),
-      &status);
-  EXPECT_EQ(status, 200);
-  EXPECT_LT(took, defaults.request_timeout + absl::Seconds(2));
-  std::cout << "answered in " << absl::ToInt64Milliseconds(took) << " ms with "
-            << defaults.workers + 4 << " slow clients\n";
+  EXPECT_LT(TimedNotification(absl::StrCat(defaults.workers + 4, " slow clients")),
+            absl::Seconds(2));
+}
+
+// More clients than workers, each sending a byte every twelfth of the request timeout (inside
+// any per-read wait): none holds a worker, and each gets 408 at the request timeout, so a
+// notification is answered at once.
+TEST_F(FeedbackServerTest, ANotificationIsAnsweredWhileClientsTrickleInsideEachWait) {
+  const FeedbackServerOptions defaults;
+  const absl::Duration every = defaults.request_timeout / 12;
+  SlowClients slow(server_.port(), defaults.workers + 4, kMaxBody, every);
+  EXPECT_LT(TimedNotification(absl::StrCat(defaults.workers + 4, " clients trickling every ",
+                                           absl::FormatDuration(every))),
+            absl::Seconds(2));
+}
+
+// The same clients declaring a body larger than the endpoint takes: each gets 413 as soon as
+// its headers are in and its connection closes then, unread.
+TEST_F(FeedbackServerTest, ANotificationIsAnsweredAtOnceWhileClientsTrickleTooLargeBodies) {
+  const FeedbackServerOptions defaults;
+  const absl::Duration every = defaults.request_timeout / 12;
+  SlowClients slow(server_.port(), defaults.workers + 4, 200000, every);
+  EXPECT_LT(TimedNotification(absl::StrCat(defaults.workers + 4,
+                                           " clients trickling too large bodies every ",
+                                           absl::FormatDuration(every))),
+            absl::Seconds(2));
+}
+
+// Hundreds of trickling and idle clients (ten times the workers each): a notification is
+// still answered at once.
+TEST_F(FeedbackServerTest, ANotificationIsAnsweredAtOnceWhileHundredsOfClientsTrickleOrIdle) {
+  const FeedbackServerOptions defaults;
+  const absl::Duration every = defaults.request_timeout / 12;
+  SlowClients slow(server_.port(), 10 * defaults.workers, kMaxBody, every);
+  IdleClients idle(server_.port(), 10 * defaults.workers);
+  EXPECT_LT(TimedNotification(absl::StrCat(10 * defaults.workers, " trickling and ",
+                                           10 * defaults.workers, " idle clients")),
+            absl::Seconds(2));
+}
+
+// A client trickling its body and one that sends nothing each get 408 at the request timeout
+// after connecting (within 1 s after it), and their connections close.
+TEST_F(FeedbackServerTest, TricklingAndIdleClientsGet408AtTheRequestTimeout) {
+  const FeedbackServerOptions defaults;
+  const absl::Time start = absl::Now();
+  SlowClients slow(server_.port(), 1, kMaxBody, defaults.request_timeout / 12);
+  const int idle = Connect(server_.port());
+  for (int fd : {slow.fd(0), idle}) {
+    const std::string answer = ReadUntilClosed(fd, defaults.request_timeout + absl::Seconds(5));
+    const absl::Duration took = absl::Now() - start;
+    EXPECT_THAT(answer, ::testing::StartsWith("HTTP/1.1 408 Request Timeout\r\n"));
+    EXPECT_GE(took, defaults.request_timeout);
+    EXPECT_LT(took, defaults.request_timeout + absl::Seconds(1));
+  }
+  close(idle);
+}
+
+// Requests without a Content-Length (411) or with headers over 16 KiB (431) are answered as
+// soon as that is known.
+TEST_F(FeedbackServerTest, RequestsWithoutLengthOrWithHugeHeadersAreAnsweredAtOnce) {
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(Exchange(server_.port(), "POST /sns HTTP/1.1\r\nHost: x\r\n\r\n{}"),
+              ::testing::StartsWith("HTTP/1.1 411 Length Required\r\n"));
+  EXPECT_THAT(Exchange(server_.port(),
+                       "POST /sns HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"),
+              ::testing::StartsWith("HTTP/1.1 411 Length Required\r\n"));
+  EXPECT_THAT(Exchange(server_.port(), absl::StrCat("POST /sns HTTP/1.1\r\nX-Pad: ",
+                                                    std::string(17 * 1024, 'p'), "\r\n")),
+              ::testing::StartsWith("HTTP/1.1 431 Request Header Fields Too Large\r\n"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
+// A client that asks to be told to go on (Expect: 100-continue) is, and its body is then read.
+TEST_F(FeedbackServerTest, AClientExpectingContinueIsToldToSendItsBody) {
+  const int fd = Connect(server_.port());
+  const std::string head =
+      "POST /sns HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\nExpect: 100-continue\r\n\r\n";
+  send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+  const std::string go_on = "HTTP/1.1 100 Continue\r\n\r\n";
+  std::string got(go_on.size(), '\0');
+  EXPECT_EQ(recv(fd, got.data(), got.size(), MSG_WAITALL), static_cast<ssize_t>(go_on.size()));
+  EXPECT_EQ(got, go_on);
+  send(fd, "not json", 8, MSG_NOSIGNAL);
+  EXPECT_THAT(ReadUntilClosed(fd, absl::Seconds(10)),
+              ::testing::StartsWith("HTTP/1.1 400 Bad Request\r\n"));
+  close(fd);
+}
+
+// Beyond FeedbackServer::kMaxPending connections waiting to arrive whole, a new one closes the
+// oldest (long before its request timeout).
+TEST_F(FeedbackServerTest, ANewConnectionBeyondThePendingLimitClosesTheOldest) {
+  const int oldest = Connect(server_.port());
+  IdleClients others(server_.port(), FeedbackServer::kMaxPending);
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(ReadUntilClosed(oldest, absl::Seconds(10)), "");
+  EXPECT_LT(absl::Now() - start, FeedbackServerOptions().request_timeout);
+  close(oldest);
 }
 
 // A real HTTPS server on loopback playing SNS's certificate host: kCertPath answers 503 the
