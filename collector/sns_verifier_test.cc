@@ -468,7 +468,7 @@ TEST_F(SnsVerifierTest, ATransientFailureIsRetriedSoonEvenWhenTheCapIsUsedUp) {
   now_ += absl::Milliseconds(1);
   // A stranger spends this second's fetches on made-up URLs first.
   for (int i = 0; i < 10; ++i) {
-    v.Verify(signer_->Notification(
+    (void)v.Verify(signer_->Notification(
         "x", "{}",
         absl::StrCat("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-", i, ".pem"),
         now_));
