@@ -182,11 +182,19 @@ Head ParseHead(absl::string_view head, size_t max_body) {
 
 // A connection whose request has not arrived whole.
 struct Pending {
-  int fd = -1;
+  int fd = -1;  // -1 once answered or closed, until the pass that noticed ends
   absl::Time deadline;
-  std::string data;
+  std::vector<char> data;  // grown as bytes arrive, never past what the request needs
   size_t body_at = 0;  // 0 until the headers are in, then where the body starts in `data`
   size_t content_length = 0;
+  // What `data` may grow to: the headers' limit until they are in, then the whole request.
+  size_t Needed() const { return body_at == 0 ? kMaxHead + 4 : body_at + content_length; }
+  // The capacity `data` gets to take `more` bytes: doubling, but never past Needed().
+  size_t CapacityFor(size_t more) const {
+    const size_t size = data.size() + more;
+    if (size <= data.capacity()) return data.capacity();
+    return std::min(Needed(), std::max({size, 2 * data.capacity(), size_t{1024}}));
+  }
 };
 
 }  // namespace
@@ -241,25 +249,38 @@ absl::Status FeedbackServer::Start(const std::string& address, FeedbackHandler* 
     absl::MutexLock lock(&mu_);
     stopping_ = false;
   }
+  peak_buffered_ = 0;
   receiver_ = std::thread([this] { Receive(); });
   for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { Work(); });
   return absl::OkStatus();
 }
 
 void FeedbackServer::Receive() {
-  std::deque<Pending> pending;  // oldest first
+  std::vector<Pending> pending;  // oldest first
   std::vector<pollfd> polled;
   char buf[16 * 1024];
+  // Answers (or just closes, for an empty `response`) a waiting connection and frees its buffer.
+  auto sweep = [&] {
+    pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                 [](const Pending& p) { return p.fd < 0; }),
+                  pending.end());
+  };
+  auto drop = [&](Pending& p, const std::string& response) {
+    if (response.empty()) {
+      close(p.fd);
+    } else {
+      AnswerAndClose(p.fd, response);
+    }
+    p.fd = -1;
+    buffered_ -= p.data.capacity();
+    std::vector<char>().swap(p.data);
+  };
   for (;;) {
     const absl::Time now = absl::Now();
-    for (auto it = pending.begin(); it != pending.end();) {
-      if (it->deadline > now) {
-        ++it;
-        continue;
-      }
-      AnswerAndClose(it->fd, Response({408, "request not received in time"}));
-      it = pending.erase(it);
+    for (Pending& p : pending) {
+      if (p.deadline <= now) drop(p, Response({408, "request not received in time"}));
     }
+    sweep();
     polled.assign({{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}});
     absl::Time next = now + absl::Seconds(1);
     for (const Pending& p : pending) {
@@ -273,72 +294,93 @@ void FeedbackServer::Receive() {
       break;
     }
     if (polled[0].revents != 0) break;  // Stop()
-    // Read what arrived, newest first so that erasing keeps the indexes of those not yet read.
-    for (size_t i = pending.size(); i-- > 0;) {
-      if (polled[i + 2].revents == 0) continue;
+    // Read what arrived. Connections dropped here are marked (fd -1) and removed after, so the
+    // indexes into `polled` hold.
+    for (size_t i = 0; i < pending.size(); ++i) {
       Pending& p = pending[i];
-      const ssize_t got = recv(p.fd, buf, sizeof(buf), 0);
+      if (polled[i + 2].revents == 0 || p.fd < 0) continue;
+      const ssize_t got =
+          recv(p.fd, buf, std::min(sizeof(buf), p.Needed() - p.data.size()), 0);
       if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
       if (got <= 0) {  // the client went away before its request was whole
-        close(p.fd);
-        pending.erase(pending.begin() + i);
+        drop(p, "");
         continue;
       }
       const size_t had = p.data.size();
-      p.data.append(buf, got);
+      const size_t capacity = p.CapacityFor(got);
+      // Over the budget, the connections holding the most give way (503), so that a small
+      // request, as an SNS message is, always finds room.
+      while (buffered_ + (capacity - p.data.capacity()) > kMaxBuffered) {
+        Pending* largest = &p;
+        for (Pending& q : pending) {
+          if (q.fd >= 0 && q.data.capacity() > largest->data.capacity()) largest = &q;
+        }
+        drop(*largest, Response({503, "busy; retry"}));
+        if (largest == &p) break;
+      }
+      if (p.fd < 0) continue;
+      buffered_ += capacity - p.data.capacity();
+      peak_buffered_ = std::max(peak_buffered_.load(), buffered_.load());
+      p.data.reserve(capacity);
+      p.data.insert(p.data.end(), buf, buf + got);
+      const absl::string_view data(p.data.data(), p.data.size());
       if (p.body_at == 0) {
-        const size_t end = p.data.find("\r\n\r\n", had < 3 ? 0 : had - 3);
-        if (end == std::string::npos || end > kMaxHead) {
-          if (p.data.size() > kMaxHead) {
-            AnswerAndClose(p.fd, Response({431, "headers too large"}));
-            pending.erase(pending.begin() + i);
-          }
+        const size_t end = data.find("\r\n\r\n", had < 3 ? 0 : had - 3);
+        if (end == absl::string_view::npos || end > kMaxHead) {
+          if (data.size() >= p.Needed()) drop(p, Response({431, "headers too large"}));
           continue;
         }
-        Head head = ParseHead(absl::string_view(p.data).substr(0, end), options_.max_body);
+        Head head = ParseHead(data.substr(0, end), options_.max_body);
         if (head.early.status != 0) {
-          AnswerAndClose(p.fd, Response(head.early, head.extra_headers));
-          pending.erase(pending.begin() + i);
+          drop(p, Response(head.early, head.extra_headers));
           continue;
         }
         p.body_at = end + 4;
         p.content_length = head.content_length;
-        if (head.expect_continue && p.data.size() < p.body_at + p.content_length) {
+        if (head.expect_continue && data.size() < p.Needed()) {
           static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
           send(p.fd, kContinue, sizeof(kContinue) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
         }
       }
-      if (p.data.size() < p.body_at + p.content_length) continue;
-      Request r{p.fd, p.data.substr(p.body_at, p.content_length)};
-      pending.erase(pending.begin() + i);
+      if (data.size() < p.Needed()) continue;
+      Request r{p.fd, std::string(data.substr(p.body_at, p.content_length))};
+      buffered_ += r.body.capacity();
+      buffered_ -= p.data.capacity();
+      peak_buffered_ = std::max(peak_buffered_.load(), buffered_.load());
+      p.fd = -1;  // now the request's
+      std::vector<char>().swap(p.data);
       absl::MutexLock lock(&mu_);
       if (requests_.size() >= kMaxQueued) {
+        buffered_ -= r.body.capacity();
         AnswerAndClose(r.fd, Response({503, "busy; retry"}));
       } else {
         requests_.push_back(std::move(r));
       }
     }
+    sweep();
     if (polled[1].revents == 0) continue;
     for (;;) {
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         // Out of descriptors: make room by dropping the oldest waiting connection.
         if ((errno == EMFILE || errno == ENFILE) && !pending.empty()) {
-          close(pending.front().fd);
-          pending.pop_front();
+          drop(pending.front(), "");
+          pending.erase(pending.begin());
           continue;
         }
         if (errno == EMFILE || errno == ENFILE) absl::SleepFor(absl::Milliseconds(10));
         break;
       }
       if (pending.size() >= kMaxPending) {
-        close(pending.front().fd);
-        pending.pop_front();
+        drop(pending.front(), "");
+        pending.erase(pending.begin());
       }
       pending.push_back({fd, absl::Now() + options_.request_timeout});
     }
   }
-  for (const Pending& p : pending) close(p.fd);
+  for (Pending& p : pending) {
+    if (p.fd >= 0) drop(p, "");
+  }
 }
 
 void FeedbackServer::Work() {
@@ -354,6 +396,8 @@ void FeedbackServer::Work() {
       requests_.pop_front();
     }
     const std::string response = Response(handler_->Post(r.body));
+    buffered_ -= r.body.capacity();
+    std::string().swap(r.body);
     // The reply is small; a client that does not read it gets the request timeout.
     const int blocking = fcntl(r.fd, F_GETFL) & ~O_NONBLOCK;
     fcntl(r.fd, F_SETFL, blocking);
@@ -381,6 +425,7 @@ void FeedbackServer::Stop() {
     absl::MutexLock lock(&mu_);
     for (const Request& r : requests_) close(r.fd);
     requests_.clear();
+    buffered_ = 0;
   }
   for (int* fd : {&listen_fd_, &wake_[0], &wake_[1]}) {
     if (*fd >= 0) close(*fd);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -75,7 +76,8 @@ struct FeedbackServerOptions {
 // reading further: another method 405, no Content-Length 411, a body larger than max_body 413,
 // headers over 16 KiB 431, a request not received whole within request_timeout 408. At most
 // kMaxPending connections wait to arrive whole; a new one beyond that closes the oldest. A
-// complete request beyond kMaxQueued waiting for a worker gets 503. So a notification is
+// complete request beyond kMaxQueued waiting for a worker gets 503; so does the
+// connection holding the most when a read would take the bytes held past kMaxBuffered. So a notification is
 // answered at once however many slow or idle clients are connected. Put it
 // behind a TLS-terminating proxy (SNS requires HTTPS for anything but tests). Stop() or
 // destruction stops it. Not thread-safe: start and stop it from one thread.
@@ -83,6 +85,12 @@ class FeedbackServer {
  public:
   static constexpr size_t kMaxPending = 1024;
   static constexpr size_t kMaxQueued = 1024;
+  // Bytes held for requests not yet handled (the buffers of connections waiting to arrive whole
+  // and the bodies of complete requests waiting for a worker) never exceed this: a read that
+  // would go past it makes the waiting connections holding the most give way (each answered
+  // 503; the one reading, if it holds the most). 32 MiB is 128 bodies of SNS's largest size and an eighth
+  // of the collector's 256 MiB memory limit in deploy/.
+  static constexpr size_t kMaxBuffered = 32 * 1024 * 1024;
 
   FeedbackServer() = default;
   ~FeedbackServer();
@@ -93,6 +101,10 @@ class FeedbackServer {
   absl::Status Start(const std::string& address, FeedbackHandler* handler,
                      FeedbackServerOptions options = {});
   int port() const { return port_; }
+  // The bytes held now against kMaxBuffered (allocated, not just received).
+  size_t buffered_bytes() const { return buffered_.load(); }
+  // The most buffered_bytes() has been since Start().
+  size_t peak_buffered_bytes() const { return peak_buffered_.load(); }
   void Stop();
 
  private:
@@ -113,6 +125,8 @@ class FeedbackServer {
   std::vector<std::thread> workers_;
   absl::Mutex mu_;
   std::deque<Request> requests_ ABSL_GUARDED_BY(mu_);
+  std::atomic<size_t> buffered_{0};
+  std::atomic<size_t> peak_buffered_{0};
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -444,6 +444,65 @@ TEST_F(FeedbackServerTest, ANewConnectionBeyondThePendingLimitClosesTheOldest) {
   close(oldest);
 }
 
+// Clients that each declare a body of the endpoint's production limit and send all of it but
+// the last byte, until destroyed; `refused()` counts those answered 503.
+class LargeBodyClients {
+ public:
+  LargeBodyClients(int port, int n) {
+    const size_t max_body = FeedbackServerOptions().max_body;
+    const std::string request = absl::StrCat("POST /sns HTTP/1.1\r\nHost: x\r\nContent-Length: ",
+                                             max_body, "\r\n\r\n", std::string(max_body - 1, ' '));
+    const timeval limit = absl::ToTimeval(absl::Seconds(10));
+    for (int i = 0; i < n; ++i) {
+      const int fd = Connect(port);
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
+      send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+      fds_.push_back(fd);
+    }
+  }
+  ~LargeBodyClients() {
+    for (int fd : fds_) close(fd);
+  }
+  // How many the endpoint has refused: answered (503) or closed (a close with the rest of the
+  // body unread resets the connection, which may discard the answer).
+  int refused() const {
+    int n = 0;
+    for (int fd : fds_) {
+      char c;
+      n += recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 || errno != EAGAIN;
+    }
+    return n;
+  }
+
+ private:
+  std::vector<int> fds_;
+};
+
+// Clients holding bodies of the largest size far beyond FeedbackServer::kMaxBuffered in total:
+// the bytes the endpoint holds never exceed it (those holding the most are answered 503), and
+// a notification is still answered at once.
+TEST_F(FeedbackServerTest, BytesHeldForUnansweredRequestsStayWithinTheBudget) {
+  server_.Stop();
+  ASSERT_TRUE(server_.Start("127.0.0.1:0", handler_.get()).ok());  // production limits
+  url_ = absl::StrCat("http://127.0.0.1:", server_.port(), "/sns");
+  const size_t max_body = FeedbackServerOptions().max_body;
+  const int n = FeedbackServer::kMaxBuffered / max_body + 72;
+  LargeBodyClients large(server_.port(), n);
+  EXPECT_LT(TimedNotification(absl::StrCat(n, " clients holding ", max_body - 1, " bytes")),
+            absl::Seconds(2));
+  // All but those the budget holds are refused (waits until they are).
+  const int held = FeedbackServer::kMaxBuffered / max_body;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (large.refused() < n - held && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  std::cout << "held at most " << server_.peak_buffered_bytes() << " bytes; " << large.refused()
+            << " clients refused\n";
+  EXPECT_GE(large.refused(), n - held);
+  EXPECT_LE(server_.peak_buffered_bytes(), FeedbackServer::kMaxBuffered);
+  EXPECT_GT(server_.peak_buffered_bytes(), FeedbackServer::kMaxBuffered - 2 * max_body);
+}
+
 // A real HTTPS server on loopback playing SNS's certificate host: kCertPath answers 503 the
 // first time, then serves the signing certificate; every other path is 404. Logs "GET <path>"
 // for each request.
