@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -245,6 +246,11 @@ absl::Status FeedbackServer::Start(const std::string& address, FeedbackHandler* 
                                             : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   handler_ = handler;
   options_ = options;
+  rlimit files{};
+ 
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
+    max_connections_ = std::clamp<size_t>(files.rlim_cur / 4, 1, kMaxConnections);
+  }
   {
     absl::MutexLock lock(&mu_);
     stopping_ = false;
@@ -350,28 +356,27 @@ void FeedbackServer::Receive() {
       p.fd = -1;  // now the request's
       std::vector<char>().swap(p.data);
       absl::MutexLock lock(&mu_);
-      if (requests_.size() >= kMaxQueued) {
-        buffered_ -= r.body.capacity();
-        AnswerAndClose(r.fd, Response({503, "busy; retry"}));
-      } else {
-        requests_.push_back(std::move(r));
-      }
+      requests_.push_back(std::move(r));  // bounded by max_connections_ with those waiting
     }
     sweep();
     if (polled[1].revents == 0) continue;
+    size_t queued;
+    {
+      absl::MutexLock lock(&mu_);
+      queued = requests_.size();
+    }
     for (;;) {
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
-        // Out of descriptors: make room by dropping the oldest waiting connection.
-        if ((errno == EMFILE || errno == ENFILE) && !pending.empty()) {
-          drop(pending.front(), "");
-          pending.erase(pending.begin());
-          continue;
-        }
+        // Out of descriptors: the rest of the process needs them more; try again shortly.
         if (errno == EMFILE || errno == ENFILE) absl::SleepFor(absl::Milliseconds(10));
         break;
       }
-      if (pending.size() >= kMaxPending) {
+      if (pending.size() + queued >= max_connections_) {
+        if (pending.empty()) {  // all wait for a worker
+          close(fd);
+          continue;
+        }
         drop(pending.front(), "");
         pending.erase(pending.begin());
       }

@@ -75,16 +75,18 @@ struct FeedbackServerOptions {
 // handler (POST, any path). Answered by that thread, each closing the connection without
 // reading further: another method 405, no Content-Length 411, a body larger than max_body 413,
 // headers over 16 KiB 431, a request not received whole within request_timeout 408. At most
-// kMaxPending connections wait to arrive whole; a new one beyond that closes the oldest. A
-// complete request beyond kMaxQueued waiting for a worker gets 503; so does the
-// connection holding the most when a read would take the bytes held past kMaxBuffered. So a notification is
+// max_connections() connections wait to arrive whole or for a worker; a new one beyond that
+// closes the oldest waiting to arrive whole (or itself, when all wait for a worker). The
+// connection holding the most gets 503 when a read would take the bytes held past
+// kMaxBuffered. So a notification is
 // answered at once however many slow or idle clients are connected. Put it
 // behind a TLS-terminating proxy (SNS requires HTTPS for anything but tests). Stop() or
 // destruction stops it. Not thread-safe: start and stop it from one thread.
 class FeedbackServer {
  public:
-  static constexpr size_t kMaxPending = 1024;
-  static constexpr size_t kMaxQueued = 1024;
+  // Connections waiting to arrive whole or for a worker: at most a quarter of the open-file
+  // limit at Start() (the rest of the process needs descriptors too), never more than this.
+  static constexpr size_t kMaxConnections = 1024;
   // Bytes held for requests not yet handled (the buffers of connections waiting to arrive whole
   // and the bodies of complete requests waiting for a worker) never exceed this: a read that
   // would go past it makes the waiting connections holding the most give way (each answered
@@ -101,6 +103,8 @@ class FeedbackServer {
   absl::Status Start(const std::string& address, FeedbackHandler* handler,
                      FeedbackServerOptions options = {});
   int port() const { return port_; }
+  // The connections that may wait at once (see kMaxConnections).
+  size_t max_connections() const { return max_connections_; }
   // The bytes held now against kMaxBuffered (allocated, not just received).
   size_t buffered_bytes() const { return buffered_.load(); }
   // The most buffered_bytes() has been since Start().
@@ -121,6 +125,7 @@ class FeedbackServer {
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};  // written by Stop() to wake Receive()
   int port_ = 0;
+  size_t max_connections_ = kMaxConnections;
   std::thread receiver_;
   std::vector<std::thread> workers_;
   absl::Mutex mu_;

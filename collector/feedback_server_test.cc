@@ -5,11 +5,15 @@
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <atomic>
 #include <iostream>
 #include <pqxx/pqxx>
@@ -262,6 +266,12 @@ std::string Exchange(int port, const std::string& request) {
   return answer;
 }
 
+// Whether the endpoint has answered or closed the connection `fd` (without waiting).
+bool Answered(int fd) {
+  char c;
+  return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 || errno != EAGAIN;
+}
+
 // Clients that connect and send nothing, until destroyed.
 class IdleClients {
  public:
@@ -271,6 +281,8 @@ class IdleClients {
   ~IdleClients() {
     for (int fd : fds_) close(fd);
   }
+  // How many the endpoint has closed.
+  int closed() const { return std::count_if(fds_.begin(), fds_.end(), Answered); }
 
  private:
   std::vector<int> fds_;
@@ -433,15 +445,43 @@ TEST_F(FeedbackServerTest, AClientExpectingContinueIsToldToSendItsBody) {
   close(fd);
 }
 
-// Beyond FeedbackServer::kMaxPending connections waiting to arrive whole, a new one closes the
-// oldest (long before its request timeout).
+// Beyond max_connections() waiting, a new connection closes the oldest (long before its
+// request timeout).
 TEST_F(FeedbackServerTest, ANewConnectionBeyondThePendingLimitClosesTheOldest) {
+  ASSERT_EQ(server_.max_connections(), FeedbackServer::kMaxConnections);  // 20,000 files here
   const int oldest = Connect(server_.port());
-  IdleClients others(server_.port(), FeedbackServer::kMaxPending);
+  IdleClients others(server_.port(), server_.max_connections());
   const absl::Time start = absl::Now();
   EXPECT_EQ(ReadUntilClosed(oldest, absl::Seconds(10)), "");
   EXPECT_LT(absl::Now() - start, FeedbackServerOptions().request_timeout);
   close(oldest);
+}
+
+// Under an open-file limit of 512, the endpoint holds at most a quarter of it (128) however
+// many connect, and the process can still open files.
+TEST_F(FeedbackServerTest, TheEndpointHoldsAtMostAQuarterOfTheOpenFileLimit) {
+  rlimit files{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &files), 0);
+  const rlimit before = files;
+  files.rlim_cur = 512;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &files), 0);
+  server_.Stop();
+  ASSERT_TRUE(server_.Start("127.0.0.1:0", handler_.get()).ok());
+  url_ = absl::StrCat("http://127.0.0.1:", server_.port(), "/sns");
+  {
+    const int n = 200;
+    IdleClients idle(server_.port(), n);
+    // Accepted after every idle client, so answered once each has been taken or closed.
+    EXPECT_LT(TimedNotification(absl::StrCat(n, " idle clients under 512 files")),
+              absl::Seconds(2));
+    const int held = n - idle.closed();
+    std::cout << "held " << held << " of " << n << " idle connections\n";
+    EXPECT_LE(held, 512 / 4);
+    const int file = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    EXPECT_GE(file, 0) << strerror(errno);
+    close(file);
+  }
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &before), 0);
 }
 
 // Clients that each declare a body of the endpoint's production limit and send all of it but
@@ -465,14 +505,7 @@ class LargeBodyClients {
   }
   // How many the endpoint has refused: answered (503) or closed (a close with the rest of the
   // body unread resets the connection, which may discard the answer).
-  int refused() const {
-    int n = 0;
-    for (int fd : fds_) {
-      char c;
-      n += recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 || errno != EAGAIN;
-    }
-    return n;
-  }
+  int refused() const { return std::count_if(fds_.begin(), fds_.end(), Answered); }
 
  private:
   std::vector<int> fds_;

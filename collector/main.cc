@@ -4,6 +4,7 @@
 // down.
 
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <cstdio>
@@ -41,7 +42,22 @@
 namespace mailroom {
 namespace {
 
+// Raises the soft open-file limit to the hard one and returns it: connections, database
+// sessions, fetches and CA file loads each need a descriptor, and the feedback endpoint sizes
+// its share from it.
+rlim_t RaiseOpenFileLimit() {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0) return 0;
+  if (files.rlim_cur < files.rlim_max) {
+    const rlim_t soft = files.rlim_cur;
+    files.rlim_cur = files.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &files) != 0) files.rlim_cur = soft;
+  }
+  return files.rlim_cur;
+}
+
 int Serve() {
+  const rlim_t open_files = RaiseOpenFileLimit();
   auto config = LoadCollectorConfig(Env());
   if (!config.ok()) {
     std::fprintf(stderr, "config error: %s\n", std::string(config.status().message()).c_str());
@@ -197,7 +213,8 @@ int Serve() {
                             : absl::StrCat(c.feedback.address.substr(
                                                0, c.feedback.address.rfind(':')),
                                            ":", feedback_server.port())},
-           {"guard", c.feedback.guard.enabled() ? "on" : "off"}});
+           {"guard", c.feedback.guard.enabled() ? "on" : "off"},
+           {"open_files", absl::StrCat(open_files)}});
 
   Retention retention(c.retention, &metrics, budgets.get());
   std::thread loop([&] { dispatcher.Run(); });
