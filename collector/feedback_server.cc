@@ -184,6 +184,7 @@ Head ParseHead(absl::string_view head, size_t max_body) {
 // A connection whose request has not arrived whole.
 struct Pending {
   int fd = -1;  // -1 once answered or closed, until the pass that noticed ends
+  absl::Time accepted;
   absl::Time deadline;
   std::vector<char> data;  // grown as bytes arrive, never past what the request needs
   size_t body_at = 0;  // 0 until the headers are in, then where the body starts in `data`
@@ -197,6 +198,24 @@ struct Pending {
     return std::min(Needed(), std::max({size, 2 * data.capacity(), size_t{1024}}));
   }
 };
+
+// Connections accepted per pass beyond the free places: each closes the slowest waiting one,
+// and a pass that accepted the whole backlog would close the first of a burst before reading it.
+constexpr size_t kAcceptsBeyondFree = 4;
+
+// The live connection in `pending` (oldest first) that has received the fewest bytes per second
+// since it was accepted, the oldest of equals; an age under 10 ms counts as 10 ms so that one
+// just accepted is not judged on its first instants. pending.end() if none is live.
+std::vector<Pending>::iterator Slowest(std::vector<Pending>& pending, absl::Time now) {
+  auto rate = [now](const Pending& p) {
+    return p.data.size() / absl::ToDoubleSeconds(std::max(now - p.accepted, absl::Milliseconds(10)));
+  };
+  auto slowest = pending.end();
+  for (auto it = pending.begin(); it != pending.end(); ++it) {
+    if (it->fd >= 0 && (slowest == pending.end() || rate(*it) < rate(*slowest))) slowest = it;
+  }
+  return slowest;
+}
 
 }  // namespace
 
@@ -365,22 +384,26 @@ void FeedbackServer::Receive() {
       absl::MutexLock lock(&mu_);
       queued = requests_.size();
     }
-    for (;;) {
+    const size_t held = pending.size() + queued;
+    const size_t accepts = (held < max_connections_ ? max_connections_ - held : 0) + kAcceptsBeyondFree;
+    for (size_t i = 0; i < accepts; ++i) {
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         // Out of descriptors: the rest of the process needs them more; try again shortly.
         if (errno == EMFILE || errno == ENFILE) absl::SleepFor(absl::Milliseconds(10));
         break;
       }
+      const absl::Time accepted = absl::Now();
       if (pending.size() + queued >= max_connections_) {
         if (pending.empty()) {  // all wait for a worker
           close(fd);
           continue;
         }
-        drop(pending.front(), "");
-        pending.erase(pending.begin());
+        auto slowest = Slowest(pending, accepted);
+        drop(*slowest, "");
+        pending.erase(slowest);
       }
-      pending.push_back({fd, absl::Now() + options_.request_timeout});
+      pending.push_back({fd, accepted, accepted + options_.request_timeout});
     }
   }
   for (Pending& p : pending) {

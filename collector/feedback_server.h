@@ -76,7 +76,8 @@ struct FeedbackServerOptions {
 // reading further: another method 405, no Content-Length 411, a body larger than max_body 413,
 // headers over 16 KiB 431, a request not received whole within request_timeout 408. At most
 // max_connections() connections wait to arrive whole or for a worker; a new one beyond that
-// closes the oldest waiting to arrive whole (or itself, when all wait for a worker). The
+// closes the one waiting to arrive whole that has received the fewest bytes per second since
+// it was accepted, the oldest of equals (or itself, when all wait for a worker). The
 // connection holding the most gets 503 when a read would take the bytes held past
 // kMaxBuffered. So a notification is
 // answered at once however many slow or idle clients are connected. Put it

@@ -457,6 +457,45 @@ TEST_F(FeedbackServerTest, ANewConnectionBeyondThePendingLimitClosesTheOldest) {
   close(oldest);
 }
 
+// A genuine notification half sent when more bare connections than the endpoint holds arrive:
+// they give way to it (the fewest bytes per second go first), and once its body is in it is
+// answered 200. Sent whole just before such a burst, it is read before the burst is accepted.
+TEST_F(FeedbackServerTest, AnArrivingRequestOutlastsABurstOfBareConnections) {
+  const int burst = server_.max_connections() + 76;
+  auto request = [this](const std::string& id) {
+    const std::string body = testing::SnsSigner::Body(signer_->Notification(
+        id, BounceFor(absl::StrCat(id, "@example.test")), kCertUrl, absl::Now()));
+    return absl::StrCat("POST /sns HTTP/1.1\r\nHost: x\r\nContent-Length: ", body.size(),
+                        "\r\n\r\n", body);
+  };
+  const std::string half_sent = request("sns-burst-1");
+  const size_t body_at = half_sent.find("\r\n\r\n") + 4;
+  const std::string first = half_sent.substr(0, body_at + (half_sent.size() - body_at) / 2);
+  const int genuine = Connect(server_.port());
+  send(genuine, first.data(), first.size(), MSG_NOSIGNAL);
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (server_.buffered_bytes() < first.size() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_GE(server_.buffered_bytes(), first.size());
+  {
+    IdleClients bare(server_.port(), burst);
+    const std::string rest = half_sent.substr(first.size());
+    send(genuine, rest.data(), rest.size(), MSG_NOSIGNAL);
+    EXPECT_THAT(ReadUntilClosed(genuine, absl::Seconds(10)),
+                ::testing::StartsWith("HTTP/1.1 200 OK\r\n"));
+  }
+  close(genuine);
+  const std::string second_whole = request("sns-burst-2");
+  const int sent_whole = Connect(server_.port());
+  send(sent_whole, second_whole.data(), second_whole.size(), MSG_NOSIGNAL);
+  IdleClients bare(server_.port(), burst);
+  EXPECT_THAT(ReadUntilClosed(sent_whole, absl::Seconds(10)),
+              ::testing::StartsWith("HTTP/1.1 200 OK\r\n"));
+  close(sent_whole);
+  EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "2");
+}
+
 // Under an open-file limit of 512, the endpoint holds at most a quarter of it (128) however
 // many connect, and the process can still open files.
 TEST_F(FeedbackServerTest, TheEndpointHoldsAtMostAQuarterOfTheOpenFileLimit) {
