@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 
@@ -20,9 +21,16 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "collector/feedback_event.h"
+#include "nlohmann/json.hpp"
 #include "common/log.h"
 
 namespace mailroom {
+namespace {
+
+// How deeply a posted body's JSON may nest: an SNS message is one object of strings.
+constexpr int kMaxJsonDepth = 4;
+
+}  // namespace
 
 FeedbackHandler::FeedbackHandler(SnsVerifier* verifier, FeedbackStore* store, UrlFetcher confirm,
                                  std::vector<std::string> extra_hosts, int soft_bounce_limit,
@@ -41,6 +49,16 @@ HttpReply FeedbackHandler::Count(const std::string& type, const char* result, Ht
 }
 
 HttpReply FeedbackHandler::Post(const std::string& body) {
+  // An SNS message is one flat object; deeper nesting only costs the parser.
+  bool too_deep = false;
+  const nlohmann::json parsed = nlohmann::json::parse(
+      body,
+      [&too_deep](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+        too_deep = too_deep || depth > kMaxJsonDepth;
+        return !too_deep;
+      },
+      /*allow_exceptions=*/false);
+  if (too_deep) return Count("", "bad_request", {400, "JSON nested too deeply"});
   auto m = ParseSnsMessage(body);
   if (!m.ok()) return Count("", "bad_request", {400, std::string(m.status().message())});
   const std::string type = m->type == "Notification" || m->type == "SubscriptionConfirmation" ||
@@ -137,11 +155,25 @@ struct Head {
   bool expect_continue = false;
 };
 
+// `s` without the spaces and tabs around it (HTTP's optional whitespace, and nothing else).
+absl::string_view StripSpaces(absl::string_view s) {
+  const size_t begin = s.find_first_not_of(" \t");
+  if (begin == absl::string_view::npos) return {};
+  return s.substr(begin, s.find_last_not_of(" \t") - begin + 1);
+}
+
 Head ParseHead(absl::string_view head, size_t max_body) {
   Head h;
+  // A CR, LF or NUL inside a line, or a line folded onto the one before (starting with a space
+  // or tab), is how one request is read as another by a proxy that parses differently.
+  if (head.find('\0') != absl::string_view::npos) {
+    h.early = {400, "bad header"};
+    return h;
+  }
   std::vector<absl::string_view> lines = absl::StrSplit(head, "\r\n");
   std::vector<absl::string_view> first = absl::StrSplit(lines[0], ' ');
-  if (first.size() != 3 || !absl::StartsWith(first[2], "HTTP/1.")) {
+  if (first.size() != 3 || (first[2] != "HTTP/1.1" && first[2] != "HTTP/1.0") ||
+      first[0].empty() || first[1].empty() || lines[0].find_first_of("\r\n") != absl::string_view::npos) {
     h.early = {400, "bad request line"};
     return h;
   }
@@ -153,14 +185,18 @@ Head ParseHead(absl::string_view head, size_t max_body) {
   int64_t length = -1;
   for (size_t i = 1; i < lines.size(); ++i) {
     const size_t colon = lines[i].find(':');
-    if (colon == absl::string_view::npos) {
+    if (colon == absl::string_view::npos || colon == 0 ||
+        lines[i].find_first_of(" \t") < colon ||
+        lines[i].find_first_of("\r\n") != absl::string_view::npos) {
       h.early = {400, "bad header"};
       return h;
     }
     const absl::string_view name = lines[i].substr(0, colon);
-    const absl::string_view value = absl::StripAsciiWhitespace(lines[i].substr(colon + 1));
+    const absl::string_view value = StripSpaces(lines[i].substr(colon + 1));
     if (absl::EqualsIgnoreCase(name, "Content-Length")) {
-      if (length >= 0 || !absl::SimpleAtoi(value, &length) || length < 0) {
+      if (length >= 0 || value.empty() || value.size() > 18 ||
+          value.find_first_not_of("0123456789") != absl::string_view::npos ||
+          !absl::SimpleAtoi(value, &length)) {
         h.early = {400, "bad Content-Length"};
         return h;
       }
@@ -181,11 +217,15 @@ Head ParseHead(absl::string_view head, size_t max_body) {
   return h;
 }
 
+// The deadlines' clock: monotonic, so that setting the wall clock neither times out every
+// waiting connection nor keeps them forever.
+using Clock = std::chrono::steady_clock;
+
 // A connection whose request has not arrived whole.
 struct Pending {
   int fd = -1;  // -1 once answered or closed, until the pass that noticed ends
-  absl::Time accepted;
-  absl::Time deadline;
+  Clock::time_point accepted;
+  Clock::time_point deadline;
   std::vector<char> data;  // grown as bytes arrive, never past what the request needs
   size_t body_at = 0;  // 0 until the headers are in, then where the body starts in `data`
   size_t content_length = 0;
@@ -206,9 +246,11 @@ constexpr size_t kAcceptsBeyondFree = 4;
 // The live connection in `pending` (oldest first) that has received the fewest bytes per second
 // since it was accepted, the oldest of equals; an age under 10 ms counts as 10 ms so that one
 // just accepted is not judged on its first instants. pending.end() if none is live.
-std::vector<Pending>::iterator Slowest(std::vector<Pending>& pending, absl::Time now) {
+std::vector<Pending>::iterator Slowest(std::vector<Pending>& pending, Clock::time_point now) {
   auto rate = [now](const Pending& p) {
-    return p.data.size() / absl::ToDoubleSeconds(std::max(now - p.accepted, absl::Milliseconds(10)));
+    const std::chrono::duration<double> age =
+        std::max<Clock::duration>(now - p.accepted, std::chrono::milliseconds(10));
+    return p.data.size() / age.count();
   };
   auto slowest = pending.end();
   for (auto it = pending.begin(); it != pending.end(); ++it) {
@@ -284,6 +326,7 @@ void FeedbackServer::Receive() {
   std::vector<Pending> pending;  // oldest first
   std::vector<pollfd> polled;
   char buf[16 * 1024];
+  bool poll_failing = false;  // logged once a run
   // Answers (or just closes, for an empty `response`) a waiting connection and frees its buffer.
   auto sweep = [&] {
     pending.erase(std::remove_if(pending.begin(), pending.end(),
@@ -301,23 +344,29 @@ void FeedbackServer::Receive() {
     std::vector<char>().swap(p.data);
   };
   for (;;) {
-    const absl::Time now = absl::Now();
+    const Clock::time_point now = Clock::now();
     for (Pending& p : pending) {
       if (p.deadline <= now) drop(p, Response({408, "request not received in time"}));
     }
     sweep();
     polled.assign({{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}});
-    absl::Time next = now + absl::Seconds(1);
+    Clock::time_point next = now + std::chrono::seconds(1);
     for (const Pending& p : pending) {
       polled.push_back({p.fd, POLLIN, 0});
       next = std::min(next, p.deadline);
     }
     const int wait_ms = static_cast<int>(
-        std::max<int64_t>(0, absl::ToInt64Milliseconds(absl::Ceil(next - now, absl::Milliseconds(1)))));
-    if (poll(polled.data(), polled.size(), wait_ms) < 0 && errno != EINTR) {
-      LogError("feedback endpoint stopped", {{"error", strerror(errno)}});
-      break;
+        std::chrono::ceil<std::chrono::milliseconds>(next - now).count());
+    if (poll(polled.data(), polled.size(), std::max(wait_ms, 0)) < 0) {
+      // Out of kernel memory, say: the endpoint must not stop, so it tries again shortly.
+      if (errno != EINTR) {
+        if (!poll_failing) LogError("feedback endpoint cannot poll", {{"error", strerror(errno)}});
+        poll_failing = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      continue;
     }
+    poll_failing = false;
     if (polled[0].revents != 0) break;  // Stop()
     // Read what arrived. Connections dropped here are marked (fd -1) and removed after, so the
     // indexes into `polled` hold.
@@ -350,6 +399,15 @@ void FeedbackServer::Receive() {
       p.data.insert(p.data.end(), buf, buf + got);
       const absl::string_view data(p.data.data(), p.data.size());
       if (p.body_at == 0) {
+        // A line ended by LF alone never ends the headers: refuse it now, not at the timeout.
+        for (size_t lf = data.find('\n', had); lf != absl::string_view::npos;
+             lf = data.find('\n', lf + 1)) {
+          if (lf == 0 || data[lf - 1] != '\r') {
+            drop(p, Response({400, "bad header"}));
+            break;
+          }
+        }
+        if (p.fd < 0) continue;
         const size_t end = data.find("\r\n\r\n", had < 3 ? 0 : had - 3);
         if (end == absl::string_view::npos || end > kMaxHead) {
           if (data.size() >= p.Needed()) drop(p, Response({431, "headers too large"}));
@@ -393,7 +451,7 @@ void FeedbackServer::Receive() {
         if (errno == EMFILE || errno == ENFILE) absl::SleepFor(absl::Milliseconds(10));
         break;
       }
-      const absl::Time accepted = absl::Now();
+      const Clock::time_point accepted = Clock::now();
       if (pending.size() + queued >= max_connections_) {
         if (pending.empty()) {  // all wait for a worker
           close(fd);
@@ -403,7 +461,8 @@ void FeedbackServer::Receive() {
         drop(*slowest, "");
         pending.erase(slowest);
       }
-      pending.push_back({fd, accepted, accepted + options_.request_timeout});
+      pending.push_back(
+          {fd, accepted, accepted + absl::ToChronoMilliseconds(options_.request_timeout)});
     }
   }
   for (Pending& p : pending) {

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
@@ -427,6 +428,51 @@ TEST_F(FeedbackServerTest, RequestsWithoutLengthOrWithHugeHeadersAreAnsweredAtOn
                                                     std::string(17 * 1024, 'p'), "\r\n")),
               ::testing::StartsWith("HTTP/1.1 431 Request Header Fields Too Large\r\n"));
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
+// Malformed requests, each answered at once (not at the request timeout) with its status and
+// reason: only HTTP/1.0 and 1.1, digits only in Content-Length, only spaces and tabs around a
+// value, no CR, LF or NUL inside a line, no folded lines, no bare LF, no deeply nested JSON.
+TEST_F(FeedbackServerTest, MalformedRequestsAreRefusedAtOnce) {
+  const std::string kBadLine = "HTTP/1.1 400 Bad Request\r\n";
+  const std::string nested = absl::StrCat(R"({"Type":"Notification","MessageId":"n","X":)",
+                                          std::string(20, '['), std::string(20, ']'), "}");
+  const struct {
+    std::string request;
+    std::string reason;
+  } kCases[] = {
+      {"POST /sns HTTP/1.2\r\nContent-Length: 2\r\n\r\n{}", "bad request line"},
+      {"POST /sns HTTP/2\r\nContent-Length: 2\r\n\r\n{}", "bad request line"},
+      {"POST /sns HTTP/1.1\r\nContent-Length: +2\r\n\r\n{}", "bad Content-Length"},
+      {"POST /sns HTTP/1.1\r\nContent-Length: 0x2\r\n\r\n{}", "bad Content-Length"},
+      {"POST /sns HTTP/1.1\r\nContent-Length:\v2\r\n\r\n{}", "bad Content-Length"},
+      {"POST /sns HTTP/1.1\r\nContent-Length: 2 2\r\n\r\n{}", "bad Content-Length"},
+      {"POST /sns HTTP/1.1\r\nContent-Length : 2\r\n\r\n{}", "bad header"},
+      {"POST /sns HTTP/1.1\r\nContent-Length: 2\r\nX: a\rb\r\n\r\n{}", "bad header"},
+      {absl::StrCat("POST /sns HTTP/1.1\r\nContent-Length: 2\r\nX: a", std::string(1, '\0'),
+                    "b\r\n\r\n{}"),
+       "bad header"},
+      {"POST /sns HTTP/1.1\r\nContent-Length: 2\r\nX: a\r\n b: c\r\n\r\n{}", "bad header"},
+      {"POST /sns HTTP/1.1\r\nContent-Length: 2\r\n\tb: c\r\n\r\n{}", "bad header"},
+      {"POST /sns HTTP/1.1\nContent-Length: 2\n\n{}", "bad header"},
+      {"POST /sns HTTP/1.1\r\nContent-Length: 2\nX: y\r\n", "bad header"},
+      {absl::StrCat("POST /sns HTTP/1.1\r\nContent-Length: ", nested.size(), "\r\n\r\n", nested),
+       "JSON nested too deeply"},
+  };
+  for (const auto& c : kCases) {
+    const absl::Time start = absl::Now();
+    const std::string answer = Exchange(server_.port(), c.request);
+    EXPECT_THAT(answer, ::testing::StartsWith(kBadLine)) << absl::CEscape(c.request);
+    EXPECT_THAT(answer, ::testing::EndsWith("\r\n\r\n" + c.reason + "\n"))
+        << absl::CEscape(c.request);
+    EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << absl::CEscape(c.request);
+  }
+  // Both versions, and spaces and tabs around a value, are taken.
+  for (const char* version : {"HTTP/1.0", "HTTP/1.1"}) {
+    EXPECT_THAT(Exchange(server_.port(), absl::StrCat("POST /sns ", version,
+                                                      "\r\nContent-Length: \t2 \r\n\r\n{}")),
+                ::testing::EndsWith("\r\n\r\nType missing\n"));
+  }
 }
 
 // A client that asks to be told to go on (Expect: 100-continue) is, and its body is then read.
