@@ -173,7 +173,8 @@ Head ParseHead(absl::string_view head, size_t max_body) {
   std::vector<absl::string_view> lines = absl::StrSplit(head, "\r\n");
   std::vector<absl::string_view> first = absl::StrSplit(lines[0], ' ');
   if (first.size() != 3 || (first[2] != "HTTP/1.1" && first[2] != "HTTP/1.0") ||
-      first[0].empty() || first[1].empty() || lines[0].find_first_of("\r\n") != absl::string_view::npos) {
+      first[0].empty() || first[1].empty() ||
+      lines[0].find_first_of("\r\n") != absl::string_view::npos) {
     h.early = {400, "bad request line"};
     return h;
   }
@@ -327,12 +328,13 @@ void FeedbackServer::Receive() {
   std::vector<pollfd> polled;
   char buf[16 * 1024];
   bool poll_failing = false;  // logged once a run
-  // Answers (or just closes, for an empty `response`) a waiting connection and frees its buffer.
+  // Removes the connections dropped (fd -1).
   auto sweep = [&] {
     pending.erase(std::remove_if(pending.begin(), pending.end(),
                                  [](const Pending& p) { return p.fd < 0; }),
                   pending.end());
   };
+  // Answers (or just closes, for an empty `response`) a waiting connection and frees its buffer.
   auto drop = [&](Pending& p, const std::string& response) {
     if (response.empty()) {
       close(p.fd);
@@ -443,7 +445,8 @@ void FeedbackServer::Receive() {
       queued = requests_.size();
     }
     const size_t held = pending.size() + queued;
-    const size_t accepts = (held < max_connections_ ? max_connections_ - held : 0) + kAcceptsBeyondFree;
+    const size_t accepts =
+        (held < max_connections_ ? max_connections_ - held : 0) + kAcceptsBeyondFree;
     for (size_t i = 0; i < accepts; ++i) {
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {

@@ -25,7 +25,8 @@ struct HttpReply {
 };
 
 // What the feedback endpoint does with one POSTed SNS message, without HTTP:
-//  * 400 for a body that is not an SNS message or a notification that is not an SES event;
+//  * 400 for a body that is not an SNS message (or is JSON nested more than 4 deep) or a
+//    notification that is not an SES event;
 //  * 403 for anything that fails verification (SnsVerifier: forged, unsigned, expired, a
 //    certificate from a host other than sns.<region>.amazonaws.com, an unlisted topic), or a
 //    SubscribeURL on such a host; nothing is recorded;
@@ -73,15 +74,16 @@ struct FeedbackServerOptions {
 // a free one), one request per connection. One thread accepts connections and reads requests
 // from all of them until each has arrived whole; only then does a worker hand its body to the
 // handler (POST, any path). Answered by that thread, each closing the connection without
-// reading further: another method 405, no Content-Length 411, a body larger than max_body 413,
-// headers over 16 KiB 431, a request not received whole within request_timeout 408. At most
-// max_connections() connections wait to arrive whole or for a worker; a new one beyond that
-// closes the one waiting to arrive whole that has received the fewest bytes per second since
-// it was accepted, the oldest of equals (or itself, when all wait for a worker). The
-// connection holding the most gets 503 when a read would take the bytes held past
-// kMaxBuffered. So a notification is
-// answered at once however many slow or idle clients are connected. Put it
-// behind a TLS-terminating proxy (SNS requires HTTPS for anything but tests). Stop() or
+// reading further: a malformed request line or header 400 (only HTTP/1.0 and 1.1, lines ended
+// by CRLF with no CR, LF or NUL inside and none folded, a Content-Length of digits), another
+// method 405, no Content-Length 411, a body larger than max_body 413, headers over 16 KiB 431,
+// a request not received whole within request_timeout 408. At most max_connections()
+// connections wait to arrive whole or for a worker; a new one beyond that closes the one
+// waiting to arrive whole that has received the fewest bytes per second since it was accepted,
+// the oldest of equals (or itself, when all wait for a worker). The connection holding the
+// most gets 503 when a read would take the bytes held past kMaxBuffered. So a notification is
+// answered at once however many slow or idle clients are connected. Put it behind a
+// TLS-terminating proxy (SNS requires HTTPS for anything but tests). Stop() or
 // destruction stops it. Not thread-safe: start and stop it from one thread.
 class FeedbackServer {
  public:
@@ -90,9 +92,9 @@ class FeedbackServer {
   static constexpr size_t kMaxConnections = 1024;
   // Bytes held for requests not yet handled (the buffers of connections waiting to arrive whole
   // and the bodies of complete requests waiting for a worker) never exceed this: a read that
-  // would go past it makes the waiting connections holding the most give way (each answered
-  // 503; the one reading, if it holds the most). 32 MiB is 128 bodies of SNS's largest size and an eighth
-  // of the collector's 256 MiB memory limit in deploy/.
+  // would go past it makes the waiting connections holding the most give way, each answered
+  // 503 (the one reading among them if it holds the most). 32 MiB is 128 bodies of SNS's
+  // largest size and an eighth of the collector's 256 MiB memory limit in deploy/.
   static constexpr size_t kMaxBuffered = 32 * 1024 * 1024;
 
   FeedbackServer() = default;
