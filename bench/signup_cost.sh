@@ -11,9 +11,11 @@
 #             trip), the variants below alternating for --rounds rounds; prints µs per signup
 #             (median over rounds) and the difference to the variant before:
 #               bare      mailroom's triggers on accounts disabled (no token)
-#               token     the activation token only (before_account_insert; the token's column
-#                         defaults, indexes and deferred foreign key check)
-#               +limits   and the abuse limits (before_token_insert_limits)
+#               token     the account's trigger (before_account_insert): the activation token
+#                         (its column defaults, indexes and deferred foreign key check) and,
+#                         since 0027, its abuse limits
+#               +limits   and the token limits trigger (before_token_insert_limits: before 0027
+#                         the signup's abuse limits; since, its WHEN skips a signup's token)
 #               +notify   and the wake-up (after_token_inserted), that is mailroom as shipped
 #   bulk      one INSERT INTO accounts ... SELECT ... FROM generate_series(1, N) per size, each
 #             into an emptied accounts table, and one COPY of the largest size: seconds, rows/s,

@@ -113,6 +113,40 @@ TEST_F(SchemaTest, AnApplicationRoleWithTheUsualGrantsSignsUpAndAsksForARecovery
             2);
 }
 
+// Every signup writes an entry in each index of tokens: only those a reader needs (the primary
+// key; the secret, the application's look-up; the dequeue's window; the account's tokens by
+// action and time; the account's pending recovery).
+// The rights docs/sql.md lists for the application's role are enough for a signup, a
+// recovery and an activation, and leave the rest of mailroom's tables out of its reach.
+TEST_F(SchemaTest, AnApplicationRoleWithTheListedRightsOnlySignsUpAndActivates) {
+  Exec("DROP ROLE IF EXISTS mailroom_test_narrow");
+  Exec("CREATE ROLE mailroom_test_narrow");
+  Exec("GRANT SELECT, INSERT, UPDATE ON accounts, tokens, mailroom_address_requests"
+       " TO mailroom_test_narrow");
+  Exec("GRANT SELECT ON mailroom_settings TO mailroom_test_narrow");
+  Exec("GRANT USAGE ON SEQUENCE accounts_id_seq, tokens_id_seq TO mailroom_test_narrow");
+  pqxx::connection c(url_);
+  pqxx::nontransaction app(c);
+  app.exec("SET ROLE mailroom_test_narrow");
+  app.exec("INSERT INTO accounts (email, login) VALUES ('narrow@example.com', 'narrow')");
+  app.exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
+           " WHERE login = 'narrow'");
+  app.exec("UPDATE tokens SET consumed_at = EXTRACT(EPOCH FROM now())"
+           " WHERE action = 'activation'");
+  EXPECT_THROW(app.exec("SELECT count(*) FROM group_budgets"), pqxx::insufficient_privilege);
+  EXPECT_THROW(app.exec("SELECT count(*) FROM suppressions"), pqxx::insufficient_privilege);
+  app.exec("RESET ROLE");
+  EXPECT_EQ(Text("SELECT status FROM accounts WHERE login = 'narrow'"), "active");
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE NOT rate_limited"), 2);
+}
+
+TEST_F(SchemaTest, TokensHaveOnlyTheIndexesTheirReadersNeed) {
+  EXPECT_EQ(Text("SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes"
+                 " WHERE tablename = 'tokens'"),
+            "tokens_account_action_idx,tokens_action_txid_id_idx,tokens_pending_recovery_idx,"
+            "tokens_pkey,tokens_secret_key");
+}
+
 TEST_F(SchemaTest, TokenInsertNotifiesTheConfiguredChannel) {
   class Receiver : public pqxx::notification_receiver {
    public:
@@ -1555,6 +1589,58 @@ TEST_F(LimitsTest, ConcurrentRequestsForOneAddressCannotBothSlipUnderTheLimit) {
   t1.commit();
   other.join();
   EXPECT_TRUE(Limited(second));
+}
+
+// A signup's activation token is decided in the account's own trigger: the signup runs that
+// function and the address's counter (and the code's), not the token limits trigger (its probe
+// of the account's row, not there yet, under planner settings) nor, while no collector is
+// idle, the wake-up's function. A token the application inserts is decided by the token limits
+// trigger.
+TEST_F(LimitsTest, ASignupRunsOnlyTheAccountTriggerAndTheAddressCounter) {
+  pqxx::work tx(*conn_);
+  tx.exec("SET LOCAL track_functions = 'pl'");
+  auto calls = [&] {
+    return tx
+        .exec1("SELECT string_agg(funcname || '=' || calls, ',' ORDER BY funcname)"
+               "  FROM pg_stat_xact_user_functions")[0]
+        .as<std::string>();
+  };
+  tx.exec("INSERT INTO accounts (email, login) VALUES ('s@example.com', 's')");
+  EXPECT_EQ(calls(), "mailroom_address_limit=1,mailroom_random_code=1,trg_before_account_insert=1");
+  tx.exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts");
+  EXPECT_EQ(calls(),
+            "mailroom_address_limit=2,mailroom_random_code=2,trg_before_account_insert=1,"
+            "trg_before_token_insert_limits=1");
+}
+
+// The limits a signup's activation is decided under, each set to 0: every activation refused.
+TEST_F(LimitsTest, ASignupsActivationFollowsLimitsOfZero) {
+  Exec("UPDATE mailroom_settings SET activation_limit_per_account = 0");
+  Exec("INSERT INTO accounts (email, login) VALUES ('z@example.com', 'z')");
+  EXPECT_EQ(Text("SELECT rate_limited || ' ' || suppressed_reason FROM tokens"),
+            "true rate limited: 0 activation requests for this account in the last 86400 s"
+            " (limit 0)");
+  Exec("UPDATE mailroom_settings SET activation_limit_per_account = NULL,"
+       " activation_limit_per_address = 0");
+  Exec("INSERT INTO accounts (email, login) VALUES ('y@example.com', 'y')");
+  EXPECT_EQ(Text("SELECT t.rate_limited || ' ' || t.suppressed_reason FROM tokens t"
+                 "  JOIN accounts a ON a.id = t.account WHERE a.login = 'y'"),
+            "true rate limited: 0 activation requests for this address in the last 86400 s"
+            " (limit 0)");
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_address_requests"), 0);
+}
+
+// The application cannot skip the limits by naming an address: its token is decided, and its
+// address is the account's.
+TEST_F(LimitsTest, ATokenTheApplicationInsertsWithAnAddressIsDecidedToo) {
+  Exec("UPDATE mailroom_settings SET activation_limit_per_account = NULL,"
+       " activation_limit_per_address = 1");
+  Exec("INSERT INTO accounts (email, login) VALUES ('d@example.com', 'd')");
+  const int64_t t = Int("INSERT INTO tokens (account, action, address)"
+                        " SELECT id, 'activation', 'elsewhere@example.com' FROM accounts"
+                        " RETURNING id");
+  EXPECT_TRUE(Limited(t));
+  EXPECT_EQ(Text(absl::StrCat("SELECT address FROM tokens WHERE id = ", t)), "d@example.com");
 }
 
 TEST_F(LimitsTest, TheDequeueFinishesSuppressedTokensWithTheirStateAndReason) {

@@ -27,10 +27,15 @@ BEGIN
         RETURN;
     END IF;
     IF p_from_earliest THEN
+        -- One probe per action on tokens_action_txid_id_idx.
         SELECT least(pg_snapshot_xmin(v_snapshot),
-                     (SELECT t.txid FROM tokens t
-                       WHERE t.expires_at > EXTRACT(EPOCH FROM now())::BIGINT
-                       ORDER BY t.txid LIMIT 1))
+                     (SELECT min(e.txid)
+                        FROM unnest(enum_range(NULL::token_action)) k(action)
+                       CROSS JOIN LATERAL (
+                             SELECT t.txid FROM tokens t
+                              WHERE t.action = k.action
+                                AND t.expires_at > EXTRACT(EPOCH FROM now())::BIGINT
+                              ORDER BY t.action, t.txid LIMIT 1) e))
           INTO v_from;
         v_snapshot := format('%s:%s:', v_from, v_from)::PG_SNAPSHOT;
     END IF;

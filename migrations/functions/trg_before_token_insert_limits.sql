@@ -1,12 +1,15 @@
 -- The abuse limits, decided when a token is inserted: an activation or a recovery over the
 -- account's or the address's limit in limit_window_seconds is marked rate limited (never
 -- sent); a new recovery supersedes the account's pending one. Per account: the account's
--- tokens counted under its row lock. Per address: its row in mailroom_address_requests (the
--- newest accepted requests' times), decided by one INSERT ... ON CONFLICT DO UPDATE whose row
--- lock serialises concurrent requests for the address (no lock in the shared lock table, so
--- an import of any size in one statement works). Planner settings keep index probes whatever
--- the statistics (and JIT off: a disabled scan's cost would otherwise JIT-compile every
--- statement).
+-- tokens counted under its row lock. Per address: mailroom_address_limit (a counter row per
+-- address and action, no lock in the shared lock table, so an import of any size in one
+-- statement works). Planner settings keep index probes whatever the statistics (and JIT off:
+-- a disabled scan's cost would otherwise JIT-compile every statement).
+--
+-- Not run (the trigger's WHEN) for a token that a trigger inserts with its address: the
+-- activation token of a new account, which trg_before_account_insert decides itself. Every
+-- token the application inserts itself, and one a trigger inserts without an address, is
+-- decided here.
 CREATE OR REPLACE FUNCTION trg_before_token_insert_limits() RETURNS trigger
     LANGUAGE plpgsql
     SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off SET jit = off
@@ -18,7 +21,7 @@ DECLARE
     v_acct_limit INT;
     v_addr_limit INT;
     v_n          INT := 0;
-    v_counted    BOOLEAN;
+    v_reason     TEXT;
 BEGIN
     SELECT * INTO s FROM mailroom_settings;
     v_since := EXTRACT(EPOCH FROM now())::BIGINT - s.limit_window_seconds;
@@ -56,20 +59,11 @@ BEGIN
     END IF;
 
     IF NOT NEW.rate_limited AND v_addr_limit IS NOT NULL AND NEW.address IS NOT NULL THEN
-        IF v_addr_limit > 0 THEN
-            INSERT INTO mailroom_address_requests AS r (address, action, times)
-            VALUES (NEW.address, NEW.action, ARRAY[NEW.created_at])
-            ON CONFLICT (address, action) DO UPDATE
-               SET times = ARRAY(SELECT x FROM unnest(r.times) x
-                                  ORDER BY x DESC LIMIT v_addr_limit - 1) || NEW.created_at
-             WHERE (SELECT count(*) FROM unnest(r.times) x WHERE x > v_since) < v_addr_limit
-            RETURNING true INTO v_counted;
-        END IF;
-        IF v_counted IS NULL THEN
+        v_reason := mailroom_address_limit(NEW.address, NEW.action, NEW.created_at,
+                                           v_addr_limit, s.limit_window_seconds);
+        IF v_reason IS NOT NULL THEN
             NEW.rate_limited := true;
-            NEW.suppressed_reason := format(
-                'rate limited: %s %s requests for this address in the last %s s (limit %s)',
-                v_addr_limit, NEW.action, s.limit_window_seconds, v_addr_limit);
+            NEW.suppressed_reason := v_reason;
         END IF;
     END IF;
 
@@ -89,4 +83,6 @@ BEGIN
 END;
 $$;
 
-CREATE OR REPLACE TRIGGER before_token_insert_limits BEFORE INSERT ON tokens FOR EACH ROW EXECUTE FUNCTION trg_before_token_insert_limits();
+CREATE OR REPLACE TRIGGER before_token_insert_limits BEFORE INSERT ON tokens FOR EACH ROW
+    WHEN (NEW.address IS NULL OR pg_trigger_depth() = 0)
+    EXECUTE FUNCTION trg_before_token_insert_limits();
