@@ -5,7 +5,8 @@
 -- consumed, for an account in the wrong status, superseded, rate limited or to a suppressed
 -- address are not handed out: they are recorded with that state and the reason. Plans are
 -- made once per session (force_generic_plan) and the window's bounds are written as the
--- index range.
+-- index range. The calling transaction commits asynchronously (synchronous_commit off, which a
+-- caller may set back on after the call): a lost dequeue only hands its jobs out again.
 CREATE OR REPLACE FUNCTION mailroom_dequeue(p_group text, p_limit integer, p_owner text, p_lease_ms integer, p_recoveries_only boolean DEFAULT false) RETURNS TABLE(job_id bigint, action token_action, email text, login text, secret bytea, code text, expires_at bigint, account_id bigint, attempt integer, failures integer, created_at bigint, locale text)
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
@@ -46,6 +47,7 @@ DECLARE
     v_count    INT;
     v_returned INT;
 BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
     SELECT * INTO g FROM consumer_groups WHERE name = p_group FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'unknown consumer group "%"', p_group USING ERRCODE = 'no_data_found';
