@@ -814,6 +814,24 @@ TEST_F(StoreTest, ADequeueIsOneStatement) {
   EXPECT_EQ(Int("SELECT handed FROM budget_subscriptions WHERE owner = 'idle'"), 0);
 }
 
+// A dequeue that finds nothing new leaves the group's row as it was (no new row version, no
+// WAL for it: the cursor's lower bound stays), and the tokens committed after it are handed out
+// from that bound.
+TEST_F(StoreTest, ADequeueThatFindsNothingNewDoesNotWriteTheGroupsRow) {
+  InsertAccounts(2, "w");
+  ASSERT_EQ(Dequeue("a", 10).size(), 2u);
+  const std::string version =
+      "SELECT xmin::text::bigint FROM consumer_groups WHERE name = 'mailroom'";
+  const int64_t before = Int(version);
+  ASSERT_TRUE(Dequeue("a", 10).empty());
+  ASSERT_TRUE(Dequeue("a", 10).empty());
+  EXPECT_EQ(Int(version), before);
+  InsertAccounts(3, "x");
+  EXPECT_EQ(Dequeue("a", 10).size(), 3u);
+  EXPECT_NE(Int(version), before);
+  EXPECT_TRUE(Dequeue("a", 10).empty());
+}
+
 // The lone statement runs under the store's timeouts: a dequeue that waits for the group's
 // row lock (held by a transaction left open elsewhere) fails at the statement timeout.
 TEST_F(StoreTest, ADequeueRunsUnderTheStatementTimeout) {
