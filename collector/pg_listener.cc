@@ -93,14 +93,12 @@ class PgListener : public NotificationListener {
     }
   }
 
-  // mailroom_collector_mark. Committed asynchronously: after a crash of PostgreSQL every
-  // collector reconnects and marks itself again, so a lost mark changes nothing.
+  // mailroom_collector_mark, alone in autocommit: one round trip, and its lock is released
+  // by that statement's commit (asynchronous, set by the function).
   absl::Status Mark(bool idle) {
     try {
-      pqxx::work tx(conn_);
-      tx.exec("SET LOCAL synchronous_commit = off");
+      pqxx::nontransaction tx(conn_);
       tx.exec_params("SELECT mailroom_collector_mark($1)", idle);
-      tx.commit();
       return absl::OkStatus();
     } catch (const std::exception& e) {
       return absl::UnavailableError(absl::StrCat("marking the collector ",

@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "collector/testing/migrated_database.h"
+#include "testing/pgbouncer.h"
 #include "testing/pg_server.h"
 
 namespace mailroom {
@@ -165,6 +166,22 @@ TEST_F(BusyMarkTest, CommitsSkipTheNotifyOnlyWhileEveryCollectorIsBusy) {
   Signup("a_busy_b_gone");
   EXPECT_EQ(Notifications(), 0);
   EXPECT_EQ(Int("SELECT count(*) FROM mailroom_collectors"), 1);
+}
+
+// Each mark is one statement in autocommit: its advisory lock is never held between round
+// trips. A statement-pooling pgbouncer (one server connection, so one backend pid) refuses any
+// transaction that spans two queries.
+TEST_F(BusyMarkTest, AMarkIsOneStatement) {
+  auto bouncer = testing::PgBouncer::Start(pg_->port(), /*pool_size=*/1, "statement");
+  ASSERT_TRUE(bouncer.ok()) << bouncer.status();
+  auto l = ConnectPgListener((*bouncer)->Url(url_.substr(url_.rfind('/') + 1)), "token_insert");
+  ASSERT_TRUE(l.ok()) << l.status();
+  absl::Status busy = (*l)->MarkBusy();
+  ASSERT_TRUE(busy.ok()) << busy;
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_collectors WHERE NOT idle"), 1);
+  ASSERT_TRUE((*l)->MarkIdle().ok());
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_collectors WHERE idle"), 1);
+  EXPECT_EQ(Int("SELECT last_value FROM mailroom_idle_collectors"), 1);
 }
 
 TEST_F(BusyMarkTest, MarkIdleListsTheTransactionsThatMayHaveReadTheBusyMark) {

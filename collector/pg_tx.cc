@@ -21,4 +21,17 @@ std::string BeginCommand(const TxTimeouts& timeouts) {
   return begin;
 }
 
+std::string StatementPrefix(const TxTimeouts& timeouts) {
+  std::string prefix;
+  if (timeouts.statement_timeout > absl::ZeroDuration()) {
+    absl::StrAppend(&prefix, "SET LOCAL statement_timeout = ",
+                    absl::ToInt64Milliseconds(timeouts.statement_timeout), "; ");
+  }
+  if (timeouts.lock_timeout > absl::ZeroDuration()) {
+    absl::StrAppend(&prefix, "SET LOCAL lock_timeout = ",
+                    absl::ToInt64Milliseconds(timeouts.lock_timeout), "; ");
+  }
+  return prefix;
+}
+
 }  // namespace mailroom

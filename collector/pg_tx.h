@@ -1,10 +1,10 @@
 #pragma once
 
-// Transactions of the collector's query connections, which may go through a connection pooler
+// Transactions and statements of the collector's query connections, which may go through a connection pooler
 // in transaction-pooling mode (pgbouncer): consecutive transactions of one client connection
 // may run on different server sessions, so nothing may rely on session state. The timeouts
-// are therefore set for each transaction (SET LOCAL) in the round trip of its BEGIN, never as
-// session settings (a startup `options` parameter is refused by pgbouncer, and a session SET
+// are therefore set for each transaction (SET LOCAL) in the round trip of its BEGIN, or in the
+// query string of a statement that runs alone (StatementPrefix), never as session settings (a startup `options` parameter is refused by pgbouncer, and a session SET
 // would stay on a server connection that other clients use next). Named prepared statements
 // are never used for the same reason: every statement is a simple query or an unnamed one
 // (exec_params).
@@ -32,6 +32,12 @@ inline TxTimeouts WithLockTimeout(TxTimeouts timeouts, absl::Duration lock_timeo
 
 // "BEGIN" followed by a SET LOCAL for each timeout that is set, as one simple query.
 std::string BeginCommand(const TxTimeouts& timeouts);
+
+// "SET LOCAL statement_timeout = …; SET LOCAL lock_timeout = …; " for the timeouts that are
+// set: the start of a simple query string whose last statement then runs under them, the
+// string being one implicit transaction (one round trip, no transaction left open, so the
+// idle-in-transaction limit has nothing to limit).
+std::string StatementPrefix(const TxTimeouts& timeouts);
 
 // A READ COMMITTED read-write transaction that starts with `begin` (BeginCommand) instead of a
 // bare BEGIN. Used like pqxx::work.

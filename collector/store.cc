@@ -94,7 +94,10 @@ void SettledUnsent(pqxx::transaction_base& tx, const std::string& group, const s
 class PgStore : public Store {
  public:
   PgStore(std::string url, int pool_size, const TxTimeouts& timeouts)
-      : url_(std::move(url)), begin_(BeginCommand(timeouts)), slots_(pool_size) {}
+      : url_(std::move(url)),
+        begin_(BeginCommand(timeouts)),
+        statement_prefix_(StatementPrefix(timeouts)),
+        slots_(pool_size) {}
 
   absl::StatusOr<std::string> Channel() override {
     return Run<std::string>("reading the channel", [this](pqxx::connection& c) {
@@ -131,30 +134,39 @@ class PgStore : public Store {
                                                      const std::string& owner,
                                                      absl::Duration lease, bool recoveries_only) {
     return Run<std::vector<StoredJob>>("dequeue", [&](pqxx::connection& c) {
-      Work tx(c, begin_);
-      // A lost lease commit only means the jobs are handed out again (WAL is sequential: a
-      // durable acknowledgement implies the dequeue before it is durable too).
-      tx.exec("SET LOCAL synchronous_commit = off");
-      pqxx::result r = tx.exec_params(
-          "SELECT job_id, action = 'password_recovery', email, login, secret, code, expires_at,"
-          " account_id, attempt, failures, created_at, locale"
-          " FROM mailroom_dequeue($1, $2, $3, $4, $5)",
-          group, limit, owner, LeaseMs(lease), recoveries_only);
+      // One statement in autocommit: one round trip, and no transaction (nor the group's row
+      // lock) left open between round trips. mailroom_dequeue commits its transaction
+      // asynchronously: a lost lease commit only means the jobs are handed out again (WAL is
+      // sequential: a durable acknowledgement implies the dequeue before it is durable too).
+      const std::string dequeue = absl::StrCat(
+          "mailroom_dequeue(", c.quote(group), ", ", limit, ", ", c.quote(owner), ", ",
+          LeaseMs(lease), ", ", recoveries_only ? "true" : "false", ")");
+      constexpr char kColumns[] =
+          "job_id, action = 'password_recovery', email, login, secret, code, expires_at,"
+          " account_id, attempt, failures, created_at, locale";
       // A subscription linked to a grant holder (migration 0015): the jobs handed are counted
       // in the dequeue's transaction, so a job is never in a sender's hands uncounted, and a
       // transaction that hands jobs commits synchronously, as the count bounds a refund of the
       // holder's grants and must not be lost with an asynchronous commit while the jobs are on
       // their way. The first dequeue after the link writes the count even with no job, to
-      // register the link.
+      // register the link. The count is taken in the same statement: `h` is read by the
+      // one-time filter, which runs before the jobs are returned, even when there are none.
       const Link link = LinkOf(owner);
-      if (!link.holder.empty() && (!r.empty() || !link.registered)) {
-        tx.exec_params(
-            "SELECT mailroom_budget_handed($1, $2, $3, $4),"
-            "       set_config('synchronous_commit', CASE WHEN $4 > 0 THEN 'on' ELSE 'off' END,"
-            "                  true)",
-            group, owner, link.holder, static_cast<int>(r.size()));
+      std::string query;
+      if (link.holder.empty()) {
+        query = absl::StrCat(statement_prefix_, "SELECT ", kColumns, " FROM ", dequeue);
+      } else {
+        query = absl::StrCat(
+            statement_prefix_, "WITH d AS MATERIALIZED (SELECT * FROM ", dequeue, "),",
+            " h AS MATERIALIZED (SELECT mailroom_budget_handed(", c.quote(group), ", ",
+            c.quote(owner), ", ", c.quote(link.holder), ", n),",
+            "   set_config('synchronous_commit', CASE WHEN n > 0 THEN 'on' ELSE 'off' END, true)"
+            "   FROM (SELECT count(*)::INT AS n FROM d) c WHERE n > 0 OR NOT ",
+            link.registered ? "true" : "false", ")",
+            " SELECT ", kColumns, " FROM d WHERE (SELECT count(*) FROM h) >= 0");
       }
-      tx.commit();
+      pqxx::nontransaction tx(c);
+      pqxx::result r = tx.exec(query);
       if (!link.holder.empty() && !link.registered) MarkRegistered(owner);
       std::vector<StoredJob> jobs;
       jobs.reserve(r.size());
@@ -538,6 +550,7 @@ class PgStore : public Store {
 
   const std::string url_;
   const std::string begin_;  // BeginCommand: every transaction's timeouts
+  const std::string statement_prefix_;  // StatementPrefix: a lone statement's timeouts
   std::vector<Slot> slots_;
   std::atomic<size_t> next_{0};
   absl::Mutex links_mu_;

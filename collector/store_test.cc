@@ -789,6 +789,65 @@ TEST_F(StoreTest, TransactionTimeoutsHoldThroughPgbouncerAndDoNotLeak) {
   EXPECT_EQ(jobs->size(), 3u);
 }
 
+// A dequeue is one statement in autocommit (one round trip: no transaction, nor the group's
+// row lock, stays open between round trips), for a subscription linked to a grant holder too
+// (its count is written in that statement, even by a first dequeue without a job). A
+// statement-pooling pgbouncer refuses any transaction that spans two queries.
+TEST_F(StoreTest, ADequeueIsOneStatement) {
+  auto bouncer = testing::PgBouncer::Start(pg_->port(), /*pool_size=*/1, "statement");
+  ASSERT_TRUE(bouncer.ok()) << bouncer.status();
+  const std::string url = (*bouncer)->Url(url_.substr(url_.rfind('/') + 1));
+  std::unique_ptr<Store> pooled = NewPgStore(url, 1, {absl::Seconds(30), absl::Seconds(5)});
+  InsertAccounts(3, "one");
+  auto jobs = pooled->Dequeue("mailroom", 2, "p", absl::Seconds(60));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_EQ(jobs->size(), 2u);
+  pooled->LinkHolder("mailroom", "linked", "h1");
+  jobs = pooled->Dequeue("mailroom", 10, "linked", absl::Seconds(60));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_EQ(jobs->size(), 1u);
+  pooled->LinkHolder("mailroom", "idle", "h2");
+  jobs = pooled->Dequeue("mailroom", 10, "idle", absl::Seconds(60));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_TRUE(jobs->empty());
+  EXPECT_EQ(Int("SELECT handed FROM budget_subscriptions WHERE owner = 'linked'"), 1);
+  EXPECT_EQ(Int("SELECT handed FROM budget_subscriptions WHERE owner = 'idle'"), 0);
+}
+
+// A dequeue that finds nothing new leaves the group's row as it was (no new row version, no
+// WAL for it: the cursor's lower bound stays), and the tokens committed after it are handed out
+// from that bound.
+TEST_F(StoreTest, ADequeueThatFindsNothingNewDoesNotWriteTheGroupsRow) {
+  InsertAccounts(2, "w");
+  ASSERT_EQ(Dequeue("a", 10).size(), 2u);
+  const std::string version =
+      "SELECT xmin::text::bigint FROM consumer_groups WHERE name = 'mailroom'";
+  const int64_t before = Int(version);
+  ASSERT_TRUE(Dequeue("a", 10).empty());
+  ASSERT_TRUE(Dequeue("a", 10).empty());
+  EXPECT_EQ(Int(version), before);
+  InsertAccounts(3, "x");
+  EXPECT_EQ(Dequeue("a", 10).size(), 3u);
+  EXPECT_NE(Int(version), before);
+  EXPECT_TRUE(Dequeue("a", 10).empty());
+}
+
+// The lone statement runs under the store's timeouts: a dequeue that waits for the group's
+// row lock (held by a transaction left open elsewhere) fails at the statement timeout.
+TEST_F(StoreTest, ADequeueRunsUnderTheStatementTimeout) {
+  InsertAccounts(1, "t");
+  ASSERT_EQ(Dequeue("a", 1).size(), 1u);  // creates the group
+  pqxx::connection holder(url_);
+  pqxx::work tx(holder);
+  tx.exec("SELECT 1 FROM consumer_groups WHERE name = 'mailroom' FOR NO KEY UPDATE");
+  std::unique_ptr<Store> timed = NewPgStore(url_, 1, {absl::Milliseconds(300)});
+  const absl::Time start = absl::Now();
+  auto jobs = timed->Dequeue("mailroom", 10, "b", absl::Seconds(60));
+  EXPECT_EQ(jobs.status().code(), absl::StatusCode::kUnavailable) << jobs.status();
+  EXPECT_THAT(std::string(jobs.status().message()), ::testing::HasSubstr("statement timeout"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
 TEST_F(StoreTest, ErrorsAreMappedBySqlstate) {
   // mailroom_dequeue raises no_data_found (P0002) for an unknown group.
   auto unknown = store_->Dequeue("no-such-group", 10, "a", absl::Seconds(1));

@@ -18,7 +18,8 @@ constexpr char kPgBouncer[] = "/usr/sbin/pgbouncer";
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PgBouncer>> PgBouncer::Start(int pg_port, int pool_size) {
+absl::StatusOr<std::unique_ptr<PgBouncer>> PgBouncer::Start(int pg_port, int pool_size,
+                                                           const std::string& pool_mode) {
   if (!std::filesystem::exists(kPgBouncer)) {
     return absl::FailedPreconditionError("pgbouncer is not installed (apt-get install pgbouncer)");
   }
@@ -39,7 +40,7 @@ absl::StatusOr<std::unique_ptr<PgBouncer>> PgBouncer::Start(int pg_port, int poo
         << "auth_type = trust\n"
         << "auth_file = " << dir << "/users.txt\n"
         << "admin_users = postgres\n"
-        << "pool_mode = transaction\n"
+        << "pool_mode = " << pool_mode << "\n"
         << "default_pool_size = " << pool_size << "\n"
         << "min_pool_size = 0\n"
         << "reserve_pool_size = 0\n"

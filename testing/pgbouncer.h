@@ -9,14 +9,16 @@
 namespace mailroom::testing {
 
 // A throwaway pgbouncer (Debian's package, /usr/sbin/pgbouncer) in front of a PostgreSQL on
-// 127.0.0.1:`pg_port`: listens on 127.0.0.1 at a free port, transaction pooling, at most
+// 127.0.0.1:`pg_port`: listens on 127.0.0.1 at a free port, `pool_mode` pooling ("statement"
+// refuses any transaction that spans more than one query), at most
 // `pool_size` server connections per database and user, trust authentication for `postgres`,
 // admin console for `postgres` (database `pgbouncer`). Runs as the `postgres` user when the
 // test runs as root (pgbouncer refuses root). Destroying the object stops it and deletes its
 // directory.
 class PgBouncer {
  public:
-  static absl::StatusOr<std::unique_ptr<PgBouncer>> Start(int pg_port, int pool_size);
+  static absl::StatusOr<std::unique_ptr<PgBouncer>> Start(
+      int pg_port, int pool_size, const std::string& pool_mode = "transaction");
   ~PgBouncer();
 
   PgBouncer(const PgBouncer&) = delete;

@@ -6,13 +6,16 @@
 -- which may have read the old value (docs/design.md, "Wake-up"). A count too high (a collector
 -- killed while idle, until any collector changes its mark) only means commits NOTIFY.
 --
--- Collectors take turns under an advisory lock that the trigger never takes, so the count set
--- is never one built from another collector's uncommitted change.
+-- Called alone in autocommit (one round trip). Collectors take turns under a transaction-level
+-- advisory lock that the trigger never takes, held only until that statement's commit, so the
+-- count set is never one built from another collector's uncommitted change. The commit is
+-- asynchronous: after a crash of PostgreSQL every collector reconnects and marks itself again.
 
 CREATE OR REPLACE FUNCTION mailroom_collector_mark(p_idle boolean) RETURNS void
     LANGUAGE plpgsql
     AS $$
 BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
     PERFORM pg_advisory_xact_lock(hashtextextended('mailroom.collector_mark', 0));
     DELETE FROM mailroom_collectors c
      WHERE c.pid <> pg_backend_pid()

@@ -5,7 +5,8 @@
 -- consumed, for an account in the wrong status, superseded, rate limited or to a suppressed
 -- address are not handed out: they are recorded with that state and the reason. Plans are
 -- made once per session (force_generic_plan) and the window's bounds are written as the
--- index range.
+-- index range. The calling transaction commits asynchronously (synchronous_commit off, which a
+-- caller may set back on after the call): a lost dequeue only hands its jobs out again.
 CREATE OR REPLACE FUNCTION mailroom_dequeue(p_group text, p_limit integer, p_owner text, p_lease_ms integer, p_recoveries_only boolean DEFAULT false) RETURNS TABLE(job_id bigint, action token_action, email text, login text, secret bytea, code text, expires_at bigint, account_id bigint, attempt integer, failures integer, created_at bigint, locale text)
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
@@ -45,7 +46,9 @@ DECLARE
     v_reasons  TEXT[];
     v_count    INT;
     v_returned INT;
+    v_moved    BOOLEAN := FALSE;
 BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
     SELECT * INTO g FROM consumer_groups WHERE name = p_group FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'unknown consumer group "%"', p_group USING ERRCODE = 'no_data_found';
@@ -56,23 +59,19 @@ BEGIN
         g.rec_cur_snapshot := g.cur_snapshot;
         g.rec_pos_txid := g.pos_txid;
         g.rec_pos_id := g.pos_id;
+        v_moved := TRUE;
     END IF;
 
-    FOREACH v_class IN ARRAY ARRAY['password_recovery', 'activation']::token_action[] LOOP
-        EXIT WHEN v_left <= 0;
-        v_rec := v_class = 'password_recovery';
-        -- The recovery lane: the activations' pass (and cursor) is left untouched.
-        EXIT WHEN p_recoveries_only AND NOT v_rec;
-
-        -- 0. Batches of this class whose lease ran out: their jobs without an outcome become
-        --    per-job rows as their lease left them ('leased', the batch's owner, lease end and
-        --    holder_left, attempt 1), due at once: step 1 hands them out again like any other
-        --    lease that ran out (attempt 2, lost_leases + 1 unless the holder left). A batch an
-        --    acknowledgement holds right now is skipped and taken at a later call.
+    -- 0. Lease batches whose lease ran out (of the lanes this call serves): their jobs without
+    --    an outcome become per-job rows as their lease left them ('leased', the batch's owner,
+    --    lease end and holder_left, attempt 1), due at once: step 1 hands them out again like
+    --    any other lease that ran out (attempt 2, lost_leases + 1 unless the holder left). A
+    --    batch an acknowledgement holds right now is skipped and taken at a later call.
+    IF p_limit > 0 THEN
         WITH x AS (
             SELECT b.batch_id FROM lease_batches b
              WHERE b.group_id = g.id AND b.state = 'leased' AND b.due_at <= now()
-               AND b.recovery = v_rec
+               AND (b.recovery OR NOT p_recoveries_only)
              -- The order makes the plan lease_batches_due_idx's range even without
              -- statistics (as the due-again scans of deliveries below).
              ORDER BY b.due_at
@@ -89,6 +88,13 @@ BEGIN
           FROM e CROSS JOIN LATERAL unnest(e.ids) WITH ORDINALITY AS u(id, slot)
          WHERE get_bit(e.done, u.slot::INT - 1) = 0
         ON CONFLICT DO NOTHING;
+    END IF;
+
+    FOREACH v_class IN ARRAY ARRAY['password_recovery', 'activation']::token_action[] LOOP
+        EXIT WHEN v_left <= 0;
+        v_rec := v_class = 'password_recovery';
+        -- The recovery lane: the activations' pass (and cursor) is left untouched.
+        EXIT WHEN p_recoveries_only AND NOT v_rec;
 
         -- 1. Jobs of this class due again (locked here, leased again below).
         IF v_rec THEN
@@ -294,15 +300,24 @@ BEGIN
                 v_returned := 0;
             END IF;
 
-            IF v_count < v_left THEN
+            IF v_count = 0 AND v_opened THEN
+                -- A fresh window without a token of this class: the lower bound stays (the
+                -- next window, from the same bound, holds no token of this window either), so
+                -- a call that finds nothing new does not write the group's row.
+                v_cur := NULL;
+                v_pos_txid := NULL;
+                v_pos_id := NULL;
+            ELSIF v_count < v_left THEN
                 -- Window exhausted: its upper snapshot becomes the lower bound.
                 v_prev := v_cur;
                 v_cur := NULL;
                 v_pos_txid := NULL;
                 v_pos_id := NULL;
+                v_moved := TRUE;
             ELSE
                 v_pos_txid := v_txids[v_count];
                 v_pos_id := v_ids[v_count];
+                v_moved := TRUE;
             END IF;
             v_left := v_left - v_returned;
         END LOOP;
@@ -316,6 +331,9 @@ BEGIN
         END IF;
     END LOOP;
 
+    IF NOT v_moved THEN
+        RETURN;
+    END IF;
     UPDATE consumer_groups
        SET prev_snapshot = g.prev_snapshot, cur_snapshot = g.cur_snapshot,
            pos_txid = g.pos_txid, pos_id = g.pos_id,
