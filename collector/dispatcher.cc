@@ -313,6 +313,12 @@ void Dispatcher::Run() {
     // dropping right after connecting keeps backing off.
     if (clock_->Now() - connected_at >= absl::Seconds(10)) reconnect_backoff_.Reset();
   }
+  // A clean stop: this collector no longer counts as idle, so commits stop notifying when no
+  // collector is left (a killed one counts until another changes its mark).
+  if (listener_) {
+    absl::Status st = listener_->Leave();
+    if (!st.ok()) LogWarn("removing the busy mark failed", {{"error", std::string(st.message())}});
+  }
   CloseListener();
 }
 

@@ -1,5 +1,7 @@
 #include "collector/pg_listener.h"
 
+#include <optional>
+
 #include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
@@ -50,10 +52,12 @@ class PgListener : public NotificationListener {
     return Query([](pqxx::nontransaction& tx) { tx.exec("SELECT 1"); });
   }
 
-  absl::Status MarkBusy() override { return Mark(/*idle=*/false); }
+  absl::Status MarkBusy() override { return Mark(false); }
+
+  absl::Status Leave() override { return Mark(std::nullopt); }
 
   absl::StatusOr<std::string> MarkIdle() override {
-    absl::Status st = Mark(/*idle=*/true);
+    absl::Status st = Mark(true);
     if (!st.ok()) return st;
     // Taken after the mark's commit: whoever read the busy mark has an xid by then (the
     // trigger runs after its INSERT) and has either committed or is running in this snapshot.
@@ -94,15 +98,17 @@ class PgListener : public NotificationListener {
   }
 
   // mailroom_collector_mark, alone in autocommit: one round trip, and its lock is released
-  // by that statement's commit (asynchronous, set by the function).
-  absl::Status Mark(bool idle) {
+  // by that statement's commit (asynchronous, set by the function). No value: leaving.
+  absl::Status Mark(std::optional<bool> idle) {
     try {
       pqxx::nontransaction tx(conn_);
       tx.exec_params("SELECT mailroom_collector_mark($1)", idle);
       return absl::OkStatus();
     } catch (const std::exception& e) {
-      return absl::UnavailableError(absl::StrCat("marking the collector ",
-                                                 idle ? "idle" : "busy", " failed: ", e.what()));
+      const char* what = !idle ? "removing the collector's mark"
+                         : *idle ? "marking the collector idle"
+                                 : "marking the collector busy";
+      return absl::UnavailableError(absl::StrCat(what, " failed: ", e.what()));
     }
   }
 

@@ -168,6 +168,25 @@ TEST_F(BusyMarkTest, CommitsSkipTheNotifyOnlyWhileEveryCollectorIsBusy) {
   EXPECT_EQ(Int("SELECT count(*) FROM mailroom_collectors"), 1);
 }
 
+// A collector that stops cleanly removes its mark: with no collector left, commits do not
+// notify (nobody listens; the next collector drains when it connects).
+TEST_F(BusyMarkTest, ACollectorThatLeavesNoLongerCountsAsIdle) {
+  auto a = Collector();
+  auto b = Collector();
+  ASSERT_TRUE(a->MarkIdle().ok());
+  ASSERT_TRUE(b->MarkIdle().ok());
+  EXPECT_EQ(Int("SELECT last_value FROM mailroom_idle_collectors"), 2);
+  ASSERT_TRUE(b->Leave().ok());
+  EXPECT_EQ(Int("SELECT last_value FROM mailroom_idle_collectors"), 1);
+  Signup("a_idle_b_left");
+  EXPECT_EQ(Notifications(), 1);
+  ASSERT_TRUE(a->Leave().ok());
+  EXPECT_EQ(Int("SELECT last_value FROM mailroom_idle_collectors"), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_collectors"), 0);
+  Signup("both_left");
+  EXPECT_EQ(Notifications(), 0);
+}
+
 // Each mark is one statement in autocommit: its advisory lock is never held between round
 // trips. A statement-pooling pgbouncer (one server connection, so one backend pid) refuses any
 // transaction that spans two queries.
