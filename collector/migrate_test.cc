@@ -77,6 +77,22 @@ TEST_F(MigrateTest, UpDownUpAgain) {
   EXPECT_EQ(again->size(), EmbeddedMigrations().size());
 }
 
+// Reverting the newest migrations, one more each time, and migrating up again works from every
+// version: every source file applies again over what the remaining migrations left.
+TEST_F(MigrateTest, DownToEachVersionThenUpAgain) {
+  const std::vector<Migration>& all = EmbeddedMigrations();
+  ASSERT_TRUE(MigrateUp(url_, all).ok());
+  for (size_t keep = all.size() - 1; keep >= 1; --keep) {
+    const int target = all[keep - 1].version;
+    auto down = MigrateDown(url_, all, target);
+    ASSERT_TRUE(down.ok()) << "down to " << target << ": " << down.status();
+    EXPECT_EQ(down->size(), all.size() - keep) << "down to " << target;
+    auto up = MigrateUp(url_, all);
+    ASSERT_TRUE(up.ok()) << "up from " << target << ": " << up.status();
+    EXPECT_EQ(up->size(), all.size() - keep) << "up from " << target;
+  }
+}
+
 TEST_F(MigrateTest, FailingMigrationRollsBackAndNamesItself) {
   std::vector<Migration> broken = {
       {1, "good", "CREATE TABLE good_one (id INT)", "DROP TABLE good_one"},

@@ -1,7 +1,7 @@
 -- Deletes, in the table's blocks [p_after, p_after + p_batch / 32 + 1), the rows whose newest
 -- request is older than the window: they can no longer limit anything. Returns the rows
 -- deleted, the next block and whether blocks remain (the shape the retention pass pages with).
-CREATE FUNCTION mailroom_prune_address_requests(p_after BIGINT, p_batch INT)
+CREATE OR REPLACE FUNCTION mailroom_prune_address_requests(p_after BIGINT, p_batch INT)
     RETURNS TABLE (deleted BIGINT, next_after BIGINT, more BOOLEAN)
     LANGUAGE plpgsql AS $$
 DECLARE
