@@ -217,6 +217,12 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   c.dispatch.listen_database_url =
       WithConnectionDefaults(c.direct_database_url, c.tx_timeouts.statement_timeout,
                              c.tx_timeouts.idle_in_transaction);
+  // The sender's window under its own name would otherwise be ignored here without a word.
+  if (env.Get("MAILROOM_MAX_IN_FLIGHT").has_value()) {
+    return absl::InvalidArgumentError(
+        "MAILROOM_MAX_IN_FLIGHT: not a collector setting: MAILROOM_MAX_IN_FLIGHT is the sender's "
+        "window; the collector's cap is MAILROOM_MAX_IN_FLIGHT_CAP");
+  }
   int64_t max_in_flight_cap;
   MAILROOM_ASSIGN_OR_RETURN(
       max_in_flight_cap,

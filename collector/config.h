@@ -40,7 +40,7 @@ struct CollectorConfig {
   // that need a server session of their own (migrations, LISTEN, retention's lock).
   std::string direct_database_url;
   TxTimeouts tx_timeouts;               // every query transaction's timeouts (SET LOCAL)
-  DispatcherOptions dispatch;           // database URLs (+ connection defaults), batching, ...
+  DispatcherOptions dispatch;           // database URLs (+ connection defaults), wake-ups, ...
   std::string channel;                  // MAILROOM_CHANNEL: applied by `migrate` when set
   SigningKey key;                       // MAILROOM_SECRET_KEY (secret)
   std::string listen_address;           // MAILROOM_LISTEN_ADDRESS

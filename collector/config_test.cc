@@ -158,6 +158,19 @@ TEST_F(LoadConfigTest, NewVariables) {
   EXPECT_EQ(c->tx_timeouts.statement_timeout, absl::Seconds(2));
 }
 
+// MAILROOM_MAX_IN_FLIGHT is the sender's window; a collector given it refuses to start and
+// names the variable it has instead, whatever the value.
+TEST_F(LoadConfigTest, TheSendersWindowIsRefusedNamingTheCollectorsCap) {
+  for (const char* value : {"100", "0", "many"}) {
+    auto c = Load({{"MAILROOM_MAX_IN_FLIGHT", value}, {"MAILROOM_MAX_IN_FLIGHT_CAP", "500"}});
+    ASSERT_FALSE(c.ok()) << value;
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(c.status().message(),
+              "MAILROOM_MAX_IN_FLIGHT: not a collector setting: MAILROOM_MAX_IN_FLIGHT is the "
+              "sender's window; the collector's cap is MAILROOM_MAX_IN_FLIGHT_CAP");
+  }
+}
+
 TEST_F(LoadConfigTest, GroupBudgetDefaults) {
   auto c = Load({});
   ASSERT_TRUE(c.ok()) << c.status();
@@ -181,6 +194,8 @@ TEST_F(LoadConfigTest, ErrorsNameTheVariable) {
       {{{"MAILROOM_MAX_IN_FLIGHT_CAP", "0"}}, "MAILROOM_MAX_IN_FLIGHT_CAP"},
       {{{"MAILROOM_MAX_IN_FLIGHT_CAP", "100001"}}, "MAILROOM_MAX_IN_FLIGHT_CAP"},
       {{{"MAILROOM_MAX_IN_FLIGHT_CAP", "many"}}, "MAILROOM_MAX_IN_FLIGHT_CAP"},
+      // The sender's window, set on a collector.
+      {{{"MAILROOM_MAX_IN_FLIGHT", "500"}}, "MAILROOM_MAX_IN_FLIGHT"},
       {{{"MAILROOM_MAX_STREAMS_PER_CREDENTIAL", "0"}}, "MAILROOM_MAX_STREAMS_PER_CREDENTIAL"},
       {{{"MAILROOM_MAX_STREAMS_PER_CREDENTIAL", "lots"}}, "MAILROOM_MAX_STREAMS_PER_CREDENTIAL"},
       {{{"MAILROOM_DEQUEUE_LIMIT", "0"}}, "MAILROOM_DEQUEUE_LIMIT"},

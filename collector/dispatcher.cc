@@ -133,9 +133,9 @@ absl::Status Dispatcher::EnsureConfiguredGroups() {
 
 void Dispatcher::Run() {
   WakeupGate gate(opt_.batch_limit, opt_.batch_timeout);
-  // With batch timeout 0 every wake-up is a batch of its own: at thousands of commits a second
+  // With batch timeout 0 every wake-up is dispatched on its own: at thousands of commits a second
   // its two lines would be thousands of lines a second, so they are debug-level there.
-  const LogLevel batch_log =
+  const LogLevel wakeup_log =
       opt_.batch_timeout <= absl::ZeroDuration() ? LogLevel::kDebug : LogLevel::kInfo;
   absl::Time next_poll = clock_->Now();
   absl::Time next_health = clock_->Now() + opt_.healthcheck_interval;
@@ -212,7 +212,7 @@ void Dispatcher::Run() {
     }
     for (const Departure& d : departures) {
       absl::Status st = store_->HolderLeft(d.group, d.owner);
-      // Batches that never reached the stream go to another member at once.
+      // Jobs messages that never reached the stream go to another member at once.
       if (st.ok() && !d.unsent.empty()) st = store_->Release(d.group, d.owner, d.unsent);
       if (!st.ok()) {
         LogWarn("recording a departed subscriber's leases failed",
@@ -245,7 +245,7 @@ void Dispatcher::Run() {
     const bool busy_poll = busy_ && now >= busy_poll_at_;
     if (drain || gate.Ready(now) || now >= next_poll || busy_poll) {
       if (gate.Ready(now)) {
-        Log(batch_log, "processing batch",
+        Log(wakeup_log, "processing wake-ups",
             {{"notifications", absl::StrCat(gate.pending())},
              {"reason", gate.pending() >= opt_.batch_limit ? "limit" : "timeout"}});
         // A wake-up's dispatch marks the collector busy: commits stop notifying, it polls.
@@ -261,7 +261,7 @@ void Dispatcher::Run() {
         if (force || starved_.count(group) > 0) groups.push_back(group);
       }
       // A notification may be a new password recovery: starved groups try their recovery
-      // lanes at once rather than at the batch's deadline (one index probe when none waits).
+      // lanes at once rather than at the batch timeout's deadline (one index probe when none waits).
       if (notified_since_dispatch) {
         for (const std::string& group : starved_) {
           if (kicks.count(group) == 0) groups.push_back(group);
@@ -284,7 +284,7 @@ void Dispatcher::Run() {
       if (!GoIdle()) continue;
     }
 
-    // Wait for a notification, a kick, the batch deadline, the poll, the busy poll, the
+    // Wait for a notification, a kick, the batch timeout's deadline, the poll, the busy poll, the
     // settling re-check, the health check or the end of a group's backoff.
     absl::Time deadline = std::min({gate.Deadline(), next_poll, next_health});
     if (busy_) deadline = std::min(deadline, busy_poll_at_);
@@ -295,7 +295,7 @@ void Dispatcher::Run() {
     absl::StatusOr<int> notified = listener_->TakeNotifications();
     absl::Status st = notified.status();
     if (st.ok() && *notified > 0) {
-      if (gate.pending() == 0) Log(batch_log, "notified; waking up");
+      if (gate.pending() == 0) Log(wakeup_log, "notified; waking up");
       metrics_->Add("mailroom_collector_wakeups_total", *notified);
       gate.OnNotify(clock_->Now(), *notified);
       notified_since_dispatch = true;
@@ -430,8 +430,8 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
       return absl::OkStatus();
     }
 
-    v1::SubscribeResponse batch;
-    batch.mutable_jobs()->Reserve(static_cast<int>(jobs->size()));
+    v1::SubscribeResponse message;
+    message.mutable_jobs()->Reserve(static_cast<int>(jobs->size()));
     std::vector<JobResult> malformed;
     for (const StoredJob& j : *jobs) {
       auto job = BuildJob(key_, j);
@@ -445,7 +445,7 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
         malformed.push_back(std::move(failed));
         continue;
       }
-      *batch.add_jobs() = *std::move(job);
+      *message.add_jobs() = *std::move(job);
     }
     if (!malformed.empty()) {
       auto r = store_->Ack(group, member->id(), malformed);
@@ -454,12 +454,12 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
       LogWarn("malformed token rows failed", {{"group", group},
                                               {"count", absl::StrCat(malformed.size())}});
     }
-    const int n = batch.jobs_size();
+    const int n = message.jobs_size();
     if (n > 0) {
       std::vector<uint64_t> ids;
       ids.reserve(n);
-      for (const auto& j : batch.jobs()) ids.push_back(j.job_id());
-      if (!member->Deliver(std::move(batch), dequeue_start + opt_.lease, lane)) {
+      for (const auto& j : message.jobs()) ids.push_back(j.job_id());
+      if (!member->Deliver(std::move(message), dequeue_start + opt_.lease, lane)) {
         // The stream ended between picking and delivering: these jobs never left, hand them to
         // someone else now (and only them: what the member received earlier is still its own).
         absl::Status st = store_->Release(group, member->id(), ids);
@@ -467,7 +467,7 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
         continue;
       }
       dispatched_ += n;
-      metrics_->Add("mailroom_collector_batches_total", 1, labels);
+      metrics_->Add("mailroom_collector_job_messages_total", 1, labels);
       metrics_->Add("mailroom_collector_jobs_dispatched_total", n, labels);
     }
     if (static_cast<int>(jobs->size()) < want) {

@@ -175,7 +175,7 @@ class DispatcherTest : public ::testing::Test {
   std::thread loop_;
 };
 
-TEST_F(DispatcherTest, ABatchIsDueAtTheTimeoutAfterTheFirstNotification) {
+TEST_F(DispatcherTest, ADispatchIsDueAtTheTimeoutAfterTheFirstNotification) {
   Start();
   ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));  // the drain after connecting
   Settle();
@@ -190,7 +190,7 @@ TEST_F(DispatcherTest, ABatchIsDueAtTheTimeoutAfterTheFirstNotification) {
   EXPECT_EQ(metrics_.Value("mailroom_collector_wakeups_total"), 1);
 }
 
-TEST_F(DispatcherTest, ABatchIsDueAtOnceWhenTheLimitIsReached) {
+TEST_F(DispatcherTest, ADispatchIsDueAtOnceWhenTheLimitIsReached) {
   Start();
   ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
   Settle();
@@ -390,7 +390,7 @@ namespace {
 
 // With every window full, password recoveries go through the recovery lane:
 // a recoveries-only dequeue sized to the lane, on the drain and on every notification at once
-// (not at the batch's deadline), never an activations' dequeue.
+// (not at the batch timeout's deadline), never an activations' dequeue.
 TEST_F(DispatcherTest, AFullWindowDequeuesRecoveriesIntoTheLaneOnEveryNotification) {
   StoredJob recovery;
   recovery.id = 7;
@@ -422,7 +422,7 @@ TEST_F(DispatcherTest, AFullWindowDequeuesRecoveriesIntoTheLaneOnEveryNotificati
   EXPECT_EQ(store_.CallCount("Dequeue"), 0);
 }
 
-// A group with room in a window is not starved: a notification waits for the batch as before
+// A group with room in a window is not starved: a notification waits for the batch limit or timeout as before
 // and the lane is not used.
 TEST_F(DispatcherTest, AGroupWithRoomIgnoresTheLane) {
   Start();
@@ -464,8 +464,8 @@ TEST_F(DispatcherTest, WithTimeoutZeroPendingNotificationsCostOneDequeue) {
 }
 
 // Batch timeout 0 at thousands of commits a second: each wake-up's "notified" and "processing
-// batch" lines are debug-level (they would be two lines per dequeue); with a timeout they are
-// info-level, one pair per batch.
+// wake-ups" lines are debug-level (they would be two lines per dequeue); with a timeout they are
+// info-level, one pair per dispatch.
 TEST_F(DispatcherTest, WithTimeoutZeroWakeUpsAreLoggedAtDebugOnly) {
   opt_.batch_timeout = absl::ZeroDuration();
   Start();
@@ -475,11 +475,11 @@ TEST_F(DispatcherTest, WithTimeoutZeroWakeUpsAreLoggedAtDebugOnly) {
   Notify(3);
   const std::string logged = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(store_.CallCount("Dequeue"), 2);
-  EXPECT_EQ(logged.find("processing batch"), std::string::npos) << logged;
+  EXPECT_EQ(logged.find("processing wake-ups"), std::string::npos) << logged;
   EXPECT_EQ(logged.find("waking up"), std::string::npos) << logged;
 }
 
-TEST_F(DispatcherTest, WithATimeoutEachBatchIsLoggedAtInfo) {
+TEST_F(DispatcherTest, WithATimeoutEachDispatchIsLoggedAtInfo) {
   Start();
   ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
   Settle();
@@ -488,7 +488,7 @@ TEST_F(DispatcherTest, WithATimeoutEachBatchIsLoggedAtInfo) {
   const std::string logged = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(store_.CallCount("Dequeue"), 2);
   EXPECT_NE(logged.find("level=info msg=\"notified; waking up\""), std::string::npos) << logged;
-  EXPECT_NE(logged.find("level=info msg=\"processing batch\" notifications=10 reason=limit"),
+  EXPECT_NE(logged.find("level=info msg=\"processing wake-ups\" notifications=10 reason=limit"),
             std::string::npos)
       << logged;
 }
@@ -527,7 +527,7 @@ namespace mailroom {
 namespace {
 
 // Serves Subscribe with the real SubscribeReactor, adding each stream's Subscriber (on
-// `clock`) to `hub`: batches the dispatcher hands to it really go out and fill its window.
+// `clock`) to `hub`: jobs messages the dispatcher hands to it really go out and fill its window.
 class StreamsIntoHub : public v1::Collector::CallbackService {
  public:
   StreamsIntoHub(Hub* hub, Clock* clock) : hub_(hub), clock_(clock) {}
@@ -608,6 +608,10 @@ TEST_F(LaneTest, AWindowFilledWithActivationsSkipsTheEmptyLaneDequeue) {
   EXPECT_EQ(store_.CallCount("DequeueRecoveries"), 0);
   EXPECT_EQ(store_.CallCount("Release"), 0);  // both went out on the stream
   EXPECT_EQ(store_.CallCount("Ack"), 0);      // (none was malformed)
+  // In one jobs message.
+  EXPECT_EQ(metrics_.Value("mailroom_collector_job_messages_total", {{"group", "mailroom"}}), 1);
+  EXPECT_EQ(metrics_.Value("mailroom_collector_jobs_dispatched_total", {{"group", "mailroom"}}),
+            2);
 }
 
 // A window filled with recoveries only may have left more: the lane is asked.

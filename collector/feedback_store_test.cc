@@ -191,7 +191,7 @@ TEST_F(FeedbackStoreTest, AComplaintAboutAJobSentWithoutAMessageIdIsMatchedByIts
 }
 
 // An SES event may arrive before the sender's acknowledgement is recorded (SNS is fast, the
-// acknowledgement waits for its batch): the job is found by its tags (group, job id) while it
+// acknowledgement waits for others to share its call): the job is found by its tags (group, job id) while it
 // is still leased, and each kind of event still counts once per delivery afterwards.
 TEST_F(FeedbackStoreTest, AnEventBeforeTheAcknowledgementIsMatchedByTheJobsTags) {
   Exec("INSERT INTO accounts (email, login) VALUES ('early@example.test', 'early')");

@@ -53,7 +53,7 @@ struct Stream {
   std::unique_ptr<grpc::ClientReader<v1::SubscribeResponse>> reader;
 };
 
-v1::SubscribeResponse Batch(std::vector<uint64_t> ids, size_t padding = 0) {
+v1::SubscribeResponse JobsMessage(std::vector<uint64_t> ids, size_t padding = 0) {
   v1::SubscribeResponse b;
   for (uint64_t id : ids) {
     v1::Job* j = b.add_jobs();
@@ -110,13 +110,13 @@ class HubTest : public ::testing::Test {
 TEST_F(HubTest, DeliveredJobsCountAsInFlightUntilForgotten) {
   Stream* s = Open("a", "g", 5);
   std::shared_ptr<Subscriber> a = Member("g", 5);
-  ASSERT_TRUE(a->Deliver(Batch({1, 2, 3}), LeaseEnd()));
+  ASSERT_TRUE(a->Deliver(JobsMessage({1, 2, 3}), LeaseEnd()));
   EXPECT_EQ(a->Room(), 2);
   v1::SubscribeResponse got;
   ASSERT_TRUE(s->reader->Read(&got));
   ASSERT_EQ(got.jobs_size(), 3);
   EXPECT_EQ(got.jobs(2).job_id(), 3u);
-  ASSERT_TRUE(a->Deliver(Batch({4, 5}), LeaseEnd()));
+  ASSERT_TRUE(a->Deliver(JobsMessage({4, 5}), LeaseEnd()));
   EXPECT_EQ(a->Room(), 0);
   EXPECT_EQ(service_.hub.PickMember("g"), nullptr);  // nobody has room
   EXPECT_TRUE(service_.hub.Forget("g", "a", {1, 2, 99}));
@@ -126,24 +126,24 @@ TEST_F(HubTest, DeliveredJobsCountAsInFlightUntilForgotten) {
   EXPECT_EQ(a->Room(), 5);
 }
 
-TEST_F(HubTest, ABatchCarriesWhatIsLeftOfItsLeasesWhenItIsWritten) {
+TEST_F(HubTest, AJobsMessageCarriesWhatIsLeftOfItsLeasesWhenItIsWritten) {
   Stream* s = Open("a", "g", 10);
   std::shared_ptr<Subscriber> a = Member("g", 10);
   FakeClock& clock = service_.clock;
-  ASSERT_TRUE(a->Deliver(Batch({1}), clock.Now() + absl::Seconds(10)));
+  ASSERT_TRUE(a->Deliver(JobsMessage({1}), clock.Now() + absl::Seconds(10)));
   v1::SubscribeResponse got;
   ASSERT_TRUE(s->reader->Read(&got));
   EXPECT_EQ(got.lease_left_ms(), 10000u);
   // Leased 4 s before it was written: 6 s are left, read on the subscriber's clock.
   const absl::Time lease_end = clock.Now() + absl::Seconds(10);
   clock.Advance(absl::Seconds(4));
-  ASSERT_TRUE(a->Deliver(Batch({3}), lease_end));
+  ASSERT_TRUE(a->Deliver(JobsMessage({3}), lease_end));
   ASSERT_TRUE(s->reader->Read(&got));
   EXPECT_EQ(got.jobs(0).job_id(), 3u);
   EXPECT_EQ(got.lease_left_ms(), 6000u);
   // Leased long before it could be written (a paused collector): it says so, never 0 (which
   // would read as "the whole lease").
-  ASSERT_TRUE(a->Deliver(Batch({2}), clock.Now() - absl::Seconds(5)));
+  ASSERT_TRUE(a->Deliver(JobsMessage({2}), clock.Now() - absl::Seconds(5)));
   ASSERT_TRUE(s->reader->Read(&got));
   EXPECT_EQ(got.jobs(0).job_id(), 2u);
   EXPECT_EQ(got.lease_left_ms(), 1u);
@@ -158,12 +158,12 @@ TEST_F(HubTest, TheRecoveryLaneIsCountedApartFromTheWindow) {
   EXPECT_EQ(a->LaneRoom(), 10);
   std::vector<uint64_t> window;
   for (uint64_t id = 1; id <= 100; ++id) window.push_back(id);
-  ASSERT_TRUE(a->Deliver(Batch(window), LeaseEnd()));
+  ASSERT_TRUE(a->Deliver(JobsMessage(window), LeaseEnd()));
   EXPECT_EQ(a->Room(), 0);
   EXPECT_EQ(a->LaneRoom(), 10);  // a full window leaves the lane alone
   EXPECT_EQ(service_.hub.PickMember("g"), nullptr);
   EXPECT_EQ(service_.hub.PickLaneMember("g"), a);
-  ASSERT_TRUE(a->Deliver(Batch({101, 102, 103}), LeaseEnd(), /*lane=*/true));
+  ASSERT_TRUE(a->Deliver(JobsMessage({101, 102, 103}), LeaseEnd(), /*lane=*/true));
   EXPECT_EQ(a->Room(), 0);
   EXPECT_EQ(a->LaneRoom(), 7);
   v1::SubscribeResponse got;
@@ -181,7 +181,7 @@ TEST_F(HubTest, TheRecoveryLaneIsCountedApartFromTheWindow) {
   // A full lane: nobody is picked for it.
   std::vector<uint64_t> lane;
   for (uint64_t id = 201; id <= 209; ++id) lane.push_back(id);
-  ASSERT_TRUE(a->Deliver(Batch(lane), LeaseEnd(), /*lane=*/true));
+  ASSERT_TRUE(a->Deliver(JobsMessage(lane), LeaseEnd(), /*lane=*/true));
   EXPECT_EQ(a->LaneRoom(), 0);
   EXPECT_EQ(service_.hub.PickLaneMember("g"), nullptr);
   EXPECT_EQ(service_.hub.PickMember("g"), a);
@@ -194,7 +194,7 @@ TEST_F(HubTest, TheLaneMemberIsTheOneWithTheMostLaneRoom) {
   EXPECT_EQ(service_.hub.PickLaneMember("g"), b);  // 30 against 10
   std::vector<uint64_t> ids;
   for (uint64_t id = 1; id <= 25; ++id) ids.push_back(id);
-  ASSERT_TRUE(b->Deliver(Batch(ids), LeaseEnd(), /*lane=*/true));
+  ASSERT_TRUE(b->Deliver(JobsMessage(ids), LeaseEnd(), /*lane=*/true));
   std::shared_ptr<Subscriber> a = service_.hub.PickLaneMember("g");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->id(), "a");
@@ -216,7 +216,7 @@ TEST_F(HubTest, ForgetTouchesOnlyTheOwner) {
     if (m->id() == "a") a = m;
   }
   ASSERT_NE(a, nullptr);
-  ASSERT_TRUE(a->Deliver(Batch({1, 2, 3}), LeaseEnd()));
+  ASSERT_TRUE(a->Deliver(JobsMessage({1, 2, 3}), LeaseEnd()));
   // b naming a's jobs, or a's id in another group, frees nothing of a's.
   EXPECT_FALSE(service_.hub.Forget("g", "b", {1, 2, 3}));
   EXPECT_FALSE(service_.hub.Forget("other", "a", {1, 2, 3}));
@@ -236,26 +236,26 @@ TEST_F(HubTest, ForgetTouchesOnlyTheOwner) {
 TEST_F(HubTest, JobsThatNeverReachedACancelledStreamAreUnsent) {
   Stream* s = Open("a", "g", 1000);
   std::shared_ptr<Subscriber> a = Member("g", 1000);
-  // The client reads nothing more: the first batch's write stays outstanding and the others
+  // The client reads nothing more: the first message's write stays outstanding and the others
   // queue behind it (one write in flight).
   std::set<uint64_t> delivered;
   for (uint64_t b = 0; b < 5; ++b) {
     std::vector<uint64_t> ids = {b * 10 + 1, b * 10 + 2};
-    ASSERT_TRUE(a->Deliver(Batch(ids, 1 << 20), LeaseEnd()));
+    ASSERT_TRUE(a->Deliver(JobsMessage(ids, 1 << 20), LeaseEnd()));
     delivered.insert(ids.begin(), ids.end());
   }
   s->ctx.TryCancel();
   ASSERT_TRUE(service_.WaitDone("a"));
   EXPECT_EQ(service_.hub.Count("g"), 0);
   // The stream is over: nothing more is accepted, and it has no room.
-  EXPECT_FALSE(a->Deliver(Batch({100}), LeaseEnd()));
+  EXPECT_FALSE(a->Deliver(JobsMessage({100}), LeaseEnd()));
   EXPECT_EQ(a->Room(), 0);
   std::vector<uint64_t> unsent;
   {
     absl::MutexLock lock(&service_.mu);
     unsent = service_.unsent["a"];
   }
-  // Every queued batch is unsent, each job once; at most the first batch may have been written.
+  // Every queued message is unsent, each job once; at most the first may have been written.
   std::set<uint64_t> unique(unsent.begin(), unsent.end());
   EXPECT_EQ(unique.size(), unsent.size());
   EXPECT_GE(unsent.size(), delivered.size() - 2);

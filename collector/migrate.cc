@@ -59,6 +59,49 @@ std::vector<const Source*> Changed(pqxx::transaction_base& tx, const std::vector
   return changed;
 }
 
+// "functions/mailroom_ack.sql" -> "mailroom_ack": each function file defines the function (or
+// overloads) of its name.
+std::string FunctionName(const Source& s) {
+  const std::string path(s.name);
+  const std::string file = path.substr(path.find('/') + 1);
+  return file.substr(0, file.size() - 4);
+}
+
+// Each function of `name` in the current schema, by signature ("f(integer,text[])"), with its
+// catalogue row version (xmin: a CREATE OR REPLACE writes a new one).
+std::map<std::string, std::string> Overloads(pqxx::transaction_base& tx, const std::string& name) {
+  std::map<std::string, std::string> found;
+  for (const auto& row : tx.exec_params(
+           "SELECT p.oid::regprocedure::text, p.xmin::text FROM pg_proc p"
+           " WHERE p.proname = $1 AND p.pronamespace = current_schema()::regnamespace",
+           name)) {
+    found[row[0].as<std::string>()] = row[1].as<std::string>();
+  }
+  return found;
+}
+
+// Applies a function file so that the functions of its name are exactly those it defines. CREATE
+// OR REPLACE cannot rename an input parameter or change the return type (42P13): the old function
+// is dropped first. A changed parameter type creates another overload: the overloads the file did
+// not create or replace are dropped after it (a call that fits both would be ambiguous).
+void ApplyFunction(pqxx::dbtransaction& tx, const Source& s) {
+  const std::string name = FunctionName(s);
+  const std::map<std::string, std::string> before = Overloads(tx, name);
+  try {
+    pqxx::subtransaction sub(tx, "function_source");
+    sub.exec(s.sql);
+    sub.commit();
+  } catch (const pqxx::sql_error& e) {
+    if (e.sqlstate() != "42P13") throw;
+    for (const auto& [signature, version] : before) tx.exec("DROP FUNCTION " + signature);
+    tx.exec(s.sql);
+  }
+  for (const auto& [signature, version] : Overloads(tx, name)) {
+    auto it = before.find(signature);
+    if (it != before.end() && it->second == version) tx.exec("DROP FUNCTION " + signature);
+  }
+}
+
 // Applies the changed sources in one transaction; returns their names. `current` names the
 // file being applied, for errors.
 std::vector<std::string> ApplySources(pqxx::connection& conn, const std::vector<Source>& sources,
@@ -69,8 +112,12 @@ std::vector<std::string> ApplySources(pqxx::connection& conn, const std::vector<
   for (const Source* s : Changed(tx, sources, StoredChecksums(tx))) {
     *current = absl::StrCat("source ", s->name);
     // A view is created afresh: CREATE OR REPLACE cannot drop, rename or retype its columns.
-    if (IsView(*s)) tx.exec("DROP VIEW IF EXISTS " + tx.quote_name(ViewName(*s)));
-    tx.exec(s->sql);
+    if (IsView(*s)) {
+      tx.exec("DROP VIEW IF EXISTS " + tx.quote_name(ViewName(*s)));
+      tx.exec(s->sql);
+    } else {
+      ApplyFunction(tx, *s);
+    }
     tx.exec_params(
         "INSERT INTO schema_sources (name, checksum) VALUES ($1, encode(sha256(convert_to($2,"
         " 'UTF8')), 'hex')) ON CONFLICT (name) DO UPDATE"

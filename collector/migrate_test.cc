@@ -3,6 +3,7 @@
 #include <future>
 #include <pqxx/pqxx>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "testing/pg_server.h"
 
@@ -195,6 +196,52 @@ TEST_F(MigrateTest, OnlyChangedSourcesAreApplied) {
   EXPECT_EQ(tx.exec1("SELECT count(*) FROM schema_sources WHERE applied_at > ("
                      " SELECT min(applied_at) FROM schema_sources)")[0].as<int>(),
             2);
+}
+
+// A function file whose signature changed replaces the function: a renamed parameter (which
+// CREATE OR REPLACE refuses) and a changed type (which CREATE OR REPLACE would add as a second
+// overload) both leave exactly the functions the file defines.
+TEST_F(MigrateTest, AChangedSignatureReplacesTheFunction) {
+  ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
+  pqxx::connection conn(url_);
+  auto apply = [&](const std::string& sql) {
+    std::vector<Source> sources = EmbeddedSources();
+    sources.push_back({"functions/mailroom_probe.sql", sql.c_str()});
+    return MigrateUp(url_, EmbeddedMigrations(), std::nullopt, sources).status();
+  };
+  auto signatures = [&] {
+    pqxx::nontransaction tx(conn);
+    std::vector<std::string> found;
+    for (const auto& row : tx.exec("SELECT oid::REGPROCEDURE::TEXT || ' ' || pg_get_function_arguments(oid)"
+                                   " FROM pg_proc WHERE proname = 'mailroom_probe' ORDER BY 1")) {
+      found.push_back(row[0].as<std::string>());
+    }
+    return found;
+  };
+  auto call = [&] {
+    pqxx::nontransaction tx(conn);
+    return tx.exec1("SELECT mailroom_probe(NULL)::TEXT IS NULL")[0].as<bool>();
+  };
+  constexpr char kBody[] = " LANGUAGE sql AS 'SELECT NULL::INT';";
+  ASSERT_TRUE(apply(absl::StrCat("CREATE OR REPLACE FUNCTION mailroom_probe(p_count integer)"
+                                 " RETURNS integer", kBody)).ok());
+  ASSERT_TRUE(apply(absl::StrCat("CREATE OR REPLACE FUNCTION mailroom_probe(p_first integer)"
+                                 " RETURNS integer", kBody)).ok());
+  EXPECT_EQ(signatures(), std::vector<std::string>{"mailroom_probe(integer) p_first integer"});
+  ASSERT_TRUE(apply(absl::StrCat("CREATE OR REPLACE FUNCTION mailroom_probe(p_first boolean[])"
+                                 " RETURNS integer", kBody)).ok());
+  EXPECT_EQ(signatures(), std::vector<std::string>{"mailroom_probe(boolean[]) p_first boolean[]"});
+  EXPECT_TRUE(call());
+  // Overloads the file defines together are all kept, on every change.
+  const std::string two = absl::StrCat(
+      "CREATE OR REPLACE FUNCTION mailroom_probe(p_first boolean[]) RETURNS integer", kBody,
+      "CREATE OR REPLACE FUNCTION mailroom_probe(p_first text, p_n integer) RETURNS integer",
+      kBody);
+  ASSERT_TRUE(apply(two).ok());
+  ASSERT_TRUE(apply(two + "\n-- edited\n").ok());
+  EXPECT_EQ(signatures(),
+            (std::vector<std::string>{"mailroom_probe(boolean[]) p_first boolean[]",
+                                      "mailroom_probe(text,integer) p_first text, p_n integer"}));
 }
 
 }  // namespace

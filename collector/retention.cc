@@ -89,7 +89,7 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
           absl::StrCat("EXTRACT(EPOCH FROM now() - make_interval(secs => ", retention_ms,
                        " / 1000.0))::BIGINT");
       // Leases that ran out, in every group: a group nobody dequeues for (no subscriber, or
-      // paused) would otherwise keep its batches, and their tokens, for ever.
+      // paused) would otherwise keep its lease batches, and their tokens, for ever.
       for (int group : groups) {
         while (!stopping()) {
           pqxx::nontransaction tx(conn);

@@ -10,7 +10,8 @@ void DescribeCollectorMetrics(Metrics& m) {
   m.Describe("mailroom_collector_dequeues_total", T::kCounter, "Dequeue statements run.");
   m.Describe("mailroom_collector_busy_total", T::kCounter,
              "Times the collector marked itself busy (commits stop notifying; it polls).");
-  m.Describe("mailroom_collector_batches_total", T::kCounter, "Non-empty batches streamed.");
+  m.Describe("mailroom_collector_job_messages_total", T::kCounter,
+             "Jobs messages (SubscribeResponse, at least one job) streamed.");
   m.Describe("mailroom_collector_jobs_dispatched_total", T::kCounter, "Jobs streamed.");
   m.Describe("mailroom_collector_acknowledged_total", T::kCounter,
              "Job outcomes recorded, by outcome.");

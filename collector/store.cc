@@ -217,7 +217,7 @@ class PgStore : public Store {
           group, owner, IntArray(ids), IntArray(attempts), TextArray(kinds), TextArray(reasons),
           IntArray(retry), IntArray(costs), TextArray(message_ids));
       std::vector<uint64_t> recorded = ParseIds(r);
-      // Only outcomes mailroom_ack recorded (it fences by owner and attempt) suppress their
+      // Only outcomes mailroom_ack recorded (it fences by owner and hand-out count) suppress their
       // address, in the same transaction: a stale lease's report changes nothing.
       if (suppress) {
         absl::flat_hash_set<uint64_t> done(recorded.begin(), recorded.end());

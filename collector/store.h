@@ -21,7 +21,7 @@ struct StoredJob {
   std::string code;
   int64_t expires_at = 0;
   uint64_t account_id = 0;
-  uint32_t attempt = 1;
+  uint32_t attempt = 1;  // the hand-out count: 1 on the first hand-out
   uint32_t failures = 0;
   int64_t created_at = 0;
   std::string locale;  // BCP 47 tag from accounts.locale; "" when unset
@@ -31,7 +31,7 @@ struct StoredJob {
 struct JobResult {
   enum class Kind { kSent, kFailed, kExpired, kRetry, kDefer };
   uint64_t id = 0;
-  uint32_t attempt = 0;  // the lease's attempt, as handed out
+  uint32_t attempt = 0;  // the lease's hand-out count, as handed out (the fencing token)
   Kind kind = Kind::kSent;
   std::string reason;
   uint32_t retry_after_ms = 0;
@@ -116,8 +116,8 @@ class Store {
                                                                    int limit,
                                                                    const std::string& owner,
                                                                    absl::Duration lease) = 0;
-  // Records outcomes of jobs leased to `owner` (each with the attempt it was handed out with)
-  // in one transaction; returns the ids recorded. Outcomes for any other lease change nothing.
+  // Records outcomes of jobs leased to `owner` (each with the hand-out count it was handed out
+  // with) in one transaction; returns the ids recorded. Outcomes for any other lease change nothing.
   // A recorded outcome with `suppress_recipient` suppresses its job's address in the same
   // transaction; recorded SENT outcomes store their provider_message_id and count towards the
   // group's reputation counters (mailroom_record_sent); recorded outcomes other than SENT
@@ -126,8 +126,8 @@ class Store {
                                                     const std::string& owner,
                                                     const std::vector<JobResult>& results) = 0;
   // Extends the leases `owner` holds on `ids` to now + `lease`; returns the ids renewed.
-  // `attempts` is empty (any attempt) or parallel to `ids` (only those attempts). Jobs leased
-  // in one batch (migration 0021) share their lease: renewing one renews all of them.
+  // `attempts` is empty (any hand-out count) or parallel to `ids` (only those hand-out counts).
+  // Jobs leased in one lease batch share their lease: renewing one renews all of them.
   virtual absl::StatusOr<std::vector<uint64_t>> Renew(const std::string& group,
                                                       const std::string& owner,
                                                       const std::vector<uint64_t>& ids,

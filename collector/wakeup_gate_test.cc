@@ -46,8 +46,8 @@ TEST(WakeupGateTest, ZeroTimeoutDispatchesOnEveryWakeUp) {
 }
 
 TEST(WakeupGateTest, FoldedNotificationStillWakesUp) {
-  // 10,000 inserts in one transaction arrive as one notification: the batch is due after the
-  // timeout and the dispatcher then drains while batches come back full.
+  // 10,000 inserts in one transaction arrive as one notification: the dispatch is due after the
+  // timeout and the dispatcher then drains while dequeues come back full.
   WakeupGate b(1000, absl::Milliseconds(50));
   b.OnNotify(kT0, 1);
   EXPECT_EQ(b.pending(), 1);

@@ -94,14 +94,14 @@ void CurlMultiLoop::AbortAll() {
 }
 
 bool CurlMultiLoop::TakeIncoming() {
-  std::vector<Transfer*> batch;
+  std::vector<Transfer*> added;
   bool stopping;
   {
     absl::MutexLock lock(&mu_);
-    batch.swap(incoming_);
+    added.swap(incoming_);
     stopping = stopping_;
   }
-  for (Transfer* t : batch) {
+  for (Transfer* t : added) {
     if (stopping) {
       Finish(t, kStopped);
       continue;

@@ -175,7 +175,7 @@ void Subscription::AckLoop() {
   absl::Duration backoff = absl::Milliseconds(100);
   while (true) {
     std::string sub;
-    std::vector<v1::JobOutcome> batch;
+    std::vector<v1::JobOutcome> outcomes;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
@@ -199,21 +199,21 @@ void Subscription::AckLoop() {
       // One call per lease holder: the outcomes of jobs received on the same stream.
       sub = outbox_.front().subscriber_id;
       sending_oldest_ = outbox_.front().queued;
-      for (auto it = outbox_.begin(); it != outbox_.end() && batch.size() < 5000;) {
+      for (auto it = outbox_.begin(); it != outbox_.end() && outcomes.size() < 5000;) {
         if (it->subscriber_id == sub) {
           sending_oldest_ = std::min(sending_oldest_, it->queued);
-          batch.push_back(std::move(it->outcome));
+          outcomes.push_back(std::move(it->outcome));
           it = outbox_.erase(it);
         } else {
           ++it;
         }
       }
-      sending_ = batch.size();
+      sending_ = outcomes.size();
     }
     v1::AcknowledgeRequest req;
     req.set_consumer_group(opt_.group);
     req.set_subscriber_id(sub);
-    for (auto& o : batch) *req.add_outcomes() = o;
+    for (auto& o : outcomes) *req.add_outcomes() = o;
     grpc::ClientContext ctx;
     Authorize(&ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -237,12 +237,12 @@ void Subscription::AckLoop() {
     }
     if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
       LogError("acknowledgement rejected", {{"error", st.error_message()},
-                                            {"dropped", absl::StrCat(batch.size())}});
+                                            {"dropped", absl::StrCat(outcomes.size())}});
       backoff = absl::Milliseconds(100);
       continue;
     }
     // Keep them (in front, in order) and try again: an outcome is never dropped.
-    for (auto it = batch.rbegin(); it != batch.rend(); ++it) {
+    for (auto it = outcomes.rbegin(); it != outcomes.rend(); ++it) {
       outbox_.push_front(Pending{sub, std::move(*it), sending_oldest_});
     }
     LogWarn("acknowledgement failed; retrying",

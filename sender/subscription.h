@@ -22,8 +22,8 @@
 namespace mailroom {
 
 // The sender's side of the collector API: keeps one Subscribe stream open (reconnecting with
-// capped exponential backoff forever), reports outcomes in batches (each kept and retried until
-// the collector has answered for it), and renews the leases of jobs still held.
+// capped exponential backoff forever), reports outcomes in acknowledgements (each kept and
+// retried until the collector has answered for it), and renews the leases of jobs still held.
 //
 // It keeps every lease it holds: the subscription id and attempt the job came with and when
 // the lease runs out as far as this process knows (arrival + lease, pushed on by each

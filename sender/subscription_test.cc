@@ -47,7 +47,7 @@ class FakeCollector final : public v1::Collector::Service {
       for (auto& j : jobs) *resp.add_jobs() = j;
       {
         absl::MutexLock lock(&mu_);
-        resp.set_lease_left_ms(batch_lease_left_ms_);
+        resp.set_lease_left_ms(message_lease_left_ms_);
       }
       if (!writer->Write(resp)) break;
     }
@@ -93,7 +93,7 @@ class FakeCollector final : public v1::Collector::Service {
   std::vector<v1::AcknowledgeRequest> acks_ ABSL_GUARDED_BY(mu_);
   bool acks_open_ ABSL_GUARDED_BY(mu_) = true;
   bool renew_ok_ ABSL_GUARDED_BY(mu_) = true;
-  uint32_t batch_lease_left_ms_ ABSL_GUARDED_BY(mu_) = 0;  // what each batch says is left
+  uint32_t message_lease_left_ms_ ABSL_GUARDED_BY(mu_) = 0;  // what each jobs message says is left
   std::set<uint64_t> lost_ ABSL_GUARDED_BY(mu_);
   int renewals_ ABSL_GUARDED_BY(mu_) = 0;
   std::string group_ ABSL_GUARDED_BY(mu_);
@@ -264,11 +264,11 @@ TEST_F(SubscriptionTest, ALeaseThatCannotBeRenewedRunsOutOnSimulatedTime) {
   EXPECT_EQ(sub_->leases(), 0u);
 }
 
-TEST_F(SubscriptionTest, ABatchThatWaitedInTheCollectorIsTrustedOnlyForWhatIsLeftOfItsLease) {
+TEST_F(SubscriptionTest, AJobsMessageThatWaitedInTheCollectorIsTrustedOnlyForWhatIsLeftOfItsLease) {
   {
     absl::MutexLock lock(&collector_.mu_);
     collector_.renew_ok_ = false;
-    collector_.batch_lease_left_ms_ = 20000;  // 40 s of the 60 s lease went by before the write
+    collector_.message_lease_left_ms_ = 20000;  // 40 s of the 60 s lease went by before the write
   }
   collector_.Queue({Job(1)});
   StartSubscription();

@@ -31,7 +31,7 @@ class FakeStore : public Store {
   // The next Dequeue returns `jobs` (later ones return nothing, or `error` when set).
   void QueueJobs(std::vector<StoredJob> jobs) {
     absl::MutexLock lock(&mu_);
-    batches_.push_back(std::move(jobs));
+    answers_.push_back(std::move(jobs));
   }
   // Every call of `method` fails with `error` (OK clears it).
   void FailWith(const std::string& method, absl::Status error) {
@@ -88,7 +88,7 @@ class FakeStore : public Store {
                                                  absl::Duration lease) override {
     return Take("Dequeue", group, limit, owner, lease);
   }
-  // Answers from the same queued batches as Dequeue, recorded as "DequeueRecoveries".
+  // Answers from the same queued answers as Dequeue, recorded as "DequeueRecoveries".
   absl::StatusOr<std::vector<StoredJob>> DequeueRecoveries(const std::string& group, int limit,
                                                            const std::string& owner,
                                                            absl::Duration lease) override {
@@ -102,9 +102,9 @@ class FakeStore : public Store {
     c.lease = lease;
     if (auto e = Record(c); !e.ok()) return e;
     absl::MutexLock lock(&mu_);
-    if (batches_.empty()) return std::vector<StoredJob>{};
-    std::vector<StoredJob> out = std::move(batches_.front());
-    batches_.pop_front();
+    if (answers_.empty()) return std::vector<StoredJob>{};
+    std::vector<StoredJob> out = std::move(answers_.front());
+    answers_.pop_front();
     return out;
   }
   absl::StatusOr<std::vector<uint64_t>> Ack(const std::string& group, const std::string& owner,
@@ -228,7 +228,7 @@ class FakeStore : public Store {
 
   mutable absl::Mutex mu_;
   std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::vector<StoredJob>> batches_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::vector<StoredJob>> answers_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<std::string, absl::Status>> errors_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> ack_only_ ABSL_GUARDED_BY(mu_);
   bool ack_filter_ ABSL_GUARDED_BY(mu_) = false;

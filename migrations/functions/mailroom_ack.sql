@@ -1,8 +1,9 @@
 -- Records outcomes ('sent', 'failed', 'expired', 'retry', 'defer') of leased jobs; returns the
 -- ids recorded. Jobs not leased in the group are ignored. SENT costs are added to group_usage.
--- Jobs in a lease batch are recorded in the batch's bits (a plain SENT keeps no row of its
--- own); the others on their deliveries rows. The outcome arrays are read row by row (unnest
--- ... WITH ORDINALITY, joined by position), not by subscript.
+-- p_attempts holds each job's hand-out count as it was handed out (the fencing token). Jobs in a
+-- lease batch are recorded in the lease batch's bits (a plain SENT keeps no row of its own); the
+-- others on their deliveries rows. The outcome arrays are read row by row (unnest ... WITH
+-- ORDINALITY, joined by position), not by subscript.
 CREATE OR REPLACE FUNCTION mailroom_ack(p_group text, p_owner text, p_ids bigint[], p_attempts integer[], p_outcomes text[], p_reasons text[], p_retry_ms integer[], p_costs bigint[], p_message_ids text[] DEFAULT NULL::text[]) RETURNS SETOF bigint
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
@@ -12,6 +13,7 @@ DECLARE
     gid     INT;
     v_ids   BIGINT[] := p_ids;
     v_att   INT[] := p_attempts;
+    v_first BOOLEAN[];
     v_out   TEXT[] := p_outcomes;
     v_rsn   TEXT[] := p_reasons;
     v_ms    INT[] := p_retry_ms;
@@ -47,13 +49,15 @@ BEGIN
                  ORDER BY u.id) u;
     END IF;
 
-    -- 1. Jobs in a batch leased to p_owner (attempt 1, no outcome yet), the batches locked. Every
-    --    outcome but a plain SENT keeps its per-job row (bit set, same transaction): the states,
-    --    failures, reasons, costs and lease ends the per-job path writes.
+    -- 1. Jobs in a lease batch leased to p_owner (only a job on its first hand-out can be; no
+    --    outcome yet), the lease batches locked. Every outcome but a plain SENT keeps its per-job
+    --    row (bit set, same transaction): the states, failures, reasons, costs and lease ends the
+    --    per-job path writes.
+    v_first := ARRAY(SELECT x.a = 1 FROM unnest(v_att) WITH ORDINALITY AS x(a, o) ORDER BY x.o);
     WITH m AS MATERIALIZED (
         SELECT m.batch_id, m.slot, m.ord, m.recovery, u.id, u.outcome, u.reason, u.retry_ms,
                u.cost, u.mid, (u.outcome <> 'sent' OR coalesce(u.mid, '') <> '') AS kept
-          FROM mailroom_batch_match(gid, p_owner, v_ids, v_att) m
+          FROM mailroom_batch_match(gid, p_owner, v_ids, v_first) m
           JOIN unnest(v_ids, v_out, v_rsn, v_ms, v_cost, v_mid) WITH ORDINALITY
                    AS u(id, outcome, reason, retry_ms, cost, mid, ord) ON u.ord = m.ord
     ), ins AS (

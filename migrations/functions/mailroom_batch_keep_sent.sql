@@ -1,7 +1,7 @@
--- Gives job p_id of group p_group, if its SENT outcome is recorded in a batch without a row of
--- its own (acknowledged SENT without a provider message id), its own deliveries row as the view
--- delivery_states shows it ('sent', attempt 1, the batch's recovery flag and update time; kept
--- bit set), so that SES feedback matched by the job's tags can be recorded on it. The outcome
+-- Gives job p_id of group p_group, if its SENT outcome is recorded in a lease batch without a row
+-- of its own (acknowledged SENT without a provider message id), its own deliveries row as the
+-- view delivery_states shows it ('sent', hand-out count 1, the lease batch's recovery flag and
+-- update time; kept bit set), so that SES feedback matched by the job's tags can be recorded on it. The outcome
 -- was counted when it was recorded: the row's insert is not counted again. Returns whether a
 -- row was made.
 
@@ -26,7 +26,7 @@ BEGIN
          WHERE x.batch_id = b.batch_id;
         INSERT INTO deliveries (group_id, token_id, state, attempts, recovery, updated_at)
         VALUES (p_group, p_id, 'sent', 1, b.recovery, b.updated_at);
-        -- The insert trigger counted the row; the batch had counted the outcome already.
+        -- The insert trigger counted the row; the lease batch had counted the outcome already.
         INSERT INTO delivery_counts (group_id, state, n) VALUES (p_group, 'sent', -1);
         RETURN true;
     END LOOP;

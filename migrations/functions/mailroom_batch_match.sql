@@ -1,13 +1,15 @@
--- The jobs among p_ids (with p_attempts: only those of attempt 1; NULL: any) that are in a batch
--- of group p_group leased to p_owner and have no outcome yet: their batch, slot (1-based), place
--- in p_ids (1-based) and the batch's recovery flag. Locks those batches (in batch_id order, so
--- that concurrent calls for one holder do not deadlock). The candidates are the holder's leased
--- batches whose id range meets p_ids' (lease_batches_owner_idx); the ids are matched by one hash
--- join, never a nested loop over ids x ids (hence the settings: the lateral unnest is the only
--- nested loop left). That nested loop, disabled yet the only plan, prices the statement far
--- above the JIT thresholds, and JIT would compile it on every call (~100 ms): JIT is off.
+-- The jobs among p_ids (p_first_handout parallel to it: true where the job may be in a lease
+-- batch, i.e. on its first hand-out; NULL, or a NULL element: it may be) that are in a lease batch
+-- of group p_group leased to p_owner and have no outcome yet: their lease batch, slot (1-based),
+-- place in p_ids (1-based) and the lease batch's recovery flag. Locks those lease batches (in
+-- batch_id order, so that concurrent calls for one holder do not deadlock). The candidates are
+-- the holder's lease batches still leased whose id range meets p_ids' (lease_batches_owner_idx); the ids
+-- are matched by one hash join, never a nested loop over ids x ids (hence the settings: the
+-- lateral unnest is the only nested loop left). That nested loop, disabled yet the only plan,
+-- prices the statement far above the JIT thresholds, and JIT would compile it on every call
+-- (~100 ms): JIT is off.
 
-CREATE OR REPLACE FUNCTION mailroom_batch_match(p_group integer, p_owner text, p_ids bigint[], p_attempts integer[]) RETURNS TABLE(batch_id bigint, slot integer, ord integer, recovery boolean)
+CREATE OR REPLACE FUNCTION mailroom_batch_match(p_group integer, p_owner text, p_ids bigint[], p_first_handout boolean[]) RETURNS TABLE(batch_id bigint, slot integer, ord integer, recovery boolean)
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
@@ -23,8 +25,8 @@ DECLARE
     v_bids BIGINT[];
 BEGIN
     SELECT min(u.id), max(u.id) INTO v_lo, v_hi
-      FROM unnest(p_ids, p_attempts) AS u(id, att)
-     WHERE u.att IS NULL OR u.att = 1;
+      FROM unnest(p_ids, p_first_handout) AS u(id, first_handout)
+     WHERE u.first_handout IS NOT FALSE;
     IF v_lo IS NULL THEN
         RETURN;
     END IF;
@@ -41,8 +43,9 @@ BEGIN
     SELECT b.batch_id, s.slot::INT, u.ord::INT, b.recovery
       FROM lease_batches b
      CROSS JOIN LATERAL unnest(b.ids) WITH ORDINALITY AS s(id, slot)
-      JOIN unnest(p_ids, p_attempts) WITH ORDINALITY AS u(id, att, ord) ON u.id = s.id
-     WHERE b.batch_id = ANY (v_bids) AND (u.att IS NULL OR u.att = 1)
+      JOIN unnest(p_ids, p_first_handout) WITH ORDINALITY AS u(id, first_handout, ord)
+           ON u.id = s.id
+     WHERE b.batch_id = ANY (v_bids) AND u.first_handout IS NOT FALSE
        AND get_bit(b.done, s.slot::INT - 1) = 0;
 END;
 $$;

@@ -1,14 +1,15 @@
--- For group p_group_id: expires up to p_batch lease batches whose lease ran out (their jobs
--- without an outcome become 'leased' per-job rows due at once, as in mailroom_dequeue's step 0),
--- then, among the p_batch jobs that have waited longest to be handed out again ('leased' with
--- the lease run out, or 'retry' due), records those whose token expired before p_before_epoch
--- (Unix seconds) as 'expired' and those whose token is gone as 'cancelled'. Rows another
--- transaction holds are skipped. Returns the batches expired, the jobs recorded and whether to
--- call again (a full window that did something). The retention pass calls it for every group:
--- a group nobody dequeues for (no subscriber, or paused by the reputation guard) would otherwise
--- keep its run-out batches leased, and their tokens, for ever. Its jobs whose token expired
--- before the retention can no longer be sent; the dequeue would record them so.
-CREATE OR REPLACE FUNCTION mailroom_expire_leases(p_group_id INT, p_before_epoch BIGINT, p_batch INT)
+-- For group p_group_id: expires up to p_limit lease batches whose lease ran out (their jobs
+-- without an outcome become 'leased' per-job rows of hand-out count 1, due at once, as in
+-- mailroom_dequeue's step 0), then, among the p_limit jobs that have waited longest to be handed
+-- out again ('leased' with the lease run out, or 'retry' due), records those whose token expired
+-- before p_before_epoch (Unix seconds) as 'expired' and those whose token is gone as 'cancelled'.
+-- Rows another transaction holds are skipped. Returns the lease batches expired, the jobs
+-- recorded and whether to call again (a call that reached its limit and did something). The
+-- retention pass calls it for every group: a group nobody dequeues for (no subscriber, or paused
+-- by the reputation guard) would otherwise keep its run-out lease batches leased, and their
+-- tokens, for ever. Its jobs whose token expired before the retention can no longer be sent; the
+-- dequeue would record them so.
+CREATE OR REPLACE FUNCTION mailroom_expire_leases(p_group_id INT, p_before_epoch BIGINT, p_limit INT)
     RETURNS TABLE (batches BIGINT, jobs BIGINT, more BOOLEAN)
     LANGUAGE plpgsql
     SET enable_seqscan = off SET enable_bitmapscan = off
@@ -21,7 +22,7 @@ BEGIN
     WITH x AS (
         SELECT b.batch_id FROM lease_batches b
          WHERE b.group_id = p_group_id AND b.state = 'leased' AND b.due_at <= now()
-         ORDER BY b.due_at LIMIT p_batch
+         ORDER BY b.due_at LIMIT p_limit
            FOR UPDATE SKIP LOCKED
     ), e AS (
         UPDATE lease_batches b SET state = 'expired', updated_at = now()
@@ -41,7 +42,7 @@ BEGIN
     WITH x AS (
         SELECT d.token_id FROM deliveries d
          WHERE d.group_id = p_group_id AND d.state IN ('leased', 'retry') AND d.due_at <= now()
-         ORDER BY d.due_at LIMIT p_batch
+         ORDER BY d.due_at LIMIT p_limit
            FOR UPDATE SKIP LOCKED
     ), f AS (
         UPDATE deliveries d
@@ -57,6 +58,6 @@ BEGIN
     SELECT (SELECT count(*) FROM x), (SELECT count(*) FROM f) INTO v_seen, v_jobs;
 
     RETURN QUERY SELECT v_batches, v_jobs,
-                        v_batches = p_batch OR (v_seen = p_batch AND v_jobs > 0);
+                        v_batches = p_limit OR (v_seen = p_limit AND v_jobs > 0);
 END;
 $$;

@@ -1,6 +1,6 @@
--- Extends the leases p_owner holds on p_ids (with the given attempts; NULL attempts: any) to
--- now + p_lease_ms, batch jobs first; returns the ids renewed. The holder is alive: its leases
--- count again for poison detection. A row updated concurrently is probed again on its newest
+-- Extends the leases p_owner holds on p_ids (with the given hand-out counts, p_attempts; NULL:
+-- any) to now + p_lease_ms, jobs in a lease batch first; returns the ids renewed. The holder is
+-- alive: its leases count again for poison detection. A row updated concurrently is probed again on its newest
 -- version, so a racing update never makes a live lease look lost.
 CREATE OR REPLACE FUNCTION mailroom_renew(p_group text, p_owner text, p_ids bigint[], p_attempts integer[], p_lease_ms integer) RETURNS SETOF bigint
     LANGUAGE plpgsql
@@ -8,13 +8,14 @@ CREATE OR REPLACE FUNCTION mailroom_renew(p_group text, p_owner text, p_ids bigi
     SET enable_bitmapscan TO 'off'
     AS $$
 DECLARE
-    gid    INT;
-    v_ids  BIGINT[];
-    v_att  INT[];
-    v_bids BIGINT[];
-    v_ord  INT[];
-    v_tids TID[];
-    v_done BIGINT[];
+    gid     INT;
+    v_ids   BIGINT[];
+    v_att   INT[];
+    v_first BOOLEAN[];
+    v_bids  BIGINT[];
+    v_ord   INT[];
+    v_tids  TID[];
+    v_done  BIGINT[];
 BEGIN
     SELECT id INTO gid FROM consumer_groups WHERE name = p_group;
     IF NOT FOUND THEN
@@ -29,9 +30,11 @@ BEGIN
     IF v_ids IS NULL THEN
         RETURN;
     END IF;
-    -- 1. Batch jobs: their batch's lease is renewed (all its jobs share one lease end).
+    -- 1. Jobs in a lease batch (only a job on its first hand-out can be; a NULL hand-out count
+    --    may be any): their lease batch's lease is renewed (all its jobs share one lease end).
+    v_first := ARRAY(SELECT x.a = 1 FROM unnest(v_att) WITH ORDINALITY AS x(a, o) ORDER BY x.o);
     SELECT array_agg(DISTINCT m.batch_id), array_agg(m.ord) INTO v_bids, v_ord
-      FROM mailroom_batch_match(gid, p_owner, v_ids, v_att) m;
+      FROM mailroom_batch_match(gid, p_owner, v_ids, v_first) m;
     IF v_bids IS NOT NULL THEN
         UPDATE lease_batches b
            SET due_at = now() + make_interval(secs => p_lease_ms / 1000.0), holder_left = false
