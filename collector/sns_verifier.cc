@@ -245,7 +245,8 @@ SnsVerifier::~SnsVerifier() = default;
 
 bool SnsVerifier::TakeFetch(bool force) {
   const absl::Time now = now_();
-  if (!fetch_starts_.empty() && now < fetch_starts_.back()) fetch_starts_.clear();  // clock set back
+  // A clock set back forgets the starts after it.
+  if (!fetch_starts_.empty() && now < fetch_starts_.back()) fetch_starts_.clear();
   while (!fetch_starts_.empty() && now - fetch_starts_.front() >= absl::Seconds(1)) {
     fetch_starts_.pop_front();
   }

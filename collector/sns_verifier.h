@@ -105,10 +105,11 @@ struct SnsVerifierOptions {
 // URL until they expire; a URL that failed for good is refused without a fetch for
 // failed_fetch_ttl, one that failed for a passing reason is fetched again after
 // transient_retry, and fetches are capped at max_fetches_per_second (a retry after a passing
-// failure excepted), so that unauthenticated POSTs cannot make the collector fetch without
-// bound. A fetch the cap allows goes to the waiting URL most posts asked for, not to the post
-// that brings it: SNS posts every notification of a region, and every retry, with one
-// certificate URL, so it outranks made-up URLs posted once each. SNS serves its certificate without
+// failure and an allowed certificate's issuer excepted), so that unauthenticated POSTs cannot
+// make the collector fetch without bound. A fetch the cap allows goes to the waiting URL most
+// posts asked for, not to the post that brings it: SNS posts every notification of a region,
+// and every retry, with one certificate URL, so it outranks made-up URLs posted once each; a
+// URL being fetched is not fetched again meanwhile. SNS serves its certificate without
 // the intermediate that issued it: when the trust store lacks it, the intermediate named by the
 // certificate's Authority Information Access (caIssuers, on a host under amazontrust.com or
 // in extra_hosts; http is fine, the chain check authenticates it) is fetched with
