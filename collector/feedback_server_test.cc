@@ -21,6 +21,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
@@ -621,12 +622,12 @@ TEST_F(FeedbackServerTest, BytesHeldForUnansweredRequestsStayWithinTheBudget) {
   EXPECT_GT(server_.peak_buffered_bytes(), FeedbackServer::kMaxBuffered - 2 * max_body);
 }
 
-// A real HTTPS server on loopback playing SNS's certificate host: kCertPath answers 503 the
-// first time, then serves the signing certificate; every other path is 404. Logs "GET <path>"
-// for each request.
+// A real HTTPS server on loopback playing SNS's certificate host: kCertPath serves the signing
+// certificate (answering 503 the first time when `fail_first`); every other path is 404. Logs
+// "GET <path>" for each request.
 class CertHost {
  public:
-  explicit CertHost(const std::string& cert_pem) {
+  explicit CertHost(const std::string& cert_pem, bool fail_first = true) {
     static int n = 0;  // each its own files
     const std::string dir = absl::StrCat(getenv("TEST_TMPDIR"), "/cert_host_", ++n);
     mkdir(dir.c_str(), 0700);
@@ -648,7 +649,7 @@ class H(http.server.BaseHTTPRequestHandler):
         print("GET " + self.path, flush=True)
         status, body = 404, b""
         if self.path == sys.argv[4]:
-            status = 200 if self.path in served else 503
+            status = 200 if self.path in served or sys.argv[5] == "0" else 503
             served.add(self.path)
             if status == 200:
                 body = open(sys.argv[3], "rb").read()
@@ -666,7 +667,8 @@ print("port %d" % srv.server_address[1], flush=True)
 srv.serve_forever()
 )";
     auto https = testing::Process::Spawn({"/usr/bin/python3", "-c", kServer, dir + "/tls.pem",
-                                          dir + "/tls.key", dir + "/signing.pem", kCertPath},
+                                          dir + "/tls.key", dir + "/signing.pem", kCertPath,
+                                          fail_first ? "1" : "0"},
                                          {}, dir + "/https.log");
     EXPECT_TRUE(https.ok()) << https.status();
     process_ = std::move(*https);
@@ -686,6 +688,19 @@ srv.serve_forever()
                          [](const std::string& l) { return l.rfind("GET ", 0) == 0; });
   }
   std::string Log() const { return process_->Log(); }
+  // A verifier for the signer's topic fetching from this host; `on_fetch` (if given) is told
+  // of each fetch as it starts.
+  SnsVerifier Verifier(const std::string& ca_file,
+                       std::function<void(const std::string&)> on_fetch = nullptr) const {
+    SnsVerifierOptions o;
+    o.ca_file = ca_file;
+    o.topic_arns = {testing::kTopicArn};
+    o.extra_hosts = {host_};
+    return SnsVerifier(o, [this, on_fetch](const std::string& url) {
+      if (on_fetch) on_fetch(url);
+      return Get(url);
+    });
+  }
 
  private:
   std::unique_ptr<testing::Process> process_;
@@ -698,11 +713,7 @@ srv.serve_forever()
 // at most two fetches a second.
 TEST_F(FeedbackServerTest, DefinitelyFailedCertificateFetchesAreCachedAndCapped) {
   CertHost cert_host(signer_->cert_pem());
-  SnsVerifierOptions o;
-  o.ca_file = ca_file_;
-  o.topic_arns = {testing::kTopicArn};
-  o.extra_hosts = {cert_host.host()};
-  SnsVerifier verifier(o, [&](const std::string& url) { return cert_host.Get(url); });
+  SnsVerifier verifier = cert_host.Verifier(ca_file_);
   FeedbackHandler handler(&verifier, store_.get(), nullptr, {cert_host.host()}, 3, &metrics_);
   const absl::Time start = absl::Now();
   const std::string same = cert_host.Url("/SimpleNotificationService-90e.pem");
@@ -730,11 +741,7 @@ TEST_F(FeedbackServerTest, DefinitelyFailedCertificateFetchesAreCachedAndCapped)
 // second's fetches. (A failure remembered for a minute would lose every SNS retry.)
 TEST_F(FeedbackServerTest, ATransientCertificateFailureIsRetriedAfterFiveSeconds) {
   CertHost cert_host(signer_->cert_pem());
-  SnsVerifierOptions o;
-  o.ca_file = ca_file_;
-  o.topic_arns = {testing::kTopicArn};
-  o.extra_hosts = {cert_host.host()};
-  SnsVerifier verifier(o, [&](const std::string& url) { return cert_host.Get(url); });
+  SnsVerifier verifier = cert_host.Verifier(ca_file_);
   FeedbackHandler handler(&verifier, store_.get(), nullptr, {cert_host.host()}, 3, &metrics_);
   const std::string genuine = testing::SnsSigner::Body(signer_->Notification(
       "sns-retried", BounceFor("gone@example.test"), cert_host.Url(kCertPath), absl::Now()));
@@ -746,7 +753,7 @@ TEST_F(FeedbackServerTest, ATransientCertificateFailureIsRetriedAfterFiveSeconds
   absl::Time answered;
   const absl::Time deadline = failed_at + absl::Seconds(20);
   while (absl::Now() < deadline) {
-    if (absl::Now() - failed_at >= o.transient_retry) {
+    if (absl::Now() - failed_at >= SnsVerifierOptions().transient_retry) {
       for (int i = 0; i < 4; ++i) {  // strangers spend the second's fetches first
         handler.Post(testing::SnsSigner::Body(signer_->Notification(
             absl::StrCat("made-up-", i), BounceFor("x@example.test"),
@@ -762,11 +769,80 @@ TEST_F(FeedbackServerTest, ATransientCertificateFailureIsRetriedAfterFiveSeconds
     absl::SleepFor(absl::Milliseconds(100));
   }
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_GE(answered - failed_at, o.transient_retry);
-  EXPECT_LT(answered - failed_at, o.transient_retry + absl::Seconds(2));
+  EXPECT_GE(answered - failed_at, SnsVerifierOptions().transient_retry);
+  EXPECT_LT(answered - failed_at, SnsVerifierOptions().transient_retry + absl::Seconds(2));
   EXPECT_EQ(Text("SELECT count(*) FROM sns_messages"), "1");
   std::cout << "verified " << absl::ToInt64Milliseconds(answered - failed_at)
             << " ms after the certificate host's 503\n";
+}
+
+// A stranger posts a fresh made-up certificate URL every 50 ms (20 a second, each 404 when
+// fetched) and so uses up the 2 fetches of every second. Two notifications of a burst are
+// refused (503) by the cap; their certificate URL, asked for twice, gets the next fetch the cap
+// allows, which a stranger's post brings, within a second; SNS's retries then verify.
+TEST_F(FeedbackServerTest, SnssCertificateIsFetchedWhileAStrangerPostsMadeUpUrls) {
+  CertHost cert_host(signer_->cert_pem(), /*fail_first=*/false);
+  absl::Mutex mu;
+  absl::Time genuine_fetch = absl::InfiniteFuture();  // when the certificate's fetch started
+  SnsVerifier verifier = cert_host.Verifier(ca_file_, [&](const std::string& url) {
+    absl::MutexLock lock(&mu);
+    if (url == cert_host.Url(kCertPath)) genuine_fetch = absl::Now();
+  });
+  FeedbackHandler handler(&verifier, store_.get(), nullptr, {cert_host.host()}, 3, &metrics_);
+  int made_up = 0;
+  absl::Time next = absl::Now();
+  absl::Duration longest_post;  // the stranger's; a post that fetches takes longest
+  auto stranger = [&] {
+    absl::SleepFor(next - absl::Now());
+    next += absl::Milliseconds(50);
+    ++made_up;
+    const absl::Time posted = absl::Now();
+    const int status =
+        handler
+            .Post(testing::SnsSigner::Body(signer_->Notification(
+                absl::StrCat("made-up-", made_up), BounceFor("x@example.test"),
+                cert_host.Url(absl::StrCat("/SimpleNotificationService-", absl::Hex(made_up),
+                                           ".pem")),
+                absl::Now())))
+            .status;
+    longest_post = std::max(longest_post, absl::Now() - posted);
+    return status;
+  };
+  auto fetched = [&] {
+    absl::MutexLock lock(&mu);
+    return genuine_fetch != absl::InfiniteFuture();
+  };
+  const absl::Time start = absl::Now();
+  while (stranger() != 503) ASSERT_LT(made_up, 10);  // the second's fetches are used up
+  std::vector<std::string> burst;
+  for (int i = 0; i < 2; ++i) {
+    const std::string id = absl::StrCat("sns-burst-", i);
+    burst.push_back(testing::SnsSigner::Body(signer_->Notification(
+        id, BounceFor(absl::StrCat(id, "@example.test")), cert_host.Url(kCertPath),
+        absl::Now())));
+    HttpReply r = handler.Post(burst.back());
+    EXPECT_EQ(r.status, 503) << r.body;
+  }
+  const absl::Time asked_twice = absl::Now();
+  while (!fetched() && absl::Now() - asked_twice < absl::Seconds(5)) {
+    EXPECT_THAT(stranger(), ::testing::AnyOf(403, 503));
+  }
+  ASSERT_TRUE(fetched()) << cert_host.Log();
+  const absl::Duration wait = genuine_fetch - asked_twice;
+  // A fetch frees less than a second after the cap was found used up; the stranger's next
+  // post (every 50 ms, late by at most the longest post) brings it to the certificate.
+  EXPECT_LE(wait, absl::Seconds(1) + absl::Milliseconds(50) + longest_post);
+  for (const std::string& retry : burst) {
+    HttpReply r = handler.Post(retry);
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+  EXPECT_EQ(Text("SELECT count(*) FROM sns_messages"), "2");
+  const absl::Duration flood = absl::Now() - start;
+  EXPECT_LE(cert_host.Gets(), 2 * (absl::ToInt64Seconds(flood) + 1)) << cert_host.Log();
+  std::cout << "certificate fetched " << absl::ToInt64Milliseconds(wait)
+            << " ms after its second post (longest post "
+            << absl::ToInt64Milliseconds(longest_post) << " ms); " << made_up << " made-up posts, "
+            << cert_host.Gets() << " fetches in " << absl::ToInt64Milliseconds(flood) << " ms\n";
 }
 
 }  // namespace

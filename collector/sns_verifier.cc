@@ -23,6 +23,11 @@
 namespace mailroom {
 namespace {
 
+// A post refused by the cap on certificate fetches (SNS retries it).
+absl::Status TooManyFetches() {
+  return absl::UnavailableError("sns: too many signing certificate fetches; retry later");
+}
+
 struct X509Free {
   void operator()(X509* x) const { X509_free(x); }
 };
@@ -238,33 +243,89 @@ SnsVerifier::SnsVerifier(SnsVerifierOptions options, UrlFetcher fetch,
 
 SnsVerifier::~SnsVerifier() = default;
 
-bool SnsVerifier::TakeFetch(bool retry) {
-  absl::MutexLock lock(&mu_);
+bool SnsVerifier::TakeFetch(bool force) {
   const absl::Time now = now_();
-  if (now - window_start_ >= absl::Seconds(1) || now < window_start_) {
-    window_start_ = now;
-    window_fetches_ = 0;
+  // A clock set back forgets the starts after it.
+  if (!fetch_starts_.empty() && now < fetch_starts_.back()) fetch_starts_.clear();
+  while (!fetch_starts_.empty() && now - fetch_starts_.front() >= absl::Seconds(1)) {
+    fetch_starts_.pop_front();
   }
-  if (window_fetches_ >= options_.max_fetches_per_second && !retry) return false;
-  ++window_fetches_;
+  if (!force && fetch_starts_.size() >= static_cast<size_t>(options_.max_fetches_per_second)) {
+    return false;
+  }
+  fetch_starts_.push_back(now);
   return true;
 }
 
+void SnsVerifier::Ask(const std::string& url) {
+  const uint64_t seq = ++asks_seen_;
+  auto [it, fresh] = waiting_.try_emplace(url);
+  Waiting& w = it->second;
+  if (fresh) {
+    w.first = seq;
+  } else {
+    rank_.erase({-w.asks, w.first, url});
+    recent_.erase(w.last);
+  }
+  ++w.asks;
+  w.last = seq;
+  rank_.insert({-w.asks, w.first, url});
+  recent_.emplace(w.last, url);
+  if (waiting_.size() > static_cast<size_t>(options_.max_waiting_urls)) {
+    StopWaiting(std::string(recent_.begin()->second));
+  }
+}
+
+void SnsVerifier::StopWaiting(const std::string& url) {
+  auto it = waiting_.find(url);
+  if (it == waiting_.end()) return;
+  rank_.erase({-it->second.asks, it->second.first, url});
+  recent_.erase(it->second.last);
+  waiting_.erase(it);
+}
+
 absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::KeyFor(const std::string& url) {
+  std::string turn;  // the URL whose certificate this post fetches
   bool retry = false;
   {
     absl::MutexLock lock(&mu_);
+    const absl::Time now = now_();
     auto it = keys_.find(url);
-    if (it != keys_.end() && it->second->not_after > now_()) return it->second;
+    if (it != keys_.end() && it->second->not_after > now) return it->second;
     auto failed = failed_.find(url);
-    if (failed != failed_.end() && failed->second.until > now_()) return failed->second.status;
+    if (failed != failed_.end() && failed->second.until > now) return failed->second.status;
+    // Another post is fetching it: no second fetch.
+    if (loading_.count(url) != 0) return TooManyFetches();
     retry = failed != failed_.end() && failed->second.retry_free;
+    if (retry) {
+      TakeFetch(/*force=*/true);
+      turn = url;
+    } else {
+      // The post asks; the fetch the cap allows (if any) goes to the most asked URL.
+      Ask(url);
+      if (!TakeFetch(/*force=*/false)) return TooManyFetches();
+      turn = rank_.empty() ? url : std::get<2>(*rank_.begin());
+    }
+    StopWaiting(turn);
+    loading_.insert(turn);
   }
+  auto key = Load(turn, retry);
+  if (turn == url) return key;
+  return TooManyFetches();
+}
+
+absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::Load(const std::string& url,
+                                                                    bool retry) {
   Failure failure = Failure::kDefinite;
-  auto key = LoadKey(url, retry, &failure);
-  if (key.ok() || failure == Failure::kLimited) return key;
+  auto key = LoadKey(url, &failure);
   absl::MutexLock lock(&mu_);
   const absl::Time now = now_();
+  loading_.erase(url);
+  if (key.ok()) {
+    keys_[url] = *key;
+    failed_.erase(url);
+    return key;
+  }
   // Forget what has run out; the cap on fetches bounds what is left.
   for (auto it = failed_.begin(); it != failed_.end();) {
     it = it->second.forget <= now ? failed_.erase(it) : std::next(it);
@@ -277,12 +338,7 @@ absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::KeyFor(const std:
 }
 
 absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::LoadKey(const std::string& url,
-                                                                       bool retry,
                                                                        Failure* failure) {
-  if (!TakeFetch(retry)) {
-    *failure = Failure::kLimited;
-    return absl::UnavailableError("sns: too many signing certificate fetches; retry later");
-  }
   auto pem = fetch_(url);
   if (!pem.ok()) return FetchFailed("the signing certificate", pem.status(), failure);
   std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem->data(), static_cast<int>(pem->size())));
@@ -310,9 +366,10 @@ absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::LoadKey(const std
       sk_X509_num(chain.get()) == 0) {
     const std::string issuer_url = CaIssuersUri(cert.get());
     if (IssuerUrlAllowed(issuer_url, options_.extra_hosts)) {
-      if (!TakeFetch(retry)) {
-        *failure = Failure::kLimited;
-        return absl::UnavailableError("sns: too many signing certificate fetches; retry later");
+      {
+        // Part of the certificate's fetch, which the cap has allowed: counted, not refused.
+        absl::MutexLock lock(&mu_);
+        TakeFetch(/*force=*/true);
       }
       auto issuer = fetch_issuer_(issuer_url);
       if (!issuer.ok()) {
@@ -346,8 +403,6 @@ absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::LoadKey(const std
   struct tm tm;
   if (ASN1_TIME_to_tm(na, &tm) == 1) not_after = timegm(&tm);
   key->not_after = absl::FromTimeT(not_after);
-  absl::MutexLock lock(&mu_);
-  keys_[url] = key;
   return key;
 }
 

@@ -1,9 +1,13 @@
 #pragma once
 
+#include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -82,9 +86,14 @@ struct SnsVerifierOptions {
   // 408, 429, 5xx) is fetched again after this long, the first time even when the fetch cap
   // is used up: SNS retries a delivery about 20 s later, and that retry finds the certificate.
   absl::Duration transient_retry = absl::Seconds(5);
-  // At most this many certificate fetches (signing certificates and issuers together) start
-  // in any one-second window; beyond it a message needing a fetch is kUnavailable (SNS retries).
+  // At most this many certificate fetches start in any one second; beyond it a message needing
+  // a fetch is kUnavailable (SNS retries). An issuer fetch (only a certificate SNS really serves
+  // needs one) and a retry after a passing failure count among them but are not held back.
   int max_fetches_per_second = 2;
+  // Certificate URLs refused by the cap wait here with the number of posts that asked for
+  // them; each fetch the cap allows goes to the most asked (ties: the oldest), whichever post
+  // brings it. A full table drops the least recently asked.
+  int max_waiting_urls = 1024;
 };
 
 // Verifies SNS messages. First the TopicArn must be one of topic_arns (nothing else is looked
@@ -96,8 +105,11 @@ struct SnsVerifierOptions {
 // URL until they expire; a URL that failed for good is refused without a fetch for
 // failed_fetch_ttl, one that failed for a passing reason is fetched again after
 // transient_retry, and fetches are capped at max_fetches_per_second (a retry after a passing
-// failure excepted), so that unauthenticated POSTs cannot make the collector fetch without
-// bound. SNS serves its certificate without
+// failure and an allowed certificate's issuer excepted), so that unauthenticated POSTs cannot
+// make the collector fetch without bound. A fetch the cap allows goes to the waiting URL most
+// posts asked for, not to the post that brings it: SNS posts every notification of a region,
+// and every retry, with one certificate URL, so it outranks made-up URLs posted once each; a
+// URL being fetched is not fetched again meanwhile. SNS serves its certificate without
 // the intermediate that issued it: when the trust store lacks it, the intermediate named by the
 // certificate's Authority Information Access (caIssuers, on a host under amazontrust.com or
 // in extra_hosts; http is fine, the chain check authenticates it) is fetched with
@@ -116,16 +128,20 @@ class SnsVerifier {
  private:
   struct Key;
   absl::StatusOr<std::shared_ptr<Key>> KeyFor(const std::string& url);
-  // How a LoadKey failed: for good, for a reason that may pass, or refused by the fetch cap
-  // (a refusal that is not remembered as the URL's failure).
-  enum class Failure { kDefinite, kTransient, kLimited };
-  // Fetches and checks the certificate at `url`, setting `*failure` when it fails. `retry`: a
-  // retry after a transient failure, which the cap does not hold back.
-  absl::StatusOr<std::shared_ptr<Key>> LoadKey(const std::string& url, bool retry,
-                                               Failure* failure);
-  // Takes one fetch from the current one-second window; false when it is used up (never for
-  // a `retry`, which is counted all the same).
-  bool TakeFetch(bool retry);
+  // How a LoadKey failed: for good, or for a reason that may pass.
+  enum class Failure { kDefinite, kTransient };
+  // Fetches and checks the certificate at `url` (whose fetch the cap has allowed), then
+  // remembers the key or the failure. `retry`: a retry after a transient failure.
+  absl::StatusOr<std::shared_ptr<Key>> Load(const std::string& url, bool retry);
+  // Fetches and checks the certificate at `url`, setting `*failure` when it fails.
+  absl::StatusOr<std::shared_ptr<Key>> LoadKey(const std::string& url, Failure* failure);
+  // Counts a fetch starting now; with `force` it is counted even beyond the cap. False (and
+  // nothing counted) when max_fetches_per_second fetches started in the last second.
+  bool TakeFetch(bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts one more post asking for `url` among the URLs waiting for a fetch.
+  void Ask(const std::string& url) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes `url` from the waiting URLs, if there.
+  void StopWaiting(const std::string& url) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The refusal for a failed fetch of `what`: kUnavailable and kTransient when `fetched` may
   // pass (kUnavailable, kDeadlineExceeded), else kPermissionDenied (a definite failure).
   static absl::Status FetchFailed(absl::string_view what, const absl::Status& fetched,
@@ -146,8 +162,22 @@ class SnsVerifier {
     bool retry_free = false;
   };
   std::map<std::string, Failed> failed_ ABSL_GUARDED_BY(mu_);
-  absl::Time window_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  int window_fetches_ ABSL_GUARDED_BY(mu_) = 0;
+  // When the fetches of the last second started, oldest first.
+  std::deque<absl::Time> fetch_starts_ ABSL_GUARDED_BY(mu_);
+  // URLs refused by the cap: posts that asked (`asks`), order of arrival (`first`) and of the
+  // latest ask (`last`). `rank_` orders them most asked first (then oldest), `recent_` by
+  // their latest ask, least recent first.
+  struct Waiting {
+    int64_t asks = 0;
+    uint64_t first = 0;
+    uint64_t last = 0;
+  };
+  std::map<std::string, Waiting> waiting_ ABSL_GUARDED_BY(mu_);
+  std::set<std::tuple<int64_t, uint64_t, std::string>> rank_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::string> recent_ ABSL_GUARDED_BY(mu_);
+  uint64_t asks_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  // URLs whose certificate a post is fetching now.
+  std::set<std::string> loading_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace mailroom

@@ -3,8 +3,10 @@
 #include "collector/sns_verifier.h"
 
 #include <atomic>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 
 #include "collector/testing/sns_signer.h"
 #include "gmock/gmock.h"
@@ -325,6 +327,43 @@ TEST_F(SnsVerifierTest, TheMissingIntermediateIsFetchedFromAnAmazonTrustHostOnly
   EXPECT_EQ(issuer_fetches.size(), 1u);
 }
 
+// The issuer's fetch is part of the certificate's, which the cap allowed: it is counted but not
+// refused, so the second fetch of a second (made-up URLs took the first) still verifies.
+TEST_F(SnsVerifierTest, TheIssuerOfACertificateTheCapAllowedIsFetchedBeyondIt) {
+  constexpr char kIssuerUrl[] = "http://crt.r2m02.amazontrust.com/r2m02.cer";
+  testing::SnsSigner chained(kIssuerUrl);
+  SnsVerifierOptions o = Topic();
+  const std::string ca_path = std::string(getenv("TEST_TMPDIR")) + "/chained_ca_capped.pem";
+  FILE* f = fopen(ca_path.c_str(), "w");
+  fputs(chained.ca_pem().c_str(), f);
+  fclose(f);
+  o.ca_file = ca_path;
+  std::vector<std::string> fetched;
+  SnsVerifier v(
+      o,
+      [&](const std::string& url) -> absl::StatusOr<std::string> {
+        fetched.push_back(url);
+        if (url != kCertUrl) return absl::NotFoundError("https get: HTTP 404");
+        return chained.cert_pem();
+      },
+      [this] { return now_; },
+      [&](const std::string& url) -> absl::StatusOr<std::string> {
+        fetched.push_back(url);
+        return chained.intermediate_der();
+      });
+  auto made_up = [&](int i) {
+    return v.Verify(chained.Notification(
+        "x", "{}",
+        absl::StrCat("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-", i, ".pem"),
+        now_));
+  };
+  EXPECT_EQ(made_up(1).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(v.Verify(chained.Notification("g", "{}", kCertUrl, now_)).ok());
+  EXPECT_EQ(made_up(2).code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(fetched, ::testing::ElementsAre(::testing::HasSubstr("-1.pem"), kCertUrl,
+                                              kIssuerUrl));
+}
+
 // Only the operator's topics: a correctly signed message from any other topic (another AWS
 // account's, which anyone can create) is refused before its certificate is fetched; with no
 // topic listed, every message is refused.
@@ -415,9 +454,10 @@ TEST_F(SnsVerifierTest, DefiniteFailuresAreRememberedAndFetchesAreCapped) {
   }
   EXPECT_EQ(fetches, 3);
   now_ += absl::Seconds(1);
-  for (int i = 100; i < 200; ++i) post(made_up(i));
+  for (int i = 100; i < 200; ++i) (void)post(made_up(i));
   EXPECT_EQ(fetches, 5);
-  // A URL refused by the cap (not fetched) is fetched as soon as the cap allows.
+  // A URL refused by the cap and asked for again outranks those asked for once: the next fetch
+  // the cap allows is its.
   now_ += absl::Seconds(1);
   EXPECT_EQ(post(made_up(150)).code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(fetches, 6);
@@ -477,6 +517,151 @@ TEST_F(SnsVerifierTest, ATransientFailureIsRetriedSoonEvenWhenTheCapIsUsedUp) {
   EXPECT_TRUE(v.Verify(signer_->Notification("g", "{}", kCertUrl, now_)).ok());
   EXPECT_EQ(fetched.size(), 4u);
   EXPECT_EQ(fetched.back(), kCertUrl);
+}
+
+// SNS's posts against a stranger who posts 20 fresh made-up certificate URLs on the topic's SNS
+// host every second (each fails for good: 404). SNS posts a notification at `first_posts` and,
+// while it is refused, again every 20 s, 3 times. Returns, per notification, how many retries it
+// took to verify (-1: never), with every fetch's time and the genuine certificate's fetch time.
+struct Flood {
+  std::vector<int> retries;
+  std::vector<absl::Time> fetches;
+  absl::Time genuine_fetched = absl::InfinitePast();
+};
+Flood PostDuringAFlood(testing::SnsSigner& signer, const std::string& ca_file,
+                       const std::vector<absl::Duration>& first_posts, absl::Duration length) {
+  const absl::Time start = absl::Now();
+  absl::Time now = start;
+  Flood out;
+  SnsVerifierOptions o;
+  o.topic_arns = {testing::kTopicArn};
+  o.ca_file = ca_file;
+  SnsVerifier v(
+      o,
+      [&](const std::string& url) -> absl::StatusOr<std::string> {
+        out.fetches.push_back(now);
+        if (url != kCertUrl) return absl::NotFoundError("https get: HTTP 404");
+        out.genuine_fetched = now;
+        return signer.cert_pem();
+      },
+      [&] { return now; });
+  constexpr absl::Duration kTick = absl::Milliseconds(25);
+  out.retries.assign(first_posts.size(), -1);
+  int made_up = 0;
+  for (absl::Duration t; t < length; t += kTick) {
+    now = start + t;
+    if ((t / kTick) % 2 == 0) {  // the stranger, every 50 ms
+      (void)v.Verify(signer.Notification(
+          "x", "{}",
+          absl::StrCat("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-",
+                       absl::Hex(++made_up), ".pem"),
+          now));
+    }
+    for (size_t n = 0; n < first_posts.size(); ++n) {
+      for (int retry = 0; retry <= 3 && out.retries[n] < 0; ++retry) {
+        if (t != first_posts[n] + retry * absl::Seconds(20)) continue;
+        if (v.Verify(signer.Notification(absl::StrCat("n", n), "{}", kCertUrl,
+                                         start + first_posts[n]))
+                .ok()) {
+          out.retries[n] = retry;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// A fetch the cap allows goes to the waiting URL most posts asked for. A stranger's made-up URLs
+// are asked for once each; SNS's certificate URL is asked for by every notification and every
+// retry, so its second post puts it first and it is fetched within a second: a burst of
+// notifications verifies by its first retry, a lone notification by its second. The stranger's
+// posts still get no more than 2 fetches in any one second.
+TEST_F(SnsVerifierTest, SnssCertificateIsFetchedWhileAStrangerPostsMadeUpUrls) {
+  const absl::Duration length = absl::Seconds(120);
+  // SNS posts after the stranger's first two in a second, which use up its fetches.
+  const absl::Duration burst = absl::Milliseconds(10075);
+  Flood f = PostDuringAFlood(*signer_, CaFile(),
+                             {burst, burst + absl::Milliseconds(500), burst + absl::Seconds(1)},
+                             length);
+  EXPECT_THAT(f.retries, ::testing::Each(::testing::AllOf(::testing::Ge(0), ::testing::Le(1))));
+  ASSERT_NE(f.genuine_fetched, absl::InfinitePast());
+  EXPECT_LE(f.genuine_fetched - f.fetches.front(),
+            burst + absl::Milliseconds(500) + absl::Seconds(1));
+  // The cap: every second, 2 fetches and no more.
+  EXPECT_EQ(f.fetches.size(), 2 * absl::ToInt64Seconds(length));
+  for (size_t i = 2; i < f.fetches.size(); ++i) {
+    EXPECT_GE(f.fetches[i] - f.fetches[i - 2], absl::Seconds(1)) << i;
+  }
+
+  Flood lone = PostDuringAFlood(*signer_, CaFile(), {burst}, length);
+  EXPECT_THAT(lone.retries, ::testing::ElementsAre(2));
+  EXPECT_LE(lone.genuine_fetched - lone.fetches.front(), burst + absl::Seconds(21));
+}
+
+// URLs refused by the cap wait in a table of 1,024, which drops the least recently asked: a URL
+// asked for again while fewer than 1,024 other URLs were asked for since keeps its asks (its
+// second puts it first and it gets the next fetch); after 1,024 others it was dropped.
+TEST_F(SnsVerifierTest, WaitingUrlsAreBoundedAndTheLeastRecentlyAskedIsDropped) {
+  for (const int others : {1023, 1024}) {
+    std::vector<std::string> fetched;
+    SnsVerifierOptions o = Topic();
+    o.ca_file = CaFile();
+    SnsVerifier v(
+        o,
+        [&](const std::string& url) -> absl::StatusOr<std::string> {
+          fetched.push_back(url);
+          if (url != kCertUrl) return absl::NotFoundError("https get: HTTP 404");
+          return signer_->cert_pem();
+        },
+        [this] { return now_; });
+    int made_up = 0;
+    auto stranger = [&] {
+      return v.Verify(signer_->Notification(
+          "x", "{}",
+          absl::StrCat("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-",
+                       absl::Hex(++made_up), ".pem"),
+          now_));
+    };
+    auto genuine = [&] { return v.Verify(signer_->Notification("g", "{}", kCertUrl, now_)); };
+    while (stranger().code() != absl::StatusCode::kUnavailable) {
+    }
+    EXPECT_EQ(genuine().code(), absl::StatusCode::kUnavailable);
+    for (int i = 0; i < others; ++i) EXPECT_EQ(stranger().code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(genuine().code(), absl::StatusCode::kUnavailable);
+    now_ += absl::Seconds(1);
+    EXPECT_EQ(stranger().code(), absl::StatusCode::kUnavailable);  // its fetch: the first waiting
+    ASSERT_EQ(fetched.size(), 3u) << others;
+    EXPECT_EQ(fetched.back() == kCertUrl, others == 1023);
+  }
+}
+
+// A certificate being fetched is not fetched again by the posts that arrive meanwhile (503,
+// SNS retries): they would spend the cap on a certificate already coming.
+TEST_F(SnsVerifierTest, ACertificateBeingFetchedIsNotFetchedAgain) {
+  std::atomic<int> fetches{0};
+  absl::Notification started, release;
+  SnsVerifierOptions o = Topic();
+  o.ca_file = CaFile();
+  SnsVerifier v(
+      o,
+      [&](const std::string&) -> absl::StatusOr<std::string> {
+        if (++fetches == 1) {
+          started.Notify();
+          release.WaitForNotification();
+        }
+        return signer_->cert_pem();
+      },
+      [this] { return now_; });
+  const SnsMessage m = signer_->Notification("g", "{}", kCertUrl, now_);
+  absl::Status first;
+  std::thread fetching([&] { first = v.Verify(m); });
+  started.WaitForNotification();
+  EXPECT_EQ(v.Verify(m).code(), absl::StatusCode::kUnavailable);
+  release.Notify();
+  fetching.join();
+  EXPECT_TRUE(first.ok()) << first;
+  EXPECT_TRUE(v.Verify(m).ok());
+  EXPECT_EQ(fetches, 1);
 }
 
 }  // namespace
