@@ -2,6 +2,7 @@
 // throwaway PostgreSQL: commits skip their NOTIFY while the collector is busy, so the side
 // that turns idle must dequeue once more after every transaction that may have read the busy
 // mark; none of their tokens may wait for the catch-up poll.
+#include <csignal>
 #include <pqxx/pqxx>
 
 #include <map>
@@ -74,6 +75,19 @@ class WakeupTest : public ::testing::Test {
   std::unique_ptr<testing::Process> collector_;
 };
 testing::PgServer* WakeupTest::pg_ = nullptr;
+
+// A collector stopped with SIGTERM while idle removes its mark: with no collector left, the
+// application's commits do not NOTIFY (nobody would hear them). Killed, it would keep counting
+// until another collector changes its mark.
+TEST_F(WakeupTest, ACollectorStoppedCleanlyNoLongerCountsAsIdle) {
+  ASSERT_TRUE(WaitIdle());
+  collector_->Signal(SIGTERM);
+  auto code = collector_->Wait(absl::Seconds(30));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0);
+  EXPECT_EQ(IdleCollectors(), 0);
+  EXPECT_EQ(testing::TestDb(url_).Scalar("SELECT count(*) FROM mailroom_collectors"), 0);
+}
 
 // Each round: one commit wakes the collector (it turns busy and dispatches that job); then
 // several connections insert a token at random moments around the time the collector turns
