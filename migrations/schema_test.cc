@@ -113,9 +113,6 @@ TEST_F(SchemaTest, AnApplicationRoleWithTheUsualGrantsSignsUpAndAsksForARecovery
             2);
 }
 
-// Every signup writes an entry in each index of tokens: only those a reader needs (the primary
-// key; the secret, the application's look-up; the dequeue's window; the account's tokens by
-// action and time; the account's pending recovery).
 // The rights docs/sql.md lists for the application's role are enough for a signup, a
 // recovery and an activation, and leave the rest of mailroom's tables out of its reach.
 TEST_F(SchemaTest, AnApplicationRoleWithTheListedRightsOnlySignsUpAndActivates) {
@@ -140,6 +137,9 @@ TEST_F(SchemaTest, AnApplicationRoleWithTheListedRightsOnlySignsUpAndActivates) 
   EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE NOT rate_limited"), 2);
 }
 
+// Every signup writes an entry in each index of tokens: only those a reader needs (the primary
+// key; the secret, the application's look-up; the dequeue's window; the account's tokens by
+// action and time; the account's pending recovery).
 TEST_F(SchemaTest, TokensHaveOnlyTheIndexesTheirReadersNeed) {
   EXPECT_EQ(Text("SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes"
                  " WHERE tablename = 'tokens'"),
