@@ -41,7 +41,9 @@ class WakeupTest : public ::testing::Test {
   static void TearDownTestSuite() { delete pg_; }
 
   void SetUp() override {
-    auto url = pg_->CreateDatabase("wakeup");
+    // A database of its own for each test of the suite (they share the server).
+    static int databases = 0;
+    auto url = pg_->CreateDatabase(absl::StrCat("wakeup_", ++databases));
     ASSERT_TRUE(url.ok()) << url.status();
     url_ = *url;
     ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
