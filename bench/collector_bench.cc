@@ -23,6 +23,7 @@
 //                        [--rates=200,1000,3000] [--seconds=5] [--connections=N]
 //                        [--signups=8,32,64] [--signup_seconds=10] [--signup_rounds=2]
 #include <algorithm>
+#include <csignal>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -406,6 +407,10 @@ void Signups(testing::PgServer& pg, const std::vector<int>& clients, int seconds
           stop = true;
           acker.join();
           sub.reset();
+          // Stopped as in production (SIGTERM): it removes its wake-up mark, so the run
+          // without a collector has no commit NOTIFY. A killed one would leave it.
+          col->process->Signal(SIGTERM);
+          (void)col->process->Wait(absl::Seconds(30));
           col.reset();
         }
       }
