@@ -401,16 +401,19 @@ void FeedbackServer::Receive() {
       p.data.insert(p.data.end(), buf, buf + got);
       const absl::string_view data(p.data.data(), p.data.size());
       if (p.body_at == 0) {
-        // A line ended by LF alone never ends the headers: refuse it now, not at the timeout.
-        for (size_t lf = data.find('\n', had); lf != absl::string_view::npos;
-             lf = data.find('\n', lf + 1)) {
-          if (lf == 0 || data[lf - 1] != '\r') {
+        const size_t end = data.find("\r\n\r\n", had < 3 ? 0 : had - 3);
+        // A header line ended by LF alone never ends the headers: refuse it now, not at the
+        // timeout. Only the headers are scanned: the body's own line feeds are its business.
+        const absl::string_view head_part =
+            data.substr(0, end == absl::string_view::npos ? data.size() : end + 4);
+        for (size_t lf = head_part.find('\n', had); lf != absl::string_view::npos;
+             lf = head_part.find('\n', lf + 1)) {
+          if (lf == 0 || head_part[lf - 1] != '\r') {
             drop(p, Response({400, "bad header"}));
             break;
           }
         }
         if (p.fd < 0) continue;
-        const size_t end = data.find("\r\n\r\n", had < 3 ? 0 : had - 3);
         if (end == absl::string_view::npos || end > kMaxHead) {
           if (data.size() >= p.Needed()) drop(p, Response({431, "headers too large"}));
           continue;

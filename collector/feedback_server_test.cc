@@ -474,6 +474,10 @@ TEST_F(FeedbackServerTest, MalformedRequestsAreRefusedAtOnce) {
                                                       "\r\nContent-Length: \t2 \r\n\r\n{}")),
                 ::testing::EndsWith("\r\n\r\nType missing\n"));
   }
+  // A body's own line feeds (pretty-printed JSON, as SNS may send) arriving with the headers
+  // are not taken for a header line ended by LF alone.
+  EXPECT_THAT(Exchange(server_.port(), "POST /sns HTTP/1.1\r\nContent-Length: 5\r\n\r\n{\n}\n\n"),
+              ::testing::EndsWith("\r\n\r\nType missing\n"));
 }
 
 // A client that asks to be told to go on (Expect: 100-continue) is, and its body is then read.
