@@ -21,16 +21,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "collector/feedback_event.h"
-#include "nlohmann/json.hpp"
 #include "common/log.h"
 
 namespace mailroom {
-namespace {
-
-// How deeply a posted body's JSON may nest: an SNS message is one object of strings.
-constexpr int kMaxJsonDepth = 4;
-
-}  // namespace
 
 FeedbackHandler::FeedbackHandler(SnsVerifier* verifier, FeedbackStore* store, UrlFetcher confirm,
                                  std::vector<std::string> extra_hosts, int soft_bounce_limit,
@@ -49,16 +42,6 @@ HttpReply FeedbackHandler::Count(const std::string& type, const char* result, Ht
 }
 
 HttpReply FeedbackHandler::Post(const std::string& body) {
-  // An SNS message is one flat object; deeper nesting only costs the parser.
-  bool too_deep = false;
-  const nlohmann::json parsed = nlohmann::json::parse(
-      body,
-      [&too_deep](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-        too_deep = too_deep || depth > kMaxJsonDepth;
-        return !too_deep;
-      },
-      /*allow_exceptions=*/false);
-  if (too_deep) return Count("", "bad_request", {400, "JSON nested too deeply"});
   auto m = ParseSnsMessage(body);
   if (!m.ok()) return Count("", "bad_request", {400, std::string(m.status().message())});
   const std::string type = m->type == "Notification" || m->type == "SubscriptionConfirmation" ||

@@ -23,6 +23,9 @@
 namespace mailroom {
 namespace {
 
+// How deeply an SNS message's JSON may nest: it is one object of strings.
+constexpr int kMaxSnsJsonDepth = 4;
+
 // A post refused by the cap on certificate fetches (SNS retries it).
 absl::Status TooManyFetches() {
   return absl::UnavailableError("sns: too many signing certificate fetches; retry later");
@@ -140,7 +143,17 @@ absl::Status SnsVerifier::FetchFailed(absl::string_view what, const absl::Status
 }
 
 absl::StatusOr<SnsMessage> ParseSnsMessage(const std::string& body) {
-  auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  // An SNS message is one object of strings: deeper nesting only costs the parser (its values
+  // are discarded once the limit is passed).
+  bool too_deep = false;
+  auto j = nlohmann::json::parse(
+      body,
+      [&too_deep](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+        too_deep = too_deep || depth > kMaxSnsJsonDepth;
+        return !too_deep;
+      },
+      /*allow_exceptions=*/false);
+  if (too_deep) return absl::InvalidArgumentError("JSON nested too deeply");
   if (!j.is_object()) return absl::InvalidArgumentError("body is not a JSON object");
   SnsMessage m;
   auto field = [&](const char* name, std::string* out, bool* present = nullptr) -> bool {
