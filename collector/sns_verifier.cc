@@ -277,12 +277,10 @@ void SnsVerifier::Ask(const std::string& url) {
   if (fresh) {
     w.first = seq;
   } else {
-    rank_.erase({-w.asks, w.first, url});
     recent_.erase(w.last);
   }
   ++w.asks;
   w.last = seq;
-  rank_.insert({-w.asks, w.first, url});
   recent_.emplace(w.last, url);
   if (waiting_.size() > static_cast<size_t>(options_.max_waiting_urls)) {
     StopWaiting(std::string(recent_.begin()->second));
@@ -292,9 +290,20 @@ void SnsVerifier::Ask(const std::string& url) {
 void SnsVerifier::StopWaiting(const std::string& url) {
   auto it = waiting_.find(url);
   if (it == waiting_.end()) return;
-  rank_.erase({-it->second.asks, it->second.first, url});
   recent_.erase(it->second.last);
   waiting_.erase(it);
+}
+
+std::string SnsVerifier::MostAsked() const {
+  const std::pair<const std::string, Waiting>* best = nullptr;
+  for (const auto& entry : waiting_) {
+    const Waiting& w = entry.second;
+    if (best == nullptr || w.asks > best->second.asks ||
+        (w.asks == best->second.asks && w.first < best->second.first)) {
+      best = &entry;
+    }
+  }
+  return best == nullptr ? std::string() : best->first;
 }
 
 absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::KeyFor(const std::string& url) {
@@ -317,7 +326,7 @@ absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::KeyFor(const std:
       // The post asks; the fetch the cap allows (if any) goes to the most asked URL.
       Ask(url);
       if (!TakeFetch(/*force=*/false)) return TooManyFetches();
-      turn = rank_.empty() ? url : std::get<2>(*rank_.begin());
+      turn = MostAsked();
     }
     StopWaiting(turn);
     loading_.insert(turn);

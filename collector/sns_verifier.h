@@ -7,7 +7,6 @@
 #include <memory>
 #include <set>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -142,6 +141,9 @@ class SnsVerifier {
   void Ask(const std::string& url) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes `url` from the waiting URLs, if there.
   void StopWaiting(const std::string& url) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The waiting URL most posts asked for (ties: the one that began waiting first); "" if none.
+  // A scan of at most max_waiting_urls, made only when the cap allows a fetch.
+  std::string MostAsked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The refusal for a failed fetch of `what`: kUnavailable and kTransient when `fetched` may
   // pass (kUnavailable, kDeadlineExceeded), else kPermissionDenied (a definite failure).
   static absl::Status FetchFailed(absl::string_view what, const absl::Status& fetched,
@@ -165,15 +167,13 @@ class SnsVerifier {
   // When the fetches of the last second started, oldest first.
   std::deque<absl::Time> fetch_starts_ ABSL_GUARDED_BY(mu_);
   // URLs refused by the cap: posts that asked (`asks`), order of arrival (`first`) and of the
-  // latest ask (`last`). `rank_` orders them most asked first (then oldest), `recent_` by
-  // their latest ask, least recent first.
+  // latest ask (`last`). `recent_` orders them by their latest ask, least recent first.
   struct Waiting {
     int64_t asks = 0;
     uint64_t first = 0;
     uint64_t last = 0;
   };
   std::map<std::string, Waiting> waiting_ ABSL_GUARDED_BY(mu_);
-  std::set<std::tuple<int64_t, uint64_t, std::string>> rank_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::string> recent_ ABSL_GUARDED_BY(mu_);
   uint64_t asks_seen_ ABSL_GUARDED_BY(mu_) = 0;
   // URLs whose certificate a post is fetching now.
