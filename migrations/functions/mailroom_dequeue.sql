@@ -62,11 +62,32 @@ BEGIN
         v_moved := TRUE;
     END IF;
 
-    -- 0. Lease batches whose lease ran out (of the lanes this call serves) become per-job rows
-    --    due at once (mailroom_expire_lease_batches): step 1 hands them out again like any
-    --    other lease that ran out (hand-out count 2, lost_leases + 1 unless the holder left).
+    -- 0. Lease batches whose lease ran out (of the lanes this call serves): their jobs without
+    --    an outcome become per-job rows as their lease left them ('leased', the batch's owner,
+    --    lease end and holder_left, attempt 1), due at once: step 1 hands them out again like
+    --    any other lease that ran out (attempt 2, lost_leases + 1 unless the holder left). A
+    --    batch an acknowledgement holds right now is skipped and taken at a later call.
     IF p_limit > 0 THEN
-        PERFORM mailroom_expire_lease_batches(g.id, p_recoveries_only, NULL);
+        WITH x AS (
+            SELECT b.batch_id FROM lease_batches b
+             WHERE b.group_id = g.id AND b.state = 'leased' AND b.due_at <= now()
+               AND (b.recovery OR NOT p_recoveries_only)
+             -- The order makes the plan lease_batches_due_idx's range even without
+             -- statistics (as the due-again scans of deliveries below).
+             ORDER BY b.due_at
+               FOR UPDATE SKIP LOCKED
+        ), e AS (
+            UPDATE lease_batches b SET state = 'expired', updated_at = now()
+              FROM x
+             WHERE b.batch_id = x.batch_id
+            RETURNING b.group_id, b.owner, b.due_at, b.holder_left, b.recovery, b.ids, b.done
+        )
+        INSERT INTO deliveries (group_id, token_id, state, attempts, owner, due_at, holder_left,
+                                recovery)
+        SELECT e.group_id, u.id, 'leased', 1, e.owner, e.due_at, e.holder_left, e.recovery
+          FROM e CROSS JOIN LATERAL unnest(e.ids) WITH ORDINALITY AS u(id, slot)
+         WHERE get_bit(e.done, u.slot::INT - 1) = 0
+        ON CONFLICT DO NOTHING;
     END IF;
 
     FOREACH v_class IN ARRAY ARRAY['password_recovery', 'activation']::token_action[] LOOP

@@ -1,6 +1,7 @@
--- For group p_group_id: expires up to p_limit lease batches whose lease ran out
--- (mailroom_expire_lease_batches, as mailroom_dequeue's step 0 does), then, among the p_limit
--- jobs that have waited longest to be handed out again ('leased' with the lease run out, or 'retry' due), records those whose token expired
+-- For group p_group_id: expires up to p_limit lease batches whose lease ran out (their jobs
+-- without an outcome become 'leased' per-job rows of hand-out count 1, due at once, as in
+-- mailroom_dequeue's step 0), then, among the p_limit jobs that have waited longest to be handed
+-- out again ('leased' with the lease run out, or 'retry' due), records those whose token expired
 -- before p_before_epoch (Unix seconds) as 'expired' and those whose token is gone as 'cancelled'.
 -- Rows another transaction holds are skipped. Returns the lease batches expired, the jobs
 -- recorded and whether to call again (a call that reached its limit and did something). The
@@ -18,7 +19,25 @@ DECLARE
     v_seen    BIGINT;
     v_jobs    BIGINT;
 BEGIN
-    v_batches := mailroom_expire_lease_batches(p_group_id, false, p_limit);
+    WITH x AS (
+        SELECT b.batch_id FROM lease_batches b
+         WHERE b.group_id = p_group_id AND b.state = 'leased' AND b.due_at <= now()
+         ORDER BY b.due_at LIMIT p_limit
+           FOR UPDATE SKIP LOCKED
+    ), e AS (
+        UPDATE lease_batches b SET state = 'expired', updated_at = now()
+          FROM x
+         WHERE b.batch_id = x.batch_id
+        RETURNING b.group_id, b.owner, b.due_at, b.holder_left, b.recovery, b.ids, b.done
+    ), ins AS (
+        INSERT INTO deliveries (group_id, token_id, state, attempts, owner, due_at, holder_left,
+                                recovery)
+        SELECT e.group_id, u.id, 'leased', 1, e.owner, e.due_at, e.holder_left, e.recovery
+          FROM e CROSS JOIN LATERAL unnest(e.ids) WITH ORDINALITY AS u(id, slot)
+         WHERE get_bit(e.done, u.slot::INT - 1) = 0
+        ON CONFLICT DO NOTHING
+    )
+    SELECT count(*) INTO v_batches FROM e;
 
     WITH x AS (
         SELECT d.token_id FROM deliveries d
