@@ -137,7 +137,7 @@ TEST_F(SchemaTest, AnApplicationRoleWithTheListedRightsOnlySignsUpAndActivates) 
   EXPECT_THROW(app.exec("SELECT mailroom_collector_mark(false)"), pqxx::insufficient_privilege);
   EXPECT_THROW(app.exec("SELECT * FROM mailroom_dequeue('mailroom', 10, 'app', 60000)"),
                pqxx::insufficient_privilege);
-  EXPECT_THROW(app.exec("SELECT mailroom_expire_lease_batches(1, false, NULL)"),
+  EXPECT_THROW(app.exec("SELECT * FROM mailroom_expire_leases(1, 0, 10)"),
                pqxx::insufficient_privilege);
   app.exec("RESET ROLE");
   EXPECT_EQ(Text("SELECT status FROM accounts WHERE login = 'narrow'"), "active");

@@ -66,7 +66,10 @@ BEGIN
     --    an outcome become per-job rows as their lease left them ('leased', the batch's owner,
     --    lease end and holder_left, attempt 1), due at once: step 1 hands them out again like
     --    any other lease that ran out (attempt 2, lost_leases + 1 unless the holder left). A
-    --    batch an acknowledgement holds right now is skipped and taken at a later call.
+    --    batch an acknowledgement holds right now is skipped and taken at a later call. The
+    --    retention's mailroom_expire_leases runs the same statement with a limit; it is written
+    --    out here because calling a shared function cost an empty dequeue 0.06-0.2 ms more
+    --    (0.45-0.68 ms without it, measured alternately).
     IF p_limit > 0 THEN
         WITH x AS (
             SELECT b.batch_id FROM lease_batches b
