@@ -8,6 +8,8 @@ void DescribeCollectorMetrics(Metrics& m) {
   using T = Metrics::Type;
   m.Describe("mailroom_collector_wakeups_total", T::kCounter, "NOTIFY wake-ups received.");
   m.Describe("mailroom_collector_dequeues_total", T::kCounter, "Dequeue statements run.");
+  m.Describe("mailroom_collector_signups_collected_total", T::kCounter,
+             "Queued signups taken (their activation tokens created).");
   m.Describe("mailroom_collector_busy_total", T::kCounter,
              "Times the collector marked itself busy (commits stop notifying; it polls).");
   m.Describe("mailroom_collector_job_messages_total", T::kCounter,

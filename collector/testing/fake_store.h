@@ -83,6 +83,13 @@ class FakeStore : public Store {
   absl::Status EnsureGroup(const std::string& group, bool) override {
     return Record({"EnsureGroup", group});
   }
+  // Records the call; takes nothing.
+  absl::StatusOr<int> CollectSignups(int limit) override {
+    Call c{"CollectSignups"};
+    c.limit = limit;
+    if (auto e = Record(c); !e.ok()) return e;
+    return 0;
+  }
   absl::StatusOr<std::vector<StoredJob>> Dequeue(const std::string& group, int limit,
                                                  const std::string& owner,
                                                  absl::Duration lease) override {

@@ -6,10 +6,9 @@
 -- statement works). Planner settings keep index probes whatever the statistics (and JIT off:
 -- a disabled scan's cost would otherwise JIT-compile every statement).
 --
--- Not run (the trigger's WHEN) for a token that a trigger inserts with its address: the
--- activation token of a new account, which trg_before_account_insert decides itself. Every
--- token the application inserts itself, and one a trigger inserts without an address, is
--- decided here.
+-- Every token is decided here: those the application inserts (password recoveries), the
+-- activation tokens the collector creates for queued signups (mailroom_collect_signups) and the
+-- one an un-suspension creates (trg_before_account_status_change).
 CREATE OR REPLACE FUNCTION trg_before_token_insert_limits() RETURNS trigger
     LANGUAGE plpgsql
     SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off SET jit = off
@@ -34,8 +33,9 @@ BEGIN
     END IF;
 
     -- The account's row lock serialises requests for one account. The row is missing when the
-    -- account is being inserted in this statement: then only the inserter's address is known,
-    -- and the account has no earlier request to count.
+    -- account is inserted later in the application's transaction (the foreign key is
+    -- deferred): then only the inserter's address is known, and the account has no earlier
+    -- request to count.
     SELECT lower(trim(a.email)) INTO v_address FROM accounts a
      WHERE a.id = NEW.account FOR NO KEY UPDATE;
     IF FOUND THEN
@@ -84,5 +84,4 @@ END;
 $$;
 
 CREATE OR REPLACE TRIGGER before_token_insert_limits BEFORE INSERT ON tokens FOR EACH ROW
-    WHEN (NEW.address IS NULL OR pg_trigger_depth() = 0)
     EXECUTE FUNCTION trg_before_token_insert_limits();
