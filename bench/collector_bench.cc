@@ -369,13 +369,25 @@ void Signups(testing::PgServer& pg, const std::vector<int>& clients, int seconds
     pqxx::connection c(url);
     pqxx::nontransaction tx(c);
     tx.exec(absl::StrCat("ALTER TABLE accounts ", on ? "ENABLE" : "DISABLE", " TRIGGER USER"));
+    // Each run starts with no queued signup (the run without a collector leaves all of its).
+    tx.exec("DO $$ BEGIN IF to_regclass('mailroom_signups') IS NOT NULL THEN"
+            " TRUNCATE mailroom_signups; END IF; END $$");
     tx.exec("CHECKPOINT");
+  };
+  // Signups queued and not yet collected (their tokens not made): the work a run left behind.
+  auto queued = [&]() -> int64_t {
+    pqxx::connection c(url);
+    pqxx::nontransaction tx(c);
+    return tx.exec1("SELECT CASE WHEN to_regclass('mailroom_signups') IS NULL THEN 0"
+                    " ELSE (SELECT count(*) FROM mailroom_signups) END")[0]
+        .as<int64_t>();
   };
   std::printf("application signups/s (pgbench, one INSERT INTO accounts per transaction, %d s"
               " per run, fsync on, alternating runs on one database):\n",
               seconds);
   for (int n : clients) {
     std::map<std::string, std::vector<double>> tps;
+    std::map<std::string, std::vector<int64_t>> left;
     const std::vector<std::string> kinds = {"triggers disabled", "mailroom, collector busy-polling",
                                             "mailroom, every commit notifies",
                                             "mailroom, no collector"};
@@ -403,6 +415,7 @@ void Signups(testing::PgServer& pg, const std::vector<int>& clients, int seconds
           acker = std::thread(AckLoop, sub.get(), &stop, &acked);
         }
         tps[kind].push_back(Pgbench(pg, db, script, n, seconds));
+        left[kind].push_back(queued());
         if (collector) {
           stop = true;
           acker.join();
@@ -416,9 +429,11 @@ void Signups(testing::PgServer& pg, const std::vector<int>& clients, int seconds
       }
     }
     for (const std::string& kind : kinds) {
-      std::string runs;
+      std::string runs, queue;
       for (double t : tps[kind]) absl::StrAppend(&runs, runs.empty() ? "" : ", ", int(t + 0.5));
-      std::printf("  clients=%d %s: %s signups/s\n", n, kind.c_str(), runs.c_str());
+      for (int64_t q : left[kind]) absl::StrAppend(&queue, queue.empty() ? "" : ", ", q);
+      std::printf("  clients=%d %s: %s signups/s (signups still queued at the end: %s)\n", n,
+                  kind.c_str(), runs.c_str(), queue.c_str());
     }
     std::fflush(stdout);
   }

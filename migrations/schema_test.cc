@@ -1660,6 +1660,49 @@ TEST_F(LimitsTest, ASignupRunsOnlyTheAccountTrigger) {
             "trg_before_account_insert=1,trg_before_token_insert_limits=2");
 }
 
+// A queued signup becomes a token only for an account that still exists, is still
+// 'provisioned' and has no live activation token; every queued row is taken once, whatever
+// becomes of it. Rows for ids no account has (a row an INSERT ... ON CONFLICT DO NOTHING
+// skipped, or one the application's role queued itself) are dropped.
+TEST_F(SchemaTest, ACollectedSignupMakesATokenOnlyForAProvisionedAccountWithoutALiveOne) {
+  Exec("INSERT INTO accounts (email, login) VALUES ('a@example.com', 'a'), ('b@example.com', 'b'),"
+       " ('c@example.com', 'c'), ('d@example.com', 'd')");
+  Exec("INSERT INTO accounts (email, login) VALUES ('a@example.com', 'a2') ON CONFLICT DO NOTHING");
+  Exec("INSERT INTO mailroom_signups (account) VALUES (999999)");
+  Exec("DELETE FROM accounts WHERE login = 'b'");
+  Exec("UPDATE accounts SET status = 'suspended' WHERE login IN ('c', 'd')");
+  Exec("UPDATE accounts SET status = 'active' WHERE login = 'd'");  // back to provisioned
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 1);  // d's, made by its un-suspension
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 6);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_signups"), 0);
+  EXPECT_EQ(Text("SELECT string_agg(a.login || ':' || t.action, ',' ORDER BY a.login)"
+                 "  FROM tokens t JOIN accounts a ON a.id = t.account"),
+            "a:activation,d:activation");
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 0);
+  // c, un-suspended later, gets its token then.
+  Exec("UPDATE accounts SET status = 'active' WHERE login = 'c'");
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens t JOIN accounts a ON a.id = t.account"
+                " WHERE a.login = 'c'"),
+            1);
+}
+
+// Two collectors collecting at once take different rows without waiting for each other, and
+// together every queued signup exactly once.
+TEST_F(SchemaTest, CollectorsCollectingAtOnceTakeEachSignupOnce) {
+  Exec("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com', 'u' || i"
+       "  FROM generate_series(1, 2000) i");
+  pqxx::connection c1(url_), c2(url_);
+  pqxx::work t1(c1), t2(c2);
+  t2.exec("SET LOCAL lock_timeout = '5s'");
+  EXPECT_EQ(t1.exec1("SELECT mailroom_collect_signups(1500)")[0].as<int>(), 1500);
+  EXPECT_EQ(t2.exec1("SELECT mailroom_collect_signups(1500)")[0].as<int>(), 500);
+  t1.commit();
+  t2.commit();
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_signups"), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 2000);
+  EXPECT_EQ(Int("SELECT count(DISTINCT account) FROM tokens"), 2000);
+}
+
 // The limits a signup's activation is decided under, each set to 0: every activation refused.
 TEST_F(LimitsTest, ASignupsActivationFollowsLimitsOfZero) {
   Exec("UPDATE mailroom_settings SET activation_limit_per_account = 0");
