@@ -243,7 +243,8 @@ void Dispatcher::Run() {
     }
     std::vector<std::string> groups;
     const bool busy_poll = busy_ && now >= busy_poll_at_;
-    const bool full_round = drain || gate.Ready(now) || now >= next_poll || busy_poll;
+    const bool full_round = drain || gate.Ready(now) || now >= next_poll || busy_poll ||
+                            (collect_retry_ && now >= collect_retry_->at);
     if (full_round) {
       if (gate.Ready(now)) {
         Log(wakeup_log, "processing wake-ups",
@@ -317,6 +318,8 @@ void Dispatcher::Run() {
     if (busy_) deadline = std::min(deadline, busy_poll_at_);
     if (settle_) deadline = std::min(deadline, settle_->check_at);
     for (const auto& [group, retry] : group_retry_) deadline = std::min(deadline, retry.at);
+    if (collect_retry_) deadline = std::min(deadline, collect_retry_->at);
+    if (drain) deadline = clock_->Now();  // more signups queued than one round collected
     Wait(deadline);
     if (stop_) break;
     absl::StatusOr<int> notified = listener_->TakeNotifications();

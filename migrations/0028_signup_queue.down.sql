@@ -1,7 +1,9 @@
 -- Back before 0028: the account's trigger creates the activation token in the application's
 -- transaction. Queued signups become tokens here first (the limits trigger decides them), then
 -- the previous trigger function is put back (not left to the source files) so that the
--- application's inserts keep working until the next `collector migrate up`.
+-- application's inserts keep working until the next `collector migrate up`. Signups wait for
+-- the lock meanwhile, so none is queued after the queue was read and before it is dropped.
+LOCK TABLE accounts IN SHARE ROW EXCLUSIVE MODE;
 INSERT INTO tokens (account, action, created_at)
 SELECT s.account, 'activation', s.requested_at
   FROM mailroom_signups s JOIN accounts a ON a.id = s.account
@@ -55,7 +57,14 @@ $$;
 
 CREATE OR REPLACE TRIGGER before_account_insert BEFORE INSERT ON accounts FOR EACH ROW EXECUTE FUNCTION trg_before_account_insert();
 
--- The limits trigger skips the tokens that function decides itself.
-CREATE OR REPLACE TRIGGER before_token_insert_limits BEFORE INSERT ON tokens FOR EACH ROW
-    WHEN (NEW.address IS NULL OR pg_trigger_depth() = 0)
-    EXECUTE FUNCTION trg_before_token_insert_limits();
+-- The limits trigger skips the tokens that function decides itself (when its function exists:
+-- a database whose function files were never applied has neither).
+DO $$
+BEGIN
+    IF to_regprocedure('trg_before_token_insert_limits()') IS NOT NULL THEN
+        CREATE OR REPLACE TRIGGER before_token_insert_limits BEFORE INSERT ON tokens FOR EACH ROW
+            WHEN (NEW.address IS NULL OR pg_trigger_depth() = 0)
+            EXECUTE FUNCTION trg_before_token_insert_limits();
+    END IF;
+END;
+$$;

@@ -1,7 +1,7 @@
 -- A signup queues its activation request; the collector creates the token.
 --
 -- Before: the account's BEFORE INSERT trigger created the activation token inside the
--- application's transaction: the token row and its four index entries, the per-address counter's
+-- application's transaction: the token row and its five index entries, the per-address counter's
 -- upsert and the deferred foreign key's check at commit, about 150 us of the signup's CPU.
 --
 -- Now the trigger appends one narrow row to mailroom_signups (the account's id and the time of
@@ -18,6 +18,24 @@ CREATE TABLE mailroom_signups (
 ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000,
         autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 10000,
         autovacuum_vacuum_cost_delay = 0);
+
+-- The signup's trigger runs as the role that inserts the account: every role (or PUBLIC) that
+-- may insert into accounts may queue its signups, from this transaction on, so signups keep
+-- working through the upgrade.
+DO $$
+DECLARE
+    r RECORD;
+BEGIN
+    FOR r IN SELECT DISTINCT a.grantee FROM pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a
+              WHERE c.oid = 'accounts'::regclass AND a.privilege_type = 'INSERT' LOOP
+        IF r.grantee = 0 THEN
+            GRANT INSERT ON mailroom_signups TO PUBLIC;
+        ELSE
+            EXECUTE format('GRANT INSERT ON mailroom_signups TO %I', r.grantee::regrole::text);
+        END IF;
+    END LOOP;
+END;
+$$;
 
 -- The wake-up trigger's function now serves both tables: renamed, it keeps the tokens trigger
 -- that uses it until its file (trg_wake_collector) replaces the body. A database whose function

@@ -2,7 +2,6 @@
 // against a throwaway PostgreSQL, one fresh database per test.
 #include <pqxx/pqxx>
 #include <algorithm>
-#include <chrono>
 #include <functional>
 #include <regex>
 #include <set>
@@ -1701,6 +1700,68 @@ TEST_F(SchemaTest, CollectorsCollectingAtOnceTakeEachSignupOnce) {
   EXPECT_EQ(Int("SELECT count(*) FROM mailroom_signups"), 0);
   EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 2000);
   EXPECT_EQ(Int("SELECT count(DISTINCT account) FROM tokens"), 2000);
+}
+
+// Collection never waits for the application: a signup whose account row an open transaction
+// holds, or whose address's counter row one holds (a recovery inserted and not yet committed),
+// stays queued; the others are collected at once; the held ones on a call after the commits.
+TEST_F(SchemaTest, ACollectionSkipsSignupsWhoseRowsTheApplicationHolds) {
+  Exec("INSERT INTO accounts (email, login) VALUES ('free@example.com', 'free'),"
+       " ('held@example.com', 'held'), ('addr@example.com', 'addr')");
+  // addr's address already has a counter row (an earlier activation of another account).
+  Exec("INSERT INTO mailroom_address_requests (address, action, times)"
+       " VALUES ('addr@example.com', 'activation', ARRAY[EXTRACT(EPOCH FROM now())::BIGINT])");
+  pqxx::connection app1(url_), app2(url_);
+  pqxx::work t1(app1), t2(app2);
+  t1.exec("UPDATE accounts SET locale = 'de' WHERE login = 'held'");
+  t2.exec("UPDATE mailroom_address_requests SET times = times WHERE address = 'addr@example.com'");
+  // Waiting for either would end in lock_timeout's error after 1 s.
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 1);
+  EXPECT_EQ(Text("SELECT string_agg(a.login, ',') FROM tokens t JOIN accounts a"
+                 " ON a.id = t.account"),
+            "free");
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_signups"), 2);
+  t1.commit();
+  t2.commit();
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 2);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 3);
+}
+
+// A collection that finds nothing to make inserts no row, so it sends no NOTIFY even while a
+// collector is idle (a statement trigger fires for a statement that inserts nothing): an idle
+// collector's own polls must not wake it.
+TEST_F(SchemaTest, ACollectionThatMakesNoTokenSendsNoNotify) {
+  class Receiver : public pqxx::notification_receiver {
+   public:
+    Receiver(pqxx::connection_base& c, const std::string& ch)
+        : pqxx::notification_receiver(c, ch) {}
+    void operator()(const std::string&, int) override { ++count; }
+    int count = 0;
+  };
+  pqxx::connection listener(url_);
+  Receiver r(listener, Text("SELECT channel FROM mailroom_settings"));
+  pqxx::nontransaction(listener).exec("SELECT mailroom_collector_mark(true)");
+  Exec("INSERT INTO accounts (email, login) VALUES ('n@example.com', 'n')");
+  listener.await_notification(5, 0);
+  ASSERT_EQ(r.count, 1);  // the signup's own wake-up
+  Exec("UPDATE accounts SET status = 'suspended'");
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 1);  // taken, no token made
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 0);  // nothing queued
+  Exec("SELECT pg_notify((SELECT channel FROM mailroom_settings), 'marker')");
+  listener.await_notification(5, 0);
+  EXPECT_EQ(r.count, 2);  // only the marker
+}
+
+// The abuse limits' windows are counted back from the signup's time, not the collection's: a
+// collection that comes later than the window (collectors down for a day) still counts the
+// requests made inside it.
+TEST_F(SchemaTest, ALateCollectionCountsTheLimitsAtTheSignupsTime) {
+  Exec("INSERT INTO accounts (email, login) SELECT 'Late@Example.com' || repeat(' ', i), 'l' || i"
+       "  FROM generate_series(1, 5) i");
+  Exec("UPDATE mailroom_signups SET requested_at = requested_at - 2 * 86400");
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 5);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE NOT rate_limited"), 3);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE rate_limited"), 2);
 }
 
 // The limits a signup's activation is decided under, each set to 0: every activation refused.

@@ -23,7 +23,9 @@ DECLARE
     v_reason     TEXT;
 BEGIN
     SELECT * INTO s FROM mailroom_settings;
-    v_since := EXTRACT(EPOCH FROM now())::BIGINT - s.limit_window_seconds;
+    -- The window ends at the request's time: a collected signup's token carries its signup's
+    -- time, however late it was collected.
+    v_since := NEW.created_at - s.limit_window_seconds;
     IF NEW.action = 'password_recovery' THEN
         v_acct_limit := s.recovery_limit_per_account;
         v_addr_limit := s.recovery_limit_per_address;
