@@ -309,7 +309,9 @@ void Latency(testing::PgServer& pg, const std::string& label, int rate, int seco
       absl::SleepFor(absl::Milliseconds(10));
     }
   }
-  const auto [dequeues, dequeue_ms] = PgFunctions(url)["mailroom_dequeue"];
+  auto functions = PgFunctions(url);
+  const auto [dequeues, dequeue_ms] = functions["mailroom_dequeue"];
+  const auto [collects, collect_ms] = functions["mailroom_collect_signups"];
   std::printf("  %s: %zu of %d single-row commits from %d connections, offered %d/s, achieved"
               " %.0f/s (COMMIT p50 %.2f ms, p99 %.2f ms), batch timeout 0: commit-to-stream"
               " latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (p99 first second %.2f ms,"
@@ -323,6 +325,10 @@ void Latency(testing::PgServer& pg, const std::string& label, int rate, int seco
               static_cast<long long>(dequeues),
               dequeues > 0 ? double(jobs.size()) / dequeues : 0.0,
               dequeues > 0 ? dequeue_ms / dequeues : 0.0);
+  if (collects > 0) {
+    std::printf("    %lld signup collections, %.2f ms each in PostgreSQL (%.0f ms in all)\n",
+                static_cast<long long>(collects), collect_ms / collects, collect_ms);
+  }
   std::fflush(stdout);
 }
 

@@ -24,11 +24,19 @@
 --
 -- Plans: the queue is read by the only path there is (a sequential scan stopped at p_limit;
 -- the DELETE by ctid) and every other table by index probes per row (accounts' primary key,
--- the counters' primary key, the account's tokens by (account, action, created_at)): with hash
--- joins allowed the planner, without statistics for a queue emptied as it fills, read the
--- whole of accounts and tokens on every call, and collection fell behind at 1,000 signups a
--- second. The commit is synchronous when it took rows (a token sent must not be lost with an
--- asynchronous commit); a call that takes nothing writes nothing.
+-- the counters' primary key, the account's tokens by (account, action, created_at)), whatever
+-- the statistics: each look-up of a collected row is a LATERAL subquery with LIMIT 1, which the
+-- planner cannot turn into a join. With plain joins it read the whole of accounts (and of the
+-- counters) on every call when the statistics were older than the table, so a call cost
+-- O(accounts) and collection fell behind at 1,000 signups a second.
+--
+-- The commit is asynchronous, as the dequeue's: waiting for the WAL flush in every collecting
+-- round put a disk flush between every signup and its stream. Any later synchronous commit (a
+-- sender's acknowledgement) flushes it first, the WAL being sequential; a crash of PostgreSQL
+-- within the WAL writer's delay (200 ms) of a collection loses its tokens and its deletions
+-- together, so those signups are queued again and collected again, and an email sent in that
+-- window carries a token that no longer exists: the user gets a second email whose token works.
+-- A call that takes nothing writes nothing.
 CREATE OR REPLACE FUNCTION mailroom_collect_signups(p_limit INT) RETURNS INT
     LANGUAGE plpgsql
     SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off
@@ -46,6 +54,7 @@ DECLARE
     v_new      BIGINT[];
     v_new_at   BIGINT[];
 BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
     SELECT array_agg(x.ctid), array_agg(x.account) INTO v_tids, v_accounts
       FROM (SELECT q.ctid, q.account FROM mailroom_signups q
              LIMIT p_limit FOR UPDATE SKIP LOCKED) x;
@@ -63,13 +72,13 @@ BEGIN
                FOR UPDATE SKIP LOCKED) r;
     -- Held by another transaction: an existing account this call could not lock, or one whose
     -- address has a counter row this call could not lock.
-    SELECT coalesce(array_agg(a.id), '{}') INTO v_held
-      FROM accounts a
-     WHERE a.id = ANY (v_accounts)
-       AND (a.id <> ALL (v_locked)
-            OR EXISTS (SELECT 1 FROM mailroom_address_requests r
-                        WHERE r.address = lower(trim(a.email)) AND r.action = 'activation'
-                          AND r.address <> ALL (v_mine)));
+    SELECT coalesce(array_agg(u.id), '{}') INTO v_held
+      FROM unnest(v_accounts) AS u(id)
+     CROSS JOIN LATERAL (SELECT a.email FROM accounts a WHERE a.id = u.id LIMIT 1) a
+      LEFT JOIN LATERAL (SELECT r.address FROM mailroom_address_requests r
+                          WHERE r.address = lower(trim(a.email)) AND r.action = 'activation'
+                          LIMIT 1) r ON true
+     WHERE u.id <> ALL (v_locked) OR (r.address IS NOT NULL AND r.address <> ALL (v_mine));
 
     WITH d AS (
         DELETE FROM mailroom_signups q
@@ -86,7 +95,8 @@ BEGIN
       INTO v_new, v_new_at
       FROM (SELECT u.account, u.at, lower(trim(a.email)) AS address
               FROM unnest(v_taken, v_at) AS u(account, at)
-              JOIN accounts a ON a.id = u.account
+             CROSS JOIN LATERAL (SELECT a.email, a.status FROM accounts a
+                                  WHERE a.id = u.account LIMIT 1) a
              WHERE a.status = 'provisioned'
                AND NOT EXISTS (SELECT 1 FROM tokens l
                                 WHERE l.account = u.account AND l.action = 'activation'
