@@ -394,6 +394,7 @@ void Signups(testing::PgServer& pg, const std::vector<int>& clients, int seconds
   for (int n : clients) {
     std::map<std::string, std::vector<double>> tps;
     std::map<std::string, std::vector<int64_t>> left;
+    std::map<std::string, std::vector<double>> catch_up;
     const std::vector<std::string> kinds = {"triggers disabled", "mailroom, collector busy-polling",
                                             "mailroom, every commit notifies",
                                             "mailroom, no collector"};
@@ -422,6 +423,14 @@ void Signups(testing::PgServer& pg, const std::vector<int>& clients, int seconds
         }
         tps[kind].push_back(Pgbench(pg, db, script, n, seconds));
         left[kind].push_back(queued());
+        // The collector catches up once the burst is over: how long until nothing is queued.
+        if (collector && left[kind].back() > 0) {
+          const absl::Time start = absl::Now();
+          while (queued() > 0 && absl::Now() - start < absl::Seconds(300)) {
+            absl::SleepFor(absl::Milliseconds(100));
+          }
+          catch_up[kind].push_back(absl::ToDoubleSeconds(absl::Now() - start));
+        }
         if (collector) {
           stop = true;
           acker.join();
@@ -438,8 +447,15 @@ void Signups(testing::PgServer& pg, const std::vector<int>& clients, int seconds
       std::string runs, queue;
       for (double t : tps[kind]) absl::StrAppend(&runs, runs.empty() ? "" : ", ", int(t + 0.5));
       for (int64_t q : left[kind]) absl::StrAppend(&queue, queue.empty() ? "" : ", ", q);
-      std::printf("  clients=%d %s: %s signups/s (signups still queued at the end: %s)\n", n,
-                  kind.c_str(), runs.c_str(), queue.c_str());
+      std::string caught;
+      for (double c : catch_up[kind]) {
+        char one[32];
+        std::snprintf(one, sizeof(one), "%.1f", c);
+        absl::StrAppend(&caught, caught.empty() ? "" : ", ", one);
+      }
+      std::printf("  clients=%d %s: %s signups/s (signups still queued at the end: %s%s%s)\n",
+                  n, kind.c_str(), runs.c_str(), queue.c_str(),
+                  caught.empty() ? "" : "; collected after the run in s: ", caught.c_str());
     }
     std::fflush(stdout);
   }

@@ -97,11 +97,12 @@ BEGIN
               FROM unnest(v_taken, v_at) AS u(account, at)
              CROSS JOIN LATERAL (SELECT a.email, a.status FROM accounts a
                                   WHERE a.id = u.account LIMIT 1) a
-             WHERE a.status = 'provisioned'
-               AND NOT EXISTS (SELECT 1 FROM tokens l
-                                WHERE l.account = u.account AND l.action = 'activation'
-                                  AND l.consumed_at IS NULL
-                                  AND l.expires_at > EXTRACT(EPOCH FROM now()))) x;
+              LEFT JOIN LATERAL (SELECT l.id FROM tokens l
+                                  WHERE l.account = u.account AND l.action = 'activation'
+                                    AND l.consumed_at IS NULL
+                                    AND l.expires_at > EXTRACT(EPOCH FROM now())
+                                  LIMIT 1) l ON true
+             WHERE a.status = 'provisioned' AND l.id IS NULL) x;
     IF v_new IS NOT NULL THEN
         INSERT INTO tokens (account, action, created_at)
         SELECT u.account, 'activation', u.at FROM unnest(v_new, v_new_at) AS u(account, at);
