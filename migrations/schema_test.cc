@@ -1432,6 +1432,26 @@ TEST_F(PriorityTest, NewGroupsKeepEveryTokenOnce) {
   EXPECT_EQ(Dequeue(1000).size(), 99u);
 }
 
+// The upgrade that queues signups grants INSERT on the queue to every role that could insert
+// accounts, so the application's signups keep working through it with no GRANT of its own.
+TEST_F(SchemaTest, TheApplicationsRoleSignsUpAcrossTheUpgradeToTheSignupQueue) {
+  ASSERT_TRUE(MigrateDown(url_, EmbeddedMigrations(), 27).ok());
+  conn_ = std::make_unique<pqxx::connection>(url_);
+  Exec("DROP ROLE IF EXISTS mailroom_test_upgrade");
+  Exec("CREATE ROLE mailroom_test_upgrade");
+  Exec("GRANT SELECT, INSERT, UPDATE ON accounts, tokens, mailroom_address_requests"
+       " TO mailroom_test_upgrade");
+  Exec("GRANT SELECT ON mailroom_settings TO mailroom_test_upgrade");
+  Exec("GRANT USAGE ON SEQUENCE accounts_id_seq, tokens_id_seq TO mailroom_test_upgrade");
+  ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
+  pqxx::connection c(url_);
+  pqxx::nontransaction app(c);
+  app.exec("SET ROLE mailroom_test_upgrade");
+  app.exec("INSERT INTO accounts (email, login) VALUES ('up@example.com', 'up')");
+  CollectSignups();
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 1);
+}
+
 TEST_F(SchemaTest, UpDownUpLeavesAWorkingSchema) {
   ASSERT_TRUE(MigrateDown(url_, EmbeddedMigrations(), 0).ok());
   ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
