@@ -20,6 +20,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// Counts the notifications of one channel a connection receives.
+class CountingReceiver : public pqxx::notification_receiver {
+ public:
+  CountingReceiver(pqxx::connection_base& c, const std::string& channel)
+      : pqxx::notification_receiver(c, channel) {}
+  void operator()(const std::string&, int) override { ++count; }
+  int count = 0;
+};
+
 class SchemaTest : public testing::MigratedDatabaseTest {
  protected:
   pqxx::row Row(const std::string& sql) {
@@ -164,15 +173,8 @@ TEST_F(SchemaTest, TokensHaveOnlyTheIndexesTheirReadersNeed) {
 // A signup wakes the collector itself (its queued row's statement NOTIFYs), as a token the
 // application inserts does.
 TEST_F(SchemaTest, TokenInsertNotifiesTheConfiguredChannel) {
-  class Receiver : public pqxx::notification_receiver {
-   public:
-    Receiver(pqxx::connection_base& c, const std::string& ch)
-        : pqxx::notification_receiver(c, ch) {}
-    void operator()(const std::string&, int) override { ++count; }
-    int count = 0;
-  };
   pqxx::connection listener(url_);
-  Receiver r(listener, Row("SELECT channel FROM mailroom_settings")[0].as<std::string>());
+  CountingReceiver r(listener, Text("SELECT channel FROM mailroom_settings"));
   // Commits notify while some collector is idle: this listener registers as an idle one.
   pqxx::nontransaction(listener).exec("SELECT mailroom_collector_mark(true)");
   Exec("INSERT INTO accounts (email, login) VALUES ('a@example.com', 'a')");
@@ -198,7 +200,7 @@ TEST_F(SchemaTest, TokenInsertNotifiesTheConfiguredChannel) {
 
   // The channel is one setting: change it and the trigger follows.
   Exec("UPDATE mailroom_settings SET channel = 'other_channel'");
-  Receiver other(listener, "other_channel");
+  CountingReceiver other(listener, "other_channel");
   Exec("INSERT INTO accounts (email, login) VALUES ('c@example.com', 'c')");
   listener.await_notification(5, 0);
   EXPECT_EQ(other.count, 1);
@@ -1751,15 +1753,8 @@ TEST_F(SchemaTest, ACollectionSkipsSignupsWhoseRowsTheApplicationHolds) {
 // collector is idle (a statement trigger fires for a statement that inserts nothing): an idle
 // collector's own polls must not wake it.
 TEST_F(SchemaTest, ACollectionThatMakesNoTokenSendsNoNotify) {
-  class Receiver : public pqxx::notification_receiver {
-   public:
-    Receiver(pqxx::connection_base& c, const std::string& ch)
-        : pqxx::notification_receiver(c, ch) {}
-    void operator()(const std::string&, int) override { ++count; }
-    int count = 0;
-  };
   pqxx::connection listener(url_);
-  Receiver r(listener, Text("SELECT channel FROM mailroom_settings"));
+  CountingReceiver r(listener, Text("SELECT channel FROM mailroom_settings"));
   pqxx::nontransaction(listener).exec("SELECT mailroom_collector_mark(true)");
   Exec("INSERT INTO accounts (email, login) VALUES ('n@example.com', 'n')");
   listener.await_notification(5, 0);
