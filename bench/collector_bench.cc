@@ -129,6 +129,16 @@ void Drain(testing::PgServer& pg, const std::string& label, int n, bool analyze)
                            std::min(n, done + 10000), ") i"));
       tx.commit();
     }
+    // The signups' tokens made as the collector makes them (1,000 a call), before the drain
+    // is timed: the drain measures handing out a backlog of tokens.
+    const absl::Time collect_start = absl::Now();
+    {
+      pqxx::nontransaction ctx(c);
+      while (ctx.exec1("SELECT mailroom_collect_signups(1000)")[0].as<int>() > 0) {
+      }
+    }
+    std::printf("  %s: made the %d signups' tokens (1,000 a call) in %.1f s\n", label.c_str(), n,
+                absl::ToDoubleSeconds(absl::Now() - collect_start));
     pqxx::nontransaction tx(c);
     if (analyze) tx.exec("VACUUM ANALYZE");
   }
@@ -309,7 +319,9 @@ void Latency(testing::PgServer& pg, const std::string& label, int rate, int seco
       absl::SleepFor(absl::Milliseconds(10));
     }
   }
-  const auto [dequeues, dequeue_ms] = PgFunctions(url)["mailroom_dequeue"];
+  auto functions = PgFunctions(url);
+  const auto [dequeues, dequeue_ms] = functions["mailroom_dequeue"];
+  const auto [collects, collect_ms] = functions["mailroom_collect_signups"];
   std::printf("  %s: %zu of %d single-row commits from %d connections, offered %d/s, achieved"
               " %.0f/s (COMMIT p50 %.2f ms, p99 %.2f ms), batch timeout 0: commit-to-stream"
               " latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (p99 first second %.2f ms,"
@@ -323,6 +335,10 @@ void Latency(testing::PgServer& pg, const std::string& label, int rate, int seco
               static_cast<long long>(dequeues),
               dequeues > 0 ? double(jobs.size()) / dequeues : 0.0,
               dequeues > 0 ? dequeue_ms / dequeues : 0.0);
+  if (collects > 0) {
+    std::printf("    %lld signup collections, %.2f ms each in PostgreSQL (%.0f ms in all)\n",
+                static_cast<long long>(collects), collect_ms / collects, collect_ms);
+  }
   std::fflush(stdout);
 }
 
@@ -369,13 +385,26 @@ void Signups(testing::PgServer& pg, const std::vector<int>& clients, int seconds
     pqxx::connection c(url);
     pqxx::nontransaction tx(c);
     tx.exec(absl::StrCat("ALTER TABLE accounts ", on ? "ENABLE" : "DISABLE", " TRIGGER USER"));
+    // Each run starts with no queued signup (the run without a collector leaves all of its).
+    tx.exec("DO $$ BEGIN IF to_regclass('mailroom_signups') IS NOT NULL THEN"
+            " TRUNCATE mailroom_signups; END IF; END $$");
     tx.exec("CHECKPOINT");
+  };
+  // Signups queued and not yet collected (their tokens not made): the work a run left behind.
+  auto queued = [&]() -> int64_t {
+    pqxx::connection c(url);
+    pqxx::nontransaction tx(c);
+    return tx.exec1("SELECT CASE WHEN to_regclass('mailroom_signups') IS NULL THEN 0"
+                    " ELSE (SELECT count(*) FROM mailroom_signups) END")[0]
+        .as<int64_t>();
   };
   std::printf("application signups/s (pgbench, one INSERT INTO accounts per transaction, %d s"
               " per run, fsync on, alternating runs on one database):\n",
               seconds);
   for (int n : clients) {
     std::map<std::string, std::vector<double>> tps;
+    std::map<std::string, std::vector<int64_t>> left;
+    std::map<std::string, std::vector<double>> catch_up;
     const std::vector<std::string> kinds = {"triggers disabled", "mailroom, collector busy-polling",
                                             "mailroom, every commit notifies",
                                             "mailroom, no collector"};
@@ -403,6 +432,15 @@ void Signups(testing::PgServer& pg, const std::vector<int>& clients, int seconds
           acker = std::thread(AckLoop, sub.get(), &stop, &acked);
         }
         tps[kind].push_back(Pgbench(pg, db, script, n, seconds));
+        left[kind].push_back(queued());
+        // The collector catches up once the burst is over: how long until nothing is queued.
+        if (collector && left[kind].back() > 0) {
+          const absl::Time start = absl::Now();
+          while (queued() > 0 && absl::Now() - start < absl::Seconds(300)) {
+            absl::SleepFor(absl::Milliseconds(100));
+          }
+          catch_up[kind].push_back(absl::ToDoubleSeconds(absl::Now() - start));
+        }
         if (collector) {
           stop = true;
           acker.join();
@@ -416,9 +454,18 @@ void Signups(testing::PgServer& pg, const std::vector<int>& clients, int seconds
       }
     }
     for (const std::string& kind : kinds) {
-      std::string runs;
+      std::string runs, queue;
       for (double t : tps[kind]) absl::StrAppend(&runs, runs.empty() ? "" : ", ", int(t + 0.5));
-      std::printf("  clients=%d %s: %s signups/s\n", n, kind.c_str(), runs.c_str());
+      for (int64_t q : left[kind]) absl::StrAppend(&queue, queue.empty() ? "" : ", ", q);
+      std::string caught;
+      for (double c : catch_up[kind]) {
+        char one[32];
+        std::snprintf(one, sizeof(one), "%.1f", c);
+        absl::StrAppend(&caught, caught.empty() ? "" : ", ", one);
+      }
+      std::printf("  clients=%d %s: %s signups/s (signups still queued at the end: %s%s%s)\n",
+                  n, kind.c_str(), runs.c_str(), queue.c_str(),
+                  caught.empty() ? "" : "; collected after the run in s: ", caught.c_str());
     }
     std::fflush(stdout);
   }

@@ -10,16 +10,20 @@
 #             work the transaction does, not the WAL flush it waits for nor the client's round
 #             trip), the variants below alternating for --rounds rounds; prints µs per signup
 #             (median over rounds) and the difference to the variant before:
-#               bare      mailroom's triggers on accounts disabled (no token)
-#               token     the account's trigger (before_account_insert): the activation token
-#                         (its column defaults, indexes and deferred foreign key check) and,
-#                         since 0027, its abuse limits
-#               +limits   and the token limits trigger (before_token_insert_limits: before 0027
-#                         the signup's abuse limits; since, its WHEN skips a signup's token)
-#               +notify   and the wake-up (after_token_inserted), that is mailroom as shipped
+#               bare      mailroom's triggers on accounts disabled (nothing queued)
+#               signup    the account's trigger (before_account_insert): one row queued in
+#                         mailroom_signups
+#               +notify   and the wake-up (after_signup_inserted), that is mailroom as shipped
+#             (with --migrations= a schema from before the signup queue: bare, token: the
+#             account's trigger creating the activation token, +limits: the token limits
+#             trigger, +notify: the wake-up after_token_inserted); then the collector's side: the
+#             queued signups made tokens by mailroom_collect_signups in batches of 1,000, CPU µs
+#             per token
 #   bulk      one INSERT INTO accounts ... SELECT ... FROM generate_series(1, N) per size, each
-#             into an emptied accounts table, and one COPY of the largest size: seconds, rows/s,
-#             and the tokens created (must equal the provisioned accounts).
+#             into an emptied accounts table, and one COPY of the largest size: seconds, rows/s
+#             and the signups queued; then the collector's side: every queued signup collected
+#             in batches of 1,000 (seconds, the backend's CPU per token) and the tokens created
+#             (must equal the provisioned accounts).
 #
 # Usage: bash bench/signup_cost.sh [--fsync=on|off] [--rounds=3] [--signups=5000]
 #                                  [--bulk=100000,300000,1000000] [--only=triggers|bulk]
@@ -89,18 +93,44 @@ echo "PostgreSQL $("${PSQL[@]}" -tAc 'SHOW server_version'), fsync $("${PSQL[@]}
      "max_locks_per_transaction $("${PSQL[@]}" -tAc 'SHOW max_locks_per_transaction')," \
      "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
+QUEUE=$("${PSQL[@]}" -tAc "SELECT to_regclass('mailroom_signups') IS NOT NULL")
 variant() {
   local acct=DISABLE limits=DISABLE notify=DISABLE
   case $1 in
     bare) ;;
-    token) acct=ENABLE ;;
+    token | signup) acct=ENABLE ;;
     +limits) acct=ENABLE limits=ENABLE ;;
     +notify) acct=ENABLE limits=ENABLE notify=ENABLE ;;
   esac
-  "${PSQL[@]}" -c "ALTER TABLE accounts $acct TRIGGER before_account_insert;
-                   ALTER TABLE tokens $limits TRIGGER before_token_insert_limits;
-                   ALTER TABLE tokens $notify TRIGGER after_token_inserted;"
+  if [[ $QUEUE == t ]]; then
+    "${PSQL[@]}" -c "ALTER TABLE accounts $acct TRIGGER before_account_insert;
+                     ALTER TABLE mailroom_signups $notify TRIGGER after_signup_inserted;"
+  else
+    "${PSQL[@]}" -c "ALTER TABLE accounts $acct TRIGGER before_account_insert;
+                     ALTER TABLE tokens $limits TRIGGER before_token_insert_limits;
+                     ALTER TABLE tokens $notify TRIGGER after_token_inserted;"
+  fi
 }
+# The collector's side: every queued signup made a token, 1,000 per call and transaction (as
+# the collector does); the backend's CPU is printed before and after, on lines "cpu".
+cat >"$DIR/collect.sql" <<'EOF'
+SELECT pg_backend_pid() AS pid \gset
+\setenv BPID :pid
+\! awk '{print "cpu", $14 + $15}' /proc/$BPID/stat
+CALL bench_collect();
+\! awk '{print "cpu", $14 + $15}' /proc/$BPID/stat
+EOF
+if [[ $QUEUE == t ]]; then
+  "${PSQL[@]}" <<'EOF'
+CREATE PROCEDURE bench_collect() LANGUAGE plpgsql AS $$
+BEGIN
+    WHILE mailroom_collect_signups(1000) > 0 LOOP
+        COMMIT;
+    END LOOP;
+END;
+$$;
+EOF
+fi
 
 if [[ -z $ONLY || $ONLY == triggers ]]; then
   # One signup per transaction, committed inside the server (a procedure), so that neither the
@@ -133,6 +163,8 @@ CALL bench_signups($SIGNUPS);
 EOF
   TICK=$(getconf CLK_TCK)
   VARIANTS=(bare token +limits +notify)
+  [[ $QUEUE == t ]] && VARIANTS=(bare signup +notify)
+  COLLECT=""
   declare -A US CPU
   for ((r = 1; r <= ROUNDS; r++)); do
     for v in "${VARIANTS[@]}"; do
@@ -142,6 +174,12 @@ EOF
       CPU[$v]+="$(echo "$out" | awk -v n="$SIGNUPS" -v t="$TICK" \
                     '/^cpu/ {c[++k] = $2} END {printf "%.1f", (c[2] - c[1]) / t * 1e6 / n}') "
     done
+    if [[ $QUEUE == t ]]; then
+      # The signup and +notify runs queued 2 x SIGNUPS rows.
+      out=$("${PSQL[@]}" -tA -f "$DIR/collect.sql")
+      COLLECT+="$(echo "$out" | awk -v n=$((2 * SIGNUPS)) -v t="$TICK" \
+                    '/^cpu/ {c[++k] = $2} END {printf "%.1f", (c[2] - c[1]) / t * 1e6 / n}') "
+    fi
   done
   median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
   echo
@@ -156,13 +194,17 @@ EOF
     printf '%-9s %12s %10s %12s   %s\n' "$v" "$m" "$added" "$(echo "${US[$v]}" | median)" "${CPU[$v]}"
     prev=$m
   done
+  if [[ $QUEUE == t ]]; then
+    printf '%-9s %12s %10s %12s   %s\n' collect "$(echo "$COLLECT" | median)" '' '' "$COLLECT"
+    echo "(collect: mailroom_collect_signups in the collector's transactions, CPU µs per token created)"
+  fi
   variant +notify
 fi
 
 if [[ -z $ONLY || $ONLY == bulk ]]; then
   echo
   echo "bulk import, one statement, one transaction, default settings"
-  printf '%-28s %9s %8s %11s %9s %12s\n' statement rows seconds 'rows/s' tokens 'CPU µs/row'
+  printf '%-28s %9s %8s %11s %9s %12s\n' statement rows seconds 'rows/s' 'queued/tokens' 'CPU µs/row'
   TICK=$(getconf CLK_TCK)
   # Runs one statement in a session of its own; prints its backend's CPU µs per row after a
   # line "cpu".
@@ -178,7 +220,25 @@ EOF
   cpu_per_row() {
     echo "$1" | awk -v n="$2" -v t="$TICK" '/^cpu/ {c[++k] = $2} END {printf "%.1f", (c[2] - c[1]) / t * 1e6 / n}'
   }
-  reset() { "${PSQL[@]}" -c "TRUNCATE accounts, tokens CASCADE" -c "CHECKPOINT"; }
+  reset() {
+    "${PSQL[@]}" -c "TRUNCATE accounts, tokens CASCADE" -c "CHECKPOINT"
+    if [[ $QUEUE == t ]]; then "${PSQL[@]}" -c "TRUNCATE mailroom_signups"; fi
+  }
+  queued() {
+    if [[ $QUEUE == t ]]; then "${PSQL[@]}" -tAc 'SELECT count(*) FROM mailroom_signups'
+    else "${PSQL[@]}" -tAc 'SELECT count(*) FROM tokens'; fi
+  }
+  # The collector's side of an import: every queued signup made a token.
+  collect() {
+    [[ $QUEUE == t ]] || return 0
+    local t0 s out
+    t0=$(date +%s.%N)
+    out=$("${PSQL[@]}" -tA -f "$DIR/collect.sql")
+    s=$(echo "$(date +%s.%N) - $t0" | bc -l)
+    printf '%-28s %9d %8.1f %11.0f %9s %12s\n' '  collected, 1,000 a call' "$1" "$s" \
+      "$(echo "$1 / $s" | bc -l)" "$("${PSQL[@]}" -tAc 'SELECT count(*) FROM tokens')" \
+      "$(cpu_per_row "$out" "$1")"
+  }
   largest=0
   for n in ${BULK//,/ }; do
     reset
@@ -192,8 +252,8 @@ EOF
     fi
     s=$(echo "$(date +%s.%N) - $t0" | bc -l)
     printf '%-28s %9d %8.1f %11.0f %9s %12s\n' 'INSERT ... generate_series' "$n" "$s" \
-      "$(echo "$n / $s" | bc -l)" "$("${PSQL[@]}" -tAc 'SELECT count(*) FROM tokens')" \
-      "$(cpu_per_row "$err" "$n")"
+      "$(echo "$n / $s" | bc -l)" "$(queued)" "$(cpu_per_row "$err" "$n")"
+    collect "$n"
   done
   reset
   "${PSQL[@]}" -c "COPY (SELECT 'copy' || i || '@bench.test', 'copy' || i
@@ -206,5 +266,6 @@ EOF
   fi
   s=$(echo "$(date +%s.%N) - $t0" | bc -l)
   printf '%-28s %9d %8.1f %11.0f %9s %12s\n' 'COPY' "$largest" "$s" "$(echo "$largest / $s" | bc -l)" \
-    "$("${PSQL[@]}" -tAc 'SELECT count(*) FROM tokens')" "$(cpu_per_row "$err" "$largest")"
+    "$(queued)" "$(cpu_per_row "$err" "$largest")"
+  collect "$largest"
 fi

@@ -301,6 +301,7 @@ class BudgetRefundTest : public BudgetStoreTest {
                       ") i"));
   }
   std::vector<StoredJob> Dequeue(const std::string& owner, int limit) {
+    EXPECT_TRUE(jobs_->CollectSignups(1000000).ok());  // as the collector does first
     auto jobs = jobs_->Dequeue("g", limit, owner, absl::Seconds(60));
     EXPECT_TRUE(jobs.ok()) << jobs.status();
     return jobs.ok() ? *jobs : std::vector<StoredJob>{};

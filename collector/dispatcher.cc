@@ -243,7 +243,9 @@ void Dispatcher::Run() {
     }
     std::vector<std::string> groups;
     const bool busy_poll = busy_ && now >= busy_poll_at_;
-    if (drain || gate.Ready(now) || now >= next_poll || busy_poll) {
+    const bool full_round = drain || gate.Ready(now) || now >= next_poll || busy_poll ||
+                            (collect_retry_ && now >= collect_retry_->at);
+    if (full_round) {
       if (gate.Ready(now)) {
         Log(wakeup_log, "processing wake-ups",
             {{"notifications", absl::StrCat(gate.pending())},
@@ -274,6 +276,32 @@ void Dispatcher::Run() {
     }
     notified_since_dispatch = false;
     const uint64_t dispatched_before = dispatched_;
+    // Queued signups become activation tokens before the groups dequeue (whether or not any
+    // group is dispatched: the signups queue stays short). A full batch means more are queued:
+    // the next round collects again at once.
+    if (full_round && (!collect_retry_ || now >= collect_retry_->at)) {
+      absl::StatusOr<int> taken = store_->CollectSignups(opt_.dequeue_limit);
+      if (taken.ok()) {
+        collect_retry_.reset();
+        if (*taken > 0) {
+          metrics_->Add("mailroom_collector_signups_collected_total", *taken);
+          last_work_ = clock_->Now();
+        }
+        if (*taken >= opt_.dequeue_limit) drain = true;
+      } else if (absl::IsUnavailable(taken.status())) {
+        LogWarn("collecting signups failed", {{"error", std::string(taken.status().message())}});
+        Disconnect();
+        continue;
+      } else {
+        // A SQL error a new connection would not fix: tried again after a backoff.
+        if (!collect_retry_) collect_retry_ = GroupRetry{now, Backoff(opt_.reconnect_max_backoff)};
+        const absl::Duration delay = collect_retry_->backoff.Next();
+        collect_retry_->at = now + delay;
+        LogWarn("collecting signups failed",
+                {{"error", std::string(taken.status().message())},
+                 {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(delay))}});
+      }
+    }
     if (!groups.empty()) {
       DispatchGroups(groups);
       if (!listener_) continue;
@@ -290,6 +318,8 @@ void Dispatcher::Run() {
     if (busy_) deadline = std::min(deadline, busy_poll_at_);
     if (settle_) deadline = std::min(deadline, settle_->check_at);
     for (const auto& [group, retry] : group_retry_) deadline = std::min(deadline, retry.at);
+    if (collect_retry_) deadline = std::min(deadline, collect_retry_->at);
+    if (drain) deadline = clock_->Now();  // more signups queued than one round collected
     Wait(deadline);
     if (stop_) break;
     absl::StatusOr<int> notified = listener_->TakeNotifications();

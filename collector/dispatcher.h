@@ -164,6 +164,8 @@ class Dispatcher {
     Backoff backoff;
   };
   std::map<std::string, GroupRetry> group_retry_;
+  // Collecting signups failed with a SQL error: the next attempt waits (the groups go on).
+  std::optional<GroupRetry> collect_retry_;
   bool healthy_ = false;
   // Jobs handed to subscribers so far (a busy poll that dispatched some found work).
   uint64_t dispatched_ = 0;

@@ -264,6 +264,59 @@ TEST_F(DispatcherTest, ABusyCollectorPollsUntilTheLingerPassesThenRechecksAfterT
   EXPECT_EQ(listener_.Marked(), std::vector<std::string>({"busy", "idle", "busy"}));
 }
 
+// Every round collects the queued signups before its dequeues, so that the tokens it made are
+// in the dequeue's snapshot.
+TEST_F(DispatcherTest, EachRoundCollectsSignupsBeforeItsDequeues) {
+  Start();
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
+  Settle();
+  Notify(10);
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 2));
+  std::vector<std::string> order;
+  for (const std::string& m : store_.Methods()) {
+    if (m == "CollectSignups" || m == "Dequeue") order.push_back(m);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"CollectSignups", "Dequeue", "CollectSignups",
+                                             "Dequeue"}));
+  EXPECT_EQ(store_.Calls("CollectSignups")[0].limit, opt_.dequeue_limit);
+}
+
+// A collection that took a whole batch leaves more queued: the next round runs at once, with no
+// notification, poll or time passing.
+TEST_F(DispatcherTest, AFullCollectionStartsTheNextRoundAtOnce) {
+  store_.QueueCollected({opt_.dequeue_limit, opt_.dequeue_limit, 7});
+  Start();
+  ASSERT_TRUE(store_.WaitForCalls("CollectSignups", 3));
+  Settle();
+  EXPECT_EQ(store_.CallCount("CollectSignups"), 3);
+  EXPECT_EQ(store_.CallCount("Dequeue"), 3);
+  EXPECT_EQ(metrics_.Value("mailroom_collector_signups_collected_total"),
+            2 * opt_.dequeue_limit + 7);
+}
+
+// A collection that fails with an SQL error is retried after a backoff on its own, without
+// reconnecting; the groups are dequeued meanwhile.
+TEST_F(DispatcherTest, AFailingCollectionBacksOffAndTheGroupsGoOn) {
+  store_.FailWith("CollectSignups", absl::FailedPreconditionError("check violation"));
+  Start();
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
+  Settle();
+  EXPECT_EQ(store_.CallCount("CollectSignups"), 1);
+  Notify(10);
+  EXPECT_EQ(store_.CallCount("Dequeue"), 2);
+  EXPECT_EQ(store_.CallCount("CollectSignups"), 1);  // still backing off (100 ms)
+  clock_.Advance(absl::Milliseconds(100));
+  Poke();
+  EXPECT_EQ(store_.CallCount("CollectSignups"), 2);  // retried at its time, on its own
+  EXPECT_EQ(listener_.Connects(), 1);
+  store_.FailWith("CollectSignups", absl::OkStatus());
+  clock_.Advance(absl::Milliseconds(200));
+  Poke();
+  EXPECT_EQ(store_.CallCount("CollectSignups"), 3);
+  Notify(10);
+  EXPECT_EQ(store_.CallCount("CollectSignups"), 4);  // every round again
+}
+
 TEST_F(DispatcherTest, ASqlErrorBacksOffThatGroupExponentially) {
   store_.FailWith("Dequeue", absl::FailedPreconditionError("syntax error"));
   Start();

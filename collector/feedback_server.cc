@@ -227,10 +227,13 @@ struct Pending {
 // and a pass that accepted the whole backlog would close the first of a burst before reading it.
 constexpr size_t kAcceptsBeyondFree = 4;
 
-// The live connection in `pending` (oldest first) that has received the fewest bytes per second
-// since it was accepted, the oldest of equals; an age under 10 ms counts as 10 ms so that one
-// just accepted is not judged on its first instants. pending.end() if none is live.
-std::vector<Pending>::iterator Slowest(std::vector<Pending>& pending, Clock::time_point now) {
+// The live connection in `pending` (oldest first) accepted before `pass` (so its bytes were
+// read by at least one poll: one accepted in this pass may hold a whole request not yet read)
+// that has received the fewest bytes per second since it was accepted, the oldest of equals; an
+// age under 10 ms counts as 10 ms so that one just accepted is not judged on its first
+// instants. pending.end() if there is none.
+std::vector<Pending>::iterator Slowest(std::vector<Pending>& pending, Clock::time_point now,
+                                       Clock::time_point pass) {
   auto rate = [now](const Pending& p) {
     const std::chrono::duration<double> age =
         std::max<Clock::duration>(now - p.accepted, std::chrono::milliseconds(10));
@@ -238,7 +241,10 @@ std::vector<Pending>::iterator Slowest(std::vector<Pending>& pending, Clock::tim
   };
   auto slowest = pending.end();
   for (auto it = pending.begin(); it != pending.end(); ++it) {
-    if (it->fd >= 0 && (slowest == pending.end() || rate(*it) < rate(*slowest))) slowest = it;
+    if (it->fd >= 0 && it->accepted < pass &&
+        (slowest == pending.end() || rate(*it) < rate(*slowest))) {
+      slowest = it;
+    }
   }
   return slowest;
 }
@@ -433,7 +439,15 @@ void FeedbackServer::Receive() {
     const size_t held = pending.size() + queued;
     const size_t accepts =
         (held < max_connections_ ? max_connections_ - held : 0) + kAcceptsBeyondFree;
+    const Clock::time_point pass = Clock::now();
     for (size_t i = 0; i < accepts; ++i) {
+      // Full: a new connection takes the place of the slowest one already read; when every
+      // waiting one was accepted in this pass, the rest wait in the backlog for the next pass.
+      auto slowest = pending.end();
+      if (pending.size() + queued >= max_connections_ && !pending.empty()) {
+        slowest = Slowest(pending, Clock::now(), pass);
+        if (slowest == pending.end()) break;
+      }
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         // Out of descriptors: the rest of the process needs them more; try again shortly.
@@ -446,7 +460,6 @@ void FeedbackServer::Receive() {
           close(fd);
           continue;
         }
-        auto slowest = Slowest(pending, accepted);
         drop(*slowest, "");
         pending.erase(slowest);
       }

@@ -30,6 +30,7 @@ class FeedbackStoreTest : public testing::MigratedDatabaseTest {
         absl::StrCat("INSERT INTO accounts (email, login) SELECT 'a' || i || '@example.test',"
                      " 'a' || i FROM generate_series(1, ",
                      n, ") i"));
+    CollectSignups();
     auto jobs = store_->Dequeue("mailroom", n, "s", absl::Seconds(60));
     EXPECT_TRUE(jobs.ok()) << jobs.status();
     std::vector<JobResult> results;
@@ -195,6 +196,7 @@ TEST_F(FeedbackStoreTest, AComplaintAboutAJobSentWithoutAMessageIdIsMatchedByIts
 // is still leased, and each kind of event still counts once per delivery afterwards.
 TEST_F(FeedbackStoreTest, AnEventBeforeTheAcknowledgementIsMatchedByTheJobsTags) {
   Exec("INSERT INTO accounts (email, login) VALUES ('early@example.test', 'early')");
+  CollectSignups();
   auto jobs = store_->Dequeue("mailroom", 10, "s", absl::Seconds(60));
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   ASSERT_EQ(jobs->size(), 1u);

@@ -102,7 +102,7 @@ class BusyMarkTest : public testing::MigratedDatabaseTest {
     observer_conn_.reset();
   }
 
-  // Inserts an account (its activation token) in a transaction of its own.
+  // Inserts an account (its queued signup) in a transaction of its own.
   void Signup(const std::string& login) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login) VALUES ('", login,
                       "@example.test', '", login, "')"));

@@ -68,6 +68,7 @@ class RetentionTest : public testing::MigratedDatabaseTest {
     Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT '", prefix,
                       "' || i || '@example.test', '", prefix,
                       "' || i FROM generate_series(1, ", n, ") i"));
+    CollectSignups();  // their tokens, as the collector makes them
   }
   // Moves everything written so far `days` into the past: deliveries rows, lease batches
   // (0021) and tokens.

@@ -8,6 +8,8 @@ void DescribeCollectorMetrics(Metrics& m) {
   using T = Metrics::Type;
   m.Describe("mailroom_collector_wakeups_total", T::kCounter, "NOTIFY wake-ups received.");
   m.Describe("mailroom_collector_dequeues_total", T::kCounter, "Dequeue statements run.");
+  m.Describe("mailroom_collector_signups_collected_total", T::kCounter,
+             "Queued signups taken (their activation tokens created).");
   m.Describe("mailroom_collector_busy_total", T::kCounter,
              "Times the collector marked itself busy (commits stop notifying; it polls).");
   m.Describe("mailroom_collector_job_messages_total", T::kCounter,
@@ -20,8 +22,9 @@ void DescribeCollectorMetrics(Metrics& m) {
   m.Describe("mailroom_collector_reconnects_total", T::kCounter, "Database reconnect attempts.");
   m.Describe("mailroom_collector_subscribers", T::kGauge, "Connected subscribers.");
   m.Describe("mailroom_collector_database_up", T::kGauge, "1 while PostgreSQL is reachable.");
-  m.Describe("mailroom_queue_depth", T::kGauge, "Tokens not yet handed out, per group.");
-  m.Describe("mailroom_queue_lag_seconds", T::kGauge, "Age of the oldest queued token.");
+  m.Describe("mailroom_queue_depth", T::kGauge,
+             "Tokens (and queued signups) not yet handed out, per group.");
+  m.Describe("mailroom_queue_lag_seconds", T::kGauge, "Age of the oldest queued token or signup.");
   m.Describe("mailroom_queue_jobs", T::kGauge, "Jobs per group and state.");
   m.Describe("mailroom_reputation_sent", T::kGauge, "Emails sent in the reputation window.");
   m.Describe("mailroom_reputation_delivered", T::kGauge,

@@ -118,6 +118,17 @@ class PgStore : public Store {
         .status();
   }
 
+  absl::StatusOr<int> CollectSignups(int limit) override {
+    return Run<int>("collecting signups", [&](pqxx::connection& c) {
+      // Alone in autocommit: the tokens are committed when the dequeue after it takes its
+      // snapshot.
+      pqxx::nontransaction tx(c);
+      return tx
+          .exec1(absl::StrCat(statement_prefix_, "SELECT mailroom_collect_signups(", limit, ")"))[0]
+          .as<int>();
+    });
+  }
+
   absl::StatusOr<std::vector<StoredJob>> Dequeue(const std::string& group, int limit,
                                                  const std::string& owner,
                                                  absl::Duration lease) override {

@@ -106,6 +106,9 @@ class Store {
   // `from_earliest`, every token not yet expired too (mailroom_ensure_group). No-op if the
   // group exists.
   virtual absl::Status EnsureGroup(const std::string& group, bool from_earliest) = 0;
+  // Creates the activation tokens of up to `limit` queued signups (mailroom_collect_signups),
+  // committed before it returns; returns how many queued signups it took.
+  virtual absl::StatusOr<int> CollectSignups(int limit) = 0;
   // Leases up to `limit` jobs of `group` to `owner` for `lease` (mailroom_dequeue).
   virtual absl::StatusOr<std::vector<StoredJob>> Dequeue(const std::string& group, int limit,
                                                          const std::string& owner,

@@ -189,14 +189,19 @@ TEST_F(CollectorTest, TokensFlowThroughPgbouncerInTransactionPooling) {
   EXPECT_THAT(collectors_[0]->Log(), Not(HasSubstr("level=error")));
 }
 
+// Tokens the application inserts (password recoveries) get their ids in its transactions.
 TEST_F(CollectorTest, TokenCommittedAfterAHigherIdIsStillDispatched) {
+  Exec("INSERT INTO accounts (email, login, status) VALUES ('slow@example.test', 'slow', 'active'),"
+       " ('fast@example.test', 'fast', 'active')");
   int port = StartCollector({{"MAILROOM_BATCH_TIMEOUT", "0"}});
   TestSubscriber sub(Channel(port), kBearer, "mailroom", 100);
   ASSERT_TRUE(sub.WaitSubscribed(absl::Seconds(10)));
   pqxx::connection slow(url_);
   pqxx::work slow_tx(slow);
-  slow_tx.exec("INSERT INTO accounts (email, login) VALUES ('slow@example.test', 'slow')");
-  Exec("INSERT INTO accounts (email, login) VALUES ('fast@example.test', 'fast')");
+  slow_tx.exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
+               " WHERE login = 'slow'");
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
+       " WHERE login = 'fast'");
   ASSERT_EQ(sub.WaitForJobs(1, absl::Seconds(10)), 1u);
   EXPECT_EQ(sub.Jobs()[0].login(), "fast");
   slow_tx.commit();
@@ -231,6 +236,7 @@ TEST_F(CollectorTest, ExpiredConsumedAndWrongStatusTokensAreNotDispatched) {
   Exec("INSERT INTO accounts (email, login) VALUES ('ok@example.test', 'ok'),"
        " ('expired@example.test', 'expired'), ('consumed@example.test', 'consumed'),"
        " ('active@example.test', 'active')");
+  Exec("SELECT mailroom_collect_signups(100)");  // their tokens, as a collector makes them
   Exec("UPDATE tokens SET expires_at = 1 WHERE account = (SELECT id FROM accounts WHERE login = 'expired')");
   Exec("UPDATE tokens SET consumed_at = 1 WHERE account = (SELECT id FROM accounts WHERE login = 'consumed')");
   // An activation token for an already active account; recovery for a provisioned one.

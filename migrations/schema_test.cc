@@ -2,7 +2,6 @@
 // against a throwaway PostgreSQL, one fresh database per test.
 #include <pqxx/pqxx>
 #include <algorithm>
-#include <chrono>
 #include <functional>
 #include <regex>
 #include <set>
@@ -21,6 +20,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// Counts the notifications of one channel a connection receives.
+class CountingReceiver : public pqxx::notification_receiver {
+ public:
+  CountingReceiver(pqxx::connection_base& c, const std::string& channel)
+      : pqxx::notification_receiver(c, channel) {}
+  void operator()(const std::string&, int) override { ++count; }
+  int count = 0;
+};
+
 class SchemaTest : public testing::MigratedDatabaseTest {
  protected:
   pqxx::row Row(const std::string& sql) {
@@ -32,6 +40,7 @@ class SchemaTest : public testing::MigratedDatabaseTest {
 
 TEST_F(SchemaTest, ProvisioningCreatesAnActivationToken) {
   Exec("INSERT INTO accounts (email, login) VALUES ('user@example.com', 'user123')");
+  CollectSignups();
   pqxx::row a = Row("SELECT id, status, created_at, activated_at IS NULL FROM accounts");
   EXPECT_EQ(a[1].as<std::string>(), "provisioned");
   EXPECT_NEAR(a[2].as<int64_t>(), Now(), 5);
@@ -48,6 +57,7 @@ TEST_F(SchemaTest, ProvisioningCreatesAnActivationToken) {
 
 TEST_F(SchemaTest, ConsumingTheActivationTokenActivatesTheAccount) {
   Exec("INSERT INTO accounts (email, login) VALUES ('user@example.com', 'user123')");
+  CollectSignups();
   Exec("UPDATE tokens SET consumed_at = EXTRACT(EPOCH FROM now()) WHERE action = 'activation'");
   pqxx::row a = Row("SELECT status, activated_at, status_changed_at FROM accounts");
   EXPECT_EQ(a[0].as<std::string>(), "active");
@@ -57,6 +67,7 @@ TEST_F(SchemaTest, ConsumingTheActivationTokenActivatesTheAccount) {
 
 TEST_F(SchemaTest, SuspendAndUnsuspendMaintainTimestamps) {
   Exec("INSERT INTO accounts (email, login) VALUES ('user@example.com', 'user123')");
+  CollectSignups();
   Exec("UPDATE tokens SET consumed_at = EXTRACT(EPOCH FROM now())");
   Exec("UPDATE accounts SET status = 'suspended'");
   pqxx::row s = Row("SELECT status, suspended_at IS NOT NULL, unsuspended_at IS NULL FROM accounts");
@@ -74,6 +85,7 @@ TEST_F(SchemaTest, SuspendAndUnsuspendMaintainTimestamps) {
 
 TEST_F(SchemaTest, NeverActivatedUnsuspendGoesBackToProvisionedWithALiveToken) {
   Exec("INSERT INTO accounts (email, login) VALUES ('user@example.com', 'user123')");
+  CollectSignups();
   Exec("UPDATE tokens SET expires_at = 1");  // its first token has long expired
   Exec("UPDATE accounts SET status = 'suspended'");
   Exec("UPDATE accounts SET status = 'active'");
@@ -86,6 +98,7 @@ TEST_F(SchemaTest, NeverActivatedUnsuspendGoesBackToProvisionedWithALiveToken) {
 
 TEST_F(SchemaTest, UnsuspendKeepsAStillLiveTokenInsteadOfIssuingAnother) {
   Exec("INSERT INTO accounts (email, login) VALUES ('user@example.com', 'user123')");
+  CollectSignups();
   Exec("UPDATE accounts SET status = 'suspended'");
   Exec("UPDATE accounts SET status = 'active'");
   EXPECT_EQ(Row("SELECT status FROM accounts")[0].as<std::string>(), "provisioned");
@@ -105,6 +118,7 @@ TEST_F(SchemaTest, AnApplicationRoleWithTheUsualGrantsSignsUpAndAsksForARecovery
   pqxx::nontransaction app(c);
   app.exec("SET ROLE mailroom_test_app");
   app.exec("INSERT INTO accounts (email, login) VALUES ('app@example.com', 'app')");
+  CollectSignups();
   app.exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts "
            "WHERE login = 'app'");
   app.exec("RESET ROLE");
@@ -120,12 +134,14 @@ TEST_F(SchemaTest, AnApplicationRoleWithTheListedRightsOnlySignsUpAndActivates) 
   Exec("CREATE ROLE mailroom_test_narrow");
   Exec("GRANT SELECT, INSERT, UPDATE ON accounts, tokens, mailroom_address_requests"
        " TO mailroom_test_narrow");
+  Exec("GRANT INSERT ON mailroom_signups TO mailroom_test_narrow");
   Exec("GRANT SELECT ON mailroom_settings TO mailroom_test_narrow");
   Exec("GRANT USAGE ON SEQUENCE accounts_id_seq, tokens_id_seq TO mailroom_test_narrow");
   pqxx::connection c(url_);
   pqxx::nontransaction app(c);
   app.exec("SET ROLE mailroom_test_narrow");
   app.exec("INSERT INTO accounts (email, login) VALUES ('narrow@example.com', 'narrow')");
+  CollectSignups();
   app.exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
            " WHERE login = 'narrow'");
   app.exec("UPDATE tokens SET consumed_at = EXTRACT(EPOCH FROM now())"
@@ -154,16 +170,11 @@ TEST_F(SchemaTest, TokensHaveOnlyTheIndexesTheirReadersNeed) {
             "tokens_pkey,tokens_secret_key");
 }
 
+// A signup wakes the collector itself (its queued row's statement NOTIFYs), as a token the
+// application inserts does.
 TEST_F(SchemaTest, TokenInsertNotifiesTheConfiguredChannel) {
-  class Receiver : public pqxx::notification_receiver {
-   public:
-    Receiver(pqxx::connection_base& c, const std::string& ch)
-        : pqxx::notification_receiver(c, ch) {}
-    void operator()(const std::string&, int) override { ++count; }
-    int count = 0;
-  };
   pqxx::connection listener(url_);
-  Receiver r(listener, Row("SELECT channel FROM mailroom_settings")[0].as<std::string>());
+  CountingReceiver r(listener, Text("SELECT channel FROM mailroom_settings"));
   // Commits notify while some collector is idle: this listener registers as an idle one.
   pqxx::nontransaction(listener).exec("SELECT mailroom_collector_mark(true)");
   Exec("INSERT INTO accounts (email, login) VALUES ('a@example.com', 'a')");
@@ -181,9 +192,15 @@ TEST_F(SchemaTest, TokenInsertNotifiesTheConfiguredChannel) {
   EXPECT_GE(r.count, 1);
   EXPECT_LT(r.count, 1000);
 
+  // A password recovery the application inserts.
+  r.count = 0;
+  Exec("INSERT INTO tokens (account, action) SELECT min(id), 'password_recovery' FROM accounts");
+  listener.await_notification(5, 0);
+  EXPECT_EQ(r.count, 1);
+
   // The channel is one setting: change it and the trigger follows.
   Exec("UPDATE mailroom_settings SET channel = 'other_channel'");
-  Receiver other(listener, "other_channel");
+  CountingReceiver other(listener, "other_channel");
   Exec("INSERT INTO accounts (email, login) VALUES ('c@example.com', 'c')");
   listener.await_notification(5, 0);
   EXPECT_EQ(other.count, 1);
@@ -214,6 +231,7 @@ TEST_F(SchemaTest, CodesAreAlwaysFiveDigitsFromACryptographicSource) {
 
 TEST_F(SchemaTest, NullOrShortCodesAreRejected) {
   Exec("INSERT INTO accounts (email, login) VALUES ('a@example.com', 'a')");
+  CollectSignups();
   EXPECT_THROW(Exec("INSERT INTO tokens (account, action, code) SELECT id, 'activation', NULL "
                     "FROM accounts"),
                pqxx::not_null_violation);
@@ -224,6 +242,7 @@ TEST_F(SchemaTest, NullOrShortCodesAreRejected) {
 
 TEST_F(SchemaTest, TimestampsGoPast2038) {
   Exec("INSERT INTO accounts (email, login, created_at) VALUES ('a@example.com', 'a', 4102444800)");
+  CollectSignups();
   Exec("UPDATE tokens SET expires_at = 4102444800, consumed_at = 4102444800");
   EXPECT_EQ(Int("SELECT created_at FROM accounts"), 4102444800);  // 2100-01-01
   EXPECT_EQ(Int("SELECT expires_at FROM tokens"), 4102444800);
@@ -251,8 +270,10 @@ TEST_F(SchemaTest, StatsOfNullListsEveryGroup) {
 TEST_F(SchemaTest, AGroupFromTheEarliestUnexpiredTokenGetsEverySendableToken) {
   Exec("INSERT INTO accounts (email, login) SELECT 'e' || i || '@example.com', 'e' || i"
        "  FROM generate_series(1, 3) i");
+  CollectSignups();
   Exec("UPDATE tokens SET expires_at = 1 WHERE id = (SELECT min(id) FROM tokens)");
   Exec("INSERT INTO accounts (email, login) VALUES ('f@example.com', 'f')");
+  CollectSignups();
   // A token whose transaction is still open while the groups are created.
   pqxx::connection other(url_);
   pqxx::work open_tx(other);
@@ -261,6 +282,7 @@ TEST_F(SchemaTest, AGroupFromTheEarliestUnexpiredTokenGetsEverySendableToken) {
   Exec("SELECT mailroom_ensure_group('late', false)");
   Exec("SELECT mailroom_ensure_group('late2')");
   open_tx.commit();
+  CollectSignups();
   // Existing groups are left alone.
   const std::string before = Row("SELECT prev_snapshot::TEXT FROM consumer_groups"
                                  " WHERE name = 'early'")[0].as<std::string>();
@@ -277,7 +299,7 @@ TEST_F(SchemaTest, AGroupFromTheEarliestUnexpiredTokenGetsEverySendableToken) {
   EXPECT_EQ(dequeue("early"), 4);  // 2 + f + g; the expired one is recorded as expired
   EXPECT_EQ(Int("SELECT count(*) FROM delivery_states d JOIN consumer_groups g ON g.id = d.group_id"
                 " WHERE g.name = 'early' AND d.state = 'expired'"), 1);
-  EXPECT_EQ(dequeue("late"), 1);   // only g, committed after the group was created
+  EXPECT_EQ(dequeue("late"), 1);   // only g, made a token after the group was created
   EXPECT_EQ(dequeue("late2"), 1);
 }
 
@@ -313,9 +335,11 @@ TEST_F(SchemaTest, DequeueWindowIsAnIndexRangeScanWithoutStatistics) {
        "ALTER TABLE deliveries SET (autovacuum_enabled = false)");
   Exec("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com', 'u' || i"
        " FROM generate_series(1, 20000) i");
+  CollectSignups();
   // Recoveries too (one per active account), so that both cursors read windows.
   Exec("INSERT INTO accounts (email, login, status) SELECT 'r' || i || '@example.com', 'r' || i,"
        " 'active' FROM generate_series(1, 3000) i");
+  CollectSignups();
   Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
        " WHERE status = 'active'");
   ASSERT_EQ(Int("SELECT count(*) FROM pg_stats WHERE tablename IN ('tokens', 'accounts')"), 0)
@@ -341,6 +365,7 @@ TEST_F(SchemaTest, DequeueWindowIsAnIndexRangeScanWithoutStatistics) {
   // The recovery lane (0014): recoveries only, in more calls than five here too.
   Exec("INSERT INTO accounts (email, login, status) SELECT 'q' || i || '@example.com', 'q' || i,"
        " 'active' FROM generate_series(1, 500) i");
+  CollectSignups();
   Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
        " WHERE login LIKE 'q%'");
   int64_t lane = 0;
@@ -438,6 +463,7 @@ TEST_F(SchemaTest, DequeueWindowStartsAtTheCursorLateInADrain) {
   for (int from = 1; from <= 30000; from += 10000) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com',"
                       " 'u' || i FROM generate_series(", from, ", ", from + 9999, ") i"));
+    CollectSignups();
   }
   pqxx::connection c(url_);
   auto dequeue = [&c]() {
@@ -520,8 +546,10 @@ TEST_F(SchemaTest, DequeueJoinsStayPerRowProbesWhenTablesGrowAfterAnEmptyAnalyze
   for (int i = 0; i < 8; ++i) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login) VALUES ('s", i, "@example.com', 's", i,
                       "')"));
+    CollectSignups();
     Exec(absl::StrCat("INSERT INTO accounts (email, login, status) VALUES ('t", i,
                       "@example.com', 't", i, "', 'active')"));
+    CollectSignups();
     Exec(absl::StrCat("INSERT INTO tokens (account, action) SELECT id, 'password_recovery'"
                       " FROM accounts WHERE login = 't", i, "'"));
     small += dequeue(1000, false);
@@ -541,8 +569,10 @@ TEST_F(SchemaTest, DequeueJoinsStayPerRowProbesWhenTablesGrowAfterAnEmptyAnalyze
   // The tables grow; nothing ANALYZEs them.
   Exec("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com', 'u' || i"
        " FROM generate_series(1, 20000) i");
+  CollectSignups();
   Exec("INSERT INTO accounts (email, login, status) SELECT 'r' || i || '@example.com', 'r' || i,"
        " 'active' FROM generate_series(1, 2000) i");
+  CollectSignups();
   Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
        " WHERE login LIKE 'r%'");
   Exec("INSERT INTO suppressions (address, reason) SELECT 'x' || i || '@example.com', 'manual'"
@@ -637,6 +667,7 @@ class RenewTest : public SchemaTest {
   void Lease(int n) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com',"
                       " 'u' || i FROM generate_series(1, ", n, ") i"));
+    CollectSignups();
     for (int attempt = 1; attempt <= 2; ++attempt) {
       if (attempt == 2) {
         Exec("UPDATE lease_batches SET due_at = now() - interval '1 second'"
@@ -865,6 +896,7 @@ class BatchPlanTest : public SchemaTest {
     }
     Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com',"
                       " 'u' || i FROM generate_series(1, ", kBatches * kJobs, ") i"));
+    CollectSignups();
     // One dequeue per batch, holders in turn ('o0', 'o1', ...), leases of an hour.
     Exec(absl::StrCat("DO $$ BEGIN FOR i IN 0 .. ", kBatches - 1, " LOOP"
                       " PERFORM * FROM mailroom_dequeue('mailroom', ", kJobs, ", 'o' || i % ",
@@ -1125,6 +1157,7 @@ TEST_F(BatchPlanTest, NoStatementOfAnAcknowledgementIsJitCompiled) {
 TEST_F(SchemaTest, BatchLeasesKeepEveryFigureExactAndEveryJobOnce) {
   Exec("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com', 'u' || i"
        " FROM generate_series(1, 100) i");
+  CollectSignups();
   // Leases up to `n` jobs to `owner`; returns their ids (and checks their attempt).
   auto dequeue = [this](const std::string& owner, int n, int attempt) {
     pqxx::work tx(*conn_);
@@ -1253,6 +1286,7 @@ class GroupLockTest : public SchemaTest {
 TEST_F(GroupLockTest, ADequeueInProgressAndTheAcknowledgementsCountersDoNotWaitForEachOther) {
   Exec("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com', 'u' || i"
        " FROM generate_series(1, 30) i");
+  CollectSignups();
   pqxx::connection dequeuer(url_), acker(url_), other(url_);
   {
     // A dequeue in progress (not committed) holds the group row.
@@ -1311,11 +1345,13 @@ class PriorityTest : public SchemaTest {
   void Activations(int n, int from = 1) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com',"
                       " 'u' || i FROM generate_series(", from, ", ", from + n - 1, ") i"));
+    CollectSignups();
   }
   void Recoveries(int n, int from = 1) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login, status) SELECT 'r' || i ||"
                       " '@example.com', 'r' || i, 'active' FROM generate_series(", from, ", ",
                       from + n - 1, ") i"));
+    CollectSignups();
     Exec(absl::StrCat("INSERT INTO tokens (account, action) SELECT id, 'password_recovery'"
                       " FROM accounts WHERE login IN (SELECT 'r' || i FROM generate_series(",
                       from, ", ", from + n - 1, ") i)"));
@@ -1398,11 +1434,32 @@ TEST_F(PriorityTest, NewGroupsKeepEveryTokenOnce) {
   EXPECT_EQ(Dequeue(1000).size(), 99u);
 }
 
+// The upgrade that queues signups grants INSERT on the queue to every role that could insert
+// accounts, so the application's signups keep working through it with no GRANT of its own.
+TEST_F(SchemaTest, TheApplicationsRoleSignsUpAcrossTheUpgradeToTheSignupQueue) {
+  ASSERT_TRUE(MigrateDown(url_, EmbeddedMigrations(), 27).ok());
+  conn_ = std::make_unique<pqxx::connection>(url_);
+  Exec("DROP ROLE IF EXISTS mailroom_test_upgrade");
+  Exec("CREATE ROLE mailroom_test_upgrade");
+  Exec("GRANT SELECT, INSERT, UPDATE ON accounts, tokens, mailroom_address_requests"
+       " TO mailroom_test_upgrade");
+  Exec("GRANT SELECT ON mailroom_settings TO mailroom_test_upgrade");
+  Exec("GRANT USAGE ON SEQUENCE accounts_id_seq, tokens_id_seq TO mailroom_test_upgrade");
+  ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
+  pqxx::connection c(url_);
+  pqxx::nontransaction app(c);
+  app.exec("SET ROLE mailroom_test_upgrade");
+  app.exec("INSERT INTO accounts (email, login) VALUES ('up@example.com', 'up')");
+  CollectSignups();
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 1);
+}
+
 TEST_F(SchemaTest, UpDownUpLeavesAWorkingSchema) {
   ASSERT_TRUE(MigrateDown(url_, EmbeddedMigrations(), 0).ok());
   ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
   conn_ = std::make_unique<pqxx::connection>(url_);
   Exec("INSERT INTO accounts (email, login) VALUES ('a@example.com', 'a')");
+  CollectSignups();
   EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 1);
 }
 
@@ -1474,6 +1531,7 @@ TEST_F(LimitsTest, LimitsComeFromMailroomSettings) {
   EXPECT_TRUE(Limited(Recover(a)));
   // Activations: the provisioning token is the one allowed; a second one is limited.
   Exec("INSERT INTO accounts (email, login) VALUES ('p@example.com', 'p')");
+  CollectSignups();
   Exec("INSERT INTO tokens (account, action) SELECT id, 'activation' FROM accounts"
        " WHERE login = 'p'");
   EXPECT_EQ(Int("SELECT count(*) FILTER (WHERE rate_limited) FROM tokens t JOIN accounts a"
@@ -1598,12 +1656,11 @@ TEST_F(LimitsTest, ConcurrentRequestsForOneAddressCannotBothSlipUnderTheLimit) {
   EXPECT_TRUE(Limited(second));
 }
 
-// A signup's activation token is decided in the account's own trigger: the signup runs that
-// function and the address's counter (and the code's), not the token limits trigger (its probe
-// of the account's row, not there yet, under planner settings) nor, while no collector is
-// idle, the wake-up's function. A token the application inserts is decided by the token limits
-// trigger.
-TEST_F(LimitsTest, ASignupRunsOnlyTheAccountTriggerAndTheAddressCounter) {
+// A signup runs one trigger function in the application's transaction, the account's (it
+// queues the signup): no token, no limit, no code, and while no collector is idle no wake-up.
+// The collection (the collector's transaction) decides the token as any other: the token limits
+// trigger, the address's counter and the code, once each.
+TEST_F(LimitsTest, ASignupRunsOnlyTheAccountTrigger) {
   pqxx::work tx(*conn_);
   tx.exec("SET LOCAL track_functions = 'pl'");
   auto calls = [&] {
@@ -1613,23 +1670,127 @@ TEST_F(LimitsTest, ASignupRunsOnlyTheAccountTriggerAndTheAddressCounter) {
         .as<std::string>();
   };
   tx.exec("INSERT INTO accounts (email, login) VALUES ('s@example.com', 's')");
-  EXPECT_EQ(calls(), "mailroom_address_limit=1,mailroom_random_code=1,trg_before_account_insert=1");
+  EXPECT_EQ(calls(), "trg_before_account_insert=1");
+  EXPECT_EQ(tx.exec1("SELECT mailroom_collect_signups(10)")[0].as<int>(), 1);
+  EXPECT_EQ(calls(),
+            "mailroom_address_limit=1,mailroom_collect_signups=1,mailroom_random_code=1,"
+            "trg_before_account_insert=1,trg_before_token_insert_limits=1");
   tx.exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts");
   EXPECT_EQ(calls(),
-            "mailroom_address_limit=2,mailroom_random_code=2,trg_before_account_insert=1,"
-            "trg_before_token_insert_limits=1");
+            "mailroom_address_limit=2,mailroom_collect_signups=1,mailroom_random_code=2,"
+            "trg_before_account_insert=1,trg_before_token_insert_limits=2");
+}
+
+// A queued signup becomes a token only for an account that still exists, is still
+// 'provisioned' and has no live activation token; every queued row is taken once, whatever
+// becomes of it. Rows for ids no account has (a row an INSERT ... ON CONFLICT DO NOTHING
+// skipped, or one the application's role queued itself) are dropped.
+TEST_F(SchemaTest, ACollectedSignupMakesATokenOnlyForAProvisionedAccountWithoutALiveOne) {
+  Exec("INSERT INTO accounts (email, login) VALUES ('a@example.com', 'a'), ('b@example.com', 'b'),"
+       " ('c@example.com', 'c'), ('d@example.com', 'd')");
+  Exec("INSERT INTO accounts (email, login) VALUES ('a@example.com', 'a2') ON CONFLICT DO NOTHING");
+  Exec("INSERT INTO mailroom_signups (account) VALUES (999999)");
+  Exec("DELETE FROM accounts WHERE login = 'b'");
+  Exec("UPDATE accounts SET status = 'suspended' WHERE login IN ('c', 'd')");
+  Exec("UPDATE accounts SET status = 'active' WHERE login = 'd'");  // back to provisioned
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 1);  // d's, made by its un-suspension
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 6);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_signups"), 0);
+  EXPECT_EQ(Text("SELECT string_agg(a.login || ':' || t.action, ',' ORDER BY a.login)"
+                 "  FROM tokens t JOIN accounts a ON a.id = t.account"),
+            "a:activation,d:activation");
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 0);
+  // c, un-suspended later, gets its token then.
+  Exec("UPDATE accounts SET status = 'active' WHERE login = 'c'");
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens t JOIN accounts a ON a.id = t.account"
+                " WHERE a.login = 'c'"),
+            1);
+}
+
+// Two collectors collecting at once take different rows without waiting for each other, and
+// together every queued signup exactly once.
+TEST_F(SchemaTest, CollectorsCollectingAtOnceTakeEachSignupOnce) {
+  Exec("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com', 'u' || i"
+       "  FROM generate_series(1, 2000) i");
+  pqxx::connection c1(url_), c2(url_);
+  pqxx::work t1(c1), t2(c2);
+  t2.exec("SET LOCAL lock_timeout = '5s'");
+  EXPECT_EQ(t1.exec1("SELECT mailroom_collect_signups(1500)")[0].as<int>(), 1500);
+  EXPECT_EQ(t2.exec1("SELECT mailroom_collect_signups(1500)")[0].as<int>(), 500);
+  t1.commit();
+  t2.commit();
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_signups"), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 2000);
+  EXPECT_EQ(Int("SELECT count(DISTINCT account) FROM tokens"), 2000);
+}
+
+// Collection never waits for the application: a signup whose account row an open transaction
+// holds, or whose address's counter row one holds (a recovery inserted and not yet committed),
+// stays queued; the others are collected at once; the held ones on a call after the commits.
+TEST_F(SchemaTest, ACollectionSkipsSignupsWhoseRowsTheApplicationHolds) {
+  Exec("INSERT INTO accounts (email, login) VALUES ('free@example.com', 'free'),"
+       " ('held@example.com', 'held'), ('addr@example.com', 'addr')");
+  // addr's address already has a counter row (an earlier activation of another account).
+  Exec("INSERT INTO mailroom_address_requests (address, action, times)"
+       " VALUES ('addr@example.com', 'activation', ARRAY[EXTRACT(EPOCH FROM now())::BIGINT])");
+  pqxx::connection app1(url_), app2(url_);
+  pqxx::work t1(app1), t2(app2);
+  t1.exec("UPDATE accounts SET locale = 'de' WHERE login = 'held'");
+  t2.exec("UPDATE mailroom_address_requests SET times = times WHERE address = 'addr@example.com'");
+  // Waiting for either would end in lock_timeout's error after 1 s.
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 1);
+  EXPECT_EQ(Text("SELECT string_agg(a.login, ',') FROM tokens t JOIN accounts a"
+                 " ON a.id = t.account"),
+            "free");
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_signups"), 2);
+  t1.commit();
+  t2.commit();
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 2);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 3);
+}
+
+// A collection that finds nothing to make inserts no row, so it sends no NOTIFY even while a
+// collector is idle (a statement trigger fires for a statement that inserts nothing): an idle
+// collector's own polls must not wake it.
+TEST_F(SchemaTest, ACollectionThatMakesNoTokenSendsNoNotify) {
+  pqxx::connection listener(url_);
+  CountingReceiver r(listener, Text("SELECT channel FROM mailroom_settings"));
+  pqxx::nontransaction(listener).exec("SELECT mailroom_collector_mark(true)");
+  Exec("INSERT INTO accounts (email, login) VALUES ('n@example.com', 'n')");
+  listener.await_notification(5, 0);
+  ASSERT_EQ(r.count, 1);  // the signup's own wake-up
+  Exec("UPDATE accounts SET status = 'suspended'");
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 1);  // taken, no token made
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 0);  // nothing queued
+  Exec("SELECT pg_notify((SELECT channel FROM mailroom_settings), 'marker')");
+  listener.await_notification(5, 0);
+  EXPECT_EQ(r.count, 2);  // only the marker
+}
+
+// The abuse limits' windows are counted back from the signup's time, not the collection's: a
+// collection that comes later than the window (collectors down for a day) still counts the
+// requests made inside it.
+TEST_F(SchemaTest, ALateCollectionCountsTheLimitsAtTheSignupsTime) {
+  Exec("INSERT INTO accounts (email, login) SELECT 'Late@Example.com' || repeat(' ', i), 'l' || i"
+       "  FROM generate_series(1, 5) i");
+  Exec("UPDATE mailroom_signups SET requested_at = requested_at - 2 * 86400");
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 5);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE NOT rate_limited"), 3);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE rate_limited"), 2);
 }
 
 // The limits a signup's activation is decided under, each set to 0: every activation refused.
 TEST_F(LimitsTest, ASignupsActivationFollowsLimitsOfZero) {
   Exec("UPDATE mailroom_settings SET activation_limit_per_account = 0");
   Exec("INSERT INTO accounts (email, login) VALUES ('z@example.com', 'z')");
+  CollectSignups();
   EXPECT_EQ(Text("SELECT rate_limited || ' ' || suppressed_reason FROM tokens"),
             "true rate limited: 0 activation requests for this account in the last 86400 s"
             " (limit 0)");
   Exec("UPDATE mailroom_settings SET activation_limit_per_account = NULL,"
        " activation_limit_per_address = 0");
   Exec("INSERT INTO accounts (email, login) VALUES ('y@example.com', 'y')");
+  CollectSignups();
   EXPECT_EQ(Text("SELECT t.rate_limited || ' ' || t.suppressed_reason FROM tokens t"
                  "  JOIN accounts a ON a.id = t.account WHERE a.login = 'y'"),
             "true rate limited: 0 activation requests for this address in the last 86400 s"
@@ -1643,6 +1804,7 @@ TEST_F(LimitsTest, ATokenTheApplicationInsertsWithAnAddressIsDecidedToo) {
   Exec("UPDATE mailroom_settings SET activation_limit_per_account = NULL,"
        " activation_limit_per_address = 1");
   Exec("INSERT INTO accounts (email, login) VALUES ('d@example.com', 'd')");
+  CollectSignups();
   const int64_t t = Int("INSERT INTO tokens (account, action, address)"
                         " SELECT id, 'activation', 'elsewhere@example.com' FROM accounts"
                         " RETURNING id");
@@ -1718,6 +1880,10 @@ class BulkImportTest : public SchemaTest {
   static std::string Status(int i) { return i % 10 == 0 ? "active" : "provisioned"; }
   void ExpectTheTokensOfAnImportOf(int n) {
     const int provisioned = n - n / 10 + 5;
+    // The import queued one signup per provisioned account; the collection makes the tokens.
+    EXPECT_EQ(Int("SELECT count(*) FROM mailroom_signups"), provisioned);
+    CollectSignups();
+    EXPECT_EQ(Int("SELECT count(*) FROM mailroom_signups"), 0);
     Exec("ANALYZE accounts, tokens");  // the checks' own plans, not the import's
     EXPECT_EQ(Int("SELECT count(*) FROM accounts"), n + 5);
     EXPECT_EQ(Int("SELECT count(*) FROM tokens"), provisioned);

@@ -137,6 +137,7 @@ TEST_F(UpgradeTest, AnUpgradedDatabaseWorks) {
     tx.exec("INSERT INTO accounts (email, login) VALUES ('a@example.com', 'a')");
     tx.commit();
   }
+  pqxx::nontransaction(conn).exec("SELECT mailroom_collect_signups(10)");
   pqxx::work tx(conn);
   pqxx::result r = tx.exec("SELECT * FROM mailroom_dequeue('mailroom', 10, 'w', 60000)");
   tx.commit();

@@ -83,6 +83,28 @@ class FakeStore : public Store {
   absl::Status EnsureGroup(const std::string& group, bool) override {
     return Record({"EnsureGroup", group});
   }
+  // The next CollectSignups calls report these counts taken (later ones 0).
+  void QueueCollected(std::vector<int> taken) {
+    absl::MutexLock lock(&mu_);
+    collected_.insert(collected_.end(), taken.begin(), taken.end());
+  }
+  // Every call's method, in order.
+  std::vector<std::string> Methods() const {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> out;
+    for (const Call& c : calls_) out.push_back(c.method);
+    return out;
+  }
+  absl::StatusOr<int> CollectSignups(int limit) override {
+    Call c{"CollectSignups"};
+    c.limit = limit;
+    if (auto e = Record(c); !e.ok()) return e;
+    absl::MutexLock lock(&mu_);
+    if (collected_.empty()) return 0;
+    const int taken = collected_.front();
+    collected_.pop_front();
+    return taken;
+  }
   absl::StatusOr<std::vector<StoredJob>> Dequeue(const std::string& group, int limit,
                                                  const std::string& owner,
                                                  absl::Duration lease) override {
@@ -228,6 +250,7 @@ class FakeStore : public Store {
 
   mutable absl::Mutex mu_;
   std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
+  std::deque<int> collected_ ABSL_GUARDED_BY(mu_);
   std::deque<std::vector<StoredJob>> answers_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<std::string, absl::Status>> errors_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> ack_only_ ABSL_GUARDED_BY(mu_);

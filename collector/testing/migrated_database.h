@@ -44,6 +44,9 @@ class MigratedDatabaseTest : public ::testing::Test {
     tx.exec(sql);
     tx.commit();
   }
+  // What the collector does before each dequeue: every committed queued signup becomes its
+  // activation token (mailroom_collect_signups).
+  void CollectSignups() { Exec("SELECT mailroom_collect_signups(2147483647)"); }
   // The single integer `sql` returns.
   int64_t Int(const std::string& sql) {
     pqxx::nontransaction tx(*conn_);

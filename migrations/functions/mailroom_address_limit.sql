@@ -1,6 +1,6 @@
 -- The abuse limit per address: counts a request of p_action for p_address made at p_at in its
 -- mailroom_address_requests row unless p_limit accepted requests already fall in the last
--- p_window seconds. Returns NULL when the request is accepted (counted), else the
+-- p_window seconds before p_at. Returns NULL when the request is accepted (counted), else the
 -- rate-limited reason. One INSERT ... ON CONFLICT DO UPDATE: a new address inserts its row, a
 -- known one appends the time only while fewer than the limit fall in the window (the WHERE of
 -- the DO UPDATE); the row's lock serialises concurrent requests for the address. The statement
@@ -11,7 +11,7 @@ CREATE OR REPLACE FUNCTION mailroom_address_limit(p_address TEXT, p_action token
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    v_since   BIGINT := EXTRACT(EPOCH FROM now())::BIGINT - p_window;
+    v_since   BIGINT := p_at - p_window;  -- the window ends at the request's time
     v_counted BOOLEAN;
 BEGIN
     IF p_limit > 0 THEN

@@ -1,18 +1,21 @@
 -- Per-group statistics for operators, of one group or of every group (p_group NULL or ''):
 -- depth (committed tokens not yet scanned, activations and recoveries each after their own
--- cursor), lag (age of the oldest of them) and jobs by state; in flight counts the batch jobs
+-- cursor, and the queued signups not yet collected), lag (age of the oldest of them) and jobs
+-- by state; in flight counts the batch jobs
 -- without an outcome too. Cost: O(depth + deliveries of the group).
 CREATE OR REPLACE FUNCTION mailroom_stats(p_group text) RETURNS TABLE(group_name text, depth bigint, lag_seconds double precision, in_flight bigint, waiting_retry bigint, sent bigint, failed bigint, expired bigint, cancelled bigint, superseded bigint, rate_limited bigint, suppressed bigint)
     LANGUAGE sql STABLE
     SET enable_seqscan TO 'off'
     SET jit TO 'off'
     AS $$
-    SELECT g.name, w.depth,
-           CASE WHEN w.depth = 0 THEN 0
-                ELSE greatest(0, EXTRACT(EPOCH FROM now()) - w.oldest) END,
+    SELECT g.name, w.depth + q.n,
+           CASE WHEN w.depth + q.n = 0 THEN 0
+                ELSE greatest(0, EXTRACT(EPOCH FROM now()) - least(w.oldest, q.oldest)) END,
            f.in_flight + fb.in_flight, f.waiting_retry, c.sent, c.failed, c.expired, c.cancelled,
            c.superseded, c.rate_limited, c.suppressed
       FROM consumer_groups g
+      -- Queued signups, not yet collected: every group's tokens to come.
+      CROSS JOIN (SELECT count(*) AS n, min(s.requested_at) AS oldest FROM mailroom_signups s) q
       CROSS JOIN LATERAL (
           SELECT sum(c.depth)::BIGINT AS depth, min(c.oldest) AS oldest
             FROM (VALUES ('activation'::token_action, g.prev_snapshot, g.cur_snapshot,

@@ -6,10 +6,9 @@
 -- statement works). Planner settings keep index probes whatever the statistics (and JIT off:
 -- a disabled scan's cost would otherwise JIT-compile every statement).
 --
--- Not run (the trigger's WHEN) for a token that a trigger inserts with its address: the
--- activation token of a new account, which trg_before_account_insert decides itself. Every
--- token the application inserts itself, and one a trigger inserts without an address, is
--- decided here.
+-- Every token is decided here: those the application inserts (password recoveries), the
+-- activation tokens the collector creates for queued signups (mailroom_collect_signups) and the
+-- one an un-suspension creates (trg_before_account_status_change).
 CREATE OR REPLACE FUNCTION trg_before_token_insert_limits() RETURNS trigger
     LANGUAGE plpgsql
     SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off SET jit = off
@@ -24,7 +23,9 @@ DECLARE
     v_reason     TEXT;
 BEGIN
     SELECT * INTO s FROM mailroom_settings;
-    v_since := EXTRACT(EPOCH FROM now())::BIGINT - s.limit_window_seconds;
+    -- The window ends at the request's time: a collected signup's token carries its signup's
+    -- time, however late it was collected.
+    v_since := NEW.created_at - s.limit_window_seconds;
     IF NEW.action = 'password_recovery' THEN
         v_acct_limit := s.recovery_limit_per_account;
         v_addr_limit := s.recovery_limit_per_address;
@@ -34,8 +35,9 @@ BEGIN
     END IF;
 
     -- The account's row lock serialises requests for one account. The row is missing when the
-    -- account is being inserted in this statement: then only the inserter's address is known,
-    -- and the account has no earlier request to count.
+    -- account is inserted later in the application's transaction (the foreign key is
+    -- deferred): then only the inserter's address is known, and the account has no earlier
+    -- request to count.
     SELECT lower(trim(a.email)) INTO v_address FROM accounts a
      WHERE a.id = NEW.account FOR NO KEY UPDATE;
     IF FOUND THEN
@@ -84,5 +86,4 @@ END;
 $$;
 
 CREATE OR REPLACE TRIGGER before_token_insert_limits BEFORE INSERT ON tokens FOR EACH ROW
-    WHEN (NEW.address IS NULL OR pg_trigger_depth() = 0)
     EXECUTE FUNCTION trg_before_token_insert_limits();
