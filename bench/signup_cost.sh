@@ -111,15 +111,25 @@ variant() {
                      ALTER TABLE tokens $notify TRIGGER after_token_inserted;"
   fi
 }
-# The collector's side: every queued signup made a token, 1,000 per call and transaction (as
-# the collector does); the backend's CPU is printed before and after, on lines "cpu".
-cat >"$DIR/collect.sql" <<'EOF'
-SELECT pg_backend_pid() AS pid \gset
-\setenv BPID :pid
-\! awk '{print "cpu", $14 + $15}' /proc/$BPID/stat
-CALL bench_collect();
-\! awk '{print "cpu", $14 + $15}' /proc/$BPID/stat
+TICK=$(getconf CLK_TCK)
+# Runs one statement in a session of its own between two reads of its backend's CPU time (utime
+# + stime from /proc, lines "cpu"): on a loaded machine the wall time mostly measures waiting
+# for a core. Prints psql's output.
+timed() {
+  "${PSQL[@]}" -tA <<EOF
+SELECT pg_backend_pid() AS pid \\gset
+\\setenv BPID :pid
+\\! awk '{print "cpu", \$14 + \$15}' /proc/\$BPID/stat
+$1;
+\\! awk '{print "cpu", \$14 + \$15}' /proc/\$BPID/stat
 EOF
+}
+# The CPU µs per row of timed's output $1 for $2 rows.
+cpu_per_row() {
+  echo "$1" | awk -v n="$2" -v t="$TICK" '/^cpu/ {c[++k] = $2} END {printf "%.1f", (c[2] - c[1]) / t * 1e6 / n}'
+}
+# The collector's side: every queued signup made a token, 1,000 per call and transaction (as
+# the collector does).
 if [[ $QUEUE == t ]]; then
   "${PSQL[@]}" <<'EOF'
 CREATE PROCEDURE bench_collect() LANGUAGE plpgsql AS $$
@@ -152,16 +162,6 @@ BEGIN
 END;
 $$;
 EOF
-  # The backend's CPU time (utime + stime from /proc) around the call: on a loaded machine the
-  # wall time mostly measures waiting for a core.
-  cat >"$DIR/call.sql" <<EOF
-SELECT pg_backend_pid() AS pid \\gset
-\\setenv BPID :pid
-\\! awk '{print "cpu", \$14 + \$15}' /proc/\$BPID/stat
-CALL bench_signups($SIGNUPS);
-\\! awk '{print "cpu", \$14 + \$15}' /proc/\$BPID/stat
-EOF
-  TICK=$(getconf CLK_TCK)
   VARIANTS=(bare token +limits +notify)
   [[ $QUEUE == t ]] && VARIANTS=(bare signup +notify)
   COLLECT=""
@@ -169,16 +169,13 @@ EOF
   for ((r = 1; r <= ROUNDS; r++)); do
     for v in "${VARIANTS[@]}"; do
       variant "$v"
-      out=$("${PSQL[@]}" -tA -f "$DIR/call.sql")
+      out=$(timed "CALL bench_signups($SIGNUPS)")
       US[$v]+="$(printf '%.1f' "$(echo "$out" | grep -v '^cpu')") "
-      CPU[$v]+="$(echo "$out" | awk -v n="$SIGNUPS" -v t="$TICK" \
-                    '/^cpu/ {c[++k] = $2} END {printf "%.1f", (c[2] - c[1]) / t * 1e6 / n}') "
+      CPU[$v]+="$(cpu_per_row "$out" "$SIGNUPS") "
     done
     if [[ $QUEUE == t ]]; then
       # The signup and +notify runs queued 2 x SIGNUPS rows.
-      out=$("${PSQL[@]}" -tA -f "$DIR/collect.sql")
-      COLLECT+="$(echo "$out" | awk -v n=$((2 * SIGNUPS)) -v t="$TICK" \
-                    '/^cpu/ {c[++k] = $2} END {printf "%.1f", (c[2] - c[1]) / t * 1e6 / n}') "
+      COLLECT+="$(cpu_per_row "$(timed "CALL bench_collect()")" $((2 * SIGNUPS))) "
     fi
   done
   median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
@@ -205,21 +202,6 @@ if [[ -z $ONLY || $ONLY == bulk ]]; then
   echo
   echo "bulk import, one statement, one transaction, default settings"
   printf '%-28s %9s %8s %11s %9s %12s\n' statement rows seconds 'rows/s' 'queued/tokens' 'CPU µs/row'
-  TICK=$(getconf CLK_TCK)
-  # Runs one statement in a session of its own; prints its backend's CPU µs per row after a
-  # line "cpu".
-  timed() {
-    "${PSQL[@]}" -tA <<EOF
-SELECT pg_backend_pid() AS pid \\gset
-\\setenv BPID :pid
-\\! awk '{print "cpu", \$14 + \$15}' /proc/\$BPID/stat
-$1;
-\\! awk '{print "cpu", \$14 + \$15}' /proc/\$BPID/stat
-EOF
-  }
-  cpu_per_row() {
-    echo "$1" | awk -v n="$2" -v t="$TICK" '/^cpu/ {c[++k] = $2} END {printf "%.1f", (c[2] - c[1]) / t * 1e6 / n}'
-  }
   reset() {
     "${PSQL[@]}" -c "TRUNCATE accounts, tokens CASCADE" -c "CHECKPOINT"
     if [[ $QUEUE == t ]]; then "${PSQL[@]}" -c "TRUNCATE mailroom_signups"; fi
@@ -233,7 +215,7 @@ EOF
     [[ $QUEUE == t ]] || return 0
     local t0 s out
     t0=$(date +%s.%N)
-    out=$("${PSQL[@]}" -tA -f "$DIR/collect.sql")
+    out=$(timed "CALL bench_collect()")
     s=$(echo "$(date +%s.%N) - $t0" | bc -l)
     printf '%-28s %9d %8.1f %11.0f %9s %12s\n' '  collected, 1,000 a call' "$1" "$s" \
       "$(echo "$1 / $s" | bc -l)" "$("${PSQL[@]}" -tAc 'SELECT count(*) FROM tokens')" \
