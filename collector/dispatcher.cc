@@ -277,31 +277,8 @@ void Dispatcher::Run() {
     notified_since_dispatch = false;
     const uint64_t dispatched_before = dispatched_;
     // Queued signups become activation tokens before the groups dequeue (whether or not any
-    // group is dispatched: the signups queue stays short). A full batch means more are queued:
-    // the next round collects again at once.
-    if (full_round && (!collect_retry_ || now >= collect_retry_->at)) {
-      absl::StatusOr<int> taken = store_->CollectSignups(opt_.dequeue_limit);
-      if (taken.ok()) {
-        collect_retry_.reset();
-        if (*taken > 0) {
-          metrics_->Add("mailroom_collector_signups_collected_total", *taken);
-          last_work_ = clock_->Now();
-        }
-        if (*taken >= opt_.dequeue_limit) drain = true;
-      } else if (absl::IsUnavailable(taken.status())) {
-        LogWarn("collecting signups failed", {{"error", std::string(taken.status().message())}});
-        Disconnect();
-        continue;
-      } else {
-        // A SQL error a new connection would not fix: tried again after a backoff.
-        if (!collect_retry_) collect_retry_ = GroupRetry{now, Backoff(opt_.reconnect_max_backoff)};
-        const absl::Duration delay = collect_retry_->backoff.Next();
-        collect_retry_->at = now + delay;
-        LogWarn("collecting signups failed",
-                {{"error", std::string(taken.status().message())},
-                 {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(delay))}});
-      }
-    }
+    // group is dispatched: the signups queue stays short).
+    if (full_round && !CollectSignups(now, &drain)) continue;
     if (!groups.empty()) {
       DispatchGroups(groups);
       if (!listener_) continue;
@@ -404,15 +381,40 @@ void Dispatcher::DispatchGroups(const std::vector<std::string>& groups) {
     }
     // A SQL error that a new connection would not fix: this group waits, the others go on.
     if (retry == group_retry_.end()) {
-      retry = group_retry_.emplace(group, GroupRetry{now, Backoff(opt_.reconnect_max_backoff)})
-                  .first;
+      retry = group_retry_.emplace(group, Retry(opt_.reconnect_max_backoff)).first;
     }
-    const absl::Duration delay = retry->second.backoff.Next();
-    retry->second.at = now + delay;
+    const absl::Duration delay = retry->second.After(now);
     LogWarn("dispatch failed", {{"group", group},
                                 {"error", std::string(st.message())},
                                 {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(delay))}});
   }
+}
+
+bool Dispatcher::CollectSignups(absl::Time now, bool* drain) {
+  if (collect_retry_ && now < collect_retry_->at) return true;  // still backing off
+  absl::StatusOr<int> taken = store_->CollectSignups(opt_.dequeue_limit);
+  if (taken.ok()) {
+    collect_retry_.reset();
+    if (*taken > 0) {
+      metrics_->Add("mailroom_collector_signups_collected_total", *taken);
+      last_work_ = clock_->Now();
+    }
+    // A whole batch: more are queued, and the next round collects again at once.
+    if (*taken >= opt_.dequeue_limit) *drain = true;
+    return true;
+  }
+  if (absl::IsUnavailable(taken.status())) {
+    LogWarn("collecting signups failed", {{"error", std::string(taken.status().message())}});
+    Disconnect();
+    return false;
+  }
+  // A SQL error that a new connection would not fix: tried again after a backoff.
+  if (!collect_retry_) collect_retry_.emplace(opt_.reconnect_max_backoff);
+  const absl::Duration delay = collect_retry_->After(now);
+  LogWarn("collecting signups failed",
+          {{"error", std::string(taken.status().message())},
+           {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(delay))}});
+  return true;
 }
 
 absl::Status Dispatcher::DispatchGroup(const std::string& group) {

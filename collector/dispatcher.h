@@ -121,6 +121,9 @@ class Dispatcher {
   bool GoBusy();
   bool GoIdle();
   absl::Status DispatchGroup(const std::string& group);
+  // Makes queued signups tokens (before a round's dequeues); sets `drain` when a whole batch was
+  // taken. False when the connection was lost (the loop disconnected).
+  bool CollectSignups(absl::Time now, bool* drain);
   // Creates the configured groups (from the earliest unexpired token) if missing.
   absl::Status EnsureConfiguredGroups();
   // A database error: close the LISTEN connection and reconnect after the next backoff.
@@ -158,14 +161,22 @@ class Dispatcher {
   std::set<std::string> earliest_;  // groups to create from the earliest token if missing
   Backoff reconnect_backoff_;
   absl::Time reconnect_at_ = absl::InfinitePast();
-  // A group whose dispatch failed without losing the connection (a SQL error) waits too.
-  struct GroupRetry {
-    absl::Time at;
+  // A step that failed without losing the connection (a SQL error) waits before it runs again.
+  struct Retry {
+    explicit Retry(absl::Duration max) : backoff(max) {}
+    absl::Time at = absl::InfinitePast();
     Backoff backoff;
+    // Schedules the next attempt after `now`; returns the delay.
+    absl::Duration After(absl::Time now) {
+      const absl::Duration delay = backoff.Next();
+      at = now + delay;
+      return delay;
+    }
   };
-  std::map<std::string, GroupRetry> group_retry_;
-  // Collecting signups failed with a SQL error: the next attempt waits (the groups go on).
-  std::optional<GroupRetry> collect_retry_;
+  // A group's dispatch (the other groups go on).
+  std::map<std::string, Retry> group_retry_;
+  // The collection of signups (the groups go on).
+  std::optional<Retry> collect_retry_;
   bool healthy_ = false;
   // Jobs handed to subscribers so far (a busy poll that dispatched some found work).
   uint64_t dispatched_ = 0;
