@@ -149,12 +149,14 @@ TEST_F(SchemaTest, AnApplicationRoleWithTheListedRightsOnlySignsUpAndActivates) 
   EXPECT_THROW(app.exec("SELECT count(*) FROM group_budgets"), pqxx::insufficient_privilege);
   EXPECT_THROW(app.exec("SELECT count(*) FROM suppressions"), pqxx::insufficient_privilege);
   // mailroom's own calls run with the caller's rights: the application's role can neither
-  // mark a collector (so that commits skip their NOTIFY) nor take or expire leases.
+  // mark a collector (so that commits skip their NOTIFY), take or expire leases, nor collect
+  // signups.
   EXPECT_THROW(app.exec("SELECT mailroom_collector_mark(false)"), pqxx::insufficient_privilege);
   EXPECT_THROW(app.exec("SELECT * FROM mailroom_dequeue('mailroom', 10, 'app', 60000)"),
                pqxx::insufficient_privilege);
   EXPECT_THROW(app.exec("SELECT * FROM mailroom_expire_leases(1, 0, 10)"),
                pqxx::insufficient_privilege);
+  EXPECT_THROW(app.exec("SELECT mailroom_collect_signups(10)"), pqxx::insufficient_privilege);
   app.exec("RESET ROLE");
   EXPECT_EQ(Text("SELECT status FROM accounts WHERE login = 'narrow'"), "active");
   EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE NOT rate_limited"), 2);
