@@ -31,7 +31,8 @@ BEGIN
         IF r.grantee = 0 THEN
             GRANT INSERT ON mailroom_signups TO PUBLIC;
         ELSE
-            EXECUTE format('GRANT INSERT ON mailroom_signups TO %I', r.grantee::regrole::text);
+            -- A regrole's text is the role's name, quoted where it needs it.
+            EXECUTE format('GRANT INSERT ON mailroom_signups TO %s', r.grantee::regrole);
         END IF;
     END LOOP;
 END;

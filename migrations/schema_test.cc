@@ -1437,20 +1437,21 @@ TEST_F(PriorityTest, NewGroupsKeepEveryTokenOnce) {
 }
 
 // The upgrade that queues signups grants INSERT on the queue to every role that could insert
-// accounts, so the application's signups keep working through it with no GRANT of its own.
+// accounts, so the application's signups keep working through it with no GRANT of its own, a
+// role whose name needs quoting too.
 TEST_F(SchemaTest, TheApplicationsRoleSignsUpAcrossTheUpgradeToTheSignupQueue) {
   ASSERT_TRUE(MigrateDown(url_, EmbeddedMigrations(), 27).ok());
   conn_ = std::make_unique<pqxx::connection>(url_);
-  Exec("DROP ROLE IF EXISTS mailroom_test_upgrade");
-  Exec("CREATE ROLE mailroom_test_upgrade");
+  Exec("DROP ROLE IF EXISTS \"Mailroom Upgrade\"");
+  Exec("CREATE ROLE \"Mailroom Upgrade\"");
   Exec("GRANT SELECT, INSERT, UPDATE ON accounts, tokens, mailroom_address_requests"
-       " TO mailroom_test_upgrade");
-  Exec("GRANT SELECT ON mailroom_settings TO mailroom_test_upgrade");
-  Exec("GRANT USAGE ON SEQUENCE accounts_id_seq, tokens_id_seq TO mailroom_test_upgrade");
+       " TO \"Mailroom Upgrade\"");
+  Exec("GRANT SELECT ON mailroom_settings TO \"Mailroom Upgrade\"");
+  Exec("GRANT USAGE ON SEQUENCE accounts_id_seq, tokens_id_seq TO \"Mailroom Upgrade\"");
   ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
   pqxx::connection c(url_);
   pqxx::nontransaction app(c);
-  app.exec("SET ROLE mailroom_test_upgrade");
+  app.exec("SET ROLE \"Mailroom Upgrade\"");
   app.exec("INSERT INTO accounts (email, login) VALUES ('up@example.com', 'up')");
   CollectSignups();
   EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 1);
