@@ -1,32 +1,39 @@
--- The abuse limit per address: counts a request of p_action for p_address made at p_at in its
--- mailroom_address_requests row unless p_limit accepted requests already fall in the last
--- p_window seconds before p_at. Returns NULL when the request is accepted (counted), else the
--- rate-limited reason. One INSERT ... ON CONFLICT DO UPDATE: a new address inserts its row, a
--- known one appends the time only while fewer than the limit fall in the window (the WHERE of
--- the DO UPDATE); the row's lock serialises concurrent requests for the address. The statement
--- has no plan to choose (the conflict is probed on the primary key), whatever the statistics.
-CREATE OR REPLACE FUNCTION mailroom_address_limit(p_address TEXT, p_action token_action,
-                                                  p_at BIGINT, p_limit INT, p_window INT)
-    RETURNS TEXT
-    LANGUAGE plpgsql
+-- The abuse limit per address, for requests of p_action at distinct addresses: counts the request
+-- for p_addresses[i] made at p_ats[i] in that address's mailroom_address_requests row unless
+-- p_limit accepted requests already fall in the last p_window seconds before p_ats[i] (the window
+-- ends at the request's time). Returns an array beside p_addresses: NULL where the request is
+-- accepted (counted), else the rate-limited reason. One INSERT ... ON CONFLICT DO UPDATE for the whole
+-- set: a new address inserts its row, a known one appends the time only while fewer than the
+-- limit fall in the window (the WHERE of the DO UPDATE); the row's lock serialises concurrent
+-- requests for one address. A statement cannot update a row twice, so the addresses must be
+-- distinct: a caller with several requests for one address makes a call per request, in their
+-- order. Rows are inserted in the arrays' order (callers sort by address, so two callers meet
+-- rows in one order). No plan to choose, whatever the statistics or the caller's planner
+-- settings: the conflict is probed on the primary key, and the accepted addresses are looked up
+-- in a jsonb object built from the RETURNING rows (no join).
+CREATE OR REPLACE FUNCTION mailroom_address_limit(p_addresses TEXT[], p_ats BIGINT[],
+                                                  p_action token_action, p_limit INT,
+                                                  p_window INT)
+    RETURNS TEXT[]
+    LANGUAGE sql
     AS $$
-DECLARE
-    v_since   BIGINT := p_at - p_window;  -- the window ends at the request's time
-    v_counted BOOLEAN;
-BEGIN
-    IF p_limit > 0 THEN
+    WITH counted AS (
         INSERT INTO mailroom_address_requests AS r (address, action, times)
-        VALUES (p_address, p_action, ARRAY[p_at])
+        SELECT u.address, p_action, ARRAY[u.at]
+          FROM unnest(p_addresses, p_ats) AS u(address, at)
+         WHERE p_limit > 0
         ON CONFLICT (address, action) DO UPDATE
            SET times = ARRAY(SELECT x FROM unnest(r.times) x
-                              ORDER BY x DESC LIMIT p_limit - 1) || p_at
-         WHERE (SELECT count(*) FROM unnest(r.times) x WHERE x > v_since) < p_limit
-        RETURNING true INTO v_counted;
-    END IF;
-    IF v_counted THEN
-        RETURN NULL;
-    END IF;
-    RETURN format('rate limited: %s %s requests for this address in the last %s s (limit %s)',
-                  p_limit, p_action, p_window, p_limit);
-END;
+                              ORDER BY x DESC LIMIT p_limit - 1) || EXCLUDED.times
+         WHERE (SELECT count(*) FROM unnest(r.times) x WHERE x > EXCLUDED.times[1] - p_window)
+               < p_limit
+        RETURNING r.address
+    ), accepted AS (
+        SELECT coalesce(jsonb_object_agg(c.address, true), '{}') AS addresses FROM counted c
+    )
+    SELECT array_agg(CASE WHEN NOT a.addresses ? u.address
+                          THEN mailroom_limit_reason(p_limit, p_action, 'address', p_window,
+                                                     p_limit) END
+                     ORDER BY u.i)
+      FROM accepted a CROSS JOIN unnest(p_addresses) WITH ORDINALITY AS u(address, i);
 $$;

@@ -4,8 +4,7 @@
 -- hands them out.
 --
 -- Never waits for the application: rows are taken in the table's physical order (the order
--- they were queued, near enough) with FOR UPDATE SKIP LOCKED, so collectors running at once
--- take different rows; the accounts' rows and the existing counter rows of their addresses
+-- they were queued, near enough) with FOR UPDATE SKIP LOCKED; the accounts' rows and the existing counter rows of their addresses
 -- (mailroom_address_requests) are locked with SKIP LOCKED too, and a signup whose account or
 -- address another transaction holds (an application transaction that updated the account, or
 -- inserted a recovery for the address, and is still open) stays queued for a later call. The
@@ -14,13 +13,22 @@
 -- transaction is inserting at that moment.
 --
 -- A token is created only for an account that still exists, is still 'provisioned' and has no
--- live activation token (one an un-suspension created meanwhile); the others' rows are dropped.
--- The token's created_at is the time of the signup (the limits' windows are counted back from
--- it); its expiry runs from its creation here (the tokens table's default). The abuse limits are
--- decided by before_token_insert_limits, as for a token the application inserts; the tokens are
--- inserted in the order of their address and signup time, so two collectors meet address rows
--- in one order. Nothing is inserted when no token is due: a statement inserting no row would
--- still fire the wake-up's statement trigger.
+-- live activation token (one an un-suspension created meanwhile), one per account (its earliest
+-- queued request); the others' rows are dropped. The token's created_at is the time of the
+-- signup (the limits' windows are counted back from it); its expiry runs from its creation here
+-- (the tokens table's default).
+--
+-- The abuse limits are decided here for the whole batch, by the rules of
+-- before_token_insert_limits: the account's accepted activation requests in the window are
+-- counted in one query (a probe per account), then the addresses' counters are updated by
+-- mailroom_address_limit, one call for every address's first request in the batch, another for
+-- the second requests, and so on (addresses requested once need one call in all). The tokens are
+-- inserted already decided (address, rate_limited, suppressed_reason), in the order of their
+-- address and signup time, and the limits trigger skips them: this transaction puts its id in
+-- mailroom_collection_xact first. Collections take turns for that (a transaction-level advisory
+-- lock, tried, never waited for: a call that finds another collection running takes nothing and
+-- returns 0). Nothing is inserted when no token is due: a statement inserting no row would still
+-- fire the wake-up's statement trigger.
 --
 -- Plans: the queue is read by the only path there is (a sequential scan stopped at p_limit;
 -- the DELETE by ctid) and every other table by index probes per row (accounts' primary key,
@@ -43,6 +51,7 @@ CREATE OR REPLACE FUNCTION mailroom_collect_signups(p_limit INT) RETURNS INT
     SET enable_mergejoin = off SET jit = off SET lock_timeout = '1s'
     AS $$
 DECLARE
+    s          mailroom_settings%ROWTYPE;
     v_tids     TID[];
     v_accounts BIGINT[];
     v_locked   BIGINT[];
@@ -51,10 +60,25 @@ DECLARE
     v_held     BIGINT[];
     v_taken    BIGINT[];
     v_at       BIGINT[];
+    -- The tokens to insert, in the order of address and signup time: the account, the signup's
+    -- time, the normalised address, NULL or why it is rate limited, and its place among the
+    -- batch's requests for its address.
     v_new      BIGINT[];
     v_new_at   BIGINT[];
+    v_address  TEXT[];
+    v_reason   TEXT[];
+    v_rank     INT[];
+    -- One call of mailroom_address_limit: the places in those arrays, their addresses and
+    -- times, and its answers.
+    v_round    BIGINT[];
+    v_round_addresses TEXT[];
+    v_round_at BIGINT[];
+    v_decided  TEXT[];
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
+    IF NOT pg_try_advisory_xact_lock(hashtextextended('mailroom.collect_signups', 0)) THEN
+        RETURN 0;
+    END IF;
     SELECT array_agg(x.ctid), array_agg(x.account) INTO v_tids, v_accounts
       FROM (SELECT q.ctid, q.account FROM mailroom_signups q
              LIMIT p_limit FOR UPDATE SKIP LOCKED) x;
@@ -90,23 +114,67 @@ BEGIN
         RETURN 0;
     END IF;
 
-    SELECT array_agg(x.account ORDER BY x.address, x.at),
-           array_agg(x.at ORDER BY x.address, x.at)
-      INTO v_new, v_new_at
-      FROM (SELECT u.account, u.at, lower(trim(a.email)) AS address
-              FROM unnest(v_taken, v_at) AS u(account, at)
-             CROSS JOIN LATERAL (SELECT a.email, a.status FROM accounts a
-                                  WHERE a.id = u.account LIMIT 1) a
-              LEFT JOIN LATERAL (SELECT l.id FROM tokens l
-                                  WHERE l.account = u.account AND l.action = 'activation'
-                                    AND l.consumed_at IS NULL
-                                    AND l.expires_at > EXTRACT(EPOCH FROM now())
-                                  LIMIT 1) l ON true
-             WHERE a.status = 'provisioned' AND l.id IS NULL) x;
-    IF v_new IS NOT NULL THEN
-        INSERT INTO tokens (account, action, created_at)
-        SELECT u.account, 'activation', u.at FROM unnest(v_new, v_new_at) AS u(account, at);
+    -- The tokens due, with the account's limit decided: its accepted activation requests in
+    -- the window before the signup, at most the limit of them read.
+    SELECT * INTO s FROM mailroom_settings;
+    SELECT array_agg(x.account ORDER BY x.address, x.at), array_agg(x.at ORDER BY x.address, x.at),
+           array_agg(x.address ORDER BY x.address, x.at),
+           array_agg(x.reason ORDER BY x.address, x.at),
+           array_agg(x.rank ORDER BY x.address, x.at)
+      INTO v_new, v_new_at, v_address, v_reason, v_rank
+      FROM (SELECT y.*, row_number() OVER (PARTITION BY y.address ORDER BY y.at)::INT AS rank
+              FROM (SELECT DISTINCT ON (u.account) u.account, u.at,
+                           lower(trim(a.email)) AS address,
+                           CASE WHEN n.n >= s.activation_limit_per_account
+                                THEN mailroom_limit_reason(n.n, 'activation', 'account',
+                                                           s.limit_window_seconds,
+                                                           s.activation_limit_per_account)
+                           END AS reason
+                      FROM unnest(v_taken, v_at) AS u(account, at)
+                     CROSS JOIN LATERAL (SELECT a.email, a.status FROM accounts a
+                                          WHERE a.id = u.account LIMIT 1) a
+                      LEFT JOIN LATERAL (SELECT l.id FROM tokens l
+                                          WHERE l.account = u.account AND l.action = 'activation'
+                                            AND l.consumed_at IS NULL
+                                            AND l.expires_at > EXTRACT(EPOCH FROM now())
+                                          LIMIT 1) l ON true
+                     CROSS JOIN LATERAL (
+                           SELECT count(*)::INT AS n
+                             FROM (SELECT 1 FROM tokens t
+                                    WHERE t.account = u.account AND t.action = 'activation'
+                                      AND t.created_at > u.at - s.limit_window_seconds
+                                      AND NOT t.rate_limited
+                                    LIMIT s.activation_limit_per_account) c) n
+                     WHERE a.status = 'provisioned' AND l.id IS NULL
+                     ORDER BY u.account, u.at) y) x;
+    IF v_new IS NULL THEN
+        RETURN cardinality(v_taken);
     END IF;
+
+    -- The address's limit, for the requests the account's limit accepted: the first request of
+    -- every address in one call, then the second ones, and so on.
+    IF s.activation_limit_per_address IS NOT NULL THEN
+        FOR r IN 1..(SELECT max(k) FROM unnest(v_rank) k) LOOP
+            SELECT array_agg(u.i ORDER BY u.i), array_agg(u.address ORDER BY u.i),
+                   array_agg(u.at ORDER BY u.i)
+              INTO v_round, v_round_addresses, v_round_at
+              FROM unnest(v_address, v_new_at, v_rank, v_reason)
+                   WITH ORDINALITY AS u(address, at, rank, reason, i)
+             WHERE u.rank = r AND u.reason IS NULL;
+            CONTINUE WHEN v_round IS NULL;
+            v_decided := mailroom_address_limit(v_round_addresses, v_round_at, 'activation',
+                                                s.activation_limit_per_address,
+                                                s.limit_window_seconds);
+            FOR k IN 1..cardinality(v_round) LOOP
+                v_reason[v_round[k]] := v_decided[k];
+            END LOOP;
+        END LOOP;
+    END IF;
+
+    PERFORM setval('mailroom_collection_xact', pg_current_xact_id()::TEXT::BIGINT);
+    INSERT INTO tokens (account, action, created_at, address, rate_limited, suppressed_reason)
+    SELECT u.account, 'activation', u.at, u.address, u.reason IS NOT NULL, u.reason
+      FROM unnest(v_new, v_new_at, v_address, v_reason) AS u(account, at, address, reason);
     RETURN cardinality(v_taken);
 END;
 $$;

@@ -6,9 +6,14 @@
 -- statement works). Planner settings keep index probes whatever the statistics (and JIT off:
 -- a disabled scan's cost would otherwise JIT-compile every statement).
 --
--- Every token is decided here: those the application inserts (password recoveries), the
--- activation tokens the collector creates for queued signups (mailroom_collect_signups) and the
--- one an un-suspension creates (trg_before_account_status_change).
+-- Every token is decided here (those the application inserts, such as password recoveries, and
+-- the activation token an un-suspension creates, trg_before_account_status_change) except the
+-- activation tokens the collector creates for queued signups: mailroom_collect_signups decides
+-- their limits by the same rules for its whole batch at once, and the trigger's WHEN skips the
+-- rows inserted by the transaction whose id that function set in mailroom_collection_xact
+-- (built-in functions only, no call). The sequence is the one thing the WHEN trusts: only
+-- mailroom's roles may set it (the application's role may read it, not UPDATE it), and a
+-- transaction id is never reused, so no other transaction's inserts ever match it.
 CREATE OR REPLACE FUNCTION trg_before_token_insert_limits() RETURNS trigger
     LANGUAGE plpgsql
     SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off SET jit = off
@@ -55,14 +60,14 @@ BEGIN
     END IF;
     IF v_n >= v_acct_limit THEN
         NEW.rate_limited := true;
-        NEW.suppressed_reason := format(
-            'rate limited: %s %s requests for this account in the last %s s (limit %s)',
-            v_n, NEW.action, s.limit_window_seconds, v_acct_limit);
+        NEW.suppressed_reason := mailroom_limit_reason(v_n, NEW.action, 'account',
+                                                       s.limit_window_seconds, v_acct_limit);
     END IF;
 
     IF NOT NEW.rate_limited AND v_addr_limit IS NOT NULL AND NEW.address IS NOT NULL THEN
-        v_reason := mailroom_address_limit(NEW.address, NEW.action, NEW.created_at,
-                                           v_addr_limit, s.limit_window_seconds);
+        v_reason := (mailroom_address_limit(ARRAY[NEW.address], ARRAY[NEW.created_at],
+                                            NEW.action, v_addr_limit,
+                                            s.limit_window_seconds))[1];
         IF v_reason IS NOT NULL THEN
             NEW.rate_limited := true;
             NEW.suppressed_reason := v_reason;
@@ -86,4 +91,6 @@ END;
 $$;
 
 CREATE OR REPLACE TRIGGER before_token_insert_limits BEFORE INSERT ON tokens FOR EACH ROW
+    WHEN (pg_current_xact_id()::text::bigint
+          IS DISTINCT FROM pg_sequence_last_value('mailroom_collection_xact'))
     EXECUTE FUNCTION trg_before_token_insert_limits();
