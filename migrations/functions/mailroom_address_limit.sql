@@ -10,13 +10,17 @@
 -- order. Rows are inserted in the arrays' order (callers sort by address, so two callers meet
 -- rows in one order). No plan to choose, whatever the statistics or the caller's planner
 -- settings: the conflict is probed on the primary key, and the accepted addresses are looked up
--- in a jsonb object built from the RETURNING rows (no join).
+-- in a jsonb object built from the RETURNING rows (no join). PL/pgSQL, not SQL, for its plan
+-- cache: a SQL function's statement is planned again in every transaction that calls it.
 CREATE OR REPLACE FUNCTION mailroom_address_limit(p_addresses TEXT[], p_ats BIGINT[],
                                                   p_action token_action, p_limit INT,
                                                   p_window INT)
     RETURNS TEXT[]
-    LANGUAGE sql
+    LANGUAGE plpgsql
     AS $$
+DECLARE
+    v_reasons TEXT[];
+BEGIN
     WITH counted AS (
         INSERT INTO mailroom_address_requests AS r (address, action, times)
         SELECT u.address, p_action, ARRAY[u.at]
@@ -35,5 +39,8 @@ CREATE OR REPLACE FUNCTION mailroom_address_limit(p_addresses TEXT[], p_ats BIGI
                           THEN mailroom_limit_reason(p_limit, p_action, 'address', p_window,
                                                      p_limit) END
                      ORDER BY u.i)
+      INTO v_reasons
       FROM accepted a CROSS JOIN unnest(p_addresses) WITH ORDINALITY AS u(address, i);
+    RETURN v_reasons;
+END;
 $$;

@@ -33,8 +33,10 @@
 -- Plans: the queue is read by the only path there is (a sequential scan stopped at p_limit;
 -- the DELETE by ctid) and every other table by index probes per row (accounts' primary key,
 -- the counters' primary key, the account's tokens by (account, action, created_at)), whatever
--- the statistics: each look-up of a collected row is a LATERAL subquery with LIMIT 1, which the
--- planner cannot turn into a join. With plain joins it read the whole of accounts (and of the
+-- the statistics: each look-up of a collected row is a LATERAL subquery with a LIMIT, which the
+-- planner cannot turn into a join; the count of the account's requests reads them newest first,
+-- an order only that index gives (without it a LIMIT on tables never analysed chose the
+-- dequeue's index (action, txid, id) and read every activation token per account). With plain joins it read the whole of accounts (and of the
 -- counters) on every call when the statistics were older than the table, so a call cost
 -- O(accounts) and collection fell behind at 1,000 signups a second.
 --
@@ -144,6 +146,7 @@ BEGIN
                                     WHERE t.account = u.account AND t.action = 'activation'
                                       AND t.created_at > u.at - s.limit_window_seconds
                                       AND NOT t.rate_limited
+                                    ORDER BY t.created_at DESC
                                     LIMIT s.activation_limit_per_account) c) n
                      WHERE a.status = 'provisioned' AND l.id IS NULL
                      ORDER BY u.account, u.at) y) x;
