@@ -162,6 +162,10 @@ TEST_F(SchemaTest, AnApplicationRoleWithTheListedRightsOnlySignsUpAndActivates) 
   EXPECT_THROW(app.exec("SELECT setval('mailroom_collection_xact',"
                         " pg_current_xact_id()::TEXT::BIGINT)"),
                pqxx::insufficient_privilege);
+  // Nor hold back every collection: they take turns on the settings' row, which it may read,
+  // not lock.
+  EXPECT_THROW(app.exec("SELECT 1 FROM mailroom_settings FOR KEY SHARE"),
+               pqxx::insufficient_privilege);
   app.exec("RESET ROLE");
   EXPECT_EQ(Text("SELECT status FROM accounts WHERE login = 'narrow'"), "active");
   EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE NOT rate_limited"), 2);

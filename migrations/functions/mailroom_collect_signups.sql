@@ -25,10 +25,12 @@
 -- the second requests, and so on (addresses requested once need one call in all). The tokens are
 -- inserted already decided (address, rate_limited, suppressed_reason), in the order of their
 -- address and signup time, and the limits trigger skips them: this transaction puts its id in
--- mailroom_collection_xact first. Collections take turns for that (a transaction-level advisory
--- lock, tried, never waited for: a call that finds another collection running takes nothing and
--- returns 0). Nothing is inserted when no token is due: a statement inserting no row would still
--- fire the wake-up's statement trigger.
+-- mailroom_collection_xact first. Collections take turns for that: each locks the row of
+-- mailroom_settings (SKIP LOCKED, never waited for: a call that finds another collection running
+-- takes nothing and returns 0). Not an advisory lock: any role may take one of those and hold
+-- it, while the application's role may only read the settings, not lock their row. Nothing is
+-- inserted when no token is due: a statement inserting no row would still fire the wake-up's
+-- statement trigger.
 --
 -- Plans: the queue is read by the only path there is (a sequential scan stopped at p_limit;
 -- the DELETE by ctid) and every other table by index probes per row (accounts' primary key,
@@ -78,13 +80,16 @@ DECLARE
     v_decided  TEXT[];
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
-    IF NOT pg_try_advisory_xact_lock(hashtextextended('mailroom.collect_signups', 0)) THEN
-        RETURN 0;
-    END IF;
     SELECT array_agg(x.ctid), array_agg(x.account) INTO v_tids, v_accounts
       FROM (SELECT q.ctid, q.account FROM mailroom_signups q
              LIMIT p_limit FOR UPDATE SKIP LOCKED) x;
     IF v_tids IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- Collections take turns: the settings' row, which the application's role may read but not
+    -- lock. Another collection running: take nothing (this call's rows stay queued).
+    SELECT * INTO s FROM mailroom_settings FOR NO KEY UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
         RETURN 0;
     END IF;
 
@@ -118,7 +123,6 @@ BEGIN
 
     -- The tokens due, with the account's limit decided: its accepted activation requests in
     -- the window before the signup, at most the limit of them read.
-    SELECT * INTO s FROM mailroom_settings;
     SELECT array_agg(x.account ORDER BY x.address, x.at), array_agg(x.at ORDER BY x.address, x.at),
            array_agg(x.address ORDER BY x.address, x.at),
            array_agg(x.reason ORDER BY x.address, x.at),
