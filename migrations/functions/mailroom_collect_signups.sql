@@ -60,7 +60,6 @@ DECLARE
     v_accounts BIGINT[];
     v_locked   BIGINT[];
     v_addrs    TEXT[];
-    v_mine     TEXT[];
     v_held     BIGINT[];
     v_taken    BIGINT[];
     v_at       BIGINT[];
@@ -93,23 +92,27 @@ BEGIN
         RETURN 0;
     END IF;
 
-    SELECT coalesce(array_agg(a.id), '{}'), coalesce(array_agg(lower(trim(a.email))), '{}')
-      INTO v_locked, v_addrs
-      FROM (SELECT a.id, a.email FROM accounts a WHERE a.id = ANY (v_accounts)
-               FOR NO KEY UPDATE SKIP LOCKED) a;
-    SELECT coalesce(array_agg(r.address), '{}') INTO v_mine
-      FROM (SELECT r.address FROM mailroom_address_requests r
-             WHERE r.address = ANY (v_addrs) AND r.action = 'activation'
-               FOR UPDATE SKIP LOCKED) r;
-    -- Held by another transaction: an existing account this call could not lock, or one whose
-    -- address has a counter row this call could not lock.
-    SELECT coalesce(array_agg(u.id), '{}') INTO v_held
+    -- Each taken row's account, locked (SKIP LOCKED), and its normalised address; an account
+    -- that exists but could not be locked is held by another transaction.
+    SELECT coalesce(array_agg(u.id) FILTER (WHERE l.id IS NOT NULL), '{}'),
+           coalesce(array_agg(lower(trim(l.email))) FILTER (WHERE l.id IS NOT NULL), '{}'),
+           coalesce(array_agg(u.id) FILTER (WHERE e.held), '{}')
+      INTO v_locked, v_addrs, v_held
       FROM unnest(v_accounts) AS u(id)
-     CROSS JOIN LATERAL (SELECT a.email FROM accounts a WHERE a.id = u.id LIMIT 1) a
+      LEFT JOIN LATERAL (SELECT a.id, a.email FROM accounts a WHERE a.id = u.id
+                            FOR NO KEY UPDATE SKIP LOCKED) l ON true
+      LEFT JOIN LATERAL (SELECT true AS held FROM accounts a
+                          WHERE l.id IS NULL AND a.id = u.id LIMIT 1) e ON true;
+    -- The existing counter rows of those addresses, locked the same way; an account whose
+    -- address has a counter row another transaction holds is held too.
+    SELECT v_held || coalesce(array_agg(x.id) FILTER (WHERE c.held), '{}') INTO v_held
+      FROM unnest(v_locked, v_addrs) AS x(id, address)
       LEFT JOIN LATERAL (SELECT r.address FROM mailroom_address_requests r
-                          WHERE r.address = lower(trim(a.email)) AND r.action = 'activation'
-                          LIMIT 1) r ON true
-     WHERE u.id <> ALL (v_locked) OR (r.address IS NOT NULL AND r.address <> ALL (v_mine));
+                          WHERE r.address = x.address AND r.action = 'activation'
+                            FOR UPDATE SKIP LOCKED) k ON true
+      LEFT JOIN LATERAL (SELECT true AS held FROM mailroom_address_requests r
+                          WHERE k.address IS NULL AND r.address = x.address
+                            AND r.action = 'activation' LIMIT 1) c ON true;
 
     WITH d AS (
         DELETE FROM mailroom_signups q
