@@ -4,43 +4,43 @@
 -- hands them out.
 --
 -- Never waits for the application: rows are taken in the table's physical order (the order
--- they were queued, near enough) with FOR UPDATE SKIP LOCKED; the accounts' rows and the existing counter rows of their addresses
--- (mailroom_address_requests) are locked with SKIP LOCKED too, and a signup whose account or
--- address another transaction holds (an application transaction that updated the account, or
--- inserted a recovery for the address, and is still open) stays queued for a later call. The
--- other rows are deleted: each is collected exactly once (a crash before the commit leaves it
--- queued). lock_timeout bounds the one wait left, a counter row for a new address that another
--- transaction is inserting at that moment.
+-- they were queued, near enough) with FOR UPDATE SKIP LOCKED; the accounts' rows and the
+-- existing counter rows of their addresses (mailroom_address_requests) are locked with SKIP
+-- LOCKED too, and a signup whose account or address another transaction holds (an application
+-- transaction that updated the account, or inserted a recovery for the address, and is still
+-- open) stays queued for a later call. The other rows are deleted: each is collected exactly
+-- once (a crash before the commit leaves it queued). lock_timeout bounds the one wait left, a
+-- counter row for a new address that another transaction is inserting at that moment.
 --
 -- A token is created only for an account that still exists, is still 'provisioned' and has no
--- live activation token (one an un-suspension created meanwhile), one per account (its earliest
--- queued request); the others' rows are dropped. The token's created_at is the time of the
--- signup (the limits' windows are counted back from it); its expiry runs from its creation here
--- (the tokens table's default).
+-- live activation token (one an un-suspension created meanwhile), one per account (its latest
+-- queued request: an earlier one is the same request made again); the others' rows are
+-- dropped. The token's created_at is the time of the signup (the limits' windows are counted
+-- back from it); its expiry runs from its creation here (the tokens table's default).
 --
 -- The abuse limits are decided here for the whole batch, by the rules of
--- before_token_insert_limits: the account's accepted activation requests in the window are
--- counted in one query (a probe per account), then the addresses' counters are updated by
--- mailroom_address_limit, one call for every address's first request in the batch, another for
--- the second requests, and so on (addresses requested once need one call in all). The tokens are
--- inserted already decided (address, rate_limited, suppressed_reason), in the order of their
--- address and signup time, and the limits trigger skips them: this transaction puts its id in
--- mailroom_collection_xact first. Collections take turns for that: each locks the row of
--- mailroom_settings (SKIP LOCKED, never waited for: a call that finds another collection running
--- takes nothing and returns 0). Not an advisory lock: any role may take one of those and hold
--- it, while the application's role may only read the settings, not lock their row. Nothing is
--- inserted when no token is due: a statement inserting no row would still fire the wake-up's
--- statement trigger.
+-- before_token_insert_limits: the accounts' accepted activation requests in the window are
+-- counted in one query (an index probe per account); then mailroom_address_limit counts every
+-- address's first request in one call, and each later request for an address (accounts whose
+-- emails normalise to one address) in a call of its own, in order. The tokens are inserted
+-- already decided (address, rate_limited, suppressed_reason), in the order of their address
+-- and signup time, and the limits trigger skips them: this transaction puts its id in
+-- mailroom_collection_xact just before that INSERT and clears it just after. Collections take
+-- turns for that: each locks the row of mailroom_settings (SKIP LOCKED, never waited for: a
+-- call that finds another collection running takes nothing and returns 0). Not an advisory
+-- lock: any role may take one of those and hold it, while the application's role may read the
+-- settings but not lock their row. Nothing is inserted when no token is due: a statement
+-- inserting no row would still fire the wake-up's statement trigger.
 --
 -- Plans: the queue is read by the only path there is (a sequential scan stopped at p_limit;
 -- the DELETE by ctid) and every other table by index probes per row (accounts' primary key,
 -- the counters' primary key, the account's tokens by (account, action, created_at)), whatever
 -- the statistics: each look-up of a collected row is a LATERAL subquery with a LIMIT, which the
--- planner cannot turn into a join; the count of the account's requests reads them newest first,
--- an order only that index gives (without it a LIMIT on tables never analysed chose the
--- dequeue's index (action, txid, id) and read every activation token per account). With plain joins it read the whole of accounts (and of the
--- counters) on every call when the statistics were older than the table, so a call cost
--- O(accounts) and collection fell behind at 1,000 signups a second.
+-- planner cannot turn into a join, and the account's tokens are read newest first with sorts
+-- off, an order only that index gives without a sort. With plain joins it read the whole of
+-- accounts (and of the counters) on every call when the statistics were older than the table;
+-- with a bare LIMIT, on tables never analysed, it chose the dequeue's index (action, txid, id)
+-- and read every activation token per account.
 --
 -- The commit is asynchronous, as the dequeue's: waiting for the WAL flush in every collecting
 -- round put a disk flush between every signup and its stream. Any later synchronous commit (a
@@ -51,8 +51,8 @@
 -- A call that takes nothing writes nothing.
 CREATE OR REPLACE FUNCTION mailroom_collect_signups(p_limit INT) RETURNS INT
     LANGUAGE plpgsql
-    SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off
-    SET enable_mergejoin = off SET jit = off SET lock_timeout = '1s'
+    SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off
+    SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off SET lock_timeout = '1s'
     AS $$
 DECLARE
     s          mailroom_settings%ROWTYPE;
@@ -64,19 +64,20 @@ DECLARE
     v_taken    BIGINT[];
     v_at       BIGINT[];
     -- The tokens to insert, in the order of address and signup time: the account, the signup's
-    -- time, the normalised address, NULL or why it is rate limited, and its place among the
-    -- batch's requests for its address.
+    -- time, the normalised address, and NULL or why it is rate limited.
     v_new      BIGINT[];
     v_new_at   BIGINT[];
     v_address  TEXT[];
     v_reason   TEXT[];
-    v_rank     INT[];
     -- One call of mailroom_address_limit: the places in those arrays, their addresses and
-    -- times, and its answers.
+    -- times, and its answers; then each later request of an address.
     v_round    BIGINT[];
     v_round_addresses TEXT[];
     v_round_at BIGINT[];
     v_decided  TEXT[];
+    v_one      TEXT;
+    v_k        INT;
+    v_later    RECORD;
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
     SELECT array_agg(x.ctid), array_agg(x.account) INTO v_tids, v_accounts
@@ -124,67 +125,88 @@ BEGIN
         RETURN 0;
     END IF;
 
-    -- The tokens due, with the account's limit decided: its accepted activation requests in
-    -- the window before the signup, at most the limit of them read.
+    -- The tokens due, one per account (its latest queued request: an earlier one is the same
+    -- request made again), with the account's limit decided: its accepted activation requests
+    -- in the window before the signup, at most the limit of them read, newest first.
     SELECT array_agg(x.account ORDER BY x.address, x.at), array_agg(x.at ORDER BY x.address, x.at),
            array_agg(x.address ORDER BY x.address, x.at),
-           array_agg(x.reason ORDER BY x.address, x.at),
-           array_agg(x.rank ORDER BY x.address, x.at)
-      INTO v_new, v_new_at, v_address, v_reason, v_rank
-      FROM (SELECT y.*, row_number() OVER (PARTITION BY y.address ORDER BY y.at)::INT AS rank
-              FROM (SELECT DISTINCT ON (u.account) u.account, u.at,
-                           lower(trim(a.email)) AS address,
-                           CASE WHEN n.n >= s.activation_limit_per_account
-                                THEN mailroom_limit_reason(n.n, 'activation', 'account',
-                                                           s.limit_window_seconds,
-                                                           s.activation_limit_per_account)
-                           END AS reason
-                      FROM unnest(v_taken, v_at) AS u(account, at)
-                     CROSS JOIN LATERAL (SELECT a.email, a.status FROM accounts a
-                                          WHERE a.id = u.account LIMIT 1) a
-                      LEFT JOIN LATERAL (SELECT l.id FROM tokens l
-                                          WHERE l.account = u.account AND l.action = 'activation'
-                                            AND l.consumed_at IS NULL
-                                            AND l.expires_at > EXTRACT(EPOCH FROM now())
-                                          LIMIT 1) l ON true
-                     CROSS JOIN LATERAL (
-                           SELECT count(*)::INT AS n
-                             FROM (SELECT 1 FROM tokens t
-                                    WHERE t.account = u.account AND t.action = 'activation'
-                                      AND t.created_at > u.at - s.limit_window_seconds
-                                      AND NOT t.rate_limited
-                                    ORDER BY t.created_at DESC
-                                    LIMIT s.activation_limit_per_account) c) n
-                     WHERE a.status = 'provisioned' AND l.id IS NULL
-                     ORDER BY u.account, u.at) y) x;
+           array_agg(x.reason ORDER BY x.address, x.at)
+      INTO v_new, v_new_at, v_address, v_reason
+      FROM (SELECT DISTINCT ON (u.account) u.account, u.at, lower(trim(a.email)) AS address,
+                   CASE WHEN n.n >= s.activation_limit_per_account
+                        THEN mailroom_limit_reason(n.n, 'activation', 'account',
+                                                   s.limit_window_seconds,
+                                                   s.activation_limit_per_account)
+                   END AS reason
+              FROM unnest(v_taken, v_at) AS u(account, at)
+             CROSS JOIN LATERAL (SELECT a.email, a.status FROM accounts a
+                                  WHERE a.id = u.account LIMIT 1) a
+              LEFT JOIN LATERAL (SELECT l.id FROM tokens l
+                                  WHERE l.account = u.account AND l.action = 'activation'
+                                    AND l.consumed_at IS NULL
+                                    AND l.expires_at > EXTRACT(EPOCH FROM now())
+                                  ORDER BY l.created_at DESC
+                                  LIMIT 1) l ON true
+             CROSS JOIN LATERAL (
+                   SELECT count(*)::INT AS n
+                     FROM (SELECT 1 FROM tokens t
+                            WHERE t.account = u.account AND t.action = 'activation'
+                              AND t.created_at > u.at - s.limit_window_seconds
+                              AND NOT t.rate_limited
+                            ORDER BY t.created_at DESC
+                            LIMIT s.activation_limit_per_account) c) n
+             WHERE a.status = 'provisioned' AND l.id IS NULL
+             ORDER BY u.account, u.at DESC) x;
     IF v_new IS NULL THEN
         RETURN cardinality(v_taken);
     END IF;
 
-    -- The address's limit, for the requests the account's limit accepted: the first request of
-    -- every address in one call, then the second ones, and so on.
+    -- The address's limit, for the requests the account's limit accepted: every address's first
+    -- request in one call, then each later request for an address (accounts whose emails
+    -- normalise to one address) in a call of its own, in order: linear in the batch, however
+    -- its requests fall on addresses.
     IF s.activation_limit_per_address IS NOT NULL THEN
-        FOR r IN 1..(SELECT max(k) FROM unnest(v_rank) k) LOOP
-            SELECT array_agg(u.i ORDER BY u.i), array_agg(u.address ORDER BY u.i),
-                   array_agg(u.at ORDER BY u.i)
-              INTO v_round, v_round_addresses, v_round_at
-              FROM unnest(v_address, v_new_at, v_rank, v_reason)
-                   WITH ORDINALITY AS u(address, at, rank, reason, i)
-             WHERE u.rank = r AND u.reason IS NULL;
-            CONTINUE WHEN v_round IS NULL;
+        SELECT array_agg(w.i ORDER BY w.i), array_agg(w.address ORDER BY w.i),
+               array_agg(w.at ORDER BY w.i)
+          INTO v_round, v_round_addresses, v_round_at
+          FROM (SELECT u.i, u.address, u.at,
+                       row_number() OVER (PARTITION BY u.address ORDER BY u.i) AS place
+                  FROM unnest(v_address, v_new_at, v_reason)
+                       WITH ORDINALITY AS u(address, at, reason, i)
+                 WHERE u.reason IS NULL) w
+         WHERE w.place = 1;
+        IF v_round IS NOT NULL THEN
             v_decided := mailroom_address_limit(v_round_addresses, v_round_at, 'activation',
                                                 s.activation_limit_per_address,
                                                 s.limit_window_seconds);
-            FOR k IN 1..cardinality(v_round) LOOP
-                v_reason[v_round[k]] := v_decided[k];
+            v_k := 0;
+            FOREACH v_one IN ARRAY v_decided LOOP
+                v_k := v_k + 1;
+                v_reason[v_round[v_k]] := v_one;
             END LOOP;
+        END IF;
+        FOR v_later IN SELECT u.i, u.address, u.at
+                   FROM (SELECT u.*, row_number() OVER (PARTITION BY u.address ORDER BY u.i)
+                                     AS place
+                           FROM unnest(v_address, v_new_at, v_reason)
+                                WITH ORDINALITY AS u(address, at, reason, i)
+                          WHERE u.reason IS NULL) u
+                  WHERE u.place > 1
+                  ORDER BY u.i LOOP
+            v_reason[v_later.i] := (mailroom_address_limit(ARRAY[v_later.address],
+                                                           ARRAY[v_later.at], 'activation',
+                                                           s.activation_limit_per_address,
+                                                           s.limit_window_seconds))[1];
         END LOOP;
     END IF;
 
+    -- The mark is this transaction's id for the INSERT only: cleared at once (a sequence is not
+    -- transactional), so nothing else this transaction inserts skips the limits.
     PERFORM setval('mailroom_collection_xact', pg_current_xact_id()::TEXT::BIGINT);
     INSERT INTO tokens (account, action, created_at, address, rate_limited, suppressed_reason)
     SELECT u.account, 'activation', u.at, u.address, u.reason IS NOT NULL, u.reason
       FROM unnest(v_new, v_new_at, v_address, v_reason) AS u(account, at, address, reason);
+    PERFORM setval('mailroom_collection_xact', 0, false);
     RETURN cardinality(v_taken);
 END;
 $$;

@@ -10,10 +10,11 @@
 -- the activation token an un-suspension creates, trg_before_account_status_change) except the
 -- activation tokens the collector creates for queued signups: mailroom_collect_signups decides
 -- their limits by the same rules for its whole batch at once, and the trigger's WHEN skips the
--- rows inserted by the transaction whose id that function set in mailroom_collection_xact
--- (built-in functions only, no call). The sequence is the one thing the WHEN trusts: only
--- mailroom's roles may set it (the application's role may read it, not UPDATE it), and a
--- transaction id is never reused, so no other transaction's inserts ever match it.
+-- rows inserted by the transaction whose id that function set in mailroom_collection_xact for
+-- its INSERT (built-in functions only, no call). The sequence is the one thing the WHEN trusts:
+-- only its owner may set it (the application's role may read it; nextval cannot reach a
+-- transaction's id), the collection clears it right after its INSERT, and a transaction id is
+-- not used twice, so no other insert matches it.
 CREATE OR REPLACE FUNCTION trg_before_token_insert_limits() RETURNS trigger
     LANGUAGE plpgsql
     SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off SET jit = off
