@@ -173,7 +173,7 @@ TEST_F(SchemaTest, AnApplicationRoleWithTheListedRightsOnlySignsUpAndActivates) 
                pqxx::insufficient_privilege);
   // Nor hold back every collection: they take turns on the settings' row, which it may read,
   // not lock.
-  EXPECT_THROW(app.exec("SELECT 1 FROM mailroom_settings FOR KEY SHARE"),
+  EXPECT_THROW(app.exec("SELECT 1 FROM mailroom_settings FOR SHARE"),
                pqxx::insufficient_privilege);
   app.exec("RESET ROLE");
   EXPECT_EQ(Text("SELECT status FROM accounts WHERE login = 'narrow'"), "active");
@@ -1755,6 +1755,42 @@ TEST_F(LimitsTest, ABatchOfRequestsForOneAddressAcceptsTheLimit) {
   EXPECT_EQ(Int("SELECT cardinality(times) FROM mailroom_address_requests"), 3);
 }
 
+// An address whose counter is already full meets several requests in one batch: every one is
+// refused, and the counter keeps its times. (The first refusal must not make the second request
+// the address's first in the batch.)
+TEST_F(LimitsTest, ABatchMeetingAFullCounterRefusesEveryRequestForIt) {
+  Exec("INSERT INTO accounts (email, login) VALUES ('victim@example.com', 'a1'),"
+       " ('Victim@example.com', 'a2'), ('VICTIM@example.com', 'a3')");
+  CollectSignups();
+  ASSERT_EQ(Int("SELECT count(*) FROM tokens WHERE NOT rate_limited"), 3);
+  Exec("INSERT INTO accounts (email, login) VALUES (' victim@example.com', 'b1'),"
+       " ('  victim@example.com', 'b2'), ('   victim@example.com', 'b3')");
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 3);
+  EXPECT_EQ(Text("SELECT string_agg(a.login || ':' || t.rate_limited, ',' ORDER BY a.login)"
+                 "  FROM tokens t JOIN accounts a ON a.id = t.account WHERE a.login LIKE 'b%'"),
+            "b1:true,b2:true,b3:true");
+  EXPECT_EQ(Int("SELECT cardinality(times) FROM mailroom_address_requests"), 3);
+}
+
+// A collection whose INSERT fails clears the collection's mark too: a caller that rolls back to
+// a savepoint and carries on in the same transaction inserts tokens the limits trigger decides.
+TEST_F(LimitsTest, AFailedCollectionLeavesNoMark) {
+  Exec("INSERT INTO accounts (email, login) VALUES ('f@example.com', 'f')");
+  Exec("ALTER TABLE tokens ADD CONSTRAINT test_no_activation CHECK (action <> 'activation')"
+       " NOT VALID");
+  pqxx::work tx(*conn_);
+  {
+    pqxx::subtransaction collection(tx, "collection");
+    EXPECT_THROW(collection.exec("SELECT mailroom_collect_signups(10)"), pqxx::check_violation);
+    collection.abort();
+  }
+  EXPECT_TRUE(tx.exec1("SELECT pg_sequence_last_value('mailroom_collection_xact')")[0].is_null());
+  EXPECT_EQ(tx.exec1("INSERT INTO tokens (account, action) SELECT id, 'password_recovery'"
+                     "  FROM accounts RETURNING address")[0]
+                .as<std::string>(),
+            "f@example.com");  // the trigger set it
+}
+
 // An account queued twice in one batch gets one token, for its latest request: the earlier one
 // is the same request made again. Here the difference shows: counted from the earlier request
 // the account's one accepted request in the window (an expired token) refuses it; from the
@@ -1813,6 +1849,8 @@ TEST_F(SchemaTest, CollectionsTakeTurnsAndTakeEachSignupOnce) {
   {
     pqxx::work t2(c2);
     EXPECT_EQ(t2.exec1("SELECT mailroom_collect_signups(1500)")[0].as<int>(), 0);
+    // It locked and wrote nothing: its transaction has no id.
+    EXPECT_TRUE(t2.exec1("SELECT pg_current_xact_id_if_assigned()")[0].is_null());
     t2.commit();
   }
   t1.commit();

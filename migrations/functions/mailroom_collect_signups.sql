@@ -22,12 +22,14 @@
 -- before_token_insert_limits: the accounts' accepted activation requests in the window are
 -- counted in one query (an index probe per account); then mailroom_address_limit counts every
 -- address's first request in one call, and each later request for an address (accounts whose
--- emails normalise to one address) in a call of its own, in order. The tokens are inserted
+-- emails normalise to one address) in a call of its own, in order; a request's place among
+-- its address's is fixed before any of them is decided. The tokens are inserted
 -- already decided (address, rate_limited, suppressed_reason), in the order of their address
 -- and signup time, and the limits trigger skips them: this transaction puts its id in
--- mailroom_collection_xact just before that INSERT and clears it just after. Collections take
--- turns for that: each locks the row of mailroom_settings (SKIP LOCKED, never waited for: a
--- call that finds another collection running takes nothing and returns 0). Not an advisory
+-- mailroom_collection_xact just before that INSERT and clears it just after, also when it
+-- fails. Collections take turns for that: each locks the row of mailroom_settings (SKIP
+-- LOCKED, never waited for: a call that finds another collection running takes nothing,
+-- writes nothing and returns 0). Not an advisory
 -- lock: any role may take one of those and hold it, while the application's role may read the
 -- settings but not lock their row. Nothing is inserted when no token is due: a statement
 -- inserting no row would still fire the wake-up's statement trigger.
@@ -69,6 +71,7 @@ DECLARE
     v_new_at   BIGINT[];
     v_address  TEXT[];
     v_reason   TEXT[];
+    v_by_account TEXT[];  -- v_reason as the accounts' limits left it
     -- One call of mailroom_address_limit: the places in those arrays, their addresses and
     -- times, and its answers; then each later request of an address.
     v_round    BIGINT[];
@@ -80,16 +83,20 @@ DECLARE
     v_later    RECORD;
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
+    -- Nothing queued, or another collection running: return without writing anything. Turns
+    -- are taken on the settings' row, which the application's role may read but not lock.
+    PERFORM 1 FROM mailroom_signups LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    SELECT * INTO s FROM mailroom_settings FOR NO KEY UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
     SELECT array_agg(x.ctid), array_agg(x.account) INTO v_tids, v_accounts
       FROM (SELECT q.ctid, q.account FROM mailroom_signups q
              LIMIT p_limit FOR UPDATE SKIP LOCKED) x;
     IF v_tids IS NULL THEN
-        RETURN 0;
-    END IF;
-    -- Collections take turns: the settings' row, which the application's role may read but not
-    -- lock. Another collection running: take nothing (this call's rows stay queued).
-    SELECT * INTO s FROM mailroom_settings FOR NO KEY UPDATE SKIP LOCKED;
-    IF NOT FOUND THEN
         RETURN 0;
     END IF;
 
@@ -128,9 +135,10 @@ BEGIN
     -- The tokens due, one per account (its latest queued request: an earlier one is the same
     -- request made again), with the account's limit decided: its accepted activation requests
     -- in the window before the signup, at most the limit of them read, newest first.
-    SELECT array_agg(x.account ORDER BY x.address, x.at), array_agg(x.at ORDER BY x.address, x.at),
-           array_agg(x.address ORDER BY x.address, x.at),
-           array_agg(x.reason ORDER BY x.address, x.at)
+    SELECT array_agg(x.account ORDER BY x.address, x.at, x.account),
+           array_agg(x.at ORDER BY x.address, x.at, x.account),
+           array_agg(x.address ORDER BY x.address, x.at, x.account),
+           array_agg(x.reason ORDER BY x.address, x.at, x.account)
       INTO v_new, v_new_at, v_address, v_reason
       FROM (SELECT DISTINCT ON (u.account) u.account, u.at, lower(trim(a.email)) AS address,
                    CASE WHEN n.n >= s.activation_limit_per_account
@@ -166,12 +174,15 @@ BEGIN
     -- normalise to one address) in a call of its own, in order: linear in the batch, however
     -- its requests fall on addresses.
     IF s.activation_limit_per_address IS NOT NULL THEN
+        -- The requests' places among their address's, fixed before any is decided here (the
+        -- first call's refusals must not make a later request the first).
+        v_by_account := v_reason;
         SELECT array_agg(w.i ORDER BY w.i), array_agg(w.address ORDER BY w.i),
                array_agg(w.at ORDER BY w.i)
           INTO v_round, v_round_addresses, v_round_at
           FROM (SELECT u.i, u.address, u.at,
                        row_number() OVER (PARTITION BY u.address ORDER BY u.i) AS place
-                  FROM unnest(v_address, v_new_at, v_reason)
+                  FROM unnest(v_address, v_new_at, v_by_account)
                        WITH ORDINALITY AS u(address, at, reason, i)
                  WHERE u.reason IS NULL) w
          WHERE w.place = 1;
@@ -188,7 +199,7 @@ BEGIN
         FOR v_later IN SELECT u.i, u.address, u.at
                    FROM (SELECT u.*, row_number() OVER (PARTITION BY u.address ORDER BY u.i)
                                      AS place
-                           FROM unnest(v_address, v_new_at, v_reason)
+                           FROM unnest(v_address, v_new_at, v_by_account)
                                 WITH ORDINALITY AS u(address, at, reason, i)
                           WHERE u.reason IS NULL) u
                   WHERE u.place > 1
@@ -200,12 +211,19 @@ BEGIN
         END LOOP;
     END IF;
 
-    -- The mark is this transaction's id for the INSERT only: cleared at once (a sequence is not
-    -- transactional), so nothing else this transaction inserts skips the limits.
+    -- The mark is this transaction's id for the INSERT only: cleared at once, whether it
+    -- succeeds or fails (a sequence is not transactional), so nothing else this transaction
+    -- inserts skips the limits.
     PERFORM setval('mailroom_collection_xact', pg_current_xact_id()::TEXT::BIGINT);
-    INSERT INTO tokens (account, action, created_at, address, rate_limited, suppressed_reason)
-    SELECT u.account, 'activation', u.at, u.address, u.reason IS NOT NULL, u.reason
-      FROM unnest(v_new, v_new_at, v_address, v_reason) AS u(account, at, address, reason);
+    BEGIN
+        INSERT INTO tokens (account, action, created_at, address, rate_limited, suppressed_reason)
+        SELECT u.account, 'activation', u.at, u.address, u.reason IS NOT NULL, u.reason
+          FROM unnest(v_new, v_new_at, v_address, v_reason) AS u(account, at, address, reason);
+    EXCEPTION WHEN OTHERS THEN
+        -- A failed INSERT clears the mark too (a caller that carries on in its transaction).
+        PERFORM setval('mailroom_collection_xact', 0, false);
+        RAISE;
+    END;
     PERFORM setval('mailroom_collection_xact', 0, false);
     RETURN cardinality(v_taken);
 END;

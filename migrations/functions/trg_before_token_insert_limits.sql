@@ -12,9 +12,9 @@
 -- their limits by the same rules for its whole batch at once, and the trigger's WHEN skips the
 -- rows inserted by the transaction whose id that function set in mailroom_collection_xact for
 -- its INSERT (built-in functions only, no call). The sequence is the one thing the WHEN trusts:
--- only its owner may set it (the application's role may read it; nextval cannot reach a
--- transaction's id), the collection clears it right after its INSERT, and a transaction id is
--- not used twice, so no other insert matches it.
+-- setting it takes UPDATE on it, which the application's role does not need (it may read it,
+-- and nextval cannot reach a transaction's id), the collection clears it right after its
+-- INSERT, and a transaction id is not used twice, so no other insert matches it.
 CREATE OR REPLACE FUNCTION trg_before_token_insert_limits() RETURNS trigger
     LANGUAGE plpgsql
     SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off SET jit = off
