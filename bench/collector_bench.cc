@@ -39,6 +39,7 @@
 #include "collector/migrate.h"
 #include "grpcpp/grpcpp.h"
 #include "testing/collector_client.h"
+#include "testing/collector_fixture.h"
 #include "testing/pg_server.h"
 #include "testing/process.h"
 
@@ -132,11 +133,7 @@ void Drain(testing::PgServer& pg, const std::string& label, int n, bool analyze)
     // The signups' tokens made as the collector makes them (1,000 a call), before the drain
     // is timed: the drain measures handing out a backlog of tokens.
     const absl::Time collect_start = absl::Now();
-    {
-      pqxx::nontransaction ctx(c);
-      while (ctx.exec1("SELECT mailroom_collect_signups(1000)")[0].as<int>() > 0) {
-      }
-    }
+    testing::TestDb(url).CollectSignups();
     std::printf("  %s: made the %d signups' tokens (1,000 a call) in %.1f s\n", label.c_str(), n,
                 absl::ToDoubleSeconds(absl::Now() - collect_start));
     pqxx::nontransaction tx(c);

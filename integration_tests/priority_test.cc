@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "testing/collector_fixture.h"
 #include "testing/process.h"
 #include "testing/stack.h"
 
@@ -60,12 +61,7 @@ class PriorityTest : public testing::StackTest {
                       " '@example.test', 'r' || i, 'active' FROM generate_series(1, ",
                       recovery_accounts, ") i"));
     // Their tokens made now, as a collector would (a running one may take some meanwhile).
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (Scalar("SELECT mailroom_collect_signups(100000)") > 0 ||
-           Scalar("SELECT count(*) FROM mailroom_signups") > 0) {
-      if (absl::Now() > deadline) break;
-      absl::SleepFor(absl::Milliseconds(10));
-    }
+    testing::TestDb(url_).CollectSignups();
     EXPECT_EQ(Scalar("SELECT count(*) FROM tokens"), kActivations);
   }
   int64_t SecondsLeftInMonth() {

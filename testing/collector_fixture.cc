@@ -1,8 +1,10 @@
 #include "testing/collector_fixture.h"
 
 #include <pqxx/pqxx>
+#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "testing/pg_server.h"
 
@@ -36,6 +38,18 @@ void TestDb::Exec(const std::string& sql) const {
   pqxx::work tx(c);
   tx.exec(sql);
   tx.commit();
+}
+
+void TestDb::CollectSignups() const {
+  pqxx::connection c(url_);
+  pqxx::nontransaction tx(c);
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  for (;;) {
+    if (tx.exec1("SELECT mailroom_collect_signups(1000)")[0].as<int>() > 0) continue;
+    if (!tx.exec1("SELECT EXISTS (SELECT 1 FROM mailroom_signups)")[0].as<bool>()) return;
+    if (absl::Now() > deadline) throw std::runtime_error("signups still queued after 60 s");
+    absl::SleepFor(absl::Milliseconds(5));  // another collector's turn
+  }
 }
 
 int64_t TestDb::Scalar(const std::string& sql) const {

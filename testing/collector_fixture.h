@@ -36,8 +36,12 @@ class TestDb {
   int64_t Scalar(const std::string& sql) const;
   std::string Text(const std::string& sql) const;
   // Inserts `n` accounts PREFIXi@example.test / PREFIXi in one statement (one transaction, one
-  // folded NOTIFY): each gets an activation token.
+  // folded NOTIFY): each queues its signup, whose activation token a collector makes.
   void InsertAccounts(int n, const std::string& prefix) const;
+  // Makes every queued signup's activation token as a collector does (1,000 a call). A running
+  // collector may hold the collection's turn meanwhile (a call then takes nothing): waits until
+  // nothing is queued. Throws when signups are still queued after 60 s.
+  void CollectSignups() const;
   const std::string& url() const { return url_; }
 
  private:
