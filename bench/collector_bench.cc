@@ -15,13 +15,15 @@
 //  3. with --signups=8,32,64 (fsync on only): the application's signups/s, one
 //     `INSERT INTO accounts` per transaction from pgbench with that many clients, for
 //     --signup_seconds each, with mailroom's triggers disabled, with mailroom and a collector
-//     awake and draining (a subscriber acknowledging everything), and with mailroom and a
+//     awake and draining (a subscriber acknowledging everything; busy-polling at its default
+//     interval, or at each of --busy_poll's in ms), and with mailroom and a
 //     collector that never turns busy (MAILROOM_BUSY_POLL_INTERVAL=0: every commit NOTIFYs),
 //     and with mailroom and no collector (no commit NOTIFYs: the triggers' own cost), in that
 //     order, --signup_rounds times (alternating runs on one database).
 // Usage: collector_bench [--sizes=100000,1000000] [--fsync=on,off] [--stats=without,with]
 //                        [--rates=200,1000,3000] [--seconds=5] [--connections=N]
 //                        [--signups=8,32,64] [--signup_seconds=10] [--signup_rounds=2]
+//                        [--busy_poll=2,20]
 #include <algorithm>
 #include <csignal>
 #include <atomic>
@@ -363,7 +365,8 @@ double Pgbench(testing::PgServer& pg, const std::string& db, const std::string& 
   return tps;
 }
 
-void Signups(testing::PgServer& pg, const std::vector<int>& clients, int seconds, int rounds) {
+void Signups(testing::PgServer& pg, const std::vector<int>& clients,
+             const std::vector<int>& busy_polls, int seconds, int rounds) {
   const std::string db = "signups";
   std::string url = Fresh(pg, db);
   const std::string script = "/tmp/mailroom-bench-signup.sql";
@@ -402,15 +405,28 @@ void Signups(testing::PgServer& pg, const std::vector<int>& clients, int seconds
     std::map<std::string, std::vector<double>> tps;
     std::map<std::string, std::vector<int64_t>> left;
     std::map<std::string, std::vector<double>> catch_up;
-    const std::vector<std::string> kinds = {"triggers disabled", "mailroom, collector busy-polling",
-                                            "mailroom, every commit notifies",
-                                            "mailroom, no collector"};
+    // A collector busy-polling at its default interval, or at each of --busy_poll's (the
+    // kind's MAILROOM_BUSY_POLL_INTERVAL, unset for the default), then one that never turns
+    // busy, then none.
+    std::vector<std::string> kinds = {"triggers disabled"};
+    std::map<std::string, std::string> poll_ms;
+    if (busy_polls.empty()) {
+      kinds.push_back("mailroom, collector busy-polling");
+      poll_ms[kinds.back()] = "";
+    }
+    for (int ms : busy_polls) {
+      kinds.push_back(absl::StrCat("mailroom, collector busy-polling every ", ms, " ms"));
+      poll_ms[kinds.back()] = absl::StrCat(ms);
+    }
+    kinds.push_back("mailroom, every commit notifies");
+    kinds.push_back("mailroom, no collector");
+    poll_ms[kinds[kinds.size() - 2]] = "0";
     for (int round = 0; round < rounds; ++round) {
       for (const std::string& kind : kinds) {
         const bool disabled = kind == kinds[0];
         // Without a collector no commit NOTIFYs (none is registered idle): the triggers' own
         // cost, the diagnosis row.
-        const bool collector = !disabled && kind != kinds[3];
+        const bool collector = poll_ms.count(kind) > 0;
         set_triggers(!disabled);
         std::unique_ptr<Collector> col;
         std::unique_ptr<testing::TestSubscriber> sub;
@@ -418,9 +434,9 @@ void Signups(testing::PgServer& pg, const std::vector<int>& clients, int seconds
         std::atomic<size_t> acked{0};
         std::thread acker;
         if (collector) {
-          col = std::make_unique<Collector>(StartCollector(
-              url, 1000, 0,
-              {{"MAILROOM_BUSY_POLL_INTERVAL", kind == kinds[1] ? "2" : "0"}}));
+          std::map<std::string, std::string> env;
+          if (!poll_ms[kind].empty()) env["MAILROOM_BUSY_POLL_INTERVAL"] = poll_ms[kind];
+          col = std::make_unique<Collector>(StartCollector(url, 1000, 0, env));
           auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", col->port),
                                              grpc::InsecureChannelCredentials());
           sub = std::make_unique<testing::TestSubscriber>(channel, kBearer, "mailroom", 10000,
@@ -474,7 +490,7 @@ void Signups(testing::PgServer& pg, const std::vector<int>& clients, int seconds
 int main(int argc, char** argv) {
   std::vector<int> sizes = {100000, 1000000}, rates = {200, 1000, 3000};
   std::vector<std::string> fsyncs = {"on", "off"}, stats = {"without", "with"};
-  std::vector<int> signups;
+  std::vector<int> signups, busy_polls;
   int seconds = 5, connections = 0, signup_seconds = 10, signup_rounds = 2;
   auto ints = [](absl::string_view list) {
     std::vector<int> out;
@@ -492,6 +508,8 @@ int main(int argc, char** argv) {
       rates = ints(a);
     } else if (absl::ConsumePrefix(&a, "--signups=")) {
       signups = ints(a);
+    } else if (absl::ConsumePrefix(&a, "--busy_poll=")) {
+      busy_polls = ints(a);
     } else if (absl::ConsumePrefix(&a, "--signup_seconds=")) {
       (void)absl::SimpleAtoi(a, &signup_seconds);
     } else if (absl::ConsumePrefix(&a, "--signup_rounds=")) {
@@ -532,7 +550,7 @@ int main(int argc, char** argv) {
                         connections > 0 ? connections : std::clamp(rate / 50, 4, 64));
     }
     if (fsync == "on" && !signups.empty()) {
-      mailroom::Signups(**pg, signups, signup_seconds, signup_rounds);
+      mailroom::Signups(**pg, signups, busy_polls, signup_seconds, signup_rounds);
     }
   }
   return 0;
