@@ -338,6 +338,18 @@ void Latency(testing::PgServer& pg, const std::string& label, int rate, int seco
     std::printf("    %lld signup collections, %.2f ms each in PostgreSQL (%.0f ms in all)\n",
                 static_cast<long long>(collects), collect_ms / collects, collect_ms);
   }
+  // Every function the collector called, by its time in PostgreSQL (nested calls counted in
+  // their callers' time too).
+  std::vector<std::pair<double, std::string>> by_time;
+  for (const auto& [name, f] : functions) by_time.push_back({f.second, name});
+  std::sort(by_time.rbegin(), by_time.rend());
+  std::string all;
+  for (const auto& [t, name] : by_time) {
+    if (t < 1) break;
+    absl::StrAppend(&all, all.empty() ? "" : ", ", name, " ", int64_t(t + 0.5), " ms (",
+                    functions[name].first, " calls)");
+  }
+  if (!all.empty()) std::printf("    functions: %s\n", all.c_str());
   std::fflush(stdout);
 }
 

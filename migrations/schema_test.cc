@@ -1862,6 +1862,36 @@ TEST_F(SchemaTest, CollectionsTakeTurnsAndTakeEachSignupOnce) {
   EXPECT_EQ(Int("SELECT count(DISTINCT account) FROM tokens"), 2000);
 }
 
+// A collection's foreign key checks (tokens -> accounts) probe accounts' primary key, whatever
+// plan its session made while accounts was small. PostgreSQL plans a check five times, then
+// keeps a generic plan for the session: made when accounts had one page, that plan reads the
+// whole table, and a collector's session lasts, so every token read every account until the
+// next ANALYZE of accounts. A new install: accounts analysed while empty.
+TEST_F(SchemaTest, ACollectionsForeignKeyChecksProbeAccountsByIndex) {
+  Exec("ANALYZE accounts");
+  pqxx::connection c(url_);
+  for (int i = 0; i < 6; ++i) {
+    Exec(absl::StrCat("INSERT INTO accounts (email, login) VALUES ('tiny", i,
+                      "@example.com', 'tiny", i, "')"));
+    pqxx::work t(c);
+    EXPECT_EQ(t.exec1("SELECT mailroom_collect_signups(1000)")[0].as<int>(), 1);
+    t.commit();
+  }
+  Exec("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com', 'u' || i"
+       "  FROM generate_series(1, 2000) i");
+  pqxx::work t(c);
+  EXPECT_EQ(t.exec1("SELECT mailroom_collect_signups(5000)")[0].as<int>(), 2000);
+  t.exec("SET CONSTRAINTS ALL IMMEDIATE");  // any check still deferred runs now
+  EXPECT_EQ(t.exec1("SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'accounts'")[0]
+                .as<int64_t>(),
+            0);
+  EXPECT_GT(t.exec1("SELECT idx_scan FROM pg_stat_xact_user_tables WHERE relname = 'accounts'")[0]
+                .as<int64_t>(),
+            2000);
+  t.commit();
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 2006);
+}
+
 // The functions a busy collector calls every few milliseconds plan their statements once per
 // session: left to choose, PostgreSQL planned the collection's again on every call (about half
 // the cost of a call that collects a few signups).

@@ -220,6 +220,11 @@ BEGIN
     -- succeeds or fails (a sequence is not transactional), so nothing else this transaction
     -- inserts skips the limits.
     PERFORM setval('mailroom_collection_xact', pg_current_xact_id()::TEXT::BIGINT);
+    -- The tokens' foreign key is checked at the INSERT's end, inside this function, so that its
+    -- check is planned with this function's settings: an index probe of accounts. Deferred to
+    -- the commit, it was planned with the session's, and a plan made while accounts was
+    -- analysed empty read the whole table for every token until the next ANALYZE.
+    SET CONSTRAINTS tokens_account_fkey IMMEDIATE;
     BEGIN
         INSERT INTO tokens (account, action, created_at, address, rate_limited, suppressed_reason)
         SELECT u.account, 'activation', u.at, u.address, u.reason IS NOT NULL, u.reason
@@ -227,8 +232,10 @@ BEGIN
     EXCEPTION WHEN OTHERS THEN
         -- A failed INSERT clears the mark too (a caller that carries on in its transaction).
         PERFORM setval('mailroom_collection_xact', 0, false);
+        SET CONSTRAINTS tokens_account_fkey DEFERRED;
         RAISE;
     END;
+    SET CONSTRAINTS tokens_account_fkey DEFERRED;
     PERFORM setval('mailroom_collection_xact', 0, false);
     RETURN cardinality(v_taken);
 END;
