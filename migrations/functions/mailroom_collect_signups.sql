@@ -220,21 +220,25 @@ BEGIN
     -- succeeds or fails (a sequence is not transactional), so nothing else this transaction
     -- inserts skips the limits.
     PERFORM setval('mailroom_collection_xact', pg_current_xact_id()::TEXT::BIGINT);
-    -- The tokens' foreign key is checked at the INSERT's end, inside this function, so that its
-    -- check is planned with this function's settings: an index probe of accounts. Deferred to
-    -- the commit, it was planned with the session's, and a plan made while accounts was
-    -- analysed empty read the whole table for every token until the next ANALYZE.
-    SET CONSTRAINTS tokens_account_fkey IMMEDIATE;
     BEGIN
+        -- The tokens' foreign key is checked at the INSERT's end, inside this function, so that
+        -- a session whose first checks are made here (a collector's: it inserts tokens nowhere
+        -- else) plans them with this function's settings, an index probe of accounts.
+        -- PostgreSQL keeps one plan of the check per session; made at the commit with the
+        -- session's settings while accounts was analysed empty, it read the whole table for
+        -- every token until the next ANALYZE of accounts. Checks the caller's transaction left
+        -- pending run here too; a failure of any rolls this block back, the setting with it.
+        SET CONSTRAINTS tokens_account_fkey IMMEDIATE;
         INSERT INTO tokens (account, action, created_at, address, rate_limited, suppressed_reason)
         SELECT u.account, 'activation', u.at, u.address, u.reason IS NOT NULL, u.reason
           FROM unnest(v_new, v_new_at, v_address, v_reason) AS u(account, at, address, reason);
     EXCEPTION WHEN OTHERS THEN
-        -- A failed INSERT clears the mark too (a caller that carries on in its transaction).
+        -- A failed INSERT (or check) clears the mark too (a caller that carries on in its
+        -- transaction).
         PERFORM setval('mailroom_collection_xact', 0, false);
-        SET CONSTRAINTS tokens_account_fkey DEFERRED;
         RAISE;
     END;
+    -- Deferred again for the rest of the caller's transaction, whatever it had set.
     SET CONSTRAINTS tokens_account_fkey DEFERRED;
     PERFORM setval('mailroom_collection_xact', 0, false);
     RETURN cardinality(v_taken);
