@@ -9,7 +9,8 @@
 #             procedure inside the server with synchronous_commit = off (so the figure is the
 #             work the transaction does, not the WAL flush it waits for nor the client's round
 #             trip), the variants below alternating for --rounds rounds; prints µs per signup
-#             (median over rounds) and the difference to the variant before:
+#             (median over rounds), the WAL bytes the server wrote per signup, and the
+#             difference to the variant before:
 #               bare      mailroom's triggers on accounts disabled (nothing queued)
 #               signup    the account's trigger (before_account_insert): one row queued in
 #                         mailroom_signups
@@ -18,7 +19,7 @@
 #             account's trigger creating the activation token, +limits: the token limits
 #             trigger, +notify: the wake-up after_token_inserted); then the collector's side: the
 #             queued signups made tokens by mailroom_collect_signups in batches of 1,000, CPU µs
-#             per token
+#             and WAL bytes per token
 #   bulk      one INSERT INTO accounts ... SELECT ... FROM generate_series(1, N) per size, each
 #             into an emptied accounts table, and one COPY of the largest size: seconds, rows/s
 #             and the signups queued; then the collector's side: every queued signup collected
@@ -114,19 +115,25 @@ variant() {
 TICK=$(getconf CLK_TCK)
 # Runs one statement in a session of its own between two reads of its backend's CPU time (utime
 # + stime from /proc, lines "cpu"): on a loaded machine the wall time mostly measures waiting
-# for a core. Prints psql's output.
+# for a core. Then the WAL written meanwhile, in bytes (line "wal"; the server runs nothing
+# else but its own background processes). Prints psql's output.
 timed() {
   "${PSQL[@]}" -tA <<EOF
-SELECT pg_backend_pid() AS pid \\gset
+SELECT pg_backend_pid() AS pid, pg_current_wal_insert_lsn() AS wal0 \\gset
 \\setenv BPID :pid
 \\! awk '{print "cpu", \$14 + \$15}' /proc/\$BPID/stat
 $1;
 \\! awk '{print "cpu", \$14 + \$15}' /proc/\$BPID/stat
+SELECT 'wal ' || pg_wal_lsn_diff(pg_current_wal_insert_lsn(), :'wal0');
 EOF
 }
 # The CPU µs per row of timed's output $1 for $2 rows.
 cpu_per_row() {
   echo "$1" | awk -v n="$2" -v t="$TICK" '/^cpu/ {c[++k] = $2} END {printf "%.1f", (c[2] - c[1]) / t * 1e6 / n}'
+}
+# The WAL bytes per row of timed's output $1 for $2 rows.
+wal_per_row() {
+  echo "$1" | awk -v n="$2" '/^wal/ {printf "%.0f", $2 / n}'
 }
 # The collector's side: every queued signup made a token, 1,000 per call and transaction (as
 # the collector does).
@@ -164,36 +171,41 @@ $$;
 EOF
   VARIANTS=(bare token +limits +notify)
   [[ $QUEUE == t ]] && VARIANTS=(bare signup +notify)
-  COLLECT=""
-  declare -A US CPU
+  COLLECT="" COLLECT_WAL=""
+  declare -A US CPU WAL
   for ((r = 1; r <= ROUNDS; r++)); do
     for v in "${VARIANTS[@]}"; do
       variant "$v"
       out=$(timed "CALL bench_signups($SIGNUPS)")
-      US[$v]+="$(printf '%.1f' "$(echo "$out" | grep -v '^cpu')") "
+      US[$v]+="$(printf '%.1f' "$(echo "$out" | grep -v '^cpu\|^wal')") "
       CPU[$v]+="$(cpu_per_row "$out" "$SIGNUPS") "
+      WAL[$v]+="$(wal_per_row "$out" "$SIGNUPS") "
     done
     if [[ $QUEUE == t ]]; then
       # The signup and +notify runs queued 2 x SIGNUPS rows.
-      COLLECT+="$(cpu_per_row "$(timed "CALL bench_collect()")" $((2 * SIGNUPS))) "
+      out=$(timed "CALL bench_collect()")
+      COLLECT+="$(cpu_per_row "$out" $((2 * SIGNUPS))) "
+      COLLECT_WAL+="$(wal_per_row "$out" $((2 * SIGNUPS))) "
     fi
   done
   median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
   echo
   echo "per-signup cost in the server, one signup per transaction, synchronous_commit=off," \
-       "median of $ROUNDS x $SIGNUPS signups: the backend's CPU and the wall time"
-  printf '%-9s %12s %10s %12s   %s\n' variant 'CPU µs' 'added' 'wall µs' 'CPU runs'
+       "median of $ROUNDS x $SIGNUPS signups: the backend's CPU, the wall time and the WAL written"
+  printf '%-9s %12s %10s %12s %10s   %s\n' variant 'CPU µs' 'added' 'wall µs' 'WAL bytes' 'CPU runs'
   prev=""
   for v in "${VARIANTS[@]}"; do
     m=$(echo "${CPU[$v]}" | median)
     added=""
     [[ -n $prev ]] && added=$(echo "$m - $prev" | bc -l | xargs printf '%+.1f')
-    printf '%-9s %12s %10s %12s   %s\n' "$v" "$m" "$added" "$(echo "${US[$v]}" | median)" "${CPU[$v]}"
+    printf '%-9s %12s %10s %12s %10s   %s\n' "$v" "$m" "$added" "$(echo "${US[$v]}" | median)" \
+      "$(echo "${WAL[$v]}" | median)" "${CPU[$v]}"
     prev=$m
   done
   if [[ $QUEUE == t ]]; then
-    printf '%-9s %12s %10s %12s   %s\n' collect "$(echo "$COLLECT" | median)" '' '' "$COLLECT"
-    echo "(collect: mailroom_collect_signups in the collector's transactions, CPU µs per token created)"
+    printf '%-9s %12s %10s %12s %10s   %s\n' collect "$(echo "$COLLECT" | median)" '' '' \
+      "$(echo "$COLLECT_WAL" | median)" "$COLLECT"
+    echo "(collect: mailroom_collect_signups in the collector's transactions, CPU µs and WAL bytes per token created)"
   fi
   variant +notify
 fi

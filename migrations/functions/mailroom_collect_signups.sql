@@ -4,9 +4,12 @@
 -- hands them out.
 --
 -- Never waits for the application: rows are taken in the table's physical order (the order
--- they were queued, near enough) with FOR UPDATE SKIP LOCKED; the accounts' rows and the
--- existing counter rows of their addresses (mailroom_address_requests) are locked with SKIP
--- LOCKED too, and a signup whose account or address another transaction holds (an application
+-- they were queued, near enough), without a row lock: only a collection deletes them, and
+-- collections take turns (below), so each statement here sees the rows no earlier collection
+-- took, and they stay until this one deletes them (a lock on each would write a WAL record per
+-- row, about 6 % of a collection's WAL). The accounts' rows and the existing counter rows of
+-- their addresses (mailroom_address_requests) are locked with SKIP LOCKED, and a signup whose
+-- account or address another transaction holds (an application
 -- transaction that updated the account, or inserted a recovery for the address, and is still
 -- open) stays queued for a later call. The other rows are deleted: each is collected exactly
 -- once (a crash before the commit leaves it queued). lock_timeout bounds the one wait left, a
@@ -100,7 +103,7 @@ BEGIN
     END IF;
     SELECT array_agg(x.ctid), array_agg(x.account) INTO v_tids, v_accounts
       FROM (SELECT q.ctid, q.account FROM mailroom_signups q
-             LIMIT p_limit FOR UPDATE SKIP LOCKED) x;
+             LIMIT p_limit) x;
     IF v_tids IS NULL THEN
         RETURN 0;
     END IF;
