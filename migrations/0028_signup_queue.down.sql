@@ -2,8 +2,11 @@
 -- transaction. Queued signups become tokens here first (the limits trigger decides them), then
 -- the previous trigger function is put back (not left to the source files) so that the
 -- application's inserts keep working until the next `collector migrate up`. Signups wait for
--- the lock meanwhile, so none is queued after the queue was read and before it is dropped.
+-- the lock meanwhile, so none is queued after the queue was read and before it is dropped. A
+-- collection still running is waited for (its rows are taken once, by it or here); the queue is
+-- locked after accounts, the order in which a signup takes them.
 LOCK TABLE accounts IN SHARE ROW EXCLUSIVE MODE;
+LOCK TABLE mailroom_signups IN ACCESS EXCLUSIVE MODE;
 INSERT INTO tokens (account, action, created_at)
 SELECT s.account, 'activation', s.requested_at
   FROM mailroom_signups s JOIN accounts a ON a.id = s.account

@@ -1475,6 +1475,35 @@ TEST_F(SchemaTest, TheApplicationsRoleSignsUpAcrossTheUpgradeToTheSignupQueue) {
   EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 1);
 }
 
+// Reverting the signup queue while a collection is running: the revert waits for it, so each
+// queued signup becomes one token, made by the collection or by the revert, never by both.
+TEST_F(SchemaTest, RevertingTheSignupQueueWaitsForARunningCollection) {
+  ASSERT_TRUE(MigrateDown(url_, EmbeddedMigrations(), 28).ok());
+  Exec("INSERT INTO accounts (email, login) SELECT 'q' || i || '@example.com', 'q' || i"
+       "  FROM generate_series(1, 20) i");
+  pqxx::connection collector(url_);
+  pqxx::work collection(collector);
+  EXPECT_EQ(collection.exec1("SELECT mailroom_collect_signups(10)")[0].as<int>(), 10);
+  absl::Status reverted = absl::UnknownError("not run");
+  std::thread revert([&] { reverted = MigrateDown(url_, EmbeddedMigrations(), 27).status(); });
+  // Until the revert waits for a lock the open collection holds.
+  pqxx::connection watch(url_);
+  bool waiting = false;
+  for (int i = 0; i < 3000 && !waiting; ++i) {
+    pqxx::nontransaction w(watch);
+    waiting = w.exec1("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                      " AND wait_event_type = 'Lock'")[0]
+                  .as<int>() > 0;
+    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(waiting);
+  collection.commit();
+  revert.join();
+  ASSERT_TRUE(reverted.ok()) << reverted;
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 20);
+  EXPECT_EQ(Int("SELECT count(DISTINCT account) FROM tokens"), 20);
+}
+
 TEST_F(SchemaTest, UpDownUpLeavesAWorkingSchema) {
   ASSERT_TRUE(MigrateDown(url_, EmbeddedMigrations(), 0).ok());
   ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
