@@ -81,16 +81,16 @@ DECLARE
     v_new_at   BIGINT[];
     v_address  TEXT[];
     v_reason   TEXT[];
-    v_by_account TEXT[];  -- v_reason as the accounts' limits left it
     -- One call of mailroom_address_limit: the places in those arrays, their addresses and
-    -- times, and its answers; then each later request of an address.
+    -- times, and its answers; then the places of each later request of an address.
     v_round    BIGINT[];
     v_round_addresses TEXT[];
     v_round_at BIGINT[];
     v_decided  TEXT[];
     v_one      TEXT;
     v_k        INT;
-    v_later    RECORD;
+    v_later    BIGINT[];
+    v_i        BIGINT;
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
     -- Nothing queued, or another collection running: return without writing anything. Turns
@@ -185,17 +185,18 @@ BEGIN
     -- its requests fall on addresses.
     IF s.activation_limit_per_address IS NOT NULL THEN
         -- The requests' places among their address's, fixed before any is decided here (the
-        -- first call's refusals must not make a later request the first).
-        v_by_account := v_reason;
-        SELECT array_agg(w.i ORDER BY w.i), array_agg(w.address ORDER BY w.i),
-               array_agg(w.at ORDER BY w.i)
-          INTO v_round, v_round_addresses, v_round_at
+        -- first call's refusals must not make a later request the first): every address's
+        -- first request, and the later ones.
+        SELECT array_agg(w.i ORDER BY w.i) FILTER (WHERE w.place = 1),
+               array_agg(w.address ORDER BY w.i) FILTER (WHERE w.place = 1),
+               array_agg(w.at ORDER BY w.i) FILTER (WHERE w.place = 1),
+               array_agg(w.i ORDER BY w.i) FILTER (WHERE w.place > 1)
+          INTO v_round, v_round_addresses, v_round_at, v_later
           FROM (SELECT u.i, u.address, u.at,
                        row_number() OVER (PARTITION BY u.address ORDER BY u.i) AS place
-                  FROM unnest(v_address, v_new_at, v_by_account)
+                  FROM unnest(v_address, v_new_at, v_reason)
                        WITH ORDINALITY AS u(address, at, reason, i)
-                 WHERE u.reason IS NULL) w
-         WHERE w.place = 1;
+                 WHERE u.reason IS NULL) w;
         IF v_round IS NOT NULL THEN
             v_decided := mailroom_address_limit(v_round_addresses, v_round_at, 'activation',
                                                 s.activation_limit_per_address,
@@ -206,18 +207,11 @@ BEGIN
                 v_reason[v_round[v_k]] := v_one;
             END LOOP;
         END IF;
-        FOR v_later IN SELECT u.i, u.address, u.at
-                   FROM (SELECT u.*, row_number() OVER (PARTITION BY u.address ORDER BY u.i)
-                                     AS place
-                           FROM unnest(v_address, v_new_at, v_by_account)
-                                WITH ORDINALITY AS u(address, at, reason, i)
-                          WHERE u.reason IS NULL) u
-                  WHERE u.place > 1
-                  ORDER BY u.i LOOP
-            v_reason[v_later.i] := (mailroom_address_limit(ARRAY[v_later.address],
-                                                           ARRAY[v_later.at], 'activation',
-                                                           s.activation_limit_per_address,
-                                                           s.limit_window_seconds))[1];
+        FOREACH v_i IN ARRAY coalesce(v_later, '{}') LOOP
+            v_reason[v_i] := (mailroom_address_limit(ARRAY[v_address[v_i]], ARRAY[v_new_at[v_i]],
+                                                     'activation',
+                                                     s.activation_limit_per_address,
+                                                     s.limit_window_seconds))[1];
         END LOOP;
     END IF;
 
