@@ -51,7 +51,8 @@ class PgBudgetStore : public BudgetStore {
         // a recovery queued or leased to any of them waits to be sent, activations get no slot
         // of the group's pace.
         pqxx::result w = tx.exec_params(
-            "SELECT waiting, pace_per_second FROM mailroom_budget_recovery_first($1, $2, $3, $4, $5)",
+            "SELECT waiting, pace_per_second FROM mailroom.mailroom_budget_recovery_first("
+            "$1::text, $2::bigint, $3::int, $4::bigint, $5::int)",
             r.group, r.price_micros,
             static_cast<int>(absl::ToInt64Milliseconds(defaults_.grant_lease)),
             defaults_.monthly_budget_micros, defaults_.recovery_reserve_percent);
@@ -67,7 +68,8 @@ class PgBudgetStore : public BudgetStore {
           "SELECT coalesce(grant_id, 0), emails, "
           "       coalesce(EXTRACT(EPOCH FROM expires_at)::DOUBLE PRECISION, 0),"
           "       retry_after_ms, exhausted, pace_per_second"
-          "  FROM mailroom_budget_grant($1, $2, $3, $4, $5, $6, $7, $8)",
+          "  FROM mailroom.mailroom_budget_grant($1::text, $2::text, $3::int, $4::boolean, $5::bigint,"
+          " $6::int, $7::bigint, $8::int)",
           r.group, r.holder, r.emails, r.recovery, r.price_micros,
           absl::ToInt64Milliseconds(defaults_.grant_lease), defaults_.monthly_budget_micros,
           defaults_.recovery_reserve_percent);
@@ -87,7 +89,7 @@ class PgBudgetStore : public BudgetStore {
                              uint64_t grant_id, int emails) override {
     return Run<int>("returning budget", group, [&](pqxx::connection& c) {
       Work tx(c, begin_);
-      int n = tx.exec_params1("SELECT mailroom_budget_return($1, $2, $3, $4)", group, holder,
+      int n = tx.exec_params1("SELECT mailroom.mailroom_budget_return($1::text, $2::text, $3::bigint, $4::int)", group, holder,
                               grant_id, emails)[0]
                   .as<int>();
       tx.commit();
@@ -101,7 +103,7 @@ class PgBudgetStore : public BudgetStore {
       // The grant lease is the margin: a live sender never uses a grant after it, and it
       // covers the clocks of collectors and senders disagreeing by less than that.
       pqxx::result r = tx.exec_params(
-          "SELECT group_name, holder, emails FROM mailroom_budget_refund($1)",
+          "SELECT group_name, holder, emails FROM mailroom.mailroom_budget_refund($1::int)",
           static_cast<int>(absl::ToInt64Milliseconds(defaults_.grant_lease)));
       tx.commit();
       std::vector<BudgetRefund> out;

@@ -105,7 +105,7 @@ TEST_F(LoadConfigTest, Defaults) {
   EXPECT_EQ(Option(c->dispatch.database_url, "tcp_user_timeout"), "30000");
   EXPECT_EQ(Option(c->dispatch.database_url, "options"), std::nullopt);
   EXPECT_EQ(BeginCommand(c->tx_timeouts),
-            "BEGIN; SET LOCAL statement_timeout = 30000;"
+            "BEGIN; SET LOCAL search_path = pg_catalog, mailroom; SET LOCAL statement_timeout = 30000;"
             " SET LOCAL idle_in_transaction_session_timeout = 5000");
   EXPECT_EQ(Option(c->dispatch.listen_database_url, "host"), "127.0.0.1");
   EXPECT_EQ(Option(c->dispatch.listen_database_url, "options"),

@@ -20,8 +20,8 @@ class PgFeedbackStore : public FeedbackStore {
       Work tx(c, begin_);
       std::string r =
           tx.exec_params1(
-                "SELECT mailroom_record_feedback($1, $2, $3, $4, $5, $6::text[],"
-                " $7, $8, $9)",
+                "SELECT mailroom.mailroom_record_feedback($1::text, $2::text, $3::text, $4::text,"
+                " $5::bigint, $6::text[], $7::text, $8::text, $9::int)",
                 sns_message_id, e.type, e.ses_message_id, e.group, static_cast<int64_t>(e.job_id),
                 TextArray(e.recipients), e.bounce_type, e.detail, soft_limit)[0]
               .as<std::string>();
@@ -37,7 +37,7 @@ class PgFeedbackStore : public FeedbackStore {
       Work tx(c, begin_);
       std::vector<ReputationRow> out;
       for (const auto& row :
-           tx.exec_params("SELECT * FROM mailroom_reputation($1)", absl::ToInt64Seconds(window))) {
+           tx.exec_params("SELECT * FROM mailroom.mailroom_reputation($1::int)", absl::ToInt64Seconds(window))) {
         ReputationRow r;
         r.group = row[0].as<std::string>();
         r.sent = row[1].as<uint64_t>();

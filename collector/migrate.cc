@@ -11,14 +11,25 @@
 namespace mailroom {
 namespace {
 
-// "mailroom" in ASCII: the advisory lock key that serialises migrations.
-constexpr int64_t kMigrateLockKey = 0x6d61696c726f6f6d;
+// mailroom's schema and the table whose lock is the migration turn: created by whichever
+// `collector migrate` comes first (two at once may race to create them: the loser retries).
+constexpr char kCreateSchema[] =
+    "CREATE SCHEMA IF NOT EXISTS mailroom;"
+    "CREATE TABLE IF NOT EXISTS mailroom.mailroom_migration_turn ()";
+
+// The schema that held mailroom's objects before they had a schema of their own (found through
+// the connection's own search path), if any is left there: the versioned migrations run with it
+// in their search path until 0030 moves its objects into `mailroom`.
+constexpr char kOldSchema[] =
+    "SELECT c.relnamespace::regnamespace::text FROM pg_class c"
+    " WHERE c.oid = coalesce(to_regclass('mailroom_settings'), to_regclass('schema_migrations'))"
+    "   AND c.relnamespace <> 'mailroom'::regnamespace";
 
 constexpr char kCreateTable[] =
-    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    "CREATE TABLE IF NOT EXISTS mailroom.schema_migrations ("
     " version INT PRIMARY KEY, name TEXT NOT NULL,"
     " applied_at TIMESTAMPTZ NOT NULL DEFAULT now());"
-    "CREATE TABLE IF NOT EXISTS schema_sources ("
+    "CREATE TABLE IF NOT EXISTS mailroom.schema_sources ("
     " name TEXT PRIMARY KEY, checksum TEXT NOT NULL,"
     " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())";
 
@@ -35,8 +46,10 @@ std::string ViewName(const Source& s) {
 // The checksum `schema_sources` holds for each source applied.
 std::map<std::string, std::string> StoredChecksums(pqxx::transaction_base& tx) {
   std::map<std::string, std::string> stored;
-  if (!tx.exec1("SELECT to_regclass('schema_sources') IS NOT NULL")[0].as<bool>()) return stored;
-  for (const auto& row : tx.exec("SELECT name, checksum FROM schema_sources")) {
+  if (!tx.exec1("SELECT to_regclass('mailroom.schema_sources') IS NOT NULL")[0].as<bool>()) {
+    return stored;
+  }
+  for (const auto& row : tx.exec("SELECT name, checksum FROM mailroom.schema_sources")) {
     stored[row[0].as<std::string>()] = row[1].as<std::string>();
   }
   return stored;
@@ -67,13 +80,13 @@ std::string FunctionName(const Source& s) {
   return file.substr(0, file.size() - 4);
 }
 
-// Each function of `name` in the current schema, by signature ("f(integer,text[])"), with its
+// Each function of `name` in mailroom's schema, by signature ("f(integer,text[])"), with its
 // catalogue row version (xmin: a CREATE OR REPLACE writes a new one).
 std::map<std::string, std::string> Overloads(pqxx::transaction_base& tx, const std::string& name) {
   std::map<std::string, std::string> found;
   for (const auto& row : tx.exec_params(
            "SELECT p.oid::regprocedure::text, p.xmin::text FROM pg_proc p"
-           " WHERE p.proname = $1 AND p.pronamespace = current_schema()::regnamespace",
+           " WHERE p.proname = $1 AND p.pronamespace = 'mailroom'::regnamespace",
            name)) {
     found[row[0].as<std::string>()] = row[1].as<std::string>();
   }
@@ -113,13 +126,13 @@ std::vector<std::string> ApplySources(pqxx::connection& conn, const std::vector<
     *current = absl::StrCat("source ", s->name);
     // A view is created afresh: CREATE OR REPLACE cannot drop, rename or retype its columns.
     if (IsView(*s)) {
-      tx.exec("DROP VIEW IF EXISTS " + tx.quote_name(ViewName(*s)));
+      tx.exec("DROP VIEW IF EXISTS mailroom." + tx.quote_name(ViewName(*s)));
       tx.exec(s->sql);
     } else {
       ApplyFunction(tx, *s);
     }
     tx.exec_params(
-        "INSERT INTO schema_sources (name, checksum) VALUES ($1, encode(sha256(convert_to($2,"
+        "INSERT INTO mailroom.schema_sources (name, checksum) VALUES ($1, encode(sha256(convert_to($2,"
         " 'UTF8')), 'hex')) ON CONFLICT (name) DO UPDATE"
         " SET checksum = EXCLUDED.checksum, applied_at = now()",
         std::string(s->name), std::string(s->sql));
@@ -129,33 +142,82 @@ std::vector<std::string> ApplySources(pqxx::connection& conn, const std::vector<
   return done;
 }
 
-// Holds the migration lock for the lifetime of the object.
+// Creates mailroom's schema and the migration turn's table unless they exist. Two first
+// migrations at once both see them missing and one loses the race on the catalogue's unique
+// index (23505) or finds the schema just created (42P06): it tries again and finds them.
+void CreateSchema(pqxx::connection& conn) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      pqxx::nontransaction(conn).exec(kCreateSchema);
+      return;
+    } catch (const pqxx::sql_error& e) {
+      if (attempt >= 3 || (e.sqlstate() != "23505" && e.sqlstate() != "42P06")) throw;
+    }
+  }
+}
+
+// Who holds the migration turn, for the error of one that waited in vain.
+std::string TurnHolder(pqxx::connection& conn) {
+  pqxx::nontransaction tx(conn);
+  pqxx::result r = tx.exec(
+      "SELECT a.pid, coalesce(a.application_name, ''), a.xact_start FROM pg_locks l"
+      " JOIN pg_stat_activity a ON a.pid = l.pid"
+      " WHERE l.relation = 'mailroom.mailroom_migration_turn'::regclass AND l.granted");
+  if (r.empty()) return "another session";
+  return absl::StrCat("the session of pid ", r[0][0].c_str(), " (", r[0][1].c_str(),
+                      ", since ", r[0][2].c_str(), ")");
+}
+
+// Holds the migration turn for the lifetime of the object: a second connection whose open
+// transaction has locked mailroom.mailroom_migration_turn (EXCLUSIVE mode needs UPDATE, DELETE
+// or TRUNCATE on the table, which only mailroom's roles have; an advisory lock, which any role
+// may take, would let any role that can connect hang every migration). The lock takes no
+// transaction id, so the idle transaction holds back no vacuum. The migrations run on `conn()`,
+// whose search path is mailroom's schema (then the old one, while objects are left there).
 class LockedConnection {
  public:
-  explicit LockedConnection(const std::string& url) : conn_(url) {
+  LockedConnection(const std::string& url, absl::Duration wait) : turn_(url), conn_(url) {
+    pqxx::nontransaction(conn_).exec("SET client_min_messages = warning");
+    CreateSchema(conn_);
+    pqxx::nontransaction turn(turn_);
+    turn.exec(absl::StrCat("SET idle_in_transaction_session_timeout = 0; SET lock_timeout = ",
+                           std::max<int64_t>(1, absl::ToInt64Milliseconds(wait)),
+                           "; BEGIN; LOCK TABLE mailroom.mailroom_migration_turn IN EXCLUSIVE MODE"),
+              "");
+    // No exception: the turn is ours. A lock_timeout (55P03) is reported by the caller.
     pqxx::nontransaction tx(conn_);
-    tx.exec("SET client_min_messages = warning");
-    tx.exec(absl::StrCat("SELECT pg_advisory_lock(", kMigrateLockKey, ")"));
+    pqxx::result old = tx.exec(kOldSchema);
+    std::string path = "mailroom";
+    if (!old.empty()) {
+      const std::string schema = old[0][0].as<std::string>();
+      path = absl::StrCat("mailroom, ", schema);
+      // The version tables of a database migrated before 0030 move with the rest.
+      tx.exec(absl::StrCat("DO $$ BEGIN IF to_regclass('mailroom.schema_migrations') IS NULL THEN",
+                           " ALTER TABLE IF EXISTS ", schema, ".schema_migrations SET SCHEMA mailroom;",
+                           " ALTER TABLE IF EXISTS ", schema, ".schema_sources SET SCHEMA mailroom;",
+                           " END IF; END $$"));
+    }
     tx.exec(kCreateTable);
+    tx.exec("SET search_path = " + path);
   }
   ~LockedConnection() {
     try {
-      pqxx::nontransaction tx(conn_);
-      tx.exec(absl::StrCat("SELECT pg_advisory_unlock(", kMigrateLockKey, ")"));
+      pqxx::nontransaction(turn_).exec("COMMIT");
     } catch (...) {
-      // The lock dies with the session anyway.
+      // The turn ends with the session anyway.
     }
   }
   pqxx::connection& conn() { return conn_; }
 
  private:
+  pqxx::connection turn_;
   pqxx::connection conn_;
 };
 
 std::set<int> Applied(pqxx::connection& conn) {
   pqxx::nontransaction tx(conn);
   std::set<int> versions;
-  for (const auto& row : tx.exec("SELECT version FROM schema_migrations")) {
+  for (const auto& row : tx.exec("SELECT version FROM mailroom.schema_migrations")) {
     versions.insert(row[0].as<int>());
   }
   return versions;
@@ -195,15 +257,16 @@ absl::Status CheckBaseline(const std::set<int>& applied, const std::vector<Migra
 absl::StatusOr<std::vector<int>> Apply(const std::string& url, std::vector<Migration> ordered,
                                        Direction direction,
                                        const std::function<bool(int, bool)>& select,
+                                       absl::Duration turn_wait,
                                        const std::vector<Source>* sources = nullptr,
                                        std::vector<std::string>* sources_applied = nullptr) {
   std::sort(ordered.begin(), ordered.end(), [direction](const Migration& a, const Migration& b) {
     return direction == Direction::kUp ? a.version < b.version : a.version > b.version;
   });
   std::vector<int> done;
-  std::string current = "connect";
+  std::string current = "taking the migration turn";
   try {
-    LockedConnection locked(url);
+    LockedConnection locked(url, turn_wait);
     std::set<int> applied = Applied(locked.conn());
     if (direction == Direction::kUp) {
       absl::Status baseline = CheckBaseline(applied, ordered);
@@ -216,13 +279,13 @@ absl::StatusOr<std::vector<int>> Apply(const std::string& url, std::vector<Migra
       pqxx::work tx(locked.conn());
       if (direction == Direction::kUp) {
         tx.exec(m.up);
-        tx.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+        tx.exec_params("INSERT INTO mailroom.schema_migrations (version, name) VALUES ($1, $2)",
                        m.version, std::string(m.name));
         applied.insert(m.version);
       } else {
         tx.exec(m.down);
-        tx.exec_params("DELETE FROM schema_migrations WHERE version = $1", m.version);
-        tx.exec("DELETE FROM schema_sources");
+        tx.exec_params("DELETE FROM mailroom.schema_migrations WHERE version = $1", m.version);
+        tx.exec("DELETE FROM mailroom.schema_sources");
       }
       tx.commit();
       done.push_back(m.version);
@@ -235,6 +298,19 @@ absl::StatusOr<std::vector<int>> Apply(const std::string& url, std::vector<Migra
       if (sources_applied != nullptr) *sources_applied = std::move(names);
     }
   } catch (const pqxx::sql_error& e) {
+    if (e.sqlstate() == "55P03" && current == "taking the migration turn") {
+      std::string holder = "another session";
+      try {
+        pqxx::connection conn(url);
+        holder = TurnHolder(conn);
+      } catch (const std::exception&) {
+        // The error below still says what happened.
+      }
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the migration turn (a lock on mailroom.mailroom_migration_turn) was not had within ",
+          absl::FormatDuration(turn_wait), ": ", holder,
+          " holds it; another collector migrate is running, or a transaction left it locked"));
+    }
     return absl::FailedPreconditionError(absl::StrCat(current, " failed: ", e.what()));
   } catch (const std::exception& e) {
     return DbError(current, e);
@@ -248,21 +324,23 @@ absl::StatusOr<std::vector<int>> MigrateUp(const std::string& url,
                                            const std::vector<Migration>& migrations,
                                            std::optional<int> target,
                                            const std::vector<Source>& sources,
-                                           std::vector<std::string>* sources_applied) {
+                                           std::vector<std::string>* sources_applied,
+                                           absl::Duration turn_wait) {
   if (sources_applied != nullptr) sources_applied->clear();
   return Apply(
       url, migrations, Direction::kUp,
       [target](int version, bool applied) {
         return !applied && (!target.has_value() || version <= *target);
       },
-      &sources, sources_applied);
+      turn_wait, &sources, sources_applied);
 }
 
 absl::StatusOr<std::vector<int>> MigrateDown(const std::string& url,
                                              const std::vector<Migration>& migrations,
-                                             int target) {
-  return Apply(url, migrations, Direction::kDown,
-               [target](int version, bool applied) { return applied && version > target; });
+                                             int target, absl::Duration turn_wait) {
+  return Apply(
+      url, migrations, Direction::kDown,
+      [target](int version, bool applied) { return applied && version > target; }, turn_wait);
 }
 
 absl::StatusOr<std::vector<std::string>> PendingSources(const std::string& url,
@@ -282,10 +360,11 @@ absl::StatusOr<std::vector<int>> AppliedVersions(const std::string& url) {
   try {
     pqxx::connection conn(url);
     pqxx::nontransaction tx(conn);
-    auto exists = tx.exec1("SELECT to_regclass('schema_migrations') IS NOT NULL");
+    auto exists = tx.exec1("SELECT to_regclass('mailroom.schema_migrations') IS NOT NULL");
     std::vector<int> versions;
     if (!exists[0].as<bool>()) return versions;
-    for (const auto& row : tx.exec("SELECT version FROM schema_migrations ORDER BY version")) {
+    for (const auto& row :
+         tx.exec("SELECT version FROM mailroom.schema_migrations ORDER BY version")) {
       versions.push_back(row[0].as<int>());
     }
     return versions;
@@ -298,7 +377,7 @@ absl::Status SetChannel(const std::string& url, const std::string& channel) {
   try {
     pqxx::connection conn(url);
     pqxx::work tx(conn);
-    tx.exec_params("UPDATE mailroom_settings SET channel = $1", channel);
+    tx.exec_params("UPDATE mailroom.mailroom_settings SET channel = $1::text", channel);
     tx.commit();
   } catch (const pqxx::sql_error& e) {
     return absl::InvalidArgumentError(absl::StrCat("setting the channel: ", e.what()));

@@ -5,14 +5,23 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "migrations/migrations.h"
 
 namespace mailroom {
 
+// How long a migration waits for another's turn to end (index builds on large tables may take
+// minutes).
+inline constexpr absl::Duration kMigrationTurnWait = absl::Minutes(10);
+
 // Schema migrations against the database at `url` (a libpq connection string or URL).
 //
-// Every call takes a session-level advisory lock first, so two collectors starting at once
-// apply each migration exactly once: the second waits, then finds it applied. Each migration
+// Everything lives in the schema `mailroom`, which the first call creates. Every call then takes
+// the migration turn (a lock on the table mailroom.mailroom_migration_turn, which only
+// mailroom's roles may take; never an advisory lock, which any role may hold), so two
+// collectors starting at once apply each migration exactly once: the second waits, up to
+// `turn_wait`, then finds it applied. Not had within `turn_wait`: DeadlineExceeded naming the
+// session that holds it. Each migration
 // runs in its own transaction together with its row in `schema_migrations`, so a failing
 // migration leaves the schema as it was before it. Errors name the migration or source file
 // and carry PostgreSQL's message (never the URL's password).
@@ -30,7 +39,8 @@ absl::StatusOr<std::vector<int>> MigrateUp(const std::string& url,
                                            const std::vector<Migration>& migrations,
                                            std::optional<int> target = std::nullopt,
                                            const std::vector<Source>& sources = EmbeddedSources(),
-                                           std::vector<std::string>* sources_applied = nullptr);
+                                           std::vector<std::string>* sources_applied = nullptr,
+                                           absl::Duration turn_wait = kMigrationTurnWait);
 
 // The names of the sources whose text differs from the one last applied (all when none was).
 absl::StatusOr<std::vector<std::string>> PendingSources(const std::string& url,
@@ -41,7 +51,8 @@ absl::StatusOr<std::vector<std::string>> PendingSources(const std::string& url,
 // reverted.
 absl::StatusOr<std::vector<int>> MigrateDown(const std::string& url,
                                              const std::vector<Migration>& migrations,
-                                             int target);
+                                             int target,
+                                             absl::Duration turn_wait = kMigrationTurnWait);
 
 // The versions recorded in `schema_migrations`, ascending (empty when none).
 absl::StatusOr<std::vector<int>> AppliedVersions(const std::string& url);

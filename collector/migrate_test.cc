@@ -47,6 +47,49 @@ TEST_F(MigrateTest, UpAppliesAllThenIsANoOp) {
   EXPECT_EQ(applied->size(), EmbeddedMigrations().size());
 }
 
+// The turn is a lock on a table of mailroom's: a migration that does not get it within its wait
+// says who holds it, and changes nothing.
+TEST_F(MigrateTest, ATurnNotHadInTimeIsAClearError) {
+  ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
+  pqxx::connection holder(url_ + "?application_name=stuck-migrator");
+  pqxx::nontransaction(holder).exec(
+      "BEGIN; LOCK TABLE mailroom.mailroom_migration_turn IN EXCLUSIVE MODE");
+  auto r = MigrateUp(url_, EmbeddedMigrations(), std::nullopt, EmbeddedSources(), nullptr,
+                     absl::Milliseconds(300));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(r.status().message().find("stuck-migrator"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("300ms"), std::string::npos) << r.status();
+  pqxx::nontransaction(holder).exec("COMMIT");
+  EXPECT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
+}
+
+// Everything lives in the schema `mailroom`: nothing of mailroom's is left in `public`, and
+// every function pins its search path.
+TEST_F(MigrateTest, EverythingLivesInMailroomsSchema) {
+  ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
+  pqxx::connection conn(url_);
+  pqxx::nontransaction tx(conn);
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                     " WHERE n.nspname = 'public'")[0].as<int>(), 0);
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace")
+                [0].as<int>(), 0);
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM pg_type t WHERE t.typnamespace = 'public'::regnamespace")
+                [0].as<int>(), 0);
+  EXPECT_EQ(tx.exec1("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n"
+                     " ON n.oid = e.extnamespace WHERE e.extname = 'pgcrypto'")[0].as<std::string>(),
+            "mailroom");
+  // Functions of pgcrypto are the extension's; every function of mailroom's pins its path.
+  pqxx::result unpinned = tx.exec(
+      "SELECT p.oid::regprocedure::text FROM pg_proc p"
+      " WHERE p.pronamespace = 'mailroom'::regnamespace"
+      "   AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e')"
+      "   AND NOT coalesce('search_path=pg_catalog, mailroom, pg_temp' = ANY (p.proconfig), false)");
+  for (const auto& row : unpinned) ADD_FAILURE() << "not pinned: " << row[0].c_str();
+  // Nobody but its owner may create in it.
+  EXPECT_FALSE(tx.exec1("SELECT has_schema_privilege('public', 'mailroom', 'CREATE')")[0].as<bool>());
+}
+
 TEST_F(MigrateTest, ConcurrentMigratorsApplyEachMigrationOnce) {
   auto a = std::async(std::launch::async, [&] { return MigrateUp(url_, EmbeddedMigrations()); });
   auto b = std::async(std::launch::async, [&] { return MigrateUp(url_, EmbeddedMigrations()); });

@@ -102,7 +102,7 @@ class PgListener : public NotificationListener {
   absl::Status Mark(std::optional<bool> idle) {
     try {
       pqxx::nontransaction tx(conn_);
-      tx.exec_params("SELECT mailroom_collector_mark($1)", idle);
+      tx.exec_params("SELECT mailroom.mailroom_collector_mark($1::boolean)", idle);
       return absl::OkStatus();
     } catch (const std::exception& e) {
       const char* what = !idle ? "removing the collector's mark"

@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "collector/testing/migrated_database.h"
+#include "testing/intruder.h"
 #include "testing/pgbouncer.h"
 #include "testing/pg_server.h"
 
@@ -187,7 +188,28 @@ TEST_F(BusyMarkTest, ACollectorThatLeavesNoLongerCountsAsIdle) {
   EXPECT_EQ(Notifications(), 0);
 }
 
-// Each mark is one statement in autocommit: its advisory lock is never held between round
+// The marks take turns on a lock only mailroom's roles may take: a role that can only connect
+// and holds every advisory key mailroom ever used (the mark's among them) delays no mark.
+TEST_F(BusyMarkTest, AnAdvisoryLockSquatterDelaysNoMark) {
+  testing::AdvisoryLockSquatter squatter(url_, "mark_squatter");
+  ASSERT_EQ(squatter.Held(), static_cast<int>(testing::MailroomAdvisoryKeys().size()));
+  auto a = Collector();
+  auto b = Collector();
+  ASSERT_TRUE(a->MarkBusy().ok());
+  ASSERT_TRUE(b->MarkIdle().ok());
+  EXPECT_EQ(Int("SELECT last_value FROM mailroom_idle_collectors"), 1);
+  ASSERT_TRUE(a->MarkIdle().ok());
+  EXPECT_EQ(Int("SELECT last_value FROM mailroom_idle_collectors"), 2);
+  ASSERT_TRUE(b->Leave().ok());
+  EXPECT_EQ(Int("SELECT last_value FROM mailroom_idle_collectors"), 1);
+  // Nor can it take the marks' turn itself.
+  pqxx::connection c(testing::UrlAs(url_, "mark_squatter"));
+  EXPECT_THROW(pqxx::nontransaction(c).exec(
+                   "BEGIN; LOCK TABLE mailroom.mailroom_collectors IN SHARE ROW EXCLUSIVE MODE"),
+               pqxx::sql_error);
+}
+
+// Each mark is one statement in autocommit: its turn is never held between round
 // trips. A statement-pooling pgbouncer (one server connection, so one backend pid) refuses any
 // transaction that spans two queries.
 TEST_F(BusyMarkTest, AMarkIsOneStatement) {

@@ -5,7 +5,7 @@
 namespace mailroom {
 
 std::string BeginCommand(const TxTimeouts& timeouts) {
-  std::string begin = "BEGIN";
+  std::string begin = absl::StrCat("BEGIN; ", kPinSearchPath);
   if (timeouts.statement_timeout > absl::ZeroDuration()) {
     absl::StrAppend(&begin, "; SET LOCAL statement_timeout = ",
                     absl::ToInt64Milliseconds(timeouts.statement_timeout));
@@ -22,7 +22,7 @@ std::string BeginCommand(const TxTimeouts& timeouts) {
 }
 
 std::string StatementPrefix(const TxTimeouts& timeouts) {
-  std::string prefix;
+  std::string prefix = absl::StrCat(kPinSearchPath, "; ");
   if (timeouts.statement_timeout > absl::ZeroDuration()) {
     absl::StrAppend(&prefix, "SET LOCAL statement_timeout = ",
                     absl::ToInt64Milliseconds(timeouts.statement_timeout), "; ");

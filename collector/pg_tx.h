@@ -17,6 +17,12 @@
 
 namespace mailroom {
 
+// Every transaction and lone statement of the collector's runs with this search path: mailroom's
+// schema, where only mailroom's roles may create objects, and the system catalogue before it.
+// No table or function of another schema can stand in for one of mailroom's, whatever the
+// database's or the role's own search path says (functions are called schema-qualified anyway).
+inline constexpr char kPinSearchPath[] = "SET LOCAL search_path = pg_catalog, mailroom";
+
 // The limits every transaction of a query connection runs under. Zero: not set.
 struct TxTimeouts {
   absl::Duration statement_timeout = absl::ZeroDuration();
@@ -30,11 +36,12 @@ inline TxTimeouts WithLockTimeout(TxTimeouts timeouts, absl::Duration lock_timeo
   return timeouts;
 }
 
-// "BEGIN" followed by a SET LOCAL for each timeout that is set, as one simple query.
+// "BEGIN", the pinned search path and a SET LOCAL for each timeout that is set, as one simple
+// query.
 std::string BeginCommand(const TxTimeouts& timeouts);
 
-// "SET LOCAL statement_timeout = …; SET LOCAL lock_timeout = …; " for the timeouts that are
-// set: the start of a simple query string whose last statement then runs under them, the
+// The pinned search path, then "SET LOCAL statement_timeout = …; SET LOCAL lock_timeout = …; "
+// for the timeouts that are set: the start of a simple query string whose last statement then runs under them, the
 // string being one implicit transaction (one round trip, no transaction left open, so the
 // idle-in-transaction limit has nothing to limit).
 std::string StatementPrefix(const TxTimeouts& timeouts);

@@ -12,8 +12,15 @@
 namespace mailroom {
 namespace {
 
-// "mailprun" in ASCII: the session advisory lock held by the collector pruning right now.
-constexpr int64_t kPruneLockKey = 0x6d61696c7072756eLL;
+// The retention pass's turn: a lock on a table of mailroom's, held by an open transaction on a
+// connection of its own for the whole pass. EXCLUSIVE mode takes UPDATE, DELETE or TRUNCATE on
+// the table, which only mailroom's roles have (an advisory lock, which any role may take and
+// hold, would let any role that can connect stop every pass); NOWAIT: a collector whose turn it
+// is not skips its pass. The lock takes no transaction id, so the idle transaction holds back no
+// vacuum.
+constexpr char kTakeTurn[] =
+    "SET idle_in_transaction_session_timeout = 0; BEGIN;"
+    " LOCK TABLE mailroom.mailroom_retention_turn IN EXCLUSIVE MODE NOWAIT";
 
 // Calls a prune function of migration 0013 or 0019 batch by batch (autocommit: one transaction per
 // call) from `*cursor` until it says there is nothing more; returns the rows deleted. `*cursor`
@@ -51,8 +58,8 @@ Retention::Retention(RetentionOptions options, Metrics* metrics, BudgetStore* bu
 
 absl::StatusOr<PruneReport> Retention::RunOnce() {
   PruneReport report;
-  // Where each prune function's walk stands; written back whatever happens below (the advisory
-  // lock lets one pass at a time get this far).
+  // Where each prune function's walk stands; written back whatever happens below (the turn
+  // lets one pass at a time get this far).
   std::map<std::string, int64_t> cursors;
   {
     absl::MutexLock lock(&mu_);
@@ -63,14 +70,15 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
     cursors_ = cursors;
   };
   try {
-    pqxx::connection conn(options_.database_url);
-    {
-      pqxx::nontransaction tx(conn);
-      if (!tx.exec1(absl::StrCat("SELECT pg_try_advisory_lock(", kPruneLockKey, ")"))[0]
-               .as<bool>()) {
-        return report;
-      }
+    pqxx::connection turn(options_.database_url);
+    try {
+      pqxx::nontransaction(turn).exec(kTakeTurn);
+    } catch (const pqxx::sql_error& e) {
+      if (e.sqlstate() != "55P03") throw;
+      LogInfo("retention pass skipped: another collector's pass has the turn", {});
+      return report;
     }
+    pqxx::connection conn(options_.database_url);
     report.ran = true;
     auto stopping = [this] {
       absl::MutexLock lock(&mu_);
@@ -81,7 +89,7 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
       std::vector<int> groups;
       {
         pqxx::nontransaction tx(conn);
-        for (const auto& row : tx.exec("SELECT id FROM consumer_groups ORDER BY id")) {
+        for (const auto& row : tx.exec("SELECT id FROM mailroom.consumer_groups ORDER BY id")) {
           groups.push_back(row[0].as<int>());
         }
       }
@@ -93,7 +101,7 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
       for (int group : groups) {
         while (!stopping()) {
           pqxx::nontransaction tx(conn);
-          pqxx::row r = tx.exec1(absl::StrCat("SELECT * FROM mailroom_expire_leases(", group, ", ",
+          pqxx::row r = tx.exec1(absl::StrCat("SELECT * FROM mailroom.mailroom_expire_leases(", group, ", ",
                                               before_epoch, ", ", options_.batch, ")"));
           ++report.transactions;
           report.lease_batches_expired += r[0].as<int64_t>();
@@ -105,7 +113,7 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
         report.deliveries += PruneAll(conn, &report.transactions,
                                       &cursors[absl::StrCat("deliveries/", group)], stopping,
                                       [&](int64_t after) {
-          return absl::StrCat("SELECT * FROM mailroom_prune_deliveries(", group, ", ", after,
+          return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_deliveries(", group, ", ", after,
                               ", now() - make_interval(secs => ", retention_ms, " / 1000.0), ",
                               options_.batch, ")");
         });
@@ -114,32 +122,32 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
       // is leased.
       report.lease_batches += PruneAll(conn, &report.transactions, &cursors["lease_batches"],
                                        stopping, [&](int64_t after) {
-        return absl::StrCat("SELECT * FROM mailroom_prune_lease_batches(", after,
+        return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_lease_batches(", after,
                             ", now() - make_interval(secs => ", retention_ms, " / 1000.0), ",
                             options_.batch, ")");
       });
       report.tokens += PruneAll(conn, &report.transactions, &cursors["tokens"], stopping,
                                 [&](int64_t after) {
-        return absl::StrCat("SELECT * FROM mailroom_prune_tokens(", after, ", ", before_epoch,
+        return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_tokens(", after, ", ", before_epoch,
                             ", ", options_.batch, ")");
       });
     }
     {
       pqxx::nontransaction tx(conn);
       report.counter_rows =
-          tx.exec1("SELECT mailroom_compact_delivery_counts()")[0].as<int64_t>();
+          tx.exec1("SELECT mailroom.mailroom_compact_delivery_counts()")[0].as<int64_t>();
       ++report.transactions;
-      report.reputation_rows = tx.exec1("SELECT mailroom_compact_reputation()")[0].as<int64_t>();
+      report.reputation_rows = tx.exec1("SELECT mailroom.mailroom_compact_reputation()")[0].as<int64_t>();
       ++report.transactions;
     }
     // The abuse limits' per-address counters whose newest request left the window (0026);
     // whatever the retention: they are the limits' state, not history.
     report.address_requests += PruneAll(conn, &report.transactions, &cursors["address_requests"], stopping,
                                           [&](int64_t after) {
-      return absl::StrCat("SELECT * FROM mailroom_prune_address_requests(", after, ", ",
+      return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_address_requests(", after, ", ",
                           options_.batch, ")");
     });
-    // Under the advisory lock too, so one collector refunds at a time (the SQL would be safe
+    // In the turn too, so one collector refunds at a time (the SQL would be safe
     // without it: it locks the grants it credits).
     if (budgets_ != nullptr) {
       auto refunds = budgets_->Refund();
@@ -161,7 +169,7 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
                        absl::ToInt64Milliseconds(options_.retention), " / 1000.0)");
       report.budget_grants += PruneAll(conn, &report.transactions, &cursors["budget_grants"],
                                        stopping, [&](int64_t after) {
-        return absl::StrCat("SELECT * FROM mailroom_prune_budget_grants(", after, ", ", before,
+        return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_budget_grants(", after, ", ", before,
                             ", ", options_.batch, ")");
       });
       // Grants of live senders, which are not pruned, folded an hour after they expired (a
@@ -169,22 +177,22 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
       report.budget_grants_folded +=
           PruneAll(conn, &report.transactions, &cursors["budget_grants_folded"], stopping,
                    [&](int64_t after) {
-            return absl::StrCat("SELECT * FROM mailroom_compact_budget_grants(", after,
+            return absl::StrCat("SELECT * FROM mailroom.mailroom_compact_budget_grants(", after,
                                 ", now() - INTERVAL '1 hour', ", options_.batch, ")");
           });
       // After the grants: a holder whose last grants went in this pass is done with.
       report.budget_subscriptions += PruneAll(conn, &report.transactions,
                                               &cursors["budget_subscriptions"], stopping,
                                               [&](int64_t) {
-        return absl::StrCat("SELECT * FROM mailroom_prune_budget_subscriptions(", before, ", ",
+        return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_budget_subscriptions(", before, ", ",
                             options_.batch, ")");
       });
       report.soft_bounces += PruneAll(conn, &report.transactions, &cursors["soft_bounces"],
                                       stopping, [&](int64_t) {
-        return absl::StrCat("SELECT * FROM mailroom_prune_soft_bounces(", options_.batch, ")");
+        return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_soft_bounces(", options_.batch, ")");
       });
     }
-    // The advisory lock ends with the session (the connection closes here).
+    // The turn ends with its session (the connection closes here).
   } catch (const std::exception& e) {
     keep_cursors();
     return absl::UnavailableError(absl::StrCat("pruning: ", e.what()));

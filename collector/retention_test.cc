@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "collector/migrate.h"
 #include "gtest/gtest.h"
+#include "testing/intruder.h"
 #include "collector/testing/migrated_database.h"
 
 namespace mailroom {
@@ -347,20 +348,34 @@ TEST_F(RetentionTest, ReputationDeltasFoldIntoOneRowPerHourAndOldHoursGo) {
 
 TEST_F(RetentionTest, OnePassAtATimeAcrossCollectors) {
   SentDaysAgo(3, "l", 40);
-  // Another collector's pass holds the lock.
+  // Another collector's pass has the turn.
   pqxx::connection other(url_);
-  pqxx::nontransaction(other).exec("SELECT pg_try_advisory_lock(x'6d61696c7072756e'::BIGINT)");
+  pqxx::nontransaction(other).exec(
+      "BEGIN; LOCK TABLE mailroom.mailroom_retention_turn IN EXCLUSIVE MODE");
   auto skipped = Retention(Options(), nullptr).RunOnce();
   ASSERT_TRUE(skipped.ok()) << skipped.status();
   EXPECT_FALSE(skipped->ran);
   EXPECT_EQ(Int("SELECT count(*) FROM delivery_states"), 3);
-  pqxx::nontransaction(other).exec("SELECT pg_advisory_unlock_all()");
+  pqxx::nontransaction(other).exec("COMMIT");
   auto done = Retention(Options(), nullptr).RunOnce();
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_TRUE(done->ran);
   // The 3 SENT jobs went with their batch (0021: no deliveries row).
   EXPECT_EQ(done->lease_batches, 1);
   EXPECT_EQ(done->deliveries, 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states"), 0);
+}
+
+// The pass's turn is a lock only mailroom's roles may take: a role that can only connect and
+// holds every advisory key mailroom ever used stops no pass.
+TEST_F(RetentionTest, AnAdvisoryLockSquatterStopsNoPass) {
+  SentDaysAgo(3, "q", 40);
+  testing::AdvisoryLockSquatter squatter(url_, "prune_squatter");
+  ASSERT_EQ(squatter.Held(), static_cast<int>(testing::MailroomAdvisoryKeys().size()));
+  auto done = Retention(Options(), nullptr).RunOnce();
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_TRUE(done->ran);
+  EXPECT_EQ(done->lease_batches, 1);
   EXPECT_EQ(Int("SELECT count(*) FROM delivery_states"), 0);
 }
 

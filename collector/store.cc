@@ -70,7 +70,7 @@ void RecordSent(pqxx::transaction_base& tx, const std::string& group, const std:
     if (j.kind == JobResult::Kind::kSent && done.count(j.id) > 0) ++sent;
   }
   if (sent == 0) return;
-  tx.exec_params("SELECT mailroom_record_sent($1, $2, '{}', '{}')", group, sent);
+  tx.exec_params("SELECT mailroom.mailroom_record_sent($1::text, $2::bigint, '{}'::bigint[], '{}'::text[])", group, sent);
 }
 
 // Counts the outcomes other than SENT that mailroom_ack recorded as settled unsent for the
@@ -88,7 +88,8 @@ void SettledUnsent(pqxx::transaction_base& tx, const std::string& group, const s
     if (j.kind != JobResult::Kind::kSent && done.count(j.id) > 0) ++unsent;
   }
   if (unsent == 0) return;
-  tx.exec_params("SELECT mailroom_budget_settled($1, $2, $3)", group, owner, unsent);
+  tx.exec_params("SELECT mailroom.mailroom_budget_settled($1::text, $2::text, $3::int)", group, owner,
+                 unsent);
 }
 
 class PgStore : public Store {
@@ -102,7 +103,7 @@ class PgStore : public Store {
   absl::StatusOr<std::string> Channel() override {
     return Run<std::string>("reading the channel", [this](pqxx::connection& c) {
       Work tx(c, begin_);
-      return tx.exec1("SELECT channel FROM mailroom_settings")[0].as<std::string>();
+      return tx.exec1("SELECT channel FROM mailroom.mailroom_settings")[0].as<std::string>();
     });
   }
 
@@ -110,7 +111,7 @@ class PgStore : public Store {
     return Run<bool>("creating the group",
                      [&](pqxx::connection& c) {
                        Work tx(c, begin_);
-                       tx.exec_params("SELECT mailroom_ensure_group($1, $2)", group,
+                       tx.exec_params("SELECT mailroom.mailroom_ensure_group($1::text, $2::boolean)", group,
                                       from_earliest);
                        tx.commit();
                        return true;
@@ -124,7 +125,8 @@ class PgStore : public Store {
       // snapshot.
       pqxx::nontransaction tx(c);
       return tx
-          .exec1(absl::StrCat(statement_prefix_, "SELECT mailroom_collect_signups(", limit, ")"))[0]
+          .exec1(absl::StrCat(statement_prefix_, "SELECT mailroom.mailroom_collect_signups(", limit,
+                              "::int)"))[0]
           .as<int>();
     });
   }
@@ -150,8 +152,8 @@ class PgStore : public Store {
       // asynchronously: a lost lease commit only means the jobs are handed out again (WAL is
       // sequential: a durable acknowledgement implies the dequeue before it is durable too).
       const std::string dequeue = absl::StrCat(
-          "mailroom_dequeue(", c.quote(group), ", ", limit, ", ", c.quote(owner), ", ",
-          LeaseMs(lease), ", ", recoveries_only ? "true" : "false", ")");
+          "mailroom.mailroom_dequeue(", c.quote(group), "::text, ", limit, "::int, ", c.quote(owner),
+          "::text, ", LeaseMs(lease), "::int, ", recoveries_only ? "true" : "false", ")");
       constexpr char kColumns[] =
           "job_id, action = 'password_recovery', email, login, secret, code, expires_at,"
           " account_id, attempt, failures, created_at, locale";
@@ -169,8 +171,8 @@ class PgStore : public Store {
       } else {
         query = absl::StrCat(
             statement_prefix_, "WITH d AS MATERIALIZED (SELECT * FROM ", dequeue, "),",
-            " h AS MATERIALIZED (SELECT mailroom_budget_handed(", c.quote(group), ", ",
-            c.quote(owner), ", ", c.quote(link.holder), ", n),",
+            " h AS MATERIALIZED (SELECT mailroom.mailroom_budget_handed(", c.quote(group), "::text, ",
+            c.quote(owner), "::text, ", c.quote(link.holder), "::text, n),",
             "   set_config('synchronous_commit', CASE WHEN n > 0 THEN 'on' ELSE 'off' END, true)"
             "   FROM (SELECT count(*)::INT AS n FROM d) c WHERE n > 0 OR NOT ",
             link.registered ? "true" : "false", ")",
@@ -223,7 +225,7 @@ class PgStore : public Store {
     return Run<std::vector<uint64_t>>("acknowledge", [&](pqxx::connection& c) {
       Work tx(c, begin_);
       pqxx::result r = tx.exec_params(
-          "SELECT * FROM mailroom_ack($1, $2, $3::bigint[], $4::int[], $5::text[], $6::text[],"
+          "SELECT * FROM mailroom.mailroom_ack($1::text, $2::text, $3::bigint[], $4::int[], $5::text[], $6::text[],"
           " $7::int[], $8::bigint[], $9::text[])",
           group, owner, IntArray(ids), IntArray(attempts), TextArray(kinds), TextArray(reasons),
           IntArray(retry), IntArray(costs), TextArray(message_ids));
@@ -241,7 +243,7 @@ class PgStore : public Store {
           }
         }
         if (!sids.empty()) {
-          tx.exec_params("SELECT mailroom_suppress_recipients($1::bigint[], $2::text[])",
+          tx.exec_params("SELECT mailroom.mailroom_suppress_recipients($1::bigint[], $2::text[])",
                          IntArray(sids), TextArray(sources));
         }
       }
@@ -259,7 +261,8 @@ class PgStore : public Store {
     return Run<std::vector<uint64_t>>("renewing leases", [&](pqxx::connection& c) {
       Work tx(c, begin_);
       pqxx::result r = tx.exec_params(
-          "SELECT * FROM mailroom_renew($1, $2, $3::bigint[], NULLIF($4::int[], '{}'), $5)",
+          "SELECT * FROM mailroom.mailroom_renew($1::text, $2::text, $3::bigint[],"
+          " NULLIF($4::int[], '{}'), $5::int)",
           group, owner, IntArray(ids), IntArray(attempts), LeaseMs(lease));
       tx.commit();
       return ParseIds(r);
@@ -302,7 +305,7 @@ class PgStore : public Store {
     return Run<bool>("marking a subscriber's leases",
                      [&](pqxx::connection& c) {
                        Work tx(c, begin_);
-                       tx.exec_params("SELECT mailroom_holder_left($1, $2)", group, owner);
+                       tx.exec_params("SELECT mailroom.mailroom_holder_left($1::text, $2::text)", group, owner);
                        tx.commit();
                        return true;
                      })
@@ -315,11 +318,11 @@ class PgStore : public Store {
                      [&](pqxx::connection& c) {
                        Work tx(c, begin_);
                        const int released =
-                           tx.exec_params1("SELECT mailroom_release($1, $2, $3::bigint[])", group,
+                           tx.exec_params1("SELECT mailroom.mailroom_release($1::text, $2::text, $3::bigint[])", group,
                                            owner, IntArray(ids))[0]
                                .as<int>();
                        if (released > 0) {
-                         tx.exec_params("SELECT mailroom_budget_settled($1, $2, $3)", group,
+                         tx.exec_params("SELECT mailroom.mailroom_budget_settled($1::text, $2::text, $3::int)", group,
                                         owner, released);
                        }
                        tx.commit();
@@ -332,7 +335,7 @@ class PgStore : public Store {
     return Run<std::vector<std::string>>("reading the groups", [](pqxx::connection& c) {
       pqxx::nontransaction tx(c);
       std::vector<std::string> out;
-      for (const auto& row : tx.exec("SELECT name FROM consumer_groups ORDER BY name")) {
+      for (const auto& row : tx.exec("SELECT name FROM mailroom.consumer_groups ORDER BY name")) {
         out.push_back(row[0].as<std::string>());
       }
       return out;
@@ -343,7 +346,7 @@ class PgStore : public Store {
     return Run<std::vector<GroupStatsRow>>("reading stats", [&](pqxx::connection& c) {
       Work tx(c, begin_);
       std::vector<GroupStatsRow> out;
-      for (const auto& row : tx.exec_params("SELECT * FROM mailroom_stats($1)", group)) {
+      for (const auto& row : tx.exec_params("SELECT * FROM mailroom.mailroom_stats($1::text)", group)) {
         GroupStatsRow s;
         s.group = row[0].as<std::string>();
         s.depth = row[1].as<uint64_t>();

@@ -4,7 +4,17 @@
 -- applied by `collector migrate` after the versioned migrations (see docs/sql.md).
 
 
-CREATE EXTENSION IF NOT EXISTS pgcrypto;
+-- pgcrypto in mailroom's schema (the functions' pinned search path reaches no other), moved there
+-- if the database already had it elsewhere.
+CREATE EXTENSION IF NOT EXISTS pgcrypto SCHEMA mailroom;
+DO $$
+BEGIN
+    IF (SELECT e.extnamespace <> 'mailroom'::regnamespace FROM pg_extension e
+         WHERE e.extname = 'pgcrypto') THEN
+        ALTER EXTENSION pgcrypto SET SCHEMA mailroom;
+    END IF;
+END;
+$$;
 
 CREATE TYPE account_status AS ENUM (
     'provisioned',

@@ -114,7 +114,7 @@ TEST_F(UpgradeTest, AnUpgradedDatabaseHasTheSchemaOfAFreshInstall) {
   EXPECT_EQ(sources.size(), EmbeddedSources().size());
 
   const std::string fresh_dump = SchemaDump(fresh);
-  EXPECT_NE(fresh_dump.find("CREATE FUNCTION public.mailroom_dequeue("), std::string::npos);
+  EXPECT_NE(fresh_dump.find("CREATE FUNCTION mailroom.mailroom_dequeue("), std::string::npos);
   EXPECT_EQ(FirstDifference(SchemaDump(old), fresh_dump), "");
   const std::string seeds =
       "SELECT name, prev_snapshot, max_lost_leases FROM consumer_groups ORDER BY id;"

@@ -106,6 +106,10 @@ absl::StatusOr<std::unique_ptr<PgServer>> PgServer::Start(bool durable) {
   if (!st.ok()) return st;
   st = server->StartWatchdog();
   if (!st.ok()) return st;
+  // The tests' superuser plays the application too, and an application finds mailroom's
+  // accounts, tokens and interface through its role's search path (docs/integration.md).
+  auto path = server->Psql("postgres", "ALTER ROLE postgres SET search_path = \"$user\", public, mailroom");
+  if (!path.ok()) return path.status();
   return server;
 }
 

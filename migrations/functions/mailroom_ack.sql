@@ -4,8 +4,9 @@
 -- lease batch are recorded in the lease batch's bits (a plain SENT keeps no row of its own); the
 -- others on their deliveries rows. The outcome arrays are read row by row (unnest ... WITH
 -- ORDINALITY, joined by position), not by subscript.
-CREATE OR REPLACE FUNCTION mailroom_ack(p_group text, p_owner text, p_ids bigint[], p_attempts integer[], p_outcomes text[], p_reasons text[], p_retry_ms integer[], p_costs bigint[], p_message_ids text[] DEFAULT NULL::text[]) RETURNS SETOF bigint
+CREATE OR REPLACE FUNCTION mailroom.mailroom_ack(p_group text, p_owner text, p_ids bigint[], p_attempts integer[], p_outcomes text[], p_reasons text[], p_retry_ms integer[], p_costs bigint[], p_message_ids text[] DEFAULT NULL::text[]) RETURNS SETOF bigint
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
     AS $$

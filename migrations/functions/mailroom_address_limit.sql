@@ -15,11 +15,12 @@
 -- form's plumbing (the jsonb object, the ordinality, the aggregate) cost a recovery about 25 us
 -- more. PL/pgSQL, not SQL, for its plan cache: a SQL function's statement is planned again in
 -- every transaction that calls it.
-CREATE OR REPLACE FUNCTION mailroom_address_limit(p_addresses TEXT[], p_ats BIGINT[],
+CREATE OR REPLACE FUNCTION mailroom.mailroom_address_limit(p_addresses TEXT[], p_ats BIGINT[],
                                                   p_action token_action, p_limit INT,
                                                   p_window INT)
     RETURNS TEXT[]
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 DECLARE
     v_reasons TEXT[];

@@ -5,8 +5,9 @@
 -- was counted when it was recorded: the row's insert is not counted again. Returns whether a
 -- row was made.
 
-CREATE OR REPLACE FUNCTION mailroom_batch_keep_sent(p_group integer, p_id bigint) RETURNS boolean
+CREATE OR REPLACE FUNCTION mailroom.mailroom_batch_keep_sent(p_group integer, p_id bigint) RETURNS boolean
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
     AS $$

@@ -9,8 +9,9 @@
 -- prices the statement far above the JIT thresholds, and JIT would compile it on every call
 -- (~100 ms): JIT is off.
 
-CREATE OR REPLACE FUNCTION mailroom_batch_match(p_group integer, p_owner text, p_ids bigint[], p_first_handout boolean[]) RETURNS TABLE(batch_id bigint, slot integer, ord integer, recovery boolean)
+CREATE OR REPLACE FUNCTION mailroom.mailroom_batch_match(p_group integer, p_owner text, p_ids bigint[], p_first_handout boolean[]) RETURNS TABLE(batch_id bigint, slot integer, ord integer, recovery boolean)
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
     SET enable_nestloop TO 'off'

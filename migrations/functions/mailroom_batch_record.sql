@@ -3,8 +3,9 @@
 -- where p_kept (the caller inserts their deliveries rows). One row update per batch; a batch whose
 -- every job is recorded is done, all its bits set at once (its slots from mailroom_batch_match
 -- are distinct and had no outcome); kept bits are left alone when no job keeps a row.
-CREATE OR REPLACE FUNCTION mailroom_batch_record(p_batches bigint[], p_slots integer[], p_kept boolean[]) RETURNS void
+CREATE OR REPLACE FUNCTION mailroom.mailroom_batch_record(p_batches bigint[], p_slots integer[], p_kept boolean[]) RETURNS void
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
     AS $$

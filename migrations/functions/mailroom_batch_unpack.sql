@@ -4,8 +4,9 @@
 -- outcome: SES feedback that overtakes the acknowledgement. The acknowledgement then records the
 -- outcome on that row. Returns whether a row was made.
 
-CREATE OR REPLACE FUNCTION mailroom_batch_unpack(p_group integer, p_id bigint) RETURNS boolean
+CREATE OR REPLACE FUNCTION mailroom.mailroom_batch_unpack(p_group integer, p_id bigint) RETURNS boolean
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
     AS $$

@@ -43,8 +43,9 @@
 -- (until an operator raises the budget). A NULL budget (default included) is unlimited:
 -- everything asked is granted, nothing is paced. Old grants are pruned elsewhere
 -- (mailroom_prune_budget_grants).
-CREATE OR REPLACE FUNCTION mailroom_budget_grant(p_group text, p_holder text, p_emails integer, p_recovery boolean, p_price bigint, p_lease_ms integer, p_default_budget bigint, p_default_reserve integer) RETURNS TABLE(grant_id bigint, emails integer, expires_at timestamp with time zone, retry_after_ms bigint, exhausted boolean, pace_per_second double precision)
+CREATE OR REPLACE FUNCTION mailroom.mailroom_budget_grant(p_group text, p_holder text, p_emails integer, p_recovery boolean, p_price bigint, p_lease_ms integer, p_default_budget bigint, p_default_reserve integer) RETURNS TABLE(grant_id bigint, emails integer, expires_at timestamp with time zone, retry_after_ms bigint, exhausted boolean, pace_per_second double precision)
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 #variable_conflict use_variable
 DECLARE

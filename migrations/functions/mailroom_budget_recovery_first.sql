@@ -7,11 +7,13 @@
 -- queued recoveries are read as mailroom_stats reads depth, on tokens_action_txid_id_idx; the
 -- leased batches on lease_batches_recovery_idx. The collector grants activations no slot while
 -- it says true (docs/design.md, "Recoveries first across senders").
-CREATE OR REPLACE FUNCTION mailroom_budget_recovery_first(p_group TEXT, p_price BIGINT,
+CREATE OR REPLACE FUNCTION mailroom.mailroom_budget_recovery_first(p_group TEXT, p_price BIGINT,
                                                           p_hold_ms INT, p_default_budget BIGINT,
                                                           p_default_reserve INT)
     RETURNS TABLE (waiting BOOLEAN, pace_per_second DOUBLE PRECISION)
-    LANGUAGE sql STABLE AS $$
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, mailroom, pg_temp
+    AS $$
     SELECT s.budget_micros IS NOT NULL
            AND (EXISTS (SELECT 1 FROM lease_batches b
                          WHERE b.group_id = g.id AND b.state = 'leased' AND b.recovery

@@ -33,8 +33,9 @@
 --
 -- Gives back the safe remainder of every dead holder's grants; returns one row per holder
 -- refunded. A holder with a live job lease or a live batch lease is not dead yet.
-CREATE OR REPLACE FUNCTION mailroom_budget_refund(p_margin_ms integer) RETURNS TABLE(group_name text, holder text, emails bigint)
+CREATE OR REPLACE FUNCTION mailroom.mailroom_budget_refund(p_margin_ms integer) RETURNS TABLE(group_name text, holder text, emails bigint)
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 #variable_conflict use_column
 DECLARE

@@ -2,8 +2,9 @@
 -- grant's month and never sent. Returns the emails credited (0: not this holder's grant,
 -- nothing left to return, or a grant already refunded). Money given back does not refill the
 -- pace bucket.
-CREATE OR REPLACE FUNCTION mailroom_budget_return(p_group text, p_holder text, p_grant bigint, p_emails integer) RETURNS integer
+CREATE OR REPLACE FUNCTION mailroom.mailroom_budget_return(p_group text, p_holder text, p_grant bigint, p_emails integer) RETURNS integer
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 DECLARE
     g budget_grants%ROWTYPE;

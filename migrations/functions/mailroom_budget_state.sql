@@ -1,7 +1,8 @@
 -- The group's month as the budget sees it (default budget/reserve given by the collector).
 
-CREATE OR REPLACE FUNCTION mailroom_budget_state(p_gid integer, p_default_budget bigint, p_default_reserve integer, OUT budget_micros bigint, OUT reserve_percent integer, OUT burst integer, OUT committed_micros bigint, OUT spent_micros bigint, OUT sent bigint, OUT granted_micros bigint, OUT returned_micros bigint, OUT month date, OUT seconds_left double precision) RETURNS record
+CREATE OR REPLACE FUNCTION mailroom.mailroom_budget_state(p_gid integer, p_default_budget bigint, p_default_reserve integer, OUT budget_micros bigint, OUT reserve_percent integer, OUT burst integer, OUT committed_micros bigint, OUT spent_micros bigint, OUT sent bigint, OUT granted_micros bigint, OUT returned_micros bigint, OUT month date, OUT seconds_left double precision) RETURNS record
     LANGUAGE sql STABLE
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
     WITH m AS (SELECT date_trunc('month', now() AT TIME ZONE 'UTC')::DATE AS month)
     SELECT coalesce(b.monthly_budget_micros, p_default_budget),

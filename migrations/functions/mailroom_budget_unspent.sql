@@ -1,6 +1,7 @@
 -- What mailroom_budget_refund would give back for holder p_holder now, without locks.
-CREATE OR REPLACE FUNCTION mailroom_budget_unspent(p_gid integer, p_holder text) RETURNS bigint
+CREATE OR REPLACE FUNCTION mailroom.mailroom_budget_unspent(p_gid integer, p_holder text) RETURNS bigint
     LANGUAGE sql STABLE
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
     SELECT (SELECT coalesce(sum(bg.emails - bg.returned_emails), 0)
               FROM budget_grants bg

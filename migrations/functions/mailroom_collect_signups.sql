@@ -60,8 +60,9 @@
 -- together, so those signups are queued again and collected again, and an email sent in that
 -- window carries a token that no longer exists: the user gets a second email whose token works.
 -- A call that takes nothing writes nothing.
-CREATE OR REPLACE FUNCTION mailroom_collect_signups(p_limit INT) RETURNS INT
+CREATE OR REPLACE FUNCTION mailroom.mailroom_collect_signups(p_limit INT) RETURNS INT
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off
     SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off SET lock_timeout = '1s'
     SET plan_cache_mode = force_generic_plan

@@ -9,17 +9,23 @@
 -- of 0 with no collector connected is safe, because a collector drains its groups when it
 -- connects.
 --
--- Called alone in autocommit (one round trip). Collectors take turns under a transaction-level
--- advisory lock that the trigger never takes, held only until that statement's commit, so the
--- count set is never one built from another collector's uncommitted change. The commit is
+-- Called alone in autocommit (one round trip). Collectors take turns by locking
+-- mailroom_collectors (SHARE ROW EXCLUSIVE, which conflicts with itself; taking it needs UPDATE,
+-- DELETE or TRUNCATE on the table, which only mailroom's roles have, unlike an advisory lock,
+-- which any role that can connect may take and hold), held only until that statement's commit,
+-- so the count set is never one built from another collector's uncommitted change. The
+-- triggers never take it. lock_timeout bounds the wait: a turn not had within it is an error
+-- the collector logs, and it marks itself again on its next round. The commit is
 -- asynchronous: after a crash of PostgreSQL every collector reconnects and marks itself again.
 
-CREATE OR REPLACE FUNCTION mailroom_collector_mark(p_idle boolean) RETURNS void
+CREATE OR REPLACE FUNCTION mailroom.mailroom_collector_mark(p_idle boolean) RETURNS void
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
+    SET lock_timeout = '5s'
     AS $$
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
-    PERFORM pg_advisory_xact_lock(hashtextextended('mailroom.collector_mark', 0));
+    LOCK TABLE mailroom_collectors IN SHARE ROW EXCLUSIVE MODE;
     DELETE FROM mailroom_collectors c
      WHERE c.pid <> pg_backend_pid()
        AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = c.pid);

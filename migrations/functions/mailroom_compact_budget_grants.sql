@@ -3,8 +3,9 @@
 -- another transaction holds are skipped. Returns how many rows were folded away, the last id
 -- examined and whether to go on (as mailroom_prune_budget_grants).
 
-CREATE OR REPLACE FUNCTION mailroom_compact_budget_grants(p_after bigint, p_before timestamp with time zone, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
+CREATE OR REPLACE FUNCTION mailroom.mailroom_compact_budget_grants(p_after bigint, p_before timestamp with time zone, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
     AS $$

@@ -2,8 +2,9 @@
 -- meanwhile are not visible to the DELETE and stay as they are; a concurrent compaction waits
 -- for the rows this one deletes and then skips them. Returns the number of rows left.
 
-CREATE OR REPLACE FUNCTION mailroom_compact_delivery_counts() RETURNS bigint
+CREATE OR REPLACE FUNCTION mailroom.mailroom_compact_delivery_counts() RETURNS bigint
     LANGUAGE sql
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
     WITH del AS (
         DELETE FROM delivery_counts RETURNING group_id, state, n

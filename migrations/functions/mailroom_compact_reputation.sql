@@ -1,8 +1,9 @@
 -- The same for the reputation counters: one row per group and hour, and hours older than
 -- the longest reputation window (90 days, MAILROOM_REPUTATION_WINDOW's maximum) dropped.
 -- Returns the number of rows left.
-CREATE OR REPLACE FUNCTION mailroom_compact_reputation() RETURNS bigint
+CREATE OR REPLACE FUNCTION mailroom.mailroom_compact_reputation() RETURNS bigint
     LANGUAGE sql
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
     WITH del AS (
         DELETE FROM reputation_hourly

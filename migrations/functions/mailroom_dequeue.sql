@@ -7,8 +7,9 @@
 -- made once per session (force_generic_plan) and the window's bounds are written as the
 -- index range. The calling transaction commits asynchronously (synchronous_commit off, which a
 -- caller may set back on after the call): a lost dequeue only hands its jobs out again.
-CREATE OR REPLACE FUNCTION mailroom_dequeue(p_group text, p_limit integer, p_owner text, p_lease_ms integer, p_recoveries_only boolean DEFAULT false) RETURNS TABLE(job_id bigint, action token_action, email text, login text, secret bytea, code text, expires_at bigint, account_id bigint, attempt integer, failures integer, created_at bigint, locale text)
+CREATE OR REPLACE FUNCTION mailroom.mailroom_dequeue(p_group text, p_limit integer, p_owner text, p_lease_ms integer, p_recoveries_only boolean DEFAULT false) RETURNS TABLE(job_id bigint, action token_action, email text, login text, secret bytea, code text, expires_at bigint, account_id bigint, attempt integer, failures integer, created_at bigint, locale text)
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
     SET enable_sort TO 'off'

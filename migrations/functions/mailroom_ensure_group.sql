@@ -9,15 +9,17 @@
 -- progress (which may be inserting tokens we cannot see yet). Expired tokens after x are
 -- scanned too and recorded as expired.
 
-CREATE OR REPLACE FUNCTION mailroom_ensure_group(p_group text) RETURNS void
+CREATE OR REPLACE FUNCTION mailroom.mailroom_ensure_group(p_group text) RETURNS void
     LANGUAGE sql
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
     INSERT INTO consumer_groups (name, prev_snapshot) VALUES (p_group, pg_current_snapshot())
     ON CONFLICT (name) DO NOTHING;
 $$;
 
-CREATE OR REPLACE FUNCTION mailroom_ensure_group(p_group text, p_from_earliest boolean) RETURNS void
+CREATE OR REPLACE FUNCTION mailroom.mailroom_ensure_group(p_group text, p_from_earliest boolean) RETURNS void
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 DECLARE
     v_from XID8;

@@ -9,9 +9,10 @@
 -- by the reputation guard) would otherwise keep its run-out lease batches leased, and their
 -- tokens, for ever. Its jobs whose token expired before the retention can no longer be sent; the
 -- dequeue would record them so.
-CREATE OR REPLACE FUNCTION mailroom_expire_leases(p_group_id INT, p_before_epoch BIGINT, p_limit INT)
+CREATE OR REPLACE FUNCTION mailroom.mailroom_expire_leases(p_group_id INT, p_before_epoch BIGINT, p_limit INT)
     RETURNS TABLE (batches BIGINT, jobs BIGINT, more BOOLEAN)
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan = off SET enable_bitmapscan = off
     AS $$
 DECLARE

@@ -1,9 +1,11 @@
 -- Deletes, in the table's blocks [p_after, p_after + p_batch / 32 + 1), the rows whose newest
 -- request is older than the window: they can no longer limit anything. Returns the rows
 -- deleted, the next block and whether blocks remain (the shape the retention pass pages with).
-CREATE OR REPLACE FUNCTION mailroom_prune_address_requests(p_after BIGINT, p_batch INT)
+CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_address_requests(p_after BIGINT, p_batch INT)
     RETURNS TABLE (deleted BIGINT, next_after BIGINT, more BOOLEAN)
-    LANGUAGE plpgsql AS $$
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
+    AS $$
 DECLARE
     v_since BIGINT := EXTRACT(EPOCH FROM now())::BIGINT
                       - (SELECT limit_window_seconds FROM mailroom_settings);

@@ -15,8 +15,9 @@
 -- would raise refund(H), so mailroom_prune_budget_subscriptions deletes one only when H has no
 -- grant row left (refund(H) is then nothing) and its owner holds no lease. Folding
 -- (mailroom_compact_budget_grants) keeps every sum, so refund(H) is exactly what it was.
-CREATE OR REPLACE FUNCTION mailroom_prune_budget_grants(p_after bigint, p_before timestamp with time zone, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
+CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_budget_grants(p_after bigint, p_before timestamp with time zone, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
     AS $$

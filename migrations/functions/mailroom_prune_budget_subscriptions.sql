@@ -3,8 +3,9 @@
 -- lease is kept. Returns how many were deleted, 0 as last_id (the table has no numeric key:
 -- each call starts again from the first row left) and whether a full batch was deleted (then
 -- there may be more).
-CREATE OR REPLACE FUNCTION mailroom_prune_budget_subscriptions(p_before timestamp with time zone, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
+CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_budget_subscriptions(p_before timestamp with time zone, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 DECLARE
     v_n BIGINT;

@@ -5,8 +5,9 @@
 -- a batch with nothing to delete whose newest row is newer than p_before (rows are in token
 -- order, which follows time).
 
-CREATE OR REPLACE FUNCTION mailroom_prune_deliveries(p_group_id integer, p_after bigint, p_before timestamp with time zone, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
+CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_deliveries(p_group_id integer, p_after bigint, p_before timestamp with time zone, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
     AS $$

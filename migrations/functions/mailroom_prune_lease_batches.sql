@@ -3,8 +3,9 @@
 -- finished batch's SENT jobs have no other record: they go with it, as a pruned SENT row does
 -- (delivery_counts keeps counting them).
 
-CREATE OR REPLACE FUNCTION mailroom_prune_lease_batches(p_after bigint, p_before timestamp with time zone, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
+CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_lease_batches(p_after bigint, p_before timestamp with time zone, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
     AS $$

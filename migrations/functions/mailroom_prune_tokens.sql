@@ -8,8 +8,9 @@
 -- past windows of tokens it must keep (a kept token delays only itself) and stops at the first
 -- window that deletes nothing and holds a token created after the cut-off (ids follow creation:
 -- the rest is newer still), so a pass costs O(tokens older than the cut-off / batch).
-CREATE OR REPLACE FUNCTION mailroom_prune_tokens(p_after bigint, p_before_epoch bigint, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
+CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_tokens(p_after bigint, p_before_epoch bigint, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
     AS $$

@@ -1,8 +1,9 @@
 -- A uniformly distributed 5-digit code from a cryptographic source. Rejection sampling over
 -- 32 random bits: 4294900000 is the largest multiple of 100000 below 2^32.
 
-CREATE OR REPLACE FUNCTION mailroom_random_code() RETURNS character varying
+CREATE OR REPLACE FUNCTION mailroom.mailroom_random_code() RETURNS character varying
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 DECLARE
     n BIGINT;

@@ -7,8 +7,9 @@
 --   p_recipients: the addresses concerned (bounced or complained recipients)
 --   p_bounce_type: Permanent | Transient | Undetermined (Bounce only); p_detail: a short text
 --   for the suppression's source (the bounce subtype, the complaint feedback type)
-CREATE OR REPLACE FUNCTION mailroom_record_feedback(p_sns_id text, p_event text, p_ses_message_id text, p_group text, p_job_id bigint, p_recipients text[], p_bounce_type text, p_detail text, p_soft_limit integer) RETURNS text
+CREATE OR REPLACE FUNCTION mailroom.mailroom_record_feedback(p_sns_id text, p_event text, p_ses_message_id text, p_group text, p_job_id bigint, p_recipients text[], p_bounce_type text, p_detail text, p_soft_limit integer) RETURNS text
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 DECLARE
     v_gid   INT;

@@ -3,8 +3,9 @@
 -- have one: SMTP and file deliveries cost no second write of their rows). Returns how many
 -- deliveries got their message id.
 
-CREATE OR REPLACE FUNCTION mailroom_record_sent(p_group text, p_sent bigint, p_ids bigint[], p_message_ids text[]) RETURNS integer
+CREATE OR REPLACE FUNCTION mailroom.mailroom_record_sent(p_group text, p_sent bigint, p_ids bigint[], p_message_ids text[]) RETURNS integer
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 DECLARE
     v_gid INT;

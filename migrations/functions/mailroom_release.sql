@@ -3,8 +3,9 @@
 -- a lease batch gets its per-job row as it would at expiry (hand-out count 1), due now,
 -- holder_left, its bit set. Returns how many jobs were released.
 
-CREATE OR REPLACE FUNCTION mailroom_release(p_group text, p_owner text, p_ids bigint[]) RETURNS integer
+CREATE OR REPLACE FUNCTION mailroom.mailroom_release(p_group text, p_owner text, p_ids bigint[]) RETURNS integer
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
     AS $$

@@ -1,8 +1,9 @@
 -- Per group, the counters of the last `p_window_seconds` (whole hours: the current hour and
 -- the hours that started within the window).
 
-CREATE OR REPLACE FUNCTION mailroom_reputation(p_window_seconds integer) RETURNS TABLE(group_name text, sent bigint, delivered bigint, bounced bigint, complained bigint)
+CREATE OR REPLACE FUNCTION mailroom.mailroom_reputation(p_window_seconds integer) RETURNS TABLE(group_name text, sent bigint, delivered bigint, bounced bigint, complained bigint)
     LANGUAGE sql STABLE
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
     SELECT g.name, coalesce(sum(r.sent), 0)::BIGINT, coalesce(sum(r.delivered), 0)::BIGINT,
            coalesce(sum(r.bounced), 0)::BIGINT, coalesce(sum(r.complained), 0)::BIGINT

@@ -3,8 +3,9 @@
 -- cursor, and the queued signups not yet collected), lag (age of the oldest of them) and jobs
 -- by state; in flight counts the batch jobs
 -- without an outcome too. Cost: O(depth + deliveries of the group).
-CREATE OR REPLACE FUNCTION mailroom_stats(p_group text) RETURNS TABLE(group_name text, depth bigint, lag_seconds double precision, in_flight bigint, waiting_retry bigint, sent bigint, failed bigint, expired bigint, cancelled bigint, superseded bigint, rate_limited bigint, suppressed bigint)
+CREATE OR REPLACE FUNCTION mailroom.mailroom_stats(p_group text) RETURNS TABLE(group_name text, depth bigint, lag_seconds double precision, in_flight bigint, waiting_retry bigint, sent bigint, failed bigint, expired bigint, cancelled bigint, superseded bigint, rate_limited bigint, suppressed bigint)
     LANGUAGE sql STABLE
+    SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET jit TO 'off'
     AS $$

@@ -2,8 +2,9 @@
 -- entry keeps its reason, a complaint is not turned into a bounce; an expired entry comes back
 -- in force.
 
-CREATE OR REPLACE FUNCTION mailroom_suppress_addresses(p_addresses text[], p_reason text, p_source text) RETURNS integer
+CREATE OR REPLACE FUNCTION mailroom.mailroom_suppress_addresses(p_addresses text[], p_reason text, p_source text) RETURNS integer
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 DECLARE
     v_n INT;

@@ -4,8 +4,9 @@
 -- the collector in an acknowledgement's transaction, for recorded outcomes only. Returns how
 -- many addresses were written.
 
-CREATE OR REPLACE FUNCTION mailroom_suppress_recipients(p_ids bigint[], p_sources text[]) RETURNS integer
+CREATE OR REPLACE FUNCTION mailroom.mailroom_suppress_recipients(p_ids bigint[], p_sources text[]) RETURNS integer
     LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 DECLARE
     v_n INT;

@@ -1,8 +1,9 @@
 -- The suppression in force for an email, if any: at most one row (a primary key probe).
 -- LANGUAGE sql, STABLE, one SELECT: the planner inlines it into the dequeue's lateral joins.
 
-CREATE OR REPLACE FUNCTION mailroom_suppression(p_email text) RETURNS TABLE(address text, why text)
+CREATE OR REPLACE FUNCTION mailroom.mailroom_suppression(p_email text) RETURNS TABLE(address text, why text)
     LANGUAGE sql STABLE
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
     SELECT s.address,
            'address suppressed: ' || s.reason

@@ -1,7 +1,9 @@
 -- Consuming an activation token activates its account.
 
-CREATE OR REPLACE FUNCTION trg_after_token_consumed() RETURNS trigger
+CREATE OR REPLACE FUNCTION mailroom.trg_after_token_consumed() RETURNS trigger
     LANGUAGE plpgsql
+    SECURITY DEFINER
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 BEGIN
     IF (NEW.action != 'activation') THEN
@@ -12,4 +14,4 @@ BEGIN
 END;
 $$;
 
-CREATE OR REPLACE TRIGGER after_token_consumed AFTER UPDATE OF consumed_at ON tokens FOR EACH ROW WHEN (((new.consumed_at IS NOT NULL) AND (old.consumed_at IS NULL))) EXECUTE FUNCTION trg_after_token_consumed();
+CREATE OR REPLACE TRIGGER after_token_consumed AFTER UPDATE OF consumed_at ON mailroom.tokens FOR EACH ROW WHEN (((new.consumed_at IS NOT NULL) AND (old.consumed_at IS NULL))) EXECUTE FUNCTION mailroom.trg_after_token_consumed();

@@ -8,8 +8,10 @@
 -- INSERT ... ON CONFLICT DO NOTHING then skips leaves a queued row for an id that no account
 -- has, which the collector drops.
 
-CREATE OR REPLACE FUNCTION trg_before_account_insert() RETURNS trigger
+CREATE OR REPLACE FUNCTION mailroom.trg_before_account_insert() RETURNS trigger
     LANGUAGE plpgsql
+    SECURITY DEFINER
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 BEGIN
     INSERT INTO mailroom_signups (account) VALUES (NEW.id);
@@ -17,6 +19,6 @@ BEGIN
 END;
 $$;
 
-CREATE OR REPLACE TRIGGER before_account_insert BEFORE INSERT ON accounts FOR EACH ROW
+CREATE OR REPLACE TRIGGER before_account_insert BEFORE INSERT ON mailroom.accounts FOR EACH ROW
     WHEN (NEW.status = 'provisioned')
-    EXECUTE FUNCTION trg_before_account_insert();
+    EXECUTE FUNCTION mailroom.trg_before_account_insert();

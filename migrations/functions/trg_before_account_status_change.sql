@@ -1,7 +1,9 @@
 -- Status changes maintain the lifecycle timestamps.
 
-CREATE OR REPLACE FUNCTION trg_before_account_status_change() RETURNS trigger
+CREATE OR REPLACE FUNCTION mailroom.trg_before_account_status_change() RETURNS trigger
     LANGUAGE plpgsql
+    SECURITY DEFINER
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 DECLARE
     ts BIGINT := EXTRACT(EPOCH FROM NOW())::BIGINT;
@@ -44,4 +46,4 @@ BEGIN
 END;
 $$;
 
-CREATE OR REPLACE TRIGGER before_account_status_change BEFORE UPDATE OF status ON accounts FOR EACH ROW EXECUTE FUNCTION trg_before_account_status_change();
+CREATE OR REPLACE TRIGGER before_account_status_change BEFORE UPDATE OF status ON mailroom.accounts FOR EACH ROW EXECUTE FUNCTION mailroom.trg_before_account_status_change();

@@ -15,8 +15,10 @@
 -- setting it takes UPDATE on it, which the application's role does not need (it may read it,
 -- and nextval cannot reach a transaction's id), the collection clears it right after its
 -- INSERT, and a transaction id is not used twice, so no other insert matches it.
-CREATE OR REPLACE FUNCTION trg_before_token_insert_limits() RETURNS trigger
+CREATE OR REPLACE FUNCTION mailroom.trg_before_token_insert_limits() RETURNS trigger
     LANGUAGE plpgsql
+    SECURITY DEFINER
+    SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off SET jit = off
     AS $$
 DECLARE
@@ -91,7 +93,7 @@ BEGIN
 END;
 $$;
 
-CREATE OR REPLACE TRIGGER before_token_insert_limits BEFORE INSERT ON tokens FOR EACH ROW
+CREATE OR REPLACE TRIGGER before_token_insert_limits BEFORE INSERT ON mailroom.tokens FOR EACH ROW
     WHEN (pg_current_xact_id()::text::bigint
           IS DISTINCT FROM pg_sequence_last_value('mailroom_collection_xact'))
-    EXECUTE FUNCTION trg_before_token_insert_limits();
+    EXECUTE FUNCTION mailroom.trg_before_token_insert_limits();

@@ -1,7 +1,9 @@
 -- Counts the outcomes of inserted deliveries rows in delivery_counts (one delta row per group
 -- and state; mailroom_compact_delivery_counts folds them).
-CREATE OR REPLACE FUNCTION trg_deliveries_count_insert() RETURNS trigger
+CREATE OR REPLACE FUNCTION mailroom.trg_deliveries_count_insert() RETURNS trigger
     LANGUAGE plpgsql
+    SECURITY DEFINER
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 BEGIN
     INSERT INTO delivery_counts (group_id, state, n)
@@ -12,4 +14,4 @@ BEGIN
 END;
 $$;
 
-CREATE OR REPLACE TRIGGER deliveries_count_insert AFTER INSERT ON deliveries REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION trg_deliveries_count_insert();
+CREATE OR REPLACE TRIGGER deliveries_count_insert AFTER INSERT ON mailroom.deliveries REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mailroom.trg_deliveries_count_insert();

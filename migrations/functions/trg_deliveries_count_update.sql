@@ -1,8 +1,10 @@
 -- Counts the outcomes that updated deliveries rows reach, as trg_deliveries_count_insert.
 -- Transition tables allow one event per trigger: one trigger for INSERT, one for UPDATE. (The
 -- collector never deletes deliveries except by pruning, which must not change counts.)
-CREATE OR REPLACE FUNCTION trg_deliveries_count_update() RETURNS trigger
+CREATE OR REPLACE FUNCTION mailroom.trg_deliveries_count_update() RETURNS trigger
     LANGUAGE plpgsql
+    SECURITY DEFINER
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 BEGIN
     INSERT INTO delivery_counts (group_id, state, n)
@@ -17,4 +19,4 @@ BEGIN
 END;
 $$;
 
-CREATE OR REPLACE TRIGGER deliveries_count_update AFTER UPDATE ON deliveries REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION trg_deliveries_count_update();
+CREATE OR REPLACE TRIGGER deliveries_count_update AFTER UPDATE ON mailroom.deliveries REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mailroom.trg_deliveries_count_update();

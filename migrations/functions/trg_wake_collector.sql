@@ -8,8 +8,10 @@
 -- transaction that read the busy mark already has its xid, which is what the collector waits
 -- for when it goes idle (docs/design.md, "Wake-up").
 
-CREATE OR REPLACE FUNCTION trg_wake_collector() RETURNS trigger
+CREATE OR REPLACE FUNCTION mailroom.trg_wake_collector() RETURNS trigger
     LANGUAGE plpgsql
+    SECURITY DEFINER
+    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 BEGIN
     PERFORM pg_notify((SELECT channel FROM mailroom_settings), '');
@@ -17,10 +19,10 @@ BEGIN
 END;
 $$;
 
-CREATE OR REPLACE TRIGGER after_token_inserted AFTER INSERT ON tokens FOR EACH STATEMENT
+CREATE OR REPLACE TRIGGER after_token_inserted AFTER INSERT ON mailroom.tokens FOR EACH STATEMENT
     WHEN (pg_sequence_last_value('mailroom_idle_collectors') > 0)
-    EXECUTE FUNCTION trg_wake_collector();
+    EXECUTE FUNCTION mailroom.trg_wake_collector();
 
-CREATE OR REPLACE TRIGGER after_signup_inserted AFTER INSERT ON mailroom_signups FOR EACH STATEMENT
+CREATE OR REPLACE TRIGGER after_signup_inserted AFTER INSERT ON mailroom.mailroom_signups FOR EACH STATEMENT
     WHEN (pg_sequence_last_value('mailroom_idle_collectors') > 0)
-    EXECUTE FUNCTION trg_wake_collector();
+    EXECUTE FUNCTION mailroom.trg_wake_collector();
