@@ -33,6 +33,22 @@ constexpr char kCreateTable[] =
     " name TEXT PRIMARY KEY, checksum TEXT NOT NULL,"
     " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())";
 
+// PostgreSQL lets PUBLIC execute every new function: mailroom's are executed by mailroom's roles,
+// and the application's interface only through the grants of mailroom.grant_application. Left
+// to PUBLIC: pgcrypto's functions (the extension's) and mailroom_random_code, which the
+// tokens' defaults call as the role that inserts (an application that inserts tokens itself).
+// Only functions PUBLIC may still execute are touched, so unchanged functions keep their
+// catalogue rows.
+constexpr char kRevokePublicExecute[] =
+    "DO $$ DECLARE f regprocedure; BEGIN"
+    " FOR f IN SELECT p.oid FROM pg_proc p"
+    "   WHERE p.pronamespace = 'mailroom'::regnamespace"
+    "     AND p.proname <> 'mailroom_random_code'"
+    "     AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass"
+    "                        AND d.objid = p.oid AND d.deptype = 'e')"
+    "     AND has_function_privilege('public', p.oid, 'EXECUTE')"
+    " LOOP EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f); END LOOP; END $$";
+
 constexpr char kChecksum[] = "SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')";
 
 bool IsView(const Source& s) { return std::string(s.name).rfind("views/", 0) == 0; }
@@ -138,6 +154,7 @@ std::vector<std::string> ApplySources(pqxx::connection& conn, const std::vector<
         std::string(s->name), std::string(s->sql));
     done.push_back(s->name);
   }
+  if (!done.empty()) tx.exec(kRevokePublicExecute);
   tx.commit();
   return done;
 }

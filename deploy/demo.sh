@@ -91,15 +91,15 @@ PIDS+=($!)
 say "Creating accounts: two new ones (activation emails) and an active one that forgot its password"
 psql_ <<'SQL'
 -- New accounts: the trigger queues each signup; the collector creates its activation token.
-INSERT INTO accounts (email, login) VALUES
+INSERT INTO mailroom.accounts (email, login) VALUES
   ('ada@example.test', 'ada'),
   ('grace@example.test', 'Grace "Amazing" Hopper');
 -- An account that activated long ago (imported active: no activation token, nothing sent) ...
-INSERT INTO accounts (email, login, status, activated_at)
+INSERT INTO mailroom.accounts (email, login, status, activated_at)
   VALUES ('linus@example.test', 'linus', 'active', EXTRACT(EPOCH FROM NOW())::BIGINT - 86400);
--- ... asks for a password recovery (only active accounts get recovery emails).
-INSERT INTO tokens (account, action)
-  SELECT id, 'password_recovery' FROM accounts WHERE login = 'linus';
+-- ... asks for a password recovery through the application's interface.
+SELECT r.* FROM mailroom.accounts a, mailroom.request(a.id, 'password_recovery') r
+ WHERE a.login = 'linus';
 SQL
 
 say "Waiting for the three emails"
@@ -120,11 +120,12 @@ say "Deliveries as PostgreSQL records them"
 # The sender writes an email before its SENT outcome is acknowledged and committed: wait (up to
 # 10 s) until no job is still leased, so that the table shows the outcomes.
 for _ in $(seq 1 100); do
-  [ "$(psql_ -tAc "SELECT count(*) FROM delivery_states WHERE state = 'leased'")" = 0 ] && break
+  [ "$(psql_ -tAc "SELECT count(*) FROM mailroom.delivery_states WHERE state = 'leased'")" = 0 ] && break
   sleep 0.1
 done
 psql_ -c "SELECT d.token_id, t.action, a.login, d.state, d.attempts
-            FROM delivery_states d JOIN tokens t ON t.id = d.token_id JOIN accounts a ON a.id = t.account
+            FROM mailroom.delivery_states d JOIN mailroom.tokens t ON t.id = d.token_id
+            JOIN mailroom.accounts a ON a.id = t.account
            ORDER BY d.token_id"
 
 # Show each email as a mail client would (headers decoded, text part), with Python's email
@@ -158,8 +159,8 @@ fi
 cat <<EOF
 
 Look at the emails with any mail client, or:  less $DEMO/outbox/*.eml
-Add an account:  psql '$MAILROOM_DATABASE_URL' -c "INSERT INTO accounts (email, login) VALUES ('you@example.test', 'you')"
-Queue stats:     psql '$MAILROOM_DATABASE_URL' -c "SELECT * FROM mailroom_stats(NULL)"
+Add an account:  psql '$MAILROOM_DATABASE_URL' -c "INSERT INTO mailroom.accounts (email, login) VALUES ('you@example.test', 'you')"
+Queue stats:     psql '$MAILROOM_DATABASE_URL' -c "SELECT * FROM mailroom.mailroom_stats(NULL)"
 Logs:            $DEMO/collector.log  $DEMO/sender.log
 EOF
 

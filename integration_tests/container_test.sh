@@ -322,9 +322,9 @@ EOF
 insert_account() {
   local c=$1 dsn=$2
   for _ in $(seq 1 60); do
-    if podman exec "$c" psql -qAt -X "$dsn" -c 'SELECT 1 FROM accounts LIMIT 0' >/dev/null 2>&1; then
+    if podman exec "$c" psql -qAt -X "$dsn" -c 'SELECT 1 FROM mailroom.accounts LIMIT 0' >/dev/null 2>&1; then
       podman exec "$c" psql -q -X -v ON_ERROR_STOP=1 "$dsn" \
-        -c "INSERT INTO accounts (email, login) VALUES ('a@example.test','a')" && return 0
+        -c "INSERT INTO mailroom.accounts (email, login) VALUES ('a@example.test','a')" && return 0
       return 1
     fi
     sleep 1

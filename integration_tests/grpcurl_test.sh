@@ -34,8 +34,8 @@ export MAILROOM_DATABASE_URL="postgresql://postgres@127.0.0.1:$PGPORT/postgres"
 "$COLLECTOR" migrate >/dev/null 2>&1
 # A second consumer group (the README's "audit") that sees the 42 accounts created next, so
 # that job 42 exists for the Requeue/Acknowledge/RenewLeases examples.
-psql -q -X -v ON_ERROR_STOP=1 "$MAILROOM_DATABASE_URL" -c "SELECT mailroom_ensure_group('audit')" \
-  -c "INSERT INTO accounts (email, login) SELECT 'g' || i || '@example.test', 'g' || i FROM generate_series(1, 42) i" >/dev/null
+psql -q -X -v ON_ERROR_STOP=1 "$MAILROOM_DATABASE_URL" -c "SELECT mailroom.mailroom_ensure_group('audit')" \
+  -c "INSERT INTO mailroom.accounts (email, login) SELECT 'g' || i || '@example.test', 'g' || i FROM generate_series(1, 42) i" >/dev/null
 
 PORT=$(free_port)
 # The README's two tokens, scoped as the README says.

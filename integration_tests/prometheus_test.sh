@@ -132,9 +132,9 @@ until_true "the sender is subscribed" is 'mailroom_sender_connected' == 1
 # Two rounds of 3 activations (new accounts: the trigger's tokens) and 3 password recoveries
 # (active accounts), the second after Prometheus has seen the first, so that rates are above 0.
 insert() {
-  psql_exec "INSERT INTO accounts (email, login) SELECT 'n$1-' || i || '@example.test', 'n$1-' || i FROM generate_series(1, 3) i"
-  psql_exec "INSERT INTO accounts (email, login, status) SELECT 'a$1-' || i || '@example.test', 'a$1-' || i, 'active' FROM generate_series(1, 3) i"
-  psql_exec "INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts WHERE login LIKE 'a$1-%'"
+  psql_exec "INSERT INTO mailroom.accounts (email, login) SELECT 'n$1-' || i || '@example.test', 'n$1-' || i FROM generate_series(1, 3) i"
+  psql_exec "INSERT INTO mailroom.accounts (email, login, status) SELECT 'a$1-' || i || '@example.test', 'a$1-' || i, 'active' FROM generate_series(1, 3) i"
+  psql_exec "INSERT INTO mailroom.tokens (account, action) SELECT id, 'password_recovery' FROM mailroom.accounts WHERE login LIKE 'a$1-%'"
 }
 insert 1
 until_true "6 sent jobs scraped" is 'sum(mailroom_sender_jobs_total{outcome="sent"})' == 6

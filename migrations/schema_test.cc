@@ -105,15 +105,16 @@ TEST_F(SchemaTest, UnsuspendKeepsAStillLiveTokenInsteadOfIssuingAnother) {
   EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 1);
 }
 
-// The application signs up users with a role of its own, with the usual grants: rights on the
-// tables (the triggers run as the inserting role and read and write mailroom's tables) and
-// USAGE on the sequences (nextval), not SELECT. The triggers that run in its transaction must
-// work for it, the wake-up's read of the collectors' mark included.
+// An application that predates mailroom's interface signs up users with a role of its own, with
+// the usual grants on mailroom's schema: rights on its tables and USAGE on the sequences
+// (nextval), not SELECT. The triggers that run in its transaction must work for it, the
+// wake-up's read of the collectors' mark included.
 TEST_F(SchemaTest, AnApplicationRoleWithTheUsualGrantsSignsUpAndAsksForARecovery) {
   Exec("DROP ROLE IF EXISTS mailroom_test_app");
   Exec("CREATE ROLE mailroom_test_app");
-  Exec("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO mailroom_test_app");
-  Exec("GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO mailroom_test_app");
+  Exec("GRANT USAGE ON SCHEMA mailroom TO mailroom_test_app");
+  Exec("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA mailroom TO mailroom_test_app");
+  Exec("GRANT USAGE ON ALL SEQUENCES IN SCHEMA mailroom TO mailroom_test_app");
   pqxx::connection c(url_);
   pqxx::nontransaction app(c);
   app.exec("SET ROLE mailroom_test_app");
@@ -136,11 +137,13 @@ TEST_F(SchemaTest, AnApplicationRoleWithTheUsualGrantsSignsUpAndAsksForARecovery
             2);
 }
 
-// The rights docs/sql.md lists for the application's role are enough for a signup, a
-// recovery and an activation, and leave the rest of mailroom's tables out of its reach.
+// The rights an application that predates mailroom's interface was told to grant its role are
+// still enough for a signup, a recovery and an activation by hand, and leave the rest of
+// mailroom's tables and functions out of its reach.
 TEST_F(SchemaTest, AnApplicationRoleWithTheListedRightsOnlySignsUpAndActivates) {
   Exec("DROP ROLE IF EXISTS mailroom_test_narrow");
   Exec("CREATE ROLE mailroom_test_narrow");
+  Exec("GRANT USAGE ON SCHEMA mailroom TO mailroom_test_narrow");
   Exec("GRANT SELECT, INSERT, UPDATE ON accounts, tokens, mailroom_address_requests"
        " TO mailroom_test_narrow");
   Exec("GRANT INSERT ON mailroom_signups TO mailroom_test_narrow");
@@ -1462,6 +1465,7 @@ TEST_F(SchemaTest, TheApplicationsRoleSignsUpAcrossTheUpgradeToTheSignupQueue) {
   conn_ = std::make_unique<pqxx::connection>(url_);
   Exec("DROP ROLE IF EXISTS \"Mailroom Upgrade\"");
   Exec("CREATE ROLE \"Mailroom Upgrade\"");
+  Exec("GRANT USAGE ON SCHEMA mailroom TO \"Mailroom Upgrade\"");
   Exec("GRANT SELECT, INSERT, UPDATE ON accounts, tokens, mailroom_address_requests"
        " TO \"Mailroom Upgrade\"");
   Exec("GRANT SELECT ON mailroom_settings TO \"Mailroom Upgrade\"");

@@ -1,8 +1,9 @@
 -- p_n bits, those of p_slots (1-based, distinct) set: built once, in slot order, O(p_n).
-
+-- Inlined into its callers, so no SET search_path (a function with settings is never inlined):
+-- it is called only from mailroom's functions, whose pinned search path it then runs under,
+-- and it names mailroom's tables schema-qualified.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_bits(p_n integer, p_slots integer[]) RETURNS bit varying
     LANGUAGE sql IMMUTABLE
-    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
     SELECT coalesce((SELECT (string_agg(repeat('0', x.s - x.prev - 1) || '1', '' ORDER BY x.s)
                              || repeat('0', p_n - max(x.s)))::VARBIT

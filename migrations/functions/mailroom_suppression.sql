@@ -1,14 +1,15 @@
 -- The suppression in force for an email, if any: at most one row (a primary key probe).
 -- LANGUAGE sql, STABLE, one SELECT: the planner inlines it into the dequeue's lateral joins.
-
+-- Inlined into its callers, so no SET search_path (a function with settings is never inlined):
+-- it is called only from mailroom's functions, whose pinned search path it then runs under,
+-- and it names mailroom's tables schema-qualified.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_suppression(p_email text) RETURNS TABLE(address text, why text)
     LANGUAGE sql STABLE
-    SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
     SELECT s.address,
            'address suppressed: ' || s.reason
                || CASE WHEN s.source <> '' THEN ' (' || s.source || ')' ELSE '' END
-      FROM suppressions s
+      FROM mailroom.suppressions s
      WHERE s.address = lower(trim(p_email))
        AND (s.expires_at IS NULL OR s.expires_at > now());
 $$;

@@ -1,0 +1,23 @@
+-- mailroom.grant_application(role): gives the application's role what the application's
+-- interface needs, and nothing on mailroom's other tables (docs/integration.md). Run by the
+-- migrations' role (the schema's owner), once per role; running it again changes nothing.
+--   USAGE on the schema mailroom (to name the interface);
+--   EXECUTE on mailroom.request and mailroom.consume; SELECT on mailroom.account_emails;
+--   on mailroom.accounts, the application's own table: SELECT, INSERT (signups; the trigger
+--   queues them), UPDATE of status, email, login and locale (the seeds' lifecycle), and USAGE
+--   on its id sequence.
+-- No right on tokens or any other table: the triggers and the interface run as their owner.
+CREATE OR REPLACE FUNCTION mailroom.grant_application(p_role regrole) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
+    AS $$
+BEGIN
+    EXECUTE format('GRANT USAGE ON SCHEMA mailroom TO %s', p_role);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION mailroom.request(bigint, text, text),'
+                   ' mailroom.consume(text, text) TO %s', p_role);
+    EXECUTE format('GRANT SELECT ON mailroom.account_emails TO %s', p_role);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE (status, email, login, locale)'
+                   ' ON mailroom.accounts TO %s', p_role);
+    EXECUTE format('GRANT USAGE ON SEQUENCE mailroom.accounts_id_seq TO %s', p_role);
+END;
+$$;

@@ -1,0 +1,104 @@
+-- mailroom.request(account, action, address): the application asks for an email of `action`
+-- for `account` (today `activation`, sent again, and `password_recovery`). Part of the
+-- application's interface (docs/integration.md): runs as its owner, so the application's role
+-- needs EXECUTE on it and no right on mailroom's tables.
+--
+-- Returns one row (decision, token_id, retry_at, reason):
+--   queued        the token is inserted; the collector hands it to the senders;
+--   rate_limited  the abuse limits refused it (the token row is kept, never sent, so that the
+--                 account's emails show it); retry_at is when a request will next be accepted;
+--   suppressed    the address is on the suppression list (nothing inserted); reason says why;
+--   refused       nothing inserted; reason: unknown action, unknown account, wrong account
+--                 state (activation: the account must be provisioned; recovery: active), or an
+--                 address given for an action that goes to the account's own.
+--
+-- The limits are the limits trigger's (trg_before_token_insert_limits), decided in the same
+-- statement; the account's row is locked by that trigger, so two requests for one account are
+-- decided one after the other. retry_at: the time the oldest of the requests that fill the
+-- account's or the address's limit leaves the window (the later of the two when both are full).
+CREATE OR REPLACE FUNCTION mailroom.request(p_account bigint, p_action text,
+                                            p_address text DEFAULT NULL)
+    RETURNS TABLE (decision text, token_id bigint, retry_at timestamptz, reason text)
+    LANGUAGE plpgsql
+    SECURITY DEFINER
+    SET search_path = pg_catalog, mailroom, pg_temp
+    AS $$
+DECLARE
+    s          mailroom_settings%ROWTYPE;
+    v_action   token_action;
+    v_status   account_status;
+    v_email    text;
+    v_why      text;
+    v_id       bigint;
+    v_limited  boolean;
+    v_reason   text;
+    v_acct     int;
+    v_addr     int;
+    v_at       bigint;
+    v_retry    bigint;
+BEGIN
+    IF p_action IS NULL OR NOT p_action = ANY (enum_range(NULL::token_action)::text[]) THEN
+        RETURN QUERY SELECT 'refused', NULL::bigint, NULL::timestamptz,
+                            format('unknown action %s', coalesce(quote_literal(left(p_action, 64)), 'NULL'));
+        RETURN;
+    END IF;
+    v_action := p_action::token_action;
+    IF p_address IS NOT NULL THEN
+        RETURN QUERY SELECT 'refused', NULL::bigint, NULL::timestamptz,
+                            format('%s goes to the account''s own address: give no address', p_action);
+        RETURN;
+    END IF;
+    SELECT a.status, a.email INTO v_status, v_email FROM accounts a WHERE a.id = p_account;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'refused', NULL::bigint, NULL::timestamptz, 'unknown account'::text;
+        RETURN;
+    END IF;
+    IF (v_action = 'activation' AND v_status <> 'provisioned')
+       OR (v_action = 'password_recovery' AND v_status <> 'active') THEN
+        RETURN QUERY SELECT 'refused', NULL::bigint, NULL::timestamptz,
+                            format('wrong account state: %s', v_status);
+        RETURN;
+    END IF;
+    SELECT x.why INTO v_why FROM mailroom_suppression(v_email) x;
+    IF FOUND THEN
+        RETURN QUERY SELECT 'suppressed', NULL::bigint, NULL::timestamptz, v_why;
+        RETURN;
+    END IF;
+
+    INSERT INTO tokens (account, action) VALUES (p_account, v_action)
+        RETURNING id, rate_limited, suppressed_reason INTO v_id, v_limited, v_reason;
+    IF NOT v_limited THEN
+        RETURN QUERY SELECT 'queued', v_id, NULL::timestamptz, NULL::text;
+        RETURN;
+    END IF;
+
+    -- When the next request would be accepted: each full limit frees a place once its oldest
+    -- counted request leaves the window.
+    SELECT * INTO s FROM mailroom_settings;
+    IF v_action = 'password_recovery' THEN
+        v_acct := s.recovery_limit_per_account;
+        v_addr := s.recovery_limit_per_address;
+    ELSE
+        v_acct := s.activation_limit_per_account;
+        v_addr := s.activation_limit_per_address;
+    END IF;
+    SELECT min(x.created_at) INTO v_at
+      FROM (SELECT t.created_at FROM tokens t
+             WHERE t.account = p_account AND t.action = v_action AND NOT t.rate_limited
+               AND t.created_at > extract(epoch FROM now())::bigint - s.limit_window_seconds
+             ORDER BY t.created_at DESC LIMIT v_acct) x
+     HAVING count(*) >= v_acct;
+    v_retry := v_at + s.limit_window_seconds;
+    IF v_addr IS NOT NULL THEN
+        SELECT min(x) INTO v_at
+          FROM mailroom_address_requests r,
+               LATERAL (SELECT u FROM unnest(r.times) u
+                         WHERE u > extract(epoch FROM now())::bigint - s.limit_window_seconds
+                         ORDER BY u DESC LIMIT v_addr) y(x)
+         WHERE r.address = lower(trim(v_email)) AND r.action = v_action
+        HAVING count(*) >= v_addr;
+        v_retry := greatest(v_retry, v_at + s.limit_window_seconds);
+    END IF;
+    RETURN QUERY SELECT 'rate_limited', v_id, to_timestamp(v_retry), v_reason;
+END;
+$$;
