@@ -45,7 +45,10 @@ int main(int argc, char** argv) {
     } else if (absl::ConsumePrefix(&a, "--code=")) {
       code = std::string(a);
     } else {
-      return Usage(absl::StrCat("unknown argument ", argv[i]).c_str());
+      // Only the name: a mistyped --token=… must not print the token.
+      absl::string_view name = argv[i];
+      name = name.substr(0, name.find('='));
+      return Usage(absl::StrCat("unknown argument ", name).c_str());
     }
   }
   auto act = mailroom::ParseTokenAction(action);

@@ -30,6 +30,7 @@ expect 1 env MAILROOM_SECRET_KEY=$key $verify --action=activation --token="$act=
 expect 1 env MAILROOM_SECRET_KEY=$key $verify --action=activation --token=" $act"
 expect 1 env MAILROOM_SECRET_KEY=$key $verify --action=activation --token=
 expect 2 env MAILROOM_SECRET_KEY=$key $verify --action=activation
+expect 2 env MAILROOM_SECRET_KEY=$key $verify --action=activation --tokn=$act
 expect 2 env MAILROOM_SECRET_KEY=$key $verify --action=bogus --token=$act
 expect 2 env -u MAILROOM_SECRET_KEY $verify --action=activation --token=$act
 expect 2 env MAILROOM_SECRET_KEY=xyz $verify --action=activation --token=$act
