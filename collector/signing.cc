@@ -15,6 +15,47 @@ namespace {
 constexpr size_t kSecretSize = 32;
 constexpr size_t kTokenChars = 86;  // base64url of 64 bytes, unpadded
 
+// What each action signs: its domain string before the secret, and whether the code follows.
+// A new action is a row here (and an enumerator), not a branch in the signer.
+struct ActionInfo {
+  TokenAction action;
+  absl::string_view name;
+  absl::string_view domain;
+  bool signs_code;
+};
+constexpr ActionInfo kActions[] = {
+    {TokenAction::kActivation, "activation", "/activate", false},
+    {TokenAction::kPasswordRecovery, "password_recovery", "/recover", true},
+};
+
+const ActionInfo& Info(TokenAction action) {
+  for (const ActionInfo& info : kActions) {
+    if (info.action == action) return info;
+  }
+  return kActions[0];  // unreachable: every enumerator has a row
+}
+
+// The value of a base64url character, or -1 for any other byte ('+', '/', '=', whitespace…).
+int Base64UrlValue(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '-') return 62;
+  if (c == '_') return 63;
+  return -1;
+}
+
+// True when `token` is the one spelling the signer produces for some 64 bytes: 86 base64url
+// characters whose last one carries 2 data bits and 4 zero bits. A decoder that ignores those 4
+// bits would take 16 strings for each token.
+bool IsCanonicalToken(absl::string_view token) {
+  if (token.size() != kTokenChars) return false;
+  for (char c : token) {
+    if (Base64UrlValue(c) < 0) return false;
+  }
+  return (Base64UrlValue(token.back()) & 0x0f) == 0;
+}
+
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -31,11 +72,18 @@ bool ValidCode(absl::string_view code) {
 }
 
 std::string Message(TokenAction action, absl::string_view secret, absl::string_view code) {
-  return action == TokenAction::kActivation ? absl::StrCat("/activate", secret)
-                                            : absl::StrCat("/recover", secret, code);
+  const ActionInfo& info = Info(action);
+  return absl::StrCat(info.domain, secret, info.signs_code ? code : "");
 }
 
 }  // namespace
+
+absl::StatusOr<TokenAction> ParseTokenAction(absl::string_view name) {
+  for (const ActionInfo& info : kActions) {
+    if (info.name == name) return info.action;
+  }
+  return absl::InvalidArgumentError("unknown action");
+}
 
 absl::StatusOr<SigningKey> ParseSigningKey(absl::string_view hex) {
   if (hex.size() != 64) {
@@ -85,7 +133,7 @@ absl::StatusOr<std::string> SignToken(const SigningKey& key, TokenAction action,
     return absl::InvalidArgumentError(
         absl::StrCat("secret must be 32 bytes, got ", secret.size()));
   }
-  if (action == TokenAction::kPasswordRecovery && !ValidCode(code)) {
+  if (Info(action).signs_code && !ValidCode(code)) {
     return absl::InvalidArgumentError("recovery code must be exactly 5 ASCII digits");
   }
   absl::string_view k(reinterpret_cast<const char*>(key.bytes.data()), key.bytes.size());
@@ -102,10 +150,11 @@ absl::Status VerifyToken(absl::Span<const SigningKey> keys, TokenAction action,
         absl::StrCat("token must be ", kTokenChars, " characters, got ", token.size()));
   }
   std::string raw;
-  if (!absl::WebSafeBase64Unescape(token, &raw) || raw.size() != 2 * kSecretSize) {
-    return absl::InvalidArgumentError("token is not base64url of 64 bytes");
+  if (!IsCanonicalToken(token) || !absl::WebSafeBase64Unescape(token, &raw) ||
+      raw.size() != 2 * kSecretSize) {
+    return absl::InvalidArgumentError("token is not the unpadded base64url of 64 bytes");
   }
-  if (action == TokenAction::kPasswordRecovery && !ValidCode(code)) {
+  if (Info(action).signs_code && !ValidCode(code)) {
     return absl::InvalidArgumentError("recovery code must be exactly 5 ASCII digits");
   }
   if (keys.empty()) return absl::FailedPreconditionError("no verification key configured");

@@ -13,6 +13,10 @@ namespace mailroom {
 // What a token authorizes; selects the signed message's prefix.
 enum class TokenAction { kActivation, kPasswordRecovery };
 
+// The action named as on the wire and in `verify --action=` ("activation",
+// "password_recovery"). InvalidArgument for any other name.
+absl::StatusOr<TokenAction> ParseTokenAction(absl::string_view name);
+
 // A 32-byte HMAC-SHA256 key (MAILROOM_SECRET_KEY). Never log it.
 struct SigningKey {
   std::array<unsigned char, 32> bytes{};
@@ -38,8 +42,11 @@ absl::StatusOr<std::string> SignToken(const SigningKey& key, TokenAction action,
 
 // Checks a token (and, for recovery, its code) against every key in constant time: all keys
 // are tried, comparisons use CRYPTO_memcmp, so timing reveals neither the match nor its
-// position. OK when one key matches; InvalidArgument for a malformed token; PermissionDenied for
-// a wrong signature. Messages never contain the token.
+// position. Only the signer's own encoding is accepted: exactly 86 characters of the base64url
+// alphabet, no padding or whitespace, and the last character's 4 unused low bits zero (so one
+// token has exactly one accepted spelling). OK when one key matches; InvalidArgument for a
+// malformed token or recovery code; PermissionDenied for a wrong signature. Messages never
+// contain the token.
 absl::Status VerifyToken(absl::Span<const SigningKey> keys, TokenAction action,
                          absl::string_view token, absl::string_view code);
 

@@ -112,6 +112,38 @@ TEST_F(VerifyTokenTest, RejectsWrongKeyCodeActionAndTampering) {
   EXPECT_THAT(std::string(st.message()), Not(HasSubstr(token_)));
 }
 
+// 86 characters carry 516 bits for 512: the last character's low 4 bits are always zero in
+// the signer's output. A verifier that ignores them accepts 16 strings for one token; only the
+// canonical one may pass, and nothing but the unpadded base64url alphabet.
+TEST_F(VerifyTokenTest, AcceptsOnlyTheCanonicalEncoding) {
+  std::vector<SigningKey> keys = {key_};
+  ASSERT_TRUE(VerifyToken(keys, TokenAction::kPasswordRecovery, token_, "42565").ok());
+  const std::string alphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  const size_t last = alphabet.find(token_.back());
+  ASSERT_EQ(last % 16, 0u);
+  for (size_t low = 1; low < 16; ++low) {
+    std::string other = token_;
+    other.back() = alphabet[last + low];
+    EXPECT_EQ(VerifyToken(keys, TokenAction::kPasswordRecovery, other, "42565").code(),
+              absl::StatusCode::kInvalidArgument)
+        << "low bits " << low;
+  }
+  std::string standard = token_;  // the standard alphabet's '+' and '/' for '-' and '_'
+  for (char& c : standard) c = c == '-' ? '+' : c == '_' ? '/' : c;
+  ASSERT_NE(standard, token_);
+  std::string spaced = token_;
+  spaced[40] = ' ';
+  for (const std::string& bad :
+       {standard, token_ + "==", token_.substr(0, 84) + "==", token_ + "\n", " " + token_,
+        spaced, token_.substr(0, 40) + " " + token_.substr(40), token_.substr(0, 85),
+        token_ + "A", std::string()}) {
+    EXPECT_EQ(VerifyToken(keys, TokenAction::kPasswordRecovery, bad, "42565").code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad.size();
+  }
+}
+
 TEST(ParseSigningKeyTest, ErrorsSayWhatIsWrongWithoutTheKey) {
   std::string short_key(63, 'a');
   auto r = ParseSigningKey(short_key);

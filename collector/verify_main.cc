@@ -5,8 +5,9 @@
 //
 //   verify --action=activation|password_recovery --token=TOKEN|- [--code=NNNNN]
 //
-// Prints "valid" and exits 0, or "invalid: <reason>" on stderr and exits 1; usage or
-// configuration errors exit 2. The token is never printed.
+// Prints "valid" and exits 0, or "invalid: <reason>" on stderr and exits 1 (an empty or
+// malformed token included); usage or configuration errors exit 2. The token is never printed.
+// Only the signer's canonical spelling of a token verifies (see VerifyToken).
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -32,29 +33,35 @@ int Usage(const char* why) {
 
 int main(int argc, char** argv) {
   std::string action, token, code;
+  bool have_action = false, have_token = false;
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
     if (absl::ConsumePrefix(&a, "--action=")) {
       action = std::string(a);
+      have_action = true;
     } else if (absl::ConsumePrefix(&a, "--token=")) {
       token = std::string(a);
+      have_token = true;
     } else if (absl::ConsumePrefix(&a, "--code=")) {
       code = std::string(a);
     } else {
-      return Usage(absl::StrCat("unknown argument ", argv[i]).c_str());
+      // Only the name: a mistyped --token=… must not print the token.
+      absl::string_view name = argv[i];
+      name = name.substr(0, name.find('='));
+      return Usage(absl::StrCat("unknown argument ", name).c_str());
     }
   }
-  mailroom::TokenAction act;
-  if (action == "activation") {
-    act = mailroom::TokenAction::kActivation;
-  } else if (action == "password_recovery") {
-    act = mailroom::TokenAction::kPasswordRecovery;
-  } else {
+  auto act = mailroom::ParseTokenAction(action);
+  if (!have_action || !act.ok()) {
     return Usage("--action must be activation or password_recovery");
   }
-  if (token == "-") std::getline(std::cin, token);
-  token = std::string(absl::StripAsciiWhitespace(token));
-  if (token.empty()) return Usage("--token is required");
+  if (!have_token) return Usage("--token is required");
+  // The token is checked exactly as given: surrounding spaces are part of it (and refused).
+  // From stdin only the line's end goes, so `echo TOKEN | verify --token=-` works.
+  if (token == "-") {
+    std::getline(std::cin, token);
+    if (!token.empty() && token.back() == '\r') token.pop_back();
+  }
 
   const char* current = std::getenv("MAILROOM_SECRET_KEY");
   if (current == nullptr || *current == '\0') {
@@ -70,7 +77,7 @@ int main(int argc, char** argv) {
                  std::string(keys.status().message()).c_str());
     return 2;
   }
-  absl::Status st = mailroom::VerifyToken(*keys, act, token, code);
+  absl::Status st = mailroom::VerifyToken(*keys, *act, token, code);
   if (!st.ok()) {
     std::fprintf(stderr, "invalid: %s\n", std::string(st.message()).c_str());
     return 1;

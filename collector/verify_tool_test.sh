@@ -21,6 +21,16 @@ expect 1 env MAILROOM_SECRET_KEY=$other $verify --action=activation --token=$act
 expect 0 env MAILROOM_SECRET_KEY=$other MAILROOM_VERIFY_KEYS=$key $verify --action=activation --token=$act
 echo "$act" > /tmp/verify_in.$$
 expect 0 sh -c "MAILROOM_SECRET_KEY=$key $verify --action=activation --token=- < /tmp/verify_in.$$"
+printf '%s\r\n' "$act" > /tmp/verify_in.$$
+expect 0 sh -c "MAILROOM_SECRET_KEY=$key $verify --action=activation --token=- < /tmp/verify_in.$$"
+# One spelling per token: the same 64 bytes with the last character's unused bits set, with
+# padding, or with spaces around it are refused.
+expect 1 env MAILROOM_SECRET_KEY=$key $verify --action=activation --token="${act%Q}R"
+expect 1 env MAILROOM_SECRET_KEY=$key $verify --action=activation --token="$act=="
+expect 1 env MAILROOM_SECRET_KEY=$key $verify --action=activation --token=" $act"
+expect 1 env MAILROOM_SECRET_KEY=$key $verify --action=activation --token=
+expect 2 env MAILROOM_SECRET_KEY=$key $verify --action=activation
+expect 2 env MAILROOM_SECRET_KEY=$key $verify --action=activation --tokn=$act
 expect 2 env MAILROOM_SECRET_KEY=$key $verify --action=bogus --token=$act
 expect 2 env -u MAILROOM_SECRET_KEY $verify --action=activation --token=$act
 expect 2 env MAILROOM_SECRET_KEY=xyz $verify --action=activation --token=$act

@@ -1,0 +1,3 @@
+module mailroomverify
+
+go 1.19

@@ -1,0 +1,145 @@
+// Verifies mailroom's account-email tokens with the platform's own crypto only:
+//   verifyTokenSync  – Node (node:crypto, crypto.timingSafeEqual);
+//   verifyToken      – async, WebCrypto (crypto.subtle): Deno, Cloudflare Workers, Bun, Node ≥ 20.
+// A token is base64url_without_padding(secret[32] ‖ HMAC-SHA256(key, msg)), 86 characters;
+// msg = the action's domain string ‖ secret (‖ the 5-digit code for actions that sign one).
+// The HMAC key is a server secret: run this where the key may live, never in a browser page.
+
+// What each action signs: its domain string before the secret, and whether the code follows.
+// A new action is a row here.
+export const ACTIONS = Object.freeze({
+  activation: Object.freeze({ domain: "/activate", signsCode: false }),
+  password_recovery: Object.freeze({ domain: "/recover", signsCode: true }),
+});
+
+export const TOKEN_CHARS = 86; // base64url of 64 bytes, unpadded
+const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+// node:crypto without a static import, so that browsers and bundlers never see it.
+const nodeCrypto = globalThis.process?.getBuiltinModule?.("node:crypto") ?? null;
+
+/** A token that does not verify. `kind`: "malformed" or "mismatch". Never holds the token. */
+export class InvalidTokenError extends Error {
+  constructor(kind, message) {
+    super(message);
+    this.name = "InvalidTokenError";
+    this.kind = kind;
+  }
+}
+
+/** A key list that cannot be used; the message names the variable, never the key. */
+export class KeyConfigError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "KeyConfigError";
+  }
+}
+
+function parseKey(text, where) {
+  if (!/^[0-9a-fA-F]{64}$/.test(text)) {
+    throw new KeyConfigError(
+      `${where}: must be 64 hex characters (32 bytes), got ${text.length} characters` +
+        (text.length === 64 ? " with a non-hex one" : ""),
+    );
+  }
+  const key = new Uint8Array(32);
+  for (let i = 0; i < 32; i++) key[i] = parseInt(text.slice(2 * i, 2 * i + 2), 16);
+  return key;
+}
+
+/**
+ * The verification keys as 32-byte arrays: `current` (MAILROOM_SECRET_KEY) first, then the
+ * comma-separated `older` ones (MAILROOM_VERIFY_KEYS). Throws KeyConfigError.
+ */
+export function parseKeys(current, older = "") {
+  const keys = [parseKey(current ?? "", "MAILROOM_SECRET_KEY")];
+  (older ?? "").split(",").forEach((part, i) => {
+    if (part.trim()) keys.push(parseKey(part.trim(), `MAILROOM_VERIFY_KEYS key ${i + 1}`));
+  });
+  return keys;
+}
+
+// The 64 bytes of the signer's one spelling: 86 base64url characters, no padding or
+// whitespace, the last character's 4 unused low bits zero (otherwise 16 strings would verify
+// for one token). Decoded by hand: atob and Buffer both accept other spellings.
+function decode(token) {
+  const malformed = () =>
+    new InvalidTokenError("malformed", "token is not the unpadded base64url of 64 bytes");
+  if (typeof token !== "string" || token.length !== TOKEN_CHARS) throw malformed();
+  const raw = new Uint8Array(64);
+  let acc = 0, bits = 0, n = 0;
+  for (const c of token) {
+    const v = ALPHABET.indexOf(c);
+    if (v < 0) throw malformed();
+    acc = ((acc << 6) | v) & 0xfff;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      if (n < 64) raw[n++] = (acc >> bits) & 0xff;
+    }
+  }
+  if ((ALPHABET.indexOf(token[TOKEN_CHARS - 1]) & 0x0f) !== 0) throw malformed();
+  return raw;
+}
+
+// Everything but the MAC comparison, shared by both flavours.
+function prepare(token, action, keys, code) {
+  if (!Object.hasOwn(ACTIONS, action)) {
+    throw new TypeError(`unknown action ${JSON.stringify(action)} (known: ${Object.keys(ACTIONS).join(", ")})`);
+  }
+  const { domain, signsCode } = ACTIONS[action];
+  const raw = decode(token);
+  if (signsCode && !(typeof code === "string" && /^[0-9]{5}$/.test(code))) {
+    throw new InvalidTokenError("malformed", "recovery code must be exactly 5 ASCII digits");
+  }
+  if (!Array.isArray(keys) || keys.length === 0 || keys.some((k) => k?.length !== 32)) {
+    throw new TypeError("keys must be a non-empty array of 32-byte keys");
+  }
+  const enc = new TextEncoder();
+  const head = enc.encode(domain), tail = signsCode ? enc.encode(code) : new Uint8Array(0);
+  const secret = raw.slice(0, 32), mac = raw.slice(32);
+  const msg = new Uint8Array(head.length + 32 + tail.length);
+  msg.set(head, 0);
+  msg.set(secret, head.length);
+  msg.set(tail, head.length + 32);
+  return { secret, mac, msg };
+}
+
+const mismatch = () => new InvalidTokenError("mismatch", "signature does not match any key");
+
+/**
+ * Node: returns the token's 32-byte secret when one of `keys` signed it for `action` (and, for
+ * password_recovery, `code`); throws InvalidTokenError otherwise, TypeError for an unknown
+ * action or bad keys. Every key is tried, compared with crypto.timingSafeEqual.
+ */
+export function verifyTokenSync(token, action, keys, code) {
+  if (!nodeCrypto) throw new Error("verifyTokenSync needs Node's node:crypto; use verifyToken");
+  const { secret, mac, msg } = prepare(token, action, keys, code);
+  let match = false;
+  for (const key of keys) {
+    const expected = nodeCrypto.createHmac("sha256", key).update(msg).digest();
+    match = nodeCrypto.timingSafeEqual(expected, mac) || match;
+  }
+  if (!match) throw mismatch();
+  return secret;
+}
+
+/**
+ * WebCrypto: the same check as verifyTokenSync, resolving to the secret or rejecting with
+ * InvalidTokenError. Every key is tried with crypto.subtle.verify (HMAC), which compares in
+ * constant time.
+ */
+export async function verifyToken(token, action, keys, code) {
+  const { secret, mac, msg } = prepare(token, action, keys, code);
+  const subtle = globalThis.crypto.subtle;
+  const results = await Promise.all(
+    keys.map(async (raw) => {
+      const key = await subtle.importKey("raw", raw, { name: "HMAC", hash: "SHA-256" }, false, [
+        "verify",
+      ]);
+      return subtle.verify("HMAC", key, mac, msg);
+    }),
+  );
+  if (!results.includes(true)) throw mismatch();
+  return secret;
+}

@@ -1,0 +1,110 @@
+// mailroom-verify against the shared known-answer cases (../testdata/vectors.json, or the file
+// MAILROOM_VECTORS names): both flavours and the command line. Run: node --test
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { run } from "./cli.mjs";
+import { ACTIONS, InvalidTokenError, KeyConfigError, parseKeys, verifyToken, verifyTokenSync } from "./mailroom-verify.mjs";
+
+const vectorsPath =
+  process.env.MAILROOM_VECTORS ?? fileURLToPath(new URL("../testdata/vectors.json", import.meta.url));
+const { cases } = JSON.parse(readFileSync(vectorsPath, "utf8"));
+const SPEC_KEY = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+const SPEC_ACT = cases[0].token;
+const hex = (bytes) => Buffer.from(bytes).toString("hex");
+const keysOf = (c) => c.keys.map((k) => Uint8Array.from(Buffer.from(k, "hex")));
+const code = (c) => c.code ?? undefined;
+
+test("there are at least 50 cases", () => assert.ok(cases.length >= 50));
+
+test("verifyTokenSync (node:crypto) agrees with every case", () => {
+  for (const c of cases) {
+    if (c.valid) {
+      assert.equal(hex(verifyTokenSync(c.token, c.action, keysOf(c), code(c))), c.secret, c.name);
+    } else {
+      assert.throws(() => verifyTokenSync(c.token, c.action, keysOf(c), code(c)),
+        (e) => e instanceof InvalidTokenError && e.kind === c.refusal && !e.message.includes(c.token || "\0"),
+        c.name);
+    }
+  }
+});
+
+test("verifyToken (WebCrypto) agrees with every case", async () => {
+  for (const c of cases) {
+    if (c.valid) {
+      assert.equal(hex(await verifyToken(c.token, c.action, keysOf(c), code(c))), c.secret, c.name);
+    } else {
+      await assert.rejects(verifyToken(c.token, c.action, keysOf(c), code(c)),
+        (e) => e instanceof InvalidTokenError && e.kind === c.refusal, c.name);
+    }
+  }
+});
+
+function runCli(argv, env, stdin = "") {
+  let out = "", err = "";
+  const rc = run(argv, { env, readStdin: () => stdin, out: (s) => (out += s), err: (s) => (err += s) });
+  return { rc, out, err };
+}
+const argvOf = (c) => [`--action=${c.action}`, `--token=${c.token}`, ...(c.code === null ? [] : [`--code=${c.code}`])];
+const envOf = (c) => ({ MAILROOM_SECRET_KEY: c.keys[0], MAILROOM_VERIFY_KEYS: c.keys.slice(1).join(",") });
+
+test("the command line agrees with every case and never prints the token", () => {
+  for (const c of cases) {
+    const { rc, out, err } = runCli(argvOf(c), envOf(c));
+    if (c.valid) {
+      assert.deepEqual([rc, out], [0, "valid\n"], `${c.name}: ${err}`);
+    } else {
+      assert.equal(rc, 1, `${c.name}: ${err}`);
+      assert.match(err, /^invalid: /);
+    }
+    if (c.token.length >= 8) assert.ok(!(out + err).includes(c.token), c.name);
+  }
+});
+
+test("a real process for each outcome, and a token from stdin", () => {
+  const cli = fileURLToPath(new URL("./cli.mjs", import.meta.url));
+  const spawn = (args, input = "") =>
+    spawnSync(process.execPath, [cli, ...args], { input, encoding: "utf8", env: { MAILROOM_SECRET_KEY: SPEC_KEY } });
+  let p = spawn(["--action=activation", `--token=${SPEC_ACT}`]);
+  assert.deepEqual([p.status, p.stdout], [0, "valid\n"], p.stderr);
+  p = spawn(["--action=activation", `--token=${SPEC_ACT.slice(0, -1)}R`]);
+  assert.equal(p.status, 1);
+  assert.ok(!p.stderr.includes(SPEC_ACT.slice(0, -1)));
+  p = spawn(["--action=activation", "--token=-"], `${SPEC_ACT}\r\n`);
+  assert.equal(p.status, 0, p.stderr);
+  p = spawn(["--action=nope", "--token=x"]);
+  assert.equal(p.status, 2);
+});
+
+test("usage and configuration errors exit 2 and name what is wrong", () => {
+  const key = { MAILROOM_SECRET_KEY: SPEC_KEY };
+  for (const [argv, env, says] of [
+    [["--action=email_change", "--token=x"], key, "--action"],
+    [["--action=activation"], key, "--token"],
+    [["--action=activation", `--tokn=${SPEC_ACT}`], key, "--tokn"],
+    [["--action=activation", "--token=x"], {}, "MAILROOM_SECRET_KEY"],
+    [["--action=activation", "--token=x"], { MAILROOM_SECRET_KEY: "abc" }, "MAILROOM_SECRET_KEY"],
+    [["--action=activation", "--token=x"], { ...key, MAILROOM_VERIFY_KEYS: `${SPEC_KEY},xyz` }, "MAILROOM_VERIFY_KEYS key 2"],
+  ]) {
+    const { rc, err } = runCli(argv, env);
+    assert.equal(rc, 2, argv.join(" "));
+    assert.ok(err.includes(says), err);
+    assert.ok(!err.includes(SPEC_ACT) && !err.includes(SPEC_KEY), err);
+  }
+});
+
+test("parseKeys puts the current key first and refuses what is not 64 hex", () => {
+  assert.deepEqual(parseKeys(SPEC_KEY, ` ${"ab".repeat(32)} , ,`).map(hex), [SPEC_KEY, "ab".repeat(32)]);
+  assert.throws(() => parseKeys("0g".repeat(32)), KeyConfigError);
+  assert.throws(() => parseKeys(SPEC_KEY, "12"), /MAILROOM_VERIFY_KEYS key 1/);
+});
+
+test("an unknown action is a TypeError, not an invalid token", async () => {
+  const keys = parseKeys(SPEC_KEY);
+  assert.throws(() => verifyTokenSync(SPEC_ACT, "email_change", keys), TypeError);
+  await assert.rejects(verifyToken(SPEC_ACT, "email_change", keys), TypeError);
+  assert.throws(() => verifyTokenSync(SPEC_ACT, "toString", keys), TypeError);
+  assert.ok(Object.isFrozen(ACTIONS));
+});

@@ -1,0 +1,152 @@
+"""Verifies mailroom's account-email tokens with Python's standard library only.
+
+A token is base64url_without_padding(secret[32] || HMAC-SHA256(key, msg)), 86 characters,
+where msg is the action's domain string, the secret and, for actions that sign one, the
+5-digit code: "/activate" || secret for activation, "/recover" || secret || code for
+password_recovery.
+
+    keys = parse_keys(os.environ["MAILROOM_SECRET_KEY"], os.environ.get("MAILROOM_VERIFY_KEYS"))
+    secret = verify_token(token, "password_recovery", keys, code="42565")  # 32 bytes, or raises
+
+Command line (exit 0 valid, 1 invalid, 2 usage or configuration error):
+
+    MAILROOM_SECRET_KEY=... python3 mailroom_verify.py --action=activation --token=TOKEN|-
+"""
+
+import base64
+import hashlib
+import hmac
+import os
+import sys
+
+__all__ = ["ACTIONS", "InvalidToken", "KeyConfigError", "parse_keys", "verify_token", "main"]
+
+# What each action signs: its domain string before the secret, and whether the code follows.
+# A new action is a row here.
+ACTIONS = {
+    "activation": (b"/activate", False),
+    "password_recovery": (b"/recover", True),
+}
+
+TOKEN_CHARS = 86  # base64url of 64 bytes, unpadded
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+_VALUE = {c: i for i, c in enumerate(_ALPHABET)}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+class InvalidToken(ValueError):
+    """A token that does not verify. `kind` is "malformed" (not the signer's spelling of 64
+    bytes, or a recovery code that is not 5 ASCII digits) or "mismatch" (no key signed it).
+    The message never contains the token."""
+
+    def __init__(self, kind, reason):
+        super().__init__(reason)
+        self.kind = kind
+
+
+class KeyConfigError(ValueError):
+    """A key list that cannot be used. The message says what is wrong, never the key."""
+
+
+def parse_keys(current, older=None):
+    """The verification keys: `current` (64 hex characters, MAILROOM_SECRET_KEY) first, then the
+    comma-separated `older` ones (MAILROOM_VERIFY_KEYS), as 32-byte strings. Raises KeyConfigError
+    naming the variable and the key's position."""
+    keys = [_parse_key(current or "", "MAILROOM_SECRET_KEY")]
+    for n, part in enumerate((older or "").split(","), start=1):
+        if part.strip():
+            keys.append(_parse_key(part.strip(), "MAILROOM_VERIFY_KEYS key %d" % n))
+    return keys
+
+
+def _parse_key(text, where):
+    if len(text) != 64 or not _HEX.issuperset(text):
+        raise KeyConfigError("%s: must be 64 hex characters (32 bytes), got %d characters%s"
+                        % (where, len(text), "" if len(text) != 64 else " with a non-hex one"))
+    return bytes.fromhex(text)
+
+
+def _decode(token):
+    """The 64 bytes of the signer's one spelling: 86 base64url characters, no padding or
+    whitespace, the last character's 4 unused low bits zero (otherwise 16 strings would verify
+    for one token)."""
+    if (not isinstance(token, str) or len(token) != TOKEN_CHARS
+            or any(c not in _VALUE for c in token) or _VALUE[token[-1]] & 0x0F):
+        raise InvalidToken("malformed", "token is not the unpadded base64url of 64 bytes")
+    return base64.urlsafe_b64decode(token + "==")
+
+
+def _is_code(code):
+    # str.isdigit() would take full-width and other scripts' digits: ASCII only.
+    return isinstance(code, str) and len(code) == 5 and all("0" <= c <= "9" for c in code)
+
+
+def verify_token(token, action, keys, code=None):
+    """Returns the token's 32-byte secret when one of `keys` (32-byte strings) signed it for
+    `action` (and, for password_recovery, `code`). Every key is tried and compared in constant
+    time (hmac.compare_digest), so timing reveals neither the match nor its position. Raises
+    InvalidToken when the token does not verify, ValueError for an unknown action or no key."""
+    if action not in ACTIONS:
+        raise ValueError("unknown action %r (known: %s)" % (action, ", ".join(ACTIONS)))
+    domain, signs_code = ACTIONS[action]
+    raw = _decode(token)
+    if signs_code and not _is_code(code):
+        raise InvalidToken("malformed", "recovery code must be exactly 5 ASCII digits")
+    if not keys or any(len(k) != 32 for k in keys):
+        raise ValueError("keys must be a non-empty list of 32-byte keys")
+    secret, mac = raw[:32], raw[32:]
+    msg = domain + secret + (code.encode("ascii") if signs_code else b"")
+    match = False
+    for key in keys:
+        match |= hmac.compare_digest(hmac.new(key, msg, hashlib.sha256).digest(), mac)
+    if not match:
+        raise InvalidToken("mismatch", "signature does not match any key")
+    return secret
+
+
+USAGE = ("usage: mailroom_verify.py --action=%s --token=TOKEN|- [--code=NNNNN]"
+         % "|".join(ACTIONS))
+
+
+def main(argv=None, env=None, stdin=None, stdout=None, stderr=None):
+    """The command line: the C++ `verify` tool's arguments, keys and exit codes."""
+    argv = sys.argv[1:] if argv is None else argv
+    env = os.environ if env is None else env
+    stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
+
+    def usage(why):
+        print("mailroom_verify: %s\n%s" % (why, USAGE), file=stderr)
+        return 2
+
+    args = {}
+    for arg in argv:
+        name, eq, value = arg.partition("=")
+        if not eq or name not in ("--action", "--token", "--code"):
+            return usage("unknown argument %s" % arg.split("=", 1)[0])
+        args[name] = value
+    if args.get("--action") not in ACTIONS:
+        return usage("--action must be one of %s" % ", ".join(ACTIONS))
+    if "--token" not in args:
+        return usage("--token is required")
+    token = args["--token"]
+    if token == "-":  # one line; only its end goes
+        token = stdin.readline().rstrip("\n").removesuffix("\r")
+    if not env.get("MAILROOM_SECRET_KEY"):
+        print("mailroom_verify: MAILROOM_SECRET_KEY: required but not set", file=stderr)
+        return 2
+    try:
+        keys = parse_keys(env["MAILROOM_SECRET_KEY"], env.get("MAILROOM_VERIFY_KEYS"))
+    except KeyConfigError as e:
+        print("mailroom_verify: %s" % e, file=stderr)
+        return 2
+    try:
+        verify_token(token, args["--action"], keys, args.get("--code"))
+    except InvalidToken as e:
+        print("invalid: %s" % e, file=stderr)
+        return 1
+    print("valid", file=stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

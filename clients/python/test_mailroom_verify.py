@@ -1,0 +1,122 @@
+"""mailroom_verify against the shared known-answer cases (../testdata/vectors.json, or the file
+MAILROOM_VECTORS names), in-process and through its command line."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+import mailroom_verify as mv
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VECTORS = os.environ.get("MAILROOM_VECTORS", os.path.join(HERE, "..", "testdata", "vectors.json"))
+with open(VECTORS, encoding="utf-8") as f:
+    CASES = json.load(f)["cases"]
+SPEC_KEY = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+SPEC_ACT = CASES[0]["token"]
+
+
+def env_for(case):
+    return {"MAILROOM_SECRET_KEY": case["keys"][0],
+            "MAILROOM_VERIFY_KEYS": ",".join(case["keys"][1:])}
+
+
+def argv_for(case):
+    argv = ["--action=" + case["action"], "--token=" + case["token"]]
+    if case["code"] is not None:
+        argv.append("--code=" + case["code"])
+    return argv
+
+
+class VectorsTest(unittest.TestCase):
+    def test_every_case(self):
+        self.assertGreaterEqual(len(CASES), 50)
+        for case in CASES:
+            with self.subTest(case["name"]):
+                keys = [bytes.fromhex(k) for k in case["keys"]]
+                if case["valid"]:
+                    secret = mv.verify_token(case["token"], case["action"], keys, case["code"])
+                    self.assertEqual(secret.hex(), case["secret"])
+                else:
+                    with self.assertRaises(mv.InvalidToken) as e:
+                        mv.verify_token(case["token"], case["action"], keys, case["code"])
+                    self.assertEqual(e.exception.kind, case["refusal"])
+                    self.assertNotIn(case["token"] or "\0", str(e.exception))
+
+    def test_every_case_on_the_command_line(self):
+        for case in CASES:
+            with self.subTest(case["name"]):
+                out, err = io.StringIO(), io.StringIO()
+                rc = mv.main(argv_for(case), env_for(case), io.StringIO(), out, err)
+                if case["valid"]:
+                    self.assertEqual((rc, out.getvalue()), (0, "valid\n"), err.getvalue())
+                else:
+                    self.assertEqual(rc, 1, err.getvalue())
+                    self.assertTrue(err.getvalue().startswith("invalid: "))
+                if len(case["token"]) >= 8:
+                    self.assertNotIn(case["token"], out.getvalue() + err.getvalue())
+
+
+class CommandLineTest(unittest.TestCase):
+    def run_cli(self, argv, env, stdin=""):
+        p = subprocess.run([sys.executable, os.path.join(HERE, "mailroom_verify.py"), *argv],
+                           input=stdin, capture_output=True, text=True,
+                           env={"PATH": os.environ.get("PATH", ""), **env})
+        return p.returncode, p.stdout, p.stderr
+
+    def test_a_real_process_for_each_outcome(self):
+        key = {"MAILROOM_SECRET_KEY": SPEC_KEY}
+        self.assertEqual(self.run_cli(["--action=activation", "--token=" + SPEC_ACT], key)[:2],
+                         (0, "valid\n"))
+        rc, _, err = self.run_cli(["--action=activation", "--token=" + SPEC_ACT[:-1] + "R"], key)
+        self.assertEqual(rc, 1)
+        self.assertNotIn(SPEC_ACT[:-1], err)
+        self.assertEqual(self.run_cli(["--action=activation", "--token=-"], key,
+                                      SPEC_ACT + "\r\n")[0], 0)
+
+    def test_usage_and_configuration_errors_exit_2_naming_the_variable(self):
+        key = {"MAILROOM_SECRET_KEY": SPEC_KEY}
+        for argv, env, says in [
+                (["--action=email_change", "--token=x"], key, "--action"),
+                (["--action=activation"], key, "--token"),
+                (["--action=activation", "--tokn=" + SPEC_ACT], key, "--tokn"),
+                (["--action=activation", "--token=x"], {}, "MAILROOM_SECRET_KEY"),
+                (["--action=activation", "--token=x"], {"MAILROOM_SECRET_KEY": "abc"},
+                 "MAILROOM_SECRET_KEY"),
+                (["--action=activation", "--token=x"],
+                 {**key, "MAILROOM_VERIFY_KEYS": SPEC_KEY + ",xyz"}, "MAILROOM_VERIFY_KEYS key 2")]:
+            with self.subTest(argv=argv, env=env):
+                out, err = io.StringIO(), io.StringIO()
+                self.assertEqual(mv.main(argv, env, io.StringIO(), out, err), 2)
+                self.assertIn(says, err.getvalue())
+                self.assertNotIn(SPEC_ACT, err.getvalue())
+                self.assertNotIn(SPEC_KEY, err.getvalue())
+
+
+class ApiTest(unittest.TestCase):
+    def test_parse_keys_orders_current_first_and_skips_blanks(self):
+        keys = mv.parse_keys(SPEC_KEY, " %s , ," % ("ab" * 32))
+        self.assertEqual(keys, [bytes.fromhex(SPEC_KEY), bytes.fromhex("ab" * 32)])
+        with self.assertRaises(mv.KeyConfigError):
+            mv.parse_keys("0g" * 32)
+        with self.assertRaises(mv.KeyConfigError):
+            mv.parse_keys(" " + SPEC_KEY[1:])  # bytes.fromhex would skip the space
+
+    def test_unknown_action_is_not_an_invalid_token(self):
+        with self.assertRaises(ValueError) as e:
+            mv.verify_token(SPEC_ACT, "email_change", [bytes.fromhex(SPEC_KEY)])
+        self.assertNotIsInstance(e.exception, mv.InvalidToken)
+
+    def test_a_new_action_is_a_row_in_the_table(self):
+        mv.ACTIONS["test_only"] = (b"/activate", False)  # same domain: the token verifies
+        try:
+            secret = mv.verify_token(SPEC_ACT, "test_only", [bytes.fromhex(SPEC_KEY)])
+            self.assertEqual(secret.hex(), CASES[0]["secret"])
+        finally:
+            del mv.ACTIONS["test_only"]
+
+
+if __name__ == "__main__":
+    unittest.main()
