@@ -12,6 +12,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace mailroom {
@@ -23,13 +24,14 @@ std::string Sha256(absl::string_view s) {
   return std::string(reinterpret_cast<char*>(out), sizeof out);
 }
 
-const char* RoleNames(unsigned roles) {
-  switch (roles) {
-    case kRoleSubscriber: return "subscriber";
-    case kRoleOperator: return "operator";
-    case kAllRoles: return "subscriber+operator";
-    default: return "none";
-  }
+// The roles in `roles` by their configuration names, joined by `joiner`.
+std::string RoleNames(unsigned roles, absl::string_view joiner) {
+  std::vector<absl::string_view> names;
+  if (roles & kRoleSubscriber) names.push_back("sender");
+  if (roles & kRoleObserver) names.push_back("observer");
+  if (roles & kRoleOperator) names.push_back("operator");
+  if (names.empty()) return "no";
+  return absl::StrJoin(names, joiner);
 }
 
 // 16 hex digits of SHA-256 over the parts, each preceded by its length (no two lists of parts
@@ -151,14 +153,25 @@ absl::StatusOr<std::vector<Credential>> ParseCredentials(const std::vector<std::
         }
       }
       for (absl::string_view r : absl::StrSplit(roles, '+')) {
-        if (r == "subscriber") {
+        if (r == "sender" || r == "subscriber") {
           c.principal.roles |= kRoleSubscriber;
+          c.subscriber_named |= r == "subscriber";
+        } else if (r == "observer") {
+          c.principal.roles |= kRoleObserver;
         } else if (r == "operator") {
           c.principal.roles |= kRoleOperator;
         } else {
           return absl::InvalidArgumentError(absl::StrCat(
-              where, ": the role after ':' must be subscriber, operator or subscriber+operator"));
+              where, ": the role after ':' must be sender, observer or operator, or two of "
+                     "them joined by '+' (subscriber is the former name of sender)"));
         }
+      }
+      // An observer is the credential that receives no tokens: with the sender role too it
+      // would receive them.
+      if (c.principal.HasRole(kRoleSubscriber) && c.principal.HasRole(kRoleObserver)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": sender (or subscriber) and observer exclude each other: a sender "
+                   "receives the signed tokens, an observer never does"));
       }
     }
     if (c.token.size() < 16) {
@@ -238,9 +251,9 @@ grpc::Status CheckScope(const Principal& p, unsigned roles, absl::string_view gr
                         absl::string_view method) {
   if (!p.HasRole(roles)) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                        absl::StrCat(method, " needs the ", RoleNames(roles),
-                                     " role; this credential has the ", RoleNames(p.roles),
-                                     " role"));
+                        absl::StrCat(method, " needs the ", RoleNames(roles, " or "),
+                                     " role; this credential has the ",
+                                     RoleNames(p.roles, "+"), " role"));
   }
   if (!group.empty() && !p.InGroup(group)) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,

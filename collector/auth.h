@@ -10,14 +10,22 @@
 
 namespace mailroom {
 
-// What a credential may do. A bit set: a credential may hold both roles.
+// What a credential may do. A bit set: a credential may hold several roles (never both
+// kRoleSubscriber and kRoleObserver).
 enum Role : unsigned {
-  // Subscribe, Acknowledge, RenewLeases, GetUsage, AcquireBudget, ReturnBudget.
+  // The sender role (`sender`, formerly `subscriber`): Subscribe and receive jobs *with* their
+  // signed tokens and codes, Acknowledge, RenewLeases, GetUsage, AcquireBudget, ReturnBudget.
   kRoleSubscriber = 1,
   // GetQueueStats, ListFailures, Requeue, GetUsage, GetGroupBudget, SetGroupBudget.
   kRoleOperator = 2,
+  // `observer`: Subscribe and receive jobs *without* token and code, Acknowledge and
+  // RenewLeases its own subscriptions' leases (outcomes without cost or suppression),
+  // GetUsage. No budget calls, no budget_holder: an observer sends nothing.
+  kRoleObserver = 4,
 };
 inline constexpr unsigned kAllRoles = kRoleSubscriber | kRoleOperator;
+// The roles that may subscribe, acknowledge and renew leases.
+inline constexpr unsigned kSubscribingRoles = kRoleSubscriber | kRoleObserver;
 
 // Who is calling, once authenticated: its roles and the consumer groups it may use.
 struct Principal {
@@ -36,6 +44,10 @@ struct Principal {
   // Full access: legacy unscoped tokens, mutual TLS and the anonymous development mode.
   static Principal Everything() { return {kAllRoles, true, {}, "anonymous", "anonymous"}; }
   bool HasRole(unsigned any_of) const { return (roles & any_of) != 0; }
+  // Whether the jobs this credential subscribes to carry their signed tokens and codes: only
+  // with the sender role. Every other credential that may subscribe (an observer) gets them
+  // without.
+  bool ReceivesSecrets() const { return HasRole(kRoleSubscriber); }
   bool InGroup(absl::string_view group) const;
 };
 
@@ -67,12 +79,17 @@ struct Credential {
   std::string token;
   Principal principal;
   bool legacy = false;  // an entry without a scope (full access; deprecated)
+  // The entry names the sender role by its former name `subscriber` (it receives tokens and
+  // codes; main logs a warning asking for `sender` or `observer`).
+  bool subscriber_named = false;
 };
 
 // Parses MAILROOM_SUBSCRIBER_TOKENS (already split at commas and trimmed). Each entry is either
 //   TOKEN                      legacy: every role, every group (deprecated)
 //   TOKEN@GROUPS:ROLES         GROUPS is `*` or group names joined by `+`;
-//                              ROLES is `subscriber`, `operator` or `subscriber+operator`.
+//                              ROLES is `sender`, `observer` or `operator`, or two of them
+//                              joined by `+` (never `sender+observer`); `subscriber` is the
+//                              former name of `sender` and means the same.
 // The scope follows the *last* `@`, so a token may itself contain `@`. Tokens are at least 16
 // characters and distinct. Errors start with `variable`, name the entry by its position (1-based)
 // and never contain any part of an entry (a malformed scope may really be part of a token).

@@ -36,6 +36,35 @@ TEST(ParseCredentialsTest, ScopedEntries) {
   EXPECT_EQ((*c)[2].principal.roles, kAllRoles);
 }
 
+// `sender` and its former name `subscriber` are one role (the one whose jobs carry tokens and
+// codes); `observer` subscribes without them. Only the former name is flagged for a warning.
+TEST(ParseCredentialsTest, SenderObserverAndTheFormerSubscriberName) {
+  auto c = ParseCredentials({"sender-token-01234567@mailroom:sender",
+                             "former-token-01234567@mailroom:subscriber",
+                             "observer-token-0123456@audit:observer",
+                             "watching-operator-0123@audit:observer+operator"},
+                            kVar);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)[0].principal.roles, kRoleSubscriber);
+  EXPECT_FALSE((*c)[0].subscriber_named);
+  EXPECT_EQ((*c)[1].principal.roles, kRoleSubscriber);
+  EXPECT_TRUE((*c)[1].subscriber_named);
+  EXPECT_EQ((*c)[2].principal.roles, kRoleObserver);
+  EXPECT_EQ((*c)[3].principal.roles, kRoleObserver | kRoleOperator);
+  EXPECT_TRUE((*c)[0].principal.ReceivesSecrets());
+  EXPECT_TRUE((*c)[1].principal.ReceivesSecrets());
+  EXPECT_FALSE((*c)[2].principal.ReceivesSecrets());
+  EXPECT_FALSE((*c)[3].principal.ReceivesSecrets());
+  // Full access (legacy tokens, mutual TLS, the development switch) is a sender's too.
+  EXPECT_TRUE(Principal::Everything().ReceivesSecrets());
+  EXPECT_TRUE(CheckScope((*c)[2].principal, kSubscribingRoles, "audit", "Subscribe").ok());
+  grpc::Status st = CheckScope((*c)[2].principal, kRoleSubscriber, "audit", "AcquireBudget");
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(st.error_message(),
+              HasSubstr("AcquireBudget needs the sender role; this credential has the observer "
+                        "role"));
+}
+
 TEST(ParseCredentialsTest, LegacyTokenHasEverything) {
   auto c = ParseCredentials({kSub}, kVar);
   ASSERT_TRUE(c.ok()) << c.status();
@@ -62,8 +91,10 @@ TEST(ParseCredentialsTest, ErrorsNameTheVariableAndEntryButNeverTheToken) {
       {secret + "@mailroom+:subscriber", "group 2"},
       {secret + "@*+audit:subscriber", "group 1"},
       {secret + "@:subscriber", "group 1"},
-      {secret + "@mailroom:admin", "subscriber, operator or subscriber+operator"},
-      {secret + "@mailroom:", "subscriber, operator or subscriber+operator"},
+      {secret + "@mailroom:admin", "sender, observer or operator"},
+      {secret + "@mailroom:", "sender, observer or operator"},
+      {secret + "@audit:observer+sender", "exclude each other"},
+      {secret + "@audit:subscriber+observer", "exclude each other"},
   };
   for (const auto& [entry, want] : cases) {
     auto c = ParseCredentials({"first-token-0123456789", entry}, kVar);

@@ -466,7 +466,7 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
     message.mutable_jobs()->Reserve(static_cast<int>(jobs->size()));
     std::vector<JobResult> malformed;
     for (const StoredJob& j : *jobs) {
-      auto job = BuildJob(key_, j);
+      auto job = BuildJob(key_, j, member->secrets());
       if (!job.ok()) {
         // A malformed row (legacy data without the schema's checks) fails alone.
         JobResult failed;

@@ -132,7 +132,8 @@ class DispatcherTest : public ::testing::Test {
   // stream attached, deliveries fail and are released) and waits for the first round.
   // `max_in_flight` 0 stands for a window that is full (its recovery lane is 10).
   void Start(int max_in_flight = 1000) {
-    member_ = std::make_shared<Subscriber>("sub-1", "mailroom", "test", max_in_flight, &clock_);
+    member_ = std::make_shared<Subscriber>("sub-1", "mailroom", "test", max_in_flight,
+                                           JobSecrets::kIncluded, &clock_);
     hub_.Add(member_);
     StartLoop();
   }
@@ -587,7 +588,8 @@ class StreamsIntoHub : public v1::Collector::CallbackService {
   grpc::ServerWriteReactor<v1::SubscribeResponse>* Subscribe(
       grpc::CallbackServerContext*, const v1::SubscribeRequest* req) override {
     auto sub = std::make_shared<Subscriber>("sub-1", req->consumer_group(), "test",
-                                            static_cast<int>(req->max_in_flight()), clock_);
+                                            static_cast<int>(req->max_in_flight()),
+                                            JobSecrets::kIncluded, clock_);
     auto* reactor = new SubscribeReactor(
         sub, [hub = hub_](const std::shared_ptr<Subscriber>& s) { hub->Remove(s); });
     hub_->Add(sub);

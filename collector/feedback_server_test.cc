@@ -480,6 +480,60 @@ TEST_F(FeedbackServerTest, MalformedRequestsAreRefusedAtOnce) {
               ::testing::EndsWith("\r\n\r\nType missing\n"));
 }
 
+// A header name must be an RFC 9110 token. Whatever comes before or after the bad name (a
+// Transfer-Encoding, a huge Content-Length, a GET), the answer is 400: nothing is acted on.
+TEST_F(FeedbackServerTest, HeaderNamesOutsideTheTokenCharactersAreRefused) {
+  const std::string kBadLine = "HTTP/1.1 400 Bad Request\r\n";
+  const std::vector<std::string> kBadNames = {
+      "X Name",            // space inside
+      " X",                // leading space (a folded line)
+      "X\t",               // tab before the colon
+      "X-Name",            // (the line below has no colon at all)
+      "X(Comment)",        // delimiters
+      "X)", "X<", "X>", "X@", "X,", "X;", "X\\", "X\"", "X/", "X[", "X]", "X?", "X=", "X{", "X}",
+      std::string("X\x01"), std::string("X\x1f"), std::string("X\x7f"),  // controls, DEL
+      "X\x80", "Caf\xc3\xa9", "\xef\xbb\xbf" "Content-Length",  // non-ASCII, a BOM
+  };
+  for (size_t i = 0; i < kBadNames.size(); ++i) {
+    // The fourth case is a line without a colon.
+    const std::string line = i == 3 ? kBadNames[i] : kBadNames[i] + ": v";
+    for (const std::string& around :
+         {std::string("Content-Length: 2\r\n") + line + "\r\n",
+          line + "\r\nContent-Length: 2\r\n",
+          std::string("Transfer-Encoding: chunked\r\n") + line + "\r\n",
+          std::string("Content-Length: 999999999\r\n") + line + "\r\n"}) {
+      for (const char* method : {"POST", "GET"}) {
+        const std::string request =
+            absl::StrCat(method, " /sns HTTP/1.1\r\n", around, "\r\n{}");
+        const std::string answer = Exchange(server_.port(), request);
+        EXPECT_THAT(answer, ::testing::StartsWith(kBadLine)) << absl::CEscape(request);
+        EXPECT_THAT(answer, ::testing::EndsWith("\r\n\r\nbad header\n"))
+            << absl::CEscape(request);
+      }
+    }
+  }
+  // Every tchar is accepted in a name (the request then fails on its body, not its headers).
+  const std::string every_tchar =
+      "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  EXPECT_THAT(Exchange(server_.port(), absl::StrCat("POST /sns HTTP/1.1\r\n", every_tchar,
+                                                    ": v\r\nContent-Length: 2\r\n\r\n{}")),
+              ::testing::EndsWith("\r\n\r\nType missing\n"));
+  // A genuine, signed bounce behind a bad header name is refused whole: nothing recorded,
+  // nothing fetched; the same message with good headers is recorded.
+  const std::string body = testing::SnsSigner::Body(
+      signer_->Notification("sns-h", BounceFor("gone@example.test"), kCertUrl, absl::Now(), 1));
+  const std::string head = absl::StrCat("POST /sns HTTP/1.1\r\nContent-Length: ", body.size(),
+                                        "\r\nContent-Type: text/plain\r\n");
+  EXPECT_THAT(Exchange(server_.port(), absl::StrCat(head, "x-amz-sns(topic): t\r\n\r\n", body)),
+              ::testing::EndsWith("\r\n\r\nbad header\n"));
+  EXPECT_EQ(fetches_.load(), 0);
+  EXPECT_EQ(Text("SELECT count(*) FROM sns_messages"), "0");
+  EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "0");
+  EXPECT_THAT(Exchange(server_.port(), absl::StrCat(head, "\r\n", body)),
+              ::testing::StartsWith("HTTP/1.1 200 "));
+  EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "1");
+}
+
 // A client that asks to be told to go on (Expect: 100-continue) is, and its body is then read.
 TEST_F(FeedbackServerTest, AClientExpectingContinueIsToldToSendItsBody) {
   const int fd = Connect(server_.port());

@@ -63,6 +63,14 @@ int Subscriber::LaneRoom() const {
 }
 
 bool Subscriber::Deliver(v1::SubscribeResponse message, absl::Time lease_end, bool lane) {
+  if (secrets_ == JobSecrets::kWithheld) {
+    // The last point before the stream: whatever a caller built, an observer's jobs leave
+    // without the credentials that take over the account.
+    for (v1::Job& job : *message.mutable_jobs()) {
+      job.clear_token();
+      job.clear_code();
+    }
+  }
   absl::MutexLock lock(&mu_);
   if (finished_ || reactor_ == nullptr) return false;
   auto& counted = lane ? lane_in_flight_ : in_flight_;

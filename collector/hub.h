@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "collector/job_builder.h"
 #include "common/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
@@ -46,16 +47,22 @@ int RecoveryLane(int max_in_flight);
 // two are counted apart, so activations never use the lane. Shared by the reactor (gRPC
 // threads), the dispatcher and the Acknowledge handler; all methods are thread-safe.
 // `clock` (borrowed; must outlive it) tells what is left of a lease when a message is written.
+// `secrets` is fixed for the subscription's life: with JobSecrets::kWithheld (an observer) no
+// job it is given ever reaches its stream with a token or a code, whoever built the job.
 class Subscriber {
  public:
   Subscriber(std::string id, std::string group, std::string name, int max_in_flight,
-             Clock* clock = RealClock::Get())
+             JobSecrets secrets, Clock* clock = RealClock::Get())
       : id_(std::move(id)), group_(std::move(group)), name_(std::move(name)),
-        max_in_flight_(max_in_flight), lane_(RecoveryLane(max_in_flight)), clock_(clock) {}
+        max_in_flight_(max_in_flight), lane_(RecoveryLane(max_in_flight)), secrets_(secrets),
+        clock_(clock) {}
 
   const std::string& id() const { return id_; }
   const std::string& group() const { return group_; }
   const std::string& name() const { return name_; }
+  // Whether its jobs carry their tokens and codes (build them accordingly: Deliver strips
+  // them from an observer's jobs in any case).
+  JobSecrets secrets() const { return secrets_; }
 
   // How many more jobs it may be given now in its window.
   int Room() const;
@@ -66,7 +73,8 @@ class Subscriber {
   // is over (the jobs were not sent). `lease_end`: when the jobs' leases run out at the
   // earliest (counted from before the dequeue that leased them); the message is written with
   // what is left of them then in `lease_left_ms` (at least 1), so a message that waited (behind a
-  // slow stream, or in a collector that was paused) is never taken for a fresh lease.
+  // slow stream, or in a collector that was paused) is never taken for a fresh lease. For a
+  // subscription with JobSecrets::kWithheld every job's token and code are cleared first.
   bool Deliver(v1::SubscribeResponse message, absl::Time lease_end, bool lane = false);
   // These jobs are no longer in flight here (acknowledged, or lost). Returns how many were.
   int Forget(const std::vector<uint64_t>& ids);
@@ -89,6 +97,7 @@ class Subscriber {
   const std::string id_, group_, name_;
   const int max_in_flight_;
   const int lane_;
+  const JobSecrets secrets_;
   Clock* const clock_;
   mutable absl::Mutex mu_;
   SubscribeReactor* reactor_ ABSL_GUARDED_BY(mu_) = nullptr;

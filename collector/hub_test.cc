@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "common/testing/fake_clock.h"
 #include "grpcpp/grpcpp.h"
@@ -13,14 +14,19 @@ namespace mailroom {
 namespace {
 
 // Serves Subscribe with the real SubscribeReactor: one Subscriber per stream, added to `hub`,
-// named after the request's subscriber_name, on the simulated `clock`.
+// named after the request's subscriber_name, on the simulated `clock`. A name starting with
+// "observer" makes an observer's subscription (its jobs without token and code).
 class SubscribeOnlyService : public v1::Collector::CallbackService {
  public:
   grpc::ServerWriteReactor<v1::SubscribeResponse>* Subscribe(
       grpc::CallbackServerContext*, const v1::SubscribeRequest* req) override {
     auto sub = std::make_shared<Subscriber>(req->subscriber_name(), req->consumer_group(),
                                             req->subscriber_name(),
-                                            static_cast<int>(req->max_in_flight()), &clock);
+                                            static_cast<int>(req->max_in_flight()),
+                                            absl::StartsWith(req->subscriber_name(), "observer")
+                                                ? JobSecrets::kWithheld
+                                                : JobSecrets::kIncluded,
+                                            &clock);
     auto* reactor = new SubscribeReactor(sub, [this](const std::shared_ptr<Subscriber>& s) {
       hub.Remove(s);
       absl::MutexLock lock(&mu);
@@ -124,6 +130,43 @@ TEST_F(HubTest, DeliveredJobsCountAsInFlightUntilForgotten) {
   EXPECT_FALSE(service_.hub.Forget("g", "a", {1, 2}));  // already forgotten
   EXPECT_EQ(a->Forget({3, 4, 5}), 3);
   EXPECT_EQ(a->Room(), 5);
+}
+
+// Whatever the caller put in the jobs, an observer's stream never carries a token or a code
+// (in the window or in the recovery lane); a sender's carries them as given.
+TEST_F(HubTest, AnObserversStreamNeverCarriesATokenOrACode) {
+  auto with_secrets = [](std::vector<uint64_t> ids) {
+    v1::SubscribeResponse b = JobsMessage(std::move(ids));
+    for (v1::Job& j : *b.mutable_jobs()) {
+      j.set_token(std::string(86, 'T'));
+      j.set_code("54321");
+    }
+    return b;
+  };
+  Stream* obs = Open("observer-1", "audit", 1);
+  Stream* snd = Open("sender-1", "mailroom", 1);
+  std::shared_ptr<Subscriber> observer = Member("audit", 1);
+  std::shared_ptr<Subscriber> sender = Member("mailroom", 1);
+  EXPECT_EQ(observer->secrets(), JobSecrets::kWithheld);
+  EXPECT_EQ(sender->secrets(), JobSecrets::kIncluded);
+  ASSERT_TRUE(observer->Deliver(with_secrets({1}), LeaseEnd()));
+  ASSERT_TRUE(observer->Deliver(with_secrets({2, 3}), LeaseEnd(), /*lane=*/true));
+  ASSERT_TRUE(sender->Deliver(with_secrets({1}), LeaseEnd()));
+  for (int message = 0; message < 2; ++message) {
+    v1::SubscribeResponse got;
+    ASSERT_TRUE(obs->reader->Read(&got));
+    ASSERT_GT(got.jobs_size(), 0);
+    for (const v1::Job& j : got.jobs()) {
+      EXPECT_EQ(j.token(), "") << j.job_id();
+      EXPECT_EQ(j.code(), "") << j.job_id();
+    }
+    EXPECT_EQ(got.SerializeAsString().find("54321"), std::string::npos);
+  }
+  v1::SubscribeResponse sent;
+  ASSERT_TRUE(snd->reader->Read(&sent));
+  ASSERT_EQ(sent.jobs_size(), 1);
+  EXPECT_EQ(sent.jobs(0).token(), std::string(86, 'T'));
+  EXPECT_EQ(sent.jobs(0).code(), "54321");
 }
 
 TEST_F(HubTest, AJobsMessageCarriesWhatIsLeftOfItsLeasesWhenItIsWritten) {

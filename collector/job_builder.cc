@@ -4,7 +4,8 @@
 
 namespace mailroom {
 
-absl::StatusOr<v1::Job> BuildJob(const SigningKey& key, const StoredJob& row) {
+absl::StatusOr<v1::Job> BuildJob(const SigningKey& key, const StoredJob& row,
+                                 JobSecrets secrets) {
   const TokenAction action =
       row.password_recovery ? TokenAction::kPasswordRecovery : TokenAction::kActivation;
   auto token = SignToken(key, action, row.secret, row.code);
@@ -17,8 +18,10 @@ absl::StatusOr<v1::Job> BuildJob(const SigningKey& key, const StoredJob& row) {
   job.set_action(row.password_recovery ? v1::ACTION_PASSWORD_RECOVERY : v1::ACTION_ACTIVATION);
   job.set_email(row.email);
   job.set_login(row.login);
-  job.set_token(*std::move(token));
-  job.set_code(row.code);
+  if (secrets == JobSecrets::kIncluded) {
+    job.set_token(*std::move(token));
+    job.set_code(row.code);
+  }
   job.set_expires_at(row.expires_at);
   job.set_account_id(row.account_id);
   job.set_attempt(row.attempt);

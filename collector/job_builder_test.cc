@@ -35,7 +35,7 @@ StoredJob Row() {
 }
 
 TEST(JobBuilderTest, CopiesEveryFieldAndSignsAnActivation) {
-  auto job = BuildJob(Key(), Row());
+  auto job = BuildJob(Key(), Row(), JobSecrets::kIncluded);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->job_id(), 42u);
   EXPECT_EQ(job->action(), v1::ACTION_ACTIVATION);
@@ -57,7 +57,7 @@ TEST(JobBuilderTest, CopiesEveryFieldAndSignsAnActivation) {
 TEST(JobBuilderTest, RecoveryTokensSignTheCode) {
   StoredJob row = Row();
   row.password_recovery = true;
-  auto job = BuildJob(Key(), row);
+  auto job = BuildJob(Key(), row, JobSecrets::kIncluded);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->action(), v1::ACTION_PASSWORD_RECOVERY);
   std::vector<SigningKey> keys = {Key()};
@@ -68,7 +68,7 @@ TEST(JobBuilderTest, RecoveryTokensSignTheCode) {
 TEST(JobBuilderTest, NoLocaleStaysEmpty) {
   StoredJob row = Row();
   row.locale.clear();
-  auto job = BuildJob(Key(), row);
+  auto job = BuildJob(Key(), row, JobSecrets::kIncluded);
   ASSERT_TRUE(job.ok());
   EXPECT_EQ(job->locale(), "");
 }
@@ -76,7 +76,7 @@ TEST(JobBuilderTest, NoLocaleStaysEmpty) {
 TEST(JobBuilderTest, MalformedRowsFailWithoutEchoingTheSecret) {
   StoredJob short_secret = Row();
   short_secret.secret = "secret-material-xyz";
-  auto job = BuildJob(Key(), short_secret);
+  auto job = BuildJob(Key(), short_secret, JobSecrets::kIncluded);
   ASSERT_FALSE(job.ok());
   EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(job.status().message(), HasSubstr("cannot sign token"));
@@ -85,7 +85,34 @@ TEST(JobBuilderTest, MalformedRowsFailWithoutEchoingTheSecret) {
   StoredJob bad_code = Row();
   bad_code.password_recovery = true;
   bad_code.code = "12a";
-  EXPECT_EQ(BuildJob(Key(), bad_code).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuildJob(Key(), bad_code, JobSecrets::kIncluded).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// An observer's job: every field but the token and the code, for either action; both are
+// absent from the serialised message, not merely empty strings in it.
+TEST(JobBuilderTest, WithheldSecretsLeaveTokenAndCodeOutOfTheJob) {
+  for (bool recovery : {false, true}) {
+    StoredJob row = Row();
+    row.password_recovery = recovery;
+    auto job = BuildJob(Key(), row, JobSecrets::kWithheld);
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->token(), "");
+    EXPECT_EQ(job->code(), "");
+    EXPECT_EQ(job->job_id(), 42u);
+    EXPECT_EQ(job->email(), "alice@example.test");
+    EXPECT_EQ(job->attempt(), 3u);
+    EXPECT_EQ(job->expires_at(), 1700000900);
+    const std::string wire = job->SerializeAsString();
+    EXPECT_THAT(wire, Not(HasSubstr("01234")));
+    auto with = BuildJob(Key(), row, JobSecrets::kIncluded);
+    ASSERT_TRUE(with.ok());
+    EXPECT_THAT(wire, Not(HasSubstr(with->token())));
+  }
+  // A row that cannot be signed fails for an observer too (every group sees it fail alike).
+  StoredJob short_secret = Row();
+  short_secret.secret = "short";
+  EXPECT_EQ(BuildJob(Key(), short_secret, JobSecrets::kWithheld).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

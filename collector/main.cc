@@ -92,6 +92,12 @@ int Serve() {
               "scope it as TOKEN@GROUPS:ROLE",
               {{"variable", "MAILROOM_SUBSCRIBER_TOKENS"}, {"entry", absl::StrCat(i + 1)}});
     }
+    if (c.credentials[i].subscriber_named) {
+      LogWarn("the role subscriber is a sender's: its jobs carry the signed tokens and codes "
+              "that take over accounts; name it sender if this credential sends email, "
+              "observer if it only watches",
+              {{"variable", "MAILROOM_SUBSCRIBER_TOKENS"}, {"entry", absl::StrCat(i + 1)}});
+    }
   }
   // Reputation (gauges, and the guard that pauses a group's dispatch) and SES feedback.
   auto feedback_store = NewPgFeedbackStore(c.dispatch.database_url, c.tx_timeouts);

@@ -234,7 +234,10 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
     grpc::CallbackServerContext* context, const v1::SubscribeRequest* request) {
   Principal principal;
   grpc::Status st =
-      Admit(*context, kRoleSubscriber, request->consumer_group(), "Subscribe", &principal);
+      Admit(*context, kSubscribingRoles, request->consumer_group(), "Subscribe", &principal);
+  // Decided once, from the credential alone: only a sender's jobs carry tokens and codes.
+  const JobSecrets secrets =
+      principal.ReceivesSecrets() ? JobSecrets::kIncluded : JobSecrets::kWithheld;
   if (st.ok() && (request->max_in_flight() < 1 || request->max_in_flight() > kMaxInFlight)) {
     st = Invalid(absl::StrCat("max_in_flight must be 1 to ", kMaxInFlight));
   }
@@ -243,6 +246,13 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   }
   if (st.ok() && request->has_budget_holder()) {
     st = CheckHolder(request->budget_holder(), "budget_holder");
+    // A subscription that names a budget holder is a sender's: one with an observer's
+    // credential would receive jobs it cannot send (no token, no code).
+    if (st.ok() && secrets == JobSecrets::kWithheld) {
+      st = grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "budget_holder is for senders: this credential observes (its jobs "
+                        "carry no token or code); a sender needs the sender role");
+    }
   }
   if (st.ok()) {
     absl::MutexLock lock(&streams_mu_);
@@ -270,7 +280,7 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   }
   auto sub = std::make_shared<Subscriber>(NewSubscriptionId(principal),
                                           request->consumer_group(), request->subscriber_name(),
-                                          max_in_flight);
+                                          max_in_flight, secrets);
   auto* reactor = new SubscribeReactor(sub, [this, credential = principal.credential](
                                                 const std::shared_ptr<Subscriber>& s) {
     {
@@ -293,6 +303,7 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   v1::SubscribeResponse welcome;
   welcome.set_subscriber_id(sub->id());
   welcome.set_lease_duration_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(limits_.lease)));
+  welcome.set_secrets_withheld(secrets == JobSecrets::kWithheld);
   hub_->Add(sub);
   sub->Attach(reactor, std::move(welcome));
   metrics_->Add("mailroom_collector_subscribers", 1, {{"group", sub->group()}});
@@ -301,6 +312,8 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
                                 {"name", sub->name()},
                                 {"budget_holder", ShortId(request->budget_holder())},
                                 {"max_in_flight", absl::StrCat(max_in_flight)},
+                                {"secrets", secrets == JobSecrets::kIncluded ? "included"
+                                                                             : "withheld"},
                                 {"requested_max_in_flight", absl::StrCat(request->max_in_flight())}});
   dispatcher_->Kick(sub->group(), /*force=*/true);
   return reactor;
@@ -311,7 +324,7 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
                                            v1::AcknowledgeResponse* response) {
   Principal principal;
   grpc::Status st =
-      Admit(*context, kRoleSubscriber, request->consumer_group(), "Acknowledge", &principal);
+      Admit(*context, kSubscribingRoles, request->consumer_group(), "Acknowledge", &principal);
   if (!st.ok()) return st;
   if (request->subscriber_id().empty()) {
     return Invalid("subscriber_id is required (the id of the subscription the jobs came on)");
@@ -331,6 +344,14 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
   for (int i = 0; i < request->outcomes_size(); ++i) {
     const v1::JobOutcome& o = request->outcomes(i);
     auto r = CheckOutcome(o, limits_.max_cost_micros);
+    if (r.ok() && !principal.ReceivesSecrets() &&
+        (o.cost_micros() != 0 || o.suppress_recipient() || !o.provider_message_id().empty())) {
+      // An observer sent nothing: it has no cost to count, no provider id and no rejection of
+      // a recipient to report (which would suppress the address for every group).
+      r = absl::InvalidArgumentError(
+          "an observer sends nothing: cost_micros, suppress_recipient and provider_message_id "
+          "are for senders");
+    }
     if (r.ok() && !seen.insert(o.job_id()).second) {
       r = absl::InvalidArgumentError("job_id appears twice in this call");
     }
@@ -402,7 +423,7 @@ grpc::Status CollectorService::RenewLeases(grpc::ServerContext* context,
                                            v1::RenewLeasesResponse* response) {
   Principal principal;
   grpc::Status st =
-      Admit(*context, kRoleSubscriber, request->consumer_group(), "RenewLeases", &principal);
+      Admit(*context, kSubscribingRoles, request->consumer_group(), "RenewLeases", &principal);
   if (!st.ok()) return st;
   if (request->subscriber_id().empty()) return Invalid("subscriber_id is required");
   if (request->subscriber_id().size() > 64) return Invalid("subscriber_id is too long");
@@ -510,7 +531,8 @@ grpc::Status CollectorService::Requeue(grpc::ServerContext* context,
 grpc::Status CollectorService::GetUsage(grpc::ServerContext* context,
                                         const v1::GetUsageRequest* request,
                                         v1::GetUsageResponse* response) {
-  grpc::Status st = Admit(*context, kAllRoles, request->consumer_group(), "GetUsage");
+  grpc::Status st = Admit(*context, kAllRoles | kRoleObserver, request->consumer_group(),
+                          "GetUsage");
   if (!st.ok()) return st;
   // A group that does not exist (yet) has spent nothing.
   auto usage = store_->Usage(request->consumer_group());

@@ -3,7 +3,11 @@
 // attempt) it passes to the store.
 #include "collector/service.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "collector/testing/fake_store.h"
@@ -25,6 +29,23 @@ constexpr char kOther[] = "other-group-token-0123456789";      // other: subscri
 constexpr char kAdmin[] = "admin-operator-token-0123456789";   // *: operator
 constexpr char kSecond[] = "second-subscriber-token-0123456789";  // mailroom: subscriber
 constexpr char kEvery[] = "every-group-subscriber-0123456789";     // *: subscriber
+constexpr char kObserver[] = "audit-observer-token-0123456789";       // audit: observer
+constexpr char kWatcher[] = "both-groups-observer-0123456789";        // mailroom+audit: observer
+constexpr char kSeesAll[] = "every-group-observer-0123456789";        // *: observer
+
+// A LISTEN connection that never notifies: a running dispatcher then dequeues only when the
+// service kicks it (a subscription, an acknowledgement).
+class QuietListener : public NotificationListener {
+ public:
+  QuietListener() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~QuietListener() override { close(fd_); }
+  int fd() override { return fd_; }
+  absl::StatusOr<int> TakeNotifications() override { return 0; }
+  absl::Status Ping() override { return absl::OkStatus(); }
+
+ private:
+  const int fd_;
+};
 
 class ServiceTest : public ::testing::Test {
  protected:
@@ -34,14 +55,22 @@ class ServiceTest : public ::testing::Test {
                                    absl::StrCat(kOther, "@other:subscriber"),
                                    absl::StrCat(kAdmin, "@*:operator"),
                                    absl::StrCat(kSecond, "@mailroom:subscriber"),
-                                   absl::StrCat(kEvery, "@*:subscriber")},
+                                   absl::StrCat(kEvery, "@*:subscriber"),
+                                   absl::StrCat(kObserver, "@audit:observer"),
+                                   absl::StrCat(kWatcher, "@mailroom+audit:observer"),
+                                   absl::StrCat(kSeesAll, "@*:observer")},
                                   "MAILROOM_SUBSCRIBER_TOKENS");
     ASSERT_TRUE(creds.ok()) << creds.status();
     auth_ = std::make_unique<Authenticator>(*creds, false);
-    // The dispatcher's loop is not run: the service only queues kicks and departures for it.
-    dispatcher_ = std::make_unique<Dispatcher>(DispatcherOptions{}, &store_, &hub_,
-                                               *ParseSigningKey(kKey), &metrics_,
-                                               [](bool) {});
+    // The dispatcher's loop is not run (unless run_dispatcher_): the service only queues kicks
+    // and departures for it.
+    dispatcher_ = std::make_unique<Dispatcher>(
+        DispatcherOptions{}, &store_, &hub_, *ParseSigningKey(kKey), &metrics_, [](bool) {},
+        RealClock::Get(),
+        [](const std::string&) -> absl::StatusOr<std::unique_ptr<NotificationListener>> {
+          return std::make_unique<QuietListener>();
+        });
+    if (run_dispatcher_) loop_ = std::thread([this] { dispatcher_->Run(); });
     ServiceLimits limits;
     limits.lease = absl::Seconds(30);
     limits.max_cost_micros = 5000;
@@ -56,6 +85,10 @@ class ServiceTest : public ::testing::Test {
   void TearDown() override {
     hub_.FinishAll(grpc::Status::CANCELLED);
     server_->Shutdown();
+    if (loop_.joinable()) {
+      dispatcher_->Stop();
+      loop_.join();
+    }
   }
 
   std::unique_ptr<grpc::ClientContext> Ctx(const std::string& bearer) {
@@ -108,6 +141,8 @@ class ServiceTest : public ::testing::Test {
     return o;
   }
 
+  bool run_dispatcher_ = false;
+  std::thread loop_;
   FakeStore store_;
   Hub hub_;
   Metrics metrics_;
@@ -797,6 +832,225 @@ TEST_F(ServiceTest, GrantHoldersAreBoundToTheirCredential) {
   auto links = store_.Calls("LinkHolder");
   ASSERT_EQ(links.size(), 1u);
   EXPECT_EQ(links[0].holder, b);
+}
+
+// An observer's credential is scoped like a sender's, but: its subscriptions are told their
+// jobs come without secrets, it cannot name a budget holder or take or return grants, its
+// outcomes carry no cost, provider id or suppression, and it settles and renews only its own
+// subscriptions' leases in its own groups.
+TEST_F(ServiceTest, AnObserverSettlesOnlyItsOwnLeasesAndSendsNothing) {
+  v1::SubscribeResponse welcome;
+  ASSERT_TRUE(Subscribe(kObserver, "audit", 10, &welcome).ok());
+  EXPECT_TRUE(welcome.secrets_withheld());
+  const std::string mine = welcome.subscriber_id();
+  ASSERT_TRUE(Subscribe(kSubscriber, "mailroom", 10, &welcome).ok());
+  EXPECT_FALSE(welcome.secrets_withheld());
+  const std::string senders = welcome.subscriber_id();
+
+  // Not a sender: no budget holder, no grants.
+  grpc::Status st = Subscribe(kObserver, "audit", 10, nullptr, "sender-0123456789ab");
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(st.error_message(), HasSubstr("sender role"));
+  EXPECT_EQ(store_.CallCount("LinkHolder"), 0);
+  v1::AcquireBudgetRequest acquire;
+  acquire.set_consumer_group("audit");
+  acquire.set_holder("h");
+  acquire.set_emails(1);
+  acquire.set_price_micros(100);
+  v1::AcquireBudgetResponse granted;
+  st = stub_->AcquireBudget(Ctx(kObserver).get(), acquire, &granted);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(st.error_message(), HasSubstr("needs the sender role"));
+  EXPECT_THAT(st.error_message(), HasSubstr("has the observer role"));
+  v1::ReturnBudgetRequest give_back;
+  give_back.set_consumer_group("audit");
+  give_back.set_holder("h");
+  give_back.set_grant_id(1);
+  give_back.set_emails(1);
+  v1::ReturnBudgetResponse returned;
+  EXPECT_EQ(stub_->ReturnBudget(Ctx(kObserver).get(), give_back, &returned).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  // Nor an operator.
+  v1::RequeueRequest rq;
+  rq.set_consumer_group("audit");
+  v1::RequeueResponse rr;
+  EXPECT_EQ(stub_->Requeue(Ctx(kObserver).get(), rq, &rr).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  v1::GetUsageRequest usage;
+  usage.set_consumer_group("audit");
+  v1::GetUsageResponse used;
+  EXPECT_TRUE(stub_->GetUsage(Ctx(kObserver).get(), usage, &used).ok());
+
+  // Another group's leases: not its group, or not its subscription, whatever it names.
+  v1::AcknowledgeRequest theirs = AckRequest(senders);
+  Add(&theirs, 1, v1::OUTCOME_SENT);
+  v1::AcknowledgeResponse resp;
+  for (const char* bearer : {kObserver, kWatcher, kSeesAll}) {
+    EXPECT_EQ(Ack(bearer, theirs, &resp).error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << bearer;
+    v1::RenewLeasesRequest renew;
+    renew.set_consumer_group("mailroom");
+    renew.set_subscriber_id(senders);
+    renew.add_job_ids(1);
+    v1::RenewLeasesResponse renewed;
+    EXPECT_EQ(stub_->RenewLeases(Ctx(bearer).get(), renew, &renewed).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED)
+        << bearer;
+  }
+  v1::AcknowledgeRequest elsewhere = AckRequest(mine);  // its own id, named in "mailroom"
+  Add(&elsewhere, 1, v1::OUTCOME_SENT);
+  EXPECT_EQ(Ack(kObserver, elsewhere, &resp).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(store_.CallCount("Ack"), 0);
+  EXPECT_EQ(store_.CallCount("Renew"), 0);
+
+  // Its own leases: settled, but nothing a sender's outcome could change beyond them.
+  v1::AcknowledgeRequest own = AckRequest(mine);
+  own.set_consumer_group("audit");
+  Add(&own, 1, v1::OUTCOME_SENT);
+  Add(&own, 2, v1::OUTCOME_SENT)->set_cost_micros(100);
+  Add(&own, 3, v1::OUTCOME_SENT)->set_provider_message_id("ses-1");
+  v1::JobOutcome* suppress = Add(&own, 4, v1::OUTCOME_FAILED);
+  suppress->set_reason("550 5.1.1 user unknown");
+  suppress->set_suppress_recipient(true);
+  Add(&own, 5, v1::OUTCOME_FAILED)->set_reason("not for us");
+  // Another observer credential of the group may not settle them either.
+  EXPECT_EQ(Ack(kSeesAll, own, &resp).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(store_.CallCount("Ack"), 0);
+  ASSERT_TRUE(Ack(kObserver, own, &resp).ok());
+  ASSERT_EQ(resp.rejected_size(), 3);
+  std::set<uint64_t> rejected;
+  for (const auto& r : resp.rejected()) {
+    rejected.insert(r.job_id());
+    EXPECT_THAT(r.error(), HasSubstr("an observer sends nothing"));
+  }
+  EXPECT_EQ(rejected, (std::set<uint64_t>{2, 3, 4}));
+  auto acks = store_.Calls("Ack");
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].group, "audit");
+  EXPECT_EQ(acks[0].owner, mine);
+  ASSERT_EQ(acks[0].results.size(), 2u);
+  EXPECT_EQ(acks[0].results[0].id, 1u);
+  EXPECT_EQ(acks[0].results[1].id, 5u);
+  EXPECT_FALSE(acks[0].results[1].suppress_recipient);
+}
+
+TEST(ObserverCredentialsTest, SenderAndObserverExcludeEachOther) {
+  auto c = ParseCredentials({"both-kinds-token-0123@audit:sender+observer"},
+                            "MAILROOM_SUBSCRIBER_TOKENS");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("exclude each other"));
+}
+
+// The whole path a job takes to a subscriber (the dispatcher's dequeue, BuildJob, the
+// Subscriber, the stream) with an observer's credential: no token and no code on the wire,
+// in the first hand-out, in a hand-out again (attempt 2, as after a lease ran out or a
+// RETRY), or in the recovery lane; a sender's credential gets both.
+class JobPathTest : public ServiceTest {
+ protected:
+  JobPathTest() { run_dispatcher_ = true; }
+  static StoredJob Row(uint64_t id, bool recovery, uint32_t attempt) {
+    StoredJob j;
+    j.id = id;
+    j.password_recovery = recovery;
+    j.email = absl::StrCat("user", id, "@example.test");
+    j.login = absl::StrCat("user", id);
+    j.secret = std::string(32, static_cast<char>('a' + id));
+    j.code = absl::StrCat(97530 + id);
+    j.attempt = attempt;
+    j.expires_at = 1700000900;
+    return j;
+  }
+  // The next jobs message of `reader` (a test failure after 10 s without one).
+  static v1::SubscribeResponse Next(grpc::ClientReader<v1::SubscribeResponse>* reader) {
+    v1::SubscribeResponse msg;
+    EXPECT_TRUE(reader->Read(&msg));
+    return msg;
+  }
+  static void ExpectNoSecrets(const v1::SubscribeResponse& msg) {
+    EXPECT_GT(msg.jobs_size(), 0);
+    const std::string wire = msg.SerializeAsString();
+    for (const v1::Job& j : msg.jobs()) {
+      EXPECT_EQ(j.token(), "") << j.job_id();
+      EXPECT_EQ(j.code(), "") << j.job_id();
+      EXPECT_EQ(wire.find(absl::StrCat(97530 + j.job_id())), std::string::npos) << j.job_id();
+    }
+  }
+  static std::vector<std::pair<uint64_t, uint32_t>> Leases(const v1::SubscribeResponse& msg) {
+    std::vector<std::pair<uint64_t, uint32_t>> out;
+    for (const v1::Job& j : msg.jobs()) out.emplace_back(j.job_id(), j.attempt());
+    return out;
+  }
+  grpc::Status Defer(const std::string& sub, std::vector<uint64_t> ids, uint32_t attempt) {
+    v1::AcknowledgeRequest req = AckRequest(sub);
+    req.set_consumer_group("audit");
+    for (uint64_t id : ids) Add(&req, id, v1::OUTCOME_DEFER, attempt);
+    v1::AcknowledgeResponse resp;
+    return Ack(kObserver, req, &resp);
+  }
+};
+
+TEST_F(JobPathTest, AnObserverNeverReceivesATokenOrACode) {
+  using Lease = std::pair<uint64_t, uint32_t>;
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", absl::StrCat("Bearer ", kObserver));
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::SubscribeRequest req;
+  req.set_consumer_group("audit");
+  req.set_max_in_flight(2);
+  // First hand-out: an activation and a recovery fill the window.
+  store_.QueueJobs({Row(1, false, 1), Row(2, true, 1)});
+  auto reader = stub_->Subscribe(&ctx, req);
+  v1::SubscribeResponse welcome = Next(reader.get());
+  EXPECT_TRUE(welcome.secrets_withheld());
+  const std::string sub = welcome.subscriber_id();
+  v1::SubscribeResponse first = Next(reader.get());
+  EXPECT_THAT(Leases(first), ElementsAre(Lease{1, 1}, Lease{2, 1}));
+  ExpectNoSecrets(first);
+
+  // Handed out again (attempt 2), as after its lease ran out: the same path, still nothing.
+  store_.QueueJobs({Row(1, false, 2), Row(2, true, 2)});
+  ASSERT_TRUE(Defer(sub, {1, 2}, 1).ok());
+  v1::SubscribeResponse again = Next(reader.get());
+  EXPECT_THAT(Leases(again), ElementsAre(Lease{1, 2}, Lease{2, 2}));
+  ExpectNoSecrets(again);
+
+  // A window of recoveries only, then the recovery lane (DequeueRecoveries).
+  store_.QueueJobs({Row(2, true, 3), Row(4, true, 1)});
+  store_.QueueJobs({Row(5, true, 1)});
+  ASSERT_TRUE(Defer(sub, {1, 2}, 2).ok());
+  v1::SubscribeResponse window = Next(reader.get());
+  EXPECT_THAT(Leases(window), ElementsAre(Lease{2, 3}, Lease{4, 1}));
+  ExpectNoSecrets(window);
+  v1::SubscribeResponse lane = Next(reader.get());
+  EXPECT_THAT(Leases(lane), ElementsAre(Lease{5, 1}));
+  ExpectNoSecrets(lane);
+  ASSERT_GE(store_.CallCount("DequeueRecoveries"), 1);
+  for (const char* method : {"Dequeue", "DequeueRecoveries"}) {
+    for (const auto& call : store_.Calls(method)) {
+      EXPECT_EQ(call.group, "audit");
+      EXPECT_EQ(call.owner, sub);
+    }
+  }
+  ctx.TryCancel();
+  (void)reader->Finish();
+
+  // A sender's credential, the same rows: token and code, and the token verifies.
+  grpc::ClientContext sender_ctx;
+  sender_ctx.AddMetadata("authorization", absl::StrCat("Bearer ", kSubscriber));
+  sender_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  req.set_consumer_group("mailroom");
+  store_.QueueJobs({Row(1, false, 1), Row(2, true, 1)});
+  auto sender = stub_->Subscribe(&sender_ctx, req);
+  EXPECT_FALSE(Next(sender.get()).secrets_withheld());
+  v1::SubscribeResponse sent = Next(sender.get());
+  ASSERT_EQ(sent.jobs_size(), 2);
+  std::vector<SigningKey> keys = {*ParseSigningKey(kKey)};
+  EXPECT_TRUE(VerifyToken(keys, TokenAction::kActivation, sent.jobs(0).token(), "").ok());
+  EXPECT_EQ(sent.jobs(1).code(), "97532");
+  EXPECT_TRUE(
+      VerifyToken(keys, TokenAction::kPasswordRecovery, sent.jobs(1).token(), "97532").ok());
+  sender_ctx.TryCancel();
+  (void)sender->Finish();
 }
 
 }  // namespace

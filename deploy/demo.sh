@@ -72,7 +72,7 @@ TOKEN=$(openssl rand -hex 24)
 GRPC_PORT=$(free_port)
 
 say "Starting the collector on 127.0.0.1:$GRPC_PORT (log: $DEMO/collector.log)"
-MAILROOM_LISTEN_ADDRESS=127.0.0.1:$GRPC_PORT MAILROOM_SUBSCRIBER_TOKENS=$TOKEN@mailroom:subscriber \
+MAILROOM_LISTEN_ADDRESS=127.0.0.1:$GRPC_PORT MAILROOM_SUBSCRIBER_TOKENS=$TOKEN@mailroom:sender \
   MAILROOM_BATCH_TIMEOUT=200 MAILROOM_DEFAULT_GROUP_BUDGET=5 \
   MAILROOM_METRICS_ADDRESS=127.0.0.1:$(free_port) \
   "$DEMO/collector" >"$DEMO/collector.log" 2>&1 &

@@ -751,6 +751,99 @@ TEST_F(CollectorTest, CredentialsAreScopedToGroupsAndRoles) {
   }
 }
 
+// An observer's credential (`TOKEN@audit:observer`) receives every job of its group, but never
+// a signed token or a code: not on the first hand-out, not when its leases ran out and the
+// jobs were handed out again, for activations and recoveries alike. What it acknowledges
+// settles its own group only; a sender's group gets its jobs with tokens that verify.
+TEST_F(CollectorTest, AnObserverNeverReceivesATokenOrACode) {
+  const std::string observer = "audit-observer-token-0123456789";
+  const std::string sender = "mailroom-sender-token-0123456789";
+  int port = StartCollector(
+      {{"MAILROOM_GROUPS", "audit,mailroom"},
+       {"MAILROOM_LEASE_MS", "1000"},
+       {"MAILROOM_POLL_INTERVAL", "200"},
+       {"MAILROOM_SUBSCRIBER_TOKENS",
+        absl::StrCat(observer, "@audit:observer,", sender, "@mailroom:sender")}});
+  Exec("INSERT INTO accounts (email, login, status) VALUES ('rec@example.test', 'rec', 'active')");
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts");
+  InsertAccounts(3, "observed");
+  constexpr size_t kJobs = 4;
+  auto expect_no_secrets = [](const std::vector<v1::Job>& jobs, uint32_t attempt) {
+    for (const v1::Job& j : jobs) {
+      EXPECT_EQ(j.token(), "") << j.job_id();
+      EXPECT_EQ(j.code(), "") << j.job_id();
+      EXPECT_NE(j.email(), "") << j.job_id();
+      EXPECT_EQ(j.attempt(), attempt) << j.job_id();
+    }
+  };
+  TestSubscriber watching(Channel(port), observer, "audit", 10, "watching");
+  ASSERT_EQ(watching.WaitForJobs(kJobs, absl::Seconds(10)), kJobs);
+  std::vector<v1::Job> first = watching.Take();
+  ASSERT_EQ(first.size(), kJobs);
+  expect_no_secrets(first, 1);
+  EXPECT_EQ(std::count_if(first.begin(), first.end(),
+                          [](const v1::Job& j) {
+                            return j.action() == v1::ACTION_PASSWORD_RECOVERY;
+                          }),
+            1);
+  // Not acknowledged: after the 1 s lease the same jobs come again, still without.
+  ASSERT_EQ(watching.WaitForJobs(2 * kJobs, absl::Seconds(10)), 2 * kJobs);
+  std::vector<v1::Job> again = watching.Take();
+  expect_no_secrets(again, 2);
+  const std::vector<uint64_t> first_ids = Ids(first), again_ids = Ids(again);
+  EXPECT_EQ(std::set<uint64_t>(again_ids.begin(), again_ids.end()),
+            std::set<uint64_t>(first_ids.begin(), first_ids.end()));
+  // Not a sender: no budget holder.
+  {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, observer);
+    v1::SubscribeRequest req;
+    req.set_consumer_group("audit");
+    req.set_max_in_flight(1);
+    req.set_budget_holder("sender-0123456789ab");
+    auto stream = v1::Collector::NewStub(Channel(port))->Subscribe(&ctx, req);
+    v1::SubscribeResponse msg;
+    EXPECT_FALSE(stream->Read(&msg));
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+
+  // The sender's group: the same jobs, with tokens and codes that verify.
+  TestSubscriber sending(Channel(port), sender, "mailroom", 10, "sending");
+  ASSERT_EQ(sending.WaitForJobs(kJobs, absl::Seconds(10)), kJobs);
+  std::vector<SigningKey> keys = {*ParseSigningKey(kKey)};
+  for (const v1::Job& j : sending.Jobs()) {
+    const TokenAction action = j.action() == v1::ACTION_PASSWORD_RECOVERY
+                                   ? TokenAction::kPasswordRecovery
+                                   : TokenAction::kActivation;
+    EXPECT_TRUE(VerifyToken(keys, action, j.token(), j.code()).ok()) << j.job_id();
+  }
+  // The observer settles its own group's leases; the sender's stay the sender's.
+  ASSERT_TRUE(watching.Ack(Ids(again), v1::OUTCOME_SENT).ok());
+  const std::string by_group =
+      "SELECT count(*) FROM delivery_states d JOIN consumer_groups g ON g.id = d.group_id "
+      "WHERE g.name = '";
+  EXPECT_EQ(Scalar(by_group + "audit' AND d.state = 'sent'"), static_cast<int64_t>(kJobs));
+  EXPECT_EQ(Scalar(by_group + "mailroom' AND d.state = 'sent'"), 0);
+  {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, observer);
+    v1::AcknowledgeRequest req;
+    req.set_consumer_group("mailroom");
+    req.set_subscriber_id(sending.subscriber_id());
+    for (const v1::Job& j : sending.Jobs()) {
+      v1::JobOutcome* o = req.add_outcomes();
+      o->set_job_id(j.job_id());
+      o->set_attempt(j.attempt());
+      o->set_outcome(v1::OUTCOME_SENT);
+    }
+    v1::AcknowledgeResponse resp;
+    EXPECT_EQ(v1::Collector::NewStub(Channel(port))->Acknowledge(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  EXPECT_EQ(Scalar(by_group + "mailroom' AND d.state = 'sent'"), 0);
+  EXPECT_THAT(collectors_[0]->Log(), HasSubstr("secrets=withheld"));
+}
+
 // Tenants cannot hurt each other: whatever an `audit` subscriber reports about a recipient
 // (FAILED with suppress_recipient), every job of the `mailroom` group for that recipient is
 // still delivered, and the suppression list is unchanged.

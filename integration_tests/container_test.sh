@@ -288,7 +288,7 @@ note "TIMING image builds (4 in parallel): $(since "$t") s"
 KEY=$(openssl rand -hex 32)
 TOKEN=$(openssl rand -hex 24)
 (umask 077
- printf 'MAILROOM_SECRET_KEY=%s\nMAILROOM_SUBSCRIBER_TOKENS=%s@mailroom:subscriber\n' "$KEY" "$TOKEN" >"$CTX/collector.env"
+ printf 'MAILROOM_SECRET_KEY=%s\nMAILROOM_SUBSCRIBER_TOKENS=%s@mailroom:sender\n' "$KEY" "$TOKEN" >"$CTX/collector.env"
  printf 'MAILROOM_COLLECTOR_TOKEN=%s\n' "$TOKEN" >"$CTX/sender.env")
 if podman image inspect localhost/mailroom-{collector,sender,postgres,catcher}:latest | grep -qF "$KEY"; then
   fail "an image contains the signing key"
@@ -454,19 +454,30 @@ left=$(podman ps -aq | wc -l)
 # The Secret: Podman 4.3 stores a played `kind: Secret` as YAML but reads secretKeyRef values as
 # JSON (containers/podman#16623), so the test creates the podman secret itself in
 # the form secretKeyRef reads (a JSON object of base64 values) with the keys of kube.yaml's Secret.
+# The database URL is kube.yaml's own with only the credentials, host and database replaced:
+# its TLS options (sslmode=verify-full, sslrootcert in the mounted Secret mailroom-db-ca) stay,
+# the test PostgreSQL serves TLS with a certificate for `postgres` (resolved to the pod's
+# 127.0.0.1 through hostAliases) signed by a CA made for the run, and that CA is the Secret's.
 t=$(now)
+bash "$HERE/make-test-cert.sh" "$W/db-tls" postgres >/dev/null
+chown 999:999 "$W/db-tls/tls.key"  # the test PostgreSQL's uid; PostgreSQL wants it 0600
 (umask 077
  KUBE_KEY=$KEY KUBE_TOKEN=$TOKEN /usr/bin/python3 - "$HERE/kube.yaml" "$KUBE_FILE" "$W/secret.json" \
-   "$CTX/tls" "$W/kube-volumes" <<'EOF'
-import base64, json, os, shutil, sys, yaml
+   "$CTX/tls" "$W/kube-volumes" "$W/db-tls" <<'EOF'
+import base64, json, os, shutil, sys, urllib.parse, yaml
 docs = list(yaml.safe_load_all(open(sys.argv[1])))
 kinds = {(d["kind"], d["metadata"]["name"]): d for d in docs}
 secret = kinds[("Secret", "mailroom-secrets")]
+url = urllib.parse.urlsplit(secret["stringData"]["MAILROOM_DATABASE_URL"])
+query = urllib.parse.parse_qs(url.query)
+assert query.get("sslmode") == ["verify-full"], url.query
+assert query.get("sslrootcert") == ["/etc/mailroom/db-ca/ca.crt"], url.query
 values = {
     "MAILROOM_SECRET_KEY": os.environ["KUBE_KEY"],
-    "MAILROOM_SUBSCRIBER_TOKENS": os.environ["KUBE_TOKEN"] + "@mailroom:subscriber",
+    "MAILROOM_SUBSCRIBER_TOKENS": os.environ["KUBE_TOKEN"] + "@mailroom:sender",
     "MAILROOM_COLLECTOR_TOKEN": os.environ["KUBE_TOKEN"],
-    "MAILROOM_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/postgres",
+    "MAILROOM_DATABASE_URL": urllib.parse.urlunsplit(
+        (url.scheme, "postgres@postgres:5432", "/postgres", url.query, "")),
 }
 assert sorted(secret["stringData"]) == sorted(values), secret["stringData"].keys()
 json.dump({k: base64.b64encode(v.encode()).decode() for k, v in values.items()},
@@ -477,12 +488,19 @@ override = {
     "MAILROOM_LINK_BASE_URL": "https://app.example.test",
     "MAILROOM_BATCH_TIMEOUT": "200",
 }
+db_tls = sys.argv[6]
 containers = [
-    {"name": "postgres", "image": "localhost/mailroom-postgres:latest"},
+    {"name": "postgres", "image": "localhost/mailroom-postgres:latest",
+     "args": ["-c", "ssl=on", "-c", "ssl_cert_file=/etc/pg-tls/tls.crt",
+              "-c", "ssl_key_file=/etc/pg-tls/tls.key"],
+     "volumeMounts": [{"name": "pg-tls", "mountPath": "/etc/pg-tls", "readOnly": True}]},
     {"name": "mailcatcher", "image": "localhost/mailroom-catcher:latest"},
 ]
-volumes = []
+volumes = [{"name": "pg-tls", "hostPath": {"path": db_tls, "type": "Directory"}}]
 tls_files, volume_root = sys.argv[4], sys.argv[5]
+# Where each Secret volume's items come from: the run's collector certificate, the run's
+# database CA.
+secret_files = {"mailroom-collector-tls": tls_files, "mailroom-db-ca": db_tls}
 for dep, replicas in (("mailroom-collector", 2), ("mailroom-sender", 2)):
     d = kinds[("Deployment", dep)]
     assert d["spec"]["replicas"] == replicas, dep
@@ -491,13 +509,13 @@ for dep, replicas in (("mailroom-collector", 2), ("mailroom-sender", 2)):
     for v in spec.get("volumes", []):
         assert v["name"] not in [x["name"] for x in volumes], v["name"]
         sec = v["secret"]
-        assert sec["secretName"] == "mailroom-collector-tls", sec
+        assert sec["secretName"] in secret_files, sec
         host = os.path.join(volume_root, v["name"])
         os.makedirs(host)
         os.chmod(host, 0o755)
         for item in sec["items"]:
             dst = os.path.join(host, item["path"])
-            shutil.copyfile(os.path.join(tls_files, item["key"]), dst)
+            shutil.copyfile(os.path.join(secret_files[sec["secretName"]], item["key"]), dst)
             os.chown(dst, 0, pod_sc.get("fsGroup", 0))
             os.chmod(dst, item.get("mode", sec.get("defaultMode", 0o644)))
         volumes.append({"name": v["name"], "hostPath": {"path": host, "type": "Directory"}})
@@ -516,7 +534,7 @@ for dep, replicas in (("mailroom-collector", 2), ("mailroom-sender", 2)):
 pod = {"apiVersion": "v1", "kind": "Pod",
        "metadata": {"name": "mailroom-kube", "labels": {"app.kubernetes.io/name": "mailroom"}},
        "spec": {"restartPolicy": "OnFailure", "containers": containers, "volumes": volumes,
-                "hostAliases": [{"ip": "127.0.0.1", "hostnames": ["mailroom-collector"]}]}}
+                "hostAliases": [{"ip": "127.0.0.1", "hostnames": ["mailroom-collector", "postgres"]}]}}
 yaml.safe_dump(pod, open(sys.argv[2], "w"), sort_keys=False)
 EOF
 )
@@ -542,6 +560,16 @@ if got=$(wait_mail "$(K mailcatcher)"); then
 else
   fail "kube: no email for a@example.test with token= within 60 s"
   show_logs "$(K migrate)" "$(K collector)" "$(K sender)"
+fi
+# Every client connection PostgreSQL has over TCP (the collector's; psql here uses the socket)
+# is TLS: kube.yaml's sslmode=verify-full was honoured, with the run's CA and the name postgres.
+tls_counts=$(podman exec "$(K postgres)" psql -qAt -X -h /var/run/postgresql -U postgres -c \
+  "SELECT count(*) FILTER (WHERE s.ssl) || ' ' || count(*) FILTER (WHERE NOT s.ssl)
+     FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) WHERE a.client_addr IS NOT NULL" 2>&1)
+if [[ "$tls_counts" =~ ^([1-9][0-9]*)\ 0$ ]]; then
+  pass "kube: the collector's ${BASH_REMATCH[1]} database connections are TLS (sslmode=verify-full), none in clear"
+else
+  fail "kube: database connections TLS / in clear: $tls_counts"
 fi
 expect_tls_log kube "$(K collector)"
 if [ -x "$BUF" ]; then
