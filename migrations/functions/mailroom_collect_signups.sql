@@ -69,10 +69,6 @@ CREATE OR REPLACE FUNCTION mailroom_collect_signups(p_limit INT) RETURNS INT
 DECLARE
     s          mailroom_settings%ROWTYPE;
     v_tids     TID[];
-    v_accounts BIGINT[];
-    v_locked   BIGINT[];
-    v_addrs    TEXT[];
-    v_held     BIGINT[];
     v_taken    BIGINT[];
     v_at       BIGINT[];
     -- The tokens to insert, in the order of address and signup time: the account, the signup's
@@ -91,6 +87,16 @@ DECLARE
     v_k        INT;
     v_later    BIGINT[];
     v_i        BIGINT;
+    -- The first call's ranges still to count (a stack of [lo, hi]), the calls that found a
+    -- counter row being inserted elsewhere, and the addresses left queued for that.
+    v_los      INT[];
+    v_his      INT[];
+    v_lo       INT;
+    v_hi       INT;
+    v_refused  INT := 0;
+    v_busy     TEXT[] := '{}';
+    v_lock_timeout TEXT;
+    v_requeued INT := 0;
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
     -- Nothing queued, or another collection running: return without writing anything. Turns
@@ -103,38 +109,35 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 0;
     END IF;
-    SELECT array_agg(x.ctid), array_agg(x.account) INTO v_tids, v_accounts
-      FROM (SELECT q.ctid, q.account FROM mailroom_signups q
+    -- The queue in its physical order, each row's account locked (SKIP LOCKED) with the existing
+    -- counter row of its address (mailroom_address_requests): a row whose account, or whose
+    -- address's counter row, another transaction holds is passed over, and the scan goes on
+    -- until p_limit rows are taken or the queue ends. One statement: the LIMIT stops the scan
+    -- (and the locking) at the p_limit-th row taken, so a call reads the rows it takes and the
+    -- held ones before them, not the whole queue.
+    SELECT array_agg(x.ctid) INTO v_tids
+      FROM (SELECT q.ctid
+              FROM mailroom_signups q
+              LEFT JOIN LATERAL (SELECT a.id, lower(trim(a.email)) AS address FROM accounts a
+                                  WHERE a.id = q.account
+                                    FOR NO KEY UPDATE SKIP LOCKED) l ON true
+              LEFT JOIN LATERAL (SELECT true AS held FROM accounts a
+                                  WHERE l.id IS NULL AND a.id = q.account LIMIT 1) e ON true
+              LEFT JOIN LATERAL (SELECT r.address FROM mailroom_address_requests r
+                                  WHERE r.address = l.address AND r.action = 'activation'
+                                    FOR UPDATE SKIP LOCKED) k ON true
+              LEFT JOIN LATERAL (SELECT true AS held FROM mailroom_address_requests r
+                                  WHERE k.address IS NULL AND r.address = l.address
+                                    AND r.action = 'activation' LIMIT 1) c ON true
+             WHERE e.held IS NULL AND c.held IS NULL
              LIMIT p_limit) x;
     IF v_tids IS NULL THEN
         RETURN 0;
     END IF;
 
-    -- Each taken row's account, locked (SKIP LOCKED), and its normalised address; an account
-    -- that exists but could not be locked is held by another transaction.
-    SELECT coalesce(array_agg(u.id) FILTER (WHERE l.id IS NOT NULL), '{}'),
-           coalesce(array_agg(lower(trim(l.email))) FILTER (WHERE l.id IS NOT NULL), '{}'),
-           coalesce(array_agg(u.id) FILTER (WHERE e.held), '{}')
-      INTO v_locked, v_addrs, v_held
-      FROM unnest(v_accounts) AS u(id)
-      LEFT JOIN LATERAL (SELECT a.id, a.email FROM accounts a WHERE a.id = u.id
-                            FOR NO KEY UPDATE SKIP LOCKED) l ON true
-      LEFT JOIN LATERAL (SELECT true AS held FROM accounts a
-                          WHERE l.id IS NULL AND a.id = u.id LIMIT 1) e ON true;
-    -- The existing counter rows of those addresses, locked the same way; an account whose
-    -- address has a counter row another transaction holds is held too.
-    SELECT v_held || coalesce(array_agg(x.id) FILTER (WHERE c.held), '{}') INTO v_held
-      FROM unnest(v_locked, v_addrs) AS x(id, address)
-      LEFT JOIN LATERAL (SELECT r.address FROM mailroom_address_requests r
-                          WHERE r.address = x.address AND r.action = 'activation'
-                            FOR UPDATE SKIP LOCKED) k ON true
-      LEFT JOIN LATERAL (SELECT true AS held FROM mailroom_address_requests r
-                          WHERE k.address IS NULL AND r.address = x.address
-                            AND r.action = 'activation' LIMIT 1) c ON true;
-
     WITH d AS (
         DELETE FROM mailroom_signups q
-         WHERE q.ctid = ANY (v_tids) AND q.account <> ALL (v_held)
+         WHERE q.ctid = ANY (v_tids)
         RETURNING q.account, q.requested_at
     )
     SELECT array_agg(d.account), array_agg(d.requested_at) INTO v_taken, v_at FROM d;
@@ -197,22 +200,74 @@ BEGIN
                   FROM unnest(v_address, v_new_at, v_reason)
                        WITH ORDINALITY AS u(address, at, reason, i)
                  WHERE u.reason IS NULL) w;
+        -- The first call meets the counter rows of new addresses, which the scan could not
+        -- lock: one that another transaction is inserting (not yet committed) would make its
+        -- INSERT wait for that transaction. So it runs in a block with a lock_timeout of 1 ms;
+        -- a block that times out is rolled back and its range split in two, each counted
+        -- again, in order, until the address is found. That address's requests stay queued (at
+        -- the end of this function); every other one is counted. Normally one block, no wait;
+        -- for one such address in a batch of n, about 2 log2(n) blocks and log2(n) waits of
+        -- 1 ms. After 16 blocks timed out, a range that times out is left queued whole: a call
+        -- never waits more than about 50 ms in all.
         IF v_round IS NOT NULL THEN
-            v_decided := mailroom_address_limit(v_round_addresses, v_round_at, 'activation',
-                                                s.activation_limit_per_address,
-                                                s.limit_window_seconds);
-            v_k := 0;
-            FOREACH v_one IN ARRAY v_decided LOOP
-                v_k := v_k + 1;
-                v_reason[v_round[v_k]] := v_one;
+            v_lock_timeout := current_setting('lock_timeout');
+            PERFORM set_config('lock_timeout', '1ms', true);
+            v_los := ARRAY[1];
+            v_his := ARRAY[cardinality(v_round)];
+            WHILE cardinality(v_los) > 0 LOOP
+                v_lo := v_los[cardinality(v_los)];
+                v_hi := v_his[cardinality(v_his)];
+                v_los := v_los[1:cardinality(v_los) - 1];
+                v_his := v_his[1:cardinality(v_his) - 1];
+                BEGIN
+                    v_decided := mailroom_address_limit(v_round_addresses[v_lo:v_hi],
+                                                        v_round_at[v_lo:v_hi], 'activation',
+                                                        s.activation_limit_per_address,
+                                                        s.limit_window_seconds);
+                    v_k := v_lo - 1;
+                    FOREACH v_one IN ARRAY v_decided LOOP
+                        v_k := v_k + 1;
+                        v_reason[v_round[v_k]] := v_one;
+                    END LOOP;
+                EXCEPTION WHEN lock_not_available THEN
+                    v_refused := v_refused + 1;
+                    IF v_lo = v_hi OR v_refused > 16 THEN
+                        v_busy := v_busy || v_round_addresses[v_lo:v_hi];
+                    ELSE
+                        -- The left half is on top: the ranges are counted in the arrays' order.
+                        v_los := v_los || (v_lo + v_hi) / 2 + 1 || v_lo;
+                        v_his := v_his || v_hi || (v_lo + v_hi) / 2;
+                    END IF;
+                END;
             END LOOP;
+            PERFORM set_config('lock_timeout', v_lock_timeout, true);
         END IF;
+        -- A later request's address had its first one counted above (its row is locked now),
+        -- or is left queued.
         FOREACH v_i IN ARRAY coalesce(v_later, '{}') LOOP
+            CONTINUE WHEN v_address[v_i] = ANY (v_busy);
             v_reason[v_i] := (mailroom_address_limit(ARRAY[v_address[v_i]], ARRAY[v_new_at[v_i]],
                                                      'activation',
                                                      s.activation_limit_per_address,
                                                      s.limit_window_seconds))[1];
         END LOOP;
+        -- The requests of an address whose counter row is being inserted elsewhere are queued
+        -- again (each account's latest, as collected), for a later call; no token is made.
+        IF cardinality(v_busy) > 0 THEN
+            INSERT INTO mailroom_signups (account, requested_at)
+            SELECT u.account, u.at FROM unnest(v_new, v_new_at, v_address) AS u(account, at, address)
+             WHERE u.address = ANY (v_busy);
+            GET DIAGNOSTICS v_requeued = ROW_COUNT;
+            SELECT array_agg(u.account ORDER BY u.i), array_agg(u.at ORDER BY u.i),
+                   array_agg(u.address ORDER BY u.i), array_agg(u.reason ORDER BY u.i)
+              INTO v_new, v_new_at, v_address, v_reason
+              FROM unnest(v_new, v_new_at, v_address, v_reason)
+                   WITH ORDINALITY AS u(account, at, address, reason, i)
+             WHERE u.address <> ALL (v_busy);
+            IF v_new IS NULL THEN
+                RETURN cardinality(v_taken) - v_requeued;
+            END IF;
+        END IF;
     END IF;
 
     -- The mark is this transaction's id for the INSERT only: cleared at once, whether it
@@ -240,6 +295,6 @@ BEGIN
     -- Deferred again for the rest of the caller's transaction, whatever it had set.
     SET CONSTRAINTS tokens_account_fkey DEFERRED;
     PERFORM setval('mailroom_collection_xact', 0, false);
-    RETURN cardinality(v_taken);
+    RETURN cardinality(v_taken) - v_requeued;
 END;
 $$;
