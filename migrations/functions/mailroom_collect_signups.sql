@@ -11,11 +11,18 @@
 -- the rows the DELETE returns, so a row is never made a token twice; a caller's REPEATABLE
 -- READ snapshot older than the previous collection's commit fails at that DELETE ("could not
 -- serialize access"). The accounts' rows and the existing counter rows of their addresses
--- (mailroom_address_requests) are locked with SKIP LOCKED, and a signup whose account or
--- address another transaction holds (an application transaction that updated the account, or
--- inserted a recovery for the address, and is still open) stays queued for a later call. The other rows are deleted: each is collected exactly
--- once (a crash before the commit leaves it queued). lock_timeout bounds the one wait left, a
--- counter row for a new address that another transaction is inserting at that moment.
+-- (mailroom_address_requests) are locked with SKIP LOCKED as the queue is scanned, and a signup
+-- whose account or address another transaction holds (an application transaction that updated
+-- the account, or asked for an email to the address, and is still open) stays queued for a
+-- later call while the scan goes on past it, until p_limit rows are taken or the queue ends.
+-- The taken rows are deleted: each is collected exactly once (a crash before the commit leaves
+-- it queued). A counter row that another transaction is inserting (a new address, not yet
+-- committed) cannot be seen, so it cannot be skipped that way, and the address's INSERT waits
+-- for that transaction: the address limit's first call for the batch runs in an exception
+-- block with a lock_timeout of 1 ms, bisected until the address is found (below); that
+-- address's requests are queued again, the others counted. Not an advisory lock per address
+-- (any role may take and hold one), nor a block per address (a subtransaction for every
+-- request of the batch): in the normal case one block and no wait.
 --
 -- A token is created only for an account that still exists, is still 'provisioned' and has no
 -- live activation token (one an un-suspension created meanwhile), one per account (its latest
@@ -39,19 +46,19 @@
 -- settings but not lock their row. Nothing is inserted when no token is due: a statement
 -- inserting no row would still fire the wake-up's statement trigger.
 --
--- Plans: the queue is read by the only path there is (a sequential scan stopped at p_limit;
--- the DELETE by ctid) and every other table by index probes per row (accounts' primary key,
--- the counters' primary key, the account's tokens by (account, action, created_at)), whatever
--- the statistics: each look-up of a collected row is a LATERAL subquery with a LIMIT, which the
--- planner cannot turn into a join, and the account's tokens are read newest first with sorts
--- off, an order only that index gives without a sort. With plain joins it read the whole of
--- accounts (and of the counters) on every call when the statistics were older than the table;
--- with a bare LIMIT, on tables never analysed, it chose the dequeue's index (action, txid, id)
--- and read every activation token per account. Those plans do not depend on the arrays' sizes,
--- so they are made once per session (force_generic_plan, as the dequeue's): left to choose,
--- PostgreSQL planned four of the statements again on every call, about 0.6 ms of a call that
--- collects one signup (1.3 ms in all), which is what a collector keeping up with a steady rate
--- does every few milliseconds.
+-- Plans: the queue is read by the only path there is (a sequential scan stopped at the
+-- p_limit-th row taken; the DELETE by ctid) and every other table by index probes per row
+-- (accounts' primary key, the counters' primary key, the account's tokens by (account, action,
+-- created_at)), whatever the statistics: each look-up of a collected row is a LATERAL subquery
+-- with a LIMIT, which the planner cannot turn into a join, and the account's tokens are read
+-- newest first with sorts off, an order only that index gives without a sort. With plain joins
+-- it read the whole of accounts (and of the counters) on every call when the statistics were
+-- older than the table; with a bare LIMIT, on tables never analysed, it chose the dequeue's
+-- index (action, txid, id) and read every activation token per account. Those plans do not
+-- depend on the arrays' sizes, so they are made once per session (force_generic_plan, as the
+-- dequeue's): left to choose, PostgreSQL planned four of the statements again on every call,
+-- about 0.6 ms of a call that collects one signup (1.3 ms in all), which is what a collector
+-- keeping up with a steady rate does every few milliseconds.
 --
 -- The commit is asynchronous, as the dequeue's: waiting for the WAL flush in every collecting
 -- round put a disk flush between every signup and its stream. Any later synchronous commit (a
