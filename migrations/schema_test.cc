@@ -2006,6 +2006,20 @@ TEST_F(SchemaTest, ACollectionScansPastABatchOfHeldSignups) {
   EXPECT_EQ(Int("SELECT count(DISTINCT account) FROM tokens"), 105);
 }
 
+// How many accepted activation requests busy@example.com's counter row holds.
+constexpr char kBusyRequests[] =
+    "SELECT cardinality(times) FROM mailroom_address_requests"
+    " WHERE address = 'busy@example.com' AND action = 'activation'";
+
+// Inserts the counter row of busy@example.com's activations, with two requests in the window, in
+// `holder`'s transaction (an application's request for a new address, left open).
+void InsertTwoRequestsOfBusy(pqxx::work& holder) {
+  holder.exec("INSERT INTO mailroom_address_requests (address, action, times)"
+              " VALUES ('busy@example.com', 'activation',"
+              "         ARRAY[EXTRACT(EPOCH FROM now())::BIGINT - 10,"
+              "               EXTRACT(EPOCH FROM now())::BIGINT - 5])");
+}
+
 // An address whose counter row another transaction is inserting (not yet committed) keeps only
 // its own signups queued: the call neither waits for that transaction nor fails, and collects
 // every other signup of the batch. After the commit the next call collects that address's
@@ -2019,10 +2033,7 @@ TEST_F(LimitsTest, AnAddressWhoseCounterIsBeingInsertedKeepsOnlyItsOwnSignupsQue
        "  FROM generate_series(1, 40) i");
   pqxx::connection app(url_);
   pqxx::work holder(app);
-  holder.exec("INSERT INTO mailroom_address_requests (address, action, times)"
-              " VALUES ('busy@example.com', 'activation',"
-              "         ARRAY[EXTRACT(EPOCH FROM now())::BIGINT - 10,"
-              "               EXTRACT(EPOCH FROM now())::BIGINT - 5])");
+  InsertTwoRequestsOfBusy(holder);
   EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 80);
   EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE NOT rate_limited"), 80);
   EXPECT_EQ(Text("SELECT string_agg(a.login, ',' ORDER BY a.login) FROM mailroom_signups q"
@@ -2037,9 +2048,7 @@ TEST_F(LimitsTest, AnAddressWhoseCounterIsBeingInsertedKeepsOnlyItsOwnSignupsQue
             "busy1:false,busy2:true");
   EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 82);
   EXPECT_EQ(Int("SELECT count(DISTINCT account) FROM tokens"), 82);
-  EXPECT_EQ(Int("SELECT cardinality(times) FROM mailroom_address_requests"
-                " WHERE address = 'busy@example.com' AND action = 'activation'"),
-            3);
+  EXPECT_EQ(Int(kBusyRequests), 3);
 }
 
 // The same, when the other transaction rolls back: the address's signups are then counted as
@@ -2050,10 +2059,7 @@ TEST_F(LimitsTest, AnAddressWhoseCounterInsertRollsBackIsCollectedNext) {
   pqxx::connection app(url_);
   {
     pqxx::work holder(app);
-    holder.exec("INSERT INTO mailroom_address_requests (address, action, times)"
-                " VALUES ('busy@example.com', 'activation',"
-                "         ARRAY[EXTRACT(EPOCH FROM now())::BIGINT - 10,"
-                "               EXTRACT(EPOCH FROM now())::BIGINT - 5])");
+    InsertTwoRequestsOfBusy(holder);
     EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 2);
     EXPECT_EQ(Int("SELECT count(*) FROM mailroom_signups"), 2);
     holder.abort();
@@ -2061,9 +2067,7 @@ TEST_F(LimitsTest, AnAddressWhoseCounterInsertRollsBackIsCollectedNext) {
   EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 2);
   EXPECT_EQ(Int("SELECT count(*) FROM mailroom_signups"), 0);
   EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE NOT rate_limited"), 4);
-  EXPECT_EQ(Int("SELECT cardinality(times) FROM mailroom_address_requests"
-                " WHERE address = 'busy@example.com' AND action = 'activation'"),
-            2);
+  EXPECT_EQ(Int(kBusyRequests), 2);
 }
 
 // A collection that finds nothing to make inserts no row, so it sends no NOTIFY even while a
