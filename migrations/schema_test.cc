@@ -1983,6 +1983,97 @@ TEST_F(SchemaTest, ACollectionSkipsSignupsWhoseRowsTheApplicationHolds) {
   EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 3);
 }
 
+// A collection keeps scanning past the signups it must skip: with a whole batch's worth of
+// queued signups whose accounts an open transaction holds at the queue's head, one call still
+// collects the signups queued behind them; the held ones on the first call after the commit,
+// each once.
+TEST_F(SchemaTest, ACollectionScansPastABatchOfHeldSignups) {
+  Exec("INSERT INTO accounts (email, login) SELECT 'held' || i || '@example.com', 'held' || i"
+       "  FROM generate_series(1, 100) i");
+  Exec("INSERT INTO accounts (email, login) SELECT 'free' || i || '@example.com', 'free' || i"
+       "  FROM generate_series(1, 5) i");
+  pqxx::connection app(url_);
+  pqxx::work holder(app);
+  EXPECT_EQ(holder.exec("UPDATE accounts SET locale = 'de' WHERE login LIKE 'held%'")
+                .affected_rows(),
+            100u);
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 5);
+  EXPECT_EQ(Text("SELECT string_agg(a.login, ',' ORDER BY a.login) FROM tokens t"
+                 "  JOIN accounts a ON a.id = t.account"),
+            "free1,free2,free3,free4,free5");
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_signups"), 100);
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 0);  // only held ones left
+  holder.commit();
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 100);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_signups"), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 105);
+  EXPECT_EQ(Int("SELECT count(DISTINCT account) FROM tokens"), 105);
+}
+
+// How many accepted activation requests busy@example.com's counter row holds.
+constexpr char kBusyRequests[] =
+    "SELECT cardinality(times) FROM mailroom_address_requests"
+    " WHERE address = 'busy@example.com' AND action = 'activation'";
+
+// Inserts the counter row of busy@example.com's activations, with two requests in the window, in
+// `holder`'s transaction (an application's request for a new address, left open).
+void InsertTwoRequestsOfBusy(pqxx::work& holder) {
+  holder.exec("INSERT INTO mailroom_address_requests (address, action, times)"
+              " VALUES ('busy@example.com', 'activation',"
+              "         ARRAY[EXTRACT(EPOCH FROM now())::BIGINT - 10,"
+              "               EXTRACT(EPOCH FROM now())::BIGINT - 5])");
+}
+
+// An address whose counter row another transaction is inserting (not yet committed) keeps only
+// its own signups queued: the call neither waits for that transaction nor fails, and collects
+// every other signup of the batch. After the commit the next call collects that address's
+// signups once, counted after the committed requests (the per-address limit is 3).
+TEST_F(LimitsTest, AnAddressWhoseCounterIsBeingInsertedKeepsOnlyItsOwnSignupsQueued) {
+  Exec("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com', 'u' || i"
+       "  FROM generate_series(1, 40) i");
+  Exec("INSERT INTO accounts (email, login) VALUES ('Busy@Example.com', 'busy1'),"
+       " ('busy@example.com ', 'busy2')");
+  Exec("INSERT INTO accounts (email, login) SELECT 'v' || i || '@example.com', 'v' || i"
+       "  FROM generate_series(1, 40) i");
+  pqxx::connection app(url_);
+  pqxx::work holder(app);
+  InsertTwoRequestsOfBusy(holder);
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 80);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE NOT rate_limited"), 80);
+  EXPECT_EQ(Text("SELECT string_agg(a.login, ',' ORDER BY a.login) FROM mailroom_signups q"
+                 "  JOIN accounts a ON a.id = q.account"),
+            "busy1,busy2");
+  holder.commit();
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 2);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_signups"), 0);
+  EXPECT_EQ(Text("SELECT string_agg(a.login || ':' || t.rate_limited, ',' ORDER BY a.login)"
+                 "  FROM tokens t JOIN accounts a ON a.id = t.account"
+                 " WHERE a.login LIKE 'busy%'"),
+            "busy1:false,busy2:true");
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 82);
+  EXPECT_EQ(Int("SELECT count(DISTINCT account) FROM tokens"), 82);
+  EXPECT_EQ(Int(kBusyRequests), 3);
+}
+
+// The same, when the other transaction rolls back: the address's signups are then counted as
+// its first requests.
+TEST_F(LimitsTest, AnAddressWhoseCounterInsertRollsBackIsCollectedNext) {
+  Exec("INSERT INTO accounts (email, login) VALUES ('a@example.com', 'a'),"
+       " ('Busy@Example.com', 'busy1'), ('busy@example.com ', 'busy2'), ('z@example.com', 'z')");
+  pqxx::connection app(url_);
+  {
+    pqxx::work holder(app);
+    InsertTwoRequestsOfBusy(holder);
+    EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 2);
+    EXPECT_EQ(Int("SELECT count(*) FROM mailroom_signups"), 2);
+    holder.abort();
+  }
+  EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 2);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_signups"), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE NOT rate_limited"), 4);
+  EXPECT_EQ(Int(kBusyRequests), 2);
+}
+
 // A collection that finds nothing to make inserts no row, so it sends no NOTIFY even while a
 // collector is idle (a statement trigger fires for a statement that inserts nothing): an idle
 // collector's own polls must not wake it.

@@ -11,11 +11,18 @@
 -- the rows the DELETE returns, so a row is never made a token twice; a caller's REPEATABLE
 -- READ snapshot older than the previous collection's commit fails at that DELETE ("could not
 -- serialize access"). The accounts' rows and the existing counter rows of their addresses
--- (mailroom_address_requests) are locked with SKIP LOCKED, and a signup whose account or
--- address another transaction holds (an application transaction that updated the account, or
--- inserted a recovery for the address, and is still open) stays queued for a later call. The other rows are deleted: each is collected exactly
--- once (a crash before the commit leaves it queued). lock_timeout bounds the one wait left, a
--- counter row for a new address that another transaction is inserting at that moment.
+-- (mailroom_address_requests) are locked with SKIP LOCKED as the queue is scanned, and a signup
+-- whose account or address another transaction holds (an application transaction that updated
+-- the account, or asked for an email to the address, and is still open) stays queued for a
+-- later call while the scan goes on past it, until p_limit rows are taken or the queue ends.
+-- The taken rows are deleted: each is collected exactly once (a crash before the commit leaves
+-- it queued). A counter row that another transaction is inserting (a new address, not yet
+-- committed) cannot be seen, so it cannot be skipped that way, and the address's INSERT waits
+-- for that transaction: the address limit's first call for the batch runs in an exception
+-- block with a lock_timeout of 1 ms, bisected until the address is found (below); that
+-- address's requests are queued again, the others counted. Not an advisory lock per address
+-- (any role may take and hold one), nor a block per address (a subtransaction for every
+-- request of the batch): in the normal case one block and no wait.
 --
 -- A token is created only for an account that still exists, is still 'provisioned' and has no
 -- live activation token (one an un-suspension created meanwhile), one per account (its latest
@@ -39,19 +46,19 @@
 -- settings but not lock their row. Nothing is inserted when no token is due: a statement
 -- inserting no row would still fire the wake-up's statement trigger.
 --
--- Plans: the queue is read by the only path there is (a sequential scan stopped at p_limit;
--- the DELETE by ctid) and every other table by index probes per row (accounts' primary key,
--- the counters' primary key, the account's tokens by (account, action, created_at)), whatever
--- the statistics: each look-up of a collected row is a LATERAL subquery with a LIMIT, which the
--- planner cannot turn into a join, and the account's tokens are read newest first with sorts
--- off, an order only that index gives without a sort. With plain joins it read the whole of
--- accounts (and of the counters) on every call when the statistics were older than the table;
--- with a bare LIMIT, on tables never analysed, it chose the dequeue's index (action, txid, id)
--- and read every activation token per account. Those plans do not depend on the arrays' sizes,
--- so they are made once per session (force_generic_plan, as the dequeue's): left to choose,
--- PostgreSQL planned four of the statements again on every call, about 0.6 ms of a call that
--- collects one signup (1.3 ms in all), which is what a collector keeping up with a steady rate
--- does every few milliseconds.
+-- Plans: the queue is read by the only path there is (a sequential scan stopped at the
+-- p_limit-th row taken; the DELETE by ctid) and every other table by index probes per row
+-- (accounts' primary key, the counters' primary key, the account's tokens by (account, action,
+-- created_at)), whatever the statistics: each look-up of a collected row is a LATERAL subquery
+-- with a LIMIT, which the planner cannot turn into a join, and the account's tokens are read
+-- newest first with sorts off, an order only that index gives without a sort. With plain joins
+-- it read the whole of accounts (and of the counters) on every call when the statistics were
+-- older than the table; with a bare LIMIT, on tables never analysed, it chose the dequeue's
+-- index (action, txid, id) and read every activation token per account. Those plans do not
+-- depend on the arrays' sizes, so they are made once per session (force_generic_plan, as the
+-- dequeue's): left to choose, PostgreSQL planned four of the statements again on every call,
+-- about 0.6 ms of a call that collects one signup (1.3 ms in all), which is what a collector
+-- keeping up with a steady rate does every few milliseconds.
 --
 -- The commit is asynchronous, as the dequeue's: waiting for the WAL flush in every collecting
 -- round put a disk flush between every signup and its stream. Any later synchronous commit (a
@@ -70,10 +77,6 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_collect_signups(p_limit INT) RETURN
 DECLARE
     s          mailroom_settings%ROWTYPE;
     v_tids     TID[];
-    v_accounts BIGINT[];
-    v_locked   BIGINT[];
-    v_addrs    TEXT[];
-    v_held     BIGINT[];
     v_taken    BIGINT[];
     v_at       BIGINT[];
     -- The tokens to insert, in the order of address and signup time: the account, the signup's
@@ -92,6 +95,16 @@ DECLARE
     v_k        INT;
     v_later    BIGINT[];
     v_i        BIGINT;
+    -- The first call's ranges still to count (a stack of [lo, hi]), the calls that found a
+    -- counter row being inserted elsewhere, and the addresses left queued for that.
+    v_los      INT[];
+    v_his      INT[];
+    v_lo       INT;
+    v_hi       INT;
+    v_refused  INT := 0;
+    v_busy     TEXT[] := '{}';
+    v_lock_timeout TEXT;
+    v_requeued INT := 0;
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
     -- Nothing queued, or another collection running: return without writing anything. Turns
@@ -104,38 +117,35 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 0;
     END IF;
-    SELECT array_agg(x.ctid), array_agg(x.account) INTO v_tids, v_accounts
-      FROM (SELECT q.ctid, q.account FROM mailroom_signups q
+    -- The queue in its physical order, each row's account locked (SKIP LOCKED) with the existing
+    -- counter row of its address (mailroom_address_requests): a row whose account, or whose
+    -- address's counter row, another transaction holds is passed over, and the scan goes on
+    -- until p_limit rows are taken or the queue ends. One statement: the LIMIT stops the scan
+    -- (and the locking) at the p_limit-th row taken, so a call reads the rows it takes and the
+    -- held ones before them, not the whole queue.
+    SELECT array_agg(x.ctid) INTO v_tids
+      FROM (SELECT q.ctid
+              FROM mailroom_signups q
+              LEFT JOIN LATERAL (SELECT a.id, lower(trim(a.email)) AS address FROM accounts a
+                                  WHERE a.id = q.account
+                                    FOR NO KEY UPDATE SKIP LOCKED) l ON true
+              LEFT JOIN LATERAL (SELECT true AS held FROM accounts a
+                                  WHERE l.id IS NULL AND a.id = q.account LIMIT 1) e ON true
+              LEFT JOIN LATERAL (SELECT r.address FROM mailroom_address_requests r
+                                  WHERE r.address = l.address AND r.action = 'activation'
+                                    FOR UPDATE SKIP LOCKED) k ON true
+              LEFT JOIN LATERAL (SELECT true AS held FROM mailroom_address_requests r
+                                  WHERE k.address IS NULL AND r.address = l.address
+                                    AND r.action = 'activation' LIMIT 1) c ON true
+             WHERE e.held IS NULL AND c.held IS NULL
              LIMIT p_limit) x;
     IF v_tids IS NULL THEN
         RETURN 0;
     END IF;
 
-    -- Each taken row's account, locked (SKIP LOCKED), and its normalised address; an account
-    -- that exists but could not be locked is held by another transaction.
-    SELECT coalesce(array_agg(u.id) FILTER (WHERE l.id IS NOT NULL), '{}'),
-           coalesce(array_agg(lower(trim(l.email))) FILTER (WHERE l.id IS NOT NULL), '{}'),
-           coalesce(array_agg(u.id) FILTER (WHERE e.held), '{}')
-      INTO v_locked, v_addrs, v_held
-      FROM unnest(v_accounts) AS u(id)
-      LEFT JOIN LATERAL (SELECT a.id, a.email FROM accounts a WHERE a.id = u.id
-                            FOR NO KEY UPDATE SKIP LOCKED) l ON true
-      LEFT JOIN LATERAL (SELECT true AS held FROM accounts a
-                          WHERE l.id IS NULL AND a.id = u.id LIMIT 1) e ON true;
-    -- The existing counter rows of those addresses, locked the same way; an account whose
-    -- address has a counter row another transaction holds is held too.
-    SELECT v_held || coalesce(array_agg(x.id) FILTER (WHERE c.held), '{}') INTO v_held
-      FROM unnest(v_locked, v_addrs) AS x(id, address)
-      LEFT JOIN LATERAL (SELECT r.address FROM mailroom_address_requests r
-                          WHERE r.address = x.address AND r.action = 'activation'
-                            FOR UPDATE SKIP LOCKED) k ON true
-      LEFT JOIN LATERAL (SELECT true AS held FROM mailroom_address_requests r
-                          WHERE k.address IS NULL AND r.address = x.address
-                            AND r.action = 'activation' LIMIT 1) c ON true;
-
     WITH d AS (
         DELETE FROM mailroom_signups q
-         WHERE q.ctid = ANY (v_tids) AND q.account <> ALL (v_held)
+         WHERE q.ctid = ANY (v_tids)
         RETURNING q.account, q.requested_at
     )
     SELECT array_agg(d.account), array_agg(d.requested_at) INTO v_taken, v_at FROM d;
@@ -198,22 +208,74 @@ BEGIN
                   FROM unnest(v_address, v_new_at, v_reason)
                        WITH ORDINALITY AS u(address, at, reason, i)
                  WHERE u.reason IS NULL) w;
+        -- The first call meets the counter rows of new addresses, which the scan could not
+        -- lock: one that another transaction is inserting (not yet committed) would make its
+        -- INSERT wait for that transaction. So it runs in a block with a lock_timeout of 1 ms;
+        -- a block that times out is rolled back and its range split in two, each counted
+        -- again, in order, until the address is found. That address's requests stay queued (at
+        -- the end of this function); every other one is counted. Normally one block, no wait;
+        -- for one such address in a batch of n, about 2 log2(n) blocks and log2(n) waits of
+        -- 1 ms. After 16 blocks timed out, a range that times out is left queued whole: a call
+        -- never waits more than about 50 ms in all.
         IF v_round IS NOT NULL THEN
-            v_decided := mailroom_address_limit(v_round_addresses, v_round_at, 'activation',
-                                                s.activation_limit_per_address,
-                                                s.limit_window_seconds);
-            v_k := 0;
-            FOREACH v_one IN ARRAY v_decided LOOP
-                v_k := v_k + 1;
-                v_reason[v_round[v_k]] := v_one;
+            v_lock_timeout := current_setting('lock_timeout');
+            PERFORM set_config('lock_timeout', '1ms', true);
+            v_los := ARRAY[1];
+            v_his := ARRAY[cardinality(v_round)];
+            WHILE cardinality(v_los) > 0 LOOP
+                v_lo := v_los[cardinality(v_los)];
+                v_hi := v_his[cardinality(v_his)];
+                v_los := v_los[1:cardinality(v_los) - 1];
+                v_his := v_his[1:cardinality(v_his) - 1];
+                BEGIN
+                    v_decided := mailroom_address_limit(v_round_addresses[v_lo:v_hi],
+                                                        v_round_at[v_lo:v_hi], 'activation',
+                                                        s.activation_limit_per_address,
+                                                        s.limit_window_seconds);
+                    v_k := v_lo - 1;
+                    FOREACH v_one IN ARRAY v_decided LOOP
+                        v_k := v_k + 1;
+                        v_reason[v_round[v_k]] := v_one;
+                    END LOOP;
+                EXCEPTION WHEN lock_not_available THEN
+                    v_refused := v_refused + 1;
+                    IF v_lo = v_hi OR v_refused > 16 THEN
+                        v_busy := v_busy || v_round_addresses[v_lo:v_hi];
+                    ELSE
+                        -- The left half is on top: the ranges are counted in the arrays' order.
+                        v_los := v_los || (v_lo + v_hi) / 2 + 1 || v_lo;
+                        v_his := v_his || v_hi || (v_lo + v_hi) / 2;
+                    END IF;
+                END;
             END LOOP;
+            PERFORM set_config('lock_timeout', v_lock_timeout, true);
         END IF;
+        -- A later request's address had its first one counted above (its row is locked now),
+        -- or is left queued.
         FOREACH v_i IN ARRAY coalesce(v_later, '{}') LOOP
+            CONTINUE WHEN v_address[v_i] = ANY (v_busy);
             v_reason[v_i] := (mailroom_address_limit(ARRAY[v_address[v_i]], ARRAY[v_new_at[v_i]],
                                                      'activation',
                                                      s.activation_limit_per_address,
                                                      s.limit_window_seconds))[1];
         END LOOP;
+        -- The requests of an address whose counter row is being inserted elsewhere are queued
+        -- again (each account's latest, as collected), for a later call; no token is made.
+        IF cardinality(v_busy) > 0 THEN
+            INSERT INTO mailroom_signups (account, requested_at)
+            SELECT u.account, u.at FROM unnest(v_new, v_new_at, v_address) AS u(account, at, address)
+             WHERE u.address = ANY (v_busy);
+            GET DIAGNOSTICS v_requeued = ROW_COUNT;
+            SELECT array_agg(u.account ORDER BY u.i), array_agg(u.at ORDER BY u.i),
+                   array_agg(u.address ORDER BY u.i), array_agg(u.reason ORDER BY u.i)
+              INTO v_new, v_new_at, v_address, v_reason
+              FROM unnest(v_new, v_new_at, v_address, v_reason)
+                   WITH ORDINALITY AS u(account, at, address, reason, i)
+             WHERE u.address <> ALL (v_busy);
+            IF v_new IS NULL THEN
+                RETURN cardinality(v_taken) - v_requeued;
+            END IF;
+        END IF;
     END IF;
 
     -- The mark is this transaction's id for the INSERT only: cleared at once, whether it
@@ -241,6 +303,6 @@ BEGIN
     -- Deferred again for the rest of the caller's transaction, whatever it had set.
     SET CONSTRAINTS tokens_account_fkey DEFERRED;
     PERFORM setval('mailroom_collection_xact', 0, false);
-    RETURN cardinality(v_taken);
+    RETURN cardinality(v_taken) - v_requeued;
 END;
 $$;
