@@ -13,15 +13,27 @@
 //                       [--fsync=on|off] [--max_in_flight=N]
 // Needs postfix's smtp-sink/smtp-source (apt-get install postfix) and, for SES,
 // MAILROOM_NODE_MODULES (the npm peers, as for the integration tests).
+//
+// At a network distance: --rtt_ms=20,50,100 puts bench/latency_proxy.py (half the round trip
+// each way) between the sender and its peer (smtp-sink, the SES front) and between smtp-source
+// and the sink, and runs every round trip with every count of --connections=16,64,128 (one
+// sender per run, MAILROOM_CONNECTIONS and smtp-source's sessions alike; MAILROOM_MAX_IN_FLIGHT
+// 4 x the connections unless --max_in_flight). Each run also prints what the proxy counted of
+// the SMTP conversations (round trips per message, bodies awaiting their reply at once), and a
+// table of every run's emails/s closes the output. --sender=PATH times another sender binary
+// (an earlier build, for before/after runs); --no_ceiling skips smtp-source.
+// bash bench/distance_bench.sh wraps it.
 #include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <pqxx/pqxx>
 #include <thread>
 
@@ -165,10 +177,35 @@ void Queue(const std::string& url, int from, int n) {
 struct Options {
   int messages = 20000;
   int ses_messages = 2000;
-  int connections = 8;
+  std::vector<int> connections = {8};
   bool durable = true;
-  int max_in_flight = 0;  // 0: the sender's default
+  int max_in_flight = 0;  // 0: the sender's default (at a distance: 4 x the connections)
+  std::vector<int> rtt_ms;  // empty: no proxy
+  std::string sender;       // "": the built sender
+  bool ceiling = true;      // time smtp-source
 };
+
+// A latency proxy (bench/latency_proxy.py) in front of 127.0.0.1:`upstream`, `rtt_ms` of
+// round trip, counting the SMTP conversations into `stats_file`.
+std::unique_ptr<Process> StartProxy(int rtt_ms, int upstream, int* port,
+                                    const std::string& stats_file, const std::string& log) {
+  *port = testing::FreePort();
+  return Spawn({"/usr/bin/python3", testing::Runfile("mailroom/bench/latency_proxy.py"),
+                "--listen", absl::StrCat("127.0.0.1:", *port), "--upstream",
+                absl::StrCat("127.0.0.1:", upstream), "--delay-ms", absl::StrCat(rtt_ms / 2.0),
+                "--stats", stats_file},
+               {}, log, "ready");
+}
+
+// Stops a proxy started by StartProxy and returns the first line of its statistics.
+std::string StopProxy(std::unique_ptr<Process> proxy, const std::string& stats_file) {
+  proxy->Signal(SIGTERM);
+  (void)proxy->Wait(absl::Seconds(10));
+  std::ifstream in(stats_file);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
 
 class Pipeline {
  public:
@@ -221,13 +258,13 @@ class Pipeline {
         {"MAILROOM_METRICS_ADDRESS", "off"},
         {"MAILROOM_HEALTH_ADDRESS", "off"},
         {"MAILROOM_BUDGET", "unlimited"},
-        {"MAILROOM_CONNECTIONS", absl::StrCat(o_.connections)},
+        {"MAILROOM_CONNECTIONS", absl::StrCat(o_.connections.front())},
         {"MAILROOM_SENDER_NAME", name},
         {"GNUTLS_NO_IMPLICIT_INIT", "1"},  // as in the container images
     };
     if (o_.max_in_flight > 0) all["MAILROOM_MAX_IN_FLIGHT"] = absl::StrCat(o_.max_in_flight);
     for (auto& [k, v] : env) all[k] = v;
-    return Spawn({testing::Runfile("mailroom/sender/sender")}, all,
+    return Spawn({o_.sender.empty() ? testing::Runfile("mailroom/sender/sender") : o_.sender}, all,
                  absl::StrCat(dir_, "/", name, ".log"), "msg=subscribed");
   }
 
@@ -242,10 +279,10 @@ class Pipeline {
     (void)sender->Wait(absl::Seconds(20));
   }
 
-  // Queues n tokens, starts a sender with `env` and times it to the last delivery sent.
-  // `peer` (the SMTP sink's pid, or 0) is counted in the CPU breakdown.
-  void Run(const std::string& label, int n, const std::map<std::string, std::string>& env,
-           pid_t peer = 0) {
+  // Queues n tokens, starts a sender with `env` and times it to the last delivery sent;
+  // returns its emails/s. `peer` (the SMTP sink's pid, or 0) is counted in the CPU breakdown.
+  double Run(const std::string& label, int n, const std::map<std::string, std::string>& env,
+             pid_t peer = 0) {
     Queue(url_, queued_, n);
     queued_ += n;
     pqxx::connection poll(url_);  // one connection for all the polling below
@@ -341,6 +378,7 @@ class Pipeline {
     std::fflush(stdout);
     sender->Signal(SIGTERM);
     (void)sender->Wait(absl::Seconds(30));
+    return sent / secs;
   }
 
   const std::string& dir() const { return dir_; }
@@ -354,12 +392,141 @@ class Pipeline {
   int queued_ = 0;
 };
 
+// Times postfix's smtp-source: `n` messages of 1500 bytes over `sessions` sessions to `addr`,
+// each session closed after its message (-d, its usual mode); messages per second.
+double SmtpSource(const std::string& addr, int sessions, int n, bool* ok) {
+  absl::Time t0 = absl::Now();
+  int rc = std::system(absl::StrCat("/usr/sbin/smtp-source -d -l 1500 -m ", n, " -s ", sessions,
+                                    " -f no-reply@example.test -t bench@example.test ", addr,
+                                    " >/dev/null 2>&1").c_str());
+  *ok = rc == 0;
+  return n / absl::ToDoubleSeconds(absl::Now() - t0);
+}
+
+// The SES v2 emulator behind the project's SigV4-checking front; `front_port` is the front's.
+struct SesPeer {
+  std::unique_ptr<Process> emulator, front;
+  int front_port = 0;
+};
+
+// Starts the SES peer, or returns nullopt (printed) without MAILROOM_NODE_MODULES.
+std::optional<SesPeer> StartSes(const std::string& dir) {
+  const char* modules = std::getenv("MAILROOM_NODE_MODULES");
+  if (modules == nullptr || *modules == '\0') {
+    std::printf("  ses: skipped (MAILROOM_NODE_MODULES unset)\n");
+    return std::nullopt;
+  }
+  SesPeer ses;
+  int emu = testing::FreePort();
+  ses.front_port = testing::FreePort();
+  ses.emulator = Spawn({"node", absl::StrCat(modules, "/aws-ses-v2-local/dist/cli.js"), "--host",
+                        "127.0.0.1", "--port", absl::StrCat(emu)},
+                       {}, dir + "/ses.log", "server running");
+  // The front's account quota would cap the sender at 14/s (its GetAccount default): the
+  // run measures the pipeline, so the account allows far more than it can send.
+  const std::string account = dir + "/account.json";
+  std::ofstream(account) << R"({"SendQuota": {"MaxSendRate": 1000000.0, "Max24HourSend": 1e12}})";
+  ses.front = Spawn({"/usr/bin/python3", testing::Runfile("mailroom/sender/testing/ses_front.py"),
+                     "--port", absl::StrCat(ses.front_port), "--upstream",
+                     absl::StrCat("http://127.0.0.1:", emu), "--access-key", "AKIDEXAMPLE",
+                     "--secret-key", kAwsSecret, "--throttle-first", "0", "--account-file",
+                     account},
+                    {}, dir + "/front.log", "ready");
+  return ses;
+}
+
+std::map<std::string, std::string> SesEnv(int port) {
+  return {{"MAILROOM_TRANSPORT", "ses"},
+          {"MAILROOM_SES_ENDPOINT", absl::StrCat("http://127.0.0.1:", port)},
+          {"MAILROOM_SES_REGION", "us-east-1"},
+          {"AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
+          {"AWS_SECRET_ACCESS_KEY", kAwsSecret}};
+}
+
+// Every --rtt_ms with every --connections, through latency proxies: smtp-source, the
+// pipeline over SMTP, the pipeline over SES; then the table.
+void Distance(Pipeline& p, const Options& o, int sink_port, pid_t sink_pid) {
+  std::optional<SesPeer> ses;
+  if (o.ses_messages > 0) ses = StartSes(p.dir());
+  struct Row {
+    int rtt_ms, connections;
+    double source = -1, smtp = -1, ses = -1;
+    std::string round_trips;
+  };
+  std::vector<Row> rows;
+  int run = 0;
+  for (int rtt : o.rtt_ms) {
+    for (int c : o.connections) {
+      Row row{rtt, c};
+      const std::string stats = absl::StrCat(p.dir(), "/proxy", ++run, ".stats");
+      const std::string log = absl::StrCat(p.dir(), "/proxy", run, ".log");
+      int port = 0;
+      const std::string at = absl::StrCat(rtt, " ms RTT, ", c, " connections");
+      if (o.ceiling && o.messages > 0) {
+        auto proxy = StartProxy(rtt, sink_port, &port, stats + ".source", log);
+        bool ok = true;
+        row.source = SmtpSource(absl::StrCat("127.0.0.1:", port), c, o.messages, &ok);
+        const std::string counted = StopProxy(std::move(proxy), stats + ".source");
+        std::printf("  smtp-source, %s: %d messages: %.0f msg/s%s\n    proxy: %s\n",
+                    at.c_str(), o.messages, row.source, ok ? "" : " (smtp-source failed)",
+                    counted.c_str());
+      }
+      std::map<std::string, std::string> window = {
+          {"MAILROOM_CONNECTIONS", absl::StrCat(c)},
+          {"MAILROOM_MAX_IN_FLIGHT",
+           absl::StrCat(o.max_in_flight > 0 ? o.max_in_flight : std::max(100, 4 * c))}};
+      if (o.messages > 0) {
+        auto proxy = StartProxy(rtt, sink_port, &port, stats + ".smtp", log);
+        std::map<std::string, std::string> env = {
+            {"MAILROOM_TRANSPORT", "smtp"},
+            {"MAILROOM_SMTP_URL", absl::StrCat("smtp://127.0.0.1:", port)},
+            {"MAILROOM_SMTP_ALLOW_PLAIN", "true"}};
+        env.insert(window.begin(), window.end());
+        row.smtp = p.Run(absl::StrCat("smtp, ", at), o.messages, env, sink_pid);
+        row.round_trips = StopProxy(std::move(proxy), stats + ".smtp");
+        std::printf("    proxy: %s\n", row.round_trips.c_str());
+      }
+      if (ses) {
+        auto proxy = StartProxy(rtt, ses->front_port, &port, stats + ".ses", log);
+        std::map<std::string, std::string> env = SesEnv(port);
+        env.insert(window.begin(), window.end());
+        row.ses = p.Run(absl::StrCat("ses, ", at), o.ses_messages, env);
+        (void)StopProxy(std::move(proxy), stats + ".ses");
+      }
+      rows.push_back(row);
+      std::fflush(stdout);
+    }
+  }
+  auto cell = [](double v) { return v < 0 ? std::string("-") : absl::StrCat(std::lround(v)); };
+  std::printf("\n| RTT | connections | mailroom SMTP | smtp-source -d | mailroom SES |"
+              " SMTP round trips per message (proxy) |\n|---|---|---|---|---|---|\n");
+  for (const Row& r : rows) {
+    std::string turns = "-";
+    const size_t at = r.round_trips.find("turns_per_message=");
+    if (at != std::string::npos) {
+      turns = r.round_trips.substr(at + 18, r.round_trips.find(' ', at) - at - 18);
+    }
+    std::printf("| %d ms | %d | %s | %s | %s | %s |\n", r.rtt_ms, r.connections,
+                cell(r.smtp).c_str(), cell(r.source).c_str(), cell(r.ses).c_str(), turns.c_str());
+  }
+}
+
 }  // namespace
 }  // namespace mailroom
 
 int main(int argc, char** argv) {
   using namespace mailroom;
   Options o;
+  // "16,64,128" into `out`; false on anything but positive integers.
+  auto ints = [](absl::string_view list, std::vector<int>* out) {
+    out->clear();
+    for (absl::string_view v : absl::StrSplit(list, ',')) {
+      int n = 0;
+      if (!absl::SimpleAtoi(v, &n) || n <= 0) return false;
+      out->push_back(n);
+    }
+    return !out->empty();
+  };
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
     bool ok = true;
@@ -368,7 +535,13 @@ int main(int argc, char** argv) {
     } else if (absl::ConsumePrefix(&a, "--ses_messages=")) {
       ok = absl::SimpleAtoi(a, &o.ses_messages);
     } else if (absl::ConsumePrefix(&a, "--connections=")) {
-      ok = absl::SimpleAtoi(a, &o.connections);
+      ok = ints(a, &o.connections);
+    } else if (absl::ConsumePrefix(&a, "--rtt_ms=")) {
+      ok = ints(a, &o.rtt_ms);
+    } else if (absl::ConsumePrefix(&a, "--sender=")) {
+      o.sender = std::string(a);
+    } else if (a == "--no_ceiling") {
+      o.ceiling = false;
     } else if (absl::ConsumePrefix(&a, "--max_in_flight=")) {
       ok = absl::SimpleAtoi(a, &o.max_in_flight);
     } else if (absl::ConsumePrefix(&a, "--fsync=")) {
@@ -378,6 +551,9 @@ int main(int argc, char** argv) {
     }
     if (!ok) Die(absl::StrCat("bad argument ", argv[i]));
   }
+  if (o.rtt_ms.empty() && o.connections.size() > 1) {
+    Die("several --connections need --rtt_ms (the distance runs)");
+  }
   // Without the sink the sender's connections are refused and the run would wait for ever.
   for (const char* tool : {"/usr/sbin/smtp-sink", "/usr/sbin/smtp-source"}) {
     if (access(tool, X_OK) != 0) {
@@ -386,8 +562,6 @@ int main(int argc, char** argv) {
     }
   }
   Pipeline p(o);
-  std::printf("pipeline collector -> gRPC -> sender -> peer, budget unlimited, %d connections,"
-              " PostgreSQL fsync=%s\n", o.connections, o.durable ? "on" : "off");
   // smtp-sink binds with SO_REUSEPORT; it lives in its own process group, killed on exit.
   int sink_port = testing::FreePort();
   std::string sink_addr = absl::StrCat("127.0.0.1:", sink_port);
@@ -396,49 +570,33 @@ int main(int argc, char** argv) {
   if (!testing::WaitForListener(sink_port, absl::Seconds(10))) {
     Die("smtp-sink did not start listening within 10 s (see sink.log)");
   }
+  if (!o.rtt_ms.empty()) {
+    std::printf("pipeline collector -> gRPC -> sender -> latency proxy -> peer, budget unlimited,"
+                " PostgreSQL fsync=%s, sender %s\n", o.durable ? "on" : "off",
+                o.sender.empty() ? "as built" : o.sender.c_str());
+    Distance(p, o, sink_port, sink->pid());
+    return 0;
+  }
+  const int connections = o.connections.front();
+  std::printf("pipeline collector -> gRPC -> sender -> peer, budget unlimited, %d connections,"
+              " PostgreSQL fsync=%s\n", connections, o.durable ? "on" : "off");
   std::map<std::string, std::string> smtp = {
       {"MAILROOM_TRANSPORT", "smtp"},
       {"MAILROOM_SMTP_URL", absl::StrCat("smtp://", sink_addr)},
       {"MAILROOM_SMTP_ALLOW_PLAIN", "true"}};
   p.Idle(smtp);
   if (o.messages > 0) {
-    absl::Time t0 = absl::Now();
-    int rc = std::system(absl::StrCat("/usr/sbin/smtp-source -d -l 1500 -m ", o.messages, " -s ",
-                                      o.connections, " -f no-reply@example.test -t bench@example.test ",
-                                      sink_addr, " >/dev/null 2>&1").c_str());
-    double secs = absl::ToDoubleSeconds(absl::Now() - t0);
-    std::printf("  smtp-source (ceiling): %d sessions, %d messages of 1500 bytes in %.2f s:"
-                " %.0f msg/s%s\n", o.connections, o.messages, secs, o.messages / secs,
-                rc == 0 ? "" : " (smtp-source failed)");
+    bool ok = true;
+    const double rate = SmtpSource(sink_addr, connections, o.messages, &ok);
+    std::printf("  smtp-source (ceiling): %d sessions, %d messages of 1500 bytes: %.0f msg/s%s\n",
+                connections, o.messages, rate, ok ? "" : " (smtp-source failed)");
     p.Run("smtp", o.messages, smtp, sink->pid());
   }
   sink.reset();
   if (o.ses_messages > 0) {
-    const char* modules = std::getenv("MAILROOM_NODE_MODULES");
-    if (modules == nullptr || *modules == '\0') {
-      std::printf("  ses: skipped (MAILROOM_NODE_MODULES unset)\n");
-      return 0;
-    }
-    int emu = testing::FreePort(), front = testing::FreePort();
-    auto emulator = Spawn({"node", absl::StrCat(modules, "/aws-ses-v2-local/dist/cli.js"),
-                           "--host", "127.0.0.1", "--port", absl::StrCat(emu)},
-                          {}, p.dir() + "/ses.log", "server running");
-    // The front's account quota would cap the sender at 14/s (its GetAccount default): the
-    // run measures the pipeline, so the account allows far more than it can send.
-    const std::string account = p.dir() + "/account.json";
-    std::ofstream(account) << R"({"SendQuota": {"MaxSendRate": 1000000.0, "Max24HourSend": 1e12}})";
-    auto checker = Spawn({"/usr/bin/python3", testing::Runfile("mailroom/sender/testing/ses_front.py"),
-                          "--port", absl::StrCat(front), "--upstream",
-                          absl::StrCat("http://127.0.0.1:", emu), "--access-key", "AKIDEXAMPLE",
-                          "--secret-key", kAwsSecret, "--throttle-first", "0",
-                          "--account-file", account},
-                         {}, p.dir() + "/front.log", "ready");
-    p.Run("ses", o.ses_messages,
-          {{"MAILROOM_TRANSPORT", "ses"},
-           {"MAILROOM_SES_ENDPOINT", absl::StrCat("http://127.0.0.1:", front)},
-           {"MAILROOM_SES_REGION", "us-east-1"},
-           {"AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
-           {"AWS_SECRET_ACCESS_KEY", kAwsSecret}});
+    std::optional<SesPeer> ses = StartSes(p.dir());
+    if (!ses) return 0;
+    p.Run("ses", o.ses_messages, SesEnv(ses->front_port));
   }
   return 0;
 }

@@ -90,7 +90,7 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   MAILROOM_ASSIGN_OR_RETURN(c.smtp_ca_file, env.File("MAILROOM_SMTP_CA_FILE"));
   MAILROOM_ASSIGN_OR_RETURN(c.smtp_insecure_skip_verify,
                             env.Bool("MAILROOM_SMTP_INSECURE_SKIP_VERIFY", false));
-  MAILROOM_ASSIGN_OR_RETURN(n, env.Int("MAILROOM_CONNECTIONS", 4, 1, 64));
+  MAILROOM_ASSIGN_OR_RETURN(n, env.Int("MAILROOM_CONNECTIONS", 4, 1, 256));
   c.connections = static_cast<int>(n);
   MAILROOM_ASSIGN_OR_RETURN(c.send_timeout, env.Millis("MAILROOM_SEND_TIMEOUT_MS", 30000, 100, 600000));
   c.ses_region = env.String("MAILROOM_SES_REGION", env.String("AWS_REGION", "us-east-1"));

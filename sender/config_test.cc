@@ -97,6 +97,12 @@ TEST(SenderConfigTest, MoneyAndLimitSettingsHaveRanges) {
            {"MAILROOM_CONNECTIONS", "0"}, {"MAILROOM_RETRY_BASE_MS", "0"}}) {
     ExpectRefused({{var, bad}}, var);
   }
+  // Up to 256 connections: a provider 100 ms away needs more than 64 for a few hundred
+  // emails/s (4 round trips per SMTP message).
+  auto wide = LoadSenderConfig(Vars({{"MAILROOM_CONNECTIONS", "256"}}));
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  EXPECT_EQ(wide->connections, 256);
+  ExpectRefused({{"MAILROOM_CONNECTIONS", "257"}}, "MAILROOM_CONNECTIONS");
 }
 
 // Plaintext to a collector reachable over the network carries the bearer token and the signed

@@ -35,20 +35,26 @@ class CurlHandlePool {
   // A handle on loan; returned to the pool when destroyed. Movable, not copyable.
   class Loan {
    public:
-    Loan(Loan&& other) noexcept : pool_(other.pool_), handle_(other.handle_) {
+    Loan(Loan&& other) noexcept
+        : pool_(other.pool_), handle_(other.handle_), index_(other.index_) {
       other.pool_ = nullptr;
     }
     Loan& operator=(Loan&&) = delete;
     ~Loan() {
-      if (pool_ != nullptr) pool_->Release(handle_);
+      if (pool_ != nullptr) pool_->Release(index_);
     }
     CURL* get() const { return handle_; }
+    // The handle's place in the pool, 0 to size() - 1, the same at every loan of that handle:
+    // lets a caller keep state per handle (SmtpTransport: the event loop of its connection).
+    int index() const { return index_; }
 
    private:
     friend class CurlHandlePool;
-    Loan(CurlHandlePool* pool, CURL* handle) : pool_(pool), handle_(handle) {}
+    Loan(CurlHandlePool* pool, CURL* handle, int index)
+        : pool_(pool), handle_(handle), index_(index) {}
     CurlHandlePool* pool_;
     CURL* handle_;
+    int index_;
   };
 
   // `size` handles (at least 1), created now.
@@ -63,11 +69,11 @@ class CurlHandlePool {
   int in_use() const;
 
  private:
-  void Release(CURL* handle);
+  void Release(int index);
 
   std::vector<CurlHandle> handles_;  // fixed after construction
   mutable absl::Mutex mu_;
-  std::vector<CURL*> free_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> free_ ABSL_GUARDED_BY(mu_);  // indexes into handles_
 };
 
 }  // namespace mailroom

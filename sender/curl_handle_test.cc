@@ -1,6 +1,7 @@
 #include "sender/curl_handle.h"
 
 #include <future>
+#include <map>
 #include <set>
 
 #include "gtest/gtest.h"
@@ -22,10 +23,19 @@ TEST(CurlHandlePoolTest, HandsOutAtMostSizeHandlesAndReusesThem) {
     seen = {a.get(), b.get()};
   }
   EXPECT_EQ(pool.in_use(), 0);
-  // The same two handles come back (their connections with them), never a third.
+  // The same two handles come back (their connections with them), never a third, each
+  // always at its own index.
+  std::map<int, CURL*> by_index;
   for (int i = 0; i < 10; ++i) {
     auto l = pool.Acquire();
-    EXPECT_EQ(seen.count(l.get()), 1u);
+    auto other = pool.Acquire();
+    for (const CurlHandlePool::Loan* loan : {&l, &other}) {
+      EXPECT_EQ(seen.count(loan->get()), 1u);
+      ASSERT_GE(loan->index(), 0);
+      ASSERT_LT(loan->index(), 2);
+      EXPECT_EQ(by_index.emplace(loan->index(), loan->get()).first->second, loan->get());
+    }
+    EXPECT_NE(l.index(), other.index());
   }
 }
 

@@ -25,6 +25,11 @@ namespace mailroom {
 //
 // Callbacks of a transfer (read, write, header, debug) run on the loop thread while the caller
 // waits in Perform(), so they may use the caller's stack. Thread-safe.
+//
+// The loop is only as concurrent as libcurl's protocol code: a step that waits in poll()
+// stops every transfer of the loop meanwhile. libcurl's SMTP does so for each message's final
+// reply (after the end of data), so SMTP gives each connection a loop of its own
+// (SmtpTransport); HTTP never waits inside a step.
 class CurlMultiLoop {
  public:
   // What Perform() returns for a transfer the loop did not finish because it is being

@@ -25,7 +25,12 @@ size_t ReadBody(char* buf, size_t size, size_t nitems, void* userdata) {
 }  // namespace
 
 SmtpTransport::SmtpTransport(const TransportConfig& config)
-    : config_(config), handles_(config.connections), loop_(config.connections) {}
+    : config_(config), handles_(config.connections) {
+  loops_.reserve(handles_.size());
+  for (int i = 0; i < handles_.size(); ++i) {
+    loops_.push_back(std::make_unique<CurlMultiLoop>(/*max_connections=*/1));
+  }
+}
 
 absl::StatusOr<SendResult> SmtpTransport::Send(const OutgoingEmail& email) {
   // Options are set per message on a handle that keeps its connection between messages.
@@ -61,7 +66,7 @@ absl::StatusOr<SendResult> SmtpTransport::Send(const OutgoingEmail& email) {
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
   }
-  CURLcode rc = loop_.Perform(c);
+  CURLcode rc = loops_[handle.index()]->Perform(c);
   long reply = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply);
   trace.message_sent = up.offset == email.mime.size();

@@ -172,5 +172,33 @@ TEST_F(TransportTest, SmtpParallelConnectionsAreReused) {
   EXPECT_LE(connections, 4) << "connections were not kept open between messages";
 }
 
+TEST_F(TransportTest, SmtpSessionsAwaitTheirFinalRepliesTogether) {
+  // The server answers a message's end of data only once all 8 sessions have sent theirs (or
+  // 3 s later). A connection that stops the others while it waits for its own reply (libcurl
+  // waits inside the transfer) lets the server hold one message at a time.
+  constexpr int kConnections = 8;
+  int port = StartSmtp({"--hold-data", absl::StrCat(kConnections), "--hold-ms", "3000"});
+  TransportConfig c = Smtp(absl::StrCat("smtp://127.0.0.1:", port), false);
+  c.connections = kConnections;
+  const int before = std::stoi(Slurp(dir_ + "/smtp/connections"));
+  SmtpTransport t(c);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::future<absl::StatusOr<SendResult>>> sends;
+    for (int w = 0; w < kConnections; ++w) {
+      sends.push_back(std::async(std::launch::async, [&, w] {
+        return t.Send(Email("p@example.test", round * 100 + w));
+      }));
+    }
+    for (auto& s : sends) {
+      auto r = s.get();
+      EXPECT_TRUE(r.ok()) << r.status();
+    }
+    EXPECT_EQ(Slurp(dir_ + "/smtp/held_max"), absl::StrCat(kConnections))
+        << "message bodies were not in flight on every connection at once";
+  }
+  EXPECT_EQ(Recorded(), 2u * kConnections);
+  EXPECT_LE(std::stoi(Slurp(dir_ + "/smtp/connections")) - before, kConnections);
+}
+
 }  // namespace
 }  // namespace mailroom

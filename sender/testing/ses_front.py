@@ -377,6 +377,9 @@ def sns_control(method, path, body):
 
 
 sns_base = sns_setup() if args.sns_dir else None
+# socketserver's listen backlog is 5: a sender opening 128 connections at once would see SYNs
+# dropped and retried a second or more later.
+http.server.ThreadingHTTPServer.request_queue_size = 1024
 server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
 print("ready %d" % args.port, flush=True)
 server.serve_forever()

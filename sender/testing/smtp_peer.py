@@ -5,10 +5,14 @@ envelope in <n>.json, supports STARTTLS, implicit TLS, AUTH, and injected failur
   smtp_peer.py --port P --dir D [--tls-cert C --tls-key K [--implicit-tls]] [--require-tls]
                [--auth user:password | --auth-file F] [--fail-first N --fail-code 451]
                [--reject-rcpt SUBSTRING --reject-code 550] [--reject-data-first N]
-               [--slow-data-first N --slow-data-ms MS]
+               [--slow-data-first N --slow-data-ms MS] [--hold-data N --hold-ms MS]
 
 --slow-data-first N --slow-data-ms MS: the first N messages are recorded (accepted) and their
 final reply after the end of data comes MS later, as from a server slow to say it queued them.
+
+--hold-data N --hold-ms MS: each message is recorded and its final reply held until the replies
+of N messages are held at once (then all of them go), or MS have passed; <dir>/held_max says
+the most held at once: how many sessions had sent their message data without an answer yet.
 
 --auth-file F: the accepted "user:password" is read from F at every AUTH, so a test can
 change the password while the server runs.
@@ -42,11 +46,17 @@ parser.add_argument("--reject-code", type=int, default=550)
 parser.add_argument("--reject-data-first", type=int, default=0)
 parser.add_argument("--slow-data-first", type=int, default=0)
 parser.add_argument("--slow-data-ms", type=int, default=0)
+parser.add_argument("--hold-data", type=int, default=0)
+parser.add_argument("--hold-ms", type=int, default=0)
 args = parser.parse_args()
 os.makedirs(args.dir, exist_ok=True)
 
 lock = threading.Lock()
-state = {"messages": 0, "failed": 0, "data_rejected": 0, "connections": 0, "slowed": 0}
+state = {"messages": 0, "failed": 0, "data_rejected": 0, "connections": 0, "slowed": 0,
+         "held": 0, "held_max": 0}
+# Set once --hold-data replies are held at once; replaced by a new one for the next group.
+# Only touched on the server's event-loop thread (handlers are coroutines on it).
+hold_release = None
 
 
 def bump_connections():
@@ -96,7 +106,29 @@ class Handler:
             state["slowed"] += slow
         if slow:
             await asyncio.sleep(args.slow_data_ms / 1000.0)
+        if args.hold_data:
+            await hold()
         return "250 2.0.0 queued as %d" % n
+
+
+async def hold():
+    global hold_release
+    if hold_release is None:
+        hold_release = asyncio.Event()
+    release = hold_release
+    state["held"] += 1
+    if state["held"] > state["held_max"]:
+        state["held_max"] = state["held"]
+        with open(os.path.join(args.dir, "held_max"), "w") as f:
+            f.write(str(state["held_max"]))
+    if state["held"] >= args.hold_data:
+        release.set()
+        hold_release = None
+    try:
+        await asyncio.wait_for(release.wait(), args.hold_ms / 1000.0)
+    except asyncio.TimeoutError:
+        pass
+    state["held"] -= 1
 
 
 def authenticator(server, session, envelope, mechanism, auth_data):
