@@ -84,7 +84,9 @@ export PGOPTIONS="-c search_path=mailroom,public"
 PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U postgres)
 "${PSQL[@]}" -d postgres -c "CREATE DATABASE bench"
 PSQL+=(-d bench)
-# The versioned migrations, then the function and view sources (as `collector migrate` does).
+# mailroom's schema, then the versioned migrations, then the function and view sources (as
+# `collector migrate` does).
+"${PSQL[@]}" -c "CREATE SCHEMA IF NOT EXISTS mailroom"
 for f in $(ls "$MIGRATIONS"/[0-9]*.up.sql | sort); do
   "${PSQL[@]}" -1 -f "$f" >/dev/null
 done

@@ -67,7 +67,7 @@ TEST_F(MigrateCliTest, UpStatusDownAndTheChannel) {
   std::string out;
   ASSERT_EQ(RunCli({"status"}, {{"MAILROOM_DATABASE_URL", url_}}, &out), 0);
   EXPECT_THAT(out, HasSubstr(absl::StrCat("applied: []; available: ", all,
-                                          "\npending sources: [functions/mailroom_ack.sql, ")));
+                                          "\npending sources: [functions/consume.sql, ")));
   EXPECT_THAT(out, HasSubstr(", views/delivery_states.sql]\n"));
   ASSERT_EQ(RunCli({}, {{"MAILROOM_DATABASE_URL", url_}, {"MAILROOM_CHANNEL", "custom_wake"}}), 0);
   auto v = AppliedVersions(url_);

@@ -158,7 +158,7 @@ TEST(BadConfigTest, EverySenderVariableIsCheckedAndNamed) {
       {{{"MAILROOM_SENDER_NAME", "two\nlines"}}, "MAILROOM_SENDER_NAME"},
       {{{"MAILROOM_TRANSPORT", "carrier-pigeon"}}, "MAILROOM_TRANSPORT"},
       {{{"MAILROOM_FILE_DIR", "/proc/not-here"}}, "MAILROOM_FILE_DIR"},
-      {{{"MAILROOM_CONNECTIONS", "65"}}, "MAILROOM_CONNECTIONS"},
+      {{{"MAILROOM_CONNECTIONS", "257"}}, "MAILROOM_CONNECTIONS"},
       {{{"MAILROOM_SEND_TIMEOUT_MS", "soon"}}, "MAILROOM_SEND_TIMEOUT_MS"},
       {{{"MAILROOM_FROM", "not an address"}}, "MAILROOM_FROM"},
       {{{"MAILROOM_FROM", "x@example.test\r\nBcc: victim@example.test"}}, "MAILROOM_FROM"},
