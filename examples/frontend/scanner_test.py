@@ -270,7 +270,30 @@ def main():
         stack.stop()
 
 
+def bad_config():
+    """Each bad setting: exit 2 and a message naming the variable, never the key."""
+    key = "ab" * 32
+    good = {"MAILROOM_FRONTEND_DATABASE_URL": "postgresql://app@127.0.0.1:1/postgres",
+            "MAILROOM_SECRET_KEY": key, "MAILROOM_FRONTEND_ADDRESS": "127.0.0.1:0",
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    cases = [("MAILROOM_FRONTEND_DATABASE_URL", None), ("MAILROOM_FRONTEND_DATABASE_URL", "app"),
+             ("MAILROOM_SECRET_KEY", None), ("MAILROOM_SECRET_KEY", key[:-2] + "zz"),
+             ("MAILROOM_VERIFY_KEYS", key + ",12"), ("MAILROOM_FRONTEND_ADDRESS", "8080"),
+             ("MAILROOM_FRONTEND_ADDRESS", "127.0.0.1:99999")]
+    for name, value in cases:
+        env = dict(good)
+        if value is None:
+            env.pop(name)
+        else:
+            env[name] = value
+        done = subprocess.run([PYTHON, FRONTEND], env=env, capture_output=True, text=True,
+                              timeout=10)
+        check(done.returncode == 2 and name.split()[0] in done.stderr and key[:16] not in done.stderr,
+              "front end refuses %s=%s" % (name, (value or "")[:12]), "exit %d: %s" % (done.returncode, done.stderr))
+
+
 def run(stack):
+    bad_config()
     stack.start_postgres()
     owner, app = stack.owner_url, stack.app_url
     env = dict(os.environ, MAILROOM_DATABASE_URL=owner)
