@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The mailroom demo: on a fresh Debian 12 machine (as root) installs what is missing, builds,
 # starts a throwaway PostgreSQL, applies the migrations, runs the collector and the sender (file
-# transport), creates a few accounts and a password recovery, and shows the delivered emails.
+# transport) and the reference front end (examples/frontend), creates a few accounts and a
+# password recovery, shows the delivered emails, opens an activation link as a corporate link
+# scanner would (nothing changes) and then clicks it (the account becomes active).
 # It then keeps running so you can add accounts yourself; Ctrl-C stops everything and removes
 # the throwaway database.
 #
@@ -66,10 +68,16 @@ say "Applying migrations: collector migrate"
 "$DEMO/collector" migrate
 "$DEMO/collector" migrate status
 
+say "Creating the application's role: mailroom.grant_application('app')"
+psql_ -c "CREATE ROLE app LOGIN" -c "SELECT mailroom.grant_application('app')"
+APP_DATABASE_URL="postgresql://app@127.0.0.1:$PGPORT/postgres"
+
 # Fresh secrets for this run only; never printed.
 export MAILROOM_SECRET_KEY=$(openssl rand -hex 32)
 TOKEN=$(openssl rand -hex 24)
 GRPC_PORT=$(free_port)
+FRONTEND_PORT=$(free_port)
+FRONTEND=http://127.0.0.1:$FRONTEND_PORT
 
 say "Starting the collector on 127.0.0.1:$GRPC_PORT (log: $DEMO/collector.log)"
 MAILROOM_LISTEN_ADDRESS=127.0.0.1:$GRPC_PORT MAILROOM_SUBSCRIBER_TOKENS=$TOKEN@mailroom:sender \
@@ -83,10 +91,18 @@ env -u MAILROOM_SECRET_KEY -u MAILROOM_DATABASE_URL \
   MAILROOM_COLLECTOR_ADDRESS=127.0.0.1:$GRPC_PORT MAILROOM_COLLECTOR_TOKEN=$TOKEN \
   MAILROOM_TRANSPORT=file MAILROOM_FILE_DIR="$DEMO/outbox" \
   MAILROOM_FROM="Example <no-reply@example.test>" MAILROOM_PRODUCT_NAME="Example" \
-  MAILROOM_LINK_BASE_URL=https://app.example.test \
+  MAILROOM_LINK_BASE_URL=$FRONTEND \
   MAILROOM_METRICS_ADDRESS=127.0.0.1:$(free_port) MAILROOM_HEALTH_ADDRESS=127.0.0.1:$(free_port) \
   "$DEMO/sender" >"$DEMO/sender.log" 2>&1 &
 PIDS+=($!)
+
+say "Starting the reference front end on $FRONTEND, as the role app (log: $DEMO/frontend.log)"
+env -u MAILROOM_DATABASE_URL MAILROOM_FRONTEND_ADDRESS=127.0.0.1:$FRONTEND_PORT \
+  MAILROOM_FRONTEND_DATABASE_URL="$APP_DATABASE_URL" \
+  /usr/bin/python3 "$ROOT/examples/frontend/frontend.py" >"$DEMO/frontend.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 1 100); do grep -q 'msg=listening' "$DEMO/frontend.log" && break; sleep 0.1; done
+grep -q 'msg=listening' "$DEMO/frontend.log" || { echo "demo: the front end did not start:" >&2; cat "$DEMO/frontend.log" >&2; exit 1; }
 
 say "Creating accounts: two new ones (activation emails) and an active one that forgot its password"
 psql_ <<'SQL'
@@ -140,13 +156,14 @@ print()
 print(m.get_body(('plain',)).get_content().rstrip())
 PY
 }
-recovery=""
+recovery="" activation=""
 for f in "$DEMO"/outbox/*.eml; do
   say "$(basename "$f")"
   # Captured first: `show | grep -q` would end the pipe early (a broken pipe under pipefail).
   shown=$(show "$f")
   printf '%s\n' "$shown"
   if grep -q '/recover?token=' <<<"$shown"; then recovery=$shown; fi
+  if grep -q '^To: .*ada@example.test' <<<"$shown"; then activation=$shown; fi
 done
 
 if [ -n "$recovery" ]; then
@@ -156,12 +173,48 @@ if [ -n "$recovery" ]; then
   echo "${token#token=}" | "$DEMO/verify" --action=password_recovery --token=- --code="$code"
 fi
 
+# The front end: a link scanner's GET and HEAD change nothing; the user's click (POST) does.
+http() {  # http METHOD URL [FORM]: prints the status and the page's title
+  python3 - "$@" <<'PY'
+import re, sys, urllib.error, urllib.request
+method, url = sys.argv[1], sys.argv[2]
+data = sys.argv[3].encode() if len(sys.argv) > 3 else None
+req = urllib.request.Request(url, data=data, method=method, headers={"User-Agent": "demo"})
+try:
+    r = urllib.request.urlopen(req, timeout=10)
+except urllib.error.HTTPError as e:
+    r = e
+body = r.read().decode()
+title = re.search(r"<title>(.*?)</title>", body)
+what = title.group(1) if title else (r.headers["Content-Type"] if body else "(no body)")
+print("  %s %s -> %d %s" % (method, url.split("?")[0], r.status, what))
+PY
+}
+account_state() {
+  psql_ -tA -c "SELECT 'account ada: ' || status FROM mailroom.accounts WHERE login = 'ada'"
+}
+if [ -n "$activation" ]; then
+  link=$(grep -o "$FRONTEND/activate?token=[A-Za-z0-9_-]*" <<<"$activation" | head -1)
+  say "The front end: ada's activation link, first as a link scanner opens it"
+  account_state
+  http GET "$link"
+  http HEAD "$link"
+  http GET "$FRONTEND/static/style.css"
+  account_state
+  echo "  tokens consumed: $(psql_ -tA -c "SELECT count(*) FROM mailroom.tokens WHERE consumed_at IS NOT NULL")"
+  say "Then as ada clicks the page's button (POST)"
+  http POST "$FRONTEND/activate" "token=${link#*token=}"
+  account_state
+  http POST "$FRONTEND/activate" "token=${link#*token=}"
+fi
+
 cat <<EOF
 
 Look at the emails with any mail client, or:  less $DEMO/outbox/*.eml
 Add an account:  psql '$MAILROOM_DATABASE_URL' -c "INSERT INTO mailroom.accounts (email, login) VALUES ('you@example.test', 'you')"
 Queue stats:     psql '$MAILROOM_DATABASE_URL' -c "SELECT * FROM mailroom.mailroom_stats(NULL)"
-Logs:            $DEMO/collector.log  $DEMO/sender.log
+Open a link:     the links in the emails go to the front end, $FRONTEND
+Logs:            $DEMO/collector.log  $DEMO/sender.log  $DEMO/frontend.log
 EOF
 
 if [ "${DEMO_EXIT:-0}" = 1 ]; then exit 0; fi
