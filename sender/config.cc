@@ -24,6 +24,62 @@ bool OneLine(const std::string& s, size_t max) {
   return true;
 }
 
+// The XOAUTH2 settings of an smtp transport: one token source (an endpoint or a file), the
+// mailbox, no password. Secrets are named, never shown.
+absl::Status CheckSmtpOAuth2(const SenderConfig& c) {
+  const bool endpoint = !c.smtp_oauth2_token_url.empty();
+  const bool file = !c.smtp_oauth2_token_file.empty();
+  if (!endpoint) {
+    for (const auto& [var, value] :
+         {std::pair<const char*, const std::string&>{"MAILROOM_SMTP_OAUTH2_CLIENT_ID",
+                                                     c.smtp_oauth2_client_id},
+          {"MAILROOM_SMTP_OAUTH2_CLIENT_SECRET", c.smtp_oauth2_client_secret}}) {
+      if (!value.empty()) return Bad(var, "needs MAILROOM_SMTP_OAUTH2_TOKEN_URL");
+    }
+  }
+  if (!endpoint && !file) return absl::OkStatus();
+  if (endpoint && file) {
+    return Bad("MAILROOM_SMTP_OAUTH2_TOKEN_FILE",
+               "MAILROOM_SMTP_OAUTH2_TOKEN_URL is set too: choose one token source");
+  }
+  if (!c.smtp_password.empty()) {
+    return Bad("MAILROOM_SMTP_PASSWORD",
+               "not used with OAuth2 (MAILROOM_SMTP_OAUTH2_TOKEN_URL or _TOKEN_FILE): unset it");
+  }
+  if (c.smtp_username.empty()) {
+    return Bad("MAILROOM_SMTP_USERNAME", "required with OAuth2: the mailbox that sends");
+  }
+  if (endpoint) {
+    const std::string& url = c.smtp_oauth2_token_url;
+    const bool https = absl::StartsWith(url, "https://");
+    const bool http = absl::StartsWith(url, "http://");
+    // The client secret crosses to the endpoint: in clear only to this machine.
+    const std::string host_port =
+        http ? url.substr(7, url.find('/', 7) == std::string::npos ? std::string::npos
+                                                                    : url.find('/', 7) - 7)
+             : "";
+    if (!https && !(http && IsLoopbackAddress(host_port))) {
+      return Bad("MAILROOM_SMTP_OAUTH2_TOKEN_URL",
+                 "must start with https:// (http:// only to a loopback address)");
+    }
+    if (c.smtp_oauth2_client_id.empty()) {
+      return Bad("MAILROOM_SMTP_OAUTH2_CLIENT_ID", "required with MAILROOM_SMTP_OAUTH2_TOKEN_URL");
+    }
+    if (c.smtp_oauth2_client_secret.empty()) {
+      return Bad("MAILROOM_SMTP_OAUTH2_CLIENT_SECRET",
+                 "required with MAILROOM_SMTP_OAUTH2_TOKEN_URL");
+    }
+    if (c.smtp_oauth2_scope.empty() || !OneLine(c.smtp_oauth2_scope, 1000)) {
+      return Bad("MAILROOM_SMTP_OAUTH2_SCOPE", "must be one line of at most 1000 bytes");
+    }
+  }
+  if (file && access(c.smtp_oauth2_token_file.c_str(), R_OK) != 0) {
+    return Bad("MAILROOM_SMTP_OAUTH2_TOKEN_FILE",
+               absl::StrCat("cannot read \"", absl::CEscape(c.smtp_oauth2_token_file), "\""));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
@@ -86,6 +142,12 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   c.smtp_url = env.String("MAILROOM_SMTP_URL", "");
   c.smtp_username = env.String("MAILROOM_SMTP_USERNAME", "");
   c.smtp_password = env.String("MAILROOM_SMTP_PASSWORD", "");
+  c.smtp_oauth2_token_url = env.String("MAILROOM_SMTP_OAUTH2_TOKEN_URL", "");
+  c.smtp_oauth2_client_id = env.String("MAILROOM_SMTP_OAUTH2_CLIENT_ID", "");
+  c.smtp_oauth2_client_secret = env.String("MAILROOM_SMTP_OAUTH2_CLIENT_SECRET", "");
+  c.smtp_oauth2_scope =
+      env.String("MAILROOM_SMTP_OAUTH2_SCOPE", "https://outlook.office365.com/.default");
+  c.smtp_oauth2_token_file = env.String("MAILROOM_SMTP_OAUTH2_TOKEN_FILE", "");
   MAILROOM_ASSIGN_OR_RETURN(c.smtp_allow_plain, env.Bool("MAILROOM_SMTP_ALLOW_PLAIN", false));
   MAILROOM_ASSIGN_OR_RETURN(c.smtp_ca_file, env.File("MAILROOM_SMTP_CA_FILE"));
   MAILROOM_ASSIGN_OR_RETURN(c.smtp_insecure_skip_verify,
@@ -104,7 +166,10 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
     if (!absl::StartsWith(c.smtp_url, "smtp://") && !absl::StartsWith(c.smtp_url, "smtps://")) {
       return Bad("MAILROOM_SMTP_URL", "must start with smtp:// or smtps://");
     }
-    if (c.smtp_username.empty() != c.smtp_password.empty()) {
+    absl::Status oauth2 = CheckSmtpOAuth2(c);
+    if (!oauth2.ok()) return oauth2;
+    const bool uses_oauth2 = !c.smtp_oauth2_token_url.empty() || !c.smtp_oauth2_token_file.empty();
+    if (!uses_oauth2 && c.smtp_username.empty() != c.smtp_password.empty()) {
       return Bad(c.smtp_username.empty() ? "MAILROOM_SMTP_USERNAME" : "MAILROOM_SMTP_PASSWORD",
                  "username and password must be given together");
     }
@@ -209,6 +274,11 @@ TransportConfig TransportConfigOf(const SenderConfig& c) {
   tc.smtp_url = c.smtp_url;
   tc.smtp_username = c.smtp_username;
   tc.smtp_password = c.smtp_password;
+  tc.smtp_oauth2_token_url = c.smtp_oauth2_token_url;
+  tc.smtp_oauth2_client_id = c.smtp_oauth2_client_id;
+  tc.smtp_oauth2_client_secret = c.smtp_oauth2_client_secret;
+  tc.smtp_oauth2_scope = c.smtp_oauth2_scope;
+  tc.smtp_oauth2_token_file = c.smtp_oauth2_token_file;
   tc.smtp_require_tls = !c.smtp_allow_plain;
   tc.smtp_ca_file = c.smtp_ca_file;
   tc.smtp_insecure_skip_verify = c.smtp_insecure_skip_verify;

@@ -43,6 +43,11 @@ struct SenderConfig {
   std::string smtp_url;               // MAILROOM_SMTP_URL
   std::string smtp_username;          // MAILROOM_SMTP_USERNAME
   std::string smtp_password;          // MAILROOM_SMTP_PASSWORD (secret)
+  std::string smtp_oauth2_token_url;  // MAILROOM_SMTP_OAUTH2_TOKEN_URL
+  std::string smtp_oauth2_client_id;  // MAILROOM_SMTP_OAUTH2_CLIENT_ID
+  std::string smtp_oauth2_client_secret;  // MAILROOM_SMTP_OAUTH2_CLIENT_SECRET (secret)
+  std::string smtp_oauth2_scope;      // MAILROOM_SMTP_OAUTH2_SCOPE
+  std::string smtp_oauth2_token_file;  // MAILROOM_SMTP_OAUTH2_TOKEN_FILE
   bool smtp_allow_plain = false;      // MAILROOM_SMTP_ALLOW_PLAIN
   std::string smtp_ca_file;           // MAILROOM_SMTP_CA_FILE
   bool smtp_insecure_skip_verify = false;  // MAILROOM_SMTP_INSECURE_SKIP_VERIFY

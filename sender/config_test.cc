@@ -174,5 +174,68 @@ TEST(SenderConfigTest, ErrorsNameTheVariableNeverASecret) {
   EXPECT_TRUE(absl::StartsWith(dir.status().message(), "MAILROOM_TEMPLATE_DIR: "));
 }
 
+TEST(SenderConfigTest, SmtpOAuth2FromAnEndpoint) {
+  std::map<std::string, std::string> v = {
+      {"MAILROOM_TRANSPORT", "smtp"},
+      {"MAILROOM_SMTP_URL", "smtp://smtp.office365.com:587"},
+      {"MAILROOM_SMTP_USERNAME", "no-reply@example.com"},
+      {"MAILROOM_SMTP_OAUTH2_TOKEN_URL",
+       "https://login.microsoftonline.com/tenant/oauth2/v2.0/token"},
+      {"MAILROOM_SMTP_OAUTH2_CLIENT_ID", "client"},
+      {"MAILROOM_SMTP_OAUTH2_CLIENT_SECRET", "s3cr3t-value"}};
+  auto c = LoadSenderConfig(Vars(v));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->smtp_oauth2_scope, "https://outlook.office365.com/.default");
+  TransportConfig tc = TransportConfigOf(*c);
+  EXPECT_EQ(tc.smtp_oauth2_client_secret, "s3cr3t-value");
+  EXPECT_EQ(tc.smtp_oauth2_token_url, v["MAILROOM_SMTP_OAUTH2_TOKEN_URL"]);
+
+  // Each error names the variable to fix and never shows the secret.
+  const std::map<std::string, std::pair<std::map<std::string, std::string>, std::string>> bad = {
+      {"password too", {{{"MAILROOM_SMTP_PASSWORD", "pw"}}, "MAILROOM_SMTP_PASSWORD"}},
+      {"no mailbox", {{{"MAILROOM_SMTP_USERNAME", ""}}, "MAILROOM_SMTP_USERNAME"}},
+      {"no client id", {{{"MAILROOM_SMTP_OAUTH2_CLIENT_ID", ""}}, "MAILROOM_SMTP_OAUTH2_CLIENT_ID"}},
+      {"no secret",
+       {{{"MAILROOM_SMTP_OAUTH2_CLIENT_SECRET", ""}}, "MAILROOM_SMTP_OAUTH2_CLIENT_SECRET"}},
+      {"file too", {{{"MAILROOM_SMTP_OAUTH2_TOKEN_FILE", "/etc/hostname"}},
+                    "MAILROOM_SMTP_OAUTH2_TOKEN_FILE"}},
+      {"plain http", {{{"MAILROOM_SMTP_OAUTH2_TOKEN_URL", "http://login.example.com/token"}},
+                      "MAILROOM_SMTP_OAUTH2_TOKEN_URL"}},
+  };
+  for (const auto& [what, change] : bad) {
+    auto w = v;
+    for (const auto& [k, val] : change.first) w[k] = val;
+    auto r = LoadSenderConfig(Vars(w));
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_TRUE(absl::StartsWith(r.status().message(), change.second)) << what << ": " << r.status();
+    EXPECT_THAT(std::string(r.status().message()), Not(HasSubstr("s3cr3t-value"))) << what;
+  }
+  // Plain HTTP is fine to this machine (a local identity agent, tests).
+  auto local = v;
+  local["MAILROOM_SMTP_OAUTH2_TOKEN_URL"] = "http://127.0.0.1:8181/token";
+  EXPECT_TRUE(LoadSenderConfig(Vars(local)).ok());
+}
+
+TEST(SenderConfigTest, SmtpOAuth2FromAFile) {
+  std::map<std::string, std::string> v = {
+      {"MAILROOM_TRANSPORT", "smtp"},
+      {"MAILROOM_SMTP_URL", "smtp://smtp.gmail.com:587"},
+      {"MAILROOM_SMTP_USERNAME", "no-reply@example.com"},
+      {"MAILROOM_SMTP_OAUTH2_TOKEN_FILE", "/etc/hostname"}};
+  auto c = LoadSenderConfig(Vars(v));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(TransportConfigOf(*c).smtp_oauth2_token_file, "/etc/hostname");
+  v["MAILROOM_SMTP_OAUTH2_TOKEN_FILE"] = "/nonexistent/token";
+  auto r = LoadSenderConfig(Vars(v));
+  EXPECT_TRUE(absl::StartsWith(r.status().message(), "MAILROOM_SMTP_OAUTH2_TOKEN_FILE"))
+      << r.status();
+  // Client settings without the endpoint they are for.
+  v["MAILROOM_SMTP_OAUTH2_TOKEN_FILE"] = "/etc/hostname";
+  v["MAILROOM_SMTP_OAUTH2_CLIENT_SECRET"] = "s3cr3t-value";
+  r = LoadSenderConfig(Vars(v));
+  EXPECT_TRUE(absl::StartsWith(r.status().message(), "MAILROOM_SMTP_OAUTH2_CLIENT_SECRET"))
+      << r.status();
+}
+
 }  // namespace
 }  // namespace mailroom

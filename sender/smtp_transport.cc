@@ -22,10 +22,25 @@ size_t ReadBody(char* buf, size_t size, size_t nitems, void* userdata) {
   return n;
 }
 
+std::unique_ptr<OAuth2TokenCache> TokenCacheFor(const TransportConfig& config) {
+  std::unique_ptr<OAuth2TokenSource> source;
+  if (!config.smtp_oauth2_token_url.empty()) {
+    source = ClientCredentialsSource(ClientCredentials{
+        config.smtp_oauth2_token_url, config.smtp_oauth2_client_id,
+        config.smtp_oauth2_client_secret, config.smtp_oauth2_scope, config.timeout});
+  } else if (!config.smtp_oauth2_token_file.empty()) {
+    source = TokenFileSource(config.smtp_oauth2_token_file);
+  } else {
+    return nullptr;
+  }
+  return std::make_unique<OAuth2TokenCache>(std::move(source), OAuth2TokenCache::Options{},
+                                            RealClock::Get());
+}
+
 }  // namespace
 
 SmtpTransport::SmtpTransport(const TransportConfig& config)
-    : config_(config), handles_(config.connections) {
+    : config_(config), tokens_(TokenCacheFor(config)), handles_(config.connections) {
   loops_.reserve(handles_.size());
   for (int i = 0; i < handles_.size(); ++i) {
     loops_.push_back(std::make_unique<CurlMultiLoop>(/*max_connections=*/1));
@@ -33,9 +48,23 @@ SmtpTransport::SmtpTransport(const TransportConfig& config)
 }
 
 absl::StatusOr<SendResult> SmtpTransport::Send(const OutgoingEmail& email) {
-  // Options are set per message on a handle that keeps its connection between messages.
   CurlHandlePool::Loan handle = handles_.Acquire();
-  CURL* c = handle.get();
+  bool auth_refused = false;
+  if (tokens_ == nullptr) return Attempt(handle.get(), handle.index(), email, "", &auth_refused);
+  for (int attempt = 1;; ++attempt) {
+    absl::StatusOr<std::string> token = tokens_->Get();
+    if (!token.ok()) return ProviderError(absl::StrCat("smtp oauth2: ", token.status().message()));
+    absl::StatusOr<SendResult> r = Attempt(handle.get(), handle.index(), email, *token, &auth_refused);
+    // Refused at AUTH, nothing of the message went out: with a fresh token it may.
+    if (!auth_refused || attempt == 2) return r;
+    tokens_->Rejected(*token);
+    curl_easy_reset(handle.get());
+  }
+}
+
+absl::StatusOr<SendResult> SmtpTransport::Attempt(CURL* c, int index, const OutgoingEmail& email,
+                                                  const std::string& bearer, bool* auth_refused) {
+  // Options are set per message on a handle that keeps its connection between messages.
   char errbuf[CURL_ERROR_SIZE] = {0};
   SmtpTrace trace;
   TraceSmtp(c, &trace);
@@ -57,7 +86,12 @@ absl::StatusOr<SendResult> SmtpTransport::Send(const OutgoingEmail& email) {
                    static_cast<long>(absl::ToInt64Milliseconds(config_.connect_timeout)));
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
                    static_cast<long>(absl::ToInt64Milliseconds(AttemptTimeout(email, config_.timeout))));
-  if (!config_.smtp_username.empty()) {
+  if (!bearer.empty()) {
+    // Microsoft 365 offers XOAUTH2 only; Google offers OAUTHBEARER too: one mechanism for both.
+    curl_easy_setopt(c, CURLOPT_USERNAME, config_.smtp_username.c_str());
+    curl_easy_setopt(c, CURLOPT_XOAUTH2_BEARER, bearer.c_str());
+    curl_easy_setopt(c, CURLOPT_LOGIN_OPTIONS, "AUTH=XOAUTH2");
+  } else if (!config_.smtp_username.empty()) {
     curl_easy_setopt(c, CURLOPT_USERNAME, config_.smtp_username.c_str());
     curl_easy_setopt(c, CURLOPT_PASSWORD, config_.smtp_password.c_str());
   }
@@ -66,10 +100,12 @@ absl::StatusOr<SendResult> SmtpTransport::Send(const OutgoingEmail& email) {
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
   }
-  CURLcode rc = loops_[handle.index()]->Perform(c);
+  CURLcode rc = loops_[index]->Perform(c);
   long reply = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply);
   trace.message_sent = up.offset == email.mime.size();
+  *auth_refused = rc != CURLE_OK && trace.command == "AUTH" &&
+                  (reply == 530 || reply == 534 || reply == 535);
   if (rc != CURLE_OK) return SmtpStatus(rc, reply, trace, errbuf);
   return SendResult{trace.reply.empty() ? absl::StrCat(reply) : trace.reply};
 }

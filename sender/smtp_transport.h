@@ -6,6 +6,7 @@
 
 #include "sender/curl_handle.h"
 #include "sender/curl_multi_loop.h"
+#include "sender/oauth2_token.h"
 #include "sender/transport.h"
 
 namespace mailroom {
@@ -13,6 +14,14 @@ namespace mailroom {
 // SMTP through libcurl: smtp:// with STARTTLS (required unless plain is explicitly allowed) or
 // smtps://, optional AUTH, `connections` persistent connections (as many curl handles; each
 // connection is reused across messages). Send blocks until a connection is free.
+//
+// AUTH is by password, or by XOAUTH2 when the configuration names a token source (a
+// client-credentials endpoint or a token file): every connection authenticates with the
+// current token of one shared OAuth2TokenCache. libcurl reuses a session only with the token
+// it authenticated with, so a new token starts new sessions as the connections next send. A
+// token refused at AUTH (530/534/535: revoked, or expired before it said) is replaced and the
+// message tried once more on the spot; refused again, or no token to be had (the token
+// endpoint down), the send fails with a provider error: the job is held, never failed.
 //
 // Each connection has an event-loop thread of its own (a CurlMultiLoop that keeps it), unlike
 // the HTTP transports' one loop for all: libcurl (7.88 and later alike) waits for the reply to
@@ -28,8 +37,17 @@ class SmtpTransport : public Transport {
   int Concurrency() const override { return handles_.size(); }
   std::string Name() const override { return "smtp"; }
 
+  // The XOAUTH2 token cache, or null when AUTH is by password or absent (for tests).
+  OAuth2TokenCache* tokens() const { return tokens_.get(); }
+
  private:
+  // One attempt at `email` on `handle` (reset, its connection kept), with `bearer` as the
+  // XOAUTH2 token unless empty. `auth_refused` tells whether the server refused the AUTH.
+  absl::StatusOr<SendResult> Attempt(CURL* handle, int index, const OutgoingEmail& email,
+                                     const std::string& bearer, bool* auth_refused);
+
   const TransportConfig config_;
+  std::unique_ptr<OAuth2TokenCache> tokens_;  // null without OAuth2
   CurlHandlePool handles_;  // one per connection
   // loops_[i] runs the transfers of handles_' handle i and keeps its connection. Destroyed
   // first: no transfer outlives its handle.

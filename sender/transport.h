@@ -81,6 +81,14 @@ struct TransportConfig {
   std::string smtp_url;            // smtp://host:port (STARTTLS) or smtps://host:port
   std::string smtp_username;
   std::string smtp_password;       // secret
+  // XOAUTH2 instead of a password (smtp_username is the mailbox): tokens from a
+  // client-credentials endpoint (smtp_oauth2_token_url) or from a file a sidecar refreshes
+  // (smtp_oauth2_token_file); at most one of the two, and then no smtp_password.
+  std::string smtp_oauth2_token_url;
+  std::string smtp_oauth2_client_id;
+  std::string smtp_oauth2_client_secret;  // secret
+  std::string smtp_oauth2_scope;
+  std::string smtp_oauth2_token_file;
   bool smtp_require_tls = true;    // smtp://: refuse to send without STARTTLS
   std::string smtp_ca_file;        // extra trust anchor (self-signed test servers)
   bool smtp_insecure_skip_verify = false;

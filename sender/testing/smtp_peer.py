@@ -17,18 +17,27 @@ the most held at once: how many sessions had sent their message data without an 
 --auth-file F: the accepted "user:password" is read from F at every AUTH, so a test can
 change the password while the server runs.
 
+--xoauth2-state F --xoauth2-user U: AUTH XOAUTH2 only (RFC-less but documented by Google and
+Microsoft: base64 of "user=" U "\x01auth=Bearer " token "\x01\x01"), accepting a token that the
+token endpoint's state file F (oauth2_token_endpoint.py --state) lists as unexpired and not
+revoked; anything else gets "535 5.7.3". Sessions whose token is revoked are closed (as a
+provider ends the sessions of a revoked grant). <dir>/auth_ok and <dir>/auth_refused count AUTHs.
+
 Prints "ready <port>" on stdout once listening. Counts connections in <dir>/connections.
 """
 import argparse
 import asyncio
+import base64
+import binascii
 import json
 import os
 import ssl
 import sys
 import threading
+import time
 
 from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import AuthResult, LoginPassword, SMTP
+from aiosmtpd.smtp import MISSING, AuthResult, LoginPassword, SMTP
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--port", type=int, required=True)
@@ -39,6 +48,8 @@ parser.add_argument("--implicit-tls", action="store_true")
 parser.add_argument("--require-tls", action="store_true")
 parser.add_argument("--auth")
 parser.add_argument("--auth-file")
+parser.add_argument("--xoauth2-state")
+parser.add_argument("--xoauth2-user")
 parser.add_argument("--fail-first", type=int, default=0)
 parser.add_argument("--fail-code", type=int, default=451)
 parser.add_argument("--reject-rcpt")
@@ -53,17 +64,32 @@ os.makedirs(args.dir, exist_ok=True)
 
 lock = threading.Lock()
 state = {"messages": 0, "failed": 0, "data_rejected": 0, "connections": 0, "slowed": 0,
-         "held": 0, "held_max": 0}
+         "held": 0, "held_max": 0, "auth_ok": 0, "auth_refused": 0}
+# Live sessions (the server's protocol objects), for closing those of a revoked token.
+sessions = set()
 # Set once --hold-data replies are held at once; replaced by a new one for the next group.
 # Only touched on the server's event-loop thread (handlers are coroutines on it).
 hold_release = None
 
 
-def bump_connections():
+def bump(counter):
     with lock:
-        state["connections"] += 1
-        with open(os.path.join(args.dir, "connections"), "w") as f:
-            f.write(str(state["connections"]))
+        state[counter] += 1
+        with open(os.path.join(args.dir, counter + ".tmp"), "w") as f:
+            f.write(str(state[counter]))
+        os.replace(os.path.join(args.dir, counter + ".tmp"), os.path.join(args.dir, counter))
+
+
+def bump_connections():
+    bump("connections")
+
+
+def xoauth2_state():
+    try:
+        with open(args.xoauth2_state) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {"tokens": {}, "revoked": []}
 
 
 class CountingSMTP(SMTP):
@@ -72,10 +98,40 @@ class CountingSMTP(SMTP):
         if not getattr(self, "_counted", False):
             self._counted = True
             bump_connections()
+        sessions.add(self)
         super().connection_made(transport)
+
+    def connection_lost(self, error):
+        sessions.discard(self)
+        super().connection_lost(error)
 
 
 class Handler:
+    async def auth_XOAUTH2(self, server, args_):
+        if len(args_) == 2:
+            blob = args_[1]
+        else:
+            blob = await server.challenge_auth("")
+            if blob is MISSING:
+                return AuthResult(success=False, handled=True)
+            blob = base64.b64encode(blob).decode()
+        try:
+            fields = dict(f.split("=", 1) for f in
+                          base64.b64decode(blob, validate=True).decode().split("\x01") if f)
+        except (ValueError, binascii.Error, UnicodeDecodeError):
+            fields = {}
+        token = fields.get("auth", "")[len("Bearer "):]
+        st = xoauth2_state()
+        ok = (fields.get("user") == args.xoauth2_user and fields.get("auth", "").startswith("Bearer ")
+              and token in st["tokens"] and time.time() < st["tokens"][token]
+              and token not in st["revoked"])
+        bump("auth_ok" if ok else "auth_refused")
+        if not ok:
+            return AuthResult(success=False, handled=False,
+                              message="535 5.7.3 Authentication unsuccessful")
+        server.xoauth2_token = token
+        return AuthResult(success=True, auth_data=fields.get("user"))
+
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         with lock:
             if state["failed"] < args.fail_first:
@@ -159,13 +215,37 @@ smtp_kwargs = {}
 if args.auth or args.auth_file:
     # PLAIN only: aiosmtpd 1.4 stalls a client that falls back to LOGIN after a refusal.
     smtp_kwargs.update(authenticator=authenticator, auth_require_tls=bool(context),
-                       auth_required=True, auth_exclude_mechanism=["LOGIN"])
+                       auth_required=True, auth_exclude_mechanism=["LOGIN", "XOAUTH2"])
+elif args.xoauth2_state:
+    smtp_kwargs.update(authenticator=authenticator, auth_require_tls=bool(context),
+                       auth_required=True, auth_exclude_mechanism=["LOGIN", "PLAIN"])
+else:
+    smtp_kwargs.update(auth_exclude_mechanism=["XOAUTH2"])
 if context and not args.implicit_tls:
     smtp_kwargs.update(tls_context=context, require_starttls=args.require_tls)
 if context and args.implicit_tls:
     kwargs["ssl_context"] = context
 controller = PeerController(Handler(), **kwargs, **smtp_kwargs)
 controller.start()
+
+
+def close_revoked():
+    revoked = set(xoauth2_state()["revoked"])
+    for session in list(sessions):
+        if getattr(session, "xoauth2_token", None) in revoked and session.transport:
+            session.transport.close()
+            bump("revoked_closed")
+
+
+def sweep_revoked():
+    while True:
+        time.sleep(0.02)
+        controller.loop.call_soon_threadsafe(close_revoked)
+
+
+state["revoked_closed"] = 0
+if args.xoauth2_state:
+    threading.Thread(target=sweep_revoked, daemon=True).start()
 print("ready %d" % args.port, flush=True)
 try:
     threading.Event().wait()
