@@ -57,8 +57,9 @@ struct PruneReport {
 // transaction per batch with SKIP LOCKED, so it never holds a lock for long nor waits on a
 // collector. Each walk goes past rows it must keep (a kept row delays only itself) and its
 // position is kept between passes, so a pass cut short goes on from there; then folds the outcome counters (mailroom_compact_delivery_counts). Pruning
-// never changes mailroom_stats' counts. Several collectors may run it at once: a session
-// advisory lock lets one pass run at a time and the others skip theirs. Opens its own
+// never changes mailroom_stats' counts. Several collectors may run it at once: the
+// retention turn (a lock on mailroom_retention_turn) lets one pass run at a time and the others
+// skip theirs. Opens its own
 // connection for each pass (none is held between passes).
 //
 // With a BudgetStore, each pass also gives back the unused grants of dead senders

@@ -227,6 +227,39 @@ TEST_F(InterfaceTest, WrongCodesLockTheToken) {
   EXPECT_EQ(Consume(token2, code2), (Outcome{"ok", std::to_string(a), "password_recovery"}));
 }
 
+// The seeds' lifecycle, played by the application's role through the interface: a signup is
+// provisioned, consuming its activation activates it (timestamps kept); suspended, it can
+// neither activate nor recover; un-suspended before it ever activated it is provisioned again
+// with a live activation token, which then works.
+TEST_F(InterfaceTest, TheSeedsLifecycleThroughTheInterface) {
+  const int64_t a = Signup("life");
+  const std::string id = std::to_string(a);
+  const auto [first, first_code] = Link(ActivationToken(a));
+  App("UPDATE mailroom.accounts SET status = 'suspended' WHERE id = " + id);
+  EXPECT_EQ(Consume(first), (Outcome{"account_state", id, "activation"}));
+  EXPECT_EQ(Request(a, "activation").reason, "wrong account state: suspended");
+  // Back from suspension, never activated: provisioned, and its first token still works.
+  App("UPDATE mailroom.accounts SET status = 'active' WHERE id = " + id);
+  EXPECT_EQ(Text("SELECT status FROM mailroom.accounts WHERE id = " + id), "provisioned");
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.tokens WHERE account = " + id), 1);
+  // A second activation asked for: both are live, the newer one is consumed.
+  const auto [second, second_code] = Link(std::stoll(Request(a, "activation").token_id));
+  EXPECT_EQ(Consume(second), (Outcome{"ok", id, "activation"}));
+  EXPECT_EQ(Text("SELECT status || ' ' || (activated_at IS NOT NULL)::text ||"
+                 " ' ' || (status_changed_at = activated_at)::text"
+                 " FROM mailroom.accounts WHERE id = " + id),
+            "active true true");
+  // The older one now finds the account active.
+  EXPECT_EQ(Consume(first), (Outcome{"account_state", id, "activation"}));
+  // Active: a recovery works; suspended meanwhile, its token does not.
+  const auto [rec, rec_code] = Link(std::stoll(Request(a, "password_recovery").token_id));
+  App("UPDATE mailroom.accounts SET status = 'suspended' WHERE id = " + id);
+  EXPECT_EQ(Consume(rec, rec_code), (Outcome{"account_state", id, "password_recovery"}));
+  App("UPDATE mailroom.accounts SET status = 'active' WHERE id = " + id);
+  EXPECT_EQ(Text("SELECT status FROM mailroom.accounts WHERE id = " + id), "active");
+  EXPECT_EQ(Consume(rec, rec_code), (Outcome{"ok", id, "password_recovery"}));
+}
+
 // 1,000 tokens, each consumed by two connections at once: exactly one success per token.
 TEST_F(InterfaceTest, EachTokenIsConsumedExactlyOnceUnderConcurrentClicks) {
   constexpr int kTokens = 1000;

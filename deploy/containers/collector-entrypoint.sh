@@ -2,7 +2,7 @@
 # Entrypoint of the collector image: `exec collector "$@"`, except that `migrate` / `migrate up`
 # is retried while it fails (PostgreSQL still starting: `collector migrate` exits 1 when it
 # cannot connect). MAILROOM_MIGRATE_ATTEMPTS (default 60) x MAILROOM_MIGRATE_DELAY seconds
-# (default 2). Migrations are idempotent and take an advisory lock, so retrying is safe.
+# (default 2). Migrations are idempotent and take turns, so retrying is safe.
 set -eu
 BIN=/usr/local/bin/collector
 if [ "${1:-}" = migrate ] && { [ $# -eq 1 ] || [ "${2:-}" = up ]; }; then
