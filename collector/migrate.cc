@@ -5,6 +5,7 @@
 #include <map>
 #include <pqxx/pqxx>
 #include <set>
+#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 
@@ -17,13 +18,111 @@ constexpr char kCreateSchema[] =
     "CREATE SCHEMA IF NOT EXISTS mailroom;"
     "CREATE TABLE IF NOT EXISTS mailroom.mailroom_migration_turn ()";
 
-// The schema that held mailroom's objects before they had a schema of their own (found through
-// the connection's own search path), if any is left there: the versioned migrations run with it
-// in their search path until 0030 moves its objects into `mailroom`.
-constexpr char kOldSchema[] =
-    "SELECT c.relnamespace::regnamespace::text FROM pg_class c"
-    " WHERE c.oid = coalesce(to_regclass('mailroom_settings'), to_regclass('schema_migrations'))"
-    "   AND c.relnamespace <> 'mailroom'::regnamespace";
+// Every statement of a migration runs with this search path: mailroom's schema first (what a
+// migration creates goes there; nobody else may create in it), then the system catalogue, then
+// the session's temporary schema. Never a schema others may create in: an operator or function
+// planted there with a better-matching signature would run with the migrations' rights.
+constexpr char kPinSearchPath[] = "SET search_path = mailroom, pg_catalog, pg_temp";
+
+// A migration's statements wait at most this long for a lock (a DDL statement queued behind a
+// transaction that holds its table would make every later statement on that table queue behind
+// it): the migration then fails with PostgreSQL's lock timeout, naming itself, and is run again.
+constexpr char kMigrationLockTimeout[] = "SET lock_timeout = '30s'";
+
+// Who owns the schema `mailroom`, and whether PUBLIC may create in it: the schema must be the
+// migrations' role's (or a role it belongs to), with CREATE for no one else.
+constexpr char kSchemaOwner[] =
+    "SELECT n.nspowner::regrole::text,"
+    "       n.nspowner = (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user)"
+    "       OR EXISTS (SELECT 1 FROM pg_auth_members m WHERE m.roleid = n.nspowner"
+    "                     AND m.member = (SELECT r.oid FROM pg_roles r"
+    "                                      WHERE r.rolname = current_user)),"
+    "       coalesce(has_schema_privilege('public', n.oid, 'CREATE'), false)"
+    "  FROM pg_namespace n WHERE n.nspname = 'mailroom'";
+
+// The schemas that hold mailroom's objects from before they had a schema of their own: read from
+// the catalogue, never through a search path (a table of the same name that another role
+// created elsewhere is not mailroom's): the schemas other than `mailroom` with a table
+// `schema_migrations` owned by the migrations' role or a role it is a member of (by a grant, not
+// by being a superuser: a superuser's migrations must not take another role's tables for
+// mailroom's), with that owner, whose objects alone are moved.
+constexpr char kOldSchemas[] =
+    "SELECT n.nspname, c.relowner::oid::text FROM pg_class c"
+    "  JOIN pg_namespace n ON n.oid = c.relnamespace"
+    " WHERE c.relname = 'schema_migrations' AND c.relkind = 'r' AND n.nspname <> 'mailroom'"
+    "   AND (c.relowner = (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user)"
+    "        OR EXISTS (SELECT 1 FROM pg_auth_members m WHERE m.roleid = c.relowner"
+    "                      AND m.member = (SELECT r.oid FROM pg_roles r"
+    "                                       WHERE r.rolname = current_user)))"
+    "   AND to_regclass('mailroom.schema_migrations') IS NULL";
+
+// Moves every object of mailroom's, owned by the role whose oid is the setting
+// mailroom.move_owner, from the schema named by the setting mailroom.move_from into
+// `mailroom`: its tables (with their indexes, constraints, triggers, owned sequences and grants),
+// its standalone sequences, types, view and functions, the version tables first. Each role that
+// held a right on one of those tables gets USAGE on `mailroom`, so that it keeps reaching them.
+// Run once, in the migration turn, before any pending migration; objects that do not exist there
+// are skipped, and so are objects of the same names that another role owns.
+constexpr char kMoveIntoOwnSchema[] = R"SQL(
+DO $move$
+DECLARE
+    v_old  text := current_setting('mailroom.move_from');
+    v_ns   oid := (SELECT n.oid FROM pg_namespace n WHERE n.nspname = v_old);
+    v_own  oid := current_setting('mailroom.move_owner')::oid;
+    v_name text;
+    v_oid  oid;
+    v_role text;
+    v_tables text[] := ARRAY[
+        'schema_migrations', 'schema_sources',
+        'accounts', 'tokens', 'budget_grants', 'budget_months', 'budget_subscriptions',
+        'consumer_groups', 'deliveries', 'delivery_counts', 'group_budgets', 'group_usage',
+        'lease_batches', 'mailroom_address_requests', 'mailroom_collectors', 'mailroom_settings',
+        'mailroom_signups', 'reputation_hourly', 'sns_messages', 'soft_bounces', 'suppressions'];
+BEGIN
+    FOR v_role IN
+        SELECT DISTINCT a.grantee::regrole::text
+          FROM pg_class c, aclexplode(c.relacl) a
+         WHERE c.relnamespace = v_ns AND c.relname = ANY (v_tables) AND c.relowner = v_own
+           AND a.grantee <> 0 AND a.grantee <> c.relowner
+    LOOP
+        EXECUTE format('GRANT USAGE ON SCHEMA mailroom TO %s', v_role);
+    END LOOP;
+    FOREACH v_name IN ARRAY v_tables LOOP
+        IF EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = v_ns AND c.relname = v_name
+                      AND c.relkind = 'r' AND c.relowner = v_own) THEN
+            EXECUTE format('ALTER TABLE %I.%I SET SCHEMA mailroom', v_old, v_name);
+        END IF;
+    END LOOP;
+    FOREACH v_name IN ARRAY ARRAY['mailroom_idle_collectors', 'mailroom_collection_xact'] LOOP
+        IF EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = v_ns AND c.relname = v_name
+                      AND c.relkind = 'S' AND c.relowner = v_own) THEN
+            EXECUTE format('ALTER SEQUENCE %I.%I SET SCHEMA mailroom', v_old, v_name);
+        END IF;
+    END LOOP;
+    FOREACH v_name IN ARRAY ARRAY['account_status', 'delivery_state', 'token_action'] LOOP
+        IF EXISTS (SELECT 1 FROM pg_type t WHERE t.typnamespace = v_ns AND t.typname = v_name
+                      AND t.typtype = 'e' AND t.typowner = v_own) THEN
+            EXECUTE format('ALTER TYPE %I.%I SET SCHEMA mailroom', v_old, v_name);
+        END IF;
+    END LOOP;
+    IF EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = v_ns AND c.relname = 'delivery_states'
+                  AND c.relkind = 'v' AND c.relowner = v_own) THEN
+        EXECUTE format('ALTER VIEW %I.delivery_states SET SCHEMA mailroom', v_old);
+    END IF;
+    -- mailroom's functions of that time (the function files replace them afterwards).
+    FOR v_oid IN
+        SELECT p.oid FROM pg_proc p
+         WHERE p.pronamespace = v_ns AND p.proowner = v_own
+           AND (p.proname LIKE 'mailroom\_%' OR p.proname IN (
+                'trg_after_token_consumed', 'trg_after_token_inserted', 'trg_before_account_insert',
+                'trg_before_account_status_change', 'trg_before_token_insert_limits',
+                'trg_deliveries_count_insert', 'trg_deliveries_count_update',
+                'trg_wake_collector'))
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET SCHEMA mailroom', v_oid::regprocedure);
+    END LOOP;
+END
+$move$)SQL";
 
 constexpr char kCreateTable[] =
     "CREATE TABLE IF NOT EXISTS mailroom.schema_migrations ("
@@ -154,10 +253,16 @@ std::vector<std::string> ApplySources(pqxx::connection& conn, const std::vector<
         std::string(s->name), std::string(s->sql));
     done.push_back(s->name);
   }
-  if (!done.empty()) tx.exec(kRevokePublicExecute);
+  tx.exec(kRevokePublicExecute);
   tx.commit();
   return done;
 }
+
+// A database whose layout mailroom will not migrate (whose schema `mailroom` is not its own).
+class SchemaRefused : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // Creates mailroom's schema and the migration turn's table unless they exist. Two first
 // migrations at once both see them missing and one loses the race on the catalogue's unique
@@ -193,29 +298,56 @@ std::string TurnHolder(pqxx::connection& conn) {
 // whose search path is mailroom's schema (then the old one, while objects are left there).
 class LockedConnection {
  public:
-  LockedConnection(const std::string& url, absl::Duration wait) : turn_(url), conn_(url) {
-    pqxx::nontransaction(conn_).exec("SET client_min_messages = warning");
+  // `baseline`: the oldest version this release migrates from; a database older than that is
+  // left as it is (the previous release migrates it first, and finds it where it left it).
+  LockedConnection(const std::string& url, absl::Duration wait, int baseline)
+      : turn_(url), conn_(url) {
+    pqxx::nontransaction(conn_).exec(
+        absl::StrCat("SET client_min_messages = warning; ", kPinSearchPath));
     CreateSchema(conn_);
+    // The turn: SHARE UPDATE EXCLUSIVE conflicts with itself, and with no lock a statement takes
+    // while it is parsed, before its rights are checked (a role that may only name the table
+    // could otherwise hold a weaker lock on it through PREPARE and stop every migration).
     pqxx::nontransaction turn(turn_);
-    turn.exec(absl::StrCat("SET idle_in_transaction_session_timeout = 0; SET lock_timeout = ",
+    turn.exec(absl::StrCat("SET idle_in_transaction_session_timeout = 0; ", kPinSearchPath,
+                           "; SET lock_timeout = ",
                            std::max<int64_t>(1, absl::ToInt64Milliseconds(wait)),
-                           "; BEGIN; LOCK TABLE mailroom.mailroom_migration_turn IN EXCLUSIVE MODE"),
-              "");
+                           "; BEGIN; LOCK TABLE mailroom.mailroom_migration_turn"
+                           " IN SHARE UPDATE EXCLUSIVE MODE"));
     // No exception: the turn is ours. A lock_timeout (55P03) is reported by the caller.
-    pqxx::nontransaction tx(conn_);
-    pqxx::result old = tx.exec(kOldSchema);
-    std::string path = "mailroom";
+    pqxx::work tx(conn_);
+    pqxx::row owner = tx.exec1(kSchemaOwner);
+    if (!owner[1].as<bool>() || owner[2].as<bool>()) {
+      throw SchemaRefused(absl::StrCat(
+          "the schema mailroom belongs to role ", owner[0].as<std::string>(),
+          owner[2].as<bool>() ? " and PUBLIC may create in it" : "",
+          ": mailroom's schema must be the migrations' role's, with CREATE for no one else"));
+    }
+    pqxx::result old = tx.exec(kOldSchemas);
+    if (old.size() > 1) {
+      throw SchemaRefused("mailroom's tables were found in several schemas; move all but one "
+                               "away before migrating");
+    }
     if (!old.empty()) {
       const std::string schema = old[0][0].as<std::string>();
-      path = absl::StrCat("mailroom, ", schema);
-      // The version tables of a database migrated before 0030 move with the rest.
-      tx.exec(absl::StrCat("DO $$ BEGIN IF to_regclass('mailroom.schema_migrations') IS NULL THEN",
-                           " ALTER TABLE IF EXISTS ", schema, ".schema_migrations SET SCHEMA mailroom;",
-                           " ALTER TABLE IF EXISTS ", schema, ".schema_sources SET SCHEMA mailroom;",
-                           " END IF; END $$"));
+      const pqxx::field newest = tx.exec1(absl::StrCat(
+          "SELECT max(version) FROM ", tx.quote_name(schema), ".schema_migrations"))[0];
+      if (!newest.is_null() && newest.as<int>() >= baseline) {
+        tx.exec_params("SELECT set_config('mailroom.move_from', $1, true),"
+                       " set_config('mailroom.move_owner', $2, true)",
+                       schema, old[0][1].as<std::string>());
+        tx.exec(kMoveIntoOwnSchema);
+      } else {
+        // Older than this release's baseline: left untouched, and refused (CheckBaseline)
+        // from the versions it records there.
+        versions_ = absl::StrCat(tx.quote_name(schema), ".schema_migrations");
+        tx.commit();
+        return;
+      }
     }
     tx.exec(kCreateTable);
-    tx.exec("SET search_path = " + path);
+    tx.commit();
+    pqxx::nontransaction(conn_).exec(kMigrationLockTimeout);
   }
   ~LockedConnection() {
     try {
@@ -225,16 +357,19 @@ class LockedConnection {
     }
   }
   pqxx::connection& conn() { return conn_; }
+  // The table of applied versions.
+  const std::string& versions() const { return versions_; }
 
  private:
   pqxx::connection turn_;
   pqxx::connection conn_;
+  std::string versions_ = "mailroom.schema_migrations";
 };
 
-std::set<int> Applied(pqxx::connection& conn) {
+std::set<int> Applied(pqxx::connection& conn, const std::string& table) {
   pqxx::nontransaction tx(conn);
   std::set<int> versions;
-  for (const auto& row : tx.exec("SELECT version FROM mailroom.schema_migrations")) {
+  for (const auto& row : tx.exec("SELECT version FROM " + table)) {
     versions.insert(row[0].as<int>());
   }
   return versions;
@@ -283,8 +418,14 @@ absl::StatusOr<std::vector<int>> Apply(const std::string& url, std::vector<Migra
   std::vector<int> done;
   std::string current = "taking the migration turn";
   try {
-    LockedConnection locked(url, turn_wait);
-    std::set<int> applied = Applied(locked.conn());
+    const int baseline =
+        ordered.empty() ? 0
+                        : std::min_element(ordered.begin(), ordered.end(),
+                                           [](const Migration& a, const Migration& b) {
+                                             return a.version < b.version;
+                                           })->version;
+    LockedConnection locked(url, turn_wait, baseline);
+    std::set<int> applied = Applied(locked.conn(), locked.versions());
     if (direction == Direction::kUp) {
       absl::Status baseline = CheckBaseline(applied, ordered);
       if (!baseline.ok()) return baseline;
@@ -314,6 +455,8 @@ absl::StatusOr<std::vector<int>> Apply(const std::string& url, std::vector<Migra
       std::vector<std::string> names = ApplySources(locked.conn(), *sources, &current);
       if (sources_applied != nullptr) *sources_applied = std::move(names);
     }
+  } catch (const SchemaRefused& e) {
+    return absl::FailedPreconditionError(e.what());
   } catch (const pqxx::sql_error& e) {
     if (e.sqlstate() == "55P03" && current == "taking the migration turn") {
       std::string holder = "another session";

@@ -96,6 +96,51 @@ TEST_F(MigrateTest, EverythingLivesInMailroomsSchema) {
   EXPECT_FALSE(tx.exec1("SELECT has_schema_privilege('public', 'mailroom', 'CREATE')")[0].as<bool>());
 }
 
+// A role that may create in `public` plants, before mailroom is installed, tables named like
+// mailroom's and an operator and a function that would match mailroom's statements better than
+// the built-in ones. The migration neither takes those tables for mailroom's nor runs that code
+// (with its rights), and nothing of mailroom's depends on anything in `public`.
+TEST_F(MigrateTest, LookalikesInPublicRunNothingAndMoveNowhere) {
+  {
+    pqxx::connection admin(url_);
+    pqxx::nontransaction tx(admin);
+    tx.exec("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'planter') THEN"
+            " CREATE ROLE planter LOGIN; END IF; END $$;"
+            "GRANT CREATE ON SCHEMA public TO planter;"
+            "CREATE TABLE public.pwned (who text); GRANT INSERT ON public.pwned TO PUBLIC");
+  }
+  {
+    pqxx::connection planter(url_.substr(0, url_.find("://") + 3) + "planter" +
+                             url_.substr(url_.find('@')));
+    pqxx::nontransaction tx(planter);
+    tx.exec("CREATE TABLE public.mailroom_settings (x int);"
+            "CREATE TABLE public.schema_migrations (version int, name text);"
+            "INSERT INTO public.schema_migrations VALUES (99, 'planted');"
+            "CREATE FUNCTION public.planted_eq(regnamespace, regnamespace) RETURNS boolean"
+            " LANGUAGE plpgsql AS $f$ BEGIN INSERT INTO public.pwned VALUES (current_user);"
+            " RETURN $1::oid = $2::oid; END $f$;"
+            "CREATE OPERATOR public.= (LEFTARG = regnamespace, RIGHTARG = regnamespace,"
+            " FUNCTION = public.planted_eq);"
+            "CREATE FUNCTION public.to_timestamp(bigint) RETURNS timestamptz LANGUAGE plpgsql"
+            " AS $f$ BEGIN INSERT INTO public.pwned VALUES (current_user);"
+            " RETURN pg_catalog.to_timestamp($1::double precision); END $f$");
+  }
+  auto up = MigrateUp(url_, EmbeddedMigrations());
+  ASSERT_TRUE(up.ok()) << up.status();
+  pqxx::connection conn(url_);
+  pqxx::nontransaction tx(conn);
+  tx.exec("SELECT count(*) FROM mailroom.account_emails");
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM public.pwned")[0].as<int>(), 0);
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace"
+                     " AND c.relname IN ('mailroom_settings', 'schema_migrations')")[0].as<int>(),
+            2);
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM pg_depend d JOIN pg_proc p ON d.refclassid ="
+                     " 'pg_proc'::regclass AND p.oid = d.refobjid"
+                     " WHERE p.pronamespace = 'public'::regnamespace"
+                     "   AND d.classid <> 'pg_operator'::regclass")[0].as<int>(),  // its own
+            0);
+}
+
 TEST_F(MigrateTest, ConcurrentMigratorsApplyEachMigrationOnce) {
   auto a = std::async(std::launch::async, [&] { return MigrateUp(url_, EmbeddedMigrations()); });
   auto b = std::async(std::launch::async, [&] { return MigrateUp(url_, EmbeddedMigrations()); });

@@ -205,7 +205,7 @@ TEST_F(BusyMarkTest, AnAdvisoryLockSquatterDelaysNoMark) {
   // Nor can it take the marks' turn itself.
   pqxx::connection c(testing::UrlAs(url_, "mark_squatter"));
   EXPECT_THROW(pqxx::nontransaction(c).exec(
-                   "BEGIN; LOCK TABLE mailroom.mailroom_collectors IN SHARE ROW EXCLUSIVE MODE"),
+                   "BEGIN; LOCK TABLE mailroom.mailroom_mark_turn IN SHARE UPDATE EXCLUSIVE MODE"),
                pqxx::sql_error);
 }
 

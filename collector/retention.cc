@@ -13,14 +13,16 @@ namespace mailroom {
 namespace {
 
 // The retention pass's turn: a lock on a table of mailroom's, held by an open transaction on a
-// connection of its own for the whole pass. EXCLUSIVE mode takes UPDATE, DELETE or TRUNCATE on
-// the table, which only mailroom's roles have (an advisory lock, which any role may take and
-// hold, would let any role that can connect stop every pass); NOWAIT: a collector whose turn it
-// is not skips its pass. The lock takes no transaction id, so the idle transaction holds back no
-// vacuum.
+// connection of its own for the whole pass. SHARE UPDATE EXCLUSIVE mode conflicts with itself,
+// takes UPDATE, DELETE or TRUNCATE on the table, which only mailroom's roles have, and conflicts
+// with no lock a statement takes while it is parsed, before its rights are checked (so a role
+// that may only name the table cannot hold it through PREPARE); an advisory lock, which any
+// role may take and hold, would let any role that can connect stop every pass. NOWAIT: a
+// collector whose turn it is not skips its pass. The lock is not WAL-logged and takes no
+// transaction id, so the idle transaction holds back no vacuum.
 constexpr char kTakeTurn[] =
     "SET idle_in_transaction_session_timeout = 0; BEGIN;"
-    " LOCK TABLE mailroom.mailroom_retention_turn IN EXCLUSIVE MODE NOWAIT";
+    " LOCK TABLE mailroom.mailroom_retention_turn IN SHARE UPDATE EXCLUSIVE MODE NOWAIT";
 
 // Calls a prune function of migration 0013 or 0019 batch by batch (autocommit: one transaction per
 // call) from `*cursor` until it says there is nothing more; returns the rows deleted. `*cursor`

@@ -4,6 +4,8 @@
 // binary still migrates, dispatches, takes its wake-up turns and runs its retention pass, and
 // lends neither role a right.
 #include <future>
+#include <string>
+#include <vector>
 #include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
@@ -62,15 +64,39 @@ TEST_F(BorderTest, SquattersAndLookalikesChangeNothing) {
   EXPECT_GT(planted, 40);
   // Neither role may take any of mailroom's turns.
   for (const char* turn : {"mailroom_migration_turn", "mailroom_retention_turn",
-                           "mailroom_collectors"}) {
+                           "mailroom_mark_turn"}) {
     for (const char* role : {"squatter", "owner_like"}) {
       pqxx::connection c(testing::UrlAs(url_, role));
       pqxx::nontransaction tx(c);
       EXPECT_THROW(tx.exec(absl::StrCat("BEGIN; LOCK TABLE mailroom.", turn,
-                                        " IN EXCLUSIVE MODE NOWAIT")),
+                                        " IN SHARE UPDATE EXCLUSIVE MODE NOWAIT")),
                    pqxx::sql_error)
           << role << " locked " << turn;
     }
+  }
+  // The squatter, which may name mailroom's tables (USAGE on the schema, as the application's
+  // role has), holds for the rest of the test the locks that parsing a statement takes before
+  // its rights are checked: a DELETE prepared on every table of mailroom's, in an open
+  // transaction.
+  testing::TestDb(url_).Exec("GRANT USAGE ON SCHEMA mailroom TO squatter");
+  pqxx::connection parser(testing::UrlAs(url_, "squatter"));
+  {
+    std::vector<std::string> tables;
+    pqxx::connection admin(url_);
+    pqxx::nontransaction a(admin);
+    for (const auto& row : a.exec("SELECT c.relname FROM pg_class c WHERE c.relkind = 'r'"
+                                  " AND c.relnamespace = 'mailroom'::regnamespace")) {
+      tables.push_back(row[0].as<std::string>());
+    }
+    pqxx::nontransaction p(parser);
+    p.exec("BEGIN");
+    for (size_t i = 0; i < tables.size(); ++i) {
+      p.exec(absl::StrCat("PREPARE held", i, " AS DELETE FROM mailroom.", tables[i]));
+    }
+    EXPECT_GE(a.exec1("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity s USING (pid)"
+                      " WHERE s.usename = 'squatter' AND l.mode = 'RowExclusiveLock'")[0]
+                  .as<int>(),
+              static_cast<int>(tables.size()));
   }
 
   // The collector migrates again at start (the turn is its own), then dispatches, marks itself

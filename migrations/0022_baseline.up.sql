@@ -4,13 +4,15 @@
 -- applied by `collector migrate` after the versioned migrations (see docs/sql.md).
 
 
--- pgcrypto in mailroom's schema (the functions' pinned search path reaches no other), moved there
--- if the database already had it elsewhere.
+-- pgcrypto (gen_random_bytes: the tokens' secrets) in mailroom's schema, unless the database
+-- already has it elsewhere: it moves there when the migrations' role owns it, else it stays
+-- (the tokens' default below names it in its schema).
 CREATE EXTENSION IF NOT EXISTS pgcrypto SCHEMA mailroom;
 DO $$
 BEGIN
-    IF (SELECT e.extnamespace <> 'mailroom'::regnamespace FROM pg_extension e
-         WHERE e.extname = 'pgcrypto') THEN
+    IF (SELECT e.extnamespace <> 'mailroom'::regnamespace
+               AND pg_has_role(current_user, e.extowner, 'MEMBER')
+          FROM pg_extension e WHERE e.extname = 'pgcrypto') THEN
         ALTER EXTENSION pgcrypto SET SCHEMA mailroom;
     END IF;
 END;
@@ -42,7 +44,7 @@ CREATE TYPE token_action AS ENUM (
 CREATE TABLE tokens (
     id bigint NOT NULL,
     action token_action NOT NULL,
-    secret bytea DEFAULT gen_random_bytes(32) NOT NULL,
+    secret bytea NOT NULL,
     code character varying(5) NOT NULL,
     account bigint NOT NULL,
     expires_at bigint DEFAULT (EXTRACT(epoch FROM (now() + '00:15:00'::interval)))::bigint NOT NULL,
@@ -68,6 +70,15 @@ CREATE SEQUENCE tokens_id_seq
 ALTER SEQUENCE tokens_id_seq OWNED BY tokens.id;
 
 ALTER TABLE ONLY tokens ALTER COLUMN id SET DEFAULT nextval('tokens_id_seq'::regclass);
+
+DO $$
+BEGIN
+    EXECUTE format('ALTER TABLE tokens ALTER COLUMN secret SET DEFAULT %I.gen_random_bytes(32)',
+                   (SELECT n.nspname FROM pg_extension e
+                      JOIN pg_namespace n ON n.oid = e.extnamespace
+                     WHERE e.extname = 'pgcrypto'));
+END;
+$$;
 
 ALTER TABLE ONLY tokens
     ADD CONSTRAINT tokens_pkey PRIMARY KEY (id);

@@ -260,6 +260,16 @@ TEST_F(InterfaceTest, TheSeedsLifecycleThroughTheInterface) {
   EXPECT_EQ(Consume(rec, rec_code), (Outcome{"ok", id, "password_recovery"}));
 }
 
+// A request's limits count the requests before it: only in READ COMMITTED, where a request
+// waits for a concurrent one's commit and sees it.
+TEST_F(InterfaceTest, RequestRefusesASnapshotThatCouldMissAConcurrentRequest) {
+  const int64_t a = Signup("rr", "active");
+  pqxx::transaction<pqxx::isolation_level::repeatable_read> tx(*app_);
+  EXPECT_THROW(tx.exec(absl::StrCat("SELECT * FROM mailroom.request(", a,
+                                    ", 'password_recovery')")),
+               pqxx::sql_error);
+}
+
 // 1,000 tokens, each consumed by two connections at once: exactly one success per token.
 TEST_F(InterfaceTest, EachTokenIsConsumedExactlyOnceUnderConcurrentClicks) {
   constexpr int kTokens = 1000;
@@ -307,7 +317,7 @@ TEST_F(InterfaceTest, AccountEmailsShowsEachEmailsState) {
     pqxx::result r = App("SELECT state FROM mailroom.account_emails WHERE " + where);
     return r.size() == 1 ? Field(r[0][0]) : absl::StrCat(r.size(), " rows");
   };
-  EXPECT_EQ(state_of(absl::StrCat("account = ", a)), "queued");  // the signup, not collected
+  EXPECT_EQ(state_of(absl::StrCat("account = ", a)), "0 rows");  // the signup, not collected
   const int64_t token = ActivationToken(a);
   EXPECT_EQ(state_of(absl::StrCat("token_id = ", token)), "queued");
   {

@@ -10,9 +10,10 @@
 -- connects.
 --
 -- Called alone in autocommit (one round trip). Collectors take turns by locking
--- mailroom_collectors (SHARE ROW EXCLUSIVE, which conflicts with itself; taking it needs UPDATE,
--- DELETE or TRUNCATE on the table, which only mailroom's roles have, unlike an advisory lock,
--- which any role that can connect may take and hold), held only until that statement's commit,
+-- mailroom_mark_turn (SHARE UPDATE EXCLUSIVE, which conflicts with itself and with no lock a
+-- statement takes while it is parsed; taking it needs UPDATE, DELETE or TRUNCATE on the table,
+-- which only mailroom's roles have, unlike an advisory lock, which any role that can connect may
+-- take and hold), held only until that statement's commit,
 -- so the count set is never one built from another collector's uncommitted change. The
 -- triggers never take it. lock_timeout bounds the wait: a turn not had within it is an error
 -- the collector logs, and it marks itself again on its next round. The commit is
@@ -25,7 +26,7 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_collector_mark(p_idle boolean) RETU
     AS $$
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
-    LOCK TABLE mailroom_collectors IN SHARE ROW EXCLUSIVE MODE;
+    LOCK TABLE mailroom_mark_turn IN SHARE UPDATE EXCLUSIVE MODE;
     DELETE FROM mailroom_collectors c
      WHERE c.pid <> pg_backend_pid()
        AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = c.pid);

@@ -14,7 +14,8 @@
 --
 -- The limits are the limits trigger's (trg_before_token_insert_limits), decided in the same
 -- statement; the account's row is locked by that trigger, so two requests for one account are
--- decided one after the other. retry_at: the time the oldest of the requests that fill the
+-- decided one after the other. Only in READ COMMITTED transactions (an error otherwise): a
+-- later snapshot would not see a concurrent request. retry_at: the time the oldest of the requests that fill the
 -- account's or the address's limit leaves the window (the later of the two when both are full).
 CREATE OR REPLACE FUNCTION mailroom.request(p_account bigint, p_action text,
                                             p_address text DEFAULT NULL)
@@ -37,6 +38,14 @@ DECLARE
     v_at       bigint;
     v_retry    bigint;
 BEGIN
+    -- The limits count the account's and the address's earlier requests: a snapshot older than
+    -- a concurrent request's commit (REPEATABLE READ, SERIALIZABLE) would not see it, and two
+    -- requests at once could both pass.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'mailroom.request runs in READ COMMITTED transactions only (this one is %)',
+            current_setting('transaction_isolation')
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
     IF p_action IS NULL OR NOT p_action = ANY (enum_range(NULL::token_action)::text[]) THEN
         RETURN QUERY SELECT 'refused', NULL::bigint, NULL::timestamptz,
                             format('unknown action %s', coalesce(quote_literal(left(p_action, 64)), 'NULL'));

@@ -4,7 +4,9 @@
 -- it reads (a view reads them with its owner's rights). Query it by account:
 --   SELECT * FROM mailroom.account_emails WHERE account = $1 ORDER BY requested_at DESC;
 --
--- One row per token, and one per signup not yet collected (token_id NULL, state 'queued'):
+-- One row per token (a signup's activation appears once a collector has made its token, within
+-- milliseconds while one runs; the signup queue is not read, so a page costs a few index probes
+-- whatever its length):
 --   account, token_id, action, requested_at, expires_at, address (the normalised address it
 --   went or goes to), state, state_at (when it got there, where known) and reason.
 -- state, the first that holds:
@@ -67,8 +69,4 @@ SELECT t.account,
                         OR b.state = 'leased')
                    AND get_bit(b.kept, array_position(b.ids, t.id) - 1) = 0) x
          ORDER BY x.pick
-         LIMIT 1) d ON true
-UNION ALL
-SELECT q.account, NULL::bigint, 'activation', to_timestamp(q.requested_at), NULL::timestamptz,
-       NULL::text, 'queued', NULL::timestamptz, NULL::text
-  FROM mailroom_signups q;
+         LIMIT 1) d ON true;
