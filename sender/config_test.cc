@@ -237,5 +237,49 @@ TEST(SenderConfigTest, SmtpOAuth2FromAFile) {
       << r.status();
 }
 
+TEST(SenderConfigTest, HttpWebhook) {
+  std::map<std::string, std::string> v = {
+      {"MAILROOM_TRANSPORT", "http"},
+      {"MAILROOM_HTTP_URL", "https://hooks.example.com/mail"},
+      {"MAILROOM_HTTP_SECRET", "whsec_s3cr3t-value"},
+      {"MAILROOM_HTTP_AUTHORIZATION", "Bearer auth-s3cr3t"}};
+  auto c = LoadSenderConfig(Vars(v));
+  ASSERT_TRUE(c.ok()) << c.status();
+  TransportConfig tc = TransportConfigOf(*c);
+  EXPECT_EQ(tc.kind, "http");
+  EXPECT_EQ(tc.http_url, "https://hooks.example.com/mail");
+  EXPECT_EQ(tc.http_secret, "whsec_s3cr3t-value");
+  EXPECT_EQ(tc.http_authorization, "Bearer auth-s3cr3t");
+
+  // Each error names the variable to fix and never shows a secret.
+  const std::map<std::string, std::pair<std::map<std::string, std::string>, std::string>> bad = {
+      {"no url", {{{"MAILROOM_HTTP_URL", ""}}, "MAILROOM_HTTP_URL"}},
+      {"not http", {{{"MAILROOM_HTTP_URL", "ftp://hooks.example.com/"}}, "MAILROOM_HTTP_URL"}},
+      {"plain http", {{{"MAILROOM_HTTP_URL", "http://hooks.example.com/mail"}}, "MAILROOM_HTTP_URL"}},
+      {"no secret", {{{"MAILROOM_HTTP_SECRET", ""}}, "MAILROOM_HTTP_SECRET"}},
+      {"two lines",
+       {{{"MAILROOM_HTTP_AUTHORIZATION", "Bearer auth-s3cr3t\r\nX-Evil: 1"}},
+        "MAILROOM_HTTP_AUTHORIZATION"}},
+  };
+  for (const auto& [what, change] : bad) {
+    auto w = v;
+    for (const auto& [k, val] : change.first) w[k] = val;
+    auto r = LoadSenderConfig(Vars(w));
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_TRUE(absl::StartsWith(r.status().message(), change.second)) << what << ": " << r.status();
+    EXPECT_THAT(std::string(r.status().message()), Not(HasSubstr("s3cr3t"))) << what;
+  }
+  // Plain HTTP to this machine, or anywhere when the operator says so.
+  auto local = v;
+  local["MAILROOM_HTTP_URL"] = "http://127.0.0.1:8080/mail";
+  EXPECT_TRUE(LoadSenderConfig(Vars(local)).ok());
+  local["MAILROOM_HTTP_URL"] = "http://localhost/mail";
+  EXPECT_TRUE(LoadSenderConfig(Vars(local)).ok());
+  auto allowed = v;
+  allowed["MAILROOM_HTTP_URL"] = "http://mailer.internal:8080/mail";
+  allowed["MAILROOM_HTTP_ALLOW_PLAIN"] = "true";
+  EXPECT_TRUE(LoadSenderConfig(Vars(allowed)).ok());
+}
+
 }  // namespace
 }  // namespace mailroom
