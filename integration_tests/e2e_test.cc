@@ -394,7 +394,8 @@ TEST_F(EndToEndTest, AccountYieldsASignedWebhookWithAVerifiableLink) {
   };
   auto sender = StartSender({{"MAILROOM_TRANSPORT", "http"},
                              {"MAILROOM_HTTP_URL", absl::StrCat("http://127.0.0.1:", port, "/mail")},
-                             {"MAILROOM_HTTP_SECRET", secret}});
+                             {"MAILROOM_HTTP_SECRET", secret},
+                             {"MAILROOM_SEND_TIMEOUT_MS", "1000"}});
   Exec("INSERT INTO accounts (email, login) VALUES ('hook@example.test', 'hook')");
   ASSERT_EQ(
       WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 1, absl::Seconds(30)), 1)
@@ -429,6 +430,28 @@ TEST_F(EndToEndTest, AccountYieldsASignedWebhookWithAVerifiableLink) {
   EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'failed'"), 1);
   EXPECT_EQ(Scalar("SELECT max(failures) FROM delivery_states WHERE state = 'sent'"), 0);
   EXPECT_THAT(sender->Log(), HasSubstr("provider unavailable"));
+
+  // An answer lost after the receiver took the request: charged, retried once with the same
+  // webhook-id, which the receiver recognises: one email, sent.
+  // (A hang past the send timeout: a connection closed without an answer would be sent again
+  // at once by libcurl itself when it was a kept-alive one, with the same webhook-id.)
+  script(R"([{"hang_ms": 2500}])");
+  Exec("INSERT INTO accounts (email, login) VALUES ('lost@example.test', 'lost')");
+  ASSERT_EQ(
+      WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 3, absl::Seconds(30)), 3)
+      << sender->Log();
+  EXPECT_EQ(Scalar("SELECT failures FROM delivery_states d JOIN tokens t ON t.id = d.token_id"
+                   " JOIN accounts a ON a.id = t.account WHERE a.email = 'lost@example.test'"),
+            1);
+  got = state();
+  EXPECT_THAT(got, HasSubstr("\"duplicates\": 1"));
+  size_t copies = 0;
+  for (size_t at = got.find("\"to\": \"lost@example.test\""); at != std::string::npos;
+       at = got.find("\"to\": \"lost@example.test\"", at + 1)) {
+    ++copies;
+  }
+  EXPECT_EQ(copies, 1u) << got;
+  EXPECT_THAT(sender->Log(), HasSubstr("charged, will retry once"));
 }
 
 TEST_F(EndToEndTest, SenderWithDefaultsServesHealthWhileSubscribed) {

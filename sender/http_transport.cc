@@ -37,6 +37,7 @@ std::string Reason(absl::string_view body) {
         return SanitizeUtf8(json[k].get<std::string>(), kMaxReason);
       }
     }
+    if (json.empty()) return "";  // "{}" says nothing
   }
   return SanitizeUtf8(absl::StripAsciiWhitespace(body), kMaxReason);
 }

@@ -284,6 +284,7 @@ TEST(HttpResponseTest, WhatEachAnswerMeans) {
   EXPECT_EQ(conflict.code(), absl::StatusCode::kUnavailable);
   EXPECT_FALSE(IsProviderError(conflict));
   EXPECT_EQ(conflict.message(), "http 409");
+  EXPECT_EQ(HttpTransport::ResponseStatus(503, " {} ").message(), "http 503");
   for (long rejected : {400, 413, 415, 422, 451}) {
     auto st = HttpTransport::ResponseStatus(rejected, "{\"error\":\"bad\"}");
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << rejected;
