@@ -197,15 +197,9 @@ absl::StatusOr<SendResult> HttpTransport::Send(const OutgoingEmail& email) {
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(absl::ToInt64Milliseconds(
                                               AttemptTimeout(email, config_.timeout))));
   const CURLcode rc = loop_.Perform(c);
+  if (rc != CURLE_OK) return HttpTransferStatus(c, rc, errbuf);
   long http = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
-  if (rc != CURLE_OK) {
-    long request_bytes = 0;
-    curl_off_t body_bytes = 0;
-    curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &request_bytes);
-    curl_easy_getinfo(c, CURLINFO_SIZE_UPLOAD_T, &body_bytes);
-    return HttpTransferStatus(rc, errbuf, request_bytes > 0 || body_bytes > 0, http);
-  }
   absl::Status st = ResponseStatus(http, response);
   if (!st.ok()) return st;
   // Without an id of the receiver's, feedback names the email by its webhook-id.
