@@ -34,7 +34,8 @@ void ExpectRefused(const std::map<std::string, std::string>& base, const Changes
     for (const auto& [k, val] : change.first) w[k] = val;
     auto r = LoadSenderConfig(Vars(w));
     ASSERT_FALSE(r.ok()) << what;
-    EXPECT_TRUE(absl::StartsWith(r.status().message(), change.second)) << what << ": " << r.status();
+    EXPECT_TRUE(absl::StartsWith(r.status().message(), change.second))
+        << what << ": " << r.status();
     EXPECT_THAT(std::string(r.status().message()), Not(HasSubstr(secret))) << what;
   }
 }
@@ -265,7 +266,8 @@ TEST(SenderConfigTest, HttpWebhook) {
   ExpectRefused(v, {
       {"no url", {{{"MAILROOM_HTTP_URL", ""}}, "MAILROOM_HTTP_URL"}},
       {"not http", {{{"MAILROOM_HTTP_URL", "ftp://hooks.example.com/"}}, "MAILROOM_HTTP_URL"}},
-      {"plain http", {{{"MAILROOM_HTTP_URL", "http://hooks.example.com/mail"}}, "MAILROOM_HTTP_URL"}},
+      {"plain http",
+       {{{"MAILROOM_HTTP_URL", "http://hooks.example.com/mail"}}, "MAILROOM_HTTP_URL"}},
       {"no secret", {{{"MAILROOM_HTTP_SECRET", ""}}, "MAILROOM_HTTP_SECRET"}},
       {"two lines",
        {{{"MAILROOM_HTTP_AUTHORIZATION", "Bearer auth-s3cr3t\r\nX-Evil: 1"}},

@@ -56,7 +56,8 @@ class HttpTransportTest : public TransportTest {
   }
   nlohmann::json State() {
     const std::string out = dir_ + "/state.json";
-    std::system(absl::StrCat("curl -s http://127.0.0.1:", port_, "/_control/state > ", out).c_str());
+    std::system(
+        absl::StrCat("curl -s http://127.0.0.1:", port_, "/_control/state > ", out).c_str());
     return nlohmann::json::parse(Slurp(out));
   }
   TransportConfig Http(const std::string& url, const std::string& secret = kSecret) {
@@ -297,7 +298,8 @@ TEST(HttpResponseTest, WhatEachAnswerMeans) {
 }
 
 TEST(HttpMessageIdTest, OnlyAnIdTheCollectorCanStore) {
-  EXPECT_EQ(HttpTransport::MessageIdOf("{\"message_id\":\"0100-abc@example\"}"), "0100-abc@example");
+  EXPECT_EQ(HttpTransport::MessageIdOf("{\"message_id\":\"0100-abc@example\"}"),
+            "0100-abc@example");
   for (const char* unusable : {"", "not json", "{\"message_id\":12}", "{\"message_id\":\"\"}",
                                "{\"message_id\":\"a b\"}", "{\"id\":\"x\"}", "[\"message_id\"]"}) {
     EXPECT_EQ(HttpTransport::MessageIdOf(unusable), "") << unusable;
