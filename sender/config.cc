@@ -167,6 +167,7 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   c.http_secret = env.String("MAILROOM_HTTP_SECRET", "");
   c.http_authorization = env.String("MAILROOM_HTTP_AUTHORIZATION", "");
   MAILROOM_ASSIGN_OR_RETURN(c.http_allow_plain, env.Bool("MAILROOM_HTTP_ALLOW_PLAIN", false));
+  MAILROOM_ASSIGN_OR_RETURN(c.http_ca_file, env.File("MAILROOM_HTTP_CA_FILE"));
   if (c.transport == "smtp") {
     if (c.smtp_url.empty()) return Bad("MAILROOM_SMTP_URL", "required when MAILROOM_TRANSPORT=smtp");
     if (!absl::StartsWith(c.smtp_url, "smtp://") && !absl::StartsWith(c.smtp_url, "smtps://")) {
@@ -317,6 +318,7 @@ TransportConfig TransportConfigOf(const SenderConfig& c) {
   tc.http_url = c.http_url;
   tc.http_secret = c.http_secret;
   tc.http_authorization = c.http_authorization;
+  tc.http_ca_file = c.http_ca_file;
   return tc;
 }
 

@@ -64,6 +64,7 @@ struct SenderConfig {
   std::string http_secret;            // MAILROOM_HTTP_SECRET (secret)
   std::string http_authorization;     // MAILROOM_HTTP_AUTHORIZATION (secret)
   bool http_allow_plain = false;      // MAILROOM_HTTP_ALLOW_PLAIN: http:// to a network address
+  std::string http_ca_file;           // MAILROOM_HTTP_CA_FILE
 
   // Budget and retries.
   std::optional<double> monthly_budget;  // MAILROOM_BUDGET (unset/"unlimited": no limit)

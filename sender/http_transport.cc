@@ -192,6 +192,9 @@ absl::StatusOr<SendResult> HttpTransport::Send(const OutgoingEmail& email) {
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &response);
+  if (!config_.http_ca_file.empty()) {
+    curl_easy_setopt(c, CURLOPT_CAINFO, config_.http_ca_file.c_str());
+  }
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(absl::ToInt64Milliseconds(config_.connect_timeout)));
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(absl::ToInt64Milliseconds(

@@ -3,6 +3,7 @@
 // to Status.
 #include "sender/http_transport.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
@@ -39,25 +40,29 @@ class HttpTransportTest : public TransportTest {
     std::vector<std::string> argv = {"/usr/bin/python3", Receiver(), "serve", "--port",
                                      absl::StrCat(port_), "--secret", kSecret};
     argv.insert(argv.end(), extra.begin(), extra.end());
+    if (std::find(extra.begin(), extra.end(), "--tls-cert") != extra.end()) scheme_ = "https";
     auto p = Process::Spawn(argv, {}, dir_ + "/receiver.log");
     EXPECT_TRUE(p.ok());
     EXPECT_TRUE((*p)->WaitForLog("ready", absl::Seconds(20))) << (*p)->Log();
     peers_.push_back(*std::move(p));
-    return absl::StrCat("http://127.0.0.1:", port_, "/hooks/mail");
+    return absl::StrCat(scheme_, "://127.0.0.1:", port_, "/hooks/mail");
+  }
+  // The receiver's control URL for `path` (its own certificate is not checked).
+  std::string Control(const std::string& path) {
+    return absl::StrCat(scheme_, "://127.0.0.1:", port_, "/_control/", path);
   }
   // Tells the receiver how to answer the next requests.
   void Script(const nlohmann::json& answers) {
     const std::string file = dir_ + "/script.json";
     std::ofstream(file) << nlohmann::json{{"answers", answers}}.dump();
-    ASSERT_EQ(std::system(absl::StrCat("curl -sf -o /dev/null --data-binary @", file,
-                                       " http://127.0.0.1:", port_, "/_control/script")
+    ASSERT_EQ(std::system(absl::StrCat("curl -skf -o /dev/null --data-binary @", file, " ",
+                                       Control("script"))
                               .c_str()),
               0);
   }
   nlohmann::json State() {
     const std::string out = dir_ + "/state.json";
-    std::system(
-        absl::StrCat("curl -s http://127.0.0.1:", port_, "/_control/state > ", out).c_str());
+    std::system(absl::StrCat("curl -sk ", Control("state"), " > ", out).c_str());
     return nlohmann::json::parse(Slurp(out));
   }
   TransportConfig Http(const std::string& url, const std::string& secret = kSecret) {
@@ -85,6 +90,7 @@ class HttpTransportTest : public TransportTest {
   }
 
   int port_ = 0;
+  std::string scheme_ = "http";
 };
 
 TEST_F(HttpTransportTest, SentWithTheReceiversMessageIdAndAVerifiedSignature) {
@@ -211,6 +217,23 @@ TEST_F(HttpTransportTest, AWrongSecretOrAuthorizationIsRefusedAndHoldsEveryJob) 
   nlohmann::json state = State();
   EXPECT_EQ(state["refused"], 2);
   EXPECT_EQ(state["messages"].size(), 2u);
+}
+
+TEST_F(HttpTransportTest, HttpsIsVerifiedAndAnUntrustedCertificateHoldsEveryJob) {
+  MakeCert();
+  const std::string https =
+      StartReceiver({"--tls-cert", dir_ + "/cert.pem", "--tls-key", dir_ + "/key.pem"});
+  auto untrusted = Make(Http(https))->Send(Job(16));
+  EXPECT_TRUE(IsProviderError(untrusted.status())) << untrusted.status();
+  EXPECT_FALSE(IsMaybeSent(untrusted.status()));
+  TransportConfig trusted = Http(https);
+  trusted.http_ca_file = dir_ + "/cert.pem";
+  auto sent = Make(trusted)->Send(Job(17));
+  ASSERT_TRUE(sent.ok()) << sent.status();
+  // Plain HTTP to a TLS port gets no answer it can read: not sent, nothing stored.
+  EXPECT_FALSE(
+      Make(Http(absl::StrCat("http://127.0.0.1:", port_, "/hooks/mail")))->Send(Job(18)).ok());
+  EXPECT_EQ(State()["messages"].size(), 1u);
 }
 
 // The signature as any receiver checks it: the receiver's `verify` command line.

@@ -124,6 +124,7 @@ struct TransportConfig {
   // every request (a receiver rotating its secret accepts either). Secret.
   std::string http_secret;
   std::string http_authorization;  // an Authorization header value, "" for none (secret)
+  std::string http_ca_file;        // PEM CA trusted for the receiver instead of the system's
 };
 
 // The payload type URL that marks a permanent rejection of the recipient's address.

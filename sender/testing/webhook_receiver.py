@@ -6,7 +6,7 @@ id.timestamp.body with the key decoded from whsec_<base64>), stores what it acce
 webhook-id, and answers as a test tells it.
 
   webhook_receiver.py serve --port P --secret whsec_... [--secret ...] [--tolerance 300]
-                            [--authorization VALUE]
+                            [--authorization VALUE] [--tls-cert PEM --tls-key PEM]
   webhook_receiver.py verify --secret whsec_... --id ID --timestamp T --signature SIG
                              [--tolerance 300] < body
       exits 0 when the signature verifies, 1 (and says why) when not.
@@ -23,6 +23,8 @@ duplicate, nothing stored again.
   GET /_control/state -> {"requests": n, "refused": n, "duplicates": n, "reasons": [...],
                           "messages": [{"id", "timestamp", "attempt", "body"}, ...]}
 
+--tls-cert/--tls-key: serve HTTPS with that certificate.
+
 Prints "ready <port>" on stdout once listening.
 """
 import argparse
@@ -30,6 +32,7 @@ import base64
 import hashlib
 import hmac
 import json
+import ssl
 import sys
 import threading
 import time
@@ -133,6 +136,10 @@ def serve(args):
 
     ThreadingHTTPServer.request_queue_size = 1024
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    if args.tls_cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(args.tls_cert, args.tls_key)
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
     print("ready %d" % args.port, flush=True)
     server.serve_forever()
 
@@ -145,6 +152,8 @@ def main():
     s.add_argument("--secret", action="append", required=True)
     s.add_argument("--tolerance", type=int, default=300)
     s.add_argument("--authorization")
+    s.add_argument("--tls-cert")
+    s.add_argument("--tls-key")
     v = sub.add_parser("verify")
     v.add_argument("--secret", action="append", required=True)
     v.add_argument("--id", required=True)
