@@ -261,6 +261,7 @@ TEST(SenderConfigTest, HttpWebhook) {
   EXPECT_EQ(tc.http_url, "https://hooks.example.com/mail");
   EXPECT_EQ(tc.http_secret, "whsec_s3cr3t-value");
   EXPECT_EQ(tc.http_authorization, "Bearer auth-s3cr3t");
+  EXPECT_EQ(tc.http_ca_file, "");
 
   // Each error names the variable to fix and never shows a secret.
   ExpectRefused(v, {
@@ -269,6 +270,7 @@ TEST(SenderConfigTest, HttpWebhook) {
       {"plain http",
        {{{"MAILROOM_HTTP_URL", "http://hooks.example.com/mail"}}, "MAILROOM_HTTP_URL"}},
       {"no secret", {{{"MAILROOM_HTTP_SECRET", ""}}, "MAILROOM_HTTP_SECRET"}},
+      {"no ca", {{{"MAILROOM_HTTP_CA_FILE", "/nonexistent/ca.pem"}}, "MAILROOM_HTTP_CA_FILE"}},
       {"two lines",
        {{{"MAILROOM_HTTP_AUTHORIZATION", "Bearer auth-s3cr3t\r\nX-Evil: 1"}},
         "MAILROOM_HTTP_AUTHORIZATION"}},
