@@ -1,8 +1,6 @@
 #include "collector/signing.h"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -117,14 +115,6 @@ absl::StatusOr<std::vector<SigningKey>> ParseSigningKeys(absl::string_view comma
   }
   if (keys.empty()) return absl::InvalidArgumentError("no key given");
   return keys;
-}
-
-std::string HmacSha256(absl::string_view key, absl::string_view data) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len);
-  return std::string(reinterpret_cast<char*>(out), len);
 }
 
 absl::StatusOr<std::string> SignToken(const SigningKey& key, TokenAction action,

@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "common/hmac.h"  // HmacSha256, which the signer and its callers use
 
 namespace mailroom {
 
@@ -29,9 +30,6 @@ absl::StatusOr<SigningKey> ParseSigningKey(absl::string_view hex);
 // Parses a comma-separated list of keys (for verification across key rotation: sign with the
 // first, accept any).
 absl::StatusOr<std::vector<SigningKey>> ParseSigningKeys(absl::string_view comma_separated);
-
-// HMAC-SHA256(key, data), 32 raw bytes (OpenSSL).
-std::string HmacSha256(absl::string_view key, absl::string_view data);
 
 // mailroom's token: base64url_without_padding(secret[32] || HMAC-SHA256(key, msg)), msg =
 // "/activate" || secret, or "/recover" || secret || code (5 ASCII digits). Always 86

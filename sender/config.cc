@@ -24,6 +24,15 @@ bool OneLine(const std::string& s, size_t max) {
   return true;
 }
 
+// True for an https:// URL, or an http:// one to a loopback address (what crosses to it is
+// then never on a network in clear).
+bool HttpsOrLoopback(const std::string& url) {
+  if (absl::StartsWith(url, "https://")) return true;
+  if (!absl::StartsWith(url, "http://")) return false;
+  const size_t end = url.find_first_of("/?#", 7);
+  return IsLoopbackAddress(url.substr(7, end == std::string::npos ? std::string::npos : end - 7));
+}
+
 // The XOAUTH2 settings of an smtp transport: one token source (an endpoint or a file), the
 // mailbox, no password. Secrets are named, never shown.
 absl::Status CheckSmtpOAuth2(const SenderConfig& c) {
@@ -50,15 +59,8 @@ absl::Status CheckSmtpOAuth2(const SenderConfig& c) {
     return Bad("MAILROOM_SMTP_USERNAME", "required with OAuth2: the mailbox that sends");
   }
   if (endpoint) {
-    const std::string& url = c.smtp_oauth2_token_url;
-    const bool https = absl::StartsWith(url, "https://");
-    const bool http = absl::StartsWith(url, "http://");
     // The client secret crosses to the endpoint: in clear only to this machine.
-    const std::string host_port =
-        http ? url.substr(7, url.find('/', 7) == std::string::npos ? std::string::npos
-                                                                    : url.find('/', 7) - 7)
-             : "";
-    if (!https && !(http && IsLoopbackAddress(host_port))) {
+    if (!HttpsOrLoopback(c.smtp_oauth2_token_url)) {
       return Bad("MAILROOM_SMTP_OAUTH2_TOKEN_URL",
                  "must start with https:// (http:// only to a loopback address)");
     }
@@ -161,6 +163,11 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   c.aws_access_key_id = env.String("AWS_ACCESS_KEY_ID", "");
   c.aws_secret_access_key = env.String("AWS_SECRET_ACCESS_KEY", "");
   c.aws_session_token = env.String("AWS_SESSION_TOKEN", "");
+  c.http_url = env.String("MAILROOM_HTTP_URL", "");
+  c.http_secret = env.String("MAILROOM_HTTP_SECRET", "");
+  c.http_authorization = env.String("MAILROOM_HTTP_AUTHORIZATION", "");
+  MAILROOM_ASSIGN_OR_RETURN(c.http_allow_plain, env.Bool("MAILROOM_HTTP_ALLOW_PLAIN", false));
+  MAILROOM_ASSIGN_OR_RETURN(c.http_ca_file, env.File("MAILROOM_HTTP_CA_FILE"));
   if (c.transport == "smtp") {
     if (c.smtp_url.empty()) return Bad("MAILROOM_SMTP_URL", "required when MAILROOM_TRANSPORT=smtp");
     if (!absl::StartsWith(c.smtp_url, "smtp://") && !absl::StartsWith(c.smtp_url, "smtps://")) {
@@ -194,8 +201,27 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
         !absl::StartsWith(c.ses_endpoint, "http://")) {
       return Bad("MAILROOM_SES_ENDPOINT", "must start with https:// or http://");
     }
+  } else if (c.transport == "http") {
+    // The email's link and code cross to the receiver: in clear only where the operator says.
+    if (!absl::StartsWith(c.http_url, "https://") && !absl::StartsWith(c.http_url, "http://")) {
+      return Bad("MAILROOM_HTTP_URL", "required when MAILROOM_TRANSPORT=http: an https:// URL");
+    }
+    if (!c.http_allow_plain && !HttpsOrLoopback(c.http_url)) {
+      return Bad("MAILROOM_HTTP_URL",
+                 "must start with https:// (http:// only to a loopback address, or with "
+                 "MAILROOM_HTTP_ALLOW_PLAIN=true)");
+    }
+    if (!OneLine(c.http_url, 2000)) return Bad("MAILROOM_HTTP_URL", "must be one line");
+    // The secret's form is checked where it is parsed (the transport): only its presence here.
+    if (c.http_secret.empty()) {
+      return Bad("MAILROOM_HTTP_SECRET", "required when MAILROOM_TRANSPORT=http (whsec_...)");
+    }
+    if (!OneLine(c.http_authorization, 4000)) {
+      return Bad("MAILROOM_HTTP_AUTHORIZATION", "must be one line of at most 4000 bytes");
+    }
   } else if (c.transport != "file") {
-    return Bad("MAILROOM_TRANSPORT", absl::StrCat("\"", c.transport, "\" is not file, smtp or ses"));
+    return Bad("MAILROOM_TRANSPORT",
+               absl::StrCat("\"", c.transport, "\" is not file, smtp, ses or http"));
   }
 
   // Money is counted in micro-units per email (price per 1000 x 1000, rounded up): below
@@ -289,6 +315,10 @@ TransportConfig TransportConfigOf(const SenderConfig& c) {
   tc.aws_session_token = c.aws_session_token;
   tc.ses_configuration_set = c.ses_configuration_set;
   tc.group = c.group;
+  tc.http_url = c.http_url;
+  tc.http_secret = c.http_secret;
+  tc.http_authorization = c.http_authorization;
+  tc.http_ca_file = c.http_ca_file;
   return tc;
 }
 

@@ -38,7 +38,7 @@ struct SenderConfig {
   std::string product_name;           // MAILROOM_PRODUCT_NAME
 
   // Transport.
-  std::string transport;              // MAILROOM_TRANSPORT: file | smtp | ses
+  std::string transport;              // MAILROOM_TRANSPORT: file | smtp | ses | http
   std::string file_dir;               // MAILROOM_FILE_DIR
   std::string smtp_url;               // MAILROOM_SMTP_URL
   std::string smtp_username;          // MAILROOM_SMTP_USERNAME
@@ -60,6 +60,11 @@ struct SenderConfig {
   std::string aws_access_key_id;      // AWS_ACCESS_KEY_ID
   std::string aws_secret_access_key;  // AWS_SECRET_ACCESS_KEY (secret)
   std::string aws_session_token;      // AWS_SESSION_TOKEN (secret)
+  std::string http_url;               // MAILROOM_HTTP_URL
+  std::string http_secret;            // MAILROOM_HTTP_SECRET (secret)
+  std::string http_authorization;     // MAILROOM_HTTP_AUTHORIZATION (secret)
+  bool http_allow_plain = false;      // MAILROOM_HTTP_ALLOW_PLAIN: http:// to a network address
+  std::string http_ca_file;           // MAILROOM_HTTP_CA_FILE
 
   // Budget and retries.
   std::optional<double> monthly_budget;  // MAILROOM_BUDGET (unset/"unlimited": no limit)

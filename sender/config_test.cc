@@ -21,6 +21,25 @@ Env Vars(std::map<std::string, std::string> vars) {
   });
 }
 
+// Variable -> value changes, each with the variable its error must start with.
+using Changes =
+    std::map<std::string, std::pair<std::map<std::string, std::string>, std::string>>;
+
+// Each change of `base` is refused with an error that names its variable and never shows
+// `secret`.
+void ExpectRefused(const std::map<std::string, std::string>& base, const Changes& bad,
+                   const std::string& secret) {
+  for (const auto& [what, change] : bad) {
+    auto w = base;
+    for (const auto& [k, val] : change.first) w[k] = val;
+    auto r = LoadSenderConfig(Vars(w));
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_TRUE(absl::StartsWith(r.status().message(), change.second))
+        << what << ": " << r.status();
+    EXPECT_THAT(std::string(r.status().message()), Not(HasSubstr(secret))) << what;
+  }
+}
+
 TEST(SenderConfigTest, DefaultsAreTheReadmes) {
   auto c = LoadSenderConfig(Vars({}));
   ASSERT_TRUE(c.ok()) << c.status();
@@ -191,7 +210,7 @@ TEST(SenderConfigTest, SmtpOAuth2FromAnEndpoint) {
   EXPECT_EQ(tc.smtp_oauth2_token_url, v["MAILROOM_SMTP_OAUTH2_TOKEN_URL"]);
 
   // Each error names the variable to fix and never shows the secret.
-  const std::map<std::string, std::pair<std::map<std::string, std::string>, std::string>> bad = {
+  ExpectRefused(v, {
       {"password too", {{{"MAILROOM_SMTP_PASSWORD", "pw"}}, "MAILROOM_SMTP_PASSWORD"}},
       {"no mailbox", {{{"MAILROOM_SMTP_USERNAME", ""}}, "MAILROOM_SMTP_USERNAME"}},
       {"no client id", {{{"MAILROOM_SMTP_OAUTH2_CLIENT_ID", ""}}, "MAILROOM_SMTP_OAUTH2_CLIENT_ID"}},
@@ -201,15 +220,7 @@ TEST(SenderConfigTest, SmtpOAuth2FromAnEndpoint) {
                     "MAILROOM_SMTP_OAUTH2_TOKEN_FILE"}},
       {"plain http", {{{"MAILROOM_SMTP_OAUTH2_TOKEN_URL", "http://login.example.com/token"}},
                       "MAILROOM_SMTP_OAUTH2_TOKEN_URL"}},
-  };
-  for (const auto& [what, change] : bad) {
-    auto w = v;
-    for (const auto& [k, val] : change.first) w[k] = val;
-    auto r = LoadSenderConfig(Vars(w));
-    ASSERT_FALSE(r.ok()) << what;
-    EXPECT_TRUE(absl::StartsWith(r.status().message(), change.second)) << what << ": " << r.status();
-    EXPECT_THAT(std::string(r.status().message()), Not(HasSubstr("s3cr3t-value"))) << what;
-  }
+  }, "s3cr3t-value");
   // Plain HTTP is fine to this machine (a local identity agent, tests).
   auto local = v;
   local["MAILROOM_SMTP_OAUTH2_TOKEN_URL"] = "http://127.0.0.1:8181/token";
@@ -235,6 +246,45 @@ TEST(SenderConfigTest, SmtpOAuth2FromAFile) {
   r = LoadSenderConfig(Vars(v));
   EXPECT_TRUE(absl::StartsWith(r.status().message(), "MAILROOM_SMTP_OAUTH2_CLIENT_SECRET"))
       << r.status();
+}
+
+TEST(SenderConfigTest, HttpWebhook) {
+  std::map<std::string, std::string> v = {
+      {"MAILROOM_TRANSPORT", "http"},
+      {"MAILROOM_HTTP_URL", "https://hooks.example.com/mail"},
+      {"MAILROOM_HTTP_SECRET", "whsec_s3cr3t-value"},
+      {"MAILROOM_HTTP_AUTHORIZATION", "Bearer auth-s3cr3t"}};
+  auto c = LoadSenderConfig(Vars(v));
+  ASSERT_TRUE(c.ok()) << c.status();
+  TransportConfig tc = TransportConfigOf(*c);
+  EXPECT_EQ(tc.kind, "http");
+  EXPECT_EQ(tc.http_url, "https://hooks.example.com/mail");
+  EXPECT_EQ(tc.http_secret, "whsec_s3cr3t-value");
+  EXPECT_EQ(tc.http_authorization, "Bearer auth-s3cr3t");
+  EXPECT_EQ(tc.http_ca_file, "");
+
+  // Each error names the variable to fix and never shows a secret.
+  ExpectRefused(v, {
+      {"no url", {{{"MAILROOM_HTTP_URL", ""}}, "MAILROOM_HTTP_URL"}},
+      {"not http", {{{"MAILROOM_HTTP_URL", "ftp://hooks.example.com/"}}, "MAILROOM_HTTP_URL"}},
+      {"plain http",
+       {{{"MAILROOM_HTTP_URL", "http://hooks.example.com/mail"}}, "MAILROOM_HTTP_URL"}},
+      {"no secret", {{{"MAILROOM_HTTP_SECRET", ""}}, "MAILROOM_HTTP_SECRET"}},
+      {"no ca", {{{"MAILROOM_HTTP_CA_FILE", "/nonexistent/ca.pem"}}, "MAILROOM_HTTP_CA_FILE"}},
+      {"two lines",
+       {{{"MAILROOM_HTTP_AUTHORIZATION", "Bearer auth-s3cr3t\r\nX-Evil: 1"}},
+        "MAILROOM_HTTP_AUTHORIZATION"}},
+  }, "s3cr3t");
+  // Plain HTTP to this machine, or anywhere when the operator says so.
+  auto local = v;
+  local["MAILROOM_HTTP_URL"] = "http://127.0.0.1:8080/mail";
+  EXPECT_TRUE(LoadSenderConfig(Vars(local)).ok());
+  local["MAILROOM_HTTP_URL"] = "http://localhost/mail";
+  EXPECT_TRUE(LoadSenderConfig(Vars(local)).ok());
+  auto allowed = v;
+  allowed["MAILROOM_HTTP_URL"] = "http://mailer.internal:8080/mail";
+  allowed["MAILROOM_HTTP_ALLOW_PLAIN"] = "true";
+  EXPECT_TRUE(LoadSenderConfig(Vars(allowed)).ok());
 }
 
 }  // namespace

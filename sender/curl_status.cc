@@ -238,4 +238,13 @@ absl::Status HttpTransferStatus(CURLcode code, const std::string& detail, bool r
   return request_sent && !refused ? MaybeSent(std::move(st)) : st;
 }
 
+absl::Status HttpTransferStatus(CURL* c, CURLcode code, const std::string& detail) {
+  long http = 0, request_bytes = 0;
+  curl_off_t body_bytes = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
+  curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &request_bytes);
+  curl_easy_getinfo(c, CURLINFO_SIZE_UPLOAD_T, &body_bytes);
+  return HttpTransferStatus(code, detail, request_bytes > 0 || body_bytes > 0, http);
+}
+
 }  // namespace mailroom

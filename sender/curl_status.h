@@ -49,4 +49,8 @@ absl::Status CurlStatus(CURLcode code, const std::string& detail);
 absl::Status HttpTransferStatus(CURLcode code, const std::string& detail, bool request_sent,
                                 long http_status);
 
+// HttpTransferStatus of the transfer that has just ended on `c` with `code`: whether the
+// request had left and the HTTP status are read from the handle.
+absl::Status HttpTransferStatus(CURL* c, CURLcode code, const std::string& detail);
+
 }  // namespace mailroom

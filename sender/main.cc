@@ -1,7 +1,7 @@
-// The sender: subscribes to the collector, renders and delivers each job (file, SMTP or SES),
-// never faster than the budget, and reports every outcome. Configuration: MAILROOM_* and AWS_*
-// environment variables (see README). This file only reads the configuration and wires the
-// components together; `sender render` previews the templates.
+// The sender: subscribes to the collector, renders and delivers each job (file, SMTP, SES or a
+// webhook), never faster than the budget, and reports every outcome. Configuration: MAILROOM_*
+// and AWS_* environment variables (see README). This file only reads the configuration and
+// wires the components together; `sender render` previews the templates.
 
 #include <cstdio>
 #include <string>

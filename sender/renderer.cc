@@ -344,7 +344,17 @@ absl::StatusOr<OutgoingEmail> Renderer::Render(const v1::Job& job) const {
             rendered->html,  NewMessageId(id_domain_), clock_->Now()};
   auto mime = BuildMime(m);
   if (!mime.ok()) return mime.status();
-  return OutgoingEmail{from_address_, job.email(), *std::move(mime), m.message_id};
+  OutgoingEmail email{from_address_, job.email(), *std::move(mime), m.message_id};
+  email.content = {job.job_id(),
+                   job.action() == v1::ACTION_PASSWORD_RECOVERY ? "password_recovery" : "activation",
+                   static_cast<int>(job.failures()) + 1,
+                   options_.from,
+                   std::move(rendered->subject),
+                   std::move(rendered->text),
+                   std::move(rendered->html),
+                   NormalizeLocale(job.locale()),
+                   absl::FromUnixSeconds(job.expires_at())};
+  return email;
 }
 
 absl::StatusOr<RenderedEmail> Renderer::Preview(v1::Action action,

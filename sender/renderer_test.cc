@@ -262,6 +262,17 @@ TEST_F(RendererTest, JobsBecomeMimeInTheirLocale) {
   // Non-ASCII subjects are RFC 2047-encoded; the date is the clock's.
   EXPECT_THAT(email->mime, HasSubstr("Subject: =?UTF-8?B?"));
   EXPECT_THAT(email->mime, HasSubstr("Date: Mon, 23 Nov 2026 09:30:00 +0000"));
+  // What the message was made of, for transports that send fields (http).
+  const EmailContent& c = email->content;
+  EXPECT_EQ(c.job_id, 7u);
+  EXPECT_EQ(c.action, "password_recovery");
+  EXPECT_EQ(c.attempt, 1);
+  EXPECT_EQ(c.from, "Acme <no-reply@acme.example>");
+  EXPECT_EQ(c.locale, "de-AT");
+  EXPECT_EQ(c.expires_at, kExpiry);
+  EXPECT_THAT(c.text, HasSubstr("45 Minuten gültig"));
+  EXPECT_THAT(c.html, HasSubstr("54321"));
+  EXPECT_FALSE(c.subject.empty());
   std::string body;
   const std::string html_part = "Content-Type: text/plain; charset=UTF-8\r\n"
                                 "Content-Transfer-Encoding: base64\r\n\r\n";

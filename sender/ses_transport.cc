@@ -78,15 +78,9 @@ absl::StatusOr<std::string> SesTransport::Call(CURL* c, const TransportConfig& c
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
                    static_cast<long>(absl::ToInt64Milliseconds(std::min(config.timeout, timeout))));
   const CURLcode rc = loop == nullptr ? curl_easy_perform(c) : loop->Perform(c);
+  if (rc != CURLE_OK) return HttpTransferStatus(c, rc, errbuf);
   long http = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
-  if (rc != CURLE_OK) {
-    long request_bytes = 0;
-    curl_off_t body_bytes = 0;
-    curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &request_bytes);
-    curl_easy_getinfo(c, CURLINFO_SIZE_UPLOAD_T, &body_bytes);
-    return HttpTransferStatus(rc, errbuf, request_bytes > 0 || body_bytes > 0, http);
-  }
   absl::Status st = ResponseStatus(http, error_type, response);
   if (!st.ok()) return st;
   return response;

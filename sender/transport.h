@@ -1,13 +1,28 @@
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace mailroom {
+
+// What a message was made of, for transports that send it as fields rather than as MIME
+// (http): set by the Renderer from the job and its templates.
+struct EmailContent {
+  uint64_t job_id = 0;
+  std::string action;    // "activation", "password_recovery"
+  int attempt = 1;       // the delivery try: 1 first, 2 after one RETRY outcome (failures + 1)
+  std::string from;      // the From header's mailbox: "Name <addr>" or "addr"
+  std::string subject, text, html;
+  std::string locale;    // the job's locale tag (normalised, e.g. "de-AT"), "" for none
+  absl::Time expires_at = absl::InfinitePast();  // when the token stops being accepted
+};
 
 // A rendered message ready to go: envelope plus the full RFC 5322 bytes (CRLF line endings).
 struct OutgoingEmail {
@@ -21,6 +36,7 @@ struct OutgoingEmail {
   // The longest this attempt may take, when shorter than the transport's own timeout (the
   // time left on the job's lease, less the margin to report the outcome).
   absl::Duration timeout = absl::InfiniteDuration();
+  EmailContent content;
 };
 
 // What a transport reports for a delivered message.
@@ -69,7 +85,7 @@ class Transport {
 
 // Configuration of every transport; `kind` picks one.
 struct TransportConfig {
-  std::string kind = "file";  // file | smtp | ses
+  std::string kind = "file";  // file | smtp | ses | http
   int connections = 4;        // parallel sends (and SMTP connections / HTTP handles)
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration timeout = absl::Seconds(30);
@@ -101,6 +117,14 @@ struct TransportConfig {
   std::string aws_session_token;      // secret
   std::string ses_configuration_set;
   std::string group;  // the consumer group, tagged on every SES message (mailroom_group)
+
+  // http (a signed webhook)
+  std::string http_url;  // https:// (http:// only where the configuration allows it)
+  // The Standard Webhooks signing secrets, "whsec_<base64>", separated by spaces: each signs
+  // every request (a receiver rotating its secret accepts either). Secret.
+  std::string http_secret;
+  std::string http_authorization;  // an Authorization header value, "" for none (secret)
+  std::string http_ca_file;        // PEM CA trusted for the receiver instead of the system's
 };
 
 // The payload type URL that marks a permanent rejection of the recipient's address.

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sender/file_transport.h"
+#include "sender/http_transport.h"
 #include "sender/ses_transport.h"
 #include "sender/smtp_transport.h"
 
@@ -21,6 +22,11 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const TransportConfig& 
   }
   if (config.kind == "smtp") return std::unique_ptr<Transport>(new SmtpTransport(config));
   if (config.kind == "ses") return std::unique_ptr<Transport>(new SesTransport(config));
+  if (config.kind == "http") {
+    auto http = HttpTransport::Create(config);
+    if (!http.ok()) return http.status();
+    return std::unique_ptr<Transport>(*std::move(http));
+  }
   return absl::InvalidArgumentError(absl::StrCat("MAILROOM_TRANSPORT: unknown \"", config.kind, "\""));
 }
 

@@ -36,6 +36,16 @@ TEST(TransportFactoryTest, KindPicksTheTransport) {
   auto ses = MakeTransport(c);
   ASSERT_TRUE(ses.ok());
   EXPECT_EQ((*ses)->Name(), "ses");
+
+  c.kind = "http";
+  c.http_url = "https://hooks.example.com/mail";
+  c.http_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+  auto http = MakeTransport(c);
+  ASSERT_TRUE(http.ok()) << http.status();
+  EXPECT_EQ((*http)->Name(), "http");
+  EXPECT_EQ((*http)->Concurrency(), 3);
+  c.http_secret = "whsec_dG9vLXNob3J0";  // "too-short": not 24 bytes
+  EXPECT_TRUE(absl::StartsWith(MakeTransport(c).status().message(), "MAILROOM_HTTP_SECRET: "));
 }
 
 TEST(TransportFactoryTest, ErrorsNameTheVariable) {
