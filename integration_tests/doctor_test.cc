@@ -317,7 +317,8 @@ TEST_F(DoctorTest, EachMisconfigurationIsOneProblemLine) {
 
   // TLS to a collector that serves plaintext.
   ExpectProblem({{"MAILROOM_COLLECTOR_TLS", "true"}},
-                absl::StrCat("FAIL collector: 127.0.0.1:", collector_port_, " (TLS): "));
+                absl::StrCat("FAIL collector: 127.0.0.1:", collector_port_,
+                             " (TLS): TLS failed: "));
 
   // A configuration that does not load: as the service says it, exit status 2.
   Outcome o = Doctor({{"MAILROOM_TRANSPORT", "smtp"},
