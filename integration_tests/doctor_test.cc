@@ -121,15 +121,19 @@ class DoctorTest : public testing::StackTest {
             {"MAILROOM_SMTP_CA_FILE", dir_ + "/ok.pem"}};
   }
 
-  // The SES front on its own (GetAccount needs no emulator behind it), reading the account's
-  // state from `account_file`; returns its endpoint.
+  // The SES front on its own (GetAccount and ListEmailIdentities need no emulator behind it),
+  // reading the account's state from `account_file` and its identities from identities_ (at
+  // first: acme.net, MAILROOM_FROM's domain, verified); returns its endpoint.
   std::string StartSesFront(const std::string& account_file) {
+    identities_ = dir_ + "/identities.json";
+    Write(identities_, R"([{"IdentityName": "acme.net", "IdentityType": "DOMAIN",
+                           "SendingEnabled": true, "VerificationStatus": "SUCCESS"}])");
     const int port = testing::FreePort();
     StartPeer("ses_front.py",
               {"--port", absl::StrCat(port), "--upstream",
                absl::StrCat("http://127.0.0.1:", testing::FreePort()), "--access-key",
                "AKIDEXAMPLE", "--secret-key", testing::kStackAwsSecret, "--account-file",
-               account_file},
+               account_file, "--identities-file", identities_},
               "ses-front");
     return absl::StrCat("http://127.0.0.1:", port);
   }
@@ -175,6 +179,7 @@ class DoctorTest : public testing::StackTest {
   }
 
   std::map<std::string, std::string> base_;
+  std::string identities_;
   int runs_ = 0;
 };
 
@@ -219,6 +224,8 @@ TEST_F(DoctorTest, HealthyConfigurationsExitZero) {
   const std::string ses = StartSesFront(account);
   ExpectHealthy(SesEnv(ses), "ok   ses: account: production access, sending enabled, HEALTHY, "
                              "0 of 50000 sent in the last 24 hours, at most 14 emails/s");
+  EXPECT_THAT(testing::Slurp(absl::StrCat(dir_, "/doctor-", runs_, ".log")),
+              HasSubstr("ok   ses: sending identity acme.net is verified"));
 }
 
 TEST_F(DoctorTest, EachMisconfigurationIsOneProblemLine) {
@@ -271,6 +278,17 @@ TEST_F(DoctorTest, EachMisconfigurationIsOneProblemLine) {
   Write(account, R"({"SendQuota": {"Max24HourSend": 200, "SentLast24Hours": 200}})");
   ExpectProblem(SesEnv(ses), "FAIL ses: the 24-hour quota is used up: 200 of 200 sent");
   Write(account, "{}");
+  // MAILROOM_FROM's domain not verified, or not an identity at all.
+  Write(identities_, R"([{"IdentityName": "acme.net", "IdentityType": "DOMAIN",
+                          "SendingEnabled": false, "VerificationStatus": "PENDING"}])");
+  ExpectProblem(SesEnv(ses), "FAIL ses: identity acme.net cannot send (VerificationStatus "
+                             "PENDING): SES refuses mail from no-reply@acme.net");
+  Write(identities_, R"([{"IdentityName": "other.example", "IdentityType": "DOMAIN",
+                          "SendingEnabled": true, "VerificationStatus": "SUCCESS"}])");
+  ExpectProblem(SesEnv(ses), "FAIL ses: neither no-reply@acme.net nor acme.net is a verified "
+                             "identity of the account in this region");
+  Write(identities_, R"([{"IdentityName": "no-reply@acme.net", "IdentityType": "EMAIL_ADDRESS",
+                          "SendingEnabled": true, "VerificationStatus": "SUCCESS"}])");
   const std::string where = absl::StrCat("GetAccount at ", ses.substr(strlen("http://")));
   ExpectProblem(with(SesEnv(ses), {{"AWS_SECRET_ACCESS_KEY", kWrongAwsSecret}}),
                 absl::StrCat("FAIL ses: ", where, " (region us-east-1): credentials, region or "

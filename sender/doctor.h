@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "common/clock.h"
 #include "sender/config.h"
 #include "sender/ses_account.h"
@@ -45,13 +46,19 @@ std::vector<DoctorLine> CheckFileTransport(const SenderConfig& config);
 std::vector<DoctorLine> CheckSmtpTransport(const SenderConfig& config);
 
 // SES GetAccount signed like a send: the credentials, region and endpoint, then the account's
-// state (JudgeSesAccount).
+// state (JudgeSesAccount); then ListEmailIdentities for MAILROOM_FROM (JudgeSesIdentity; a
+// refusal, such as a policy without ses:ListEmailIdentities, is a warning).
 std::vector<DoctorLine> CheckSesTransport(const SenderConfig& config);
 
 // What GetAccount's answer means for the sender: sending disabled, enforcement SHUTDOWN, the
 // sandbox and a used-up 24-hour quota are problems; PROBATION and a quota 90 % used are
 // warnings; otherwise one ok line with the account's limits.
 std::vector<DoctorLine> JudgeSesAccount(const SesAccountInfo& info);
+
+// Whether ListEmailIdentities' answer (`list`) lets `address` send: the address or its domain
+// listed with SendingEnabled is ok; listed and not verified, or not listed at all, is a problem
+// (SES refuses such mail); not among a first page that has more is a warning.
+DoctorLine JudgeSesIdentity(absl::string_view list, const std::string& address);
 
 // The collector: reachable, TLS as configured, and the credential accepted for the consumer
 // group (GetUsage, as the sender's start-up calls it).

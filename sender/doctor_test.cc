@@ -103,6 +103,25 @@ TEST(DoctorTest, SesAccountStatesThatStopOrLimitSendingAreProblems) {
   EXPECT_EQ(Count(JudgeSesAccount(all), Level::kFail), 3);
 }
 
+TEST(DoctorTest, SesRefusesMailFromAnAddressWhoseAddressOrDomainIsNotAVerifiedIdentity) {
+  auto judge = [](const std::string& list) {
+    return FormatDoctorLine(JudgeSesIdentity(list, "no-reply@acme.net"));
+  };
+  EXPECT_EQ(judge(R"({"EmailIdentities": [{"IdentityName": "ACME.net", "SendingEnabled": true}]})"),
+            "ok   ses: sending identity acme.net is verified");
+  EXPECT_EQ(judge(R"({"EmailIdentities": [{"IdentityName": "no-reply@acme.net",
+                                           "SendingEnabled": true}]})"),
+            "ok   ses: sending identity no-reply@acme.net is verified");
+  EXPECT_THAT(judge(R"({"EmailIdentities": [{"IdentityName": "acme.net", "SendingEnabled": false,
+                                             "VerificationStatus": "FAILED"}]})"),
+              HasSubstr("FAIL ses: identity acme.net cannot send (VerificationStatus FAILED)"));
+  EXPECT_THAT(judge(R"({"EmailIdentities": []})"),
+              HasSubstr("FAIL ses: neither no-reply@acme.net nor acme.net is a verified"));
+  EXPECT_THAT(judge(R"({"EmailIdentities": [], "NextToken": "more"})"),
+              HasSubstr("warn ses: neither no-reply@acme.net nor acme.net is among"));
+  EXPECT_THAT(judge("<html>"), HasSubstr("warn ses: the sending identity was not checked"));
+}
+
 TEST(DoctorTest, MessageSettings) {
   const auto healthy = CheckMessageSettings(Healthy());
   EXPECT_EQ(Count(healthy, Level::kOk), 2) << Joined(healthy);
