@@ -1,5 +1,5 @@
 // `sender doctor` against real peers: a real collector (and PostgreSQL), aiosmtpd SMTP servers
-// (STARTTLS with a certificate trusted, untrusted or for another name, AUTH by password or
+// (STARTTLS with a certificate trusted, untrusted, expired or for another name, AUTH by password or
 // XOAUTH2, no TLS at all), the local token endpoint and the SigV4-checking SES front answering
 // GetAccount. Each misconfiguration must give its own problem line (and only that one) and exit
 // status 1; healthy configurations exit 0; a configuration that does not load exits 2 as the
@@ -58,7 +58,7 @@ class DoctorTest : public testing::StackTest {
   void SetUp() override {
     StackTest::SetUp();
     if (HasFatalFailure()) return;
-    // Certificates for 127.0.0.1 (self-signed) and for another name.
+    // Self-signed certificates for 127.0.0.1 and for another name.
     struct Cert {
       const char *name, *cn, *san;
     };
@@ -71,6 +71,22 @@ class DoctorTest : public testing::StackTest {
           name, ".pem >/dev/null 2>&1");
       ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     }
+    // And one for 127.0.0.1 that expired in 2020 (`openssl ca` takes explicit dates).
+    const std::string ca = dir_ + "/expired-ca";
+    fs::create_directories(ca);
+    Write(ca + "/index.txt", "");
+    Write(ca + "/serial", "01\n");
+    Write(ca + "/ca.cnf", absl::StrCat("[ca]\ndefault_ca = d\n[d]\ndatabase = ", ca,
+                                       "/index.txt\nnew_certs_dir = ", ca, "\nserial = ", ca,
+                                       "/serial\ndefault_md = sha256\npolicy = p\n"
+                                       "copy_extensions = copy\n[p]\ncommonName = supplied\n"));
+    const std::string expired = absl::StrCat(
+        "openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -addext "
+        "subjectAltName=IP:127.0.0.1 -addext basicConstraints=critical,CA:TRUE -keyout ", dir_, "/expired.key -out ", ca,
+        "/req.pem >/dev/null 2>&1 && openssl ca -batch -config ", ca, "/ca.cnf -selfsign -keyfile ",
+        dir_, "/expired.key -in ", ca, "/req.pem -startdate 20200101000000Z -enddate "
+        "20200102000000Z -out ", dir_, "/expired.pem >/dev/null 2>&1");
+    ASSERT_EQ(std::system(expired.c_str()), 0) << expired;
     base_ = {
         {"MAILROOM_COLLECTOR_ADDRESS", absl::StrCat("127.0.0.1:", collector_port_)},
         {"MAILROOM_COLLECTOR_TOKEN", testing::kStackBearer},
@@ -247,6 +263,10 @@ TEST_F(DoctorTest, EachMisconfigurationIsOneProblemLine) {
   ExpectProblem(with(Smtp(other_name), {{"MAILROOM_SMTP_CA_FILE", dir_ + "/other.pem"}}),
                 absl::StrCat("FAIL smtp: 127.0.0.1:", other_name, ": certificate not accepted: "
                              "SSL: no alternative certificate subject name matches"));
+  const int expired = StartSmtp("expired");
+  ExpectProblem(with(Smtp(expired), {{"MAILROOM_SMTP_CA_FILE", dir_ + "/expired.pem"}}),
+                absl::StrCat("FAIL smtp: 127.0.0.1:", expired, ": certificate not accepted: SSL "
+                             "certificate problem: certificate has expired"));
   const int closed = testing::FreePort();
   ExpectProblem(Smtp(closed), absl::StrCat("FAIL smtp: 127.0.0.1:", closed, ": cannot connect"));
   const int plain = StartSmtp("", {});
