@@ -48,6 +48,13 @@ std::vector<std::string> Lines(const std::string& out, absl::string_view prefix)
   return lines;
 }
 
+// `a` with `b`'s variables set over it.
+std::map<std::string, std::string> With(std::map<std::string, std::string> a,
+                                        const std::map<std::string, std::string>& b) {
+  for (const auto& [k, v] : b) a[k] = v;
+  return a;
+}
+
 void Write(const std::string& path, const std::string& content) {
   std::ofstream(path + ".tmp") << content;
   fs::rename(path + ".tmp", path);  // a peer reading it sees the old or the new content whole
@@ -209,6 +216,17 @@ TEST_F(DoctorTest, HealthyConfigurationsExitZero) {
   // Nothing was sent.
   EXPECT_THAT(testing::Files(absl::StrCat(dir_, "/smtp-", smtp), ".eml"), ::testing::IsEmpty());
 
+  // A relay without TLS or AUTH, allowed on purpose: it works, with warnings.
+  const int relay = StartSmtp("", {});
+  Outcome o = Doctor(With(Smtp(relay), {{"MAILROOM_SMTP_ALLOW_PLAIN", "true"}}));
+  EXPECT_EQ(o.code, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr(absl::StrCat("warn smtp: 127.0.0.1:", relay, ": no TLS")));
+  EXPECT_THAT(o.out, HasSubstr(absl::StrCat("warn smtp: 127.0.0.1:", relay, " offers no AUTH: "
+                                            "MAILROOM_SMTP_USERNAME's credentials are not used")));
+  EXPECT_THAT(o.out, HasSubstr(absl::StrCat("ok   smtp: 127.0.0.1:", relay,
+                                            ": connected, NOOP answered")));
+  EXPECT_THAT(o.out, HasSubstr("\n0 problems, 2 warnings")) << o.out;
+
   // XOAUTH2 with a token from the client-credentials endpoint.
   const int token_port = testing::FreePort();
   const std::string state = dir_ + "/oauth2-state.json";
@@ -245,32 +263,26 @@ TEST_F(DoctorTest, HealthyConfigurationsExitZero) {
 }
 
 TEST_F(DoctorTest, EachMisconfigurationIsOneProblemLine) {
-  auto with = [](std::map<std::string, std::string> a,
-                 const std::map<std::string, std::string>& b) {
-    for (const auto& [k, v] : b) a[k] = v;
-    return a;
-  };
-
   // SMTP: credentials, certificate (not trusted, another name), reachability, no STARTTLS.
   const int smtp = StartSmtp("ok");
   const std::string at = absl::StrCat("127.0.0.1:", smtp);
-  ExpectProblem(with(Smtp(smtp), {{"MAILROOM_SMTP_PASSWORD", kWrongSmtpPassword}}),
+  ExpectProblem(With(Smtp(smtp), {{"MAILROOM_SMTP_PASSWORD", kWrongSmtpPassword}}),
                 absl::StrCat("FAIL smtp: ", at, ": authentication refused: 535 "));
-  ExpectProblem(with(Smtp(smtp), {{"MAILROOM_SMTP_CA_FILE", ""}}),
+  ExpectProblem(With(Smtp(smtp), {{"MAILROOM_SMTP_CA_FILE", ""}}),
                 absl::StrCat("FAIL smtp: ", at, ": certificate not accepted: SSL certificate "
                              "problem: self-signed certificate"));
   const int other_name = StartSmtp("other");
-  ExpectProblem(with(Smtp(other_name), {{"MAILROOM_SMTP_CA_FILE", dir_ + "/other.pem"}}),
+  ExpectProblem(With(Smtp(other_name), {{"MAILROOM_SMTP_CA_FILE", dir_ + "/other.pem"}}),
                 absl::StrCat("FAIL smtp: 127.0.0.1:", other_name, ": certificate not accepted: "
                              "SSL: no alternative certificate subject name matches"));
   const int expired = StartSmtp("expired");
-  ExpectProblem(with(Smtp(expired), {{"MAILROOM_SMTP_CA_FILE", dir_ + "/expired.pem"}}),
+  ExpectProblem(With(Smtp(expired), {{"MAILROOM_SMTP_CA_FILE", dir_ + "/expired.pem"}}),
                 absl::StrCat("FAIL smtp: 127.0.0.1:", expired, ": certificate not accepted: SSL "
                              "certificate problem: certificate has expired"));
   const int closed = testing::FreePort();
   ExpectProblem(Smtp(closed), absl::StrCat("FAIL smtp: 127.0.0.1:", closed, ": cannot connect"));
   const int plain = StartSmtp("", {});
-  ExpectProblem(with(Smtp(plain), {{"MAILROOM_SMTP_USERNAME", ""}, {"MAILROOM_SMTP_PASSWORD", ""}}),
+  ExpectProblem(With(Smtp(plain), {{"MAILROOM_SMTP_USERNAME", ""}, {"MAILROOM_SMTP_PASSWORD", ""}}),
                 absl::StrCat("FAIL smtp: 127.0.0.1:", plain,
                              ": the server does not offer STARTTLS"));
 
@@ -281,7 +293,7 @@ TEST_F(DoctorTest, EachMisconfigurationIsOneProblemLine) {
              "--client-id", "doctor-app", "--client-secret", kClientSecret},
             "oauth2");
   ExpectProblem(
-      with(Smtp(smtp), {{"MAILROOM_SMTP_PASSWORD", ""},
+      With(Smtp(smtp), {{"MAILROOM_SMTP_PASSWORD", ""},
                         {"MAILROOM_SMTP_OAUTH2_TOKEN_URL",
                          absl::StrCat("http://127.0.0.1:", token_port, "/token")},
                         {"MAILROOM_SMTP_OAUTH2_CLIENT_ID", "doctor-app"},
@@ -310,14 +322,14 @@ TEST_F(DoctorTest, EachMisconfigurationIsOneProblemLine) {
   Write(identities_, R"([{"IdentityName": "no-reply@acme.net", "IdentityType": "EMAIL_ADDRESS",
                           "SendingEnabled": true, "VerificationStatus": "SUCCESS"}])");
   const std::string where = absl::StrCat("GetAccount at ", ses.substr(strlen("http://")));
-  ExpectProblem(with(SesEnv(ses), {{"AWS_SECRET_ACCESS_KEY", kWrongAwsSecret}}),
+  ExpectProblem(With(SesEnv(ses), {{"AWS_SECRET_ACCESS_KEY", kWrongAwsSecret}}),
                 absl::StrCat("FAIL ses: ", where, " (region us-east-1): credentials, region or "
                              "clock refused: ses 403 SignatureDoesNotMatch"));
-  ExpectProblem(with(SesEnv(ses), {{"MAILROOM_SES_REGION", "eu-west-1"}}),
+  ExpectProblem(With(SesEnv(ses), {{"MAILROOM_SES_REGION", "eu-west-1"}}),
                 absl::StrCat("FAIL ses: ", where, " (region eu-west-1): credentials, region or "
                              "clock refused"));
   const int no_ses = testing::FreePort();
-  ExpectProblem(with(SesEnv(ses), {{"MAILROOM_SES_ENDPOINT",
+  ExpectProblem(With(SesEnv(ses), {{"MAILROOM_SES_ENDPOINT",
                                     absl::StrCat("http://127.0.0.1:", no_ses)}}),
                 absl::StrCat("FAIL ses: GetAccount at 127.0.0.1:", no_ses,
                              " (region us-east-1): cannot reach the endpoint"));

@@ -318,6 +318,10 @@ std::vector<DoctorLine> CheckSmtpTransport(const SenderConfig& c) {
     seen.push_back(auth_what);
   } else if (oauth2 && bearer.empty()) {
     seen.push_back("AUTH not tried (no token)");
+  } else if (!auth_what.empty()) {
+    // libcurl skips AUTH when the server offers none: the credentials went unused.
+    out.push_back(Warn("smtp", absl::StrCat(server, " offers no AUTH: MAILROOM_SMTP_USERNAME's "
+                                            "credentials are not used")));
   } else if (!p.trace.auth_offered.empty()) {
     out.push_back(Warn("smtp", absl::StrCat(
         server, " offers AUTH (", p.trace.auth_offered, ") and no credentials are configured: "
