@@ -89,10 +89,11 @@ class DoctorTest : public testing::StackTest {
                                        "copy_extensions = copy\n[p]\ncommonName = supplied\n"));
     const std::string expired = absl::StrCat(
         "openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -addext "
-        "subjectAltName=IP:127.0.0.1 -addext basicConstraints=critical,CA:TRUE -keyout ", dir_, "/expired.key -out ", ca,
-        "/req.pem >/dev/null 2>&1 && openssl ca -batch -config ", ca, "/ca.cnf -selfsign -keyfile ",
-        dir_, "/expired.key -in ", ca, "/req.pem -startdate 20200101000000Z -enddate "
-        "20200102000000Z -out ", dir_, "/expired.pem >/dev/null 2>&1");
+        "subjectAltName=IP:127.0.0.1 -addext basicConstraints=critical,CA:TRUE -keyout ",
+        dir_, "/expired.key -out ", ca, "/req.pem >/dev/null 2>&1 && openssl ca -batch -config ",
+        ca, "/ca.cnf -selfsign -keyfile ", dir_, "/expired.key -in ", ca,
+        "/req.pem -startdate 20200101000000Z -enddate 20200102000000Z -out ", dir_,
+        "/expired.pem >/dev/null 2>&1");
     ASSERT_EQ(std::system(expired.c_str()), 0) << expired;
     base_ = {
         {"MAILROOM_COLLECTOR_ADDRESS", absl::StrCat("127.0.0.1:", collector_port_)},
