@@ -248,8 +248,10 @@ TEST_F(SchemaTest, CodesAreAlwaysFiveDigitsFromACryptographicSource) {
   EXPECT_GT(leading_zero, 0);  // leading zeros are kept
   std::string def = tx.exec1("SELECT pg_get_functiondef('mailroom_random_code'::regproc)")[0]
                         .as<std::string>();
-  EXPECT_THAT(def, HasSubstr("gen_random_bytes"));
-  EXPECT_EQ(def.find("random()"), std::string::npos);
+  // PostgreSQL's gen_random_uuid (pg_strong_random), never random().
+  EXPECT_THAT(def, HasSubstr("gen_random_uuid()"));
+  EXPECT_EQ(def.find(" random()"), std::string::npos);
+  EXPECT_EQ(def.find("(random()"), std::string::npos);
 }
 
 TEST_F(SchemaTest, NullOrShortCodesAreRejected) {

@@ -27,6 +27,14 @@ int Trace(CURL*, curl_infotype type, char* data, size_t size, void* userptr) {
   if (trace->quitting) return 0;
   if (type == CURLINFO_HEADER_IN) {
     trace->reply = OneLine(line, 300);
+    if (absl::StartsWith(line, "235")) trace->authenticated = true;
+    // "250-AUTH PLAIN LOGIN" in the EHLO reply: the mechanisms offered.
+    absl::string_view ehlo = line;
+    if (trace->command == "EHLO" && absl::ConsumePrefix(&ehlo, "250") && ehlo.size() > 5 &&
+        (ehlo[0] == '-' || ehlo[0] == ' ') &&
+        absl::StartsWithIgnoreCase(ehlo.substr(1), "AUTH ")) {
+      trace->auth_offered = OneLine(ehlo.substr(6), 200);
+    }
   } else if (type == CURLINFO_HEADER_OUT) {
     // Only the verbs we know; anything else (AUTH LOGIN continuations) may be a credential.
     absl::string_view verb = line.substr(0, line.find_first_of(" :\r\n"));
@@ -34,9 +42,11 @@ int Trace(CURL*, curl_infotype type, char* data, size_t size, void* userptr) {
       trace->quitting = true;
       return 0;
     }
-    for (const char* known : {"EHLO", "HELO", "STARTTLS", "AUTH", "MAIL", "RCPT", "DATA"}) {
+    for (const char* known :
+         {"EHLO", "HELO", "STARTTLS", "AUTH", "MAIL", "RCPT", "DATA", "NOOP"}) {
       if (absl::EqualsIgnoreCase(verb, known)) {
         trace->command = known;
+        if (trace->command == "STARTTLS") trace->starttls = true;
         break;
       }
     }

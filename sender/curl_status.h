@@ -11,13 +11,16 @@
 namespace mailroom {
 
 // What libcurl saw of one SMTP conversation: the verb of the last command sent ("EHLO",
-// "STARTTLS", "AUTH", "MAIL", "RCPT", "DATA"; "" while only the greeting was read) and the
-// server's last reply line ("550 5.1.1 <x>: user unknown", at most 300 bytes, controls
+// "STARTTLS", "AUTH", "MAIL", "RCPT", "DATA", "NOOP"; "" while only the greeting was read)
+// and the server's last reply line ("550 5.1.1 <x>: user unknown", at most 300 bytes, controls
 // replaced). Command arguments are never kept: AUTH lines carry credentials.
 struct SmtpTrace {
   std::string command;
   std::string reply;
   bool quitting = false;  // QUIT sent: later lines ("221 Bye") are not the answer we want
+  bool starttls = false;        // STARTTLS was sent (the session went on over TLS, if it went on)
+  bool authenticated = false;   // a 235 reply: AUTH succeeded
+  std::string auth_offered;     // the mechanisms of the EHLO reply's AUTH line ("PLAIN LOGIN")
   // Set by the transport after the transfer: the whole message was handed to libcurl after
   // DATA (only the final reply can be missing).
   bool message_sent = false;

@@ -1,7 +1,8 @@
 // The sender: subscribes to the collector, renders and delivers each job (file, SMTP, SES or a
 // webhook), never faster than the budget, and reports every outcome. Configuration: MAILROOM_*
 // and AWS_* environment variables (see README). This file only reads the configuration and
-// wires the components together; `sender render` previews the templates.
+// wires the components together; `sender render` previews the templates and `sender doctor`
+// checks the configuration.
 
 #include <cstdio>
 #include <string>
@@ -20,6 +21,7 @@
 #include "sender/budget_client.h"
 #include "sender/collector_credentials.h"
 #include "sender/config.h"
+#include "sender/doctor.h"
 #include "sender/engine.h"
 #include "sender/grant_pacer.h"
 #include "sender/health_watcher.h"
@@ -89,6 +91,18 @@ int RunRender(int argc, char** argv) {
               loaded->template_dir.empty() ? "built-in" : loaded->template_dir.c_str(),
               email->subject.c_str(), email->text.c_str(), email->html.c_str());
   return 0;
+}
+
+// `sender doctor`: checks the configuration as the sender would use it (templates, transport,
+// collector) and prints one line per check; exit 1 on any problem, 2 when it does not load.
+int RunDoctorCommand(int argc, char** argv) {
+  if (argc > 2) {
+    std::fprintf(stderr, "sender doctor: unknown argument %s\nusage: sender doctor\n", argv[2]);
+    return 2;
+  }
+  auto loaded = LoadSenderConfig(Env());
+  if (!loaded.ok()) return ConfigError(loaded.status());
+  return RunDoctor(*loaded, stdout);
 }
 
 int Run() {
@@ -252,10 +266,14 @@ int main(int argc, char** argv) {
   // Debian builds abseil with mutex deadlock detection on: a graph update on every unlock.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   if (argc > 1 && std::string(argv[1]) == "render") return mailroom::RunRender(argc, argv);
+  if (argc > 1 && std::string(argv[1]) == "doctor") {
+    return mailroom::RunDoctorCommand(argc, argv);
+  }
   if (argc > 1) {
     std::fprintf(stderr, "usage: sender            (configured by MAILROOM_* variables)\n"
                          "       sender render --action=activation|password_recovery "
-                         "[--locale=TAG]\n");
+                         "[--locale=TAG]\n"
+                         "       sender doctor     (checks the configuration, sends nothing)\n");
     return 2;
   }
   return mailroom::Run();

@@ -185,12 +185,21 @@ std::string FormatExpiry(absl::Time t, absl::string_view locale) {
 }
 
 absl::StatusOr<Templates> Templates::Load(const std::string& dir) {
+  std::vector<absl::Status> problems;
+  Templates t = LoadAll(dir, &problems);
+  if (!problems.empty()) return problems.front();
+  return t;
+}
+
+Templates Templates::LoadAll(const std::string& dir, std::vector<absl::Status>* problems) {
   Templates t;
   // Built in first, then the directory's files over them.
   for (const auto& [file, content] : BuiltinTemplateFiles()) {
     auto name = ParseName(file);
     if (!name.ok() || !name->has_value()) {
-      return absl::InternalError(absl::StrCat("built-in template ", file, " is misnamed"));
+      problems->push_back(
+          absl::InternalError(absl::StrCat("built-in template ", file, " is misnamed")));
+      continue;
     }
     Set& set = t.sets_[(*name)->action][(*name)->locale];
     set.part[(*name)->part] = content;
@@ -199,60 +208,79 @@ absl::StatusOr<Templates> Templates::Load(const std::string& dir) {
   if (!dir.empty()) {
     DIR* d = opendir(dir.c_str());
     if (d == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("MAILROOM_TEMPLATE_DIR: cannot read directory \"",
-                                                     dir, "\": ", std::strerror(errno)));
-    }
-    std::vector<std::string> files;
-    while (dirent* e = readdir(d)) files.emplace_back(e->d_name);
-    closedir(d);
-    std::sort(files.begin(), files.end());  // the first error is the same on every start
-    for (const std::string& file : files) {
-      if (file.empty() || file[0] == '.') continue;
-      auto name = ParseName(file);
-      if (!name.ok()) return name.status();
-      if (!name->has_value()) continue;
-      const std::string path = absl::StrCat(dir, "/", file);
-      auto content = ReadTemplateFile(path);
-      if (!content.ok()) return content.status();
-      Set& set = t.sets_[(*name)->action][(*name)->locale];
-      set.part[(*name)->part] = *std::move(content);
-      set.origin[(*name)->part] = path;
+      problems->push_back(absl::InvalidArgumentError(absl::StrCat(
+          "MAILROOM_TEMPLATE_DIR: cannot read directory \"", dir, "\": ", std::strerror(errno))));
+    } else {
+      std::vector<std::string> files;
+      while (dirent* e = readdir(d)) files.emplace_back(e->d_name);
+      closedir(d);
+      std::sort(files.begin(), files.end());  // the first error is the same on every start
+      for (const std::string& file : files) {
+        if (file.empty() || file[0] == '.') continue;
+        auto name = ParseName(file);
+        if (!name.ok()) {
+          problems->push_back(name.status());
+          continue;
+        }
+        if (!name->has_value()) continue;
+        const std::string path = absl::StrCat(dir, "/", file);
+        auto content = ReadTemplateFile(path);
+        if (!content.ok()) {
+          problems->push_back(content.status());
+          continue;
+        }
+        Set& set = t.sets_[(*name)->action][(*name)->locale];
+        set.part[(*name)->part] = *std::move(content);
+        set.origin[(*name)->part] = path;
+      }
     }
   }
-  // Every set complete and every template valid, checked by rendering it with sample data.
+  // Every set complete and every template valid, checked by rendering it with sample data. A
+  // set with a problem is dropped, so what remains renders.
   const std::string where = dir.empty() ? "" : absl::StrCat(dir, "/");
   for (int a = 0; a < 2; ++a) {
-    for (auto& [locale, set] : t.sets_[a]) {
+    for (auto it = t.sets_[a].begin(); it != t.sets_[a].end();) {
+      const std::string& locale = it->first;
+      Set& set = it->second;
+      bool complete = true;
       for (int p = 0; p < 3; ++p) {
         const std::string file = locale.empty()
                                      ? absl::StrCat(kActions[a], ".", kParts[p])
                                      : absl::StrCat(kActions[a], ".", locale, ".", kParts[p]);
         if (set.origin[p].empty()) {
-          return absl::InvalidArgumentError(absl::StrCat(
+          problems->push_back(absl::InvalidArgumentError(absl::StrCat(
               "MAILROOM_TEMPLATE_DIR: ", where, file, " is missing (a locale's templates must "
-              "include subject, txt and html)"));
+              "include subject, txt and html)")));
+          complete = false;
+          continue;
         }
         // The HTML part escapes variables; the subject and the text part do not.
         auto parsed = std::make_shared<const TemplatePool>(set.part[p], /*escape=*/p == 2);
         if (!parsed->valid()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("MAILROOM_TEMPLATE_DIR: ", set.origin[p], ": ", parsed->error()));
+          problems->push_back(absl::InvalidArgumentError(
+              absl::StrCat("MAILROOM_TEMPLATE_DIR: ", set.origin[p], ": ", parsed->error())));
+          complete = false;
+          continue;
         }
         set.parsed[p] = std::move(parsed);
       }
+      it = complete ? std::next(it) : t.sets_[a].erase(it);
     }
   }
   for (int a = 0; a < 2; ++a) {
+    std::vector<std::string> broken;
     for (const auto& [locale, set] : t.sets_[a]) {
       TemplateVars v = SampleVars();
       v.locale = locale;
       auto r = t.Render(a == 0 ? v1::ACTION_ACTIVATION : v1::ACTION_PASSWORD_RECOVERY, v);
       if (!r.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
+        problems->push_back(absl::InvalidArgumentError(absl::StrCat(
             "MAILROOM_TEMPLATE_DIR: ", kActions[a], locale.empty() ? "" : ".", locale, ": ",
-            r.status().message()));
+            r.status().message())));
+        broken.push_back(locale);
       }
     }
+    for (const std::string& locale : broken) t.sets_[a].erase(locale);
   }
   return t;
 }

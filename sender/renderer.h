@@ -71,6 +71,10 @@ class Templates {
   // incomplete locale set, a malformed locale in a file name and a file with the old
   // `.mustache` suffix are InvalidArgument errors that name the file.
   static absl::StatusOr<Templates> Load(const std::string& dir);
+  // Load that does not stop at the first problem (for `sender doctor`): every problem is
+  // appended to `*problems`, in the order Load meets them (Load's error is the first), and the
+  // templates returned hold only the locale sets that are complete and render.
+  static Templates LoadAll(const std::string& dir, std::vector<absl::Status>* problems);
 
   // Renders with the most specific locale of LocaleChain(vars.locale) that has templates.
   absl::StatusOr<RenderedEmail> Render(v1::Action action, const TemplateVars& vars) const;

@@ -214,6 +214,29 @@ TEST(TemplatesTest, BrokenMisnamedOrUnreadableFilesAreConfigErrorsNamingThem) {
   EXPECT_THAT(std::string(missing_dir.status().message()), HasSubstr(dir + "/nope"));
 }
 
+TEST(TemplatesTest, LoadAllReportsEveryProblemAndKeepsTheSetsThatRender) {
+  std::string dir = FreshDir("every_problem");
+  Write(dir + "/activation.de.html", "{{#open}} never closed");
+  Write(dir + "/activation.german.txt", "x");
+  Write(dir + "/password_recovery.fr.subject", "Votre code {{code}}");
+  Write(dir + "/password_recovery.fr.html", "<p>{{code}}</p>");
+  Write(dir + "/password_recovery.it.subject", "Il tuo codice {{code}}");
+  Write(dir + "/password_recovery.it.txt", "{{code}}");
+  Write(dir + "/password_recovery.it.html", "<p>{{code}}</p>");
+  std::vector<absl::Status> problems;
+  Templates t = Templates::LoadAll(dir, &problems);
+  ASSERT_EQ(problems.size(), 3u);
+  EXPECT_THAT(std::string(problems[0].message()), HasSubstr("activation.german.txt"));
+  EXPECT_THAT(std::string(problems[1].message()), HasSubstr(dir + "/activation.de.html"));
+  EXPECT_THAT(std::string(problems[2].message()),
+              HasSubstr(dir + "/password_recovery.fr.txt is missing"));
+  // Load's error is the first of them.
+  EXPECT_EQ(Templates::Load(dir).status(), problems[0]);
+  // The broken sets are left out; the rest render.
+  EXPECT_EQ(t.Locales(v1::ACTION_ACTIVATION), (std::vector<std::string>{""}));
+  EXPECT_EQ(t.Locales(v1::ACTION_PASSWORD_RECOVERY), (std::vector<std::string>{"", "de", "it"}));
+}
+
 TEST(TemplatesTest, TheShippedTemplateFolderIsTheBuiltInSet) {
   // sender/templates/ is what the binary carries: a starting point for MAILROOM_TEMPLATE_DIR.
   bool de = false;

@@ -37,7 +37,64 @@ std::unique_ptr<OAuth2TokenCache> TokenCacheFor(const TransportConfig& config) {
                                             RealClock::Get());
 }
 
+// The options of a session with the server (URL, TLS, AUTH, timeouts): the same for a message
+// and for a probe. `bearer`, when not empty, is the XOAUTH2 token; strings must outlive the
+// transfer.
+void SetSessionOptions(CURL* c, const TransportConfig& config, const std::string& bearer,
+                       absl::Duration timeout) {
+  curl_easy_setopt(c, CURLOPT_URL, config.smtp_url.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_USE_SSL,
+                   config.smtp_require_tls ? CURLUSESSL_ALL : CURLUSESSL_TRY);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(config.connect_timeout)));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(absl::ToInt64Milliseconds(timeout)));
+  if (!bearer.empty()) {
+    // Microsoft 365 offers XOAUTH2 only; Google offers OAUTHBEARER too: one mechanism for both.
+    curl_easy_setopt(c, CURLOPT_USERNAME, config.smtp_username.c_str());
+    curl_easy_setopt(c, CURLOPT_XOAUTH2_BEARER, bearer.c_str());
+    curl_easy_setopt(c, CURLOPT_LOGIN_OPTIONS, "AUTH=XOAUTH2");
+  } else if (!config.smtp_username.empty()) {
+    curl_easy_setopt(c, CURLOPT_USERNAME, config.smtp_username.c_str());
+    curl_easy_setopt(c, CURLOPT_PASSWORD, config.smtp_password.c_str());
+  }
+  if (!config.smtp_ca_file.empty()) {
+    curl_easy_setopt(c, CURLOPT_CAINFO, config.smtp_ca_file.c_str());
+  }
+  if (config.smtp_insecure_skip_verify) {
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+}
+
+size_t Discard(char*, size_t size, size_t nmemb, void*) { return size * nmemb; }
+
 }  // namespace
+
+SmtpProbe ProbeSmtp(const TransportConfig& config, const std::string& bearer) {
+  // The handle is cleaned up (QUIT sent, traced) first, while the trace and buffer it writes
+  // to still exist.
+  SmtpProbe probe;
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  std::unique_ptr<CURL, void (*)(CURL*)> c(curl_easy_init(), curl_easy_cleanup);
+  if (c == nullptr) {
+    probe.code = CURLE_FAILED_INIT;
+    probe.status = absl::ResourceExhaustedError("curl_easy_init failed");
+    return probe;
+  }
+  TraceSmtp(c.get(), &probe.trace);
+  SetSessionOptions(c.get(), config, bearer, config.timeout);
+  curl_easy_setopt(c.get(), CURLOPT_ERRORBUFFER, errbuf);
+  // With no recipient, a custom request is sent as a command of its own after AUTH: NOOP asks
+  // nothing of the server and no mail transaction starts.
+  curl_easy_setopt(c.get(), CURLOPT_CUSTOMREQUEST, "NOOP");
+  curl_easy_setopt(c.get(), CURLOPT_WRITEFUNCTION, Discard);
+  probe.code = curl_easy_perform(c.get());
+  curl_easy_getinfo(c.get(), CURLINFO_RESPONSE_CODE, &probe.reply);
+  probe.detail = errbuf;
+  probe.status = SmtpStatus(probe.code, probe.reply, probe.trace, errbuf);
+  return probe;
+}
 
 SmtpTransport::SmtpTransport(const TransportConfig& config)
     : config_(config), tokens_(TokenCacheFor(config)), handles_(config.connections) {
@@ -71,8 +128,6 @@ absl::StatusOr<SendResult> SmtpTransport::Attempt(CURL* c, int index, const Outg
   Upload up{&email.mime};
   CurlSlist rcpt(curl_slist_append(nullptr, absl::StrCat("<", email.to_address, ">").c_str()));
   const std::string from = absl::StrCat("<", email.from_address, ">");
-  curl_easy_setopt(c, CURLOPT_URL, config_.smtp_url.c_str());
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
   curl_easy_setopt(c, CURLOPT_MAIL_FROM, from.c_str());
   curl_easy_setopt(c, CURLOPT_MAIL_RCPT, rcpt.get());
@@ -80,26 +135,7 @@ absl::StatusOr<SendResult> SmtpTransport::Attempt(CURL* c, int index, const Outg
   curl_easy_setopt(c, CURLOPT_READFUNCTION, ReadBody);
   curl_easy_setopt(c, CURLOPT_READDATA, &up);
   curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(email.mime.size()));
-  curl_easy_setopt(c, CURLOPT_USE_SSL,
-                   config_.smtp_require_tls ? CURLUSESSL_ALL : CURLUSESSL_TRY);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(config_.connect_timeout)));
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(AttemptTimeout(email, config_.timeout))));
-  if (!bearer.empty()) {
-    // Microsoft 365 offers XOAUTH2 only; Google offers OAUTHBEARER too: one mechanism for both.
-    curl_easy_setopt(c, CURLOPT_USERNAME, config_.smtp_username.c_str());
-    curl_easy_setopt(c, CURLOPT_XOAUTH2_BEARER, bearer.c_str());
-    curl_easy_setopt(c, CURLOPT_LOGIN_OPTIONS, "AUTH=XOAUTH2");
-  } else if (!config_.smtp_username.empty()) {
-    curl_easy_setopt(c, CURLOPT_USERNAME, config_.smtp_username.c_str());
-    curl_easy_setopt(c, CURLOPT_PASSWORD, config_.smtp_password.c_str());
-  }
-  if (!config_.smtp_ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, config_.smtp_ca_file.c_str());
-  if (config_.smtp_insecure_skip_verify) {
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-  }
+  SetSessionOptions(c, config_, bearer, AttemptTimeout(email, config_.timeout));
   CURLcode rc = loops_[index]->Perform(c);
   long reply = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply);

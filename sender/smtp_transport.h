@@ -6,6 +6,7 @@
 
 #include "sender/curl_handle.h"
 #include "sender/curl_multi_loop.h"
+#include "sender/curl_status.h"
 #include "sender/oauth2_token.h"
 #include "sender/transport.h"
 
@@ -30,6 +31,22 @@ namespace mailroom {
 // messages. Shared by 64 connections 50 ms from the server, one loop let one message out per
 // 50 ms (20 emails/s) while the other 63 sessions waited; on its own loop a connection only
 // waits for its own reply.
+// What one SMTP session with the configured server showed, without sending mail: connect,
+// TLS (smtps:// or STARTTLS) with certificate verification, EHLO, AUTH (password, or XOAUTH2
+// with `bearer`), then NOOP. `code` is the transfer's CURLcode, `reply` the last reply code,
+// `detail` curl's error text, `status` SmtpStatus's reading of them (OK when the server took
+// the NOOP). No credential appears in any of them.
+struct SmtpProbe {
+  CURLcode code = CURLE_OK;
+  long reply = 0;
+  SmtpTrace trace;
+  std::string detail;
+  absl::Status status;
+};
+
+// Runs that session on the calling thread, bounded by `config`'s timeouts (for `sender doctor`).
+SmtpProbe ProbeSmtp(const TransportConfig& config, const std::string& bearer);
+
 class SmtpTransport : public Transport {
  public:
   explicit SmtpTransport(const TransportConfig& config);

@@ -6,7 +6,7 @@ proxied to the emulator.
 
   ses_front.py --port P --upstream http://127.0.0.1:Q --access-key AK --secret-key SK
                --region us-east-1 [--throttle-first N] [--paused-file F] [--account-file F]
-               [--enforce-quota] [--slow-first-ms MS] [--sns-dir D --sns-port P]
+               [--enforce-quota] [--identities-file F] [--slow-first-ms MS] [--sns-dir D --sns-port P]
 
 --paused-file F: while F exists every request is answered 400 SendingPausedException (as SES
 does for an account whose sending is paused), so a test can pause and resume sending; GetAccount
@@ -16,6 +16,10 @@ then says SendingEnabled=false.
 overridden by the JSON object in F when it exists (read on every request, so a test changes the
 account by rewriting F): SendingEnabled true, EnforcementStatus HEALTHY,
 ProductionAccessEnabled true, SendQuota {Max24HourSend 50000, MaxSendRate 14, SentLast24Hours 0}.
+
+--identities-file F: GET /v2/email/identities (ListEmailIdentities, signature checked) answers
+{"EmailIdentities": the JSON list in F}, or an empty list while F does not exist; each entry as
+SES writes them: {"IdentityName", "IdentityType", "SendingEnabled", "VerificationStatus"}.
 
 --enforce-quota: SendEmail counts as SES counts it: every accepted message adds to
 SentLast24Hours in GetAccount, and once it reaches Max24HourSend SendEmail is answered 400
@@ -70,6 +74,7 @@ parser.add_argument("--throttle-first", type=int, default=0)
 parser.add_argument("--paused-file")
 parser.add_argument("--account-file")
 parser.add_argument("--enforce-quota", action="store_true")
+parser.add_argument("--identities-file")
 parser.add_argument("--slow-first-ms", type=int, default=0)
 parser.add_argument("--sns-dir")
 parser.add_argument("--sns-port", type=int, default=0)
@@ -140,6 +145,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         problem = check_signature("GET", self.path, headers, b"")
         if problem:
             return self.reply(403, {"message": problem}, "SignatureDoesNotMatch")
+        if args.identities_file and self.path.partition("?")[0] == "/v2/email/identities":
+            identities = []
+            if os.path.exists(args.identities_file):
+                with open(args.identities_file) as f:
+                    identities = json.load(f)
+            return self.reply(200, {"EmailIdentities": identities})
         if self.path.partition("?")[0] != "/v2/email/account":
             return self.reply(404, {"message": "not found"}, "NotFoundException")
         account = {"SendingEnabled": True, "EnforcementStatus": "HEALTHY",

@@ -1,0 +1,71 @@
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "common/clock.h"
+#include "sender/config.h"
+#include "sender/ses_account.h"
+
+namespace mailroom {
+
+// One finding of `sender doctor`: a check passed (kOk), something works but is likely to hurt
+// (kWarn), or the sender cannot do its work as configured (kFail). `check` names what was
+// looked at ("templates", "smtp", "ses", "collector", ...); `text` says what was seen, on one
+// line, never with a secret (passwords, tokens, keys and client secrets are only used).
+struct DoctorLine {
+  enum class Level { kOk, kWarn, kFail };
+  Level level = Level::kOk;
+  std::string check;
+  std::string text;
+};
+
+// "ok   smtp: ...", "warn ses: ...", "FAIL templates: ..." (controls in `text` become spaces).
+std::string FormatDoctorLine(const DoctorLine& line);
+
+// MAILROOM_FROM (a mailbox the renderer accepts; a placeholder domain with a real transport is
+// a warning) and MAILROOM_LINK_BASE_URL (a host; http:// to another machine, a query or a
+// fragment, or the default with a real transport are warnings).
+std::vector<DoctorLine> CheckMessageSettings(const SenderConfig& config);
+
+// Loads the templates as the sender does (built in, then MAILROOM_TEMPLATE_DIR) and reports
+// every problem, not only the first: a file that does not parse, a locale's missing part, a
+// misnamed file. Then renders a sample job for every action and every locale through the
+// renderer (MIME included): a failure is a problem; a rendering that shows neither the link,
+// the token nor the code, an empty subject, or a locale with templates for one action only are
+// warnings. Time from `clock`.
+std::vector<DoctorLine> CheckTemplates(const SenderConfig& config, Clock* clock);
+
+// The file directory: it exists (or can be created) and a file can be created in it.
+std::vector<DoctorLine> CheckFileTransport(const SenderConfig& config);
+
+// One SMTP session as the transport opens them (TLS, certificate verification, AUTH by password
+// or with an XOAUTH2 token fetched from the configured source), ending with NOOP: no mail.
+std::vector<DoctorLine> CheckSmtpTransport(const SenderConfig& config);
+
+// SES GetAccount signed like a send: the credentials, region and endpoint, then the account's
+// state (JudgeSesAccount); then ListEmailIdentities for MAILROOM_FROM (JudgeSesIdentity; a
+// refusal, such as a policy without ses:ListEmailIdentities, is a warning).
+std::vector<DoctorLine> CheckSesTransport(const SenderConfig& config);
+
+// What GetAccount's answer means for the sender: sending disabled, enforcement SHUTDOWN, the
+// sandbox and a used-up 24-hour quota are problems; PROBATION and a quota 90 % used are
+// warnings; otherwise one ok line with the account's limits.
+std::vector<DoctorLine> JudgeSesAccount(const SesAccountInfo& info);
+
+// Whether ListEmailIdentities' answer (`list`) lets `address` send: the address or its domain
+// listed with SendingEnabled is ok; listed and not verified, or not listed at all, is a problem
+// (SES refuses such mail); not among a first page that has more is a warning.
+DoctorLine JudgeSesIdentity(absl::string_view list, const std::string& address);
+
+// The collector: reachable, TLS as configured, and the credential accepted for the consumer
+// group (GetUsage, as the sender's start-up calls it).
+std::vector<DoctorLine> CheckCollector(const SenderConfig& config);
+
+// Runs every check on a loaded configuration, printing each line to `out` as it is known and a
+// closing count. Returns the exit status: 0 without problems (warnings allowed), 1 otherwise.
+int RunDoctor(const SenderConfig& config, std::FILE* out);
+
+}  // namespace mailroom

@@ -1,0 +1,196 @@
+// `sender doctor`'s judgements that need no peer: the SES account's state, the message settings,
+// the templates (every problem, not only the first) and the file directory. The checks against
+// real servers (SMTP, SES, collector) are in integration_tests/doctor_test.cc.
+#include "sender/doctor.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/testing/fake_clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace mailroom {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using Level = DoctorLine::Level;
+
+std::string FreshDir(const std::string& name) {
+  std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp",
+                                 "/", name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+void Write(const std::string& path, const std::string& content) { std::ofstream(path) << content; }
+
+int Count(const std::vector<DoctorLine>& lines, Level level) {
+  return std::count_if(lines.begin(), lines.end(),
+                       [&](const DoctorLine& l) { return l.level == level; });
+}
+
+std::string Joined(const std::vector<DoctorLine>& lines) {
+  std::string out;
+  for (const DoctorLine& l : lines) absl::StrAppend(&out, FormatDoctorLine(l), "\n");
+  return out;
+}
+
+SenderConfig Healthy() {
+  SenderConfig c;
+  c.transport = "smtp";
+  c.from = "Acme <no-reply@acme.net>";
+  c.link_base_url = "https://app.example.net/";
+  c.product_name = "Example";
+  return c;
+}
+
+TEST(DoctorTest, LinesSayTheirLevelAndCheckOnOneLine) {
+  EXPECT_EQ(FormatDoctorLine({Level::kOk, "smtp", "connected"}), "ok   smtp: connected");
+  EXPECT_EQ(FormatDoctorLine({Level::kWarn, "ses", "probation"}), "warn ses: probation");
+  EXPECT_EQ(FormatDoctorLine({Level::kFail, "templates", "a\r\nb"}), "FAIL templates: a  b");
+}
+
+TEST(DoctorTest, SesAccountStatesThatStopOrLimitSendingAreProblems) {
+  SesAccountInfo healthy;
+  healthy.enforcement_status = "HEALTHY";
+  healthy.max_24_hour_send = 50000;
+  healthy.sent_last_24_hours = 10;
+  healthy.max_send_rate = 14;
+  auto ok = JudgeSesAccount(healthy);
+  ASSERT_EQ(ok.size(), 1u);
+  EXPECT_EQ(ok[0].level, Level::kOk);
+  EXPECT_THAT(ok[0].text, HasSubstr("10 of 50000 sent in the last 24 hours"));
+
+  SesAccountInfo sandbox = healthy;
+  sandbox.production_access = false;
+  EXPECT_THAT(Joined(JudgeSesAccount(sandbox)),
+              HasSubstr("FAIL ses: the account is in the sandbox"));
+
+  SesAccountInfo disabled = healthy;
+  disabled.sending_enabled = false;
+  EXPECT_THAT(Joined(JudgeSesAccount(disabled)), HasSubstr("FAIL ses: sending is disabled"));
+
+  SesAccountInfo shutdown = healthy;
+  shutdown.enforcement_status = "SHUTDOWN";
+  EXPECT_THAT(Joined(JudgeSesAccount(shutdown)), HasSubstr("FAIL ses: the account is shut down"));
+
+  SesAccountInfo used_up = healthy;
+  used_up.sent_last_24_hours = 50000;
+  EXPECT_THAT(Joined(JudgeSesAccount(used_up)),
+              HasSubstr("FAIL ses: the 24-hour quota is used up"));
+
+  SesAccountInfo nearly = healthy;
+  nearly.sent_last_24_hours = 45500;
+  auto lines = JudgeSesAccount(nearly);
+  EXPECT_EQ(Count(lines, Level::kFail), 0);
+  EXPECT_THAT(Joined(lines), HasSubstr("warn ses: the 24-hour quota is nearly used up"));
+
+  SesAccountInfo probation = healthy;
+  probation.enforcement_status = "PROBATION";
+  lines = JudgeSesAccount(probation);
+  EXPECT_EQ(Count(lines, Level::kFail), 0);
+  EXPECT_EQ(Count(lines, Level::kWarn), 1);
+
+  SesAccountInfo all = healthy;
+  all.production_access = false;
+  all.sending_enabled = false;
+  all.sent_last_24_hours = 60000;
+  EXPECT_EQ(Count(JudgeSesAccount(all), Level::kFail), 3);
+}
+
+TEST(DoctorTest, SesRefusesMailFromAnAddressWhoseAddressOrDomainIsNotAVerifiedIdentity) {
+  auto judge = [](const std::string& list) {
+    return FormatDoctorLine(JudgeSesIdentity(list, "no-reply@acme.net"));
+  };
+  EXPECT_EQ(judge(R"({"EmailIdentities": [{"IdentityName": "ACME.net", "SendingEnabled": true}]})"),
+            "ok   ses: sending identity acme.net is verified");
+  EXPECT_EQ(judge(R"({"EmailIdentities": [{"IdentityName": "no-reply@acme.net",
+                                           "SendingEnabled": true}]})"),
+            "ok   ses: sending identity no-reply@acme.net is verified");
+  EXPECT_THAT(judge(R"({"EmailIdentities": [{"IdentityName": "acme.net", "SendingEnabled": false,
+                                             "VerificationStatus": "FAILED"}]})"),
+              HasSubstr("FAIL ses: identity acme.net cannot send (VerificationStatus FAILED)"));
+  EXPECT_THAT(judge(R"({"EmailIdentities": []})"),
+              HasSubstr("FAIL ses: neither no-reply@acme.net nor acme.net is a verified"));
+  EXPECT_THAT(judge(R"({"EmailIdentities": [], "NextToken": "more"})"),
+              HasSubstr("warn ses: neither no-reply@acme.net nor acme.net is among"));
+  EXPECT_THAT(judge("<html>"), HasSubstr("warn ses: the sending identity was not checked"));
+}
+
+TEST(DoctorTest, MessageSettings) {
+  const auto healthy = CheckMessageSettings(Healthy());
+  EXPECT_EQ(Count(healthy, Level::kOk), 2) << Joined(healthy);
+
+  SenderConfig c = Healthy();
+  c.from = "Example <no-reply@mailroom.localhost>";
+  c.link_base_url = "http://app.example.net/?x=1";
+  const std::string out = Joined(CheckMessageSettings(c));
+  EXPECT_THAT(out, HasSubstr("warn from: no-reply@mailroom.localhost: mailroom.localhost is a "
+                             "placeholder domain"));
+  EXPECT_THAT(out, HasSubstr("warn links: MAILROOM_LINK_BASE_URL \"http://app.example.net/?x=1\" "
+                             "has a query or fragment"));
+  EXPECT_THAT(out, HasSubstr("in clear"));
+
+  c = Healthy();
+  c.from = "not an address";
+  c.link_base_url = "https:///activate";
+  const std::string bad = Joined(CheckMessageSettings(c));
+  EXPECT_THAT(bad, HasSubstr("FAIL from: MAILROOM_FROM:"));
+  EXPECT_THAT(bad, HasSubstr("FAIL links:"));
+}
+
+TEST(DoctorTest, TemplatesReportEveryProblemAndWhatRendersNothingToActOn) {
+  FakeClock clock(absl::FromUnixSeconds(1795425300));
+  SenderConfig c = Healthy();
+  auto lines = CheckTemplates(c, &clock);
+  ASSERT_EQ(lines.size(), 1u) << Joined(lines);
+  EXPECT_THAT(Joined(lines), HasSubstr("ok   templates: 4 sets render a sample job (activation, "
+                                       "activation.de, password_recovery, "
+                                       "password_recovery.de) from the built-in templates"));
+
+  c.template_dir = FreshDir("doctor_templates");
+  Write(c.template_dir + "/activation.de.html", "{{#open}} never closed");
+  Write(c.template_dir + "/password_recovery.fr.subject", "Votre code {{code}}");
+  Write(c.template_dir + "/password_recovery.fr.html", "<p>{{code}}</p>");
+  Write(c.template_dir + "/activation.it.subject", "Benvenuto {{login}}");
+  Write(c.template_dir + "/activation.it.txt", "Ciao {{login}}: {{lnik}}");
+  Write(c.template_dir + "/activation.it.html", "<p>Ciao {{login}}</p>");
+  const std::string out = Joined(CheckTemplates(c, &clock));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("FAIL templates: MAILROOM_TEMPLATE_DIR: ", c.template_dir,
+                                          "/activation.de.html")));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("FAIL templates: MAILROOM_TEMPLATE_DIR: ", c.template_dir,
+                                          "/password_recovery.fr.txt is missing")));
+  EXPECT_THAT(out, HasSubstr("warn templates: activation.it: neither the text nor the HTML shows"));
+  EXPECT_THAT(out, HasSubstr("warn templates: locale it has activation templates but no "
+                             "password_recovery ones"));
+  EXPECT_THAT(out, Not(HasSubstr("ok   templates")));
+}
+
+TEST(DoctorTest, FileDirectoryMustTakeAFile) {
+  SenderConfig c = Healthy();
+  c.transport = "file";
+  c.file_dir = FreshDir("doctor_outbox") + "/new";
+  auto lines = CheckFileTransport(c);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].level, Level::kOk) << Joined(lines);
+  EXPECT_TRUE(std::filesystem::is_empty(c.file_dir));  // the probe is gone
+
+  c.file_dir = "/proc";  // no one, root included, creates a file there
+  lines = CheckFileTransport(c);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(Joined(lines), HasSubstr("FAIL file: MAILROOM_FILE_DIR: cannot write in \"/proc\""));
+
+  Write(FreshDir("doctor_file") + "/plain", "x");
+  c.file_dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
+               "/doctor_file/plain/outbox";
+  EXPECT_THAT(Joined(CheckFileTransport(c)),
+              HasSubstr("FAIL file: MAILROOM_FILE_DIR: cannot create"));
+}
+
+}  // namespace
+}  // namespace mailroom
