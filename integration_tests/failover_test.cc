@@ -4,7 +4,8 @@
 // within 5 s of the primary's breaker opening, none is lost or failed, and each is
 // acknowledged at the secondary's price; activations wait for the primary. When the primary
 // answers again, it takes over: new emails and the held activations go to it, at its price.
-// Prints one "FAILOVER ..." line with its figures. No fixed sleeps: every wait is a bounded
+// With both providers blackholed every job is held as without a secondary until one answers.
+// Prints "FAILOVER ..." lines with the figures. No fixed sleeps: every wait is a bounded
 // poll for an event (a log line, a row count).
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -250,6 +251,64 @@ TEST_F(FailoverTest, RecoveriesGoThroughTheSecondaryWhileThePrimaryIsBlackholed)
   std::printf("FAILOVER failback: primary=%lld secondary=%lld spent_micros=%lld\n",
               (long long)ReceivedIn(dir_ + "/primary").emails,
               (long long)ReceivedIn(dir_ + "/secondary").emails, (long long)Spent());
+}
+
+// Both providers down: every job is held as without a secondary (nothing failed, counted or
+// charged, health NOT_SERVING); when the secondary answers again it sends the recoveries
+// while the primary is still down.
+TEST_F(FailoverTest, BothProvidersDownHoldEverythingUntilTheSecondaryAnswers) {
+  Blackhole primary_hole, secondary_hole;
+  ASSERT_GT(primary_hole.port(), 0);
+  ASSERT_GT(secondary_hole.port(), 0);
+  const int health_port = testing::FreePort();
+  auto sender = StartSender({
+      {"MAILROOM_TRANSPORT", "smtp"},
+      {"MAILROOM_SMTP_URL", absl::StrCat("smtp://127.0.0.1:", primary_hole.port())},
+      {"MAILROOM_SMTP_ALLOW_PLAIN", "true"},
+      {"MAILROOM_SEND_TIMEOUT_MS", "1000"},
+      {"MAILROOM_BREAKER_MAX_BACKOFF", "2000"},
+      {"MAILROOM_FAILOVER_TRANSPORT", "smtp"},
+      {"MAILROOM_FAILOVER_SMTP_URL", absl::StrCat("smtp://127.0.0.1:", secondary_hole.port())},
+      {"MAILROOM_FAILOVER_SMTP_ALLOW_PLAIN", "true"},
+      {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.80"},
+      {"MAILROOM_HEALTH_ADDRESS", absl::StrCat("127.0.0.1:", health_port)},
+  });
+  ASSERT_NE(sender, nullptr);
+  constexpr int kJobs = 10;
+  Exec(absl::StrCat("INSERT INTO accounts (email, login, status) SELECT 'b' || i || "
+                    "'@example.test', 'b' || i, 'active' FROM generate_series(1, ",
+                    kJobs, ") i"));
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts");
+  ASSERT_TRUE(sender->WaitForLog("primary and secondary transports unavailable; holding jobs",
+                                 absl::Seconds(30)))
+      << sender->Log();
+  EXPECT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::NOT_SERVING,
+                               absl::Seconds(5)));
+  // Every job has been handed back at least once, none failed, counted or charged.
+  EXPECT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE reason LIKE 'held: provider%'",
+                    kJobs, absl::Seconds(30)),
+            kJobs);
+  EXPECT_EQ(Failed(), 0);
+  EXPECT_EQ(Sent("password_recovery"), 0);
+  EXPECT_EQ(Scalar("SELECT coalesce(sum(failures), 0) FROM delivery_states"), 0);
+  EXPECT_EQ(Spent(), 0);
+
+  // The secondary comes back; the primary stays down.
+  secondary_hole.Close();
+  auto secondary = StartSmtpPeerAt(secondary_hole.port(), "secondary");
+  ASSERT_NE(secondary, nullptr);
+  EXPECT_EQ(WaitFor("SELECT count(*) FROM delivery_states d JOIN tokens t ON t.id = d.token_id "
+                    "WHERE d.state = 'sent' AND t.action = 'password_recovery'",
+                    kJobs, absl::Seconds(30)),
+            kJobs)
+      << sender->Log();
+  EXPECT_EQ(Failed(), 0);
+  EXPECT_EQ(Scalar("SELECT coalesce(sum(failures), 0) FROM delivery_states"), 0);
+  EXPECT_EQ(ReceivedIn(dir_ + "/secondary").distinct, kJobs);
+  EXPECT_EQ(Spent(), kJobs * kSecondaryMicros);
+  EXPECT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::SERVING,
+                               absl::Seconds(5)));
+  EXPECT_THAT(sender->Log(), HasSubstr("failing over to the secondary"));
 }
 
 }  // namespace
