@@ -172,7 +172,14 @@ TEST(ConfigurationDocsTest, EverySenderSettingHasARowWithItsDefaultAndRange) {
                           {{"MAILROOM_TRANSPORT", "ses"},
                            {"AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
                            {"AWS_SECRET_ACCESS_KEY", "documentation-test-secret"}},
-                          {{"MAILROOM_BUDGET", "100"}}});
+                          {{"MAILROOM_BUDGET", "100"}},
+                          {{"MAILROOM_FAILOVER_TRANSPORT", "smtp"},
+                           {"MAILROOM_FAILOVER_SMTP_URL", "smtp://backup.example:587"},
+                           {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.5"}},
+                          {{"MAILROOM_FAILOVER_TRANSPORT", "ses"},
+                           {"MAILROOM_FAILOVER_AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
+                           {"MAILROOM_FAILOVER_AWS_SECRET_ACCESS_KEY", "documentation-test-secret"},
+                           {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.5"}}});
   ASSERT_GT(read.size(), 20u);
   const auto problems = Check(read, Rows(ReadDocs(), /*sender=*/true));
   EXPECT_TRUE(problems.empty()) << absl::StrJoin(problems, "\n");

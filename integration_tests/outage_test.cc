@@ -20,7 +20,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::Process;
-using HealthStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
 
 constexpr int kJobs = 30;
 constexpr char kRightPassword[] = "right-horse-battery-staple";
@@ -42,38 +41,15 @@ class OutageTest : public testing::StackTest {
         "/cert.pem >/dev/null 2>&1");
     ASSERT_EQ(std::system(cmd.c_str()), 0);
   }
-  // The sender's gRPC health (-1 when it does not answer).
-  int Health(int port) {
-    auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    grpc::health::v1::HealthCheckRequest req;
-    grpc::health::v1::HealthCheckResponse resp;
-    return stub->Check(&ctx, req, &resp).ok() ? resp.status() : -1;
-  }
-  bool WaitHealth(int port, HealthStatus want, absl::Duration timeout) {
-    absl::Time deadline = absl::Now() + timeout;
-    while (Health(port) != want) {
-      if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return true;
-  }
   // Holds the outage for `d` while checking that nothing fails meanwhile.
   void HoldOutage(absl::Duration d, int health_port) {
     absl::Time end = absl::Now() + d;
     while (absl::Now() < end) {
       ASSERT_EQ(Count("failed"), 0);
       ASSERT_EQ(Count("sent"), 0);
-      ASSERT_EQ(Health(health_port), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+      ASSERT_EQ(SenderHealth(health_port), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
       absl::SleepFor(absl::Milliseconds(250));
     }
-  }
-  std::string Metrics(int port) {
-    std::string out = dir_ + "/metrics.txt";
-    std::system(absl::StrCat("curl -s http://127.0.0.1:", port, "/metrics > ", out).c_str());
-    return testing::Slurp(out);
   }
   std::map<std::string, std::string> Observed(int health_port, int metrics_port) {
     return {{"MAILROOM_HEALTH_ADDRESS", absl::StrCat("127.0.0.1:", health_port)},
@@ -105,12 +81,12 @@ TEST_F(OutageTest, WrongSmtpPasswordHoldsJobsUntilItIsFixed) {
               {"MAILROOM_SMTP_USERNAME", "mailer"},
               {"MAILROOM_SMTP_PASSWORD", kWrongPassword}});
   auto sender = StartSender(env);
-  ASSERT_TRUE(WaitHealth(health_port, grpc::health::v1::HealthCheckResponse::SERVING,
+  ASSERT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::SERVING,
                          absl::Seconds(10)));
   Accounts(kJobs);
   ASSERT_TRUE(sender->WaitForLog("provider unavailable; holding jobs", absl::Seconds(30)))
       << sender->Log();
-  ASSERT_TRUE(WaitHealth(health_port, grpc::health::v1::HealthCheckResponse::NOT_SERVING,
+  ASSERT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::NOT_SERVING,
                          absl::Seconds(5)));
   // The operator notices after 20 s and changes the server's password to the sender's.
   HoldOutage(absl::Seconds(20), health_port);
@@ -124,14 +100,14 @@ TEST_F(OutageTest, WrongSmtpPasswordHoldsJobsUntilItIsFixed) {
   EXPECT_EQ(Count("failed"), 0);
   EXPECT_EQ(Scalar("SELECT coalesce(sum(failures), 0) FROM delivery_states"), 0);
   EXPECT_EQ(ReceivedIn(dir_ + "/smtp").distinct, kJobs);
-  EXPECT_TRUE(WaitHealth(health_port, grpc::health::v1::HealthCheckResponse::SERVING,
+  EXPECT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::SERVING,
                          absl::Seconds(5)));
   std::string log = sender->Log();
   EXPECT_THAT(log, HasSubstr("reason=\"smtp AUTH: 535"));
   EXPECT_THAT(log, HasSubstr("provider available again"));
   EXPECT_THAT(log, Not(HasSubstr(kWrongPassword)));
   EXPECT_THAT(log, Not(HasSubstr(kRightPassword)));
-  std::string metrics = Metrics(metrics_port);
+  std::string metrics = Scrape(metrics_port);
   EXPECT_THAT(metrics, HasSubstr("mailroom_sender_breaker_open 0"));
   EXPECT_THAT(metrics, HasSubstr("mailroom_sender_breaker_trips_total 1"));
 }
@@ -148,7 +124,7 @@ TEST_F(OutageTest, SesSendingPausedHoldsJobsUntilResumed) {
   Accounts(kJobs);
   ASSERT_TRUE(sender->WaitForLog("provider unavailable; holding jobs", absl::Seconds(30)))
       << sender->Log();
-  ASSERT_TRUE(WaitHealth(health_port, grpc::health::v1::HealthCheckResponse::NOT_SERVING,
+  ASSERT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::NOT_SERVING,
                          absl::Seconds(5)));
   HoldOutage(absl::Seconds(6), health_port);
   std::remove(paused.c_str());
@@ -163,7 +139,7 @@ TEST_F(OutageTest, SesSendingPausedHoldsJobsUntilResumed) {
   EXPECT_EQ(ReceivedBySes().distinct, kJobs);
   EXPECT_THAT(sender->Log(), HasSubstr("SendingPausedException"));
   EXPECT_THAT(sender->Log(), Not(HasSubstr(testing::kStackAwsSecret)));
-  EXPECT_TRUE(WaitHealth(health_port, grpc::health::v1::HealthCheckResponse::SERVING,
+  EXPECT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::SERVING,
                          absl::Seconds(5)));
 }
 
@@ -181,7 +157,7 @@ TEST_F(OutageTest, UntrustedCertificateFailsNothingAndIsNotServing) {
   Accounts(kJobs);
   ASSERT_TRUE(sender->WaitForLog("provider unavailable; holding jobs", absl::Seconds(30)))
       << sender->Log();
-  ASSERT_TRUE(WaitHealth(health_port, grpc::health::v1::HealthCheckResponse::NOT_SERVING,
+  ASSERT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::NOT_SERVING,
                          absl::Seconds(5)));
   // Every job has been handed out and held back at least once.
   EXPECT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE reason LIKE 'held: provider%'",
@@ -193,26 +169,26 @@ TEST_F(OutageTest, UntrustedCertificateFailsNothingAndIsNotServing) {
               (long long)Scalar("SELECT count(*) FROM delivery_states WHERE reason LIKE 'held:%'"));
   EXPECT_EQ(Count("failed"), 0);
   EXPECT_EQ(Scalar("SELECT coalesce(sum(failures), 0) FROM delivery_states"), 0);
-  EXPECT_EQ(Health(health_port), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
-  EXPECT_THAT(Metrics(metrics_port), HasSubstr("mailroom_sender_breaker_open 1"));
+  EXPECT_EQ(SenderHealth(health_port), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  EXPECT_THAT(Scrape(metrics_port), HasSubstr("mailroom_sender_breaker_open 1"));
 }
 
 TEST_F(OutageTest, HealthFollowsTheCollectorConnection) {
   int health_port = testing::FreePort();
   auto sender = StartSender({{"MAILROOM_FILE_DIR", dir_ + "/out"},
                              {"MAILROOM_HEALTH_ADDRESS", absl::StrCat("127.0.0.1:", health_port)}});
-  ASSERT_TRUE(WaitHealth(health_port, grpc::health::v1::HealthCheckResponse::SERVING,
+  ASSERT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::SERVING,
                          absl::Seconds(10)));
   absl::Time killed = absl::Now();
   collector_.reset();  // SIGKILL
-  ASSERT_TRUE(WaitHealth(health_port, grpc::health::v1::HealthCheckResponse::NOT_SERVING,
+  ASSERT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::NOT_SERVING,
                          absl::Seconds(5)))
       << sender->Log();
   std::printf("OUTAGE collector_killed: not_serving_after_ms=%lld\n",
               (long long)absl::ToInt64Milliseconds(absl::Now() - killed));
   collector_ = StartCollector({}, "collector2", collector_port_);
   ASSERT_NE(collector_, nullptr);
-  EXPECT_TRUE(WaitHealth(health_port, grpc::health::v1::HealthCheckResponse::SERVING,
+  EXPECT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::SERVING,
                          absl::Seconds(20)))
       << sender->Log();
 }

@@ -56,9 +56,15 @@ void Breaker::Record(const Ticket& ticket, const absl::Status& outcome) {
     reason_ = std::string(outcome.message());
     if (metrics_ != nullptr) metrics_->Add("mailroom_sender_breaker_trips_total", 1);
     SetGauge(true);
-    LogError("provider unavailable; holding jobs",
-             {{"reason", reason_},
-              {"probe_in_ms", absl::StrCat(absl::ToInt64Milliseconds(backoff_))}});
+    // An unnamed breaker (the only one) logs the lines it always did.
+    const std::string probe_in_ms = absl::StrCat(absl::ToInt64Milliseconds(backoff_));
+    if (opt_.name.empty()) {
+      LogError("provider unavailable; holding jobs",
+               {{"reason", reason_}, {"probe_in_ms", probe_in_ms}});
+    } else {
+      LogError("provider unavailable; holding jobs",
+               {{"transport", opt_.name}, {"reason", reason_}, {"probe_in_ms", probe_in_ms}});
+    }
     return;
   }
   // Open: only the current probe's outcome counts; sends that started before the trip say
@@ -80,8 +86,13 @@ void Breaker::Record(const Ticket& ticket, const absl::Status& outcome) {
   next_probe_ = absl::InfinitePast();
   reason_.clear();
   SetGauge(false);
-  LogInfo("provider available again; sending",
-          {{"held_for_ms", absl::StrCat(absl::ToInt64Milliseconds(now - opened_at_))}});
+  const std::string held_for_ms = absl::StrCat(absl::ToInt64Milliseconds(now - opened_at_));
+  if (opt_.name.empty()) {
+    LogInfo("provider available again; sending", {{"held_for_ms", held_for_ms}});
+  } else {
+    LogInfo("provider available again; sending",
+            {{"transport", opt_.name}, {"held_for_ms", held_for_ms}});
+  }
 }
 
 bool Breaker::open() const {

@@ -8,6 +8,10 @@
 
 namespace mailroom {
 
+int64_t PriceMicros(double price_per_1000) {
+  return static_cast<int64_t>(std::ceil(price_per_1000 * 1000.0 - 1e-9));
+}
+
 std::pair<absl::Time, absl::Time> MonthOf(absl::Time t) {
   absl::CivilSecond cs = absl::ToCivilSecond(t, absl::UTCTimeZone());
   absl::CivilMonth m(cs);
@@ -20,8 +24,7 @@ Budget::Budget(BudgetConfig config, Clock* clock)
       budget_micros_(config.monthly_budget.has_value()
                          ? static_cast<int64_t>(std::floor(*config.monthly_budget * 1e6))
                          : -1),
-      // Rounded up: the recorded spend is never below what the provider charges.
-      cost_micros_(static_cast<int64_t>(std::ceil(config.price_per_1000 * 1000.0 - 1e-9))) {
+      cost_micros_(PriceMicros(config.price_per_1000)) {
   last_ = clock_->Now();
   std::tie(month_start_, month_end_) = MonthOf(last_);
   budget_tokens_ = std::max(1, config_.burst);

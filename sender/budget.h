@@ -70,6 +70,10 @@ class Budget : public Pacer {
   double provider_tokens_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// One email's price in micro-units from a price per 1000 emails, rounded up: the recorded
+// spend is never below what the provider charges.
+int64_t PriceMicros(double price_per_1000);
+
 // The UTC calendar month containing `t`: [start, end).
 std::pair<absl::Time, absl::Time> MonthOf(absl::Time t);
 

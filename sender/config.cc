@@ -24,6 +24,26 @@ bool OneLine(const std::string& s, size_t max) {
   return true;
 }
 
+// The names of one transport's variables: the primary's (MAILROOM_SMTP_URL, AWS_ACCESS_KEY_ID,
+// ...) or the secondary's, the same names after MAILROOM_FAILOVER_ (MAILROOM_FAILOVER_SMTP_URL,
+// MAILROOM_FAILOVER_AWS_ACCESS_KEY_ID, ...).
+class TransportVars {
+ public:
+  explicit TransportVars(bool failover) : failover_(failover) {}
+  // MAILROOM_<suffix>, or MAILROOM_FAILOVER_<suffix>.
+  std::string Mailroom(absl::string_view suffix) const {
+    return absl::StrCat(failover_ ? "MAILROOM_FAILOVER_" : "MAILROOM_", suffix);
+  }
+  // AWS_<suffix>, or MAILROOM_FAILOVER_AWS_<suffix>.
+  std::string Aws(absl::string_view suffix) const {
+    return absl::StrCat(failover_ ? "MAILROOM_FAILOVER_AWS_" : "AWS_", suffix);
+  }
+  bool failover() const { return failover_; }
+
+ private:
+  const bool failover_;
+};
+
 // True for an https:// URL, or an http:// one to a loopback address (what crosses to it is
 // then never on a network in clear).
 bool HttpsOrLoopback(const std::string& url) {
@@ -35,49 +55,169 @@ bool HttpsOrLoopback(const std::string& url) {
 
 // The XOAUTH2 settings of an smtp transport: one token source (an endpoint or a file), the
 // mailbox, no password. Secrets are named, never shown.
-absl::Status CheckSmtpOAuth2(const SenderConfig& c) {
+absl::Status CheckSmtpOAuth2(const SenderConfig& c, const TransportVars& v) {
+  const std::string token_url_var = v.Mailroom("SMTP_OAUTH2_TOKEN_URL");
+  const std::string token_file_var = v.Mailroom("SMTP_OAUTH2_TOKEN_FILE");
+  const std::string client_id_var = v.Mailroom("SMTP_OAUTH2_CLIENT_ID");
+  const std::string client_secret_var = v.Mailroom("SMTP_OAUTH2_CLIENT_SECRET");
+  const std::string scope_var = v.Mailroom("SMTP_OAUTH2_SCOPE");
+  const std::string password_var = v.Mailroom("SMTP_PASSWORD");
+  const std::string username_var = v.Mailroom("SMTP_USERNAME");
   const bool endpoint = !c.smtp_oauth2_token_url.empty();
   const bool file = !c.smtp_oauth2_token_file.empty();
   if (!endpoint) {
     for (const auto& [var, value] :
-         {std::pair<const char*, const std::string&>{"MAILROOM_SMTP_OAUTH2_CLIENT_ID",
-                                                     c.smtp_oauth2_client_id},
-          {"MAILROOM_SMTP_OAUTH2_CLIENT_SECRET", c.smtp_oauth2_client_secret}}) {
-      if (!value.empty()) return Bad(var, "needs MAILROOM_SMTP_OAUTH2_TOKEN_URL");
+         {std::pair<const std::string&, const std::string&>{client_id_var,
+                                                            c.smtp_oauth2_client_id},
+          {client_secret_var, c.smtp_oauth2_client_secret}}) {
+      if (!value.empty()) return Bad(var.c_str(), absl::StrCat("needs ", token_url_var));
     }
   }
   if (!endpoint && !file) return absl::OkStatus();
   if (endpoint && file) {
-    return Bad("MAILROOM_SMTP_OAUTH2_TOKEN_FILE",
-               "MAILROOM_SMTP_OAUTH2_TOKEN_URL is set too: choose one token source");
+    return Bad(token_file_var.c_str(),
+               absl::StrCat(token_url_var, " is set too: choose one token source"));
   }
   if (!c.smtp_password.empty()) {
-    return Bad("MAILROOM_SMTP_PASSWORD",
-               "not used with OAuth2 (MAILROOM_SMTP_OAUTH2_TOKEN_URL or _TOKEN_FILE): unset it");
+    return Bad(password_var.c_str(),
+               absl::StrCat("not used with OAuth2 (", token_url_var, " or _TOKEN_FILE): unset it"));
   }
   if (c.smtp_username.empty()) {
-    return Bad("MAILROOM_SMTP_USERNAME", "required with OAuth2: the mailbox that sends");
+    return Bad(username_var.c_str(), "required with OAuth2: the mailbox that sends");
   }
   if (endpoint) {
+    const std::string& url = c.smtp_oauth2_token_url;
+    const bool https = absl::StartsWith(url, "https://");
+    const bool http = absl::StartsWith(url, "http://");
     // The client secret crosses to the endpoint: in clear only to this machine.
-    if (!HttpsOrLoopback(c.smtp_oauth2_token_url)) {
-      return Bad("MAILROOM_SMTP_OAUTH2_TOKEN_URL",
+    const std::string host_port =
+        http ? url.substr(7, url.find('/', 7) == std::string::npos ? std::string::npos
+                                                                    : url.find('/', 7) - 7)
+             : "";
+    if (!https && !(http && IsLoopbackAddress(host_port))) {
+      return Bad(token_url_var.c_str(),
                  "must start with https:// (http:// only to a loopback address)");
     }
     if (c.smtp_oauth2_client_id.empty()) {
-      return Bad("MAILROOM_SMTP_OAUTH2_CLIENT_ID", "required with MAILROOM_SMTP_OAUTH2_TOKEN_URL");
+      return Bad(client_id_var.c_str(), absl::StrCat("required with ", token_url_var));
     }
     if (c.smtp_oauth2_client_secret.empty()) {
-      return Bad("MAILROOM_SMTP_OAUTH2_CLIENT_SECRET",
-                 "required with MAILROOM_SMTP_OAUTH2_TOKEN_URL");
+      return Bad(client_secret_var.c_str(), absl::StrCat("required with ", token_url_var));
     }
     if (c.smtp_oauth2_scope.empty() || !OneLine(c.smtp_oauth2_scope, 1000)) {
-      return Bad("MAILROOM_SMTP_OAUTH2_SCOPE", "must be one line of at most 1000 bytes");
+      return Bad(scope_var.c_str(), "must be one line of at most 1000 bytes");
     }
   }
   if (file && access(c.smtp_oauth2_token_file.c_str(), R_OK) != 0) {
-    return Bad("MAILROOM_SMTP_OAUTH2_TOKEN_FILE",
+    return Bad(token_file_var.c_str(),
                absl::StrCat("cannot read \"", absl::CEscape(c.smtp_oauth2_token_file), "\""));
+  }
+  return absl::OkStatus();
+}
+
+// Reads and checks one transport's settings (the kind and its own variables, named by `v`)
+// into `c`. MAILROOM_CONNECTIONS and MAILROOM_SEND_TIMEOUT_MS are shared and read elsewhere.
+absl::Status LoadTransportSettings(const Env& env, const TransportVars& v, SenderConfig* c) {
+  // Every name this transport is configured by, and the "required when" clause of its errors.
+  auto var = [&v](absl::string_view suffix) { return v.Mailroom(suffix); };
+  const std::string kind_var = var("TRANSPORT");
+  const std::string url_var = var("SMTP_URL");
+  const std::string region_var = var("SES_REGION");
+  const std::string key_id_var = v.Aws("ACCESS_KEY_ID");
+  const std::string secret_var = v.Aws("SECRET_ACCESS_KEY");
+  auto when = [&kind_var](const char* kind) {
+    return absl::StrCat("required when ", kind_var, "=", kind);
+  };
+
+  c->transport =
+      absl::AsciiStrToLower(env.String(kind_var.c_str(), v.failover() ? "" : "file"));
+  c->file_dir = env.String(var("FILE_DIR").c_str(), "./outbox");
+  c->smtp_url = env.String(url_var.c_str(), "");
+  c->smtp_username = env.String(var("SMTP_USERNAME").c_str(), "");
+  c->smtp_password = env.String(var("SMTP_PASSWORD").c_str(), "");
+  c->smtp_oauth2_token_url = env.String(var("SMTP_OAUTH2_TOKEN_URL").c_str(), "");
+  c->smtp_oauth2_client_id = env.String(var("SMTP_OAUTH2_CLIENT_ID").c_str(), "");
+  c->smtp_oauth2_client_secret = env.String(var("SMTP_OAUTH2_CLIENT_SECRET").c_str(), "");
+  c->smtp_oauth2_scope =
+      env.String(var("SMTP_OAUTH2_SCOPE").c_str(), "https://outlook.office365.com/.default");
+  c->smtp_oauth2_token_file = env.String(var("SMTP_OAUTH2_TOKEN_FILE").c_str(), "");
+  MAILROOM_ASSIGN_OR_RETURN(c->smtp_allow_plain,
+                            env.Bool(var("SMTP_ALLOW_PLAIN").c_str(), false));
+  MAILROOM_ASSIGN_OR_RETURN(c->smtp_ca_file, env.File(var("SMTP_CA_FILE").c_str()));
+  MAILROOM_ASSIGN_OR_RETURN(c->smtp_insecure_skip_verify,
+                            env.Bool(var("SMTP_INSECURE_SKIP_VERIFY").c_str(), false));
+  // AWS_REGION is the primary's fallback only: a secondary in another region says so itself.
+  c->ses_region = v.failover() ? env.String(region_var.c_str(), "us-east-1")
+                               : env.String(region_var.c_str(),
+                                            env.String("AWS_REGION", "us-east-1"));
+  c->ses_endpoint = env.String(var("SES_ENDPOINT").c_str(), "");
+  c->ses_configuration_set = env.String(var("SES_CONFIGURATION_SET").c_str(), "");
+  c->aws_access_key_id = env.String(key_id_var.c_str(), "");
+  c->aws_secret_access_key = env.String(secret_var.c_str(), "");
+  c->aws_session_token = env.String(v.Aws("SESSION_TOKEN").c_str(), "");
+  const std::string http_url_var = var("HTTP_URL");
+  c->http_url = env.String(http_url_var.c_str(), "");
+  c->http_secret = env.String(var("HTTP_SECRET").c_str(), "");
+  c->http_authorization = env.String(var("HTTP_AUTHORIZATION").c_str(), "");
+  MAILROOM_ASSIGN_OR_RETURN(c->http_allow_plain,
+                            env.Bool(var("HTTP_ALLOW_PLAIN").c_str(), false));
+  MAILROOM_ASSIGN_OR_RETURN(c->http_ca_file, env.File(var("HTTP_CA_FILE").c_str()));
+  if (c->transport == "smtp") {
+    if (c->smtp_url.empty()) return Bad(url_var.c_str(), when("smtp"));
+    if (!absl::StartsWith(c->smtp_url, "smtp://") && !absl::StartsWith(c->smtp_url, "smtps://")) {
+      return Bad(url_var.c_str(), "must start with smtp:// or smtps://");
+    }
+    absl::Status oauth2 = CheckSmtpOAuth2(*c, v);
+    if (!oauth2.ok()) return oauth2;
+    const bool uses_oauth2 =
+        !c->smtp_oauth2_token_url.empty() || !c->smtp_oauth2_token_file.empty();
+    if (!uses_oauth2 && c->smtp_username.empty() != c->smtp_password.empty()) {
+      return Bad(var(c->smtp_username.empty() ? "SMTP_USERNAME" : "SMTP_PASSWORD").c_str(),
+                 "username and password must be given together");
+    }
+  } else if (c->transport == "ses") {
+    if (c->aws_access_key_id.empty()) return Bad(key_id_var.c_str(), when("ses"));
+    if (c->aws_secret_access_key.empty()) return Bad(secret_var.c_str(), when("ses"));
+    // Region names are lower-case words joined by dashes, ending in a number (eu-west-2).
+    bool region_ok = c->ses_region.size() <= 32 &&
+                     c->ses_region.find('-') != std::string::npos &&
+                     absl::ascii_isdigit(c->ses_region.back());
+    for (char ch : c->ses_region) {
+      if (!(absl::ascii_islower(ch) || absl::ascii_isdigit(ch) || ch == '-')) region_ok = false;
+    }
+    if (!region_ok) return Bad(region_var.c_str(), "must look like us-east-1");
+    for (char ch : c->ses_configuration_set) {
+      if (!(absl::ascii_isalnum(ch) || ch == '-' || ch == '_') ||
+          c->ses_configuration_set.size() > 64) {
+        return Bad(var("SES_CONFIGURATION_SET").c_str(),
+                   "must be letters, digits, - or _ (at most 64)");
+      }
+    }
+    if (!c->ses_endpoint.empty() && !absl::StartsWith(c->ses_endpoint, "https://") &&
+        !absl::StartsWith(c->ses_endpoint, "http://")) {
+      return Bad(var("SES_ENDPOINT").c_str(), "must start with https:// or http://");
+    }
+  } else if (c->transport == "http") {
+    // The email's link and code cross to the receiver: in clear only where the operator says.
+    if (!absl::StartsWith(c->http_url, "https://") && !absl::StartsWith(c->http_url, "http://")) {
+      return Bad(http_url_var.c_str(), absl::StrCat(when("http"), ": an https:// URL"));
+    }
+    if (!c->http_allow_plain && !HttpsOrLoopback(c->http_url)) {
+      return Bad(http_url_var.c_str(),
+                 absl::StrCat("must start with https:// (http:// only to a loopback address, or "
+                              "with ", var("HTTP_ALLOW_PLAIN"), "=true)"));
+    }
+    if (!OneLine(c->http_url, 2000)) return Bad(http_url_var.c_str(), "must be one line");
+    // The secret's form is checked where it is parsed (the transport): only its presence here.
+    if (c->http_secret.empty()) {
+      return Bad(var("HTTP_SECRET").c_str(), absl::StrCat(when("http"), " (whsec_...)"));
+    }
+    if (!OneLine(c->http_authorization, 4000)) {
+      return Bad(var("HTTP_AUTHORIZATION").c_str(), "must be one line of at most 4000 bytes");
+    }
+  } else if (c->transport != "file") {
+    return Bad(kind_var.c_str(),
+               absl::StrCat("\"", c->transport, "\" is not file, smtp, ses or http"));
   }
   return absl::OkStatus();
 }
@@ -139,90 +279,11 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
     return Bad("MAILROOM_PRODUCT_NAME", "must be one line of at most 200 bytes");
   }
 
-  c.transport = absl::AsciiStrToLower(env.String("MAILROOM_TRANSPORT", "file"));
-  c.file_dir = env.String("MAILROOM_FILE_DIR", "./outbox");
-  c.smtp_url = env.String("MAILROOM_SMTP_URL", "");
-  c.smtp_username = env.String("MAILROOM_SMTP_USERNAME", "");
-  c.smtp_password = env.String("MAILROOM_SMTP_PASSWORD", "");
-  c.smtp_oauth2_token_url = env.String("MAILROOM_SMTP_OAUTH2_TOKEN_URL", "");
-  c.smtp_oauth2_client_id = env.String("MAILROOM_SMTP_OAUTH2_CLIENT_ID", "");
-  c.smtp_oauth2_client_secret = env.String("MAILROOM_SMTP_OAUTH2_CLIENT_SECRET", "");
-  c.smtp_oauth2_scope =
-      env.String("MAILROOM_SMTP_OAUTH2_SCOPE", "https://outlook.office365.com/.default");
-  c.smtp_oauth2_token_file = env.String("MAILROOM_SMTP_OAUTH2_TOKEN_FILE", "");
-  MAILROOM_ASSIGN_OR_RETURN(c.smtp_allow_plain, env.Bool("MAILROOM_SMTP_ALLOW_PLAIN", false));
-  MAILROOM_ASSIGN_OR_RETURN(c.smtp_ca_file, env.File("MAILROOM_SMTP_CA_FILE"));
-  MAILROOM_ASSIGN_OR_RETURN(c.smtp_insecure_skip_verify,
-                            env.Bool("MAILROOM_SMTP_INSECURE_SKIP_VERIFY", false));
   MAILROOM_ASSIGN_OR_RETURN(n, env.Int("MAILROOM_CONNECTIONS", 4, 1, 256));
   c.connections = static_cast<int>(n);
   MAILROOM_ASSIGN_OR_RETURN(c.send_timeout, env.Millis("MAILROOM_SEND_TIMEOUT_MS", 30000, 100, 600000));
-  c.ses_region = env.String("MAILROOM_SES_REGION", env.String("AWS_REGION", "us-east-1"));
-  c.ses_endpoint = env.String("MAILROOM_SES_ENDPOINT", "");
-  c.ses_configuration_set = env.String("MAILROOM_SES_CONFIGURATION_SET", "");
-  c.aws_access_key_id = env.String("AWS_ACCESS_KEY_ID", "");
-  c.aws_secret_access_key = env.String("AWS_SECRET_ACCESS_KEY", "");
-  c.aws_session_token = env.String("AWS_SESSION_TOKEN", "");
-  c.http_url = env.String("MAILROOM_HTTP_URL", "");
-  c.http_secret = env.String("MAILROOM_HTTP_SECRET", "");
-  c.http_authorization = env.String("MAILROOM_HTTP_AUTHORIZATION", "");
-  MAILROOM_ASSIGN_OR_RETURN(c.http_allow_plain, env.Bool("MAILROOM_HTTP_ALLOW_PLAIN", false));
-  MAILROOM_ASSIGN_OR_RETURN(c.http_ca_file, env.File("MAILROOM_HTTP_CA_FILE"));
-  if (c.transport == "smtp") {
-    if (c.smtp_url.empty()) return Bad("MAILROOM_SMTP_URL", "required when MAILROOM_TRANSPORT=smtp");
-    if (!absl::StartsWith(c.smtp_url, "smtp://") && !absl::StartsWith(c.smtp_url, "smtps://")) {
-      return Bad("MAILROOM_SMTP_URL", "must start with smtp:// or smtps://");
-    }
-    absl::Status oauth2 = CheckSmtpOAuth2(c);
-    if (!oauth2.ok()) return oauth2;
-    const bool uses_oauth2 = !c.smtp_oauth2_token_url.empty() || !c.smtp_oauth2_token_file.empty();
-    if (!uses_oauth2 && c.smtp_username.empty() != c.smtp_password.empty()) {
-      return Bad(c.smtp_username.empty() ? "MAILROOM_SMTP_USERNAME" : "MAILROOM_SMTP_PASSWORD",
-                 "username and password must be given together");
-    }
-  } else if (c.transport == "ses") {
-    if (c.aws_access_key_id.empty()) return Bad("AWS_ACCESS_KEY_ID", "required when MAILROOM_TRANSPORT=ses");
-    if (c.aws_secret_access_key.empty()) {
-      return Bad("AWS_SECRET_ACCESS_KEY", "required when MAILROOM_TRANSPORT=ses");
-    }
-    // Region names are lower-case words joined by dashes, ending in a number (eu-west-2).
-    bool region_ok = c.ses_region.size() <= 32 && c.ses_region.find('-') != std::string::npos &&
-                     absl::ascii_isdigit(c.ses_region.back());
-    for (char ch : c.ses_region) {
-      if (!(absl::ascii_islower(ch) || absl::ascii_isdigit(ch) || ch == '-')) region_ok = false;
-    }
-    if (!region_ok) return Bad("MAILROOM_SES_REGION", "must look like us-east-1");
-    for (char ch : c.ses_configuration_set) {
-      if (!(absl::ascii_isalnum(ch) || ch == '-' || ch == '_') || c.ses_configuration_set.size() > 64) {
-        return Bad("MAILROOM_SES_CONFIGURATION_SET", "must be letters, digits, - or _ (at most 64)");
-      }
-    }
-    if (!c.ses_endpoint.empty() && !absl::StartsWith(c.ses_endpoint, "https://") &&
-        !absl::StartsWith(c.ses_endpoint, "http://")) {
-      return Bad("MAILROOM_SES_ENDPOINT", "must start with https:// or http://");
-    }
-  } else if (c.transport == "http") {
-    // The email's link and code cross to the receiver: in clear only where the operator says.
-    if (!absl::StartsWith(c.http_url, "https://") && !absl::StartsWith(c.http_url, "http://")) {
-      return Bad("MAILROOM_HTTP_URL", "required when MAILROOM_TRANSPORT=http: an https:// URL");
-    }
-    if (!c.http_allow_plain && !HttpsOrLoopback(c.http_url)) {
-      return Bad("MAILROOM_HTTP_URL",
-                 "must start with https:// (http:// only to a loopback address, or with "
-                 "MAILROOM_HTTP_ALLOW_PLAIN=true)");
-    }
-    if (!OneLine(c.http_url, 2000)) return Bad("MAILROOM_HTTP_URL", "must be one line");
-    // The secret's form is checked where it is parsed (the transport): only its presence here.
-    if (c.http_secret.empty()) {
-      return Bad("MAILROOM_HTTP_SECRET", "required when MAILROOM_TRANSPORT=http (whsec_...)");
-    }
-    if (!OneLine(c.http_authorization, 4000)) {
-      return Bad("MAILROOM_HTTP_AUTHORIZATION", "must be one line of at most 4000 bytes");
-    }
-  } else if (c.transport != "file") {
-    return Bad("MAILROOM_TRANSPORT",
-               absl::StrCat("\"", c.transport, "\" is not file, smtp, ses or http"));
-  }
+  absl::Status transport = LoadTransportSettings(env, TransportVars(false), &c);
+  if (!transport.ok()) return transport;
 
   // Money is counted in micro-units per email (price per 1000 x 1000, rounded up): below
   // kMinPricePer1000 an email would cost less than 1 micro-unit and be rounded up to it,
@@ -230,6 +291,32 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   // kMaxPricePer1000 one email costs more than the collector's default MAILROOM_MAX_COST_MICROS.
   MAILROOM_ASSIGN_OR_RETURN(c.price_per_1000, env.Double("MAILROOM_PRICE_PER_1000", 0.10,
                                                          kMinPricePer1000, kMaxPricePer1000));
+  // The secondary transport: the same settings as the primary's under MAILROOM_FAILOVER_,
+  // its own price (required: money is at stake), and which emails may use it.
+  const std::string failover_kind =
+      absl::AsciiStrToLower(env.String("MAILROOM_FAILOVER_TRANSPORT", "off"));
+  if (failover_kind != "off") {
+    SenderConfig f;
+    absl::Status st = LoadTransportSettings(env, TransportVars(true), &f);
+    if (!st.ok()) return st;
+    f.connections = c.connections;
+    f.send_timeout = c.send_timeout;
+    f.group = c.group;
+    c.failover = TransportConfigOf(f);
+    if (!env.Get("MAILROOM_FAILOVER_PRICE_PER_1000").has_value()) {
+      return Bad("MAILROOM_FAILOVER_PRICE_PER_1000",
+                 "required with MAILROOM_FAILOVER_TRANSPORT: the secondary provider's price of "
+                 "1000 emails");
+    }
+    double price;
+    MAILROOM_ASSIGN_OR_RETURN(price, env.Double("MAILROOM_FAILOVER_PRICE_PER_1000", 0.10,
+                                                kMinPricePer1000, kMaxPricePer1000));
+    c.failover_price_per_1000 = price;
+    c.failover_classes = absl::AsciiStrToLower(env.String("MAILROOM_FAILOVER_CLASSES", "recovery"));
+    if (c.failover_classes != "recovery" && c.failover_classes != "all") {
+      return Bad("MAILROOM_FAILOVER_CLASSES", "must be recovery or all");
+    }
+  }
   const std::string budget = absl::AsciiStrToLower(env.String("MAILROOM_BUDGET", "unlimited"));
   if (budget != "unlimited") {
     double b;

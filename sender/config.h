@@ -66,6 +66,14 @@ struct SenderConfig {
   bool http_allow_plain = false;      // MAILROOM_HTTP_ALLOW_PLAIN: http:// to a network address
   std::string http_ca_file;           // MAILROOM_HTTP_CA_FILE
 
+  // Failover: a secondary transport used while the primary's circuit breaker is open. Its
+  // settings are the primary's names after MAILROOM_FAILOVER_ (MAILROOM_FAILOVER_SMTP_URL,
+  // MAILROOM_FAILOVER_AWS_ACCESS_KEY_ID, ...); MAILROOM_CONNECTIONS and MAILROOM_SEND_TIMEOUT_MS
+  // apply to both. Carries secrets: do not log it.
+  std::optional<TransportConfig> failover;  // MAILROOM_FAILOVER_TRANSPORT (unset/"off": none)
+  double failover_price_per_1000 = 0;       // MAILROOM_FAILOVER_PRICE_PER_1000 (required with it)
+  std::string failover_classes = "recovery";  // MAILROOM_FAILOVER_CLASSES: recovery | all
+
   // Budget and retries.
   std::optional<double> monthly_budget;  // MAILROOM_BUDGET (unset/"unlimited": no limit)
   double price_per_1000 = 0.10;          // MAILROOM_PRICE_PER_1000

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
@@ -285,6 +286,83 @@ TEST(SenderConfigTest, HttpWebhook) {
   allowed["MAILROOM_HTTP_URL"] = "http://mailer.internal:8080/mail";
   allowed["MAILROOM_HTTP_ALLOW_PLAIN"] = "true";
   EXPECT_TRUE(LoadSenderConfig(Vars(allowed)).ok());
+}
+
+TEST(SenderConfigTest, NoFailoverByDefault) {
+  auto c = LoadSenderConfig(Vars({}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->failover.has_value());
+  c = LoadSenderConfig(Vars({{"MAILROOM_FAILOVER_TRANSPORT", "off"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->failover.has_value());
+}
+
+TEST(SenderConfigTest, FailoverReadsThePrimarysSettingsUnderItsPrefix) {
+  auto c = LoadSenderConfig(Vars({{"MAILROOM_TRANSPORT", "smtp"},
+                                  {"MAILROOM_SMTP_URL", "smtp://primary.example:587"},
+                                  {"MAILROOM_CONNECTIONS", "8"},
+                                  {"MAILROOM_FAILOVER_TRANSPORT", "SES"},
+                                  {"MAILROOM_FAILOVER_SES_REGION", "eu-west-2"},
+                                  {"MAILROOM_FAILOVER_AWS_ACCESS_KEY_ID", "AKIDFAILOVER"},
+                                  {"MAILROOM_FAILOVER_AWS_SECRET_ACCESS_KEY", "failover-secret"},
+                                  {"AWS_REGION", "us-west-1"},
+                                  {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.80"},
+                                  {"MAILROOM_FAILOVER_CLASSES", "all"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->transport, "smtp");
+  EXPECT_EQ(c->smtp_url, "smtp://primary.example:587");
+  ASSERT_TRUE(c->failover.has_value());
+  EXPECT_EQ(c->failover->kind, "ses");
+  EXPECT_EQ(c->failover->ses_region, "eu-west-2");
+  EXPECT_EQ(c->failover->aws_access_key_id, "AKIDFAILOVER");
+  EXPECT_EQ(c->failover->aws_secret_access_key, "failover-secret");
+  EXPECT_EQ(c->failover->connections, 8);
+  EXPECT_EQ(c->failover->group, "mailroom");
+  EXPECT_DOUBLE_EQ(c->failover_price_per_1000, 0.80);
+  EXPECT_EQ(c->failover_classes, "all");
+
+  c = LoadSenderConfig(Vars({{"MAILROOM_FAILOVER_TRANSPORT", "smtp"},
+                             {"MAILROOM_FAILOVER_SMTP_URL", "smtps://backup.example:465"},
+                             {"MAILROOM_FAILOVER_SMTP_USERNAME", "u"},
+                             {"MAILROOM_FAILOVER_SMTP_PASSWORD", "p"},
+                             {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.10"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->transport, "file");
+  EXPECT_EQ(c->failover->kind, "smtp");
+  EXPECT_EQ(c->failover->smtp_url, "smtps://backup.example:465");
+  EXPECT_EQ(c->failover->smtp_password, "p");
+  EXPECT_EQ(c->failover_classes, "recovery");
+}
+
+TEST(SenderConfigTest, FailoverErrorsNameTheSecondarysVariable) {
+  const std::map<std::string, std::string> smtp = {
+      {"MAILROOM_FAILOVER_TRANSPORT", "smtp"},
+      {"MAILROOM_FAILOVER_SMTP_URL", "smtp://backup.example:587"},
+      {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.5"}};
+  auto with = [&](std::map<std::string, std::string> more) {
+    auto v = smtp;
+    for (auto& [k, x] : more) v[k] = x;
+    return v;
+  };
+  const std::vector<std::pair<std::map<std::string, std::string>, std::string>> cases = {
+      {with({{"MAILROOM_FAILOVER_TRANSPORT", "pigeon"}}), "MAILROOM_FAILOVER_TRANSPORT: "},
+      {with({{"MAILROOM_FAILOVER_SMTP_URL", ""}}), "MAILROOM_FAILOVER_SMTP_URL: required when "
+                                                   "MAILROOM_FAILOVER_TRANSPORT=smtp"},
+      {with({{"MAILROOM_FAILOVER_SMTP_URL", "http://x"}}), "MAILROOM_FAILOVER_SMTP_URL: "},
+      {with({{"MAILROOM_FAILOVER_SMTP_USERNAME", "u"}}), "MAILROOM_FAILOVER_SMTP_PASSWORD: "},
+      {with({{"MAILROOM_FAILOVER_SMTP_OAUTH2_TOKEN_URL", "http://idp.example/token"}}),
+       "MAILROOM_FAILOVER_SMTP_USERNAME: required with OAuth2"},
+      {with({{"MAILROOM_FAILOVER_PRICE_PER_1000", ""}}), "MAILROOM_FAILOVER_PRICE_PER_1000: "},
+      {with({{"MAILROOM_FAILOVER_PRICE_PER_1000", "0"}}), "MAILROOM_FAILOVER_PRICE_PER_1000: "},
+      {with({{"MAILROOM_FAILOVER_CLASSES", "activation"}}), "MAILROOM_FAILOVER_CLASSES: "},
+      {{{"MAILROOM_FAILOVER_TRANSPORT", "ses"}, {"MAILROOM_FAILOVER_PRICE_PER_1000", "1"}},
+       "MAILROOM_FAILOVER_AWS_ACCESS_KEY_ID: required when MAILROOM_FAILOVER_TRANSPORT=ses"},
+  };
+  for (const auto& [vars, want] : cases) {
+    auto c = LoadSenderConfig(Vars(vars));
+    ASSERT_FALSE(c.ok()) << want;
+    EXPECT_TRUE(absl::StartsWith(c.status().message(), want)) << c.status();
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "sender/engine.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "absl/container/flat_hash_set.h"
 
@@ -22,12 +23,20 @@ const char* ActionName(v1::Action a) {
   return a == v1::ACTION_PASSWORD_RECOVERY ? "password_recovery" : "activation";
 }
 
+// Failover needs all three: the primary's breaker, the secondary and its breaker.
+EngineOptions Checked(EngineOptions o) {
+  if (o.breaker == nullptr || o.secondary == nullptr || o.secondary_breaker == nullptr) {
+    o.failover.configured = false;
+  }
+  return o;
+}
+
 }  // namespace
 
 Engine::Engine(EngineOptions options, RenderFunction render, Transport* transport,
                Pacer* pacer, RetryDecider retry, LeaseHolder* leases, Metrics* metrics,
                Clock* clock)
-    : opt_(options), render_(std::move(render)), transport_(transport), pacer_(pacer),
+    : opt_(Checked(options)), render_(std::move(render)), transport_(transport), pacer_(pacer),
       retry_(std::move(retry)), leases_(leases), metrics_(metrics), clock_(clock) {
   metrics_->DescribeHistogram("mailroom_sender_send_duration_seconds",
                               "Transport sends (any result), by transport.", kCallDurationBuckets);
@@ -121,19 +130,66 @@ void Engine::Pause(absl::Duration d) {
   clock_->AwaitWithDeadline(&mu_, absl::Condition(&draining_), clock_->Now() + d);
 }
 
-void Engine::DeferQueued(absl::Duration retry_after, const std::string& why) {
+void Engine::DeferQueued(absl::Duration retry_after, const std::string& why,
+                         const std::function<bool(const v1::Job&)>& only) {
   std::vector<uint64_t> ids;
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& [k, j] : queue_) {
-      ids.push_back(j.job.job_id());
-      held_.erase(j.job.job_id());
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (only != nullptr && !only(it->second.job)) {
+        ++it;
+        continue;
+      }
+      ids.push_back(it->second.job.job_id());
+      held_.erase(it->second.job.job_id());
+      it = queue_.erase(it);
     }
-    queue_.clear();
+    metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
   }
   for (uint64_t id : ids) leases_->Report(OutcomeReport::Defer(id, why, retry_after));
   if (!ids.empty()) {
     LogInfo("jobs handed back", {{"count", absl::StrCat(ids.size())}, {"reason", why}});
+  }
+}
+
+bool Engine::SecondaryUsable() const {
+  if (!opt_.failover.configured) return false;
+  return !opt_.secondary_breaker->open() || opt_.secondary_breaker->NextProbe() <= clock_->Now();
+}
+
+absl::Duration Engine::HoldDelay(SendClass c) const {
+  absl::Time next = opt_.breaker != nullptr ? opt_.breaker->NextProbe() : absl::InfinitePast();
+  if (opt_.failover.FailsOver(c)) {
+    next = std::min(next, opt_.secondary_breaker->NextProbe());
+  }
+  return std::max(next - clock_->Now(), absl::Milliseconds(500));
+}
+
+void Engine::NoteActive() {
+  if (!opt_.failover.configured) return;
+  const bool primary_open = opt_.breaker->open();
+  const bool secondary_open = opt_.secondary_breaker->open();
+  const Route now = ActiveRoute(opt_.failover, primary_open, secondary_open);
+  Route before;
+  {
+    absl::MutexLock lock(&active_mu_);
+    before = active_;
+    active_ = now;
+  }
+  if (now == before) return;
+  // One line per change, the only place failover and failback are logged.
+  if (now == Route::kSecondary) {
+    LogWarn("primary transport unavailable; failing over to the secondary",
+            {{"primary", transport_->Name()}, {"secondary", opt_.secondary->Name()},
+             {"reason", opt_.breaker->reason()},
+             {"classes", opt_.failover.classes == FailoverClasses::kAll ? "all" : "recovery"}});
+  } else if (now == Route::kPrimary) {
+    LogInfo("primary transport available again; failing back",
+            {{"primary", transport_->Name()}, {"was", RouteName(before)}});
+  } else {
+    LogError("primary and secondary transports unavailable; holding jobs",
+             {{"primary_reason", opt_.breaker->reason()},
+              {"secondary_reason", opt_.secondary_breaker->reason()}});
   }
 }
 
@@ -149,14 +205,27 @@ void Engine::Work() {
       if (draining_) return;
       if (queue_.empty()) continue;
     }
+    NoteActive();
     if (opt_.breaker != nullptr && opt_.breaker->open()) {
-      // The provider is down: keep the jobs in PostgreSQL until the next probe is due.
+      // The provider is down: keep the jobs in PostgreSQL until the next probe is due, except
+      // those the secondary takes while it can.
       absl::Duration wait = opt_.breaker->NextProbe() - clock_->Now();
       if (wait > absl::ZeroDuration()) {
-        DeferQueued(std::max(wait, absl::Milliseconds(500)),
-                    absl::StrCat("held: provider unavailable: ", opt_.breaker->reason()));
-        Pause(std::min(wait, absl::Milliseconds(100)));
-        continue;
+        const std::string why =
+            absl::StrCat("held: provider unavailable: ", opt_.breaker->reason());
+        if (SecondaryUsable()) {
+          DeferQueued(std::max(wait, absl::Milliseconds(500)), why, [this](const v1::Job& j) {
+            return !opt_.failover.FailsOver(ClassOf(j));
+          });
+        } else {
+          // Both down: back when either could send again.
+          if (opt_.failover.configured) {
+            wait = std::min(wait, opt_.secondary_breaker->NextProbe() - clock_->Now());
+          }
+          DeferQueued(std::max(wait, absl::Milliseconds(500)), why);
+          Pause(std::min(std::max(wait, absl::Milliseconds(1)), absl::Milliseconds(100)));
+          continue;
+        }
       }
     }
     // Take the head of the queue only together with its budget slot, both under the engine's
@@ -213,7 +282,7 @@ void Engine::Work() {
     }
     absl::Duration send_window;
     const LeaseState lease = CheckLease(job, &send_window);
-    if (lease != LeaseState::kOwned && cost >= 0) pacer_->Refund(ClassOf(job.job));
+    if (lease != LeaseState::kOwned && cost >= 0) pacer_->Refund(ClassOf(job.job), cost);
     if (lease == LeaseState::kWait) {
       // Outcomes cannot be reported now: sending would risk a duplicate once the lease runs
       // out. Keep the job and look again shortly.
@@ -239,7 +308,7 @@ bool Engine::Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_
   // What is not sent is not charged (a failed or rejected send either, below; a send that may
   // have reached the provider is charged).
   auto refund = [&] {
-    if (cost >= 0) pacer_->Refund(ClassOf(job));
+    if (cost >= 0) pacer_->Refund(ClassOf(job), cost);
   };
   if (Expiring(job)) {
     refund();
@@ -262,34 +331,68 @@ bool Engine::Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_
     leases_->Report(OutcomeReport::Failed(job.job_id(), std::string(email.status().message())));
     return false;
   }
-  Breaker::Ticket ticket;
+  const SendClass send_class = ClassOf(job);
+  Route route = Route::kPrimary;
+  Breaker::Ticket ticket;  // from the breaker of the route taken
   if (opt_.breaker != nullptr) {
     ticket = opt_.breaker->Admit();
-    if (ticket.decision == Breaker::Decision::kHold) {
+    Breaker::Ticket secondary_ticket;
+    route = ChooseRoute(opt_.failover, send_class, ticket.decision, [&] {
+      secondary_ticket = opt_.secondary_breaker->Admit();
+      return secondary_ticket.decision;
+    });
+    if (route == Route::kHold) {
       refund();
+      Breaker* why = opt_.failover.FailsOver(send_class) ? opt_.secondary_breaker : opt_.breaker;
       leases_->Report(OutcomeReport::Defer(
-          job.job_id(), absl::StrCat("held: provider unavailable: ", opt_.breaker->reason()),
-          std::max(opt_.breaker->NextProbe() - clock_->Now(), absl::Milliseconds(500))));
+          job.job_id(), absl::StrCat("held: provider unavailable: ", why->reason()),
+          HoldDelay(send_class)));
       return false;
     }
+    if (route == Route::kSecondary) {
+      ticket = secondary_ticket;
+      if (!SlotCovers(opt_.failover, route, cost)) {
+        // Bought at the primary's price before it went down: the dearer secondary needs a slot
+        // at the failover price (the pacer asks at it now). Nothing was sent.
+        opt_.secondary_breaker->Cancel(ticket);
+        refund();
+        Requeue(leased);
+        return true;
+      }
+    }
   }
+  Transport* const transport = route == Route::kSecondary ? opt_.secondary : transport_;
+  Breaker* const breaker = route == Route::kSecondary ? opt_.secondary_breaker : opt_.breaker;
+  // The money this email costs if it may have reached the provider: the price of the one
+  // that sent it.
+  const int64_t charge = ChargeFor(opt_.failover, route, cost);
   absl::Time start = clock_->Now();
-  auto sent = transport_->Send(*email);
+  auto sent = transport->Send(*email);
   const double send_seconds = absl::ToDoubleSeconds(clock_->Now() - start);
   metrics_->Add("mailroom_sender_send_seconds_total", send_seconds);
   metrics_->Observe("mailroom_sender_send_duration_seconds", send_seconds,
-                    {{"transport", transport_->Name()}});
-  if (opt_.breaker != nullptr) opt_.breaker->Record(ticket, sent.status());
+                    {{"transport", transport->Name()}});
+  if (breaker != nullptr) breaker->Record(ticket, sent.status());
+  NoteActive();
   if (sent.ok()) {
     metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "sent"}});
-    metrics_->Add("mailroom_sender_spent_micros_total", cost);
+    metrics_->Add("mailroom_sender_spent_micros_total", charge);
+    if (opt_.failover.configured) {
+      metrics_->Add("mailroom_sender_transport_sent_total", 1, {{"transport", RouteName(route)}});
+    }
     metrics_->Observe("mailroom_sender_commit_to_sent_seconds",
                       std::max(0.0, absl::ToDoubleSeconds(clock_->Now() - absl::FromUnixSeconds(
                                                                          job.created_at()))),
                       {{"action", action}});
-    LogInfo("sent", {{"job", id}, {"action", action}, {"transport", transport_->Name()},
-                     {"try", absl::StrCat(job.failures() + 1)}});
-    leases_->Report(OutcomeReport::Sent(job.job_id(), cost, sent->feedback_id));
+    if (route == Route::kSecondary) {
+      LogInfo("sent", {{"job", id}, {"action", action}, {"transport", transport->Name()},
+                       {"route", RouteName(route)}, {"cost_micros", absl::StrCat(charge)},
+                       {"try", absl::StrCat(job.failures() + 1)}});
+    } else {
+      LogInfo("sent", {{"job", id}, {"action", action}, {"transport", transport->Name()},
+                       {"try", absl::StrCat(job.failures() + 1)}});
+    }
+    leases_->Report(OutcomeReport::Sent(job.job_id(), charge, sent->feedback_id));
     return false;
   }
   const absl::Status& err = sent.status();
@@ -299,12 +402,12 @@ bool Engine::Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_
     // The provider may have accepted it (and bills it): charged, never refunded. Retried once
     // at most, so an ambiguous answer costs at most one duplicate.
     metrics_->Add("mailroom_sender_maybe_sent_total", 1);
-    metrics_->Add("mailroom_sender_spent_micros_total", std::max<int64_t>(cost, 0));
+    metrics_->Add("mailroom_sender_spent_micros_total", std::max<int64_t>(charge, 0));
     std::optional<absl::Duration> delay;
     if (failures == 1) delay = retry_(err, failures);
     if (delay.has_value()) {
-      if (opt_.breaker != nullptr && opt_.breaker->open()) {
-        delay = std::max(*delay, opt_.breaker->NextProbe() - clock_->Now());
+      if (breaker != nullptr && breaker->open()) {
+        delay = std::max(*delay, breaker->NextProbe() - clock_->Now());
       }
       metrics_->Add("mailroom_sender_retries_total", 1);
       LogWarn("send may have reached the provider; charged, will retry once",
@@ -318,16 +421,26 @@ bool Engine::Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_
     LogWarn("send may have reached the provider; counted as sent, not retried again",
             {{"job", id}, {"action", action}, {"error", reason},
              {"try", absl::StrCat(failures)}});
-    leases_->Report(OutcomeReport::Sent(job.job_id(), std::max<int64_t>(cost, 0), ""));
+    leases_->Report(OutcomeReport::Sent(job.job_id(), std::max<int64_t>(charge, 0), ""));
     return false;
   }
   refund();  // a rejected or failed send is not charged
-  if (opt_.breaker != nullptr && IsProviderError(err)) {
+  if (breaker != nullptr && IsProviderError(err)) {
+    if (route == Route::kPrimary && opt_.breaker->open() && opt_.failover.FailsOver(send_class) &&
+        SecondaryUsable()) {
+      // The primary is down now and the secondary takes this class: it sends the job at once
+      // (still ours, nothing charged) rather than after a round trip through PostgreSQL.
+      metrics_->Add("mailroom_sender_failover_resends_total", 1);
+      Log(LogLevel::kDebug, "primary unavailable; the secondary sends this job",
+          {{"job", id}, {"error", reason}});
+      Requeue(leased);
+      return true;
+    }
     // Not this job's fault: hand it back uncounted until the provider answers again.
     metrics_->Add("mailroom_sender_held_total", 1);
     leases_->Report(OutcomeReport::Defer(
         job.job_id(), absl::StrCat("held: provider unavailable: ", reason),
-        std::max(opt_.breaker->NextProbe() - clock_->Now(), absl::Milliseconds(500))));
+        HoldDelay(send_class)));
     return false;
   }
   std::optional<absl::Duration> delay;

@@ -19,6 +19,7 @@
 #include "common/metrics.h"
 #include "proto/mailroom/v1/mailroom.pb.h"
 #include "sender/breaker.h"
+#include "sender/failover.h"
 #include "sender/leased_job.h"
 #include "sender/pacer.h"
 #include "sender/transport.h"
@@ -42,6 +43,14 @@ struct EngineOptions {
   // Optional. While it is open, jobs are handed back (DEFER: not failed, not counted, not
   // charged) except its probes; provider errors (IsProviderError) feed it.
   Breaker* breaker = nullptr;
+  // Optional (with `breaker`): the secondary transport, its own breaker, and which classes use
+  // it at what price (sender/failover.h). While `breaker` is open, the jobs of the classes
+  // `failover` names go to `secondary` instead of being handed back; only when both breakers
+  // are open are they held. A job whose send on the primary fails with a provider error is
+  // sent again at once by the secondary (not handed back) when the primary is now open.
+  Transport* secondary = nullptr;
+  Breaker* secondary_breaker = nullptr;
+  FailoverPolicy failover;
 };
 
 // A send that may have reached the provider (IsMaybeSent: a timeout or a lost answer after the
@@ -101,7 +110,16 @@ class Engine : public JobSink {
   LeaseState CheckLease(const LeasedJob& job, absl::Duration* send_window);
   // Puts a job back in the queue (still held).
   void Requeue(LeasedJob job);
-  void DeferQueued(absl::Duration retry_after, const std::string& why);
+  // Hands queued jobs back (DEFER); with `only`, just those it accepts.
+  void DeferQueued(absl::Duration retry_after, const std::string& why,
+                   const std::function<bool(const v1::Job&)>& only = nullptr);
+  // Whether the secondary may be used now: configured, and its breaker closed or a probe due.
+  bool SecondaryUsable() const;
+  // How long a held job of class `c` waits: until the earliest probe of a breaker that could
+  // send it, at least 500 ms.
+  absl::Duration HoldDelay(SendClass c) const;
+  // Logs a change of the transport in use (primary, secondary, none) after a breaker moved.
+  void NoteActive();
   // Waits `d` on the clock, or less when Drain() begins.
   void Pause(absl::Duration d);
 
@@ -119,6 +137,8 @@ class Engine : public JobSink {
   std::set<uint64_t> held_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
+  absl::Mutex active_mu_;
+  Route active_ ABSL_GUARDED_BY(active_mu_) = Route::kPrimary;
 };
 
 }  // namespace mailroom

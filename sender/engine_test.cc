@@ -560,5 +560,150 @@ TEST_F(EngineTest, DrainHandsQueuedJobsBackAtOnce) {
   EXPECT_EQ(Outcomes().back().outcome(), v1::OUTCOME_DEFER);
 }
 
+// A pacer whose slots cost what the test sets (as the group budget's grants do, bought at the
+// failover price while a dearer secondary takes over); it records the refunds' prices.
+class PricedPacer : public Pacer {
+ public:
+  explicit PricedPacer(Clock* clock) : clock_(clock) {}
+  absl::Time NextSendTime(SendClass) override { return clock_->Now(); }
+  int64_t TryAcquire(SendClass) override {
+    absl::MutexLock lock(&mu_);
+    return price_;
+  }
+  void Refund(SendClass) override {}
+  void Refund(SendClass, int64_t cost) override {
+    absl::MutexLock lock(&mu_);
+    refunds_.push_back(cost);
+  }
+  void SetPrice(int64_t price) {
+    absl::MutexLock lock(&mu_);
+    price_ = price;
+  }
+  size_t refunds() {
+    absl::MutexLock lock(&mu_);
+    return refunds_.size();
+  }
+  std::vector<int64_t> refund_prices() {
+    absl::MutexLock lock(&mu_);
+    return refunds_;
+  }
+
+ private:
+  Clock* const clock_;
+  absl::Mutex mu_;
+  int64_t price_ ABSL_GUARDED_BY(mu_) = 100;
+  std::vector<int64_t> refunds_ ABSL_GUARDED_BY(mu_);
+};
+
+class FailoverEngineTest : public EngineTest {
+ protected:
+  FailoverEngineTest()
+      : primary_breaker_({absl::Seconds(1), absl::Seconds(60), "primary"}, &clock_, &metrics_),
+        secondary_breaker_({absl::Seconds(1), absl::Seconds(60), "secondary"}, &clock_) {}
+
+  EngineOptions Options(int64_t secondary_price) {
+    EngineOptions o;
+    o.breaker = &primary_breaker_;
+    o.secondary = &secondary_;
+    o.secondary_breaker = &secondary_breaker_;
+    o.failover.configured = true;
+    o.failover.classes = FailoverClasses::kRecovery;
+    o.failover.primary_price_micros = 100;
+    o.failover.secondary_price_micros = secondary_price;
+    return o;
+  }
+  const v1::JobOutcome* OutcomeOf(const std::vector<v1::JobOutcome>& all, uint64_t id) {
+    for (const auto& o : all) {
+      if (o.job_id() == id) return &o;
+    }
+    return nullptr;
+  }
+
+  Breaker primary_breaker_;
+  Breaker secondary_breaker_;
+  FakeTransport secondary_;
+};
+
+TEST_F(FailoverEngineTest, RecoveriesGoToTheSecondaryWhileThePrimaryIsDownActivationsWait) {
+  BudgetConfig b;
+  b.price_per_1000 = 0.10;  // slots at 100 micros
+  Start(b, Options(/*secondary_price=*/80));
+  transport_.Script({ProviderError("connect: timed out")});
+  // The primary fails the recovery with an outage: the secondary sends it at once, charged at
+  // the secondary's price; nothing is handed back.
+  Submit({Job(1, v1::ACTION_PASSWORD_RECOVERY)});
+  ASSERT_TRUE(OutcomesReach(1));
+  EXPECT_TRUE(primary_breaker_.open());
+  EXPECT_EQ(Outcomes()[0].outcome(), v1::OUTCOME_SENT);
+  EXPECT_EQ(Outcomes()[0].cost_micros(), 80);
+  EXPECT_EQ(transport_.sends(), 1u);
+  EXPECT_EQ(secondary_.sends(), 1u);
+  // While the primary is down: an activation is held (not failed, not charged), a recovery
+  // goes straight to the secondary without touching the primary.
+  Submit({Job(2, v1::ACTION_ACTIVATION), Job(3, v1::ACTION_PASSWORD_RECOVERY)});
+  ASSERT_TRUE(OutcomesReach(3));
+  auto out = Outcomes();
+  ASSERT_NE(OutcomeOf(out, 2), nullptr);
+  EXPECT_EQ(OutcomeOf(out, 2)->outcome(), v1::OUTCOME_DEFER);
+  EXPECT_TRUE(absl::StartsWith(OutcomeOf(out, 2)->reason(), "held: provider unavailable: "));
+  ASSERT_NE(OutcomeOf(out, 3), nullptr);
+  EXPECT_EQ(OutcomeOf(out, 3)->outcome(), v1::OUTCOME_SENT);
+  EXPECT_EQ(OutcomeOf(out, 3)->cost_micros(), 80);
+  EXPECT_EQ(transport_.sends(), 1u);
+  EXPECT_EQ(secondary_.sends(), 2u);
+  Settle();
+  // The primary's probe is due after a simulated second: the next job is the probe, gets
+  // through, and the primary takes over again at its own price.
+  clock_.Advance(absl::Seconds(1));
+  Submit({Job(4, v1::ACTION_PASSWORD_RECOVERY)});
+  ASSERT_TRUE(OutcomesReach(4));
+  EXPECT_EQ(Outcomes()[3].outcome(), v1::OUTCOME_SENT);
+  EXPECT_EQ(Outcomes()[3].cost_micros(), 100);
+  EXPECT_FALSE(primary_breaker_.open());
+  EXPECT_EQ(transport_.sends(), 2u);
+  EXPECT_EQ(secondary_.sends(), 2u);
+  EXPECT_EQ(metrics_.Value("mailroom_sender_transport_sent_total", {{"transport", "secondary"}}),
+            2);
+}
+
+TEST_F(FailoverEngineTest, BothDownHoldsEveryJobUncharged) {
+  Start(BudgetConfig{}, Options(80));
+  transport_.Script({ProviderError("primary down")});
+  secondary_.Script({ProviderError("secondary down")});
+  Submit({Job(1, v1::ACTION_PASSWORD_RECOVERY)});
+  ASSERT_TRUE(OutcomesReach(1));
+  EXPECT_TRUE(primary_breaker_.open());
+  EXPECT_TRUE(secondary_breaker_.open());
+  EXPECT_EQ(Outcomes()[0].outcome(), v1::OUTCOME_DEFER);
+  EXPECT_EQ(Outcomes()[0].cost_micros(), 0);
+  EXPECT_EQ(budget_->spent_micros(), 0);
+  Submit({Job(2, v1::ACTION_PASSWORD_RECOVERY)});
+  ASSERT_TRUE(OutcomesReach(2));
+  EXPECT_EQ(Outcomes()[1].outcome(), v1::OUTCOME_DEFER);
+  Settle();
+  EXPECT_EQ(transport_.sends(), 1u);
+  EXPECT_EQ(secondary_.sends(), 1u);
+}
+
+TEST_F(FailoverEngineTest, ADearerSecondaryWaitsForASlotAtItsPrice) {
+  PricedPacer pacer(&clock_);
+  Start(BudgetConfig{}, Options(/*secondary_price=*/800), &pacer);
+  // The primary is down before the job arrives.
+  primary_breaker_.Record(primary_breaker_.Admit(), ProviderError("primary down"));
+  ASSERT_TRUE(primary_breaker_.open());
+  Submit({Job(1, v1::ACTION_PASSWORD_RECOVERY)});
+  // Slots at the primary's price do not cover the secondary: given back, nothing sent.
+  ASSERT_TRUE(Eventually([&] { return pacer.refunds() >= 3; }));
+  EXPECT_EQ(secondary_.sends(), 0u);
+  EXPECT_EQ(OutcomeCount(), 0u);
+  for (int64_t p : pacer.refund_prices()) EXPECT_EQ(p, 100);
+  pacer.SetPrice(800);
+  ASSERT_TRUE(OutcomesReach(1));
+  EXPECT_EQ(Outcomes()[0].outcome(), v1::OUTCOME_SENT);
+  EXPECT_EQ(Outcomes()[0].cost_micros(), 800);
+  EXPECT_EQ(transport_.sends(), 0u);
+  EXPECT_EQ(secondary_.sends(), 1u);
+}
+
 }  // namespace
 }  // namespace mailroom

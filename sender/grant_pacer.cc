@@ -21,19 +21,27 @@ GrantPacer::GrantPacer(GrantPacerOptions options, BudgetClient* client, std::vec
 
 GrantPacer::~GrantPacer() { Stop(); }
 
-GrantPacer::Held* GrantPacer::FindLocked(SendClass c, absl::Time now) {
+int64_t GrantPacer::PriceNow() const {
+  if (!opt_.price_now) return opt_.price_micros;
+  return std::max(opt_.price_micros, opt_.price_now());
+}
+
+GrantPacer::Held* GrantPacer::FindLocked(SendClass c, absl::Time now, int64_t price) {
   for (Held& h : grants_) {
-    if (h.left > 0 && now < h.usable_until && (c == SendClass::kRecovery || !h.recovery)) {
+    if (h.left > 0 && now < h.usable_until && h.price >= price &&
+        (c == SendClass::kRecovery || !h.recovery)) {
       return &h;
     }
   }
   return nullptr;
 }
 
-bool GrantPacer::LowLocked(SendClass c, absl::Time now) {
+bool GrantPacer::LowLocked(SendClass c, absl::Time now, int64_t price) {
   int usable = 0;
   for (const Held& h : grants_) {
-    if (now < h.usable_until && (c == SendClass::kRecovery || !h.recovery)) usable += h.left;
+    if (now < h.usable_until && h.price >= price && (c == SendClass::kRecovery || !h.recovery)) {
+      usable += h.left;
+    }
   }
   return usable < std::max(1, last_grant_ / 4);
 }
@@ -45,10 +53,11 @@ void GrantPacer::WantLocked(SendClass c) {
 }
 
 absl::Time GrantPacer::NextSendTime(SendClass c) {
+  const int64_t price = PriceNow();
   const absl::Time now = clock_->Now();
   {
     absl::MutexLock lock(&mu_);
-    if (FindLocked(c, now) == nullptr) {
+    if (FindLocked(c, now, price) == nullptr) {
       WantLocked(c);
       const absl::Time ask = next_ask_[Index(c)];
       // Paced or spent: the collector said when to ask again. Otherwise a request is on its
@@ -62,9 +71,10 @@ absl::Time GrantPacer::NextSendTime(SendClass c) {
 }
 
 int64_t GrantPacer::TryAcquire(SendClass c) {
+  const int64_t price = PriceNow();
   const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
-  Held* h = FindLocked(c, now);
+  Held* h = FindLocked(c, now, price);
   if (h == nullptr) {
     WantLocked(c);
     return -1;
@@ -77,18 +87,30 @@ int64_t GrantPacer::TryAcquire(SendClass c) {
   }
   --h->left;
   ++h->taken;
+  const int64_t cost = h->price;
   // Ask for the next grant before this one runs out.
-  if (LowLocked(c, now)) WantLocked(c);
-  return opt_.price_micros;
+  if (LowLocked(c, now, price)) WantLocked(c);
+  return cost;
 }
 
 void GrantPacer::Refund(SendClass c) {
   const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
-  // Back into the newest live grant that gave one out; a grant already returned or expired
-  // keeps it (charged, never sent: the safe side).
+  RefundLocked(c, now, -1);
+}
+
+void GrantPacer::Refund(SendClass c, int64_t cost) {
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  RefundLocked(c, now, cost);
+}
+
+void GrantPacer::RefundLocked(SendClass c, absl::Time now, int64_t cost) {
+  // Back into the newest live grant of that price that gave one out (never into a grant of
+  // another price: a slot bought cheap must not come back as a dear one); a grant already
+  // returned or expired keeps it (charged, never sent: the safe side).
   for (auto it = grants_.rbegin(); it != grants_.rend(); ++it) {
-    if (it->taken > 0 && now < it->usable_until &&
+    if (it->taken > 0 && now < it->usable_until && (cost < 0 || it->price == cost) &&
         (c == SendClass::kRecovery || !it->recovery)) {
       --it->taken;
       ++it->left;
@@ -100,6 +122,7 @@ void GrantPacer::Refund(SendClass c) {
 
 void GrantPacer::Tick() {
   absl::MutexLock call(&call_mu_);
+  const int64_t price = PriceNow();
   const absl::Time now = clock_->Now();
   int ask = -1;
   int emails = opt_.max_request;
@@ -109,7 +132,7 @@ void GrantPacer::Tick() {
     if (std::isinf(pace_)) emails = opt_.max_request_unlimited;
     for (SendClass c : {SendClass::kRecovery, SendClass::kStandard}) {
       const int i = Index(c);
-      if (want_[i] && now >= next_ask_[i] && LowLocked(c, now)) {
+      if (want_[i] && now >= next_ask_[i] && LowLocked(c, now, price)) {
         ask = i;
         break;
       }
@@ -118,7 +141,7 @@ void GrantPacer::Tick() {
   }
   if (ask >= 0) {
     const bool recovery = ask == 0;
-    auto r = client_->Acquire(emails, recovery, opt_.price_micros);
+    auto r = client_->Acquire(emails, recovery, price);
     const absl::Time after = clock_->Now();
     absl::MutexLock lock(&mu_);
     if (!r.ok()) {
@@ -135,6 +158,7 @@ void GrantPacer::Tick() {
         h.id = r->grant_id();
         h.left = static_cast<int>(r->emails());
         h.recovery = recovery;
+        h.price = price;
         // Measured from before the request: the collector's clock started the lease later.
         h.usable_until = now + absl::Milliseconds(r->expires_in_ms()) - opt_.expiry_margin;
         grants_.push_back(h);

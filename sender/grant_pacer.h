@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -16,6 +17,10 @@ namespace mailroom {
 
 struct GrantPacerOptions {
   int64_t price_micros = 100;  // one email's price (at least 1)
+  // Optional: the price to ask grants at now, at least `price_micros` (the higher price while a
+  // dearer secondary transport takes over, sender/failover.h). A grant is used only while its
+  // price is at least this one; the others go back when they expire. Unset: `price_micros`.
+  std::function<int64_t()> price_now;
   // A grant is used only for sends that start this long before the collector's expiry.
   absl::Duration expiry_margin = absl::Seconds(1);
   // The most emails asked for at once (the collector grants at most one second of pace).
@@ -51,8 +56,10 @@ class GrantPacer : public Pacer {
   ~GrantPacer() override;
 
   absl::Time NextSendTime(SendClass c) override;
+  // The slot's cost is the price of the grant it came from.
   int64_t TryAcquire(SendClass c) override;
   void Refund(SendClass c) override;
+  void Refund(SendClass c, int64_t cost) override;
 
   // Starts the background thread that asks for grants and returns expiring ones.
   void Start();
@@ -76,13 +83,17 @@ class GrantPacer : public Pacer {
     int left = 0;          // unused emails
     int taken = 0;         // handed to the engine (may still be refunded)
     bool recovery = false; // asked with the recovery flag: recoveries only
+    int64_t price = 0;     // of one email, as asked
     absl::Time usable_until;
   };
-  // A live grant `c` may use, or null.
-  Held* FindLocked(SendClass c, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The price grants are asked at and must have to be used now.
+  int64_t PriceNow() const;
+  // A live grant `c` may use at `price`, or null.
+  Held* FindLocked(SendClass c, absl::Time now, int64_t price) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `c` runs low: fewer usable emails than a quarter of the last grant (at least 1),
   // so the next grant is asked for before the engine has to wait for it.
-  bool LowLocked(SendClass c, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool LowLocked(SendClass c, absl::Time now, int64_t price) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RefundLocked(SendClass c, absl::Time now, int64_t cost) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WantLocked(SendClass c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Run();
 

@@ -289,5 +289,45 @@ TEST_F(GrantPacerTest, TheBackgroundThreadAsksWhenKicked) {
   p->Stop();
 }
 
+// While a dearer secondary transport takes over (sender/failover.h), grants are bought at its
+// price and only such grants are used; a refund goes back to a grant of the slot's price.
+TEST_F(GrantPacerTest, WhileFailingOverGrantsAreBoughtAndUsedAtTheHigherPrice) {
+  int64_t price = 100;
+  GrantPacerOptions o;
+  o.price_micros = 100;
+  o.max_request = 20;
+  o.price_now = [&price] { return price; };
+  GrantPacer p(o, &client_, {}, &clock_);
+  const SendClass r = SendClass::kRecovery;
+  p.NextSendTime(r);
+  client_.Grant(1, 5);
+  p.Tick();
+  ASSERT_EQ(client_.asked.size(), 1u);
+  EXPECT_EQ(client_.asked[0].price, 100);
+  EXPECT_EQ(p.TryAcquire(r), 100);
+  // The primary goes down; the secondary costs 800 micros an email.
+  price = 800;
+  EXPECT_EQ(p.TryAcquire(r), -1);  // the grant bought at 100 does not pay for it
+  EXPECT_EQ(p.NextSendTime(r), kStart + absl::Milliseconds(10));
+  client_.Grant(2, 3);
+  p.Tick();
+  ASSERT_EQ(client_.asked.size(), 2u);
+  EXPECT_EQ(client_.asked[1].price, 800);
+  EXPECT_EQ(p.NextSendTime(r), kStart);
+  EXPECT_EQ(p.TryAcquire(r), 800);
+  EXPECT_EQ(p.TryAcquire(r), 800);
+  // The slot taken at 100 before the switch comes back to grant 1, not to grant 2.
+  p.Refund(r, 100);
+  EXPECT_EQ(p.TryAcquire(r), 800);
+  EXPECT_EQ(p.TryAcquire(r), -1);
+  // The primary is back: the grant bought at 100 serves again (5 emails: 4 + the refund).
+  price = 100;
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(p.TryAcquire(r), 100) << i;
+  EXPECT_EQ(p.TryAcquire(r), -1);
+  // A priced refund never goes into a grant of another price.
+  p.Refund(r, 800);
+  EXPECT_EQ(p.TryAcquire(r), 800);
+}
+
 }  // namespace
 }  // namespace mailroom

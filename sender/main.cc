@@ -23,6 +23,7 @@
 #include "sender/config.h"
 #include "sender/doctor.h"
 #include "sender/engine.h"
+#include "sender/failover.h"
 #include "sender/grant_pacer.h"
 #include "sender/health_watcher.h"
 #include "sender/renderer.h"
@@ -119,6 +120,19 @@ int Run() {
   if (!renderer.ok()) return ConfigError(renderer.status());
   auto transport = MakeTransport(TransportConfigOf(c));
   if (!transport.ok()) return ConfigError(transport.status());
+  // The secondary transport, used while the primary's breaker is open (sender/failover.h).
+  std::unique_ptr<Transport> secondary;
+  if (c.failover.has_value()) {
+    auto made = MakeTransport(*c.failover);
+    if (!made.ok()) {
+      // The factory names the primary's variables; these are the secondary's.
+      return ConfigError(absl::Status(
+          made.status().code(),
+          absl::StrCat("MAILROOM_FAILOVER_",
+                       absl::StripPrefix(made.status().message(), "MAILROOM_"))));
+    }
+    secondary = *std::move(made);
+  }
   auto creds = CollectorCredentials(
       {c.collector_tls, c.collector_ca_file, c.client_cert_file, c.client_key_file});
   if (!creds.ok()) return ConfigError(creds.status());
@@ -128,16 +142,32 @@ int Run() {
             {{"address", c.collector_address}, {"variable", "MAILROOM_ALLOW_PLAINTEXT"}});
   }
 
+  FailoverPolicy failover;
+  failover.configured = secondary != nullptr;
+  failover.classes =
+      c.failover_classes == "all" ? FailoverClasses::kAll : FailoverClasses::kRecovery;
+  failover.primary_price_micros = std::max<int64_t>(1, PriceMicros(c.price_per_1000));
+  failover.secondary_price_micros = std::max<int64_t>(1, PriceMicros(c.failover_price_per_1000));
   // The group's budget is the collector's (grants); MAILROOM_BUDGET, when set, is this
   // sender's own cap on top of it, counted from its start, as is the provider's rate cap.
-  Budget cap({c.monthly_budget, c.price_per_1000, c.burst, c.provider_rate}, RealClock::Get());
+  // With a secondary transport the cap counts every email at the higher of the two prices,
+  // so it stays a ceiling whichever provider sends.
+  Budget cap({c.monthly_budget,
+              failover.configured ? std::max(c.price_per_1000, c.failover_price_per_1000)
+                                  : c.price_per_1000,
+              c.burst, c.provider_rate},
+             RealClock::Get());
   const std::string holder = MakeHolderName(c.name);
   CollectorBudgetClient budget_client(grpc::CreateChannel(c.collector_address, *creds), c.group,
                                       holder, c.collector_token);
   absl::BitGen bitgen;
   RetryPolicy retry(c.retry_base, c.retry_max, c.retry_max_attempts, bitgen);
   Metrics metrics;
-  Breaker breaker({absl::Seconds(1), c.breaker_max_backoff}, RealClock::Get(), &metrics);
+  Breaker breaker({absl::Seconds(1), c.breaker_max_backoff, failover.configured ? "primary" : ""},
+                  RealClock::Get(), &metrics);
+  // The secondary's own breaker (its state is published by the collect hook below).
+  Breaker secondary_breaker({absl::Seconds(1), c.breaker_max_backoff, "secondary"},
+                            RealClock::Get());
   // With SES, the account's own limits (GetAccount) cap this sender too.
   std::unique_ptr<SesAccount> ses_account;
   std::vector<Pacer*> caps = {&cap};
@@ -148,7 +178,11 @@ int Run() {
     caps.push_back(ses_account.get());
   }
   GrantPacerOptions gpo;
-  gpo.price_micros = std::max<int64_t>(1, cap.cost_micros());
+  gpo.price_micros = failover.primary_price_micros;
+  // A dearer secondary is sent with grants bought at its price (sender/failover.h).
+  if (failover.configured) {
+    gpo.price_now = [&] { return failover.GrantPrice(breaker.open()); };
+  }
   GrantPacer budget(gpo, &budget_client, caps, RealClock::Get());
   DescribeSenderMetrics(metrics);
 
@@ -165,9 +199,15 @@ int Run() {
   // The subscription holds the leases the engine checks and reports under; the engine
   // receives the jobs once the stream opens (sub.StartReceiving below).
   EngineOptions eo;
-  eo.workers = (*transport)->Concurrency();
+  eo.workers = std::max((*transport)->Concurrency(),
+                        secondary != nullptr ? secondary->Concurrency() : 0);
   eo.expiry_margin = c.expiry_margin;
   eo.breaker = &breaker;
+  if (failover.configured) {
+    eo.secondary = secondary.get();
+    eo.secondary_breaker = &secondary_breaker;
+    eo.failover = failover;
+  }
   Engine engine(
       eo, [&](const v1::Job& job) { return renderer->Render(job); }, transport->get(), &budget,
       [&](const absl::Status& e, int failures) { return retry.Next(e, failures); }, &sub,
@@ -182,12 +222,14 @@ int Run() {
     }
     health = std::move(hs->server);
   }
-  // SERVING only while started, subscribed and the provider is usable.
+  // The transport in use: the primary, the secondary while the primary is down, or none.
+  auto active = [&] { return ActiveRoute(failover, breaker.open(), secondary_breaker.open()); };
+  // SERVING only while started, subscribed and a provider (primary or secondary) is usable.
   std::atomic<bool> engine_started{false};
   std::unique_ptr<HealthWatcher> watcher;
   if (health != nullptr) {
     watcher = std::make_unique<HealthWatcher>(
-        [&] { return engine_started.load() && sub.connected() && !breaker.open(); },
+        [&] { return engine_started.load() && sub.connected() && active() != Route::kHold; },
         [&](bool serving) { SetServing(*health, serving); });
   }
   MetricsServer metrics_server;
@@ -198,6 +240,14 @@ int Run() {
                            sub.pending_acks(), sub.connected(), budget.held_emails(),
                            budget.exhausted()},
                           metrics);
+      const Route route = active();
+      metrics.Set("mailroom_sender_transport_active", route == Route::kPrimary ? 1 : 0,
+                  {{"transport", "primary"}});
+      if (failover.configured) {
+        metrics.Set("mailroom_sender_transport_active", route == Route::kSecondary ? 1 : 0,
+                    {{"transport", "secondary"}});
+        metrics.Set("mailroom_sender_failover_breaker_open", secondary_breaker.open() ? 1 : 0);
+      }
     });
     absl::Status st = metrics_server.Start(c.metrics_address, &metrics);
     if (!st.ok()) {
@@ -218,7 +268,14 @@ int Run() {
                               {"sender_cap", c.monthly_budget.has_value()
                                                  ? absl::StrCat(*c.monthly_budget)
                                                  : std::string("none")},
-                              {"price_per_1000", absl::StrCat(c.price_per_1000)}});
+                              {"price_per_1000", absl::StrCat(c.price_per_1000)},
+                              {"failover", secondary != nullptr ? secondary->Name()
+                                                                : std::string("off")}});
+  if (secondary != nullptr) {
+    LogInfo("secondary transport ready",
+            {{"transport", secondary->Name()}, {"classes", c.failover_classes},
+             {"price_per_1000", absl::StrCat(c.failover_price_per_1000)}});
+  }
   // Nothing starts before the collector answers (the group's usage, logged); a signal during
   // start-up ends the process cleanly. The group's spend is the collector's to keep: each
   // email is charged by a grant before it is sent.

@@ -24,6 +24,12 @@ class Pacer {
   virtual int64_t TryAcquire(SendClass c) = 0;
   // Gives back one email's worth taken for class `c` (the send did not happen).
   virtual void Refund(SendClass c) = 0;
+  // The same for a slot TryAcquire answered with `cost`: a pacer whose slots have different
+  // prices (GrantPacer, while failing over) gives it back where a slot of that price came from.
+  virtual void Refund(SendClass c, int64_t cost) {
+    (void)cost;
+    Refund(c);
+  }
 };
 
 }  // namespace mailroom

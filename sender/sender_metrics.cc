@@ -34,6 +34,15 @@ void DescribeSenderMetrics(Metrics& m) {
              "Unused emails of the group budget's grants this sender holds.");
   m.Describe("mailroom_sender_budget_exhausted", T::kGauge,
              "1 while the collector says the group's monthly budget is spent.");
+  m.Describe("mailroom_sender_transport_active", T::kGauge,
+             "1 for the transport in use (transport=primary, or secondary while failing over); "
+             "all 0 while no provider is usable.");
+  m.Describe("mailroom_sender_transport_sent_total", T::kCounter,
+             "Emails sent, by transport (primary or secondary); only with a secondary transport.");
+  m.Describe("mailroom_sender_failover_resends_total", T::kCounter,
+             "Jobs the secondary sent at once after the primary failed them with an outage.");
+  m.Describe("mailroom_sender_failover_breaker_open", T::kGauge,
+             "1 while the secondary transport is considered unavailable.");
 }
 
 void PublishSenderGauges(const SenderGauges& g, Metrics& m) {

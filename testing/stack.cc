@@ -12,6 +12,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "collector/migrate.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/grpc/health/v1/health.grpc.pb.h"
 #include "testing/collector_fixture.h"
 
 namespace mailroom::testing {
@@ -120,13 +122,19 @@ std::unique_ptr<Process> StackTest::StartSender(std::map<std::string, std::strin
 std::unique_ptr<Process> StackTest::StartSmtpPeer(const std::vector<std::string>& extra,
                                                   int* port) {
   *port = FreePort();
+  return StartSmtpPeerAt(*port, "smtp", extra);
+}
+
+std::unique_ptr<Process> StackTest::StartSmtpPeerAt(int port, const std::string& name,
+                                                    const std::vector<std::string>& extra) {
   std::vector<std::string> argv = {"/usr/bin/python3", Runfile("mailroom/sender/testing/smtp_peer.py"),
-                                   "--port", absl::StrCat(*port), "--dir", dir_ + "/smtp"};
+                                   "--port", absl::StrCat(port), "--dir", dir_ + "/" + name};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  auto p = Process::Spawn(argv, {}, dir_ + "/smtp.log");
+  auto p = Process::Spawn(argv, {}, dir_ + "/" + name + ".log");
   EXPECT_TRUE(p.ok());
   if (!p.ok()) return nullptr;
-  EXPECT_TRUE((*p)->WaitForLog("ready", absl::Seconds(20))) << (*p)->Log();
+  // "ready PORT" (a bare "ready" would match "address already in use").
+  EXPECT_TRUE((*p)->WaitForLog(absl::StrCat("ready ", port), absl::Seconds(20))) << (*p)->Log();
   return *std::move(p);
 }
 
@@ -261,6 +269,31 @@ void StackTest::ExpectVerifies(const std::string& mime, TokenAction action,
   ASSERT_EQ(token.size(), 86u) << TextPart(mime);
   std::vector<SigningKey> keys = {*ParseSigningKey(kStackKey)};
   EXPECT_TRUE(VerifyToken(keys, action, token, code).ok());
+}
+
+int StackTest::SenderHealth(int port) {
+  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  grpc::health::v1::HealthCheckRequest req;
+  grpc::health::v1::HealthCheckResponse resp;
+  return stub->Check(&ctx, req, &resp).ok() ? resp.status() : -1;
+}
+
+bool StackTest::WaitSenderHealth(int port, int want, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (SenderHealth(port) != want) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return true;
+}
+
+std::string StackTest::Scrape(int port) {
+  const std::string out = dir_ + "/metrics.txt";
+  std::system(absl::StrCat("curl -s http://127.0.0.1:", port, "/metrics > ", out).c_str());
+  return Slurp(out);
 }
 
 }  // namespace mailroom::testing

@@ -64,6 +64,10 @@ class StackTest : public ::testing::Test {
                                        bool wait = true);
   // An aiosmtpd peer recording into dir_/smtp (extra flags: --fail-first N, --reject-rcpt ...).
   std::unique_ptr<Process> StartSmtpPeer(const std::vector<std::string>& extra, int* port);
+  // An aiosmtpd peer on `port` recording into dir_/NAME, its log in dir_/NAME.log (a second
+  // provider, or one that comes back on the port it had).
+  std::unique_ptr<Process> StartSmtpPeerAt(int port, const std::string& name,
+                                           const std::vector<std::string>& extra = {});
   // The SES v2 emulator behind the SigV4-checking front; returns the front's endpoint, or ""
   // when the npm peers are not installed (MAILROOM_NODE_MODULES unset).
   // While `paused_file` (if given) exists the front answers 400 SendingPausedException.
@@ -86,6 +90,13 @@ class StackTest : public ::testing::Test {
   // Counts the emails in the SES emulator's store and the distinct tokens among them.
   Received ReceivedBySes();
   void ExpectVerifies(const std::string& mime, TokenAction action, const std::string& code);
+  // The grpc.health.v1 status a sender's MAILROOM_HEALTH_ADDRESS on `port` answers (a
+  // HealthCheckResponse::ServingStatus), or -1 when it does not answer within 2 s.
+  int SenderHealth(int port);
+  // Polls SenderHealth(port) until it is `want`; false after `timeout`.
+  bool WaitSenderHealth(int port, int want, absl::Duration timeout);
+  // The text of one scrape of http://127.0.0.1:PORT/metrics ("" when nothing answers).
+  std::string Scrape(int port);
 
   std::unique_ptr<PgServer> pg_;
   std::string url_, dir_, emulator_;
