@@ -288,6 +288,30 @@ TEST(SenderConfigTest, HttpWebhook) {
   EXPECT_TRUE(LoadSenderConfig(Vars(allowed)).ok());
 }
 
+// A webhook as the secondary: its settings under the prefix, checked as the primary's are.
+TEST(SenderConfigTest, FailoverToAWebhook) {
+  std::map<std::string, std::string> v = {
+      {"MAILROOM_TRANSPORT", "smtp"},
+      {"MAILROOM_SMTP_URL", "smtp://primary.example:587"},
+      {"MAILROOM_FAILOVER_TRANSPORT", "http"},
+      {"MAILROOM_FAILOVER_HTTP_URL", "https://hooks.example.com/mail"},
+      {"MAILROOM_FAILOVER_HTTP_SECRET", "whsec_s3cr3t-value"},
+      {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.50"}};
+  auto c = LoadSenderConfig(Vars(v));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->failover.has_value());
+  EXPECT_EQ(c->failover->kind, "http");
+  EXPECT_EQ(c->failover->http_url, "https://hooks.example.com/mail");
+  EXPECT_EQ(c->failover->http_secret, "whsec_s3cr3t-value");
+  EXPECT_EQ(c->http_url, "");  // the primary's own are untouched
+  ExpectRefused(v, {
+      {"no secret", {{{"MAILROOM_FAILOVER_HTTP_SECRET", ""}}, "MAILROOM_FAILOVER_HTTP_SECRET"}},
+      {"plain http",
+       {{{"MAILROOM_FAILOVER_HTTP_URL", "http://hooks.example.com/mail"}},
+        "MAILROOM_FAILOVER_HTTP_URL"}},
+  }, "s3cr3t");
+}
+
 TEST(SenderConfigTest, NoFailoverByDefault) {
   auto c = LoadSenderConfig(Vars({}));
   ASSERT_TRUE(c.ok()) << c.status();
