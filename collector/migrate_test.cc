@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "testing/intruder.h"
 #include "testing/pg_server.h"
 
 namespace mailroom {
@@ -110,8 +111,7 @@ TEST_F(MigrateTest, LookalikesInPublicRunNothingAndMoveNowhere) {
             "CREATE TABLE public.pwned (who text); GRANT INSERT ON public.pwned TO PUBLIC");
   }
   {
-    pqxx::connection planter(url_.substr(0, url_.find("://") + 3) + "planter" +
-                             url_.substr(url_.find('@')));
+    pqxx::connection planter(testing::UrlAs(url_, "planter"));
     pqxx::nontransaction tx(planter);
     tx.exec("CREATE TABLE public.mailroom_settings (x int);"
             "CREATE TABLE public.schema_migrations (version int, name text);"

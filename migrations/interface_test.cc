@@ -168,8 +168,8 @@ TEST_F(InterfaceTest, RequestSaysWhenTheNextOneWillBeAccepted) {
   // The rate-limited row is shown, never sent: consuming its token is invalid.
   EXPECT_EQ(Text("SELECT state FROM mailroom.account_emails WHERE token_id = " + d.token_id),
             "rate_limited");
-  EXPECT_EQ(Consume(Link(std::stoll(d.token_id)).first, Link(std::stoll(d.token_id)).second),
-            (Outcome{"invalid", "NULL", "NULL"}));
+  const auto [limited, limited_code] = Link(std::stoll(d.token_id));
+  EXPECT_EQ(Consume(limited, limited_code), (Outcome{"invalid", "NULL", "NULL"}));
 }
 
 TEST_F(InterfaceTest, ConsumeActivatesAndSaysWhyItRefuses) {

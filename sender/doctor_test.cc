@@ -11,6 +11,7 @@
 #include "common/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 
 namespace mailroom {
 namespace {
@@ -19,15 +20,8 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using Level = DoctorLine::Level;
 
-std::string FreshDir(const std::string& name) {
-  std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp",
-                                 "/", name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-void Write(const std::string& path, const std::string& content) { std::ofstream(path) << content; }
+using testing::FreshDir;
+using testing::WriteFile;
 
 int Count(const std::vector<DoctorLine>& lines, Level level) {
   return std::count_if(lines.begin(), lines.end(),
@@ -154,12 +148,12 @@ TEST(DoctorTest, TemplatesReportEveryProblemAndWhatRendersNothingToActOn) {
                                        "password_recovery.de) from the built-in templates"));
 
   c.template_dir = FreshDir("doctor_templates");
-  Write(c.template_dir + "/activation.de.html", "{{#open}} never closed");
-  Write(c.template_dir + "/password_recovery.fr.subject", "Votre code {{code}}");
-  Write(c.template_dir + "/password_recovery.fr.html", "<p>{{code}}</p>");
-  Write(c.template_dir + "/activation.it.subject", "Benvenuto {{login}}");
-  Write(c.template_dir + "/activation.it.txt", "Ciao {{login}}: {{lnik}}");
-  Write(c.template_dir + "/activation.it.html", "<p>Ciao {{login}}</p>");
+  WriteFile(c.template_dir + "/activation.de.html", "{{#open}} never closed");
+  WriteFile(c.template_dir + "/password_recovery.fr.subject", "Votre code {{code}}");
+  WriteFile(c.template_dir + "/password_recovery.fr.html", "<p>{{code}}</p>");
+  WriteFile(c.template_dir + "/activation.it.subject", "Benvenuto {{login}}");
+  WriteFile(c.template_dir + "/activation.it.txt", "Ciao {{login}}: {{lnik}}");
+  WriteFile(c.template_dir + "/activation.it.html", "<p>Ciao {{login}}</p>");
   const std::string out = Joined(CheckTemplates(c, &clock));
   EXPECT_THAT(out, HasSubstr(absl::StrCat("FAIL templates: MAILROOM_TEMPLATE_DIR: ", c.template_dir,
                                           "/activation.de.html")));
@@ -185,7 +179,7 @@ TEST(DoctorTest, FileDirectoryMustTakeAFile) {
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_THAT(Joined(lines), HasSubstr("FAIL file: MAILROOM_FILE_DIR: cannot write in \"/proc\""));
 
-  Write(FreshDir("doctor_file") + "/plain", "x");
+  WriteFile(FreshDir("doctor_file") + "/plain", "x");
   c.file_dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
                "/doctor_file/plain/outbox";
   EXPECT_THAT(Joined(CheckFileTransport(c)),

@@ -12,6 +12,7 @@
 #include "common/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 
 namespace mailroom {
 namespace {
@@ -19,16 +20,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// A fresh directory under TEST_TMPDIR.
-std::string FreshDir(const std::string& name) {
-  std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp",
-                                 "/", name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-void Write(const std::string& path, const std::string& content) { std::ofstream(path) << content; }
+using testing::FreshDir;
+using testing::WriteFile;
 
 // 2026-11-23T10:15:00Z
 const absl::Time kExpiry = absl::FromUnixSeconds(1795428900);
@@ -160,10 +153,10 @@ TEST(TemplatesTest, BuiltInGermanForGermanLocalesEnglishOtherwise) {
 
 TEST(TemplatesTest, RegionalTemplatesWinOverTheLanguagesOnes) {
   std::string dir = FreshDir("regional");
-  Write(dir + "/activation.de-AT.subject", "Servus {{login}}");
-  Write(dir + "/activation.de-at.txt", "Grüß Gott, {{login}}: {{link}} ({{expires_at_iso}})");
-  Write(dir + "/activation.de-AT.html", "<p>Servus {{login}}</p>");
-  Write(dir + "/notes.md", "not a template");
+  WriteFile(dir + "/activation.de-AT.subject", "Servus {{login}}");
+  WriteFile(dir + "/activation.de-at.txt", "Grüß Gott, {{login}}: {{link}} ({{expires_at_iso}})");
+  WriteFile(dir + "/activation.de-AT.html", "<p>Servus {{login}}</p>");
+  WriteFile(dir + "/notes.md", "not a template");
   auto t = Templates::Load(dir);
   ASSERT_TRUE(t.ok()) << t.status();
   TemplateVars v{"sepp", "sepp@example.test", "tok", "", "P", "https://a.test", kExpiry,
@@ -181,8 +174,8 @@ TEST(TemplatesTest, RegionalTemplatesWinOverTheLanguagesOnes) {
 
 TEST(TemplatesTest, AnIncompleteLocaleIsAConfigErrorNamingTheMissingFile) {
   std::string dir = FreshDir("incomplete");
-  Write(dir + "/password_recovery.fr.subject", "Votre code {{code}}");
-  Write(dir + "/password_recovery.fr.html", "<p>{{code}}</p>");
+  WriteFile(dir + "/password_recovery.fr.subject", "Votre code {{code}}");
+  WriteFile(dir + "/password_recovery.fr.html", "<p>{{code}}</p>");
   auto t = Templates::Load(dir);
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
@@ -192,13 +185,13 @@ TEST(TemplatesTest, AnIncompleteLocaleIsAConfigErrorNamingTheMissingFile) {
 
 TEST(TemplatesTest, BrokenMisnamedOrUnreadableFilesAreConfigErrorsNamingThem) {
   std::string dir = FreshDir("broken");
-  Write(dir + "/activation.de.html", "{{#open}} never closed");
+  WriteFile(dir + "/activation.de.html", "{{#open}} never closed");
   auto broken = Templates::Load(dir);
   ASSERT_FALSE(broken.ok());
   EXPECT_THAT(std::string(broken.status().message()), HasSubstr(dir + "/activation.de.html"));
 
   dir = FreshDir("misnamed");
-  Write(dir + "/activation.german.txt", "x");
+  WriteFile(dir + "/activation.german.txt", "x");
   auto misnamed = Templates::Load(dir);
   ASSERT_FALSE(misnamed.ok());
   EXPECT_THAT(std::string(misnamed.status().message()), HasSubstr("activation.german.txt"));
@@ -216,13 +209,13 @@ TEST(TemplatesTest, BrokenMisnamedOrUnreadableFilesAreConfigErrorsNamingThem) {
 
 TEST(TemplatesTest, LoadAllReportsEveryProblemAndKeepsTheSetsThatRender) {
   std::string dir = FreshDir("every_problem");
-  Write(dir + "/activation.de.html", "{{#open}} never closed");
-  Write(dir + "/activation.german.txt", "x");
-  Write(dir + "/password_recovery.fr.subject", "Votre code {{code}}");
-  Write(dir + "/password_recovery.fr.html", "<p>{{code}}</p>");
-  Write(dir + "/password_recovery.it.subject", "Il tuo codice {{code}}");
-  Write(dir + "/password_recovery.it.txt", "{{code}}");
-  Write(dir + "/password_recovery.it.html", "<p>{{code}}</p>");
+  WriteFile(dir + "/activation.de.html", "{{#open}} never closed");
+  WriteFile(dir + "/activation.german.txt", "x");
+  WriteFile(dir + "/password_recovery.fr.subject", "Votre code {{code}}");
+  WriteFile(dir + "/password_recovery.fr.html", "<p>{{code}}</p>");
+  WriteFile(dir + "/password_recovery.it.subject", "Il tuo codice {{code}}");
+  WriteFile(dir + "/password_recovery.it.txt", "{{code}}");
+  WriteFile(dir + "/password_recovery.it.html", "<p>{{code}}</p>");
   std::vector<absl::Status> problems;
   Templates t = Templates::LoadAll(dir, &problems);
   ASSERT_EQ(problems.size(), 3u);
