@@ -11,7 +11,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "proto/mailroom/v1/mailroom.pb.h"
-#include "sender/transport.h"
+#include "sender/transport/transport.h"
 
 namespace mailroom {
 class TemplatePool;
