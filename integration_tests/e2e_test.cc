@@ -550,6 +550,34 @@ TEST_F(EndToEndTest, RenderPreviewsLocalisedTemplatesWithoutACollector) {
   EXPECT_EQ(*code, 2);
   EXPECT_THAT((*bad)->Log(), HasSubstr("config error: MAILROOM_TEMPLATE_DIR: "));
   EXPECT_THAT((*bad)->Log(), HasSubstr("activation.fr.subject"));
+
+  // Every action by its name: a built-in one, and one of the application's own from the
+  // template directory; an action without templates is a config error naming the files.
+  const std::string custom = dir_ + "/templates-custom";
+  std::filesystem::create_directories(custom);
+  std::ofstream(custom + "/welcome_gift.subject") << "A gift from {{product_name}}";
+  std::ofstream(custom + "/welcome_gift.txt") << "Redeem {{code}}: {{link}}";
+  std::ofstream(custom + "/welcome_gift.html") << "<p>Redeem {{code}}</p>";
+  struct Case {
+    std::string action, expect;
+    int code;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"login_code", "subject: Ihr Acme-Anmeldecode: 12345", 0},
+           {"welcome_gift", "Redeem 12345: https://app.example.test/action/welcome_gift?token=", 0},
+           {"team_invite", "config error: no templates for action \"team_invite\"", 2}}) {
+    auto r = Process::Spawn({testing::Runfile("mailroom/sender/sender"), "render",
+                             "--action=" + c.action, "--locale=de"},
+                            {{"MAILROOM_PRODUCT_NAME", "Acme"},
+                             {"MAILROOM_LINK_BASE_URL", "https://app.example.test"},
+                             {"MAILROOM_TEMPLATE_DIR", custom}},
+                            dir_ + "/render-" + c.action + ".log");
+    ASSERT_TRUE(r.ok());
+    code = (*r)->Wait(absl::Seconds(10));
+    ASSERT_TRUE(code.ok());
+    EXPECT_EQ(*code, c.code) << (*r)->Log();
+    EXPECT_THAT((*r)->Log(), HasSubstr(c.expect));
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "sender/actions.h"
 #include "sender/retry.h"
 
 namespace mailroom {
@@ -17,10 +18,6 @@ bool Permanent(const absl::Status& s) { return !RetryPolicy::Retryable(s); }
 SendClass ClassOf(const v1::Job& job) {
   return job.action() == v1::ACTION_PASSWORD_RECOVERY ? SendClass::kRecovery
                                                       : SendClass::kStandard;
-}
-
-const char* ActionName(v1::Action a) {
-  return a == v1::ACTION_PASSWORD_RECOVERY ? "password_recovery" : "activation";
 }
 
 // Failover needs all three: the primary's breaker, the secondary and its breaker.
@@ -303,7 +300,9 @@ bool Engine::Expiring(const v1::Job& job) const {
 
 bool Engine::Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_window) {
   const v1::Job& job = leased.job;
-  const std::string action = ActionName(job.action());
+  // A metrics label: one value per action the database names (unnamed: "unknown").
+  std::string action = JobActionName(job);
+  if (!ValidActionName(action)) action = "unknown";
   const std::string id = absl::StrCat(job.job_id());
   // What is not sent is not charged (a failed or rejected send either, below; a send that may
   // have reached the provider is charged).
