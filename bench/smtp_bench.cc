@@ -11,7 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "sender/message.h"
 #include "sender/renderer.h"
-#include "sender/smtp_transport.h"
+#include "sender/transport/smtp_transport.h"
 
 int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

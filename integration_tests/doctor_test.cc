@@ -111,7 +111,7 @@ class DoctorTest : public testing::StackTest {
   void StartPeer(const std::string& script, std::vector<std::string> args,
                  const std::string& name) {
     std::vector<std::string> argv = {"/usr/bin/python3",
-                                     testing::Runfile(absl::StrCat("mailroom/sender/testing/",
+                                     testing::Runfile(absl::StrCat("mailroom/sender/transport/testing/",
                                                                    script))};
     argv.insert(argv.end(), args.begin(), args.end());
     auto p = Process::Spawn(argv, {}, absl::StrCat(dir_, "/", name, ".log"));

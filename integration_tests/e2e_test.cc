@@ -375,7 +375,7 @@ TEST_F(EndToEndTest, AccountYieldsASignedWebhookWithAVerifiableLink) {
   const char* secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
   const int port = testing::FreePort();
   auto receiver = Process::Spawn(
-      {"/usr/bin/python3", testing::Runfile("mailroom/sender/testing/webhook_receiver.py"),
+      {"/usr/bin/python3", testing::Runfile("mailroom/sender/transport/testing/webhook_receiver.py"),
        "serve", "--port", absl::StrCat(port), "--secret", secret},
       {}, dir_ + "/receiver.log");
   ASSERT_TRUE(receiver.ok());

@@ -18,12 +18,12 @@
 #include "nlohmann/json.hpp"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
 #include "sender/collector_credentials.h"
-#include "sender/curl_handle.h"
+#include "sender/transport/curl_handle.h"
 #include "sender/message.h"
-#include "sender/oauth2_token.h"
+#include "sender/transport/oauth2_token.h"
 #include "sender/renderer.h"
-#include "sender/ses_transport.h"
-#include "sender/smtp_transport.h"
+#include "sender/transport/ses_transport.h"
+#include "sender/transport/smtp_transport.h"
 
 namespace mailroom {
 namespace {

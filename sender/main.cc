@@ -34,7 +34,7 @@
 #include "sender/sender_metrics.h"
 #include "sender/startup.h"
 #include "sender/subscription.h"
-#include "sender/transport_factory.h"
+#include "sender/transport/transport_factory.h"
 
 namespace mailroom {
 namespace {

@@ -14,7 +14,7 @@
 #include "common/clock.h"
 #include "proto/mailroom/v1/mailroom.pb.h"
 #include "sender/actions.h"
-#include "sender/transport.h"
+#include "sender/transport/transport.h"
 
 namespace mailroom {
 class TemplatePool;
