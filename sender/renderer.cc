@@ -251,6 +251,12 @@ Templates Templates::LoadAll(const std::string& dir, std::vector<absl::Status>* 
 // default-language set.
 void Templates::CheckSets(const std::string& dir, std::vector<absl::Status>* problems) {
   const std::string where = dir.empty() ? "" : absl::StrCat(dir, "/");
+  // Actions given a default-language set (complete or not): one dropped for a problem of its
+  // own is reported once, as that problem.
+  std::set<std::string> with_default;
+  for (const auto& [action, sets] : sets_) {
+    if (sets.count("") > 0) with_default.insert(action);
+  }
   for (auto& [action, sets] : sets_) {
     for (auto it = sets.begin(); it != sets.end();) {
       const std::string& locale = it->first;
@@ -283,11 +289,15 @@ void Templates::CheckSets(const std::string& dir, std::vector<absl::Status>* pro
   for (auto& [action, sets] : sets_) {
     if (sets.empty()) continue;  // reported above
     if (sets.count("") == 0) {
-      problems->push_back(absl::InvalidArgumentError(absl::StrCat(
-          "MAILROOM_TEMPLATE_DIR: ", where, action, ".subject, ", action, ".txt and ", action,
-          ".html are missing (every action needs templates in the default language)")));
-      sets.clear();
-      continue;
+      if (with_default.count(action) == 0) {
+        problems->push_back(absl::InvalidArgumentError(absl::StrCat(
+            "MAILROOM_TEMPLATE_DIR: ", where, action, ".subject, ", action, ".txt and ", action,
+            ".html are missing (every action needs templates in the default language)")));
+        sets.clear();
+      }
+      // Otherwise the default set had a problem, reported above: Load fails with it, and
+      // LoadAll keeps the other locales for `sender doctor` to render.
+      if (sets.empty()) continue;
     }
     std::vector<std::string> broken;
     for (const auto& [locale, set] : sets) {

@@ -231,6 +231,17 @@ TEST(TemplatesTest, LoadAllReportsEveryProblemAndKeepsTheSetsThatRender) {
   EXPECT_EQ(t.Locales("password_recovery"), (std::vector<std::string>{"", "de", "it"}));
 }
 
+TEST(TemplatesTest, ABrokenDefaultSetIsOneProblemAndItsOtherLocalesStayForTheDoctor) {
+  std::string dir = FreshDir("broken_default");
+  WriteFile(dir + "/password_recovery.html", "<p>{{#code}}{{code}}</p>");
+  std::vector<absl::Status> problems;
+  Templates t = Templates::LoadAll(dir, &problems);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_THAT(std::string(problems[0].message()), HasSubstr(dir + "/password_recovery.html"));
+  EXPECT_EQ(t.Locales("password_recovery"), (std::vector<std::string>{"de"}));
+  EXPECT_EQ(Templates::Load(dir).status(), problems[0]);
+}
+
 TEST(TemplatesTest, TheShippedTemplateFolderIsTheBuiltInSet) {
   // sender/templates/ is what the binary carries: a starting point for MAILROOM_TEMPLATE_DIR.
   bool de = false;

@@ -423,7 +423,7 @@ def run(stack):
     check(psql(owner, state_sql) == before, "accounts and tokens unchanged by the scanner")
 
     # Links that are not mailroom's: refused without a database call.
-    tok = secrets[0]
+    tok = next(s for s in secrets if s and len(s) == 86)  # a token, not a code
     forged = tok[:40] + ("A" if tok[40] != "A" else "B") + tok[41:]
     for bad in ("/activate?token=" + forged, "/activate?token=nonsense", "/activate",
                 "/recover?token=short", "/activate?token=" + tok + "%20"):
@@ -461,6 +461,10 @@ def run(stack):
     # "Didn't get the email?" and "send it again".
     (acct,), = psql(app, "INSERT INTO mailroom.accounts (email, login) VALUES"
                          " ('late@example.test', 'late') RETURNING id")
+    # The signup's activation is listed once the collector has made its token.
+    wait_for("the signup's token", lambda: psql(
+        app, "SELECT count(*) FROM mailroom.account_emails WHERE account = :'a'::bigint",
+        a=acct) != [["0"]], alive=alive)
     status, _, body = raw_request("GET", base + "/emails?account=%s" % acct)
     check(status == 200 and "<table>" in body and "activation" in body,
           "GET /emails lists the account's emails", "status %d" % status)
