@@ -11,10 +11,10 @@
 // ASCII digits) or "mismatch" (well formed, no key signed it). invalid_action_names: names every
 // verifier refuses as an action (an error of the caller, not a refusal of the token).
 //
-// Actions other than activation and password_recovery are signed by SignNamed below, written
-// from the contract (D(name) = "/action/" || name || "/", the code appended when given) until
-// the collector's signer takes every action name; then SignNamed calls SignToken, and the
-// output must not change.
+// Actions other than activation and password_recovery are signed by SignNamed below: by the
+// collector's signer when it takes their names (and then checked against the contract, D(name)
+// = "/action/" || name || "/", the code appended when given, computed here), by the contract
+// alone otherwise. Either way the output is the same.
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -73,16 +73,26 @@ const char* ActionName(TokenAction action) {
   return action == TokenAction::kActivation ? "activation" : "password_recovery";
 }
 
-// The token of an action other than activation and password_recovery, by the signing contract:
-// secret || HMAC-SHA256(key, "/action/" || name || "/" || secret || code), the code appended
-// when the action carries one (non-empty).
+// The token of an action other than activation and password_recovery: the collector's signer's
+// once it takes the action's name, checked against the signing contract (secret ||
+// HMAC-SHA256(key, "/action/" || name || "/" || secret || code), the code appended when the
+// action carries one) computed here; the contract's alone until then.
 std::string SignNamed(const std::string& key, const std::string& name, const std::string& secret,
                       const std::string& code) {
   if (secret.size() != 32) {
     std::cerr << "make_vectors: a secret must be 32 bytes\n";
     std::exit(1);
   }
-  return Encode(secret + HmacSha256(key, absl::StrCat("/action/", name, "/", secret, code)));
+  const std::string contract =
+      Encode(secret + HmacSha256(key, absl::StrCat("/action/", name, "/", secret, code)));
+  auto action = ParseTokenAction(name);
+  if (!action.ok()) return contract;
+  const std::string signed_token = Sign(key, *action, secret, code);
+  if (signed_token != contract) {
+    std::cerr << "make_vectors: the signer's token for " << name << " is not the contract's\n";
+    std::exit(1);
+  }
+  return signed_token;
 }
 
 class Cases {
@@ -221,8 +231,8 @@ void NamedActionCases(Cases& v) {
 }
 
 Json MakeVectors() {
-  constexpr auto kAct = TokenAction::kActivation;
-  constexpr auto kRec = TokenAction::kPasswordRecovery;
+  const TokenAction kAct = TokenAction::kActivation;
+  const TokenAction kRec = TokenAction::kPasswordRecovery;
   Cases v;
 
   // SPEC.md's known answers, produced by mailroom's original C collector.
