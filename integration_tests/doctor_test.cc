@@ -199,7 +199,7 @@ class DoctorTest : public testing::StackTest {
     EXPECT_THAT(o.out, HasSubstr(line)) << o.out;
     EXPECT_THAT(Lines(o.out, "FAIL "), ::testing::IsEmpty()) << o.out;
     EXPECT_THAT(o.out, HasSubstr("ok   collector: 127.0.0.1:")) << o.out;
-    EXPECT_THAT(o.out, HasSubstr("ok   templates: 4 sets render a sample job")) << o.out;
+    EXPECT_THAT(o.out, HasSubstr("ok   templates: 18 sets of 9 actions render a sample job")) << o.out;
   }
 
   std::map<std::string, std::string> base_;

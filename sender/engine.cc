@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "sender/actions.h"
 
 namespace mailroom {
 namespace {
@@ -16,8 +17,10 @@ SendClass ClassOf(const v1::Job& job) {
                                                       : SendClass::kStandard;
 }
 
-const char* ActionName(v1::Action a) {
-  return a == v1::ACTION_PASSWORD_RECOVERY ? "password_recovery" : "activation";
+// A metrics label: one value per action the database names (unnamed or invalid: "unknown").
+std::string ActionLabel(const v1::Job& job) {
+  std::string action = JobActionName(job);
+  return ValidActionName(action) ? action : "unknown";
 }
 
 // Failover needs all three: the primary's breaker, the secondary and its breaker.
@@ -316,7 +319,7 @@ bool Engine::Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_
   if (facts.SendsNext()) attempt = PickRoute(ClassOf(job), cost, &facts);
   if (facts.SendsNext()) {
     email->tags = {{"mailroom_job", absl::StrCat(job.job_id())},
-                   {"mailroom_action", ActionName(job.action())}};
+                   {"mailroom_action", ActionLabel(job)}};
     email->timeout = send_window;  // never outlast the lease
     Send(*email, job, attempt, cost, &facts);
   } else if (facts.held.has_value()) {
@@ -391,7 +394,7 @@ void Engine::Send(const OutgoingEmail& email, const v1::Job& job, const Attempt&
 
 void Engine::Count(const v1::Job& job, const AttemptFacts& facts, const Decision& decision,
                    const Attempt& attempt) {
-  const std::string action = ActionName(job.action());
+  const std::string action = ActionLabel(job);
   const std::string id = absl::StrCat(job.job_id());
   const std::string reason = decision.report.has_value() ? decision.report->reason : "";
   auto count_job = [&](const char* outcome) {
@@ -460,7 +463,7 @@ void Engine::Count(const v1::Job& job, const AttemptFacts& facts, const Decision
 }
 
 void Engine::CountSent(const v1::Job& job, const AttemptFacts& facts, const Attempt& attempt) {
-  const std::string action = ActionName(job.action());
+  const std::string action = ActionLabel(job);
   metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "sent"}});
   metrics_->Add("mailroom_sender_spent_micros_total", facts.charge);
   if (opt_.failover.configured) {

@@ -22,9 +22,11 @@
 #include "sender/collector_credentials.h"
 #include "sender/config.h"
 #include "sender/doctor.h"
+#include "sender/actions.h"
 #include "sender/engine.h"
 #include "sender/failover.h"
 #include "sender/grant_pacer.h"
+#include "sender/hangup_signal.h"
 #include "sender/health_watcher.h"
 #include "sender/lease_table.h"
 #include "sender/renderer.h"
@@ -47,17 +49,19 @@ int ConfigError(const absl::Status& st) {
 absl::StatusOr<Renderer> MakeRenderer(const SenderConfig& c) {
   auto templates = Templates::Load(c.template_dir);
   if (!templates.ok()) return templates.status();
-  return Renderer::Create(*std::move(templates), {c.from, c.product_name, c.link_base_url},
+  return Renderer::Create(*std::move(templates),
+                          {c.from, c.product_name, c.link_base_url, c.template_dir},
                           RealClock::Get());
 }
 
-// `sender render --action=activation|password_recovery [--locale=TAG]`: prints the email a job
-// would get, with sample data, from the configured templates. No collector needed.
+// `sender render --action=NAME [--locale=TAG]`: prints the email a job for the action (built in
+// or with templates in the template directory) would get, with sample data, from the configured
+// templates. No collector needed.
 int RunRender(int argc, char** argv) {
   auto usage = [](const std::string& why) {
     std::fprintf(stderr,
                  "sender render: %s\nusage: sender render "
-                 "--action=activation|password_recovery [--locale=de-AT]\n",
+                 "--action=activation|password_recovery|login_code|...|NAME [--locale=de-AT]\n",
                  why.c_str());
     return 2;
   };
@@ -72,13 +76,8 @@ int RunRender(int argc, char** argv) {
       return usage(absl::StrCat("unknown argument ", argv[i]));
     }
   }
-  v1::Action action;
-  if (action_name == "activation") {
-    action = v1::ACTION_ACTIVATION;
-  } else if (action_name == "password_recovery") {
-    action = v1::ACTION_PASSWORD_RECOVERY;
-  } else {
-    return usage("--action must be activation or password_recovery");
+  if (!ValidActionName(action_name)) {
+    return usage("--action must name an action ([a-z][a-z0-9_]{0,62}), e.g. login_code");
   }
   if (!locale.empty() && NormalizeLocale(locale).empty()) {
     return usage(absl::StrCat("--locale: \"", locale, "\" is not a locale tag such as de-AT"));
@@ -87,7 +86,7 @@ int RunRender(int argc, char** argv) {
   if (!loaded.ok()) return ConfigError(loaded.status());
   auto renderer = MakeRenderer(*loaded);
   if (!renderer.ok()) return ConfigError(renderer.status());
-  auto email = renderer->Preview(action, locale);
+  auto email = renderer->Preview(action_name, locale);
   if (!email.ok()) return ConfigError(email.status());
   std::printf("templates: %s\nsubject: %s\n\n--- text ---\n%s\n--- html ---\n%s",
               loaded->template_dir.empty() ? "built-in" : loaded->template_dir.c_str(),
@@ -404,7 +403,21 @@ int Run() {
   if (!channel.ok()) return ConfigError(channel.status());
   Components s(c, *std::move(transports), *std::move(channel));
   BuildDelivery(s, *renderer);
-  return Serve(s, signals);
+  // SIGHUP reads the templates again; a broken file keeps the ones in use.
+  HangupSignal hangup;
+  hangup.Start([&] {
+    absl::Status st = renderer->Reload();
+    if (st.ok()) {
+      LogInfo("templates reloaded",
+              {{"actions", absl::StrCat(renderer->templates()->Actions().size())}});
+    } else {
+      LogError("templates not reloaded, the previous ones stay in use",
+               {{"error", std::string(st.message())}});
+    }
+  });
+  const int rc = Serve(s, signals);
+  hangup.Stop();
+  return rc;
 }
 
 }  // namespace
@@ -419,8 +432,7 @@ int main(int argc, char** argv) {
   }
   if (argc > 1) {
     std::fprintf(stderr, "usage: sender            (configured by MAILROOM_* variables)\n"
-                         "       sender render --action=activation|password_recovery "
-                         "[--locale=TAG]\n"
+                         "       sender render --action=NAME [--locale=TAG]\n"
                          "       sender doctor     (checks the configuration, sends nothing)\n");
     return 2;
   }
