@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "collector/db/pool.h"
 
 namespace mailroom {
 namespace {
@@ -38,14 +39,14 @@ class PgBudgetStore : public BudgetStore {
  public:
   PgBudgetStore(std::string url, BudgetDefaults defaults, BudgetIsolation isolation,
                 TxTimeouts timeouts)
-      : url_(std::move(url)),
-        begin_(BeginCommand(WithLockTimeout(timeouts, isolation.lock_timeout))),
+      : pool_({std::move(url), isolation.connections,
+               WithLockTimeout(timeouts, isolation.lock_timeout)}),
         defaults_(defaults),
         isolation_(isolation) {}
 
   absl::StatusOr<Grant> Acquire(const GrantRequest& r) override {
-    return Run<Grant>("granting budget", r.group, [&](pqxx::connection& c) {
-      Work tx(c, begin_);
+    return Run<Grant>("granting budget", r.group, [&](Connection& c) {
+      Transaction tx(c);
       if (!r.recovery) {
         // Recoveries first across the group's senders (mailroom_budget_recovery_first): while
         // a recovery queued or leased to any of them waits to be sent, activations get no slot
@@ -87,8 +88,8 @@ class PgBudgetStore : public BudgetStore {
 
   absl::StatusOr<int> Return(const std::string& group, const std::string& holder,
                              uint64_t grant_id, int emails) override {
-    return Run<int>("returning budget", group, [&](pqxx::connection& c) {
-      Work tx(c, begin_);
+    return Run<int>("returning budget", group, [&](Connection& c) {
+      Transaction tx(c);
       int n = tx.exec_params1("SELECT mailroom.mailroom_budget_return($1::text, $2::text, $3::bigint, $4::int)", group, holder,
                               grant_id, emails)[0]
                   .as<int>();
@@ -98,8 +99,8 @@ class PgBudgetStore : public BudgetStore {
   }
 
   absl::StatusOr<std::vector<BudgetRefund>> Refund() override {
-    return Run<std::vector<BudgetRefund>>("refunding budget", "", [&](pqxx::connection& c) {
-      Work tx(c, begin_);
+    return Run<std::vector<BudgetRefund>>("refunding budget", "", [&](Connection& c) {
+      Transaction tx(c);
       // The grant lease is the margin: a live sender never uses a grant after it, and it
       // covers the clocks of collectors and senders disagreeing by less than that.
       pqxx::result r = tx.exec_params(
@@ -117,51 +118,51 @@ class PgBudgetStore : public BudgetStore {
   }
 
   absl::StatusOr<GroupBudgetRow> Get(const std::string& group) override {
-    return Run<GroupBudgetRow>("reading the budget", group, [&](pqxx::connection& c) {
-      Work tx(c, begin_);
+    return Run<GroupBudgetRow>("reading the budget", group, [&](Connection& c) {
+      Transaction tx(c);
       return Read(tx, group);
     });
   }
 
   absl::StatusOr<GroupBudgetRow> Set(const BudgetSettings& s) override {
-    return Run<GroupBudgetRow>("setting the budget", s.group, [&](pqxx::connection& c) {
-      Work tx(c, begin_);
-      pqxx::result g = tx.exec_params("SELECT id FROM consumer_groups WHERE name = $1", s.group);
-      if (g.empty()) throw NotFound(s.group);
-      const int gid = g[0][0].as<int>();
-      tx.exec_params("INSERT INTO group_budgets (group_id) VALUES ($1) ON CONFLICT DO NOTHING",
-                     gid);
-      // Each setting is kept unless given (a CASE per column keeps this one statement).
-      tx.exec_params(
-          "UPDATE group_budgets SET"
-          "  monthly_budget_micros = CASE WHEN $2 THEN NULL WHEN $3 THEN $4::BIGINT"
-          "                               ELSE monthly_budget_micros END,"
-          "  recovery_reserve_percent = CASE WHEN $5 THEN NULL WHEN $6 THEN $7::INT"
-          "                                  ELSE recovery_reserve_percent END,"
-          "  burst = CASE WHEN $8 THEN $9::INT ELSE burst END, updated_at = now()"
-          " WHERE group_id = $1",
-          gid, s.default_budget, s.monthly_budget_micros.has_value(),
-          s.monthly_budget_micros.value_or(0), s.default_reserve,
-          s.recovery_reserve_percent.has_value(), s.recovery_reserve_percent.value_or(0),
-          s.burst.has_value(), s.burst.value_or(1));
-      GroupBudgetRow row = Read(tx, s.group);
-      tx.commit();
-      return row;
-    });
+    return Run<GroupBudgetRow>(
+        "setting the budget", s.group, [&](Connection& c) -> absl::StatusOr<GroupBudgetRow> {
+          Transaction tx(c);
+          pqxx::result g =
+              tx.exec_params("SELECT id FROM consumer_groups WHERE name = $1", s.group);
+          if (g.empty()) return NotFound(s.group);
+          const int gid = g[0][0].as<int>();
+          tx.exec_params("INSERT INTO group_budgets (group_id) VALUES ($1) ON CONFLICT DO NOTHING",
+                         gid);
+          // Each setting is kept unless given (a CASE per column keeps this one statement).
+          tx.exec_params(
+              "UPDATE group_budgets SET"
+              "  monthly_budget_micros = CASE WHEN $2 THEN NULL WHEN $3 THEN $4::BIGINT"
+              "                               ELSE monthly_budget_micros END,"
+              "  recovery_reserve_percent = CASE WHEN $5 THEN NULL WHEN $6 THEN $7::INT"
+              "                                  ELSE recovery_reserve_percent END,"
+              "  burst = CASE WHEN $8 THEN $9::INT ELSE burst END, updated_at = now()"
+              " WHERE group_id = $1",
+              gid, s.default_budget, s.monthly_budget_micros.has_value(),
+              s.monthly_budget_micros.value_or(0), s.default_reserve,
+              s.recovery_reserve_percent.has_value(), s.recovery_reserve_percent.value_or(0),
+              s.burst.has_value(), s.burst.value_or(1));
+          absl::StatusOr<GroupBudgetRow> row = Read(tx, s.group);
+          if (row.ok()) tx.commit();
+          return row;
+        });
   }
 
  private:
-  struct NotFoundError : std::runtime_error {
-    using std::runtime_error::runtime_error;
-  };
-  static NotFoundError NotFound(const std::string& group) {
-    return NotFoundError(absl::StrCat("unknown consumer group \"", group, "\""));
+  static absl::Status NotFound(const std::string& group) {
+    return absl::NotFoundError(absl::StrCat("unknown consumer group \"", group, "\""));
   }
 
-  GroupBudgetRow Read(pqxx::transaction_base& tx, const std::string& group) {
+  // The group's budget as Get shows it; kNotFound for an unknown group.
+  absl::StatusOr<GroupBudgetRow> Read(Transaction& tx, const std::string& group) {
     pqxx::result r = tx.exec_params(kGetSql, group, defaults_.monthly_budget_micros,
                                     defaults_.recovery_reserve_percent);
-    if (r.empty()) throw NotFound(group);
+    if (r.empty()) return NotFound(group);
     const pqxx::row& row = r[0];
     GroupBudgetRow b;
     b.group = group;
@@ -181,82 +182,35 @@ class PgBudgetStore : public BudgetStore {
     return b;
   }
 
-  // What a call waits for: its group's turn (none for `group` "") and a connection.
-  struct Turn {
-    PgBudgetStore* store;
-    const std::string* group;
-  };
-  static bool TurnReady(Turn* t) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // called under mu_
-    PgBudgetStore& s = *t->store;
-    return (t->group->empty() || s.busy_.count(*t->group) == 0) &&
-           (!s.idle_.empty() || s.open_ < s.isolation_.connections);
-  }
-
-  // Runs `fn` on a connection of the pool (opened on demand), at most one call of `group` at
-  // a time; maps libpqxx's exceptions to a Status. Waits at most the lock timeout for its turn.
+  // Runs `fn` on a connection of the pool, at most one call of `group` at a time (none for
+  // `group` ""). The turn and the connection are waited for until the lock timeout.
   template <typename T, typename Fn>
   absl::StatusOr<T> Run(const char* what, const std::string& group, Fn fn) {
-    std::unique_ptr<pqxx::connection> conn;
-    {
-      Turn turn{this, &group};
+    const absl::Time deadline = absl::Now() + isolation_.lock_timeout;
+    if (!group.empty()) {
       absl::MutexLock lock(&mu_);
-      if (!mu_.AwaitWithTimeout(absl::Condition(&TurnReady, &turn), isolation_.lock_timeout)) {
+      auto free = [this, &group]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // called under mu_
+        return busy_.count(group) == 0;
+      };
+      if (!mu_.AwaitWithDeadline(absl::Condition(&free), deadline)) {
         return absl::UnavailableError(absl::StrCat(
             what, ": another budget call of group \"", group,
             "\" has been waiting for a database lock; retry"));
       }
-      if (!group.empty()) busy_.insert(group);
-      if (!idle_.empty()) {
-        conn = std::move(idle_.back());
-        idle_.pop_back();
-      } else {
-        ++open_;  // opened below, outside the lock
-      }
+      busy_.insert(group);
     }
-    absl::StatusOr<T> result = RunOn<T>(what, conn, fn);
-    absl::MutexLock lock(&mu_);
-    if (!group.empty()) busy_.erase(group);
-    if (conn != nullptr) {
-      idle_.push_back(std::move(conn));
-    } else {
-      --open_;
+    absl::StatusOr<T> result = pool_.Run<T>(what, fn, deadline);
+    if (!group.empty()) {
+      absl::MutexLock lock(&mu_);
+      busy_.erase(group);
     }
     return result;
   }
 
-  // Runs `fn` on `conn`, opening it if null; resets it after a failure that may have broken it.
-  template <typename T, typename Fn>
-  absl::StatusOr<T> RunOn(const char* what, std::unique_ptr<pqxx::connection>& conn, Fn fn) {
-    try {
-      if (conn == nullptr || !conn->is_open()) {
-        conn = std::make_unique<pqxx::connection>(url_);
-      }
-      return fn(*conn);
-    } catch (const NotFoundError& e) {
-      return absl::NotFoundError(e.what());
-    } catch (const pqxx::sql_error& e) {
-      const std::string& state = e.sqlstate();
-      if (state == "P0002") return absl::NotFoundError(absl::StrCat(what, ": ", e.what()));
-      // 22023 (invalid_parameter_value) and 23514 (a CHECK: burst, reserve) are the caller's.
-      if (state == "22023" || state == "23514") {
-        return absl::InvalidArgumentError(absl::StrCat(what, ": ", e.what()));
-      }
-      // 55P03 (lock_timeout) and 57014 (statement_timeout): the connection is fine.
-      if (state != "55P03" && state != "57014") conn.reset();
-      return absl::UnavailableError(absl::StrCat(what, ": ", e.what()));
-    } catch (const std::exception& e) {
-      conn.reset();  // broken connection and anything unexpected: reconnect next time
-      return absl::UnavailableError(absl::StrCat(what, ": ", e.what()));
-    }
-  }
-
-  const std::string url_;
-  const std::string begin_;  // BeginCommand: every transaction's timeouts
+  Pool pool_;
   const BudgetDefaults defaults_;
   const BudgetIsolation isolation_;
   absl::Mutex mu_;
-  std::vector<std::unique_ptr<pqxx::connection>> idle_ ABSL_GUARDED_BY(mu_);
-  int open_ ABSL_GUARDED_BY(mu_) = 0;  // connections in use or idle (or being opened)
   std::set<std::string> busy_ ABSL_GUARDED_BY(mu_);  // groups with a call running
 };
 

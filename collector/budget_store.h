@@ -77,8 +77,9 @@ struct BudgetRefund {
 };
 
 // The group budgets in PostgreSQL (migration 0011): grants, returns and settings. Every error
-// is a Status: kNotFound (unknown group), kInvalidArgument, kUnavailable (database, or the
-// group's budget row locked for longer than the lock timeout; retry).
+// is a Status (collector/db/pg_status.h): kNotFound (unknown group), kInvalidArgument (a value
+// the schema refuses), kUnavailable (database, or the group's budget row locked for longer
+// than the lock timeout; retry), kFailedPrecondition (what a retry does not fix).
 // Thread-safe.
 class BudgetStore {
  public:
@@ -115,11 +116,11 @@ struct BudgetIsolation {
   absl::Duration lock_timeout = absl::Seconds(1);
 };
 
-// A BudgetStore over a small pool of libpqxx connections to `url`, reopened after a failure.
-// Calls of one group run one at a time (grants of one group are serialised by PostgreSQL
-// anyway); calls of different groups run side by side on their own connections. Transactions
-// run under `timeouts` (collector/db/pg_tx.h) and the isolation's lock_timeout, set per
-// transaction.
+// A BudgetStore over a pool of `isolation.connections` connections to `url`
+// (collector/db/pool.h: opened on demand, reopened after a failure). Calls of one group run one
+// at a time (grants of one group are serialised by PostgreSQL anyway); calls of different
+// groups run side by side on their own connections. Transactions run under `timeouts`
+// (collector/db/pg_tx.h) and the isolation's lock_timeout, set per transaction.
 std::unique_ptr<BudgetStore> NewPgBudgetStore(const std::string& url, BudgetDefaults defaults,
                                               BudgetIsolation isolation = {},
                                               const TxTimeouts& timeouts = {});

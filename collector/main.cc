@@ -56,6 +56,235 @@ rlim_t RaiseOpenFileLimit() {
   return files.rlim_cur;
 }
 
+// "host:port" of `address` with the port a server got ("off" when it is not served).
+std::string Listening(const std::string& address, int port) {
+  if (address.empty()) return "off";
+  return absl::StrCat(address.substr(0, address.rfind(':')), ":", port);
+}
+
+LogLevel ParseLogLevel(const std::string& level) {
+  return level == "debug"   ? LogLevel::kDebug
+         : level == "warn"  ? LogLevel::kWarn
+         : level == "error" ? LogLevel::kError
+                            : LogLevel::kInfo;
+}
+
+// Warns about each bearer token whose scope or role invites a mistake.
+void WarnAboutCredentials(const std::vector<Credential>& credentials) {
+  for (size_t i = 0; i < credentials.size(); ++i) {
+    if (credentials[i].legacy) {
+      LogWarn("deprecated: an unscoped bearer token has every role in every group; "
+              "scope it as TOKEN@GROUPS:ROLE",
+              {{"variable", "MAILROOM_SUBSCRIBER_TOKENS"}, {"entry", absl::StrCat(i + 1)}});
+    }
+    if (credentials[i].subscriber_named) {
+      LogWarn("the role subscriber is a sender's: its jobs carry the signed tokens and codes "
+              "that take over accounts; name it sender if this credential sends email, "
+              "observer if it only watches",
+              {{"variable", "MAILROOM_SUBSCRIBER_TOKENS"}, {"entry", absl::StrCat(i + 1)}});
+    }
+  }
+}
+
+// The dispatcher's options, paused for the groups the reputation guard pauses when it is on.
+DispatcherOptions GuardedDispatch(DispatcherOptions options, const GuardOptions& guard_options,
+                                  ReputationGuard* guard) {
+  if (guard_options.enabled()) {
+    options.paused = [guard](const std::string& group) { return guard->Paused(group); };
+  }
+  return options;
+}
+
+// The collector's components, built from its configuration in the order they depend on each
+// other, started, and stopped in reverse.
+class Collector {
+ public:
+  // `c` and `metrics` must outlive the collector.
+  Collector(const CollectorConfig& c, Metrics* metrics)
+      : c_(c),
+        metrics_(metrics),
+        store_(NewPgStore(c.dispatch.database_url, c.db_pool_size, c.tx_timeouts)),
+        budgets_(
+            NewPgBudgetStore(c.dispatch.database_url, c.budget, BudgetIsolation{}, c.tx_timeouts)),
+        feedback_store_(NewPgFeedbackStore(c.dispatch.database_url, c.tx_timeouts)),
+        // Without bearer tokens, mutual TLS (or the development switch) grants full access.
+        auth_(c.credentials, c.insecure_no_auth || !c.tls_client_ca_file.empty()),
+        guard_(c.feedback.guard, metrics_),
+        reputation_(feedback_store_.get(), c.feedback.reputation_window,
+                    c.feedback.reputation_refresh, &guard_, metrics_),
+        https_get_(
+            [ca = c.feedback.sns.ca_file](const std::string& url) { return HttpsGet(url, ca); }),
+        sns_(c.feedback.sns, https_get_, nullptr,
+             [ca = c.feedback.sns.ca_file](const std::string& url) {
+               return HttpsGet(url, ca, /*allow_http=*/true);
+             }),
+        feedback_(&sns_, feedback_store_.get(), https_get_, c.feedback.sns.extra_hosts,
+                  c.feedback.soft_bounce_limit, metrics_),
+        dispatcher_(GuardedDispatch(c.dispatch, c.feedback.guard, &guard_), store_.get(), &hub_,
+                    c.key, metrics_, [this](bool serving) { SetDatabaseUp(serving); }),
+        service_(store_.get(), &hub_, &dispatcher_, &auth_, metrics_,
+                 ServiceLimits{c.dispatch.lease, c.max_cost_micros, c.max_in_flight_cap,
+                               c.max_streams_per_credential, c.min_price_micros}) {
+    service_.SetBudgetStore(budgets_.get());
+  }
+
+  // Starts every server; 0, or the exit code (1: cannot listen, 2: bad TLS files).
+  int Start() {
+    if (int code = StartGrpc(); code != 0) return code;
+    if (int code = StartHealth(); code != 0) return code;
+    if (c_.tls_cert_file.empty() && !IsLoopbackAddress(c_.listen_address)) {
+      LogWarn(
+          "gRPC is plaintext on a network address: signed tokens and bearer tokens cross "
+          "the network in clear",
+          {{"address", c_.listen_address}, {"variable", "MAILROOM_ALLOW_PLAINTEXT"}});
+    }
+    if (int code = StartHttp(); code != 0) return code;
+    reputation_.Start();
+    return 0;
+  }
+
+  void LogStarted(rlim_t open_files) {
+    const CollectorConfig& c = c_;
+    LogInfo(
+        "collector started",
+        {{"listen", Listening(c.listen_address, port_)},
+         {"metrics", Listening(c.metrics_address, metrics_server_.port())},
+         {"health", Listening(c.health_address, health_port_)},
+         {"tls", c.tls_cert_file.empty()        ? "off"
+                 : c.tls_client_ca_file.empty() ? "on"
+                                                : "mutual"},
+         {"auth", !c.credentials.empty()         ? "bearer"
+                  : c.tls_client_ca_file.empty() ? "none (development)"
+                                                 : "client certificate"},
+         {"batch_limit", absl::StrCat(c.dispatch.batch_limit)},
+         {"dequeue_limit", absl::StrCat(c.dispatch.dequeue_limit)},
+         {"batch_timeout_ms", absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.batch_timeout))},
+         {"healthcheck_interval_ms",
+          absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.healthcheck_interval))},
+         {"lease_ms", absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.lease))},
+         {"max_in_flight_cap", absl::StrCat(c.max_in_flight_cap)},
+         {"groups", absl::StrJoin(c.dispatch.groups, ",")},
+         {"feedback", Listening(c.feedback.address, feedback_server_.port())},
+         {"guard", c.feedback.guard.enabled() ? "on" : "off"},
+         {"open_files", absl::StrCat(open_files)}});
+  }
+
+  // Runs the dispatcher and the retention passes until SIGTERM or SIGINT, then shuts down.
+  void RunUntilSignalled(TerminationSignals& signals) {
+    Retention retention(c_.retention, metrics_, budgets_.get());
+    std::thread loop([&] { dispatcher_.Run(); });
+    std::thread pruner([&] { retention.Run(); });
+    LogInfo("shutting down", {{"signal", signals.Wait()}});
+    retention.Stop();
+    dispatcher_.Stop();
+    loop.join();
+    pruner.join();
+    // Subscribers keep their leases: they finish what they hold and acknowledge it on another
+    // collector (or on this one after a restart); unacknowledged jobs come back after the
+    // lease.
+    hub_.FinishAll(grpc::Status(grpc::StatusCode::UNAVAILABLE, "collector shutting down"));
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    if (health_ != nullptr) health_->Shutdown();
+    feedback_server_.Stop();
+    reputation_.Stop();
+    metrics_server_.Stop();
+    LogInfo("stopped");
+  }
+
+ private:
+  // The dispatcher's view of the database, on /metrics and in the health services.
+  void SetDatabaseUp(bool serving) {
+    db_up_ = serving;
+    metrics_->Set("mailroom_collector_database_up", serving ? 1 : 0);
+    // Overall ("") and per service, so probes may name either.
+    if (server_ != nullptr) SetServing(*server_, serving, {"mailroom.v1.Collector"});
+    if (health_ != nullptr) SetServing(*health_, serving, {"mailroom.v1.Collector"});
+  }
+
+  int StartGrpc() {
+    EnableHealthAndReflection();
+    auto creds = LoadServerCredentials({c_.tls_cert_file, c_.tls_key_file, c_.tls_client_ca_file});
+    if (!creds.ok()) {
+      std::fprintf(stderr, "config error: %s\n", std::string(creds.status().message()).c_str());
+      return 2;
+    }
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(c_.listen_address, *creds, &port_);
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    builder.SetMaxSendMessageSize(64 << 20);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr || port_ == 0) {
+      LogError("cannot listen", {{"address", c_.listen_address}});
+      return 1;
+    }
+    SetServing(*server_, false, {"mailroom.v1.Collector"});
+    return 0;
+  }
+
+  // MAILROOM_HEALTH_ADDRESS: health for probes that cannot do TLS.
+  int StartHealth() {
+    if (c_.health_address.empty()) return 0;
+    auto hs = StartHealthServer(c_.health_address);
+    if (!hs.ok()) {
+      LogError("cannot listen", {{"address", c_.health_address}});
+      return 1;
+    }
+    health_port_ = hs->port;
+    SetServing(*hs->server, db_up_, {"mailroom.v1.Collector"});
+    health_ = std::move(hs->server);
+    return 0;
+  }
+
+  // /metrics and the feedback endpoint, each when configured.
+  int StartHttp() {
+    if (!c_.metrics_address.empty()) {
+      ExportQueueStatsOnScrape(store_.get(), *metrics_);
+      absl::Status st = metrics_server_.Start(c_.metrics_address, metrics_);
+      if (!st.ok()) {
+        LogError("cannot serve metrics",
+                 {{"address", c_.metrics_address}, {"error", std::string(st.message())}});
+        return 1;
+      }
+    }
+    if (!c_.feedback.address.empty()) {
+      absl::Status st = feedback_server_.Start(c_.feedback.address, &feedback_, c_.feedback.server);
+      if (!st.ok()) {
+        LogError("cannot serve the feedback endpoint",
+                 {{"address", c_.feedback.address}, {"error", std::string(st.message())}});
+        return 1;
+      }
+    }
+    return 0;
+  }
+
+  const CollectorConfig& c_;
+  Metrics* const metrics_;
+  Hub hub_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<BudgetStore> budgets_;
+  // Reputation (gauges, and the guard that pauses a group's dispatch) and SES feedback.
+  std::unique_ptr<FeedbackStore> feedback_store_;
+  Authenticator auth_;
+  ReputationGuard guard_;
+  ReputationMonitor reputation_;
+  const UrlFetcher https_get_;
+  SnsVerifier sns_;
+  FeedbackHandler feedback_;
+  FeedbackServer feedback_server_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> health_;  // MAILROOM_HEALTH_ADDRESS
+  std::atomic<bool> db_up_{false};
+  Dispatcher dispatcher_;
+  CollectorService service_;
+  MetricsServer metrics_server_;
+  int port_ = 0;
+  int health_port_ = 0;
+};
+
 int Serve() {
   const rlim_t open_files = RaiseOpenFileLimit();
   auto config = LoadCollectorConfig(Env());
@@ -63,13 +292,10 @@ int Serve() {
     std::fprintf(stderr, "config error: %s\n", std::string(config.status().message()).c_str());
     return 2;
   }
-  CollectorConfig& c = *config;
-  SetLogLevel(c.log_level == "debug" ? LogLevel::kDebug
-              : c.log_level == "warn" ? LogLevel::kWarn
-              : c.log_level == "error" ? LogLevel::kError
-                                       : LogLevel::kInfo);
+  const CollectorConfig& c = *config;
+  SetLogLevel(ParseLogLevel(c.log_level));
 
-  TerminationSignals signals;  // taken by signals.Wait() below, before any thread starts
+  TerminationSignals signals;  // taken by signals.Wait(), before any thread starts
 
   if (c.auto_migrate) {
     auto done = MigrateUp(c.direct_database_url, EmbeddedMigrations());
@@ -79,166 +305,14 @@ int Serve() {
     }
     if (!c.channel.empty()) (void)SetChannel(c.direct_database_url, c.channel);
   }
+  WarnAboutCredentials(c.credentials);
 
   Metrics metrics;
   DescribeCollectorMetrics(metrics);
-  auto store = NewPgStore(c.dispatch.database_url, c.db_pool_size, c.tx_timeouts);
-  Hub hub;
-  // Without bearer tokens, mutual TLS (or the development switch) grants full access.
-  Authenticator auth(c.credentials, c.insecure_no_auth || !c.tls_client_ca_file.empty());
-  for (size_t i = 0; i < c.credentials.size(); ++i) {
-    if (c.credentials[i].legacy) {
-      LogWarn("deprecated: an unscoped bearer token has every role in every group; "
-              "scope it as TOKEN@GROUPS:ROLE",
-              {{"variable", "MAILROOM_SUBSCRIBER_TOKENS"}, {"entry", absl::StrCat(i + 1)}});
-    }
-    if (c.credentials[i].subscriber_named) {
-      LogWarn("the role subscriber is a sender's: its jobs carry the signed tokens and codes "
-              "that take over accounts; name it sender if this credential sends email, "
-              "observer if it only watches",
-              {{"variable", "MAILROOM_SUBSCRIBER_TOKENS"}, {"entry", absl::StrCat(i + 1)}});
-    }
-  }
-  // Reputation (gauges, and the guard that pauses a group's dispatch) and SES feedback.
-  auto feedback_store = NewPgFeedbackStore(c.dispatch.database_url, c.tx_timeouts);
-  ReputationGuard guard(c.feedback.guard, &metrics);
-  if (c.feedback.guard.enabled()) {
-    c.dispatch.paused = [&guard](const std::string& group) { return guard.Paused(group); };
-  }
-  ReputationMonitor reputation(feedback_store.get(), c.feedback.reputation_window,
-                               c.feedback.reputation_refresh, &guard, &metrics);
-  const std::string sns_ca = c.feedback.sns.ca_file;
-  const UrlFetcher https_get = [sns_ca](const std::string& url) { return HttpsGet(url, sns_ca); };
-  SnsVerifier sns(c.feedback.sns, https_get, nullptr, [sns_ca](const std::string& url) {
-    return HttpsGet(url, sns_ca, /*allow_http=*/true);
-  });
-  FeedbackHandler feedback(&sns, feedback_store.get(), https_get, c.feedback.sns.extra_hosts,
-                           c.feedback.soft_bounce_limit, &metrics);
-  FeedbackServer feedback_server;
-
-  std::unique_ptr<grpc::Server> server;
-  std::unique_ptr<grpc::Server> health;  // MAILROOM_HEALTH_ADDRESS: probes that cannot do TLS
-  std::atomic<bool> db_up{false};
-  Dispatcher dispatcher(c.dispatch, store.get(), &hub, c.key, &metrics, [&](bool serving) {
-    db_up = serving;
-    metrics.Set("mailroom_collector_database_up", serving ? 1 : 0);
-    if (server != nullptr) {
-      // Overall ("") and per service, so probes may name either.
-      SetServing(*server, serving, {"mailroom.v1.Collector"});
-    }
-    if (health != nullptr) SetServing(*health, serving, {"mailroom.v1.Collector"});
-  });
-  CollectorService service(store.get(), &hub, &dispatcher, &auth, &metrics,
-                           ServiceLimits{c.dispatch.lease, c.max_cost_micros, c.max_in_flight_cap,
-                                         c.max_streams_per_credential, c.min_price_micros});
-  auto budgets = NewPgBudgetStore(c.dispatch.database_url, c.budget, BudgetIsolation{}, c.tx_timeouts);
-  service.SetBudgetStore(budgets.get());
-
-  EnableHealthAndReflection();
-  grpc::ServerBuilder builder;
-  auto creds = LoadServerCredentials({c.tls_cert_file, c.tls_key_file, c.tls_client_ca_file});
-  if (!creds.ok()) {
-    std::fprintf(stderr, "config error: %s\n", std::string(creds.status().message()).c_str());
-    return 2;
-  }
-  int port = 0;
-  builder.AddListeningPort(c.listen_address, *creds, &port);
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.SetMaxSendMessageSize(64 << 20);
-  builder.RegisterService(&service);
-  server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    LogError("cannot listen", {{"address", c.listen_address}});
-    return 1;
-  }
-  SetServing(*server, false, {"mailroom.v1.Collector"});
-  int health_port = 0;
-  if (!c.health_address.empty()) {
-    auto hs = StartHealthServer(c.health_address);
-    if (!hs.ok()) {
-      LogError("cannot listen", {{"address", c.health_address}});
-      return 1;
-    }
-    health_port = hs->port;
-    SetServing(*hs->server, db_up, {"mailroom.v1.Collector"});
-    health = std::move(hs->server);
-  }
-  if (c.tls_cert_file.empty() && !IsLoopbackAddress(c.listen_address)) {
-    LogWarn("gRPC is plaintext on a network address: signed tokens and bearer tokens cross the "
-            "network in clear",
-            {{"address", c.listen_address}, {"variable", "MAILROOM_ALLOW_PLAINTEXT"}});
-  }
-
-  MetricsServer metrics_server;
-  if (!c.metrics_address.empty()) {
-    ExportQueueStatsOnScrape(store.get(), metrics);
-    absl::Status st = metrics_server.Start(c.metrics_address, &metrics);
-    if (!st.ok()) {
-      LogError("cannot serve metrics", {{"address", c.metrics_address},
-                                        {"error", std::string(st.message())}});
-      return 1;
-    }
-  }
-  if (!c.feedback.address.empty()) {
-    absl::Status st = feedback_server.Start(c.feedback.address, &feedback, c.feedback.server);
-    if (!st.ok()) {
-      LogError("cannot serve the feedback endpoint", {{"address", c.feedback.address},
-                                                     {"error", std::string(st.message())}});
-      return 1;
-    }
-  }
-  reputation.Start();
-  LogInfo("collector started",
-          {{"listen", absl::StrCat(c.listen_address.substr(0, c.listen_address.rfind(':')), ":",
-                                   port)},
-           {"metrics", c.metrics_address.empty()
-                           ? std::string("off")
-                           : absl::StrCat(c.metrics_address.substr(
-                                              0, c.metrics_address.rfind(':')),
-                                          ":", metrics_server.port())},
-           {"health", c.health_address.empty()
-                          ? std::string("off")
-                          : absl::StrCat(c.health_address.substr(0, c.health_address.rfind(':')),
-                                         ":", health_port)},
-           {"tls", c.tls_cert_file.empty() ? "off" : (c.tls_client_ca_file.empty() ? "on" : "mutual")},
-           {"auth", c.credentials.empty() ? (c.tls_client_ca_file.empty() ? "none (development)" : "client certificate")
-                                                : "bearer"},
-           {"batch_limit", absl::StrCat(c.dispatch.batch_limit)},
-           {"dequeue_limit", absl::StrCat(c.dispatch.dequeue_limit)},
-           {"batch_timeout_ms", absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.batch_timeout))},
-           {"healthcheck_interval_ms",
-            absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.healthcheck_interval))},
-           {"lease_ms", absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.lease))},
-           {"max_in_flight_cap", absl::StrCat(c.max_in_flight_cap)},
-           {"groups", absl::StrJoin(c.dispatch.groups, ",")},
-           {"feedback", c.feedback.address.empty()
-                            ? std::string("off")
-                            : absl::StrCat(c.feedback.address.substr(
-                                               0, c.feedback.address.rfind(':')),
-                                           ":", feedback_server.port())},
-           {"guard", c.feedback.guard.enabled() ? "on" : "off"},
-           {"open_files", absl::StrCat(open_files)}});
-
-  Retention retention(c.retention, &metrics, budgets.get());
-  std::thread loop([&] { dispatcher.Run(); });
-  std::thread pruner([&] { retention.Run(); });
-  LogInfo("shutting down", {{"signal", signals.Wait()}});
-  retention.Stop();
-  dispatcher.Stop();
-  loop.join();
-  pruner.join();
-  // Subscribers keep their leases: they finish what they hold and acknowledge it on another
-  // collector (or on this one after a restart); unacknowledged jobs come back after the lease.
-  hub.FinishAll(grpc::Status(grpc::StatusCode::UNAVAILABLE, "collector shutting down"));
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  if (health != nullptr) health->Shutdown();
-  feedback_server.Stop();
-  reputation.Stop();
-  metrics_server.Stop();
-  LogInfo("stopped");
+  Collector collector(c, &metrics);
+  if (int code = collector.Start(); code != 0) return code;
+  collector.LogStarted(open_files);
+  collector.RunUntilSignalled(signals);
   return 0;
 }
 

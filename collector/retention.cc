@@ -2,6 +2,7 @@
 
 #include <pqxx/pqxx>
 
+#include <functional>
 #include <map>
 #include <utility>
 #include <vector>
@@ -24,28 +25,157 @@ constexpr char kTakeTurn[] =
     "SET idle_in_transaction_session_timeout = 0; BEGIN;"
     " LOCK TABLE mailroom.mailroom_retention_turn IN SHARE UPDATE EXCLUSIVE MODE NOWAIT";
 
-// Calls a prune function of migration 0013 or 0019 batch by batch (autocommit: one transaction per
-// call) from `*cursor` until it says there is nothing more; returns the rows deleted. `*cursor`
-// follows each call (the next call's `after`) and goes back to 0 once the function says it is
-// done, so a pass stopped early (Stop, an error) goes on from there the next time.
-// Stops early (between transactions) once `stopping` returns true.
-template <typename Call, typename Stopping>
-int64_t PruneAll(pqxx::connection& conn, int* transactions, int64_t* cursor, Stopping stopping,
-                 Call call) {
-  int64_t total = 0;
-  while (!stopping()) {
-    pqxx::nontransaction tx(conn);
-    pqxx::row r = tx.exec1(call(*cursor));
-    ++*transactions;
-    total += r[0].as<int64_t>();
-    *cursor = r[1].as<int64_t>();
-    if (!r[2].as<bool>()) {
-      *cursor = 0;
-      break;
+// Takes the retention turn on `turn` (its own connection, held for the pass); false when
+// another collector's pass has it.
+bool TakeTurn(pqxx::connection& turn) {
+  try {
+    pqxx::nontransaction(turn).exec(kTakeTurn);
+    return true;
+  } catch (const pqxx::sql_error& e) {
+    if (e.sqlstate() != "55P03") throw;
+    return false;
+  }
+}
+
+// The statements of one retention pass, on its connection (autocommit: one short transaction
+// per call). Each step adds what it did to the report and moves the walks' cursors. Throws
+// libpqxx's exceptions.
+class Pass {
+ public:
+  Pass(pqxx::connection& conn, const RetentionOptions& options, PruneReport& report,
+       std::map<std::string, int64_t>& cursors, std::function<bool()> stopping)
+      : conn_(conn),
+        options_(options),
+        report_(report),
+        cursors_(cursors),
+        stopping_(std::move(stopping)),
+        before_(absl::StrCat("now() - make_interval(secs => ",
+                             absl::ToInt64Milliseconds(options.retention), " / 1000.0)")) {}
+
+  std::vector<int> Groups() {
+    std::vector<int> groups;
+    pqxx::nontransaction tx(conn_);
+    for (const auto& row : tx.exec("SELECT id FROM mailroom.consumer_groups ORDER BY id")) {
+      groups.push_back(row[0].as<int>());
+    }
+    return groups;
+  }
+
+  // Leases that ran out, in every group: a group nobody dequeues for (no subscriber, or
+  // paused) would otherwise keep its lease batches, and their tokens, for ever.
+  void ExpireLeases(const std::vector<int>& groups) {
+    for (int group : groups) {
+      while (!stopping_()) {
+        pqxx::nontransaction tx(conn_);
+        pqxx::row r = tx.exec1(absl::StrCat("SELECT * FROM mailroom.mailroom_expire_leases(", group,
+                                            ", ", BeforeEpoch(), ", ", options_.batch, ")"));
+        ++report_.transactions;
+        report_.lease_batches_expired += r[0].as<int64_t>();
+        report_.jobs_expired += r[1].as<int64_t>();
+        if (!r[2].as<bool>()) break;
+      }
     }
   }
-  return total;
-}
+
+  // Finished deliveries of every group, finished lease batches (0021) and tokens no group
+  // needs, in that order: a batch's tokens are kept while it is leased.
+  void PruneFinished(const std::vector<int>& groups) {
+    for (int group : groups) {
+      report_.deliveries += PruneAll(absl::StrCat("deliveries/", group), [&](int64_t after) {
+        return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_deliveries(", group, ", ", after,
+                            ", ", before_, ", ", options_.batch, ")");
+      });
+    }
+    report_.lease_batches += PruneAll("lease_batches", [&](int64_t after) {
+      return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_lease_batches(", after, ", ",
+                          before_, ", ", options_.batch, ")");
+    });
+    report_.tokens += PruneAll("tokens", [&](int64_t after) {
+      return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_tokens(", after, ", ",
+                          BeforeEpoch(), ", ", options_.batch, ")");
+    });
+  }
+
+  // Folds the outcome and reputation counters.
+  void CompactCounters() {
+    pqxx::nontransaction tx(conn_);
+    report_.counter_rows =
+        tx.exec1("SELECT mailroom.mailroom_compact_delivery_counts()")[0].as<int64_t>();
+    ++report_.transactions;
+    report_.reputation_rows =
+        tx.exec1("SELECT mailroom.mailroom_compact_reputation()")[0].as<int64_t>();
+    ++report_.transactions;
+  }
+
+  // The abuse limits' per-address counters whose newest request left the window (0026);
+  // whatever the retention: they are the limits' state, not history.
+  void PruneAddressRequests() {
+    report_.address_requests += PruneAll("address_requests", [&](int64_t after) {
+      return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_address_requests(", after, ", ",
+                          options_.batch, ")");
+    });
+  }
+
+  // Migration 0019's tables, after the refund, so that grants it has just refunded are not
+  // kept for another pass.
+  void PruneBudgetTables() {
+    report_.budget_grants += PruneAll("budget_grants", [&](int64_t after) {
+      return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_budget_grants(", after, ", ",
+                          before_, ", ", options_.batch, ")");
+    });
+    // Grants of live senders, which are not pruned, folded an hour after they expired (a
+    // live sender returns a grant before it expires); after the prune, which keeps fewer.
+    report_.budget_grants_folded += PruneAll("budget_grants_folded", [&](int64_t after) {
+      return absl::StrCat("SELECT * FROM mailroom.mailroom_compact_budget_grants(", after,
+                          ", now() - INTERVAL '1 hour', ", options_.batch, ")");
+    });
+    // After the grants: a holder whose last grants went in this pass is done with.
+    report_.budget_subscriptions += PruneAll("budget_subscriptions", [&](int64_t) {
+      return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_budget_subscriptions(", before_,
+                          ", ", options_.batch, ")");
+    });
+    report_.soft_bounces += PruneAll("soft_bounces", [&](int64_t) {
+      return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_soft_bounces(", options_.batch,
+                          ")");
+    });
+  }
+
+ private:
+  // The retention's start as Unix seconds, in SQL.
+  std::string BeforeEpoch() const {
+    return absl::StrCat("EXTRACT(EPOCH FROM ", before_, ")::BIGINT");
+  }
+
+  // Calls a prune function of migration 0013 or 0019 batch by batch (autocommit: one
+  // transaction per call) from the walk's cursor `walk` until it says there is nothing more;
+  // returns the rows deleted. The cursor follows each call (the next call's `after`) and goes
+  // back to 0 once the function says it is done, so a pass stopped early (Stop, an error) goes
+  // on from there the next time. Stops early (between transactions) once stopping.
+  template <typename Call>
+  int64_t PruneAll(const std::string& walk, Call call) {
+    int64_t& cursor = cursors_[walk];
+    int64_t total = 0;
+    while (!stopping_()) {
+      pqxx::nontransaction tx(conn_);
+      pqxx::row r = tx.exec1(call(cursor));
+      ++report_.transactions;
+      total += r[0].as<int64_t>();
+      cursor = r[1].as<int64_t>();
+      if (!r[2].as<bool>()) {
+        cursor = 0;
+        break;
+      }
+    }
+    return total;
+  }
+
+  pqxx::connection& conn_;
+  const RetentionOptions& options_;
+  PruneReport& report_;
+  std::map<std::string, int64_t>& cursors_;
+  const std::function<bool()> stopping_;
+  const std::string before_;  // the retention's start: now() - retention, in SQL
+};
 
 }  // namespace
 
@@ -60,165 +190,87 @@ Retention::Retention(RetentionOptions options, Metrics* metrics, BudgetStore* bu
 
 absl::StatusOr<PruneReport> Retention::RunOnce() {
   PruneReport report;
-  // Where each prune function's walk stands; written back whatever happens below (the turn
-  // lets one pass at a time get this far).
+  // Where each prune function's walk stands; written back whatever happens (the turn lets one
+  // pass at a time get that far).
   std::map<std::string, int64_t> cursors;
   {
     absl::MutexLock lock(&mu_);
     cursors = cursors_;
   }
-  auto keep_cursors = [&] {
+  const absl::Status status = RunPass(report, cursors);
+  {
     absl::MutexLock lock(&mu_);
     cursors_ = cursors;
-  };
+  }
+  if (!status.ok()) return status;
+  if (report.ran) CountPruned(report);
+  return report;
+}
+
+absl::Status Retention::RunPass(PruneReport& report, std::map<std::string, int64_t>& cursors) {
   try {
     pqxx::connection turn(options_.database_url);
-    try {
-      pqxx::nontransaction(turn).exec(kTakeTurn);
-    } catch (const pqxx::sql_error& e) {
-      if (e.sqlstate() != "55P03") throw;
+    if (!TakeTurn(turn)) {
       LogInfo("retention pass skipped: another collector's pass has the turn", {});
-      return report;
+      return absl::OkStatus();
     }
     pqxx::connection conn(options_.database_url);
     report.ran = true;
-    auto stopping = [this] {
+    Pass pass(conn, options_, report, cursors, [this] {
       absl::MutexLock lock(&mu_);
       return stopped_;
-    };
-    if (options_.retention > absl::ZeroDuration()) {
-      const std::string retention_ms = absl::StrCat(absl::ToInt64Milliseconds(options_.retention));
-      std::vector<int> groups;
-      {
-        pqxx::nontransaction tx(conn);
-        for (const auto& row : tx.exec("SELECT id FROM mailroom.consumer_groups ORDER BY id")) {
-          groups.push_back(row[0].as<int>());
-        }
-      }
-      const std::string before_epoch =
-          absl::StrCat("EXTRACT(EPOCH FROM now() - make_interval(secs => ", retention_ms,
-                       " / 1000.0))::BIGINT");
-      // Leases that ran out, in every group: a group nobody dequeues for (no subscriber, or
-      // paused) would otherwise keep its lease batches, and their tokens, for ever.
-      for (int group : groups) {
-        while (!stopping()) {
-          pqxx::nontransaction tx(conn);
-          pqxx::row r = tx.exec1(absl::StrCat("SELECT * FROM mailroom.mailroom_expire_leases(", group, ", ",
-                                              before_epoch, ", ", options_.batch, ")"));
-          ++report.transactions;
-          report.lease_batches_expired += r[0].as<int64_t>();
-          report.jobs_expired += r[1].as<int64_t>();
-          if (!r[2].as<bool>()) break;
-        }
-      }
-      for (int group : groups) {
-        report.deliveries += PruneAll(conn, &report.transactions,
-                                      &cursors[absl::StrCat("deliveries/", group)], stopping,
-                                      [&](int64_t after) {
-          return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_deliveries(", group, ", ", after,
-                              ", now() - make_interval(secs => ", retention_ms, " / 1000.0), ",
-                              options_.batch, ")");
-        });
-      }
-      // Finished lease batches (0021), before the tokens: a batch's tokens are kept while it
-      // is leased.
-      report.lease_batches += PruneAll(conn, &report.transactions, &cursors["lease_batches"],
-                                       stopping, [&](int64_t after) {
-        return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_lease_batches(", after,
-                            ", now() - make_interval(secs => ", retention_ms, " / 1000.0), ",
-                            options_.batch, ")");
-      });
-      report.tokens += PruneAll(conn, &report.transactions, &cursors["tokens"], stopping,
-                                [&](int64_t after) {
-        return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_tokens(", after, ", ", before_epoch,
-                            ", ", options_.batch, ")");
-      });
-    }
-    {
-      pqxx::nontransaction tx(conn);
-      report.counter_rows =
-          tx.exec1("SELECT mailroom.mailroom_compact_delivery_counts()")[0].as<int64_t>();
-      ++report.transactions;
-      report.reputation_rows = tx.exec1("SELECT mailroom.mailroom_compact_reputation()")[0].as<int64_t>();
-      ++report.transactions;
-    }
-    // The abuse limits' per-address counters whose newest request left the window (0026);
-    // whatever the retention: they are the limits' state, not history.
-    report.address_requests += PruneAll(conn, &report.transactions, &cursors["address_requests"], stopping,
-                                          [&](int64_t after) {
-      return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_address_requests(", after, ", ",
-                          options_.batch, ")");
     });
-    // In the turn too, so one collector refunds at a time (the SQL would be safe
-    // without it: it locks the grants it credits).
-    if (budgets_ != nullptr) {
-      auto refunds = budgets_->Refund();
-      if (!refunds.ok()) return refunds.status();
-      for (const BudgetRefund& r : *refunds) {
-        report.refunded_emails += r.emails;
-        LogInfo("unused budget of a departed sender refunded",
-                {{"group", r.group}, {"holder", ShortId(r.holder)}, {"emails", absl::StrCat(r.emails)}});
-        if (metrics_ != nullptr) {
-          metrics_->Add("mailroom_budget_refunded_emails_total", static_cast<double>(r.emails),
-                        {{"group", r.group}});
-        }
-      }
+    const bool retain = options_.retention > absl::ZeroDuration();
+    if (retain) {
+      const std::vector<int> groups = pass.Groups();
+      pass.ExpireLeases(groups);
+      pass.PruneFinished(groups);
     }
-    // After the refund, so that grants it has just refunded are not kept for another pass.
-    if (options_.retention > absl::ZeroDuration()) {
-      const std::string before =
-          absl::StrCat("now() - make_interval(secs => ",
-                       absl::ToInt64Milliseconds(options_.retention), " / 1000.0)");
-      report.budget_grants += PruneAll(conn, &report.transactions, &cursors["budget_grants"],
-                                       stopping, [&](int64_t after) {
-        return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_budget_grants(", after, ", ", before,
-                            ", ", options_.batch, ")");
-      });
-      // Grants of live senders, which are not pruned, folded an hour after they expired (a
-      // live sender returns a grant before it expires); after the prune, which keeps fewer.
-      report.budget_grants_folded +=
-          PruneAll(conn, &report.transactions, &cursors["budget_grants_folded"], stopping,
-                   [&](int64_t after) {
-            return absl::StrCat("SELECT * FROM mailroom.mailroom_compact_budget_grants(", after,
-                                ", now() - INTERVAL '1 hour', ", options_.batch, ")");
-          });
-      // After the grants: a holder whose last grants went in this pass is done with.
-      report.budget_subscriptions += PruneAll(conn, &report.transactions,
-                                              &cursors["budget_subscriptions"], stopping,
-                                              [&](int64_t) {
-        return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_budget_subscriptions(", before, ", ",
-                            options_.batch, ")");
-      });
-      report.soft_bounces += PruneAll(conn, &report.transactions, &cursors["soft_bounces"],
-                                      stopping, [&](int64_t) {
-        return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_soft_bounces(", options_.batch, ")");
-      });
-    }
+    pass.CompactCounters();
+    pass.PruneAddressRequests();
+    // In the turn too, so one collector refunds at a time (the SQL would be safe without it:
+    // it locks the grants it credits).
+    absl::Status refunded = RefundDeadHolders(report);
+    if (!refunded.ok()) return refunded;
+    if (retain) pass.PruneBudgetTables();
+    return absl::OkStatus();
     // The turn ends with its session (the connection closes here).
   } catch (const std::exception& e) {
-    keep_cursors();
     return absl::UnavailableError(absl::StrCat("pruning: ", e.what()));
   }
-  keep_cursors();
-  if (metrics_ != nullptr) {
-    metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.deliveries),
-                  {{"table", "deliveries"}});
-    metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.tokens),
-                  {{"table", "tokens"}});
-    metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.lease_batches),
-                  {{"table", "lease_batches"}});
-    metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.budget_grants),
-                  {{"table", "budget_grants"}});
-    metrics_->Add("mailroom_collector_pruned_total",
-                  static_cast<double>(report.budget_subscriptions),
-                  {{"table", "budget_subscriptions"}});
-    metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.soft_bounces),
-                  {{"table", "soft_bounces"}});
-    metrics_->Add("mailroom_collector_pruned_total",
-                  static_cast<double>(report.address_requests),
-                  {{"table", "mailroom_address_requests"}});
+}
+
+absl::Status Retention::RefundDeadHolders(PruneReport& report) {
+  if (budgets_ == nullptr) return absl::OkStatus();
+  auto refunds = budgets_->Refund();
+  if (!refunds.ok()) return refunds.status();
+  for (const BudgetRefund& r : *refunds) {
+    report.refunded_emails += r.emails;
+    LogInfo(
+        "unused budget of a departed sender refunded",
+        {{"group", r.group}, {"holder", ShortId(r.holder)}, {"emails", absl::StrCat(r.emails)}});
+    if (metrics_ != nullptr) {
+      metrics_->Add("mailroom_budget_refunded_emails_total", static_cast<double>(r.emails),
+                    {{"group", r.group}});
+    }
   }
-  return report;
+  return absl::OkStatus();
+}
+
+void Retention::CountPruned(const PruneReport& report) {
+  if (metrics_ == nullptr) return;
+  const std::pair<const char*, int64_t> pruned[] = {
+      {"deliveries", report.deliveries},
+      {"tokens", report.tokens},
+      {"lease_batches", report.lease_batches},
+      {"budget_grants", report.budget_grants},
+      {"budget_subscriptions", report.budget_subscriptions},
+      {"soft_bounces", report.soft_bounces},
+      {"mailroom_address_requests", report.address_requests},
+  };
+  for (const auto& [table, rows] : pruned) {
+    metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(rows), {{"table", table}});
+  }
 }
 
 void Retention::Run() {

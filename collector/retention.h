@@ -95,6 +95,14 @@ class Retention {
   void Stop();
 
  private:
+  // One pass on connections of its own, if this collector gets the turn (else report.ran
+  // stays false). Each step adds to `report` and moves `cursors`; an error ends the pass.
+  absl::Status RunPass(PruneReport& report, std::map<std::string, int64_t>& cursors);
+  // Gives back the unused grants of dead senders (BudgetStore::Refund), logged and counted.
+  absl::Status RefundDeadHolders(PruneReport& report);
+  // Adds a pass's deletions to mailroom_collector_pruned_total.
+  void CountPruned(const PruneReport& report);
+
   const RetentionOptions options_;
   Metrics* const metrics_;
   BudgetStore* const budgets_;

@@ -7,10 +7,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "collector/db/pool.h"
 
 namespace mailroom {
 namespace {
@@ -62,7 +62,7 @@ SuppressionRow ToSuppression(const pqxx::row& row) {
 
 // Counts the SENT outcomes mailroom_ack recorded in the group's reputation. Their provider
 // message ids are stored by mailroom_ack itself (migration 0021), so none are passed here.
-void RecordSent(pqxx::transaction_base& tx, const std::string& group, const std::vector<JobResult>& results,
+void RecordSent(Transaction& tx, const std::string& group, const std::vector<JobResult>& results,
                 const std::vector<uint64_t>& recorded) {
   absl::flat_hash_set<uint64_t> done(recorded.begin(), recorded.end());
   int64_t sent = 0;
@@ -75,9 +75,8 @@ void RecordSent(pqxx::transaction_base& tx, const std::string& group, const std:
 
 // Counts the outcomes other than SENT that mailroom_ack recorded as settled unsent for the
 // holder `owner` is linked to (migration 0015; nothing when it is not linked).
-void SettledUnsent(pqxx::transaction_base& tx, const std::string& group, const std::string& owner,
-                   const std::vector<JobResult>& results,
-                   const std::vector<uint64_t>& recorded) {
+void SettledUnsent(Transaction& tx, const std::string& group, const std::string& owner,
+                   const std::vector<JobResult>& results, const std::vector<uint64_t>& recorded) {
   const bool any_unsent = std::any_of(results.begin(), results.end(), [](const JobResult& j) {
     return j.kind != JobResult::Kind::kSent;
   });
@@ -95,38 +94,28 @@ void SettledUnsent(pqxx::transaction_base& tx, const std::string& group, const s
 class PgStore : public Store {
  public:
   PgStore(std::string url, int pool_size, const TxTimeouts& timeouts)
-      : url_(std::move(url)),
-        begin_(BeginCommand(timeouts)),
-        statement_prefix_(StatementPrefix(timeouts)),
-        slots_(pool_size) {}
+      : pool_({std::move(url), pool_size, timeouts}) {}
 
   absl::StatusOr<std::string> Channel() override {
-    return Run<std::string>("reading the channel", [this](pqxx::connection& c) {
-      Work tx(c, begin_);
+    return pool_.Run<std::string>("reading the channel", [this](Connection& c) {
+      Transaction tx(c);
       return tx.exec1("SELECT channel FROM mailroom.mailroom_settings")[0].as<std::string>();
     });
   }
 
   absl::Status EnsureGroup(const std::string& group, bool from_earliest) override {
-    return Run<bool>("creating the group",
-                     [&](pqxx::connection& c) {
-                       Work tx(c, begin_);
-                       tx.exec_params("SELECT mailroom.mailroom_ensure_group($1::text, $2::boolean)", group,
-                                      from_earliest);
-                       tx.commit();
-                       return true;
-                     })
-        .status();
+    return RunCommitted("creating the group",
+                        "SELECT mailroom.mailroom_ensure_group($1::text, $2::boolean)", group,
+                        from_earliest);
   }
 
   absl::StatusOr<int> CollectSignups(int limit) override {
-    return Run<int>("collecting signups", [&](pqxx::connection& c) {
+    return pool_.Run<int>("collecting signups", [&](Connection& c) {
       // Alone in autocommit: the tokens are committed when the dequeue after it takes its
       // snapshot.
-      pqxx::nontransaction tx(c);
-      return tx
-          .exec1(absl::StrCat(statement_prefix_, "SELECT mailroom.mailroom_collect_signups(", limit,
-                              "::int)"))[0]
+      return c.ExecAlone(absl::StrCat("SELECT mailroom.mailroom_collect_signups(", limit, "::int)"))
+          .at(0)
+          .at(0)
           .as<int>();
     });
   }
@@ -146,14 +135,15 @@ class PgStore : public Store {
   absl::StatusOr<std::vector<StoredJob>> DequeueJobs(const std::string& group, int limit,
                                                      const std::string& owner,
                                                      absl::Duration lease, bool recoveries_only) {
-    return Run<std::vector<StoredJob>>("dequeue", [&](pqxx::connection& c) {
+    return pool_.Run<std::vector<StoredJob>>("dequeue", [&](Connection& c) {
       // One statement in autocommit: one round trip, and no transaction (nor the group's row
       // lock) left open between round trips. mailroom_dequeue commits its transaction
       // asynchronously: a lost lease commit only means the jobs are handed out again (WAL is
       // sequential: a durable acknowledgement implies the dequeue before it is durable too).
-      const std::string dequeue = absl::StrCat(
-          "mailroom.mailroom_dequeue(", c.quote(group), "::text, ", limit, "::int, ", c.quote(owner),
-          "::text, ", LeaseMs(lease), "::int, ", recoveries_only ? "true" : "false", ")");
+      const std::string dequeue =
+          absl::StrCat("mailroom.mailroom_dequeue(", c.Quote(group), "::text, ", limit, "::int, ",
+                       c.Quote(owner), "::text, ", LeaseMs(lease), "::int, ",
+                       recoveries_only ? "true" : "false", ")");
       constexpr char kColumns[] =
           "job_id, action = 'password_recovery', email, login, secret, code, expires_at,"
           " account_id, attempt, failures, created_at, locale";
@@ -167,19 +157,18 @@ class PgStore : public Store {
       const Link link = LinkOf(owner);
       std::string query;
       if (link.holder.empty()) {
-        query = absl::StrCat(statement_prefix_, "SELECT ", kColumns, " FROM ", dequeue);
+        query = absl::StrCat("SELECT ", kColumns, " FROM ", dequeue);
       } else {
         query = absl::StrCat(
-            statement_prefix_, "WITH d AS MATERIALIZED (SELECT * FROM ", dequeue, "),",
-            " h AS MATERIALIZED (SELECT mailroom.mailroom_budget_handed(", c.quote(group), "::text, ",
-            c.quote(owner), "::text, ", c.quote(link.holder), "::text, n),",
+            "WITH d AS MATERIALIZED (SELECT * FROM ", dequeue, "),",
+            " h AS MATERIALIZED (SELECT mailroom.mailroom_budget_handed(", c.Quote(group),
+            "::text, ", c.Quote(owner), "::text, ", c.Quote(link.holder), "::text, n),",
             "   set_config('synchronous_commit', CASE WHEN n > 0 THEN 'on' ELSE 'off' END, true)"
             "   FROM (SELECT count(*)::INT AS n FROM d) c WHERE n > 0 OR NOT ",
-            link.registered ? "true" : "false", ")",
-            " SELECT ", kColumns, " FROM d WHERE (SELECT count(*) FROM h) >= 0");
+            link.registered ? "true" : "false", ")", " SELECT ", kColumns,
+            " FROM d WHERE (SELECT count(*) FROM h) >= 0");
       }
-      pqxx::nontransaction tx(c);
-      pqxx::result r = tx.exec(query);
+      pqxx::result r = c.ExecAlone(query);
       if (!link.holder.empty() && !link.registered) MarkRegistered(owner);
       std::vector<StoredJob> jobs;
       jobs.reserve(r.size());
@@ -222,8 +211,8 @@ class PgStore : public Store {
       costs.push_back(r.cost_micros);
       message_ids.push_back(r.kind == JobResult::Kind::kSent ? r.provider_message_id : "");
     }
-    return Run<std::vector<uint64_t>>("acknowledge", [&](pqxx::connection& c) {
-      Work tx(c, begin_);
+    return pool_.Run<std::vector<uint64_t>>("acknowledge", [&](Connection& c) {
+      Transaction tx(c);
       pqxx::result r = tx.exec_params(
           "SELECT * FROM mailroom.mailroom_ack($1::text, $2::text, $3::bigint[], $4::int[], $5::text[], $6::text[],"
           " $7::int[], $8::bigint[], $9::text[])",
@@ -258,8 +247,8 @@ class PgStore : public Store {
                                               const std::vector<uint64_t>& ids,
                                               const std::vector<uint32_t>& attempts,
                                               absl::Duration lease) override {
-    return Run<std::vector<uint64_t>>("renewing leases", [&](pqxx::connection& c) {
-      Work tx(c, begin_);
+    return pool_.Run<std::vector<uint64_t>>("renewing leases", [&](Connection& c) {
+      Transaction tx(c);
       pqxx::result r = tx.exec_params(
           "SELECT * FROM mailroom.mailroom_renew($1::text, $2::text, $3::bigint[],"
           " NULLIF($4::int[], '{}'), $5::int)",
@@ -271,23 +260,18 @@ class PgStore : public Store {
 
   absl::Status RenewAll(const std::string& group, const std::string& owner,
                         absl::Duration lease) override {
-    return Run<bool>("renewing leases",
-                     [&](pqxx::connection& c) {
-                       Work tx(c, begin_);
-                       for (const char* table : {"deliveries", "lease_batches"}) {
-                         tx.exec_params(
-                             absl::StrCat("UPDATE ", table,
-                                          " d SET due_at = now() + make_interval(secs => $3 / "
-                                          "1000.0)"
-                                          "  FROM consumer_groups g"
-                                          " WHERE g.name = $1 AND d.group_id = g.id"
-                                          "   AND d.owner = $2 AND d.state = 'leased'"),
-                             group, owner, LeaseMs(lease));
-                       }
-                       tx.commit();
-                       return true;
-                     })
-        .status();
+    return pool_.Do("renewing leases", [&](Connection& c) {
+      Transaction tx(c);
+      for (const char* table : {"deliveries", "lease_batches"}) {
+        tx.exec_params(absl::StrCat("UPDATE ", table,
+                                    " d SET due_at = now() + make_interval(secs => $3 / 1000.0)"
+                                    "  FROM consumer_groups g"
+                                    " WHERE g.name = $1 AND d.group_id = g.id"
+                                    "   AND d.owner = $2 AND d.state = 'leased'"),
+                       group, owner, LeaseMs(lease));
+      }
+      tx.commit();
+    });
   }
 
   void LinkHolder(const std::string& group, const std::string& owner,
@@ -302,40 +286,31 @@ class PgStore : public Store {
       absl::MutexLock lock(&links_mu_);
       links_.erase(owner);
     }
-    return Run<bool>("marking a subscriber's leases",
-                     [&](pqxx::connection& c) {
-                       Work tx(c, begin_);
-                       tx.exec_params("SELECT mailroom.mailroom_holder_left($1::text, $2::text)", group, owner);
-                       tx.commit();
-                       return true;
-                     })
-        .status();
+    return RunCommitted("marking a subscriber's leases",
+                        "SELECT mailroom.mailroom_holder_left($1::text, $2::text)", group, owner);
   }
 
   absl::Status Release(const std::string& group, const std::string& owner,
                        const std::vector<uint64_t>& ids) override {
-    return Run<bool>("releasing leases",
-                     [&](pqxx::connection& c) {
-                       Work tx(c, begin_);
-                       const int released =
-                           tx.exec_params1("SELECT mailroom.mailroom_release($1::text, $2::text, $3::bigint[])", group,
-                                           owner, IntArray(ids))[0]
-                               .as<int>();
-                       if (released > 0) {
-                         tx.exec_params("SELECT mailroom.mailroom_budget_settled($1::text, $2::text, $3::int)", group,
-                                        owner, released);
-                       }
-                       tx.commit();
-                       return true;
-                     })
-        .status();
+    return pool_.Do("releasing leases", [&](Connection& c) {
+      Transaction tx(c);
+      const int released =
+          tx.exec_params1("SELECT mailroom.mailroom_release($1::text, $2::text, $3::bigint[])",
+                          group, owner, IntArray(ids))[0]
+              .as<int>();
+      if (released > 0) {
+        tx.exec_params("SELECT mailroom.mailroom_budget_settled($1::text, $2::text, $3::int)",
+                       group, owner, released);
+      }
+      tx.commit();
+    });
   }
 
   absl::StatusOr<std::vector<std::string>> GroupNames() override {
-    return Run<std::vector<std::string>>("reading the groups", [](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
+    return pool_.Run<std::vector<std::string>>("reading the groups", [](Connection& c) {
       std::vector<std::string> out;
-      for (const auto& row : tx.exec("SELECT name FROM mailroom.consumer_groups ORDER BY name")) {
+      for (const auto& row :
+           c.ExecAlone("SELECT name FROM mailroom.consumer_groups ORDER BY name")) {
         out.push_back(row[0].as<std::string>());
       }
       return out;
@@ -343,8 +318,8 @@ class PgStore : public Store {
   }
 
   absl::StatusOr<std::vector<GroupStatsRow>> Stats(const std::string& group) override {
-    return Run<std::vector<GroupStatsRow>>("reading stats", [&](pqxx::connection& c) {
-      Work tx(c, begin_);
+    return pool_.Run<std::vector<GroupStatsRow>>("reading stats", [&](Connection& c) {
+      Transaction tx(c);
       std::vector<GroupStatsRow> out;
       for (const auto& row : tx.exec_params("SELECT * FROM mailroom.mailroom_stats($1::text)", group)) {
         GroupStatsRow s;
@@ -367,8 +342,8 @@ class PgStore : public Store {
   }
 
   absl::StatusOr<std::vector<FailureRow>> Failures(const std::string& group, int limit) override {
-    return Run<std::vector<FailureRow>>("listing failures", [&](pqxx::connection& c) {
-      Work tx(c, begin_);
+    return pool_.Run<std::vector<FailureRow>>("listing failures", [&](Connection& c) {
+      Transaction tx(c);
       std::vector<FailureRow> out;
       for (const auto& row : tx.exec_params(
                "SELECT d.token_id, t.action = 'password_recovery', coalesce(a.email, ''),"
@@ -394,8 +369,8 @@ class PgStore : public Store {
   }
 
   absl::StatusOr<int> Requeue(const std::string& group, const std::vector<uint64_t>& ids) override {
-    return Run<int>("requeueing", [&](pqxx::connection& c) {
-      Work tx(c, begin_);
+    return pool_.Run<int>("requeueing", [&](Connection& c) {
+      Transaction tx(c);
       pqxx::result r = tx.exec_params(
           "UPDATE deliveries d SET state = 'retry', due_at = now(), failures = 0,"
           "       lost_leases = 0, reason = NULL, updated_at = now()"
@@ -409,8 +384,8 @@ class PgStore : public Store {
   }
 
   absl::StatusOr<UsageRow> Usage(const std::string& group) override {
-    return Run<UsageRow>("reading usage", [&](pqxx::connection& c) {
-      Work tx(c, begin_);
+    return pool_.Run<UsageRow>("reading usage", [&](Connection& c) {
+      Transaction tx(c);
       pqxx::row row = tx.exec_params1(
           "SELECT to_char(date_trunc('month', now() AT TIME ZONE 'UTC'), 'YYYY-MM'),"
           "       coalesce(u.sent, 0), coalesce(u.cost_micros, 0)"
@@ -429,8 +404,8 @@ class PgStore : public Store {
 
   absl::StatusOr<std::vector<SuppressionRow>> ListSuppressions(
       const SuppressionQuery& q) override {
-    return Run<std::vector<SuppressionRow>>("listing suppressions", [&](pqxx::connection& c) {
-      Work tx(c, begin_);
+    return pool_.Run<std::vector<SuppressionRow>>("listing suppressions", [&](Connection& c) {
+      Transaction tx(c);
       // A range scan of the primary key from the page token; the prefix is a range too
       // (address >= prefix), checked with starts_with (no LIKE escaping of the prefix).
       pqxx::result r = tx.exec_params(
@@ -448,8 +423,8 @@ class PgStore : public Store {
   }
 
   absl::StatusOr<SuppressionRow> AddSuppression(const SuppressionRow& in) override {
-    return Run<SuppressionRow>("adding a suppression", [&](pqxx::connection& c) {
-      Work tx(c, begin_);
+    return pool_.Run<SuppressionRow>("adding a suppression", [&](Connection& c) {
+      Transaction tx(c);
       pqxx::row row = tx.exec_params1(
           "INSERT INTO suppressions AS s (address, reason, source, expires_at)"
           " VALUES (lower(trim($1)), $2, $3, CASE WHEN $4::bigint = 0 THEN NULL ELSE to_timestamp($4::bigint) END)"
@@ -464,9 +439,9 @@ class PgStore : public Store {
   }
 
   absl::StatusOr<SuppressionRow> RemoveSuppression(const std::string& address) override {
-    auto removed = Run<std::optional<SuppressionRow>>(
-        "removing a suppression", [&](pqxx::connection& c) -> std::optional<SuppressionRow> {
-          Work tx(c, begin_);
+    auto removed = pool_.Run<std::optional<SuppressionRow>>(
+        "removing a suppression", [&](Connection& c) -> std::optional<SuppressionRow> {
+          Transaction tx(c);
           pqxx::result r = tx.exec_params(
               "DELETE FROM suppressions s WHERE s.address = lower(trim($1))"
               " RETURNING " + std::string(kSuppressionColumns),
@@ -483,64 +458,18 @@ class PgStore : public Store {
   }
 
   absl::Status Ping() override {
-    return Run<bool>("health check",
-                     [](pqxx::connection& c) {
-                       pqxx::nontransaction tx(c);
-                       tx.exec("SELECT 1");
-                       return true;
-                     })
-        .status();
+    return pool_.Do("health check", [](Connection& c) { c.ExecAlone("SELECT 1"); });
   }
 
  private:
-  struct Slot {
-    absl::Mutex mu;
-    std::unique_ptr<pqxx::connection> conn;
-  };
-
-  // Runs `fn` on a pooled connection, translating libpqxx's exceptions into a Status.
-  template <typename T, typename Fn>
-  absl::StatusOr<T> Run(const char* what, Fn fn) {
-    Slot* slot = Acquire();
-    absl::StatusOr<T> result = absl::UnknownError("not run");
-    try {
-      if (slot->conn == nullptr || !slot->conn->is_open()) {
-        slot->conn = std::make_unique<pqxx::connection>(url_);
-      }
-      result = fn(*slot->conn);
-    } catch (const pqxx::broken_connection& e) {
-      slot->conn.reset();
-      result = absl::UnavailableError(absl::StrCat(what, ": database connection lost: ", e.what()));
-    } catch (const pqxx::sql_error& e) {
-      const std::string& state = e.sqlstate();
-      // Class 08 (connection), 57 (operator intervention: shutdown, terminated backend),
-      // 40 (serialization/deadlock) and 53 (resources) are worth retrying.
-      bool transient = state.rfind("08", 0) == 0 || state.rfind("57", 0) == 0 ||
-                       state.rfind("40", 0) == 0 || state.rfind("53", 0) == 0;
-      if (transient || slot->conn == nullptr || !slot->conn->is_open()) {
-        slot->conn.reset();
-        result = absl::UnavailableError(absl::StrCat(what, ": ", e.what()));
-      } else if (state == "P0002") {
-        result = absl::NotFoundError(absl::StrCat(what, ": ", e.what()));
-      } else {
-        result = absl::FailedPreconditionError(absl::StrCat(what, ": ", e.what()));
-      }
-    } catch (const std::exception& e) {
-      slot->conn.reset();
-      result = absl::UnavailableError(absl::StrCat(what, ": ", e.what()));
-    }
-    slot->mu.Unlock();
-    return result;
-  }
-
-  // A free slot if there is one, else waits for the next one in turn. Returned locked.
-  Slot* Acquire() {
-    for (Slot& s : slots_) {
-      if (s.mu.TryLock()) return &s;
-    }
-    Slot* s = &slots_[next_.fetch_add(1) % slots_.size()];
-    s->mu.Lock();
-    return s;
+  // Runs `sql` with `args` in a transaction of its own and commits it.
+  template <typename... Args>
+  absl::Status RunCommitted(const char* what, const std::string& sql, const Args&... args) {
+    return pool_.Do(what, [&](Connection& c) {
+      Transaction tx(c);
+      tx.exec_params(sql, args...);
+      tx.commit();
+    });
   }
 
   // A subscription's link to a grant holder (LinkHolder); `registered`: its counter row
@@ -562,11 +491,7 @@ class PgStore : public Store {
     if (it != links_.end()) it->second.registered = true;
   }
 
-  const std::string url_;
-  const std::string begin_;  // BeginCommand: every transaction's timeouts
-  const std::string statement_prefix_;  // StatementPrefix: a lone statement's timeouts
-  std::vector<Slot> slots_;
-  std::atomic<size_t> next_{0};
+  Pool pool_;
   absl::Mutex links_mu_;
   absl::flat_hash_map<std::string, Link> links_ ABSL_GUARDED_BY(links_mu_);
 };

@@ -94,8 +94,9 @@ struct UsageRow {
 };
 
 // The collector's view of PostgreSQL. Implementations are thread-safe. No exception leaves a
-// Store: database errors come back as kUnavailable (connection problems; retry) or
-// kFailedPrecondition/kNotFound/kInvalidArgument (what a retry does not fix).
+// Store: database errors come back as kUnavailable (connection problems, timeouts; retry) or
+// kFailedPrecondition/kNotFound/kInvalidArgument (what a retry does not fix), as
+// collector/db/pg_status.h maps them.
 class Store {
  public:
   virtual ~Store() = default;
@@ -180,10 +181,10 @@ class Store {
                           const std::string& holder) {}
 };
 
-// A Store over a small pool of libpqxx connections to `url`, opened lazily and reopened after
-// a failure. Each call uses one connection; calls run concurrently up to `pool_size`. Every
-// transaction runs under `timeouts` (collector/db/pg_tx.h: set per transaction, so `url` may be a
-// transaction-pooling pgbouncer).
+// A Store over a pool of `pool_size` connections to `url` (collector/db/pool.h: opened lazily
+// and reopened after a failure). Each call uses one connection; calls run concurrently up to
+// `pool_size`. Every transaction runs under `timeouts` (collector/db/pg_tx.h: set per
+// transaction, so `url` may be a transaction-pooling pgbouncer).
 std::unique_ptr<Store> NewPgStore(const std::string& url, int pool_size,
                                   const TxTimeouts& timeouts = {});
 

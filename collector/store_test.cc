@@ -448,7 +448,7 @@ TEST_F(StoreTest, ListSuppressionsPagesByAddressWithFilters) {
   SuppressionRow bad;
   bad.address = "e@x.test";
   bad.reason = "whatever";
-  EXPECT_EQ(store_->AddSuppression(bad).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->AddSuppression(bad).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(StoreTest, StatsFailuresRequeueAndUsage) {
@@ -746,7 +746,8 @@ TEST_F(StoreTest, ACollectorFrozenInsideADequeueDoesNotHoldItsGroup) {
   ASSERT_EQ(Dequeue("a", 1).size(), 1u);  // creates the group
   const TxTimeouts timeouts{absl::Seconds(20), absl::Milliseconds(300)};
   pqxx::connection frozen(url_);
-  Work tx(frozen, BeginCommand(timeouts));
+  pqxx::nontransaction tx(frozen);
+  tx.exec(BeginCommand(timeouts));  // as a transaction of the store's (collector/db/pool.h)
   tx.exec("SELECT 1 FROM consumer_groups WHERE name = 'mailroom' FOR NO KEY UPDATE");
   // ... and it stops here. Another collector dequeues: it gets the lock once PostgreSQL has
   // ended the idle transaction (a statement timeout of 20 s would fail the call instead).
@@ -755,30 +756,16 @@ TEST_F(StoreTest, ACollectorFrozenInsideADequeueDoesNotHoldItsGroup) {
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   EXPECT_EQ(jobs->size(), 2u);
   // The frozen collector finds its session gone when it resumes: nothing it did counts.
-  EXPECT_ANY_THROW(tx.commit());
+  EXPECT_ANY_THROW(tx.exec("COMMIT"));
 }
 
-// Through pgbouncer in transaction pooling, a session setting would stay on the server
-// connection for the next client, and libpq's `options` (session settings at connect) is
-// refused. Each transaction sets its timeouts itself (SET LOCAL, in its BEGIN's round trip):
-// they hold inside it and are gone after it, on the one server connection two clients share.
-TEST_F(StoreTest, TransactionTimeoutsHoldThroughPgbouncerAndDoNotLeak) {
+// Through pgbouncer in transaction pooling libpq's `options` (session settings at connect) is
+// refused; the store, whose transactions set their timeouts themselves (collector/db/pool.h),
+// works through it.
+TEST_F(StoreTest, TheStoreWorksThroughPgbouncerInTransactionPooling) {
   auto bouncer = testing::PgBouncer::Start(pg_->port(), /*pool_size=*/1);
   ASSERT_TRUE(bouncer.ok()) << bouncer.status();
   const std::string url = (*bouncer)->Url(url_.substr(url_.rfind('/') + 1));
-  pqxx::connection mine(url), other(url);
-  {
-    Work tx(mine, BeginCommand({absl::Milliseconds(1234), absl::Milliseconds(567)}));
-    EXPECT_EQ(tx.exec1("SHOW statement_timeout")[0].as<std::string>(), "1234ms");
-    EXPECT_EQ(tx.exec1("SHOW idle_in_transaction_session_timeout")[0].as<std::string>(),
-              "567ms");
-    tx.commit();
-  }
-  {
-    pqxx::work tx(other);
-    EXPECT_EQ(tx.exec1("SHOW statement_timeout")[0].as<std::string>(), "0");
-    tx.commit();
-  }
   // Session settings at connect: refused by pgbouncer.
   EXPECT_ANY_THROW(pqxx::connection(WithConnectionDefaults(url, absl::Seconds(30),
                                                            absl::Seconds(5))));
@@ -791,7 +778,13 @@ TEST_F(StoreTest, TransactionTimeoutsHoldThroughPgbouncerAndDoNotLeak) {
   EXPECT_EQ(*collected, 3);
   auto jobs = pooled->Dequeue("mailroom", 10, "p", absl::Seconds(60));
   ASSERT_TRUE(jobs.ok()) << jobs.status();
-  EXPECT_EQ(jobs->size(), 3u);
+  ASSERT_EQ(jobs->size(), 3u);
+  std::vector<JobResult> sent;
+  for (const StoredJob& j : *jobs) sent.push_back(Sent(j));
+  auto recorded = pooled->Ack("mailroom", "p", sent);
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  EXPECT_EQ(recorded->size(), 3u);
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE state = 'sent'"), 3);
 }
 
 // A dequeue is one statement in autocommit (one round trip: no transaction, nor the group's
@@ -854,13 +847,44 @@ TEST_F(StoreTest, ADequeueRunsUnderTheStatementTimeout) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
 }
 
+// An acknowledgement stores the provider message id of each recorded SENT outcome (for
+// feedback to find the job) and counts them in the group's reputation (mailroom_record_sent);
+// a stale report stores and counts nothing.
+TEST_F(StoreTest, AckStoresTheMessageIdOfRecordedSentOutcomesAndCountsThem) {
+  InsertAccounts(3, "m");
+  std::vector<StoredJob> jobs = Dequeue("s", 3);
+  ASSERT_EQ(jobs.size(), 3u);
+  std::vector<JobResult> results;
+  for (const StoredJob& j : jobs) {
+    results.push_back(Sent(j));
+    results.back().provider_message_id = absl::StrCat("ses-", j.id);
+  }
+  results.back().provider_message_id.clear();
+  ASSERT_EQ(Ack("s", results).size(), 3u);
+  EXPECT_EQ(Text(absl::StrCat("SELECT provider_message_id FROM delivery_states WHERE token_id = ",
+                              jobs[0].id)),
+            absl::StrCat("ses-", jobs[0].id));
+  EXPECT_EQ(Text(absl::StrCat("SELECT provider_message_id FROM delivery_states WHERE token_id = ",
+                              jobs[2].id)),
+            "NULL");
+  // A stale report (another owner) stores nothing and counts nothing.
+  JobResult stale = Sent(jobs[0], 1);
+  stale.provider_message_id = "forged";
+  EXPECT_THAT(Ack("someone-else", {stale}), IsEmpty());
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE provider_message_id = 'forged'"), 0);
+  EXPECT_EQ(Text("SELECT group_name || ' ' || sent || ' ' || delivered"
+                 "  FROM mailroom_reputation(7 * 24 * 3600)"),
+            "mailroom 3 0");
+}
+
 TEST_F(StoreTest, ErrorsAreMappedBySqlstate) {
   // mailroom_dequeue raises no_data_found (P0002) for an unknown group.
   auto unknown = store_->Dequeue("no-such-group", 10, "a", absl::Seconds(1));
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound) << unknown.status();
-  // A SQL error that a retry does not fix (a check violation: 23514) is FailedPrecondition.
+  // A value the schema refuses (a check violation: 23514) is InvalidArgument
+  // (collector/db/pg_status.h has the whole mapping).
   absl::Status bad = store_->EnsureGroup("Not A Group", false);
-  EXPECT_EQ(bad.code(), absl::StatusCode::kFailedPrecondition) << bad;
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
   // An unreachable server is Unavailable, and the message holds no password.
   auto down = NewPgStore("postgresql://u:hunter2-secret@127.0.0.1:1/db", 1);
   absl::Status st = down->Ping();

@@ -3,7 +3,7 @@
 #include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "collector/db/pool.h"
 
 namespace mailroom {
 namespace {
@@ -11,12 +11,12 @@ namespace {
 class PgFeedbackStore : public FeedbackStore {
  public:
   PgFeedbackStore(std::string url, const TxTimeouts& timeouts)
-      : url_(std::move(url)), begin_(BeginCommand(timeouts)) {}
+      : pool_({std::move(url), /*size=*/1, timeouts}) {}
 
   absl::StatusOr<FeedbackResult> Record(const std::string& sns_message_id, const FeedbackEvent& e,
                                         int soft_limit) override {
-    return Run<FeedbackResult>("recording feedback", [&](pqxx::connection& c) {
-      Work tx(c, begin_);
+    return pool_.Run<FeedbackResult>("recording feedback", [&](Connection& c) {
+      Transaction tx(c);
       std::string r =
           tx.exec_params1(
                 "SELECT mailroom.mailroom_record_feedback($1::text, $2::text, $3::text, $4::text,"
@@ -32,8 +32,8 @@ class PgFeedbackStore : public FeedbackStore {
   }
 
   absl::StatusOr<std::vector<ReputationRow>> Reputation(absl::Duration window) override {
-    return Run<std::vector<ReputationRow>>("reading reputation", [&](pqxx::connection& c) {
-      Work tx(c, begin_);
+    return pool_.Run<std::vector<ReputationRow>>("reading reputation", [&](Connection& c) {
+      Transaction tx(c);
       std::vector<ReputationRow> out;
       for (const auto& row :
            tx.exec_params("SELECT * FROM mailroom.mailroom_reputation($1::int)", absl::ToInt64Seconds(window))) {
@@ -50,24 +50,8 @@ class PgFeedbackStore : public FeedbackStore {
   }
 
  private:
-  // Runs `fn` on the connection; any libpqxx error drops it and is kUnavailable (feedback
-  // is retried by SNS; the gauges keep their last values).
-  template <typename T, typename Fn>
-  absl::StatusOr<T> Run(const char* what, Fn fn) {
-    absl::MutexLock lock(&mu_);
-    try {
-      if (conn_ == nullptr || !conn_->is_open()) conn_ = std::make_unique<pqxx::connection>(url_);
-      return fn(*conn_);
-    } catch (const std::exception& e) {
-      conn_.reset();
-      return absl::UnavailableError(absl::StrCat(what, ": ", e.what()));
-    }
-  }
-
-  const std::string url_;
-  const std::string begin_;  // BeginCommand: every transaction's timeouts
-  absl::Mutex mu_;
-  std::unique_ptr<pqxx::connection> conn_ ABSL_GUARDED_BY(mu_);
+  // One connection: feedback is retried by SNS; the gauges keep their last values.
+  Pool pool_;
 };
 
 }  // namespace

@@ -31,7 +31,7 @@ struct ReputationRow {
 enum class FeedbackResult { kRecorded, kUnmatched, kDuplicate };
 
 // The feedback and reputation side of PostgreSQL (migration 0012). Thread-safe; no exception
-// leaves it: a database error is kUnavailable.
+// leaves it: a database error is the Status collector/db/pg_status.h maps it to.
 class FeedbackStore {
  public:
   virtual ~FeedbackStore() = default;
@@ -44,8 +44,8 @@ class FeedbackStore {
   virtual absl::StatusOr<std::vector<ReputationRow>> Reputation(absl::Duration window) = 0;
 };
 
-// A FeedbackStore on one libpqxx connection to `url` (opened lazily, reopened after an error).
-// Transactions run under `timeouts` (collector/db/pg_tx.h).
+// A FeedbackStore on a pool of one connection to `url` (collector/db/pool.h: opened lazily,
+// reopened after an error). Transactions run under `timeouts` (collector/db/pg_tx.h).
 std::unique_ptr<FeedbackStore> NewPgFeedbackStore(const std::string& url,
                                                   const TxTimeouts& timeouts = {});
 

@@ -1,11 +1,12 @@
-// The feedback and reputation SQL (migration 0012) through FeedbackStore and Store::Ack,
-// against a throwaway PostgreSQL; one fresh database per test.
+// The feedback and reputation SQL (migration 0012) through FeedbackStore, against a throwaway
+// PostgreSQL; one fresh database per test. The jobs it gets feedback about are leased and
+// acknowledged through the SQL functions the collector's Store calls.
 #include "collector/feedback/feedback_store.h"
 
 #include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
-#include "collector/store.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/migrated_database.h"
@@ -13,38 +14,67 @@
 namespace mailroom {
 namespace {
 
+// A job leased to subscription "s" of group "mailroom".
+struct Leased {
+  uint64_t id = 0;
+  int64_t attempt = 0;
+};
+
 class FeedbackStoreTest : public testing::MigratedDatabaseTest {
  protected:
   void SetUp() override {
     MigratedDatabaseTest::SetUp();
     if (HasFatalFailure()) return;
-    store_ = NewPgStore(url_, 2);
     feedback_ = NewPgFeedbackStore(url_);
-    ASSERT_TRUE(store_->EnsureGroup("mailroom", true).ok());
+    Exec("SELECT mailroom_ensure_group('mailroom', true)");
+  }
+  // Up to `limit` jobs of "mailroom" leased to "s" for a minute (mailroom_dequeue).
+  std::vector<Leased> Dequeue(int limit) {
+    pqxx::nontransaction tx(*conn_);
+    std::vector<Leased> jobs;
+    for (const auto& row :
+         tx.exec(absl::StrCat("SELECT job_id, attempt FROM mailroom_dequeue('mailroom', ", limit,
+                              ", 's', 60000)"))) {
+      jobs.push_back({row[0].as<uint64_t>(), row[1].as<int64_t>()});
+    }
+    return jobs;
+  }
+  // Records `jobs` SENT by "s" with `message_ids` (parallel, "" for none) and counts those
+  // recorded as sent in the group's reputation, in one transaction, as the collector's
+  // acknowledgement does (mailroom_ack, then mailroom_record_sent); returns how many were
+  // recorded.
+  int64_t AckSent(const std::vector<Leased>& jobs, const std::vector<std::string>& message_ids) {
+    std::vector<std::string> ids, attempts, quoted;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      ids.push_back(absl::StrCat(jobs[i].id));
+      attempts.push_back(absl::StrCat(jobs[i].attempt));
+      quoted.push_back(conn_->quote(message_ids[i]));
+    }
+    const size_t n = jobs.size();
+    return Int(absl::StrCat(
+        "WITH recorded AS (SELECT * FROM mailroom_ack('mailroom', 's', '{", absl::StrJoin(ids, ","),
+        "}'::bigint[], '{", absl::StrJoin(attempts, ","),
+        "}'::int[], array_fill('sent'::text, ARRAY[", n, "]), array_fill(''::text, ARRAY[", n,
+        "]), array_fill(0, ARRAY[", n, "]), array_fill(0::bigint, ARRAY[", n, "]), ARRAY[",
+        absl::StrJoin(quoted, ","),
+        "]::text[]))"
+        " SELECT c.n FROM (SELECT count(*) AS n FROM recorded) c,"
+        " mailroom_record_sent('mailroom', c.n, '{}'::bigint[], '{}'::text[])"));
   }
   // Accounts a1..an, their activation jobs leased to "s" and acknowledged SENT with SES ids
   // "ses-<job id>" (an empty id for the last one when `last_without_id`).
-  std::vector<StoredJob> SendTo(int n, bool last_without_id = false) {
+  std::vector<Leased> SendTo(int n, bool last_without_id = false) {
     Exec(
         absl::StrCat("INSERT INTO accounts (email, login) SELECT 'a' || i || '@example.test',"
                      " 'a' || i FROM generate_series(1, ",
                      n, ") i"));
     CollectSignups();
-    auto jobs = store_->Dequeue("mailroom", n, "s", absl::Seconds(60));
-    EXPECT_TRUE(jobs.ok()) << jobs.status();
-    std::vector<JobResult> results;
-    for (const StoredJob& j : *jobs) {
-      JobResult r;
-      r.id = j.id;
-      r.attempt = j.attempt;
-      r.kind = JobResult::Kind::kSent;
-      r.provider_message_id = absl::StrCat("ses-", j.id);
-      results.push_back(r);
-    }
-    if (last_without_id && !results.empty()) results.back().provider_message_id.clear();
-    auto recorded = store_->Ack("mailroom", "s", results);
-    EXPECT_TRUE(recorded.ok()) << recorded.status();
-    return *jobs;
+    std::vector<Leased> jobs = Dequeue(n);
+    std::vector<std::string> message_ids;
+    for (const Leased& j : jobs) message_ids.push_back(absl::StrCat("ses-", j.id));
+    if (last_without_id && !message_ids.empty()) message_ids.back().clear();
+    EXPECT_EQ(AckSent(jobs, message_ids), static_cast<int64_t>(jobs.size()));
+    return jobs;
   }
   static FeedbackEvent Bounce(const std::string& ses_id, const std::string& to,
                               const std::string& type = "Permanent") {
@@ -63,34 +93,11 @@ class FeedbackStoreTest : public testing::MigratedDatabaseTest {
     return rows->empty() ? ReputationRow{} : (*rows)[0];
   }
 
-  std::unique_ptr<Store> store_;
   std::unique_ptr<FeedbackStore> feedback_;
 };
 
-TEST_F(FeedbackStoreTest, AckStoresTheMessageIdOfRecordedSentOutcomesAndCountsThem) {
-  std::vector<StoredJob> jobs = SendTo(3, /*last_without_id=*/true);
-  ASSERT_EQ(jobs.size(), 3u);
-  EXPECT_EQ(Text(absl::StrCat("SELECT provider_message_id FROM delivery_states WHERE token_id = ",
-                              jobs[0].id)),
-            absl::StrCat("ses-", jobs[0].id));
-  EXPECT_EQ(Text(absl::StrCat("SELECT provider_message_id FROM delivery_states WHERE token_id = ",
-                              jobs[2].id)),
-            "NULL");
-  // A stale report (another owner) stores nothing and counts nothing.
-  JobResult stale;
-  stale.id = jobs[0].id;
-  stale.attempt = 1;
-  stale.provider_message_id = "forged";
-  ASSERT_TRUE(store_->Ack("mailroom", "someone-else", {stale}).ok());
-  EXPECT_EQ(Text("SELECT count(*) FROM delivery_states WHERE provider_message_id = 'forged'"), "0");
-  ReputationRow r = Reputation();
-  EXPECT_EQ(r.group, "mailroom");
-  EXPECT_EQ(r.sent, 3u);
-  EXPECT_EQ(r.delivered, 0u);
-}
-
 TEST_F(FeedbackStoreTest, PermanentBounceSuppressesOnceAndCounts) {
-  std::vector<StoredJob> jobs = SendTo(2);
+  std::vector<Leased> jobs = SendTo(2);
   const std::string ses_id = absl::StrCat("ses-", jobs[0].id);
   auto r = feedback_->Record("sns-1", Bounce(ses_id, "A1@example.test"), 3);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -116,16 +123,14 @@ TEST_F(FeedbackStoreTest, PermanentBounceSuppressesOnceAndCounts) {
   Exec(
       "INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
       " WHERE email = 'a1@example.test'");
-  auto next = store_->Dequeue("mailroom", 10, "s", absl::Seconds(60));
-  ASSERT_TRUE(next.ok());
-  EXPECT_TRUE(next->empty());
+  EXPECT_TRUE(Dequeue(10).empty());
   EXPECT_EQ(
       Text("SELECT state::TEXT FROM delivery_states WHERE token_id = (SELECT max(id) FROM tokens)"),
       "suppressed");
 }
 
 TEST_F(FeedbackStoreTest, ComplaintDeliveryAndTagFallback) {
-  std::vector<StoredJob> jobs = SendTo(2);
+  std::vector<Leased> jobs = SendTo(2);
   FeedbackEvent complaint;
   complaint.type = "Complaint";
   complaint.ses_message_id = absl::StrCat("ses-", jobs[1].id);
@@ -161,7 +166,7 @@ TEST_F(FeedbackStoreTest, ComplaintDeliveryAndTagFallback) {
 // A job acknowledged SENT without a provider message id is found by its tags alone: a
 // complaint about it sets complained_at, counts and suppresses as a message-id match does.
 TEST_F(FeedbackStoreTest, AComplaintAboutAJobSentWithoutAMessageIdIsMatchedByItsTags) {
-  std::vector<StoredJob> jobs = SendTo(2, /*last_without_id=*/true);
+  std::vector<Leased> jobs = SendTo(2, /*last_without_id=*/true);
   ASSERT_EQ(jobs.size(), 2u);
   FeedbackEvent complaint;
   complaint.type = "Complaint";
@@ -196,30 +201,23 @@ TEST_F(FeedbackStoreTest, AComplaintAboutAJobSentWithoutAMessageIdIsMatchedByIts
 TEST_F(FeedbackStoreTest, AnEventBeforeTheAcknowledgementIsMatchedByTheJobsTags) {
   Exec("INSERT INTO accounts (email, login) VALUES ('early@example.test', 'early')");
   CollectSignups();
-  auto jobs = store_->Dequeue("mailroom", 10, "s", absl::Seconds(60));
-  ASSERT_TRUE(jobs.ok()) << jobs.status();
-  ASSERT_EQ(jobs->size(), 1u);
+  std::vector<Leased> jobs = Dequeue(10);
+  ASSERT_EQ(jobs.size(), 1u);
   FeedbackEvent delivery;
   delivery.type = "Delivery";
   delivery.ses_message_id = "ses-early";
   delivery.group = "mailroom";
-  delivery.job_id = (*jobs)[0].id;
+  delivery.job_id = jobs[0].id;
   EXPECT_EQ(*feedback_->Record("sns-early-1", delivery, 3), FeedbackResult::kRecorded);
   EXPECT_EQ(Reputation().delivered, 1u);
   // The acknowledgement, with that message id, comes afterwards; SES reports the delivery
   // again: not counted twice.
-  JobResult sent;
-  sent.id = (*jobs)[0].id;
-  sent.attempt = (*jobs)[0].attempt;
-  sent.kind = JobResult::Kind::kSent;
-  sent.provider_message_id = "ses-early";
-  auto recorded = store_->Ack("mailroom", "s", {sent});
-  ASSERT_TRUE(recorded.ok()) << recorded.status();
-  EXPECT_EQ(recorded->size(), 1u);
+  EXPECT_EQ(AckSent(jobs, {"ses-early"}), 1);
   EXPECT_EQ(*feedback_->Record("sns-early-2", delivery, 3), FeedbackResult::kRecorded);
   EXPECT_EQ(Reputation().delivered, 1u);
   EXPECT_EQ(Text(absl::StrCat("SELECT (delivered_at IS NOT NULL) || ' ' || state"
-                              " FROM delivery_states WHERE token_id = ", (*jobs)[0].id)),
+                              " FROM delivery_states WHERE token_id = ",
+                              jobs[0].id)),
             "true sent");
 }
 
