@@ -13,6 +13,32 @@
 #include "common/log.h"
 
 namespace mailroom {
+namespace {
+
+// One jobs message with `jobs` signed for a subscriber with `secrets`; a row that cannot be
+// signed goes to `malformed` as a failure instead.
+v1::SubscribeResponse SignJobs(const SigningKey& key, const std::vector<StoredJob>& jobs,
+                               const JobSecrets& secrets, std::vector<JobResult>* malformed) {
+  v1::SubscribeResponse message;
+  message.mutable_jobs()->Reserve(static_cast<int>(jobs.size()));
+  for (const StoredJob& j : jobs) {
+    auto job = BuildJob(key, j, secrets);
+    if (!job.ok()) {
+      // A malformed row (legacy data without the schema's checks) fails alone.
+      JobResult failed;
+      failed.id = j.id;
+      failed.attempt = j.attempt;
+      failed.kind = JobResult::Kind::kFailed;
+      failed.reason = std::string(job.status().message());
+      malformed->push_back(std::move(failed));
+      continue;
+    }
+    *message.add_jobs() = *std::move(job);
+  }
+  return message;
+}
+
+}  // namespace
 
 Dispatcher::Dispatcher(DispatcherOptions options, Store* store, Hub* hub, SigningKey key,
                        Metrics* metrics, std::function<void(bool)> on_health, Clock* clock,
@@ -490,23 +516,8 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
       return absl::OkStatus();
     }
 
-    v1::SubscribeResponse message;
-    message.mutable_jobs()->Reserve(static_cast<int>(jobs->size()));
     std::vector<JobResult> malformed;
-    for (const StoredJob& j : *jobs) {
-      auto job = BuildJob(key_, j, member->secrets());
-      if (!job.ok()) {
-        // A malformed row (legacy data without the schema's checks) fails alone.
-        JobResult failed;
-        failed.id = j.id;
-        failed.attempt = j.attempt;
-        failed.kind = JobResult::Kind::kFailed;
-        failed.reason = std::string(job.status().message());
-        malformed.push_back(std::move(failed));
-        continue;
-      }
-      *message.add_jobs() = *std::move(job);
-    }
+    v1::SubscribeResponse message = SignJobs(key_, *jobs, member->secrets(), &malformed);
     if (!malformed.empty()) {
       auto r = store_->Ack(group, member->id(), malformed);
       if (!r.ok()) return r.status();
