@@ -1,12 +1,11 @@
-// LoadCollectorConfig's new variables and the connection defaults added to the database URL.
+// LoadCollectorConfig's variables and the connection defaults it adds to the database URLs.
 #include "collector/config.h"
-
-#include <postgresql/libpq-fe.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <map>
 
+#include "collector/db/testing/conninfo_option.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,63 +15,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-// The value libpq would use for `key` in `conninfo` (nullopt when unset).
-std::optional<std::string> Option(const std::string& conninfo, const std::string& key) {
-  char* err = nullptr;
-  PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &err);
-  if (err != nullptr) PQfreemem(err);
-  if (opts == nullptr) return std::string("<unparsable>");
-  std::optional<std::string> out;
-  for (PQconninfoOption* o = opts; o->keyword != nullptr; ++o) {
-    if (key == o->keyword && o->val != nullptr) out = o->val;
-  }
-  PQconninfoFree(opts);
-  return out;
-}
-
-TEST(ConnectionDefaultsTest, AddedToAUrl) {
-  const std::string s = WithConnectionDefaults(
-      "postgresql://mailroom:p%27w%5Cd@db.example:5433/mail?sslmode=require",
-      absl::Seconds(30), absl::Seconds(5));
-  EXPECT_EQ(Option(s, "host"), "db.example");
-  EXPECT_EQ(Option(s, "port"), "5433");
-  EXPECT_EQ(Option(s, "user"), "mailroom");
-  EXPECT_EQ(Option(s, "password"), "p'w\\d");  // quoting survives
-  EXPECT_EQ(Option(s, "dbname"), "mail");
-  EXPECT_EQ(Option(s, "sslmode"), "require");
-  EXPECT_EQ(Option(s, "keepalives"), "1");
-  EXPECT_EQ(Option(s, "keepalives_idle"), "10");
-  EXPECT_EQ(Option(s, "keepalives_interval"), "5");
-  EXPECT_EQ(Option(s, "keepalives_count"), "3");
-  EXPECT_EQ(Option(s, "tcp_user_timeout"), "30000");
-  EXPECT_EQ(Option(s, "options"),
-            "-c statement_timeout=30000 -c idle_in_transaction_session_timeout=5000");
-  // Nothing libpq would otherwise take from the environment is pinned.
-  EXPECT_EQ(Option(s, "application_name"), std::nullopt);
-}
-
-TEST(ConnectionDefaultsTest, TheUsersSettingsWin) {
-  const std::string s = WithConnectionDefaults(
-      "host=/tmp keepalives_idle=60 tcp_user_timeout=5000 options='-c search_path=x'",
-      absl::Milliseconds(1500), absl::Milliseconds(750));
-  EXPECT_EQ(Option(s, "host"), "/tmp");
-  EXPECT_EQ(Option(s, "keepalives_idle"), "60");
-  EXPECT_EQ(Option(s, "tcp_user_timeout"), "5000");
-  EXPECT_EQ(Option(s, "keepalives_count"), "3");
-  EXPECT_EQ(Option(s, "options"),
-            "-c search_path=x -c statement_timeout=1500 -c idle_in_transaction_session_timeout=750");
-  const std::string t = WithConnectionDefaults(
-      "postgresql:///db?options=-c%20statement_timeout%3D0%20-c%20idle_in_transaction_session_timeout%3D0",
-      absl::Seconds(30), absl::Seconds(5));
-  EXPECT_EQ(Option(t, "options"), "-c statement_timeout=0 -c idle_in_transaction_session_timeout=0");
-}
-
-TEST(ConnectionDefaultsTest, IdleInTransactionIsAQuarterOfTheLeaseWithin100MsAnd5s) {
-  EXPECT_EQ(IdleInTransactionTimeout(absl::Seconds(3)), absl::Milliseconds(750));
-  EXPECT_EQ(IdleInTransactionTimeout(absl::Seconds(60)), absl::Seconds(5));
-  EXPECT_EQ(IdleInTransactionTimeout(absl::Milliseconds(100)), absl::Milliseconds(100));
-}
 
 class LoadConfigTest : public ::testing::Test {
  protected:
@@ -102,13 +44,13 @@ TEST_F(LoadConfigTest, Defaults) {
   EXPECT_EQ(c->direct_database_url, c->database_url);
   // Query connections: keepalives, and timeouts per transaction instead of session options
   // (pgbouncer refuses `options`); the direct ones keep them as session settings.
-  EXPECT_EQ(Option(c->dispatch.database_url, "tcp_user_timeout"), "30000");
-  EXPECT_EQ(Option(c->dispatch.database_url, "options"), std::nullopt);
+  EXPECT_EQ(ConninfoOption(c->dispatch.database_url, "tcp_user_timeout"), "30000");
+  EXPECT_EQ(ConninfoOption(c->dispatch.database_url, "options"), std::nullopt);
   EXPECT_EQ(BeginCommand(c->tx_timeouts),
             "BEGIN; SET LOCAL search_path = pg_catalog, mailroom; SET LOCAL statement_timeout = 30000;"
             " SET LOCAL idle_in_transaction_session_timeout = 5000");
-  EXPECT_EQ(Option(c->dispatch.listen_database_url, "host"), "127.0.0.1");
-  EXPECT_EQ(Option(c->dispatch.listen_database_url, "options"),
+  EXPECT_EQ(ConninfoOption(c->dispatch.listen_database_url, "host"), "127.0.0.1");
+  EXPECT_EQ(ConninfoOption(c->dispatch.listen_database_url, "options"),
             "-c statement_timeout=30000 -c idle_in_transaction_session_timeout=5000");
   ASSERT_EQ(c->credentials.size(), 1u);
   EXPECT_EQ(c->credentials[0].principal.roles, kRoleSubscriber);
@@ -121,9 +63,9 @@ TEST_F(LoadConfigTest, DirectDatabaseUrl) {
   auto c = Load({{"MAILROOM_DATABASE_URL", "postgresql://u:pw@127.0.0.1:6432/db"},
                  {"MAILROOM_DIRECT_DATABASE_URL", "postgresql://u:pw@127.0.0.1:5432/db"}});
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(Option(c->dispatch.database_url, "port"), "6432");
-  EXPECT_EQ(Option(c->dispatch.listen_database_url, "port"), "5432");
-  EXPECT_EQ(Option(c->retention.database_url, "port"), "5432");
+  EXPECT_EQ(ConninfoOption(c->dispatch.database_url, "port"), "6432");
+  EXPECT_EQ(ConninfoOption(c->dispatch.listen_database_url, "port"), "5432");
+  EXPECT_EQ(ConninfoOption(c->retention.database_url, "port"), "5432");
   EXPECT_EQ(c->direct_database_url, "postgresql://u:pw@127.0.0.1:5432/db");
   c = Load({{"MAILROOM_DIRECT_DATABASE_URL", "postgresql://u:secret-pw@[bad"}});
   ASSERT_FALSE(c.ok());
@@ -153,7 +95,7 @@ TEST_F(LoadConfigTest, NewVariables) {
   EXPECT_EQ(c->max_streams_per_credential, 3);
   EXPECT_EQ(c->dispatch.dequeue_limit, 250);
   EXPECT_THAT(c->dispatch.groups, ElementsAre("mailroom", "audit"));
-  EXPECT_EQ(Option(c->dispatch.listen_database_url, "options"),
+  EXPECT_EQ(ConninfoOption(c->dispatch.listen_database_url, "options"),
             "-c statement_timeout=2000 -c idle_in_transaction_session_timeout=5000");
   EXPECT_EQ(c->tx_timeouts.statement_timeout, absl::Seconds(2));
 }

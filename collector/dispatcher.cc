@@ -13,6 +13,32 @@
 #include "common/log.h"
 
 namespace mailroom {
+namespace {
+
+// One jobs message with `jobs` signed for a subscriber with `secrets`; a row that cannot be
+// signed goes to `malformed` as a failure instead.
+v1::SubscribeResponse SignJobs(const SigningKey& key, const std::vector<StoredJob>& jobs,
+                               const JobSecrets& secrets, std::vector<JobResult>* malformed) {
+  v1::SubscribeResponse message;
+  message.mutable_jobs()->Reserve(static_cast<int>(jobs.size()));
+  for (const StoredJob& j : jobs) {
+    auto job = BuildJob(key, j, secrets);
+    if (!job.ok()) {
+      // A malformed row (legacy data without the schema's checks) fails alone.
+      JobResult failed;
+      failed.id = j.id;
+      failed.attempt = j.attempt;
+      failed.kind = JobResult::Kind::kFailed;
+      failed.reason = std::string(job.status().message());
+      malformed->push_back(std::move(failed));
+      continue;
+    }
+    *message.add_jobs() = *std::move(job);
+  }
+  return message;
+}
+
+}  // namespace
 
 Dispatcher::Dispatcher(DispatcherOptions options, Store* store, Hub* hub, SigningKey key,
                        Metrics* metrics, std::function<void(bool)> on_health, Clock* clock,
@@ -142,152 +168,30 @@ void Dispatcher::Run() {
   absl::Time connected_at = clock_->Now();
   bool drain = true;
   bool notified_since_dispatch = false;
-  // Every database error, whatever its class, leads either to Disconnect() (the connection
-  // is suspect: reconnect after a capped exponential backoff) or to a per-group backoff (a SQL
-  // error in one group); nothing is retried at once.
-  auto unhealthy = [this] {
-    if (healthy_ || on_health_) on_health_(false);
-    healthy_ = false;
-  };
 
   while (!stop_) {
-    if (!listener_) {
-      if (clock_->Now() < reconnect_at_) {
-        Wait(reconnect_at_);
-        continue;
-      }
-      if (!ConnectListener()) {
-        unhealthy();
-        Disconnect();
-        continue;
-      }
-      known_groups_.clear();
-      // Configured groups exist before anything is dispatched, so that a Subscribe cannot
-      // create one "from now on" first.
-      absl::Status st = EnsureConfiguredGroups();
-      if (!st.ok()) {
-        LogWarn("creating the configured consumer groups failed",
-                {{"error", std::string(st.message())}});
-        unhealthy();
-        Disconnect();
-        continue;
-      }
-      // Busy while draining what arrived while disconnected: goes idle (and re-checks) like
-      // after any wake-up.
-      if (!GoBusy()) {
-        unhealthy();
-        continue;
-      }
-      connected_at = clock_->Now();
-      drain = true;  // whatever arrived while disconnected
-      next_health = clock_->Now() + opt_.healthcheck_interval;
-    }
-    if (!healthy_) {
-      healthy_ = true;
-      LogInfo("connected");
-      on_health_(true);
-      // Subscribers that stayed connected through an outage kept working, but their
-      // acknowledgements and renewals could not be recorded: extend their leases before the
-      // next dequeue hands those jobs to someone else (which would send them twice).
-      for (const std::string& group : hub_->Groups()) {
-        for (const std::string& owner : hub_->MemberIds(group)) {
-          absl::Status st = store_->RenewAll(group, owner, opt_.lease);
-          if (!st.ok()) {
-            LogWarn("renewing leases after reconnect failed",
-                    {{"group", group}, {"subscriber", ShortId(owner)}, {"error", std::string(st.message())}});
-          }
-        }
-      }
-    }
-
-    // Subscriptions that ended (their leases stop counting towards poison detection).
-    std::vector<Departure> departures;
-    std::map<std::string, bool> kicks;
-    {
-      absl::MutexLock lock(&mu_);
-      departures.swap(departures_);
-      kicks.swap(kicks_);
-      earliest_.insert(from_earliest_.begin(), from_earliest_.end());
-      from_earliest_.clear();
-    }
-    for (const Departure& d : departures) {
-      absl::Status st = store_->HolderLeft(d.group, d.owner);
-      // Jobs messages that never reached the stream go to another member at once.
-      if (st.ok() && !d.unsent.empty()) st = store_->Release(d.group, d.owner, d.unsent);
-      if (!st.ok()) {
-        LogWarn("recording a departed subscriber's leases failed",
-                {{"group", d.group}, {"subscriber", ShortId(d.owner)}, {"error", std::string(st.message())}});
-      }
-    }
+    if (!listener_ && !Reconnect(&connected_at, &next_health, &drain)) continue;
+    if (!healthy_) BecomeHealthy();
+    const std::map<std::string, bool> kicks = TakeRequests();
 
     absl::Time now = clock_->Now();
-    // After going idle: once some of the transactions that may have read the busy mark (and
-    // skipped their NOTIFY) have ended, dequeue again for every group.
-    if (settle_ && now >= settle_->check_at) {
-      absl::StatusOr<int> running = listener_->StillRunning(settle_->snapshot);
-      if (!running.ok()) {
-        LogWarn("listener connection lost", {{"error", std::string(running.status().message())}});
-        Disconnect();
-        continue;
-      }
-      Log(LogLevel::kDebug, "settling", {{"running", absl::StrCat(*running)}});
-      if (*running < settle_->running) {
-        drain = true;
-        settle_->every = std::max(opt_.busy_poll_interval, absl::Milliseconds(1));
-      } else {
-        settle_->every = std::min(settle_->every * 2, absl::Milliseconds(100));
-      }
-      settle_->running = *running;
-      settle_->check_at = now + settle_->every;
-      if (*running == 0) settle_.reset();
-    }
+    if (settle_ && now >= settle_->check_at && !CheckSettling(now, &drain)) continue;
     std::vector<std::string> groups;
     const bool busy_poll = busy_ && now >= busy_poll_at_;
     const bool full_round = drain || gate.Ready(now) || now >= next_poll || busy_poll ||
                             (collect_retry_ && now >= collect_retry_->at);
     if (full_round) {
-      if (gate.Ready(now)) {
-        Log(wakeup_log, "processing wake-ups",
-            {{"notifications", absl::StrCat(gate.pending())},
-             {"reason", gate.pending() >= opt_.batch_limit ? "limit" : "timeout"}});
-        // A wake-up's dispatch marks the collector busy: commits stop notifying, it polls.
-        if (!busy_ && opt_.busy_poll_interval > absl::ZeroDuration() && !GoBusy()) continue;
-      }
+      if (gate.Ready(now) && !StartWakeups(gate.pending(), wakeup_log)) continue;
       groups = hub_->Groups();
       gate.Reset();
       drain = false;
       next_poll = now + opt_.poll_interval;
       if (busy_) busy_poll_at_ = now + opt_.busy_poll_interval;
     } else {
-      for (const auto& [group, force] : kicks) {
-        if (force || starved_.count(group) > 0) groups.push_back(group);
-      }
-      // A notification may be a new password recovery: starved groups try their recovery
-      // lanes at once rather than at the batch timeout's deadline (one index probe when none waits).
-      if (notified_since_dispatch) {
-        for (const std::string& group : starved_) {
-          if (kicks.count(group) == 0) groups.push_back(group);
-        }
-      }
-      // Groups whose backoff after an error is over.
-      for (const auto& [group, retry] : group_retry_) {
-        if (now >= retry.at) groups.push_back(group);
-      }
+      groups = KickedGroups(now, kicks, notified_since_dispatch);
     }
     notified_since_dispatch = false;
-    const uint64_t dispatched_before = dispatched_;
-    // Queued signups become activation tokens before the groups dequeue (whether or not any
-    // group is dispatched: the signups queue stays short).
-    if (full_round && !CollectSignups(now, &drain)) continue;
-    if (!groups.empty()) {
-      DispatchGroups(groups);
-      if (!listener_) continue;
-    }
-    if (dispatched_ > dispatched_before) last_work_ = clock_->Now();
-    if (busy_ && (opt_.busy_poll_interval <= absl::ZeroDuration() ||
-                  clock_->Now() - last_work_ >= opt_.busy_linger)) {
-      if (!GoIdle()) continue;
-    }
+    if (!DispatchRound(now, full_round, groups, &drain)) continue;
 
     // Wait for a notification, a kick, the batch timeout's deadline, the poll, the busy poll, the
     // settling re-check, the health check or the end of a group's backoff.
@@ -327,6 +231,156 @@ void Dispatcher::Run() {
     if (!st.ok()) LogWarn("removing the busy mark failed", {{"error", std::string(st.message())}});
   }
   CloseListener();
+}
+
+bool Dispatcher::Reconnect(absl::Time* connected_at, absl::Time* next_health, bool* drain) {
+  // Every database error, whatever its class, leads either to Disconnect() (the connection
+  // is suspect: reconnect after a capped exponential backoff) or to a per-group backoff (a SQL
+  // error in one group); nothing is retried at once.
+  auto unhealthy = [this] {
+    if (healthy_ || on_health_) on_health_(false);
+    healthy_ = false;
+  };
+  if (clock_->Now() < reconnect_at_) {
+    Wait(reconnect_at_);
+    return false;
+  }
+  if (!ConnectListener()) {
+    unhealthy();
+    Disconnect();
+    return false;
+  }
+  known_groups_.clear();
+  // Configured groups exist before anything is dispatched, so that a Subscribe cannot
+  // create one "from now on" first.
+  absl::Status st = EnsureConfiguredGroups();
+  if (!st.ok()) {
+    LogWarn("creating the configured consumer groups failed",
+            {{"error", std::string(st.message())}});
+    unhealthy();
+    Disconnect();
+    return false;
+  }
+  // Busy while draining what arrived while disconnected: goes idle (and re-checks) like
+  // after any wake-up.
+  if (!GoBusy()) {
+    unhealthy();
+    return false;
+  }
+  *connected_at = clock_->Now();
+  *drain = true;  // whatever arrived while disconnected
+  *next_health = clock_->Now() + opt_.healthcheck_interval;
+  return true;
+}
+
+void Dispatcher::BecomeHealthy() {
+  healthy_ = true;
+  LogInfo("connected");
+  on_health_(true);
+  // Subscribers that stayed connected through an outage kept working, but their
+  // acknowledgements and renewals could not be recorded: extend their leases before the
+  // next dequeue hands those jobs to someone else (which would send them twice).
+  for (const std::string& group : hub_->Groups()) {
+    for (const std::string& owner : hub_->MemberIds(group)) {
+      absl::Status st = store_->RenewAll(group, owner, opt_.lease);
+      if (!st.ok()) {
+        LogWarn("renewing leases after reconnect failed",
+                {{"group", group}, {"subscriber", ShortId(owner)}, {"error", std::string(st.message())}});
+      }
+    }
+  }
+}
+
+std::map<std::string, bool> Dispatcher::TakeRequests() {
+  // Subscriptions that ended (their leases stop counting towards poison detection).
+  std::vector<Departure> departures;
+  std::map<std::string, bool> kicks;
+  {
+    absl::MutexLock lock(&mu_);
+    departures.swap(departures_);
+    kicks.swap(kicks_);
+    earliest_.insert(from_earliest_.begin(), from_earliest_.end());
+    from_earliest_.clear();
+  }
+  for (const Departure& d : departures) {
+    absl::Status st = store_->HolderLeft(d.group, d.owner);
+    // Jobs messages that never reached the stream go to another member at once.
+    if (st.ok() && !d.unsent.empty()) st = store_->Release(d.group, d.owner, d.unsent);
+    if (!st.ok()) {
+      LogWarn("recording a departed subscriber's leases failed",
+              {{"group", d.group}, {"subscriber", ShortId(d.owner)}, {"error", std::string(st.message())}});
+    }
+  }
+  return kicks;
+}
+
+bool Dispatcher::CheckSettling(absl::Time now, bool* drain) {
+  // After going idle: once some of the transactions that may have read the busy mark (and
+  // skipped their NOTIFY) have ended, dequeue again for every group.
+  absl::StatusOr<int> running = listener_->StillRunning(settle_->snapshot);
+  if (!running.ok()) {
+    LogWarn("listener connection lost", {{"error", std::string(running.status().message())}});
+    Disconnect();
+    return false;
+  }
+  Log(LogLevel::kDebug, "settling", {{"running", absl::StrCat(*running)}});
+  if (*running < settle_->running) {
+    *drain = true;
+    settle_->every = std::max(opt_.busy_poll_interval, absl::Milliseconds(1));
+  } else {
+    settle_->every = std::min(settle_->every * 2, absl::Milliseconds(100));
+  }
+  settle_->running = *running;
+  settle_->check_at = now + settle_->every;
+  if (*running == 0) settle_.reset();
+  return true;
+}
+
+bool Dispatcher::StartWakeups(int pending, LogLevel log) {
+  Log(log, "processing wake-ups",
+      {{"notifications", absl::StrCat(pending)},
+       {"reason", pending >= opt_.batch_limit ? "limit" : "timeout"}});
+  // A wake-up's dispatch marks the collector busy: commits stop notifying, it polls.
+  return busy_ || opt_.busy_poll_interval <= absl::ZeroDuration() || GoBusy();
+}
+
+std::vector<std::string> Dispatcher::KickedGroups(absl::Time now,
+                                                  const std::map<std::string, bool>& kicks,
+                                                  bool notified) const {
+  std::vector<std::string> groups;
+  for (const auto& [group, force] : kicks) {
+    if (force || starved_.count(group) > 0) groups.push_back(group);
+  }
+  // A notification may be a new password recovery: starved groups try their recovery
+  // lanes at once rather than at the batch timeout's deadline (one index probe when none waits).
+  if (notified) {
+    for (const std::string& group : starved_) {
+      if (kicks.count(group) == 0) groups.push_back(group);
+    }
+  }
+  // Groups whose backoff after an error is over.
+  for (const auto& [group, retry] : group_retry_) {
+    if (now >= retry.at) groups.push_back(group);
+  }
+  return groups;
+}
+
+bool Dispatcher::DispatchRound(absl::Time now, bool full_round,
+                               const std::vector<std::string>& groups, bool* drain) {
+  const uint64_t dispatched_before = dispatched_;
+  // Queued signups become activation tokens before the groups dequeue (whether or not any
+  // group is dispatched: the signups queue stays short).
+  if (full_round && !CollectSignups(now, drain)) return false;
+  if (!groups.empty()) {
+    DispatchGroups(groups);
+    if (!listener_) return false;
+  }
+  if (dispatched_ > dispatched_before) last_work_ = clock_->Now();
+  if (busy_ && (opt_.busy_poll_interval <= absl::ZeroDuration() ||
+                clock_->Now() - last_work_ >= opt_.busy_linger)) {
+    if (!GoIdle()) return false;
+  }
+  return true;
 }
 
 bool Dispatcher::GoBusy() {
@@ -462,23 +516,8 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
       return absl::OkStatus();
     }
 
-    v1::SubscribeResponse message;
-    message.mutable_jobs()->Reserve(static_cast<int>(jobs->size()));
     std::vector<JobResult> malformed;
-    for (const StoredJob& j : *jobs) {
-      auto job = BuildJob(key_, j, member->secrets());
-      if (!job.ok()) {
-        // A malformed row (legacy data without the schema's checks) fails alone.
-        JobResult failed;
-        failed.id = j.id;
-        failed.attempt = j.attempt;
-        failed.kind = JobResult::Kind::kFailed;
-        failed.reason = std::string(job.status().message());
-        malformed.push_back(std::move(failed));
-        continue;
-      }
-      *message.add_jobs() = *std::move(job);
-    }
+    v1::SubscribeResponse message = SignJobs(key_, *jobs, member->secrets(), &malformed);
     if (!malformed.empty()) {
       auto r = store_->Ack(group, member->id(), malformed);
       if (!r.ok()) return r.status();

@@ -18,6 +18,7 @@
 #include "collector/signing.h"
 #include "collector/store.h"
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/metrics.h"
 
 namespace mailroom {
@@ -111,6 +112,33 @@ class Dispatcher {
                   std::vector<uint64_t> unsent = {});
 
  private:
+  // The steps of one round of Run's loop, in order. Each returning bool returns false when the
+  // round ends early (the connection was lost, or the reconnect backoff is still running): the
+  // loop then starts the next one.
+  //
+  // Without a LISTEN connection: waits out the reconnect backoff, connects, creates the
+  // configured groups and goes busy to drain what arrived meanwhile; on success sets the
+  // connection time, the next health check and `drain`.
+  bool Reconnect(absl::Time* connected_at, absl::Time* next_health, bool* drain);
+  // Reports health and renews the leases of the subscribers that stayed through an outage.
+  void BecomeHealthy();
+  // Takes what other threads asked for (HolderLeft, StartFromEarliest, Kick): records the
+  // departures and returns the kicks (group -> force).
+  std::map<std::string, bool> TakeRequests();
+  // The settling re-check after going idle (see settle_); sets `drain` when some of the
+  // snapshot's transactions ended.
+  bool CheckSettling(absl::Time now, bool* drain);
+  // The wake-ups gathered are dispatched now (`pending` notifications): logs them at `log` and
+  // goes busy when busy polls are on.
+  bool StartWakeups(int pending, LogLevel log);
+  // The groups a round that is not a full one dequeues for: the kicked ones that were forced or
+  // starved, every starved one after a notification, and those whose backoff is over.
+  std::vector<std::string> KickedGroups(absl::Time now, const std::map<std::string, bool>& kicks,
+                                        bool notified) const;
+  // Collects signups (a full round), dequeues for `groups`, and goes idle once the busy linger
+  // passed without work.
+  bool DispatchRound(absl::Time now, bool full_round, const std::vector<std::string>& groups,
+                     bool* drain);
   bool ConnectListener();
   void CloseListener();
   // Dequeues for every listed group until the queue is empty or no member has room (in its

@@ -230,6 +230,23 @@ void ApplyFunction(pqxx::dbtransaction& tx, const Source& s) {
   }
 }
 
+// The GRANTs that give again the rights others than its owner hold on view `name` (the
+// application role's SELECT from grant_application, an operator's own): DROP VIEW takes them.
+std::vector<std::string> ViewGrants(pqxx::transaction_base& tx, const std::string& name) {
+  std::vector<std::string> grants;
+  for (const auto& row : tx.exec_params(
+           "SELECT format('GRANT %s ON mailroom.%I TO %s%s', a.privilege_type, c.relname,"
+           "              CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END,"
+           "              CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)"
+           "  FROM pg_class c, aclexplode(c.relacl) a"
+           " WHERE c.relname = $1 AND c.relnamespace = 'mailroom'::regnamespace"
+           "   AND a.grantee <> c.relowner",
+           name)) {
+    grants.push_back(row[0].as<std::string>());
+  }
+  return grants;
+}
+
 // Applies the changed sources in one transaction; returns their names. `current` names the
 // file being applied, for errors.
 std::vector<std::string> ApplySources(pqxx::connection& conn, const std::vector<Source>& sources,
@@ -240,9 +257,12 @@ std::vector<std::string> ApplySources(pqxx::connection& conn, const std::vector<
   for (const Source* s : Changed(tx, sources, StoredChecksums(tx))) {
     *current = absl::StrCat("source ", s->name);
     // A view is created afresh: CREATE OR REPLACE cannot drop, rename or retype its columns.
+    // The rights given on it are given again.
     if (IsView(*s)) {
+      const std::vector<std::string> grants = ViewGrants(tx, ViewName(*s));
       tx.exec("DROP VIEW IF EXISTS mailroom." + tx.quote_name(ViewName(*s)));
       tx.exec(s->sql);
+      for (const std::string& grant : grants) tx.exec(grant);
     } else {
       ApplyFunction(tx, *s);
     }

@@ -5,7 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "collector/config.h"
+#include "collector/db/conninfo.h"
 #include "collector/migrate.h"
 #include "common/log.h"
 

@@ -9,7 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "collector/config.h"
+#include "collector/db/conninfo.h"
 #include "collector/migrate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -146,5 +146,35 @@ TEST_F(UpgradeTest, AnUpgradedDatabaseWorks) {
   EXPECT_EQ(r[0]["code"].as<std::string>().size(), 5u);
 }
 
+// A source file whose comments alone changed is applied again by the next migrate (its checksum
+// covers its whole text): functions are replaced by the same ones and views are created again,
+// and the schema, grants included, stays exactly what it was.
+TEST_F(UpgradeTest, ACommentChangeReappliesTheFilesAndChangesNothing) {
+  const std::string url = Database("comments");
+  ASSERT_TRUE(MigrateUp(url, EmbeddedMigrations()).ok());
+  {
+    pqxx::connection conn(url);
+    pqxx::nontransaction tx(conn);
+    tx.exec("CREATE ROLE comments_app");
+    tx.exec("SELECT mailroom.grant_application('comments_app')");
+    tx.exec("GRANT SELECT ON mailroom.delivery_states TO comments_app");
+  }
+  const std::string before = SchemaDump(url);
+  ASSERT_NE(before.find("GRANT SELECT ON TABLE mailroom.account_emails TO comments_app;"),
+            std::string::npos);
+  std::vector<std::string> texts;
+  for (const Source& s : EmbeddedSources()) texts.push_back(absl::StrCat("-- changed\n", s.sql));
+  std::vector<Source> commented;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    commented.push_back(Source{EmbeddedSources()[i].name, texts[i].c_str()});
+  }
+  std::vector<std::string> applied;
+  auto up = MigrateUp(url, EmbeddedMigrations(), std::nullopt, commented, &applied);
+  ASSERT_TRUE(up.ok()) << up.status();
+  EXPECT_TRUE(up->empty());
+  EXPECT_EQ(applied.size(), EmbeddedSources().size());
+  EXPECT_EQ(FirstDifference(SchemaDump(url), before), "");
+}
+
 }  // namespace
 }  // namespace mailroom

@@ -1,9 +1,9 @@
--- Records outcomes ('sent', 'failed', 'expired', 'retry', 'defer') of leased jobs; returns the
--- ids recorded. Jobs not leased in the group are ignored. SENT costs are added to group_usage.
--- p_attempts holds each job's hand-out count as it was handed out (the fencing token). Jobs in a
--- lease batch are recorded in the lease batch's bits (a plain SENT keeps no row of its own); the
--- others on their deliveries rows. The outcome arrays are read row by row (unnest ... WITH
--- ORDINALITY, joined by position), not by subscript.
+-- Records outcomes ('sent', 'failed', 'expired', 'retry', 'defer') of jobs leased to p_owner in
+-- p_group; returns the ids recorded. Called by the collector's Store::Ack, one call per
+-- acknowledgement. Fenced: a job is recorded only when p_owner holds it at the hand-out count
+-- given in p_attempts; others are ignored. SENT costs are added to group_usage; a lease batch's
+-- jobs are recorded in its bits (a plain SENT keeps no row), the others on their deliveries
+-- rows. The outcome arrays are read row by row (unnest WITH ORDINALITY), never by subscript.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_ack(p_group text, p_owner text, p_ids bigint[], p_attempts integer[], p_outcomes text[], p_reasons text[], p_retry_ms integer[], p_costs bigint[], p_message_ids text[] DEFAULT NULL::text[]) RETURNS SETOF bigint
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp

@@ -1,9 +1,8 @@
--- Gives job p_id of group p_group, if its SENT outcome is recorded in a lease batch without a row
--- of its own (acknowledged SENT without a provider message id), its own deliveries row as the
--- view delivery_states shows it ('sent', hand-out count 1, the lease batch's recovery flag and
--- update time; kept bit set), so that SES feedback matched by the job's tags can be recorded on it. The outcome
--- was counted when it was recorded: the row's insert is not counted again. Returns whether a
--- row was made.
+-- Gives job p_id of group p_group, if its SENT outcome is recorded only in a lease batch, its own
+-- deliveries row as delivery_states shows it ('sent', hand-out count 1, the batch's recovery
+-- flag and update time; kept bit set). Called by mailroom_record_feedback, so that feedback
+-- matched by the job's tags can be recorded on it. The row's insert is not counted again (the
+-- outcome was counted when it was recorded). Returns whether a row was made.
 
 CREATE OR REPLACE FUNCTION mailroom.mailroom_batch_keep_sent(p_group integer, p_id bigint) RETURNS boolean
     LANGUAGE plpgsql

@@ -1,13 +1,9 @@
--- The jobs among p_ids (p_first_handout parallel to it: true where the job may be in a lease
--- batch, i.e. on its first hand-out; NULL, or a NULL element: it may be) that are in a lease batch
--- of group p_group leased to p_owner and have no outcome yet: their lease batch, slot (1-based),
--- place in p_ids (1-based) and the lease batch's recovery flag. Locks those lease batches (in
--- batch_id order, so that concurrent calls for one holder do not deadlock). The candidates are
--- the holder's lease batches still leased whose id range meets p_ids' (lease_batches_owner_idx); the ids
--- are matched by one hash join, never a nested loop over ids x ids (hence the settings: the
--- lateral unnest is the only nested loop left). That nested loop, disabled yet the only plan,
--- prices the statement far above the JIT thresholds, and JIT would compile it on every call
--- (~100 ms): JIT is off.
+-- The jobs among p_ids (p_first_handout parallel: true or NULL where the job may be in a lease
+-- batch) that are in a lease batch of group p_group leased to p_owner and have no outcome yet:
+-- their batch, slot and place in p_ids (both 1-based) and the batch's recovery flag. Called by
+-- mailroom_ack, mailroom_renew and mailroom_release. Locks those batches in batch_id order (no
+-- deadlock between calls for one holder); one hash join, never ids x ids, JIT off
+-- (docs/design.md, "Leases, lease batches and fencing").
 
 CREATE OR REPLACE FUNCTION mailroom.mailroom_batch_match(p_group integer, p_owner text, p_ids bigint[], p_first_handout boolean[]) RETURNS TABLE(batch_id bigint, slot integer, ord integer, recovery boolean)
     LANGUAGE plpgsql

@@ -1,8 +1,8 @@
--- Records the jobs at p_slots (1-based, each without an outcome, from mailroom_batch_match under
--- its lock) of the batches p_batches (parallel): their done bits are set, and their kept bits
--- where p_kept (the caller inserts their deliveries rows). One row update per batch; a batch whose
--- every job is recorded is done, all its bits set at once (its slots from mailroom_batch_match
--- are distinct and had no outcome); kept bits are left alone when no job keeps a row.
+-- Records the jobs at p_slots (1-based, from mailroom_batch_match under its lock) of the lease
+-- batches p_batches (parallel): sets their done bits, and their kept bits where p_kept (the
+-- caller inserts their deliveries rows). Called by mailroom_ack, mailroom_release and
+-- mailroom_batch_unpack. One row update per batch; a batch whose every job is recorded becomes
+-- done, all its bits set at once.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_batch_record(p_batches bigint[], p_slots integer[], p_kept boolean[]) RETURNS void
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp

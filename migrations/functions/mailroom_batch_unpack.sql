@@ -1,8 +1,8 @@
 -- Gives job p_id of group p_group, if it is in a leased lease batch without an outcome, its own
--- deliveries row as the lease batch leases it ('leased', the lease batch's owner, lease end and
--- holder_left, hand-out count 1; done and kept bits set), so that something can be recorded on the job before its
--- outcome: SES feedback that overtakes the acknowledgement. The acknowledgement then records the
--- outcome on that row. Returns whether a row was made.
+-- deliveries row as the batch leases it ('leased', the batch's owner, lease end and
+-- holder_left, hand-out count 1; done and kept bits set). Called by mailroom_record_feedback
+-- when feedback overtakes the acknowledgement; the acknowledgement then records the outcome on
+-- that row. Returns whether a row was made.
 
 CREATE OR REPLACE FUNCTION mailroom.mailroom_batch_unpack(p_group integer, p_id bigint) RETURNS boolean
     LANGUAGE plpgsql

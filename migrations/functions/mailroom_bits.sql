@@ -1,7 +1,8 @@
--- p_n bits, those of p_slots (1-based, distinct) set: built once, in slot order, O(p_n).
+-- p_n bits, those of p_slots (1-based, distinct) set: built once, in slot order, O(p_n). Called by
+-- mailroom_batch_record and mailroom_batch_keep_sent.
 -- Inlined into its callers, so no SET search_path (a function with settings is never inlined):
--- it is called only from mailroom's functions, whose pinned search path it then runs under,
--- and it names mailroom's tables schema-qualified.
+-- it runs only under its pinned callers' search path and names mailroom's tables
+-- schema-qualified.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_bits(p_n integer, p_slots integer[]) RETURNS bit varying
     LANGUAGE sql IMMUTABLE
     AS $$

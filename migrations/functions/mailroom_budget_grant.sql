@@ -1,48 +1,9 @@
--- The budget model: one budget per consumer group, enforced centrally.
---
--- Every sender of a group asks the collector for permission before it sends: a *grant* of a
--- few emails (mailroom_budget_grant). A grant is charged to the group's month when it is
--- issued (budget_months.granted_micros), before any of its emails is sent; a sender gives back
--- what it did not use (mailroom_budget_return: graceful shutdown, a grant that ran out of time
--- unused). Acknowledgements settle the spend (mailroom_ack adds each SENT cost to
--- group_usage); the month's *committed* money is
---     greatest(granted - returned, what acknowledgements recorded)
--- and a grant is refused when it would take committed past the budget. (The month's first
--- grant charges what acknowledgements recorded before it, so spend from senders that predate
--- central budgets counts once.)
---
--- Why no sequence of restarts, kills or reconnects can spend more than the budget:
--- * every email a sender sends is covered by a grant charged before the send, in a committed
---   transaction; the charge is durable whatever happens to the sender afterwards;
--- * grants of one group are serialised by the row lock on group_budgets, so two collectors or
---   two concurrent requests cannot both take the last money;
--- * money comes back only through mailroom_budget_return, i.e. from a live holder saying it
---   will not use it, and never more than its grant holds. A grant whose holder died (kill -9)
---   stays charged when its lease (expires_at) ends: the grant alone does not tell the emails
---   that holder sent and never acknowledged from those it did not send, and returning them
---   would let a crash overspend. (mailroom_budget_refund gives back the part that the jobs
---   handed to the holder's subscriptions bound as unused: see its file.)
--- * a holder must not start a send after its grant's expires_at (senders stop earlier, by a
---   margin), so an expired grant's emails are no longer in use when its row is pruned.
---
--- Pace: a token bucket per group (group_budgets.bucket_micros), refilled at
--- (budget - committed) / (time left in the UTC month), holding at most `burst` emails; each
--- grant takes its emails from it, so all senders of the group together keep to one pace.
--- A grant is at most one second of pace (at least one email) and at most `burst` emails.
---
--- Recovery reserve: a share of the month's budget (recovery_reserve_percent, default from the
--- collector) can only be granted to password recoveries, so a signup spike cannot starve them.
---
--- The budget, reserve and burst of a group are set with SQL (UPDATE group_budgets) or the
--- operator RPC SetGroupBudget; NULL budget or reserve means "the collector's default"
--- (MAILROOM_DEFAULT_GROUP_BUDGET, MAILROOM_RECOVERY_RESERVE_PERCENT).
---
 -- Grants up to p_emails emails at p_price micro-units each to p_holder for p_lease_ms, within
--- the group's budget, reserve and pace. emails = 0 with retry_after_ms: the next email of the
--- pace is that far away; emails = 0 with exhausted: no money left for this class this month
--- (until an operator raises the budget). A NULL budget (default included) is unlimited:
--- everything asked is granted, nothing is paced. Old grants are pruned elsewhere
--- (mailroom_prune_budget_grants).
+-- group p_group's budget, recovery reserve and pace. Called by the collector's AcquireBudget
+-- (PgBudgetStore::Grant). emails = 0 with retry_after_ms: the next email of the pace is that far
+-- away; with exhausted: no money left for this class this month. A NULL budget (the default
+-- included) grants everything asked, unpaced. Guarantees that no sequence of restarts, kills or
+-- reconnects spends more than the budget (docs/design.md, "One budget per group").
 CREATE OR REPLACE FUNCTION mailroom.mailroom_budget_grant(p_group text, p_holder text, p_emails integer, p_recovery boolean, p_price bigint, p_lease_ms integer, p_default_budget bigint, p_default_reserve integer) RETURNS TABLE(grant_id bigint, emails integer, expires_at timestamp with time zone, retry_after_ms bigint, exhausted boolean, pace_per_second double precision)
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp

@@ -1,5 +1,7 @@
 -- p_n jobs were leased to subscription p_owner, linked to p_holder (creates its row; p_n may
--- be 0 to register the link).
+-- be 0 to register the link). Called by the collector's dequeue for subscriptions that name a
+-- budget holder, in the dequeue's transaction; the count bounds what mailroom_budget_refund
+-- gives back (docs/design.md, "A killed sender's grants come back").
 
 CREATE OR REPLACE FUNCTION mailroom.mailroom_budget_handed(p_group text, p_owner text, p_holder text, p_n integer) RETURNS void
     LANGUAGE sql

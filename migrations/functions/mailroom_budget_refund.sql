@@ -1,38 +1,9 @@
--- The unused part of a dead sender's grants comes back.
---
--- mailroom_budget_return only takes money back from a live holder, so the grants of a sender
--- killed with kill -9 would stay charged: the collector cannot tell the emails it never used
--- from those it sent and never acknowledged. So the schema counts, per
--- subscription linked to a grant holder (SubscribeRequest.budget_holder), the jobs handed to it
--- and the jobs it settled without sending. A sender spends a grant email only on a job leased
--- to one of its subscriptions, so the emails holder H may have spent are at most
---     possible_spend(H) = sum over H's subscriptions of (handed - settled_unsent)
--- where settled_unsent counts outcomes other than SENT that mailroom_ack recorded and jobs
--- handed back unsent (Store::Release). A lease that ran out without an outcome stays counted:
--- its job may have been sent. What is safe to give back is
---     granted(H) - returned(H) - possible_spend(H),    when > 0,
--- over H's grants still in budget_grants (pruned grants only lower it).
---
--- mailroom_budget_refund gives it back for every holder that
--- * has at least one linked subscription (a holder nobody linked may be spending through
---   subscriptions the collector cannot attribute to it: nothing comes back for it),
--- * holds no unexpired grant, and whose grants all expired more than the margin ago (the
---   collector passes the grant lease): a live sender never uses an expired grant, the margin
---   covers clock skew, and
--- * none of whose linked subscriptions holds a lease that has not run out.
--- A linked holder that was never handed a job can only have spent 0: all its unused grant
--- comes back. The credit goes to the holder's grants (returned_emails, budget_months
--- .returned_micros), exactly as mailroom_budget_return does, and marks them refunded:
--- mailroom_budget_return then credits nothing more for them (a late return from a sender
--- that was only partitioned away would otherwise be counted twice). After a refund
--- granted - returned = possible_spend, so a second call refunds 0.
---
--- Counting is cheap: the collector bumps `handed` with one statement per dequeue call of a
--- linked subscription (mailroom_budget_handed), and `settled_unsent` once per acknowledgement
--- or release that had any (mailroom_budget_settled).
---
--- Gives back the safe remainder of every dead holder's grants; returns one row per holder
--- refunded. A holder with a live job lease or a live batch lease is not dead yet.
+-- Gives back the unused part of every dead holder's grants: granted - returned - (jobs handed to
+-- its linked subscriptions - those settled unsent), when positive. Called by the retention pass
+-- with the grant lease as p_margin_ms. A holder with a live job or batch lease, an unexpired
+-- grant, a grant expired within the margin, or no linked subscription gets nothing; refunded
+-- grants take no later return, so a second call refunds 0. Returns one row per holder refunded
+-- (docs/design.md, "A killed sender's grants come back").
 CREATE OR REPLACE FUNCTION mailroom.mailroom_budget_refund(p_margin_ms integer) RETURNS TABLE(group_name text, holder text, emails bigint)
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp

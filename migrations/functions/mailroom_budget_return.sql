@@ -1,7 +1,7 @@
 -- p_holder gives back p_emails unused emails of its grant p_grant: they are credited to the
--- grant's month and never sent. Returns the emails credited (0: not this holder's grant,
--- nothing left to return, or a grant already refunded). Money given back does not refill the
--- pace bucket.
+-- grant's month and never sent. Called by the collector's ReturnBudget. Returns the emails
+-- credited (0: not this holder's grant, nothing left to return, or a grant already refunded).
+-- Money given back does not refill the pace bucket.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_budget_return(p_group text, p_holder text, p_grant bigint, p_emails integer) RETURNS integer
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp

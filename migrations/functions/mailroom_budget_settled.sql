@@ -1,5 +1,6 @@
--- p_n jobs leased to subscription p_owner were settled without being sent. No-op for a
--- subscription that is not linked to a holder.
+-- p_n jobs leased to subscription p_owner were settled without being sent. Called by the
+-- collector's acknowledgements and releases that had any. No-op for a subscription that is not
+-- linked to a holder.
 
 CREATE OR REPLACE FUNCTION mailroom.mailroom_budget_settled(p_group text, p_owner text, p_n integer) RETURNS void
     LANGUAGE sql

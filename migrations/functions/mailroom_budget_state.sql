@@ -1,4 +1,6 @@
--- The group's month as the budget sees it (default budget/reserve given by the collector).
+-- The group's month as the budget sees it (default budget and reserve given by the collector).
+-- Called by mailroom_budget_grant, mailroom_budget_recovery_first and the collector's budget
+-- store when it reads a group's budget (GetUsage). Reads only; locks nothing.
 
 CREATE OR REPLACE FUNCTION mailroom.mailroom_budget_state(p_gid integer, p_default_budget bigint, p_default_reserve integer, OUT budget_micros bigint, OUT reserve_percent integer, OUT burst integer, OUT committed_micros bigint, OUT spent_micros bigint, OUT sent bigint, OUT granted_micros bigint, OUT returned_micros bigint, OUT month date, OUT seconds_left double precision) RETURNS record
     LANGUAGE sql STABLE

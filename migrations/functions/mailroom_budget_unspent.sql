@@ -1,4 +1,6 @@
--- What mailroom_budget_refund would give back for holder p_holder now, without locks.
+-- What mailroom_budget_refund would give back for holder p_holder now, without locks. Called by
+-- mailroom_budget_refund and mailroom_prune_budget_grants (a grant of a holder with something
+-- to give back is kept).
 CREATE OR REPLACE FUNCTION mailroom.mailroom_budget_unspent(p_gid integer, p_holder text) RETURNS bigint
     LANGUAGE sql STABLE
     SET search_path = pg_catalog, mailroom, pg_temp

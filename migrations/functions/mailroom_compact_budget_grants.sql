@@ -1,7 +1,7 @@
 -- Folds, among the next p_batch grants after id p_after, the unrefunded grants that expired
--- before p_before into one row per (group, holder, month, price, class). Rows
--- another transaction holds are skipped. Returns how many rows were folded away, the last id
--- examined and whether to go on (as mailroom_prune_budget_grants).
+-- before p_before into one row per (group, holder, month, price, class). Called by the retention
+-- pass. Keeps every sum a refund reads; rows another transaction holds are skipped. Returns how
+-- many rows were folded away, the last id examined and whether to go on.
 
 CREATE OR REPLACE FUNCTION mailroom.mailroom_compact_budget_grants(p_after bigint, p_before timestamp with time zone, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql

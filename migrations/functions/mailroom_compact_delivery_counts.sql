@@ -1,6 +1,7 @@
--- Folds the deltas into one row per (group, state). Rows inserted by transactions that commit
--- meanwhile are not visible to the DELETE and stay as they are; a concurrent compaction waits
--- for the rows this one deletes and then skips them. Returns the number of rows left.
+-- Folds delivery_counts' deltas into one row per (group, state). Called by the retention pass.
+-- Rows inserted by transactions that commit meanwhile are not visible to the DELETE and stay as
+-- they are; a concurrent compaction waits for the rows this one deletes and then skips them.
+-- Returns the number of rows left.
 
 CREATE OR REPLACE FUNCTION mailroom.mailroom_compact_delivery_counts() RETURNS bigint
     LANGUAGE sql

@@ -1,14 +1,10 @@
 -- For group p_group_id: expires up to p_limit lease batches whose lease ran out (their jobs
--- without an outcome become 'leased' per-job rows of hand-out count 1, due at once, as in
--- mailroom_dequeue's step 0), then, among the p_limit jobs that have waited longest to be handed
--- out again ('leased' with the lease run out, or 'retry' due), records those whose token expired
--- before p_before_epoch (Unix seconds) as 'expired' and those whose token is gone as 'cancelled'.
--- Rows another transaction holds are skipped. Returns the lease batches expired, the jobs
--- recorded and whether to call again (a call that reached its limit and did something). The
--- retention pass calls it for every group: a group nobody dequeues for (no subscriber, or paused
--- by the reputation guard) would otherwise keep its run-out lease batches leased, and their
--- tokens, for ever. Its jobs whose token expired before the retention can no longer be sent; the
--- dequeue would record them so.
+-- without an outcome become 'leased' rows of hand-out count 1, due at once), then records, among
+-- the p_limit jobs waiting longest to be handed out again, those whose token expired before
+-- p_before_epoch as 'expired' and those whose token is gone as 'cancelled'. Called by the
+-- retention pass for every group (docs/design.md, "Retention keeps every table bounded"). Rows
+-- another transaction holds are skipped. Returns the batches expired, the jobs recorded and
+-- whether to call again.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_expire_leases(p_group_id INT, p_before_epoch BIGINT, p_limit INT)
     RETURNS TABLE (batches BIGINT, jobs BIGINT, more BOOLEAN)
     LANGUAGE plpgsql

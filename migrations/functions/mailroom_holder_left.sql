@@ -1,6 +1,6 @@
--- The subscription p_owner ended without handing its jobs back: its leases (per job and in
--- batches) run out as usual (its sender may still deliver and acknowledge them) but no longer
--- count as lost leases.
+-- The subscription p_owner of group p_group ended without handing its jobs back. Called by the
+-- collector when a stream ends. Its leases (per job and in batches) run out as usual (its sender
+-- may still deliver and acknowledge them) but no longer count as lost leases.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_holder_left(p_group text, p_owner text) RETURNS void
     LANGUAGE sql
     SET search_path = pg_catalog, mailroom, pg_temp

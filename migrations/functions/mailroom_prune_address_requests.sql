@@ -1,6 +1,6 @@
 -- Deletes, in the table's blocks [p_after, p_after + p_batch / 32 + 1), the rows whose newest
--- request is older than the window: they can no longer limit anything. Returns the rows
--- deleted, the next block and whether blocks remain (the shape the retention pass pages with).
+-- request is older than the window: they can no longer limit anything. Called by the retention
+-- pass. Returns the rows deleted, the next block and whether blocks remain.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_address_requests(p_after BIGINT, p_batch INT)
     RETURNS TABLE (deleted BIGINT, next_after BIGINT, more BOOLEAN)
     LANGUAGE plpgsql

@@ -1,20 +1,9 @@
 -- Deletes, among the next p_batch grants after id p_after, those that expired before p_before
--- and can no longer matter. Rows another transaction holds are skipped. Returns as
--- mailroom_prune_deliveries: how many were deleted, the last id examined (the next
--- call's p_after) and whether to go on (false at the end of the table or at a batch with
--- nothing to delete whose newest grant is newer than p_before: ids follow time).
---
--- A grant can no longer matter when it was refunded, fully returned, its holder has no linked
--- subscription, or its holder holds no grant newer than p_before and has nothing to give back.
--- The invariant: pruning never makes any holder's refund larger. For holder H the refund is
---     refund(H) = sum over H's grant rows of (emails - returned_emails)
---               - sum over H's subscription rows of greatest(handed - settled_unsent, 0).
--- Deleting a grant row removes a term emails - returned_emails >= 0 from the first sum and
--- nothing from the second: refund(H) goes down or stays (whatever a concurrent refund or return
--- does: the refund locks H's grants, the prune skips locked rows). Deleting a subscription row
--- would raise refund(H), so mailroom_prune_budget_subscriptions deletes one only when H has no
--- grant row left (refund(H) is then nothing) and its owner holds no lease. Folding
--- (mailroom_compact_budget_grants) keeps every sum, so refund(H) is exactly what it was.
+-- and can no longer matter (refunded, fully returned, of a holder with no linked subscription,
+-- or of a holder with no newer grant and nothing to give back). Called by the retention pass.
+-- Never makes any holder's refund larger (docs/design.md, "Pruning grants never makes a refund
+-- larger"). Rows another transaction holds are skipped. Returns as mailroom_prune_deliveries
+-- (false at the end, or at a batch that deletes nothing and reaches p_before: ids follow time).
 CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_budget_grants(p_after bigint, p_before timestamp with time zone, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp

@@ -1,8 +1,8 @@
--- Deletes up to p_batch subscription rows that can no longer matter, updated before p_before,
--- rows another transaction holds skipped; a subscription whose owner holds a job or batch
--- lease is kept. Returns how many were deleted, 0 as last_id (the table has no numeric key:
--- each call starts again from the first row left) and whether a full batch was deleted (then
--- there may be more).
+-- Deletes up to p_batch subscription rows updated before p_before that can no longer matter: of
+-- a holder with no grant row left, whose owner holds no job or batch lease. Called by the
+-- retention pass; rows another transaction holds are skipped. Returns how many were deleted, 0
+-- as last_id (no numeric key: each call starts from the first row left) and whether a full batch
+-- was deleted (then there may be more).
 CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_budget_subscriptions(p_before timestamp with time zone, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp

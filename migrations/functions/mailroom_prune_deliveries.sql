@@ -1,9 +1,9 @@
 -- Deletes the finished deliveries of group p_group_id updated before p_before among the next
--- p_batch rows of its primary key after token p_after. Rows another transaction holds are
--- skipped (left for a later run). Returns how many were deleted, the last token id examined
--- (the next call's p_after) and whether to go on: false at the end of the group's rows or at
--- a batch with nothing to delete whose newest row is newer than p_before (rows are in token
--- order, which follows time).
+-- p_batch rows after token p_after. Called by the retention pass; rows another transaction holds
+-- are skipped (left for a later pass). Returns how many were deleted, the last token id examined
+-- (the next call's p_after) and whether to go on: false at the end of the group's rows or at a
+-- batch with nothing to delete whose newest row is newer than p_before (token order follows
+-- time).
 
 CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_deliveries(p_group_id integer, p_after bigint, p_before timestamp with time zone, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql

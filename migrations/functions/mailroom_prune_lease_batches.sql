@@ -1,7 +1,7 @@
 -- Deletes, among the next p_batch lease batches after p_after, the finished ones ('done' or
--- 'expired') last updated before p_before. Returns as mailroom_prune_deliveries. A
--- finished batch's SENT jobs have no other record: they go with it, as a pruned SENT row does
--- (delivery_counts keeps counting them).
+-- 'expired') last updated before p_before. Called by the retention pass. A finished batch's SENT
+-- jobs go with it, as a pruned SENT row does (delivery_counts keeps counting them). Returns as
+-- mailroom_prune_deliveries.
 
 CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_lease_batches(p_after bigint, p_before timestamp with time zone, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql

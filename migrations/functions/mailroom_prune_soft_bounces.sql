@@ -1,5 +1,6 @@
 -- Deletes up to p_batch soft bounces older than the 7 days mailroom_record_feedback counts,
--- oldest first (soft_bounces_bounced_at_idx); returns as mailroom_prune_budget_subscriptions.
+-- oldest first (soft_bounces_bounced_at_idx). Called by the retention pass. Returns as
+-- mailroom_prune_budget_subscriptions.
 
 CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_soft_bounces(p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql

@@ -1,13 +1,8 @@
--- Deletes, among the next p_batch tokens after id p_after, those no group needs any more:
--- created and expired before p_before_epoch (Unix seconds) and before the abuse limits'
--- window (limit_window_seconds: they still count towards the per-account and per-address
--- limits), with no deliveries row left in any group (all finished and pruned) and in no lease
--- batch. A group that has not scanned such a token yet (one nobody subscribes to) would only
--- record it as expired: it is not kept for it, so a stale group cannot hold the table's size.
--- Rows another transaction holds are skipped. Returns as mailroom_prune_deliveries: it goes on
--- past windows of tokens it must keep (a kept token delays only itself) and stops at the first
--- window that deletes nothing and holds a token created after the cut-off (ids follow creation:
--- the rest is newer still), so a pass costs O(tokens older than the cut-off / batch).
+-- Deletes, among the next p_batch tokens after id p_after, those no group needs any more: created
+-- and expired before p_before_epoch and before the abuse limits' window, with no deliveries row
+-- left and in no lease batch. Called by the retention pass, after the other tables. Rows another
+-- transaction holds are skipped. Returns as mailroom_prune_deliveries; a pass costs O(tokens
+-- older than the cut-off / batch) (docs/design.md, "Retention keeps every table bounded").
 CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_tokens(p_after bigint, p_before_epoch bigint, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp

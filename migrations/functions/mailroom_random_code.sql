@@ -1,8 +1,8 @@
--- A uniformly distributed 5-digit code from a cryptographic source. Rejection sampling over
--- 32 random bits: 4294900000 is the largest multiple of 100000 below 2^32. The bits are the
--- first 4 bytes of gen_random_uuid() (PostgreSQL's own, from pg_strong_random: a version 4 UUID
--- is random but for its version and variant bits, in bytes 7 and 9), so the function needs no
--- extension, wherever pgcrypto lives.
+-- A uniformly distributed 5-digit code from a cryptographic source: rejection sampling over the
+-- first 32 bits of gen_random_uuid() (PostgreSQL's own pg_strong_random; 4294900000 is the
+-- largest multiple of 100000 below 2^32), so it needs no extension, wherever pgcrypto lives.
+-- Called by the tokens' column defaults, as the role that inserts: the one function of the
+-- schema PUBLIC may still execute (collector migrate revokes the others).
 
 CREATE OR REPLACE FUNCTION mailroom.mailroom_random_code() RETURNS character varying
     LANGUAGE plpgsql

@@ -1,7 +1,7 @@
--- Makes the leases p_owner holds on p_ids due now without counting them as lost (jobs that never
--- reached the subscriber; what the collector's Release did in one UPDATE of deliveries). A job in
--- a lease batch gets its per-job row as it would at expiry (hand-out count 1), due now,
--- holder_left, its bit set. Returns how many jobs were released.
+-- Makes the leases p_owner holds on p_ids due now without counting them as lost: jobs that never
+-- reached the subscriber. Called by the collector's Store::Release (a stream that ended before
+-- its jobs were written). A job in a lease batch gets its per-job row as it would at expiry
+-- (hand-out count 1), due now, holder_left, its bit set. Returns how many jobs were released.
 
 CREATE OR REPLACE FUNCTION mailroom.mailroom_release(p_group text, p_owner text, p_ids bigint[]) RETURNS integer
     LANGUAGE plpgsql

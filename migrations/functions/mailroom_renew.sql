@@ -1,7 +1,8 @@
--- Extends the leases p_owner holds on p_ids (with the given hand-out counts, p_attempts; NULL:
--- any) to now + p_lease_ms, jobs in a lease batch first; returns the ids renewed. The holder is
--- alive: its leases count again for poison detection. A row updated concurrently is probed again on its newest
--- version, so a racing update never makes a live lease look lost.
+-- Extends the leases p_owner holds on p_ids (at the hand-out counts p_attempts; NULL: any) to
+-- now + p_lease_ms, jobs in a lease batch first; returns the ids renewed. Called by the
+-- collector's Renew and after a reconnect (RenewAll). The holder is alive: its leases count
+-- again for poison detection. A row updated concurrently is probed again on its newest version,
+-- so a racing update never makes a live lease look lost.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_renew(p_group text, p_owner text, p_ids bigint[], p_attempts integer[], p_lease_ms integer) RETURNS SETOF bigint
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp

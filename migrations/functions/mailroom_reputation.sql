@@ -1,5 +1,6 @@
--- Per group, the counters of the last `p_window_seconds` (whole hours: the current hour and
--- the hours that started within the window).
+-- Per group, the sent, delivered, bounced and complained counters of the last p_window_seconds
+-- (whole hours: the current hour and the hours that started within the window). Called by the
+-- feedback store for the reputation guard and the gauges. Reads only.
 
 CREATE OR REPLACE FUNCTION mailroom.mailroom_reputation(p_window_seconds integer) RETURNS TABLE(group_name text, sent bigint, delivered bigint, bounced bigint, complained bigint)
     LANGUAGE sql STABLE

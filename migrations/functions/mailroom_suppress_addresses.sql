@@ -1,6 +1,6 @@
--- Suppresses `p_addresses` with `p_reason` (hard_bounce | complaint) and `p_source`. A manual
--- entry keeps its reason, a complaint is not turned into a bounce; an expired entry comes back
--- in force.
+-- Suppresses p_addresses with p_reason (hard_bounce | complaint) and p_source. Called by
+-- mailroom_record_feedback. A manual entry keeps its reason, a complaint is not turned into a
+-- bounce; an expired entry comes back in force. Returns how many addresses were written.
 
 CREATE OR REPLACE FUNCTION mailroom.mailroom_suppress_addresses(p_addresses text[], p_reason text, p_source text) RETURNS integer
     LANGUAGE plpgsql

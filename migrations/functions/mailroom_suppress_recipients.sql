@@ -1,8 +1,8 @@
 -- Suppresses the recipients of jobs p_ids (reason smtp_rejected, source the matching entry of
--- p_sources): inserts the address, or refreshes an existing entry (last_seen, source; an
--- expired entry comes back in force, a manual or complaint entry keeps its reason). Called by
--- the collector in an acknowledgement's transaction, for recorded outcomes only. Returns how
--- many addresses were written.
+-- p_sources): inserts the address, or refreshes an existing entry (last_seen, source; an expired
+-- entry comes back in force, a manual or complaint entry keeps its reason). Called by the
+-- collector in an acknowledgement's transaction, for recorded outcomes only. Returns how many
+-- addresses were written.
 
 CREATE OR REPLACE FUNCTION mailroom.mailroom_suppress_recipients(p_ids bigint[], p_sources text[]) RETURNS integer
     LANGUAGE plpgsql

@@ -1,8 +1,8 @@
--- The suppression in force for an email, if any: at most one row (a primary key probe).
--- LANGUAGE sql, STABLE, one SELECT: the planner inlines it into the dequeue's lateral joins.
+-- The suppression in force for an email, if any: at most one row (a primary key probe). Called by
+-- mailroom_dequeue and request; LANGUAGE sql, STABLE, one SELECT, so the planner inlines it.
 -- Inlined into its callers, so no SET search_path (a function with settings is never inlined):
--- it is called only from mailroom's functions, whose pinned search path it then runs under,
--- and it names mailroom's tables schema-qualified.
+-- it runs only under its pinned callers' search path and names mailroom's tables
+-- schema-qualified.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_suppression(p_email text) RETURNS TABLE(address text, why text)
     LANGUAGE sql STABLE
     AS $$

@@ -1,12 +1,9 @@
--- A new account that needs activating (inserted 'provisioned') queues its activation request:
--- one row in mailroom_signups, which has no index, key or foreign key, so the application's
--- transaction writes one heap tuple and nothing else. The collector creates the token
--- (mailroom_collect_signups), deciding the abuse limits there. An account inserted 'active' or
--- 'suspended' (an import of existing users) queues nothing: the trigger's WHEN skips the call.
---
--- A BEFORE trigger (an AFTER row trigger would queue an event per row): a row that an
--- INSERT ... ON CONFLICT DO NOTHING then skips leaves a queued row for an id that no account
--- has, which the collector drops.
+-- A new account inserted 'provisioned' queues its activation request: one row in
+-- mailroom_signups (no index, key or foreign key: one heap tuple in the application's
+-- transaction); the collector makes the token (mailroom_collect_signups). Fired by INSERT on
+-- accounts; its WHEN skips accounts inserted 'active' or 'suspended' (imports). A BEFORE trigger,
+-- so a row that ON CONFLICT DO NOTHING then skips leaves a queued id no account has, which the
+-- collector drops (docs/design.md, "Signups are queued; the collector makes the tokens").
 
 CREATE OR REPLACE FUNCTION mailroom.trg_before_account_insert() RETURNS trigger
     LANGUAGE plpgsql

@@ -1,5 +1,6 @@
 -- Counts the outcomes of inserted deliveries rows in delivery_counts (one delta row per group
--- and state; mailroom_compact_delivery_counts folds them).
+-- and state; mailroom_compact_delivery_counts folds them). Fired once per INSERT statement on
+-- deliveries (transition table).
 CREATE OR REPLACE FUNCTION mailroom.trg_deliveries_count_insert() RETURNS trigger
     LANGUAGE plpgsql
     SECURITY DEFINER

@@ -1,6 +1,6 @@
--- Counts the outcomes that updated deliveries rows reach, as trg_deliveries_count_insert.
--- Transition tables allow one event per trigger: one trigger for INSERT, one for UPDATE. (The
--- collector never deletes deliveries except by pruning, which must not change counts.)
+-- Counts the outcomes that updated deliveries rows reach, as trg_deliveries_count_insert. Fired
+-- once per UPDATE statement on deliveries (transition tables allow one event per trigger). The
+-- collector deletes deliveries only by pruning, which must not change counts.
 CREATE OR REPLACE FUNCTION mailroom.trg_deliveries_count_update() RETURNS trigger
     LANGUAGE plpgsql
     SECURITY DEFINER

@@ -1,6 +1,8 @@
--- The per-job picture: every deliveries row, and every batch job without a row of its own: SENT
--- (outcome recorded in the batch) or still leased under the batch. A batch job with a row of its
--- own (kept) is that row, and is gone with it once the row is pruned. Same columns as deliveries.
+-- The per-job picture: every deliveries row, and every lease batch job without a row of its own:
+-- SENT (outcome recorded in the batch) or still leased under the batch. A batch job with a row of
+-- its own (kept) is that row, and is gone with it once the row is pruned. Read by operators and
+-- the schema's tests; nothing in the services reads it. Same columns as deliveries; one row per
+-- job and group.
 CREATE OR REPLACE VIEW delivery_states AS
 SELECT d.group_id, d.token_id, d.state, d.attempts, d.failures, d.lost_leases, d.owner, d.due_at,
        d.reason, d.cost_micros, d.updated_at, d.holder_left, d.recovery, d.provider_message_id,
