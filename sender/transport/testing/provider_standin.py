@@ -131,6 +131,7 @@ def main():
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # one segment per answer: no delayed-ACK stall
 
         def log_message(self, fmt, *a):
             pass

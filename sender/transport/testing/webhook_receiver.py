@@ -85,6 +85,7 @@ def serve(args):
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # one segment per answer: no delayed-ACK stall
 
         def log_message(self, fmt, *a):
             pass
