@@ -76,7 +76,6 @@ TEST(PostmarkTransportTest, ErrorCodesDecideTheKindOfFailure) {
 }
 
 TEST(SendgridTransportTest, BodyIsOnePersonalizationWithCustomArgsAndNoTracking) {
-  TransportConfig c;
   auto body = nlohmann::json::parse(SendgridTransport::Body(Job(8), "grp"));
   const auto& p = body["personalizations"][0];
   EXPECT_EQ(p["to"][0]["email"], "ok-1@example.test");
