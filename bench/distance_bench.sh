@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole pipeline at a network distance from its provider: PostgreSQL -> collector -> sender
 # -> bench/latency_proxy.py (half the round trip each way) -> postfix's smtp-sink, the SES
-# emulator's front, or the Postmark stand-in (the postmark transport: an HTTP API); postfix's
+# emulator's front, or bench/http_sink.py answering as Postmark (the postmark transport); postfix's
 # smtp-source with as many sessions through the same proxy, in the same run, for comparison.
 # Every round trip with every connection count; prints each run, the proxy's count of round
 # trips per SMTP message, and a table of emails/s.

@@ -21,7 +21,7 @@
 // 4 x the connections unless --max_in_flight). Each run also prints what the proxy counted of
 // the SMTP conversations (round trips per message, bodies awaiting their reply at once), and a
 // table of every run's emails/s closes the output. --http_messages=N also runs the postmark
-// transport (an HTTP API, one request per email) against its stand-in through a proxy. --sender=PATH times another sender binary
+// transport (an HTTP API, one request per email) to bench/http_sink.py through a proxy. --sender=PATH times another sender binary
 // (an earlier build, for before/after runs); --no_ceiling skips smtp-source.
 // bash bench/distance_bench.sh wraps it.
 #include <signal.h>
@@ -445,12 +445,12 @@ std::map<std::string, std::string> SesEnv(int port) {
           {"AWS_SECRET_ACCESS_KEY", kAwsSecret}};
 }
 
-// The Postmark stand-in (sender/transport/testing/provider_standin.py); returns its port.
+// A sink that answers as Postmark accepts an email (bench/http_sink.py: one event loop, so the
+// peer is not what limits the run); returns its port.
 std::unique_ptr<Process> StartPostmark(const std::string& dir, int* port) {
   *port = testing::FreePort();
-  return Spawn({"/usr/bin/python3",
-                testing::Runfile("mailroom/sender/transport/testing/provider_standin.py"),
-                "--port", absl::StrCat(*port), "--provider", "postmark", "--key", "bench-token"},
+  return Spawn({"/usr/bin/python3", testing::Runfile("mailroom/bench/http_sink.py"), "--port",
+                absl::StrCat(*port), "--token", "bench-token"},
                {}, dir + "/postmark.log", "ready");
 }
 
