@@ -20,7 +20,8 @@
 // sender per run, MAILROOM_CONNECTIONS and smtp-source's sessions alike; MAILROOM_MAX_IN_FLIGHT
 // 4 x the connections unless --max_in_flight). Each run also prints what the proxy counted of
 // the SMTP conversations (round trips per message, bodies awaiting their reply at once), and a
-// table of every run's emails/s closes the output. --sender=PATH times another sender binary
+// table of every run's emails/s closes the output. --http_messages=N also runs the postmark
+// transport (an HTTP API, one request per email) to bench/http_sink.py through a proxy. --sender=PATH times another sender binary
 // (an earlier build, for before/after runs); --no_ceiling skips smtp-source.
 // bash bench/distance_bench.sh wraps it.
 #include <signal.h>
@@ -183,6 +184,7 @@ struct Options {
   std::vector<int> rtt_ms;  // empty: no proxy
   std::string sender;       // "": the built sender
   bool ceiling = true;      // time smtp-source
+  int http_messages = 0;    // at a distance: the postmark transport to its stand-in too
 };
 
 // A latency proxy (bench/latency_proxy.py) in front of 127.0.0.1:`upstream`, `rtt_ms` of
@@ -443,14 +445,27 @@ std::map<std::string, std::string> SesEnv(int port) {
           {"AWS_SECRET_ACCESS_KEY", kAwsSecret}};
 }
 
+// A sink that answers as Postmark accepts an email (bench/http_sink.py: one event loop, so the
+// peer is not what limits the run); returns its port.
+std::unique_ptr<Process> StartPostmark(const std::string& dir, int* port) {
+  *port = testing::FreePort();
+  return Spawn({"/usr/bin/python3", testing::Runfile("mailroom/bench/http_sink.py"), "--port",
+                absl::StrCat(*port), "--token", "bench-token"},
+               {}, dir + "/postmark.log", "ready");
+}
+
 // Every --rtt_ms with every --connections, through latency proxies: smtp-source, the
-// pipeline over SMTP, the pipeline over SES; then the table.
+// pipeline over SMTP, the pipeline over SES, the pipeline over the postmark transport
+// (--http_messages); then the table.
 void Distance(Pipeline& p, const Options& o, int sink_port, pid_t sink_pid) {
   std::optional<SesPeer> ses;
   if (o.ses_messages > 0) ses = StartSes(p.dir());
+  int postmark_port = 0;
+  std::unique_ptr<Process> postmark;
+  if (o.http_messages > 0) postmark = StartPostmark(p.dir(), &postmark_port);
   struct Row {
     int rtt_ms, connections;
-    double source = -1, smtp = -1, ses = -1;
+    double source = -1, smtp = -1, ses = -1, http = -1;
     std::string round_trips;
   };
   std::vector<Row> rows;
@@ -493,21 +508,33 @@ void Distance(Pipeline& p, const Options& o, int sink_port, pid_t sink_pid) {
         row.ses = p.Run(absl::StrCat("ses, ", at), o.ses_messages, env);
         (void)StopProxy(std::move(proxy), stats + ".ses");
       }
+      if (postmark) {
+        auto proxy = StartProxy(rtt, postmark_port, &port, stats + ".http", log);
+        std::map<std::string, std::string> env = {
+            {"MAILROOM_TRANSPORT", "postmark"},
+            {"MAILROOM_POSTMARK_SERVER_TOKEN", "bench-token"},
+            {"MAILROOM_POSTMARK_API_URL", absl::StrCat("http://127.0.0.1:", port)}};
+        env.insert(window.begin(), window.end());
+        row.http = p.Run(absl::StrCat("postmark, ", at), o.http_messages, env);
+        (void)StopProxy(std::move(proxy), stats + ".http");
+      }
       rows.push_back(row);
       std::fflush(stdout);
     }
   }
   auto cell = [](double v) { return v < 0 ? std::string("-") : absl::StrCat(std::lround(v)); };
   std::printf("\n| RTT | connections | mailroom SMTP | smtp-source -d | mailroom SES |"
-              " SMTP round trips per message (proxy) |\n|---|---|---|---|---|---|\n");
+              " mailroom postmark | SMTP round trips per message (proxy) |\n"
+              "|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows) {
     std::string turns = "-";
     const size_t at = r.round_trips.find("turns_per_message=");
     if (at != std::string::npos) {
       turns = r.round_trips.substr(at + 18, r.round_trips.find(' ', at) - at - 18);
     }
-    std::printf("| %d ms | %d | %s | %s | %s | %s |\n", r.rtt_ms, r.connections,
-                cell(r.smtp).c_str(), cell(r.source).c_str(), cell(r.ses).c_str(), turns.c_str());
+    std::printf("| %d ms | %d | %s | %s | %s | %s | %s |\n", r.rtt_ms, r.connections,
+                cell(r.smtp).c_str(), cell(r.source).c_str(), cell(r.ses).c_str(),
+                cell(r.http).c_str(), turns.c_str());
   }
 }
 
@@ -532,6 +559,8 @@ int main(int argc, char** argv) {
     bool ok = true;
     if (absl::ConsumePrefix(&a, "--messages=")) {
       ok = absl::SimpleAtoi(a, &o.messages);
+    } else if (absl::ConsumePrefix(&a, "--http_messages=")) {
+      ok = absl::SimpleAtoi(a, &o.http_messages);
     } else if (absl::ConsumePrefix(&a, "--ses_messages=")) {
       ok = absl::SimpleAtoi(a, &o.ses_messages);
     } else if (absl::ConsumePrefix(&a, "--connections=")) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -378,6 +379,64 @@ TEST_F(DoctorTest, EachMisconfigurationIsOneProblemLine) {
   EXPECT_EQ(o.code, 2) << o.out;
   EXPECT_THAT(o.out, HasSubstr("config error: MAILROOM_SMTP_URL: must start with smtp://"))
       << o.out;
+}
+
+// The provider transports: each key proved by the provider's cheapest authenticated read
+// against its stand-in, nothing sent; a refused key, a key without the right to send, a
+// missing Mailgun domain are one problem line each.
+TEST_F(DoctorTest, ProviderKeysAreProvedWithoutSending) {
+  const std::string key = "pr0vider-d0ctor-k3y";
+  auto start = [&](const std::string& provider, std::vector<std::string> extra) {
+    const int port = testing::FreePort();
+    std::vector<std::string> args = {"--port", absl::StrCat(port), "--provider", provider,
+                                     "--key", key, "--domain", "mg.acme.net"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    StartPeer("provider_standin.py", args, absl::StrCat(provider, "-", port));
+    return absl::StrCat("http://127.0.0.1:", port);
+  };
+  auto env = [&](const std::string& provider, const std::string& url, const std::string& k) {
+    const std::string upper = absl::AsciiStrToUpper(provider);
+    return std::map<std::string, std::string>{
+        {"MAILROOM_TRANSPORT", provider},
+        {absl::StrCat("MAILROOM_", upper,
+                      provider == "postmark" ? "_SERVER_TOKEN" : "_API_KEY"), k},
+        {absl::StrCat("MAILROOM_", upper, "_API_URL"), url},
+        {"MAILROOM_MAILGUN_DOMAIN", "mg.acme.net"}};
+  };
+  for (const std::string provider : {"postmark", "sendgrid", "mailgun", "resend"}) {
+    SCOPED_TRACE(provider);
+    const std::string url = start(provider, {});
+    const std::string host = url.substr(strlen("http://"));
+    ExpectHealthy(env(provider, url, key), absl::StrCat("ok   ", provider, ": "));
+    Outcome ok = Doctor(env(provider, url, key));
+    EXPECT_THAT(ok.out, HasSubstr(absl::StrCat(" accepted by ", host))) << ok.out;
+    EXPECT_THAT(ok.out, HasSubstr(absl::StrCat("ok   ", provider,
+                                               ": not checked without sending: ")));
+    EXPECT_THAT(ok.out, Not(HasSubstr(key)));
+    if (provider == "mailgun") {
+      // A wrong key and a domain sending key look alike from a read: a warning.
+      Outcome wrong = Doctor(env(provider, url, "wr0ng-k3y"));
+      EXPECT_EQ(wrong.code, 0) << wrong.out;
+      EXPECT_THAT(wrong.out, HasSubstr(absl::StrCat("warn mailgun: ", host, " refused to show "
+                                                    "domain mg.acme.net (mailgun 401)")));
+      ExpectProblem(With(env(provider, url, key), {{"MAILROOM_MAILGUN_DOMAIN", "mg.other.net"}}),
+                    absl::StrCat("FAIL mailgun: no sending domain mg.other.net at ", host));
+    } else {
+      ExpectProblem(env(provider, url, "wr0ng-k3y"),
+                    absl::StrCat("FAIL ", provider, ": credentials refused by ", host, " ("));
+    }
+  }
+  const std::string restricted = start("resend", {"--restricted"});
+  ExpectHealthy(env("resend", restricted, key),
+                "ok   resend: API key accepted by 127.0.0.1:");
+  EXPECT_THAT(testing::Slurp(absl::StrCat(dir_, "/doctor-", runs_, ".log")),
+              HasSubstr("(sending access only)"));
+  const std::string no_send = start("sendgrid", {"--scopes", "stats.read"});
+  ExpectProblem(env("sendgrid", no_send, key), "FAIL sendgrid: the API key lacks the mail.send "
+                                               "scope");
+  const int closed = testing::FreePort();
+  ExpectProblem(env("postmark", absl::StrCat("http://127.0.0.1:", closed), key),
+                absl::StrCat("FAIL postmark: cannot reach 127.0.0.1:", closed, ": "));
 }
 
 }  // namespace

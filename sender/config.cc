@@ -53,6 +53,74 @@ bool HttpsOrLoopback(const std::string& url) {
   return IsLoopbackAddress(url.substr(7, end == std::string::npos ? std::string::npos : end - 7));
 }
 
+// The variables of a provider transport (after MAILROOM_ or MAILROOM_FAILOVER_).
+struct ProviderVars {
+  const char* kind;
+  const char* key;  // the API key or token
+  const char* url;  // the API's base URL
+};
+constexpr ProviderVars kProviders[] = {
+    {"postmark", "POSTMARK_SERVER_TOKEN", "POSTMARK_API_URL"},
+    {"sendgrid", "SENDGRID_API_KEY", "SENDGRID_API_URL"},
+    {"mailgun", "MAILGUN_API_KEY", "MAILGUN_API_URL"},
+    {"resend", "RESEND_API_KEY", "RESEND_API_URL"},
+};
+
+// Printable ASCII without spaces, 1 to `max` bytes: what may go into a header as it is.
+bool HeaderToken(const std::string& s, size_t max) {
+  if (s.empty() || s.size() > max) return false;
+  for (unsigned char ch : s) {
+    if (ch <= 0x20 || ch >= 0x7f) return false;
+  }
+  return true;
+}
+
+// Reads and checks the settings of the provider transport `p` into `c`. The key is named,
+// never shown.
+absl::Status LoadProviderSettings(const Env& env, const TransportVars& v, const ProviderVars& p,
+                                  SenderConfig* c) {
+  const std::string key_var = v.Mailroom(p.key);
+  const std::string url_var = v.Mailroom(p.url);
+  c->provider_api_key = env.String(key_var.c_str(), "");
+  c->provider_api_url = env.String(url_var.c_str(), "");
+  if (c->provider_api_key.empty()) {
+    return Bad(key_var.c_str(),
+               absl::StrCat("required when ", v.Mailroom("TRANSPORT"), "=", p.kind));
+  }
+  if (!HeaderToken(c->provider_api_key, 1000)) {
+    return Bad(key_var.c_str(), "must be printable ASCII without spaces (at most 1000 bytes)");
+  }
+  // The key crosses to the URL: in clear only to this machine.
+  if (!c->provider_api_url.empty() &&
+      (!HttpsOrLoopback(c->provider_api_url) || !OneLine(c->provider_api_url, 2000))) {
+    return Bad(url_var.c_str(), "must start with https:// (http:// only to a loopback address)");
+  }
+  if (std::string(p.kind) == "postmark") {
+    const std::string stream_var = v.Mailroom("POSTMARK_MESSAGE_STREAM");
+    c->postmark_message_stream = env.String(stream_var.c_str(), "outbound");
+    bool ok = !c->postmark_message_stream.empty() && c->postmark_message_stream.size() <= 100;
+    for (char ch : c->postmark_message_stream) {
+      if (!(absl::ascii_islower(ch) || absl::ascii_isdigit(ch) || ch == '-' || ch == '_')) ok = false;
+    }
+    if (!ok) return Bad(stream_var.c_str(), "must be a stream id: a-z, 0-9, - or _ (at most 100)");
+  }
+  if (std::string(p.kind) == "mailgun") {
+    const std::string domain_var = v.Mailroom("MAILGUN_DOMAIN");
+    c->mailgun_domain = absl::AsciiStrToLower(env.String(domain_var.c_str(), ""));
+    bool ok = c->mailgun_domain.size() <= 253 &&
+              c->mailgun_domain.find('.') != std::string::npos &&
+              c->mailgun_domain.front() != '.' && c->mailgun_domain.back() != '.';
+    for (char ch : c->mailgun_domain) {
+      if (!(absl::ascii_isalnum(ch) || ch == '-' || ch == '.')) ok = false;
+    }
+    if (c->mailgun_domain.empty()) {
+      return Bad(domain_var.c_str(), "required when " + v.Mailroom("TRANSPORT") + "=mailgun");
+    }
+    if (!ok) return Bad(domain_var.c_str(), "must be a domain name (mg.example.com)");
+  }
+  return absl::OkStatus();
+}
+
 // The XOAUTH2 settings of an smtp transport: one token source (an endpoint or a file), the
 // mailbox, no password. Secrets are named, never shown.
 absl::Status CheckSmtpOAuth2(const SenderConfig& c, const TransportVars& v) {
@@ -216,8 +284,13 @@ absl::Status LoadTransportSettings(const Env& env, const TransportVars& v, Sende
       return Bad(var("HTTP_AUTHORIZATION").c_str(), "must be one line of at most 4000 bytes");
     }
   } else if (c->transport != "file") {
+    for (const ProviderVars& p : kProviders) {
+      if (c->transport == p.kind) return LoadProviderSettings(env, v, p, c);
+    }
     return Bad(kind_var.c_str(),
-               absl::StrCat("\"", c->transport, "\" is not file, smtp, ses or http"));
+               absl::StrCat("\"", c->transport,
+                            "\" is not file, smtp, ses, http, postmark, sendgrid, mailgun or "
+                            "resend"));
   }
   return absl::OkStatus();
 }
@@ -406,6 +479,10 @@ TransportConfig TransportConfigOf(const SenderConfig& c) {
   tc.http_secret = c.http_secret;
   tc.http_authorization = c.http_authorization;
   tc.http_ca_file = c.http_ca_file;
+  tc.provider_api_key = c.provider_api_key;
+  tc.provider_api_url = c.provider_api_url;
+  tc.postmark_message_stream = c.postmark_message_stream;
+  tc.mailgun_domain = c.mailgun_domain;
   return tc;
 }
 

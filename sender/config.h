@@ -38,7 +38,8 @@ struct SenderConfig {
   std::string product_name;           // MAILROOM_PRODUCT_NAME
 
   // Transport.
-  std::string transport;              // MAILROOM_TRANSPORT: file | smtp | ses | http
+  std::string transport;              // MAILROOM_TRANSPORT: file | smtp | ses | http | postmark |
+                                      // sendgrid | mailgun | resend
   std::string file_dir;               // MAILROOM_FILE_DIR
   std::string smtp_url;               // MAILROOM_SMTP_URL
   std::string smtp_username;          // MAILROOM_SMTP_USERNAME
@@ -65,6 +66,13 @@ struct SenderConfig {
   std::string http_authorization;     // MAILROOM_HTTP_AUTHORIZATION (secret)
   bool http_allow_plain = false;      // MAILROOM_HTTP_ALLOW_PLAIN: http:// to a network address
   std::string http_ca_file;           // MAILROOM_HTTP_CA_FILE
+  // The provider transports: the API key of the one chosen (MAILROOM_POSTMARK_SERVER_TOKEN,
+  // MAILROOM_SENDGRID_API_KEY, MAILROOM_MAILGUN_API_KEY or MAILROOM_RESEND_API_KEY; secret)
+  // and its base URL (MAILROOM_<PROVIDER>_API_URL, "" for the provider's own).
+  std::string provider_api_key;
+  std::string provider_api_url;
+  std::string postmark_message_stream;  // MAILROOM_POSTMARK_MESSAGE_STREAM
+  std::string mailgun_domain;         // MAILROOM_MAILGUN_DOMAIN
 
   // Failover: a secondary transport used while the primary's circuit breaker is open. Its
   // settings are the primary's names after MAILROOM_FAILOVER_ (MAILROOM_FAILOVER_SMTP_URL,

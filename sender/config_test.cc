@@ -2,6 +2,7 @@
 
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -309,6 +310,75 @@ TEST(SenderConfigTest, FailoverToAWebhook) {
       {"plain http",
        {{{"MAILROOM_FAILOVER_HTTP_URL", "http://hooks.example.com/mail"}},
         "MAILROOM_FAILOVER_HTTP_URL"}},
+  }, "s3cr3t");
+}
+
+// The provider transports: each its own key and base URL, the key required and never shown,
+// the URL https:// (http:// only to this machine).
+TEST(SenderConfigTest, ProviderTransports) {
+  for (const auto& [kind, key, url] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"postmark", "MAILROOM_POSTMARK_SERVER_TOKEN", "MAILROOM_POSTMARK_API_URL"},
+           {"sendgrid", "MAILROOM_SENDGRID_API_KEY", "MAILROOM_SENDGRID_API_URL"},
+           {"mailgun", "MAILROOM_MAILGUN_API_KEY", "MAILROOM_MAILGUN_API_URL"},
+           {"resend", "MAILROOM_RESEND_API_KEY", "MAILROOM_RESEND_API_URL"}}) {
+    std::map<std::string, std::string> v = {{"MAILROOM_TRANSPORT", kind},
+                                            {key, "key-s3cr3t"},
+                                            {"MAILROOM_MAILGUN_DOMAIN", "mg.example.com"}};
+    auto c = LoadSenderConfig(Vars(v));
+    ASSERT_TRUE(c.ok()) << kind << ": " << c.status();
+    TransportConfig tc = TransportConfigOf(*c);
+    EXPECT_EQ(tc.kind, kind);
+    EXPECT_EQ(tc.provider_api_key, "key-s3cr3t");
+    EXPECT_EQ(tc.provider_api_url, "");  // the provider's own
+    v[url] = "http://127.0.0.1:9000";
+    ASSERT_TRUE(LoadSenderConfig(Vars(v)).ok()) << kind;
+    EXPECT_EQ(TransportConfigOf(*LoadSenderConfig(Vars(v))).provider_api_url,
+              "http://127.0.0.1:9000");
+    ExpectRefused(v, {
+        {"no key", {{{key, ""}}, key}},
+        {"a space", {{{key, "key s3cr3t"}}, key}},
+        {"plain http", {{{url, "http://api.example.com"}}, url}},
+        {"not http", {{{url, "ftp://api.example.com"}}, url}},
+    }, "s3cr3t");
+  }
+  std::map<std::string, std::string> pm = {{"MAILROOM_TRANSPORT", "postmark"},
+                                           {"MAILROOM_POSTMARK_SERVER_TOKEN", "t0ken"}};
+  EXPECT_EQ(LoadSenderConfig(Vars(pm))->postmark_message_stream, "outbound");
+  pm["MAILROOM_POSTMARK_MESSAGE_STREAM"] = "password-resets";
+  EXPECT_EQ(LoadSenderConfig(Vars(pm))->postmark_message_stream, "password-resets");
+  ExpectRefused(pm, {{"bad stream", {{{"MAILROOM_POSTMARK_MESSAGE_STREAM", "Out Bound"}},
+                                     "MAILROOM_POSTMARK_MESSAGE_STREAM"}}}, "t0ken");
+  std::map<std::string, std::string> mg = {{"MAILROOM_TRANSPORT", "mailgun"},
+                                           {"MAILROOM_MAILGUN_API_KEY", "key-s3cr3t"},
+                                           {"MAILROOM_MAILGUN_DOMAIN", "MG.Example.com"}};
+  EXPECT_EQ(TransportConfigOf(*LoadSenderConfig(Vars(mg))).mailgun_domain, "mg.example.com");
+  ExpectRefused(mg, {
+      {"no domain", {{{"MAILROOM_MAILGUN_DOMAIN", ""}}, "MAILROOM_MAILGUN_DOMAIN"}},
+      {"not a domain", {{{"MAILROOM_MAILGUN_DOMAIN", "mg/x"}}, "MAILROOM_MAILGUN_DOMAIN"}},
+  }, "s3cr3t");
+}
+
+// A provider as the secondary: its settings under the prefix, checked as the primary's are.
+TEST(SenderConfigTest, FailoverToAProvider) {
+  std::map<std::string, std::string> v = {
+      {"MAILROOM_TRANSPORT", "ses"},
+      {"AWS_ACCESS_KEY_ID", "AKID"},
+      {"AWS_SECRET_ACCESS_KEY", "aws-s3cr3t"},
+      {"MAILROOM_FAILOVER_TRANSPORT", "resend"},
+      {"MAILROOM_FAILOVER_RESEND_API_KEY", "re_s3cr3t"},
+      {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.40"}};
+  auto c = LoadSenderConfig(Vars(v));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->failover.has_value());
+  EXPECT_EQ(c->failover->kind, "resend");
+  EXPECT_EQ(c->failover->provider_api_key, "re_s3cr3t");
+  EXPECT_EQ(c->provider_api_key, "");  // the primary's own are untouched
+  ExpectRefused(v, {
+      {"no key", {{{"MAILROOM_FAILOVER_RESEND_API_KEY", ""}}, "MAILROOM_FAILOVER_RESEND_API_KEY"}},
+      {"plain http",
+       {{{"MAILROOM_FAILOVER_RESEND_API_URL", "http://api.example.com"}},
+        "MAILROOM_FAILOVER_RESEND_API_URL"}},
   }, "s3cr3t");
 }
 

@@ -22,6 +22,11 @@
 #include "sender/message.h"
 #include "sender/transport/oauth2_token.h"
 #include "sender/renderer.h"
+#include "sender/transport/http_call.h"
+#include "sender/transport/mailgun_transport.h"
+#include "sender/transport/postmark_transport.h"
+#include "sender/transport/resend_transport.h"
+#include "sender/transport/sendgrid_transport.h"
 #include "sender/transport/ses_transport.h"
 #include "sender/transport/smtp_transport.h"
 
@@ -477,6 +482,96 @@ std::vector<DoctorLine> CheckSesTransport(const SenderConfig& c) {
   return out;
 }
 
+DoctorLine JudgeProviderCheck(const std::string& kind, const HttpAnswer& answer,
+                              const std::string& where, const std::string& mailgun_domain) {
+  const long http = answer.status;
+  auto json = nlohmann::json::parse(answer.body, nullptr, false);
+  auto str = [&json](const char* k) {
+    return json.is_object() && json.contains(k) && json[k].is_string() ? json[k].get<std::string>()
+                                                                       : std::string();
+  };
+  const std::string what = absl::StrCat(kind, " ", http);
+  if (kind == "resend" && http == 401 && str("name") == "restricted_api_key") {
+    return Ok(kind, absl::StrCat("API key accepted by ", where, " (sending access only)"));
+  }
+  if (kind == "mailgun" && (http == 401 || http == 403)) {
+    // A domain sending key can only send: it cannot read its domain, like a wrong key.
+    return Warn(kind, absl::StrCat(where, " refused to show domain ", mailgun_domain, " (", what,
+                                   "): the API key is wrong, or it is a domain sending key, "
+                                   "which cannot be checked without sending"));
+  }
+  if (http == 401 || http == 403) {
+    return Fail(kind, absl::StrCat("credentials refused by ", where, " (", what, ")"));
+  }
+  if (kind == "mailgun" && http == 404) {
+    return Fail(kind, absl::StrCat("no sending domain ", mailgun_domain, " at ", where,
+                                   " (EU domains need MAILROOM_MAILGUN_API_URL="
+                                   "https://api.eu.mailgun.net)"));
+  }
+  if (http < 200 || http >= 300) {
+    return Fail(kind, absl::StrCat("unexpected answer from ", where, " (", what, ")"));
+  }
+  if (kind == "sendgrid") {
+    bool can_send = false;
+    if (json.is_object() && json.contains("scopes") && json["scopes"].is_array()) {
+      for (const auto& s : json["scopes"]) can_send |= s.is_string() && s == "mail.send";
+    }
+    return can_send ? Ok(kind, absl::StrCat("API key accepted by ", where,
+                                            "; it has the mail.send scope"))
+                    : Fail(kind, absl::StrCat("the API key lacks the mail.send scope at ", where,
+                                              ": SendGrid refuses every email (403)"));
+  }
+  if (kind == "mailgun") {
+    std::string state;
+    if (json.is_object() && json.contains("domain") && json["domain"].is_object() &&
+        json["domain"].contains("state") && json["domain"]["state"].is_string()) {
+      state = json["domain"]["state"].get<std::string>();
+    }
+    if (state != "active") {
+      return Fail(kind, absl::StrCat("sending domain ", mailgun_domain, " is ",
+                                     state.empty() ? "in an unknown state" : state,
+                                     ": Mailgun sends only from an active (verified) domain"));
+    }
+    return Ok(kind, absl::StrCat("API key accepted by ", where, "; domain ", mailgun_domain,
+                                 " is active"));
+  }
+  return Ok(kind, absl::StrCat(kind == "postmark" ? "server token" : "API key", " accepted by ",
+                               where));
+}
+
+std::vector<DoctorLine> CheckProviderTransport(const SenderConfig& c) {
+  const TransportConfig tc = TransportConfigOf(c);
+  HttpRequest request = c.transport == "postmark"   ? PostmarkTransport::CheckRequest(tc)
+                        : c.transport == "sendgrid" ? SendgridTransport::CheckRequest(tc)
+                        : c.transport == "mailgun"  ? MailgunTransport::CheckRequest(tc)
+                                                    : ResendTransport::CheckRequest(tc);
+  request.timeout = std::min(tc.timeout, kCheckTimeout);
+  request.connect_timeout = std::min(tc.connect_timeout, kCheckTimeout);
+  const std::string where = HostOf(request.url);
+  CurlHandle h(curl_easy_init());
+  auto answer = PerformHttp(h.get(), request, nullptr);
+  if (!answer.ok()) {
+    return {Fail(c.transport, absl::StrCat("cannot reach ", where, ": ",
+                                           answer.status().message()))};
+  }
+  std::vector<DoctorLine> out = {JudgeProviderCheck(c.transport, *answer, where,
+                                                    c.mailgun_domain)};
+  // What only a send shows.
+  const char* unchecked =
+      c.transport == "postmark"   ? "whether MAILROOM_FROM has a confirmed sender signature "
+                                    "(Postmark refuses the first email with ErrorCode 400 or 401)"
+      : c.transport == "sendgrid" ? "whether MAILROOM_FROM is a verified sender identity "
+                                    "(SendGrid refuses the first email with 403)"
+      : c.transport == "mailgun"  ? "whether the account may send to any recipient (a sandbox "
+                                    "domain sends only to authorised recipients)"
+                                  : "whether MAILROOM_FROM's domain is verified at Resend "
+                                    "(Resend refuses the first email with 403)";
+  if (out[0].level != Level::kFail) {
+    out.push_back(Ok(c.transport, absl::StrCat("not checked without sending: ", unchecked)));
+  }
+  return out;
+}
+
 std::vector<DoctorLine> CheckCollector(const SenderConfig& c) {
   auto creds = CollectorCredentials(
       {c.collector_tls, c.collector_ca_file, c.client_cert_file, c.client_key_file});
@@ -541,6 +636,10 @@ int RunDoctor(const SenderConfig& c, std::FILE* out) {
   if (c.transport == "file") print(CheckFileTransport(c));
   if (c.transport == "smtp") print(CheckSmtpTransport(c));
   if (c.transport == "ses") print(CheckSesTransport(c));
+  if (c.transport == "postmark" || c.transport == "sendgrid" || c.transport == "mailgun" ||
+      c.transport == "resend") {
+    print(CheckProviderTransport(c));
+  }
   print(CheckCollector(c));
   std::fprintf(out, "%d problem%s, %d warning%s\n", problems, problems == 1 ? "" : "s", warnings,
                warnings == 1 ? "" : "s");

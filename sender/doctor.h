@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "sender/config.h"
 #include "sender/ses_account.h"
+#include "sender/transport/http_call.h"
 
 namespace mailroom {
 
@@ -59,6 +60,20 @@ std::vector<DoctorLine> JudgeSesAccount(const SesAccountInfo& info);
 // listed with SendingEnabled is ok; listed and not verified, or not listed at all, is a problem
 // (SES refuses such mail); not among a first page that has more is a warning.
 DoctorLine JudgeSesIdentity(absl::string_view list, const std::string& address);
+
+// A provider transport (postmark, sendgrid, mailgun, resend): the key proved by the provider's
+// cheapest authenticated read (Postmark GET /server, SendGrid GET /v3/scopes, Mailgun GET
+// /v4/domains/<domain>, Resend GET /domains), judged by JudgeProviderCheck; then one line on
+// what cannot be checked without sending (the sender identity or domain).
+std::vector<DoctorLine> CheckProviderTransport(const SenderConfig& config);
+
+// What the check read's answer means for provider `kind` (`where`: the API's host): 401/403
+// is refused credentials (Resend's restricted_api_key, a sending-only key, is accepted; for
+// Mailgun a domain sending key cannot read its domain, so 401/403 is a warning); SendGrid's
+// key must have the mail.send scope; Mailgun's domain must exist (404: a problem) and be
+// active.
+DoctorLine JudgeProviderCheck(const std::string& kind, const HttpAnswer& answer,
+                              const std::string& where, const std::string& mailgun_domain);
 
 // The collector: reachable, TLS as configured, and the credential accepted for the consumer
 // group (GetUsage, as the sender's start-up calls it).

@@ -10,22 +10,13 @@
 #include "common/hmac.h"
 #include "common/utf8.h"
 #include "nlohmann/json.hpp"
-#include "sender/transport/curl_status.h"
+#include "sender/transport/http_call.h"
 
 namespace mailroom {
 namespace {
 
 constexpr char kSecretPrefix[] = "whsec_";
-// The receiver's answer is read for a message id or a reason; a longer one is cut here.
-constexpr size_t kMaxResponse = 64 * 1024;
 constexpr size_t kMaxReason = 200;
-
-size_t Collect(char* ptr, size_t size, size_t nmemb, void* userdata) {
-  auto* out = static_cast<std::string*>(userdata);
-  const size_t n = size * nmemb;
-  out->append(ptr, std::min(n, kMaxResponse - std::min(kMaxResponse, out->size())));
-  return n;
-}
 
 // The receiver's own words for a refusal: a JSON "reason" (or "message", "error") string, else
 // the body itself; made safe to report and cut to kMaxReason bytes.
@@ -131,18 +122,12 @@ absl::Status HttpTransport::ResponseStatus(long http, absl::string_view body) {
   if (http >= 200 && http < 300) return absl::OkStatus();
   const std::string reason = Reason(body);
   const std::string what = absl::StrCat("http ", http, reason.empty() ? "" : ": ", reason);
-  // The receiver overloaded, down or timing out: nothing goes out to anyone until it is back.
-  if (http == 408 || http == 429 || http >= 500) return ProviderError(what);
-  // The receiver refusing our signature or credentials, a wrong URL, a redirect we do not
-  // follow (the URL must be the final one), an endpoint gone: our configuration, not this
-  // email.
-  if (http < 200 || (http >= 300 && http < 400) || http == 401 || http == 403 || http == 404 ||
-      http == 405 || http == 407 || http == 410) {
-    return ProviderError(what);
+  absl::Status st = HttpApiStatus(http, what);
+  // A refusal of this email: of its address too when the receiver says so.
+  if (st.code() == absl::StatusCode::kInvalidArgument && SaysSuppress(body)) {
+    return RecipientRejected(what);
   }
-  // A conflict (the receiver still busy with this webhook-id, say): try this email again.
-  if (http == 409) return absl::UnavailableError(what);
-  return SaysSuppress(body) ? RecipientRejected(what) : absl::InvalidArgumentError(what);
+  return st;
 }
 
 std::string HttpTransport::MessageIdOf(absl::string_view body) {
@@ -150,63 +135,32 @@ std::string HttpTransport::MessageIdOf(absl::string_view body) {
   if (!json.is_object() || !json.contains("message_id") || !json["message_id"].is_string()) {
     return "";
   }
-  std::string id = json["message_id"].get<std::string>();
-  // The collector refuses an outcome whose provider id is longer or holds a NUL: the whole
-  // acknowledgement would be lost for an id it cannot store.
-  if (id.empty() || id.size() > 256) return "";
-  for (char ch : id) {
-    if (ch < 0x21 || ch > 0x7e) return "";
-  }
-  return id;
+  return UsableMessageId(json["message_id"].get<std::string>());
 }
 
 absl::StatusOr<SendResult> HttpTransport::Send(const OutgoingEmail& email) {
   const std::string id = WebhookId(config_.group, email.content.job_id);
-  const std::string body = Body(email, config_.group);
   const int64_t timestamp = absl::ToUnixSeconds(absl::Now());
-  CurlSlist headers(curl_slist_append(nullptr, "Content-Type: application/json"));
-  for (const std::string& h :
-       {absl::StrCat("webhook-id: ", id), absl::StrCat("webhook-timestamp: ", timestamp),
-        absl::StrCat("webhook-signature: ", Signature(keys_, id, timestamp, body)),
-        // No round trip waiting for "100 Continue": the body is small.
-        std::string("Expect:")}) {
-    headers.reset(curl_slist_append(headers.release(), h.c_str()));
-  }
+  HttpRequest request;
+  request.url = config_.http_url;
+  request.body = Body(email, config_.group);
+  request.headers = {absl::StrCat("webhook-id: ", id),
+                     absl::StrCat("webhook-timestamp: ", timestamp),
+                     absl::StrCat("webhook-signature: ",
+                                  Signature(keys_, id, timestamp, request.body))};
   if (!config_.http_authorization.empty()) {
-    headers.reset(curl_slist_append(
-        headers.release(), absl::StrCat("Authorization: ", config_.http_authorization).c_str()));
+    request.headers.push_back(absl::StrCat("Authorization: ", config_.http_authorization));
   }
-
+  request.ca_file = config_.http_ca_file;
+  request.connect_timeout = config_.connect_timeout;
+  request.timeout = AttemptTimeout(email, config_.timeout);
   CurlHandlePool::Loan handle = handles_.Acquire();
-  CURL* c = handle.get();
-  char errbuf[CURL_ERROR_SIZE] = {0};
-  std::string response;
-  curl_easy_setopt(c, CURLOPT_URL, config_.http_url.c_str());
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, "mailroom-sender");
-  curl_easy_setopt(c, CURLOPT_POST, 1L);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
-  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &response);
-  if (!config_.http_ca_file.empty()) {
-    curl_easy_setopt(c, CURLOPT_CAINFO, config_.http_ca_file.c_str());
-  }
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(config_.connect_timeout)));
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(absl::ToInt64Milliseconds(
-                                              AttemptTimeout(email, config_.timeout))));
-  const CURLcode rc = loop_.Perform(c);
-  if (rc != CURLE_OK) return HttpTransferStatus(c, rc, errbuf);
-  long http = 0;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
-  absl::Status st = ResponseStatus(http, response);
+  auto answer = PerformHttp(handle.get(), request, &loop_);
+  if (!answer.ok()) return answer.status();
+  absl::Status st = ResponseStatus(answer->status, answer->body);
   if (!st.ok()) return st;
   // Without an id of the receiver's, feedback names the email by its webhook-id.
-  std::string message_id = MessageIdOf(response);
+  std::string message_id = MessageIdOf(answer->body);
   if (message_id.empty()) message_id = id;
   return SendResult{message_id, message_id};
 }

@@ -51,7 +51,8 @@ class HttpTransport : public Transport {
   // Maps the receiver's answer (status and body) to a Status; OK for 2xx.
   static absl::Status ResponseStatus(long http_status, absl::string_view body);
   // The receiver's message id in a 2xx body ({"message_id": "..."}: 1 to 256 printable ASCII
-  // characters), or "" when there is none or it is not usable.
+  // characters, angle brackets around it removed), or "" when there is none or it is not
+  // usable.
   static std::string MessageIdOf(absl::string_view body);
 
  private:

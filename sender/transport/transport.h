@@ -85,7 +85,7 @@ class Transport {
 
 // Configuration of every transport; `kind` picks one.
 struct TransportConfig {
-  std::string kind = "file";  // file | smtp | ses | http
+  std::string kind = "file";  // file | smtp | ses | http | postmark | sendgrid | mailgun | resend
   int connections = 4;        // parallel sends (and SMTP connections / HTTP handles)
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration timeout = absl::Seconds(30);
@@ -125,6 +125,12 @@ struct TransportConfig {
   std::string http_secret;
   std::string http_authorization;  // an Authorization header value, "" for none (secret)
   std::string http_ca_file;        // PEM CA trusted for the receiver instead of the system's
+
+  // postmark, sendgrid, mailgun, resend: an email provider's HTTP sending API
+  std::string provider_api_key;  // Postmark server token, SendGrid/Mailgun/Resend API key (secret)
+  std::string provider_api_url;  // the API's base URL, "" for the provider's own
+  std::string postmark_message_stream = "outbound";
+  std::string mailgun_domain;    // the Mailgun sending domain
 };
 
 // The payload type URL that marks a permanent rejection of the recipient's address.

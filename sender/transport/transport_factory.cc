@@ -5,6 +5,10 @@
 #include "absl/strings/str_cat.h"
 #include "sender/transport/file_transport.h"
 #include "sender/transport/http_transport.h"
+#include "sender/transport/mailgun_transport.h"
+#include "sender/transport/postmark_transport.h"
+#include "sender/transport/resend_transport.h"
+#include "sender/transport/sendgrid_transport.h"
 #include "sender/transport/ses_transport.h"
 #include "sender/transport/smtp_transport.h"
 
@@ -27,6 +31,10 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const TransportConfig& 
     if (!http.ok()) return http.status();
     return std::unique_ptr<Transport>(*std::move(http));
   }
+  if (config.kind == "postmark") return std::unique_ptr<Transport>(new PostmarkTransport(config));
+  if (config.kind == "sendgrid") return std::unique_ptr<Transport>(new SendgridTransport(config));
+  if (config.kind == "mailgun") return std::unique_ptr<Transport>(new MailgunTransport(config));
+  if (config.kind == "resend") return std::unique_ptr<Transport>(new ResendTransport(config));
   return absl::InvalidArgumentError(absl::StrCat("MAILROOM_TRANSPORT: unknown \"", config.kind, "\""));
 }
 

@@ -7,7 +7,8 @@
 
 namespace mailroom {
 
-// Builds the transport `config.kind` names: "file", "smtp", "ses" or "http" (file directories
+// Builds the transport `config.kind` names: "file", "smtp", "ses", "http", "postmark",
+// "sendgrid", "mailgun" or "resend" (file directories
 // are created; nothing connects yet). FailedPrecondition when the file directory cannot be
 // made, InvalidArgument for an unknown kind or an http secret that does not parse; each names
 // the variable.

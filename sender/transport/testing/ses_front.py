@@ -7,6 +7,7 @@ proxied to the emulator.
   ses_front.py --port P --upstream http://127.0.0.1:Q --access-key AK --secret-key SK
                --region us-east-1 [--throttle-first N] [--paused-file F] [--account-file F]
                [--enforce-quota] [--identities-file F] [--slow-first-ms MS] [--sns-dir D --sns-port P]
+               [--faults-by-recipient]
 
 --paused-file F: while F exists every request is answered 400 SendingPausedException (as SES
 does for an account whose sending is paused), so a test can pause and resume sending; GetAccount
@@ -29,7 +30,14 @@ LimitExceededException "Daily message quota exceeded." (nothing is proxied).
 and answered only MS later, as a provider that is slow to answer but did its work.
 
 GET /_front/stats (no signature): {"send_calls": every SendEmail received, "accepted": proxied
-ones, "refused_quota": answered LimitExceededException, "account_reads": GetAccount calls}.
+ones, "refused_quota": answered LimitExceededException, "account_reads": GetAccount calls,
+"delivered_to": {recipient: SendEmails accepted by the emulator}}.
+
+--faults-by-recipient: the recipient's local part up to the first "-" chooses what happens to
+the first SendEmail to it (later ones are proxied), as the transports' conformance test asks:
+"reject" 400 MessageRejectedException, "error" 500 InternalFailure, "throttle" 429
+TooManyRequestsException, "lost" proxied (accepted) and then the answer cut short: a 200
+status line, part of the body, the connection closed.
 
 --sns-dir D --sns-port P: also plays Amazon SNS for a configuration set's event destination.
 It makes a test CA (D/ca.pem), a signing certificate issued by it (CN sns.amazonaws.com, as
@@ -78,10 +86,14 @@ parser.add_argument("--identities-file")
 parser.add_argument("--slow-first-ms", type=int, default=0)
 parser.add_argument("--sns-dir")
 parser.add_argument("--sns-port", type=int, default=0)
+parser.add_argument("--faults-by-recipient", action="store_true")
 args = parser.parse_args()
 lock = threading.Lock()
 state = {"throttled": 0, "send_calls": 0, "accepted": 0, "refused_quota": 0,
-         "account_reads": 0, "answered_to": set()}
+         "account_reads": 0, "answered_to": set(), "delivered_to": {}, "tries": {}}
+FAULTS = {"reject": (400, "Email address is not verified.", "MessageRejected"),
+          "error": (500, "Internal failure.", "InternalFailure"),
+          "throttle": (429, "Maximum sending rate exceeded.", "TooManyRequestsException")}
 
 
 def sign(key, msg):
@@ -138,8 +150,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.reply(*sns_control("GET", self.path, b""))
         if self.path == "/_front/stats":
             with lock:
-                return self.reply(200, {k: state[k] for k in ("send_calls", "accepted",
-                                                              "refused_quota", "account_reads")})
+                return self.reply(200, {k: state[k] for k in (
+                    "send_calls", "accepted", "refused_quota", "account_reads", "delivered_to")})
         headers = {k.lower(): v for k, v in self.headers.items()}
         headers["Authorization"] = self.headers.get("Authorization", "")
         problem = check_signature("GET", self.path, headers, b"")
@@ -205,6 +217,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 state["throttled"] += 1
                 return self.reply(429, {"message": "Maximum sending rate exceeded."},
                                   "TooManyRequestsException")
+            fault = "ok"
+            if send and args.faults_by_recipient:
+                to = recipient(body)
+                state["tries"][to] = state["tries"].get(to, 0) + 1
+                if state["tries"][to] == 1:
+                    fault = to.split("@")[0].split("-")[0]
+            if fault in FAULTS:
+                code, message, error_type = FAULTS[fault]
+                return self.reply(code, {"message": message}, error_type)
             if send:
                 state["accepted"] += 1  # taken back below unless the emulator accepts it
         req = urllib.request.Request(args.upstream + self.path, data=body, method="POST",
@@ -221,8 +242,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     to = recipient(body)
                     slow = args.slow_first_ms > 0 and to not in state["answered_to"]
                     state["answered_to"].add(to)
+                    state["delivered_to"][to] = state["delivered_to"].get(to, 0) + 1
                 if slow:
                     time.sleep(args.slow_first_ms / 1000.0)
+                if fault == "lost":
+                    self.close_connection = True
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                     b"Content-Length: 200\r\n\r\n{\"MessageId\": \"")
+                    return
             elif send:
                 with lock:
                     state["accepted"] -= 1

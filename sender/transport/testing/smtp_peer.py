@@ -6,6 +6,7 @@ envelope in <n>.json, supports STARTTLS, implicit TLS, AUTH, and injected failur
                [--auth user:password | --auth-file F] [--fail-first N --fail-code 451]
                [--reject-rcpt SUBSTRING --reject-code 550] [--reject-data-first N]
                [--slow-data-first N --slow-data-ms MS] [--hold-data N --hold-ms MS]
+               [--faults-by-recipient]
 
 --slow-data-first N --slow-data-ms MS: the first N messages are recorded (accepted) and their
 final reply after the end of data comes MS later, as from a server slow to say it queued them.
@@ -22,6 +23,11 @@ Microsoft: base64 of "user=" U "\x01auth=Bearer " token "\x01\x01"), accepting a
 token endpoint's state file F (oauth2_token_endpoint.py --state) lists as unexpired and not
 revoked; anything else gets "535 5.7.3". Sessions whose token is revoked are closed (as a
 provider ends the sessions of a revoked grant). <dir>/auth_ok and <dir>/auth_refused count AUTHs.
+
+--faults-by-recipient: the recipient's local part up to the first "-" chooses what happens to
+the first try of its message (later tries are accepted), as the transports' conformance test
+asks: "reject" 550 5.1.1 on RCPT, "error" 451 4.3.0 on RCPT, "throttle" 421 4.7.0 on RCPT,
+"lost" the message recorded and the connection closed with no reply to the end of data.
 
 Prints "ready <port>" on stdout once listening. Counts connections in <dir>/connections.
 """
@@ -59,12 +65,27 @@ parser.add_argument("--slow-data-first", type=int, default=0)
 parser.add_argument("--slow-data-ms", type=int, default=0)
 parser.add_argument("--hold-data", type=int, default=0)
 parser.add_argument("--hold-ms", type=int, default=0)
+parser.add_argument("--faults-by-recipient", action="store_true")
 args = parser.parse_args()
 os.makedirs(args.dir, exist_ok=True)
 
 lock = threading.Lock()
 state = {"messages": 0, "failed": 0, "data_rejected": 0, "connections": 0, "slowed": 0,
          "held": 0, "held_max": 0, "auth_ok": 0, "auth_refused": 0}
+# --faults-by-recipient: how many times each recipient was given at RCPT.
+rcpt_tries = {}
+
+
+def first_try_fault(address, count):
+    """The fault the recipient's local part names, on its first try only (else "ok")."""
+    if not args.faults_by_recipient:
+        return "ok"
+    with lock:
+        tries = rcpt_tries.get(address, 0) + count
+        rcpt_tries[address] = tries
+    return address.split("@")[0].split("-")[0] if tries == 1 else "ok"
+
+
 # Live sessions (the server's protocol objects), for closing those of a revoked token.
 sessions = set()
 # Set once --hold-data replies are held at once; replaced by a new one for the next group.
@@ -137,6 +158,13 @@ class Handler:
             if state["failed"] < args.fail_first:
                 state["failed"] += 1
                 return "%d 4.3.0 temporary failure (injected)" % args.fail_code
+        fault = first_try_fault(address, 1)
+        if fault == "reject":
+            return "550 5.1.1 <%s>: user unknown (injected)" % address
+        if fault == "error":
+            return "451 4.3.0 temporary failure (injected)"
+        if fault == "throttle":
+            return "421 4.7.0 too many messages, slow down (injected)"
         if args.reject_rcpt and args.reject_rcpt in address:
             return "%d 5.1.1 <%s>: mailbox unavailable (injected)" % (args.reject_code, address)
         envelope.rcpt_tos.append(address)
@@ -157,6 +185,11 @@ class Handler:
                        "tls": session.ssl is not None,
                        "auth": session.authenticated}, f)
         os.rename(base + ".eml.tmp", base + ".eml")
+        if args.faults_by_recipient and envelope.rcpt_tos and \
+                envelope.rcpt_tos[0].split("@")[0].split("-")[0] == "lost" and \
+                rcpt_tries.get(envelope.rcpt_tos[0]) == 1:
+            server.transport.abort()  # recorded, and no reply to the end of data
+            return "250 2.0.0 never sent"
         with lock:
             slow = state["slowed"] < args.slow_data_first
             state["slowed"] += slow

@@ -7,6 +7,7 @@ webhook-id, and answers as a test tells it.
 
   webhook_receiver.py serve --port P --secret whsec_... [--secret ...] [--tolerance 300]
                             [--authorization VALUE] [--tls-cert PEM --tls-key PEM]
+                            [--faults-by-recipient]
   webhook_receiver.py verify --secret whsec_... --id ID --timestamp T --signature SIG
                              [--tolerance 300] < body
       exits 0 when the signature verifies, 1 (and says why) when not.
@@ -24,6 +25,13 @@ duplicate, nothing stored again.
                           "messages": [{"id", "timestamp", "attempt", "body"}, ...]}
 
 --tls-cert/--tls-key: serve HTTPS with that certificate.
+
+--faults-by-recipient: instead of a script, the body's "to" local part up to the first "-"
+chooses the answer to the first request of each webhook-id (later ones are answered as usual),
+as the transports' conformance test asks: "reject" 422 {"reason", "suppress": true}, "error"
+503, "throttle" 429, "lost" the message stored and the answer cut short (a 200 status line,
+part of the body, the connection closed). state's "deliveries" counts, per webhook-id, every
+verified request that was stored or answered as a duplicate.
 
 Prints "ready <port>" on stdout once listening.
 """
@@ -68,10 +76,16 @@ def serve(args):
     keys = keys_of(args.secret)
     lock = threading.Lock()
     state = {"requests": 0, "refused": 0, "duplicates": 0, "reasons": [], "messages": [],
-             "script": [], "ids": {}}
+             "script": [], "ids": {}, "deliveries": {}, "tries": {}}
+    faults = {"reject": {"status": 422, "body": {"reason": "mailbox unavailable",
+                                                 "suppress": True}},
+              "error": {"status": 503, "body": {"reason": "down for maintenance"}},
+              "throttle": {"status": 429, "body": {"reason": "slow down"}},
+              "lost": {"cut": True}}
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # one segment per answer: no delayed-ACK stall
 
         def log_message(self, fmt, *a):
             pass
@@ -91,7 +105,8 @@ def serve(args):
             if self.path == "/_control/state":
                 with lock:
                     return self.reply(200, {k: state[k] for k in (
-                        "requests", "refused", "duplicates", "reasons", "messages")})
+                        "requests", "refused", "duplicates", "reasons", "messages",
+                        "deliveries")})
             self.reply(404, {"reason": "not found"})
 
         def do_POST(self):
@@ -114,21 +129,34 @@ def serve(args):
                     state["reasons"].append(problem)
                 elif msg_id in state["ids"]:
                     state["duplicates"] += 1
+                    state["deliveries"][msg_id] = state["deliveries"].get(msg_id, 0) + 1
                     return self.reply(200, {"message_id": state["ids"][msg_id]})
-                answer = state["script"].pop(0) if state["script"] and problem is None else {}
+                if args.faults_by_recipient and problem is None:
+                    tries = state["tries"][msg_id] = state["tries"].get(msg_id, 0) + 1
+                    to = json.loads(body).get("to", "")
+                    answer = faults.get(to.split("@")[0].split("-")[0], {}) if tries == 1 else {}
+                else:
+                    answer = state["script"].pop(0) if state["script"] and problem is None else {}
             if problem is not None:
                 return self.reply(401, {"reason": problem})
             status = answer.get("status", 200)
-            stores = answer.get("close") or "hang_ms" in answer or 200 <= status < 300
+            stores = answer.get("close") or answer.get("cut") or "hang_ms" in answer or \
+                200 <= status < 300
             if stores:
                 payload = json.loads(body)
                 with lock:
                     message_id = "rcv-%d" % (len(state["messages"]) + 1)
                     state["ids"][msg_id] = message_id
+                    state["deliveries"][msg_id] = state["deliveries"].get(msg_id, 0) + 1
                     state["messages"].append({"id": msg_id, "timestamp": timestamp,
                                               "attempt": payload.get("attempt"), "body": payload})
             if answer.get("close"):
                 self.close_connection = True
+                return
+            if answer.get("cut"):
+                self.close_connection = True
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                 b"Content-Length: 200\r\n\r\n{\"message_id\": \"")
                 return
             if "hang_ms" in answer:
                 time.sleep(answer["hang_ms"] / 1000.0)
@@ -154,6 +182,7 @@ def main():
     s.add_argument("--authorization")
     s.add_argument("--tls-cert")
     s.add_argument("--tls-key")
+    s.add_argument("--faults-by-recipient", action="store_true")
     v = sub.add_parser("verify")
     v.add_argument("--secret", action="append", required=True)
     v.add_argument("--id", required=True)

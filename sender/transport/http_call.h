@@ -1,0 +1,67 @@
+#pragma once
+
+#include <curl/curl.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "sender/transport/curl_multi_loop.h"
+
+namespace mailroom {
+
+// One HTTP request of an HTTP transport (http, postmark, sendgrid, mailgun, resend).
+struct HttpRequest {
+  std::string url;
+  // POSTed with `content_type` when `post`; a GET otherwise.
+  bool post = true;
+  std::string body;
+  std::string content_type = "application/json";
+  std::vector<std::string> headers;  // "Name: value" lines (may carry credentials)
+  std::string basic_auth;            // "user:password" for HTTP basic authentication, or ""
+  std::string ca_file;               // PEM CA trusted instead of the system's, or ""
+  absl::Duration connect_timeout = absl::Seconds(10);
+  absl::Duration timeout = absl::Seconds(30);  // the whole transfer
+};
+
+// What the server answered: its status, headers (names lower-cased, values trimmed) and body
+// (cut at 64 KiB: it is read for an id or a reason only).
+struct HttpAnswer {
+  long status = 0;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  // The first header named `name` (lower case), or "".
+  std::string Header(absl::string_view name) const;
+};
+
+// Runs `request` on the easy handle `c` (reset, not in use elsewhere) through `loop` (on the
+// calling thread, curl_easy_perform, when it is null): http and
+// https only, no redirects followed, no "Expect: 100-continue" round trip. Any answer with an
+// HTTP status is returned, whatever the status; a transfer that fails is mapped by
+// HttpTransferStatus (marked MaybeSent when the request had left and no answer refused it).
+// Credentials in the request never appear in the status.
+absl::StatusOr<HttpAnswer> PerformHttp(CURL* c, const HttpRequest& request, CurlMultiLoop* loop);
+
+// What an HTTP API's status means when the API says nothing more precise (`what` is the
+// message of the status: "postmark 503: ...", never a credential): 2xx is OK; 408, 429 and
+// 5xx (the provider overloaded, throttling or down), any other status outside 4xx, 401, 403,
+// 404, 405, 407 and 410 (our credentials, URL or account refused) are provider errors
+// (ProviderError: the breaker holds every job); 409 is kUnavailable (this email, later); any
+// other 4xx is a refusal of this email (kInvalidArgument).
+absl::Status HttpApiStatus(long http_status, absl::string_view what);
+
+// A provider's message id as the collector stores it: 1 to 256 printable ASCII characters
+// (surrounding angle brackets removed), or "" when `id` is not usable.
+std::string UsableMessageId(absl::string_view id);
+
+// `fields` as an application/x-www-form-urlencoded body (UTF-8 percent-encoded).
+std::string FormEncode(const std::vector<std::pair<std::string, std::string>>& fields);
+
+// A provider's words for a refusal, safe to report: valid UTF-8, no controls, at most 200
+// bytes.
+std::string ReasonText(absl::string_view text);
+
+}  // namespace mailroom

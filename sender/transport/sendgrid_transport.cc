@@ -1,0 +1,78 @@
+#include "sender/transport/sendgrid_transport.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace mailroom {
+namespace {
+
+std::string Bearer(const TransportConfig& config) {
+  return absl::StrCat("Authorization: Bearer ", config.provider_api_key);
+}
+
+}  // namespace
+
+std::string SendgridTransport::Body(const OutgoingEmail& email, const std::string& group) {
+  const EmailContent& c = email.content;
+  nlohmann::json custom_args = nlohmann::json::object();
+  for (const auto& [name, value] : Metadata(email, group)) custom_args[name] = value;
+  nlohmann::json from = {{"email", email.from_address}};
+  const std::string name = DisplayName(c.from);
+  if (!name.empty()) from["name"] = name;
+  nlohmann::json content = nlohmann::json::array();
+  // SendGrid wants text/plain first, then text/html.
+  if (!c.text.empty()) content.push_back({{"type", "text/plain"}, {"value", c.text}});
+  if (!c.html.empty()) content.push_back({{"type", "text/html"}, {"value", c.html}});
+  nlohmann::json body = {
+      {"personalizations",
+       {{{"to", {{{"email", email.to_address}}}}, {"custom_args", std::move(custom_args)}}}},
+      {"from", std::move(from)},
+      {"subject", c.subject},
+      {"content", std::move(content)},
+      {"tracking_settings",
+       {{"click_tracking", {{"enable", false}, {"enable_text", false}}},
+        {"open_tracking", {{"enable", false}}}}},
+  };
+  if (!c.action.empty()) body["categories"] = {c.action};
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+HttpRequest SendgridTransport::Request(const OutgoingEmail& email) const {
+  HttpRequest r = ApiRequest(config_, kDefaultUrl, "/v3/mail/send", {Bearer(config_)});
+  r.body = Body(email, config_.group);
+  return r;
+}
+
+HttpRequest SendgridTransport::CheckRequest(const TransportConfig& config) {
+  return ApiRequest(config, kDefaultUrl, "/v3/scopes", {Bearer(config)}, /*post=*/false);
+}
+
+absl::Status SendgridTransport::ResponseStatus(long http, const std::string& body) {
+  if (http >= 200 && http < 300) return absl::OkStatus();
+  auto json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  std::string message, field;
+  if (json.is_object() && json.contains("errors") && json["errors"].is_array() &&
+      !json["errors"].empty() && json["errors"][0].is_object()) {
+    const auto& e = json["errors"][0];
+    if (e.contains("message") && e["message"].is_string()) message = e["message"];
+    if (e.contains("field") && e["field"].is_string()) field = e["field"];
+  }
+  const std::string what =
+      absl::StrCat("sendgrid ", http, ": ", field.empty() ? "" : absl::StrCat(field, ": "),
+                   ReasonText(message.empty() ? body : message));
+  if (http == 400 && absl::StartsWith(field, "personalizations.") &&
+      absl::StrContains(field, ".to")) {
+    return RecipientRejected(what);
+  }
+  return HttpApiStatus(http, what);
+}
+
+absl::StatusOr<SendResult> SendgridTransport::Answer(const HttpAnswer& answer) const {
+  absl::Status st = ResponseStatus(answer.status, answer.body);
+  if (!st.ok()) return st;
+  const std::string id = UsableMessageId(answer.Header("x-message-id"));
+  return SendResult{id, id};
+}
+
+}  // namespace mailroom
