@@ -50,7 +50,7 @@ class FeedbackStoreTest : public testing::MigratedDatabaseTest {
                               const std::string& type = "Permanent") {
     FeedbackEvent e;
     e.type = "Bounce";
-    e.ses_message_id = ses_id;
+    e.message_ids = {ses_id};
     e.recipients = {to};
     e.bounce_type = type;
     e.detail = "General";
@@ -128,7 +128,7 @@ TEST_F(FeedbackStoreTest, ComplaintDeliveryAndTagFallback) {
   std::vector<StoredJob> jobs = SendTo(2);
   FeedbackEvent complaint;
   complaint.type = "Complaint";
-  complaint.ses_message_id = absl::StrCat("ses-", jobs[1].id);
+  complaint.message_ids = {absl::StrCat("ses-", jobs[1].id)};
   complaint.recipients = {"a2@example.test"};
   complaint.detail = "abuse";
   ASSERT_EQ(*feedback_->Record("sns-c", complaint, 3), FeedbackResult::kRecorded);
@@ -136,7 +136,7 @@ TEST_F(FeedbackStoreTest, ComplaintDeliveryAndTagFallback) {
   // A delivery found by its tags (no message id known): delivered_at set once.
   FeedbackEvent delivery;
   delivery.type = "Delivery";
-  delivery.ses_message_id = "unknown-to-us";
+  delivery.message_ids = {"unknown-to-us"};
   delivery.group = "mailroom";
   delivery.job_id = jobs[0].id;
   ASSERT_EQ(*feedback_->Record("sns-d1", delivery, 3), FeedbackResult::kRecorded);
@@ -201,7 +201,7 @@ TEST_F(FeedbackStoreTest, AnEventBeforeTheAcknowledgementIsMatchedByTheJobsTags)
   ASSERT_EQ(jobs->size(), 1u);
   FeedbackEvent delivery;
   delivery.type = "Delivery";
-  delivery.ses_message_id = "ses-early";
+  delivery.message_ids = {"ses-early"};
   delivery.group = "mailroom";
   delivery.job_id = (*jobs)[0].id;
   EXPECT_EQ(*feedback_->Record("sns-early-1", delivery, 3), FeedbackResult::kRecorded);
