@@ -24,6 +24,7 @@
 #include "collector/feedback/feedback_server.h"
 #include "collector/feedback/feedback_store.h"
 #include "collector/feedback/https_get.h"
+#include "collector/feedback/provider_feedback.h"
 #include "collector/hub.h"
 #include "collector/migrate.h"
 #include "collector/migrate_cli.h"
@@ -114,6 +115,11 @@ int Serve() {
   });
   FeedbackHandler feedback(&sns, feedback_store.get(), https_get, c.feedback.sns.extra_hosts,
                            c.feedback.soft_bounce_limit, &metrics);
+  ProviderFeedbackHandler providers(c.feedback.providers, feedback_store.get(),
+                                    c.feedback.soft_bounce_limit, &metrics);
+  // SNS's path is on with the operator's topics only; each provider's with its secret.
+  FeedbackRoutes feedback_routes(c.feedback.sns.topic_arns.empty() ? nullptr : &feedback,
+                                 &providers);
   FeedbackServer feedback_server;
 
   std::unique_ptr<grpc::Server> server;
@@ -183,7 +189,8 @@ int Serve() {
     }
   }
   if (!c.feedback.address.empty()) {
-    absl::Status st = feedback_server.Start(c.feedback.address, &feedback, c.feedback.server);
+    absl::Status st =
+        feedback_server.Start(c.feedback.address, &feedback_routes, c.feedback.server);
     if (!st.ok()) {
       LogError("cannot serve the feedback endpoint", {{"address", c.feedback.address},
                                                      {"error", std::string(st.message())}});
@@ -219,6 +226,7 @@ int Serve() {
                             : absl::StrCat(c.feedback.address.substr(
                                                0, c.feedback.address.rfind(':')),
                                            ":", feedback_server.port())},
+           {"feedback_paths", FeedbackPaths(c.feedback)},
            {"guard", c.feedback.guard.enabled() ? "on" : "off"},
            {"open_files", absl::StrCat(open_files)}});
 
