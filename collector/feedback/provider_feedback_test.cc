@@ -5,9 +5,6 @@
 #include "collector/feedback/provider_feedback.h"
 
 #include <curl/curl.h>
-#include <openssl/evp.h>
-#include <openssl/x509.h>
-
 #include <pqxx/pqxx>
 
 #include "absl/strings/escaping.h"
@@ -15,8 +12,8 @@
 #include "absl/synchronization/mutex.h"
 #include "collector/feedback/feedback_server.h"
 #include "collector/feedback/testing/provider_samples.h"
+#include "collector/feedback/testing/provider_signer.h"
 #include "collector/store.h"
-#include "common/hmac.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -49,36 +46,6 @@ struct Answer {
   std::string body;
 };
 
-// A P-256 key pair standing in for SendGrid's: it signs, its public half is configured.
-class EcSigner {
- public:
-  EcSigner() : key_(EVP_EC_gen("P-256")) {}
-  ~EcSigner() { EVP_PKEY_free(key_); }
-  std::string PublicBase64() const {
-    unsigned char* der = nullptr;
-    const int n = i2d_PUBKEY(key_, &der);
-    std::string out = absl::Base64Escape(std::string(reinterpret_cast<char*>(der), n));
-    OPENSSL_free(der);
-    return out;
-  }
-  std::string Sign(const std::string& content) const {
-    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-    size_t len = 0;
-    EVP_DigestSignInit(ctx, nullptr, EVP_sha256(), nullptr, key_);
-    EVP_DigestSign(ctx, nullptr, &len, reinterpret_cast<const unsigned char*>(content.data()),
-                   content.size());
-    std::string sig(len, '\0');
-    EVP_DigestSign(ctx, reinterpret_cast<unsigned char*>(sig.data()), &len,
-                   reinterpret_cast<const unsigned char*>(content.data()), content.size());
-    EVP_MD_CTX_free(ctx);
-    sig.resize(len);
-    return absl::Base64Escape(sig);
-  }
-
- private:
-  EVP_PKEY* key_;
-};
-
 class ProviderFeedbackTest : public testing::MigratedDatabaseTest {
  protected:
   void SetUp() override {
@@ -89,7 +56,7 @@ class ProviderFeedbackTest : public testing::MigratedDatabaseTest {
     ASSERT_TRUE(store_->EnsureGroup("mailroom", true).ok());
     ProviderFeedbackOptions o;
     o.postmark_credentials = kPostmarkCredentials;
-    o.sendgrid_key = *ParseSendgridKey(sendgrid_.PublicBase64());
+    o.sendgrid_key = *ParseSendgridKey(sendgrid_.PublicKey());
     o.mailgun_signing_key = kMailgunKey;
     o.resend_keys = *ParseWebhookSecrets(kResendSecret);
     o.http_keys = *ParseWebhookSecrets(kHttpSecret);
@@ -153,31 +120,17 @@ class ProviderFeedbackTest : public testing::MigratedDatabaseTest {
 
   // Each provider's request as the provider would send it, signed at `at`.
   Headers Postmark(const std::string& credentials = kPostmarkCredentials) {
-    return {absl::StrCat("Authorization: Basic ", absl::Base64Escape(credentials))};
+    return testing::PostmarkHeaders(credentials);
   }
-  Headers Sendgrid(const std::string& body, absl::Time at) {
-    const std::string ts = absl::StrCat(absl::ToUnixSeconds(at));
-    return {absl::StrCat("X-Twilio-Email-Event-Webhook-Signature: ", sendgrid_.Sign(ts + body)),
-            absl::StrCat("X-Twilio-Email-Event-Webhook-Timestamp: ", ts)};
-  }
+  Headers Sendgrid(const std::string& body, absl::Time at) { return sendgrid_.Headers(body, at); }
   std::string MailgunSigned(const std::string& body, absl::Time at,
                             const std::string& key = kMailgunKey) {
-    nlohmann::json j = nlohmann::json::parse(body);
-    const std::string ts = absl::StrCat(absl::ToUnixSeconds(at));
-    const std::string token = absl::StrCat("token-", ++tokens_, "-0123456789abcdef0123456789");
-    j["signature"] = {{"timestamp", ts},
-                      {"token", token},
-                      {"signature", absl::BytesToHexString(HmacSha256(key, ts + token))}};
-    return j.dump();
+    return testing::MailgunSigned(body, key, at,
+                                  absl::StrCat("token-", ++tokens_, "-0123456789abcdef0123456789"));
   }
   Headers Standard(const char* prefix, const std::string& secret, const std::string& id,
                    const std::string& body, absl::Time at) {
-    std::string key;
-    absl::Base64Unescape(secret.substr(6), &key);
-    const std::string ts = absl::StrCat(absl::ToUnixSeconds(at));
-    return {absl::StrCat(prefix, "id: ", id), absl::StrCat(prefix, "timestamp: ", ts),
-            absl::StrCat(prefix, "signature: v1,",
-                         absl::Base64Escape(HmacSha256(key, id + "." + ts + "." + body)))};
+    return testing::StandardWebhookHeaders(prefix, secret, id, body, at);
   }
 
   // Everything feedback may change, in one line.
@@ -209,7 +162,7 @@ class ProviderFeedbackTest : public testing::MigratedDatabaseTest {
   absl::Mutex mu_;
   // Postmark's samples happened at 16:33:54 that day: the clock stands a minute later.
   absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1572971694);
-  EcSigner sendgrid_;
+  testing::SendgridSigner sendgrid_;
   int tokens_ = 0;
   Metrics metrics_;
   std::unique_ptr<Store> store_;
