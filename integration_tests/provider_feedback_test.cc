@@ -4,8 +4,6 @@
 // its own. For each provider a hard bounce of one of those emails, in that provider's published
 // webhook form and signed as that provider signs, is posted to its path: the address is
 // suppressed within 1 s, and its next token (a password recovery) is never handed out.
-#include <curl/curl.h>
-
 #include <fstream>
 #include <iostream>
 
@@ -26,32 +24,6 @@ constexpr char kPostmarkCredentials[] = "postmark:9b3e1c0f7a6d4e25";
 constexpr char kMailgunKey[] = "key-3ax6xnjp29jd6fds4gc373sgvjxteol0";
 constexpr char kResendSecret[] = "whsec_cmVzZW5kcmVzZW5kcmVzZW5kcmVzZW5kcmVzZW5k";
 constexpr char kReportSecret[] = "whsec_cmVwb3J0cmVwb3J0cmVwb3J0cmVwb3J0cmVwb3J0";
-
-size_t Collect(char* p, size_t s, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(p, s * n);
-  return s * n;
-}
-
-// POSTs `body` with `headers` to `url`; the status and body of the answer.
-std::pair<long, std::string> Post(const std::string& url, const std::string& body,
-                                  const std::vector<std::string>& headers) {
-  std::string out;
-  long status = 0;
-  CURL* c = curl_easy_init();
-  curl_slist* list = nullptr;
-  for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
-  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-  if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  curl_easy_cleanup(c);
-  curl_slist_free_all(list);
-  return {status, out};
-}
 
 // One provider's hard bounce of the email with provider id `id` to `to`, as that provider posts
 // it: the path's name, the body and the headers.
@@ -153,10 +125,10 @@ TEST_F(ProviderFeedbackTest, AHardBounceOnAnyProvidersPathSuppressesWithinASecon
         " WHERE a.email = '" + to + "'");
     const Bounce b = ProviderBounce(p, absl::StrCat("rcv-", rcv), to, sendgrid);
     const absl::Time start = absl::Now();
-    auto [status, answer] = Post(
+    auto [status, answer] = testing::PostWebhook(
         absl::StrCat("http://127.0.0.1:", feedback_port, "/feedback/", p), b.body, b.headers);
     EXPECT_EQ(status, 200) << answer << collector->Log();
-    EXPECT_EQ(answer, "recorded\n");
+    EXPECT_EQ(answer, "recorded");
     // Suppressed within 1 s of the provider's post (in fact before its answer: the same
     // transaction).
     EXPECT_EQ(WaitFor("SELECT count(*) FROM suppressions WHERE address = '" + to +

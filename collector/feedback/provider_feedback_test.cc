@@ -4,7 +4,6 @@
 // refused and changes nothing in the database.
 #include "collector/feedback/provider_feedback.h"
 
-#include <curl/curl.h>
 #include <pqxx/pqxx>
 
 #include "absl/strings/escaping.h"
@@ -36,15 +35,7 @@ constexpr char kMailgunId[] = "<20130503182626.18666.16540@sandbox.mailgun.org>"
 constexpr char kResendId[] = "56761188-7520-42d8-8898-ff6fc54ce618";
 constexpr char kHttpId[] = "msg_mailroom_4711";
 
-size_t Collect(char* p, size_t s, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(p, s * n);
-  return s * n;
-}
-
-struct Answer {
-  long status = 0;
-  std::string body;
-};
+using Answer = testing::WebhookAnswer;
 
 class ProviderFeedbackTest : public testing::MigratedDatabaseTest {
  protected:
@@ -99,23 +90,8 @@ class ProviderFeedbackTest : public testing::MigratedDatabaseTest {
   }
 
   Answer Post(const std::string& path, const std::string& body, const Headers& headers) {
-    Answer a;
-    CURL* c = curl_easy_init();
-    const std::string url = absl::StrCat("http://127.0.0.1:", server_.port(), path);
-    curl_slist* list = nullptr;
-    for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
-    curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &a.body);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a.status);
-    curl_easy_cleanup(c);
-    curl_slist_free_all(list);
-    while (!a.body.empty() && a.body.back() == '\n') a.body.pop_back();
-    return a;
+    return testing::PostWebhook(absl::StrCat("http://127.0.0.1:", server_.port(), path), body,
+                                headers);
   }
 
   // Each provider's request as the provider would send it, signed at `at`.

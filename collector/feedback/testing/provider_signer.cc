@@ -1,5 +1,6 @@
 #include "collector/feedback/testing/provider_signer.h"
 
+#include <curl/curl.h>
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 
@@ -61,6 +62,38 @@ std::string MailgunSigned(const std::string& body, const std::string& key, absl:
 
 std::vector<std::string> PostmarkHeaders(const std::string& credentials) {
   return {absl::StrCat("Authorization: Basic ", absl::Base64Escape(credentials))};
+}
+
+namespace {
+
+size_t Collect(char* p, size_t s, size_t n, void* out) {
+  static_cast<std::string*>(out)->append(p, s * n);
+  return s * n;
+}
+
+}  // namespace
+
+WebhookAnswer PostWebhook(const std::string& url, const std::string& body,
+                          const std::vector<std::string>& headers, const std::string& ca_file,
+                          const std::string& source) {
+  WebhookAnswer a;
+  CURL* c = curl_easy_init();
+  curl_slist* list = nullptr;
+  for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  if (!ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, ca_file.c_str());
+  if (!source.empty()) curl_easy_setopt(c, CURLOPT_INTERFACE, source.c_str());
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
+  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &a.body);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+  if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a.status);
+  curl_easy_cleanup(c);
+  curl_slist_free_all(list);
+  while (!a.body.empty() && a.body.back() == '\n') a.body.pop_back();
+  return a;
 }
 
 }  // namespace mailroom::testing

@@ -42,4 +42,15 @@ std::string MailgunSigned(const std::string& body, const std::string& key, absl:
 // Postmark's basic auth header for `credentials` (user:password).
 std::vector<std::string> PostmarkHeaders(const std::string& credentials);
 
+// The answer to a webhook: its status (0 when none came within 10 s) and body.
+struct WebhookAnswer {
+  long status = 0;
+  std::string body;
+};
+// POSTs `body` with `headers` to `url` as a provider would (libcurl); `ca_file` is trusted for
+// https, `source` (a local address) is the connection's source when given.
+WebhookAnswer PostWebhook(const std::string& url, const std::string& body,
+                          const std::vector<std::string>& headers,
+                          const std::string& ca_file = "", const std::string& source = "");
+
 }  // namespace mailroom::testing
