@@ -253,7 +253,8 @@ note "TIMING podman import: $(since "$t") s"
 
 # --- binaries and build context -----------------------------------------------------------------
 t=$(now)
-tar -C "$HERE" --exclude=./bin --exclude=./tls --exclude='*.env' --exclude=.env -cf - . |
+tar -C "$HERE" --exclude=./bin --exclude=./tls --exclude=./feedback-tls --exclude=./nginx \
+  --exclude='*.env' --exclude=.env -cf - . |
   tar -C "$CTX" -xf -
 bash "$HERE/stage.sh" "$CTX" >/dev/null || { fail "bazel build -c opt (stage.sh)"; exit 1; }
 for pid in $(pgrep -f -- "--workspace_directory=$ROOT( |\$)"); do
@@ -264,14 +265,14 @@ note "TIMING bazel build + staging: $(since "$t") s"
 # --- images -------------------------------------------------------------------------------------
 t=$(now)
 pids=()
-for img in postgres catcher collector sender; do
+for img in postgres catcher collector sender feedback-proxy; do
   podman build --pull=never --layers -t "localhost/mailroom-$img:latest" \
     -f "$CTX/$img.Containerfile" "$CTX" >"$W/build-$img.log" 2>&1 &
   pids+=($!)
 done
 i=0
 build_ok=1
-for img in postgres catcher collector sender; do
+for img in postgres catcher collector sender feedback-proxy; do
   if wait "${pids[$i]}"; then
     pass "image mailroom-$img built ($(podman image inspect -f '{{.Size}}' "localhost/mailroom-$img:latest" | awk '{printf "%d MB", $1/1e6}'))"
   else
@@ -281,14 +282,16 @@ for img in postgres catcher collector sender; do
   fi
   i=$((i + 1))
 done
-note "TIMING image builds (4 in parallel): $(since "$t") s"
+note "TIMING image builds (5 in parallel): $(since "$t") s"
 [ "$build_ok" = 1 ] || exit 1
 
 # --- secrets: generated for this run, never in an image, never printed ---------------------------
 KEY=$(openssl rand -hex 32)
 TOKEN=$(openssl rand -hex 24)
+FEEDBACK=whsec_$(openssl rand -base64 32)
 (umask 077
- printf 'MAILROOM_SECRET_KEY=%s\nMAILROOM_SUBSCRIBER_TOKENS=%s@mailroom:sender\n' "$KEY" "$TOKEN" >"$CTX/collector.env"
+ printf 'MAILROOM_SECRET_KEY=%s\nMAILROOM_SUBSCRIBER_TOKENS=%s@mailroom:sender\nMAILROOM_FEEDBACK_HTTP_SECRET=%s\n' \
+   "$KEY" "$TOKEN" "$FEEDBACK" >"$CTX/collector.env"
  printf 'MAILROOM_COLLECTOR_TOKEN=%s\n' "$TOKEN" >"$CTX/sender.env")
 if podman image inspect localhost/mailroom-{collector,sender,postgres,catcher}:latest | grep -qF "$KEY"; then
   fail "an image contains the signing key"
@@ -297,6 +300,10 @@ fi
 # volumes would be). The key is readable by the collector's uid only.
 bash "$HERE/make-test-cert.sh" "$CTX/tls" collector mailroom-collector >/dev/null
 chown 10001:10001 "$CTX/tls/tls.key"
+# The feedback proxy's certificate (compose mounts feedback-tls/ files; the kube pod gets them as
+# the Secret mailroom-feedback-tls); its key is readable by the proxy's uid only.
+bash "$HERE/make-test-cert.sh" "$CTX/feedback-tls" feedback.example.test >/dev/null
+chown 10002:10002 "$CTX/feedback-tls/tls.key"
 
 # Runs python inside the catcher; prints the activation link sent to $1 (token shortened), or
 # nothing. The bodies are base64 MIME parts, so they are decoded, not grepped.
@@ -462,8 +469,8 @@ t=$(now)
 bash "$HERE/make-test-cert.sh" "$W/db-tls" postgres >/dev/null
 chown 999:999 "$W/db-tls/tls.key"  # the test PostgreSQL's uid; PostgreSQL wants it 0600
 (umask 077
- KUBE_KEY=$KEY KUBE_TOKEN=$TOKEN /usr/bin/python3 - "$HERE/kube.yaml" "$KUBE_FILE" "$W/secret.json" \
-   "$CTX/tls" "$W/kube-volumes" "$W/db-tls" <<'EOF'
+ KUBE_KEY=$KEY KUBE_TOKEN=$TOKEN KUBE_FEEDBACK=$FEEDBACK /usr/bin/python3 - "$HERE/kube.yaml" \
+   "$KUBE_FILE" "$W/secret.json" "$CTX/tls" "$W/kube-volumes" "$W/db-tls" "$CTX/feedback-tls" <<'EOF'
 import base64, json, os, shutil, sys, urllib.parse, yaml
 docs = list(yaml.safe_load_all(open(sys.argv[1])))
 kinds = {(d["kind"], d["metadata"]["name"]): d for d in docs}
@@ -476,6 +483,7 @@ values = {
     "MAILROOM_SECRET_KEY": os.environ["KUBE_KEY"],
     "MAILROOM_SUBSCRIBER_TOKENS": os.environ["KUBE_TOKEN"] + "@mailroom:sender",
     "MAILROOM_COLLECTOR_TOKEN": os.environ["KUBE_TOKEN"],
+    "MAILROOM_FEEDBACK_HTTP_SECRET": os.environ["KUBE_FEEDBACK"],
     "MAILROOM_DATABASE_URL": urllib.parse.urlunsplit(
         (url.scheme, "postgres@postgres:5432", "/postgres", url.query, "")),
 }
@@ -499,8 +507,9 @@ containers = [
 volumes = [{"name": "pg-tls", "hostPath": {"path": db_tls, "type": "Directory"}}]
 tls_files, volume_root = sys.argv[4], sys.argv[5]
 # Where each Secret volume's items come from: the run's collector certificate, the run's
-# database CA.
-secret_files = {"mailroom-collector-tls": tls_files, "mailroom-db-ca": db_tls}
+# database CA, the run's feedback proxy certificate.
+secret_files = {"mailroom-collector-tls": tls_files, "mailroom-db-ca": db_tls,
+                "mailroom-feedback-tls": sys.argv[7]}
 for dep, replicas in (("mailroom-collector", 2), ("mailroom-sender", 2)):
     d = kinds[("Deployment", dep)]
     assert d["spec"]["replicas"] == replicas, dep
