@@ -366,6 +366,48 @@ grpc_health() {
 # certificate: the collector's port 50051 serves TLS with this run's certificate and refuses
 # plaintext and a client expecting another name; its port 50053 answers health in plaintext
 # (kube.yaml's readiness probe); the sender's 50052 is SERVING (it has reached the collector).
+# A delivery report signed with the run's MAILROOM_FEEDBACK_HTTP_SECRET, posted over TLS through
+# the feedback proxy by the catcher's python (the secret on stdin, never on a command line),
+# trusting the run's feedback CA ($3, copied in): "200 unmatched" (no such message) shows TLS,
+# the proxy's routing and limits, and the collector's report path working together. Retried
+# for up to 30 s while the proxy or the collector starts.
+FEEDBACK_REPORT_PY='
+import base64, hashlib, hmac, json, ssl, sys, time, urllib.error, urllib.request
+key = base64.b64decode(sys.stdin.read().strip()[len("whsec_"):])
+body = json.dumps({"type": "email.bounced", "message_id": "no-such-message",
+                   "recipients": ["nobody@example.test"], "bounce_type": "transient"}).encode()
+mid, ts = "evt_container_%d" % time.time_ns(), str(int(time.time()))
+sig = base64.b64encode(hmac.new(key, b"%s.%s.%s" % (mid.encode(), ts.encode(), body),
+                                hashlib.sha256).digest()).decode()
+req = urllib.request.Request(sys.argv[1], data=body, method="POST", headers={
+    "webhook-id": mid, "webhook-timestamp": ts, "webhook-signature": "v1," + sig,
+    "Content-Type": "application/json"})
+ctx = ssl.create_default_context(cafile=sys.argv[2])
+ctx.check_hostname = False  # the certificate names feedback.example.test
+try:
+    r = urllib.request.urlopen(req, context=ctx, timeout=10)
+    print(r.status, r.read().decode().strip())
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+except Exception as e:
+    print(0, type(e).__name__)
+'
+check_feedback_proxy() {  # LABEL CONTAINER URL
+  local got="" i
+  podman cp "$CTX/feedback-tls/ca.crt" "$2:/tmp/feedback-ca.crt" >/dev/null 2>&1
+  for i in $(seq 30); do
+    got=$(printf '%s' "$FEEDBACK" | podman exec -i "$2" python3 -c "$FEEDBACK_REPORT_PY" "$3" \
+          /tmp/feedback-ca.crt 2>&1)
+    [ "$got" = "200 unmatched" ] && break
+    sleep 1
+  done
+  if [ "$got" = "200 unmatched" ]; then
+    pass "$1: a signed delivery report through the feedback proxy (TLS) was answered: $got"
+  else
+    fail "$1: a delivery report through the feedback proxy: ${got:-no answer}"
+  fi
+}
+
 check_grpc_tls() {
   local label=$1 c=$2 s=$3 name=$4 tls plain wrong h3 h2
   tls=$(grpc_health "$c" 50051 "$name")
@@ -432,7 +474,8 @@ else
 fi
 st=$(podman inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$(C migrate)" 2>&1)
 [ "$st" = "exited 0" ] && pass "compose: migrate ran once and exited 0" || fail "compose: migrate state: $st"
-users=$(for s in postgres mailcatcher collector sender; do
+check_feedback_proxy compose "$(C mailcatcher)" https://feedback-proxy:8443/feedback/http
+users=$(for s in postgres mailcatcher collector sender feedback-proxy; do
   podman top "$(C "$s")" user comm 2>/dev/null | awk 'NR > 1 && $2 != "catatonit" {print $1}'
 done | sort -u | tr '\n' ' ')
 case " $users " in
@@ -581,6 +624,7 @@ else
   fail "kube: database connections TLS / in clear: $tls_counts"
 fi
 expect_tls_log kube "$(K collector)"
+check_feedback_proxy kube "$(K mailcatcher)" https://127.0.0.1:8443/feedback/http
 if [ -x "$BUF" ]; then
   infra=$(podman pod inspect -f '{{.InfraContainerID}}' mailroom-kube)
   check_grpc_tls kube "$infra" "$infra" mailroom-collector
