@@ -17,8 +17,9 @@ namespace mailroom {
 // The signature and credential checks of the providers' feedback webhooks. Each check is a pure
 // function of the request's parts and the current time: it logs nothing, and no secret, key or
 // signature appears in its error. kPermissionDenied for a request that does not verify (the
-// endpoint answers 403, or 401 for a credential), kInvalidArgument for a configuration value
-// that cannot be used (the collector exits 2 naming its variable). Every comparison of a
+// endpoint answers 403), kUnauthenticated for wrong or missing credentials (401),
+// kInvalidArgument for a configuration value that cannot be used (the collector exits 2 naming
+// its variable). Every comparison of a
 // signature or credential is constant-time (CRYPTO_memcmp). Thread-safe.
 
 // A signed request's timestamp must lie within `max_age` before `now`, and at most 5 minutes
@@ -63,6 +64,7 @@ absl::Status VerifyMailgun(absl::string_view signing_key, absl::string_view time
 // HTTP basic authentication (Postmark signs nothing: the webhook's URL carries a user and a
 // password, which Postmark sends as `Authorization: Basic base64(user:password)`). `expected`
 // is `user:password`; the whole header is compared in constant time against the one expected.
+// kUnauthenticated when it is not that header.
 absl::Status VerifyBasicAuth(absl::string_view expected, absl::string_view authorization);
 
 }  // namespace mailroom
