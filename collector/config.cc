@@ -4,12 +4,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <optional>
 #include <regex>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "collector/db/conninfo.h"
 #include "collector/service.h"  // kMaxInFlight
 #include "common/names.h"
@@ -24,6 +29,67 @@ bool ValidChannel(const std::string& c) {
     if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_')) return false;
   }
   return true;
+}
+
+// A secret from `name`, or from the file `name`_FILE (a mounted Secret; its trailing newline
+// dropped); "" when neither is set. Never echoed: errors name the variable only.
+absl::StatusOr<std::string> SecretSetting(const Env& env, const std::string& name) {
+  const std::string file_var = name + "_FILE";
+  std::optional<std::string> value = env.Get(name.c_str());
+  std::string path;
+  MAILROOM_ASSIGN_OR_RETURN(path, env.File(file_var.c_str()));
+  if (value.has_value() && !path.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": set either it or ", file_var, ", not both"));
+  }
+  if (path.empty()) return value.value_or("");
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  if (!in.good() && !in.eof()) return absl::InvalidArgumentError(file_var + ": cannot read");
+  if (text.empty()) return absl::InvalidArgumentError(file_var + ": the file is empty");
+  return text;
+}
+
+// The providers' feedback paths: each on when its secret is set.
+absl::Status LoadProviderFeedback(const Env& env, ProviderFeedbackOptions* p) {
+  MAILROOM_ASSIGN_OR_RETURN(p->postmark_credentials,
+                            SecretSetting(env, "MAILROOM_FEEDBACK_POSTMARK_CREDENTIALS"));
+  const std::string& pm = p->postmark_credentials;
+  const size_t colon = pm.find(':');
+  if (!pm.empty() && (colon == 0 || colon == std::string::npos || pm.size() - colon - 1 < 16 ||
+                      std::any_of(pm.begin(), pm.end(), [](char ch) {
+                        return static_cast<unsigned char>(ch) < 0x21 || ch == 0x7f;
+                      }))) {
+    return absl::InvalidArgumentError(
+        "MAILROOM_FEEDBACK_POSTMARK_CREDENTIALS: must be user:password, a password of at least "
+        "16 characters, no spaces or control characters (the basic auth of Postmark's webhook "
+        "URL)");
+  }
+  std::string sendgrid;
+  MAILROOM_ASSIGN_OR_RETURN(sendgrid, SecretSetting(env, "MAILROOM_FEEDBACK_SENDGRID_PUBLIC_KEY"));
+  if (!sendgrid.empty()) {
+    auto key = ParseSendgridKey(sendgrid);
+    if (!key.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("MAILROOM_FEEDBACK_SENDGRID_PUBLIC_KEY: ",
+                                                     key.status().message()));
+    }
+    p->sendgrid_key = *key;
+  }
+  MAILROOM_ASSIGN_OR_RETURN(p->mailgun_signing_key,
+                            SecretSetting(env, "MAILROOM_FEEDBACK_MAILGUN_SIGNING_KEY"));
+  for (auto [name, keys] : {std::pair{"MAILROOM_FEEDBACK_RESEND_SECRET", &p->resend_keys},
+                            std::pair{"MAILROOM_FEEDBACK_HTTP_SECRET", &p->http_keys}}) {
+    std::string secrets;
+    MAILROOM_ASSIGN_OR_RETURN(secrets, SecretSetting(env, name));
+    if (secrets.empty()) continue;
+    auto parsed = ParseWebhookSecrets(secrets);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", parsed.status().message()));
+    }
+    *keys = *std::move(parsed);
+  }
+  return absl::OkStatus();
 }
 
 // The feedback endpoint, reputation window and guard (see FeedbackSettings).
@@ -53,12 +119,17 @@ absl::StatusOr<FeedbackSettings> LoadFeedbackSettings(const Env& env) {
                        "\" is not an SNS topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME)"));
     }
   }
-  // Anyone can create a topic and publish correctly signed messages: the endpoint acts only on
-  // the operator's own topics, so it does not start without them.
-  if (!f.address.empty() && f.sns.topic_arns.empty()) {
+  absl::Status providers = LoadProviderFeedback(env, &f.providers);
+  if (!providers.ok()) return providers;
+  // Anyone can create a topic and publish correctly signed messages: the SNS path acts only on
+  // the operator's own topics, so it is off without them; the endpoint does not start with no
+  // path on at all.
+  if (!f.address.empty() && f.sns.topic_arns.empty() && f.providers.Enabled().empty()) {
     return absl::InvalidArgumentError(
-        "MAILROOM_FEEDBACK_TOPIC_ARNS: required when MAILROOM_FEEDBACK_ADDRESS is set (the SNS "
-        "topics whose messages the feedback endpoint acts on)");
+        "MAILROOM_FEEDBACK_TOPIC_ARNS: required when MAILROOM_FEEDBACK_ADDRESS is set and no "
+        "provider path is (the SNS topics whose messages the feedback endpoint acts on; or set "
+        "MAILROOM_FEEDBACK_POSTMARK_CREDENTIALS, _SENDGRID_PUBLIC_KEY, _MAILGUN_SIGNING_KEY, "
+        "_RESEND_SECRET or _HTTP_SECRET)");
   }
   int64_t workers;
   MAILROOM_ASSIGN_OR_RETURN(workers, env.Int("MAILROOM_FEEDBACK_WORKERS",
@@ -71,6 +142,7 @@ absl::StatusOr<FeedbackSettings> LoadFeedbackSettings(const Env& env) {
   MAILROOM_ASSIGN_OR_RETURN(f.sns.ca_file, env.File("MAILROOM_FEEDBACK_CA_FILE"));
   MAILROOM_ASSIGN_OR_RETURN(f.sns.max_age,
                             env.Millis("MAILROOM_FEEDBACK_MAX_AGE", 3600000, 60000, 86400000));
+  f.providers.max_age = f.sns.max_age;
   int64_t soft;
   MAILROOM_ASSIGN_OR_RETURN(soft, env.Int("MAILROOM_SOFT_BOUNCE_LIMIT", 3, 1, 1000));
   f.soft_bounce_limit = static_cast<int>(soft);
@@ -90,6 +162,12 @@ absl::StatusOr<FeedbackSettings> LoadFeedbackSettings(const Env& env) {
 }
 
 }  // namespace
+
+std::string FeedbackPaths(const FeedbackSettings& f) {
+  std::vector<std::string> on = f.providers.Enabled();
+  if (!f.sns.topic_arns.empty()) on.insert(on.begin(), "sns");
+  return on.empty() ? "none" : absl::StrJoin(on, ",");
+}
 
 absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   CollectorConfig c;

@@ -11,6 +11,7 @@
 #include "collector/dispatcher.h"
 #include "collector/feedback/reputation_guard.h"
 #include "collector/feedback/feedback_server.h"
+#include "collector/feedback/provider_feedback.h"
 #include "collector/service.h"
 #include "collector/feedback/sns_verifier.h"
 #include "collector/retention.h"
@@ -26,6 +27,10 @@ struct FeedbackSettings {
   SnsVerifierOptions sns;
   // MAILROOM_FEEDBACK_WORKERS (workers), MAILROOM_FEEDBACK_REQUEST_TIMEOUT (request_timeout).
   FeedbackServerOptions server;
+  // The providers' paths: MAILROOM_FEEDBACK_POSTMARK_CREDENTIALS, _SENDGRID_PUBLIC_KEY,
+  // _MAILGUN_SIGNING_KEY, _RESEND_SECRET, _HTTP_SECRET (each also as a file, *_FILE; secret),
+  // and MAILROOM_FEEDBACK_MAX_AGE.
+  ProviderFeedbackOptions providers;
   int soft_bounce_limit = 3;                           // MAILROOM_SOFT_BOUNCE_LIMIT
   absl::Duration reputation_window = absl::Hours(24 * 7);  // MAILROOM_REPUTATION_WINDOW
   absl::Duration reputation_refresh = absl::Seconds(30);   // MAILROOM_REPUTATION_REFRESH
@@ -71,5 +76,9 @@ struct CollectorConfig {
 // Reads and validates the configuration. Errors name the variable and the problem, never a
 // secret's value.
 absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env);
+
+// The feedback endpoint's paths that are on, for the start-up log: "sns" (with topics) and each
+// provider with its secret, comma-separated; "none" when none is.
+std::string FeedbackPaths(const FeedbackSettings& f);
 
 }  // namespace mailroom

@@ -258,6 +258,55 @@ TEST_F(LoadConfigTest, TheFeedbackEndpointNeedsItsTopics) {
                   .ok());
 }
 
+// Each provider's path is on with its secret; the endpoint may then run without SNS topics.
+TEST_F(LoadConfigTest, ProviderFeedbackPathsTakeTheirSecrets) {
+  const std::string whsec = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+  const std::string dir = getenv("TEST_TMPDIR");
+  {
+    std::ofstream f(dir + "/mailgun.key");
+    f << "key-3ax6xnjp29jd6fds4gc373sgvjxteol0\n";
+  }
+  auto c = Load({{"MAILROOM_FEEDBACK_ADDRESS", "127.0.0.1:9470"},
+                 {"MAILROOM_FEEDBACK_POSTMARK_CREDENTIALS", "postmark:9b3e1c0f7a6d4e25"},
+                 {"MAILROOM_FEEDBACK_SENDGRID_PUBLIC_KEY",
+                  "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEEDr2LjtURuePQzplybdC+u4CwrqDqBaWjcMMsTbhdbc"
+                  "wHBcepxo7yAQGhHPTnlvFYPAZFceEu/1FwCM/QmGUhA=="},
+                 {"MAILROOM_FEEDBACK_MAILGUN_SIGNING_KEY_FILE", dir + "/mailgun.key"},
+                 {"MAILROOM_FEEDBACK_RESEND_SECRET", whsec},
+                 {"MAILROOM_FEEDBACK_HTTP_SECRET", whsec + " " + whsec},
+                 {"MAILROOM_FEEDBACK_MAX_AGE", "600000"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->feedback.providers.Enabled(),
+              ElementsAre("postmark", "sendgrid", "mailgun", "resend", "http"));
+  EXPECT_EQ(c->feedback.providers.mailgun_signing_key, "key-3ax6xnjp29jd6fds4gc373sgvjxteol0");
+  EXPECT_EQ(c->feedback.providers.http_keys.size(), 2u);
+  EXPECT_EQ(c->feedback.providers.max_age, absl::Minutes(10));
+  EXPECT_EQ(FeedbackPaths(c->feedback), "postmark,sendgrid,mailgun,resend,http");
+  EXPECT_EQ(FeedbackPaths(Load({})->feedback), "none");
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"MAILROOM_FEEDBACK_POSTMARK_CREDENTIALS", "postmark:short"},
+      {"MAILROOM_FEEDBACK_POSTMARK_CREDENTIALS", "no-colon-at-all-0123456789"},
+      {"MAILROOM_FEEDBACK_SENDGRID_PUBLIC_KEY", "c2VjcmV0LWlzaC12YWx1ZQ=="},
+      {"MAILROOM_FEEDBACK_RESEND_SECRET", "secret-ish-value-0123456789"},
+      {"MAILROOM_FEEDBACK_HTTP_SECRET", "whsec_c2VjcmV0"},
+      {"MAILROOM_FEEDBACK_MAILGUN_SIGNING_KEY_FILE", "/nonexistent/key"},
+  };
+  for (const auto& [name, value] : bad) {
+    auto e = Load({{name, value}});
+    ASSERT_FALSE(e.ok()) << name;
+    EXPECT_THAT(std::string(e.status().message()), HasSubstr(name));
+    if (name.find("_FILE") == std::string::npos) {
+      EXPECT_THAT(std::string(e.status().message()), Not(HasSubstr(value.substr(9)))) << name;
+    }
+  }
+  auto both = Load({{"MAILROOM_FEEDBACK_MAILGUN_SIGNING_KEY", "key-a"},
+                    {"MAILROOM_FEEDBACK_MAILGUN_SIGNING_KEY_FILE", dir + "/mailgun.key"}});
+  ASSERT_FALSE(both.ok());
+  EXPECT_THAT(std::string(both.status().message()),
+              HasSubstr("MAILROOM_FEEDBACK_MAILGUN_SIGNING_KEY: set either it or"));
+}
+
 TEST_F(LoadConfigTest, FeedbackErrorsNameTheVariable) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"MAILROOM_FEEDBACK_ADDRESS", "nowhere"},

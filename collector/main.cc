@@ -24,6 +24,7 @@
 #include "collector/feedback/feedback_server.h"
 #include "collector/feedback/feedback_store.h"
 #include "collector/feedback/https_get.h"
+#include "collector/feedback/provider_feedback.h"
 #include "collector/hub.h"
 #include "collector/migrate.h"
 #include "collector/migrate_cli.h"
@@ -120,6 +121,10 @@ class Collector {
              }),
         feedback_(&sns_, feedback_store_.get(), https_get_, c.feedback.sns.extra_hosts,
                   c.feedback.soft_bounce_limit, metrics_),
+        providers_(c.feedback.providers, feedback_store_.get(), c.feedback.soft_bounce_limit,
+                   metrics_),
+        // SNS's path is on with the operator's topics only; each provider's with its secret.
+        feedback_routes_(c.feedback.sns.topic_arns.empty() ? nullptr : &feedback_, &providers_),
         dispatcher_(GuardedDispatch(c.dispatch, c.feedback.guard, &guard_), store_.get(), &hub_,
                     c.key, metrics_, [this](bool serving) { SetDatabaseUp(serving); }),
         service_(store_.get(), &hub_, &dispatcher_, &auth_, metrics_,
@@ -165,6 +170,7 @@ class Collector {
          {"max_in_flight_cap", absl::StrCat(c.max_in_flight_cap)},
          {"groups", absl::StrJoin(c.dispatch.groups, ",")},
          {"feedback", Listening(c.feedback.address, feedback_server_.port())},
+         {"feedback_paths", FeedbackPaths(c.feedback)},
          {"guard", c.feedback.guard.enabled() ? "on" : "off"},
          {"open_files", absl::StrCat(open_files)}});
   }
@@ -251,7 +257,8 @@ class Collector {
       }
     }
     if (!c_.feedback.address.empty()) {
-      absl::Status st = feedback_server_.Start(c_.feedback.address, &feedback_, c_.feedback.server);
+      absl::Status st =
+          feedback_server_.Start(c_.feedback.address, &feedback_routes_, c_.feedback.server);
       if (!st.ok()) {
         LogError("cannot serve the feedback endpoint",
                  {{"address", c_.feedback.address}, {"error", std::string(st.message())}});
@@ -274,6 +281,8 @@ class Collector {
   const UrlFetcher https_get_;
   SnsVerifier sns_;
   FeedbackHandler feedback_;
+  ProviderFeedbackHandler providers_;
+  FeedbackRoutes feedback_routes_;
   FeedbackServer feedback_server_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> health_;  // MAILROOM_HEALTH_ADDRESS

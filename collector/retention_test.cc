@@ -320,27 +320,31 @@ TEST_F(RetentionTest, ZeroRetentionKeepsEverything) {
 
 TEST_F(RetentionTest, ReputationDeltasFoldIntoOneRowPerHourAndOldHoursGo) {
   // Acknowledgements and feedback add one delta row each (no shared row to wait on).
-  Exec("SELECT mailroom_reputation_add(id, 3, 1, 0, 0) FROM consumer_groups");
-  Exec("SELECT mailroom_reputation_add(id, 2, 0, 1, 0) FROM consumer_groups");
-  Exec("SELECT mailroom_reputation_add(id, 5, 0, 0, 1) FROM consumer_groups");
+  // Per provider: '' for acknowledgements, the feedback path's name for feedback.
+  Exec("SELECT mailroom_reputation_add(id, '', 3, 1, 0, 0) FROM consumer_groups");
+  Exec("SELECT mailroom_reputation_add(id, '', 1, 0, 0, 0) FROM consumer_groups");
+  Exec("SELECT mailroom_reputation_add(id, 'ses', 2, 0, 1, 0) FROM consumer_groups");
+  Exec("SELECT mailroom_reputation_add(id, 'postmark', 5, 0, 0, 1) FROM consumer_groups");
   Exec("INSERT INTO reputation_hourly (group_id, hour, sent) SELECT id, date_trunc('hour', "
        "now()) - interval '2 hours', 7 FROM consumer_groups");
   Exec("INSERT INTO reputation_hourly (group_id, hour, sent) SELECT id, date_trunc('hour', "
        "now()) - interval '92 days', 11 FROM consumer_groups");
   const int64_t groups = Int("SELECT count(*) FROM consumer_groups");
   ASSERT_GE(groups, 1);
-  ASSERT_EQ(Int("SELECT count(*) FROM reputation_hourly"), 5 * groups);
+  ASSERT_EQ(Int("SELECT count(*) FROM reputation_hourly"), 6 * groups);
   auto window = [&] {
     return Int("SELECT sum(sent) * 1000000 + sum(delivered) * 10000 + sum(bounced) * 100 + "
                "sum(complained) FROM mailroom_reputation(7 * 86400)");
   };
   const int64_t before = window();
-  EXPECT_EQ(before, groups * (17 * 1000000 + 1 * 10000 + 1 * 100 + 1));
+  EXPECT_EQ(before, groups * (18 * 1000000 + 1 * 10000 + 1 * 100 + 1));
   auto report = Retention(Options(), nullptr).RunOnce();
   ASSERT_TRUE(report.ok()) << report.status();
-  // The current hour and the one two hours ago stay, one row each; 92 days ago is gone.
-  EXPECT_EQ(report->reputation_rows, 2 * groups);
-  EXPECT_EQ(Int("SELECT count(*) FROM reputation_hourly"), 2 * groups);
+  // The current hour (one row per provider: '', ses, postmark) and the one two hours ago stay;
+  // 92 days ago is gone.
+  EXPECT_EQ(report->reputation_rows, 4 * groups);
+  EXPECT_EQ(Int("SELECT count(*) FROM reputation_hourly"), 4 * groups);
+  EXPECT_EQ(Int("SELECT count(*) FROM reputation_hourly WHERE provider = ''"), 2 * groups);
   EXPECT_EQ(Int("SELECT count(*) FROM reputation_hourly WHERE hour < now() - interval '91 days'"),
             0);
   EXPECT_EQ(window(), before);

@@ -253,7 +253,8 @@ note "TIMING podman import: $(since "$t") s"
 
 # --- binaries and build context -----------------------------------------------------------------
 t=$(now)
-tar -C "$HERE" --exclude=./bin --exclude=./tls --exclude='*.env' --exclude=.env -cf - . |
+tar -C "$HERE" --exclude=./bin --exclude=./tls --exclude=./feedback-tls --exclude=./nginx \
+  --exclude='*.env' --exclude=.env -cf - . |
   tar -C "$CTX" -xf -
 bash "$HERE/stage.sh" "$CTX" >/dev/null || { fail "bazel build -c opt (stage.sh)"; exit 1; }
 for pid in $(pgrep -f -- "--workspace_directory=$ROOT( |\$)"); do
@@ -264,14 +265,14 @@ note "TIMING bazel build + staging: $(since "$t") s"
 # --- images -------------------------------------------------------------------------------------
 t=$(now)
 pids=()
-for img in postgres catcher collector sender; do
+for img in postgres catcher collector sender feedback-proxy; do
   podman build --pull=never --layers -t "localhost/mailroom-$img:latest" \
     -f "$CTX/$img.Containerfile" "$CTX" >"$W/build-$img.log" 2>&1 &
   pids+=($!)
 done
 i=0
 build_ok=1
-for img in postgres catcher collector sender; do
+for img in postgres catcher collector sender feedback-proxy; do
   if wait "${pids[$i]}"; then
     pass "image mailroom-$img built ($(podman image inspect -f '{{.Size}}' "localhost/mailroom-$img:latest" | awk '{printf "%d MB", $1/1e6}'))"
   else
@@ -281,14 +282,16 @@ for img in postgres catcher collector sender; do
   fi
   i=$((i + 1))
 done
-note "TIMING image builds (4 in parallel): $(since "$t") s"
+note "TIMING image builds (5 in parallel): $(since "$t") s"
 [ "$build_ok" = 1 ] || exit 1
 
 # --- secrets: generated for this run, never in an image, never printed ---------------------------
 KEY=$(openssl rand -hex 32)
 TOKEN=$(openssl rand -hex 24)
+FEEDBACK=whsec_$(openssl rand -base64 32)
 (umask 077
- printf 'MAILROOM_SECRET_KEY=%s\nMAILROOM_SUBSCRIBER_TOKENS=%s@mailroom:sender\n' "$KEY" "$TOKEN" >"$CTX/collector.env"
+ printf 'MAILROOM_SECRET_KEY=%s\nMAILROOM_SUBSCRIBER_TOKENS=%s@mailroom:sender\nMAILROOM_FEEDBACK_HTTP_SECRET=%s\n' \
+   "$KEY" "$TOKEN" "$FEEDBACK" >"$CTX/collector.env"
  printf 'MAILROOM_COLLECTOR_TOKEN=%s\n' "$TOKEN" >"$CTX/sender.env")
 if podman image inspect localhost/mailroom-{collector,sender,postgres,catcher}:latest | grep -qF "$KEY"; then
   fail "an image contains the signing key"
@@ -297,6 +300,10 @@ fi
 # volumes would be). The key is readable by the collector's uid only.
 bash "$HERE/make-test-cert.sh" "$CTX/tls" collector mailroom-collector >/dev/null
 chown 10001:10001 "$CTX/tls/tls.key"
+# The feedback proxy's certificate (compose mounts feedback-tls/ files; the kube pod gets them as
+# the Secret mailroom-feedback-tls); its key is readable by the proxy's uid only.
+bash "$HERE/make-test-cert.sh" "$CTX/feedback-tls" feedback.example.test >/dev/null
+chown 10002:10002 "$CTX/feedback-tls/tls.key"
 
 # Runs python inside the catcher; prints the activation link sent to $1 (token shortened), or
 # nothing. The bodies are base64 MIME parts, so they are decoded, not grepped.
@@ -359,6 +366,48 @@ grpc_health() {
 # certificate: the collector's port 50051 serves TLS with this run's certificate and refuses
 # plaintext and a client expecting another name; its port 50053 answers health in plaintext
 # (kube.yaml's readiness probe); the sender's 50052 is SERVING (it has reached the collector).
+# A delivery report signed with the run's MAILROOM_FEEDBACK_HTTP_SECRET, posted over TLS through
+# the feedback proxy by the catcher's python (the secret on stdin, never on a command line),
+# trusting the run's feedback CA ($3, copied in): "200 unmatched" (no such message) shows TLS,
+# the proxy's routing and limits, and the collector's report path working together. Retried
+# for up to 30 s while the proxy or the collector starts.
+FEEDBACK_REPORT_PY='
+import base64, hashlib, hmac, json, ssl, sys, time, urllib.error, urllib.request
+key = base64.b64decode(sys.stdin.read().strip()[len("whsec_"):])
+body = json.dumps({"type": "email.bounced", "message_id": "no-such-message",
+                   "recipients": ["nobody@example.test"], "bounce_type": "transient"}).encode()
+mid, ts = "evt_container_%d" % time.time_ns(), str(int(time.time()))
+sig = base64.b64encode(hmac.new(key, b"%s.%s.%s" % (mid.encode(), ts.encode(), body),
+                                hashlib.sha256).digest()).decode()
+req = urllib.request.Request(sys.argv[1], data=body, method="POST", headers={
+    "webhook-id": mid, "webhook-timestamp": ts, "webhook-signature": "v1," + sig,
+    "Content-Type": "application/json"})
+ctx = ssl.create_default_context(cafile=sys.argv[2])
+ctx.check_hostname = False  # the certificate names feedback.example.test
+try:
+    r = urllib.request.urlopen(req, context=ctx, timeout=10)
+    print(r.status, r.read().decode().strip())
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+except Exception as e:
+    print(0, type(e).__name__)
+'
+check_feedback_proxy() {  # LABEL CONTAINER URL
+  local got="" i
+  podman cp "$CTX/feedback-tls/ca.crt" "$2:/tmp/feedback-ca.crt" >/dev/null 2>&1
+  for i in $(seq 30); do
+    got=$(printf '%s' "$FEEDBACK" | podman exec -i "$2" python3 -c "$FEEDBACK_REPORT_PY" "$3" \
+          /tmp/feedback-ca.crt 2>&1)
+    [ "$got" = "200 unmatched" ] && break
+    sleep 1
+  done
+  if [ "$got" = "200 unmatched" ]; then
+    pass "$1: a signed delivery report through the feedback proxy (TLS) was answered: $got"
+  else
+    fail "$1: a delivery report through the feedback proxy: ${got:-no answer}"
+  fi
+}
+
 check_grpc_tls() {
   local label=$1 c=$2 s=$3 name=$4 tls plain wrong h3 h2
   tls=$(grpc_health "$c" 50051 "$name")
@@ -425,7 +474,8 @@ else
 fi
 st=$(podman inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$(C migrate)" 2>&1)
 [ "$st" = "exited 0" ] && pass "compose: migrate ran once and exited 0" || fail "compose: migrate state: $st"
-users=$(for s in postgres mailcatcher collector sender; do
+check_feedback_proxy compose "$(C mailcatcher)" https://feedback-proxy:8443/feedback/http
+users=$(for s in postgres mailcatcher collector sender feedback-proxy; do
   podman top "$(C "$s")" user comm 2>/dev/null | awk 'NR > 1 && $2 != "catatonit" {print $1}'
 done | sort -u | tr '\n' ' ')
 case " $users " in
@@ -462,8 +512,8 @@ t=$(now)
 bash "$HERE/make-test-cert.sh" "$W/db-tls" postgres >/dev/null
 chown 999:999 "$W/db-tls/tls.key"  # the test PostgreSQL's uid; PostgreSQL wants it 0600
 (umask 077
- KUBE_KEY=$KEY KUBE_TOKEN=$TOKEN /usr/bin/python3 - "$HERE/kube.yaml" "$KUBE_FILE" "$W/secret.json" \
-   "$CTX/tls" "$W/kube-volumes" "$W/db-tls" <<'EOF'
+ KUBE_KEY=$KEY KUBE_TOKEN=$TOKEN KUBE_FEEDBACK=$FEEDBACK /usr/bin/python3 - "$HERE/kube.yaml" \
+   "$KUBE_FILE" "$W/secret.json" "$CTX/tls" "$W/kube-volumes" "$W/db-tls" "$CTX/feedback-tls" <<'EOF'
 import base64, json, os, shutil, sys, urllib.parse, yaml
 docs = list(yaml.safe_load_all(open(sys.argv[1])))
 kinds = {(d["kind"], d["metadata"]["name"]): d for d in docs}
@@ -476,6 +526,7 @@ values = {
     "MAILROOM_SECRET_KEY": os.environ["KUBE_KEY"],
     "MAILROOM_SUBSCRIBER_TOKENS": os.environ["KUBE_TOKEN"] + "@mailroom:sender",
     "MAILROOM_COLLECTOR_TOKEN": os.environ["KUBE_TOKEN"],
+    "MAILROOM_FEEDBACK_HTTP_SECRET": os.environ["KUBE_FEEDBACK"],
     "MAILROOM_DATABASE_URL": urllib.parse.urlunsplit(
         (url.scheme, "postgres@postgres:5432", "/postgres", url.query, "")),
 }
@@ -499,8 +550,9 @@ containers = [
 volumes = [{"name": "pg-tls", "hostPath": {"path": db_tls, "type": "Directory"}}]
 tls_files, volume_root = sys.argv[4], sys.argv[5]
 # Where each Secret volume's items come from: the run's collector certificate, the run's
-# database CA.
-secret_files = {"mailroom-collector-tls": tls_files, "mailroom-db-ca": db_tls}
+# database CA, the run's feedback proxy certificate.
+secret_files = {"mailroom-collector-tls": tls_files, "mailroom-db-ca": db_tls,
+                "mailroom-feedback-tls": sys.argv[7]}
 for dep, replicas in (("mailroom-collector", 2), ("mailroom-sender", 2)):
     d = kinds[("Deployment", dep)]
     assert d["spec"]["replicas"] == replicas, dep
@@ -572,6 +624,7 @@ else
   fail "kube: database connections TLS / in clear: $tls_counts"
 fi
 expect_tls_log kube "$(K collector)"
+check_feedback_proxy kube "$(K mailcatcher)" https://127.0.0.1:8443/feedback/http
 if [ -x "$BUF" ]; then
   infra=$(podman pod inspect -f '{{.InfraContainerID}}' mailroom-kube)
   check_grpc_tls kube "$infra" "$infra" mailroom-collector

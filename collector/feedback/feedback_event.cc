@@ -53,11 +53,12 @@ absl::StatusOr<FeedbackEvent> ParseSesEvent(const std::string& message) {
   if (mail == j.end() || !mail->is_object()) {
     return absl::InvalidArgumentError("SES event without mail");
   }
-  e.ses_message_id = Str(*mail, "messageId");
+  const std::string message_id = Str(*mail, "messageId");
+  if (!message_id.empty()) e.message_ids.push_back(message_id);
   e.group = Tag(*mail, kTagGroup);
   uint64_t id = 0;
   if (absl::SimpleAtoi(Tag(*mail, kTagJob), &id)) e.job_id = id;
-  if (e.ses_message_id.empty() && e.job_id == 0) {
+  if (e.message_ids.empty() && e.job_id == 0) {
     return absl::InvalidArgumentError("SES event names no message (mail.messageId)");
   }
   if (e.type == "Bounce") {

@@ -14,13 +14,17 @@ inline constexpr char kTagJob[] = "mailroom_job";
 inline constexpr char kTagGroup[] = "mailroom_group";
 inline constexpr char kTagAction[] = "mailroom_action";
 
-// One SES event (from a configuration set's event destination, `eventType`, or the older
-// identity notifications, `notificationType`), reduced to what mailroom records.
+// One provider's event about a message: SES's (from a configuration set's event destination,
+// `eventType`, or the older identity notifications, `notificationType`) or another provider's
+// webhook (provider_events.h), reduced to what mailroom records.
 struct FeedbackEvent {
+  std::string provider = "ses";         // ses | postmark | sendgrid | mailgun | resend | http
   std::string type;                     // Bounce | Complaint | Delivery | Reject
-  std::string ses_message_id;           // mail.messageId
-  std::string group;                    // mail.tags.mailroom_group ("" when absent)
-  uint64_t job_id = 0;                  // mail.tags.mailroom_job (0 when absent)
+  // The provider's id of the message, as the sender recorded it (deliveries'
+  // provider_message_id; SES: mail.messageId), in each form it may have been recorded in.
+  std::vector<std::string> message_ids;
+  std::string group;                    // the message's mailroom_group tag ("" when absent)
+  uint64_t job_id = 0;                  // the message's mailroom_job tag (0 when absent)
   std::vector<std::string> recipients;  // bounced / complained / delivered recipients
   std::string bounce_type;              // Permanent | Transient | Undetermined (Bounce only)
   std::string detail;                   // bounce subtype, complaint feedback type or reject reason

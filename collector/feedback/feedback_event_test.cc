@@ -26,7 +26,8 @@ TEST(ParseSesEventTest, PermanentBounceWithTags) {
   EXPECT_EQ(e->type, "Bounce");
   EXPECT_EQ(e->bounce_type, "Permanent");
   EXPECT_EQ(e->detail, "General");
-  EXPECT_EQ(e->ses_message_id, "0100018c-abc");
+  EXPECT_EQ(e->message_ids, std::vector<std::string>{"0100018c-abc"});
+  EXPECT_EQ(e->provider, "ses");
   EXPECT_EQ(e->group, "mailroom");
   EXPECT_EQ(e->job_id, 42u);
   EXPECT_THAT(e->recipients, ElementsAre("gone@example.test"));

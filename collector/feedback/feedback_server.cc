@@ -101,15 +101,39 @@ HttpReply FeedbackHandler::Post(const std::string& body) {
   return Count(type, result, {200, result});
 }
 
-namespace {
-
 // The request line and headers, up to the blank line that ends them.
 constexpr size_t kMaxHead = 16 * 1024;
+
+// The deadlines' clock: monotonic, so that setting the wall clock neither times out every
+// waiting connection nor keeps them forever.
+using Clock = std::chrono::steady_clock;
+
+// A connection whose request has not arrived whole.
+struct PendingConnection {
+  int fd = -1;  // -1 once answered or closed, until the pass that noticed ends
+  Clock::time_point accepted;
+  Clock::time_point deadline;
+  std::vector<char> data;  // grown as bytes arrive, never past what the request needs
+  size_t body_at = 0;  // 0 until the headers are in, then where the body starts in `data`
+  size_t content_length = 0;
+  // What `data` may grow to: the headers' limit until they are in, then the whole request.
+  size_t Needed() const { return body_at == 0 ? kMaxHead + 4 : body_at + content_length; }
+  // The capacity `data` gets to take `more` bytes: doubling, but never past Needed().
+  size_t CapacityFor(size_t more) const {
+    const size_t size = data.size() + more;
+    if (size <= data.capacity()) return data.capacity();
+    return std::min(Needed(), std::max({size, 2 * data.capacity(), size_t{1024}}));
+  }
+};
+
+namespace {
 
 std::string Response(HttpReply reply, const std::string& extra_headers = "") {
   const char* text = reply.status == 200   ? "OK"
                      : reply.status == 400 ? "Bad Request"
+                     : reply.status == 401 ? "Unauthorized"
                      : reply.status == 403 ? "Forbidden"
+                     : reply.status == 404 ? "Not Found"
                      : reply.status == 405 ? "Method Not Allowed"
                      : reply.status == 408 ? "Request Timeout"
                      : reply.status == 411 ? "Length Required"
@@ -136,6 +160,8 @@ struct Head {
   std::string extra_headers;
   size_t content_length = 0;
   bool expect_continue = false;
+  std::string path;  // the request target without its query
+  std::vector<std::pair<std::string, std::string>> headers;  // every line, value trimmed
 };
 
 // `s` without the spaces and tabs around it (HTTP's optional whitespace, and nothing else).
@@ -185,10 +211,12 @@ Head ParseHead(absl::string_view head, size_t max_body) {
     return h;
   }
   int64_t length = -1;
+  h.path = std::string(first[1].substr(0, first[1].find('?')));
   for (size_t i = 1; i < lines.size(); ++i) {
     const size_t colon = lines[i].find(':');
     const absl::string_view name = lines[i].substr(0, colon);
     const absl::string_view value = StripSpaces(lines[i].substr(colon + 1));
+    h.headers.emplace_back(std::string(name), std::string(value));
     if (absl::EqualsIgnoreCase(name, "Content-Length")) {
       if (length >= 0 || value.empty() || value.size() > 18 ||
           value.find_first_not_of("0123456789") != absl::string_view::npos ||
@@ -213,27 +241,6 @@ Head ParseHead(absl::string_view head, size_t max_body) {
   return h;
 }
 
-// The deadlines' clock: monotonic, so that setting the wall clock neither times out every
-// waiting connection nor keeps them forever.
-using Clock = std::chrono::steady_clock;
-
-// A connection whose request has not arrived whole.
-struct Pending {
-  int fd = -1;  // -1 once answered or closed, until the pass that noticed ends
-  Clock::time_point accepted;
-  Clock::time_point deadline;
-  std::vector<char> data;  // grown as bytes arrive, never past what the request needs
-  size_t body_at = 0;  // 0 until the headers are in, then where the body starts in `data`
-  size_t content_length = 0;
-  // What `data` may grow to: the headers' limit until they are in, then the whole request.
-  size_t Needed() const { return body_at == 0 ? kMaxHead + 4 : body_at + content_length; }
-  // The capacity `data` gets to take `more` bytes: doubling, but never past Needed().
-  size_t CapacityFor(size_t more) const {
-    const size_t size = data.size() + more;
-    if (size <= data.capacity()) return data.capacity();
-    return std::min(Needed(), std::max({size, 2 * data.capacity(), size_t{1024}}));
-  }
-};
 
 // Connections accepted per pass beyond the free places: each closes the slowest waiting one,
 // and a pass that accepted the whole backlog would close the first of a burst before reading it.
@@ -244,9 +251,9 @@ constexpr size_t kAcceptsBeyondFree = 4;
 // that has received the fewest bytes per second since it was accepted, the oldest of equals; an
 // age under 10 ms counts as 10 ms so that one just accepted is not judged on its first
 // instants. pending.end() if there is none.
-std::vector<Pending>::iterator Slowest(std::vector<Pending>& pending, Clock::time_point now,
+std::vector<PendingConnection>::iterator Slowest(std::vector<PendingConnection>& pending, Clock::time_point now,
                                        Clock::time_point pass) {
-  auto rate = [now](const Pending& p) {
+  auto rate = [now](const PendingConnection& p) {
     const std::chrono::duration<double> age =
         std::max<Clock::duration>(now - p.accepted, std::chrono::milliseconds(10));
     return p.data.size() / age.count();
@@ -261,11 +268,25 @@ std::vector<Pending>::iterator Slowest(std::vector<Pending>& pending, Clock::tim
   return slowest;
 }
 
+// Removes the connections dropped (fd -1).
+void Sweep(std::vector<PendingConnection>& pending) {
+  pending.erase(std::remove_if(pending.begin(), pending.end(),
+                               [](const PendingConnection& p) { return p.fd < 0; }),
+                pending.end());
+}
+
+// What a complete request holds against kMaxBuffered: its body and its path and header lines.
+size_t RequestBytes(const HttpRequest& r) {
+  size_t n = r.body.capacity() + r.path.capacity();
+  for (const auto& [name, value] : r.headers) n += name.capacity() + value.capacity();
+  return n;
+}
+
 }  // namespace
 
 FeedbackServer::~FeedbackServer() { Stop(); }
 
-absl::Status FeedbackServer::Start(const std::string& address, FeedbackHandler* handler,
+absl::Status FeedbackServer::Start(const std::string& address, HttpHandler* handler,
                                    FeedbackServerOptions options) {
   size_t colon = address.rfind(':');
   int port = 0;
@@ -325,36 +346,15 @@ absl::Status FeedbackServer::Start(const std::string& address, FeedbackHandler* 
 }
 
 void FeedbackServer::Receive() {
-  std::vector<Pending> pending;  // oldest first
+  std::vector<PendingConnection> pending;  // oldest first
   std::vector<pollfd> polled;
-  char buf[16 * 1024];
   bool poll_failing = false;  // logged once a run
-  // Removes the connections dropped (fd -1).
-  auto sweep = [&] {
-    pending.erase(std::remove_if(pending.begin(), pending.end(),
-                                 [](const Pending& p) { return p.fd < 0; }),
-                  pending.end());
-  };
-  // Answers (or just closes, for an empty `response`) a waiting connection and frees its buffer.
-  auto drop = [&](Pending& p, const std::string& response) {
-    if (response.empty()) {
-      close(p.fd);
-    } else {
-      AnswerAndClose(p.fd, response);
-    }
-    p.fd = -1;
-    buffered_ -= p.data.capacity();
-    std::vector<char>().swap(p.data);
-  };
   for (;;) {
+    ExpireDeadlines(pending);
     const Clock::time_point now = Clock::now();
-    for (Pending& p : pending) {
-      if (p.deadline <= now) drop(p, Response({408, "request not received in time"}));
-    }
-    sweep();
     polled.assign({{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}});
     Clock::time_point next = now + std::chrono::seconds(1);
-    for (const Pending& p : pending) {
+    for (const PendingConnection& p : pending) {
       polled.push_back({p.fd, POLLIN, 0});
       next = std::min(next, p.deadline);
     }
@@ -374,113 +374,150 @@ void FeedbackServer::Receive() {
     // Read what arrived. Connections dropped here are marked (fd -1) and removed after, so the
     // indexes into `polled` hold.
     for (size_t i = 0; i < pending.size(); ++i) {
-      Pending& p = pending[i];
+      PendingConnection& p = pending[i];
       if (polled[i + 2].revents == 0 || p.fd < 0) continue;
-      const ssize_t got =
-          recv(p.fd, buf, std::min(sizeof(buf), p.Needed() - p.data.size()), 0);
-      if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (got <= 0) {  // the client went away before its request was whole
-        drop(p, "");
-        continue;
-      }
       const size_t had = p.data.size();
-      const size_t capacity = p.CapacityFor(got);
-      // Over the budget, the connections holding the most give way (503), so that a small
-      // request, as an SNS message is, always finds room.
-      while (buffered_ + (capacity - p.data.capacity()) > kMaxBuffered) {
-        Pending* largest = &p;
-        for (Pending& q : pending) {
-          if (q.fd >= 0 && q.data.capacity() > largest->data.capacity()) largest = &q;
-        }
-        drop(*largest, Response({503, "busy; retry"}));
-        if (largest == &p) break;
-      }
-      if (p.fd < 0) continue;
-      buffered_ += capacity - p.data.capacity();
-      peak_buffered_ = std::max(peak_buffered_.load(), buffered_.load());
-      p.data.reserve(capacity);
-      p.data.insert(p.data.end(), buf, buf + got);
-      const absl::string_view data(p.data.data(), p.data.size());
-      if (p.body_at == 0) {
-        const size_t end = data.find("\r\n\r\n", had < 3 ? 0 : had - 3);
-        // A header line ended by LF alone never ends the headers: refuse it now, not at the
-        // timeout. Only the headers are scanned: the body's own line feeds are its business.
-        const absl::string_view head_part =
-            data.substr(0, end == absl::string_view::npos ? data.size() : end + 4);
-        for (size_t lf = head_part.find('\n', had); lf != absl::string_view::npos;
-             lf = head_part.find('\n', lf + 1)) {
-          if (lf == 0 || head_part[lf - 1] != '\r') {
-            drop(p, Response({400, "bad header"}));
-            break;
-          }
-        }
-        if (p.fd < 0) continue;
-        if (end == absl::string_view::npos || end > kMaxHead) {
-          if (data.size() >= p.Needed()) drop(p, Response({431, "headers too large"}));
-          continue;
-        }
-        Head head = ParseHead(data.substr(0, end), options_.max_body);
-        if (head.early.status != 0) {
-          drop(p, Response(head.early, head.extra_headers));
-          continue;
-        }
-        p.body_at = end + 4;
-        p.content_length = head.content_length;
-        if (head.expect_continue && data.size() < p.Needed()) {
-          static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-          send(p.fd, kContinue, sizeof(kContinue) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-        }
-      }
-      if (data.size() < p.Needed()) continue;
-      Request r{p.fd, std::string(data.substr(p.body_at, p.content_length))};
-      buffered_ += r.body.capacity();
-      buffered_ -= p.data.capacity();
-      peak_buffered_ = std::max(peak_buffered_.load(), buffered_.load());
-      p.fd = -1;  // now the request's
-      std::vector<char>().swap(p.data);
-      absl::MutexLock lock(&mu_);
-      requests_.push_back(std::move(r));  // bounded by max_connections_ with those waiting
+      if (!ReadInto(p, pending)) continue;
+      if (p.body_at == 0 && !TakeHead(p, had)) continue;
+      if (p.body_at != 0 && p.data.size() >= p.Needed()) Enqueue(p);
     }
-    sweep();
-    if (polled[1].revents == 0) continue;
-    size_t queued;
-    {
-      absl::MutexLock lock(&mu_);
-      queued = requests_.size();
+    Sweep(pending);
+    if (polled[1].revents != 0) AcceptNew(pending);
+  }
+  for (PendingConnection& p : pending) {
+    if (p.fd >= 0) Drop(p, "");
+  }
+}
+
+void FeedbackServer::Drop(PendingConnection& p, const std::string& response) {
+  if (response.empty()) {
+    close(p.fd);
+  } else {
+    AnswerAndClose(p.fd, response);
+  }
+  p.fd = -1;
+  buffered_ -= p.data.capacity();
+  std::vector<char>().swap(p.data);
+}
+
+void FeedbackServer::ExpireDeadlines(std::vector<PendingConnection>& pending) {
+  const Clock::time_point now = Clock::now();
+  for (PendingConnection& p : pending) {
+    if (p.deadline <= now) Drop(p, Response({408, "request not received in time"}));
+  }
+  Sweep(pending);
+}
+
+bool FeedbackServer::ReadInto(PendingConnection& p, std::vector<PendingConnection>& pending) {
+  char buf[16 * 1024];
+  const ssize_t got = recv(p.fd, buf, std::min(sizeof(buf), p.Needed() - p.data.size()), 0);
+  if (got < 0 && (errno == EAGAIN || errno == EINTR)) return false;
+  if (got <= 0) {  // the client went away before its request was whole
+    Drop(p, "");
+    return false;
+  }
+  const size_t capacity = p.CapacityFor(got);
+  // Over the budget, the connections holding the most give way (503), so that a small
+  // request, as an SNS message is, always finds room.
+  while (buffered_ + (capacity - p.data.capacity()) > kMaxBuffered) {
+    PendingConnection* largest = &p;
+    for (PendingConnection& q : pending) {
+      if (q.fd >= 0 && q.data.capacity() > largest->data.capacity()) largest = &q;
     }
-    const size_t held = pending.size() + queued;
-    const size_t accepts =
-        (held < max_connections_ ? max_connections_ - held : 0) + kAcceptsBeyondFree;
-    const Clock::time_point pass = Clock::now();
-    for (size_t i = 0; i < accepts; ++i) {
-      // Full: a new connection takes the place of the slowest one already read; when every
-      // waiting one was accepted in this pass, the rest wait in the backlog for the next pass.
-      auto slowest = pending.end();
-      if (pending.size() + queued >= max_connections_ && !pending.empty()) {
-        slowest = Slowest(pending, Clock::now(), pass);
-        if (slowest == pending.end()) break;
-      }
-      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
-        // Out of descriptors: the rest of the process needs them more; try again shortly.
-        if (errno == EMFILE || errno == ENFILE) absl::SleepFor(absl::Milliseconds(10));
-        break;
-      }
-      const Clock::time_point accepted = Clock::now();
-      if (pending.size() + queued >= max_connections_) {
-        if (pending.empty()) {  // all wait for a worker
-          close(fd);
-          continue;
-        }
-        drop(*slowest, "");
-        pending.erase(slowest);
-      }
-      pending.push_back(
-          {fd, accepted, accepted + absl::ToChronoMilliseconds(options_.request_timeout)});
+    Drop(*largest, Response({503, "busy; retry"}));
+    if (largest == &p) break;
+  }
+  if (p.fd < 0) return false;
+  buffered_ += capacity - p.data.capacity();
+  peak_buffered_ = std::max(peak_buffered_.load(), buffered_.load());
+  p.data.reserve(capacity);
+  p.data.insert(p.data.end(), buf, buf + got);
+  return true;
+}
+
+bool FeedbackServer::TakeHead(PendingConnection& p, size_t had) {
+  const absl::string_view data(p.data.data(), p.data.size());
+  const size_t end = data.find("\r\n\r\n", had < 3 ? 0 : had - 3);
+  // A header line ended by LF alone never ends the headers: refuse it now, not at the
+  // timeout. Only the headers are scanned: the body's own line feeds are its business.
+  const absl::string_view head_part =
+      data.substr(0, end == absl::string_view::npos ? data.size() : end + 4);
+  for (size_t lf = head_part.find('\n', had); lf != absl::string_view::npos;
+       lf = head_part.find('\n', lf + 1)) {
+    if (lf == 0 || head_part[lf - 1] != '\r') {
+      Drop(p, Response({400, "bad header"}));
+      return false;
     }
   }
-  for (Pending& p : pending) {
-    if (p.fd >= 0) drop(p, "");
+  if (end == absl::string_view::npos || end > kMaxHead) {
+    if (data.size() >= p.Needed()) Drop(p, Response({431, "headers too large"}));
+    return false;
+  }
+  Head head = ParseHead(data.substr(0, end), options_.max_body);
+  if (head.early.status != 0) {
+    Drop(p, Response(head.early, head.extra_headers));
+    return false;
+  }
+  p.body_at = end + 4;
+  p.content_length = head.content_length;
+  if (head.expect_continue && data.size() < p.Needed()) {
+    static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    send(p.fd, kContinue, sizeof(kContinue) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  return true;
+}
+
+void FeedbackServer::Enqueue(PendingConnection& p) {
+  const absl::string_view data(p.data.data(), p.data.size());
+  // The head was parsed once already (TakeHead); again here, so that only a request handed on
+  // holds its path and headers apart from the connection's buffer.
+  Head head = ParseHead(data.substr(0, p.body_at - 4), options_.max_body);
+  Request r{p.fd, {std::move(head.path), std::move(head.headers),
+                   std::string(data.substr(p.body_at, p.content_length))}};
+  buffered_ += RequestBytes(r.http);
+  buffered_ -= p.data.capacity();
+  peak_buffered_ = std::max(peak_buffered_.load(), buffered_.load());
+  p.fd = -1;  // now the request's
+  std::vector<char>().swap(p.data);
+  absl::MutexLock lock(&mu_);
+  requests_.push_back(std::move(r));  // bounded by max_connections_ with those waiting
+}
+
+void FeedbackServer::AcceptNew(std::vector<PendingConnection>& pending) {
+  size_t queued;
+  {
+    absl::MutexLock lock(&mu_);
+    queued = requests_.size();
+  }
+  const size_t held = pending.size() + queued;
+  const size_t accepts =
+      (held < max_connections_ ? max_connections_ - held : 0) + kAcceptsBeyondFree;
+  const Clock::time_point pass = Clock::now();
+  for (size_t i = 0; i < accepts; ++i) {
+    // Full: a new connection takes the place of the slowest one already read; when every
+    // waiting one was accepted in this pass, the rest wait in the backlog for the next pass.
+    auto slowest = pending.end();
+    if (pending.size() + queued >= max_connections_ && !pending.empty()) {
+      slowest = Slowest(pending, Clock::now(), pass);
+      if (slowest == pending.end()) break;
+    }
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      // Out of descriptors: the rest of the process needs them more; try again shortly.
+      if (errno == EMFILE || errno == ENFILE) absl::SleepFor(absl::Milliseconds(10));
+      break;
+    }
+    const Clock::time_point accepted = Clock::now();
+    if (pending.size() + queued >= max_connections_) {
+      if (pending.empty()) {  // all wait for a worker
+        close(fd);
+        continue;
+      }
+      Drop(*slowest, "");
+      pending.erase(slowest);
+    }
+    pending.push_back(
+        {fd, accepted, accepted + absl::ToChronoMilliseconds(options_.request_timeout)});
   }
 }
 
@@ -496,9 +533,11 @@ void FeedbackServer::Work() {
       r = std::move(requests_.front());
       requests_.pop_front();
     }
-    const std::string response = Response(handler_->Post(r.body));
-    buffered_ -= r.body.capacity();
-    std::string().swap(r.body);
+    const HttpReply reply = handler_->Handle(r.http);
+    const std::string response = Response(
+        reply, reply.status == 401 ? "WWW-Authenticate: Basic realm=\"mailroom feedback\"\r\n" : "");
+    buffered_ -= RequestBytes(r.http);
+    r.http = HttpRequest();
     // The reply is small; a client that does not read it gets the request timeout.
     const int blocking = fcntl(r.fd, F_GETFL) & ~O_NONBLOCK;
     fcntl(r.fd, F_SETFL, blocking);

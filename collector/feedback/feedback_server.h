@@ -13,16 +13,15 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collector/feedback/feedback_store.h"
+#include "collector/feedback/http_request.h"
 #include "collector/feedback/sns_verifier.h"
 #include "common/metrics.h"
 
 namespace mailroom {
 
-// An HTTP answer: status and a short plain-text body.
-struct HttpReply {
-  int status = 200;
-  std::string body;
-};
+// A connection of the feedback endpoint whose request has not arrived whole
+// (feedback_server.cc).
+struct PendingConnection;
 
 // What the feedback endpoint does with one POSTed SNS message, without HTTP:
 //  * 400 for a body that is not an SNS message (or is JSON nested more than 4 deep) or a
@@ -35,13 +34,15 @@ struct HttpReply {
 //  * 503 when the database or the certificate/SubscribeURL host cannot be reached (SNS
 //    retries).
 // Thread-safe; counts mailroom_collector_feedback_total{type,result}.
-class FeedbackHandler {
+class FeedbackHandler : public HttpHandler {
  public:
   // `confirm` GETs a SubscribeURL; `extra_hosts` as SnsVerifierOptions::extra_hosts. None of
   // the pointers is owned; all must outlive the handler.
   FeedbackHandler(SnsVerifier* verifier, FeedbackStore* store, UrlFetcher confirm,
                   std::vector<std::string> extra_hosts, int soft_bounce_limit, Metrics* metrics);
   HttpReply Post(const std::string& body);
+  // Post(request.body): SNS's messages are the same on any path.
+  HttpReply Handle(const HttpRequest& request) override { return Post(request.body); }
 
  private:
   HttpReply Count(const std::string& type, const char* result, HttpReply reply);
@@ -72,8 +73,8 @@ struct FeedbackServerOptions {
 
 // Serves the feedback endpoint over HTTP/1.1 on `address` (host:port, [v6]:port; port 0 picks
 // a free one), one request per connection. One thread accepts connections and reads requests
-// from all of them until each has arrived whole; only then does a worker hand its body to the
-// handler (POST, any path). Answered by that thread, each closing the connection without
+// from all of them until each has arrived whole; only then does a worker hand it (path, header
+// lines, body) to the handler (POST only). Answered by that thread, each closing the connection without
 // reading further: a malformed request line or header 400 (only HTTP/1.0 and 1.1, lines ended
 // by CRLF with no CR, LF or NUL inside and none folded, a Content-Length of digits), another
 // method 405, no Content-Length 411, a body larger than max_body 413, headers over 16 KiB 431,
@@ -103,7 +104,7 @@ class FeedbackServer {
   FeedbackServer& operator=(const FeedbackServer&) = delete;
 
   // kInvalidArgument for a malformed address, kUnavailable when it cannot be bound.
-  absl::Status Start(const std::string& address, FeedbackHandler* handler,
+  absl::Status Start(const std::string& address, HttpHandler* handler,
                      FeedbackServerOptions options = {});
   int port() const { return port_; }
   // The connections that may wait at once (see kMaxConnections).
@@ -115,15 +116,31 @@ class FeedbackServer {
   void Stop();
 
  private:
-  // A request read whole: its connection and body.
+  // A request read whole: its connection, path, headers and body.
   struct Request {
     int fd = -1;
-    std::string body;
+    HttpRequest http;
   };
-  void Receive();  // the thread that accepts and reads
-  void Work();     // each worker
 
-  FeedbackHandler* handler_ = nullptr;
+  // The thread that accepts connections and reads them, one poll after another.
+  void Receive();
+  // Answers with 408 the waiting connections past their deadline; removes those answered.
+  void ExpireDeadlines(std::vector<PendingConnection>& pending);
+  // Reads what arrived on `p` into its buffer, within kMaxBuffered; false when `p` was answered
+  // or closed meanwhile (or gave nothing this time).
+  bool ReadInto(PendingConnection& p, std::vector<PendingConnection>& pending);
+  // Once `p`'s headers are in: parses them and answers at once what needs no body. False when
+  // `p` was answered.
+  bool TakeHead(PendingConnection& p, size_t had);
+  // Hands `p`'s request, arrived whole, to the workers.
+  void Enqueue(PendingConnection& p);
+  // Accepts what the listening socket has, within max_connections_ (the slowest gives way).
+  void AcceptNew(std::vector<PendingConnection>& pending);
+  // Answers (or just closes, for an empty `response`) a waiting connection, freeing its buffer.
+  void Drop(PendingConnection& p, const std::string& response);
+  void Work();  // each worker
+
+  HttpHandler* handler_ = nullptr;
   FeedbackServerOptions options_;
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};  // written by Stop() to wake Receive()

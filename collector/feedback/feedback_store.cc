@@ -13,16 +13,17 @@ class PgFeedbackStore : public FeedbackStore {
   PgFeedbackStore(std::string url, const TxTimeouts& timeouts)
       : pool_({std::move(url), /*size=*/1, timeouts}) {}
 
-  absl::StatusOr<FeedbackResult> Record(const std::string& sns_message_id, const FeedbackEvent& e,
+  absl::StatusOr<FeedbackResult> Record(const std::string& event_key, const FeedbackEvent& e,
                                         int soft_limit) override {
     return pool_.Run<FeedbackResult>("recording feedback", [&](Connection& c) {
       Transaction tx(c);
       std::string r =
           tx.exec_params1(
-                "SELECT mailroom.mailroom_record_feedback($1::text, $2::text, $3::text, $4::text,"
-                " $5::bigint, $6::text[], $7::text, $8::text, $9::int)",
-                sns_message_id, e.type, e.ses_message_id, e.group, static_cast<int64_t>(e.job_id),
-                TextArray(e.recipients), e.bounce_type, e.detail, soft_limit)[0]
+                "SELECT mailroom.mailroom_record_feedback($1::text, $2::text, $3::text, $4::text[],"
+                " $5::text, $6::bigint, $7::text[], $8::text, $9::text, $10::int)",
+                event_key, e.provider, e.type, TextArray(e.message_ids), e.group,
+                static_cast<int64_t>(e.job_id), TextArray(e.recipients), e.bounce_type, e.detail,
+                soft_limit)[0]
               .as<std::string>();
       tx.commit();
       return r == "duplicate"   ? FeedbackResult::kDuplicate
@@ -36,7 +37,8 @@ class PgFeedbackStore : public FeedbackStore {
       Transaction tx(c);
       std::vector<ReputationRow> out;
       for (const auto& row :
-           tx.exec_params("SELECT * FROM mailroom.mailroom_reputation($1::int)", absl::ToInt64Seconds(window))) {
+           tx.exec_params("SELECT * FROM mailroom.mailroom_reputation($1::int)",
+                          absl::ToInt64Seconds(window))) {
         ReputationRow r;
         r.group = row[0].as<std::string>();
         r.sent = row[1].as<uint64_t>();
@@ -47,6 +49,27 @@ class PgFeedbackStore : public FeedbackStore {
       }
       return out;
     });
+  }
+
+  absl::StatusOr<std::vector<ProviderReputationRow>> ReputationByProvider(
+      absl::Duration window) override {
+    return pool_.Run<std::vector<ProviderReputationRow>>(
+        "reading reputation by provider", [&](Connection& c) {
+          Transaction tx(c);
+          std::vector<ProviderReputationRow> out;
+          for (const auto& row :
+               tx.exec_params("SELECT * FROM mailroom.mailroom_reputation_by_provider($1::int)",
+                              absl::ToInt64Seconds(window))) {
+            ProviderReputationRow r;
+            r.group = row[0].as<std::string>();
+            r.provider = row[1].as<std::string>();
+            r.delivered = row[2].as<uint64_t>();
+            r.bounced = row[3].as<uint64_t>();
+            r.complained = row[4].as<uint64_t>();
+            out.push_back(std::move(r));
+          }
+          return out;
+        });
   }
 
  private:

@@ -27,7 +27,17 @@ struct ReputationRow {
   }
 };
 
-// What recording one SNS message did.
+// A group's counters from one provider's feedback path over a rolling window
+// (mailroom_reputation_by_provider): what that provider reported.
+struct ProviderReputationRow {
+  std::string group;
+  std::string provider;  // ses | postmark | sendgrid | mailgun | resend | http
+  uint64_t delivered = 0;
+  uint64_t bounced = 0;  // permanent bounces
+  uint64_t complained = 0;
+};
+
+// What recording one SNS message or webhook event did.
 enum class FeedbackResult { kRecorded, kUnmatched, kDuplicate };
 
 // The feedback and reputation side of PostgreSQL (migration 0012). Thread-safe; no exception
@@ -35,13 +45,18 @@ enum class FeedbackResult { kRecorded, kUnmatched, kDuplicate };
 class FeedbackStore {
  public:
   virtual ~FeedbackStore() = default;
-  // Records SES event `e` delivered by SNS message `sns_message_id` (mailroom_record_feedback):
-  // once per SNS message id; a permanent bounce or complaint suppresses the recipients; a
-  // transient bounce suppresses an address after `soft_bounce_limit` of them within 7 days.
-  virtual absl::StatusOr<FeedbackResult> Record(const std::string& sns_message_id,
+  // Records event `e` of provider `e.provider` (mailroom_record_feedback): once per
+  // `event_key` (the SNS message id, or "<provider>:<event id>"); a permanent bounce or
+  // complaint suppresses the recipients; a transient bounce suppresses an address after
+  // `soft_bounce_limit` of them within 7 days; the counters are the group's and provider's.
+  virtual absl::StatusOr<FeedbackResult> Record(const std::string& event_key,
                                                 const FeedbackEvent& e, int soft_bounce_limit) = 0;
   // Every group's counters over the last `window` (whole hours).
   virtual absl::StatusOr<std::vector<ReputationRow>> Reputation(absl::Duration window) = 0;
+  // Every group's counters per provider over the last `window`: the groups and providers
+  // with feedback only.
+  virtual absl::StatusOr<std::vector<ProviderReputationRow>> ReputationByProvider(
+      absl::Duration window) = 0;
 };
 
 // A FeedbackStore on a pool of one connection to `url` (collector/db/pool.h: opened lazily,

@@ -14,12 +14,6 @@
 namespace mailroom {
 namespace {
 
-// A job leased to subscription "s" of group "mailroom".
-struct Leased {
-  uint64_t id = 0;
-  int64_t attempt = 0;
-};
-
 class FeedbackStoreTest : public testing::MigratedDatabaseTest {
  protected:
   void SetUp() override {
@@ -28,50 +22,17 @@ class FeedbackStoreTest : public testing::MigratedDatabaseTest {
     feedback_ = NewPgFeedbackStore(url_);
     Exec("SELECT mailroom_ensure_group('mailroom', true)");
   }
-  // Up to `limit` jobs of "mailroom" leased to "s" for a minute (mailroom_dequeue).
-  std::vector<Leased> Dequeue(int limit) {
-    pqxx::nontransaction tx(*conn_);
-    std::vector<Leased> jobs;
-    for (const auto& row :
-         tx.exec(absl::StrCat("SELECT job_id, attempt FROM mailroom_dequeue('mailroom', ", limit,
-                              ", 's', 60000)"))) {
-      jobs.push_back({row[0].as<uint64_t>(), row[1].as<int64_t>()});
-    }
-    return jobs;
-  }
-  // Records `jobs` SENT by "s" with `message_ids` (parallel, "" for none) and counts those
-  // recorded as sent in the group's reputation, in one transaction, as the collector's
-  // acknowledgement does (mailroom_ack, then mailroom_record_sent); returns how many were
-  // recorded.
-  int64_t AckSent(const std::vector<Leased>& jobs, const std::vector<std::string>& message_ids) {
-    std::vector<std::string> ids, attempts, quoted;
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      ids.push_back(absl::StrCat(jobs[i].id));
-      attempts.push_back(absl::StrCat(jobs[i].attempt));
-      quoted.push_back(conn_->quote(message_ids[i]));
-    }
-    const size_t n = jobs.size();
-    return Int(absl::StrCat(
-        "WITH recorded AS (SELECT * FROM mailroom_ack('mailroom', 's', '{", absl::StrJoin(ids, ","),
-        "}'::bigint[], '{", absl::StrJoin(attempts, ","),
-        "}'::int[], array_fill('sent'::text, ARRAY[", n, "]), array_fill(''::text, ARRAY[", n,
-        "]), array_fill(0, ARRAY[", n, "]), array_fill(0::bigint, ARRAY[", n, "]), ARRAY[",
-        absl::StrJoin(quoted, ","),
-        "]::text[]))"
-        " SELECT c.n FROM (SELECT count(*) AS n FROM recorded) c,"
-        " mailroom_record_sent('mailroom', c.n, '{}'::bigint[], '{}'::text[])"));
-  }
   // Accounts a1..an, their activation jobs leased to "s" and acknowledged SENT with SES ids
   // "ses-<job id>" (an empty id for the last one when `last_without_id`).
-  std::vector<Leased> SendTo(int n, bool last_without_id = false) {
+  std::vector<testing::Leased> SendTo(int n, bool last_without_id = false) {
     Exec(
         absl::StrCat("INSERT INTO accounts (email, login) SELECT 'a' || i || '@example.test',"
                      " 'a' || i FROM generate_series(1, ",
                      n, ") i"));
     CollectSignups();
-    std::vector<Leased> jobs = Dequeue(n);
+    std::vector<testing::Leased> jobs = Dequeue(n);
     std::vector<std::string> message_ids;
-    for (const Leased& j : jobs) message_ids.push_back(absl::StrCat("ses-", j.id));
+    for (const testing::Leased& j : jobs) message_ids.push_back(absl::StrCat("ses-", j.id));
     if (last_without_id && !message_ids.empty()) message_ids.back().clear();
     EXPECT_EQ(AckSent(jobs, message_ids), static_cast<int64_t>(jobs.size()));
     return jobs;
@@ -80,7 +41,7 @@ class FeedbackStoreTest : public testing::MigratedDatabaseTest {
                               const std::string& type = "Permanent") {
     FeedbackEvent e;
     e.type = "Bounce";
-    e.ses_message_id = ses_id;
+    e.message_ids = {ses_id};
     e.recipients = {to};
     e.bounce_type = type;
     e.detail = "General";
@@ -97,7 +58,7 @@ class FeedbackStoreTest : public testing::MigratedDatabaseTest {
 };
 
 TEST_F(FeedbackStoreTest, PermanentBounceSuppressesOnceAndCounts) {
-  std::vector<Leased> jobs = SendTo(2);
+  std::vector<testing::Leased> jobs = SendTo(2);
   const std::string ses_id = absl::StrCat("ses-", jobs[0].id);
   auto r = feedback_->Record("sns-1", Bounce(ses_id, "A1@example.test"), 3);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -130,10 +91,10 @@ TEST_F(FeedbackStoreTest, PermanentBounceSuppressesOnceAndCounts) {
 }
 
 TEST_F(FeedbackStoreTest, ComplaintDeliveryAndTagFallback) {
-  std::vector<Leased> jobs = SendTo(2);
+  std::vector<testing::Leased> jobs = SendTo(2);
   FeedbackEvent complaint;
   complaint.type = "Complaint";
-  complaint.ses_message_id = absl::StrCat("ses-", jobs[1].id);
+  complaint.message_ids = {absl::StrCat("ses-", jobs[1].id)};
   complaint.recipients = {"a2@example.test"};
   complaint.detail = "abuse";
   ASSERT_EQ(*feedback_->Record("sns-c", complaint, 3), FeedbackResult::kRecorded);
@@ -141,7 +102,7 @@ TEST_F(FeedbackStoreTest, ComplaintDeliveryAndTagFallback) {
   // A delivery found by its tags (no message id known): delivered_at set once.
   FeedbackEvent delivery;
   delivery.type = "Delivery";
-  delivery.ses_message_id = "unknown-to-us";
+  delivery.message_ids = {"unknown-to-us"};
   delivery.group = "mailroom";
   delivery.job_id = jobs[0].id;
   ASSERT_EQ(*feedback_->Record("sns-d1", delivery, 3), FeedbackResult::kRecorded);
@@ -166,7 +127,7 @@ TEST_F(FeedbackStoreTest, ComplaintDeliveryAndTagFallback) {
 // A job acknowledged SENT without a provider message id is found by its tags alone: a
 // complaint about it sets complained_at, counts and suppresses as a message-id match does.
 TEST_F(FeedbackStoreTest, AComplaintAboutAJobSentWithoutAMessageIdIsMatchedByItsTags) {
-  std::vector<Leased> jobs = SendTo(2, /*last_without_id=*/true);
+  std::vector<testing::Leased> jobs = SendTo(2, /*last_without_id=*/true);
   ASSERT_EQ(jobs.size(), 2u);
   FeedbackEvent complaint;
   complaint.type = "Complaint";
@@ -201,11 +162,11 @@ TEST_F(FeedbackStoreTest, AComplaintAboutAJobSentWithoutAMessageIdIsMatchedByIts
 TEST_F(FeedbackStoreTest, AnEventBeforeTheAcknowledgementIsMatchedByTheJobsTags) {
   Exec("INSERT INTO accounts (email, login) VALUES ('early@example.test', 'early')");
   CollectSignups();
-  std::vector<Leased> jobs = Dequeue(10);
+  std::vector<testing::Leased> jobs = Dequeue(10);
   ASSERT_EQ(jobs.size(), 1u);
   FeedbackEvent delivery;
   delivery.type = "Delivery";
-  delivery.ses_message_id = "ses-early";
+  delivery.message_ids = {"ses-early"};
   delivery.group = "mailroom";
   delivery.job_id = jobs[0].id;
   EXPECT_EQ(*feedback_->Record("sns-early-1", delivery, 3), FeedbackResult::kRecorded);

@@ -23,6 +23,19 @@ void SetReputationGauges(const std::vector<ReputationRow>& rows, Metrics& metric
   }
 }
 
+void SetProviderReputationGauges(const std::vector<ProviderReputationRow>& rows,
+                                 Metrics& metrics) {
+  const char* names[] = {"mailroom_reputation_provider_delivered",
+                         "mailroom_reputation_provider_bounced",
+                         "mailroom_reputation_provider_complained"};
+  for (const char* n : names) metrics.Clear(n);
+  for (const ProviderReputationRow& r : rows) {
+    const Labels l = {{"group", r.group}, {"provider", r.provider}};
+    metrics.Set("mailroom_reputation_provider_delivered", r.delivered, l);
+    metrics.Set("mailroom_reputation_provider_bounced", r.bounced, l);
+    metrics.Set("mailroom_reputation_provider_complained", r.complained, l);
+  }
+}
 
 ReputationGuard::ReputationGuard(GuardOptions options, Metrics* metrics)
     : options_(options), metrics_(metrics) {}
@@ -75,6 +88,8 @@ void ReputationMonitor::RefreshOnce() {
   }
   SetReputationGauges(*rows, *metrics_);
   if (guard_ != nullptr) guard_->Update(*rows);
+  auto by_provider = store_->ReputationByProvider(window_);
+  if (by_provider.ok()) SetProviderReputationGauges(*by_provider, *metrics_);
 }
 
 void ReputationMonitor::Start() {

@@ -17,6 +17,11 @@ namespace mailroom {
 // mailroom_reputation_complaint_rate {group}: bounced / sent and complained / sent, 0 without
 // emails sent) with `rows`; groups that disappeared lose their series.
 void SetReputationGauges(const std::vector<ReputationRow>& rows, Metrics& metrics);
+// Sets mailroom_reputation_provider_{delivered,bounced,complained}{group,provider}: what each
+// provider's feedback reported per group (the series of groups and providers not in `rows` are
+// removed).
+void SetProviderReputationGauges(const std::vector<ProviderReputationRow>& rows,
+                                 Metrics& metrics);
 
 
 // When a group's rolling rates cross these, its sending pauses. A rate of 0

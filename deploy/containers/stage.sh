@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the binaries once on the host (offline Bazel, optimised) and stages them, with the
-# mail catcher's SMTP peer, into DEST/bin/ (default: deploy/containers/bin/, git-ignored): the
-# build context of the Containerfiles here. The files are copied from Bazel's opt output
+# mail catcher's SMTP peer, into DEST/bin/ (default: deploy/containers/bin/, git-ignored), and
+# the feedback proxy's nginx files into DEST/nginx/: the build context of the Containerfiles here. The files are copied from Bazel's opt output
 # directory (not through the bazel-bin symlink, which the next build can repoint).
 #
 #   bash deploy/containers/stage.sh [DEST]
@@ -28,4 +28,8 @@ BIN=$(bazel "${STARTUP[@]}" info -c opt bazel-bin 2>/dev/null)
 mkdir -p "$DEST/bin"
 install -m 0755 "$BIN/collector/collector" "$BIN/collector/verify" "$BIN/sender/sender" "$DEST/bin/"
 install -m 0644 sender/transport/testing/smtp_peer.py "$DEST/bin/"
+# The feedback proxy's nginx configuration (feedback-proxy.Containerfile, compose.yaml).
+mkdir -p "$DEST/nginx"
+install -m 0644 deploy/nginx/nginx.conf deploy/nginx/feedback.conf deploy/nginx/upstream.conf \
+  deploy/nginx/upstream-compose.conf "$DEST/nginx/"
 echo "stage: binaries in $DEST/bin"

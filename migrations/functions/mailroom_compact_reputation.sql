@@ -1,4 +1,4 @@
--- The same for the reputation counters: one row per group and hour, and hours older than
+-- The same for the reputation counters: one row per group, provider and hour, and hours older than
 -- the longest reputation window (90 days, MAILROOM_REPUTATION_WINDOW's maximum) dropped.
 -- Returns the number of rows left.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_compact_reputation() RETURNS bigint
@@ -7,13 +7,13 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_compact_reputation() RETURNS bigint
     AS $$
     WITH del AS (
         DELETE FROM reputation_hourly
-        RETURNING group_id, hour, sent, delivered, bounced, complained
+        RETURNING group_id, provider, hour, sent, delivered, bounced, complained
     ), ins AS (
-        INSERT INTO reputation_hourly (group_id, hour, sent, delivered, bounced, complained)
-        SELECT group_id, hour, sum(sent), sum(delivered), sum(bounced), sum(complained)
+        INSERT INTO reputation_hourly (group_id, provider, hour, sent, delivered, bounced, complained)
+        SELECT group_id, provider, hour, sum(sent), sum(delivered), sum(bounced), sum(complained)
           FROM del
          WHERE hour > now() - interval '91 days'
-         GROUP BY group_id, hour
+         GROUP BY group_id, provider, hour
         RETURNING 1
     )
     SELECT count(*) FROM ins;

@@ -1,13 +1,18 @@
--- Records one SES event delivered by SNS message `p_sns_id` (idempotent: a message seen
--- before changes nothing and returns 'duplicate').
+-- Records one provider's event about a message, once per `p_event_key` (idempotent: a key seen
+-- before changes nothing and returns 'duplicate'). Called by the feedback endpoint, one
+-- transaction per SNS message or webhook event.
+--   p_event_key: the SNS MessageId for SES, '<provider>:<event id>' for the other providers
+--   p_provider: ses | postmark | sendgrid | mailgun | resend | http (the path it came on; the
+--   suppression's source and the reputation counters name it)
 --   p_event: Delivery | Bounce | Complaint | Reject
---   p_ses_message_id: the SES mail.messageId; p_group / p_job_id: from the mail's tags, used
---   when no delivery carries that message id ('' / 0 when absent; a job still leased in a
+--   p_message_ids: the provider's id of the message in each form the sender may have recorded
+--   it (deliveries.provider_message_id); p_group / p_job_id: from the message's tags, used
+--   when no delivery carries one of those ids ('' / 0 when absent; a job still leased in a
 --   batch, or acknowledged SENT in one without a message id, is found this way)
 --   p_recipients: the addresses concerned (bounced or complained recipients)
 --   p_bounce_type: Permanent | Transient | Undetermined (Bounce only); p_detail: a short text
 --   for the suppression's source (the bounce subtype, the complaint feedback type)
-CREATE OR REPLACE FUNCTION mailroom.mailroom_record_feedback(p_sns_id text, p_event text, p_ses_message_id text, p_group text, p_job_id bigint, p_recipients text[], p_bounce_type text, p_detail text, p_soft_limit integer) RETURNS text
+CREATE OR REPLACE FUNCTION mailroom.mailroom_record_feedback(p_event_key text, p_provider text, p_event text, p_message_ids text[], p_group text, p_job_id bigint, p_recipients text[], p_bounce_type text, p_detail text, p_soft_limit integer) RETURNS text
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
@@ -19,7 +24,7 @@ DECLARE
     v_addr  TEXT;
     v_soft  TEXT[] := '{}';
 BEGIN
-    INSERT INTO sns_messages (message_id, type) VALUES (p_sns_id, p_event)
+    INSERT INTO sns_messages (message_id, type) VALUES (p_event_key, p_event)
     ON CONFLICT DO NOTHING;
     IF NOT FOUND THEN
         RETURN 'duplicate';
@@ -27,9 +32,9 @@ BEGIN
     -- What expired since the last call: an index range, usually empty.
     DELETE FROM sns_messages WHERE received_at < now() - interval '30 days';
 
-    IF p_ses_message_id <> '' THEN
+    IF coalesce(array_length(p_message_ids, 1), 0) > 0 THEN
         SELECT d.group_id, d.token_id INTO v_gid, v_tid FROM deliveries d
-         WHERE d.provider_message_id = p_ses_message_id
+         WHERE d.provider_message_id = ANY (p_message_ids)
          LIMIT 1;
     END IF;
     IF v_gid IS NULL AND p_group <> '' AND p_job_id > 0 THEN
@@ -54,12 +59,12 @@ BEGIN
             UPDATE deliveries SET delivered_at = now()
              WHERE group_id = v_gid AND token_id = v_tid AND delivered_at IS NULL;
             v_first := FOUND;
-            IF v_first THEN PERFORM mailroom_reputation_add(v_gid, 0, 1, 0, 0); END IF;
+            IF v_first THEN PERFORM mailroom_reputation_add(v_gid, p_provider, 0, 1, 0, 0); END IF;
         ELSIF p_event = 'Bounce' AND p_bounce_type = 'Permanent' THEN
             UPDATE deliveries SET bounced_at = now(), bounce_type = p_bounce_type
              WHERE group_id = v_gid AND token_id = v_tid AND bounced_at IS NULL;
             v_first := FOUND;
-            IF v_first THEN PERFORM mailroom_reputation_add(v_gid, 0, 0, 1, 0); END IF;
+            IF v_first THEN PERFORM mailroom_reputation_add(v_gid, p_provider, 0, 0, 1, 0); END IF;
         ELSIF p_event = 'Bounce' THEN
             UPDATE deliveries SET bounce_type = p_bounce_type
              WHERE group_id = v_gid AND token_id = v_tid AND bounced_at IS NULL;
@@ -67,7 +72,7 @@ BEGIN
             UPDATE deliveries SET complained_at = now()
              WHERE group_id = v_gid AND token_id = v_tid AND complained_at IS NULL;
             v_first := FOUND;
-            IF v_first THEN PERFORM mailroom_reputation_add(v_gid, 0, 0, 0, 1); END IF;
+            IF v_first THEN PERFORM mailroom_reputation_add(v_gid, p_provider, 0, 0, 0, 1); END IF;
         ELSIF p_event = 'Reject' THEN
             UPDATE deliveries SET rejected_at = now()
              WHERE group_id = v_gid AND token_id = v_tid AND rejected_at IS NULL;
@@ -76,7 +81,7 @@ BEGIN
 
     IF p_event = 'Bounce' AND p_bounce_type = 'Permanent' THEN
         PERFORM mailroom_suppress_addresses(p_recipients, 'hard_bounce',
-                                            'ses bounce: Permanent ' || p_detail);
+                                            format('%s bounce: Permanent %s', p_provider, p_detail));
     ELSIF p_event = 'Bounce' AND p_bounce_type = 'Transient' THEN
         DELETE FROM soft_bounces b
          WHERE b.address IN (SELECT lower(trim(a)) FROM unnest(p_recipients) a)
@@ -93,10 +98,12 @@ BEGIN
         IF array_length(v_soft, 1) > 0 THEN
             PERFORM mailroom_suppress_addresses(
                 v_soft, 'hard_bounce',
-                format('ses bounce: %s transient bounces within 7 days %s', p_soft_limit, p_detail));
+                format('%s bounce: %s transient bounces within 7 days %s', p_provider, p_soft_limit,
+                       p_detail));
         END IF;
     ELSIF p_event = 'Complaint' THEN
-        PERFORM mailroom_suppress_addresses(p_recipients, 'complaint', 'ses complaint ' || p_detail);
+        PERFORM mailroom_suppress_addresses(p_recipients, 'complaint',
+                                            format('%s complaint %s', p_provider, p_detail));
     END IF;
 
     RETURN CASE WHEN v_gid IS NULL THEN 'unmatched' ELSE 'recorded' END;

@@ -21,7 +21,7 @@ BEGIN
          WHERE d.group_id = v_gid AND d.token_id = u.id AND d.state = 'sent' AND u.mid <> '';
         GET DIAGNOSTICS v_n = ROW_COUNT;
     END IF;
-    PERFORM mailroom_reputation_add(v_gid, p_sent, 0, 0, 0);
+    PERFORM mailroom_reputation_add(v_gid, '', p_sent, 0, 0, 0);
     RETURN v_n;
 END;
 $$;
