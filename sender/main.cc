@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <string>
 
+#include "absl/flags/flag.h"
 #include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/server_runtime.h"
@@ -34,6 +36,10 @@
 #include "sender/subscription.h"
 #include "sender/transport/transport_factory.h"
 
+ABSL_FLAG(std::string, action, "", "sender render: activation or password_recovery");
+ABSL_FLAG(std::string, locale, "", "sender render: a locale tag such as de-AT (default: the "
+                                   "templates' default locale)");
+
 namespace mailroom {
 namespace {
 
@@ -50,27 +56,17 @@ absl::StatusOr<Renderer> MakeRenderer(const SenderConfig& c) {
                           RealClock::Get());
 }
 
+constexpr char kUsage[] =
+    "usage: sender            (configured by MAILROOM_* variables)\n"
+    "       sender render --action=activation|password_recovery [--locale=TAG]\n"
+    "       sender doctor     (checks the configuration, sends nothing)\n";
+
 // `sender render --action=activation|password_recovery [--locale=TAG]`: prints the email a job
 // would get, with sample data, from the configured templates. No collector needed.
-int RunRender(int argc, char** argv) {
-  auto usage = [](const std::string& why) {
-    std::fprintf(stderr,
-                 "sender render: %s\nusage: sender render "
-                 "--action=activation|password_recovery [--locale=de-AT]\n",
-                 why.c_str());
-    return 2;
-  };
-  std::string action_name, locale;
-  for (int i = 2; i < argc; ++i) {
-    absl::string_view a = argv[i];
-    if (absl::ConsumePrefix(&a, "--action=")) {
-      action_name = std::string(a);
-    } else if (absl::ConsumePrefix(&a, "--locale=")) {
-      locale = std::string(a);
-    } else {
-      return usage(absl::StrCat("unknown argument ", argv[i]));
-    }
-  }
+int RunRender() {
+  auto usage = [](const std::string& why) { return UsageError("sender render", why, kUsage); };
+  const std::string action_name = absl::GetFlag(FLAGS_action);
+  const std::string locale = absl::GetFlag(FLAGS_locale);
   v1::Action action;
   if (action_name == "activation") {
     action = v1::ACTION_ACTIVATION;
@@ -96,11 +92,7 @@ int RunRender(int argc, char** argv) {
 
 // `sender doctor`: checks the configuration as the sender would use it (templates, transport,
 // collector) and prints one line per check; exit 1 on any problem, 2 when it does not load.
-int RunDoctorCommand(int argc, char** argv) {
-  if (argc > 2) {
-    std::fprintf(stderr, "sender doctor: unknown argument %s\nusage: sender doctor\n", argv[2]);
-    return 2;
-  }
+int RunDoctorCommand() {
   auto loaded = LoadSenderConfig(Env());
   if (!loaded.ok()) return ConfigError(loaded.status());
   return RunDoctor(*loaded, stdout);
@@ -316,22 +308,35 @@ int Run() {
   return 0;
 }
 
+// The subcommand and its flags: render takes --action and --locale, the others none.
+int Main(int argc, char** argv) {
+  auto cl = ParseFlags(argc, argv);
+  if (!cl.ok()) return UsageError("sender", cl.status().message(), kUsage);
+  const std::string command = cl->args.empty() ? "" : cl->args[0];
+  if (cl->help) {
+    std::printf("%s\nflags of sender render:\n%s", kUsage, FlagsHelp().c_str());
+    return 0;
+  }
+  if (cl->args.size() > 1) {
+    return UsageError("sender", absl::StrCat("unexpected argument ", cl->args[1]), kUsage);
+  }
+  if (command != "render" && !cl->given.empty()) {
+    return UsageError(
+        "sender", absl::StrCat("--", *cl->given.begin(), " is a flag of sender render"), kUsage);
+  }
+  if (command == "render") return RunRender();
+  if (command == "doctor") return RunDoctorCommand();
+  if (!command.empty()) {
+    return UsageError("sender", absl::StrCat("unknown command ", command), kUsage);
+  }
+  return Run();
+}
+
 }  // namespace
 }  // namespace mailroom
 
 int main(int argc, char** argv) {
   // Debian builds abseil with mutex deadlock detection on: a graph update on every unlock.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  if (argc > 1 && std::string(argv[1]) == "render") return mailroom::RunRender(argc, argv);
-  if (argc > 1 && std::string(argv[1]) == "doctor") {
-    return mailroom::RunDoctorCommand(argc, argv);
-  }
-  if (argc > 1) {
-    std::fprintf(stderr, "usage: sender            (configured by MAILROOM_* variables)\n"
-                         "       sender render --action=activation|password_recovery "
-                         "[--locale=TAG]\n"
-                         "       sender doctor     (checks the configuration, sends nothing)\n");
-    return 2;
-  }
-  return mailroom::Run();
+  return mailroom::Main(argc, argv);
 }
