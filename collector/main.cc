@@ -25,6 +25,7 @@
 #include "collector/feedback/feedback_store.h"
 #include "collector/feedback/https_get.h"
 #include "collector/hub.h"
+#include "collector/metrics/collector_metrics.h"
 #include "collector/migrate.h"
 #include "collector/migrate_cli.h"
 #include "collector/feedback/reputation_guard.h"
@@ -81,7 +82,6 @@ int Serve() {
   }
 
   Metrics metrics;
-  DescribeCollectorMetrics(metrics);
   auto store = NewPgStore(c.dispatch.database_url, c.db_pool_size, c.tx_timeouts);
   Hub hub;
   // Without bearer tokens, mutual TLS (or the development switch) grants full access.
@@ -121,7 +121,7 @@ int Serve() {
   std::atomic<bool> db_up{false};
   Dispatcher dispatcher(c.dispatch, store.get(), &hub, c.key, &metrics, [&](bool serving) {
     db_up = serving;
-    metrics.Set("mailroom_collector_database_up", serving ? 1 : 0);
+    metrics.Set(collector_metrics::kDatabaseUp, serving ? 1 : 0);
     if (server != nullptr) {
       // Overall ("") and per service, so probes may name either.
       SetServing(*server, serving, {"mailroom.v1.Collector"});

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "collector/metrics/collector_metrics.h"
 #include "common/log.h"
 
 namespace mailroom {
@@ -50,13 +51,7 @@ int64_t PruneAll(pqxx::connection& conn, int* transactions, int64_t* cursor, Sto
 }  // namespace
 
 Retention::Retention(RetentionOptions options, Metrics* metrics, BudgetStore* budgets)
-    : options_(std::move(options)), metrics_(metrics), budgets_(budgets) {
-  if (metrics_ != nullptr && budgets_ != nullptr) {
-    metrics_->Describe("mailroom_budget_refunded_emails_total", Metrics::Type::kCounter,
-                       "Unused granted emails of departed senders given back per group "
-                       "(migration 0015's refund).");
-  }
-}
+    : options_(std::move(options)), metrics_(metrics), budgets_(budgets) {}
 
 absl::StatusOr<PruneReport> Retention::RunOnce() {
   PruneReport report;
@@ -159,8 +154,8 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
         LogInfo("unused budget of a departed sender refunded",
                 {{"group", r.group}, {"holder", ShortId(r.holder)}, {"emails", absl::StrCat(r.emails)}});
         if (metrics_ != nullptr) {
-          metrics_->Add("mailroom_budget_refunded_emails_total", static_cast<double>(r.emails),
-                        {{"group", r.group}});
+          metrics_->Add(collector_metrics::kBudgetRefundedEmails, static_cast<double>(r.emails),
+                        {r.group});
         }
       }
     }
@@ -201,22 +196,19 @@ absl::StatusOr<PruneReport> Retention::RunOnce() {
   }
   keep_cursors();
   if (metrics_ != nullptr) {
-    metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.deliveries),
-                  {{"table", "deliveries"}});
-    metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.tokens),
-                  {{"table", "tokens"}});
-    metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.lease_batches),
-                  {{"table", "lease_batches"}});
-    metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.budget_grants),
-                  {{"table", "budget_grants"}});
-    metrics_->Add("mailroom_collector_pruned_total",
-                  static_cast<double>(report.budget_subscriptions),
-                  {{"table", "budget_subscriptions"}});
-    metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(report.soft_bounces),
-                  {{"table", "soft_bounces"}});
-    metrics_->Add("mailroom_collector_pruned_total",
-                  static_cast<double>(report.address_requests),
-                  {{"table", "mailroom_address_requests"}});
+    metrics_->Add(collector_metrics::kPruned, static_cast<double>(report.deliveries),
+                  {"deliveries"});
+    metrics_->Add(collector_metrics::kPruned, static_cast<double>(report.tokens), {"tokens"});
+    metrics_->Add(collector_metrics::kPruned, static_cast<double>(report.lease_batches),
+                  {"lease_batches"});
+    metrics_->Add(collector_metrics::kPruned, static_cast<double>(report.budget_grants),
+                  {"budget_grants"});
+    metrics_->Add(collector_metrics::kPruned, static_cast<double>(report.budget_subscriptions),
+                  {"budget_subscriptions"});
+    metrics_->Add(collector_metrics::kPruned, static_cast<double>(report.soft_bounces),
+                  {"soft_bounces"});
+    metrics_->Add(collector_metrics::kPruned, static_cast<double>(report.address_requests),
+                  {"mailroom_address_requests"});
   }
   return report;
 }

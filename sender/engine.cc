@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "sender/retry.h"
+#include "sender/sender_metrics.h"
 
 namespace mailroom {
 namespace {
@@ -37,13 +38,7 @@ Engine::Engine(EngineOptions options, RenderFunction render, Transport* transpor
                Pacer* pacer, RetryDecider retry, LeaseHolder* leases, Metrics* metrics,
                Clock* clock)
     : opt_(Checked(options)), render_(std::move(render)), transport_(transport), pacer_(pacer),
-      retry_(std::move(retry)), leases_(leases), metrics_(metrics), clock_(clock) {
-  metrics_->DescribeHistogram("mailroom_sender_send_duration_seconds",
-                              "Transport sends (any result), by transport.", kCallDurationBuckets);
-  metrics_->DescribeHistogram("mailroom_sender_commit_to_sent_seconds",
-                              "From the token's commit (whole seconds) to SENT, by action.",
-                              kDeliveryLatencyBuckets);
-}
+      retry_(std::move(retry)), leases_(leases), metrics_(metrics), clock_(clock) {}
 
 Engine::~Engine() { Drain(); }
 
@@ -65,7 +60,7 @@ void Engine::Submit(std::vector<LeasedJob> jobs) {
     Key k = KeyOf(j.job);
     queue_.emplace(k, std::move(j));
   }
-  metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
+  metrics_->Set(sender_metrics::kQueuedJobs, queue_.size());
 }
 
 std::vector<uint64_t> Engine::Held() const {
@@ -84,14 +79,14 @@ void Engine::Drop(const std::vector<uint64_t>& ids) {
       ++it;
     }
   }
-  metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
+  metrics_->Set(sender_metrics::kQueuedJobs, queue_.size());
 }
 
 LeaseState Engine::CheckLease(const LeasedJob& job, absl::Duration* send_window) {
   *send_window = absl::InfiniteDuration();
   LeaseState state = leases_->Check(job, send_window);
   if (state == LeaseState::kLost) {
-    metrics_->Add("mailroom_sender_lost_leases_total", 1);
+    metrics_->Add(sender_metrics::kLostLeases, 1);
     LogWarn("lease lost; not sending", {{"job", absl::StrCat(job.job.job_id())}});
   }
   return state;
@@ -144,7 +139,7 @@ void Engine::DeferQueued(absl::Duration retry_after, const std::string& why,
       held_.erase(it->second.job.job_id());
       it = queue_.erase(it);
     }
-    metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
+    metrics_->Set(sender_metrics::kQueuedJobs, queue_.size());
   }
   for (uint64_t id : ids) leases_->Report(OutcomeReport::Defer(id, why, retry_after));
   if (!ids.empty()) {
@@ -262,12 +257,12 @@ void Engine::Work() {
       if (budget_wait == absl::ZeroDuration() && pace_wait == absl::ZeroDuration()) {
         job = std::move(head->second);
         queue_.erase(head);
-        metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
+        metrics_->Set(sender_metrics::kQueuedJobs, queue_.size());
       }
     }
     if (budget_wait > absl::ZeroDuration()) {
       // Not sendable soon (budget spent for now): keep the jobs in PostgreSQL, not here.
-      metrics_->Add("mailroom_sender_budget_deferrals_total", 1);
+      metrics_->Add(sender_metrics::kBudgetDeferrals, 1);
       DeferQueued(budget_wait, "sending budget exhausted for now");
       Pause(std::min(budget_wait, absl::Seconds(1)));
       continue;
@@ -275,8 +270,7 @@ void Engine::Work() {
     if (pace_wait > absl::ZeroDuration()) {
       Log(LogLevel::kDebug, "waiting for the pace",
           {{"ms", absl::StrCat(absl::ToDoubleMilliseconds(pace_wait))}});
-      metrics_->Add("mailroom_sender_rate_limit_wait_seconds_total",
-                    absl::ToDoubleSeconds(pace_wait));
+      metrics_->Add(sender_metrics::kRateLimitWaitSeconds, absl::ToDoubleSeconds(pace_wait));
       Pause(std::min(pace_wait, absl::Milliseconds(250)));
       continue;
     }
@@ -287,7 +281,7 @@ void Engine::Work() {
       // Outcomes cannot be reported now: sending would risk a duplicate once the lease runs
       // out. Keep the job and look again shortly.
       Requeue(std::move(job));
-      metrics_->Add("mailroom_sender_ack_stall_waits_total", 1);
+      metrics_->Add(sender_metrics::kAckStallWaits, 1);
       Pause(absl::Milliseconds(50));
       continue;
     }
@@ -312,7 +306,7 @@ bool Engine::Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_
   };
   if (Expiring(job)) {
     refund();
-    metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "expired"}});
+    metrics_->Add(sender_metrics::kJobs, 1, {action, "expired"});
     LogInfo("job expired before delivery", {{"job", id}, {"action", action}});
     leases_->Report(
         OutcomeReport::Expired(job.job_id(), "token expires before it can be delivered"));
@@ -325,8 +319,8 @@ bool Engine::Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_
   }
   if (!email.ok()) {
     refund();
-    metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "failed"}});
-    metrics_->Add("mailroom_sender_failures_total", 1, {{"reason", "render"}});
+    metrics_->Add(sender_metrics::kJobs, 1, {action, "failed"});
+    metrics_->Add(sender_metrics::kFailures, 1, {"render"});
     LogWarn("job cannot be rendered", {{"job", id}, {"error", std::string(email.status().message())}});
     leases_->Report(OutcomeReport::Failed(job.job_id(), std::string(email.status().message())));
     return false;
@@ -369,21 +363,20 @@ bool Engine::Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_
   absl::Time start = clock_->Now();
   auto sent = transport->Send(*email);
   const double send_seconds = absl::ToDoubleSeconds(clock_->Now() - start);
-  metrics_->Add("mailroom_sender_send_seconds_total", send_seconds);
-  metrics_->Observe("mailroom_sender_send_duration_seconds", send_seconds,
-                    {{"transport", transport->Name()}});
+  metrics_->Add(sender_metrics::kSendSeconds, send_seconds);
+  metrics_->Observe(sender_metrics::kSendDuration, send_seconds, {transport->Name()});
   if (breaker != nullptr) breaker->Record(ticket, sent.status());
   NoteActive();
   if (sent.ok()) {
-    metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "sent"}});
-    metrics_->Add("mailroom_sender_spent_micros_total", charge);
+    metrics_->Add(sender_metrics::kJobs, 1, {action, "sent"});
+    metrics_->Add(sender_metrics::kSpentMicros, charge);
     if (opt_.failover.configured) {
-      metrics_->Add("mailroom_sender_transport_sent_total", 1, {{"transport", RouteName(route)}});
+      metrics_->Add(sender_metrics::kTransportSent, 1, {RouteName(route)});
     }
-    metrics_->Observe("mailroom_sender_commit_to_sent_seconds",
-                      std::max(0.0, absl::ToDoubleSeconds(clock_->Now() - absl::FromUnixSeconds(
-                                                                         job.created_at()))),
-                      {{"action", action}});
+    metrics_->Observe(sender_metrics::kCommitToSent,
+                      std::max(0.0, absl::ToDoubleSeconds(clock_->Now() -
+                                                          absl::FromUnixSeconds(job.created_at()))),
+                      {action});
     if (route == Route::kSecondary) {
       LogInfo("sent", {{"job", id}, {"action", action}, {"transport", transport->Name()},
                        {"route", RouteName(route)}, {"cost_micros", absl::StrCat(charge)},
@@ -401,23 +394,23 @@ bool Engine::Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_
   if (IsMaybeSent(err)) {
     // The provider may have accepted it (and bills it): charged, never refunded. Retried once
     // at most, so an ambiguous answer costs at most one duplicate.
-    metrics_->Add("mailroom_sender_maybe_sent_total", 1);
-    metrics_->Add("mailroom_sender_spent_micros_total", std::max<int64_t>(charge, 0));
+    metrics_->Add(sender_metrics::kMaybeSent, 1);
+    metrics_->Add(sender_metrics::kSpentMicros, std::max<int64_t>(charge, 0));
     std::optional<absl::Duration> delay;
     if (failures == 1) delay = retry_(err, failures);
     if (delay.has_value()) {
       if (breaker != nullptr && breaker->open()) {
         delay = std::max(*delay, breaker->NextProbe() - clock_->Now());
       }
-      metrics_->Add("mailroom_sender_retries_total", 1);
+      metrics_->Add(sender_metrics::kRetries, 1);
       LogWarn("send may have reached the provider; charged, will retry once",
               {{"job", id}, {"error", reason},
                {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(*delay))}});
       leases_->Report(OutcomeReport::Retry(job.job_id(), reason, *delay));
       return false;
     }
-    metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "sent"}});
-    metrics_->Add("mailroom_sender_unconfirmed_total", 1);
+    metrics_->Add(sender_metrics::kJobs, 1, {action, "sent"});
+    metrics_->Add(sender_metrics::kUnconfirmed, 1);
     LogWarn("send may have reached the provider; counted as sent, not retried again",
             {{"job", id}, {"action", action}, {"error", reason},
              {"try", absl::StrCat(failures)}});
@@ -430,14 +423,14 @@ bool Engine::Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_
         SecondaryUsable()) {
       // The primary is down now and the secondary takes this class: it sends the job at once
       // (still ours, nothing charged) rather than after a round trip through PostgreSQL.
-      metrics_->Add("mailroom_sender_failover_resends_total", 1);
+      metrics_->Add(sender_metrics::kFailoverResends, 1);
       Log(LogLevel::kDebug, "primary unavailable; the secondary sends this job",
           {{"job", id}, {"error", reason}});
       Requeue(leased);
       return true;
     }
     // Not this job's fault: hand it back uncounted until the provider answers again.
-    metrics_->Add("mailroom_sender_held_total", 1);
+    metrics_->Add(sender_metrics::kHeld, 1);
     leases_->Report(OutcomeReport::Defer(
         job.job_id(), absl::StrCat("held: provider unavailable: ", reason),
         HoldDelay(send_class)));
@@ -446,7 +439,7 @@ bool Engine::Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_
   std::optional<absl::Duration> delay;
   if (!Permanent(err)) delay = retry_(err, failures);
   if (delay.has_value()) {
-    metrics_->Add("mailroom_sender_retries_total", 1);
+    metrics_->Add(sender_metrics::kRetries, 1);
     LogWarn("send failed; will retry", {{"job", id}, {"error", reason},
                                         {"failures", absl::StrCat(failures)},
                                         {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(*delay))}});
@@ -455,9 +448,8 @@ bool Engine::Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_
   }
   const std::string final_reason =
       Permanent(err) ? reason : absl::StrCat("gave up after ", failures, " attempts: ", reason);
-  metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "failed"}});
-  metrics_->Add("mailroom_sender_failures_total", 1,
-                {{"reason", Permanent(err) ? "permanent" : "retries_exhausted"}});
+  metrics_->Add(sender_metrics::kJobs, 1, {action, "failed"});
+  metrics_->Add(sender_metrics::kFailures, 1, {Permanent(err) ? "permanent" : "retries_exhausted"});
   // The server said the address itself is bad (5.1.x on RCPT): no later job for it should be
   // tried, so the collector is asked to suppress it.
   const bool suppress = IsRecipientRejected(err);

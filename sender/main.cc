@@ -176,7 +176,6 @@ int Run() {
     gpo.price_now = [&] { return failover.GrantPrice(breaker.open()); };
   }
   GrantPacer budget(gpo, &budget_client, caps, RealClock::Get());
-  DescribeSenderMetrics(metrics);
 
   Subscription::Options so;
   so.address = c.collector_address;
@@ -233,12 +232,11 @@ int Run() {
                            budget.exhausted()},
                           metrics);
       const Route route = active();
-      metrics.Set("mailroom_sender_transport_active", route == Route::kPrimary ? 1 : 0,
-                  {{"transport", "primary"}});
+      metrics.Set(sender_metrics::kTransportActive, route == Route::kPrimary ? 1 : 0, {"primary"});
       if (failover.configured) {
-        metrics.Set("mailroom_sender_transport_active", route == Route::kSecondary ? 1 : 0,
-                    {{"transport", "secondary"}});
-        metrics.Set("mailroom_sender_failover_breaker_open", secondary_breaker.open() ? 1 : 0);
+        metrics.Set(sender_metrics::kTransportActive, route == Route::kSecondary ? 1 : 0,
+                    {"secondary"});
+        metrics.Set(sender_metrics::kFailoverBreakerOpen, secondary_breaker.open() ? 1 : 0);
       }
     });
     absl::Status st = metrics_server.Start(c.metrics_address, &metrics);
