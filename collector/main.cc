@@ -31,6 +31,7 @@
 #include "collector/feedback/reputation_guard.h"
 #include "collector/retention.h"
 #include "collector/service.h"
+#include "collector/settings.h"
 #include "collector/feedback/sns_verifier.h"
 #include "collector/stats_gauges.h"
 #include "collector/store.h"
@@ -254,6 +255,13 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // Name our connections in pg_stat_activity unless the URL names them (libpq's fallback).
   setenv("PGAPPNAME", "mailroom-collector", /*overwrite=*/0);
+  if (argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    // The settings table as it is, without reading the environment.
+    std::printf("usage: collector [serve]\n       collector migrate [up [VERSION] | down VERSION |"
+                " status]\n\nsettings (environment variables):\n%s",
+                mailroom::SettingsHelp(mailroom::CollectorSettings()).c_str());
+    return 0;
+  }
   if (argc > 1 && std::strcmp(argv[1], "migrate") == 0) {
     return mailroom::RunMigrateCli(std::vector<std::string>(argv + 2, argv + argc),
                                    mailroom::Env(), stdout, stderr);

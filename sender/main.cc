@@ -31,6 +31,7 @@
 #include "sender/renderer.h"
 #include "sender/retry.h"
 #include "sender/ses_account.h"
+#include "sender/settings.h"
 #include "sender/sender_metrics.h"
 #include "sender/startup.h"
 #include "sender/subscription.h"
@@ -312,7 +313,9 @@ int Main(int argc, char** argv) {
   if (!cl.ok()) return UsageError("sender", cl.status().message(), kUsage);
   const std::string command = cl->args.empty() ? "" : cl->args[0];
   if (cl->help) {
-    std::printf("%s\nflags of sender render:\n%s", kUsage, FlagsHelp().c_str());
+    // The settings table as it is, without reading the environment.
+    std::printf("%s\nflags of sender render:\n%s\nsettings (environment variables):\n%s", kUsage,
+                FlagsHelp().c_str(), SettingsHelp(SenderSettings()).c_str());
     return 0;
   }
   if (cl->args.size() > 1) {
