@@ -46,6 +46,50 @@ TEST(EnvTest, ErrorsNameTheVariableAndTheProblem) {
               HasSubstr("G: required but not set"));
 }
 
+// A service's table as its loader reads through it: the row gives the default and the range.
+const SettingsTable kTable = {
+    {"MAILROOM_N", "7", "1", "100", "a number"},
+    {"MAILROOM_MS", "250", "0", "1000", "a duration"},
+    {"MAILROOM_BUDGET", "unlimited", "0.01", "1e9", "money, or unlimited"},
+    {"MAILROOM_ON", "true", "", "", "a switch"},
+    {"MAILROOM_ADDRESS", "127.0.0.1:9464", "", "", "an address"},
+    {"MAILROOM_KEY", "", "", "", "a key", /*secret=*/true},
+};
+
+TEST(EnvTest, ReadsThroughATablesRows) {
+  Env unset = MakeEnv({});
+  EXPECT_EQ(*unset.Int(FindSetting(kTable, "MAILROOM_N")), 7);
+  EXPECT_EQ(*unset.Millis(FindSetting(kTable, "MAILROOM_MS")), absl::Milliseconds(250));
+  EXPECT_TRUE(*unset.Bool(FindSetting(kTable, "MAILROOM_ON")));
+  EXPECT_EQ(*unset.HostPort(FindSetting(kTable, "MAILROOM_ADDRESS")), "127.0.0.1:9464");
+  EXPECT_EQ(unset.String(FindSetting(kTable, "MAILROOM_BUDGET")), "unlimited");
+  // What the loader read is recorded with the row's default and range.
+  ASSERT_EQ(unset.Settings().size(), 5u);
+  EXPECT_EQ(unset.Settings()[0].default_value, "7");
+  EXPECT_EQ(unset.Settings()[0].max, "100");
+
+  Env set = MakeEnv({{"MAILROOM_N", "101"}, {"MAILROOM_BUDGET", "250.5"}, {"MAILROOM_MS", "9"}});
+  EXPECT_EQ(set.Int(FindSetting(kTable, "MAILROOM_N")).status().message(),
+            "MAILROOM_N: 101 is out of range [1, 100]");
+  EXPECT_EQ(*set.Double(FindSetting(kTable, "MAILROOM_BUDGET")), 250.5);
+  EXPECT_EQ(*set.Millis(FindSetting(kTable, "MAILROOM_MS")), absl::Milliseconds(9));
+}
+
+TEST(EnvTest, HelpShowsEveryRowAndNoValue) {
+  EXPECT_EQ(SettingsHelp(kTable),
+            "MAILROOM_N  (default: 7; 1..100)\n    a number\n"
+            "MAILROOM_MS  (default: 250; 0..1000)\n    a duration\n"
+            "MAILROOM_BUDGET  (default: unlimited; 0.01..1e9)\n    money, or unlimited\n"
+            "MAILROOM_ON  (default: true)\n    a switch\n"
+            "MAILROOM_ADDRESS  (default: 127.0.0.1:9464)\n    an address\n"
+            "MAILROOM_KEY  (default: none; secret)\n    a key\n");
+}
+
+TEST(EnvDeathTest, ANameOutsideTheTableIsAProgrammingError) {
+  EXPECT_DEATH(FindSetting(kTable, "MAILROOM_TYPO"),
+               "MAILROOM_TYPO: not in the service's settings table");
+}
+
 TEST(EnvTest, DefaultsAndValues) {
   Env env = MakeEnv({{"N", " 42 "}, {"L", "a, b,,c"}, {"T", "yes"}, {"HP", "127.0.0.1:0"}});
   EXPECT_EQ(*env.Int("N", 1, 0, 100), 42);
