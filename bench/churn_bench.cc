@@ -25,10 +25,12 @@
 #include <pqxx/pqxx>
 #include <thread>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "collector/migrate.h"
+#include "common/flags.h"
 #include "grpcpp/grpcpp.h"
 #include "testing/collector_client.h"
 #include "testing/pg_server.h"
@@ -246,36 +248,34 @@ void HoldOpen(Churn& churn, const std::string& url, const Options& o, int idle_t
 }  // namespace
 }  // namespace mailroom
 
+ABSL_FLAG(int64_t, tokens, 10000000, "tokens inserted in all");
+ABSL_FLAG(int, round, 100000, "tokens per round (a multiple of 10000)");
+ABSL_FLAG(int, hold, 600, "seconds of rounds with a transaction held open (0: none)");
+ABSL_FLAG(int, after, 3, "rounds after the open transaction ends");
+ABSL_FLAG(int, expiry, 60, "token expiry (seconds)");
+ABSL_FLAG(int, retention_ms, 1000, "MAILROOM_RETENTION of the collector (ms)");
+ABSL_FLAG(int, idle_timeout, 0,
+          "then the same with idle_in_transaction_session_timeout of this many seconds (0: not)");
+ABSL_FLAG(int, timeout_hold, -1, "seconds of rounds of that run (-1: as --hold)");
+ABSL_FLAG(std::string, fsync, "off", "PostgreSQL fsync: on or off");
+
 int main(int argc, char** argv) {
+  if (auto done = mailroom::ParseToolFlags("churn_bench", "usage: churn_bench [flags]\n", argc,
+                                            argv)) {
+    return *done;
+  }
   mailroom::Options o;
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view a = argv[i];
-    bool ok = true;
-    if (absl::ConsumePrefix(&a, "--tokens=")) {
-      ok = absl::SimpleAtoi(a, &o.tokens);
-    } else if (absl::ConsumePrefix(&a, "--round=")) {
-      ok = absl::SimpleAtoi(a, &o.round) && o.round >= 10000 && o.round % 10000 == 0;
-    } else if (absl::ConsumePrefix(&a, "--hold=")) {
-      ok = absl::SimpleAtoi(a, &o.hold_seconds);
-    } else if (absl::ConsumePrefix(&a, "--after=")) {
-      ok = absl::SimpleAtoi(a, &o.rounds_after);
-    } else if (absl::ConsumePrefix(&a, "--expiry=")) {
-      ok = absl::SimpleAtoi(a, &o.expiry_seconds);
-    } else if (absl::ConsumePrefix(&a, "--retention_ms=")) {
-      ok = absl::SimpleAtoi(a, &o.retention_ms);
-    } else if (absl::ConsumePrefix(&a, "--idle_timeout=")) {
-      ok = absl::SimpleAtoi(a, &o.idle_timeout_seconds);
-    } else if (absl::ConsumePrefix(&a, "--timeout_hold=")) {
-      ok = absl::SimpleAtoi(a, &o.timeout_hold_seconds) && o.timeout_hold_seconds >= 0;
-    } else if (absl::ConsumePrefix(&a, "--fsync=")) {
-      o.fsync = a == "on";
-    } else {
-      ok = false;
-    }
-    if (!ok) {
-      std::fprintf(stderr, "bad argument %s (--round: a multiple of 10000)\n", argv[i]);
-      return 2;
-    }
+  o.tokens = absl::GetFlag(FLAGS_tokens);
+  o.round = absl::GetFlag(FLAGS_round);
+  o.hold_seconds = absl::GetFlag(FLAGS_hold);
+  o.rounds_after = absl::GetFlag(FLAGS_after);
+  o.expiry_seconds = absl::GetFlag(FLAGS_expiry);
+  o.retention_ms = absl::GetFlag(FLAGS_retention_ms);
+  o.idle_timeout_seconds = absl::GetFlag(FLAGS_idle_timeout);
+  o.timeout_hold_seconds = absl::GetFlag(FLAGS_timeout_hold);
+  o.fsync = absl::GetFlag(FLAGS_fsync) == "on";
+  if (o.round < 10000 || o.round % 10000 != 0) {
+    return mailroom::UsageError("churn_bench", "--round: a multiple of 10000", "");
   }
   auto pg = mailroom::testing::PgServer::Start(/*durable=*/o.fsync);
   if (!pg.ok()) {

@@ -35,10 +35,12 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "collector/migrate.h"
+#include "common/flags.h"
 #include "grpcpp/grpcpp.h"
 #include "testing/collector_client.h"
 #include "testing/collector_fixture.h"
@@ -499,46 +501,35 @@ void Signups(testing::PgServer& pg, const std::vector<int>& clients,
 }  // namespace
 }  // namespace mailroom
 
+ABSL_FLAG(mailroom::IntList, sizes, (mailroom::IntList{{100000, 1000000}}), "backlogs to drain (tokens)");
+ABSL_FLAG(std::vector<std::string>, fsync, std::vector<std::string>({"on", "off"}),
+          "PostgreSQL durability settings to run (on, off)");
+ABSL_FLAG(std::vector<std::string>, stats, std::vector<std::string>({"without", "with"}),
+          "drain without and/or with planner statistics");
+ABSL_FLAG(mailroom::IntList, rates, (mailroom::IntList{{200, 1000, 3000}}),
+          "commit-to-stream latency at these commits/s (empty: none)");
+ABSL_FLAG(int, seconds, 5, "seconds per latency rate");
+ABSL_FLAG(int, connections, 0, "connections of the latency runs (0: rate/50 within 4..64)");
+ABSL_FLAG(mailroom::IntList, signups, {}, "pgbench client counts of the signup runs (fsync on)");
+ABSL_FLAG(int, signup_seconds, 10, "seconds per signup run");
+ABSL_FLAG(int, signup_rounds, 2, "alternating rounds of the signup runs");
+ABSL_FLAG(mailroom::IntList, busy_poll, {}, "busy-poll intervals (ms) of the signup runs");
+
 int main(int argc, char** argv) {
-  std::vector<int> sizes = {100000, 1000000}, rates = {200, 1000, 3000};
-  std::vector<std::string> fsyncs = {"on", "off"}, stats = {"without", "with"};
-  std::vector<int> signups, busy_polls;
-  int seconds = 5, connections = 0, signup_seconds = 10, signup_rounds = 2;
-  auto ints = [](absl::string_view list) {
-    std::vector<int> out;
-    for (absl::string_view s : absl::StrSplit(list, ',', absl::SkipEmpty())) {
-      int n;
-      if (absl::SimpleAtoi(s, &n)) out.push_back(n);
-    }
-    return out;
-  };
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view a = argv[i];
-    if (absl::ConsumePrefix(&a, "--sizes=")) {
-      sizes = ints(a);
-    } else if (absl::ConsumePrefix(&a, "--rates=")) {
-      rates = ints(a);
-    } else if (absl::ConsumePrefix(&a, "--signups=")) {
-      signups = ints(a);
-    } else if (absl::ConsumePrefix(&a, "--busy_poll=")) {
-      busy_polls = ints(a);
-    } else if (absl::ConsumePrefix(&a, "--signup_seconds=")) {
-      (void)absl::SimpleAtoi(a, &signup_seconds);
-    } else if (absl::ConsumePrefix(&a, "--signup_rounds=")) {
-      (void)absl::SimpleAtoi(a, &signup_rounds);
-    } else if (absl::ConsumePrefix(&a, "--seconds=")) {
-      (void)absl::SimpleAtoi(a, &seconds);
-    } else if (absl::ConsumePrefix(&a, "--connections=")) {
-      (void)absl::SimpleAtoi(a, &connections);
-    } else if (absl::ConsumePrefix(&a, "--fsync=")) {
-      fsyncs = absl::StrSplit(a, ',', absl::SkipEmpty());
-    } else if (absl::ConsumePrefix(&a, "--stats=")) {
-      stats = absl::StrSplit(a, ',', absl::SkipEmpty());
-    } else {
-      std::fprintf(stderr, "unknown argument %s\n", argv[i]);
-      return 2;
-    }
+  if (auto done = mailroom::ParseToolFlags("collector_bench", "usage: collector_bench [flags]\n",
+                                            argc, argv)) {
+    return *done;
   }
+  const std::vector<int> sizes = absl::GetFlag(FLAGS_sizes).values;
+  const std::vector<int> rates = absl::GetFlag(FLAGS_rates).values;
+  const std::vector<int> signups = absl::GetFlag(FLAGS_signups).values;
+  const std::vector<int> busy_polls = absl::GetFlag(FLAGS_busy_poll).values;
+  const std::vector<std::string> fsyncs = absl::GetFlag(FLAGS_fsync);
+  const std::vector<std::string> stats = absl::GetFlag(FLAGS_stats);
+  const int seconds = absl::GetFlag(FLAGS_seconds);
+  const int connections = absl::GetFlag(FLAGS_connections);
+  const int signup_seconds = absl::GetFlag(FLAGS_signup_seconds);
+  const int signup_rounds = absl::GetFlag(FLAGS_signup_rounds);
   for (const std::string& fsync : fsyncs) {
     auto pg = mailroom::testing::PgServer::Start(/*durable=*/fsync == "on");
     if (!pg.ok()) {

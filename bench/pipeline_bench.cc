@@ -38,12 +38,14 @@
 #include <pqxx/pqxx>
 #include <thread>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "collector/migrate.h"
+#include "common/flags.h"
 #include "grpcpp/grpcpp.h"
 #include "testing/collector_fixture.h"
 #include "testing/pg_server.h"
@@ -541,45 +543,39 @@ void Distance(Pipeline& p, const Options& o, int sink_port, pid_t sink_pid) {
 }  // namespace
 }  // namespace mailroom
 
+ABSL_FLAG(int, messages, 20000, "emails through smtp-sink (0: none)");
+ABSL_FLAG(int, ses_messages, 2000, "emails through the SES emulator (0: none)");
+ABSL_FLAG(int, http_messages, 0, "emails through the postmark transport and its sink (0: none)");
+ABSL_FLAG(mailroom::IntList, connections, {{8}},
+          "the sender's connections (several only with --rtt_ms)");
+ABSL_FLAG(mailroom::IntList, rtt_ms, {}, "round trips (ms) of the latency proxy (empty: none)");
+ABSL_FLAG(std::string, sender, "", "another sender binary to time (empty: the one built)");
+ABSL_FLAG(bool, no_ceiling, false, "do not time smtp-source");
+ABSL_FLAG(int, max_in_flight, 0, "the sender's MAILROOM_MAX_IN_FLIGHT (0: its default)");
+ABSL_FLAG(std::string, fsync, "on", "PostgreSQL fsync: on or off");
+
 int main(int argc, char** argv) {
   using namespace mailroom;
-  Options o;
-  // "16,64,128" into `out`; false on anything but positive integers.
-  auto ints = [](absl::string_view list, std::vector<int>* out) {
-    out->clear();
-    for (absl::string_view v : absl::StrSplit(list, ',')) {
-      int n = 0;
-      if (!absl::SimpleAtoi(v, &n) || n <= 0) return false;
-      out->push_back(n);
-    }
-    return !out->empty();
-  };
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view a = argv[i];
-    bool ok = true;
-    if (absl::ConsumePrefix(&a, "--messages=")) {
-      ok = absl::SimpleAtoi(a, &o.messages);
-    } else if (absl::ConsumePrefix(&a, "--http_messages=")) {
-      ok = absl::SimpleAtoi(a, &o.http_messages);
-    } else if (absl::ConsumePrefix(&a, "--ses_messages=")) {
-      ok = absl::SimpleAtoi(a, &o.ses_messages);
-    } else if (absl::ConsumePrefix(&a, "--connections=")) {
-      ok = ints(a, &o.connections);
-    } else if (absl::ConsumePrefix(&a, "--rtt_ms=")) {
-      ok = ints(a, &o.rtt_ms);
-    } else if (absl::ConsumePrefix(&a, "--sender=")) {
-      o.sender = std::string(a);
-    } else if (a == "--no_ceiling") {
-      o.ceiling = false;
-    } else if (absl::ConsumePrefix(&a, "--max_in_flight=")) {
-      ok = absl::SimpleAtoi(a, &o.max_in_flight);
-    } else if (absl::ConsumePrefix(&a, "--fsync=")) {
-      o.durable = a == "on";
-    } else {
-      ok = false;
-    }
-    if (!ok) Die(absl::StrCat("bad argument ", argv[i]));
+  if (auto done = ParseToolFlags("pipeline_bench", "usage: pipeline_bench [flags]\n", argc,
+                                 argv)) {
+    return *done;
   }
+  Options o;
+  o.messages = absl::GetFlag(FLAGS_messages);
+  o.ses_messages = absl::GetFlag(FLAGS_ses_messages);
+  o.http_messages = absl::GetFlag(FLAGS_http_messages);
+  o.connections = absl::GetFlag(FLAGS_connections).values;
+  o.rtt_ms = absl::GetFlag(FLAGS_rtt_ms).values;
+  o.sender = absl::GetFlag(FLAGS_sender);
+  o.ceiling = !absl::GetFlag(FLAGS_no_ceiling);
+  o.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  o.durable = absl::GetFlag(FLAGS_fsync) == "on";
+  for (const std::vector<int>* list : {&o.connections, &o.rtt_ms}) {
+    for (int n : *list) {
+      if (n <= 0) return UsageError("pipeline_bench", "--connections, --rtt_ms: positive", "");
+    }
+  }
+  if (o.connections.empty()) return UsageError("pipeline_bench", "--connections: empty", "");
   if (o.rtt_ms.empty() && o.connections.size() > 1) {
     Die("several --connections need --rtt_ms (the distance runs)");
   }

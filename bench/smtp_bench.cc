@@ -5,24 +5,27 @@
 #include <cstdio>
 #include <thread>
 
-#include "absl/strings/numbers.h"
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "common/flags.h"
 #include "sender/message.h"
 #include "sender/renderer.h"
 #include "sender/transport/smtp_transport.h"
 
+ABSL_FLAG(std::string, url, "smtp://127.0.0.1:2525", "the SMTP server (smtp://host:port)");
+ABSL_FLAG(int, connections, 1, "parallel connections");
+ABSL_FLAG(int, messages, 10000, "messages to send");
+
 int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  std::string url = "smtp://127.0.0.1:2525";
-  int connections = 1, messages = 10000;
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view a = argv[i];
-    if (absl::ConsumePrefix(&a, "--url=")) url = std::string(a);
-    if (absl::ConsumePrefix(&a, "--connections=")) (void)absl::SimpleAtoi(a, &connections);
-    if (absl::ConsumePrefix(&a, "--messages=")) (void)absl::SimpleAtoi(a, &messages);
+  if (auto done = mailroom::ParseToolFlags("smtp_bench", "usage: smtp_bench [flags]\n", argc,
+                                            argv)) {
+    return *done;
   }
+  const std::string url = absl::GetFlag(FLAGS_url);
+  const int connections = absl::GetFlag(FLAGS_connections);
+  const int messages = absl::GetFlag(FLAGS_messages);
   mailroom::TransportConfig c;
   c.kind = "smtp";
   c.smtp_url = url;

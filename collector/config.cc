@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "collector/db/conninfo.h"
 #include "collector/service.h"  // kMaxInFlight
+#include "collector/settings.h"
 #include "common/names.h"
 
 namespace mailroom {
@@ -95,11 +96,12 @@ absl::Status LoadProviderFeedback(const Env& env, ProviderFeedbackOptions* p) {
 // The feedback endpoint, reputation window and guard (see FeedbackSettings).
 absl::StatusOr<FeedbackSettings> LoadFeedbackSettings(const Env& env) {
   FeedbackSettings f;
-  f.address = env.String("MAILROOM_FEEDBACK_ADDRESS", "off");
+  f.address = env.String(CollectorSetting("MAILROOM_FEEDBACK_ADDRESS"));
   if (f.address == "off") {
     f.address.clear();
   } else {
-    MAILROOM_ASSIGN_OR_RETURN(f.address, env.HostPort("MAILROOM_FEEDBACK_ADDRESS", ""));
+    MAILROOM_ASSIGN_OR_RETURN(f.address,
+                              env.HostPort(CollectorSetting("MAILROOM_FEEDBACK_ADDRESS")));
   }
   f.sns.extra_hosts = env.List("MAILROOM_FEEDBACK_SNS_HOSTS");
   for (const std::string& h : f.sns.extra_hosts) {
@@ -132,31 +134,27 @@ absl::StatusOr<FeedbackSettings> LoadFeedbackSettings(const Env& env) {
         "_RESEND_SECRET or _HTTP_SECRET)");
   }
   int64_t workers;
-  MAILROOM_ASSIGN_OR_RETURN(workers, env.Int("MAILROOM_FEEDBACK_WORKERS",
-                                             FeedbackServerOptions::kDefaultWorkers, 1, 1024));
+  MAILROOM_ASSIGN_OR_RETURN(workers, env.Int(CollectorSetting("MAILROOM_FEEDBACK_WORKERS")));
   f.server.workers = static_cast<int>(workers);
-  MAILROOM_ASSIGN_OR_RETURN(
-      f.server.request_timeout,
-      env.Millis("MAILROOM_FEEDBACK_REQUEST_TIMEOUT",
-                 FeedbackServerOptions::kDefaultRequestTimeoutMs, 600, 60000));
+  MAILROOM_ASSIGN_OR_RETURN(f.server.request_timeout,
+                            env.Millis(CollectorSetting("MAILROOM_FEEDBACK_REQUEST_TIMEOUT")));
   MAILROOM_ASSIGN_OR_RETURN(f.sns.ca_file, env.File("MAILROOM_FEEDBACK_CA_FILE"));
   MAILROOM_ASSIGN_OR_RETURN(f.sns.max_age,
-                            env.Millis("MAILROOM_FEEDBACK_MAX_AGE", 3600000, 60000, 86400000));
+                            env.Millis(CollectorSetting("MAILROOM_FEEDBACK_MAX_AGE")));
   f.providers.max_age = f.sns.max_age;
   int64_t soft;
-  MAILROOM_ASSIGN_OR_RETURN(soft, env.Int("MAILROOM_SOFT_BOUNCE_LIMIT", 3, 1, 1000));
+  MAILROOM_ASSIGN_OR_RETURN(soft, env.Int(CollectorSetting("MAILROOM_SOFT_BOUNCE_LIMIT")));
   f.soft_bounce_limit = static_cast<int>(soft);
-  MAILROOM_ASSIGN_OR_RETURN(
-      f.reputation_window,
-      env.Millis("MAILROOM_REPUTATION_WINDOW", 7LL * 24 * 3600000, 3600000, 90LL * 24 * 3600000));
+  MAILROOM_ASSIGN_OR_RETURN(f.reputation_window,
+                            env.Millis(CollectorSetting("MAILROOM_REPUTATION_WINDOW")));
   MAILROOM_ASSIGN_OR_RETURN(f.reputation_refresh,
-                            env.Millis("MAILROOM_REPUTATION_REFRESH", 30000, 100, 3600000));
+                            env.Millis(CollectorSetting("MAILROOM_REPUTATION_REFRESH")));
   MAILROOM_ASSIGN_OR_RETURN(f.guard.max_bounce_rate,
-                            env.Double("MAILROOM_GUARD_MAX_BOUNCE_RATE", 0, 0, 1));
+                            env.Double(CollectorSetting("MAILROOM_GUARD_MAX_BOUNCE_RATE")));
   MAILROOM_ASSIGN_OR_RETURN(f.guard.max_complaint_rate,
-                            env.Double("MAILROOM_GUARD_MAX_COMPLAINT_RATE", 0, 0, 1));
+                            env.Double(CollectorSetting("MAILROOM_GUARD_MAX_COMPLAINT_RATE")));
   int64_t min_sent;
-  MAILROOM_ASSIGN_OR_RETURN(min_sent, env.Int("MAILROOM_GUARD_MIN_SENT", 100, 1, 1000000000));
+  MAILROOM_ASSIGN_OR_RETURN(min_sent, env.Int(CollectorSetting("MAILROOM_GUARD_MIN_SENT")));
   f.guard.min_sent = static_cast<uint64_t>(min_sent);
   return f;
 }
@@ -179,24 +177,24 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
         "(postgresql://user:password@host:5432/database)");
   }
   int64_t limit;
-  MAILROOM_ASSIGN_OR_RETURN(limit, env.Int("MAILROOM_BATCH_LIMIT", 10, 1, 10000));
+  MAILROOM_ASSIGN_OR_RETURN(limit, env.Int(CollectorSetting("MAILROOM_BATCH_LIMIT")));
   c.dispatch.batch_limit = static_cast<int>(limit);
-  MAILROOM_ASSIGN_OR_RETURN(limit, env.Int("MAILROOM_DEQUEUE_LIMIT", 1000, 1, 10000));
+  MAILROOM_ASSIGN_OR_RETURN(limit, env.Int(CollectorSetting("MAILROOM_DEQUEUE_LIMIT")));
   c.dispatch.dequeue_limit = static_cast<int>(limit);
   MAILROOM_ASSIGN_OR_RETURN(c.dispatch.batch_timeout,
-                            env.Millis("MAILROOM_BATCH_TIMEOUT", 5000, 0, 3600000));
+                            env.Millis(CollectorSetting("MAILROOM_BATCH_TIMEOUT")));
   MAILROOM_ASSIGN_OR_RETURN(c.dispatch.healthcheck_interval,
-                            env.Millis("MAILROOM_HEALTHCHECK_INTERVAL", 270000, 1000, 86400000));
+                            env.Millis(CollectorSetting("MAILROOM_HEALTHCHECK_INTERVAL")));
   MAILROOM_ASSIGN_OR_RETURN(c.dispatch.poll_interval,
-                            env.Millis("MAILROOM_POLL_INTERVAL", 2000, 10, 3600000));
+                            env.Millis(CollectorSetting("MAILROOM_POLL_INTERVAL")));
   MAILROOM_ASSIGN_OR_RETURN(c.dispatch.busy_poll_interval,
-                            env.Millis("MAILROOM_BUSY_POLL_INTERVAL", 2, 0, 1000));
-  MAILROOM_ASSIGN_OR_RETURN(c.dispatch.lease, env.Millis("MAILROOM_LEASE_MS", 60000, 100, 86400000));
+                            env.Millis(CollectorSetting("MAILROOM_BUSY_POLL_INTERVAL")));
+  MAILROOM_ASSIGN_OR_RETURN(c.dispatch.lease, env.Millis(CollectorSetting("MAILROOM_LEASE_MS")));
   MAILROOM_ASSIGN_OR_RETURN(c.dispatch.reconnect_max_backoff,
-                            env.Millis("MAILROOM_RECONNECT_MAX_BACKOFF", 30000, 100, 3600000));
+                            env.Millis(CollectorSetting("MAILROOM_RECONNECT_MAX_BACKOFF")));
   MAILROOM_ASSIGN_OR_RETURN(c.dispatch.statement_timeout,
-                            env.Millis("MAILROOM_STATEMENT_TIMEOUT", 30000, 100, 3600000));
-  c.direct_database_url = env.String("MAILROOM_DIRECT_DATABASE_URL", "");
+                            env.Millis(CollectorSetting("MAILROOM_STATEMENT_TIMEOUT")));
+  c.direct_database_url = env.String(CollectorSetting("MAILROOM_DIRECT_DATABASE_URL"));
   if (c.direct_database_url.empty()) c.direct_database_url = c.database_url;
   if (!ValidConninfo(c.direct_database_url)) {
     return absl::InvalidArgumentError(
@@ -218,12 +216,12 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
         "window; the collector's cap is MAILROOM_MAX_IN_FLIGHT_CAP");
   }
   int64_t max_in_flight_cap;
-  MAILROOM_ASSIGN_OR_RETURN(
-      max_in_flight_cap,
-      env.Int("MAILROOM_MAX_IN_FLIGHT_CAP", kDefaultMaxInFlightCap, 1, kMaxInFlight));
+  MAILROOM_ASSIGN_OR_RETURN(max_in_flight_cap,
+                            env.Int(CollectorSetting("MAILROOM_MAX_IN_FLIGHT_CAP")));
   c.max_in_flight_cap = static_cast<int>(max_in_flight_cap);
   int64_t streams;
-  MAILROOM_ASSIGN_OR_RETURN(streams, env.Int("MAILROOM_MAX_STREAMS_PER_CREDENTIAL", 64, 1, 100000));
+  MAILROOM_ASSIGN_OR_RETURN(streams,
+                            env.Int(CollectorSetting("MAILROOM_MAX_STREAMS_PER_CREDENTIAL")));
   c.max_streams_per_credential = static_cast<int>(streams);
   if (env.Get("MAILROOM_GROUPS").has_value()) {
     c.dispatch.groups = env.List("MAILROOM_GROUPS");
@@ -240,7 +238,7 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
     }
   }
 
-  c.channel = env.String("MAILROOM_CHANNEL", "");
+  c.channel = env.String(CollectorSetting("MAILROOM_CHANNEL"));
   if (!c.channel.empty() && !ValidChannel(c.channel)) {
     return absl::InvalidArgumentError(
         "MAILROOM_CHANNEL: must match ^[a-z_][a-z0-9_]{0,62}$ (a plain PostgreSQL identifier)");
@@ -259,7 +257,7 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   c.key = *std::move(parsed);
 
   MAILROOM_ASSIGN_OR_RETURN(c.listen_address,
-                            env.HostPort("MAILROOM_LISTEN_ADDRESS", "127.0.0.1:50051"));
+                            env.HostPort(CollectorSetting("MAILROOM_LISTEN_ADDRESS")));
   MAILROOM_ASSIGN_OR_RETURN(c.tls_cert_file, env.File("MAILROOM_TLS_CERT"));
   MAILROOM_ASSIGN_OR_RETURN(c.tls_key_file, env.File("MAILROOM_TLS_KEY"));
   MAILROOM_ASSIGN_OR_RETURN(c.tls_client_ca_file, env.File("MAILROOM_TLS_CLIENT_CA"));
@@ -272,7 +270,8 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
     return absl::InvalidArgumentError(
         "MAILROOM_TLS_CLIENT_CA: mutual TLS needs MAILROOM_TLS_CERT and MAILROOM_TLS_KEY too");
   }
-  MAILROOM_ASSIGN_OR_RETURN(c.allow_plaintext, env.Bool("MAILROOM_ALLOW_PLAINTEXT", false));
+  MAILROOM_ASSIGN_OR_RETURN(c.allow_plaintext,
+                            env.Bool(CollectorSetting("MAILROOM_ALLOW_PLAINTEXT")));
   if (c.tls_cert_file.empty() && !c.allow_plaintext && !IsLoopbackAddress(c.listen_address)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "MAILROOM_LISTEN_ADDRESS: \"", absl::CEscape(c.listen_address),
@@ -280,66 +279,68 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
         "tokens in clear); set MAILROOM_TLS_CERT and MAILROOM_TLS_KEY, listen on a loopback "
         "address, or set MAILROOM_ALLOW_PLAINTEXT=true"));
   }
-  c.health_address = env.String("MAILROOM_HEALTH_ADDRESS", "off");
+  c.health_address = env.String(CollectorSetting("MAILROOM_HEALTH_ADDRESS"));
   if (c.health_address == "off") {
     c.health_address.clear();
   } else {
-    MAILROOM_ASSIGN_OR_RETURN(c.health_address, env.HostPort("MAILROOM_HEALTH_ADDRESS", ""));
+    MAILROOM_ASSIGN_OR_RETURN(c.health_address,
+                              env.HostPort(CollectorSetting("MAILROOM_HEALTH_ADDRESS")));
   }
   MAILROOM_ASSIGN_OR_RETURN(
       c.credentials,
       ParseCredentials(env.List("MAILROOM_SUBSCRIBER_TOKENS"), "MAILROOM_SUBSCRIBER_TOKENS"));
-  MAILROOM_ASSIGN_OR_RETURN(c.insecure_no_auth, env.Bool("MAILROOM_INSECURE_NO_AUTH", false));
+  MAILROOM_ASSIGN_OR_RETURN(c.insecure_no_auth,
+                            env.Bool(CollectorSetting("MAILROOM_INSECURE_NO_AUTH")));
   if (c.credentials.empty() && c.tls_client_ca_file.empty() && !c.insecure_no_auth) {
     return absl::InvalidArgumentError(
         "MAILROOM_SUBSCRIBER_TOKENS: subscribers must authenticate; set bearer tokens (comma-"
         "separated TOKEN@GROUPS:ROLE entries), or MAILROOM_TLS_CLIENT_CA for mutual TLS, or MAILROOM_INSECURE_NO_AUTH=true "
         "for local development only");
   }
-  c.metrics_address = env.String("MAILROOM_METRICS_ADDRESS", "127.0.0.1:9464");
+  c.metrics_address = env.String(CollectorSetting("MAILROOM_METRICS_ADDRESS"));
   if (c.metrics_address != "off") {
     MAILROOM_ASSIGN_OR_RETURN(c.metrics_address,
-                              env.HostPort("MAILROOM_METRICS_ADDRESS", "127.0.0.1:9464"));
+                              env.HostPort(CollectorSetting("MAILROOM_METRICS_ADDRESS")));
   } else {
     c.metrics_address.clear();
   }
-  MAILROOM_ASSIGN_OR_RETURN(c.auto_migrate, env.Bool("MAILROOM_AUTO_MIGRATE", false));
+  MAILROOM_ASSIGN_OR_RETURN(c.auto_migrate, env.Bool(CollectorSetting("MAILROOM_AUTO_MIGRATE")));
   int64_t pool;
-  MAILROOM_ASSIGN_OR_RETURN(pool, env.Int("MAILROOM_DB_POOL_SIZE", 4, 2, 64));
+  MAILROOM_ASSIGN_OR_RETURN(pool, env.Int(CollectorSetting("MAILROOM_DB_POOL_SIZE")));
   c.db_pool_size = static_cast<int>(pool);
   // 0 would refuse every AcquireBudget (all jobs wait until they expire); beyond 100 money
   // units per email one sender's report could take a group's month at once.
   MAILROOM_ASSIGN_OR_RETURN(c.max_cost_micros,
-                            env.Int("MAILROOM_MAX_COST_MICROS", 1000000, 1, 100000000));
+                            env.Int(CollectorSetting("MAILROOM_MAX_COST_MICROS")));
   // The collector owns the budget: a sender naming a price below this floor could draw many
   // times the group's money in emails. 1 (the old floor) must be chosen explicitly.
   MAILROOM_ASSIGN_OR_RETURN(c.min_price_micros,
                             env.Int("MAILROOM_MIN_PRICE_MICROS", kDefaultMinPriceMicros, 1,
                                     c.max_cost_micros));
   const std::string budget =
-      absl::AsciiStrToLower(env.String("MAILROOM_DEFAULT_GROUP_BUDGET", "unlimited"));
+      absl::AsciiStrToLower(env.String(CollectorSetting("MAILROOM_DEFAULT_GROUP_BUDGET")));
   if (budget != "unlimited") {
     // A default of 0 silently stops every group without a budget of its own (one group is
     // stopped with SetGroupBudget); a billion a month is a typo.
     double money;
-    MAILROOM_ASSIGN_OR_RETURN(money, env.Double("MAILROOM_DEFAULT_GROUP_BUDGET", 0, 0.01, 1e9));
+    MAILROOM_ASSIGN_OR_RETURN(money, env.Double(CollectorSetting("MAILROOM_DEFAULT_GROUP_BUDGET")));
     c.budget.monthly_budget_micros = static_cast<int64_t>(std::floor(money * 1e6));
   }
   // 100 would keep every activation of every group without a reserve of its own unsent.
   int64_t reserve;
-  MAILROOM_ASSIGN_OR_RETURN(reserve, env.Int("MAILROOM_RECOVERY_RESERVE_PERCENT", 10, 0, 90));
+  MAILROOM_ASSIGN_OR_RETURN(reserve,
+                            env.Int(CollectorSetting("MAILROOM_RECOVERY_RESERVE_PERCENT")));
   c.budget.recovery_reserve_percent = static_cast<int>(reserve);
   MAILROOM_ASSIGN_OR_RETURN(c.budget.grant_lease,
-                            env.Millis("MAILROOM_BUDGET_GRANT_LEASE_MS", 10000, 1000, 600000));
+                            env.Millis(CollectorSetting("MAILROOM_BUDGET_GRANT_LEASE_MS")));
   MAILROOM_ASSIGN_OR_RETURN(c.feedback, LoadFeedbackSettings(env));
   // Up to ten years; 0 keeps everything.
-  MAILROOM_ASSIGN_OR_RETURN(
-      c.retention.retention,
-      env.Millis("MAILROOM_RETENTION", 30LL * 86400000, 0, 3650LL * 86400000));
+  MAILROOM_ASSIGN_OR_RETURN(c.retention.retention,
+                            env.Millis(CollectorSetting("MAILROOM_RETENTION")));
   MAILROOM_ASSIGN_OR_RETURN(c.retention.interval,
-                            env.Millis("MAILROOM_RETENTION_INTERVAL", 60000, 100, 86400000));
+                            env.Millis(CollectorSetting("MAILROOM_RETENTION_INTERVAL")));
   c.retention.database_url = c.dispatch.listen_database_url;
-  c.log_level = env.String("MAILROOM_LOG_LEVEL", "info");
+  c.log_level = env.String(CollectorSetting("MAILROOM_LOG_LEVEL"));
   if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warn" &&
       c.log_level != "error") {
     return absl::InvalidArgumentError("MAILROOM_LOG_LEVEL: must be debug, info, warn or error");

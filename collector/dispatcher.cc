@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "collector/metrics/collector_metrics.h"
 #include "collector/wakeup_gate.h"
 #include "collector/job_builder.h"
 #include "common/log.h"
@@ -55,8 +56,6 @@ Dispatcher::Dispatcher(DispatcherOptions options, Store* store, Hub* hub, Signin
       metrics_(metrics), on_health_(std::move(on_health)),
       reconnect_backoff_(opt_.reconnect_max_backoff) {
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  metrics_->DescribeHistogram("mailroom_collector_dequeue_duration_seconds",
-                              "Dequeue statements that succeeded, by group.", kCallDurationBuckets);
 }
 
 Dispatcher::~Dispatcher() {
@@ -145,7 +144,7 @@ void Dispatcher::Disconnect() {
   const absl::Duration delay = reconnect_backoff_.Next();
   reconnect_at_ = clock_->Now() + delay;
   LogWarn("reconnecting", {{"in_ms", absl::StrCat(absl::ToInt64Milliseconds(delay))}});
-  metrics_->Add("mailroom_collector_reconnects_total", 1);
+  metrics_->Add(collector_metrics::kReconnects, 1);
 }
 
 absl::Status Dispatcher::EnsureConfiguredGroups() {
@@ -207,7 +206,7 @@ void Dispatcher::Run() {
     absl::Status st = notified.status();
     if (st.ok() && *notified > 0) {
       if (gate.pending() == 0) Log(wakeup_log, "notified; waking up");
-      metrics_->Add("mailroom_collector_wakeups_total", *notified);
+      metrics_->Add(collector_metrics::kWakeups, *notified);
       gate.OnNotify(clock_->Now(), *notified);
       notified_since_dispatch = true;
     }
@@ -392,7 +391,7 @@ bool Dispatcher::GoBusy() {
   }
   busy_ = true;
   Log(LogLevel::kDebug, "busy");
-  metrics_->Add("mailroom_collector_busy_total", 1);
+  metrics_->Add(collector_metrics::kBusy, 1);
   // The busy polls dequeue after whatever the settling re-check was waiting for.
   settle_.reset();
   last_work_ = clock_->Now();
@@ -450,7 +449,7 @@ bool Dispatcher::CollectSignups(absl::Time now, bool* drain) {
   if (taken.ok()) {
     collect_retry_.reset();
     if (*taken > 0) {
-      metrics_->Add("mailroom_collector_signups_collected_total", *taken);
+      metrics_->Add(collector_metrics::kSignupsCollected, *taken);
       last_work_ = clock_->Now();
     }
     // A whole batch: more are queued, and the next round collects again at once.
@@ -479,7 +478,7 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
     earliest_.erase(group);
   }
   if (opt_.paused && opt_.paused(group)) return absl::OkStatus();  // jobs wait in PostgreSQL
-  const Labels labels = {{"group", group}};
+  const LabelValues<1> labels(group);
   // Whether this call's last window dequeue handed out an activation.
   bool reached_activations = false;
   while (!stop_) {
@@ -506,9 +505,9 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
         return !j.password_recovery;
       });
     }
-    metrics_->Observe("mailroom_collector_dequeue_duration_seconds",
+    metrics_->Observe(collector_metrics::kDequeueDuration,
                       absl::ToDoubleSeconds(clock_->Now() - dequeue_start), labels);
-    metrics_->Add("mailroom_collector_dequeues_total", 1, labels);
+    metrics_->Add(collector_metrics::kDequeues, 1, labels);
     // Queue empty for now; after a lane dequeue only the recoveries are (the group stays
     // starved: activations may still wait for room).
     if (jobs->empty()) {
@@ -521,7 +520,7 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
     if (!malformed.empty()) {
       auto r = store_->Ack(group, member->id(), malformed);
       if (!r.ok()) return r.status();
-      metrics_->Add("mailroom_collector_malformed_total", malformed.size(), labels);
+      metrics_->Add(collector_metrics::kMalformed, malformed.size(), labels);
       LogWarn("malformed token rows failed", {{"group", group},
                                               {"count", absl::StrCat(malformed.size())}});
     }
@@ -538,8 +537,8 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
         continue;
       }
       dispatched_ += n;
-      metrics_->Add("mailroom_collector_job_messages_total", 1, labels);
-      metrics_->Add("mailroom_collector_jobs_dispatched_total", n, labels);
+      metrics_->Add(collector_metrics::kJobMessages, 1, labels);
+      metrics_->Add(collector_metrics::kJobsDispatched, n, labels);
     }
     if (static_cast<int>(jobs->size()) < want) {
       if (!lane) starved_.erase(group);

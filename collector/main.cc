@@ -26,11 +26,13 @@
 #include "collector/feedback/https_get.h"
 #include "collector/feedback/provider_feedback.h"
 #include "collector/hub.h"
+#include "collector/metrics/collector_metrics.h"
 #include "collector/migrate.h"
 #include "collector/migrate_cli.h"
 #include "collector/feedback/reputation_guard.h"
 #include "collector/retention.h"
 #include "collector/service.h"
+#include "collector/settings.h"
 #include "collector/feedback/sns_verifier.h"
 #include "collector/stats_gauges.h"
 #include "collector/store.h"
@@ -201,7 +203,7 @@ class Collector {
   // The dispatcher's view of the database, on /metrics and in the health services.
   void SetDatabaseUp(bool serving) {
     db_up_ = serving;
-    metrics_->Set("mailroom_collector_database_up", serving ? 1 : 0);
+    metrics_->Set(collector_metrics::kDatabaseUp, serving ? 1 : 0);
     // Overall ("") and per service, so probes may name either.
     if (server_ != nullptr) SetServing(*server_, serving, {"mailroom.v1.Collector"});
     if (health_ != nullptr) SetServing(*health_, serving, {"mailroom.v1.Collector"});
@@ -317,7 +319,6 @@ int Serve() {
   WarnAboutCredentials(c.credentials);
 
   Metrics metrics;
-  DescribeCollectorMetrics(metrics);
   Collector collector(c, &metrics);
   if (int code = collector.Start(); code != 0) return code;
   collector.LogStarted(open_files);
@@ -337,6 +338,13 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // Name our connections in pg_stat_activity unless the URL names them (libpq's fallback).
   setenv("PGAPPNAME", "mailroom-collector", /*overwrite=*/0);
+  if (argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    // The settings table as it is, without reading the environment.
+    std::printf("usage: collector [serve]\n       collector migrate [up [VERSION] | down VERSION |"
+                " status]\n\nsettings (environment variables):\n%s",
+                mailroom::SettingsHelp(mailroom::CollectorSettings()).c_str());
+    return 0;
+  }
   if (argc > 1 && std::strcmp(argv[1], "migrate") == 0) {
     return mailroom::RunMigrateCli(std::vector<std::string>(argv + 2, argv + argc),
                                    mailroom::Env(), stdout, stderr);

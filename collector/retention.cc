@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "collector/metrics/collector_metrics.h"
 #include "common/log.h"
 
 namespace mailroom {
@@ -180,13 +181,7 @@ class Pass {
 }  // namespace
 
 Retention::Retention(RetentionOptions options, Metrics* metrics, BudgetStore* budgets)
-    : options_(std::move(options)), metrics_(metrics), budgets_(budgets) {
-  if (metrics_ != nullptr && budgets_ != nullptr) {
-    metrics_->Describe("mailroom_budget_refunded_emails_total", Metrics::Type::kCounter,
-                       "Unused granted emails of departed senders given back per group "
-                       "(migration 0015's refund).");
-  }
-}
+    : options_(std::move(options)), metrics_(metrics), budgets_(budgets) {}
 
 absl::StatusOr<PruneReport> Retention::RunOnce() {
   PruneReport report;
@@ -250,8 +245,8 @@ absl::Status Retention::RefundDeadHolders(PruneReport& report) {
         "unused budget of a departed sender refunded",
         {{"group", r.group}, {"holder", ShortId(r.holder)}, {"emails", absl::StrCat(r.emails)}});
     if (metrics_ != nullptr) {
-      metrics_->Add("mailroom_budget_refunded_emails_total", static_cast<double>(r.emails),
-                    {{"group", r.group}});
+      metrics_->Add(collector_metrics::kBudgetRefundedEmails, static_cast<double>(r.emails),
+                    {r.group});
     }
   }
   return absl::OkStatus();
@@ -269,7 +264,7 @@ void Retention::CountPruned(const PruneReport& report) {
       {"mailroom_address_requests", report.address_requests},
   };
   for (const auto& [table, rows] : pruned) {
-    metrics_->Add("mailroom_collector_pruned_total", static_cast<double>(rows), {{"table", table}});
+    metrics_->Add(collector_metrics::kPruned, static_cast<double>(rows), {table});
   }
 }
 

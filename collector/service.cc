@@ -8,6 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "collector/metrics/collector_metrics.h"
 #include "common/log.h"
 #include "common/utf8.h"
 #include "common/names.h"
@@ -202,17 +203,7 @@ CollectorService::CollectorService(Store* store, Hub* hub, Dispatcher* dispatche
                                    const Authenticator* auth, Metrics* metrics,
                                    ServiceLimits limits)
     : store_(store), hub_(hub), dispatcher_(dispatcher), auth_(auth), metrics_(metrics),
-      limits_(limits) {
-  metrics_->Describe("mailroom_collector_budget_grants_total", Metrics::Type::kCounter,
-                     "AcquireBudget answers per group, by result (granted, paced, exhausted).");
-  metrics_->Describe("mailroom_collector_budget_granted_emails_total", Metrics::Type::kCounter,
-                     "Emails granted to senders per group (charged when granted).");
-  metrics_->Describe("mailroom_collector_budget_returned_emails_total", Metrics::Type::kCounter,
-                     "Unused granted emails given back by senders per group.");
-  metrics_->Describe("mailroom_collector_suppressions_not_scoped_total", Metrics::Type::kCounter,
-                     "FAILED outcomes asking to suppress their recipient from a credential not "
-                     "covering every group: recorded, the address not suppressed.");
-}
+      limits_(limits) {}
 
 grpc::Status CollectorService::Admit(const grpc::ServerContextBase& context, unsigned roles,
                                      const std::string& group, const char* method,
@@ -289,7 +280,7 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
       if (it != streams_.end() && --it->second <= 0) streams_.erase(it);
     }
     hub_->Remove(s);
-    metrics_->Add("mailroom_collector_subscribers", -1, {{"group", s->group()}});
+    metrics_->Add(collector_metrics::kSubscribers, -1, {s->group()});
     LogInfo("subscriber left", {{"group", s->group()}, {"subscriber", ShortId(s->id())}});
     // Its leases stay its own until they run out: the sender behind it may still be sending
     // them, and acknowledges them (on any collector) when it is back. A sender that stops
@@ -306,7 +297,7 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   welcome.set_secrets_withheld(secrets == JobSecrets::kWithheld);
   hub_->Add(sub);
   sub->Attach(reactor, std::move(welcome));
-  metrics_->Add("mailroom_collector_subscribers", 1, {{"group", sub->group()}});
+  metrics_->Add(collector_metrics::kSubscribers, 1, {sub->group()});
   LogInfo("subscriber joined", {{"group", sub->group()},
                                 {"subscriber", ShortId(sub->id())},
                                 {"name", sub->name()},
@@ -359,8 +350,7 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
       v1::RejectedOutcome* rej = response->add_rejected();
       rej->set_job_id(o.job_id());
       rej->set_error(std::string(r.status().message()));
-      metrics_->Add("mailroom_collector_rejected_outcomes_total", 1,
-                    {{"group", request->consumer_group()}});
+      metrics_->Add(collector_metrics::kRejectedOutcomes, 1, {request->consumer_group()});
       continue;
     }
     results.push_back(*std::move(r));
@@ -382,8 +372,8 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
     }
   }
   if (unscoped_suppressions > 0) {
-    metrics_->Add("mailroom_collector_suppressions_not_scoped_total", unscoped_suppressions,
-                  {{"group", request->consumer_group()}});
+    metrics_->Add(collector_metrics::kSuppressionsNotScoped, unscoped_suppressions,
+                  {request->consumer_group()});
   }
   absl::flat_hash_set<uint64_t> done;
   if (!results.empty()) {
@@ -403,8 +393,8 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
     }
   }
   for (const auto& [outcome, n] : recorded_by_outcome) {
-    metrics_->Add("mailroom_collector_acknowledged_total", n,
-                  {{"group", request->consumer_group()}, {"outcome", OutcomeName(outcome)}});
+    metrics_->Add(collector_metrics::kAcknowledged, n,
+                  {request->consumer_group(), OutcomeName(outcome)});
   }
   response->set_recorded(static_cast<uint32_t>(done.size()));
   // The caller no longer holds the jobs it named (recorded, or not its lease any more): free
@@ -694,10 +684,9 @@ grpc::Status CollectorService::AcquireBudget(grpc::ServerContext* context,
   response->set_exhausted(grant->exhausted);
   response->set_pace_per_second(grant->pace_per_second);
   const char* result = grant->emails > 0 ? "granted" : grant->exhausted ? "exhausted" : "paced";
-  metrics_->Add("mailroom_collector_budget_grants_total", 1,
-                {{"group", request->consumer_group()}, {"result", result}});
-  metrics_->Add("mailroom_collector_budget_granted_emails_total", grant->emails,
-                {{"group", request->consumer_group()}});
+  metrics_->Add(collector_metrics::kBudgetGrants, 1, {request->consumer_group(), result});
+  metrics_->Add(collector_metrics::kBudgetGrantedEmails, grant->emails,
+                {request->consumer_group()});
   return grpc::Status::OK;
 }
 
@@ -725,8 +714,7 @@ grpc::Status CollectorService::ReturnBudget(grpc::ServerContext* context,
                             grant_id, static_cast<int>(request->emails()));
   if (!n.ok()) return ToGrpc(n.status());
   response->set_returned(*n);
-  metrics_->Add("mailroom_collector_budget_returned_emails_total", *n,
-                {{"group", request->consumer_group()}});
+  metrics_->Add(collector_metrics::kBudgetReturnedEmails, *n, {request->consumer_group()});
   return grpc::Status::OK;
 }
 

@@ -5,9 +5,6 @@
 
 namespace mailroom {
 
-// Declares every metric the collector exports (names, types, help texts).
-void DescribeCollectorMetrics(Metrics& metrics);
-
 // Replaces the queue gauges (mailroom_queue_depth, mailroom_queue_lag_seconds and
 // mailroom_queue_jobs by state) with `stats`, one series per group. Groups that disappeared
 // lose their series.

@@ -23,7 +23,6 @@ GroupStatsRow Row(const std::string& group, uint64_t depth) {
 
 TEST(StatsGaugesTest, OneSeriesPerGroupAndState) {
   Metrics m;
-  DescribeCollectorMetrics(m);
   SetQueueGauges({Row("a", 4), Row("b", 0)}, m);
   EXPECT_EQ(m.Value("mailroom_queue_depth", {{"group", "a"}}), 4);
   EXPECT_EQ(m.Value("mailroom_queue_lag_seconds", {{"group", "a"}}), 1.5);
@@ -43,7 +42,6 @@ TEST(StatsGaugesTest, RefreshedFromTheStoreOnScrape) {
   testing::FakeStore store;
   store.SetStats({Row("mailroom", 9)});
   Metrics m;
-  DescribeCollectorMetrics(m);
   ExportQueueStatsOnScrape(&store, m);
   EXPECT_EQ(store.CallCount("Stats"), 0);  // only when scraped
   m.Render();

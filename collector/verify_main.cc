@@ -14,43 +14,38 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "collector/signing.h"
+#include "common/flags.h"
+
+ABSL_FLAG(std::string, action, "", "activation or password_recovery");
+ABSL_FLAG(std::string, token, "", "the token, or - to read one line from stdin");
+ABSL_FLAG(std::string, code, "", "the recovery code (password_recovery)");
 
 namespace {
 
-int Usage(const char* why) {
-  std::fprintf(stderr,
-               "verify: %s\nusage: verify --action=activation|password_recovery "
-               "--token=TOKEN|- [--code=NNNNN]\n",
-               why);
-  return 2;
-}
+constexpr char kUsage[] =
+    "usage: verify --action=activation|password_recovery --token=TOKEN|- [--code=NNNNN]\n";
+
+int Usage(const std::string& why) { return mailroom::UsageError("verify", why, kUsage); }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string action, token, code;
-  bool have_action = false, have_token = false;
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view a = argv[i];
-    if (absl::ConsumePrefix(&a, "--action=")) {
-      action = std::string(a);
-      have_action = true;
-    } else if (absl::ConsumePrefix(&a, "--token=")) {
-      token = std::string(a);
-      have_token = true;
-    } else if (absl::ConsumePrefix(&a, "--code=")) {
-      code = std::string(a);
-    } else {
-      // Only the name: a mistyped --token=… must not print the token.
-      absl::string_view name = argv[i];
-      name = name.substr(0, name.find('='));
-      return Usage(absl::StrCat("unknown argument ", name).c_str());
-    }
+  // Errors name a flag, never its value: a mistyped --token=... must not print the token.
+  auto cl = mailroom::ParseFlags(argc, argv);
+  if (!cl.ok()) return Usage(std::string(cl.status().message()));
+  if (cl->help) {
+    std::printf("%s%s", kUsage, mailroom::FlagsHelp().c_str());
+    return 0;
   }
+  if (!cl->args.empty()) return Usage(absl::StrCat("unexpected argument ", cl->args[0]));
+  const std::string action = absl::GetFlag(FLAGS_action);
+  std::string token = absl::GetFlag(FLAGS_token);
+  const std::string code = absl::GetFlag(FLAGS_code);
+  const bool have_action = cl->given.count("action") > 0;
+  const bool have_token = cl->given.count("token") > 0;
   auto act = mailroom::ParseTokenAction(action);
   if (!have_action || !act.ok()) {
     return Usage("--action must be activation or password_recovery");

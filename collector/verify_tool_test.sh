@@ -31,6 +31,12 @@ expect 1 env MAILROOM_SECRET_KEY=$key $verify --action=activation --token=" $act
 expect 1 env MAILROOM_SECRET_KEY=$key $verify --action=activation --token=
 expect 2 env MAILROOM_SECRET_KEY=$key $verify --action=activation
 expect 2 env MAILROOM_SECRET_KEY=$key $verify --action=activation --tokn=$act
+grep -qx "verify: --tokn: unknown flag" /tmp/verify_out.$$ || { echo "FAIL: unknown flag unnamed"; fail=1; }
+expect 2 env MAILROOM_SECRET_KEY=$key $verify --action=activation --token=$act extra
+# The value may follow its flag as the next word, as with every abseil flag.
+expect 0 env MAILROOM_SECRET_KEY=$key $verify --action activation --token $act
+expect 0 $verify --help
+grep -q "^  --token=  the token" /tmp/verify_out.$$ || { echo "FAIL: --help lists no --token"; fail=1; }
 expect 2 env MAILROOM_SECRET_KEY=$key $verify --action=bogus --token=$act
 expect 2 env -u MAILROOM_SECRET_KEY $verify --action=activation --token=$act
 expect 2 env MAILROOM_SECRET_KEY=xyz $verify --action=activation --token=$act

@@ -46,6 +46,50 @@ TEST(EnvTest, ErrorsNameTheVariableAndTheProblem) {
               HasSubstr("G: required but not set"));
 }
 
+// A service's table as its loader reads through it: the row gives the default and the range.
+const SettingsTable kTable = {
+    {"MAILROOM_N", "7", "1", "100", "a number"},
+    {"MAILROOM_MS", "250", "0", "1000", "a duration"},
+    {"MAILROOM_BUDGET", "unlimited", "0.01", "1e9", "money, or unlimited"},
+    {"MAILROOM_ON", "true", "", "", "a switch"},
+    {"MAILROOM_ADDRESS", "127.0.0.1:9464", "", "", "an address"},
+    {"MAILROOM_KEY", "", "", "", "a key", /*secret=*/true},
+};
+
+TEST(EnvTest, ReadsThroughATablesRows) {
+  Env unset = MakeEnv({});
+  EXPECT_EQ(*unset.Int(FindSetting(kTable, "MAILROOM_N")), 7);
+  EXPECT_EQ(*unset.Millis(FindSetting(kTable, "MAILROOM_MS")), absl::Milliseconds(250));
+  EXPECT_TRUE(*unset.Bool(FindSetting(kTable, "MAILROOM_ON")));
+  EXPECT_EQ(*unset.HostPort(FindSetting(kTable, "MAILROOM_ADDRESS")), "127.0.0.1:9464");
+  EXPECT_EQ(unset.String(FindSetting(kTable, "MAILROOM_BUDGET")), "unlimited");
+  // What the loader read is recorded with the row's default and range.
+  ASSERT_EQ(unset.Settings().size(), 5u);
+  EXPECT_EQ(unset.Settings()[0].default_value, "7");
+  EXPECT_EQ(unset.Settings()[0].max, "100");
+
+  Env set = MakeEnv({{"MAILROOM_N", "101"}, {"MAILROOM_BUDGET", "250.5"}, {"MAILROOM_MS", "9"}});
+  EXPECT_EQ(set.Int(FindSetting(kTable, "MAILROOM_N")).status().message(),
+            "MAILROOM_N: 101 is out of range [1, 100]");
+  EXPECT_EQ(*set.Double(FindSetting(kTable, "MAILROOM_BUDGET")), 250.5);
+  EXPECT_EQ(*set.Millis(FindSetting(kTable, "MAILROOM_MS")), absl::Milliseconds(9));
+}
+
+TEST(EnvTest, HelpShowsEveryRowAndNoValue) {
+  EXPECT_EQ(SettingsHelp(kTable),
+            "MAILROOM_N  (default: 7; 1..100)\n    a number\n"
+            "MAILROOM_MS  (default: 250; 0..1000)\n    a duration\n"
+            "MAILROOM_BUDGET  (default: unlimited; 0.01..1e9)\n    money, or unlimited\n"
+            "MAILROOM_ON  (default: true)\n    a switch\n"
+            "MAILROOM_ADDRESS  (default: 127.0.0.1:9464)\n    an address\n"
+            "MAILROOM_KEY  (default: none; secret)\n    a key\n");
+}
+
+TEST(EnvDeathTest, ANameOutsideTheTableIsAProgrammingError) {
+  EXPECT_DEATH(FindSetting(kTable, "MAILROOM_TYPO"),
+               "MAILROOM_TYPO: not in the service's settings table");
+}
+
 TEST(EnvTest, DefaultsAndValues) {
   Env env = MakeEnv({{"N", " 42 "}, {"L", "a, b,,c"}, {"T", "yes"}, {"HP", "127.0.0.1:0"}});
   EXPECT_EQ(*env.Int("N", 1, 0, 100), 42);
@@ -65,17 +109,27 @@ TEST(LogTest, HostileValuesCannotForgeLines) {
   EXPECT_THAT(line, HasSubstr("msg=\"job failed\""));
 }
 
+// Metrics as a service declares them.
+constexpr auto kJobs = CounterMetric("mailroom_jobs_total", "Jobs.", "outcome");
+constexpr auto kDepth = GaugeMetric("mailroom_depth", "Depth.", "group");
+constexpr auto kSubscribers = GaugeMetric("mailroom_subscribers", "Subscribers.", "group");
+const std::vector<double> kLatencyBuckets = {0.5, 1, 10};
+constexpr auto kLatency =
+    HistogramMetric("mailroom_latency_seconds", "Latency.", &kLatencyBuckets, "action");
+constexpr auto kDefaultLatency = HistogramMetric("mailroom_other_seconds", "Other.", nullptr);
+constexpr auto kRuns = GaugeMetric("mailroom_runs", "Runs.");
+
 TEST(MetricsTest, RendersPrometheusText) {
   Metrics m;
-  m.Describe("mailroom_jobs_total", Metrics::Type::kCounter, "Jobs.");
-  m.Add("mailroom_jobs_total", 2, {{"outcome", "sent"}});
-  m.Add("mailroom_jobs_total", 1, {{"outcome", "sent"}});
-  m.Add("mailroom_jobs_total", -5, {{"outcome", "sent"}});  // counters only go up
-  m.Set("mailroom_depth", 7.5, {{"group", "a\"b"}});
+  m.Add(kJobs, 2, {"sent"});
+  m.Add(kJobs, 1, {"sent"});
+  m.Add(kJobs, -5, {"sent"});  // counters only go up
+  m.Set(kDepth, 7.5, {"a\"b"});
   std::string text = m.Render();
   EXPECT_THAT(text, HasSubstr("# HELP mailroom_jobs_total Jobs.\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE mailroom_jobs_total counter\n"));
   EXPECT_THAT(text, HasSubstr("mailroom_jobs_total{outcome=\"sent\"} 3"));
+  EXPECT_THAT(text, HasSubstr("# TYPE mailroom_depth gauge\n"));
   EXPECT_THAT(text, HasSubstr("mailroom_depth{group=\"a\\\"b\"} 7.5"));
   EXPECT_EQ(m.Value("mailroom_jobs_total", {{"outcome", "sent"}}), 3);
   EXPECT_EQ(m.Value("mailroom_jobs_total", {{"outcome", "failed"}}), 0);
@@ -84,18 +138,17 @@ TEST(MetricsTest, RendersPrometheusText) {
 
 TEST(MetricsTest, GaugesGoBothWaysAndClearDropsSeries) {
   Metrics m;
-  m.Describe("mailroom_subscribers", Metrics::Type::kGauge, "Subscribers.");
-  m.Add("mailroom_subscribers", 1, {{"group", "g"}});
-  m.Add("mailroom_subscribers", 1, {{"group", "g"}});
-  m.Add("mailroom_subscribers", -1, {{"group", "g"}});
+  m.Add(kSubscribers, 1, {"g"});
+  m.Add(kSubscribers, 1, {"g"});
+  m.Add(kSubscribers, -1, {"g"});
   EXPECT_EQ(m.Value("mailroom_subscribers", {{"group", "g"}}), 1);
-  m.Set("mailroom_subscribers", 4, {{"group", "h"}});
-  m.Clear("mailroom_subscribers");
+  m.Set(kSubscribers, 4, {"h"});
+  m.Clear(kSubscribers);
   EXPECT_EQ(m.Value("mailroom_subscribers", {{"group", "g"}}), 0);
   std::string text = m.Render();
   EXPECT_THAT(text, Not(HasSubstr("mailroom_subscribers")));  // no series, no family
   // Still declared: the name takes new series, with its HELP and TYPE.
-  m.Set("mailroom_subscribers", 2, {{"group", "h"}});
+  m.Set(kSubscribers, 2, {"h"});
   text = m.Render();
   EXPECT_THAT(text, HasSubstr("# HELP mailroom_subscribers Subscribers.\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE mailroom_subscribers gauge\n"));
@@ -104,10 +157,9 @@ TEST(MetricsTest, GaugesGoBothWaysAndClearDropsSeries) {
 
 TEST(MetricsTest, HistogramsHaveBucketsSumAndCount) {
   Metrics m;
-  m.DescribeHistogram("mailroom_latency_seconds", "Latency.", {0.5, 1, 10});
-  m.Observe("mailroom_latency_seconds", 0.2, {{"action", "activation"}});
-  m.Observe("mailroom_latency_seconds", 3, {{"action", "activation"}});
-  m.Observe("mailroom_latency_seconds", 30, {{"action", "activation"}});
+  m.Observe(kLatency, 0.2, {"activation"});
+  m.Observe(kLatency, 3, {"activation"});
+  m.Observe(kLatency, 30, {"activation"});
   std::string text = m.Render();
   EXPECT_THAT(text, HasSubstr("# TYPE mailroom_latency_seconds histogram\n"));
   EXPECT_THAT(text, HasSubstr("mailroom_latency_seconds_bucket{action=\"activation\",le=\"0.5\"} 1"));
@@ -116,26 +168,27 @@ TEST(MetricsTest, HistogramsHaveBucketsSumAndCount) {
   EXPECT_THAT(text, HasSubstr("mailroom_latency_seconds_count{action=\"activation\"} 3"));
   EXPECT_THAT(text, HasSubstr("mailroom_latency_seconds_sum{action=\"activation\"} 33.2"));
   EXPECT_EQ(m.Value("mailroom_latency_seconds", {{"action", "activation"}}), 3);
+  // Without buckets of its own a histogram has Prometheus' defaults (0.005 .. 10).
+  m.Observe(kDefaultLatency, 0.003);
+  EXPECT_THAT(m.Render(), HasSubstr("mailroom_other_seconds_bucket{le=\"0.005\"} 1"));
+  EXPECT_EQ(m.Value("mailroom_other_seconds"), 1);
 }
 
-TEST(MetricsTest, UndeclaredNamesStillRecordAndBadNamesAreIgnored) {
+TEST(MetricsTest, NamesPrometheusRejectsRecordNothing) {
+  constexpr auto kBadName = CounterMetric("bad name", "Rejected.");
+  constexpr auto kBadLabel = CounterMetric("mailroom_ok_total", "Rejected label.", "bad-label");
   Metrics m;
-  m.Add("mailroom_undeclared", 2);
-  m.Observe("mailroom_undeclared_seconds", 0.3);
-  EXPECT_EQ(m.Value("mailroom_undeclared"), 2);
-  EXPECT_EQ(m.Value("mailroom_undeclared_seconds"), 1);
-  m.Add("bad name", 1);                           // rejected metric name
-  m.Add("mailroom_ok_total", 1, {{"bad-label", "x"}});  // rejected label name
-  m.Observe("mailroom_undeclared", 1);            // a gauge, not a histogram
+  m.Add(kBadName, 1);
+  m.Add(kBadLabel, 1, {"x"});
   EXPECT_EQ(m.Value("bad name"), 0);
   EXPECT_EQ(m.Value("mailroom_ok_total", {{"bad-label", "x"}}), 0);
-  EXPECT_EQ(m.Value("mailroom_undeclared"), 2);
+  EXPECT_THAT(m.Render(), Not(HasSubstr("bad")));
 }
 
 TEST(MetricsTest, HookRunsBeforeEachCollection) {
   Metrics m;
   int runs = 0;
-  m.SetCollectHook([&] { m.Set("mailroom_runs", ++runs); });
+  m.SetCollectHook([&] { m.Set(kRuns, ++runs); });
   EXPECT_THAT(m.Render(), HasSubstr("mailroom_runs 1"));
   EXPECT_THAT(m.Render(), HasSubstr("mailroom_runs 2"));
 }
@@ -163,8 +216,7 @@ std::string HttpGet(int port, const std::string& path) {
 
 TEST(MetricsServerTest, ServesMetricsOnAChosenPort) {
   Metrics m;
-  m.Describe("mailroom_jobs_total", Metrics::Type::kCounter, "Jobs.");
-  m.Add("mailroom_jobs_total", 4, {{"outcome", "sent"}});
+  m.Add(kJobs, 4, {"sent"});
   int hooks = 0;
   m.SetCollectHook([&] { ++hooks; });
   MetricsServer server;

@@ -4,7 +4,9 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -135,6 +137,69 @@ absl::StatusOr<std::string> Env::File(const char* name) const {
     return Bad(name, absl::StrCat("cannot read file \"", *v, "\""));
   }
   return *v;
+}
+
+namespace {
+
+// A row's number; 0 for a word (off, unlimited): such a setting is read as a number only when
+// it is given.
+template <typename T>
+T Number(const std::string& text) {
+  T v{};
+  if constexpr (std::is_same_v<T, double>) {
+    if (!absl::SimpleAtod(text, &v)) return 0;
+  } else {
+    if (!absl::SimpleAtoi(text, &v)) return 0;
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> Env::Int(const SettingSpec& s) const {
+  return Int(s.name.c_str(), Number<int64_t>(s.default_value), Number<int64_t>(s.min),
+             Number<int64_t>(s.max));
+}
+
+absl::StatusOr<double> Env::Double(const SettingSpec& s) const {
+  return Double(s.name.c_str(), Number<double>(s.default_value), Number<double>(s.min),
+                Number<double>(s.max));
+}
+
+absl::StatusOr<absl::Duration> Env::Millis(const SettingSpec& s) const {
+  return Millis(s.name.c_str(), Number<int64_t>(s.default_value), Number<int64_t>(s.min),
+                Number<int64_t>(s.max));
+}
+
+absl::StatusOr<bool> Env::Bool(const SettingSpec& s) const {
+  return Bool(s.name.c_str(), s.default_value == "true");
+}
+
+std::string Env::String(const SettingSpec& s) const {
+  return String(s.name.c_str(), s.default_value);
+}
+
+absl::StatusOr<std::string> Env::HostPort(const SettingSpec& s) const {
+  return HostPort(s.name.c_str(), s.default_value);
+}
+
+const SettingSpec& FindSetting(const SettingsTable& table, const std::string& name) {
+  for (const SettingSpec& s : table) {
+    if (s.name == name) return s;
+  }
+  std::fprintf(stderr, "%s: not in the service's settings table\n", name.c_str());
+  std::abort();
+}
+
+std::string SettingsHelp(const SettingsTable& table) {
+  std::string out;
+  for (const SettingSpec& s : table) {
+    absl::StrAppend(&out, s.name,
+                    "  (default: ", s.default_value.empty() ? "none" : s.default_value);
+    if (!s.min.empty()) absl::StrAppend(&out, "; ", s.min, "..", s.max);
+    absl::StrAppend(&out, s.secret ? "; secret)\n" : ")\n", "    ", s.help, "\n");
+  }
+  return out;
 }
 
 bool IsLoopbackAddress(const std::string& host_port) {

@@ -20,6 +20,29 @@
 
 namespace mailroom {
 
+// One setting of a service. Each service declares all of its settings in one table
+// (collector/settings.cc, sender/settings.cc): its configuration loader reads values through the
+// rows (Env's SettingSpec overloads: default and range come from the row), `--help` prints them
+// and the documentation test checks docs/configuration.md against them.
+struct SettingSpec {
+  std::string name;
+  // As the docs write it; "" when there is none or the docs describe it in words. A word
+  // (off, unlimited) for a setting that is a number or an address when given.
+  std::string default_value;
+  std::string min, max;  // the numeric range (durations in ms); "" when there is none
+  std::string help;      // one line
+  bool secret = false;   // never printed with its value
+};
+using SettingsTable = std::vector<SettingSpec>;
+
+// The row of `name`. A name missing from the table is a programming error that every test of
+// the loader finds: it aborts, naming the variable.
+const SettingSpec& FindSetting(const SettingsTable& table, const std::string& name);
+
+// The table as `--help` prints it: per row the variable, its default and range, whether it is a
+// secret, and the help line. Reads no environment.
+std::string SettingsHelp(const SettingsTable& table);
+
 // Reads configuration from environment variables. Every error names the variable and says
 // what is wrong; values of variables marked secret are never echoed. Not thread-safe; use it
 // once at start-up.
@@ -51,6 +74,14 @@ class Env {
   std::vector<std::string> List(const char* name) const;
   // A readable file path (checked for existence), or "" when unset.
   absl::StatusOr<std::string> File(const char* name) const;
+
+  // The same reads with the default and range of a settings table's row (see SettingSpec).
+  absl::StatusOr<int64_t> Int(const SettingSpec& s) const;
+  absl::StatusOr<double> Double(const SettingSpec& s) const;
+  absl::StatusOr<absl::Duration> Millis(const SettingSpec& s) const;
+  absl::StatusOr<bool> Bool(const SettingSpec& s) const;
+  std::string String(const SettingSpec& s) const;
+  absl::StatusOr<std::string> HostPort(const SettingSpec& s) const;
 
   // What a configuration loader asked for: every variable it read, with the default and the
   // range it gave. The loader's calls are the one table of settings: the documentation test

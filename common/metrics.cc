@@ -67,42 +67,28 @@ Metrics::Metrics()
 
 Metrics::~Metrics() = default;
 
-Metrics::Family* Metrics::Declare(const std::string& name, Type type, const std::string& help,
-                                  std::vector<double> buckets) {
-  auto it = families_.find(name);
-  if (it != families_.end()) {
-    if (it->second.type == type) return &it->second;
-    Drop(it->second);
-    families_.erase(it);
-  }
-  Family f;
-  f.type = type;
-  f.help = help;
-  f.buckets = std::move(buckets);
+Metrics::Family* Metrics::Declare(const MetricDef& def) {
+  auto it = families_.find(def.name);
+  if (it != families_.end()) return &it->second;
+  Family f{def};
   // prometheus-cpp throws std::invalid_argument for a name it rejects.
   try {
-    switch (type) {
+    switch (def.type) {
       case Type::kCounter:
-        f.counters = &prometheus::BuildCounter().Name(name).Help(help).Register(*registry_);
+        f.counters = &prometheus::BuildCounter().Name(def.name).Help(def.help).Register(*registry_);
         break;
       case Type::kGauge:
-        f.gauges = &prometheus::BuildGauge().Name(name).Help(help).Register(*registry_);
+        f.gauges = &prometheus::BuildGauge().Name(def.name).Help(def.help).Register(*registry_);
         break;
       case Type::kHistogram:
-        f.histograms = &prometheus::BuildHistogram().Name(name).Help(help).Register(*registry_);
+        f.histograms =
+            &prometheus::BuildHistogram().Name(def.name).Help(def.help).Register(*registry_);
         break;
     }
   } catch (const std::exception&) {
     return nullptr;
   }
-  return &families_.emplace(name, std::move(f)).first->second;
-}
-
-Metrics::Family* Metrics::Find(const std::string& name, Type type_if_new) {
-  auto it = families_.find(name);
-  if (it != families_.end()) return &it->second;
-  return Declare(name, type_if_new, "", type_if_new == Type::kHistogram ? kDefaultBuckets
-                                                                        : std::vector<double>{});
+  return &families_.emplace(def.name, std::move(f)).first->second;
 }
 
 void Metrics::Drop(Family& f) {
@@ -115,75 +101,44 @@ void Metrics::Drop(Family& f) {
   f.histogram_series.clear();
 }
 
-void Metrics::Describe(const std::string& name, Type type, const std::string& help) {
+// The series are touched under mu_: Clear() destroys families, so no reference may outlive
+// the lock.
+void Metrics::Record(const MetricDef& def, const char* const* names, const std::string* values,
+                     size_t n, Op op, double v) {
+  prometheus::Labels labels;
+  for (size_t i = 0; i < n; ++i) labels.emplace(names[i], values[i]);
   absl::MutexLock lock(&mu_);
-  Declare(name, type, help, type == Type::kHistogram ? kDefaultBuckets : std::vector<double>{});
-}
-
-void Metrics::DescribeHistogram(const std::string& name, const std::string& help,
-                                std::vector<double> buckets) {
-  absl::MutexLock lock(&mu_);
-  auto it = families_.find(name);
-  if (it != families_.end() && it->second.buckets != buckets) {
-    // New bounds apply to new series only in prometheus-cpp: start the name afresh.
-    Drop(it->second);
-    families_.erase(it);
-  }
-  Declare(name, Type::kHistogram, help, std::move(buckets));
-}
-
-// The series are touched under mu_: Clear() and a re-declaration destroy families, so no
-// reference may outlive the lock.
-void Metrics::Add(const std::string& name, double v, const Labels& labels) {
-  absl::MutexLock lock(&mu_);
-  Family* f = Find(name, Type::kGauge);
+  Family* f = Declare(def);
   if (f == nullptr) return;
   try {
-    if (f->counters != nullptr) {
-      f->counters->Add(ToPrometheus(labels)).Increment(v);
-    } else if (f->gauges != nullptr) {
-      f->gauges->Add(ToPrometheus(labels)).Increment(v);
+    if (op == Op::kAdd && f->counters != nullptr) {
+      f->counters->Add(labels).Increment(v);
+    } else if (op == Op::kAdd && f->gauges != nullptr) {
+      f->gauges->Add(labels).Increment(v);
+    } else if (op == Op::kSet && f->gauges != nullptr) {
+      f->gauges->Add(labels).Set(v);
+    } else if (op == Op::kObserve && f->histograms != nullptr) {
+      auto it = f->histogram_series.find(labels);
+      if (it == f->histogram_series.end()) {
+        const std::vector<double>& buckets =
+            f->def.buckets != nullptr ? *f->def.buckets : kDefaultBuckets;
+        it = f->histogram_series.emplace(labels, &f->histograms->Add(labels, buckets)).first;
+      }
+      it->second->Observe(v);
     }
   } catch (const std::exception&) {
     // A rejected label name: nothing recorded (see the class comment).
   }
 }
 
-void Metrics::Set(const std::string& name, double v, const Labels& labels) {
+void Metrics::Clear(const MetricDef& def) {
   absl::MutexLock lock(&mu_);
-  Family* f = Find(name, Type::kGauge);
-  if (f == nullptr || f->gauges == nullptr) return;
-  try {
-    f->gauges->Add(ToPrometheus(labels)).Set(v);
-  } catch (const std::exception&) {
-  }
-}
-
-void Metrics::Observe(const std::string& name, double v, const Labels& labels) {
-  absl::MutexLock lock(&mu_);
-  Family* f = Find(name, Type::kHistogram);
-  if (f == nullptr || f->histograms == nullptr) return;
-  prometheus::Labels l = ToPrometheus(labels);
-  auto it = f->histogram_series.find(l);
-  if (it == f->histogram_series.end()) {
-    try {
-      it = f->histogram_series.emplace(l, &f->histograms->Add(l, f->buckets)).first;
-    } catch (const std::exception&) {
-      return;
-    }
-  }
-  it->second->Observe(v);
-}
-
-void Metrics::Clear(const std::string& name) {
-  absl::MutexLock lock(&mu_);
-  auto it = families_.find(name);
+  auto it = families_.find(def.name);
   if (it == families_.end()) return;
   // prometheus-cpp removes series only by handle; re-registering the family drops them all.
-  Family old = std::move(it->second);
-  Drop(old);
+  Drop(it->second);
   families_.erase(it);
-  Declare(name, old.type, old.help, std::move(old.buckets));
+  Declare(def);
 }
 
 double Metrics::Value(const std::string& name, const Labels& labels) const {
@@ -194,9 +149,9 @@ double Metrics::Value(const std::string& name, const Labels& labels) const {
   const prometheus::Labels l = ToPrometheus(labels);
   if (f.counters != nullptr && f.counters->Has(l)) return f.counters->Add(l).Value();
   if (f.gauges != nullptr && f.gauges->Has(l)) return f.gauges->Add(l).Value();
-  if (f.histograms != nullptr && f.histograms->Has(l)) {
-    return static_cast<double>(
-        f.histograms->Add(l, f.buckets).Collect().histogram.sample_count);
+  auto series = f.histogram_series.find(l);
+  if (series != f.histogram_series.end()) {
+    return static_cast<double>(series->second->Collect().histogram.sample_count);
   }
   return 0;
 }

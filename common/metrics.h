@@ -1,9 +1,11 @@
 #pragma once
 
+#include <array>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -33,37 +35,101 @@ extern const std::vector<double> kDeliveryLatencyBuckets;
 // Bucket upper bounds (seconds) for one database statement or one provider call: 1 ms .. 30 s.
 extern const std::vector<double> kCallDurationBuckets;
 
-// The services' metrics, by name: a thin facade over a prometheus-cpp registry (counters,
-// gauges, histograms keyed by name and labels). Thread-safe. Declare a name with Describe()
-// (or DescribeHistogram()) so that its HELP and TYPE are right; a name used undeclared becomes an
-// untyped-looking gauge (Add/Set) or a histogram with Prometheus' default buckets (Observe).
-// A name or label name Prometheus rejects is ignored: nothing is recorded for it.
+enum class MetricType { kCounter, kGauge, kHistogram };
+
+// What a metric is, apart from its label names: see Metric.
+struct MetricDef {
+  const char* name;
+  MetricType type;
+  const char* help;
+  // Histograms: the bucket upper bounds (increasing; +Inf is implicit); nullptr: Prometheus'
+  // default buckets.
+  const std::vector<double>* buckets;
+};
+
+// A metric, declared once per service as a constant (e.g. in collector/metrics/) and recorded
+// through with Metrics' methods, so that a misspelt metric, a counter set like a gauge or a
+// wrong number of label values does not compile. `N` is the number of labels.
+template <MetricType T, size_t N>
+struct Metric {
+  MetricDef def;
+  std::array<const char*, N> labels;
+};
+template <size_t N>
+using Counter = Metric<MetricType::kCounter, N>;
+template <size_t N>
+using Gauge = Metric<MetricType::kGauge, N>;
+template <size_t N>
+using Histogram = Metric<MetricType::kHistogram, N>;
+
+// Declarations: CounterMetric("mailroom_jobs_total", "Jobs, by outcome.", "outcome").
+template <typename... L>
+constexpr Counter<sizeof...(L)> CounterMetric(const char* name, const char* help, L... labels) {
+  return {{name, MetricType::kCounter, help, nullptr}, {labels...}};
+}
+template <typename... L>
+constexpr Gauge<sizeof...(L)> GaugeMetric(const char* name, const char* help, L... labels) {
+  return {{name, MetricType::kGauge, help, nullptr}, {labels...}};
+}
+template <typename... L>
+constexpr Histogram<sizeof...(L)> HistogramMetric(const char* name, const char* help,
+                                                  const std::vector<double>* buckets, L... labels) {
+  return {{name, MetricType::kHistogram, help, buckets}, {labels...}};
+}
+
+// The values of a series' labels, in the order of the metric's label names: exactly N of them.
+template <size_t N>
+class LabelValues {
+ public:
+  template <typename... V,
+            typename = std::enable_if_t<sizeof...(V) == N &&
+                                        (std::is_constructible_v<std::string, V> && ...)>>
+  LabelValues(V&&... values) : values_{std::string(std::forward<V>(values))...} {}  // NOLINT
+  const std::string* data() const { return values_.data(); }
+
+ private:
+  std::array<std::string, N> values_;
+};
+
+// The services' metrics: a thin facade over a prometheus-cpp registry (counters, gauges,
+// histograms), recorded through the Metric constants each service declares. Thread-safe. A
+// metric's family (HELP, TYPE) is registered at its first series; a scrape shows families
+// with series only. A name or label name Prometheus rejects is ignored: nothing is recorded.
 class Metrics {
  public:
-  enum class Type { kCounter, kGauge, kHistogram };
+  using Type = MetricType;
 
   Metrics();
   ~Metrics();
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
-  // Declares `name`. A histogram declared here gets Prometheus' default buckets; use
-  // DescribeHistogram() to choose them. Declaring a name again with the same type is a no-op;
-  // with another type it drops the name's series.
-  void Describe(const std::string& name, Type type, const std::string& help);
-  // Declares a histogram with these bucket upper bounds (increasing; +Inf is implicit).
-  void DescribeHistogram(const std::string& name, const std::string& help,
-                         std::vector<double> buckets);
   // Adds `v` to a counter (v < 0 is ignored) or a gauge (either sign).
-  void Add(const std::string& name, double v, const Labels& labels = {});
+  template <size_t N>
+  void Add(const Counter<N>& m, double v, const LabelValues<N>& values = {}) {
+    Record(m.def, m.labels.data(), values.data(), N, Op::kAdd, v);
+  }
+  template <size_t N>
+  void Add(const Gauge<N>& m, double v, const LabelValues<N>& values = {}) {
+    Record(m.def, m.labels.data(), values.data(), N, Op::kAdd, v);
+  }
   // Sets a gauge series.
-  void Set(const std::string& name, double v, const Labels& labels = {});
+  template <size_t N>
+  void Set(const Gauge<N>& m, double v, const LabelValues<N>& values = {}) {
+    Record(m.def, m.labels.data(), values.data(), N, Op::kSet, v);
+  }
   // Records one observation in a histogram series.
-  void Observe(const std::string& name, double v, const Labels& labels = {});
-  // Removes every series of `name` (for gauges whose label sets come and go).
-  void Clear(const std::string& name);
+  template <size_t N>
+  void Observe(const Histogram<N>& m, double v, const LabelValues<N>& values = {}) {
+    Record(m.def, m.labels.data(), values.data(), N, Op::kObserve, v);
+  }
+  // Removes every series of a gauge (for gauges whose label sets come and go).
+  template <size_t N>
+  void Clear(const Gauge<N>& m) {
+    Clear(m.def);
+  }
   // Current value of a counter or gauge series, or the number of observations of a histogram
-  // series (0 when absent); for tests.
+  // series (0 when absent), by the name and labels a scrape shows; for tests.
   double Value(const std::string& name, const Labels& labels = {}) const;
   // Runs before each collection (a scrape or Render()), e.g. to refresh gauges from a
   // database; collections are serialized, so the hook never runs twice at once. Errors are the
@@ -79,20 +145,22 @@ class Metrics {
  private:
   class HookedCollectable;
   struct Family {
-    Type type = Type::kGauge;
-    std::string help;
+    MetricDef def;
     prometheus::Family<prometheus::Counter>* counters = nullptr;
     prometheus::Family<prometheus::Gauge>* gauges = nullptr;
     prometheus::Family<prometheus::Histogram>* histograms = nullptr;
-    std::vector<double> buckets;  // histograms only
     // prometheus-cpp builds a whole Histogram on every Family::Add, even for a series it has.
     std::map<std::map<std::string, std::string>, prometheus::Histogram*> histogram_series;
   };
 
-  // Creates (or returns) the family `name`; nullptr when Prometheus rejects the name.
-  Family* Declare(const std::string& name, Type type, const std::string& help,
-                  std::vector<double> buckets) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Family* Find(const std::string& name, Type type_if_new) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  enum class Op { kAdd, kSet, kObserve };
+
+  // Applies `op` to the series of `def` with these label names and values.
+  void Record(const MetricDef& def, const char* const* names, const std::string* values, size_t n,
+              Op op, double v);
+  void Clear(const MetricDef& def);
+  // Creates (or returns) the family `def.name`; nullptr when Prometheus rejects the name.
+  Family* Declare(const MetricDef& def) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Drop(Family& f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<prometheus::Registry> registry_;

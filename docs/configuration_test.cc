@@ -1,7 +1,8 @@
-// docs/configuration.md against the one table of settings the code has: the calls each
-// service's configuration loader makes (Env records every variable it reads with its default
-// and range). Every variable a service reads has a row; the row shows the same default and,
-// where the setting has a range, both of its ends.
+// docs/configuration.md against the one table of settings each service has (collector/settings.cc,
+// sender/settings.cc): every row of the table has a row in the docs with the same default and,
+// where the setting has a range, both of its ends. And the table is the loader's: every
+// variable the loader reads (Env records each read) is in the table, with the table's default
+// and range.
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -16,9 +17,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "collector/config.h"
+#include "collector/settings.h"
 #include "common/env.h"
 #include "gtest/gtest.h"
 #include "sender/config.h"
+#include "sender/settings.h"
 
 namespace mailroom {
 namespace {
@@ -97,7 +100,14 @@ std::map<std::string, Env::Setting> Read(Load load,
     Env env(Vars(vars));
     auto config = load(env);
     EXPECT_TRUE(config.ok()) << config.status();
-    for (const Env::Setting& s : env.Settings()) read.emplace(s.name, s);
+    for (const Env::Setting& s : env.Settings()) {
+      // A range read only under one of the environments (a budget that is set) counts too.
+      auto [it, added] = read.emplace(s.name, s);
+      if (!added && it->second.min.empty()) {
+        it->second.min = s.min;
+        it->second.max = s.max;
+      }
+    }
   }
   return read;
 }
@@ -152,59 +162,121 @@ std::map<std::string, std::string> With(std::map<std::string, std::string> base,
   return base;
 }
 
+// The table's rows as Check reads them.
+std::map<std::string, Env::Setting> Rows(const SettingsTable& table) {
+  std::map<std::string, Env::Setting> out;
+  for (const SettingSpec& s : table) {
+    EXPECT_TRUE(out.emplace(s.name, Env::Setting{s.name, s.default_value, s.min, s.max}).second)
+        << s.name << " has two rows";
+    EXPECT_FALSE(s.help.empty()) << s.name << " has no help";
+    EXPECT_EQ(s.help.find('\n'), std::string::npos) << s.name;
+  }
+  return out;
+}
+
+// What the loader read that the table does not say: a variable without a row, another default
+// (where the row gives one) or another range.
+std::vector<std::string> NotInTable(const std::map<std::string, Env::Setting>& read,
+                                    const SettingsTable& table) {
+  std::vector<std::string> problems;
+  const auto rows = Rows(table);
+  for (const auto& [name, s] : read) {
+    auto it = rows.find(name);
+    if (it == rows.end()) {
+      problems.push_back(name + ": read by the loader, not in the settings table");
+      continue;
+    }
+    const Env::Setting& row = it->second;
+    if (!row.default_value.empty() && !SameNumber(row.default_value, s.default_value)) {
+      problems.push_back(name + ": the loader's default is \"" + s.default_value +
+                         "\", the table's \"" + row.default_value + "\"");
+    }
+    if (!SameNumber(row.min, s.min) || !SameNumber(row.max, s.max)) {
+      problems.push_back(name + ": the loader's range is [" + s.min + ", " + s.max +
+                         "], the table's [" + row.min + ", " + row.max + "]");
+    }
+  }
+  return problems;
+}
+
+const std::vector<std::map<std::string, std::string>> kCollectorEnvs = {
+    kCollectorRequired,
+    With(kCollectorRequired, {{"MAILROOM_FEEDBACK_ADDRESS", "127.0.0.1:0"},
+                              {"MAILROOM_FEEDBACK_TOPIC_ARNS",
+                               "arn:aws:sns:us-east-1:123456789012:ses-feedback"},
+                              {"MAILROOM_DEFAULT_GROUP_BUDGET", "100"}})};
+
+const std::vector<std::map<std::string, std::string>> kSenderEnvs = {
+    {},
+    {{"MAILROOM_TRANSPORT", "smtp"}, {"MAILROOM_SMTP_URL", "smtp://mail.example:587"}},
+    {{"MAILROOM_TRANSPORT", "ses"},
+     {"AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
+     {"AWS_SECRET_ACCESS_KEY", "documentation-test-secret"}},
+    {{"MAILROOM_BUDGET", "100"}, {"MAILROOM_PROVIDER_RATE_LIMIT", "5"}},
+    {{"MAILROOM_FAILOVER_TRANSPORT", "smtp"},
+     {"MAILROOM_FAILOVER_SMTP_URL", "smtp://backup.example:587"},
+     {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.5"}},
+    {{"MAILROOM_FAILOVER_TRANSPORT", "ses"},
+     {"MAILROOM_FAILOVER_AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
+     {"MAILROOM_FAILOVER_AWS_SECRET_ACCESS_KEY", "documentation-test-secret"},
+     {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.5"}},
+    {{"MAILROOM_TRANSPORT", "postmark"},
+     {"MAILROOM_POSTMARK_SERVER_TOKEN", "documentation-test-token"}},
+    {{"MAILROOM_TRANSPORT", "sendgrid"}, {"MAILROOM_SENDGRID_API_KEY", "documentation-test-key"}},
+    {{"MAILROOM_TRANSPORT", "mailgun"},
+     {"MAILROOM_MAILGUN_API_KEY", "documentation-test-key"},
+     {"MAILROOM_MAILGUN_DOMAIN", "mg.example.com"}},
+    {{"MAILROOM_TRANSPORT", "resend"}, {"MAILROOM_RESEND_API_KEY", "documentation-test-key"}},
+    {{"MAILROOM_FAILOVER_TRANSPORT", "postmark"},
+     {"MAILROOM_FAILOVER_POSTMARK_SERVER_TOKEN", "documentation-test-token"},
+     {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.5"}},
+    {{"MAILROOM_FAILOVER_TRANSPORT", "mailgun"},
+     {"MAILROOM_FAILOVER_MAILGUN_API_KEY", "documentation-test-key"},
+     {"MAILROOM_FAILOVER_MAILGUN_DOMAIN", "mg.example.com"},
+     {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.5"}},
+    {{"MAILROOM_FAILOVER_TRANSPORT", "sendgrid"},
+     {"MAILROOM_FAILOVER_SENDGRID_API_KEY", "documentation-test-key"},
+     {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.5"}},
+    {{"MAILROOM_FAILOVER_TRANSPORT", "resend"},
+     {"MAILROOM_FAILOVER_RESEND_API_KEY", "documentation-test-key"},
+     {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.5"}}};
+
 TEST(ConfigurationDocsTest, EveryCollectorSettingHasARowWithItsDefaultAndRange) {
-  const auto read = Read([](const Env& env) { return LoadCollectorConfig(env); },
-                         {kCollectorRequired,
-                          With(kCollectorRequired,
-                               {{"MAILROOM_FEEDBACK_ADDRESS", "127.0.0.1:0"},
-                                {"MAILROOM_FEEDBACK_TOPIC_ARNS",
-                                 "arn:aws:sns:us-east-1:123456789012:ses-feedback"}})});
-  ASSERT_GT(read.size(), 30u);
-  const auto problems = Check(read, Rows(ReadDocs(), /*sender=*/false));
+  const auto rows = Rows(CollectorSettings());
+  ASSERT_GT(rows.size(), 30u);
+  const auto problems = Check(rows, Rows(ReadDocs(), /*sender=*/false));
   EXPECT_TRUE(problems.empty()) << absl::StrJoin(problems, "\n");
 }
 
 TEST(ConfigurationDocsTest, EverySenderSettingHasARowWithItsDefaultAndRange) {
-  const auto read = Read([](const Env& env) { return LoadSenderConfig(env); },
-                         {{},
-                          {{"MAILROOM_TRANSPORT", "smtp"},
-                           {"MAILROOM_SMTP_URL", "smtp://mail.example:587"}},
-                          {{"MAILROOM_TRANSPORT", "ses"},
-                           {"AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
-                           {"AWS_SECRET_ACCESS_KEY", "documentation-test-secret"}},
-                          {{"MAILROOM_BUDGET", "100"}},
-                          {{"MAILROOM_TRANSPORT", "postmark"},
-                           {"MAILROOM_POSTMARK_SERVER_TOKEN", "documentation-test-token"}},
-                          {{"MAILROOM_TRANSPORT", "sendgrid"},
-                           {"MAILROOM_SENDGRID_API_KEY", "documentation-test-key"}},
-                          {{"MAILROOM_TRANSPORT", "mailgun"},
-                           {"MAILROOM_MAILGUN_API_KEY", "documentation-test-key"},
-                           {"MAILROOM_MAILGUN_DOMAIN", "mg.example.com"}},
-                          {{"MAILROOM_TRANSPORT", "resend"},
-                           {"MAILROOM_RESEND_API_KEY", "documentation-test-key"}},
-                          {{"MAILROOM_FAILOVER_TRANSPORT", "postmark"},
-                           {"MAILROOM_FAILOVER_POSTMARK_SERVER_TOKEN", "documentation-test-token"},
-                           {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.5"}},
-                          {{"MAILROOM_FAILOVER_TRANSPORT", "mailgun"},
-                           {"MAILROOM_FAILOVER_MAILGUN_API_KEY", "documentation-test-key"},
-                           {"MAILROOM_FAILOVER_MAILGUN_DOMAIN", "mg.example.com"},
-                           {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.5"}},
-                          {{"MAILROOM_FAILOVER_TRANSPORT", "sendgrid"},
-                           {"MAILROOM_FAILOVER_SENDGRID_API_KEY", "documentation-test-key"},
-                           {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.5"}},
-                          {{"MAILROOM_FAILOVER_TRANSPORT", "resend"},
-                           {"MAILROOM_FAILOVER_RESEND_API_KEY", "documentation-test-key"},
-                           {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.5"}},
-                          {{"MAILROOM_FAILOVER_TRANSPORT", "smtp"},
-                           {"MAILROOM_FAILOVER_SMTP_URL", "smtp://backup.example:587"},
-                           {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.5"}},
-                          {{"MAILROOM_FAILOVER_TRANSPORT", "ses"},
-                           {"MAILROOM_FAILOVER_AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
-                           {"MAILROOM_FAILOVER_AWS_SECRET_ACCESS_KEY", "documentation-test-secret"},
-                           {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.5"}}});
-  ASSERT_GT(read.size(), 20u);
-  const auto problems = Check(read, Rows(ReadDocs(), /*sender=*/true));
+  const auto rows = Rows(SenderSettings());
+  ASSERT_GT(rows.size(), 20u);
+  const auto problems = Check(rows, Rows(ReadDocs(), /*sender=*/true));
   EXPECT_TRUE(problems.empty()) << absl::StrJoin(problems, "\n");
+}
+
+TEST(ConfigurationDocsTest, TheCollectorLoaderReadsItsTable) {
+  const auto read = Read([](const Env& env) { return LoadCollectorConfig(env); }, kCollectorEnvs);
+  ASSERT_GT(read.size(), 30u);
+  const auto problems = NotInTable(read, CollectorSettings());
+  EXPECT_TRUE(problems.empty()) << absl::StrJoin(problems, "\n");
+}
+
+TEST(ConfigurationDocsTest, TheSenderLoaderReadsItsTable) {
+  const auto read = Read([](const Env& env) { return LoadSenderConfig(env); }, kSenderEnvs);
+  ASSERT_GT(read.size(), 20u);
+  const auto problems = NotInTable(read, SenderSettings());
+  EXPECT_TRUE(problems.empty()) << absl::StrJoin(problems, "\n");
+}
+
+// A variable read without a row, or with a default of the loader's own, is found.
+TEST(ConfigurationDocsTest, AReadOutsideTheTableIsFound) {
+  std::map<std::string, Env::Setting> read = {
+      {"MAILROOM_NEW_SETTING", {"MAILROOM_NEW_SETTING", "5", "1", "10"}},
+      {"MAILROOM_BATCH_LIMIT", {"MAILROOM_BATCH_LIMIT", "11", "1", "10000"}}};
+  EXPECT_EQ(absl::StrJoin(NotInTable(read, CollectorSettings()), "\n"),
+            "MAILROOM_BATCH_LIMIT: the loader's default is \"11\", the table's \"10\"\n"
+            "MAILROOM_NEW_SETTING: read by the loader, not in the settings table");
 }
 
 }  // namespace

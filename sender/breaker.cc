@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "sender/sender_metrics.h"
 #include "sender/transport/transport.h"
 
 namespace mailroom {
@@ -11,17 +12,13 @@ namespace mailroom {
 Breaker::Breaker(Options options, Clock* clock, Metrics* metrics)
     : opt_(options), clock_(clock), metrics_(metrics), backoff_(options.initial_backoff) {
   if (metrics_ != nullptr) {
-    metrics_->Describe("mailroom_sender_breaker_open", Metrics::Type::kGauge,
-                       "1 while the provider is considered unavailable (jobs are held).");
-    metrics_->Describe("mailroom_sender_breaker_trips_total", Metrics::Type::kCounter,
-                       "Times the circuit breaker opened on a provider-wide failure.");
-    metrics_->Set("mailroom_sender_breaker_open", 0);
-    metrics_->Add("mailroom_sender_breaker_trips_total", 0);
+    metrics_->Set(sender_metrics::kBreakerOpen, 0);
+    metrics_->Add(sender_metrics::kBreakerTrips, 0);
   }
 }
 
 void Breaker::SetGauge(bool open) {
-  if (metrics_ != nullptr) metrics_->Set("mailroom_sender_breaker_open", open ? 1 : 0);
+  if (metrics_ != nullptr) metrics_->Set(sender_metrics::kBreakerOpen, open ? 1 : 0);
 }
 
 Breaker::Ticket Breaker::Admit() {
@@ -54,7 +51,7 @@ void Breaker::Record(const Ticket& ticket, const absl::Status& outcome) {
     next_probe_ = now + backoff_;
     opened_at_ = now;
     reason_ = std::string(outcome.message());
-    if (metrics_ != nullptr) metrics_->Add("mailroom_sender_breaker_trips_total", 1);
+    if (metrics_ != nullptr) metrics_->Add(sender_metrics::kBreakerTrips, 1);
     SetGauge(true);
     // An unnamed breaker (the only one) logs the lines it always did.
     const std::string probe_in_ms = absl::StrCat(absl::ToInt64Milliseconds(backoff_));

@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/names.h"
+#include "sender/settings.h"
 
 namespace mailroom {
 namespace {
@@ -197,38 +198,34 @@ absl::Status LoadTransportSettings(const Env& env, const TransportVars& v, Sende
     return absl::StrCat("required when ", kind_var, "=", kind);
   };
 
-  c->transport =
-      absl::AsciiStrToLower(env.String(kind_var.c_str(), v.failover() ? "" : "file"));
-  c->file_dir = env.String(var("FILE_DIR").c_str(), "./outbox");
-  c->smtp_url = env.String(url_var.c_str(), "");
-  c->smtp_username = env.String(var("SMTP_USERNAME").c_str(), "");
-  c->smtp_password = env.String(var("SMTP_PASSWORD").c_str(), "");
-  c->smtp_oauth2_token_url = env.String(var("SMTP_OAUTH2_TOKEN_URL").c_str(), "");
-  c->smtp_oauth2_client_id = env.String(var("SMTP_OAUTH2_CLIENT_ID").c_str(), "");
-  c->smtp_oauth2_client_secret = env.String(var("SMTP_OAUTH2_CLIENT_SECRET").c_str(), "");
-  c->smtp_oauth2_scope =
-      env.String(var("SMTP_OAUTH2_SCOPE").c_str(), "https://outlook.office365.com/.default");
-  c->smtp_oauth2_token_file = env.String(var("SMTP_OAUTH2_TOKEN_FILE").c_str(), "");
-  MAILROOM_ASSIGN_OR_RETURN(c->smtp_allow_plain,
-                            env.Bool(var("SMTP_ALLOW_PLAIN").c_str(), false));
+  c->transport = absl::AsciiStrToLower(env.String(SenderSetting(kind_var)));
+  c->file_dir = env.String(SenderSetting(var("FILE_DIR")));
+  c->smtp_url = env.String(SenderSetting(url_var));
+  c->smtp_username = env.String(SenderSetting(var("SMTP_USERNAME")));
+  c->smtp_password = env.String(SenderSetting(var("SMTP_PASSWORD")));
+  c->smtp_oauth2_token_url = env.String(SenderSetting(var("SMTP_OAUTH2_TOKEN_URL")));
+  c->smtp_oauth2_client_id = env.String(SenderSetting(var("SMTP_OAUTH2_CLIENT_ID")));
+  c->smtp_oauth2_client_secret = env.String(SenderSetting(var("SMTP_OAUTH2_CLIENT_SECRET")));
+  c->smtp_oauth2_scope = env.String(SenderSetting(var("SMTP_OAUTH2_SCOPE")));
+  c->smtp_oauth2_token_file = env.String(SenderSetting(var("SMTP_OAUTH2_TOKEN_FILE")));
+  MAILROOM_ASSIGN_OR_RETURN(c->smtp_allow_plain, env.Bool(SenderSetting(var("SMTP_ALLOW_PLAIN"))));
   MAILROOM_ASSIGN_OR_RETURN(c->smtp_ca_file, env.File(var("SMTP_CA_FILE").c_str()));
   MAILROOM_ASSIGN_OR_RETURN(c->smtp_insecure_skip_verify,
-                            env.Bool(var("SMTP_INSECURE_SKIP_VERIFY").c_str(), false));
+                            env.Bool(SenderSetting(var("SMTP_INSECURE_SKIP_VERIFY"))));
   // AWS_REGION is the primary's fallback only: a secondary in another region says so itself.
-  c->ses_region = v.failover() ? env.String(region_var.c_str(), "us-east-1")
-                               : env.String(region_var.c_str(),
-                                            env.String("AWS_REGION", "us-east-1"));
-  c->ses_endpoint = env.String(var("SES_ENDPOINT").c_str(), "");
-  c->ses_configuration_set = env.String(var("SES_CONFIGURATION_SET").c_str(), "");
-  c->aws_access_key_id = env.String(key_id_var.c_str(), "");
-  c->aws_secret_access_key = env.String(secret_var.c_str(), "");
-  c->aws_session_token = env.String(v.Aws("SESSION_TOKEN").c_str(), "");
+  c->ses_region = v.failover()
+                      ? env.String(SenderSetting(region_var))
+                      : env.String(region_var.c_str(), env.String(SenderSetting("AWS_REGION")));
+  c->ses_endpoint = env.String(SenderSetting(var("SES_ENDPOINT")));
+  c->ses_configuration_set = env.String(SenderSetting(var("SES_CONFIGURATION_SET")));
+  c->aws_access_key_id = env.String(SenderSetting(key_id_var));
+  c->aws_secret_access_key = env.String(SenderSetting(secret_var));
+  c->aws_session_token = env.String(SenderSetting(v.Aws("SESSION_TOKEN")));
   const std::string http_url_var = var("HTTP_URL");
-  c->http_url = env.String(http_url_var.c_str(), "");
-  c->http_secret = env.String(var("HTTP_SECRET").c_str(), "");
-  c->http_authorization = env.String(var("HTTP_AUTHORIZATION").c_str(), "");
-  MAILROOM_ASSIGN_OR_RETURN(c->http_allow_plain,
-                            env.Bool(var("HTTP_ALLOW_PLAIN").c_str(), false));
+  c->http_url = env.String(SenderSetting(http_url_var));
+  c->http_secret = env.String(SenderSetting(var("HTTP_SECRET")));
+  c->http_authorization = env.String(SenderSetting(var("HTTP_AUTHORIZATION")));
+  MAILROOM_ASSIGN_OR_RETURN(c->http_allow_plain, env.Bool(SenderSetting(var("HTTP_ALLOW_PLAIN"))));
   MAILROOM_ASSIGN_OR_RETURN(c->http_ca_file, env.File(var("HTTP_CA_FILE").c_str()));
   if (c->transport == "smtp") {
     if (c->smtp_url.empty()) return Bad(url_var.c_str(), when("smtp"));
@@ -301,8 +298,8 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   SenderConfig c;
   MAILROOM_ASSIGN_OR_RETURN(c.collector_address,
                             env.HostPort("MAILROOM_COLLECTOR_ADDRESS", "127.0.0.1:50051", false));
-  c.collector_token = env.String("MAILROOM_COLLECTOR_TOKEN", "");
-  MAILROOM_ASSIGN_OR_RETURN(c.collector_tls, env.Bool("MAILROOM_COLLECTOR_TLS", false));
+  c.collector_token = env.String(SenderSetting("MAILROOM_COLLECTOR_TOKEN"));
+  MAILROOM_ASSIGN_OR_RETURN(c.collector_tls, env.Bool(SenderSetting("MAILROOM_COLLECTOR_TLS")));
   MAILROOM_ASSIGN_OR_RETURN(c.collector_ca_file, env.File("MAILROOM_COLLECTOR_CA"));
   MAILROOM_ASSIGN_OR_RETURN(c.client_cert_file, env.File("MAILROOM_COLLECTOR_CLIENT_CERT"));
   MAILROOM_ASSIGN_OR_RETURN(c.client_key_file, env.File("MAILROOM_COLLECTOR_CLIENT_KEY"));
@@ -314,7 +311,7 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   if (!c.collector_tls && (!c.collector_ca_file.empty() || !c.client_cert_file.empty())) {
     return Bad("MAILROOM_COLLECTOR_TLS", "must be true when a CA or client certificate is set");
   }
-  MAILROOM_ASSIGN_OR_RETURN(c.allow_plaintext, env.Bool("MAILROOM_ALLOW_PLAINTEXT", false));
+  MAILROOM_ASSIGN_OR_RETURN(c.allow_plaintext, env.Bool(SenderSetting("MAILROOM_ALLOW_PLAINTEXT")));
   if (!c.collector_tls && !c.allow_plaintext && !IsLoopbackAddress(c.collector_address)) {
     return Bad("MAILROOM_COLLECTOR_ADDRESS",
                absl::StrCat("\"", absl::CEscape(c.collector_address),
@@ -323,38 +320,38 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
                             "clear); set MAILROOM_COLLECTOR_TLS=true, use a loopback address, or "
                             "set MAILROOM_ALLOW_PLAINTEXT=true"));
   }
-  c.group = env.String("MAILROOM_CONSUMER_GROUP", "mailroom");
+  c.group = env.String(SenderSetting("MAILROOM_CONSUMER_GROUP"));
   if (!ValidGroupName(c.group)) {
     return Bad("MAILROOM_CONSUMER_GROUP", absl::StrCat("must match ", kGroupNamePattern));
   }
   int64_t n;
-  MAILROOM_ASSIGN_OR_RETURN(n, env.Int("MAILROOM_MAX_IN_FLIGHT", 100, 1, 100000));
+  MAILROOM_ASSIGN_OR_RETURN(n, env.Int(SenderSetting("MAILROOM_MAX_IN_FLIGHT")));
   c.max_in_flight = static_cast<int>(n);
   // How long an outcome may wait for others (half the window) to share its acknowledgement.
-  MAILROOM_ASSIGN_OR_RETURN(c.ack_delay, env.Millis("MAILROOM_ACK_DELAY_MS", 5, 0, 1000));
+  MAILROOM_ASSIGN_OR_RETURN(c.ack_delay, env.Millis(SenderSetting("MAILROOM_ACK_DELAY_MS")));
 
-  c.from = env.String("MAILROOM_FROM", "mailroom <no-reply@mailroom.localhost>");
+  c.from = env.String(SenderSetting("MAILROOM_FROM"));
   if (absl::StrContains(c.from, "\r") || absl::StrContains(c.from, "\n") ||
       !absl::StrContains(c.from, "@")) {
     return Bad("MAILROOM_FROM", "must be an address or \"Name <address>\" on one line");
   }
-  c.link_base_url = env.String("MAILROOM_LINK_BASE_URL", "http://localhost:8080");
+  c.link_base_url = env.String(SenderSetting("MAILROOM_LINK_BASE_URL"));
   if (!absl::StartsWith(c.link_base_url, "https://") &&
       !absl::StartsWith(c.link_base_url, "http://")) {
     return Bad("MAILROOM_LINK_BASE_URL", "must start with https:// or http://");
   }
-  c.template_dir = env.String("MAILROOM_TEMPLATE_DIR", "");
+  c.template_dir = env.String(SenderSetting("MAILROOM_TEMPLATE_DIR"));
   if (!c.template_dir.empty() && access(c.template_dir.c_str(), R_OK | X_OK) != 0) {
     return Bad("MAILROOM_TEMPLATE_DIR", absl::StrCat("cannot read directory \"", c.template_dir, "\""));
   }
-  c.product_name = env.String("MAILROOM_PRODUCT_NAME", "mailroom");
+  c.product_name = env.String(SenderSetting("MAILROOM_PRODUCT_NAME"));
   if (!OneLine(c.product_name, 200)) {
     return Bad("MAILROOM_PRODUCT_NAME", "must be one line of at most 200 bytes");
   }
 
-  MAILROOM_ASSIGN_OR_RETURN(n, env.Int("MAILROOM_CONNECTIONS", 4, 1, 256));
+  MAILROOM_ASSIGN_OR_RETURN(n, env.Int(SenderSetting("MAILROOM_CONNECTIONS")));
   c.connections = static_cast<int>(n);
-  MAILROOM_ASSIGN_OR_RETURN(c.send_timeout, env.Millis("MAILROOM_SEND_TIMEOUT_MS", 30000, 100, 600000));
+  MAILROOM_ASSIGN_OR_RETURN(c.send_timeout, env.Millis(SenderSetting("MAILROOM_SEND_TIMEOUT_MS")));
   absl::Status transport = LoadTransportSettings(env, TransportVars(false), &c);
   if (!transport.ok()) return transport;
 
@@ -362,12 +359,11 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   // kMinPricePer1000 an email would cost less than 1 micro-unit and be rounded up to it,
   // so the group's budget would count a fraction of what the provider bills. Above
   // kMaxPricePer1000 one email costs more than the collector's default MAILROOM_MAX_COST_MICROS.
-  MAILROOM_ASSIGN_OR_RETURN(c.price_per_1000, env.Double("MAILROOM_PRICE_PER_1000", 0.10,
-                                                         kMinPricePer1000, kMaxPricePer1000));
+  MAILROOM_ASSIGN_OR_RETURN(c.price_per_1000, env.Double(SenderSetting("MAILROOM_PRICE_PER_1000")));
   // The secondary transport: the same settings as the primary's under MAILROOM_FAILOVER_,
   // its own price (required: money is at stake), and which emails may use it.
   const std::string failover_kind =
-      absl::AsciiStrToLower(env.String("MAILROOM_FAILOVER_TRANSPORT", "off"));
+      absl::AsciiStrToLower(env.String(SenderSetting("MAILROOM_FAILOVER_TRANSPORT")));
   if (failover_kind != "off") {
     SenderConfig f;
     absl::Status st = LoadTransportSettings(env, TransportVars(true), &f);
@@ -382,18 +378,18 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
                  "1000 emails");
     }
     double price;
-    MAILROOM_ASSIGN_OR_RETURN(price, env.Double("MAILROOM_FAILOVER_PRICE_PER_1000", 0.10,
-                                                kMinPricePer1000, kMaxPricePer1000));
+    MAILROOM_ASSIGN_OR_RETURN(price, env.Double(SenderSetting("MAILROOM_FAILOVER_PRICE_PER_1000")));
     c.failover_price_per_1000 = price;
-    c.failover_classes = absl::AsciiStrToLower(env.String("MAILROOM_FAILOVER_CLASSES", "recovery"));
+    c.failover_classes =
+        absl::AsciiStrToLower(env.String(SenderSetting("MAILROOM_FAILOVER_CLASSES")));
     if (c.failover_classes != "recovery" && c.failover_classes != "all") {
       return Bad("MAILROOM_FAILOVER_CLASSES", "must be recovery or all");
     }
   }
-  const std::string budget = absl::AsciiStrToLower(env.String("MAILROOM_BUDGET", "unlimited"));
+  const std::string budget = absl::AsciiStrToLower(env.String(SenderSetting("MAILROOM_BUDGET")));
   if (budget != "unlimited") {
     double b;
-    MAILROOM_ASSIGN_OR_RETURN(b, env.Double("MAILROOM_BUDGET", 0, 0, 1e12));
+    MAILROOM_ASSIGN_OR_RETURN(b, env.Double(SenderSetting("MAILROOM_BUDGET")));
     // A cap below one email's price would hold every job until it expires.
     if (b < c.price_per_1000 / 1000) {
       return Bad("MAILROOM_BUDGET", absl::StrCat("must allow at least one email (",
@@ -402,44 +398,44 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
     }
     c.monthly_budget = b;
   }
-  MAILROOM_ASSIGN_OR_RETURN(n, env.Int("MAILROOM_BURST", 10, 1, 100000));
+  MAILROOM_ASSIGN_OR_RETURN(n, env.Int(SenderSetting("MAILROOM_BURST")));
   c.burst = static_cast<int>(n);
   if (env.Get("MAILROOM_PROVIDER_RATE_LIMIT").has_value()) {
     double r;
-    MAILROOM_ASSIGN_OR_RETURN(r, env.Double("MAILROOM_PROVIDER_RATE_LIMIT", 0, 0.001, 1e6));
+    MAILROOM_ASSIGN_OR_RETURN(r, env.Double(SenderSetting("MAILROOM_PROVIDER_RATE_LIMIT")));
     c.provider_rate = r;
   }
-  MAILROOM_ASSIGN_OR_RETURN(n, env.Int("MAILROOM_RETRY_MAX_ATTEMPTS", 8, 1, 100));
+  MAILROOM_ASSIGN_OR_RETURN(n, env.Int(SenderSetting("MAILROOM_RETRY_MAX_ATTEMPTS")));
   c.retry_max_attempts = static_cast<int>(n);
-  MAILROOM_ASSIGN_OR_RETURN(c.retry_base, env.Millis("MAILROOM_RETRY_BASE_MS", 1000, 1, 3600000));
-  MAILROOM_ASSIGN_OR_RETURN(c.retry_max, env.Millis("MAILROOM_RETRY_MAX_MS", 300000, 1, 86400000));
+  MAILROOM_ASSIGN_OR_RETURN(c.retry_base, env.Millis(SenderSetting("MAILROOM_RETRY_BASE_MS")));
+  MAILROOM_ASSIGN_OR_RETURN(c.retry_max, env.Millis(SenderSetting("MAILROOM_RETRY_MAX_MS")));
   if (c.retry_max < c.retry_base) {
     return Bad("MAILROOM_RETRY_MAX_MS", "must be at least MAILROOM_RETRY_BASE_MS");
   }
   MAILROOM_ASSIGN_OR_RETURN(c.expiry_margin,
-                            env.Millis("MAILROOM_EXPIRY_MARGIN_MS", 30000, 0, 3600000));
+                            env.Millis(SenderSetting("MAILROOM_EXPIRY_MARGIN_MS")));
   // SES GetAccount is read at start and this often (ses transport only).
   MAILROOM_ASSIGN_OR_RETURN(c.ses_account_interval,
-                            env.Millis("MAILROOM_SES_ACCOUNT_INTERVAL_MS", 300000, 1000, 86400000));
+                            env.Millis(SenderSetting("MAILROOM_SES_ACCOUNT_INTERVAL_MS")));
   // The circuit breaker probes after 1 s, doubling up to this.
   MAILROOM_ASSIGN_OR_RETURN(c.breaker_max_backoff,
-                            env.Millis("MAILROOM_BREAKER_MAX_BACKOFF", 60000, 1000, 3600000));
+                            env.Millis(SenderSetting("MAILROOM_BREAKER_MAX_BACKOFF")));
 
-  c.metrics_address = env.String("MAILROOM_METRICS_ADDRESS", "127.0.0.1:9465");
+  c.metrics_address = env.String(SenderSetting("MAILROOM_METRICS_ADDRESS"));
   if (c.metrics_address == "off") {
     c.metrics_address.clear();
   } else {
     MAILROOM_ASSIGN_OR_RETURN(c.metrics_address,
-                              env.HostPort("MAILROOM_METRICS_ADDRESS", "127.0.0.1:9465"));
+                              env.HostPort(SenderSetting("MAILROOM_METRICS_ADDRESS")));
   }
-  c.health_address = env.String("MAILROOM_HEALTH_ADDRESS", "127.0.0.1:50052");
+  c.health_address = env.String(SenderSetting("MAILROOM_HEALTH_ADDRESS"));
   if (c.health_address == "off") {
     c.health_address.clear();
   } else {
     MAILROOM_ASSIGN_OR_RETURN(c.health_address,
-                              env.HostPort("MAILROOM_HEALTH_ADDRESS", "127.0.0.1:50052"));
+                              env.HostPort(SenderSetting("MAILROOM_HEALTH_ADDRESS")));
   }
-  c.log_level = env.String("MAILROOM_LOG_LEVEL", "info");
+  c.log_level = env.String(SenderSetting("MAILROOM_LOG_LEVEL"));
   if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warn" &&
       c.log_level != "error") {
     return Bad("MAILROOM_LOG_LEVEL", "must be debug, info, warn or error");

@@ -6,15 +6,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/env.h"
+#include "sender/settings.h"
 #include "sender/transport/transport.h"
 
 namespace mailroom {
-
-// MAILROOM_PRICE_PER_1000's range: 0.001 is one micro-unit per email, the smallest price the
-// budget's integer accounting holds without rounding; 1000 is 1,000,000 micro-units per email,
-// the collector's default MAILROOM_MAX_COST_MICROS.
-inline constexpr double kMinPricePer1000 = 0.001;
-inline constexpr double kMaxPricePer1000 = 1000;
 
 // Everything the sender is configured with, from MAILROOM_* (and AWS_*) environment variables;
 // see the README's table. Validated once at start; secrets are held, never printed.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "sender/actions.h"
+#include "sender/sender_metrics.h"
 
 namespace mailroom {
 namespace {
@@ -37,13 +38,7 @@ Engine::Engine(EngineOptions options, RenderFunction render, Transport* transpor
                Pacer* pacer, RetryDecider retry, LeaseHolder* leases, Metrics* metrics,
                Clock* clock)
     : opt_(Checked(options)), render_(std::move(render)), transport_(transport), pacer_(pacer),
-      retry_(std::move(retry)), leases_(leases), metrics_(metrics), clock_(clock) {
-  metrics_->DescribeHistogram("mailroom_sender_send_duration_seconds",
-                              "Transport sends (any result), by transport.", kCallDurationBuckets);
-  metrics_->DescribeHistogram("mailroom_sender_commit_to_sent_seconds",
-                              "From the token's commit (whole seconds) to SENT, by action.",
-                              kDeliveryLatencyBuckets);
-}
+      retry_(std::move(retry)), leases_(leases), metrics_(metrics), clock_(clock) {}
 
 Engine::~Engine() { Drain(); }
 
@@ -65,7 +60,7 @@ void Engine::Submit(std::vector<LeasedJob> jobs) {
     Key k = KeyOf(j.job);
     queue_.emplace(k, std::move(j));
   }
-  metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
+  metrics_->Set(sender_metrics::kQueuedJobs, queue_.size());
 }
 
 std::vector<uint64_t> Engine::Held() const {
@@ -84,14 +79,14 @@ void Engine::Drop(const std::vector<uint64_t>& ids) {
       ++it;
     }
   }
-  metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
+  metrics_->Set(sender_metrics::kQueuedJobs, queue_.size());
 }
 
 LeaseState Engine::CheckLease(const LeasedJob& job, absl::Duration* send_window) {
   *send_window = absl::InfiniteDuration();
   LeaseState state = leases_->Check(job, send_window);
   if (state == LeaseState::kLost) {
-    metrics_->Add("mailroom_sender_lost_leases_total", 1);
+    metrics_->Add(sender_metrics::kLostLeases, 1);
     LogWarn("lease lost; not sending", {{"job", absl::StrCat(job.job.job_id())}});
   }
   return state;
@@ -144,7 +139,7 @@ void Engine::DeferQueued(absl::Duration retry_after, const std::string& why,
       held_.erase(it->second.job.job_id());
       it = queue_.erase(it);
     }
-    metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
+    metrics_->Set(sender_metrics::kQueuedJobs, queue_.size());
   }
   for (uint64_t id : ids) leases_->Report(OutcomeReport::Defer(id, why, retry_after));
   if (!ids.empty()) {
@@ -258,20 +253,20 @@ bool Engine::TakeNext(LeasedJob* job, int64_t* cost) {
     if (budget_wait == absl::ZeroDuration() && pace_wait == absl::ZeroDuration()) {
       *job = std::move(head->second);
       queue_.erase(head);
-      metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
+      metrics_->Set(sender_metrics::kQueuedJobs, queue_.size());
       return true;
     }
   }
   if (budget_wait > absl::ZeroDuration()) {
     // Not sendable soon (budget spent for now): keep the jobs in PostgreSQL, not here.
-    metrics_->Add("mailroom_sender_budget_deferrals_total", 1);
+    metrics_->Add(sender_metrics::kBudgetDeferrals, 1);
     DeferQueued(budget_wait, "sending budget exhausted for now");
     Pause(std::min(budget_wait, absl::Seconds(1)));
     return false;
   }
   Log(LogLevel::kDebug, "waiting for the pace",
       {{"ms", absl::StrCat(absl::ToDoubleMilliseconds(pace_wait))}});
-  metrics_->Add("mailroom_sender_rate_limit_wait_seconds_total", absl::ToDoubleSeconds(pace_wait));
+  metrics_->Add(sender_metrics::kRateLimitWaitSeconds, absl::ToDoubleSeconds(pace_wait));
   Pause(std::min(pace_wait, absl::Milliseconds(250)));
   return false;
 }
@@ -290,7 +285,7 @@ void Engine::Work() {
       // Outcomes cannot be reported now: sending would risk a duplicate once the lease runs
       // out. Keep the job and look again shortly.
       Requeue(std::move(job));
-      metrics_->Add("mailroom_sender_ack_stall_waits_total", 1);
+      metrics_->Add(sender_metrics::kAckStallWaits, 1);
       Pause(absl::Milliseconds(50));
       continue;
     }
@@ -372,9 +367,8 @@ void Engine::Send(const OutgoingEmail& email, const v1::Job& job, const Attempt&
   const absl::Time start = clock_->Now();
   auto sent = attempt.transport->Send(email);
   const double send_seconds = absl::ToDoubleSeconds(clock_->Now() - start);
-  metrics_->Add("mailroom_sender_send_seconds_total", send_seconds);
-  metrics_->Observe("mailroom_sender_send_duration_seconds", send_seconds,
-                    {{"transport", attempt.transport->Name()}});
+  metrics_->Add(sender_metrics::kSendSeconds, send_seconds);
+  metrics_->Observe(sender_metrics::kSendDuration, send_seconds, {attempt.transport->Name()});
   if (attempt.breaker != nullptr) attempt.breaker->Record(attempt.ticket, sent.status());
   NoteActive();
   if (sent.ok()) {
@@ -398,7 +392,7 @@ void Engine::Count(const v1::Job& job, const AttemptFacts& facts, const Decision
   const std::string id = absl::StrCat(job.job_id());
   const std::string reason = decision.report.has_value() ? decision.report->reason : "";
   auto count_job = [&](const char* outcome) {
-    metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", outcome}});
+    metrics_->Add(sender_metrics::kJobs, 1, {action, outcome});
   };
   auto retry_in_ms = [&] {
     return absl::StrCat(absl::ToInt64Milliseconds(decision.report->retry_after));
@@ -410,7 +404,7 @@ void Engine::Count(const v1::Job& job, const AttemptFacts& facts, const Decision
       return;
     case Verdict::kUnrenderable:
       count_job("failed");
-      metrics_->Add("mailroom_sender_failures_total", 1, {{"reason", "render"}});
+      metrics_->Add(sender_metrics::kFailures, 1, {"render"});
       LogWarn("job cannot be rendered", {{"job", id}, {"error", reason}});
       return;
     case Verdict::kHeld:
@@ -420,31 +414,31 @@ void Engine::Count(const v1::Job& job, const AttemptFacts& facts, const Decision
       CountSent(job, facts, attempt);
       return;
     case Verdict::kMaybeSentRetry:
-      metrics_->Add("mailroom_sender_maybe_sent_total", 1);
-      metrics_->Add("mailroom_sender_spent_micros_total", std::max<int64_t>(facts.charge, 0));
-      metrics_->Add("mailroom_sender_retries_total", 1);
+      metrics_->Add(sender_metrics::kMaybeSent, 1);
+      metrics_->Add(sender_metrics::kSpentMicros, std::max<int64_t>(facts.charge, 0));
+      metrics_->Add(sender_metrics::kRetries, 1);
       LogWarn("send may have reached the provider; charged, will retry once",
               {{"job", id}, {"error", reason}, {"retry_in_ms", retry_in_ms()}});
       return;
     case Verdict::kUnconfirmed:
-      metrics_->Add("mailroom_sender_maybe_sent_total", 1);
-      metrics_->Add("mailroom_sender_spent_micros_total", std::max<int64_t>(facts.charge, 0));
+      metrics_->Add(sender_metrics::kMaybeSent, 1);
+      metrics_->Add(sender_metrics::kSpentMicros, std::max<int64_t>(facts.charge, 0));
       count_job("sent");
-      metrics_->Add("mailroom_sender_unconfirmed_total", 1);
+      metrics_->Add(sender_metrics::kUnconfirmed, 1);
       LogWarn("send may have reached the provider; counted as sent, not retried again",
               {{"job", id}, {"action", action}, {"error", std::string(facts.sent.message())},
                {"try", absl::StrCat(facts.failures)}});
       return;
     case Verdict::kFailingOver:
-      metrics_->Add("mailroom_sender_failover_resends_total", 1);
+      metrics_->Add(sender_metrics::kFailoverResends, 1);
       Log(LogLevel::kDebug, "primary unavailable; the secondary sends this job",
           {{"job", id}, {"error", std::string(facts.sent.message())}});
       return;
     case Verdict::kProviderDown:
-      metrics_->Add("mailroom_sender_held_total", 1);
+      metrics_->Add(sender_metrics::kHeld, 1);
       return;
     case Verdict::kRetry:
-      metrics_->Add("mailroom_sender_retries_total", 1);
+      metrics_->Add(sender_metrics::kRetries, 1);
       LogWarn("send failed; will retry", {{"job", id}, {"error", reason},
                                           {"failures", absl::StrCat(facts.failures)},
                                           {"retry_in_ms", retry_in_ms()}});
@@ -452,9 +446,8 @@ void Engine::Count(const v1::Job& job, const AttemptFacts& facts, const Decision
     case Verdict::kRejected:
     case Verdict::kGaveUp:
       count_job("failed");
-      metrics_->Add("mailroom_sender_failures_total", 1,
-                    {{"reason", decision.verdict == Verdict::kRejected ? "permanent"
-                                                                        : "retries_exhausted"}});
+      metrics_->Add(sender_metrics::kFailures, 1, {decision.verdict == Verdict::kRejected ? "permanent"
+                                                                        : "retries_exhausted"});
       LogWarn("send failed permanently",
               {{"job", id}, {"error", reason},
                {"suppress_recipient", decision.report->suppress_recipient ? "true" : "false"}});
@@ -464,16 +457,15 @@ void Engine::Count(const v1::Job& job, const AttemptFacts& facts, const Decision
 
 void Engine::CountSent(const v1::Job& job, const AttemptFacts& facts, const Attempt& attempt) {
   const std::string action = ActionLabel(job);
-  metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "sent"}});
-  metrics_->Add("mailroom_sender_spent_micros_total", facts.charge);
+  metrics_->Add(sender_metrics::kJobs, 1, {action, "sent"});
+  metrics_->Add(sender_metrics::kSpentMicros, facts.charge);
   if (opt_.failover.configured) {
-    metrics_->Add("mailroom_sender_transport_sent_total", 1,
-                  {{"transport", RouteName(attempt.route)}});
+    metrics_->Add(sender_metrics::kTransportSent, 1, {RouteName(attempt.route)});
   }
-  metrics_->Observe("mailroom_sender_commit_to_sent_seconds",
+  metrics_->Observe(sender_metrics::kCommitToSent,
                     std::max(0.0, absl::ToDoubleSeconds(clock_->Now() - absl::FromUnixSeconds(
                                                                          job.created_at()))),
-                    {{"action", action}});
+                    {action});
   const std::string id = absl::StrCat(job.job_id());
   const std::string tries = absl::StrCat(job.failures() + 1);
   if (attempt.route == Route::kSecondary) {

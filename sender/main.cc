@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <string>
 
+#include "absl/flags/flag.h"
 #include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/server_runtime.h"
@@ -32,10 +34,17 @@
 #include "sender/renderer.h"
 #include "sender/retry.h"
 #include "sender/ses_account.h"
+#include "sender/settings.h"
 #include "sender/sender_metrics.h"
 #include "sender/startup.h"
 #include "sender/subscription.h"
 #include "sender/transport/transport_factory.h"
+
+ABSL_FLAG(std::string, action, "",
+          "sender render: the action's name (activation, password_recovery, login_code, ... or "
+          "one with templates in the template directory)");
+ABSL_FLAG(std::string, locale, "", "sender render: a locale tag such as de-AT (default: the "
+                                   "templates' default locale)");
 
 namespace mailroom {
 namespace {
@@ -54,28 +63,18 @@ absl::StatusOr<Renderer> MakeRenderer(const SenderConfig& c) {
                           RealClock::Get());
 }
 
+constexpr char kUsage[] =
+    "usage: sender            (configured by MAILROOM_* variables)\n"
+    "       sender render --action=NAME [--locale=TAG]\n"
+    "       sender doctor     (checks the configuration, sends nothing)\n";
+
 // `sender render --action=NAME [--locale=TAG]`: prints the email a job for the action (built in
 // or with templates in the template directory) would get, with sample data, from the configured
 // templates. No collector needed.
-int RunRender(int argc, char** argv) {
-  auto usage = [](const std::string& why) {
-    std::fprintf(stderr,
-                 "sender render: %s\nusage: sender render "
-                 "--action=activation|password_recovery|login_code|...|NAME [--locale=de-AT]\n",
-                 why.c_str());
-    return 2;
-  };
-  std::string action_name, locale;
-  for (int i = 2; i < argc; ++i) {
-    absl::string_view a = argv[i];
-    if (absl::ConsumePrefix(&a, "--action=")) {
-      action_name = std::string(a);
-    } else if (absl::ConsumePrefix(&a, "--locale=")) {
-      locale = std::string(a);
-    } else {
-      return usage(absl::StrCat("unknown argument ", argv[i]));
-    }
-  }
+int RunRender() {
+  auto usage = [](const std::string& why) { return UsageError("sender render", why, kUsage); };
+  const std::string action_name = absl::GetFlag(FLAGS_action);
+  const std::string locale = absl::GetFlag(FLAGS_locale);
   if (!ValidActionName(action_name)) {
     return usage("--action must name an action ([a-z][a-z0-9_]{0,62}), e.g. login_code");
   }
@@ -96,11 +95,7 @@ int RunRender(int argc, char** argv) {
 
 // `sender doctor`: checks the configuration as the sender would use it (templates, transport,
 // collector) and prints one line per check; exit 1 on any problem, 2 when it does not load.
-int RunDoctorCommand(int argc, char** argv) {
-  if (argc > 2) {
-    std::fprintf(stderr, "sender doctor: unknown argument %s\nusage: sender doctor\n", argv[2]);
-    return 2;
-  }
+int RunDoctorCommand() {
   auto loaded = LoadSenderConfig(Env());
   if (!loaded.ok()) return ConfigError(loaded.status());
   return RunDoctor(*loaded, stdout);
@@ -277,7 +272,6 @@ void BuildDelivery(Components& s, Renderer& renderer) {
     gpo.price_now = [&s] { return s.failover.GrantPrice(s.breaker.open()); };
   }
   s.budget = std::make_unique<GrantPacer>(gpo, &s.budget_client, caps, RealClock::Get());
-  DescribeSenderMetrics(s.metrics);
   s.engine = std::make_unique<Engine>(
       EngineOptionsOf(c, s.t, &s.breaker, &s.secondary_breaker, s.failover),
       [&renderer](const v1::Job& job) { return renderer.Render(job); }, s.t.primary.get(),
@@ -296,12 +290,11 @@ absl::Status ServeMetrics(Components& s, MetricsServer& server) {
                          s.budget->held_emails(), s.budget->exhausted()},
                         s.metrics);
     const Route route = s.Active();
-    s.metrics.Set("mailroom_sender_transport_active", route == Route::kPrimary ? 1 : 0,
-                  {{"transport", "primary"}});
+    s.metrics.Set(sender_metrics::kTransportActive, route == Route::kPrimary ? 1 : 0, {"primary"});
     if (s.failover.configured) {
-      s.metrics.Set("mailroom_sender_transport_active", route == Route::kSecondary ? 1 : 0,
-                    {{"transport", "secondary"}});
-      s.metrics.Set("mailroom_sender_failover_breaker_open", s.secondary_breaker.open() ? 1 : 0);
+      s.metrics.Set(sender_metrics::kTransportActive, route == Route::kSecondary ? 1 : 0,
+                    {"secondary"});
+      s.metrics.Set(sender_metrics::kFailoverBreakerOpen, s.secondary_breaker.open() ? 1 : 0);
     }
   });
   return server.Start(s.config.metrics_address, &s.metrics);
@@ -420,21 +413,37 @@ int Run() {
   return rc;
 }
 
+// The subcommand and its flags: render takes --action and --locale, the others none.
+int Main(int argc, char** argv) {
+  auto cl = ParseFlags(argc, argv);
+  if (!cl.ok()) return UsageError("sender", cl.status().message(), kUsage);
+  const std::string command = cl->args.empty() ? "" : cl->args[0];
+  if (cl->help) {
+    // The settings table as it is, without reading the environment.
+    std::printf("%s\nflags of sender render:\n%s\nsettings (environment variables):\n%s", kUsage,
+                FlagsHelp().c_str(), SettingsHelp(SenderSettings()).c_str());
+    return 0;
+  }
+  if (cl->args.size() > 1) {
+    return UsageError("sender", absl::StrCat("unexpected argument ", cl->args[1]), kUsage);
+  }
+  if (command != "render" && !cl->given.empty()) {
+    return UsageError(
+        "sender", absl::StrCat("--", *cl->given.begin(), " is a flag of sender render"), kUsage);
+  }
+  if (command == "render") return RunRender();
+  if (command == "doctor") return RunDoctorCommand();
+  if (!command.empty()) {
+    return UsageError("sender", absl::StrCat("unknown command ", command), kUsage);
+  }
+  return Run();
+}
+
 }  // namespace
 }  // namespace mailroom
 
 int main(int argc, char** argv) {
   // Debian builds abseil with mutex deadlock detection on: a graph update on every unlock.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  if (argc > 1 && std::string(argv[1]) == "render") return mailroom::RunRender(argc, argv);
-  if (argc > 1 && std::string(argv[1]) == "doctor") {
-    return mailroom::RunDoctorCommand(argc, argv);
-  }
-  if (argc > 1) {
-    std::fprintf(stderr, "usage: sender            (configured by MAILROOM_* variables)\n"
-                         "       sender render --action=NAME [--locale=TAG]\n"
-                         "       sender doctor     (checks the configuration, sends nothing)\n");
-    return 2;
-  }
-  return mailroom::Run();
+  return mailroom::Main(argc, argv);
 }

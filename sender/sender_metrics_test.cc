@@ -10,7 +10,6 @@ namespace {
 
 TEST(SenderMetricsTest, GaugesFollowTheStateAndUnlimitedIsMinusOne) {
   Metrics m;
-  DescribeSenderMetrics(m);
   SenderGauges g;
   g.spent_micros = 1500;
   g.remaining_micros = -1;

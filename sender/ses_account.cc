@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "nlohmann/json.hpp"
+#include "sender/sender_metrics.h"
 #include "sender/transport/curl_handle.h"
 #include "sender/transport/ses_transport.h"
 
@@ -59,17 +60,6 @@ SesAccount::SesAccount(FetchFunction fetch, absl::Duration interval, Breaker* br
     : fetch_(std::move(fetch)), interval_(interval), breaker_(breaker), metrics_(metrics),
       clock_(clock) {
   read_at_ = refilled_ = clock_->Now();
-  if (metrics_ != nullptr) {
-    metrics_->Describe("mailroom_sender_ses_account_warning", Metrics::Type::kGauge,
-                       "1 while SES GetAccount reports the account in PROBATION or in the "
-                       "sandbox (kind).");
-    metrics_->Describe("mailroom_sender_ses_sending_paused", Metrics::Type::kGauge,
-                       "1 while SES GetAccount says sending is disabled or SHUTDOWN.");
-    metrics_->Describe("mailroom_sender_ses_max_send_rate", Metrics::Type::kGauge,
-                       "SES MaxSendRate (emails/s) as last read.");
-    metrics_->Describe("mailroom_sender_ses_quota_remaining", Metrics::Type::kGauge,
-                       "SES Max24HourSend - SentLast24Hours as last read (-1: unlimited).");
-  }
 }
 
 SesAccount::~SesAccount() { Stop(); }
@@ -112,13 +102,12 @@ absl::Status SesAccount::Refresh() {
     }
   }
   if (metrics_ != nullptr) {
-    metrics_->Set("mailroom_sender_ses_account_warning",
-                  info->enforcement_status == "PROBATION" ? 1 : 0, {{"kind", "probation"}});
-    metrics_->Set("mailroom_sender_ses_account_warning", info->production_access ? 0 : 1,
-                  {{"kind", "sandbox"}});
-    metrics_->Set("mailroom_sender_ses_sending_paused", info->paused() ? 1 : 0);
-    metrics_->Set("mailroom_sender_ses_max_send_rate", info->max_send_rate);
-    metrics_->Set("mailroom_sender_ses_quota_remaining",
+    metrics_->Set(sender_metrics::kSesAccountWarning,
+                  info->enforcement_status == "PROBATION" ? 1 : 0, {"probation"});
+    metrics_->Set(sender_metrics::kSesAccountWarning, info->production_access ? 0 : 1, {"sandbox"});
+    metrics_->Set(sender_metrics::kSesSendingPaused, info->paused() ? 1 : 0);
+    metrics_->Set(sender_metrics::kSesMaxSendRate, info->max_send_rate);
+    metrics_->Set(sender_metrics::kSesQuotaRemaining,
                   info->max_24_hour_send < 0
                       ? -1.0
                       : std::max(0.0, info->max_24_hour_send - info->sent_last_24_hours));

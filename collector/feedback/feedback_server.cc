@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "collector/feedback/feedback_event.h"
+#include "collector/metrics/collector_metrics.h"
 #include "common/log.h"
 
 namespace mailroom {
@@ -36,8 +37,7 @@ FeedbackHandler::FeedbackHandler(SnsVerifier* verifier, FeedbackStore* store, Ur
       metrics_(metrics) {}
 
 HttpReply FeedbackHandler::Count(const std::string& type, const char* result, HttpReply reply) {
-  metrics_->Add("mailroom_collector_feedback_total", 1,
-                {{"type", type.empty() ? "unknown" : type}, {"result", result}});
+  metrics_->Add(collector_metrics::kFeedback, 1, {type.empty() ? "unknown" : type, result});
   return reply;
 }
 
@@ -96,8 +96,7 @@ HttpReply FeedbackHandler::Post(const std::string& body) {
                        {"job", absl::StrCat(event->job_id)},
                        {"group", event->group},
                        {"result", result}});
-  metrics_->Add("mailroom_collector_feedback_events_total", 1,
-                {{"event", event->type}, {"result", result}});
+  metrics_->Add(collector_metrics::kFeedbackEvents, 1, {event->type, result});
   return Count(type, result, {200, result});
 }
 

@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "collector/metrics/collector_metrics.h"
 #include "common/log.h"
 
 namespace mailroom {
@@ -38,7 +39,7 @@ ProviderFeedbackHandler::ProviderFeedbackHandler(ProviderFeedbackOptions options
 
 HttpReply ProviderFeedbackHandler::Count(const char* provider, const char* result,
                                          HttpReply reply) {
-  metrics_->Add("mailroom_collector_feedback_total", 1, {{"type", provider}, {"result", result}});
+  metrics_->Add(collector_metrics::kFeedback, 1, {provider, result});
   return reply;
 }
 
@@ -148,8 +149,7 @@ HttpReply ProviderFeedbackHandler::Record(const char* provider,
                          {"event", p.event.type},
                          {"bounce_type", p.event.bounce_type},
                          {"result", result}});
-    metrics_->Add("mailroom_collector_feedback_events_total", 1,
-                  {{"event", p.event.type}, {"result", result}});
+    metrics_->Add(collector_metrics::kFeedbackEvents, 1, {p.event.type, result});
     if (rank(result) > rank(answer)) answer = result;
   }
   return Count(provider, answer, {200, answer});

@@ -2,38 +2,41 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "collector/metrics/collector_metrics.h"
 #include "common/log.h"
 
 namespace mailroom {
 
 void SetReputationGauges(const std::vector<ReputationRow>& rows, Metrics& metrics) {
-  const char* names[] = {"mailroom_reputation_sent", "mailroom_reputation_delivered",
-                         "mailroom_reputation_bounced", "mailroom_reputation_complained",
-                         "mailroom_reputation_bounce_rate",
-                         "mailroom_reputation_complaint_rate"};
-  for (const char* n : names) metrics.Clear(n);
+  for (const Gauge<1>* gauge :
+       {&collector_metrics::kReputationSent, &collector_metrics::kReputationDelivered,
+        &collector_metrics::kReputationBounced, &collector_metrics::kReputationComplained,
+        &collector_metrics::kReputationBounceRate, &collector_metrics::kReputationComplaintRate}) {
+    metrics.Clear(*gauge);
+  }
   for (const ReputationRow& r : rows) {
-    const Labels g = {{"group", r.group}};
-    metrics.Set("mailroom_reputation_sent", r.sent, g);
-    metrics.Set("mailroom_reputation_delivered", r.delivered, g);
-    metrics.Set("mailroom_reputation_bounced", r.bounced, g);
-    metrics.Set("mailroom_reputation_complained", r.complained, g);
-    metrics.Set("mailroom_reputation_bounce_rate", r.bounce_rate(), g);
-    metrics.Set("mailroom_reputation_complaint_rate", r.complaint_rate(), g);
+    const LabelValues<1> g(r.group);
+    metrics.Set(collector_metrics::kReputationSent, r.sent, g);
+    metrics.Set(collector_metrics::kReputationDelivered, r.delivered, g);
+    metrics.Set(collector_metrics::kReputationBounced, r.bounced, g);
+    metrics.Set(collector_metrics::kReputationComplained, r.complained, g);
+    metrics.Set(collector_metrics::kReputationBounceRate, r.bounce_rate(), g);
+    metrics.Set(collector_metrics::kReputationComplaintRate, r.complaint_rate(), g);
   }
 }
 
 void SetProviderReputationGauges(const std::vector<ProviderReputationRow>& rows,
                                  Metrics& metrics) {
-  const char* names[] = {"mailroom_reputation_provider_delivered",
-                         "mailroom_reputation_provider_bounced",
-                         "mailroom_reputation_provider_complained"};
-  for (const char* n : names) metrics.Clear(n);
+  for (const Gauge<2>* gauge : {&collector_metrics::kReputationProviderDelivered,
+                                &collector_metrics::kReputationProviderBounced,
+                                &collector_metrics::kReputationProviderComplained}) {
+    metrics.Clear(*gauge);
+  }
   for (const ProviderReputationRow& r : rows) {
-    const Labels l = {{"group", r.group}, {"provider", r.provider}};
-    metrics.Set("mailroom_reputation_provider_delivered", r.delivered, l);
-    metrics.Set("mailroom_reputation_provider_bounced", r.bounced, l);
-    metrics.Set("mailroom_reputation_provider_complained", r.complained, l);
+    const LabelValues<2> l(r.group, r.provider);
+    metrics.Set(collector_metrics::kReputationProviderDelivered, r.delivered, l);
+    metrics.Set(collector_metrics::kReputationProviderBounced, r.bounced, l);
+    metrics.Set(collector_metrics::kReputationProviderComplained, r.complained, l);
   }
 }
 
@@ -64,7 +67,7 @@ void ReputationGuard::Update(const std::vector<ReputationRow>& rows) {
       LogInfo("sending resumed: the group's rates are under the guard",
               {fields[0], fields[1], fields[2], fields[3]});
     }
-    metrics_->Set("mailroom_reputation_paused", over ? 1 : 0, {{"group", r.group}});
+    metrics_->Set(collector_metrics::kReputationPaused, over ? 1 : 0, {r.group});
   }
 }
 

@@ -1,0 +1,120 @@
+#include "collector/settings.h"
+
+#include "absl/strings/str_cat.h"
+#include "collector/budget_store.h"              // kDefaultMinPriceMicros
+#include "collector/feedback/feedback_server.h"  // FeedbackServerOptions
+#include "collector/service.h"                   // kDefaultMaxInFlightCap, kMaxInFlight
+
+namespace mailroom {
+
+namespace {
+constexpr bool kSecret = true;
+}  // namespace
+
+const SettingsTable& CollectorSettings() {
+  // name, default, min, max (durations in ms), help[, kSecret]: see docs/configuration.md.
+  static const SettingsTable* const kTable = new SettingsTable{
+      {"MAILROOM_DATABASE_URL", "", "", "",
+       "required: libpq connection URL or key=value string of the database", kSecret},
+      {"MAILROOM_BATCH_LIMIT", "10", "1", "10000",
+       "dispatch as soon as this many NOTIFY wake-ups arrived"},
+      {"MAILROOM_DEQUEUE_LIMIT", "1000", "1", "10000",
+       "the most jobs one dequeue hands one subscriber"},
+      {"MAILROOM_BATCH_TIMEOUT", "5000", "0", "3600000",
+       "dispatch at the latest this many ms after the first notification since the last one"},
+      {"MAILROOM_HEALTHCHECK_INTERVAL", "270000", "1000", "86400000",
+       "SELECT 1 on the LISTEN connection after this many ms of idle time"},
+      {"MAILROOM_POLL_INTERVAL", "2000", "10", "3600000",
+       "catch-up poll (ms): dequeue even without a notification"},
+      {"MAILROOM_BUSY_POLL_INTERVAL", "2", "0", "1000",
+       "poll interval (ms) while the collector is busy (commits stop notifying)"},
+      {"MAILROOM_LEASE_MS", "60000", "100", "86400000",
+       "how long (ms) a subscriber holds a job (renewable) before another member gets it"},
+      {"MAILROOM_RECONNECT_MAX_BACKOFF", "30000", "100", "3600000",
+       "cap (ms) of the exponential backoff between database reconnects"},
+      {"MAILROOM_STATEMENT_TIMEOUT", "30000", "100", "3600000",
+       "statement_timeout (ms) of the collector's connections"},
+      {"MAILROOM_DIRECT_DATABASE_URL", "", "", "",
+       "the same database reached directly, not through a pooler (migrations, LISTEN, retention)",
+       kSecret},
+      {"MAILROOM_MAX_IN_FLIGHT", "", "", "",
+       "the sender's window: refused here (the collector's is MAILROOM_MAX_IN_FLIGHT_CAP)"},
+      {"MAILROOM_MAX_IN_FLIGHT_CAP", absl::StrCat(kDefaultMaxInFlightCap), "1",
+       absl::StrCat(kMaxInFlight), "cap on a subscriber's max_in_flight"},
+      {"MAILROOM_MAX_STREAMS_PER_CREDENTIAL", "64", "1", "100000",
+       "Subscribe streams one credential may hold open at once"},
+      {"MAILROOM_GROUPS", "", "", "", "comma-separated consumer groups created at start"},
+      {"MAILROOM_CHANNEL", "", "", "", "NOTIFY channel; set only to override the database setting"},
+      {"MAILROOM_SECRET_KEY", "", "", "", "required: HMAC-SHA256 signing key, 64 hex characters",
+       kSecret},
+      {"MAILROOM_LISTEN_ADDRESS", "127.0.0.1:50051", "", "",
+       "gRPC listen address (0.0.0.0:50051 in a container)"},
+      {"MAILROOM_TLS_CERT", "", "", "", "PEM server certificate (with MAILROOM_TLS_KEY)"},
+      {"MAILROOM_TLS_KEY", "", "", "", "PEM server certificate and key"},
+      {"MAILROOM_TLS_CLIENT_CA", "", "", "", "PEM CA: require and verify client certificates"},
+      {"MAILROOM_ALLOW_PLAINTEXT", "false", "", "",
+       "serve plaintext gRPC on a non-loopback MAILROOM_LISTEN_ADDRESS"},
+      {"MAILROOM_HEALTH_ADDRESS", "off", "", "",
+       "listen address of a plaintext grpc.health.v1 server, or off"},
+      {"MAILROOM_SUBSCRIBER_TOKENS", "", "", "",
+       "comma-separated bearer tokens with their scope, TOKEN@GROUPS:ROLE (see Credentials)",
+       kSecret},
+      {"MAILROOM_INSECURE_NO_AUTH", "false", "", "",
+       "development only: without tokens, accept unauthenticated callers with full access"},
+      {"MAILROOM_METRICS_ADDRESS", "127.0.0.1:9464", "", "",
+       "Prometheus /metrics listen address, or off"},
+      {"MAILROOM_AUTO_MIGRATE", "false", "", "", "apply pending migrations at start"},
+      {"MAILROOM_DB_POOL_SIZE", "4", "2", "64", "connections for dequeue/ack/operator calls"},
+      {"MAILROOM_MAX_COST_MICROS", "1000000", "1", "100000000",
+       "largest cost_micros one SENT outcome may report"},
+      {"MAILROOM_MIN_PRICE_MICROS", absl::StrCat(kDefaultMinPriceMicros), "1", "1000000",
+       "smallest price_micros an AcquireBudget may name (at most MAILROOM_MAX_COST_MICROS)"},
+      {"MAILROOM_DEFAULT_GROUP_BUDGET", "unlimited", "0.01", "1e9",
+       "money per calendar month of every group without a budget of its own, or unlimited"},
+      {"MAILROOM_RECOVERY_RESERVE_PERCENT", "10", "0", "90",
+       "share of a group's monthly budget only password recoveries may use"},
+      {"MAILROOM_BUDGET_GRANT_LEASE_MS", "10000", "1000", "600000",
+       "how long (ms) a sender may use a budget grant"},
+      {"MAILROOM_RETENTION", absl::StrCat(30LL * 86400000), "0", absl::StrCat(3650LL * 86400000),
+       "how long (ms) finished deliveries, spent tokens and old grants are kept; 0 keeps all"},
+      {"MAILROOM_RETENTION_INTERVAL", "60000", "100", "86400000",
+       "time (ms) between two pruning passes"},
+      {"MAILROOM_FEEDBACK_ADDRESS", "off", "", "",
+       "host:port of the SES feedback endpoint (plain HTTP behind a TLS proxy), or off"},
+      {"MAILROOM_FEEDBACK_SNS_HOSTS", "", "", "",
+       "tests only: extra hosts allowed to serve SNS signing certificates (comma-separated)"},
+      {"MAILROOM_FEEDBACK_TOPIC_ARNS", "", "", "",
+       "comma-separated SNS topic ARNs (arn:aws:sns:REGION:ACCOUNT:NAME) the endpoint acts on"},
+      {"MAILROOM_FEEDBACK_WORKERS", absl::StrCat(FeedbackServerOptions::kDefaultWorkers), "1",
+       "1024", "requests the feedback endpoint handles at once"},
+      {"MAILROOM_FEEDBACK_REQUEST_TIMEOUT",
+       absl::StrCat(FeedbackServerOptions::kDefaultRequestTimeoutMs), "600", "60000",
+       "a feedback request not received whole within this many ms is dropped"},
+      {"MAILROOM_FEEDBACK_CA_FILE", "", "", "",
+       "PEM CAs that SNS signing certificates must chain to (also for their HTTPS fetches)"},
+      {"MAILROOM_FEEDBACK_MAX_AGE", "3600000", "60000", "86400000",
+       "an SNS message whose Timestamp is older than this (ms) is refused"},
+      {"MAILROOM_SOFT_BOUNCE_LIMIT", "3", "1", "1000",
+       "transient bounces of one address within 7 days that suppress it"},
+      {"MAILROOM_REPUTATION_WINDOW", absl::StrCat(7LL * 24 * 3600000), "3600000",
+       absl::StrCat(90LL * 24 * 3600000),
+       "rolling window (ms) of the reputation gauges and the guard"},
+      {"MAILROOM_REPUTATION_REFRESH", "30000", "100", "3600000",
+       "how often (ms) the reputation gauges and the guard are recomputed"},
+      {"MAILROOM_GUARD_MAX_BOUNCE_RATE", "0", "0", "1",
+       "pause a group's sending when its bounce rate reaches this fraction (e.g. 0.02)"},
+      {"MAILROOM_GUARD_MAX_COMPLAINT_RATE", "0", "0", "1",
+       "pause a group's sending when its complaint rate reaches this fraction (e.g. 0.0005)"},
+      {"MAILROOM_GUARD_MIN_SENT", "100", "1", "1000000000",
+       "the guard decides only for a group with at least this many emails sent in the window"},
+      {"MAILROOM_LOG_LEVEL", "info", "", "", "debug, info, warn or error"},
+
+  };
+  return *kTable;
+}
+
+const SettingSpec& CollectorSetting(const char* name) {
+  return FindSetting(CollectorSettings(), name);
+}
+
+}  // namespace mailroom
