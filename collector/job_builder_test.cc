@@ -56,7 +56,8 @@ TEST(JobBuilderTest, CopiesEveryFieldAndSignsAnActivation) {
 
 TEST(JobBuilderTest, RecoveryTokensSignTheCode) {
   StoredJob row = Row();
-  row.password_recovery = true;
+  row.action = "password_recovery";
+  row.critical = true;
   auto job = BuildJob(Key(), row, JobSecrets::kIncluded);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->action(), v1::ACTION_PASSWORD_RECOVERY);
@@ -83,7 +84,7 @@ TEST(JobBuilderTest, MalformedRowsFailWithoutEchoingTheSecret) {
   EXPECT_THAT(job.status().message(), Not(HasSubstr("secret-material-xyz")));
 
   StoredJob bad_code = Row();
-  bad_code.password_recovery = true;
+  bad_code.action = "password_recovery";
   bad_code.code = "12a";
   EXPECT_EQ(BuildJob(Key(), bad_code, JobSecrets::kIncluded).status().code(), absl::StatusCode::kInvalidArgument);
 }
@@ -93,7 +94,8 @@ TEST(JobBuilderTest, MalformedRowsFailWithoutEchoingTheSecret) {
 TEST(JobBuilderTest, WithheldSecretsLeaveTokenAndCodeOutOfTheJob) {
   for (bool recovery : {false, true}) {
     StoredJob row = Row();
-    row.password_recovery = recovery;
+    row.action = recovery ? "password_recovery" : "activation";
+    row.critical = recovery;
     auto job = BuildJob(Key(), row, JobSecrets::kWithheld);
     ASSERT_TRUE(job.ok()) << job.status();
     EXPECT_EQ(job->token(), "");

@@ -155,8 +155,8 @@ class PgStore : public Store {
           "mailroom.mailroom_dequeue(", c.quote(group), "::text, ", limit, "::int, ", c.quote(owner),
           "::text, ", LeaseMs(lease), "::int, ", recoveries_only ? "true" : "false", ")");
       constexpr char kColumns[] =
-          "job_id, action = 'password_recovery', email, login, secret, code, expires_at,"
-          " account_id, attempt, failures, created_at, locale";
+          "job_id, action, email, login, secret, code, expires_at,"
+          " account_id, attempt, failures, created_at, locale, priority";
       // A subscription linked to a grant holder (migration 0015): the jobs handed are counted
       // in the dequeue's transaction, so a job is never in a sender's hands uncounted, and a
       // transaction that hands jobs commits synchronously, as the count bounds a refund of the
@@ -186,10 +186,10 @@ class PgStore : public Store {
       for (const auto& row : r) {
         StoredJob j;
         j.id = row[0].as<uint64_t>();
-        j.password_recovery = row[1].as<bool>();
+        j.action = row[1].as<std::string>();
         j.email = row[2].as<std::string>();
         j.login = row[3].as<std::string>();
-        j.secret = pqxx::binarystring(row[4]).str();
+        j.secret = row[4].is_null() ? "" : pqxx::binarystring(row[4]).str();
         j.code = row[5].is_null() ? "" : row[5].as<std::string>();
         j.expires_at = row[6].as<int64_t>();
         j.account_id = row[7].as<uint64_t>();
@@ -197,6 +197,9 @@ class PgStore : public Store {
         j.failures = row[9].as<uint32_t>();
         j.created_at = row[10].as<int64_t>();
         j.locale = row[11].is_null() ? "" : row[11].as<std::string>();
+        const std::string priority = row[12].as<std::string>();
+        j.critical = priority == "critical";
+        j.notice = priority == "notice";
         jobs.push_back(std::move(j));
       }
       return jobs;
@@ -371,7 +374,8 @@ class PgStore : public Store {
       Work tx(c, begin_);
       std::vector<FailureRow> out;
       for (const auto& row : tx.exec_params(
-               "SELECT d.token_id, t.action = 'password_recovery', coalesce(a.email, ''),"
+               "SELECT d.token_id, coalesce(t.action, ''),"
+               "       coalesce(t.to_address, a.email, ''),"
                "       coalesce(d.reason, ''), d.attempts,"
                "       EXTRACT(EPOCH FROM d.updated_at)::BIGINT"
                "  FROM deliveries d JOIN consumer_groups g ON g.id = d.group_id"
@@ -382,7 +386,7 @@ class PgStore : public Store {
                group, limit)) {
         FailureRow f;
         f.id = row[0].as<uint64_t>();
-        f.password_recovery = !row[1].is_null() && row[1].as<bool>();
+        f.action = row[1].as<std::string>();
         f.email = row[2].as<std::string>();
         f.reason = row[3].as<std::string>();
         f.attempts = row[4].as<uint32_t>();

@@ -14,11 +14,13 @@ namespace mailroom {
 // A job as stored: one token row joined with its account and its delivery in a group.
 struct StoredJob {
   uint64_t id = 0;
-  bool password_recovery = false;  // false: activation
+  std::string action = "activation";  // the action's name (mailroom.actions)
+  bool critical = false;  // the action's class is critical (the recovery lane's jobs)
+  bool notice = false;    // the action's class is notice
   std::string email;
   std::string login;
-  std::string secret;  // 32 raw bytes
-  std::string code;
+  std::string secret;  // 32 raw bytes; empty for an action without a secret (a notice)
+  std::string code;    // empty for an action without a code
   int64_t expires_at = 0;
   uint64_t account_id = 0;
   uint32_t attempt = 1;  // the hand-out count: 1 on the first hand-out
@@ -80,7 +82,7 @@ struct SuppressionQuery {
 
 struct FailureRow {
   uint64_t id = 0;
-  bool password_recovery = false;
+  std::string action;  // "" when the token is gone
   std::string email;
   std::string reason;
   uint32_t attempts = 0;
@@ -113,8 +115,9 @@ class Store {
   virtual absl::StatusOr<std::vector<StoredJob>> Dequeue(const std::string& group, int limit,
                                                          const std::string& owner,
                                                          absl::Duration lease) = 0;
-  // The recovery lane: like Dequeue, but password recoveries only (due again, then new); the
-  // activations' cursor is neither read nor moved (mailroom_dequeue(..., p_recoveries_only)).
+  // The recovery lane: like Dequeue, but the critical class only (password recoveries, sign-in
+  // codes, address changes, any critical action: due again, then new); the other classes'
+  // cursors are neither read nor moved (mailroom_dequeue(..., p_recoveries_only)).
   virtual absl::StatusOr<std::vector<StoredJob>> DequeueRecoveries(const std::string& group,
                                                                    int limit,
                                                                    const std::string& owner,

@@ -1,9 +1,9 @@
-// verify: checks a mailroom token (and, for password recovery, its code) against the signing
+// verify: checks a mailroom token of any action (and the code it signs) against the signing
 // keys, as a front end would. Keys: MAILROOM_SECRET_KEY (the current one) and optionally
 // MAILROOM_VERIFY_KEYS (older keys, comma-separated), so tokens signed before a key rotation
 // still verify.
 //
-//   verify --action=activation|password_recovery --token=TOKEN|- [--code=NNNNN]
+//   verify --action=NAME --token=TOKEN|- [--code=DIGITS]
 //
 // Prints "valid" and exits 0, or "invalid: <reason>" on stderr and exits 1 (an empty or
 // malformed token included); usage or configuration errors exit 2. The token is never printed.
@@ -23,8 +23,8 @@ namespace {
 
 int Usage(const char* why) {
   std::fprintf(stderr,
-               "verify: %s\nusage: verify --action=activation|password_recovery "
-               "--token=TOKEN|- [--code=NNNNN]\n",
+               "verify: %s\nusage: verify --action=NAME "
+               "--token=TOKEN|- [--code=DIGITS]\n",
                why);
   return 2;
 }
@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   }
   auto act = mailroom::ParseTokenAction(action);
   if (!have_action || !act.ok()) {
-    return Usage("--action must be activation or password_recovery");
+    return Usage("--action must be an action's name: [a-z][a-z0-9_]{0,62}");
   }
   if (!have_token) return Usage("--token is required");
   // The token is checked exactly as given: surrounding spaces are part of it (and refused).
