@@ -82,7 +82,8 @@ int Serve() {
 
   Metrics metrics;
   DescribeCollectorMetrics(metrics);
-  auto store = NewPgStore(c.dispatch.database_url, c.db_pool_size, c.tx_timeouts);
+  auto store = NewPgStore(c.dispatch.database_url, c.db_pool_size, c.tx_timeouts,
+                          c.budget.monthly_budget_micros);
   Hub hub;
   // Without bearer tokens, mutual TLS (or the development switch) grants full access.
   Authenticator auth(c.credentials, c.insecure_no_auth || !c.tls_client_ca_file.empty());

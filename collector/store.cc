@@ -94,8 +94,12 @@ void SettledUnsent(pqxx::transaction_base& tx, const std::string& group, const s
 
 class PgStore : public Store {
  public:
-  PgStore(std::string url, int pool_size, const TxTimeouts& timeouts)
+  PgStore(std::string url, int pool_size, const TxTimeouts& timeouts,
+          std::optional<int64_t> default_budget_micros)
       : url_(std::move(url)),
+        default_budget_(default_budget_micros.has_value()
+                            ? absl::StrCat(*default_budget_micros, "::bigint")
+                            : std::string("NULL::bigint")),
         begin_(BeginCommand(timeouts)),
         statement_prefix_(StatementPrefix(timeouts)),
         slots_(pool_size) {}
@@ -153,7 +157,8 @@ class PgStore : public Store {
       // sequential: a durable acknowledgement implies the dequeue before it is durable too).
       const std::string dequeue = absl::StrCat(
           "mailroom.mailroom_dequeue(", c.quote(group), "::text, ", limit, "::int, ", c.quote(owner),
-          "::text, ", LeaseMs(lease), "::int, ", recoveries_only ? "true" : "false", ")");
+          "::text, ", LeaseMs(lease), "::int, ", recoveries_only ? "true" : "false", ", ",
+          default_budget_, ")");
       constexpr char kColumns[] =
           "job_id, action, email, login, secret, code, expires_at,"
           " account_id, attempt, failures, created_at, locale, priority";
@@ -567,6 +572,7 @@ class PgStore : public Store {
   }
 
   const std::string url_;
+  const std::string default_budget_;  // the dequeue's p_default_budget, as SQL
   const std::string begin_;  // BeginCommand: every transaction's timeouts
   const std::string statement_prefix_;  // StatementPrefix: a lone statement's timeouts
   std::vector<Slot> slots_;
@@ -592,8 +598,10 @@ std::string TextArray(const std::vector<std::string>& v) {
 }
 
 std::unique_ptr<Store> NewPgStore(const std::string& url, int pool_size,
-                                  const TxTimeouts& timeouts) {
-  return std::make_unique<PgStore>(url, pool_size < 1 ? 1 : pool_size, timeouts);
+                                  const TxTimeouts& timeouts,
+                                  std::optional<int64_t> default_budget_micros) {
+  return std::make_unique<PgStore>(url, pool_size < 1 ? 1 : pool_size, timeouts,
+                                   default_budget_micros);
 }
 
 }  // namespace mailroom

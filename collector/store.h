@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -189,8 +190,11 @@ std::string TextArray(const std::vector<std::string>& v);
 // A Store over a small pool of libpqxx connections to `url`, opened lazily and reopened after
 // a failure. Each call uses one connection; calls run concurrently up to `pool_size`. Every
 // transaction runs under `timeouts` (collector/pg_tx.h: set per transaction, so `url` may be a
-// transaction-pooling pgbouncer).
+// transaction-pooling pgbouncer). `default_budget_micros`: the collector's budget for a group
+// without one of its own (MAILROOM_DEFAULT_GROUP_BUDGET; nullopt: unlimited), which the dequeue
+// reads to pause notices when little of a group's month is left.
 std::unique_ptr<Store> NewPgStore(const std::string& url, int pool_size,
-                                  const TxTimeouts& timeouts = {});
+                                  const TxTimeouts& timeouts = {},
+                                  std::optional<int64_t> default_budget_micros = std::nullopt);
 
 }  // namespace mailroom

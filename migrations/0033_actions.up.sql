@@ -90,9 +90,19 @@ ALTER TABLE mailroom_settings
 DROP VIEW IF EXISTS account_emails;
 DROP INDEX tokens_pending_recovery_idx;
 DROP INDEX tokens_action_txid_id_idx;
-DROP FUNCTION IF EXISTS mailroom_dequeue(TEXT, INT, TEXT, INT, BOOLEAN);
-DROP FUNCTION IF EXISTS mailroom_address_limit(TEXT[], BIGINT[], token_action, INT, INT);
-DROP FUNCTION IF EXISTS mailroom_limit_reason(INT, token_action, TEXT, INT, INT);
+-- Every function whose parameters or result name the enum (mailroom_dequeue,
+-- mailroom_address_limit, mailroom_limit_reason, and any older overload a revert left).
+DO $$
+DECLARE
+    f REGPROCEDURE;
+BEGIN
+    FOR f IN SELECT DISTINCT d.objid FROM pg_depend d
+              WHERE d.classid = 'pg_proc'::regclass
+                AND d.refobjid IN ('token_action'::regtype, 'token_action[]'::regtype) LOOP
+        EXECUTE format('DROP FUNCTION %s', f);
+    END LOOP;
+END;
+$$;
 
 ALTER TABLE tokens
     ALTER COLUMN action TYPE TEXT USING action::TEXT,
@@ -102,6 +112,8 @@ ALTER TABLE tokens
     ALTER COLUMN expires_at DROP DEFAULT,
     ADD COLUMN priority action_priority NOT NULL DEFAULT 'normal',
     ADD COLUMN to_address TEXT;
+-- Checked at once, so that the UPDATE leaves no pending trigger event to the ALTERs below.
+SET CONSTRAINTS tokens_account_fkey IMMEDIATE;
 UPDATE tokens SET priority = 'critical' WHERE action = 'password_recovery';
 ALTER TABLE tokens ADD CONSTRAINT tokens_action_fkey FOREIGN KEY (action) REFERENCES actions (name);
 
