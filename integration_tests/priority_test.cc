@@ -170,7 +170,12 @@ class PriorityTest : public testing::StackTest {
                 absl::Seconds(60)) != 1 ||
         WaitFor("SELECT (count(*) >= 15)::INT FROM delivery_states WHERE state = 'sent'", 1,
                 absl::Seconds(60)) != 1) {
-      ADD_FAILURE() << "the backlog did not fill both senders' windows";
+      ADD_FAILURE() << "the backlog did not fill both senders' windows: "
+                    << Scalar("SELECT count(*) FROM delivery_states WHERE state = 'leased'")
+                    << " leased, "
+                    << Scalar("SELECT count(*) FROM delivery_states WHERE state = 'sent'")
+                    << " sent\n"
+                    << sender_a_->Log() << sender_b_->Log();
       return false;
     }
     return true;
