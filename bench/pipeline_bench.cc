@@ -426,7 +426,7 @@ std::optional<SesPeer> StartSes(const std::string& dir) {
   // run measures the pipeline, so the account allows far more than it can send.
   const std::string account = dir + "/account.json";
   std::ofstream(account) << R"({"SendQuota": {"MaxSendRate": 1000000.0, "Max24HourSend": 1e12}})";
-  ses.front = Spawn({"/usr/bin/python3", testing::Runfile("mailroom/sender/testing/ses_front.py"),
+  ses.front = Spawn({"/usr/bin/python3", testing::Runfile("mailroom/sender/transport/testing/ses_front.py"),
                      "--port", absl::StrCat(ses.front_port), "--upstream",
                      absl::StrCat("http://127.0.0.1:", emu), "--access-key", "AKIDEXAMPLE",
                      "--secret-key", kAwsSecret, "--throttle-first", "0", "--account-file",

@@ -11,7 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "sender/message.h"
 #include "sender/renderer.h"
-#include "sender/smtp_transport.h"
+#include "sender/transport/smtp_transport.h"
 
 int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   mailroom::TemplateVars vars{"benchuser", "bench@example.test", std::string(86, 'T'), "12345",
                               "mailroom", "https://app.example.test",
                               absl::Now() + absl::Minutes(15), absl::Now()};
-  auto r = templates->Render(mailroom::v1::ACTION_ACTIVATION, vars);
+  auto r = templates->Render("activation", vars);
   mailroom::Message m{"mailroom <no-reply@example.test>", "bench@example.test", "benchuser",
                       r->subject, r->text, r->html, "bench@example.test", absl::Now()};
   mailroom::OutgoingEmail email{"no-reply@example.test", "bench@example.test",

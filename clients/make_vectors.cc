@@ -7,7 +7,14 @@
 //
 // Each case: action, keys (hex, tried in order), token, code (null: none given), and either
 // valid + the secret (hex), or the refusal: "malformed" (not the signer's spelling of 64 bytes,
-// or a recovery code that is not 5 ASCII digits) or "mismatch" (well formed, no key signed it).
+// a recovery code that is not 5 ASCII digits, or another action's code that is not 5 to 12
+// ASCII digits) or "mismatch" (well formed, no key signed it). invalid_action_names: names every
+// verifier refuses as an action (an error of the caller, not a refusal of the token).
+//
+// Actions other than activation and password_recovery are signed by SignNamed below: by the
+// collector's signer when it takes their names (and then checked against the contract, D(name)
+// = "/action/" || name || "/", the code appended when given, computed here), by the contract
+// alone otherwise. Either way the output is the same.
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -66,9 +73,41 @@ const char* ActionName(TokenAction action) {
   return action == TokenAction::kActivation ? "activation" : "password_recovery";
 }
 
+// The token of an action other than activation and password_recovery: the collector's signer's
+// once it takes the action's name, checked against the signing contract (secret ||
+// HMAC-SHA256(key, "/action/" || name || "/" || secret || code), the code appended when the
+// action carries one) computed here; the contract's alone until then.
+std::string SignNamed(const std::string& key, const std::string& name, const std::string& secret,
+                      const std::string& code) {
+  if (secret.size() != 32) {
+    std::cerr << "make_vectors: a secret must be 32 bytes\n";
+    std::exit(1);
+  }
+  const std::string contract =
+      Encode(secret + HmacSha256(key, absl::StrCat("/action/", name, "/", secret, code)));
+  auto action = ParseTokenAction(name);
+  if (!action.ok()) return contract;
+  const std::string signed_token = Sign(key, *action, secret, code);
+  if (signed_token != contract) {
+    std::cerr << "make_vectors: the signer's token for " << name << " is not the contract's\n";
+    std::exit(1);
+  }
+  return signed_token;
+}
+
 class Cases {
  public:
   void Valid(const std::string& name, TokenAction action, std::vector<std::string> keys,
+             const std::string& token, std::optional<std::string> code,
+             const std::string& secret) {
+    Valid(name, ActionName(action), std::move(keys), token, std::move(code), secret);
+  }
+  void Refused(const std::string& name, const char* refusal, TokenAction action,
+               std::vector<std::string> keys, const std::string& token,
+               std::optional<std::string> code) {
+    Refused(name, refusal, ActionName(action), std::move(keys), token, std::move(code));
+  }
+  void Valid(const std::string& name, const std::string& action, std::vector<std::string> keys,
              const std::string& token, std::optional<std::string> code,
              const std::string& secret) {
     Json c = Case(name, action, keys, token, code);
@@ -76,7 +115,7 @@ class Cases {
     c["secret"] = absl::BytesToHexString(secret);
     cases_.push_back(std::move(c));
   }
-  void Refused(const std::string& name, const char* refusal, TokenAction action,
+  void Refused(const std::string& name, const char* refusal, const std::string& action,
                std::vector<std::string> keys, const std::string& token,
                std::optional<std::string> code) {
     Json c = Case(name, action, keys, token, code);
@@ -87,12 +126,12 @@ class Cases {
   const Json& json() const { return cases_; }
 
  private:
-  static Json Case(const std::string& name, TokenAction action,
+  static Json Case(const std::string& name, const std::string& action,
                    const std::vector<std::string>& keys, const std::string& token,
                    const std::optional<std::string>& code) {
     Json c;
     c["name"] = name;
-    c["action"] = ActionName(action);
+    c["action"] = action;
     c["keys"] = Json::array();
     for (const std::string& k : keys) c["keys"].push_back(absl::BytesToHexString(k));
     c["token"] = token;
@@ -102,9 +141,98 @@ class Cases {
   Json cases_ = Json::array();
 };
 
+// Every action by its name: the built-in ones beyond activation and recovery, two of the
+// application's own, and tokens presented as another action than the one they were signed for.
+void NamedActionCases(Cases& v) {
+  const std::string s1 = Derive("named 1"), s2 = Derive("named 2"), s3 = Derive("named 3");
+  const std::string login6 = SignNamed(kCurrentKey, "login_code", s1, "048213");
+  const std::string login8 = SignNamed(kOldKey, "login_code", s2, "73920516");
+  const std::string change = SignNamed(kCurrentKey, "email_change", s3, "");
+  const std::string invite = SignNamed(kSpecKey, "invitation", s1, "");
+  const std::string gift = SignNamed(kCurrentKey, "welcome_gift", s2, "902144");
+  const std::string team = SignNamed(kCurrentKey, "team_invite", s3, "");
+  const std::string longest(63, 'z');
+  v.Valid("login_code, 6-digit code", "login_code", {kCurrentKey}, login6, "048213", s1);
+  v.Valid("login_code, 8-digit code, old key after rotation", "login_code",
+          {kCurrentKey, kOldKey}, login8, "73920516", s2);
+  v.Valid("login_code, 12-digit code", "login_code", {kCurrentKey},
+          SignNamed(kCurrentKey, "login_code", s3, "000000000000"), "000000000000", s3);
+  v.Valid("email_change (no code)", "email_change", {kCurrentKey}, change, std::nullopt, s3);
+  v.Valid("invitation (no code), SPEC.md key", "invitation", {kSpecKey}, invite, std::nullopt,
+          s1);
+  v.Valid("custom action welcome_gift with a code", "welcome_gift", {kCurrentKey}, gift,
+          "902144", s2);
+  v.Valid("custom action team_invite without a code", "team_invite", {kCurrentKey}, team,
+          std::nullopt, s3);
+  v.Valid("custom action with a 63-character name", longest, {kCurrentKey},
+          SignNamed(kCurrentKey, longest, s1, ""), std::nullopt, s1);
+
+  // The code is the action's: a wrong one, none, or one where the action signs none.
+  v.Refused("login_code: wrong code (last digit)", "mismatch", "login_code", {kCurrentKey},
+            login6, "048214");
+  v.Refused("login_code: the 6-digit code's first 5 digits", "mismatch", "login_code",
+            {kCurrentKey}, login6, "04821");
+  v.Refused("login_code: code not given", "mismatch", "login_code", {kCurrentKey}, login6,
+            std::nullopt);
+  v.Refused("login_code: the 8-digit code's first 6 digits", "mismatch", "login_code",
+            {kCurrentKey, kOldKey}, login8, "739205");
+  v.Refused("email_change with a code given (it signs none)", "mismatch", "email_change",
+            {kCurrentKey}, change, "123456");
+  v.Refused("welcome_gift: code not given", "mismatch", "welcome_gift", {kCurrentKey}, gift,
+            std::nullopt);
+  for (const auto& [what, code] : std::vector<std::pair<std::string, std::string>>{
+           {"4 digits", "0482"},
+           {"13 digits", "0482130000000"},
+           {"a letter", "04821a"},
+           {"a space", "048 213"},
+           {"a sign", "+48213"},
+           {"full-width digits",
+            "\xef\xbc\x90\xef\xbc\x94\xef\xbc\x98\xef\xbc\x92\xef\xbc\x91\xef\xbc\x93"}}) {
+    v.Refused(absl::StrCat("login_code: code of ", what), "malformed", "login_code",
+              {kCurrentKey}, login6, code);
+  }
+
+  // A token signed for one action, presented as another.
+  v.Refused("a login_code token as email_change", "mismatch", "email_change", {kCurrentKey},
+            login6, std::nullopt);
+  v.Refused("a login_code token as welcome_gift, same code", "mismatch", "welcome_gift",
+            {kCurrentKey}, login6, "048213");
+  v.Refused("a welcome_gift token as login_code, same code", "mismatch", "login_code",
+            {kCurrentKey}, gift, "902144");
+  v.Refused("an email_change token as invitation", "mismatch", "invitation", {kCurrentKey},
+            change, std::nullopt);
+  v.Refused("an email_change token as team_invite", "mismatch", "team_invite", {kCurrentKey},
+            change, std::nullopt);
+  v.Refused("an invitation token as activation", "mismatch", TokenAction::kActivation,
+            {kSpecKey}, invite, std::nullopt);
+  v.Refused("a team_invite token as invitation", "mismatch", "invitation", {kCurrentKey}, team,
+            std::nullopt);
+  const std::string activation = Sign(kCurrentKey, TokenAction::kActivation, s1, "");
+  v.Refused("an activation token as a custom action named activate", "mismatch", "activate",
+            {kCurrentKey}, activation, std::nullopt);
+  v.Refused("an activation token as a custom action named activation_", "mismatch",
+            "activation_", {kCurrentKey}, activation, std::nullopt);
+  const std::string recovery = Sign(kCurrentKey, TokenAction::kPasswordRecovery, s2, "73920");
+  v.Refused("a password_recovery token as login_code, same code", "mismatch", "login_code",
+            {kCurrentKey}, recovery, "73920");
+  v.Refused("a login_code token as password_recovery, first 5 digits", "mismatch",
+            TokenAction::kPasswordRecovery, {kOldKey}, login8, "73920");
+  v.Refused("domain confusion: MAC over \"/action/login_code\" || secret || code, no '/'",
+            "mismatch", "login_code", {kCurrentKey},
+            Encode(s1 + HmacSha256(kCurrentKey, absl::StrCat("/action/login_code", s1, "048213"))),
+            "048213");
+  v.Refused("a team_invite token as an action named team", "mismatch", "team", {kCurrentKey},
+            team, std::nullopt);
+  v.Refused("login_code: wrong key", "mismatch", "login_code", {kWrongKey}, login6, "048213");
+  std::string flipped = Decode(login6);
+  flipped[40] ^= 0x10;
+  v.Refused("login_code: bit 4 of byte 40 flipped (MAC)", "mismatch", "login_code",
+            {kCurrentKey}, Encode(flipped), "048213");
+}
+
 Json MakeVectors() {
-  constexpr auto kAct = TokenAction::kActivation;
-  constexpr auto kRec = TokenAction::kPasswordRecovery;
+  const TokenAction kAct = TokenAction::kActivation;
+  const TokenAction kRec = TokenAction::kPasswordRecovery;
   Cases v;
 
   // SPEC.md's known answers, produced by mailroom's original C collector.
@@ -312,6 +440,8 @@ Json MakeVectors() {
               code);
   }
 
+  NamedActionCases(v);
+
   Json doc;
   doc["description"] =
       "mailroom token known-answer cases, generated by //clients:make_vectors from the "
@@ -319,11 +449,20 @@ Json MakeVectors() {
   doc["token_format"] =
       "base64url_without_padding(secret[32] || HMAC-SHA256(key, msg)); msg = \"/activate\" || "
       "secret for activation, \"/recover\" || secret || code (5 ASCII digits) for "
-      "password_recovery";
+      "password_recovery, \"/action/\" || name || \"/\" || secret || code for any other "
+      "action named [a-z][a-z0-9_]{0,62}, the code (5 to 12 ASCII digits) appended only when "
+      "one is given";
   doc["case_fields"] =
       "keys: hex, tried in order; code: null when none is given; valid cases give the secret "
-      "(hex); refused ones the refusal: malformed (not the signer's spelling of 64 bytes, or a "
-      "recovery code that is not 5 ASCII digits) or mismatch (well formed, no key signed it)";
+      "(hex); refused ones the refusal: malformed (not the signer's spelling of 64 bytes, a "
+      "recovery code that is not 5 ASCII digits, another action's code that is not 5 to 12 "
+      "ASCII digits) or mismatch (well formed, no key signed it)";
+  doc["invalid_action_names"] = Json::array();
+  for (const char* name : {"", "Login_code", "login-code", "9lives", "_welcome", "login code",
+                           "login_code/", "../activate", "/activate", "caf\xc3\xa9"}) {
+    doc["invalid_action_names"].push_back(name);
+  }
+  doc["invalid_action_names"].push_back(std::string(64, 'a'));  // one over the 63 allowed
   doc["cases"] = v.json();
   return doc;
 }

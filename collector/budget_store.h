@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "collector/pg_tx.h"
+#include "collector/db/pg_tx.h"
 
 namespace mailroom {
 
@@ -118,7 +118,7 @@ struct BudgetIsolation {
 // A BudgetStore over a small pool of libpqxx connections to `url`, reopened after a failure.
 // Calls of one group run one at a time (grants of one group are serialised by PostgreSQL
 // anyway); calls of different groups run side by side on their own connections. Transactions
-// run under `timeouts` (collector/pg_tx.h) and the isolation's lock_timeout, set per
+// run under `timeouts` (collector/db/pg_tx.h) and the isolation's lock_timeout, set per
 // transaction.
 std::unique_ptr<BudgetStore> NewPgBudgetStore(const std::string& url, BudgetDefaults defaults,
                                               BudgetIsolation isolation = {},

@@ -18,7 +18,7 @@
 #include "collector/migrate.h"
 #include "collector/store.h"
 #include "gtest/gtest.h"
-#include "collector/testing/migrated_database.h"
+#include "testing/migrated_database.h"
 
 namespace mailroom {
 namespace {

@@ -211,7 +211,7 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   }
   c.tx_timeouts = {c.dispatch.statement_timeout, IdleInTransactionTimeout(c.dispatch.lease)};
   // Query connections (possibly through a transaction-pooling pgbouncer) carry no session
-  // settings: their timeouts are set per transaction (collector/pg_tx.h). The sessions that
+  // settings: their timeouts are set per transaction (collector/db/pg_tx.h). The sessions that
   // need a server session of their own go direct and keep them as session settings.
   c.dispatch.database_url = WithKeepaliveDefaults(c.database_url);
   c.dispatch.listen_database_url =

@@ -9,10 +9,10 @@
 #include "collector/budget_store.h"
 #include "common/env.h"
 #include "collector/dispatcher.h"
-#include "collector/reputation_guard.h"
-#include "collector/feedback_server.h"
+#include "collector/feedback/reputation_guard.h"
+#include "collector/feedback/feedback_server.h"
 #include "collector/service.h"
-#include "collector/sns_verifier.h"
+#include "collector/feedback/sns_verifier.h"
 #include "collector/retention.h"
 #include "collector/signing.h"
 

@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "collector/testing/migrated_database.h"
+#include "testing/migrated_database.h"
 #include "testing/intruder.h"
 #include "testing/pgbouncer.h"
 #include "testing/pg_server.h"

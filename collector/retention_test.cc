@@ -12,7 +12,7 @@
 #include "collector/migrate.h"
 #include "gtest/gtest.h"
 #include "testing/intruder.h"
-#include "collector/testing/migrated_database.h"
+#include "testing/migrated_database.h"
 
 namespace mailroom {
 namespace {

@@ -74,21 +74,4 @@ void ExportQueueStatsOnScrape(Store* store, Metrics& metrics) {
   });
 }
 
-void SetReputationGauges(const std::vector<ReputationRow>& rows, Metrics& metrics) {
-  const char* names[] = {"mailroom_reputation_sent", "mailroom_reputation_delivered",
-                         "mailroom_reputation_bounced", "mailroom_reputation_complained",
-                         "mailroom_reputation_bounce_rate",
-                         "mailroom_reputation_complaint_rate"};
-  for (const char* n : names) metrics.Clear(n);
-  for (const ReputationRow& r : rows) {
-    const Labels g = {{"group", r.group}};
-    metrics.Set("mailroom_reputation_sent", r.sent, g);
-    metrics.Set("mailroom_reputation_delivered", r.delivered, g);
-    metrics.Set("mailroom_reputation_bounced", r.bounced, g);
-    metrics.Set("mailroom_reputation_complained", r.complained, g);
-    metrics.Set("mailroom_reputation_bounce_rate", r.bounce_rate(), g);
-    metrics.Set("mailroom_reputation_complaint_rate", r.complaint_rate(), g);
-  }
-}
-
 }  // namespace mailroom

@@ -1,4 +1,5 @@
 #include "collector/stats_gauges.h"
+#include "collector/feedback/reputation_guard.h"
 
 #include "collector/testing/fake_store.h"
 #include "gmock/gmock.h"

@@ -583,20 +583,6 @@ class PgStore : public Store {
 
 }  // namespace
 
-std::string TextArray(const std::vector<std::string>& v) {
-  std::string out = "{";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i > 0) out += ',';
-    out += '"';
-    for (char c : v[i]) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
-  }
-  return out + "}";
-}
-
 std::unique_ptr<Store> NewPgStore(const std::string& url, int pool_size,
                                   const TxTimeouts& timeouts,
                                   std::optional<int64_t> default_budget_micros) {

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "collector/pg_tx.h"
+#include "collector/db/pg_tx.h"
 
 namespace mailroom {
 
@@ -184,12 +184,9 @@ class Store {
                           const std::string& holder) {}
 };
 
-// An array literal of arbitrary strings for a text[] query parameter (quoted, escaped).
-std::string TextArray(const std::vector<std::string>& v);
-
 // A Store over a small pool of libpqxx connections to `url`, opened lazily and reopened after
 // a failure. Each call uses one connection; calls run concurrently up to `pool_size`. Every
-// transaction runs under `timeouts` (collector/pg_tx.h: set per transaction, so `url` may be a
+// transaction runs under `timeouts` (collector/db/pg_tx.h: set per transaction, so `url` may be a
 // transaction-pooling pgbouncer). `default_budget_micros`: the collector's budget for a group
 // without one of its own (MAILROOM_DEFAULT_GROUP_BUDGET; nullopt: unlimited), which the dequeue
 // reads to pause notices when little of a group's month is left.

@@ -13,7 +13,7 @@
 #include "collector/migrate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "collector/testing/migrated_database.h"
+#include "testing/migrated_database.h"
 #include "testing/pgbouncer.h"
 
 namespace mailroom {
@@ -740,7 +740,7 @@ TEST_F(StoreTest, RenewingOneJobOfABatchExtendsTheBatchARecordedJobIsLost) {
 
 // A collector paused (SIGSTOP, a frozen VM) or cut off inside a dequeue's transaction holds
 // the group's row lock, which every dequeue of the group needs. Its transactions carry
-// idle_in_transaction_session_timeout (SET LOCAL at BEGIN: collector/pg_tx.h), so PostgreSQL ends that
+// idle_in_transaction_session_timeout (SET LOCAL at BEGIN: collector/db/pg_tx.h), so PostgreSQL ends that
 // transaction and the other collectors go on; without it they would wait for the lock until
 // their statement timeout, again and again, for as long as the frozen one stays frozen.
 TEST_F(StoreTest, ACollectorFrozenInsideADequeueDoesNotHoldItsGroup) {

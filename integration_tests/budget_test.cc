@@ -418,7 +418,7 @@ TEST_F(BudgetTest, SesLimitsAreReadFromTheAccountNotTyped) {
   EXPECT_EQ(ReceivedBySes().emails, 10);
 }
 
-// The front's counter `key` (GET /_front/stats of sender/testing/ses_front.py), -1 if unread.
+// The front's counter `key` (GET /_front/stats of sender/transport/testing/ses_front.py), -1 if unread.
 int64_t FrontStat(const std::string& endpoint, const std::string& dir, const std::string& key) {
   const std::string out = dir + "/front_stats.json";
   std::system(absl::StrCat("curl -s ", endpoint, "/_front/stats > ", out).c_str());

@@ -111,7 +111,7 @@ class DoctorTest : public testing::StackTest {
   void StartPeer(const std::string& script, std::vector<std::string> args,
                  const std::string& name) {
     std::vector<std::string> argv = {"/usr/bin/python3",
-                                     testing::Runfile(absl::StrCat("mailroom/sender/testing/",
+                                     testing::Runfile(absl::StrCat("mailroom/sender/transport/testing/",
                                                                    script))};
     argv.insert(argv.end(), args.begin(), args.end());
     auto p = Process::Spawn(argv, {}, absl::StrCat(dir_, "/", name, ".log"));
@@ -199,7 +199,7 @@ class DoctorTest : public testing::StackTest {
     EXPECT_THAT(o.out, HasSubstr(line)) << o.out;
     EXPECT_THAT(Lines(o.out, "FAIL "), ::testing::IsEmpty()) << o.out;
     EXPECT_THAT(o.out, HasSubstr("ok   collector: 127.0.0.1:")) << o.out;
-    EXPECT_THAT(o.out, HasSubstr("ok   templates: 4 sets render a sample job")) << o.out;
+    EXPECT_THAT(o.out, HasSubstr("ok   templates: 18 sets of 9 actions render a sample job")) << o.out;
   }
 
   std::map<std::string, std::string> base_;

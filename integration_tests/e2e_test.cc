@@ -375,7 +375,7 @@ TEST_F(EndToEndTest, AccountYieldsASignedWebhookWithAVerifiableLink) {
   const char* secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
   const int port = testing::FreePort();
   auto receiver = Process::Spawn(
-      {"/usr/bin/python3", testing::Runfile("mailroom/sender/testing/webhook_receiver.py"),
+      {"/usr/bin/python3", testing::Runfile("mailroom/sender/transport/testing/webhook_receiver.py"),
        "serve", "--port", absl::StrCat(port), "--secret", secret},
       {}, dir_ + "/receiver.log");
   ASSERT_TRUE(receiver.ok());
@@ -523,6 +523,69 @@ TEST_F(EndToEndTest, ConfigErrorsNameTheVariable) {
   EXPECT_THAT((*p)->Log(), Not(HasSubstr("s3cret-pw")));
 }
 
+// An action of the application's own goes live with its row and its template files, and no
+// restart of anything: the sender fails its first job (no templates yet, with the reason), reads
+// the directory again when the files appear, and SIGHUP picks up a template edited in place.
+// Needs the database's actions table (mailroom.actions).
+TEST_F(EndToEndTest, ACustomActionAddedWithSqlAndTemplateFilesReachesTheSmtpPeerWithoutARestart) {
+  if (Scalar("SELECT count(*) FROM pg_class WHERE oid = to_regclass('mailroom.actions')") == 0) {
+    GTEST_SKIP() << "the database has no mailroom.actions";
+  }
+  const std::string templates = dir_ + "/templates";
+  fs::create_directories(templates);
+  int smtp_port;
+  auto smtp = StartSmtpPeer({}, &smtp_port);
+  auto sender = StartSender({{"MAILROOM_TRANSPORT", "smtp"},
+                             {"MAILROOM_SMTP_URL", absl::StrCat("smtp://127.0.0.1:", smtp_port)},
+                             {"MAILROOM_SMTP_ALLOW_PLAIN", "true"},
+                             {"MAILROOM_TEMPLATE_DIR", templates}});
+  Exec("INSERT INTO accounts (email, login, status) VALUES ('gift@example.test', 'gift', 'active')");
+  Exec("INSERT INTO actions (name, carries_secret, carries_code, code_length) "
+       "VALUES ('welcome_gift', true, true, 8)");
+  auto request = [&] {
+    Exec("SELECT mailroom.request(id, 'welcome_gift') FROM accounts WHERE login = 'gift'");
+  };
+  request();  // before its templates exist: fails at once, with the files to add
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'failed' AND reason "
+                    "LIKE 'no templates for action \"welcome_gift\"%welcome_gift.html%'",
+                    1, absl::Seconds(30)), 1) << sender->Log();
+  auto write = [&](const std::string& subject) {
+    std::ofstream(templates + "/welcome_gift.subject") << subject;
+    std::ofstream(templates + "/welcome_gift.txt") << "Redeem {{code}} at {{link}}";
+    std::ofstream(templates + "/welcome_gift.html") << "<p>Redeem <b>{{code}}</b></p>";
+  };
+  write("A gift from {{product_name}}");
+  request();
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 1,
+                    absl::Seconds(30)), 1) << sender->Log();
+  auto emls = Files(dir_ + "/smtp", ".eml");
+  ASSERT_EQ(emls.size(), 1u);
+  std::string mime = Slurp(emls[0]);
+  std::string code = pqxx::nontransaction(*std::make_unique<pqxx::connection>(url_))
+                         .exec1("SELECT code FROM tokens WHERE id = (SELECT max(id) FROM tokens)")[0]
+                         .as<std::string>();
+  ASSERT_EQ(code.size(), 8u);
+  EXPECT_THAT(mime, HasSubstr("Subject: A gift from mailroom"));
+  EXPECT_THAT(TextPart(mime), HasSubstr("Redeem " + code +
+                                        " at https://app.example.test/action/welcome_gift?token="));
+  auto action = ParseTokenAction("welcome_gift");
+  ASSERT_TRUE(action.ok());
+  ExpectVerifies(mime, *action, code);
+
+  // Edited in place (the directory does not change): SIGHUP reads it.
+  write("A second gift from {{product_name}}");
+  sender->Signal(SIGHUP);
+  ASSERT_TRUE(sender->WaitForLog("msg=\"templates reloaded\"", absl::Seconds(10)))
+      << sender->Log();
+  request();
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 2,
+                    absl::Seconds(30)), 2) << sender->Log();
+  emls = Files(dir_ + "/smtp", ".eml");
+  ASSERT_EQ(emls.size(), 2u);
+  EXPECT_THAT(Slurp(emls[0]) + Slurp(emls[1]), HasSubstr("Subject: A second gift from mailroom"));
+  EXPECT_TRUE(sender->Running());
+}
+
 TEST_F(EndToEndTest, RenderPreviewsLocalisedTemplatesWithoutACollector) {
   auto p = Process::Spawn({testing::Runfile("mailroom/sender/sender"), "render",
                            "--action=password_recovery", "--locale=de-AT"},
@@ -550,6 +613,34 @@ TEST_F(EndToEndTest, RenderPreviewsLocalisedTemplatesWithoutACollector) {
   EXPECT_EQ(*code, 2);
   EXPECT_THAT((*bad)->Log(), HasSubstr("config error: MAILROOM_TEMPLATE_DIR: "));
   EXPECT_THAT((*bad)->Log(), HasSubstr("activation.fr.subject"));
+
+  // Every action by its name: a built-in one, and one of the application's own from the
+  // template directory; an action without templates is a config error naming the files.
+  const std::string custom = dir_ + "/templates-custom";
+  std::filesystem::create_directories(custom);
+  std::ofstream(custom + "/welcome_gift.subject") << "A gift from {{product_name}}";
+  std::ofstream(custom + "/welcome_gift.txt") << "Redeem {{code}}: {{link}}";
+  std::ofstream(custom + "/welcome_gift.html") << "<p>Redeem {{code}}</p>";
+  struct Case {
+    std::string action, expect;
+    int code;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"login_code", "subject: Ihr Acme-Anmeldecode: 12345", 0},
+           {"welcome_gift", "Redeem 12345: https://app.example.test/action/welcome_gift?token=", 0},
+           {"team_invite", "config error: no templates for action \"team_invite\"", 2}}) {
+    auto r = Process::Spawn({testing::Runfile("mailroom/sender/sender"), "render",
+                             "--action=" + c.action, "--locale=de"},
+                            {{"MAILROOM_PRODUCT_NAME", "Acme"},
+                             {"MAILROOM_LINK_BASE_URL", "https://app.example.test"},
+                             {"MAILROOM_TEMPLATE_DIR", custom}},
+                            dir_ + "/render-" + c.action + ".log");
+    ASSERT_TRUE(r.ok());
+    code = (*r)->Wait(absl::Seconds(10));
+    ASSERT_TRUE(code.ok());
+    EXPECT_EQ(*code, c.code) << (*r)->Log();
+    EXPECT_THAT((*r)->Log(), HasSubstr(c.expect));
+  }
 }
 
 }  // namespace

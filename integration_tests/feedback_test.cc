@@ -1,6 +1,6 @@
 // SES feedback through SNS, end to end: a real collector with its feedback
 // endpoint and metrics on loopback, a real sender delivering through the SES v2 emulator
-// behind sender/testing/ses_front.py, which also plays SNS (its own test CA, signing
+// behind sender/transport/testing/ses_front.py, which also plays SNS (its own test CA, signing
 // certificate served over HTTPS, SubscribeURL). A hard bounce delivered as a signed SNS
 // notification suppresses the address for good; a forged notification changes nothing; the
 // reputation figures appear in /metrics.

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "collector/signing.h"
-#include "collector/testing/migrated_database.h"
+#include "testing/migrated_database.h"
 #include "gtest/gtest.h"
 #include "testing/intruder.h"
 

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "collector/migrate.h"
-#include "collector/testing/migrated_database.h"
+#include "testing/migrated_database.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/pg_server.h"

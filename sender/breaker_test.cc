@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 #include "common/testing/fake_clock.h"
-#include "sender/transport.h"
+#include "sender/transport/transport.h"
 
 namespace mailroom {
 namespace {

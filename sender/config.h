@@ -6,7 +6,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/env.h"
-#include "sender/transport.h"
+#include "sender/transport/transport.h"
 
 namespace mailroom {
 

@@ -18,12 +18,12 @@
 #include "nlohmann/json.hpp"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
 #include "sender/collector_credentials.h"
-#include "sender/curl_handle.h"
+#include "sender/transport/curl_handle.h"
 #include "sender/message.h"
-#include "sender/oauth2_token.h"
+#include "sender/transport/oauth2_token.h"
 #include "sender/renderer.h"
-#include "sender/ses_transport.h"
-#include "sender/smtp_transport.h"
+#include "sender/transport/ses_transport.h"
+#include "sender/transport/smtp_transport.h"
 
 namespace mailroom {
 namespace {
@@ -54,9 +54,8 @@ std::string HostOf(absl::string_view url) {
 }
 
 // The part of a template set's name a line shows: "activation.de", "activation" (default).
-std::string SetName(v1::Action action, const std::string& locale) {
-  return absl::StrCat(action == v1::ACTION_ACTIVATION ? "activation" : "password_recovery",
-                      locale.empty() ? "" : ".", locale);
+std::string SetName(const std::string& action, const std::string& locale) {
+  return absl::StrCat(action, locale.empty() ? "" : ".", locale);
 }
 
 bool PlaceholderDomain(absl::string_view domain) {
@@ -128,9 +127,54 @@ std::vector<DoctorLine> CheckMessageSettings(const SenderConfig& c) {
     std::string trimmed = base;
     while (!trimmed.empty() && trimmed.back() == '/') trimmed.pop_back();
     out.push_back(Ok("links", absl::StrCat(trimmed, "/activate?token=..., ", trimmed,
-                                           "/recover?token=...")));
+                                           "/recover?token=..., ", trimmed,
+                                           "/action/<action>?token=...")));
   }
   return out;
+}
+
+// What a rendered sample of `action` in `locale` should show: something to act on (for an
+// action known to carry a token or a code) and a subject.
+void CheckSample(const std::string& action, const std::string& locale,
+                 const RenderedEmail& preview, std::vector<DoctorLine>* out) {
+  const std::string name = SetName(action, locale);
+  const std::string both = preview.text + preview.html;
+  const bool builtin = std::find(BuiltinActions().begin(), BuiltinActions().end(), action) !=
+                       BuiltinActions().end();
+  // Whether an action of the application's own carries a token is the database's to say.
+  if (builtin && !IsBuiltinNotice(action) && !absl::StrContains(both, "SAMPLE-TOKEN") &&
+      !absl::StrContains(both, "12345")) {
+    out->push_back(Warn("templates", absl::StrCat(
+        name, ": neither the text nor the HTML shows {{link}}, {{token}} or {{code}}: the "
+        "reader has nothing to act on (a misspelt variable renders as nothing)")));
+  }
+  if (preview.subject.find_first_not_of(' ') == std::string::npos) {
+    out->push_back(Warn("templates", absl::StrCat(name, ": the subject is empty")));
+  }
+}
+
+// A locale with templates for some built-in actions but not all: its readers get the others in
+// the default language. One line per such locale.
+void CheckLocales(const Templates& templates, std::vector<DoctorLine>* out) {
+  std::set<std::string> locales;
+  for (const std::string& action : templates.Actions()) {
+    for (const std::string& locale : templates.Locales(action)) {
+      if (!locale.empty()) locales.insert(locale);
+    }
+  }
+  for (const std::string& locale : locales) {
+    std::vector<std::string> has, missing;
+    for (const std::string& action : BuiltinActions()) {
+      const std::vector<std::string> sets = templates.Locales(action);
+      (std::find(sets.begin(), sets.end(), locale) != sets.end() ? has : missing)
+          .push_back(action);
+    }
+    if (missing.empty()) continue;
+    out->push_back(Warn("templates", absl::StrCat(
+        "locale ", locale, " has templates for ",
+        has.empty() ? "no built-in action" : absl::StrJoin(has, ", "), " but none for ",
+        absl::StrJoin(missing, ", "), ": its readers get those in the default language")));
+  }
 }
 
 std::vector<DoctorLine> CheckTemplates(const SenderConfig& c, Clock* clock) {
@@ -138,8 +182,6 @@ std::vector<DoctorLine> CheckTemplates(const SenderConfig& c, Clock* clock) {
   std::vector<absl::Status> problems;
   Templates templates = Templates::LoadAll(c.template_dir, &problems);
   for (const absl::Status& p : problems) out.push_back(Fail("templates", std::string(p.message())));
-  const std::vector<std::string> locales[2] = {templates.Locales(v1::ACTION_ACTIVATION),
-                                               templates.Locales(v1::ACTION_PASSWORD_RECOVERY)};
   // A broken MAILROOM_FROM is reported on its own line; the templates are still rendered.
   RendererOptions options{c.from, c.product_name, c.link_base_url};
   if (!ParseMailbox(c.from).ok()) options.from = "doctor <doctor@example.invalid>";
@@ -150,18 +192,24 @@ std::vector<DoctorLine> CheckTemplates(const SenderConfig& c, Clock* clock) {
   }
   const size_t before = out.size();
   std::vector<std::string> rendered;
-  for (v1::Action action : {v1::ACTION_ACTIVATION, v1::ACTION_PASSWORD_RECOVERY}) {
-    const auto& mine = locales[action == v1::ACTION_ACTIVATION ? 0 : 1];
-    const auto& other = locales[action == v1::ACTION_ACTIVATION ? 1 : 0];
-    for (const std::string& locale : mine) {
+  for (const std::string& action : BuiltinActions()) {
+    if (!templates.Has(action)) {
+      out.push_back(Fail("templates", absl::StrCat(action, ": no templates")));
+    }
+  }
+  for (const std::string& action : templates.Actions()) {
+    for (const std::string& locale : templates.Locales(action)) {
       const std::string name = SetName(action, locale);
       v1::Job job;
       job.set_job_id(1);
-      job.set_action(action);
+      job.set_action(v1::ACTION_OTHER);
+      job.set_action_name(action);
       job.set_login("jane.doe");
       job.set_email("jane.doe@example.com");
-      job.set_token("SAMPLE-TOKEN");
-      job.set_code("12345");
+      if (!IsBuiltinNotice(action)) {
+        job.set_token("SAMPLE-TOKEN");
+        job.set_code("12345");
+      }
       job.set_expires_at(absl::ToUnixSeconds(clock->Now() + absl::Hours(1)));
       job.set_locale(locale);
       auto email = renderer->Render(job);
@@ -174,28 +222,15 @@ std::vector<DoctorLine> CheckTemplates(const SenderConfig& c, Clock* clock) {
         out.push_back(Fail("templates", absl::StrCat(name, ": ", preview.status().message())));
         continue;
       }
-      const std::string both = preview->text + preview->html;
-      if (!absl::StrContains(both, "SAMPLE-TOKEN") && !absl::StrContains(both, "12345")) {
-        out.push_back(Warn("templates", absl::StrCat(
-            name, ": neither the text nor the HTML shows {{link}}, {{token}} or {{code}}: the "
-            "reader has nothing to act on (a misspelt variable renders as nothing)")));
-      }
-      if (preview->subject.find_first_not_of(' ') == std::string::npos) {
-        out.push_back(Warn("templates", absl::StrCat(name, ": the subject is empty")));
-      }
-      if (!locale.empty() && std::find(other.begin(), other.end(), locale) == other.end()) {
-        out.push_back(Warn("templates", absl::StrCat(
-            "locale ", locale, " has ", SetName(action, ""), " templates but no ",
-            SetName(action == v1::ACTION_ACTIVATION ? v1::ACTION_PASSWORD_RECOVERY
-                                                    : v1::ACTION_ACTIVATION, ""),
-            " ones: its readers get those in the default language")));
-      }
+      CheckSample(action, locale, *preview, &out);
       rendered.push_back(name);
     }
   }
+  CheckLocales(templates, &out);
   if (out.size() == before) {
     out.push_back(Ok("templates", absl::StrCat(
-        rendered.size(), " sets render a sample job (", absl::StrJoin(rendered, ", "), ") from ",
+        rendered.size(), " sets of ", templates.Actions().size(),
+        " actions render a sample job (", absl::StrJoin(rendered, ", "), ") from ",
         c.template_dir.empty() ? "the built-in templates"
                                : absl::StrCat("the built-in templates and ", c.template_dir))));
   }

@@ -143,9 +143,27 @@ TEST(DoctorTest, TemplatesReportEveryProblemAndWhatRendersNothingToActOn) {
   SenderConfig c = Healthy();
   auto lines = CheckTemplates(c, &clock);
   ASSERT_EQ(lines.size(), 1u) << Joined(lines);
-  EXPECT_THAT(Joined(lines), HasSubstr("ok   templates: 4 sets render a sample job (activation, "
-                                       "activation.de, password_recovery, "
-                                       "password_recovery.de) from the built-in templates"));
+  // Every built-in action in English (the default) and German.
+  EXPECT_THAT(Joined(lines), HasSubstr("ok   templates: 18 sets of 9 actions render a sample job "
+                                       "(account_reactivated, account_reactivated.de, "
+                                       "account_suspended, account_suspended.de, activation, "
+                                       "activation.de, email_change, email_change.de, "
+                                       "email_changed, email_changed.de, invitation, "
+                                       "invitation.de, login_code, login_code.de, "
+                                       "password_changed, password_changed.de, "
+                                       "password_recovery, password_recovery.de) from the "
+                                       "built-in templates"));
+
+  // An action of the application's own, from the directory, is rendered too.
+  c.template_dir = FreshDir("doctor_custom");
+  WriteFile(c.template_dir + "/welcome_gift.subject", "A gift from {{product_name}}");
+  WriteFile(c.template_dir + "/welcome_gift.txt", "Your code: {{code}} {{link}}");
+  WriteFile(c.template_dir + "/welcome_gift.html", "<p>{{code}}</p>");
+  lines = CheckTemplates(c, &clock);
+  ASSERT_EQ(lines.size(), 1u) << Joined(lines);
+  EXPECT_THAT(Joined(lines), HasSubstr("ok   templates: 19 sets of 10 actions render"));
+  EXPECT_THAT(Joined(lines), HasSubstr("password_recovery.de, welcome_gift) from the built-in "
+                                       "templates and " + c.template_dir));
 
   c.template_dir = FreshDir("doctor_templates");
   WriteFile(c.template_dir + "/activation.de.html", "{{#open}} never closed");
@@ -160,8 +178,25 @@ TEST(DoctorTest, TemplatesReportEveryProblemAndWhatRendersNothingToActOn) {
   EXPECT_THAT(out, HasSubstr(absl::StrCat("FAIL templates: MAILROOM_TEMPLATE_DIR: ", c.template_dir,
                                           "/password_recovery.fr.txt is missing")));
   EXPECT_THAT(out, HasSubstr("warn templates: activation.it: neither the text nor the HTML shows"));
-  EXPECT_THAT(out, HasSubstr("warn templates: locale it has activation templates but no "
-                             "password_recovery ones"));
+  EXPECT_THAT(out, HasSubstr("warn templates: locale it has templates for activation but none "
+                             "for password_recovery, login_code, email_change, invitation, "
+                             "password_changed, email_changed, account_suspended, "
+                             "account_reactivated: its readers get those in the default "
+                             "language"));
+  // Notices carry nothing to act on: no warning for them.
+  WriteFile(c.template_dir + "/password_changed.subject", "Password changed");
+  WriteFile(c.template_dir + "/password_changed.txt", "It was changed.");
+  WriteFile(c.template_dir + "/password_changed.html", "<p>It was changed.</p>");
+  // An action of the application's own without a default-language set.
+  WriteFile(c.template_dir + "/team_invite.fr.subject", "Invitation");
+  WriteFile(c.template_dir + "/team_invite.fr.txt", "{{link}}");
+  WriteFile(c.template_dir + "/team_invite.fr.html", "<p>{{link}}</p>");
+  const std::string more = Joined(CheckTemplates(c, &clock));
+  EXPECT_THAT(more, Not(HasSubstr("password_changed: neither")));
+  EXPECT_THAT(more, HasSubstr(absl::StrCat(
+                        "FAIL templates: MAILROOM_TEMPLATE_DIR: ", c.template_dir,
+                        "/team_invite.subject, team_invite.txt and team_invite.html are missing "
+                        "(every action needs templates in the default language)")));
   EXPECT_THAT(out, Not(HasSubstr("ok   templates")));
 }
 

@@ -7,12 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "sender/retry.h"
+#include "sender/actions.h"
 
 namespace mailroom {
 namespace {
-
-bool Permanent(const absl::Status& s) { return !RetryPolicy::Retryable(s); }
 
 // Critical jobs (password recoveries, sign-in codes, address changes: Job.priority) are sent
 // first and paced as recoveries are; a collector that does not set the priority marks
@@ -25,8 +23,10 @@ SendClass ClassOf(const v1::Job& job) {
   return Critical(job) ? SendClass::kRecovery : SendClass::kStandard;
 }
 
-const char* ActionName(v1::Action a) {
-  return a == v1::ACTION_PASSWORD_RECOVERY ? "password_recovery" : "activation";
+// A metrics label: one value per action the database names (unnamed or invalid: "unknown").
+std::string ActionLabel(const v1::Job& job) {
+  std::string action = JobActionName(job);
+  return ValidActionName(action) ? action : "unknown";
 }
 
 // Failover needs all three: the primary's breaker, the secondary and its breaker.
@@ -201,93 +201,96 @@ void Engine::NoteActive() {
   }
 }
 
-void Engine::Work() {
-  while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return draining_ || !queue_.empty();
-      };
-      clock_->AwaitWithDeadline(&mu_, absl::Condition(&ready),
-                                clock_->Now() + absl::Milliseconds(200));
-      if (draining_) return;
-      if (queue_.empty()) continue;
-    }
-    NoteActive();
-    if (opt_.breaker != nullptr && opt_.breaker->open()) {
-      // The provider is down: keep the jobs in PostgreSQL until the next probe is due, except
-      // those the secondary takes while it can.
-      absl::Duration wait = opt_.breaker->NextProbe() - clock_->Now();
-      if (wait > absl::ZeroDuration()) {
-        const std::string why =
-            absl::StrCat("held: provider unavailable: ", opt_.breaker->reason());
-        if (SecondaryUsable()) {
-          DeferQueued(std::max(wait, absl::Milliseconds(500)), why, [this](const v1::Job& j) {
-            return !opt_.failover.FailsOver(ClassOf(j));
-          });
-        } else {
-          // Both down: back when either could send again.
-          if (opt_.failover.configured) {
-            wait = std::min(wait, opt_.secondary_breaker->NextProbe() - clock_->Now());
-          }
-          DeferQueued(std::max(wait, absl::Milliseconds(500)), why);
-          Pause(std::min(std::max(wait, absl::Milliseconds(1)), absl::Milliseconds(100)));
-          continue;
-        }
+bool Engine::AwaitJobs() {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return draining_ || !queue_.empty(); };
+  while (!draining_ && queue_.empty()) {
+    clock_->AwaitWithDeadline(&mu_, absl::Condition(&ready),
+                              clock_->Now() + absl::Milliseconds(200));
+  }
+  return !draining_;
+}
+
+bool Engine::HoldWhileProviderDown() {
+  if (opt_.breaker == nullptr || !opt_.breaker->open()) return false;
+  // The provider is down: keep the jobs in PostgreSQL until the next probe is due, except
+  // those the secondary takes while it can.
+  absl::Duration wait = opt_.breaker->NextProbe() - clock_->Now();
+  if (wait <= absl::ZeroDuration()) return false;
+  const std::string why = absl::StrCat("held: provider unavailable: ", opt_.breaker->reason());
+  if (SecondaryUsable()) {
+    DeferQueued(std::max(wait, absl::Milliseconds(500)), why, [this](const v1::Job& j) {
+      return !opt_.failover.FailsOver(ClassOf(j));
+    });
+    return false;
+  }
+  // Both down: back when either could send again.
+  if (opt_.failover.configured) {
+    wait = std::min(wait, opt_.secondary_breaker->NextProbe() - clock_->Now());
+  }
+  DeferQueued(std::max(wait, absl::Milliseconds(500)), why);
+  Pause(std::min(std::max(wait, absl::Milliseconds(1)), absl::Milliseconds(100)));
+  return true;
+}
+
+bool Engine::TakeNext(LeasedJob* job, int64_t* cost) {
+  // Take the head of the queue only together with its budget slot, both under the engine's
+  // lock: with several workers, whoever gets the next slot sends the job that is first in
+  // priority order at that moment (a recovery that arrived during the wait included), and no
+  // worker sits on a job while waiting. Read the clock after the pacer: its answer is never
+  // later than "now" when sending is allowed, so this order cannot mistake an open slot for
+  // a wait.
+  absl::Duration pace_wait = absl::ZeroDuration();
+  absl::Duration budget_wait = absl::ZeroDuration();
+  {
+    absl::MutexLock lock(&mu_);
+    if (queue_.empty() || draining_) return false;
+    auto head = queue_.begin();
+    if (!Expiring(head->second.job)) {
+      const SendClass c = ClassOf(head->second.job);
+      absl::Time next = pacer_->NextSendTime(c);
+      absl::Time now = clock_->Now();
+      if (next <= now) {
+        *cost = pacer_->TryAcquire(c);
+        // The slot went elsewhere (another pacer user): wait for the next one.
+        if (*cost < 0) next = std::max(pacer_->NextSendTime(c), now + absl::Milliseconds(1));
+      }
+      if (next - now > opt_.max_budget_wait) {
+        budget_wait = next == absl::InfiniteFuture() ? absl::Hours(1)
+                                                     : std::min(next - now, absl::Hours(1));
+      } else if (*cost < 0) {
+        pace_wait = next - now;
       }
     }
-    // Take the head of the queue only together with its budget slot, both under the engine's
-    // lock: with several workers, whoever gets the next slot sends the job that is first in
-    // priority order at that moment (a recovery that arrived during the wait included), and no
-    // worker sits on a job while waiting. Read the clock after the pacer: its answer is never
-    // later than "now" when sending is allowed, so this order cannot mistake an open slot for
-    // a wait.
+    // Jobs too close to expiry are taken without a slot: they are reported, not sent.
+    if (budget_wait == absl::ZeroDuration() && pace_wait == absl::ZeroDuration()) {
+      *job = std::move(head->second);
+      queue_.erase(head);
+      metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
+      return true;
+    }
+  }
+  if (budget_wait > absl::ZeroDuration()) {
+    // Not sendable soon (budget spent for now): keep the jobs in PostgreSQL, not here.
+    metrics_->Add("mailroom_sender_budget_deferrals_total", 1);
+    DeferQueued(budget_wait, "sending budget exhausted for now");
+    Pause(std::min(budget_wait, absl::Seconds(1)));
+    return false;
+  }
+  Log(LogLevel::kDebug, "waiting for the pace",
+      {{"ms", absl::StrCat(absl::ToDoubleMilliseconds(pace_wait))}});
+  metrics_->Add("mailroom_sender_rate_limit_wait_seconds_total", absl::ToDoubleSeconds(pace_wait));
+  Pause(std::min(pace_wait, absl::Milliseconds(250)));
+  return false;
+}
+
+void Engine::Work() {
+  while (AwaitJobs()) {
+    NoteActive();
+    if (HoldWhileProviderDown()) continue;
     LeasedJob job;
     int64_t cost = -1;
-    absl::Duration pace_wait = absl::ZeroDuration();
-    absl::Duration budget_wait = absl::ZeroDuration();
-    {
-      absl::MutexLock lock(&mu_);
-      if (queue_.empty() || draining_) continue;
-      auto head = queue_.begin();
-      if (!Expiring(head->second.job)) {
-        const SendClass c = ClassOf(head->second.job);
-        absl::Time next = pacer_->NextSendTime(c);
-        absl::Time now = clock_->Now();
-        if (next <= now) {
-          cost = pacer_->TryAcquire(c);
-          // The slot went elsewhere (another pacer user): wait for the next one.
-          if (cost < 0) next = std::max(pacer_->NextSendTime(c), now + absl::Milliseconds(1));
-        }
-        if (next - now > opt_.max_budget_wait) {
-          budget_wait = next == absl::InfiniteFuture() ? absl::Hours(1)
-                                                       : std::min(next - now, absl::Hours(1));
-        } else if (cost < 0) {
-          pace_wait = next - now;
-        }
-      }
-      // Jobs too close to expiry are taken without a slot: they are reported, not sent.
-      if (budget_wait == absl::ZeroDuration() && pace_wait == absl::ZeroDuration()) {
-        job = std::move(head->second);
-        queue_.erase(head);
-        metrics_->Set("mailroom_sender_queued_jobs", queue_.size());
-      }
-    }
-    if (budget_wait > absl::ZeroDuration()) {
-      // Not sendable soon (budget spent for now): keep the jobs in PostgreSQL, not here.
-      metrics_->Add("mailroom_sender_budget_deferrals_total", 1);
-      DeferQueued(budget_wait, "sending budget exhausted for now");
-      Pause(std::min(budget_wait, absl::Seconds(1)));
-      continue;
-    }
-    if (pace_wait > absl::ZeroDuration()) {
-      Log(LogLevel::kDebug, "waiting for the pace",
-          {{"ms", absl::StrCat(absl::ToDoubleMilliseconds(pace_wait))}});
-      metrics_->Add("mailroom_sender_rate_limit_wait_seconds_total",
-                    absl::ToDoubleSeconds(pace_wait));
-      Pause(std::min(pace_wait, absl::Milliseconds(250)));
-      continue;
-    }
+    if (!TakeNext(&job, &cost)) continue;
     absl::Duration send_window;
     const LeaseState lease = CheckLease(job, &send_window);
     if (lease != LeaseState::kOwned && cost >= 0) pacer_->Refund(ClassOf(job.job), cost);
@@ -311,168 +314,184 @@ bool Engine::Expiring(const v1::Job& job) const {
 
 bool Engine::Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_window) {
   const v1::Job& job = leased.job;
-  const std::string action = ActionName(job.action());
-  const std::string id = absl::StrCat(job.job_id());
-  // What is not sent is not charged (a failed or rejected send either, below; a send that may
-  // have reached the provider is charged).
-  auto refund = [&] {
-    if (cost >= 0) pacer_->Refund(ClassOf(job), cost);
-  };
-  if (Expiring(job)) {
-    refund();
-    metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "expired"}});
-    LogInfo("job expired before delivery", {{"job", id}, {"action", action}});
-    leases_->Report(
-        OutcomeReport::Expired(job.job_id(), "token expires before it can be delivered"));
-    return false;
+  AttemptFacts facts;
+  facts.job_id = job.job_id();
+  facts.failures = static_cast<int>(job.failures()) + 1;
+  facts.expiring = Expiring(job);
+  absl::StatusOr<OutgoingEmail> email = absl::CancelledError("not rendered");
+  if (!facts.expiring) {
+    email = render_(job);
+    facts.rendered = email.status();
   }
-  auto email = render_(job);
-  if (email.ok()) {
-    email->tags = {{"mailroom_job", id}, {"mailroom_action", action}};
+  Attempt attempt;
+  if (facts.SendsNext()) attempt = PickRoute(ClassOf(job), cost, &facts);
+  if (facts.SendsNext()) {
+    email->tags = {{"mailroom_job", absl::StrCat(job.job_id())},
+                   {"mailroom_action", ActionLabel(job)}};
     email->timeout = send_window;  // never outlast the lease
+    Send(*email, job, attempt, cost, &facts);
+  } else if (facts.held.has_value()) {
+    facts.hold_delay = HoldDelay(ClassOf(job));
   }
-  if (!email.ok()) {
-    refund();
-    metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "failed"}});
-    metrics_->Add("mailroom_sender_failures_total", 1, {{"reason", "render"}});
-    LogWarn("job cannot be rendered", {{"job", id}, {"error", std::string(email.status().message())}});
-    leases_->Report(OutcomeReport::Failed(job.job_id(), std::string(email.status().message())));
-    return false;
+  const Decision decision = DecideOutcome(facts, retry_);
+  // What is not sent is not charged; a send that may have reached the provider is.
+  if (!decision.charged && cost >= 0) pacer_->Refund(ClassOf(job), cost);
+  Count(job, facts, decision, attempt);
+  if (!decision.report.has_value()) {
+    Requeue(leased);
+    return true;
   }
-  const SendClass send_class = ClassOf(job);
-  Route route = Route::kPrimary;
-  Breaker::Ticket ticket;  // from the breaker of the route taken
-  if (opt_.breaker != nullptr) {
-    ticket = opt_.breaker->Admit();
-    Breaker::Ticket secondary_ticket;
-    route = ChooseRoute(opt_.failover, send_class, ticket.decision, [&] {
-      secondary_ticket = opt_.secondary_breaker->Admit();
-      return secondary_ticket.decision;
-    });
-    if (route == Route::kHold) {
-      refund();
-      Breaker* why = opt_.failover.FailsOver(send_class) ? opt_.secondary_breaker : opt_.breaker;
-      leases_->Report(OutcomeReport::Defer(
-          job.job_id(), absl::StrCat("held: provider unavailable: ", why->reason()),
-          HoldDelay(send_class)));
-      return false;
+  leases_->Report(*decision.report);
+  return false;
+}
+
+Engine::Attempt Engine::PickRoute(SendClass send_class, int64_t cost, AttemptFacts* facts) {
+  Attempt a{Route::kPrimary, transport_, opt_.breaker, {}};
+  if (opt_.breaker == nullptr) return a;
+  a.ticket = opt_.breaker->Admit();
+  Breaker::Ticket secondary_ticket;
+  a.route = ChooseRoute(opt_.failover, send_class, a.ticket.decision, [&] {
+    secondary_ticket = opt_.secondary_breaker->Admit();
+    return secondary_ticket.decision;
+  });
+  if (a.route == Route::kHold) {
+    Breaker* why = opt_.failover.FailsOver(send_class) ? opt_.secondary_breaker : opt_.breaker;
+    facts->held = why->reason();
+  } else if (a.route == Route::kSecondary) {
+    a.ticket = secondary_ticket;
+    a.transport = opt_.secondary;
+    a.breaker = opt_.secondary_breaker;
+    if (!SlotCovers(opt_.failover, a.route, cost)) {
+      // Bought at the primary's price before it went down: the dearer secondary needs a slot
+      // at the failover price (the pacer asks at it now). Nothing is sent.
+      opt_.secondary_breaker->Cancel(a.ticket);
+      facts->slot_short = true;
     }
-    if (route == Route::kSecondary) {
-      ticket = secondary_ticket;
-      if (!SlotCovers(opt_.failover, route, cost)) {
-        // Bought at the primary's price before it went down: the dearer secondary needs a slot
-        // at the failover price (the pacer asks at it now). Nothing was sent.
-        opt_.secondary_breaker->Cancel(ticket);
-        refund();
-        Requeue(leased);
-        return true;
-      }
-    }
   }
-  Transport* const transport = route == Route::kSecondary ? opt_.secondary : transport_;
-  Breaker* const breaker = route == Route::kSecondary ? opt_.secondary_breaker : opt_.breaker;
+  return a;
+}
+
+void Engine::Send(const OutgoingEmail& email, const v1::Job& job, const Attempt& attempt,
+                  int64_t cost, AttemptFacts* facts) {
   // The money this email costs if it may have reached the provider: the price of the one
   // that sent it.
-  const int64_t charge = ChargeFor(opt_.failover, route, cost);
-  absl::Time start = clock_->Now();
-  auto sent = transport->Send(*email);
+  facts->charge = ChargeFor(opt_.failover, attempt.route, cost);
+  facts->breaker = attempt.breaker != nullptr;
+  const absl::Time start = clock_->Now();
+  auto sent = attempt.transport->Send(email);
   const double send_seconds = absl::ToDoubleSeconds(clock_->Now() - start);
   metrics_->Add("mailroom_sender_send_seconds_total", send_seconds);
   metrics_->Observe("mailroom_sender_send_duration_seconds", send_seconds,
-                    {{"transport", transport->Name()}});
-  if (breaker != nullptr) breaker->Record(ticket, sent.status());
+                    {{"transport", attempt.transport->Name()}});
+  if (attempt.breaker != nullptr) attempt.breaker->Record(attempt.ticket, sent.status());
   NoteActive();
   if (sent.ok()) {
-    metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "sent"}});
-    metrics_->Add("mailroom_sender_spent_micros_total", charge);
-    if (opt_.failover.configured) {
-      metrics_->Add("mailroom_sender_transport_sent_total", 1, {{"transport", RouteName(route)}});
-    }
-    metrics_->Observe("mailroom_sender_commit_to_sent_seconds",
-                      std::max(0.0, absl::ToDoubleSeconds(clock_->Now() - absl::FromUnixSeconds(
-                                                                         job.created_at()))),
-                      {{"action", action}});
-    if (route == Route::kSecondary) {
-      LogInfo("sent", {{"job", id}, {"action", action}, {"transport", transport->Name()},
-                       {"route", RouteName(route)}, {"cost_micros", absl::StrCat(charge)},
-                       {"try", absl::StrCat(job.failures() + 1)}});
-    } else {
-      LogInfo("sent", {{"job", id}, {"action", action}, {"transport", transport->Name()},
-                       {"try", absl::StrCat(job.failures() + 1)}});
-    }
-    leases_->Report(OutcomeReport::Sent(job.job_id(), charge, sent->feedback_id));
-    return false;
+    facts->provider_message_id = std::move(sent->feedback_id);
+    return;
   }
-  const absl::Status& err = sent.status();
-  const std::string reason(err.message());
-  const int failures = static_cast<int>(job.failures()) + 1;
-  if (IsMaybeSent(err)) {
-    // The provider may have accepted it (and bills it): charged, never refunded. Retried once
-    // at most, so an ambiguous answer costs at most one duplicate.
-    metrics_->Add("mailroom_sender_maybe_sent_total", 1);
-    metrics_->Add("mailroom_sender_spent_micros_total", std::max<int64_t>(charge, 0));
-    std::optional<absl::Duration> delay;
-    if (failures == 1) delay = retry_(err, failures);
-    if (delay.has_value()) {
-      if (breaker != nullptr && breaker->open()) {
-        delay = std::max(*delay, breaker->NextProbe() - clock_->Now());
-      }
+  facts->sent = sent.status();
+  const SendClass send_class = ClassOf(job);
+  if (attempt.breaker != nullptr && attempt.breaker->open()) {
+    facts->probe_wait = attempt.breaker->NextProbe() - clock_->Now();
+  }
+  facts->failover_now = attempt.route == Route::kPrimary && opt_.breaker != nullptr &&
+                        opt_.breaker->open() && opt_.failover.FailsOver(send_class) &&
+                        SecondaryUsable();
+  facts->hold_delay = HoldDelay(send_class);
+}
+
+void Engine::Count(const v1::Job& job, const AttemptFacts& facts, const Decision& decision,
+                   const Attempt& attempt) {
+  const std::string action = ActionLabel(job);
+  const std::string id = absl::StrCat(job.job_id());
+  const std::string reason = decision.report.has_value() ? decision.report->reason : "";
+  auto count_job = [&](const char* outcome) {
+    metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", outcome}});
+  };
+  auto retry_in_ms = [&] {
+    return absl::StrCat(absl::ToInt64Milliseconds(decision.report->retry_after));
+  };
+  switch (decision.verdict) {
+    case Verdict::kExpired:
+      count_job("expired");
+      LogInfo("job expired before delivery", {{"job", id}, {"action", action}});
+      return;
+    case Verdict::kUnrenderable:
+      count_job("failed");
+      metrics_->Add("mailroom_sender_failures_total", 1, {{"reason", "render"}});
+      LogWarn("job cannot be rendered", {{"job", id}, {"error", reason}});
+      return;
+    case Verdict::kHeld:
+    case Verdict::kRequeued:
+      return;
+    case Verdict::kSent:
+      CountSent(job, facts, attempt);
+      return;
+    case Verdict::kMaybeSentRetry:
+      metrics_->Add("mailroom_sender_maybe_sent_total", 1);
+      metrics_->Add("mailroom_sender_spent_micros_total", std::max<int64_t>(facts.charge, 0));
       metrics_->Add("mailroom_sender_retries_total", 1);
       LogWarn("send may have reached the provider; charged, will retry once",
-              {{"job", id}, {"error", reason},
-               {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(*delay))}});
-      leases_->Report(OutcomeReport::Retry(job.job_id(), reason, *delay));
-      return false;
-    }
-    metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "sent"}});
-    metrics_->Add("mailroom_sender_unconfirmed_total", 1);
-    LogWarn("send may have reached the provider; counted as sent, not retried again",
-            {{"job", id}, {"action", action}, {"error", reason},
-             {"try", absl::StrCat(failures)}});
-    leases_->Report(OutcomeReport::Sent(job.job_id(), std::max<int64_t>(charge, 0), ""));
-    return false;
-  }
-  refund();  // a rejected or failed send is not charged
-  if (breaker != nullptr && IsProviderError(err)) {
-    if (route == Route::kPrimary && opt_.breaker->open() && opt_.failover.FailsOver(send_class) &&
-        SecondaryUsable()) {
-      // The primary is down now and the secondary takes this class: it sends the job at once
-      // (still ours, nothing charged) rather than after a round trip through PostgreSQL.
+              {{"job", id}, {"error", reason}, {"retry_in_ms", retry_in_ms()}});
+      return;
+    case Verdict::kUnconfirmed:
+      metrics_->Add("mailroom_sender_maybe_sent_total", 1);
+      metrics_->Add("mailroom_sender_spent_micros_total", std::max<int64_t>(facts.charge, 0));
+      count_job("sent");
+      metrics_->Add("mailroom_sender_unconfirmed_total", 1);
+      LogWarn("send may have reached the provider; counted as sent, not retried again",
+              {{"job", id}, {"action", action}, {"error", std::string(facts.sent.message())},
+               {"try", absl::StrCat(facts.failures)}});
+      return;
+    case Verdict::kFailingOver:
       metrics_->Add("mailroom_sender_failover_resends_total", 1);
       Log(LogLevel::kDebug, "primary unavailable; the secondary sends this job",
-          {{"job", id}, {"error", reason}});
-      Requeue(leased);
-      return true;
-    }
-    // Not this job's fault: hand it back uncounted until the provider answers again.
-    metrics_->Add("mailroom_sender_held_total", 1);
-    leases_->Report(OutcomeReport::Defer(
-        job.job_id(), absl::StrCat("held: provider unavailable: ", reason),
-        HoldDelay(send_class)));
-    return false;
+          {{"job", id}, {"error", std::string(facts.sent.message())}});
+      return;
+    case Verdict::kProviderDown:
+      metrics_->Add("mailroom_sender_held_total", 1);
+      return;
+    case Verdict::kRetry:
+      metrics_->Add("mailroom_sender_retries_total", 1);
+      LogWarn("send failed; will retry", {{"job", id}, {"error", reason},
+                                          {"failures", absl::StrCat(facts.failures)},
+                                          {"retry_in_ms", retry_in_ms()}});
+      return;
+    case Verdict::kRejected:
+    case Verdict::kGaveUp:
+      count_job("failed");
+      metrics_->Add("mailroom_sender_failures_total", 1,
+                    {{"reason", decision.verdict == Verdict::kRejected ? "permanent"
+                                                                        : "retries_exhausted"}});
+      LogWarn("send failed permanently",
+              {{"job", id}, {"error", reason},
+               {"suppress_recipient", decision.report->suppress_recipient ? "true" : "false"}});
+      return;
   }
-  std::optional<absl::Duration> delay;
-  if (!Permanent(err)) delay = retry_(err, failures);
-  if (delay.has_value()) {
-    metrics_->Add("mailroom_sender_retries_total", 1);
-    LogWarn("send failed; will retry", {{"job", id}, {"error", reason},
-                                        {"failures", absl::StrCat(failures)},
-                                        {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(*delay))}});
-    leases_->Report(OutcomeReport::Retry(job.job_id(), reason, *delay));
-    return false;
+}
+
+void Engine::CountSent(const v1::Job& job, const AttemptFacts& facts, const Attempt& attempt) {
+  const std::string action = ActionLabel(job);
+  metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "sent"}});
+  metrics_->Add("mailroom_sender_spent_micros_total", facts.charge);
+  if (opt_.failover.configured) {
+    metrics_->Add("mailroom_sender_transport_sent_total", 1,
+                  {{"transport", RouteName(attempt.route)}});
   }
-  const std::string final_reason =
-      Permanent(err) ? reason : absl::StrCat("gave up after ", failures, " attempts: ", reason);
-  metrics_->Add("mailroom_sender_jobs_total", 1, {{"action", action}, {"outcome", "failed"}});
-  metrics_->Add("mailroom_sender_failures_total", 1,
-                {{"reason", Permanent(err) ? "permanent" : "retries_exhausted"}});
-  // The server said the address itself is bad (5.1.x on RCPT): no later job for it should be
-  // tried, so the collector is asked to suppress it.
-  const bool suppress = IsRecipientRejected(err);
-  LogWarn("send failed permanently", {{"job", id}, {"error", final_reason},
-                                      {"suppress_recipient", suppress ? "true" : "false"}});
-  leases_->Report(OutcomeReport::Failed(job.job_id(), final_reason, suppress));
-  return false;
+  metrics_->Observe("mailroom_sender_commit_to_sent_seconds",
+                    std::max(0.0, absl::ToDoubleSeconds(clock_->Now() - absl::FromUnixSeconds(
+                                                                         job.created_at()))),
+                    {{"action", action}});
+  const std::string id = absl::StrCat(job.job_id());
+  const std::string tries = absl::StrCat(job.failures() + 1);
+  if (attempt.route == Route::kSecondary) {
+    LogInfo("sent", {{"job", id}, {"action", action}, {"transport", attempt.transport->Name()},
+                     {"route", RouteName(attempt.route)},
+                     {"cost_micros", absl::StrCat(facts.charge)}, {"try", tries}});
+  } else {
+    LogInfo("sent", {{"job", id}, {"action", action}, {"transport", attempt.transport->Name()},
+                     {"try", tries}});
+  }
 }
 
 }  // namespace mailroom

@@ -21,15 +21,11 @@
 #include "sender/breaker.h"
 #include "sender/failover.h"
 #include "sender/leased_job.h"
+#include "sender/outcome.h"
 #include "sender/pacer.h"
-#include "sender/transport.h"
+#include "sender/transport/transport.h"
 
 namespace mailroom {
-
-// Decides about a failed delivery: the delay before the next attempt, or nullopt to give up.
-// `failures` counts this failure too.
-using RetryDecider =
-    std::function<std::optional<absl::Duration>(const absl::Status& error, int failures)>;
 
 // Turns a job into a message ready for the transport (InvalidArgument for an address or login
 // that cannot be sent to: the job fails without being paid for). Renderer::Render in
@@ -64,13 +60,15 @@ struct EngineOptions {
 // recovery before activation, then the earliest expiry), keeps to the budget, renders, sends
 // through the transport and reports each outcome. A worker takes a job only together with a
 // budget slot for it (under the engine's lock), so with any number of workers jobs leave in
-// priority order and none is held back by a worker waiting for the pace. Every time decision (pace, expiry, breaker
-// probes) and every wait goes through `clock`, so tests run it on simulated time
-// (common/testing/fake_clock.h); waits end early when Drain() begins. Thread-safe.
+// priority order and none is held back by a worker waiting for the pace. Every time decision
+// (pace, expiry, breaker probes) and every wait goes through `clock`, so tests run it on
+// simulated time (common/testing/fake_clock.h); waits end early when Drain() begins.
+// Thread-safe. How an attempt ends (sent, maybe sent, held, retried, failed, suppressed) is
+// DecideOutcome's (sender/outcome.h); the engine gathers its facts, and counts and logs it.
 //
-// Before sending a job it asks `leases` (borrowed) whether the job's lease is still ours:
-// kLost, neither sent nor reported (the collector has handed it, or will hand it, to another
-// member); kWait, ours but outcomes cannot be reported right now (the collector does not
+// Before sending a job it asks `leases` (borrowed; the LeaseTable) whether the job's lease is
+// still ours: kLost, neither sent nor reported (the collector has handed it, or will hand it,
+// to another member); kWait, ours but outcomes cannot be reported right now (the collector does not
 // answer): kept, and not sent until they can. With kOwned it also says how long a send may
 // take and still be reported before the lease could run out: the attempt's timeout is capped
 // by it (OutgoingEmail::timeout). Every outcome goes to `leases` too.
@@ -99,11 +97,37 @@ class Engine : public JobSink {
   using Key = std::tuple<int, int64_t, uint64_t>;
   static Key KeyOf(const v1::Job& j);
   void Work();
+  // Waits until a job is queued (true) or Drain() begins (false).
+  bool AwaitJobs();
+  // While the primary's breaker is open and no probe is due: hands back the queued jobs the
+  // secondary does not take; true when nothing may be sent now (after a short pause).
+  bool HoldWhileProviderDown();
+  // Takes the head of the queue together with its budget slot (`*cost`, -1 when it is too
+  // close to expiry to need one); false after handing jobs back or pausing for the pace.
+  bool TakeNext(LeasedJob* job, int64_t* cost);
+  // The transport an attempt uses, its breaker (or none) and the breaker's ticket.
+  struct Attempt {
+    Route route = Route::kPrimary;
+    Transport* transport = nullptr;
+    Breaker* breaker = nullptr;
+    Breaker::Ticket ticket;
+  };
   // Sends one job with the budget slot taken for it (`cost`, or -1 when none was taken: the
-  // job is too close to expiry) and reports its outcome; true when it put the job back in the
-  // queue instead. The slot's money is refunded whenever nothing can have been sent. The
-  // attempt's timeout is at most `send_window`.
+  // job is too close to expiry) and reports its outcome (DecideOutcome); true when it put the
+  // job back in the queue instead. The slot's money is refunded whenever nothing can have been
+  // sent. The attempt's timeout is at most `send_window`.
   bool Deliver(const LeasedJob& leased, int64_t cost, absl::Duration send_window);
+  // The route stage: which transport takes the job; records a hold or a slot too cheap for
+  // the secondary in `facts`.
+  Attempt PickRoute(SendClass send_class, int64_t cost, AttemptFacts* facts);
+  // The send stage: sends through the attempt's transport, feeds its breaker and records the
+  // answer and what a failure's outcome depends on in `facts`.
+  void Send(const OutgoingEmail& email, const v1::Job& job, const Attempt& attempt,
+            int64_t cost, AttemptFacts* facts);
+  // The metrics and the log line of a decided attempt.
+  void Count(const v1::Job& job, const AttemptFacts& facts, const Decision& decision,
+             const Attempt& attempt);
+  void CountSent(const v1::Job& job, const AttemptFacts& facts, const Attempt& attempt);
   // Too close to expiry to be worth sending (expiry_margin).
   bool Expiring(const v1::Job& job) const;
   // The job's lease state (kLost is logged and counted) and, when owned, its send window.

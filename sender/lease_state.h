@@ -3,7 +3,7 @@
 namespace mailroom {
 
 // What the sender may do with a job it holds, as far as the job's lease goes (the
-// Subscription decides, the Engine acts on it).
+// LeaseTable decides, the Engine acts on it).
 enum class LeaseState {
   kOwned,  // ours, with time left to send it and report the outcome
   kLost,   // not ours (any more): neither send nor report it

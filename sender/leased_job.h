@@ -17,7 +17,8 @@ struct LeaseRef {
   uint32_t attempt = 0;
 };
 
-// A job as the Subscription hands it to the Engine: the job and the lease it came with.
+// A job as the LeaseTable hands it out (through the Subscription to the Engine): the job and
+// the lease it came with.
 struct LeasedJob {
   v1::Job job;
   LeaseRef lease;
@@ -47,7 +48,7 @@ struct OutcomeReport {
   v1::JobOutcome ToProto() const;
 };
 
-// What the Engine needs from the holder of its jobs' leases (the Subscription).
+// What the Engine needs from the holder of its jobs' leases (the LeaseTable).
 class LeaseHolder {
  public:
   virtual ~LeaseHolder() = default;

@@ -22,17 +22,20 @@
 #include "sender/collector_credentials.h"
 #include "sender/config.h"
 #include "sender/doctor.h"
+#include "sender/actions.h"
 #include "sender/engine.h"
 #include "sender/failover.h"
 #include "sender/grant_pacer.h"
+#include "sender/hangup_signal.h"
 #include "sender/health_watcher.h"
+#include "sender/lease_table.h"
 #include "sender/renderer.h"
 #include "sender/retry.h"
 #include "sender/ses_account.h"
 #include "sender/sender_metrics.h"
 #include "sender/startup.h"
 #include "sender/subscription.h"
-#include "sender/transport_factory.h"
+#include "sender/transport/transport_factory.h"
 
 namespace mailroom {
 namespace {
@@ -46,17 +49,19 @@ int ConfigError(const absl::Status& st) {
 absl::StatusOr<Renderer> MakeRenderer(const SenderConfig& c) {
   auto templates = Templates::Load(c.template_dir);
   if (!templates.ok()) return templates.status();
-  return Renderer::Create(*std::move(templates), {c.from, c.product_name, c.link_base_url},
+  return Renderer::Create(*std::move(templates),
+                          {c.from, c.product_name, c.link_base_url, c.template_dir},
                           RealClock::Get());
 }
 
-// `sender render --action=activation|password_recovery [--locale=TAG]`: prints the email a job
-// would get, with sample data, from the configured templates. No collector needed.
+// `sender render --action=NAME [--locale=TAG]`: prints the email a job for the action (built in
+// or with templates in the template directory) would get, with sample data, from the configured
+// templates. No collector needed.
 int RunRender(int argc, char** argv) {
   auto usage = [](const std::string& why) {
     std::fprintf(stderr,
                  "sender render: %s\nusage: sender render "
-                 "--action=activation|password_recovery [--locale=de-AT]\n",
+                 "--action=activation|password_recovery|login_code|...|NAME [--locale=de-AT]\n",
                  why.c_str());
     return 2;
   };
@@ -71,13 +76,8 @@ int RunRender(int argc, char** argv) {
       return usage(absl::StrCat("unknown argument ", argv[i]));
     }
   }
-  v1::Action action;
-  if (action_name == "activation") {
-    action = v1::ACTION_ACTIVATION;
-  } else if (action_name == "password_recovery") {
-    action = v1::ACTION_PASSWORD_RECOVERY;
-  } else {
-    return usage("--action must be activation or password_recovery");
+  if (!ValidActionName(action_name)) {
+    return usage("--action must name an action ([a-z][a-z0-9_]{0,62}), e.g. login_code");
   }
   if (!locale.empty() && NormalizeLocale(locale).empty()) {
     return usage(absl::StrCat("--locale: \"", locale, "\" is not a locale tag such as de-AT"));
@@ -86,7 +86,7 @@ int RunRender(int argc, char** argv) {
   if (!loaded.ok()) return ConfigError(loaded.status());
   auto renderer = MakeRenderer(*loaded);
   if (!renderer.ok()) return ConfigError(renderer.status());
-  auto email = renderer->Preview(action, locale);
+  auto email = renderer->Preview(action_name, locale);
   if (!email.ok()) return ConfigError(email.status());
   std::printf("templates: %s\nsubject: %s\n\n--- text ---\n%s\n--- html ---\n%s",
               loaded->template_dir.empty() ? "built-in" : loaded->template_dir.c_str(),
@@ -106,113 +106,231 @@ int RunDoctorCommand(int argc, char** argv) {
   return RunDoctor(*loaded, stdout);
 }
 
-int Run() {
-  auto loaded = LoadSenderConfig(Env());
-  if (!loaded.ok()) return ConfigError(loaded.status());
-  const SenderConfig& c = *loaded;
-  SetLogLevel(c.log_level == "debug" ? LogLevel::kDebug
-              : c.log_level == "warn" ? LogLevel::kWarn
-              : c.log_level == "error" ? LogLevel::kError
-                                       : LogLevel::kInfo);
-  TerminationSignals signals;  // before any thread starts
+LogLevel LogLevelOf(const std::string& name) {
+  return name == "debug" ? LogLevel::kDebug
+         : name == "warn"  ? LogLevel::kWarn
+         : name == "error" ? LogLevel::kError
+                           : LogLevel::kInfo;
+}
 
-  auto renderer = MakeRenderer(c);
-  if (!renderer.ok()) return ConfigError(renderer.status());
-  auto transport = MakeTransport(TransportConfigOf(c));
-  if (!transport.ok()) return ConfigError(transport.status());
+// The primary transport and, with failover configured, the secondary.
+struct Transports {
+  std::unique_ptr<Transport> primary, secondary;
+};
+
+absl::StatusOr<Transports> MakeTransports(const SenderConfig& c) {
+  Transports t;
+  auto primary = MakeTransport(TransportConfigOf(c));
+  if (!primary.ok()) return primary.status();
+  t.primary = *std::move(primary);
   // The secondary transport, used while the primary's breaker is open (sender/failover.h).
-  std::unique_ptr<Transport> secondary;
   if (c.failover.has_value()) {
     auto made = MakeTransport(*c.failover);
     if (!made.ok()) {
       // The factory names the primary's variables; these are the secondary's.
-      return ConfigError(absl::Status(
-          made.status().code(),
-          absl::StrCat("MAILROOM_FAILOVER_",
-                       absl::StripPrefix(made.status().message(), "MAILROOM_"))));
+      return absl::Status(made.status().code(),
+                          absl::StrCat("MAILROOM_FAILOVER_",
+                                       absl::StripPrefix(made.status().message(), "MAILROOM_")));
     }
-    secondary = *std::move(made);
+    t.secondary = *std::move(made);
   }
+  return t;
+}
+
+// The one channel to the collector: the stream, acknowledgements, renewals, usage and budget
+// grants all go over it.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> CollectorChannel(const SenderConfig& c) {
   auto creds = CollectorCredentials(
       {c.collector_tls, c.collector_ca_file, c.client_cert_file, c.client_key_file});
-  if (!creds.ok()) return ConfigError(creds.status());
+  if (!creds.ok()) return creds.status();
   if (!c.collector_tls && !IsLoopbackAddress(c.collector_address)) {
     LogWarn("plaintext gRPC to a network address: the bearer token and the signed tokens cross "
             "the network in clear",
             {{"address", c.collector_address}, {"variable", "MAILROOM_ALLOW_PLAINTEXT"}});
   }
+  return MakeCollectorChannel(c.collector_address, *creds);
+}
 
+FailoverPolicy FailoverOf(const SenderConfig& c, bool configured) {
   FailoverPolicy failover;
-  failover.configured = secondary != nullptr;
+  failover.configured = configured;
   failover.classes =
       c.failover_classes == "all" ? FailoverClasses::kAll : FailoverClasses::kRecovery;
   failover.primary_price_micros = std::max<int64_t>(1, PriceMicros(c.price_per_1000));
   failover.secondary_price_micros = std::max<int64_t>(1, PriceMicros(c.failover_price_per_1000));
-  // The group's budget is the collector's (grants); MAILROOM_BUDGET, when set, is this
-  // sender's own cap on top of it, counted from its start, as is the provider's rate cap.
-  // With a secondary transport the cap counts every email at the higher of the two prices,
-  // so it stays a ceiling whichever provider sends.
-  Budget cap({c.monthly_budget,
-              failover.configured ? std::max(c.price_per_1000, c.failover_price_per_1000)
-                                  : c.price_per_1000,
-              c.burst, c.provider_rate},
-             RealClock::Get());
-  const std::string holder = MakeHolderName(c.name);
-  CollectorBudgetClient budget_client(grpc::CreateChannel(c.collector_address, *creds), c.group,
-                                      holder, c.collector_token);
-  absl::BitGen bitgen;
-  RetryPolicy retry(c.retry_base, c.retry_max, c.retry_max_attempts, bitgen);
-  Metrics metrics;
-  Breaker breaker({absl::Seconds(1), c.breaker_max_backoff, failover.configured ? "primary" : ""},
-                  RealClock::Get(), &metrics);
-  // The secondary's own breaker (its state is published by the collect hook below).
-  Breaker secondary_breaker({absl::Seconds(1), c.breaker_max_backoff, "secondary"},
-                            RealClock::Get());
-  // With SES, the account's own limits (GetAccount) cap this sender too.
-  std::unique_ptr<SesAccount> ses_account;
-  std::vector<Pacer*> caps = {&cap};
-  if (c.transport == "ses") {
-    ses_account = std::make_unique<SesAccount>(
-        [tc = TransportConfigOf(c)] { return FetchSesAccount(tc); }, c.ses_account_interval,
-        &breaker, &metrics, RealClock::Get());
-    caps.push_back(ses_account.get());
-  }
-  GrantPacerOptions gpo;
-  gpo.price_micros = failover.primary_price_micros;
-  // A dearer secondary is sent with grants bought at its price (sender/failover.h).
-  if (failover.configured) {
-    gpo.price_now = [&] { return failover.GrantPrice(breaker.open()); };
-  }
-  GrantPacer budget(gpo, &budget_client, caps, RealClock::Get());
-  DescribeSenderMetrics(metrics);
+  return failover;
+}
 
+// The group's budget is the collector's (grants); MAILROOM_BUDGET, when set, is this sender's
+// own cap on top of it, counted from its start, as is the provider's rate cap. With a
+// secondary transport the cap counts every email at the higher of the two prices, so it stays
+// a ceiling whichever provider sends.
+BudgetConfig CapOf(const SenderConfig& c, const FailoverPolicy& failover) {
+  return {c.monthly_budget,
+          failover.configured ? std::max(c.price_per_1000, c.failover_price_per_1000)
+                              : c.price_per_1000,
+          c.burst, c.provider_rate};
+}
+
+Subscription::Options SubscriptionOptionsOf(const SenderConfig& c,
+                                            std::shared_ptr<grpc::Channel> channel,
+                                            const std::string& holder, LeaseTable* leases) {
   Subscription::Options so;
   so.address = c.collector_address;
-  so.credentials = *creds;
+  so.channel = std::move(channel);
   so.bearer = c.collector_token;
   so.group = c.group;
   so.max_in_flight = c.max_in_flight;
   so.ack_delay = c.ack_delay;
   so.name = c.name;
   so.budget_holder = holder;
-  Subscription sub(so);
-  // The subscription holds the leases the engine checks and reports under; the engine
-  // receives the jobs once the stream opens (sub.StartReceiving below).
+  so.leases = leases;
+  return so;
+}
+
+EngineOptions EngineOptionsOf(const SenderConfig& c, const Transports& t, Breaker* breaker,
+                              Breaker* secondary_breaker, const FailoverPolicy& failover) {
   EngineOptions eo;
-  eo.workers = std::max((*transport)->Concurrency(),
-                        secondary != nullptr ? secondary->Concurrency() : 0);
+  eo.workers = std::max(t.primary->Concurrency(),
+                        t.secondary != nullptr ? t.secondary->Concurrency() : 0);
   eo.expiry_margin = c.expiry_margin;
-  eo.breaker = &breaker;
+  eo.breaker = breaker;
   if (failover.configured) {
-    eo.secondary = secondary.get();
-    eo.secondary_breaker = &secondary_breaker;
+    eo.secondary = t.secondary.get();
+    eo.secondary_breaker = secondary_breaker;
     eo.failover = failover;
   }
-  Engine engine(
-      eo, [&](const v1::Job& job) { return renderer->Render(job); }, transport->get(), &budget,
-      [&](const absl::Status& e, int failures) { return retry.Next(e, failures); }, &sub,
-      &metrics);
+  return eo;
+}
 
+void LogStarting(const SenderConfig& c, const Transports& t, const std::string& holder) {
+  LogInfo("sender starting", {{"collector", c.collector_address}, {"group", c.group},
+                              {"transport", t.primary->Name()},
+                              {"connections", absl::StrCat(t.primary->Concurrency())},
+                              {"holder", holder},
+                              {"sender_cap", c.monthly_budget.has_value()
+                                                 ? absl::StrCat(*c.monthly_budget)
+                                                 : std::string("none")},
+                              {"price_per_1000", absl::StrCat(c.price_per_1000)},
+                              {"failover", t.secondary != nullptr ? t.secondary->Name()
+                                                                  : std::string("off")}});
+  if (t.secondary != nullptr) {
+    LogInfo("secondary transport ready",
+            {{"transport", t.secondary->Name()}, {"classes", c.failover_classes},
+             {"price_per_1000", absl::StrCat(c.failover_price_per_1000)}});
+  }
+}
+
+// The sender's components, built from a validated configuration, in the order they are wired.
+struct Components {
+  Components(const SenderConfig& c, Transports transports,
+             std::shared_ptr<grpc::Channel> channel)
+      : config(c), t(std::move(transports)), failover(FailoverOf(c, t.secondary != nullptr)),
+        cap(CapOf(c, failover), RealClock::Get()), holder(MakeHolderName(c.name)),
+        budget_client(channel, c.group, holder, c.collector_token),
+        retry(c.retry_base, c.retry_max, c.retry_max_attempts, bitgen),
+        breaker({absl::Seconds(1), c.breaker_max_backoff, failover.configured ? "primary" : ""},
+                RealClock::Get(), &metrics),
+        // The secondary's own breaker (its state is published by the gauges).
+        secondary_breaker({absl::Seconds(1), c.breaker_max_backoff, "secondary"},
+                          RealClock::Get()),
+        subscription(SubscriptionOptionsOf(c, std::move(channel), holder, &leases)) {}
+
+  const SenderConfig& config;
+  Transports t;
+  FailoverPolicy failover;
+  Budget cap;
+  const std::string holder;
+  CollectorBudgetClient budget_client;
+  absl::BitGen bitgen;
+  RetryPolicy retry;
+  Metrics metrics;
+  Breaker breaker;
+  Breaker secondary_breaker;
+  // With SES, the account's own limits (GetAccount) cap this sender too.
+  std::unique_ptr<SesAccount> ses_account;
+  std::unique_ptr<GrantPacer> budget;
+  // The leases held and the outcomes to acknowledge: the subscription fills it, the engine
+  // checks and reports through it.
+  LeaseTable leases;
+  Subscription subscription;
+  std::unique_ptr<Engine> engine;
+
+  // The transport in use: the primary, the secondary while the primary is down, or none.
+  Route Active() { return ActiveRoute(failover, breaker.open(), secondary_breaker.open()); }
+};
+
+// Builds the pacer (grants under the caps) and the engine of `s`.
+void BuildDelivery(Components& s, Renderer& renderer) {
+  const SenderConfig& c = s.config;
+  std::vector<Pacer*> caps = {&s.cap};
+  if (c.transport == "ses") {
+    s.ses_account = std::make_unique<SesAccount>(
+        [tc = TransportConfigOf(c)] { return FetchSesAccount(tc); }, c.ses_account_interval,
+        &s.breaker, &s.metrics, RealClock::Get());
+    caps.push_back(s.ses_account.get());
+  }
+  GrantPacerOptions gpo;
+  gpo.price_micros = s.failover.primary_price_micros;
+  // A dearer secondary is sent with grants bought at its price (sender/failover.h).
+  if (s.failover.configured) {
+    gpo.price_now = [&s] { return s.failover.GrantPrice(s.breaker.open()); };
+  }
+  s.budget = std::make_unique<GrantPacer>(gpo, &s.budget_client, caps, RealClock::Get());
+  DescribeSenderMetrics(s.metrics);
+  s.engine = std::make_unique<Engine>(
+      EngineOptionsOf(c, s.t, &s.breaker, &s.secondary_breaker, s.failover),
+      [&renderer](const v1::Job& job) { return renderer.Render(job); }, s.t.primary.get(),
+      s.budget.get(),
+      [&s](const absl::Status& e, int failures) { return s.retry.Next(e, failures); },
+      &s.leases, &s.metrics);
+}
+
+// Publishes the gauges on every scrape and serves the metrics (when configured).
+absl::Status ServeMetrics(Components& s, MetricsServer& server) {
+  if (s.config.metrics_address.empty()) return absl::OkStatus();
+  s.metrics.SetCollectHook([&s] {
+    PublishSenderGauges({s.cap.spent_micros(), s.cap.remaining_micros(),
+                         s.budget->pace_per_second(), s.cap.sent_this_month(),
+                         s.leases.pending_acks(), s.subscription.connected(),
+                         s.budget->held_emails(), s.budget->exhausted()},
+                        s.metrics);
+    const Route route = s.Active();
+    s.metrics.Set("mailroom_sender_transport_active", route == Route::kPrimary ? 1 : 0,
+                  {{"transport", "primary"}});
+    if (s.failover.configured) {
+      s.metrics.Set("mailroom_sender_transport_active", route == Route::kSecondary ? 1 : 0,
+                    {{"transport", "secondary"}});
+      s.metrics.Set("mailroom_sender_failover_breaker_open", s.secondary_breaker.open() ? 1 : 0);
+    }
+  });
+  return server.Start(s.config.metrics_address, &s.metrics);
+}
+
+// Stops in order after a signal: no new jobs (the collector keeps our leases; nothing is
+// handed out), the sends in progress finished and the queued jobs handed back (DEFER, no
+// delay: another member gets them at once), unused grants returned, then a bounded wait until
+// the collector has every outcome.
+void ShutDown(Components& s, Startup& startup, HealthWatcher* watcher, grpc::Server* health) {
+  s.subscription.StopReceiving();
+  const bool started = startup.Stop();
+  if (watcher != nullptr) watcher->Stop();
+  if (health != nullptr) SetServing(*health, false);
+  if (started) s.engine->Drain();
+  s.budget->Stop();  // nothing is being sent any more: unused grants go back to the group
+  if (s.ses_account != nullptr) s.ses_account->Stop();
+  if (!s.leases.AwaitAcknowledged(absl::Seconds(15))) {
+    LogWarn("collector unreachable; some outcomes were not recorded (their jobs are handed out "
+            "again when their leases run out)",
+            {{"pending", absl::StrCat(s.leases.pending_acks())}});
+  }
+  s.subscription.Stop();
+  if (health != nullptr) health->Shutdown();
+}
+
+// Runs the sender until a termination signal.
+int Serve(Components& s, TerminationSignals& signals) {
+  const SenderConfig& c = s.config;
   std::unique_ptr<grpc::Server> health;
   if (!c.health_address.empty()) {
     auto hs = StartHealthServer(c.health_address);
@@ -222,98 +340,84 @@ int Run() {
     }
     health = std::move(hs->server);
   }
-  // The transport in use: the primary, the secondary while the primary is down, or none.
-  auto active = [&] { return ActiveRoute(failover, breaker.open(), secondary_breaker.open()); };
   // SERVING only while started, subscribed and a provider (primary or secondary) is usable.
   std::atomic<bool> engine_started{false};
   std::unique_ptr<HealthWatcher> watcher;
   if (health != nullptr) {
     watcher = std::make_unique<HealthWatcher>(
-        [&] { return engine_started.load() && sub.connected() && active() != Route::kHold; },
+        [&] {
+          return engine_started.load() && s.subscription.connected() &&
+                 s.Active() != Route::kHold;
+        },
         [&](bool serving) { SetServing(*health, serving); });
   }
   MetricsServer metrics_server;
-  if (!c.metrics_address.empty()) {
-    metrics.SetCollectHook([&] {
-      PublishSenderGauges({cap.spent_micros(), cap.remaining_micros(),
-                           budget.pace_per_second(), cap.sent_this_month(),
-                           sub.pending_acks(), sub.connected(), budget.held_emails(),
-                           budget.exhausted()},
-                          metrics);
-      const Route route = active();
-      metrics.Set("mailroom_sender_transport_active", route == Route::kPrimary ? 1 : 0,
-                  {{"transport", "primary"}});
-      if (failover.configured) {
-        metrics.Set("mailroom_sender_transport_active", route == Route::kSecondary ? 1 : 0,
-                    {{"transport", "secondary"}});
-        metrics.Set("mailroom_sender_failover_breaker_open", secondary_breaker.open() ? 1 : 0);
-      }
-    });
-    absl::Status st = metrics_server.Start(c.metrics_address, &metrics);
-    if (!st.ok()) {
-      LogError("cannot serve metrics", {{"error", std::string(st.message())}});
-      return 1;
-    }
+  if (absl::Status st = ServeMetrics(s, metrics_server); !st.ok()) {
+    LogError("cannot serve metrics", {{"error", std::string(st.message())}});
+    return 1;
   }
-
-  if (ses_account != nullptr) {
-    (void)ses_account->Refresh();  // the account's limits before the first send (logged if not)
-    ses_account->Start();
+  if (s.ses_account != nullptr) {
+    (void)s.ses_account->Refresh();  // the account's limits before the first send (logged if not)
+    s.ses_account->Start();
   }
-  sub.Start();  // acknowledger and renewer; the stream opens once the collector answers
-  LogInfo("sender starting", {{"collector", c.collector_address}, {"group", c.group},
-                              {"transport", (*transport)->Name()},
-                              {"connections", absl::StrCat((*transport)->Concurrency())},
-                              {"holder", holder},
-                              {"sender_cap", c.monthly_budget.has_value()
-                                                 ? absl::StrCat(*c.monthly_budget)
-                                                 : std::string("none")},
-                              {"price_per_1000", absl::StrCat(c.price_per_1000)},
-                              {"failover", secondary != nullptr ? secondary->Name()
-                                                                : std::string("off")}});
-  if (secondary != nullptr) {
-    LogInfo("secondary transport ready",
-            {{"transport", secondary->Name()}, {"classes", c.failover_classes},
-             {"price_per_1000", absl::StrCat(c.failover_price_per_1000)}});
-  }
+  // The acknowledger and renewer; the stream opens once the collector answers.
+  s.subscription.Start();
+  LogStarting(c, s.t, s.holder);
   // Nothing starts before the collector answers (the group's usage, logged); a signal during
   // start-up ends the process cleanly. The group's spend is the collector's to keep: each
   // email is charged by a grant before it is sent.
   Startup startup(
-      [&](absl::Duration timeout) { return sub.Usage(timeout); },
+      [&](absl::Duration timeout) { return s.subscription.Usage(timeout); },
       [&](const v1::GetUsageResponse& usage) {
         LogInfo("group usage", {{"month", usage.month()},
                                 {"sent", absl::StrCat(usage.sent())},
                                 {"spent_micros", absl::StrCat(usage.cost_micros())}});
       },
       [&] {
-        budget.Start();
-        engine.Start();
-        sub.StartReceiving(&engine);
+        s.budget->Start();
+        s.engine->Start();
+        s.subscription.StartReceiving(s.engine.get());
         engine_started = true;  // the health watcher turns SERVING once subscribed
       });
   startup.Begin();
 
   LogInfo("shutting down", {{"signal", signals.Wait()}});
-  sub.StopReceiving();  // no new jobs (the collector keeps our leases; nothing is handed out)
-  const bool started = startup.Stop();
-  if (watcher != nullptr) watcher->Stop();
-  if (health != nullptr) SetServing(*health, false);
-  // Finish the sends in progress and hand the queued jobs back (DEFER, no delay: another
-  // member gets them at once), then wait, bounded, until the collector has every outcome.
-  if (started) engine.Drain();
-  budget.Stop();  // nothing is being sent any more: unused grants go back to the group
-  if (ses_account != nullptr) ses_account->Stop();
-  if (!sub.Flush(absl::Seconds(15))) {
-    LogWarn("collector unreachable; some outcomes were not recorded (their jobs are handed out "
-            "again when their leases run out)",
-            {{"pending", absl::StrCat(sub.pending_acks())}});
-  }
-  sub.Stop();
-  if (health != nullptr) health->Shutdown();
+  ShutDown(s, startup, watcher.get(), health.get());
   metrics_server.Stop();
   LogInfo("stopped");
   return 0;
+}
+
+int Run() {
+  auto loaded = LoadSenderConfig(Env());
+  if (!loaded.ok()) return ConfigError(loaded.status());
+  const SenderConfig& c = *loaded;
+  SetLogLevel(LogLevelOf(c.log_level));
+  TerminationSignals signals;  // before any thread starts
+
+  auto renderer = MakeRenderer(c);
+  if (!renderer.ok()) return ConfigError(renderer.status());
+  auto transports = MakeTransports(c);
+  if (!transports.ok()) return ConfigError(transports.status());
+  auto channel = CollectorChannel(c);
+  if (!channel.ok()) return ConfigError(channel.status());
+  Components s(c, *std::move(transports), *std::move(channel));
+  BuildDelivery(s, *renderer);
+  // SIGHUP reads the templates again; a broken file keeps the ones in use.
+  HangupSignal hangup;
+  hangup.Start([&] {
+    absl::Status st = renderer->Reload();
+    if (st.ok()) {
+      LogInfo("templates reloaded",
+              {{"actions", absl::StrCat(renderer->templates()->Actions().size())}});
+    } else {
+      LogError("templates not reloaded, the previous ones stay in use",
+               {{"error", std::string(st.message())}});
+    }
+  });
+  const int rc = Serve(s, signals);
+  hangup.Stop();
+  return rc;
 }
 
 }  // namespace
@@ -328,8 +432,7 @@ int main(int argc, char** argv) {
   }
   if (argc > 1) {
     std::fprintf(stderr, "usage: sender            (configured by MAILROOM_* variables)\n"
-                         "       sender render --action=activation|password_recovery "
-                         "[--locale=TAG]\n"
+                         "       sender render --action=NAME [--locale=TAG]\n"
                          "       sender doctor     (checks the configuration, sends nothing)\n");
     return 2;
   }

@@ -1,6 +1,7 @@
 #include "sender/renderer.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -24,10 +25,7 @@
 namespace mailroom {
 namespace {
 
-constexpr const char* kActions[2] = {"activation", "password_recovery"};
 constexpr const char* kParts[3] = {"subject", "txt", "html"};
-
-int ActionIndex(v1::Action action) { return action == v1::ACTION_ACTIVATION ? 0 : 1; }
 
 // Date and time formats (absl::FormatTime, UTC) by language, and by language-REGION where
 // the region writes them differently. Numeric forms only: no month names to translate.
@@ -87,7 +85,7 @@ absl::StatusOr<std::string> ReadTemplateFile(const std::string& path) {
 
 // A template file name: "<action>[.<locale>].<part>".
 struct TemplateName {
-  int action = -1;
+  std::string action;
   int part = -1;
   std::string locale;
 };
@@ -98,10 +96,8 @@ absl::StatusOr<std::optional<TemplateName>> ParseName(const std::string& file) {
   std::vector<std::string> pieces = absl::StrSplit(file, '.');
   if (pieces.size() < 2) return std::nullopt;
   TemplateName n;
-  for (int a = 0; a < 2; ++a) {
-    if (pieces[0] == kActions[a]) n.action = a;
-  }
-  if (n.action < 0) return std::nullopt;
+  if (!ValidActionName(pieces[0])) return std::nullopt;  // README.md, .backup, ...
+  n.action = pieces[0];
   if (pieces.back() == "mustache") {
     // Earlier builds read "<name>.mustache": such a file would be silently ignored now.
     std::string renamed = file.substr(0, file.size() - strlen(".mustache"));
@@ -140,6 +136,17 @@ TemplateVars SampleVars() {
 }
 
 }  // namespace
+
+std::string ActionLink(absl::string_view base_url, absl::string_view action,
+                       absl::string_view token) {
+  if (token.empty()) return "";
+  absl::string_view base = base_url;
+  while (!base.empty() && base.back() == '/') base.remove_suffix(1);
+  const std::string path = action == "activation"          ? "/activate"
+                           : action == "password_recovery" ? "/recover"
+                                                           : absl::StrCat("/action/", action);
+  return absl::StrCat(base, path, "?token=", token);
+}
 
 std::string NormalizeLocale(absl::string_view tag) {
   std::string t(absl::StripAsciiWhitespace(tag));
@@ -235,18 +242,30 @@ Templates Templates::LoadAll(const std::string& dir, std::vector<absl::Status>* 
       }
     }
   }
-  // Every set complete and every template valid, checked by rendering it with sample data. A
-  // set with a problem is dropped, so what remains renders.
+  t.CheckSets(dir, problems);
+  return t;
+}
+
+// Every set complete and every template valid, checked by rendering it with sample data. A set
+// with a problem is dropped, so what remains renders; so is an action left without a
+// default-language set.
+void Templates::CheckSets(const std::string& dir, std::vector<absl::Status>* problems) {
   const std::string where = dir.empty() ? "" : absl::StrCat(dir, "/");
-  for (int a = 0; a < 2; ++a) {
-    for (auto it = t.sets_[a].begin(); it != t.sets_[a].end();) {
+  // Actions given a default-language set (complete or not): one dropped for a problem of its
+  // own is reported once, as that problem.
+  std::set<std::string> with_default;
+  for (const auto& [action, sets] : sets_) {
+    if (sets.count("") > 0) with_default.insert(action);
+  }
+  for (auto& [action, sets] : sets_) {
+    for (auto it = sets.begin(); it != sets.end();) {
       const std::string& locale = it->first;
       Set& set = it->second;
       bool complete = true;
       for (int p = 0; p < 3; ++p) {
         const std::string file = locale.empty()
-                                     ? absl::StrCat(kActions[a], ".", kParts[p])
-                                     : absl::StrCat(kActions[a], ".", locale, ".", kParts[p]);
+                                     ? absl::StrCat(action, ".", kParts[p])
+                                     : absl::StrCat(action, ".", locale, ".", kParts[p]);
         if (set.origin[p].empty()) {
           problems->push_back(absl::InvalidArgumentError(absl::StrCat(
               "MAILROOM_TEMPLATE_DIR: ", where, file, " is missing (a locale's templates must "
@@ -264,58 +283,88 @@ Templates Templates::LoadAll(const std::string& dir, std::vector<absl::Status>* 
         }
         set.parsed[p] = std::move(parsed);
       }
-      it = complete ? std::next(it) : t.sets_[a].erase(it);
+      it = complete ? std::next(it) : sets.erase(it);
     }
   }
-  for (int a = 0; a < 2; ++a) {
+  for (auto& [action, sets] : sets_) {
+    if (sets.empty()) continue;  // reported above
+    if (sets.count("") == 0) {
+      if (with_default.count(action) == 0) {
+        problems->push_back(absl::InvalidArgumentError(absl::StrCat(
+            "MAILROOM_TEMPLATE_DIR: ", where, action, ".subject, ", action, ".txt and ", action,
+            ".html are missing (every action needs templates in the default language)")));
+        sets.clear();
+      }
+      // Otherwise the default set had a problem, reported above: Load fails with it, and
+      // LoadAll keeps the other locales for `sender doctor` to render.
+      if (sets.empty()) continue;
+    }
     std::vector<std::string> broken;
-    for (const auto& [locale, set] : t.sets_[a]) {
+    for (const auto& [locale, set] : sets) {
       TemplateVars v = SampleVars();
       v.locale = locale;
-      auto r = t.Render(a == 0 ? v1::ACTION_ACTIVATION : v1::ACTION_PASSWORD_RECOVERY, v);
+      auto r = Render(action, v);
       if (!r.ok()) {
         problems->push_back(absl::InvalidArgumentError(absl::StrCat(
-            "MAILROOM_TEMPLATE_DIR: ", kActions[a], locale.empty() ? "" : ".", locale, ": ",
+            "MAILROOM_TEMPLATE_DIR: ", action, locale.empty() ? "" : ".", locale, ": ",
             r.status().message())));
         broken.push_back(locale);
       }
     }
-    for (const std::string& locale : broken) t.sets_[a].erase(locale);
+    for (const std::string& locale : broken) sets.erase(locale);
   }
-  return t;
+  for (auto it = sets_.begin(); it != sets_.end();) {
+    it = it->second.empty() ? sets_.erase(it) : std::next(it);
+  }
 }
 
-std::string Templates::Resolve(v1::Action action, absl::string_view locale) const {
-  const auto& sets = sets_[ActionIndex(action)];
+const Templates::Sets* Templates::Find(absl::string_view action) const {
+  auto it = sets_.find(action);
+  return it == sets_.end() ? nullptr : &it->second;
+}
+
+bool Templates::Has(absl::string_view action) const { return Find(action) != nullptr; }
+
+std::string Templates::Resolve(absl::string_view action, absl::string_view locale) const {
+  const Sets* sets = Find(action);
+  if (sets == nullptr) return "";
   for (const std::string& tag : LocaleChain(locale)) {
-    if (sets.count(tag) > 0) return tag;
+    if (sets->count(tag) > 0) return tag;
   }
   return "";
 }
 
-std::vector<std::string> Templates::Locales(v1::Action action) const {
+std::vector<std::string> Templates::Locales(absl::string_view action) const {
   std::vector<std::string> out;
-  for (const auto& [locale, set] : sets_[ActionIndex(action)]) out.push_back(locale);
+  if (const Sets* sets = Find(action)) {
+    for (const auto& [locale, set] : *sets) out.push_back(locale);
+  }
   return out;
 }
 
-absl::StatusOr<RenderedEmail> Templates::Render(v1::Action action, const TemplateVars& v) const {
-  if (action != v1::ACTION_ACTIVATION && action != v1::ACTION_PASSWORD_RECOVERY) {
-    return absl::InvalidArgumentError("unknown action");
+std::vector<std::string> Templates::Actions() const {
+  std::vector<std::string> out;
+  for (const auto& [action, sets] : sets_) out.push_back(action);
+  return out;
+}
+
+absl::StatusOr<RenderedEmail> Templates::Render(absl::string_view action,
+                                                const TemplateVars& v) const {
+  const Sets* sets = Find(action);
+  if (sets == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no templates for action \"", action, "\""));
   }
-  const int a = ActionIndex(action);
-  auto it = sets_[a].find(Resolve(action, v.locale));
-  if (it == sets_[a].end()) return absl::InternalError("no default templates");
+  auto it = sets->find(Resolve(action, v.locale));
+  if (it == sets->end()) return absl::InternalError("no default templates");
   const Set& set = it->second;
-  std::string base = v.link_base_url;
-  while (!base.empty() && base.back() == '/') base.pop_back();
   kainjow::mustache::data data;
   data.set("login", v.login);
   data.set("email", v.email);
+  data.set("action", std::string(action));
   data.set("token", v.token);
   data.set("code", v.code);
   data.set("product_name", v.product_name);
-  data.set("link", absl::StrCat(base, a == 0 ? "/activate" : "/recover", "?token=", v.token));
+  data.set("link", ActionLink(v.link_base_url, action, v.token));
   data.set("expires_at", FormatExpiry(v.expires_at, v.locale));
   data.set("expires_at_iso", Iso(v.expires_at));
   int64_t minutes = std::max<int64_t>(0, absl::ToInt64Minutes(v.expires_at - v.now));
@@ -345,9 +394,71 @@ absl::StatusOr<Renderer> Renderer::Create(Templates templates, RendererOptions o
 
 Renderer::Renderer(Templates templates, RendererOptions options, Clock* clock,
                    std::string from_address)
-    : templates_(std::move(templates)), options_(std::move(options)), clock_(clock),
+    : live_(std::make_shared<Live>()), options_(std::move(options)), clock_(clock),
       from_address_(std::move(from_address)),
-      id_domain_(from_address_.substr(from_address_.find('@') + 1)) {}
+      id_domain_(from_address_.substr(from_address_.find('@') + 1)) {
+  absl::MutexLock lock(&live_->mu);
+  live_->templates = std::make_shared<const Templates>(std::move(templates));
+}
+
+std::shared_ptr<const Templates> Renderer::templates() const {
+  absl::MutexLock lock(&live_->mu);
+  return live_->templates;
+}
+
+namespace {
+
+// The directory's modification time in nanoseconds (changed by a file added, removed or
+// renamed in it), -1 when it cannot be read.
+int64_t DirMtimeNs(const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) return -1;
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+}  // namespace
+
+absl::Status Renderer::ReloadLocked() const {
+  // Read before the files: a file added while they are read changes it again.
+  live_->dir_mtime_ns = DirMtimeNs(options_.template_dir);
+  auto loaded = Templates::Load(options_.template_dir);
+  if (!loaded.ok()) {
+    live_->reload_error = std::string(loaded.status().message());
+    return loaded.status();
+  }
+  live_->reload_error.clear();
+  auto fresh = std::make_shared<const Templates>(*std::move(loaded));
+  absl::MutexLock lock(&live_->mu);
+  live_->templates = std::move(fresh);
+  return absl::OkStatus();
+}
+
+absl::Status Renderer::Reload() const {
+  absl::MutexLock lock(&live_->reload_mu);
+  return ReloadLocked();
+}
+
+absl::StatusOr<std::shared_ptr<const Templates>> Renderer::For(const std::string& action) const {
+  std::shared_ptr<const Templates> t = templates();
+  if (t->Has(action)) return t;
+  std::string why;
+  if (!options_.template_dir.empty()) {
+    absl::MutexLock lock(&live_->reload_mu);
+    // Another job may have reloaded meanwhile; otherwise read the directory again only when
+    // it changed, so a stream of jobs for an action without templates costs a stat each.
+    t = templates();
+    if (t->Has(action)) return t;
+    if (DirMtimeNs(options_.template_dir) != live_->dir_mtime_ns) {
+      (void)ReloadLocked();
+      t = templates();
+      if (t->Has(action)) return t;
+    }
+    why = live_->reload_error;
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "no templates for action \"", action, "\" (add ", action, ".subject, ", action, ".txt and ",
+      action, ".html to MAILROOM_TEMPLATE_DIR)", why.empty() ? "" : ": ", why));
+}
 
 TemplateVars Renderer::VarsFor(const v1::Job& job) const {
   TemplateVars vars;
@@ -366,7 +477,17 @@ TemplateVars Renderer::VarsFor(const v1::Job& job) const {
 absl::StatusOr<OutgoingEmail> Renderer::Render(const v1::Job& job) const {
   absl::Status st = ValidateAddress(job.email());
   if (!st.ok()) return st;
-  auto rendered = templates_.Render(job.action(), VarsFor(job));
+  const std::string action = JobActionName(job);
+  if (action.empty()) {
+    return absl::InvalidArgumentError("the job names no action (ACTION_OTHER without action_name)");
+  }
+  if (!ValidActionName(action)) {
+    return absl::InvalidArgumentError(
+        "the job's action_name is not an action name ([a-z][a-z0-9_]{0,62})");
+  }
+  auto templates = For(action);
+  if (!templates.ok()) return templates.status();
+  auto rendered = (*templates)->Render(action, VarsFor(job));
   if (!rendered.ok()) return rendered.status();
   Message m{options_.from,   job.email(), job.login(), rendered->subject, rendered->text,
             rendered->html,  NewMessageId(id_domain_), clock_->Now()};
@@ -374,7 +495,7 @@ absl::StatusOr<OutgoingEmail> Renderer::Render(const v1::Job& job) const {
   if (!mime.ok()) return mime.status();
   OutgoingEmail email{from_address_, job.email(), *std::move(mime), m.message_id};
   email.content = {job.job_id(),
-                   job.action() == v1::ACTION_PASSWORD_RECOVERY ? "password_recovery" : "activation",
+                   action,
                    static_cast<int>(job.failures()) + 1,
                    options_.from,
                    std::move(rendered->subject),
@@ -385,17 +506,21 @@ absl::StatusOr<OutgoingEmail> Renderer::Render(const v1::Job& job) const {
   return email;
 }
 
-absl::StatusOr<RenderedEmail> Renderer::Preview(v1::Action action,
+absl::StatusOr<RenderedEmail> Renderer::Preview(const std::string& action,
                                                 const std::string& locale) const {
   v1::Job job;
-  job.set_action(action);
+  job.set_action_name(action);
   job.set_login("jane.doe");
   job.set_email("jane.doe@example.com");
-  job.set_token("SAMPLE-TOKEN");
-  job.set_code("12345");
+  if (!IsBuiltinNotice(action)) {
+    job.set_token("SAMPLE-TOKEN");
+    job.set_code("12345");
+  }
   job.set_expires_at(absl::ToUnixSeconds(clock_->Now() + absl::Hours(1)));
   job.set_locale(locale);
-  return templates_.Render(action, VarsFor(job));
+  auto templates = For(action);
+  if (!templates.ok()) return templates.status();
+  return (*templates)->Render(action, VarsFor(job));
 }
 
 }  // namespace mailroom

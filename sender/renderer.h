@@ -6,12 +6,15 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "proto/mailroom/v1/mailroom.pb.h"
-#include "sender/transport.h"
+#include "sender/actions.h"
+#include "sender/transport/transport.h"
 
 namespace mailroom {
 class TemplatePool;
@@ -51,37 +54,49 @@ std::string FormatExpiry(absl::Time t, absl::string_view locale);
 // (README's naming, e.g. "password_recovery.de.html") and content.
 const std::vector<std::pair<std::string, std::string>>& BuiltinTemplateFiles();
 
-// Per-action, per-locale Mustache templates (kainjow::mustache): subject, text and HTML for
-// activation and password recovery. Files are named `<action>.<part>` (the default language)
-// or `<action>.<locale>.<part>`, with action `activation` or `password_recovery`, part
-// `subject`, `txt` or `html`, locale a BCP 47 tag (`de`, `de-AT`). The built-in set
-// (sender/templates/: English and German) is loaded first; a directory may override or add any
-// file. A locale's set must be complete for an action (all three parts, from the directory or
-// built in), so an email is never half in one language.
+// The link a job's email carries: BASE/activate?token=..., BASE/recover?token=..., and
+// BASE/action/<action>?token=... for every other action. "" without a token (notices).
+std::string ActionLink(absl::string_view base_url, absl::string_view action,
+                       absl::string_view token);
+
+// Per-action, per-locale Mustache templates (kainjow::mustache): subject, text and HTML of every
+// action, built in or the application's own. Files are named `<action>.<part>` (the default
+// language) or `<action>.<locale>.<part>`, with action a name matching [a-z][a-z0-9_]{0,62},
+// part `subject`, `txt` or `html`, locale a BCP 47 tag (`de`, `de-AT`). The built-in set
+// (sender/templates/: every built-in action in English and German) is loaded first; a directory
+// may override any file or add actions and locales. A locale's set must be complete for an
+// action (all three parts, from the directory or built in), so an email is never half in one
+// language, and every action needs a default-language set.
 //
-// Variables: login, email, link (base URL + /activate or /recover + ?token=...), token, code,
-// expires_at (formatted for the locale, UTC: FormatExpiry), expires_at_iso (RFC 3339 UTC),
-// expires_in_minutes, product_name. HTML escapes every variable; text and subject do not, and
-// the subject loses CR/LF. Immutable after Load (the reusable render instances aside, which
-// TemplatePool guards): thread-safe.
+// Variables: login, email, action, link (ActionLink; "" without a token), token, code ("" for
+// an action without one), expires_at (formatted for the locale, UTC: FormatExpiry),
+// expires_at_iso (RFC 3339 UTC), expires_in_minutes, product_name. HTML escapes every
+// variable; text and subject do not, and the subject loses CR/LF. Immutable after Load (the
+// reusable render instances aside, which TemplatePool guards): thread-safe.
 class Templates {
  public:
   // Loads the built-in set, then `dir` when non-empty. Every template is parsed and rendered
   // once with sample data; a template that does not parse, a file that cannot be read, an
-  // incomplete locale set, a malformed locale in a file name and a file with the old
-  // `.mustache` suffix are InvalidArgument errors that name the file.
+  // incomplete locale set, an action without a default-language set, a malformed locale in a
+  // file name and a file with the old `.mustache` suffix are InvalidArgument errors that name
+  // the file.
   static absl::StatusOr<Templates> Load(const std::string& dir);
   // Load that does not stop at the first problem (for `sender doctor`): every problem is
   // appended to `*problems`, in the order Load meets them (Load's error is the first), and the
   // templates returned hold only the locale sets that are complete and render.
   static Templates LoadAll(const std::string& dir, std::vector<absl::Status>* problems);
 
+  // True when `action` has templates.
+  bool Has(absl::string_view action) const;
   // Renders with the most specific locale of LocaleChain(vars.locale) that has templates.
-  absl::StatusOr<RenderedEmail> Render(v1::Action action, const TemplateVars& vars) const;
+  // NotFound for an action without templates.
+  absl::StatusOr<RenderedEmail> Render(absl::string_view action, const TemplateVars& vars) const;
   // The locale Render would use for `locale` ("" = the default set).
-  std::string Resolve(v1::Action action, absl::string_view locale) const;
+  std::string Resolve(absl::string_view action, absl::string_view locale) const;
   // Locales with templates for `action` ("" included), sorted.
-  std::vector<std::string> Locales(v1::Action action) const;
+  std::vector<std::string> Locales(absl::string_view action) const;
+  // Actions with templates, sorted.
+  std::vector<std::string> Actions() const;
 
  private:
   struct Set {
@@ -91,37 +106,71 @@ class Templates {
     // (or copying the parse) per email. Shared by copies of the Templates.
     std::shared_ptr<const TemplatePool> parsed[3];
   };
-  std::map<std::string, Set> sets_[2];  // [activation, password_recovery][locale]
+  using Sets = std::map<std::string, Set>;  // by locale
+  void CheckSets(const std::string& dir, std::vector<absl::Status>* problems);
+  const Sets* Find(absl::string_view action) const;
+  std::map<std::string, Sets, std::less<>> sets_;  // by action
 };
 
 // Everything besides the templates that goes into a message.
 struct RendererOptions {
   std::string from;           // MAILROOM_FROM: "Name <addr>" or "addr"
   std::string product_name;   // {{product_name}}
-  std::string link_base_url;  // links are BASE/activate?token=... and BASE/recover?token=...
+  std::string link_base_url;  // links: ActionLink
+  // MAILROOM_TEMPLATE_DIR, read again by Reload and when a job's action has no templates.
+  std::string template_dir;
 };
 
 // Turns a job into a message ready for a transport: validates the recipient, renders the
-// templates of the job's locale, builds the MIME message with a fresh Message-ID. Time comes
-// from `clock` (expires_in_minutes, the Date header). Thread-safe; `clock` must outlive it.
+// templates of the job's action and locale, builds the MIME message with a fresh Message-ID.
+// Time comes from `clock` (expires_in_minutes, the Date header).
+//
+// Templates are picked up without a restart: a job whose action has no templates makes the
+// renderer read the template directory again when the directory changed since it was last
+// read (a file added, removed or renamed in it), and Reload reads it again in any case (the
+// sender calls it on SIGHUP). A reload that fails keeps the templates in use. Thread-safe;
+// `clock` must outlive it.
 class Renderer {
  public:
   // InvalidArgument ("MAILROOM_FROM: ...") when the sender address is not usable.
   static absl::StatusOr<Renderer> Create(Templates templates, RendererOptions options,
                                          Clock* clock);
 
-  // InvalidArgument for an address or login that cannot be sent to (the job fails unpaid).
+  // InvalidArgument for an address or login that cannot be sent to and for a job whose action
+  // is unnamed or misnamed; NotFound for an action without templates (after a reload, when
+  // the directory changed), naming the files to add. The job fails unpaid in each case.
   absl::StatusOr<OutgoingEmail> Render(const v1::Job& job) const;
 
   // The email a job for `action` and `locale` would get, with sample data (login "jane.doe",
-  // code "12345", expiry in an hour): for `sender render`.
-  absl::StatusOr<RenderedEmail> Preview(v1::Action action, const std::string& locale) const;
+  // code "12345" unless the action is a built-in notice, expiry in an hour): for
+  // `sender render`.
+  absl::StatusOr<RenderedEmail> Preview(const std::string& action,
+                                        const std::string& locale) const;
+
+  // Reads the built-in set and the template directory again (Templates::Load). On an error the
+  // templates in use stay, and the error (naming the file) is returned.
+  absl::Status Reload() const;
+
+  // The templates in use.
+  std::shared_ptr<const Templates> templates() const;
 
  private:
+  // What copies of a Renderer share: the templates in use and what the last reload saw.
+  struct Live {
+    absl::Mutex reload_mu;  // one reload at a time; held across the directory read
+    mutable absl::Mutex mu;
+    std::shared_ptr<const Templates> templates ABSL_GUARDED_BY(mu);
+    // The directory's modification time when it was last read (-1: never read by a reload).
+    int64_t dir_mtime_ns ABSL_GUARDED_BY(reload_mu) = -1;
+    std::string reload_error ABSL_GUARDED_BY(reload_mu);  // of the last reload, "" if none
+  };
   Renderer(Templates templates, RendererOptions options, Clock* clock, std::string from_address);
   TemplateVars VarsFor(const v1::Job& job) const;
+  // The templates for `action`, read again from a changed directory when it has none.
+  absl::StatusOr<std::shared_ptr<const Templates>> For(const std::string& action) const;
+  absl::Status ReloadLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(live_->reload_mu);
 
-  Templates templates_;
+  std::shared_ptr<Live> live_;  // shared by copies (a moved-from Renderer is not used)
   RendererOptions options_;
   Clock* clock_;
   std::string from_address_;  // bare address of `from`

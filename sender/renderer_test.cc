@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -31,7 +32,7 @@ TEST(TemplatesTest, DefaultsRenderLinksCodesAndEscapeHtml) {
   ASSERT_TRUE(t.ok());
   TemplateVars v{"<b>bob</b> & \"co\"", "bob@example.test", std::string(86, 'T'), "01234",
                  "Acme", "https://app.example.test/", absl::Now() + absl::Minutes(15), absl::Now()};
-  auto act = t->Render(v1::ACTION_ACTIVATION, v);
+  auto act = t->Render("activation", v);
   ASSERT_TRUE(act.ok());
   EXPECT_EQ(act->subject, "Activate your Acme account");
   EXPECT_THAT(act->text, HasSubstr("https://app.example.test/activate?token=" + v.token));
@@ -39,12 +40,12 @@ TEST(TemplatesTest, DefaultsRenderLinksCodesAndEscapeHtml) {
   EXPECT_THAT(act->html, HasSubstr("Hello &lt;b&gt;bob&lt;/b&gt; &amp; &quot;co&quot;,"));
   EXPECT_THAT(act->html, Not(HasSubstr("<b>bob")));
   EXPECT_THAT(act->text, HasSubstr("expires in 1"));  // 14 or 15 minutes
-  auto rec = t->Render(v1::ACTION_PASSWORD_RECOVERY, v);
+  auto rec = t->Render("password_recovery", v);
   ASSERT_TRUE(rec.ok());
   EXPECT_THAT(rec->subject, HasSubstr("01234"));
   EXPECT_THAT(rec->text, HasSubstr("/recover?token="));
   v.link_base_url = "https://app.example.test";  // no trailing slash: same link
-  EXPECT_THAT(t->Render(v1::ACTION_PASSWORD_RECOVERY, v)->text,
+  EXPECT_THAT(t->Render("password_recovery", v)->text,
               HasSubstr("https://app.example.test/recover?token="));
 }
 
@@ -52,7 +53,7 @@ TEST(TemplatesTest, SubjectCannotCarryALineBreak) {
   auto t = Templates::Load("");
   TemplateVars v{"x", "x@example.test", "t", "12345\r\nBcc: y@evil.test", "P", "https://a.test",
                  absl::Now(), absl::Now()};
-  auto rec = t->Render(v1::ACTION_PASSWORD_RECOVERY, v);
+  auto rec = t->Render("password_recovery", v);
   ASSERT_TRUE(rec.ok());
   EXPECT_EQ(rec->subject.find('\n'), std::string::npos);
   EXPECT_EQ(rec->subject.find('\r'), std::string::npos);
@@ -66,8 +67,8 @@ TEST(TemplatesTest, DirectoryOverridesOneTemplateAndKeepsTheOthers) {
   auto t = Templates::Load(dir);
   ASSERT_TRUE(t.ok()) << t.status();
   TemplateVars v{"ann", "ann@example.test", "tok", "11111", "P", "https://a.test", absl::Now(), absl::Now()};
-  EXPECT_EQ(t->Render(v1::ACTION_ACTIVATION, v)->subject, "Welcome, ann!");
-  EXPECT_THAT(t->Render(v1::ACTION_ACTIVATION, v)->text, HasSubstr("activate?token=tok"));
+  EXPECT_EQ(t->Render("activation", v)->subject, "Welcome, ann!");
+  EXPECT_THAT(t->Render("activation", v)->text, HasSubstr("activate?token=tok"));
   std::ofstream(dir + "/password_recovery.html") << "{{#unclosed}} oops";
   auto broken = Templates::Load(dir);
   ASSERT_FALSE(broken.ok());
@@ -90,8 +91,8 @@ TEST(TemplatesTest, FileNamesAreTheReadmes) {
   auto t = Templates::Load(dir);
   ASSERT_TRUE(t.ok()) << t.status();
   TemplateVars v{"ann", "ann@example.test", "tok", "11111", "P", "https://a.test", absl::Now(), absl::Now()};
-  auto act = t->Render(v1::ACTION_ACTIVATION, v);
-  auto rec = t->Render(v1::ACTION_PASSWORD_RECOVERY, v);
+  auto act = t->Render("activation", v);
+  auto rec = t->Render("password_recovery", v);
   ASSERT_TRUE(act.ok() && rec.ok());
   EXPECT_EQ(act->subject, "activation subject ann");
   EXPECT_EQ(act->text, "activation text https://a.test/activate?token=tok");
@@ -134,18 +135,18 @@ TEST(LocaleTest, ExpiryIsWrittenTheLocalesWayInUtc) {
 TEST(TemplatesTest, BuiltInGermanForGermanLocalesEnglishOtherwise) {
   auto t = Templates::Load("");
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(t->Locales(v1::ACTION_PASSWORD_RECOVERY), (std::vector<std::string>{"", "de"}));
-  EXPECT_EQ(t->Resolve(v1::ACTION_PASSWORD_RECOVERY, "de-AT"), "de");
-  EXPECT_EQ(t->Resolve(v1::ACTION_PASSWORD_RECOVERY, "fr"), "");
+  EXPECT_EQ(t->Locales("password_recovery"), (std::vector<std::string>{"", "de"}));
+  EXPECT_EQ(t->Resolve("password_recovery", "de-AT"), "de");
+  EXPECT_EQ(t->Resolve("password_recovery", "fr"), "");
   TemplateVars v{"anna", "anna@example.test", "tok", "54321", "Acme", "https://a.test",
                  kExpiry, kExpiry - absl::Minutes(30), "de-AT"};
-  auto de = t->Render(v1::ACTION_PASSWORD_RECOVERY, v);
+  auto de = t->Render("password_recovery", v);
   ASSERT_TRUE(de.ok()) << de.status();
   EXPECT_EQ(de->subject, "Ihr Acme-Code zum Zurücksetzen des Passworts: 54321");
   EXPECT_THAT(de->text, HasSubstr("Code und Link sind 30 Minuten gültig (bis 23.11.2026, 10:15 UTC)"));
   EXPECT_THAT(de->html, HasSubstr("<html lang=\"de\">"));
   v.locale = "fr-FR";  // no French templates: the default ones, with a French date
-  auto fr = t->Render(v1::ACTION_ACTIVATION, v);
+  auto fr = t->Render("activation", v);
   ASSERT_TRUE(fr.ok());
   EXPECT_EQ(fr->subject, "Activate your Acme account");
   EXPECT_THAT(fr->text, HasSubstr("(23/11/2026 10:15 UTC)"));
@@ -161,15 +162,15 @@ TEST(TemplatesTest, RegionalTemplatesWinOverTheLanguagesOnes) {
   ASSERT_TRUE(t.ok()) << t.status();
   TemplateVars v{"sepp", "sepp@example.test", "tok", "", "P", "https://a.test", kExpiry,
                  kExpiry, "de-AT"};
-  auto at = t->Render(v1::ACTION_ACTIVATION, v);
+  auto at = t->Render("activation", v);
   ASSERT_TRUE(at.ok());
   EXPECT_EQ(at->subject, "Servus sepp");
   EXPECT_EQ(at->text, "Grüß Gott, sepp: https://a.test/activate?token=tok (2026-11-23T10:15:00Z)");
   v.locale = "de-DE";
-  EXPECT_EQ(t->Render(v1::ACTION_ACTIVATION, v)->subject, "Aktivieren Sie Ihr P-Konto");
+  EXPECT_EQ(t->Render("activation", v)->subject, "Aktivieren Sie Ihr P-Konto");
   // Password recovery has no de-AT set: German it is.
   v.locale = "de-AT";
-  EXPECT_EQ(t->Resolve(v1::ACTION_PASSWORD_RECOVERY, "de-AT"), "de");
+  EXPECT_EQ(t->Resolve("password_recovery", "de-AT"), "de");
 }
 
 TEST(TemplatesTest, AnIncompleteLocaleIsAConfigErrorNamingTheMissingFile) {
@@ -226,8 +227,19 @@ TEST(TemplatesTest, LoadAllReportsEveryProblemAndKeepsTheSetsThatRender) {
   // Load's error is the first of them.
   EXPECT_EQ(Templates::Load(dir).status(), problems[0]);
   // The broken sets are left out; the rest render.
-  EXPECT_EQ(t.Locales(v1::ACTION_ACTIVATION), (std::vector<std::string>{""}));
-  EXPECT_EQ(t.Locales(v1::ACTION_PASSWORD_RECOVERY), (std::vector<std::string>{"", "de", "it"}));
+  EXPECT_EQ(t.Locales("activation"), (std::vector<std::string>{""}));
+  EXPECT_EQ(t.Locales("password_recovery"), (std::vector<std::string>{"", "de", "it"}));
+}
+
+TEST(TemplatesTest, ABrokenDefaultSetIsOneProblemAndItsOtherLocalesStayForTheDoctor) {
+  std::string dir = FreshDir("broken_default");
+  WriteFile(dir + "/password_recovery.html", "<p>{{#code}}{{code}}</p>");
+  std::vector<absl::Status> problems;
+  Templates t = Templates::LoadAll(dir, &problems);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_THAT(std::string(problems[0].message()), HasSubstr(dir + "/password_recovery.html"));
+  EXPECT_EQ(t.Locales("password_recovery"), (std::vector<std::string>{"de"}));
+  EXPECT_EQ(Templates::Load(dir).status(), problems[0]);
 }
 
 TEST(TemplatesTest, TheShippedTemplateFolderIsTheBuiltInSet) {
@@ -238,18 +250,18 @@ TEST(TemplatesTest, TheShippedTemplateFolderIsTheBuiltInSet) {
     de |= name == "password_recovery.de.html";
   }
   EXPECT_TRUE(de);
-  EXPECT_EQ(BuiltinTemplateFiles().size(), 12u);
+  EXPECT_EQ(BuiltinTemplateFiles().size(), 54u);
 }
 
 class RendererTest : public ::testing::Test {
  protected:
   RendererTest() : clock_(kExpiry - absl::Minutes(45)) {}
-  Renderer Make() {
-    auto t = Templates::Load("");
-    EXPECT_TRUE(t.ok());
-    auto r = Renderer::Create(*std::move(t),
-                              {"Acme <no-reply@acme.example>", "Acme", "https://acme.example"},
-                              &clock_);
+  Renderer Make(const std::string& dir = "") {
+    auto t = Templates::Load(dir);
+    EXPECT_TRUE(t.ok()) << t.status();
+    auto r = Renderer::Create(
+        *std::move(t), {"Acme <no-reply@acme.example>", "Acme", "https://acme.example", dir},
+        &clock_);
     EXPECT_TRUE(r.ok()) << r.status();
     return *std::move(r);
   }
@@ -316,12 +328,228 @@ TEST_F(RendererTest, BadRecipientsAndSendersAreRefused) {
 
 TEST_F(RendererTest, PreviewUsesSampleData) {
   Renderer r = Make();
-  auto p = r.Preview(v1::ACTION_ACTIVATION, "de");
+  auto p = r.Preview("activation", "de");
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->subject, "Aktivieren Sie Ihr Acme-Konto");
   EXPECT_THAT(p->text, HasSubstr("Hallo jane.doe,"));
   EXPECT_THAT(p->text, HasSubstr("https://acme.example/activate?token=SAMPLE-TOKEN"));
   EXPECT_THAT(p->text, HasSubstr("60 Minuten"));
+}
+
+// The parts of a rendered job's MIME message, decoded.
+std::string DecodedPart(const std::string& mime, const std::string& type) {
+  const std::string head = absl::StrCat("Content-Type: ", type,
+                                        "; charset=UTF-8\r\nContent-Transfer-Encoding: base64\r\n\r\n");
+  size_t at = mime.find(head);
+  if (at == std::string::npos) return "";
+  std::string b64 = mime.substr(at + head.size());
+  b64 = b64.substr(0, b64.find("--"));
+  b64.erase(std::remove(b64.begin(), b64.end(), '\r'), b64.end());
+  b64.erase(std::remove(b64.begin(), b64.end(), '\n'), b64.end());
+  std::string out;
+  return absl::Base64Unescape(b64, &out) ? out : "";
+}
+
+// What every built-in action's email must say, in every built-in locale.
+struct Expected {
+  std::string action;
+  std::string link_path;  // "" for a notice: no link, no token, no code
+  bool shows_code = false;
+  bool shows_address = false;
+};
+
+TEST_F(RendererTest, EveryBuiltInActionRendersInEveryBuiltInLocale) {
+  const std::vector<Expected> expected = {
+      {"activation", "/activate"},
+      {"password_recovery", "/recover", true},
+      {"login_code", "/action/login_code", true},
+      {"email_change", "/action/email_change", false, true},
+      {"invitation", "/action/invitation"},
+      {"password_changed", ""},
+      {"email_changed", "", false, true},
+      {"account_suspended", ""},
+      {"account_reactivated", ""},
+  };
+  ASSERT_EQ(expected.size(), BuiltinActions().size());
+  Renderer r = Make();
+  std::set<std::string> subjects;
+  int rendered = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const Expected& e = expected[i];
+    ASSERT_EQ(e.action, BuiltinActions()[i]);
+    EXPECT_EQ(IsBuiltinNotice(e.action), e.link_path.empty()) << e.action;
+    EXPECT_EQ(r.templates()->Locales(e.action), (std::vector<std::string>{"", "de"}));
+    for (const std::string locale : {"en-GB", "de-CH"}) {
+      SCOPED_TRACE(e.action + " " + locale);
+      v1::Job j = Job(locale);
+      j.set_action(v1::ACTION_OTHER);
+      j.set_action_name(e.action);
+      j.set_email("new.anna@example.test");
+      j.set_token(e.link_path.empty() ? "" : "tok");
+      j.set_code(e.shows_code ? "12345678" : "");
+      auto email = r.Render(j);
+      ASSERT_TRUE(email.ok()) << email.status();
+      ++rendered;
+      const EmailContent& c = email->content;
+      EXPECT_EQ(c.action, e.action);
+      EXPECT_EQ(DecodedPart(email->mime, "text/plain"), c.text);
+      EXPECT_EQ(DecodedPart(email->mime, "text/html"), c.html);
+      EXPECT_TRUE(subjects.insert(c.subject).second) << "a subject shared: " << c.subject;
+      EXPECT_THAT(c.subject, HasSubstr("Acme"));
+      for (const std::string& part : {c.subject, c.text, c.html}) {
+        EXPECT_THAT(part, Not(HasSubstr("{{")));
+      }
+      EXPECT_THAT(c.text, HasSubstr(locale == "de-CH" ? "Hallo anna," : "Hello anna,"));
+      EXPECT_THAT(c.html, HasSubstr(locale == "de-CH" ? "<html lang=\"de\">" : "<html>"));
+      if (e.link_path.empty()) {
+        EXPECT_THAT(c.text + c.html, Not(HasSubstr("token=")));
+        EXPECT_THAT(c.text + c.html, Not(HasSubstr("href")));
+      } else {
+        const std::string link = absl::StrCat("https://acme.example", e.link_path, "?token=tok");
+        EXPECT_THAT(c.text, HasSubstr(link));
+        // A sign-in link carries its code: one click signs in where the email is read.
+        const std::string href = e.action == "login_code" ? link + "&amp;code=12345678" : link;
+        EXPECT_THAT(c.html, HasSubstr(absl::StrCat("href=\"", href, "\"")));
+        if (e.action == "login_code") {
+          EXPECT_THAT(c.text, HasSubstr(link + "&code=12345678\n"));
+        }
+        EXPECT_THAT(c.text, HasSubstr(locale == "de-CH" ? "45 Minuten gültig (bis 23.11.2026, 10:15 UTC)"
+                                                        : "45 minutes (23/11/2026, 10:15 UTC)"));
+      }
+      if (e.shows_code) {
+        EXPECT_THAT(c.subject, HasSubstr("12345678"));
+        EXPECT_THAT(c.html, HasSubstr("<strong>12345678</strong>"));
+      }
+      if (e.shows_address) {
+        EXPECT_THAT(c.text + c.html, HasSubstr("new.anna@example.test"));
+      }
+    }
+  }
+  EXPECT_EQ(rendered, 18);
+}
+
+TEST_F(RendererTest, TheSignInCodeStandsOnALineOfItsOwn) {
+  Renderer r = Make();
+  v1::Job j = Job("");
+  j.set_action(v1::ACTION_OTHER);
+  j.set_action_name("login_code");
+  j.set_code("482913");
+  auto email = r.Render(j);
+  ASSERT_TRUE(email.ok()) << email.status();
+  EXPECT_EQ(email->content.subject, "Your Acme sign-in code: 482913");
+  EXPECT_THAT(email->content.text, HasSubstr("\n\n    482913\n\n"));
+  j.set_locale("de");
+  EXPECT_EQ(r.Render(j)->content.subject, "Ihr Acme-Anmeldecode: 482913");
+}
+
+TEST_F(RendererTest, AnOldCollectorsJobsRenderByTheirEnum) {
+  Renderer r = Make();
+  v1::Job j = Job("");  // ACTION_PASSWORD_RECOVERY, no action_name
+  ASSERT_TRUE(j.action_name().empty());
+  auto rec = r.Render(j);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ(rec->content.action, "password_recovery");
+  EXPECT_EQ(rec->content.subject, "Your Acme password recovery code: 54321");
+  j.set_action(v1::ACTION_ACTIVATION);
+  auto act = r.Render(j);
+  ASSERT_TRUE(act.ok()) << act.status();
+  EXPECT_EQ(act->content.action, "activation");
+  EXPECT_THAT(act->content.text, HasSubstr("https://acme.example/activate?token=tok"));
+}
+
+TEST_F(RendererTest, JobsWithoutAUsableActionFailWithTheReason) {
+  Renderer r = Make();
+  v1::Job j = Job("");
+  j.set_action(v1::ACTION_OTHER);  // and no name
+  auto unnamed = r.Render(j);
+  EXPECT_EQ(unnamed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(unnamed.status().message(),
+            "the job names no action (ACTION_OTHER without action_name)");
+  for (const std::string& bad :
+       std::vector<std::string>{"../activation", "Login_code", "9lives", std::string(64, 'a')}) {
+    j.set_action_name(bad);
+    auto misnamed = r.Render(j);
+    EXPECT_EQ(misnamed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(misnamed.status().message()), HasSubstr("not an action name"));
+  }
+  j.set_action_name(std::string(63, 'a'));  // a valid name, without templates
+  auto unknown = r.Render(j);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  j.set_action_name("welcome_gift");
+  EXPECT_EQ(r.Render(j).status().message(),
+            "no templates for action \"welcome_gift\" (add welcome_gift.subject, "
+            "welcome_gift.txt and welcome_gift.html to MAILROOM_TEMPLATE_DIR)");
+}
+
+TEST_F(RendererTest, AnActionsTemplatesAddedToTheDirectoryAreUsedWithoutARestart) {
+  const std::string dir = FreshDir("custom_action");
+  Renderer r = Make(dir);
+  v1::Job j = Job("de");
+  j.set_action(v1::ACTION_OTHER);
+  j.set_action_name("welcome_gift");
+  j.set_code("777777");
+  EXPECT_EQ(r.Render(j).status().code(), absl::StatusCode::kNotFound);
+  // The files appear after the renderer was made: the next job of the action reads the
+  // directory again.
+  WriteFile(dir + "/welcome_gift.subject", "A gift from {{product_name}}: {{code}}");
+  WriteFile(dir + "/welcome_gift.txt", "{{login}}, redeem {{code}} at {{link}}");
+  WriteFile(dir + "/welcome_gift.html", "<p>{{login}}, redeem <b>{{code}}</b></p>");
+  auto gift = r.Render(j);
+  ASSERT_TRUE(gift.ok()) << gift.status();
+  EXPECT_EQ(gift->content.subject, "A gift from Acme: 777777");
+  EXPECT_EQ(gift->content.text,
+            "anna, redeem 777777 at https://acme.example/action/welcome_gift?token=tok");
+  EXPECT_EQ(gift->content.action, "welcome_gift");
+  // The built-in actions are still there, and a copy of the renderer sees the same templates.
+  Renderer copy = r;
+  EXPECT_TRUE(copy.templates()->Has("welcome_gift"));
+  EXPECT_TRUE(copy.templates()->Has("login_code"));
+
+  // A broken file for another action: that action's job fails naming the file, the rest stay.
+  WriteFile(dir + "/team_invite.subject", "Join {{product_name}}");
+  WriteFile(dir + "/team_invite.txt", "{{#open}} never closed");
+  WriteFile(dir + "/team_invite.html", "<p>{{link}}</p>");
+  j.set_action_name("team_invite");
+  auto broken = r.Render(j);
+  EXPECT_EQ(broken.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(broken.status().message()), HasSubstr(dir + "/team_invite.txt"));
+  j.set_action_name("welcome_gift");
+  EXPECT_TRUE(r.Render(j).ok());
+}
+
+TEST_F(RendererTest, ReloadReplacesChangedTemplatesAndKeepsThemWhenTheNewOnesAreBroken) {
+  const std::string dir = FreshDir("reload");
+  WriteFile(dir + "/activation.subject", "Welcome v1");
+  Renderer r = Make(dir);
+  v1::Job j = Job("");
+  j.set_action(v1::ACTION_ACTIVATION);
+  EXPECT_EQ(r.Render(j)->content.subject, "Welcome v1");
+  // Edited in place: the directory does not change, the file does; a reload (SIGHUP) reads it.
+  WriteFile(dir + "/activation.subject", "Welcome v2");
+  EXPECT_EQ(r.Render(j)->content.subject, "Welcome v1");
+  ASSERT_TRUE(r.Reload().ok());
+  EXPECT_EQ(r.Render(j)->content.subject, "Welcome v2");
+  WriteFile(dir + "/activation.subject", "{{#open}} Welcome v3");
+  absl::Status st = r.Reload();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(st.message()), HasSubstr(dir + "/activation.subject"));
+  EXPECT_EQ(r.Render(j)->content.subject, "Welcome v2");
+}
+
+TEST_F(RendererTest, PreviewsOfNoticesHaveNoCodeAndCustomActionsArePreviewed) {
+  const std::string dir = FreshDir("preview_custom");
+  WriteFile(dir + "/team_invite.subject", "Join the team at {{product_name}}");
+  WriteFile(dir + "/team_invite.txt", "{{link}}");
+  WriteFile(dir + "/team_invite.html", "<p>{{link}}</p>");
+  Renderer r = Make(dir);
+  auto notice = r.Preview("account_suspended", "de");
+  ASSERT_TRUE(notice.ok()) << notice.status();
+  EXPECT_EQ(notice->subject, "Ihr Acme-Konto wurde gesperrt");
+  EXPECT_THAT(notice->text, Not(HasSubstr("SAMPLE-TOKEN")));
+  auto team = r.Preview("team_invite", "fr");
+  ASSERT_TRUE(team.ok()) << team.status();
+  EXPECT_EQ(team->text, "https://acme.example/action/team_invite?token=SAMPLE-TOKEN");
+  EXPECT_EQ(r.Preview("nothing_here", "").status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

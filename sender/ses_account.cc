@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "nlohmann/json.hpp"
-#include "sender/curl_handle.h"
-#include "sender/ses_transport.h"
+#include "sender/transport/curl_handle.h"
+#include "sender/transport/ses_transport.h"
 
 namespace mailroom {
 namespace {

@@ -14,7 +14,7 @@
 #include "common/metrics.h"
 #include "sender/breaker.h"
 #include "sender/pacer.h"
-#include "sender/transport.h"
+#include "sender/transport/transport.h"
 
 namespace mailroom {
 

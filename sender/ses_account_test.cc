@@ -1,6 +1,6 @@
 // SesAccount: GetAccount parsing, the limits it sets on simulated time, pause/resume through
 // the breaker, warnings; and FetchSesAccount against the real SES test front
-// (sender/testing/ses_front.py, which checks the SigV4 signature).
+// (sender/transport/testing/ses_front.py, which checks the SigV4 signature).
 #include "sender/ses_account.h"
 
 #include <cstdlib>
@@ -177,7 +177,7 @@ class FetchSesAccountTest : public ::testing::Test {
     std::system(absl::StrCat("mkdir -p ", dir_).c_str());
     port_ = testing::FreePort();
     auto f = testing::Process::Spawn(
-        {"/usr/bin/python3", testing::Runfile("mailroom/sender/testing/ses_front.py"), "--port",
+        {"/usr/bin/python3", testing::Runfile("mailroom/sender/transport/testing/ses_front.py"), "--port",
          absl::StrCat(port_), "--upstream", "http://127.0.0.1:9", "--access-key", "AKIDEXAMPLE",
          "--secret-key", kSecret, "--account-file", dir_ + "/account.json", "--paused-file",
          dir_ + "/paused"},

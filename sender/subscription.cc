@@ -1,29 +1,47 @@
 #include "sender/subscription.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "absl/container/flat_hash_set.h"
-
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 
 namespace mailroom {
 
-Subscription::Subscription(Options options) : opt_(std::move(options)), clock_(opt_.clock) {
-  if (opt_.channel != nullptr) {
-    channel_ = opt_.channel;
-    stub_ = v1::Collector::NewStub(channel_);
-    return;
-  }
+namespace {
+
+constexpr absl::Duration kFirstBackoff = absl::Milliseconds(100);
+
+// Errors no retry fixes: the collector refuses this sender or its request.
+bool Refused(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAUTHENTICATED ||
+         code == grpc::StatusCode::INVALID_ARGUMENT ||
+         code == grpc::StatusCode::PERMISSION_DENIED;
+}
+
+std::chrono::system_clock::time_point InRealSeconds(int seconds) {
+  return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
+}
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> MakeCollectorChannel(
+    const std::string& address, const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
   args.SetMaxReceiveMessageSize(64 << 20);
-  channel_ = grpc::CreateCustomChannel(opt_.address, opt_.credentials, args);
-  stub_ = v1::Collector::NewStub(channel_);
+  return grpc::CreateCustomChannel(address, credentials, args);
 }
+
+Subscription::Subscription(Options options)
+    : opt_(std::move(options)), clock_(opt_.clock), leases_(opt_.leases),
+      channel_(opt_.channel != nullptr ? opt_.channel
+                                       : MakeCollectorChannel(opt_.address, opt_.credentials)),
+      stub_(v1::Collector::NewStub(channel_)) {}
 
 Subscription::~Subscription() { Stop(); }
 
@@ -41,69 +59,59 @@ void Subscription::Start() {
   renewer_ = std::thread([this] { RenewLoop(); });
 }
 
+grpc::Status Subscription::ReadStream(absl::Duration* backoff) {
+  grpc::ClientContext ctx;
+  Authorize(&ctx);
+  {
+    absl::MutexLock lock(&mu_);
+    stream_ctx_ = &ctx;
+  }
+  v1::SubscribeRequest req;
+  req.set_consumer_group(opt_.group);
+  req.set_max_in_flight(opt_.max_in_flight);
+  req.set_subscriber_name(opt_.name);
+  if (!opt_.budget_holder.empty()) req.set_budget_holder(opt_.budget_holder);
+  auto reader = stub_->Subscribe(&ctx, req);
+  v1::SubscribeResponse resp;
+  std::string subscriber_id;
+  bool first = true;
+  while (reader->Read(&resp)) {
+    if (first) {
+      first = false;
+      subscriber_id = resp.subscriber_id();
+      connected_ = true;
+      *backoff = kFirstBackoff;
+      leases_->SetLease(absl::Milliseconds(resp.lease_duration_ms()));
+      if (leases_->leases() > 0) {
+        // Confirm at once which of the jobs held from before are still ours.
+        absl::MutexLock lock(&mu_);
+        renew_now_ = true;
+      }
+      LogInfo("subscribed", {{"group", opt_.group},
+                             {"subscriber", ShortId(subscriber_id)},
+                             {"lease_ms", absl::StrCat(resp.lease_duration_ms())}});
+    }
+    if (resp.jobs_size() == 0) continue;
+    // A message with jobs says how much of their leases is left as it was written (it may
+    // have waited in the collector); a collector that does not say sends 0: the whole lease.
+    std::vector<v1::Job> jobs(std::make_move_iterator(resp.mutable_jobs()->begin()),
+                              std::make_move_iterator(resp.mutable_jobs()->end()));
+    jobs_.load()->Submit(leases_->Receive(
+        subscriber_id, absl::Milliseconds(resp.lease_left_ms()), std::move(jobs)));
+  }
+  grpc::Status st = reader->Finish();
+  connected_ = false;
+  absl::MutexLock lock(&mu_);
+  stream_ctx_ = nullptr;
+  return st;
+}
+
 void Subscription::ReadLoop() {
-  absl::Duration backoff = absl::Milliseconds(100);
+  absl::Duration backoff = kFirstBackoff;
   while (receiving_ && !stopping_) {
-    grpc::ClientContext ctx;
-    Authorize(&ctx);
-    {
-      absl::MutexLock lock(&mu_);
-      stream_ctx_ = &ctx;
-    }
-    v1::SubscribeRequest req;
-    req.set_consumer_group(opt_.group);
-    req.set_max_in_flight(opt_.max_in_flight);
-    req.set_subscriber_name(opt_.name);
-    if (!opt_.budget_holder.empty()) req.set_budget_holder(opt_.budget_holder);
-    auto reader = stub_->Subscribe(&ctx, req);
-    v1::SubscribeResponse resp;
-    bool first = true;
-    while (reader->Read(&resp)) {
-      if (first) {
-        first = false;
-        connected_ = true;
-        backoff = absl::Milliseconds(100);
-        {
-          absl::MutexLock lock(&mu_);
-          subscriber_id_ = resp.subscriber_id();
-          lease_ = absl::Milliseconds(resp.lease_duration_ms());
-          // Confirm at once which of the jobs held from before are still ours.
-          if (!leases_.empty()) renew_now_ = true;
-        }
-        LogInfo("subscribed", {{"group", opt_.group},
-                               {"subscriber", ShortId(resp.subscriber_id())},
-                               {"lease_ms", absl::StrCat(resp.lease_duration_ms())}});
-      }
-      if (resp.jobs_size() > 0) {
-        std::vector<LeasedJob> jobs;
-        jobs.reserve(resp.jobs_size());
-        {
-          absl::MutexLock lock(&mu_);
-          // A message with jobs says how much of their leases is left as it was written (it
-          // may have waited in the collector); a collector that does not say sends 0: the
-          // whole lease.
-          const absl::Duration left = absl::Milliseconds(resp.lease_left_ms());
-          const absl::Time deadline =
-              clock_->Now() + (resp.lease_left_ms() > 0 ? std::min(left, lease_) : lease_);
-          for (v1::Job& j : *resp.mutable_jobs()) {
-            LeaseRef lease{subscriber_id_, j.attempt()};
-            leases_[j.job_id()] = HeldLease{lease, deadline};
-            jobs.push_back(LeasedJob{std::move(j), std::move(lease)});
-          }
-        }
-        jobs_.load()->Submit(std::move(jobs));
-      }
-    }
-    grpc::Status st = reader->Finish();
-    connected_ = false;
-    {
-      absl::MutexLock lock(&mu_);
-      stream_ctx_ = nullptr;
-    }
+    const grpc::Status st = ReadStream(&backoff);
     if (!receiving_ || stopping_) break;
-    if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
-        st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
-        st.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+    if (Refused(st.error_code())) {
       // No retry fixes this; keep trying slowly so a fixed collector config is picked up.
       LogError("subscription rejected", {{"code", absl::StrCat(st.error_code())},
                                          {"error", st.error_message()},
@@ -120,136 +128,56 @@ void Subscription::ReadLoop() {
   }
 }
 
-void Subscription::Report(OutcomeReport report) {
-  absl::MutexLock lock(&mu_);
-  auto it = leases_.find(report.job_id);
-  if (it == leases_.end()) {
-    // The collector reported the lease lost (another member has the job now): an outcome
-    // would be ignored anyway.
-    LogWarn("outcome not reported: the job's lease is no longer ours",
-            {{"job", absl::StrCat(report.job_id)}});
-    return;
+bool Subscription::Acknowledge(LeaseTable::Batch* batch) {
+  v1::AcknowledgeRequest req;
+  req.set_consumer_group(opt_.group);
+  req.set_subscriber_id(batch->subscriber_id);
+  for (const auto& o : batch->outcomes) *req.add_outcomes() = o;
+  grpc::ClientContext ctx;
+  Authorize(&ctx);
+  ctx.set_deadline(InRealSeconds(10));
+  v1::AcknowledgeResponse resp;
+  grpc::Status st = stub_->Acknowledge(&ctx, req, &resp);
+  if (st.ok()) {
+    // A rejected outcome is reported and dropped: the job keeps its lease and comes back
+    // when it runs out. It never holds up the others.
+    for (const auto& r : resp.rejected()) {
+      LogError("outcome rejected by the collector",
+               {{"job", absl::StrCat(r.job_id())}, {"error", r.error()}});
+    }
+    if (resp.ignored_job_ids_size() > resp.rejected_size()) {
+      LogWarn("outcomes ignored: those leases were no longer ours",
+              {{"count", absl::StrCat(resp.ignored_job_ids_size() - resp.rejected_size())}});
+    }
+    return true;
   }
-  v1::JobOutcome outcome = report.ToProto();
-  outcome.set_attempt(it->second.ref.attempt);
-  outbox_.push_back(
-      Pending{std::move(it->second.ref.subscriber_id), std::move(outcome), clock_->Now()});
-  leases_.erase(it);
-}
-
-LeaseState Subscription::Check(const LeasedJob& job, absl::Duration* send_window) {
-  return Check(job.job.job_id(), send_window);
-}
-
-LeaseState Subscription::Check(uint64_t id, absl::Duration* send_window) {
-  absl::MutexLock lock(&mu_);
-  auto it = leases_.find(id);
-  if (it == leases_.end()) return LeaseState::kLost;
-  const absl::Time now = clock_->Now();
-  // Enough lease left for a send to finish and be reported before anyone else could be handed
-  // the job. Otherwise forget it: renewing it later would keep a job we do not send.
-  if (it->second.deadline - now <= lease_ / 4) {
-    leases_.erase(it);
-    return LeaseState::kLost;
+  if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+    LogError("acknowledgement rejected", {{"error", st.error_message()},
+                                          {"dropped", absl::StrCat(batch->outcomes.size())}});
+    return true;
   }
-  const absl::Duration stall = std::min(lease_ / 10, absl::Seconds(2));
-  const bool stalled = (sending_ > 0 && now - sending_oldest_ > stall) ||
-                       (!outbox_.empty() && now - outbox_.front().queued > stall);
-  if (stalled) return LeaseState::kWait;
-  // Time for a send that is still reported before anyone else could be handed the job. Too
-  // little (renewals are not getting through): keep the job unsent until a renewal gives it
-  // more, or it runs down to the quarter above.
-  const absl::Duration window = it->second.deadline - now - lease_ / 4;
-  // A lease too short for the usual minimum still leaves its last quarter as the margin.
-  if (window < std::min(kMinSendWindow, lease_ / 4)) return LeaseState::kWait;
-  if (send_window != nullptr) *send_window = window;
-  return LeaseState::kOwned;
-}
-
-size_t Subscription::leases() const {
-  absl::MutexLock lock(&mu_);
-  return leases_.size();
+  LogWarn("acknowledgement failed; retrying",
+          {{"code", absl::StrCat(st.error_code())}, {"error", st.error_message()},
+           {"pending", absl::StrCat(leases_->pending_acks())}});
+  return false;
 }
 
 void Subscription::AckLoop() {
-  absl::Duration backoff = absl::Milliseconds(100);
+  absl::Duration backoff = kFirstBackoff;
+  const size_t want = static_cast<size_t>(
+      opt_.outcomes_per_ack > 0 ? opt_.outcomes_per_ack : std::max(1, opt_.max_in_flight / 2));
   while (true) {
-    std::string sub;
-    std::vector<v1::JobOutcome> outcomes;
-    {
-      absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return !outbox_.empty() || stopping_.load();
-      };
-      clock_->AwaitWithDeadline(&mu_, absl::Condition(&ready),
-                                clock_->Now() + absl::Milliseconds(200));
-      // Stop() comes after Flush(): what is still here could not be recorded in time.
-      if (stopping_) return;
-      if (outbox_.empty()) continue;
-      if (opt_.ack_delay > absl::ZeroDuration()) {
-        const size_t want = static_cast<size_t>(
-            opt_.outcomes_per_ack > 0 ? opt_.outcomes_per_ack : std::max(1, opt_.max_in_flight / 2));
-        auto gathered = [this, want]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-          return outbox_.size() >= want || stopping_.load();
-        };
-        clock_->AwaitWithDeadline(&mu_, absl::Condition(&gathered),
-                                  clock_->Now() + opt_.ack_delay);
-        if (stopping_) return;
-      }
-      // One call per lease holder: the outcomes of jobs received on the same stream.
-      sub = outbox_.front().subscriber_id;
-      sending_oldest_ = outbox_.front().queued;
-      for (auto it = outbox_.begin(); it != outbox_.end() && outcomes.size() < 5000;) {
-        if (it->subscriber_id == sub) {
-          sending_oldest_ = std::min(sending_oldest_, it->queued);
-          outcomes.push_back(std::move(it->outcome));
-          it = outbox_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      sending_ = outcomes.size();
-    }
-    v1::AcknowledgeRequest req;
-    req.set_consumer_group(opt_.group);
-    req.set_subscriber_id(sub);
-    for (auto& o : outcomes) *req.add_outcomes() = o;
-    grpc::ClientContext ctx;
-    Authorize(&ctx);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    v1::AcknowledgeResponse resp;
-    grpc::Status st = stub_->Acknowledge(&ctx, req, &resp);
-    absl::MutexLock lock(&mu_);
-    sending_ = 0;
-    if (st.ok()) {
-      // A rejected outcome is reported and dropped: the job keeps its lease and comes back
-      // when it runs out. It never holds up the others.
-      for (const auto& r : resp.rejected()) {
-        LogError("outcome rejected by the collector",
-                 {{"job", absl::StrCat(r.job_id())}, {"error", r.error()}});
-      }
-      if (resp.ignored_job_ids_size() > resp.rejected_size()) {
-        LogWarn("outcomes ignored: those leases were no longer ours",
-                {{"count", absl::StrCat(resp.ignored_job_ids_size() - resp.rejected_size())}});
-      }
-      backoff = absl::Milliseconds(100);
+    std::optional<LeaseTable::Batch> batch = leases_->NextBatch(want, opt_.ack_delay);
+    if (!batch.has_value()) return;  // closed by Stop()
+    if (batch->outcomes.empty()) continue;
+    if (Acknowledge(&*batch)) {
+      leases_->Recorded();
+      backoff = kFirstBackoff;
       continue;
     }
-    if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
-      LogError("acknowledgement rejected", {{"error", st.error_message()},
-                                            {"dropped", absl::StrCat(outcomes.size())}});
-      backoff = absl::Milliseconds(100);
-      continue;
-    }
-    // Keep them (in front, in order) and try again: an outcome is never dropped.
-    for (auto it = outcomes.rbegin(); it != outcomes.rend(); ++it) {
-      outbox_.push_front(Pending{sub, std::move(*it), sending_oldest_});
-    }
-    LogWarn("acknowledgement failed; retrying",
-            {{"code", absl::StrCat(st.error_code())}, {"error", st.error_message()},
-             {"pending", absl::StrCat(outbox_.size())}});
-    auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_.load(); };
-    clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping), clock_->Now() + backoff);
+    // Keep them and try again: an outcome is never dropped.
+    leases_->Returned(*std::move(batch));
+    Pause(backoff);
     backoff = std::min(backoff * 2, absl::Seconds(5));
   }
 }
@@ -270,43 +198,42 @@ void Subscription::Backoff(absl::Duration d) {
   clock_->AwaitWithDeadline(&mu_, absl::Condition(&done), clock_->Now() + d);
 }
 
+void Subscription::Pause(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_.load(); };
+  clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping), clock_->Now() + d);
+}
+
 void Subscription::RenewLoop() {
   while (!stopping_) {
-    absl::Duration lease = this->lease();
-    absl::Duration period = lease > absl::ZeroDuration() ? lease / 3 : absl::Seconds(1);
+    const absl::Duration lease = leases_->lease();
+    const absl::Duration period = lease > absl::ZeroDuration() ? lease / 3 : absl::Seconds(1);
     SleepUntil(clock_->Now() + period);
     if (stopping_) break;
     {
       absl::MutexLock lock(&mu_);
       renew_now_ = false;
     }
-    if (lease == absl::ZeroDuration() && this->lease() == absl::ZeroDuration()) continue;
+    if (leases_->lease() == absl::ZeroDuration()) continue;  // not subscribed yet
     RenewAll();
   }
 }
 
 void Subscription::RenewAll() {
-  // The leases held, by the subscription they came on.
-  std::map<std::string, std::vector<std::pair<uint64_t, uint32_t>>> by_sub;
-  absl::Duration lease;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [id, l] : leases_) by_sub[l.ref.subscriber_id].emplace_back(id, l.ref.attempt);
-    lease = lease_;
-  }
+  constexpr size_t kPerCall = 10000;
   std::vector<uint64_t> lost_all;
-  for (const auto& [sub, held] : by_sub) {
-    for (size_t i = 0; i < held.size(); i += 10000) {
+  for (const auto& [sub, held] : leases_->HeldBySubscription()) {
+    for (size_t i = 0; i < held.size(); i += kPerCall) {
       v1::RenewLeasesRequest req;
       req.set_consumer_group(opt_.group);
       req.set_subscriber_id(sub);
-      for (size_t j = i; j < std::min(held.size(), i + 10000); ++j) {
+      for (size_t j = i; j < std::min(held.size(), i + kPerCall); ++j) {
         req.add_job_ids(held[j].first);
         req.add_attempts(held[j].second);
       }
       grpc::ClientContext ctx;
       Authorize(&ctx);
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      ctx.set_deadline(InRealSeconds(10));
       const absl::Time asked = clock_->Now();
       v1::RenewLeasesResponse resp;
       grpc::Status st = stub_->RenewLeases(&ctx, req, &resp);
@@ -316,18 +243,9 @@ void Subscription::RenewAll() {
         continue;
       }
       absl::flat_hash_set<uint64_t> lost(resp.lost_job_ids().begin(), resp.lost_job_ids().end());
-      absl::MutexLock lock(&mu_);
-      for (uint64_t id : req.job_ids()) {
-        auto it = leases_.find(id);
-        if (it == leases_.end() || it->second.ref.subscriber_id != sub) continue;
-        if (lost.count(id) > 0) {
-          leases_.erase(it);
-          lost_all.push_back(id);
-        } else {
-          // Counted from before the call: never later than the collector's own deadline.
-          it->second.deadline = asked + lease;
-        }
-      }
+      std::vector<uint64_t> gone = leases_->ApplyRenewal(
+          sub, absl::MakeConstSpan(req.job_ids().data(), req.job_ids().size()), lost, asked);
+      lost_all.insert(lost_all.end(), gone.begin(), gone.end());
     }
   }
   if (!lost_all.empty()) {
@@ -343,14 +261,6 @@ void Subscription::StopReceiving() {
   if (stream_ctx_ != nullptr) stream_ctx_->TryCancel();
 }
 
-bool Subscription::Flush(absl::Duration timeout) {
-  absl::MutexLock lock(&mu_);
-  auto empty = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return outbox_.empty() && sending_ == 0;
-  };
-  return clock_->AwaitWithDeadline(&mu_, absl::Condition(&empty), clock_->Now() + timeout);
-}
-
 void Subscription::Stop() {
   StopReceiving();
   {
@@ -358,6 +268,7 @@ void Subscription::Stop() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
+  leases_->Close();
   if (reader_.joinable()) reader_.join();
   if (acker_.joinable()) acker_.join();
   if (renewer_.joinable()) renewer_.join();
@@ -369,18 +280,14 @@ absl::StatusOr<v1::GetUsageResponse> Subscription::Usage(absl::Duration timeout)
   while (true) {
     grpc::ClientContext ctx;
     Authorize(&ctx);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    ctx.set_deadline(InRealSeconds(2));
     ctx.set_wait_for_ready(true);
     v1::GetUsageRequest req;
     req.set_consumer_group(opt_.group);
     v1::GetUsageResponse resp;
     st = stub_->GetUsage(&ctx, req, &resp);
     if (st.ok()) return resp;
-    if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
-        st.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
-        st.error_code() == grpc::StatusCode::INVALID_ARGUMENT || clock_->Now() > deadline) {
-      break;
-    }
+    if (Refused(st.error_code()) || clock_->Now() > deadline) break;
     if (stopping_ || !receiving_) return absl::CancelledError("shutting down");
     Backoff(absl::Milliseconds(200));
   }
@@ -391,16 +298,6 @@ absl::StatusOr<v1::GetUsageResponse> Subscription::Usage(absl::Duration timeout)
     case grpc::StatusCode::INVALID_ARGUMENT: return absl::InvalidArgumentError(what);
     default: return absl::UnavailableError(what);
   }
-}
-
-absl::Duration Subscription::lease() const {
-  absl::MutexLock lock(&mu_);
-  return lease_;
-}
-
-size_t Subscription::pending_acks() const {
-  absl::MutexLock lock(&mu_);
-  return outbox_.size() + sending_;
 }
 
 }  // namespace mailroom

@@ -2,8 +2,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
-#include <map>
 #include <functional>
 #include <memory>
 #include <string>
@@ -17,30 +15,25 @@
 #include "common/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
+#include "sender/lease_table.h"
 #include "sender/leased_job.h"
 
 namespace mailroom {
 
-// The sender's side of the collector API: keeps one Subscribe stream open (reconnecting with
-// capped exponential backoff forever), reports outcomes in acknowledgements (each kept and
-// retried until the collector has answered for it), and renews the leases of jobs still held.
+// The sender's side of the collector API, and only that: keeps one Subscribe stream open
+// (reconnecting with capped exponential backoff forever), sends the outcomes the lease table
+// holds in Acknowledge calls (each kept and retried until the collector has answered for it),
+// and renews the leases the table holds. The leases themselves, the outcomes waiting for
+// acknowledgement and every decision about them live in the LeaseTable (sender/lease_table.h)
+// it shares with the Engine. Outcomes and renewals name the lease a job came with, so they
+// keep working after a reconnect (on any collector). Reconnect and retry backoffs and renewal
+// periods run on `Options::clock` (RPC deadlines stay in real time: they bound the network).
+// Thread-safe.
 //
-// It keeps every lease it holds: the subscription id and attempt the job came with and when
-// the lease runs out as far as this process knows (arrival + lease, pushed on by each
-// renewal). Outcomes and renewals name that lease, so they keep working after a reconnect (on
-// any collector) and a lease the collector no longer counts as ours is never acted on: Owns()
-// turns false when the collector reports it lost or when it would run out before a send could
-// finish (for example while the collector is unreachable). Lease deadlines, the outcome stall,
-// reconnect and retry backoffs and renewal periods all run on `Options::clock` (RPC deadlines
-// stay in real time: they bound the network). Thread-safe.
-//
-// It hands each job it receives, with its lease, to a JobSink (the Engine), and is the
-// Engine's LeaseHolder.
-class Subscription : public LeaseHolder {
+// It hands each job it receives, with its lease, to a JobSink (the Engine), and tells it the
+// ids of jobs whose leases the collector reports lost.
+class Subscription {
  public:
-  // The shortest send window (Check) a send is started with (a quarter of the lease when that
-  // is shorter).
-  static constexpr absl::Duration kMinSendWindow = absl::Seconds(1);
   struct Options {
     std::string address;                                  // host:port of the collector
     std::shared_ptr<grpc::ChannelCredentials> credentials;  // TLS or insecure
@@ -59,40 +52,24 @@ class Subscription : public LeaseHolder {
     absl::Duration ack_delay = absl::Milliseconds(5);
     int outcomes_per_ack = 0;
     Clock* clock = RealClock::Get();
-    // Tests: talk over this channel (e.g. an in-process server's) instead of `address`.
+    // The channel to the collector, shared with the sender's other calls to it (the budget
+    // client; MakeCollectorChannel). Unset: one of its own to `address` with `credentials`.
     std::shared_ptr<grpc::Channel> channel;
+    // Required, borrowed: the leases held and the outcomes to acknowledge.
+    LeaseTable* leases = nullptr;
   };
   explicit Subscription(Options options);
-  ~Subscription() override;
+  ~Subscription();
 
   // Starts the acknowledger and lease renewer threads.
   void Start();
   // Opens the stream (after Start): the jobs received go to `jobs` (borrowed; on the reader
   // thread), and so do the ids of jobs the collector reports as no longer ours (Drop).
   void StartReceiving(JobSink* jobs);
-  // Queues an outcome for the next Acknowledge call, under the job's lease (dropped, with a
-  // log line, when the job's lease is not held any more). A job the collector handed to this
-  // process again while it was being sent is reported under the newest lease held on it.
-  void Report(OutcomeReport outcome) override;
-  // Check(job.job.job_id(), send_window).
-  LeaseState Check(const LeasedJob& job, absl::Duration* send_window) override;
-  // Whether `id` may be sent now. kLost: the collector reported the lease lost, or it would run
-  // out before a send could be reported (then it is forgotten: not renewed, and the collector
-  // hands the job out again when it runs out). kWait: ours, but outcomes are not getting
-  // through (the oldest unrecorded one is older than a tenth of the lease, at most 2 s):
-  // sending now could not be reported in time; also while the lease left less that quarter is
-  // under kMinSendWindow (a send that would time out sooner is not started). kOwned otherwise,
-  // and then
-  // `*send_window` (when given) is the lease left less that quarter: a send that ends within
-  // it is reported before anyone else could be handed the job.
-  LeaseState Check(uint64_t id, absl::Duration* send_window = nullptr);
-  // Leases held (jobs received and not yet reported).
-  size_t leases() const;
   // Stops taking jobs: ends the stream and does not reconnect. Acks keep flowing.
   void StopReceiving();
-  // Waits until every reported outcome was recorded (or timeout); true when all were.
-  bool Flush(absl::Duration timeout);
-  // Stops everything (after StopReceiving/Flush for a graceful exit).
+  // Stops everything (after StopReceiving and LeaseTable::AwaitAcknowledged for a graceful
+  // exit); closes the lease table to acknowledgements.
   void Stop();
   // This month's usage of the group (for the budget), retried until the collector answers or
   // `timeout` passes. UNAUTHENTICATED/PERMISSION_DENIED/INVALID_ARGUMENT end it at once.
@@ -100,36 +77,29 @@ class Subscription : public LeaseHolder {
   absl::StatusOr<v1::GetUsageResponse> Usage(absl::Duration timeout);
   // True while a stream is open.
   bool connected() const { return connected_; }
-  // The lease length the collector announced (0 before the first subscription).
-  absl::Duration lease() const;
-  // Outcomes not yet recorded.
-  size_t pending_acks() const;
 
  private:
   void ReadLoop();
+  // Reads one stream until it ends (`*backoff` back to its start once it is answered).
+  grpc::Status ReadStream(absl::Duration* backoff);
   void AckLoop();
+  // Sends one batch of outcomes; true when the collector answered for them (recorded, or
+  // rejected for good).
+  bool Acknowledge(LeaseTable::Batch* batch);
   void RenewLoop();
   void Authorize(grpc::ClientContext* ctx) const;
-  // Renews every lease held; reports the lost ones to on_lost_.
+  // Renews every lease held; reports the lost ones to the JobSink.
   void RenewAll();
   // Sleeps until `until`, or less when stopping or a renewal is asked for.
   void SleepUntil(absl::Time until);
   // Waits `d` on the clock, or less once receiving stops (Stop included).
   void Backoff(absl::Duration d);
-
-  // A lease this process holds on a job.
-  struct HeldLease {
-    LeaseRef ref;
-    absl::Time deadline;
-  };
-  struct Pending {
-    std::string subscriber_id;
-    v1::JobOutcome outcome;
-    absl::Time queued;
-  };
+  // Waits `d` on the clock, or less once stopping.
+  void Pause(absl::Duration d);
 
   const Options opt_;
   Clock* const clock_;
+  LeaseTable* const leases_;
   std::atomic<JobSink*> jobs_{nullptr};
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Collector::Stub> stub_;
@@ -138,13 +108,12 @@ class Subscription : public LeaseHolder {
 
   mutable absl::Mutex mu_;
   grpc::ClientContext* stream_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::string subscriber_id_ ABSL_GUARDED_BY(mu_);
-  absl::Duration lease_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
-  std::map<uint64_t, HeldLease> leases_ ABSL_GUARDED_BY(mu_);
-  std::deque<Pending> outbox_ ABSL_GUARDED_BY(mu_);
-  size_t sending_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time sending_oldest_ ABSL_GUARDED_BY(mu_);  // oldest outcome of the call in flight
   bool renew_now_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+// A channel to the collector at `address` (keepalive, quick reconnects, messages up to
+// 64 MiB): the one channel the sender's calls to it share.
+std::shared_ptr<grpc::Channel> MakeCollectorChannel(
+    const std::string& address, const std::shared_ptr<grpc::ChannelCredentials>& credentials);
 
 }  // namespace mailroom

@@ -1,7 +1,7 @@
-// The subscription against an in-process gRPC Collector (ServerBuilder without a port,
-// InProcessChannel) whose answers each test scripts, on simulated time: leases run out, stall
-// and renew when the FakeClock says so. (The real collector with PostgreSQL is exercised by
-// integration_tests/e2e_test and fault_test.)
+// The subscription and its lease table against an in-process gRPC Collector (ServerBuilder
+// without a port, InProcessChannel) whose answers each test scripts, on simulated time: leases
+// run out, stall and renew when the FakeClock says so. (The table alone: lease_table_test;
+// the real collector with PostgreSQL: integration_tests/e2e_test and fault_test.)
 #include "sender/subscription.h"
 
 #include <functional>
@@ -152,6 +152,8 @@ class SubscriptionTest : public ::testing::Test {
     o.budget_holder = "test-0123456789ab";
     o.clock = &clock_;
     o.channel = server_->InProcessChannel(grpc::ChannelArguments());
+    leases_ = std::make_unique<LeaseTable>(&clock_);
+    o.leases = leases_.get();
     sub_ = std::make_unique<Subscription>(o);
     sub_->Start();
     sub_->StartReceiving(&sink_);
@@ -183,6 +185,7 @@ class SubscriptionTest : public ::testing::Test {
   FakeCollector collector_;
   std::unique_ptr<grpc::Server> server_;
   RecordingSink sink_;
+  std::unique_ptr<LeaseTable> leases_;  // the table the subscription and a test share
   std::unique_ptr<Subscription> sub_;
 };
 
@@ -191,11 +194,11 @@ TEST_F(SubscriptionTest, JobsArriveAndOutcomesAreAcknowledgedUnderTheirLease) {
   StartSubscription();
   ASSERT_TRUE(Received(2));
   ASSERT_TRUE(Eventually([&] { return sub_->connected(); }));
-  EXPECT_EQ(sub_->lease(), absl::Seconds(60));
-  EXPECT_EQ(sub_->leases(), 2u);
-  EXPECT_EQ(sub_->Check(1), LeaseState::kOwned);
-  sub_->Report(Sent(1));
-  ASSERT_TRUE(sub_->Flush(absl::Seconds(10)));
+  EXPECT_EQ(leases_->lease(), absl::Seconds(60));
+  EXPECT_EQ(leases_->leases(), 2u);
+  EXPECT_EQ(leases_->Check(1), LeaseState::kOwned);
+  leases_->Report(Sent(1));
+  ASSERT_TRUE(leases_->AwaitAcknowledged(absl::Seconds(10)));
   ASSERT_EQ(Acked(), 1u);
   {
     absl::MutexLock lock(&collector_.mu_);
@@ -208,10 +211,10 @@ TEST_F(SubscriptionTest, JobsArriveAndOutcomesAreAcknowledgedUnderTheirLease) {
     EXPECT_EQ(collector_.max_in_flight_, 7u);
     EXPECT_EQ(collector_.budget_holder_, "test-0123456789ab");  // its grants' holder
   }
-  EXPECT_EQ(sub_->leases(), 1u);
-  EXPECT_EQ(sub_->pending_acks(), 0u);
+  EXPECT_EQ(leases_->leases(), 1u);
+  EXPECT_EQ(leases_->pending_acks(), 0u);
   // A reported job is no longer ours: a second outcome is dropped, not sent.
-  EXPECT_EQ(sub_->Check(1), LeaseState::kLost);
+  EXPECT_EQ(leases_->Check(1), LeaseState::kLost);
 }
 
 TEST_F(SubscriptionTest, OutcomesGatherForOneAcknowledgementUntilHalfTheWindowOrTheDelay) {
@@ -220,9 +223,9 @@ TEST_F(SubscriptionTest, OutcomesGatherForOneAcknowledgementUntilHalfTheWindowOr
   ASSERT_TRUE(Received(4));
   // Half of max_in_flight 7 is 3: the first three outcomes share one call, whatever the
   // timing of their reports (the simulated clock does not move).
-  sub_->Report(Sent(1));
-  sub_->Report(Sent(2));
-  sub_->Report(Sent(3));
+  leases_->Report(Sent(1));
+  leases_->Report(Sent(2));
+  leases_->Report(Sent(3));
   ASSERT_TRUE(Eventually([&] { return Acked() == 3; }));
   {
     absl::MutexLock lock(&collector_.mu_);
@@ -231,7 +234,7 @@ TEST_F(SubscriptionTest, OutcomesGatherForOneAcknowledgementUntilHalfTheWindowOr
   }
   // A lone outcome goes out once the delay has passed (simulated time moves in steps of the
   // delay until it has).
-  sub_->Report(Sent(4));
+  leases_->Report(Sent(4));
   ASSERT_TRUE(Eventually([&] {
     clock_.Advance(absl::Milliseconds(5));
     return Acked() == 4;
@@ -250,18 +253,18 @@ TEST_F(SubscriptionTest, ALeaseThatCannotBeRenewedRunsOutOnSimulatedTime) {
   StartSubscription();
   ASSERT_TRUE(Received(1));
   absl::Duration window;
-  EXPECT_EQ(sub_->Check(1, &window), LeaseState::kOwned);
+  EXPECT_EQ(leases_->Check(1, &window), LeaseState::kOwned);
   EXPECT_EQ(window, absl::Seconds(45));  // 60 s left, less a quarter to report the outcome
   clock_.Advance(absl::Seconds(44));  // 16 s left of 60: still enough for a 1 s send
-  EXPECT_EQ(sub_->Check(1, &window), LeaseState::kOwned);
+  EXPECT_EQ(leases_->Check(1, &window), LeaseState::kOwned);
   // A send started now times out after 1 s at most, however long MAILROOM_SEND_TIMEOUT_MS.
   EXPECT_EQ(window, absl::Seconds(1));
   clock_.Advance(absl::Milliseconds(500));  // 15.5 s left: too little for a send to start
-  EXPECT_EQ(sub_->Check(1, &window), LeaseState::kWait);
+  EXPECT_EQ(leases_->Check(1, &window), LeaseState::kWait);
   clock_.Advance(absl::Milliseconds(1500));  // 14 s left: less than a quarter of the lease
-  EXPECT_EQ(sub_->Check(1), LeaseState::kLost);
+  EXPECT_EQ(leases_->Check(1), LeaseState::kLost);
   // Forgotten: neither renewed nor reported any more.
-  EXPECT_EQ(sub_->leases(), 0u);
+  EXPECT_EQ(leases_->leases(), 0u);
 }
 
 TEST_F(SubscriptionTest, AJobsMessageThatWaitedInTheCollectorIsTrustedOnlyForWhatIsLeftOfItsLease) {
@@ -273,9 +276,9 @@ TEST_F(SubscriptionTest, AJobsMessageThatWaitedInTheCollectorIsTrustedOnlyForWha
   collector_.Queue({Job(1)});
   StartSubscription();
   ASSERT_TRUE(Received(1));
-  EXPECT_EQ(sub_->Check(1), LeaseState::kOwned);
+  EXPECT_EQ(leases_->Check(1), LeaseState::kOwned);
   clock_.Advance(absl::Seconds(6));  // 14 s left: less than a quarter of the lease
-  EXPECT_EQ(sub_->Check(1), LeaseState::kLost);
+  EXPECT_EQ(leases_->Check(1), LeaseState::kLost);
 }
 
 TEST_F(SubscriptionTest, RenewalKeepsLeasesAndReportsTheLostOnes) {
@@ -292,11 +295,11 @@ TEST_F(SubscriptionTest, RenewalKeepsLeasesAndReportsTheLostOnes) {
     absl::MutexLock lock(&sink_.mu);
     return sink_.lost == std::vector<uint64_t>{2};
   }));
-  ASSERT_TRUE(Eventually([&] { return sub_->leases() == 1u; }));
+  ASSERT_TRUE(Eventually([&] { return leases_->leases() == 1u; }));
   // 60 s after arrival job 1 is still ours: the renewal at 20 s pushed its deadline to 80 s.
   clock_.Advance(absl::Seconds(40));
-  EXPECT_EQ(sub_->Check(1), LeaseState::kOwned);
-  EXPECT_EQ(sub_->Check(2), LeaseState::kLost);
+  EXPECT_EQ(leases_->Check(1), LeaseState::kOwned);
+  EXPECT_EQ(leases_->Check(2), LeaseState::kLost);
 }
 
 TEST_F(SubscriptionTest, OutcomesNotGettingThroughMeanWait) {
@@ -307,17 +310,17 @@ TEST_F(SubscriptionTest, OutcomesNotGettingThroughMeanWait) {
     absl::MutexLock lock(&collector_.mu_);
     collector_.acks_open_ = false;  // the collector takes the call but does not answer
   }
-  sub_->Report(Sent(1));
-  ASSERT_TRUE(Eventually([&] { return sub_->pending_acks() == 1u; }));
-  EXPECT_EQ(sub_->Check(2), LeaseState::kOwned);
+  leases_->Report(Sent(1));
+  ASSERT_TRUE(Eventually([&] { return leases_->pending_acks() == 1u; }));
+  EXPECT_EQ(leases_->Check(2), LeaseState::kOwned);
   clock_.Advance(absl::Seconds(3));  // the outcome is older than the 2 s stall limit
-  EXPECT_EQ(sub_->Check(2), LeaseState::kWait);
+  EXPECT_EQ(leases_->Check(2), LeaseState::kWait);
   {
     absl::MutexLock lock(&collector_.mu_);
     collector_.acks_open_ = true;
   }
-  ASSERT_TRUE(sub_->Flush(absl::Seconds(10)));
-  EXPECT_EQ(sub_->Check(2), LeaseState::kOwned);
+  ASSERT_TRUE(leases_->AwaitAcknowledged(absl::Seconds(10)));
+  EXPECT_EQ(leases_->Check(2), LeaseState::kOwned);
 }
 
 TEST_F(SubscriptionTest, UsageIsTheCollectorsAnswerAndRefusalsEndAtOnce) {

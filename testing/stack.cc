@@ -127,7 +127,7 @@ std::unique_ptr<Process> StackTest::StartSmtpPeer(const std::vector<std::string>
 
 std::unique_ptr<Process> StackTest::StartSmtpPeerAt(int port, const std::string& name,
                                                     const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {"/usr/bin/python3", Runfile("mailroom/sender/testing/smtp_peer.py"),
+  std::vector<std::string> argv = {"/usr/bin/python3", Runfile("mailroom/sender/transport/testing/smtp_peer.py"),
                                    "--port", absl::StrCat(port), "--dir", dir_ + "/" + name};
   argv.insert(argv.end(), extra.begin(), extra.end());
   auto p = Process::Spawn(argv, {}, dir_ + "/" + name + ".log");
@@ -153,7 +153,7 @@ std::string StackTest::StartSes(int throttle_first, const std::string& paused_fi
   emulator_ = absl::StrCat("http://127.0.0.1:", emu);
   int front = FreePort();
   std::vector<std::string> argv = {
-      "/usr/bin/python3", Runfile("mailroom/sender/testing/ses_front.py"), "--port",
+      "/usr/bin/python3", Runfile("mailroom/sender/transport/testing/ses_front.py"), "--port",
       absl::StrCat(front), "--upstream", emulator_, "--access-key", "AKIDEXAMPLE", "--secret-key",
       kStackAwsSecret, "--throttle-first", absl::StrCat(throttle_first)};
   if (!paused_file.empty()) {

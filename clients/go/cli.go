@@ -5,25 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 )
 
 // Main is the command line, with the C++ `verify` tool's arguments, keys and exit codes:
 //
-//	MAILROOM_SECRET_KEY=… [MAILROOM_VERIFY_KEYS=…] mailroom-verify --action=ACTION --token=TOKEN|- [--code=NNNNN]
+//	MAILROOM_SECRET_KEY=… [MAILROOM_VERIFY_KEYS=…] mailroom-verify --action=NAME --token=TOKEN|- [--code=DIGITS]
 //
 // It prints "valid" and returns 0, prints "invalid: reason" on stderr and returns 1, or
 // returns 2 for a usage or configuration error. getenv reads the environment.
 func Main(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
-	names := make([]string, 0, len(Actions))
-	for name := range Actions {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	usage := func(why string) int {
-		fmt.Fprintf(stderr, "mailroom-verify: %s\nusage: mailroom-verify --action=%s --token=TOKEN|- [--code=NNNNN]\n",
-			why, strings.Join(names, "|"))
+		fmt.Fprintf(stderr, "mailroom-verify: %s\nusage: mailroom-verify --action=NAME --token=TOKEN|- [--code=DIGITS]\n"+
+			"  NAME: activation, password_recovery, login_code, email_change, invitation or an action of the "+
+			"application's own ([a-z][a-z0-9_]{0,62})\n", why)
 		return 2
 	}
 	flags := map[string]string{}
@@ -35,8 +30,8 @@ func Main(args []string, getenv func(string) string, stdin io.Reader, stdout, st
 		flags[name] = value
 	}
 	action := flags["--action"]
-	if _, ok := Actions[action]; !ok {
-		return usage("--action must be one of " + strings.Join(names, ", "))
+	if _, err := ActionFor(action); err != nil {
+		return usage("--action must name an action ([a-z][a-z0-9_]{0,62})")
 	}
 	token, ok := flags["--token"]
 	if !ok {

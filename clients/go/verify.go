@@ -3,11 +3,15 @@
 //
 // A token is base64url_without_padding(secret[32] ‖ HMAC-SHA256(key, msg)), 86 characters,
 // where msg is the action's domain string, the secret and, for actions that sign one, the
-// 5-digit code: "/activate" ‖ secret for activation, "/recover" ‖ secret ‖ code for
-// password_recovery.
+// code: "/activate" ‖ secret for activation, "/recover" ‖ secret ‖ code (5 digits) for
+// password_recovery, "/action/" ‖ name ‖ "/" ‖ secret (‖ code, 5 to 12 digits, when one is
+// given) for every other action, built in (login_code, email_change, invitation) or the
+// application's own (a name matching [a-z][a-z0-9_]{0,62}).
 //
 //	keys, err := mailroomverify.ParseKeys(os.Getenv("MAILROOM_SECRET_KEY"), os.Getenv("MAILROOM_VERIFY_KEYS"))
 //	secret, err := mailroomverify.Verify(token, "password_recovery", keys, code)
+//	secret, err := mailroomverify.Verify(token, "login_code", keys, code)
+//	secret, err := mailroomverify.Verify(token, "email_change", keys, "") // signs no code
 package mailroomverify
 
 import (
@@ -22,14 +26,16 @@ import (
 )
 
 // Action is what a token authorizes: the domain string signed before the secret, and whether
-// the code follows it.
+// a code may follow it (always for password_recovery; for an action other than the two first,
+// when one is given).
 type Action struct {
 	Domain    string
 	SignsCode bool
 }
 
-// Actions maps the action names used on the wire and on the command line to what they sign. A
-// new action is an entry here.
+// Actions holds the two first actions, whose domain strings and code rules are their own:
+// activation signs no code (one given is ignored), password_recovery always signs a 5-digit
+// one. Every other action is found by its name (ActionFor).
 var Actions = map[string]Action{
 	"activation":        {Domain: "/activate", SignsCode: false},
 	"password_recovery": {Domain: "/recover", SignsCode: true},
@@ -44,8 +50,9 @@ var (
 	ErrMalformed = errors.New("malformed")
 	// ErrMismatch: well formed, but no key signed it for this action (and code).
 	ErrMismatch = errors.New("signature does not match any key")
-	// ErrUnknownAction: the action is not in Actions (a caller's mistake, not a bad token).
-	ErrUnknownAction = errors.New("unknown action")
+	// ErrUnknownAction: the name is not an action's ([a-z][a-z0-9_]{0,62}): a caller's
+	// mistake, not a bad token.
+	ErrUnknownAction = errors.New("not an action name (want [a-z][a-z0-9_]{0,62})")
 )
 
 // KeyError is a key list that cannot be used; it names the variable, never the key.
@@ -108,8 +115,9 @@ func decode(token string) ([]byte, error) {
 	return raw, nil
 }
 
-func isCode(code string) bool {
-	if len(code) != 5 {
+// isDigits: between min and max ASCII digits (not other scripts' digits).
+func isDigits(code string, min, max int) bool {
+	if len(code) < min || len(code) > max {
 		return false
 	}
 	for i := 0; i < len(code); i++ {
@@ -120,31 +128,73 @@ func isCode(code string) bool {
 	return true
 }
 
+func validName(name string) bool {
+	if len(name) == 0 || len(name) > 63 || name[0] < 'a' || name[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// ActionFor returns what a token of the named action signs: the entry of Actions, or for any
+// other name "/action/" + name + "/" with the code signed when one is given. The error wraps
+// ErrUnknownAction for a name that is not an action's.
+func ActionFor(name string) (Action, error) {
+	if a, ok := Actions[name]; ok {
+		return a, nil
+	}
+	if !validName(name) {
+		return Action{}, ErrUnknownAction
+	}
+	return Action{Domain: "/action/" + name + "/", SignsCode: true}, nil
+}
+
+// signedCode is the code a token of the action signs ("" for none), or an ErrMalformed error.
+func signedCode(name string, a Action, code string) (string, error) {
+	switch {
+	case !a.SignsCode:
+		return "", nil // activation: one given is ignored
+	case name == "password_recovery":
+		if !isDigits(code, 5, 5) {
+			return "", fmt.Errorf("%w: recovery code must be exactly 5 ASCII digits", ErrMalformed)
+		}
+	case code == "":
+		return "", nil // an action that carries no code, or none given
+	case !isDigits(code, 5, 12):
+		return "", fmt.Errorf("%w: code must be 5 to 12 ASCII digits", ErrMalformed)
+	}
+	return code, nil
+}
+
 // Verify returns the token's 32-byte secret when one of keys (32 bytes each) signed it for
-// action (and, for password_recovery, code). Every key is tried and compared with
+// action (and code, for an action that carries one: password_recovery always, any other but
+// activation when code is not ""). Every key is tried and compared with
 // subtle.ConstantTimeCompare, so timing reveals neither the match nor its position. Errors wrap
 // ErrMalformed or ErrMismatch (the token does not verify) or ErrUnknownAction; they never
 // contain the token.
 func Verify(token, action string, keys [][]byte, code string) ([]byte, error) {
-	a, ok := Actions[action]
-	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownAction, action)
+	a, err := ActionFor(action)
+	if err != nil {
+		return nil, err
 	}
 	raw, err := decode(token)
 	if err != nil {
 		return nil, err
 	}
-	if a.SignsCode && !isCode(code) {
-		return nil, fmt.Errorf("%w: recovery code must be exactly 5 ASCII digits", ErrMalformed)
+	signed, err := signedCode(action, a, code)
+	if err != nil {
+		return nil, err
 	}
 	if len(keys) == 0 {
 		return nil, errors.New("no verification key")
 	}
 	secret, mac := raw[:32], raw[32:]
-	msg := append([]byte(a.Domain), secret...)
-	if a.SignsCode {
-		msg = append(msg, code...)
-	}
+	msg := append(append([]byte(a.Domain), secret...), signed...)
 	match := 0
 	for _, key := range keys {
 		if len(key) != 32 {

@@ -26,7 +26,13 @@ type vectorCase struct {
 
 const specKey = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 
-func loadCases(t *testing.T) []vectorCase {
+// The shared file: its cases and the names every verifier refuses as an action's.
+type vectorsDoc struct {
+	Cases        []vectorCase `json:"cases"`
+	InvalidNames []string     `json:"invalid_action_names"`
+}
+
+func loadDoc(t *testing.T) vectorsDoc {
 	t.Helper()
 	path := os.Getenv("MAILROOM_VECTORS")
 	if path == "" {
@@ -36,14 +42,29 @@ func loadCases(t *testing.T) []vectorCase {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc struct{ Cases []vectorCase }
+	var doc vectorsDoc
 	if err := json.Unmarshal(data, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Cases) < 50 {
-		t.Fatalf("%d cases, want at least 50", len(doc.Cases))
+	return doc
+}
+
+func loadCases(t *testing.T) []vectorCase {
+	t.Helper()
+	cases := loadDoc(t).Cases
+	if len(cases) < 50 {
+		t.Fatalf("%d cases, want at least 50", len(cases))
 	}
-	return doc.Cases
+	return cases
+}
+
+func loadInvalidNames(t *testing.T) []string {
+	t.Helper()
+	names := loadDoc(t).InvalidNames
+	if len(names) < 10 {
+		t.Fatalf("%d invalid action names, want at least 10", len(names))
+	}
+	return names
 }
 
 func (c vectorCase) code() string {
@@ -108,7 +129,7 @@ func TestUsageAndConfigurationErrorsExit2NamingWhatIsWrong(t *testing.T) {
 		env  map[string]string
 		says string
 	}{
-		{[]string{"--action=email_change", "--token=x"}, key, "--action"},
+		{[]string{"--action=Email-Change", "--token=x"}, key, "--action"},
 		{[]string{"--action=activation"}, key, "--token"},
 		{[]string{"--action=activation", "--tokn=" + act}, key, "--tokn"},
 		{[]string{"--action=activation", "--token=x"}, map[string]string{}, "MAILROOM_SECRET_KEY"},
@@ -159,10 +180,40 @@ func TestParseKeys(t *testing.T) {
 	}
 }
 
-func TestUnknownActionIsNotAnInvalidToken(t *testing.T) {
+func TestANameThatIsNotAnActionsIsNotAnInvalidToken(t *testing.T) {
 	keys, _ := ParseKeys(specKey, "")
-	_, err := Verify(loadCases(t)[0].Token, "email_change", keys, "")
-	if !errors.Is(err, ErrUnknownAction) || errors.Is(err, ErrMalformed) || errors.Is(err, ErrMismatch) {
-		t.Errorf("got %v", err)
+	token := loadCases(t)[0].Token
+	for _, name := range loadInvalidNames(t) {
+		_, err := Verify(token, name, keys, "")
+		if !errors.Is(err, ErrUnknownAction) || errors.Is(err, ErrMalformed) || errors.Is(err, ErrMismatch) {
+			t.Errorf("%q: got %v", name, err)
+		}
+		var out, errOut bytes.Buffer
+		env := func(string) string { return specKey }
+		if rc := Main([]string{"--action=" + name, "--token=" + token}, env, strings.NewReader(""), &out, &errOut); rc != 2 ||
+			!strings.Contains(errOut.String(), "--action") {
+			t.Errorf("%q: exit %d, %s", name, rc, errOut.String())
+		}
+	}
+}
+
+func TestEveryActionHasItsDomainAndTheCasesCoverEveryActionByName(t *testing.T) {
+	for name, domain := range map[string]string{
+		"activation": "/activate", "password_recovery": "/recover",
+		"login_code": "/action/login_code/", "team_invite": "/action/team_invite/",
+	} {
+		if a, err := ActionFor(name); err != nil || a.Domain != domain {
+			t.Errorf("%s: %v %v", name, a, err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range loadCases(t) {
+		seen[c.Action] = true
+	}
+	for _, name := range []string{"activation", "password_recovery", "login_code", "email_change",
+		"invitation", "welcome_gift", "team_invite"} {
+		if !seen[name] {
+			t.Errorf("no case for %s", name)
+		}
 	}
 }

@@ -1,12 +1,15 @@
 #!/usr/bin/env node
 // mailroom-verify: the C++ `verify` tool's command line on mailroom-verify.mjs.
-//   MAILROOM_SECRET_KEY=… [MAILROOM_VERIFY_KEYS=…] node cli.mjs --action=ACTION --token=TOKEN|- [--code=NNNNN]
+//   MAILROOM_SECRET_KEY=… [MAILROOM_VERIFY_KEYS=…] node cli.mjs --action=NAME --token=TOKEN|- [--code=DIGITS]
 // Exit 0 and "valid"; 1 and "invalid: reason" on stderr; 2 for usage or configuration errors.
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
-import { ACTIONS, InvalidTokenError, KeyConfigError, parseKeys, verifyTokenSync } from "./mailroom-verify.mjs";
+import { actionDomain, InvalidTokenError, KeyConfigError, parseKeys, verifyTokenSync } from "./mailroom-verify.mjs";
 
-const USAGE = `usage: mailroom-verify --action=${Object.keys(ACTIONS).join("|")} --token=TOKEN|- [--code=NNNNN]`;
+const USAGE =
+  "usage: mailroom-verify --action=NAME --token=TOKEN|- [--code=DIGITS]\n" +
+  "  NAME: activation, password_recovery, login_code, email_change, invitation or an action " +
+  "of the application's own ([a-z][a-z0-9_]{0,62})";
 
 /** Runs the command line; returns the exit code. `io`: { env, readStdin, out, err }. */
 export function run(argv, io) {
@@ -20,8 +23,10 @@ export function run(argv, io) {
     }
     args.set(name, arg.slice(eq + 1));
   }
-  if (!Object.hasOwn(ACTIONS, args.get("--action") ?? "")) {
-    return usage(`--action must be one of ${Object.keys(ACTIONS).join(", ")}`);
+  try {
+    actionDomain(args.get("--action"));
+  } catch {
+    return usage("--action must name an action ([a-z][a-z0-9_]{0,62})");
   }
   if (!args.has("--token")) return usage("--token is required");
   let token = args.get("--token");

@@ -1,10 +1,23 @@
 // Types for mailroom-verify.mjs.
 
-/** The actions a token can be signed for, and what each signs. */
+/** The two first actions, whose domain strings and code rules are their own. */
 export declare const ACTIONS: Readonly<
-  Record<"activation" | "password_recovery" | (string & {}), Readonly<{ domain: string; signsCode: boolean }>>
+  Record<"activation" | "password_recovery", Readonly<{ domain: string; signsCode: boolean }>>
 >;
-export type Action = "activation" | "password_recovery";
+/** The built-in actions that carry a token. */
+export type BuiltinAction =
+  | "activation"
+  | "password_recovery"
+  | "login_code"
+  | "email_change"
+  | "invitation";
+/**
+ * An action's name: a built-in one, or one of the application's own matching
+ * [a-z][a-z0-9_]{0,62} (checked at run time: TypeError otherwise).
+ */
+export type Action = BuiltinAction | (string & {});
+/** "/activate", "/recover" or "/action/" + name + "/"; TypeError for a name that is not an action's. */
+export declare function actionDomain(action: Action): string;
 export declare const TOKEN_CHARS: 86;
 
 /** A token that does not verify; the message never contains the token. */
@@ -17,7 +30,11 @@ export declare class KeyConfigError extends Error {}
 /** MAILROOM_SECRET_KEY (64 hex) first, then MAILROOM_VERIFY_KEYS (comma-separated), as 32-byte keys. */
 export declare function parseKeys(current: string, older?: string): Uint8Array[];
 
-/** Node (node:crypto): the token's 32-byte secret, or throws InvalidTokenError. */
+/**
+ * Node (node:crypto): the token's 32-byte secret, or throws InvalidTokenError. `code`: the
+ * 5-digit recovery code, the 5 to 12 digits of another action that carries one, else none
+ * (activation ignores one).
+ */
 export declare function verifyTokenSync(
   token: string, action: Action, keys: readonly Uint8Array[], code?: string | null,
 ): Uint8Array;

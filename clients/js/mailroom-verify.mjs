@@ -2,15 +2,49 @@
 //   verifyTokenSync  – Node (node:crypto, crypto.timingSafeEqual);
 //   verifyToken      – async, WebCrypto (crypto.subtle): Deno, Cloudflare Workers, Bun, Node ≥ 20.
 // A token is base64url_without_padding(secret[32] ‖ HMAC-SHA256(key, msg)), 86 characters;
-// msg = the action's domain string ‖ secret (‖ the 5-digit code for actions that sign one).
+// msg = the action's domain string ‖ secret (‖ the code for actions that sign one):
+// "/activate" ‖ secret for activation, "/recover" ‖ secret ‖ code (5 digits) for
+// password_recovery, "/action/" ‖ name ‖ "/" ‖ secret (‖ code, 5 to 12 digits, when one is
+// given) for every other action, built in (login_code, email_change, invitation) or the
+// application's own (a name matching [a-z][a-z0-9_]{0,62}).
 // The HMAC key is a server secret: run this where the key may live, never in a browser page.
 
-// What each action signs: its domain string before the secret, and whether the code follows.
-// A new action is a row here.
+// The two first actions keep their own domain strings and code rules: activation signs no
+// code (one given is ignored), password_recovery always signs a 5-digit one.
 export const ACTIONS = Object.freeze({
   activation: Object.freeze({ domain: "/activate", signsCode: false }),
   password_recovery: Object.freeze({ domain: "/recover", signsCode: true }),
 });
+const ACTION_NAME = /^[a-z][a-z0-9_]{0,62}$/;
+const OTHER_CODE = /^[0-9]{5,12}$/;
+
+/**
+ * The domain string a token of `action` signs before its secret: "/activate", "/recover" or
+ * "/action/" + name + "/". Throws TypeError for a name that is not an action's.
+ */
+export function actionDomain(action) {
+  if (typeof action === "string" && Object.hasOwn(ACTIONS, action)) return ACTIONS[action].domain;
+  if (typeof action !== "string" || !ACTION_NAME.test(action)) {
+    throw new TypeError("not an action name (want [a-z][a-z0-9_]{0,62})");
+  }
+  return `/action/${action}/`;
+}
+
+// The code the token of `action` signs ("" for none), or throws InvalidTokenError (malformed).
+function signedCode(action, code) {
+  if (action === "activation") return ""; // signs no code: one given is ignored
+  if (action === "password_recovery") {
+    if (!(typeof code === "string" && /^[0-9]{5}$/.test(code))) {
+      throw new InvalidTokenError("malformed", "recovery code must be exactly 5 ASCII digits");
+    }
+    return code;
+  }
+  if (code === undefined || code === null || code === "") return ""; // none carried or given
+  if (!(typeof code === "string" && OTHER_CODE.test(code))) {
+    throw new InvalidTokenError("malformed", "code must be 5 to 12 ASCII digits");
+  }
+  return code;
+}
 
 export const TOKEN_CHARS = 86; // base64url of 64 bytes, unpadded
 const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -84,19 +118,14 @@ function decode(token) {
 
 // Everything but the MAC comparison, shared by both flavours.
 function prepare(token, action, keys, code) {
-  if (!Object.hasOwn(ACTIONS, action)) {
-    throw new TypeError(`unknown action ${JSON.stringify(action)} (known: ${Object.keys(ACTIONS).join(", ")})`);
-  }
-  const { domain, signsCode } = ACTIONS[action];
+  const domain = actionDomain(action);
   const raw = decode(token);
-  if (signsCode && !(typeof code === "string" && /^[0-9]{5}$/.test(code))) {
-    throw new InvalidTokenError("malformed", "recovery code must be exactly 5 ASCII digits");
-  }
+  const signed = signedCode(action, code);
   if (!Array.isArray(keys) || keys.length === 0 || keys.some((k) => k?.length !== 32)) {
     throw new TypeError("keys must be a non-empty array of 32-byte keys");
   }
   const enc = new TextEncoder();
-  const head = enc.encode(domain), tail = signsCode ? enc.encode(code) : new Uint8Array(0);
+  const head = enc.encode(domain), tail = enc.encode(signed);
   const secret = raw.slice(0, 32), mac = raw.slice(32);
   const msg = new Uint8Array(head.length + 32 + tail.length);
   msg.set(head, 0);
@@ -108,9 +137,10 @@ function prepare(token, action, keys, code) {
 const mismatch = () => new InvalidTokenError("mismatch", "signature does not match any key");
 
 /**
- * Node: returns the token's 32-byte secret when one of `keys` signed it for `action` (and, for
- * password_recovery, `code`); throws InvalidTokenError otherwise, TypeError for an unknown
- * action or bad keys. Every key is tried, compared with crypto.timingSafeEqual.
+ * Node: returns the token's 32-byte secret when one of `keys` signed it for `action` (and
+ * `code`, for an action that carries one: password_recovery always, any other but activation
+ * when `code` is given); throws InvalidTokenError otherwise, TypeError for a name that is not
+ * an action's or bad keys. Every key is tried, compared with crypto.timingSafeEqual.
  */
 export function verifyTokenSync(token, action, keys, code) {
   if (!nodeCrypto) throw new Error("verifyTokenSync needs Node's node:crypto; use verifyToken");

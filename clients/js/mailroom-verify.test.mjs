@@ -6,11 +6,11 @@ import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { run } from "./cli.mjs";
-import { ACTIONS, InvalidTokenError, KeyConfigError, parseKeys, verifyToken, verifyTokenSync } from "./mailroom-verify.mjs";
+import { ACTIONS, actionDomain, InvalidTokenError, KeyConfigError, parseKeys, verifyToken, verifyTokenSync } from "./mailroom-verify.mjs";
 
 const vectorsPath =
   process.env.MAILROOM_VECTORS ?? fileURLToPath(new URL("../testdata/vectors.json", import.meta.url));
-const { cases } = JSON.parse(readFileSync(vectorsPath, "utf8"));
+const { cases, invalid_action_names: invalidNames } = JSON.parse(readFileSync(vectorsPath, "utf8"));
 const SPEC_KEY = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
 const SPEC_ACT = cases[0].token;
 const hex = (bytes) => Buffer.from(bytes).toString("hex");
@@ -74,14 +74,18 @@ test("a real process for each outcome, and a token from stdin", () => {
   assert.ok(!p.stderr.includes(SPEC_ACT.slice(0, -1)));
   p = spawn(["--action=activation", "--token=-"], `${SPEC_ACT}\r\n`);
   assert.equal(p.status, 0, p.stderr);
-  p = spawn(["--action=nope", "--token=x"]);
+  p = spawn(["--action=Nope", "--token=x"]);
   assert.equal(p.status, 2);
+  const login = cases.find((c) => c.action === "login_code" && c.valid && c.keys.length === 1);
+  p = spawnSync(process.execPath, [cli, "--action=login_code", "--token=-", `--code=${login.code}`],
+    { input: `${login.token}\n`, encoding: "utf8", env: envOf(login) });
+  assert.deepEqual([p.status, p.stdout], [0, "valid\n"], p.stderr);
 });
 
 test("usage and configuration errors exit 2 and name what is wrong", () => {
   const key = { MAILROOM_SECRET_KEY: SPEC_KEY };
   for (const [argv, env, says] of [
-    [["--action=email_change", "--token=x"], key, "--action"],
+    [["--action=Email-Change", "--token=x"], key, "--action"],
     [["--action=activation"], key, "--token"],
     [["--action=activation", `--tokn=${SPEC_ACT}`], key, "--tokn"],
     [["--action=activation", "--token=x"], {}, "MAILROOM_SECRET_KEY"],
@@ -101,10 +105,30 @@ test("parseKeys puts the current key first and refuses what is not 64 hex", () =
   assert.throws(() => parseKeys(SPEC_KEY, "12"), /MAILROOM_VERIFY_KEYS key 1/);
 });
 
-test("an unknown action is a TypeError, not an invalid token", async () => {
+test("a name that is not an action's is a TypeError, not an invalid token", async () => {
   const keys = parseKeys(SPEC_KEY);
-  assert.throws(() => verifyTokenSync(SPEC_ACT, "email_change", keys), TypeError);
-  await assert.rejects(verifyToken(SPEC_ACT, "email_change", keys), TypeError);
-  assert.throws(() => verifyTokenSync(SPEC_ACT, "toString", keys), TypeError);
+  assert.ok(invalidNames.length >= 10);
+  for (const name of [...invalidNames, undefined, null, 7]) {
+    assert.throws(() => verifyTokenSync(SPEC_ACT, name, keys), TypeError, String(name));
+    await assert.rejects(verifyToken(SPEC_ACT, name, keys), TypeError, String(name));
+    if (typeof name === "string") {
+      const { rc, err } = runCli([`--action=${name}`, `--token=${SPEC_ACT}`], { MAILROOM_SECRET_KEY: SPEC_KEY });
+      assert.equal(rc, 2, name);
+      assert.ok(err.includes("--action"), err);
+    }
+  }
+  // A name of Object.prototype is an action name like any other, not a lookup.
+  assert.throws(() => verifyTokenSync(SPEC_ACT, "constructor", keys), (e) => e.kind === "mismatch");
   assert.ok(Object.isFrozen(ACTIONS));
+});
+
+test("every action has its domain, and the cases cover every action by name", () => {
+  assert.equal(actionDomain("activation"), "/activate");
+  assert.equal(actionDomain("password_recovery"), "/recover");
+  assert.equal(actionDomain("login_code"), "/action/login_code/");
+  assert.equal(actionDomain("team_invite"), "/action/team_invite/");
+  const actions = new Set(cases.map((c) => c.action));
+  for (const a of ["activation", "password_recovery", "login_code", "email_change", "invitation", "welcome_gift", "team_invite"]) {
+    assert.ok(actions.has(a), a);
+  }
 });

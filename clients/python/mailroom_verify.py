@@ -1,32 +1,40 @@
 """Verifies mailroom's account-email tokens with Python's standard library only.
 
 A token is base64url_without_padding(secret[32] || HMAC-SHA256(key, msg)), 86 characters,
-where msg is the action's domain string, the secret and, for actions that sign one, the
-5-digit code: "/activate" || secret for activation, "/recover" || secret || code for
-password_recovery.
+where msg is the action's domain string, the secret and, for actions that sign one, the code:
+"/activate" || secret for activation, "/recover" || secret || code (5 digits) for
+password_recovery, and "/action/" || name || "/" || secret || code for every other action, built
+in (login_code, email_change, invitation) or the application's own (any name matching
+[a-z][a-z0-9_]{0,62}), the code (5 to 12 digits) appended only when one is given.
 
     keys = parse_keys(os.environ["MAILROOM_SECRET_KEY"], os.environ.get("MAILROOM_VERIFY_KEYS"))
     secret = verify_token(token, "password_recovery", keys, code="42565")  # 32 bytes, or raises
+    secret = verify_token(token, "login_code", keys, code="048213")
+    secret = verify_token(token, "email_change", keys)  # no code: the action signs none
 
 Command line (exit 0 valid, 1 invalid, 2 usage or configuration error):
 
-    MAILROOM_SECRET_KEY=... python3 mailroom_verify.py --action=activation --token=TOKEN|-
+    MAILROOM_SECRET_KEY=... python3 mailroom_verify.py --action=NAME --token=TOKEN|- [--code=N]
 """
 
 import base64
 import hashlib
 import hmac
 import os
+import re
 import sys
 
-__all__ = ["ACTIONS", "InvalidToken", "KeyConfigError", "parse_keys", "verify_token", "main"]
+__all__ = ["ACTIONS", "InvalidToken", "KeyConfigError", "action_domain", "parse_keys",
+           "verify_token", "main"]
 
-# What each action signs: its domain string before the secret, and whether the code follows.
-# A new action is a row here.
+# The two first actions keep their own domain strings and code rules: activation signs no code
+# (one given is ignored), password_recovery always signs a 5-digit one.
 ACTIONS = {
     "activation": (b"/activate", False),
     "password_recovery": (b"/recover", True),
 }
+_ACTION_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}\Z")
+_OTHER_CODE = re.compile(r"[0-9]{5,12}\Z")  # ASCII only (re's [0-9], not \d)
 
 TOKEN_CHARS = 86  # base64url of 64 bytes, unpadded
 _ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
@@ -81,21 +89,46 @@ def _is_code(code):
     return isinstance(code, str) and len(code) == 5 and all("0" <= c <= "9" for c in code)
 
 
+def action_domain(action):
+    """The domain string a token of `action` signs before its secret: b"/activate",
+    b"/recover", or b"/action/" + name + b"/". Raises ValueError for a name that is not an
+    action's ([a-z][a-z0-9_]{0,62})."""
+    if action in ACTIONS:
+        return ACTIONS[action][0]
+    if not isinstance(action, str) or not _ACTION_NAME.match(action):
+        raise ValueError("not an action name (want [a-z][a-z0-9_]{0,62})")
+    return b"/action/" + action.encode("ascii") + b"/"
+
+
+def _signed_code(action, code):
+    """The bytes of `code` the token of `action` signs, or raises InvalidToken (malformed)."""
+    if action == "activation":
+        return b""  # activation signs no code: one given is ignored
+    if action == "password_recovery":
+        if not _is_code(code):
+            raise InvalidToken("malformed", "recovery code must be exactly 5 ASCII digits")
+        return code.encode("ascii")
+    if code is None or code == "":
+        return b""  # an action that carries no code, or none given
+    if not isinstance(code, str) or not _OTHER_CODE.match(code):
+        raise InvalidToken("malformed", "code must be 5 to 12 ASCII digits")
+    return code.encode("ascii")
+
+
 def verify_token(token, action, keys, code=None):
     """Returns the token's 32-byte secret when one of `keys` (32-byte strings) signed it for
-    `action` (and, for password_recovery, `code`). Every key is tried and compared in constant
+    `action` (and `code`, for an action that carries one: password_recovery always, any other
+    action but activation when `code` is given). Every key is tried and compared in constant
     time (hmac.compare_digest), so timing reveals neither the match nor its position. Raises
-    InvalidToken when the token does not verify, ValueError for an unknown action or no key."""
-    if action not in ACTIONS:
-        raise ValueError("unknown action %r (known: %s)" % (action, ", ".join(ACTIONS)))
-    domain, signs_code = ACTIONS[action]
+    InvalidToken when the token does not verify, ValueError for a name that is not an action's
+    or no key."""
+    domain = action_domain(action)
     raw = _decode(token)
-    if signs_code and not _is_code(code):
-        raise InvalidToken("malformed", "recovery code must be exactly 5 ASCII digits")
+    signed_code = _signed_code(action, code)
     if not keys or any(len(k) != 32 for k in keys):
         raise ValueError("keys must be a non-empty list of 32-byte keys")
     secret, mac = raw[:32], raw[32:]
-    msg = domain + secret + (code.encode("ascii") if signs_code else b"")
+    msg = domain + secret + signed_code
     match = False
     for key in keys:
         match |= hmac.compare_digest(hmac.new(key, msg, hashlib.sha256).digest(), mac)
@@ -104,8 +137,9 @@ def verify_token(token, action, keys, code=None):
     return secret
 
 
-USAGE = ("usage: mailroom_verify.py --action=%s --token=TOKEN|- [--code=NNNNN]"
-         % "|".join(ACTIONS))
+USAGE = ("usage: mailroom_verify.py --action=NAME --token=TOKEN|- [--code=DIGITS]\n"
+         "  NAME: activation, password_recovery, login_code, email_change, invitation or an "
+         "action of the application's own ([a-z][a-z0-9_]{0,62})")
 
 
 def main(argv=None, env=None, stdin=None, stdout=None, stderr=None):
@@ -124,8 +158,10 @@ def main(argv=None, env=None, stdin=None, stdout=None, stderr=None):
         if not eq or name not in ("--action", "--token", "--code"):
             return usage("unknown argument %s" % arg.split("=", 1)[0])
         args[name] = value
-    if args.get("--action") not in ACTIONS:
-        return usage("--action must be one of %s" % ", ".join(ACTIONS))
+    try:
+        action_domain(args.get("--action"))
+    except ValueError:
+        return usage("--action must name an action ([a-z][a-z0-9_]{0,62})")
     if "--token" not in args:
         return usage("--token is required")
     token = args["--token"]

@@ -13,7 +13,8 @@ import mailroom_verify as mv
 HERE = os.path.dirname(os.path.abspath(__file__))
 VECTORS = os.environ.get("MAILROOM_VECTORS", os.path.join(HERE, "..", "testdata", "vectors.json"))
 with open(VECTORS, encoding="utf-8") as f:
-    CASES = json.load(f)["cases"]
+    DOC = json.load(f)
+CASES = DOC["cases"]
 SPEC_KEY = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 SPEC_ACT = CASES[0]["token"]
 
@@ -75,11 +76,15 @@ class CommandLineTest(unittest.TestCase):
         self.assertNotIn(SPEC_ACT[:-1], err)
         self.assertEqual(self.run_cli(["--action=activation", "--token=-"], key,
                                       SPEC_ACT + "\r\n")[0], 0)
+        login = next(c for c in CASES
+                     if c["action"] == "login_code" and c["valid"] and len(c["keys"]) == 1)
+        self.assertEqual(self.run_cli(["--action=login_code", "--token=-", "--code=" + login["code"]],
+                                      env_for(login), login["token"] + "\n")[:2], (0, "valid\n"))
 
     def test_usage_and_configuration_errors_exit_2_naming_the_variable(self):
         key = {"MAILROOM_SECRET_KEY": SPEC_KEY}
         for argv, env, says in [
-                (["--action=email_change", "--token=x"], key, "--action"),
+                (["--action=Email-Change", "--token=x"], key, "--action"),
                 (["--action=activation"], key, "--token"),
                 (["--action=activation", "--tokn=" + SPEC_ACT], key, "--tokn"),
                 (["--action=activation", "--token=x"], {}, "MAILROOM_SECRET_KEY"),
@@ -104,18 +109,31 @@ class ApiTest(unittest.TestCase):
         with self.assertRaises(mv.KeyConfigError):
             mv.parse_keys(" " + SPEC_KEY[1:])  # bytes.fromhex would skip the space
 
-    def test_unknown_action_is_not_an_invalid_token(self):
-        with self.assertRaises(ValueError) as e:
-            mv.verify_token(SPEC_ACT, "email_change", [bytes.fromhex(SPEC_KEY)])
-        self.assertNotIsInstance(e.exception, mv.InvalidToken)
+    def test_a_name_that_is_not_an_actions_is_not_an_invalid_token(self):
+        self.assertGreaterEqual(len(DOC["invalid_action_names"]), 10)
+        for name in DOC["invalid_action_names"] + [None, 7]:
+            with self.subTest(name=name):
+                with self.assertRaises(ValueError) as e:
+                    mv.verify_token(SPEC_ACT, name, [bytes.fromhex(SPEC_KEY)])
+                self.assertNotIsInstance(e.exception, mv.InvalidToken)
+                if isinstance(name, str):
+                    err = io.StringIO()
+                    argv = ["--action=" + name, "--token=" + SPEC_ACT]
+                    self.assertEqual(mv.main(argv, {"MAILROOM_SECRET_KEY": SPEC_KEY},
+                                             io.StringIO(), io.StringIO(), err), 2)
+                    self.assertIn("--action", err.getvalue())
 
-    def test_a_new_action_is_a_row_in_the_table(self):
-        mv.ACTIONS["test_only"] = (b"/activate", False)  # same domain: the token verifies
-        try:
-            secret = mv.verify_token(SPEC_ACT, "test_only", [bytes.fromhex(SPEC_KEY)])
-            self.assertEqual(secret.hex(), CASES[0]["secret"])
-        finally:
-            del mv.ACTIONS["test_only"]
+    def test_every_action_has_its_domain(self):
+        self.assertEqual(mv.action_domain("activation"), b"/activate")
+        self.assertEqual(mv.action_domain("password_recovery"), b"/recover")
+        self.assertEqual(mv.action_domain("login_code"), b"/action/login_code/")
+        self.assertEqual(mv.action_domain("welcome_gift"), b"/action/welcome_gift/")
+
+    def test_the_vectors_cover_every_action_by_name(self):
+        actions = {c["action"] for c in CASES}
+        for name in ("activation", "password_recovery", "login_code", "email_change",
+                     "invitation", "welcome_gift", "team_invite"):
+            self.assertIn(name, actions)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Runs sender/testing/smtp_peer.py unchanged, but listening on CATCHER_BIND (default 0.0.0.0)
+"""Runs sender/transport/testing/smtp_peer.py unchanged, but listening on CATCHER_BIND (default 0.0.0.0)
 instead of the 127.0.0.1 it hard-codes for tests on one machine: in a container the sender
 connects from another network namespace. All arguments are passed to smtp_peer.py."""
 import os

@@ -27,5 +27,5 @@ rm -f "$log"
 BIN=$(bazel "${STARTUP[@]}" info -c opt bazel-bin 2>/dev/null)
 mkdir -p "$DEST/bin"
 install -m 0755 "$BIN/collector/collector" "$BIN/collector/verify" "$BIN/sender/sender" "$DEST/bin/"
-install -m 0644 sender/testing/smtp_peer.py "$DEST/bin/"
+install -m 0644 sender/transport/testing/smtp_peer.py "$DEST/bin/"
 echo "stage: binaries in $DEST/bin"

@@ -5,8 +5,18 @@ The shape that survives corporate link scanners (docs/integration.md, section 5)
 
   GET/HEAD /activate?token=T   checks the signature, shows a button; changes nothing
   GET/HEAD /recover?token=T    checks the token's spelling, shows a code field and a button
-  POST /activate, /recover     (token, code) -> mailroom.consume: the click
-  POST /resend                 (account, action) -> mailroom.request
+  GET/HEAD /action/NAME?token=T[&code=C]
+                               every other action (login_code, email_change, invitation, the
+                               application's own): checks the signature (with the link's code
+                               when it has one), shows a button, or a code field when the
+                               action's code is not in the link; changes nothing
+  POST /activate, /recover, /action/NAME
+                               (token, code) -> mailroom.consume: the click
+  GET/HEAD /login              sign in with a code typed on this device (the email was read on
+                               another): a form for the address and the code
+  POST /login                  (address, code) -> mailroom.consume_code
+  POST /login/send             (address) -> mailroom.request(account, 'login_code')
+  POST /resend                 (account, action[, address]) -> mailroom.request
   GET /emails?account=N        the rows of mailroom.account_emails
   GET /static/style.css        the pages' one resource
 
@@ -37,19 +47,72 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # The verifier is used from its place in the repository (clients/python), not copied here.
 sys.path.insert(0, os.path.join(_HERE, "..", "..", "clients", "python"))
-from mailroom_verify import InvalidToken, KeyConfigError, parse_keys, verify_token  # noqa: E402
+from mailroom_verify import (InvalidToken, KeyConfigError, action_domain,  # noqa: E402
+                             parse_keys, verify_token)
 
 MAX_BODY = 4096          # a form of a token and a code is far smaller
 PSQL_TIMEOUT_SECONDS = 10
 STYLE_PATH = os.path.join(_HERE, "static", "style.css")
 
-# What each link page is for: the path, the action its token signs, the page's wording.
-LINKS = {
-    "/activate": ("activation", "Activate your account",
-                  "Press the button to activate your account."),
-    "/recover": ("password_recovery", "Choose a new password",
-                 "Type the 5-digit code from the email, then press the button."),
+# The link paths of the two first actions; every other action's link is /action/NAME.
+LINKS = {"/activate": "activation", "/recover": "password_recovery"}
+# Each action's page: its title and what the user does (without, then with a code field).
+PAGES = {
+    "activation": ("Activate your account", "Press the button to activate your account."),
+    "password_recovery": ("Choose a new password",
+                          "Type the 5-digit code from the email, then press the button."),
+    "login_code": ("Sign in", "Press the button to sign in.",
+                   "Type the sign-in code from the email, then press the button."),
+    "email_change": ("Confirm your new email address",
+                     "Press the button to confirm your new email address."),
+    "invitation": ("Accept the invitation",
+                   "Press the button to accept the invitation and activate your account."),
 }
+DEFAULT_PAGE = ("Continue", "Press the button to continue.",
+                "Type the code from the email, then press the button.")
+# The built-in actions whose tokens sign no code: a code is never asked for.
+NO_CODE = frozenset(("activation", "email_change", "invitation"))
+# The built-in notices: their emails carry no token, so they have no link.
+NOTICES = frozenset(("password_changed", "email_changed", "account_suspended",
+                     "account_reactivated"))
+# The account an address belongs to (the application's own table; its exact spelling first),
+# for the sign-in code typed on another device (mailroom.consume_code) and its request: an
+# unknown address and a wrong code look alike.
+ACCOUNT_BY_ADDRESS = (
+    "(SELECT a.id FROM mailroom.accounts a"
+    "  WHERE lower(trim(a.email)) = lower(trim(:'address'))"
+    "  ORDER BY a.email = trim(:'address') DESC, a.id LIMIT 1) a")
+CONSUME_CODE_SQL = ("SELECT c.outcome, c.account, c.action FROM " + ACCOUNT_BY_ADDRESS +
+                    " CROSS JOIN LATERAL mailroom.consume_code(a.id, 'login_code', :'code') c")
+REQUEST_CODE_SQL = ("SELECT r.decision FROM " + ACCOUNT_BY_ADDRESS +
+                    " CROSS JOIN LATERAL mailroom.request(a.id, 'login_code') r")
+
+
+def link_action(path):
+    """The action a link path is for ("/recover" -> password_recovery, "/action/login_code" ->
+    login_code), or None for a path that is not a link's."""
+    if path in LINKS:
+        return LINKS[path]
+    if path.startswith("/action/"):
+        name = path[len("/action/"):]
+        try:
+            action_domain(name)
+        except ValueError:
+            return None
+        # The two first actions' links are /activate and /recover; notices have none.
+        if name not in LINKS.values() and name not in NOTICES:
+            return name
+    return None
+
+
+def page_words(action):
+    words = PAGES.get(action, DEFAULT_PAGE)
+    return words[0], words[1], words[2] if len(words) > 2 else words[1]
+
+
+def code_pattern(action):
+    """The code field's HTML pattern and length: 5 digits for a recovery, else 5 to 12."""
+    return ("[0-9]{5}", 5) if action == "password_recovery" else ("[0-9]{5,12}", 12)
 
 # mailroom.consume's outcomes, as the user reads them (title, message).
 OUTCOMES = {
@@ -58,6 +121,18 @@ OUTCOMES = {
         "Choose a new password",
         "The code is right: choose a new password. (Your application lets the user set it here,"
         " in the session the click has started.)"),
+    ("ok", "login_code"): (
+        "You are signed in",
+        "You are signed in. (Your application starts the user's session here.)"),
+    ("ok", "email_change"): (
+        "Your new email address is confirmed",
+        "Your new email address is confirmed: your account's emails go to it from now on. A"
+        " notice went to the old address."),
+    ("ok", "invitation"): (
+        "Welcome",
+        "You accepted the invitation: your account is active. (Your application lets the user"
+        " choose a password here.)"),
+    "ok": ("Done", "Done: the link was used."),
     "invalid": ("This link is not valid", "This link is not valid. Ask for a new email."),
     "expired": ("This link has expired", "This link has expired. Ask for a new email."),
     "superseded": ("A newer email replaced this one",
@@ -69,6 +144,8 @@ OUTCOMES = {
                " new email."),
     "account_state": ("Nothing to do", "This account cannot do that now (it is already active,"
                       " or suspended)."),
+    "address_taken": ("This address is taken",
+                      "Another account uses this email address now: the change was not made."),
 }
 
 RESEND_DECISIONS = {
@@ -234,8 +311,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self, head=False):
         path = urllib.parse.urlsplit(self.path).path
-        if path in LINKS:
+        if link_action(path):
             return self.link_page(path, head)
+        if path == "/login":
+            return self.send(200, page("Sign in with a code", self.login_forms()), head=head)
         if path == "/static/style.css":
             return self.send(200, self.style, "text/css; charset=utf-8", head,
                              cache="public, max-age=3600")
@@ -243,7 +322,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.emails_page(head)
         if path == "/":
             return self.send(200, page("mailroom front end", paragraph(
-                "Open the link of an activation or password recovery email.")), head=head)
+                "Open the link of an email from us, or sign in with a code.")
+                + '\n<p><a href="/login">Sign in with a code</a></p>'), head=head)
         self.send(404, page("Not found", paragraph("There is no such page.")), head=head)
 
     def do_POST(self):
@@ -252,8 +332,12 @@ class Handler(BaseHTTPRequestHandler):
         if fields is None:
             self.close_connection = True
             return self.send(413, page("Bad request", paragraph("The form is too large.")))
-        if path in LINKS:
+        if link_action(path):
             return self.click(path, fields)
+        if path == "/login":
+            return self.login(fields)
+        if path == "/login/send":
+            return self.send_login_code(fields)
         if path == "/resend":
             return self.resend(fields)
         self.send(404, page("Not found", paragraph("There is no such page.")))
@@ -261,36 +345,60 @@ class Handler(BaseHTTPRequestHandler):
     # GET and HEAD of a link: look, never touch. A scanner's GET, HEAD or resource fetch must
     # leave the token as it was, so this path never calls the database.
     def link_page(self, path, head):
-        action, title, prompt = LINKS[path]
-        token = (self.query_params().get("token") or [""])[0]
-        if not self.signature_plausible(token, action):
+        action = link_action(path)
+        params = self.query_params()
+        token = (params.get("token") or [""])[0]
+        code = (params.get("code") or [""])[0]
+        state = self.link_state(token, action, code)
+        if state == "invalid":
             return self.send(404, page("This link is not valid", paragraph(
                 "This link is not valid. Check that you copied all of it, or ask for a new"
                 " email."), outcome="invalid"), head=head)
-        code_field = ""
-        if action == "password_recovery":
-            code_field = ('<label for="code">Code from the email</label>\n'
-                          '<input type="text" id="code" name="code" inputmode="numeric"'
-                          ' pattern="[0-9]{5}" maxlength="5" autocomplete="one-time-code"'
-                          ' required>\n')
-        body = ('%s\n<form method="post" action="%s">\n'
-                '<input type="hidden" name="token" value="%s">\n%s'
+        title, prompt, code_prompt = page_words(action)
+        if state == "complete":
+            # The link's code (a sign-in link carries it) goes on with the click.
+            fields = self.hidden("code", code) if code else ""
+        else:
+            prompt, fields = code_prompt, self.code_field(action)
+        body = ('%s\n<form method="post" action="%s">\n%s%s'
                 '<button type="submit">%s</button>\n</form>'
-                % (paragraph(prompt), path, html.escape(token, quote=True), code_field,
+                % (paragraph(prompt), path, self.hidden("token", token), fields,
                    html.escape(title)))
         self.send(200, page(title, body, outcome="confirm"), head=head)
 
-    def signature_plausible(self, token, action):
-        """The GET's check, without the database. An activation's signature is checked whole.
-        A recovery's signature covers the code the user has not typed yet, so only the token's
-        spelling can be checked here (the verifier refuses a malformed token before it looks
-        at the code); its signature is checked with the code on the POST."""
-        if action == "activation":
-            try:
+    @staticmethod
+    def hidden(name, value):
+        return '<input type="hidden" name="%s" value="%s">\n' % (name, html.escape(value, quote=True))
+
+    @staticmethod
+    def code_field(action):
+        pattern, length = code_pattern(action)
+        return ('<label for="code">Code from the email</label>\n'
+                '<input type="text" id="code" name="code" inputmode="numeric"'
+                ' pattern="%s" maxlength="%d" autocomplete="one-time-code" required>\n'
+                % (pattern, length))
+
+    def link_state(self, token, action, code):
+        """The GET's check, without the database: "complete" (the signature checked whole, with
+        the link's code if it has one), "needs_code" (the signature covers a code the user has
+        not typed yet: only the token's spelling can be checked here; the signature is checked
+        with the code on the POST) or "invalid"."""
+        try:
+            if action in NO_CODE:
                 verify_token(token, action, self.config.keys)
-                return True
-            except InvalidToken:
-                return False
+                return "complete"
+            if action != "password_recovery":
+                verify_token(token, action, self.config.keys, code or None)
+                return "complete"
+        except InvalidToken as e:
+            # Without a code, a mismatch may be an action whose code is still to be typed.
+            if code or action in NO_CODE or e.kind == "malformed":
+                return "invalid"
+        return "needs_code" if self.spelled_right(token, action) else "invalid"
+
+    def spelled_right(self, token, action):
+        """Whether the token is the signer's spelling of 64 bytes (the verifier refuses a
+        malformed token before it looks at the code: any well-formed code does)."""
         try:
             verify_token(token, action, self.config.keys, "00000")
         except InvalidToken as e:
@@ -299,28 +407,28 @@ class Handler(BaseHTTPRequestHandler):
 
     # POST of a link's form: the user's click.
     def click(self, path, fields):
-        action = LINKS[path][0]
+        action = link_action(path)
         token, code = fields.get("token", ""), fields.get("code", "").strip()
-        if action == "activation":
-            code = ""  # an activation's form has no code
+        if action in NO_CODE:
+            code = ""  # these actions' forms have no code
             try:
                 verify_token(token, action, self.config.keys)
             except InvalidToken:
                 return self.outcome_page("invalid", action)
         else:
             try:
-                verify_token(token, action, self.config.keys, code)
+                verify_token(token, action, self.config.keys, code or None)
             except InvalidToken as e:
-                if e.kind == "malformed":
-                    if not self.signature_plausible(token, action):
-                        return self.outcome_page("invalid", action)
-                    # Not 5 digits: no code mailroom sends; ask again, count nothing.
+                if not self.spelled_right(token, action):
+                    return self.outcome_page("invalid", action)
+                if e.kind == "malformed" or not code:
+                    # Not a code mailroom sends, or none: ask again, count nothing.
                     return self.send(200, page("Wrong code", paragraph(
-                        "The code has 5 digits: type it as the email shows it.", "refusal")
-                        + self.retry_form(path, token), outcome="wrong_code"))
+                        "Type the code as the email shows it.", "refusal")
+                        + self.retry_form(path, token, action), outcome="wrong_code"))
                 # A mismatch is a wrong code (or a forged token): the database must see it,
                 # so that wrong codes are counted and lock the token, rather than being
-                # refused here where an attacker could try all 100,000 for free.
+                # refused here where an attacker could try every code for free.
         try:
             rows = self.db.query(
                 "SELECT outcome, account, action FROM mailroom.consume(:'token', NULLIF(:'code', ''))",
@@ -330,16 +438,76 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(503, page("Try again", paragraph(
                 "We could not check this link just now. Try again in a minute.")))
         outcome = rows[0][0] if rows and rows[0] else "invalid"
-        extra = self.retry_form(path, token) if outcome == "wrong_code" else ""
+        extra = self.retry_form(path, token, action) if outcome == "wrong_code" else ""
         self.outcome_page(outcome, rows[0][2] if rows and rows[0][2] else action, extra)
 
-    def retry_form(self, path, token):
-        return ('<form method="post" action="%s">\n'
-                '<input type="hidden" name="token" value="%s">\n'
+    def retry_form(self, path, token, action):
+        pattern, length = code_pattern(action)
+        return ('<form method="post" action="%s">\n%s'
                 '<label for="code">Code from the email</label>\n'
-                '<input type="text" id="code" name="code" inputmode="numeric" maxlength="5"'
+                '<input type="text" id="code" name="code" inputmode="numeric" maxlength="%d"'
                 ' required>\n<button type="submit">Try again</button>\n</form>'
-                % (path, html.escape(token, quote=True)))
+                % (path, self.hidden("token", token), length))
+
+    # The sign-in code typed on this device while the email was read on another: the address
+    # says which account, the code is checked against its pending sign-in token (wrong codes
+    # counted and locking it, as for a link).
+    def login_forms(self, address=""):
+        value = html.escape(address, quote=True)
+        return ('<form method="post" action="/login">\n'
+                '<label for="address">Email address</label>\n'
+                '<input type="email" id="address" name="address" value="%s" maxlength="254"'
+                ' autocomplete="email" required>\n'
+                '<label for="code">Sign-in code from the email</label>\n'
+                '<input type="text" id="code" name="code" inputmode="numeric"'
+                ' pattern="[0-9]{6,12}" maxlength="12" autocomplete="one-time-code" required>\n'
+                '<button type="submit">Sign in</button>\n</form>\n'
+                '<form method="post" action="/login/send">\n'
+                '<label for="send-address">No code yet?</label>\n'
+                '<input type="email" id="send-address" name="address" value="%s" maxlength="254"'
+                ' autocomplete="email" required>\n'
+                '<button type="submit">Email me a sign-in code</button>\n</form>'
+                % (value, value))
+
+    def login(self, fields):
+        address, code = fields.get("address", "").strip(), fields.get("code", "").strip()
+        if not address or len(address) > 254:
+            return self.send(400, page("Bad request", paragraph("Give your email address.")))
+        if not (6 <= len(code) <= 12 and all("0" <= c <= "9" for c in code)):
+            # Not a code mailroom sends: ask again, count nothing.
+            return self.send(200, page("Wrong code", paragraph(
+                "The sign-in code has at least 6 digits: type it as the email shows it.",
+                "refusal") + self.login_forms(address), outcome="wrong_code"))
+        try:
+            rows = self.db.query(CONSUME_CODE_SQL, address=address, code=code)
+        except DatabaseError as e:
+            self.log("consume_code_failed", error=urllib.parse.quote(str(e)))
+            return self.send(503, page("Try again", paragraph(
+                "We could not check this code just now. Try again in a minute.")))
+        outcome = rows[0][0] if rows and rows[0] else "invalid"
+        if outcome == "invalid":
+            title, message = ("This code is not valid",
+                              "This code is not valid for this address. Ask for a new one.")
+            return self.send(200, page(title, paragraph(message, "refusal")
+                                       + self.login_forms(address), outcome=outcome))
+        extra = self.login_forms(address) if outcome == "wrong_code" else ""
+        self.outcome_page(outcome, "login_code", extra)
+
+    def send_login_code(self, fields):
+        address = fields.get("address", "").strip()
+        if not address or len(address) > 254:
+            return self.send(400, page("Bad request", paragraph("Give your email address.")))
+        try:
+            rows = self.db.query(REQUEST_CODE_SQL, address=address)
+        except DatabaseError as e:
+            self.log("request_failed", error=urllib.parse.quote(str(e)))
+            return self.send(503, page("Try again", paragraph("Try again in a minute.")))
+        # The same page whatever happened, so that it does not tell which addresses have an
+        # account (the decision is in mailroom.account_emails for the account's owner).
+        self.log("login_code_requested", decision=(rows[0][0] if rows and rows[0] else "none"))
+        self.send(200, page("Check your email", paragraph(
+            "If an account has this address, a sign-in code is on its way to it.")
+            + self.login_forms(address), outcome="requested"))
 
     def outcome_page(self, outcome, action, extra=""):
         title, message = OUTCOMES.get((outcome, action)) or OUTCOMES.get(outcome) or (
@@ -380,15 +548,21 @@ class Handler(BaseHTTPRequestHandler):
 
     def resend(self, fields):
         account, action = fields.get("account", ""), fields.get("action", "activation")
-        if (not account.isdigit() or len(account) > 18
-                or action not in ("activation", "password_recovery")):
+        address = fields.get("address", "").strip()  # email_change: the new address
+        try:
+            action_domain(action)
+            known = True
+        except ValueError:
+            known = False
+        if not account.isdigit() or len(account) > 18 or not known or len(address) > 254:
             return self.send(400, page("Bad request", paragraph(
-                "account must be an account id, action activation or password_recovery")))
+                "account must be an account id, action an action's name (such as activation,"
+                " password_recovery, login_code or email_change with an address)")))
         try:
             rows = self.db.query(
                 "SELECT decision, token_id, retry_at, reason"
-                "  FROM mailroom.request(:'account'::bigint, :'action')",
-                account=account, action=action)
+                "  FROM mailroom.request(:'account'::bigint, :'action', NULLIF(:'address', ''))",
+                account=account, action=action, address=address)
         except DatabaseError as e:
             self.log("request_failed", error=urllib.parse.quote(str(e)))
             return self.send(503, page("Try again", paragraph("Try again in a minute.")))

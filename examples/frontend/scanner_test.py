@@ -3,19 +3,29 @@
 
 A throwaway PostgreSQL, `collector migrate`, an application role with exactly
 mailroom.grant_application's rights, a collector and a sender (file transport, links pointing at
-the front end), one account per built-in template (every action x every locale of
-sender/templates/). For every link of every delivered email (text and HTML parts) it plays a
-corporate link scanner: GET, HEAD, a GET that follows redirects and loads the page's resources.
-Then no token may be consumed and no account changed. Then the real clicks (POST, with the
-email's code for a recovery) succeed once and say "consumed" the second time.
+the front end), one account per built-in template of activation and password recovery (every
+locale of sender/templates/). For every link of every delivered email (text and HTML parts) it
+plays a corporate link scanner: GET, HEAD, a GET that follows redirects and loads the page's
+resources. Then no token may be consumed and no account changed. Then the real clicks (POST,
+with the email's code for a recovery) succeed once and say "consumed" the second time.
+
+The links of every other action (/action/NAME: login_code with and without its code in the
+link, email_change, invitation, two actions of an application's own) are scanned the same way
+with tokens the test signs itself, and their clicks reach mailroom.consume. The sign-in code
+typed on another device (/login) is refused without a database call when it is not a code; when
+the database has mailroom.consume_code and every action (mailroom.actions), a sign-in code and
+an address change are requested, delivered, scanned and used end to end.
 
 Everything binds 127.0.0.1 and is stopped on exit. Runs under `bazel test` (sh_test) or by hand
 after `bazel build //examples/frontend:scanner_test`.
 """
 
+import base64
 import email
 import email.policy
 import glob
+import hashlib
+import hmac
 import html.parser
 import http.client
 import os
@@ -242,6 +252,20 @@ def post_form(base, page, extra=None):
     return status, body
 
 
+def sign(key_hex, action, secret, code=""):
+    """A token by the signing contract (docs/integration.md): what the collector would send."""
+    domain = {"activation": b"/activate", "password_recovery": b"/recover"}.get(
+        action, b"/action/" + action.encode() + b"/")
+    mac = hmac.new(bytes.fromhex(key_hex), domain + secret + code.encode(), hashlib.sha256)
+    return base64.urlsafe_b64encode(secret + mac.digest()).rstrip(b"=").decode()
+
+
+def has_inputs(page, names):
+    forms = Forms()
+    forms.feed(page)
+    return any(set(names) <= set(f["inputs"]) for f in forms.forms if f["method"] == "post")
+
+
 def links_and_code(msg):
     """The links of the text and HTML parts (each a set) and the 5-digit code of the text."""
     text = msg.get_body(("plain",)).get_content()
@@ -325,11 +349,15 @@ def run(stack):
     wait_for("the front end to listen", lambda: "msg=listening" in stack.log("frontend"),
              alive=alive)
 
-    # One account per built-in template set. Signups and requests go through the
-    # application's role; an active account is imported as the owner (activated_at).
-    sets = builtin_templates()
-    check(len(sets) >= 4 and {a for a, _ in sets} == {"activation", "password_recovery"},
-          "built-in templates found: %s" % sets)
+    # One account per built-in template set of activation and recovery. Signups and requests
+    # go through the application's role; an active account is imported as the owner
+    # (activated_at).
+    every = builtin_templates()
+    check(len(every) == 18 and len({a for a, _ in every}) == 9
+          and all((a, "de") in every and (a, None) in every for a, _ in every),
+          "built-in templates: 9 actions in 2 locales", every)
+    sets = [(a, locale) for a, locale in every if a in ("activation", "password_recovery")]
+    check(len(sets) >= 4, "built-in templates of activation and recovery found: %s" % sets)
     expected = {}  # address -> (action, locale)
     for i, (action, locale) in enumerate(sets):
         address = "user%d@example.test" % i
@@ -395,7 +423,7 @@ def run(stack):
     check(psql(owner, state_sql) == before, "accounts and tokens unchanged by the scanner")
 
     # Links that are not mailroom's: refused without a database call.
-    tok = secrets[0]
+    tok = next(s for s in secrets if s and len(s) == 86)  # a token, not a code
     forged = tok[:40] + ("A" if tok[40] != "A" else "B") + tok[41:]
     for bad in ("/activate?token=" + forged, "/activate?token=nonsense", "/activate",
                 "/recover?token=short", "/activate?token=" + tok + "%20"):
@@ -433,6 +461,10 @@ def run(stack):
     # "Didn't get the email?" and "send it again".
     (acct,), = psql(app, "INSERT INTO mailroom.accounts (email, login) VALUES"
                          " ('late@example.test', 'late') RETURNING id")
+    # The signup's activation is listed once the collector has made its token.
+    wait_for("the signup's token", lambda: psql(
+        app, "SELECT count(*) FROM mailroom.account_emails WHERE account = :'a'::bigint",
+        a=acct) != [["0"]], alive=alive)
     status, _, body = raw_request("GET", base + "/emails?account=%s" % acct)
     check(status == 200 and "<table>" in body and "activation" in body,
           "GET /emails lists the account's emails", "status %d" % status)
@@ -451,6 +483,9 @@ def run(stack):
     status, _, body = raw_request("GET", base + "/emails?account=1%27%3B--")
     check(status == 400, "GET /emails refuses an account that is not a number", status)
 
+    secrets += every_action_links(base, key, owner)
+    secrets += sign_in_by_code(stack, base, app, owner, outbox, alive)
+
     log = stack.log("frontend")
     leaked = [s for s in secrets if s and s in log]
     check(not leaked and "msg=request" in log, "the front end's log holds no token or code",
@@ -458,6 +493,193 @@ def run(stack):
 
     print("%d checks failed" % len(failures) if failures else "all checks passed")
     return 1 if failures else 0
+
+
+def every_action_links(base, key, owner):
+    """/action/NAME for every other action, with tokens signed here: scanned like an email's
+    links (nothing changes), forged ones refused without the database, the clicks answered by
+    mailroom.consume (these secrets were never issued: invalid). Returns the secrets used."""
+    (tokens_before,), = psql(owner, "SELECT count(*) FROM mailroom.tokens")
+    secrets = []
+    cases = [  # action, code in the link, code typed, the page's words
+        ("login_code", "482913", None, "sign in"),
+        ("login_code", None, "48291377", "sign-in code"),
+        ("email_change", None, None, "confirm your new email address"),
+        ("invitation", None, None, "accept the invitation"),
+        ("welcome_gift", "902144", None, "continue"),
+        ("team_invite", None, None, "continue"),
+    ]
+    for action, link_code, typed, words in cases:
+        secret = os.urandom(32)
+        token = sign(key, action, secret, link_code or typed or "")
+        secrets += [token, link_code, typed]
+        url = base + "/action/%s?token=%s" % (action, token)
+        if link_code:
+            url += "&code=" + link_code
+        page = scan(url)
+        check(words in page.lower(), "/action/%s: the page says %r" % (action, words))
+        check(has_inputs(page, ["token", "code"]) == bool(link_code or typed),
+              "/action/%s: the form carries a code only for a code-bearing link" % action)
+        visible_code = bool(re.search(r'<input type="text" id="code"', page))
+        check(visible_code == bool(typed), "/action/%s: a code field only when the link has no"
+              " code and the action signs one" % action, page)
+        status, body = post_form(base, page, {"code": typed} if typed else None)
+        check(status == 200 and outcome_of(body) == "invalid",
+              "/action/%s: the click reaches mailroom.consume (never issued: invalid)" % action,
+              "status %s outcome %s" % (status, outcome_of(body)))
+        # The same token as another action, with another code or with its MAC changed.
+        other = "invitation" if action != "invitation" else "email_change"
+        status, _, body = raw_request("GET", base + "/action/%s?token=%s" % (other, token))
+        check(status == 404 and outcome_of(body) == "invalid",
+              "/action/%s: its token as %s is not valid" % (action, other), "status %d" % status)
+        if action not in NO_CODE_ACTIONS:
+            status, _, body = raw_request("GET", base + "/action/%s?token=%s&code=000000"
+                                          % (action, token))
+            check(status == 404 and outcome_of(body) == "invalid",
+                  "/action/%s: its token with another code is not valid" % action,
+                  "status %d" % status)
+        flipped = base + "/action/%s?token=%s%s" % (action, token[:-2] + "AA",
+                                                     "&code=" + link_code if link_code else "")
+        status, _, body = raw_request("GET", flipped)
+        if link_code or action in NO_CODE_ACTIONS:
+            check(status == 404 and outcome_of(body) == "invalid",
+                  "/action/%s: a changed MAC is not valid" % action, "status %d" % status)
+        else:  # its code is still to be typed: only the spelling can be checked on the GET
+            check(status == 200 and 'id="code"' in body,
+                  "/action/%s: a changed MAC still asks for the code" % action,
+                  "status %d" % status)
+    # A typed code that is not one: asked again, no database call.
+    token = sign(key, "login_code", os.urandom(32), "123456")
+    status, body = raw_request("POST", base + "/action/login_code",
+                               urllib.parse.urlencode({"token": token, "code": "12a456"}),
+                               {"Content-Type": "application/x-www-form-urlencoded"})[::2]
+    check(outcome_of(body) == "wrong_code", "a malformed sign-in code is asked again",
+          outcome_of(body))
+    for bad in ("/action/Login_code?token=" + token, "/action/../activate?token=" + token,
+                "/action/password_changed?token=" + token):
+        status, _, body = raw_request("GET", base + bad)
+        check(status == 404, "GET %s: not a link of this front end" % bad[:32], status)
+    (tokens_after,), = psql(owner, "SELECT count(*) FROM mailroom.tokens")
+    check(tokens_after == tokens_before, "the other actions' links changed no token")
+    return secrets
+
+
+NO_CODE_ACTIONS = ("activation", "email_change", "invitation")
+
+
+def installed(owner, what):
+    (found,), = psql(owner, "SELECT %s IS NOT NULL" % what)
+    return found == "t"
+
+
+def wait_for_email(outbox, to, seen, alive):
+    """The first email to `to` in the outbox that is not in `seen` (paths)."""
+    found = []
+
+    def arrived():
+        for path in sorted(glob.glob(os.path.join(outbox, "*.eml"))):
+            if path in seen:
+                continue
+            with open(path, "rb") as f:
+                msg = email.message_from_binary_file(f, policy=email.policy.default)
+            if msg["To"].addresses[0].addr_spec == to:
+                seen.add(path)
+                found.append(msg)
+                return True
+        return False
+
+    wait_for("an email to %s" % to, arrived, alive=alive)
+    return found[0]
+
+
+def sign_in_by_code(stack, base, app, owner, outbox, alive):
+    """/login: the sign-in code typed on another device. Returns the secrets used."""
+    status, _, body = raw_request("GET", base + "/login")
+    check(status == 200 and has_inputs(body, ["address", "code"]) and has_inputs(body, ["address"]),
+          "GET /login shows the code form and the send form", "status %d" % status)
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    for bad in ("12345", "12a456", "1234567890123"):
+        status, _, body = raw_request("POST", base + "/login",
+                                      urllib.parse.urlencode({"address": "x@example.test",
+                                                              "code": bad}), form)
+        check(outcome_of(body) == "wrong_code", "POST /login %s: asked again" % bad,
+              outcome_of(body))
+    status, _, body = raw_request("POST", base + "/login/send", "address=nobody%40example.test",
+                                  form)
+    check(status == 200 and outcome_of(body) == "requested",
+          "POST /login/send: the same page for an unknown address", "status %d" % status)
+    if not (installed(owner, "to_regprocedure('mailroom.consume_code(bigint,text,text)')")
+            and installed(owner, "to_regclass('mailroom.actions')")):
+        status, _, body = raw_request("POST", base + "/login", "address=x%40example.test&code=123456",
+                                      form)
+        check(status == 503, "POST /login without mailroom.consume_code: try again", status)
+        print("NOTE the database has no mailroom.consume_code or mailroom.actions: the sign-in"
+              " code and the address change are not tested end to end", flush=True)
+        return []
+    return sign_in_end_to_end(base, app, owner, outbox, alive, form)
+
+
+def sign_in_end_to_end(base, app, owner, outbox, alive, form):
+    """A sign-in code and an address change, each requested, delivered, scanned and used."""
+    secrets, seen = [], set(glob.glob(os.path.join(outbox, "*.eml")))
+    address = "signin@example.test"
+    (acct,), = psql(owner, "INSERT INTO mailroom.accounts (email, login, status, activated_at)"
+                           " VALUES (:'e', 'signin', 'active', extract(epoch FROM now())::bigint)"
+                           " RETURNING id", e=address)
+    status, _, body = raw_request("POST", base + "/login/send",
+                                  urllib.parse.urlencode({"address": address.upper()}), form)
+    check(outcome_of(body) == "requested", "POST /login/send for an account", outcome_of(body))
+    msg = wait_for_email(outbox, address, seen, alive)
+    text = msg.get_body(("plain",)).get_content()
+    codes = re.findall(r"^ +(\d{6,12})$", text, re.M)
+    links = re.findall(r"https?://[^\s<>\"']+", text)
+    if not check(len(codes) == 1 and len(links) == 1, "the sign-in email: one code on a line of"
+                 " its own, one link", text):
+        return secrets
+    code, link = codes[0], links[0]
+    secrets += [code, urllib.parse.parse_qs(urllib.parse.urlsplit(link).query)["token"][0]]
+    check(link.startswith(base + "/action/login_code?token=") and link.endswith("&code=" + code),
+          "the sign-in link carries its code", link)
+    page = scan(link)  # the scanner signs nobody in
+    wrong = "%0*d" % (len(code), (int(code) + 1) % 10 ** len(code))
+    status, _, body = raw_request("POST", base + "/login",
+                                  urllib.parse.urlencode({"address": address, "code": wrong}), form)
+    check(outcome_of(body) == "wrong_code", "POST /login with a wrong code", outcome_of(body))
+    (wrong_codes,), = psql(owner, "SELECT wrong_codes FROM mailroom.tokens WHERE account = :'a'"
+                                  " AND action::text = 'login_code'", a=acct)
+    check(wrong_codes == "1", "the wrong code was counted", wrong_codes)
+    status, _, body = raw_request("POST", base + "/login",
+                                  urllib.parse.urlencode({"address": address, "code": code}), form)
+    check(outcome_of(body) == "ok" and "signed in" in body, "POST /login with the code signs in",
+          outcome_of(body))
+    _, body = post_form(base, page)
+    check(outcome_of(body) == "consumed", "the sign-in link after the code: consumed",
+          outcome_of(body))
+
+    # An address change: the confirmation goes to the new address; its click changes it.
+    new = "moved@example.test"
+    (decision,), = psql(app, "SELECT decision FROM mailroom.request(:'a'::bigint, 'email_change',"
+                             " :'n')", a=acct, n=new)
+    check(decision == "queued", "email_change requested", decision)
+    msg = wait_for_email(outbox, new, seen, alive)
+    text = msg.get_body(("plain",)).get_content()
+    links = re.findall(r"https?://[^\s<>\"']+", text)
+    check(len(links) == 1 and links[0].startswith(base + "/action/email_change?token=")
+          and new in text, "the confirmation names the new address and has one link", text)
+    if links:
+        secrets.append(urllib.parse.parse_qs(urllib.parse.urlsplit(links[0]).query)["token"][0])
+        page = scan(links[0])
+        (email_now,), = psql(owner, "SELECT email FROM mailroom.accounts WHERE id = :'a'", a=acct)
+        check(email_now == address, "the scanner changed no address", email_now)
+        _, body = post_form(base, page)
+        check(outcome_of(body) == "ok", "the click confirms the new address", outcome_of(body))
+        (email_now,), = psql(owner, "SELECT email FROM mailroom.accounts WHERE id = :'a'", a=acct)
+        check(email_now == new, "the account's address is the new one", email_now)
+        notice = wait_for_email(outbox, address, seen, alive)
+        body = notice.get_body(("plain",)).get_content()
+        check(not re.search(r"https?://", body), "the notice to the old address has no link",
+              body)
+    return secrets
 
 
 if __name__ == "__main__":

@@ -1,0 +1,99 @@
+#include "collector/feedback/reputation_guard.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/log.h"
+
+namespace mailroom {
+
+void SetReputationGauges(const std::vector<ReputationRow>& rows, Metrics& metrics) {
+  const char* names[] = {"mailroom_reputation_sent", "mailroom_reputation_delivered",
+                         "mailroom_reputation_bounced", "mailroom_reputation_complained",
+                         "mailroom_reputation_bounce_rate",
+                         "mailroom_reputation_complaint_rate"};
+  for (const char* n : names) metrics.Clear(n);
+  for (const ReputationRow& r : rows) {
+    const Labels g = {{"group", r.group}};
+    metrics.Set("mailroom_reputation_sent", r.sent, g);
+    metrics.Set("mailroom_reputation_delivered", r.delivered, g);
+    metrics.Set("mailroom_reputation_bounced", r.bounced, g);
+    metrics.Set("mailroom_reputation_complained", r.complained, g);
+    metrics.Set("mailroom_reputation_bounce_rate", r.bounce_rate(), g);
+    metrics.Set("mailroom_reputation_complaint_rate", r.complaint_rate(), g);
+  }
+}
+
+
+ReputationGuard::ReputationGuard(GuardOptions options, Metrics* metrics)
+    : options_(options), metrics_(metrics) {}
+
+void ReputationGuard::Update(const std::vector<ReputationRow>& rows) {
+  if (!options_.enabled()) return;
+  absl::MutexLock lock(&mu_);
+  for (const ReputationRow& r : rows) {
+    const double bounce = r.bounce_rate();
+    const double complaint = r.complaint_rate();
+    const bool over =
+        r.sent >= options_.min_sent &&
+        ((options_.max_bounce_rate > 0 && bounce >= options_.max_bounce_rate) ||
+         (options_.max_complaint_rate > 0 && complaint >= options_.max_complaint_rate));
+    const bool was = paused_.count(r.group) > 0;
+    const LogField fields[] = {{"group", r.group},
+                               {"sent", absl::StrCat(r.sent)},
+                               {"bounce_rate", absl::StrFormat("%.4f", bounce)},
+                               {"complaint_rate", absl::StrFormat("%.5f", complaint)}};
+    if (over && !was) {
+      paused_.insert(r.group);
+      LogError("sending paused: the group's bounce or complaint rate crossed the guard",
+               {fields[0], fields[1], fields[2], fields[3]});
+    } else if (!over && was) {
+      paused_.erase(r.group);
+      LogInfo("sending resumed: the group's rates are under the guard",
+              {fields[0], fields[1], fields[2], fields[3]});
+    }
+    metrics_->Set("mailroom_reputation_paused", over ? 1 : 0, {{"group", r.group}});
+  }
+}
+
+bool ReputationGuard::Paused(const std::string& group) const {
+  absl::MutexLock lock(&mu_);
+  return paused_.count(group) > 0;
+}
+
+ReputationMonitor::ReputationMonitor(FeedbackStore* store, absl::Duration window,
+                                     absl::Duration refresh, ReputationGuard* guard,
+                                     Metrics* metrics)
+    : store_(store), window_(window), refresh_(refresh), guard_(guard), metrics_(metrics) {}
+
+ReputationMonitor::~ReputationMonitor() { Stop(); }
+
+void ReputationMonitor::RefreshOnce() {
+  auto rows = store_->Reputation(window_);
+  if (!rows.ok()) {
+    LogWarn("cannot read reputation", {{"error", std::string(rows.status().message())}});
+    return;
+  }
+  SetReputationGauges(*rows, *metrics_);
+  if (guard_ != nullptr) guard_->Update(*rows);
+}
+
+void ReputationMonitor::Start() {
+  thread_ = std::thread([this] {
+    while (true) {
+      RefreshOnce();
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stop_), refresh_);
+      if (stop_) return;
+    }
+  });
+}
+
+void ReputationMonitor::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace mailroom

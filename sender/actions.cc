@@ -1,0 +1,48 @@
+#include "sender/actions.h"
+
+#include "absl/strings/ascii.h"
+
+namespace mailroom {
+namespace {
+
+constexpr const char* kNotices[] = {"password_changed", "email_changed", "account_suspended",
+                                    "account_reactivated"};
+
+}  // namespace
+
+const std::vector<std::string>& BuiltinActions() {
+  static const auto* const kBuiltin = new std::vector<std::string>{
+      "activation",       "password_recovery", "login_code",        "email_change",
+      "invitation",       "password_changed",  "email_changed",     "account_suspended",
+      "account_reactivated"};
+  return *kBuiltin;
+}
+
+bool IsBuiltinNotice(absl::string_view action) {
+  for (const char* n : kNotices) {
+    if (action == n) return true;
+  }
+  return false;
+}
+
+bool ValidActionName(absl::string_view action) {
+  if (action.empty() || action.size() > 63 || !absl::ascii_islower(action[0])) return false;
+  for (char c : action) {
+    if (!absl::ascii_islower(c) && !absl::ascii_isdigit(c) && c != '_') return false;
+  }
+  return true;
+}
+
+std::string JobActionName(const v1::Job& job) {
+  if (!job.action_name().empty()) return job.action_name();
+  switch (job.action()) {
+    case v1::ACTION_ACTIVATION:
+      return "activation";
+    case v1::ACTION_PASSWORD_RECOVERY:
+      return "password_recovery";
+    default:
+      return "";
+  }
+}
+
+}  // namespace mailroom

@@ -1,0 +1,161 @@
+// The lease table alone, on simulated time: what a job's lease allows as the clock moves,
+// outcomes queued and batched for acknowledgement, renewals. (With the gRPC stream around it:
+// subscription_test.)
+#include "sender/lease_table.h"
+
+#include <thread>
+
+#include "common/testing/fake_clock.h"
+#include "gtest/gtest.h"
+
+namespace mailroom {
+namespace {
+
+const absl::Time kStart = absl::FromUnixSeconds(1768478400);
+
+std::vector<v1::Job> Jobs(std::vector<std::pair<uint64_t, uint32_t>> ids_and_attempts) {
+  std::vector<v1::Job> jobs;
+  for (const auto& [id, attempt] : ids_and_attempts) {
+    v1::Job j;
+    j.set_job_id(id);
+    j.set_attempt(attempt);
+    jobs.push_back(j);
+  }
+  return jobs;
+}
+
+OutcomeReport Sent(uint64_t id) { return OutcomeReport::Sent(id, 0, ""); }
+
+class LeaseTableTest : public ::testing::Test {
+ protected:
+  LeaseTableTest() : clock_(kStart), table_(&clock_) { table_.SetLease(absl::Seconds(60)); }
+
+  FakeClock clock_;
+  LeaseTable table_;
+};
+
+TEST_F(LeaseTableTest, ReceivedJobsCarryTheirLeaseAndAreOwnedWithAWindowOfThreeQuarters) {
+  auto leased = table_.Receive("sub-1", absl::ZeroDuration(), Jobs({{1, 3}, {2, 1}}));
+  ASSERT_EQ(leased.size(), 2u);
+  EXPECT_EQ(leased[0].job.job_id(), 1u);
+  EXPECT_EQ(leased[0].lease.subscriber_id, "sub-1");
+  EXPECT_EQ(leased[0].lease.attempt, 3u);
+  EXPECT_EQ(leased[1].lease.attempt, 1u);
+  EXPECT_EQ(table_.leases(), 2u);
+  absl::Duration window = absl::InfiniteDuration();
+  EXPECT_EQ(table_.Check(leased[0], &window), LeaseState::kOwned);
+  EXPECT_EQ(window, absl::Seconds(45));
+  EXPECT_EQ(table_.Check(7), LeaseState::kLost);  // never held
+}
+
+TEST_F(LeaseTableTest, AnUnrenewedLeaseWaitsThenIsLostAndForgotten) {
+  table_.Receive("sub-1", absl::ZeroDuration(), Jobs({{1, 1}}));
+  absl::Duration window;
+  clock_.Advance(absl::Seconds(44));  // 16 s left: a 1 s window
+  EXPECT_EQ(table_.Check(1, &window), LeaseState::kOwned);
+  EXPECT_EQ(window, absl::Seconds(1));
+  clock_.Advance(absl::Milliseconds(500));  // 15.5 s left: under the 1 s minimum window
+  EXPECT_EQ(table_.Check(1, &window), LeaseState::kWait);
+  clock_.Advance(absl::Seconds(1));  // 14.5 s left: less than a quarter of the lease
+  EXPECT_EQ(table_.Check(1), LeaseState::kLost);
+  EXPECT_EQ(table_.leases(), 0u);
+  EXPECT_TRUE(table_.HeldBySubscription().empty());  // not renewed any more
+}
+
+TEST_F(LeaseTableTest, WhatIsLeftOfALeaseIsTrustedUpToTheWholeLease) {
+  table_.Receive("sub-1", absl::Seconds(20), Jobs({{1, 1}}));
+  table_.Receive("sub-1", absl::Seconds(600), Jobs({{2, 1}}));  // more than the lease: 60 s
+  absl::Duration window;
+  EXPECT_EQ(table_.Check(1, &window), LeaseState::kOwned);
+  EXPECT_EQ(window, absl::Seconds(5));  // 20 s less the 15 s quarter
+  EXPECT_EQ(table_.Check(2, &window), LeaseState::kOwned);
+  EXPECT_EQ(window, absl::Seconds(45));
+}
+
+TEST_F(LeaseTableTest, AReportedOutcomeCarriesTheAttemptAndEndsTheLease) {
+  table_.Receive("sub-1", absl::ZeroDuration(), Jobs({{1, 3}, {2, 1}}));
+  table_.Report(OutcomeReport::Failed(1, "bad address", true));
+  table_.Report(Sent(9));  // not held: dropped
+  EXPECT_EQ(table_.leases(), 1u);
+  EXPECT_EQ(table_.Check(1), LeaseState::kLost);
+  EXPECT_EQ(table_.pending_acks(), 1u);
+  auto batch = table_.NextBatch(1, absl::ZeroDuration());
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(batch->subscriber_id, "sub-1");
+  ASSERT_EQ(batch->outcomes.size(), 1u);
+  EXPECT_EQ(batch->outcomes[0].job_id(), 1u);
+  EXPECT_EQ(batch->outcomes[0].attempt(), 3u);
+  EXPECT_EQ(batch->outcomes[0].outcome(), v1::OUTCOME_FAILED);
+  EXPECT_TRUE(batch->outcomes[0].suppress_recipient());
+  EXPECT_EQ(table_.pending_acks(), 1u);  // in flight
+  table_.Recorded();
+  EXPECT_EQ(table_.pending_acks(), 0u);
+  EXPECT_TRUE(table_.AwaitAcknowledged(absl::ZeroDuration()));
+}
+
+TEST_F(LeaseTableTest, ABatchHoldsOneSubscriptionsOutcomesAndFailedOnesComeBackInFront) {
+  table_.Receive("sub-1", absl::ZeroDuration(), Jobs({{1, 1}, {2, 1}}));
+  table_.Receive("sub-2", absl::ZeroDuration(), Jobs({{3, 1}}));
+  table_.Report(Sent(1));
+  table_.Report(Sent(3));
+  table_.Report(Sent(2));
+  auto first = table_.NextBatch(3, absl::ZeroDuration());
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->subscriber_id, "sub-1");
+  ASSERT_EQ(first->outcomes.size(), 2u);
+  EXPECT_EQ(first->outcomes[1].job_id(), 2u);
+  EXPECT_EQ(table_.pending_acks(), 3u);
+  table_.Returned(*std::move(first));  // not answered: tried again first
+  auto again = table_.NextBatch(3, absl::ZeroDuration());
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->subscriber_id, "sub-1");
+  EXPECT_EQ(again->outcomes.size(), 2u);
+  table_.Recorded();
+  auto second = table_.NextBatch(3, absl::ZeroDuration());
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->subscriber_id, "sub-2");
+  EXPECT_EQ(second->outcomes.size(), 1u);
+}
+
+TEST_F(LeaseTableTest, OutcomesOlderThanTheStallLimitMeanWait) {
+  table_.Receive("sub-1", absl::ZeroDuration(), Jobs({{1, 1}, {2, 1}}));
+  table_.Report(Sent(1));
+  clock_.Advance(absl::Seconds(2));  // exactly the 2 s limit: not yet
+  EXPECT_EQ(table_.Check(2), LeaseState::kOwned);
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_EQ(table_.Check(2), LeaseState::kWait);
+  auto batch = table_.NextBatch(1, absl::ZeroDuration());  // in flight, still unrecorded
+  EXPECT_EQ(table_.Check(2), LeaseState::kWait);
+  table_.Recorded();
+  EXPECT_EQ(table_.Check(2), LeaseState::kOwned);
+}
+
+TEST_F(LeaseTableTest, RenewalPushesDeadlinesOnAndForgetsTheLostOnes) {
+  table_.Receive("sub-1", absl::ZeroDuration(), Jobs({{1, 1}, {2, 2}}));
+  table_.Receive("sub-2", absl::ZeroDuration(), Jobs({{3, 1}}));
+  auto held = table_.HeldBySubscription();
+  ASSERT_EQ(held.size(), 2u);
+  EXPECT_EQ(held["sub-1"], (std::vector<std::pair<uint64_t, uint32_t>>{{1, 1}, {2, 2}}));
+  clock_.Advance(absl::Seconds(20));
+  const std::vector<uint64_t> ids = {1, 2, 3};  // 3 is another subscription's: untouched
+  EXPECT_EQ(table_.ApplyRenewal("sub-1", ids, {2}, clock_.Now()), std::vector<uint64_t>{2});
+  EXPECT_EQ(table_.Check(2), LeaseState::kLost);
+  clock_.Advance(absl::Seconds(40));  // 60 s after arrival, 40 s after the renewal
+  absl::Duration window;
+  EXPECT_EQ(table_.Check(1, &window), LeaseState::kOwned);
+  EXPECT_EQ(window, absl::Seconds(5));
+  EXPECT_EQ(table_.Check(3), LeaseState::kLost);  // not renewed: ran out
+}
+
+TEST_F(LeaseTableTest, CloseEndsAWaitForOutcomes) {
+  std::optional<LeaseTable::Batch> batch = LeaseTable::Batch{};
+  std::thread acker([&] { batch = table_.NextBatch(1, absl::ZeroDuration()); });
+  // The acknowledger waits on the simulated clock, which does not move: only Close ends it.
+  while (clock_.waiting() < 1) absl::SleepFor(absl::Microseconds(200));
+  table_.Close();
+  acker.join();
+  EXPECT_FALSE(batch.has_value());
+}
+
+}  // namespace
+}  // namespace mailroom

@@ -1,0 +1,45 @@
+#include "sender/transport/file_transport.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace mailroom {
+
+absl::StatusOr<SendResult> FileTransport::Send(const OutgoingEmail& email) {
+  // Keep only file-name-safe characters of the message id.
+  std::string id;
+  for (char c : email.message_id) {
+    if (isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') id += c;
+  }
+  const std::string name = absl::StrCat(absl::ToUnixMillis(absl::Now()), "-", id, ".eml");
+  const std::string path = absl::StrCat(dir_, "/", name);
+  const std::string tmp = absl::StrCat(dir_, "/.", name, ".", counter_.fetch_add(1), ".tmp");
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+  if (fd < 0) {
+    return absl::UnavailableError(absl::StrCat("cannot create ", tmp, ": ", strerror(errno)));
+  }
+  size_t off = 0;
+  while (off < email.mime.size()) {
+    ssize_t n = write(fd, email.mime.data() + off, email.mime.size() - off);
+    if (n < 0) {
+      int err = errno;
+      close(fd);
+      unlink(tmp.c_str());
+      return absl::UnavailableError(absl::StrCat("cannot write ", tmp, ": ", strerror(err)));
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0 || close(fd) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
+    unlink(tmp.c_str());
+    return absl::UnavailableError(absl::StrCat("cannot store ", path, ": ", strerror(errno)));
+  }
+  return SendResult{path};
+}
+
+}  // namespace mailroom

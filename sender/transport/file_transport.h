@@ -1,0 +1,25 @@
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "sender/transport/transport.h"
+
+namespace mailroom {
+
+// Development transport: writes each message to `<dir>/<unix-ms>-<message-id>.eml`, atomically
+// (temporary file + rename), so a reader never sees half a message.
+class FileTransport : public Transport {
+ public:
+  FileTransport(std::string dir, int concurrency) : dir_(std::move(dir)), concurrency_(concurrency) {}
+  absl::StatusOr<SendResult> Send(const OutgoingEmail& email) override;
+  int Concurrency() const override { return concurrency_; }
+  std::string Name() const override { return "file"; }
+
+ private:
+  const std::string dir_;
+  const int concurrency_;
+  std::atomic<uint64_t> counter_{0};
+};
+
+}  // namespace mailroom

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <string>
+
+#include "sender/transport/curl_handle.h"
+#include "sender/transport/curl_multi_loop.h"
+#include "sender/transport/transport.h"
+
+namespace mailroom {
+
+// Amazon SES v2 `SendEmail` (POST /v2/email/outbound-emails) with Raw content, signed with
+// SigV4 by libcurl (CURLOPT_AWS_SIGV4 "aws:amz:<region>:ses"). Throttling (429,
+// TooManyRequestsException, Throttling, LimitExceeded) and 5xx are kUnavailable; rejections
+// (MessageRejected, MailFromDomainNotVerified, BadRequest, AccountSuspended, SendingPaused,
+// NotFound, 403) are permanent. `connections` HTTP connections are kept alive; the transfers
+// run on one event-loop thread (CurlMultiLoop).
+// Every message carries EmailTags: the email's own tags (mailroom_job, mailroom_action) and
+// mailroom_group (TransportConfig::group), which come back in SES events (mail.tags); the
+// MessageId SES answers is the SendResult's provider_id and feedback_id.
+class SesTransport : public Transport {
+ public:
+  explicit SesTransport(const TransportConfig& config);
+  absl::StatusOr<SendResult> Send(const OutgoingEmail& email) override;
+  int Concurrency() const override { return handles_.size(); }
+  std::string Name() const override { return "ses"; }
+
+  // Maps an SES HTTP answer to a Status (exposed for tests).
+  static absl::Status ResponseStatus(long http_status, const std::string& error_type,
+                                     const std::string& body);
+
+  // The SES v2 API's URL for `path` (e.g. "/v2/email/account") under `config`'s endpoint.
+  static std::string ApiUrl(const TransportConfig& config, const std::string& path);
+  // One SES v2 API call on handle `c`, signed with `config`'s credentials (SigV4) and bounded
+  // by its timeouts (the whole call by `timeout` too, when shorter): a POST of the JSON
+  // `*body`, or a GET when `body` is null. Returns the response body, or the failure mapped by
+  // HttpTransferStatus (marked MaybeSent when the request may have been acted on) /
+  // ResponseStatus. The transfer runs on `loop`, or on the calling thread (curl_easy_perform)
+  // when it is null.
+  static absl::StatusOr<std::string> Call(CURL* c, const TransportConfig& config,
+                                          const std::string& url, const std::string* body,
+                                          CurlMultiLoop* loop = nullptr,
+                                          absl::Duration timeout = absl::InfiniteDuration());
+
+ private:
+  const TransportConfig config_;
+  std::string url_;
+  CurlHandlePool handles_;  // one per kept-alive HTTP connection
+  CurlMultiLoop loop_;       // destroyed first: no transfer outlives its handle
+};
+
+}  // namespace mailroom

@@ -1,0 +1,44 @@
+#include "sender/transport/transport.h"
+
+#include <algorithm>
+
+#include "absl/strings/cord.h"
+
+namespace mailroom {
+
+absl::Status ProviderError(absl::string_view message) {
+  absl::Status st = absl::UnavailableError(message);
+  st.SetPayload(kProviderErrorPayload, absl::Cord("1"));
+  return st;
+}
+
+bool IsProviderError(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable &&
+         status.GetPayload(kProviderErrorPayload).has_value();
+}
+
+absl::Status RecipientRejected(absl::string_view message) {
+  absl::Status st = absl::InvalidArgumentError(message);
+  st.SetPayload(kRecipientRejectedPayload, absl::Cord("1"));
+  return st;
+}
+
+bool IsRecipientRejected(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kInvalidArgument &&
+         status.GetPayload(kRecipientRejectedPayload).has_value();
+}
+
+absl::Status MaybeSent(absl::Status cause) {
+  cause.SetPayload(kMaybeSentPayload, absl::Cord("1"));
+  return cause;
+}
+
+bool IsMaybeSent(const absl::Status& status) {
+  return !status.ok() && status.GetPayload(kMaybeSentPayload).has_value();
+}
+
+absl::Duration AttemptTimeout(const OutgoingEmail& email, absl::Duration transport_timeout) {
+  return std::max(absl::Milliseconds(1), std::min(email.timeout, transport_timeout));
+}
+
+}  // namespace mailroom
