@@ -502,7 +502,7 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
     if (!jobs.ok()) return jobs.status();
     if (!lane) {
       reached_activations = std::any_of(jobs->begin(), jobs->end(), [](const StoredJob& j) {
-        return !j.password_recovery;
+        return !j.critical;
       });
     }
     metrics_->Observe(collector_metrics::kDequeueDuration,

@@ -448,7 +448,8 @@ namespace {
 TEST_F(DispatcherTest, AFullWindowDequeuesRecoveriesIntoTheLaneOnEveryNotification) {
   StoredJob recovery;
   recovery.id = 7;
-  recovery.password_recovery = true;
+  recovery.action = "password_recovery";
+  recovery.critical = true;
   recovery.secret = std::string(32, 'k');
   recovery.code = "12345";
   recovery.attempt = 1;
@@ -634,7 +635,8 @@ class LaneTest : public DispatcherTest {
   static StoredJob Job(uint64_t id, bool recovery) {
     StoredJob j;
     j.id = id;
-    j.password_recovery = recovery;
+    j.action = recovery ? "password_recovery" : "activation";
+    j.critical = recovery;
     j.email = "a@example.test";
     j.login = "a";
     j.secret = std::string(32, 'k');

@@ -4,18 +4,40 @@
 
 namespace mailroom {
 
+v1::Action WireAction(absl::string_view action_name) {
+  if (action_name == TokenAction::kActivation.name()) return v1::ACTION_ACTIVATION;
+  if (action_name == TokenAction::kPasswordRecovery.name()) return v1::ACTION_PASSWORD_RECOVERY;
+  return v1::ACTION_OTHER;
+}
+
+namespace {
+
+v1::Priority WirePriority(const StoredJob& row) {
+  if (row.critical) return v1::PRIORITY_CRITICAL;
+  return row.notice ? v1::PRIORITY_NOTICE : v1::PRIORITY_NORMAL;
+}
+
+}  // namespace
+
 absl::StatusOr<v1::Job> BuildJob(const SigningKey& key, const StoredJob& row,
                                  JobSecrets secrets) {
-  const TokenAction action =
-      row.password_recovery ? TokenAction::kPasswordRecovery : TokenAction::kActivation;
-  auto token = SignToken(key, action, row.secret, row.code);
+  auto action = ParseTokenAction(row.action);
+  if (!action.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot sign token: ", action.status().message()));
+  }
+  // An action without a secret (a notice) has no token to sign.
+  absl::StatusOr<std::string> token = std::string();
+  if (!row.secret.empty()) token = SignToken(key, *action, row.secret, row.code);
   if (!token.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot sign token: ", token.status().message()));
   }
   v1::Job job;
   job.set_job_id(row.id);
-  job.set_action(row.password_recovery ? v1::ACTION_PASSWORD_RECOVERY : v1::ACTION_ACTIVATION);
+  job.set_action(WireAction(row.action));
+  job.set_action_name(row.action);
+  job.set_priority(WirePriority(row));
   job.set_email(row.email);
   job.set_login(row.login);
   if (secrets == JobSecrets::kIncluded) {

@@ -56,13 +56,58 @@ TEST(JobBuilderTest, CopiesEveryFieldAndSignsAnActivation) {
 
 TEST(JobBuilderTest, RecoveryTokensSignTheCode) {
   StoredJob row = Row();
-  row.password_recovery = true;
+  row.action = "password_recovery";
+  row.critical = true;
   auto job = BuildJob(Key(), row, JobSecrets::kIncluded);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->action(), v1::ACTION_PASSWORD_RECOVERY);
+  EXPECT_EQ(job->action_name(), "password_recovery");
+  EXPECT_EQ(job->priority(), v1::PRIORITY_CRITICAL);
   std::vector<SigningKey> keys = {Key()};
   EXPECT_TRUE(VerifyToken(keys, TokenAction::kPasswordRecovery, job->token(), "01234").ok());
   EXPECT_FALSE(VerifyToken(keys, TokenAction::kPasswordRecovery, job->token(), "01235").ok());
+}
+
+// Every other action: ACTION_OTHER with its name, its priority class, its token signed with its
+// own domain (the code signed when it carries one); a notice has no token at all.
+TEST(JobBuilderTest, OtherActionsCarryTheirNameClassAndDomain) {
+  StoredJob row = Row();
+  row.action = "login_code";
+  row.critical = true;
+  row.code = "123456";
+  auto job = BuildJob(Key(), row, JobSecrets::kIncluded);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->action(), v1::ACTION_OTHER);
+  EXPECT_EQ(job->action_name(), "login_code");
+  EXPECT_EQ(job->priority(), v1::PRIORITY_CRITICAL);
+  EXPECT_EQ(job->code(), "123456");
+  std::vector<SigningKey> keys = {Key()};
+  EXPECT_TRUE(VerifyToken(keys, *ParseTokenAction("login_code"), job->token(), "123456").ok());
+  EXPECT_FALSE(VerifyToken(keys, TokenAction::kPasswordRecovery, job->token(), "123456").ok());
+
+  StoredJob notice = Row();
+  notice.action = "account_suspended";
+  notice.notice = true;
+  notice.secret.clear();
+  notice.code.clear();
+  job = BuildJob(Key(), notice, JobSecrets::kIncluded);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->action(), v1::ACTION_OTHER);
+  EXPECT_EQ(job->action_name(), "account_suspended");
+  EXPECT_EQ(job->priority(), v1::PRIORITY_NOTICE);
+  EXPECT_EQ(job->token(), "");
+  EXPECT_EQ(job->code(), "");
+
+  StoredJob activation = Row();
+  job = BuildJob(Key(), activation, JobSecrets::kIncluded);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->action_name(), "activation");
+  EXPECT_EQ(job->priority(), v1::PRIORITY_NORMAL);
+
+  StoredJob bad_name = Row();
+  bad_name.action = "../recover";
+  EXPECT_EQ(BuildJob(Key(), bad_name, JobSecrets::kIncluded).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(JobBuilderTest, NoLocaleStaysEmpty) {
@@ -83,7 +128,7 @@ TEST(JobBuilderTest, MalformedRowsFailWithoutEchoingTheSecret) {
   EXPECT_THAT(job.status().message(), Not(HasSubstr("secret-material-xyz")));
 
   StoredJob bad_code = Row();
-  bad_code.password_recovery = true;
+  bad_code.action = "password_recovery";
   bad_code.code = "12a";
   EXPECT_EQ(BuildJob(Key(), bad_code, JobSecrets::kIncluded).status().code(), absl::StatusCode::kInvalidArgument);
 }
@@ -93,7 +138,8 @@ TEST(JobBuilderTest, MalformedRowsFailWithoutEchoingTheSecret) {
 TEST(JobBuilderTest, WithheldSecretsLeaveTokenAndCodeOutOfTheJob) {
   for (bool recovery : {false, true}) {
     StoredJob row = Row();
-    row.password_recovery = recovery;
+    row.action = recovery ? "password_recovery" : "activation";
+    row.critical = recovery;
     auto job = BuildJob(Key(), row, JobSecrets::kWithheld);
     ASSERT_TRUE(job.ok()) << job.status();
     EXPECT_EQ(job->token(), "");

@@ -106,7 +106,8 @@ class Collector {
   Collector(const CollectorConfig& c, Metrics* metrics)
       : c_(c),
         metrics_(metrics),
-        store_(NewPgStore(c.dispatch.database_url, c.db_pool_size, c.tx_timeouts)),
+        store_(NewPgStore(c.dispatch.database_url, c.db_pool_size, c.tx_timeouts,
+                          c.budget.monthly_budget_micros)),
         budgets_(
             NewPgBudgetStore(c.dispatch.database_url, c.budget, BudgetIsolation{}, c.tx_timeouts)),
         feedback_store_(NewPgFeedbackStore(c.dispatch.database_url, c.tx_timeouts)),

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "collector/metrics/collector_metrics.h"
+#include "collector/job_builder.h"
 #include "common/log.h"
 #include "common/utf8.h"
 #include "common/names.h"
@@ -491,7 +492,8 @@ grpc::Status CollectorService::ListFailures(grpc::ServerContext* context,
   for (const FailureRow& f : *failures) {
     v1::Failure* out = response->add_failures();
     out->set_job_id(f.id);
-    out->set_action(f.password_recovery ? v1::ACTION_PASSWORD_RECOVERY : v1::ACTION_ACTIVATION);
+    out->set_action(WireAction(f.action));
+    out->set_action_name(f.action);
     out->set_email(f.email);
     out->set_reason(f.reason);
     out->set_attempts(f.attempts);

@@ -951,7 +951,8 @@ class JobPathTest : public ServiceTest {
   static StoredJob Row(uint64_t id, bool recovery, uint32_t attempt) {
     StoredJob j;
     j.id = id;
-    j.password_recovery = recovery;
+    j.action = recovery ? "password_recovery" : "activation";
+    j.critical = recovery;
     j.email = absl::StrCat("user", id, "@example.test");
     j.login = absl::StrCat("user", id);
     j.secret = std::string(32, static_cast<char>('a' + id));

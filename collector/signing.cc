@@ -13,26 +13,6 @@ namespace {
 constexpr size_t kSecretSize = 32;
 constexpr size_t kTokenChars = 86;  // base64url of 64 bytes, unpadded
 
-// What each action signs: its domain string before the secret, and whether the code follows.
-// A new action is a row here (and an enumerator), not a branch in the signer.
-struct ActionInfo {
-  TokenAction action;
-  absl::string_view name;
-  absl::string_view domain;
-  bool signs_code;
-};
-constexpr ActionInfo kActions[] = {
-    {TokenAction::kActivation, "activation", "/activate", false},
-    {TokenAction::kPasswordRecovery, "password_recovery", "/recover", true},
-};
-
-const ActionInfo& Info(TokenAction action) {
-  for (const ActionInfo& info : kActions) {
-    if (info.action == action) return info;
-  }
-  return kActions[0];  // unreachable: every enumerator has a row
-}
-
 // The value of a base64url character, or -1 for any other byte ('+', '/', '=', whitespace…).
 int Base64UrlValue(char c) {
   if (c >= 'A' && c <= 'Z') return c - 'A';
@@ -61,26 +41,47 @@ int HexValue(char c) {
   return -1;
 }
 
-bool ValidCode(absl::string_view code) {
-  if (code.size() != 5) return false;
+bool AllDigits(absl::string_view code) {
   for (char c : code) {
     if (c < '0' || c > '9') return false;
   }
   return true;
 }
 
-std::string Message(TokenAction action, absl::string_view secret, absl::string_view code) {
-  const ActionInfo& info = Info(action);
-  return absl::StrCat(info.domain, secret, info.signs_code ? code : "");
+// The code this action signs, or an error: password recovery's is exactly 5 digits,
+// activation's is never signed, another action's is signed when given (5 to 12 digits).
+absl::StatusOr<absl::string_view> SignedCode(const TokenAction& action, absl::string_view code) {
+  if (action.RequiresCode()) {
+    if (code.size() != 5 || !AllDigits(code)) {
+      return absl::InvalidArgumentError("recovery code must be exactly 5 ASCII digits");
+    }
+    return code;
+  }
+  if (action == TokenAction::kActivation || code.empty()) return absl::string_view();
+  if (code.size() < 5 || code.size() > 12 || !AllDigits(code)) {
+    return absl::InvalidArgumentError("code must be 5 to 12 ASCII digits");
+  }
+  return code;
 }
 
 }  // namespace
 
+const TokenAction TokenAction::kActivation("activation");
+const TokenAction TokenAction::kPasswordRecovery("password_recovery");
+
+std::string TokenAction::Domain() const {
+  if (*this == kActivation) return "/activate";
+  if (*this == kPasswordRecovery) return "/recover";
+  return absl::StrCat("/action/", name_, "/");
+}
+
 absl::StatusOr<TokenAction> ParseTokenAction(absl::string_view name) {
-  for (const ActionInfo& info : kActions) {
-    if (info.name == name) return info.action;
+  bool ok = !name.empty() && name.size() <= 63 && name[0] >= 'a' && name[0] <= 'z';
+  for (char c : name) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
   }
-  return absl::InvalidArgumentError("unknown action");
+  if (!ok) return absl::InvalidArgumentError("action name must match [a-z][a-z0-9_]{0,62}");
+  return TokenAction(std::string(name));
 }
 
 absl::StatusOr<SigningKey> ParseSigningKey(absl::string_view hex) {
@@ -117,23 +118,23 @@ absl::StatusOr<std::vector<SigningKey>> ParseSigningKeys(absl::string_view comma
   return keys;
 }
 
-absl::StatusOr<std::string> SignToken(const SigningKey& key, TokenAction action,
+absl::StatusOr<std::string> SignToken(const SigningKey& key, const TokenAction& action,
                                       absl::string_view secret, absl::string_view code) {
   if (secret.size() != kSecretSize) {
     return absl::InvalidArgumentError(
         absl::StrCat("secret must be 32 bytes, got ", secret.size()));
   }
-  if (Info(action).signs_code && !ValidCode(code)) {
-    return absl::InvalidArgumentError("recovery code must be exactly 5 ASCII digits");
-  }
+  auto signed_code = SignedCode(action, code);
+  if (!signed_code.ok()) return signed_code.status();
   absl::string_view k(reinterpret_cast<const char*>(key.bytes.data()), key.bytes.size());
-  std::string raw = absl::StrCat(secret, HmacSha256(k, Message(action, secret, code)));
+  std::string raw =
+      absl::StrCat(secret, HmacSha256(k, absl::StrCat(action.Domain(), secret, *signed_code)));
   std::string token;
   absl::WebSafeBase64Escape(raw, &token);  // unpadded
   return token;
 }
 
-absl::Status VerifyToken(absl::Span<const SigningKey> keys, TokenAction action,
+absl::Status VerifyToken(absl::Span<const SigningKey> keys, const TokenAction& action,
                          absl::string_view token, absl::string_view code) {
   if (token.size() != kTokenChars) {
     return absl::InvalidArgumentError(
@@ -144,13 +145,12 @@ absl::Status VerifyToken(absl::Span<const SigningKey> keys, TokenAction action,
       raw.size() != 2 * kSecretSize) {
     return absl::InvalidArgumentError("token is not the unpadded base64url of 64 bytes");
   }
-  if (Info(action).signs_code && !ValidCode(code)) {
-    return absl::InvalidArgumentError("recovery code must be exactly 5 ASCII digits");
-  }
+  auto signed_code = SignedCode(action, code);
+  if (!signed_code.ok()) return signed_code.status();
   if (keys.empty()) return absl::FailedPreconditionError("no verification key configured");
   absl::string_view secret(raw.data(), kSecretSize);
   absl::string_view mac(raw.data() + kSecretSize, kSecretSize);
-  const std::string msg = Message(action, secret, code);
+  const std::string msg = absl::StrCat(action.Domain(), secret, *signed_code);
   int match = 0;
   for (const SigningKey& key : keys) {
     absl::string_view k(reinterpret_cast<const char*>(key.bytes.data()), key.bytes.size());

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -11,11 +12,35 @@
 
 namespace mailroom {
 
-// What a token authorizes; selects the signed message's prefix.
-enum class TokenAction { kActivation, kPasswordRecovery };
+// What a token authorizes: an action's name (a row of mailroom.actions), which selects the
+// signed message's domain string D(action):
+//   D(activation) = "/activate", D(password_recovery) = "/recover",
+//   D(any other name) = "/action/" || name || "/".
+// Names match [a-z][a-z0-9_]{0,62}, so no domain is a prefix of another (docs/design.md,
+// "Signing every action"). Copyable value; thread-compatible.
+class TokenAction {
+ public:
+  static const TokenAction kActivation;
+  static const TokenAction kPasswordRecovery;
 
-// The action named as on the wire and in `verify --action=` ("activation",
-// "password_recovery"). InvalidArgument for any other name.
+  const std::string& name() const { return name_; }
+  // The domain string D(action) the signed message starts with.
+  std::string Domain() const;
+  // Whether the action's code is always signed (password recovery: exactly 5 digits). Any
+  // other action but activation signs the code it is given, when it is given one.
+  bool RequiresCode() const { return name_ == "password_recovery"; }
+  bool operator==(const TokenAction& o) const { return name_ == o.name_; }
+  bool operator!=(const TokenAction& o) const { return name_ != o.name_; }
+
+ private:
+  explicit TokenAction(std::string name) : name_(std::move(name)) {}
+  friend absl::StatusOr<TokenAction> ParseTokenAction(absl::string_view name);
+  std::string name_;
+};
+
+// The action of that name, as on the wire (Job.action_name) and in `verify --action=`: any
+// name matching [a-z][a-z0-9_]{0,62}. InvalidArgument for any other (the message does not
+// echo it).
 absl::StatusOr<TokenAction> ParseTokenAction(absl::string_view name);
 
 // A 32-byte HMAC-SHA256 key (MAILROOM_SECRET_KEY). Never log it.
@@ -32,20 +57,21 @@ absl::StatusOr<SigningKey> ParseSigningKey(absl::string_view hex);
 absl::StatusOr<std::vector<SigningKey>> ParseSigningKeys(absl::string_view comma_separated);
 
 // mailroom's token: base64url_without_padding(secret[32] || HMAC-SHA256(key, msg)), msg =
-// "/activate" || secret, or "/recover" || secret || code (5 ASCII digits). Always 86
-// characters. InvalidArgument for a secret that is not 32 bytes or, for recovery, a code that
-// is not 5 ASCII digits.
-absl::StatusOr<std::string> SignToken(const SigningKey& key, TokenAction action,
+// D(action) || secret || code, the code appended only when the action carries one: always for
+// password recovery (5 ASCII digits), never for activation (its code is not signed), for any
+// other action when `code` is not empty (5 to 12 ASCII digits). Always 86 characters.
+// InvalidArgument for a secret that is not 32 bytes or a code that does not fit.
+absl::StatusOr<std::string> SignToken(const SigningKey& key, const TokenAction& action,
                                       absl::string_view secret, absl::string_view code);
 
-// Checks a token (and, for recovery, its code) against every key in constant time: all keys
+// Checks a token (and the code its action signs) against every key in constant time: all keys
 // are tried, comparisons use CRYPTO_memcmp, so timing reveals neither the match nor its
 // position. Only the signer's own encoding is accepted: exactly 86 characters of the base64url
 // alphabet, no padding or whitespace, and the last character's 4 unused low bits zero (so one
 // token has exactly one accepted spelling). OK when one key matches; InvalidArgument for a
-// malformed token or recovery code; PermissionDenied for a wrong signature. Messages never
+// malformed token or code; PermissionDenied for a wrong signature. Messages never
 // contain the token.
-absl::Status VerifyToken(absl::Span<const SigningKey> keys, TokenAction action,
+absl::Status VerifyToken(absl::Span<const SigningKey> keys, const TokenAction& action,
                          absl::string_view token, absl::string_view code);
 
 }  // namespace mailroom

@@ -1,5 +1,8 @@
 #include "collector/signing.h"
 
+#include <string>
+#include <vector>
+
 #include "absl/strings/escaping.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -36,6 +39,78 @@ TEST(HmacSha256Test, Rfc4231Vectors) {
   };
   for (const auto& c : cases) {
     EXPECT_EQ(absl::BytesToHexString(HmacSha256(c.key, c.data)), c.mac);
+  }
+}
+
+// Every other action signs "/action/" || name || "/" || secret, then its code when it carries
+// one: the HMAC of exactly that message, for a built-in (login_code, with its code; email_change
+// without one) and for an action of the application's own.
+TEST(SignTokenTest, OtherActionsSignTheirOwnDomain) {
+  const SigningKey key = *ParseSigningKey(kKeyHex);
+  const absl::string_view k(reinterpret_cast<const char*>(key.bytes.data()), key.bytes.size());
+  const std::string secret(32, 'S');
+  struct Case {
+    std::string name, code, message;
+  } cases[] = {
+      {"login_code", "123456", "/action/login_code/" + secret + "123456"},
+      {"email_change", "", "/action/email_change/" + secret},
+      {"invitation", "", "/action/invitation/" + secret},
+      {"document_signature", "12345678", "/action/document_signature/" + secret + "12345678"},
+      {"x", "", "/action/x/" + secret},
+  };
+  for (const Case& c : cases) {
+    auto action = ParseTokenAction(c.name);
+    ASSERT_TRUE(action.ok()) << c.name;
+    EXPECT_EQ(action->Domain(), "/action/" + c.name + "/");
+    auto token = SignToken(key, *action, secret, c.code);
+    ASSERT_TRUE(token.ok()) << c.name << ": " << token.status();
+    std::string raw;
+    ASSERT_TRUE(absl::WebSafeBase64Unescape(*token, &raw));
+    EXPECT_EQ(raw, secret + HmacSha256(k, c.message)) << c.name;
+    EXPECT_TRUE(VerifyToken({key}, *action, *token, c.code).ok()) << c.name;
+  }
+  EXPECT_EQ(TokenAction::kActivation.Domain(), "/activate");
+  EXPECT_EQ(TokenAction::kPasswordRecovery.Domain(), "/recover");
+  EXPECT_EQ(ParseTokenAction("activation")->Domain(), "/activate");
+  EXPECT_EQ(ParseTokenAction("password_recovery")->Domain(), "/recover");
+}
+
+// A token of one action never verifies as another's, nor with a code moved into or out of the
+// message: the domains are prefix-free.
+TEST(SignTokenTest, ATokenVerifiesForItsOwnActionOnly) {
+  const SigningKey key = *ParseSigningKey(kKeyHex);
+  const std::string secret(32, 'T');
+  const std::string token = *SignToken(key, *ParseTokenAction("login_code"), secret, "123456");
+  for (const char* other : {"activation", "password_recovery", "login_cod", "login_code_",
+                            "login_code1", "email_change"}) {
+    EXPECT_FALSE(VerifyToken({key}, *ParseTokenAction(other), token, "123456").ok()) << other;
+  }
+  EXPECT_FALSE(VerifyToken({key}, *ParseTokenAction("login_code"), token, "").ok());
+  EXPECT_FALSE(VerifyToken({key}, *ParseTokenAction("login_code"), token, "123457").ok());
+  const std::string bare = *SignToken(key, *ParseTokenAction("login_code"), secret, "");
+  EXPECT_NE(bare, token);
+}
+
+// Names outside [a-z][a-z0-9_]{0,62} are refused, so that no domain can contain a '/' (and
+// end where another begins); codes of other actions are 5 to 12 digits.
+TEST(SignTokenTest, RefusesNamesOutsideThePatternAndMalformedCodes) {
+  const std::vector<std::string> names = {"", "Login", "1code", "_x", "a/b", "a-b", "a b", "tr\xc3\xa8s", "login_code/",
+        std::string(64, 'a'), std::string("a\0b", 3)};
+  for (const std::string& bad : names) {
+    auto action = ParseTokenAction(bad);
+    ASSERT_FALSE(action.ok()) << bad;
+    EXPECT_EQ(action.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(action.status().message(), "action name must match [a-z][a-z0-9_]{0,62}");
+  }
+  EXPECT_TRUE(ParseTokenAction(std::string(63, 'a')).ok());
+  EXPECT_TRUE(ParseTokenAction("a0_9").ok());
+  const SigningKey key = *ParseSigningKey(kKeyHex);
+  const std::string secret(32, 'U');
+  const TokenAction login = *ParseTokenAction("login_code");
+  for (const char* bad : {"1234", "1234567890123", "12345a", " 123456"}) {
+    EXPECT_EQ(SignToken(key, login, secret, bad).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
   }
 }
 

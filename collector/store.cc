@@ -93,8 +93,12 @@ void SettledUnsent(Transaction& tx, const std::string& group, const std::string&
 
 class PgStore : public Store {
  public:
-  PgStore(std::string url, int pool_size, const TxTimeouts& timeouts)
-      : pool_({std::move(url), pool_size, timeouts}) {}
+  PgStore(std::string url, int pool_size, const TxTimeouts& timeouts,
+          std::optional<int64_t> default_budget_micros)
+      : pool_({std::move(url), pool_size, timeouts}),
+        default_budget_(default_budget_micros.has_value()
+                            ? absl::StrCat(*default_budget_micros, "::bigint")
+                            : std::string("NULL::bigint")) {}
 
   absl::StatusOr<std::string> Channel() override {
     return pool_.Run<std::string>("reading the channel", [this](Connection& c) {
@@ -143,10 +147,10 @@ class PgStore : public Store {
       const std::string dequeue =
           absl::StrCat("mailroom.mailroom_dequeue(", c.Quote(group), "::text, ", limit, "::int, ",
                        c.Quote(owner), "::text, ", LeaseMs(lease), "::int, ",
-                       recoveries_only ? "true" : "false", ")");
+                       recoveries_only ? "true" : "false", ", ", default_budget_, ")");
       constexpr char kColumns[] =
-          "job_id, action = 'password_recovery', email, login, secret, code, expires_at,"
-          " account_id, attempt, failures, created_at, locale";
+          "job_id, action, email, login, secret, code, expires_at,"
+          " account_id, attempt, failures, created_at, locale, priority";
       // A subscription linked to a grant holder (migration 0015): the jobs handed are counted
       // in the dequeue's transaction, so a job is never in a sender's hands uncounted, and a
       // transaction that hands jobs commits synchronously, as the count bounds a refund of the
@@ -175,10 +179,10 @@ class PgStore : public Store {
       for (const auto& row : r) {
         StoredJob j;
         j.id = row[0].as<uint64_t>();
-        j.password_recovery = row[1].as<bool>();
+        j.action = row[1].as<std::string>();
         j.email = row[2].as<std::string>();
         j.login = row[3].as<std::string>();
-        j.secret = pqxx::binarystring(row[4]).str();
+        j.secret = row[4].is_null() ? "" : pqxx::binarystring(row[4]).str();
         j.code = row[5].is_null() ? "" : row[5].as<std::string>();
         j.expires_at = row[6].as<int64_t>();
         j.account_id = row[7].as<uint64_t>();
@@ -186,6 +190,9 @@ class PgStore : public Store {
         j.failures = row[9].as<uint32_t>();
         j.created_at = row[10].as<int64_t>();
         j.locale = row[11].is_null() ? "" : row[11].as<std::string>();
+        const std::string priority = row[12].as<std::string>();
+        j.critical = priority == "critical";
+        j.notice = priority == "notice";
         jobs.push_back(std::move(j));
       }
       return jobs;
@@ -346,7 +353,8 @@ class PgStore : public Store {
       Transaction tx(c);
       std::vector<FailureRow> out;
       for (const auto& row : tx.exec_params(
-               "SELECT d.token_id, t.action = 'password_recovery', coalesce(a.email, ''),"
+               "SELECT d.token_id, coalesce(t.action, ''),"
+               "       coalesce(t.to_address, a.email, ''),"
                "       coalesce(d.reason, ''), d.attempts,"
                "       EXTRACT(EPOCH FROM d.updated_at)::BIGINT"
                "  FROM deliveries d JOIN consumer_groups g ON g.id = d.group_id"
@@ -357,7 +365,7 @@ class PgStore : public Store {
                group, limit)) {
         FailureRow f;
         f.id = row[0].as<uint64_t>();
-        f.password_recovery = !row[1].is_null() && row[1].as<bool>();
+        f.action = row[1].as<std::string>();
         f.email = row[2].as<std::string>();
         f.reason = row[3].as<std::string>();
         f.attempts = row[4].as<uint32_t>();
@@ -492,6 +500,7 @@ class PgStore : public Store {
   }
 
   Pool pool_;
+  const std::string default_budget_;  // the dequeue's p_default_budget, as SQL
   absl::Mutex links_mu_;
   absl::flat_hash_map<std::string, Link> links_ ABSL_GUARDED_BY(links_mu_);
 };
@@ -499,8 +508,10 @@ class PgStore : public Store {
 }  // namespace
 
 std::unique_ptr<Store> NewPgStore(const std::string& url, int pool_size,
-                                  const TxTimeouts& timeouts) {
-  return std::make_unique<PgStore>(url, pool_size < 1 ? 1 : pool_size, timeouts);
+                                  const TxTimeouts& timeouts,
+                                  std::optional<int64_t> default_budget_micros) {
+  return std::make_unique<PgStore>(url, pool_size < 1 ? 1 : pool_size, timeouts,
+                                   default_budget_micros);
 }
 
 }  // namespace mailroom

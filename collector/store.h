@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,11 +15,13 @@ namespace mailroom {
 // A job as stored: one token row joined with its account and its delivery in a group.
 struct StoredJob {
   uint64_t id = 0;
-  bool password_recovery = false;  // false: activation
+  std::string action = "activation";  // the action's name (mailroom.actions)
+  bool critical = false;  // the action's class is critical (the recovery lane's jobs)
+  bool notice = false;    // the action's class is notice
   std::string email;
   std::string login;
-  std::string secret;  // 32 raw bytes
-  std::string code;
+  std::string secret;  // 32 raw bytes; empty for an action without a secret (a notice)
+  std::string code;    // empty for an action without a code
   int64_t expires_at = 0;
   uint64_t account_id = 0;
   uint32_t attempt = 1;  // the hand-out count: 1 on the first hand-out
@@ -80,7 +83,7 @@ struct SuppressionQuery {
 
 struct FailureRow {
   uint64_t id = 0;
-  bool password_recovery = false;
+  std::string action;  // "" when the token is gone
   std::string email;
   std::string reason;
   uint32_t attempts = 0;
@@ -114,8 +117,9 @@ class Store {
   virtual absl::StatusOr<std::vector<StoredJob>> Dequeue(const std::string& group, int limit,
                                                          const std::string& owner,
                                                          absl::Duration lease) = 0;
-  // The recovery lane: like Dequeue, but password recoveries only (due again, then new); the
-  // activations' cursor is neither read nor moved (mailroom_dequeue(..., p_recoveries_only)).
+  // The recovery lane: like Dequeue, but the critical class only (password recoveries, sign-in
+  // codes, address changes, any critical action: due again, then new); the other classes'
+  // cursors are neither read nor moved (mailroom_dequeue(..., p_recoveries_only)).
   virtual absl::StatusOr<std::vector<StoredJob>> DequeueRecoveries(const std::string& group,
                                                                    int limit,
                                                                    const std::string& owner,
@@ -184,8 +188,12 @@ class Store {
 // A Store over a pool of `pool_size` connections to `url` (collector/db/pool.h: opened lazily
 // and reopened after a failure). Each call uses one connection; calls run concurrently up to
 // `pool_size`. Every transaction runs under `timeouts` (collector/db/pg_tx.h: set per
-// transaction, so `url` may be a transaction-pooling pgbouncer).
+// transaction, so `url` may be a transaction-pooling pgbouncer). `default_budget_micros`: the
+// collector's budget for a group without one of its own (MAILROOM_DEFAULT_GROUP_BUDGET;
+// nullopt: unlimited), which the dequeue reads to pause notices when little of a group's month
+// is left.
 std::unique_ptr<Store> NewPgStore(const std::string& url, int pool_size,
-                                  const TxTimeouts& timeouts = {});
+                                  const TxTimeouts& timeouts = {},
+                                  std::optional<int64_t> default_budget_micros = std::nullopt);
 
 }  // namespace mailroom

@@ -120,7 +120,8 @@ TEST_F(StoreTest, DequeueLeasesEveryFieldOnceAndRecordsTheLease) {
   ASSERT_EQ(jobs.size(), 1u);
   const StoredJob& j = jobs[0];
   EXPECT_EQ(j.id, static_cast<uint64_t>(Int("SELECT id FROM tokens")));
-  EXPECT_FALSE(j.password_recovery);
+  EXPECT_EQ(j.action, "activation");
+  EXPECT_FALSE(j.critical);
   EXPECT_EQ(j.email, "alice@example.test");
   EXPECT_EQ(j.login, "alice");
   EXPECT_EQ(j.secret.size(), 32u);
@@ -548,7 +549,8 @@ TEST_F(StoreTest, ADequeueLeasesOneBatchPerClassAndTheRecoveryLaneTouchesOnlyIts
   InsertAccounts(2, "cls");
   std::vector<StoredJob> jobs = Dequeue("a");
   ASSERT_EQ(jobs.size(), 3u);
-  EXPECT_TRUE(jobs[0].password_recovery);  // recoveries first
+  EXPECT_EQ(jobs[0].action, "password_recovery");  // recoveries first
+  EXPECT_TRUE(jobs[0].critical);
   EXPECT_EQ(Text("SELECT string_agg(recovery || ':' || cardinality(ids) || ':' || owner, ' '"
                  " ORDER BY batch_id) FROM lease_batches"),
             "true:1:a false:2:a");

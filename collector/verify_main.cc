@@ -1,9 +1,9 @@
-// verify: checks a mailroom token (and, for password recovery, its code) against the signing
+// verify: checks a mailroom token of any action (and the code it signs) against the signing
 // keys, as a front end would. Keys: MAILROOM_SECRET_KEY (the current one) and optionally
 // MAILROOM_VERIFY_KEYS (older keys, comma-separated), so tokens signed before a key rotation
 // still verify.
 //
-//   verify --action=activation|password_recovery --token=TOKEN|- [--code=NNNNN]
+//   verify --action=NAME --token=TOKEN|- [--code=DIGITS]
 //
 // Prints "valid" and exits 0, or "invalid: <reason>" on stderr and exits 1 (an empty or
 // malformed token included); usage or configuration errors exit 2. The token is never printed.
@@ -19,14 +19,14 @@
 #include "collector/signing.h"
 #include "common/flags.h"
 
-ABSL_FLAG(std::string, action, "", "activation or password_recovery");
+ABSL_FLAG(std::string, action, "", "the action's name: activation, password_recovery, login_code, ... or one of the application's own");
 ABSL_FLAG(std::string, token, "", "the token, or - to read one line from stdin");
-ABSL_FLAG(std::string, code, "", "the recovery code (password_recovery)");
+ABSL_FLAG(std::string, code, "", "the code, for actions that carry one (password_recovery, login_code, ...)");
 
 namespace {
 
 constexpr char kUsage[] =
-    "usage: verify --action=activation|password_recovery --token=TOKEN|- [--code=NNNNN]\n";
+    "usage: verify --action=NAME --token=TOKEN|- [--code=DIGITS]\n";
 
 int Usage(const std::string& why) { return mailroom::UsageError("verify", why, kUsage); }
 
@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   const bool have_token = cl->given.count("token") > 0;
   auto act = mailroom::ParseTokenAction(action);
   if (!have_action || !act.ok()) {
-    return Usage("--action must be activation or password_recovery");
+    return Usage("--action must be an action's name: [a-z][a-z0-9_]{0,62}");
   }
   if (!have_token) return Usage("--token is required");
   // The token is checked exactly as given: surrounding spaces are part of it (and refused).

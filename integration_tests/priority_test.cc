@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include <pqxx/pqxx>
 #include "gtest/gtest.h"
 #include "testing/collector_fixture.h"
 #include "testing/process.h"
@@ -129,7 +130,59 @@ class PriorityTest : public testing::StackTest {
               kRecoveries);
   }
 
+  // Two collectors with their production defaults and two senders (one on each) sharing one
+  // group paced at 3 emails/s by its budget, behind 2,000 activations (and whatever `extra`
+  // SQL queues), both windows full; `recovery_accounts` active accounts r1, r2, ... to request
+  // for. The processes are kept in collector_b_, sender_a_, sender_b_. False (with a failure)
+  // if it could not.
+  bool StartTwoSendersBehindABacklog(int recovery_accounts, const std::string& extra = "") {
+    out_ = dir_ + "/out";
+    const std::map<std::string, std::string> production = {{"MAILROOM_BATCH_TIMEOUT", "5000"},
+                                                           {"MAILROOM_POLL_INTERVAL", "2000"},
+                                                           {"MAILROOM_LEASE_MS", "60000"}};
+    collector_.reset();
+    collector_ = StartCollector(production, "collector-a", collector_port_);
+    const int port_b = testing::FreePort();
+    collector_b_ = StartCollector(production, "collector-b", port_b);
+    if (collector_ == nullptr || collector_b_ == nullptr ||
+        WaitFor("SELECT count(*) FROM consumer_groups WHERE name = 'mailroom'", 1,
+                absl::Seconds(10)) != 1) {
+      ADD_FAILURE() << "the collectors did not start";
+      return false;
+    }
+    // The group's budget: 3 emails/s for the rest of the month at $0.10 per 1,000 (default
+    // burst).
+    Exec(absl::StrCat("INSERT INTO group_budgets (group_id, monthly_budget_micros) SELECT id, ",
+                      static_cast<int64_t>(kPacePerSecond * 100) * SecondsLeftInMonth(),
+                      " FROM consumer_groups WHERE name = 'mailroom'"));
+    InsertBacklog(recovery_accounts);
+    if (!extra.empty()) Exec(extra);
+    const std::map<std::string, std::string> sender_env = {{"MAILROOM_TRANSPORT", "file"},
+                                                           {"MAILROOM_FILE_DIR", out_},
+                                                           {"MAILROOM_PRICE_PER_1000", "0.10"}};
+    sender_a_ = StartSender(sender_env, "sender-a", collector_port_);
+    sender_b_ = StartSender(sender_env, "sender-b", port_b);
+    if (sender_a_ == nullptr || sender_b_ == nullptr) {
+      ADD_FAILURE() << "the senders did not start";
+      return false;
+    }
+    if (WaitFor("SELECT (count(*) >= 200)::INT FROM delivery_states WHERE state = 'leased'", 1,
+                absl::Seconds(60)) != 1 ||
+        WaitFor("SELECT (count(*) >= 15)::INT FROM delivery_states WHERE state = 'sent'", 1,
+                absl::Seconds(60)) != 1) {
+      ADD_FAILURE() << "the backlog did not fill both senders' windows: "
+                    << Scalar("SELECT count(*) FROM delivery_states WHERE state = 'leased'")
+                    << " leased, "
+                    << Scalar("SELECT count(*) FROM delivery_states WHERE state = 'sent'")
+                    << " sent\n"
+                    << sender_a_->Log() << sender_b_->Log();
+      return false;
+    }
+    return true;
+  }
+
   std::string out_;
+  std::unique_ptr<testing::Process> collector_b_, sender_a_, sender_b_;
   absl::Time paced_from_;
   size_t paced_from_count_ = 0;
 };
@@ -189,39 +242,9 @@ TEST_F(PriorityTest, RecoveriesCommittedTogetherPastAFullWindowAreTheNextFiveDel
 // own 5 accounts.
 TEST_F(PriorityTest, RecoveriesGoFirstAcrossSendersAndCollectorsUnderTheGroupBudget) {
   constexpr int kRounds = 3;
-  out_ = dir_ + "/out";
-  const std::map<std::string, std::string> production = {{"MAILROOM_BATCH_TIMEOUT", "5000"},
-                                                         {"MAILROOM_POLL_INTERVAL", "2000"},
-                                                         {"MAILROOM_LEASE_MS", "60000"}};
-  collector_.reset();
-  collector_ = StartCollector(production, "collector-a", collector_port_);
-  ASSERT_NE(collector_, nullptr);
-  const int port_b = testing::FreePort();
-  auto collector_b = StartCollector(production, "collector-b", port_b);
-  ASSERT_NE(collector_b, nullptr);
-  ASSERT_EQ(WaitFor("SELECT count(*) FROM consumer_groups WHERE name = 'mailroom'", 1,
-                    absl::Seconds(10)),
-            1);
-  // The group's budget: 3 emails/s for the rest of the month at $0.10 per 1,000 (default
-  // burst).
-  Exec(absl::StrCat("INSERT INTO group_budgets (group_id, monthly_budget_micros) SELECT id, ",
-                    static_cast<int64_t>(kPacePerSecond * 100) * SecondsLeftInMonth(),
-                    " FROM consumer_groups WHERE name = 'mailroom'"));
-  InsertBacklog(kRounds * kRecoveries);
-  const std::map<std::string, std::string> sender_env = {{"MAILROOM_TRANSPORT", "file"},
-                                                         {"MAILROOM_FILE_DIR", out_},
-                                                         {"MAILROOM_PRICE_PER_1000", "0.10"}};
-  auto sender_a = StartSender(sender_env, "sender-a", collector_port_);
-  ASSERT_NE(sender_a, nullptr);
-  auto sender_b = StartSender(sender_env, "sender-b", port_b);
-  ASSERT_NE(sender_b, nullptr);
-  ASSERT_EQ(WaitFor("SELECT (count(*) >= 200)::INT FROM delivery_states WHERE state = 'leased'",
-                    1, absl::Seconds(60)),
-            1)
-      << "the backlog did not fill both senders' windows";
-  ASSERT_EQ(WaitFor("SELECT (count(*) >= 15)::INT FROM delivery_states WHERE state = 'sent'", 1,
-                    absl::Seconds(60)),
-            1);
+  ASSERT_TRUE(StartTwoSendersBehindABacklog(kRounds * kRecoveries));
+  testing::Process* sender_a = sender_a_.get();
+  testing::Process* sender_b = sender_b_.get();
   const absl::Time paced_from = absl::Now();
   const size_t paced_from_count = Delivered().size();
 
@@ -294,6 +317,75 @@ TEST_F(PriorityTest, RecoveriesGoFirstAcrossSendersAndCollectorsUnderTheGroupBud
                     " WHERE t.action = 'password_recovery' AND d.state = 'sent'",
                     kRounds * kRecoveries, absl::Seconds(30)),
             kRounds * kRecoveries);
+}
+
+// The critical class across senders: behind 2,000 activations and 2,000 notices, two collectors
+// and two senders on one group budget of 3 emails/s, 5 password recoveries and 5 sign-in codes
+// committed in one transaction are among the next 12 emails written after their commit (10,
+// and what is left of the grant the other sender held before the commit, as above), and no
+// grant other than a critical one is made from their commit until their acknowledgement.
+TEST_F(PriorityTest, RecoveriesAndSignInCodesGoFirstBehindActivationsAndNotices) {
+  constexpr int kNotices = 2000;
+  constexpr int kCritical = 2 * kRecoveries;
+  ASSERT_TRUE(StartTwoSendersBehindABacklog(
+      kCritical,
+      absl::StrCat("INSERT INTO accounts (email, login, status, activated_at) SELECT 'n' || i ||"
+                   " '@example.test', 'n' || i, 'active', 1 FROM generate_series(1, ", kNotices,
+                   ") i;"
+                   "INSERT INTO tokens (account, action) SELECT id, 'password_changed'"
+                   " FROM accounts WHERE login LIKE 'n%'")));
+  testing::Process* sender_a = sender_a_.get();
+  testing::Process* sender_b = sender_b_.get();
+
+  const std::vector<std::string> before_files = Delivered();
+  const std::set<std::string> before(before_files.begin(), before_files.end());
+  {
+    pqxx::connection c(url_);
+    pqxx::work tx(c);
+    tx.exec("SET LOCAL search_path = mailroom");
+    tx.exec(absl::StrCat("SELECT mailroom.request(id, 'password_recovery') FROM accounts"
+                         " WHERE login IN (SELECT 'r' || i FROM generate_series(1, ",
+                         kRecoveries, ") i)"));
+    tx.exec(absl::StrCat("SELECT mailroom.request(id, 'login_code') FROM accounts"
+                         " WHERE login IN (SELECT 'r' || i FROM generate_series(",
+                         kRecoveries + 1, ", ", kCritical, ") i)"));
+    tx.commit();
+  }
+  const int64_t committed_us =
+      Scalar("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1e6)::BIGINT");
+  const std::string critical_sent =
+      "SELECT count(*) FROM delivery_states d JOIN tokens t ON t.id = d.token_id"
+      " WHERE t.action IN ('password_recovery', 'login_code') AND d.state = 'sent'";
+  ASSERT_EQ(WaitFor(critical_sent, kCritical, absl::Seconds(60)), kCritical)
+      << sender_a->Log() << sender_b->Log();
+  // Positions among the emails written since the commit.
+  std::vector<size_t> positions;
+  std::vector<std::string> since;
+  for (const std::string& f : Delivered()) {
+    if (before.count(f) == 0) since.push_back(f);
+  }
+  for (int r = 1; r <= kCritical; ++r) {
+    const std::string to = absl::StrCat("<r", r, "@example.test>");
+    for (size_t i = 0; i < since.size(); ++i) {
+      if (Slurp(since[i]).find(to) != std::string::npos) positions.push_back(i + 1);
+    }
+  }
+  ASSERT_EQ(positions.size(), static_cast<size_t>(kCritical));
+  std::sort(positions.begin(), positions.end());
+  std::printf("recoveries and sign-in codes delivered at positions %s\n",
+              absl::StrJoin(positions, ", ").c_str());
+  EXPECT_LE(positions.back(), 12u);
+  const int64_t acked_us = Scalar(
+      "SELECT (EXTRACT(EPOCH FROM max(d.updated_at)) * 1e6)::BIGINT FROM delivery_states d"
+      " JOIN tokens t ON t.id = d.token_id WHERE t.action IN ('password_recovery', 'login_code')");
+  EXPECT_EQ(Scalar(absl::StrCat("SELECT count(*) FROM budget_grants WHERE NOT recovery AND"
+                                " expires_at - INTERVAL '10 seconds' BETWEEN to_timestamp(",
+                                committed_us, " / 1e6) AND to_timestamp(", acked_us, " / 1e6)")),
+            0);
+  // No notice went before the activations: none of them was sent yet.
+  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states d JOIN tokens t ON t.id = d.token_id"
+                   " WHERE t.action = 'password_changed' AND d.state IN ('sent', 'leased')"),
+            0);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "collector/signing.h"
@@ -72,14 +73,35 @@ class InterfaceTest : public testing::MigratedDatabaseTest {
   std::pair<std::string, std::string> Link(int64_t id) {
     pqxx::nontransaction tx(*conn_);
     pqxx::row r = tx.exec1(absl::StrCat(
-        "SELECT action::text, secret, code FROM mailroom.tokens WHERE id = ", id));
-    const TokenAction action = r[0].as<std::string>() == "activation"
-                                   ? TokenAction::kActivation
-                                   : TokenAction::kPasswordRecovery;
+        "SELECT t.action, t.secret, t.code, k.carries_code FROM mailroom.tokens t"
+        " JOIN mailroom.actions k ON k.name = t.action WHERE t.id = ", id));
+    const TokenAction action = *ParseTokenAction(r[0].as<std::string>());
     const std::string code = r[2].as<std::string>();
-    auto token = SignToken(*ParseSigningKey(kKey), action, pqxx::binarystring(r[1]).str(), code);
+    // As the collector signs it: the code only for an action that carries one.
+    auto token = SignToken(*ParseSigningKey(kKey), action, pqxx::binarystring(r[1]).str(),
+                           r[3].as<bool>() ? code : "");
     EXPECT_TRUE(token.ok());
     return {*token, code};
+  }
+  // An account that activated once (its activated_at set), as the seeds' lifecycle leaves it.
+  int64_t Activated(const std::string& login) {
+    const int64_t id = Signup(login, "active");
+    Exec(absl::StrCat("UPDATE mailroom.accounts SET activated_at = 1 WHERE id = ", id));
+    return id;
+  }
+  Outcome ConsumeCode(pqxx::connection& c, int64_t account, const std::string& action,
+                      const std::string& code) {
+    pqxx::nontransaction tx(c);
+    pqxx::row r = tx.exec(absl::StrCat("SELECT * FROM mailroom.consume_code(", account, ", ",
+                                       tx.quote(action), ", ", tx.quote(code), ")"))[0];
+    return {Field(r[0]), Field(r[1]), Field(r[2])};
+  }
+  Outcome ConsumeCode(int64_t account, const std::string& action, const std::string& code) {
+    return ConsumeCode(*app_, account, action, code);
+  }
+  int64_t Token(const Decision& d) {
+    EXPECT_EQ(d.decision, "queued") << d.reason;
+    return d.decision == "queued" ? std::stoll(d.token_id) : 0;
   }
   int64_t ActivationToken(int64_t account) {
     CollectSignups();
@@ -105,7 +127,7 @@ TEST_F(InterfaceTest, TheApplicationsRoleHasOnlyTheInterfacesRights) {
   std::vector<std::string> names;
   for (const auto& row : fns) names.push_back(row[0].as<std::string>());
   // mailroom_random_code: the tokens' default, which runs as the inserting role.
-  EXPECT_EQ(absl::StrJoin(names, ","), "consume,mailroom_random_code,request");
+  EXPECT_EQ(absl::StrJoin(names, ","), "consume,consume_code,mailroom_random_code,request");
   // Column UPDATE on accounts for the lifecycle, nothing on tokens.
   EXPECT_TRUE(tx.exec1("SELECT has_column_privilege('app', 'mailroom.accounts', 'status',"
                        " 'UPDATE')")[0].as<bool>());
@@ -241,7 +263,9 @@ TEST_F(InterfaceTest, TheSeedsLifecycleThroughTheInterface) {
   // Back from suspension, never activated: provisioned, and its first token still works.
   App("UPDATE mailroom.accounts SET status = 'active' WHERE id = " + id);
   EXPECT_EQ(Text("SELECT status FROM mailroom.accounts WHERE id = " + id), "provisioned");
-  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.tokens WHERE account = " + id), 1);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.tokens WHERE action = 'activation' AND account = " +
+                id),
+            1);
   // A second activation asked for: both are live, the newer one is consumed.
   const auto [second, second_code] = Link(std::stoll(Request(a, "activation").token_id));
   EXPECT_EQ(Consume(second), (Outcome{"ok", id, "activation"}));
@@ -337,6 +361,247 @@ TEST_F(InterfaceTest, AccountEmailsShowsEachEmailsState) {
             "view@example.test");
   Consume(Link(token).first);
   EXPECT_EQ(state_of(absl::StrCat("token_id = ", token)), "consumed");
+}
+
+// A sign-in code: 6 digits (the action's code_length), a short expiry, critical; consumed with
+// the link and its code, or with the code alone typed on another device (consume_code); a newer
+// request supersedes the older; wrong codes are counted and the 5th locks the code for good.
+TEST_F(InterfaceTest, LoginCodesAreConsumedOnceAndDieAfterTheWrongAttempts) {
+  const int64_t a = Activated("login");
+  const std::string id = std::to_string(a);
+  const int64_t first = Token(Request(a, "login_code"));
+  EXPECT_EQ(Text(absl::StrCat("SELECT char_length(code) || ' ' || (expires_at - created_at) || ' '"
+                              " || priority FROM mailroom.tokens WHERE id = ", first)),
+            "6 600 critical");
+  const auto [link, code] = Link(first);
+  EXPECT_EQ(Consume(link), (Outcome{"wrong_code", id, "login_code"}));  // the code is required
+  EXPECT_EQ(Consume(link, code), (Outcome{"ok", id, "login_code"}));
+  EXPECT_EQ(Consume(link, code), (Outcome{"consumed", id, "login_code"}));
+
+  // Typed on another device: the account's pending code. A newer request supersedes it.
+  const auto [old_link, old_code] = Link(Token(Request(a, "login_code")));
+  const auto [new_link, new_code] = Link(Token(Request(a, "login_code")));
+  EXPECT_EQ(Consume(old_link, old_code), (Outcome{"superseded", id, "login_code"}));
+  const std::string wrong = new_code == "000000" ? "000001" : "000000";
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(ConsumeCode(a, "login_code", wrong), (Outcome{"wrong_code", id, "login_code"}));
+  }
+  // The 5th wrong code (one more through the link) locks it: the right one no longer works.
+  EXPECT_EQ(Consume(new_link, wrong), (Outcome{"wrong_code", id, "login_code"}));
+  EXPECT_EQ(ConsumeCode(a, "login_code", new_code), (Outcome{"locked", id, "login_code"}));
+  EXPECT_EQ(Consume(new_link, new_code), (Outcome{"locked", id, "login_code"}));
+  // An action without a code, an account without a pending code: invalid.
+  EXPECT_EQ(ConsumeCode(a, "email_change", "123456").outcome, "invalid");
+  EXPECT_EQ(ConsumeCode(Activated("nocode"), "login_code", new_code).outcome, "invalid");
+  // The account's limit (5 an hour): 3 made above, the 4th and 5th are accepted, the 6th
+  // refused.
+  EXPECT_EQ(Request(a, "login_code").decision, "queued");
+  EXPECT_EQ(Request(a, "login_code").decision, "queued");
+  const Decision limited = Request(a, "login_code");
+  EXPECT_EQ(limited.decision, "rate_limited");
+  EXPECT_EQ(limited.reason,
+            "rate limited: 5 login_code requests for this account in the last 3600 s (limit 5)");
+}
+
+// An address change: the token goes to the new address; consuming it changes the account's
+// address (the trigger) and queues the email_changed notice to the old one. The new address is
+// refused when it is missing, malformed, the account's own or another account's.
+TEST_F(InterfaceTest, EmailChangeMovesTheAccountAndTellsTheOldAddress) {
+  const int64_t a = Activated("mover");
+  const int64_t other = Activated("other");
+  const std::string id = std::to_string(a);
+  auto refusal = [&](const std::string& address) {
+    Decision d = Request(a, "email_change", address);
+    EXPECT_EQ(d.decision, "refused") << address;
+    return d.reason;
+  };
+  EXPECT_EQ(refusal("NULL"), "email_change needs the new address");
+  EXPECT_EQ(refusal("'not-an-address'"), "malformed address");
+  EXPECT_EQ(refusal("' Mover@Example.test '"), "the account already has this address");
+  EXPECT_EQ(refusal("'other@example.test'"), "address in use by another account");
+  EXPECT_EQ(Request(other, "login_code", "'x@example.test'").reason,
+            "login_code goes to the account's own address: give no address");
+
+  const int64_t t = Token(Request(a, "email_change", "'New@Example.test'"));
+  EXPECT_EQ(Text(absl::StrCat("SELECT to_address || ' ' || address || ' ' || priority"
+                              " FROM mailroom.tokens WHERE id = ", t)),
+            "New@Example.test new@example.test critical");
+  {
+    pqxx::nontransaction tx(*conn_);
+    pqxx::result jobs = tx.exec(
+        "SELECT action, email, code FROM mailroom.mailroom_dequeue('mailroom', 10, 'o', 60000)");
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(jobs[0][0].as<std::string>(), "email_change");
+    EXPECT_EQ(jobs[0][1].as<std::string>(), "New@Example.test");  // the new address
+    EXPECT_TRUE(jobs[0][2].is_null());  // no code: the link alone
+  }
+  const auto [link, code] = Link(t);
+  EXPECT_EQ(Consume(link), (Outcome{"ok", id, "email_change"}));
+  EXPECT_EQ(Text("SELECT email FROM mailroom.accounts WHERE id = " + id), "New@Example.test");
+  EXPECT_EQ(Text("SELECT string_agg(action || ' ' || to_address || ' ' || address, ',')"
+                 " FROM mailroom.tokens WHERE action = 'email_changed' AND account = " + id),
+            "email_changed mover@example.test mover@example.test");
+  EXPECT_EQ(Consume(link), (Outcome{"consumed", id, "email_change"}));
+
+  // Taken meanwhile by another account: the confirmation is refused and stays unconsumed.
+  const auto [link2, code2] = Link(Token(Request(a, "email_change", "'later@example.test'")));
+  App("UPDATE mailroom.accounts SET email = 'later@example.test' WHERE id = " +
+      std::to_string(other));
+  EXPECT_EQ(Consume(link2), (Outcome{"address_taken", id, "email_change"}));
+  EXPECT_EQ(Text("SELECT email FROM mailroom.accounts WHERE id = " + id), "New@Example.test");
+}
+
+// An invited account: inserted 'invited', it queues no activation; its invitation (a week's
+// expiry) activates it when consumed.
+TEST_F(InterfaceTest, AnInvitationActivatesTheInvitedAccount) {
+  const int64_t a = Signup("guest", "invited");
+  const std::string id = std::to_string(a);
+  CollectSignups();
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.tokens WHERE account = " + id), 0);
+  EXPECT_EQ(Request(a, "activation").reason, "wrong account state: invited");
+  EXPECT_EQ(Request(a, "password_recovery").reason, "wrong account state: invited");
+  const int64_t t = Token(Request(a, "invitation"));
+  EXPECT_EQ(Int(absl::StrCat("SELECT expires_at - created_at FROM mailroom.tokens WHERE id = ", t)),
+            604800);
+  EXPECT_EQ(Consume(Link(t).first), (Outcome{"ok", id, "invitation"}));
+  EXPECT_EQ(Text("SELECT status || ' ' || (activated_at IS NOT NULL)::text"
+                 " FROM mailroom.accounts WHERE id = " + id),
+            "active true");
+  EXPECT_EQ(Request(a, "invitation").reason, "wrong account state: active");
+}
+
+// Notices carry no secret: requested (password_changed) for an account in any state, and no
+// string of theirs is accepted by consume.
+TEST_F(InterfaceTest, NoticesAreRequestedButNeverConsumed) {
+  const int64_t a = Activated("notice");
+  const int64_t t = Token(Request(a, "password_changed"));
+  EXPECT_EQ(Consume(Link(t).first).outcome, "invalid");
+  pqxx::nontransaction tx(*conn_);
+  pqxx::result jobs = tx.exec(
+      "SELECT action, secret, code, priority FROM mailroom.mailroom_dequeue('mailroom', 10, 'o',"
+      " 60000)");
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0][0].as<std::string>(), "password_changed");
+  EXPECT_TRUE(jobs[0][1].is_null());
+  EXPECT_TRUE(jobs[0][2].is_null());
+  EXPECT_EQ(jobs[0][3].as<std::string>(), "notice");
+}
+
+// 1,000 status changes of one account (500 suspensions, 500 reactivations) yield 6 notices:
+// each notice's limit is 3 per account a day, the rest are kept rate limited and never sent.
+TEST_F(InterfaceTest, AFloodOfStatusChangesYieldsAtMostSixNotices) {
+  const int64_t a = Activated("flood");
+  const std::string id = std::to_string(a);
+  for (int i = 0; i < 500; ++i) {
+    App("UPDATE mailroom.accounts SET status = 'suspended' WHERE id = " + id);
+    App("UPDATE mailroom.accounts SET status = 'active' WHERE id = " + id);
+  }
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.tokens WHERE account = " + id), 1000);
+  EXPECT_EQ(Text("SELECT string_agg(action || ' ' || n, ',' ORDER BY action) FROM (SELECT action,"
+                 " count(*) n FROM mailroom.tokens WHERE NOT rate_limited AND account = " + id +
+                 " GROUP BY action) x"),
+            "account_reactivated 3,account_suspended 3");
+  pqxx::nontransaction tx(*conn_);
+  EXPECT_EQ(tx.exec("SELECT * FROM mailroom.mailroom_dequeue('mailroom', 2000, 'o', 60000)").size(),
+            6u);
+}
+
+// Two connections consume each of 200 sign-in codes and 200 address changes at once: exactly
+// one success per token, and one email_changed notice per account.
+TEST_F(InterfaceTest, LoginCodesAndEmailChangesAreConsumedExactlyOnceUnderRaces) {
+  constexpr int kAccounts = 200;
+  Exec(absl::StrCat("INSERT INTO mailroom.accounts (email, login, status, activated_at) SELECT"
+                    " 'race' || i || '@example.test', 'race' || i, 'active', 1"
+                    " FROM generate_series(1, ", kAccounts, ") i"));
+  App("SELECT count(*) FROM mailroom.accounts a, LATERAL mailroom.request(a.id, 'login_code') r"
+      " WHERE a.login LIKE 'race%'");
+  App("SELECT count(*) FROM mailroom.accounts a, LATERAL mailroom.request(a.id, 'email_change',"
+      " 'moved-' || a.email) r WHERE a.login LIKE 'race%'");
+  std::vector<std::pair<std::string, std::string>> links;
+  std::vector<int64_t> ids;
+  {
+    pqxx::nontransaction tx(*conn_);
+    for (const auto& row : tx.exec("SELECT id FROM mailroom.tokens ORDER BY id")) {
+      ids.push_back(row[0].as<int64_t>());
+    }
+  }
+  for (int64_t t : ids) links.push_back(Link(t));
+  ASSERT_EQ(links.size(), static_cast<size_t>(2 * kAccounts));
+  std::vector<std::atomic<int>> ok(links.size());
+  std::atomic<int> consumed{0}, other{0};
+  auto clicker = [&] {
+    pqxx::connection c(testing::UrlAs(url_, "app"));
+    for (size_t i = 0; i < links.size(); ++i) {
+      // A login code's link comes with its code, a change's alone.
+      const bool code = i < static_cast<size_t>(kAccounts);
+      Outcome o = Consume(c, links[i].first, code ? links[i].second : "");
+      if (o.outcome == "ok") ++ok[i];
+      else if (o.outcome == "consumed") ++consumed;
+      else ++other;
+    }
+  };
+  std::thread x(clicker), y(clicker);
+  x.join();
+  y.join();
+  int once = 0;
+  for (auto& n : ok) once += n.load() == 1;
+  EXPECT_EQ(once, 2 * kAccounts);
+  EXPECT_EQ(consumed.load(), 2 * kAccounts);
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.accounts WHERE email LIKE 'moved-race%'"), kAccounts);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.tokens WHERE action = 'email_changed'"), kAccounts);
+}
+
+// Two accounts confirm the same new address at once: one gets it, the other is told
+// address_taken (not an error), whichever commits first.
+TEST_F(InterfaceTest, TwoAccountsRacingForOneAddressEndWithOneOwner) {
+  const int64_t a = Activated("ra"), b = Activated("rb");
+  const auto la = Link(Token(Request(a, "email_change", "'same@example.test'"))).first;
+  const auto lb = Link(Token(Request(b, "email_change", "'same@example.test'"))).first;
+  Outcome oa, ob;
+  std::thread x([&] {
+    pqxx::connection c(testing::UrlAs(url_, "app"));
+    oa = Consume(c, la, "");
+  });
+  std::thread y([&] {
+    pqxx::connection c(testing::UrlAs(url_, "app"));
+    ob = Consume(c, lb, "");
+  });
+  x.join();
+  y.join();
+  EXPECT_EQ(absl::StrJoin({oa.outcome, ob.outcome}, ","),
+            oa.outcome == "ok" ? "ok,address_taken" : "address_taken,ok");
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.accounts WHERE email = 'same@example.test'"), 1);
+}
+
+// An action of the application's own, added with one INSERT into an installed database: the
+// application requests it by name, the dequeue hands it out under its name, its token is signed
+// with its own domain ("/action/" || name || "/", the code appended) and consumed.
+TEST_F(InterfaceTest, ACustomActionIsRequestedDequeuedSignedWithItsDomainAndConsumed) {
+  Exec("INSERT INTO mailroom.actions (name, carries_code, code_length, expiry_seconds, priority,"
+       " account_status) VALUES ('document_signature', true, 8, 3600, 'normal', 'active')");
+  const int64_t a = Activated("custom");
+  const int64_t t = Token(Request(a, "document_signature"));
+  pqxx::result jobs = pqxx::nontransaction(*conn_).exec(
+      "SELECT action, secret, code, priority FROM mailroom.mailroom_dequeue('mailroom', 10, 'o',"
+      " 60000)");
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0][0].as<std::string>(), "document_signature");
+  const std::string secret = pqxx::binarystring(jobs[0][1]).str();
+  const std::string code = jobs[0][2].as<std::string>();
+  EXPECT_EQ(code.size(), 8u);
+  const auto [link, link_code] = Link(t);
+  EXPECT_EQ(link_code, code);
+  // The signature is HMAC-SHA256(key, "/action/document_signature/" || secret || code).
+  const SigningKey key = *ParseSigningKey(kKey);
+  std::string raw;
+  ASSERT_TRUE(absl::WebSafeBase64Unescape(link, &raw));
+  EXPECT_EQ(raw.substr(32),
+            HmacSha256(absl::string_view(reinterpret_cast<const char*>(key.bytes.data()), 32),
+                       absl::StrCat("/action/document_signature/", secret, code)));
+  EXPECT_TRUE(VerifyToken({key}, *ParseTokenAction("document_signature"), link, code).ok());
+  EXPECT_FALSE(VerifyToken({key}, *ParseTokenAction("login_code"), link, code).ok());
+  EXPECT_EQ(Consume(link, code), (Outcome{"ok", std::to_string(a), "document_signature"}));
 }
 
 }  // namespace

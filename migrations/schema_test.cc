@@ -93,7 +93,9 @@ TEST_F(SchemaTest, NeverActivatedUnsuspendGoesBackToProvisionedWithALiveToken) {
   EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE action = 'activation' AND consumed_at IS NULL "
                 "AND expires_at > EXTRACT(EPOCH FROM now())"),
             1);
-  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 2);
+  // The first activation and the fresh one, and the suspension's notice.
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE action = 'activation'"), 2);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE action = 'account_suspended'"), 1);
 }
 
 TEST_F(SchemaTest, UnsuspendKeepsAStillLiveTokenInsteadOfIssuingAnother) {
@@ -102,7 +104,7 @@ TEST_F(SchemaTest, UnsuspendKeepsAStillLiveTokenInsteadOfIssuingAnother) {
   Exec("UPDATE accounts SET status = 'suspended'");
   Exec("UPDATE accounts SET status = 'active'");
   EXPECT_EQ(Row("SELECT status FROM accounts")[0].as<std::string>(), "provisioned");
-  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 1);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE action = 'activation'"), 1);
 }
 
 // An application that predates mailroom's interface signs up users with a role of its own, with
@@ -184,13 +186,13 @@ TEST_F(SchemaTest, AnApplicationRoleWithTheListedRightsOnlySignsUpAndActivates) 
 }
 
 // Every signup writes an entry in each index of tokens: only those a reader needs (the primary
-// key; the secret, the application's look-up; the dequeue's window; the account's tokens by
-// action and time; the account's pending recovery).
+// key; the secret, the application's look-up; the dequeue's window per class; the account's
+// tokens by action and time; the account's pending token per action).
 TEST_F(SchemaTest, TokensHaveOnlyTheIndexesTheirReadersNeed) {
   EXPECT_EQ(Text("SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes"
                  " WHERE tablename = 'tokens'"),
-            "tokens_account_action_idx,tokens_action_txid_id_idx,tokens_pending_recovery_idx,"
-            "tokens_pkey,tokens_secret_key");
+            "tokens_account_action_idx,tokens_pending_idx,tokens_pkey,"
+            "tokens_priority_txid_id_idx,tokens_secret_key");
 }
 
 // A signup wakes the collector itself (its queued row's statement NOTIFYs), as a token the
@@ -456,7 +458,7 @@ TEST_F(SchemaTest, DequeueWindowIsAnIndexRangeScanWithoutStatistics) {
     }
     if (n.find("array_agg(w.id)") != std::string::npos) {
       ++windows;
-      EXPECT_THAT(n, HasSubstr("Index Scan using tokens_action_txid_id_idx on tokens")) << n;
+      EXPECT_THAT(n, HasSubstr("Index Scan using tokens_priority_txid_id_idx on tokens")) << n;
     } else if (n.find("FOR UPDATE SKIP LOCKED") != std::string::npos &&
                n.find("d.due_at <= now()") != std::string::npos) {
       ++due;
@@ -479,7 +481,7 @@ TEST_F(SchemaTest, DequeueWindowIsAnIndexRangeScanWithoutStatistics) {
 // The window read starts at the cursor, not at the class's first token: late in a long drain it
 // reads the index pages of its own window only. Since 0022 the dequeue runs its generic plans
 // from the first call; a window written as `t.action = class AND (action, txid, id) > (class,
-// cursor)` still showed "Index Scan using tokens_action_txid_id_idx" (the test above passes),
+// cursor)` still showed "Index Scan using tokens_priority_txid_id_idx" (the test above passes),
 // but the scan began at the class's first token on every call: a 1,000,000 drain fell to 14,000
 // jobs/s in its last tenth. Here the 30th call of 1000 jobs would read the 29,000 index entries
 // before its window (over 100 pages) instead of about 30 pages of index and heap.
@@ -518,7 +520,7 @@ TEST_F(SchemaTest, DequeueWindowStartsAtTheCursorLateInADrain) {
     }
     std::vector<std::string> lines = absl::StrSplit(n, '\n');
     for (size_t i = 0; i < lines.size(); ++i) {
-      if (lines[i].find("Index Scan using tokens_action_txid_id_idx on tokens") == std::string::npos) {
+      if (lines[i].find("Index Scan using tokens_priority_txid_id_idx on tokens") == std::string::npos) {
         continue;
       }
       ++windows;
@@ -1353,7 +1355,7 @@ TEST_F(GroupLockTest, ADequeueInProgressAndTheAcknowledgementsCountersDoNotWaitF
 class PriorityTest : public SchemaTest {
  protected:
   // Leases up to `n` jobs; returns their actions in the order handed out ('r' recovery, 'a'
-  // activation).
+  // activation, 'l' sign-in code, 'n' a notice).
   // `recoveries_only`: the recovery lane's call (0014's fifth argument).
   std::string Dequeue(int n, const std::string& group = "mailroom",
                       bool recoveries_only = false) {
@@ -1362,7 +1364,11 @@ class PriorityTest : public SchemaTest {
     for (const auto& r : tx.exec(absl::StrCat("SELECT action FROM mailroom_dequeue('", group,
                                               "', ", n, ", 'owner', 60000",
                                               recoveries_only ? ", true)" : ")"))) {
-      out += r[0].as<std::string>() == "password_recovery" ? 'r' : 'a';
+      const std::string action = r[0].as<std::string>();
+      out += action == "password_recovery" ? 'r'
+             : action == "activation"      ? 'a'
+             : action == "login_code"      ? 'l'
+                                           : 'n';
     }
     tx.commit();
     return out;
@@ -1381,7 +1387,97 @@ class PriorityTest : public SchemaTest {
                       " FROM accounts WHERE login IN (SELECT 'r' || i FROM generate_series(",
                       from, ", ", from + n - 1, ") i)"));
   }
+  // `n` active accounts (logins prefix || i) and a token of `action` for each.
+  void Requests(const std::string& action, const std::string& prefix, int n) {
+    Exec(absl::StrCat("INSERT INTO accounts (email, login, status) SELECT '", prefix,
+                      "' || i || '@example.com', '", prefix, "' || i, 'active'"
+                      " FROM generate_series(1, ", n, ") i"));
+    Exec(absl::StrCat("INSERT INTO tokens (account, action) SELECT id, '", action,
+                      "' FROM accounts WHERE login LIKE '", prefix, "%'"));
+  }
 };
+
+// Behind 2,000 activations and 2,000 notices, 5 recoveries and 5 sign-in codes (critical) are
+// the next 10 jobs handed out; the activations (normal) all go before the first notice.
+TEST_F(PriorityTest, CriticalBeforeNormalBeforeNotice) {
+  Activations(2000);
+  Requests("password_changed", "n", 2000);
+  EXPECT_EQ(Dequeue(10), "aaaaaaaaaa");
+  Recoveries(5);
+  Requests("login_code", "l", 5);
+  EXPECT_EQ(Dequeue(12), "rrrrrlllllaa");
+  EXPECT_EQ(Dequeue(1988), std::string(1988, 'a'));
+  Requests("login_code", "m", 1);
+  EXPECT_EQ(Dequeue(3), "lnn");
+  EXPECT_EQ(Dequeue(5000), std::string(1998, 'n'));
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states"), Int("SELECT count(*) FROM tokens"));
+  EXPECT_EQ(Int("SELECT depth FROM mailroom_stats('mailroom')"), 0);
+}
+
+// The lane serves the whole critical class: recoveries and sign-in codes, not notices.
+TEST_F(PriorityTest, TheLaneHandsOutEveryCriticalAction) {
+  Requests("password_changed", "n", 20);
+  Activations(20);
+  Requests("login_code", "l", 3);
+  Recoveries(2);
+  EXPECT_EQ(Dequeue(100, "mailroom", true), "lllrr");
+  // One lease batch for the class's window, recoveries and codes alike.
+  EXPECT_EQ(Int("SELECT sum(cardinality(ids)) FROM lease_batches WHERE recovery"), 5);
+  EXPECT_EQ(Dequeue(100), std::string(20, 'a') + std::string(20, 'n'));
+}
+
+// Notices are the first thing a tight budget drops: while a group's month has less than
+// notice_pause_percent (20) of its budget left they are not leased (activations are), and they
+// go once the budget has room again; the pause reads the group's budget or the collector's
+// default for it.
+TEST_F(PriorityTest, NoticesWaitWhileTheBudgetLeftIsUnderThePauseThreshold) {
+  Exec("INSERT INTO group_budgets (group_id, monthly_budget_micros) VALUES (1, 1000000)");
+  Exec("INSERT INTO budget_months (group_id, month, granted_micros) VALUES"
+       " (1, date_trunc('month', now() AT TIME ZONE 'UTC')::DATE, 810000)");
+  Requests("account_suspended", "n", 5);
+  Activations(3);
+  EXPECT_EQ(Dequeue(100), "aaa");  // 19% left: notices wait
+  EXPECT_EQ(Int("SELECT depth FROM mailroom_stats('mailroom')"), 5);
+  Exec("UPDATE mailroom_settings SET notice_pause_percent = 19");
+  EXPECT_EQ(Dequeue(100), "nnnnn");
+  // The collector's default budget when the group has none of its own.
+  Exec("UPDATE mailroom_settings SET notice_pause_percent = 20");
+  Exec("UPDATE group_budgets SET monthly_budget_micros = NULL");
+  Requests("account_suspended", "m", 2);
+  pqxx::work tx(*conn_);
+  EXPECT_EQ(tx.exec("SELECT * FROM mailroom_dequeue('mailroom', 10, 'o', 60000, false, 1000000)")
+                .size(),
+            0u);
+  EXPECT_EQ(tx.exec("SELECT * FROM mailroom_dequeue('mailroom', 10, 'o', 60000, false, 2000000)")
+                .size(),
+            2u);
+}
+
+// The action's rules: expiry, class and code length from its row; an action added with one
+// INSERT is requested like a built-in.
+TEST_F(PriorityTest, TokensTakeTheirActionsRules) {
+  Requests("login_code", "l", 1);
+  Exec("UPDATE actions SET code_length = 8, expiry_seconds = 120 WHERE name = 'login_code'");
+  Requests("login_code", "k", 1);
+  EXPECT_EQ(Text("SELECT string_agg(char_length(code) || ':' || (expires_at - created_at) || ':'"
+                 " || priority, ',' ORDER BY id) FROM tokens"),
+            "6:600:critical,8:120:critical");
+  EXPECT_THROW(Exec("UPDATE actions SET code_length = 5 WHERE name = 'login_code'"),
+               pqxx::check_violation);
+  EXPECT_THROW(Exec("UPDATE actions SET priority = 'notice' WHERE name = 'password_recovery'"),
+               pqxx::check_violation);
+  EXPECT_THROW(Exec("INSERT INTO actions (name) VALUES ('Bad-Name')"), pqxx::check_violation);
+  EXPECT_THROW(Exec("INSERT INTO tokens (account, action) SELECT id, 'no_such_action'"
+                    " FROM accounts LIMIT 1"),
+               pqxx::sql_error);
+  Exec("INSERT INTO actions (name, priority, carries_secret) VALUES ('weekly_digest', 'notice',"
+       " false)");
+  Requests("weekly_digest", "w", 2);
+  EXPECT_EQ(Dequeue(10), "llnn");
+  // The settings' old limit columns still set the two first actions' limits.
+  Exec("UPDATE mailroom_settings SET recovery_limit_per_account = 7");
+  EXPECT_EQ(Int("SELECT limit_per_account FROM actions WHERE name = 'password_recovery'"), 7);
+}
 
 TEST_F(PriorityTest, RecoveriesQueuedBehindABacklogOfActivationsLeaveFirst) {
   Activations(2000);
@@ -1877,17 +1973,19 @@ TEST_F(SchemaTest, ACollectedSignupMakesATokenOnlyForAProvisionedAccountWithoutA
   Exec("DELETE FROM accounts WHERE login = 'b'");
   Exec("UPDATE accounts SET status = 'suspended' WHERE login IN ('c', 'd')");
   Exec("UPDATE accounts SET status = 'active' WHERE login = 'd'");  // back to provisioned
-  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 1);  // d's, made by its un-suspension
+  // d's, made by its un-suspension (and c's and d's suspension notices).
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE action = 'activation'"), 1);
   EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 6);
   EXPECT_EQ(Int("SELECT count(*) FROM mailroom_signups"), 0);
   EXPECT_EQ(Text("SELECT string_agg(a.login || ':' || t.action, ',' ORDER BY a.login)"
-                 "  FROM tokens t JOIN accounts a ON a.id = t.account"),
+                 "  FROM tokens t JOIN accounts a ON a.id = t.account"
+                 " WHERE t.action = 'activation'"),
             "a:activation,d:activation");
   EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 0);
   // c, un-suspended later, gets its token then.
   Exec("UPDATE accounts SET status = 'active' WHERE login = 'c'");
   EXPECT_EQ(Int("SELECT count(*) FROM tokens t JOIN accounts a ON a.id = t.account"
-                " WHERE a.login = 'c'"),
+                " WHERE a.login = 'c' AND t.action = 'activation'"),
             1);
 }
 
@@ -2086,12 +2184,15 @@ TEST_F(SchemaTest, ACollectionThatMakesNoTokenSendsNoNotify) {
   Exec("INSERT INTO accounts (email, login) VALUES ('n@example.com', 'n')");
   listener.await_notification(5, 0);
   ASSERT_EQ(r.count, 1);  // the signup's own wake-up
+  // The suspension's account_suspended notice wakes the collector itself.
   Exec("UPDATE accounts SET status = 'suspended'");
+  listener.await_notification(5, 0);
+  ASSERT_EQ(r.count, 2);
   EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 1);  // taken, no token made
   EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 0);  // nothing queued
   Exec("SELECT pg_notify((SELECT channel FROM mailroom_settings), 'marker')");
   listener.await_notification(5, 0);
-  EXPECT_EQ(r.count, 2);  // only the marker
+  EXPECT_EQ(r.count, 3);  // only the marker
 }
 
 // The abuse limits' windows are counted back from the signup's time, not the collection's: a

@@ -13,9 +13,15 @@
 namespace mailroom {
 namespace {
 
+// Critical jobs (password recoveries, sign-in codes, address changes: Job.priority) are sent
+// first and paced as recoveries are; a collector that does not set the priority marks
+// recoveries by their action.
+bool Critical(const v1::Job& job) {
+  return job.priority() == v1::PRIORITY_CRITICAL || job.action() == v1::ACTION_PASSWORD_RECOVERY;
+}
+
 SendClass ClassOf(const v1::Job& job) {
-  return job.action() == v1::ACTION_PASSWORD_RECOVERY ? SendClass::kRecovery
-                                                      : SendClass::kStandard;
+  return Critical(job) ? SendClass::kRecovery : SendClass::kStandard;
 }
 
 // A metrics label: one value per action the database names (unnamed or invalid: "unknown").
@@ -43,7 +49,9 @@ Engine::Engine(EngineOptions options, RenderFunction render, Transport* transpor
 Engine::~Engine() { Drain(); }
 
 Engine::Key Engine::KeyOf(const v1::Job& j) {
-  return {j.action() == v1::ACTION_PASSWORD_RECOVERY ? 0 : 1, j.expires_at(), j.job_id()};
+  // Critical, then normal, then notices; by expiry within a class.
+  return {Critical(j) ? 0 : j.priority() == v1::PRIORITY_NOTICE ? 2 : 1, j.expires_at(),
+          j.job_id()};
 }
 
 void Engine::Submit(std::vector<LeasedJob> jobs) {

@@ -258,6 +258,31 @@ TEST_F(EngineTest, RecoveryFirstThenEarliestExpiry) {
                                       "user3@example.test", "user2@example.test"}));
 }
 
+// Job.priority orders the other actions: a critical sign-in code before activations, a notice
+// after them whatever its expiry.
+TEST_F(EngineTest, CriticalThenNormalThenNoticeByJobPriority) {
+  Start(OnePerSecond());
+  Submit({Job(1)});
+  ASSERT_TRUE(SendsReach(1));
+  Settle();
+  auto other = [&](uint64_t id, v1::Priority priority, absl::Duration expires_in) {
+    v1::Job j = Job(id, v1::ACTION_OTHER, expires_in);
+    j.set_action_name(priority == v1::PRIORITY_NOTICE ? "password_changed" : "login_code");
+    j.set_priority(priority);
+    return j;
+  };
+  Submit({other(2, v1::PRIORITY_NOTICE, absl::Minutes(1)),
+          Job(3, v1::ACTION_ACTIVATION, absl::Hours(2)),
+          other(4, v1::PRIORITY_CRITICAL, absl::Hours(3))});
+  for (size_t n = 2; n <= 4; ++n) {
+    clock_.Advance(absl::Milliseconds(1100));
+    ASSERT_TRUE(SendsReach(n));
+  }
+  EXPECT_EQ(transport_.sent_to(),
+            (std::vector<std::string>{"user1@example.test", "user4@example.test",
+                                      "user3@example.test", "user2@example.test"}));
+}
+
 // Several workers share one pacer that says "now" to all of them: a worker takes a job only
 // with its slot, so no worker sits on a job while another gets the slot, and each slot goes to
 // the head of the queue at that moment. Recoveries that arrive while every worker waits leave

@@ -387,6 +387,7 @@ int Run() {
   const SenderConfig& c = *loaded;
   SetLogLevel(LogLevelOf(c.log_level));
   TerminationSignals signals;  // before any thread starts
+  HangupSignal hangup;          // so too: a thread started before it would die of a SIGHUP
 
   auto renderer = MakeRenderer(c);
   if (!renderer.ok()) return ConfigError(renderer.status());
@@ -397,7 +398,6 @@ int Run() {
   Components s(c, *std::move(transports), *std::move(channel));
   BuildDelivery(s, *renderer);
   // SIGHUP reads the templates again; a broken file keeps the ones in use.
-  HangupSignal hangup;
   hangup.Start([&] {
     absl::Status st = renderer->Reload();
     if (st.ok()) {

@@ -2,7 +2,8 @@
 -- interface needs, and nothing on mailroom's other tables (docs/integration.md). Run by the
 -- migrations' role (the schema's owner), once per role; running it again changes nothing.
 --   USAGE on the schema mailroom (to name the interface);
---   EXECUTE on mailroom.request and mailroom.consume; SELECT on mailroom.account_emails;
+--   EXECUTE on mailroom.request, mailroom.consume and mailroom.consume_code; SELECT on
+--   mailroom.account_emails;
 --   on mailroom.accounts, the application's own table: SELECT, INSERT (signups; the trigger
 --   queues them), UPDATE of status, email, login and locale (the seeds' lifecycle), and USAGE
 --   on its id sequence.
@@ -14,7 +15,8 @@ CREATE OR REPLACE FUNCTION mailroom.grant_application(p_role regrole) RETURNS vo
 BEGIN
     EXECUTE format('GRANT USAGE ON SCHEMA mailroom TO %s', p_role);
     EXECUTE format('GRANT EXECUTE ON FUNCTION mailroom.request(bigint, text, text),'
-                   ' mailroom.consume(text, text) TO %s', p_role);
+                   ' mailroom.consume(text, text), mailroom.consume_code(bigint, text, text) TO %s',
+                   p_role);
     EXECUTE format('GRANT SELECT ON mailroom.account_emails TO %s', p_role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE (status, email, login, locale)'
                    ' ON mailroom.accounts TO %s', p_role);

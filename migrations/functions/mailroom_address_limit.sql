@@ -16,7 +16,7 @@
 -- more. PL/pgSQL, not SQL, for its plan cache: a SQL function's statement is planned again in
 -- every transaction that calls it.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_address_limit(p_addresses TEXT[], p_ats BIGINT[],
-                                                  p_action token_action, p_limit INT,
+                                                  p_action TEXT, p_limit INT,
                                                   p_window INT)
     RETURNS TEXT[]
     LANGUAGE plpgsql

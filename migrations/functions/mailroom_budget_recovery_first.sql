@@ -1,10 +1,11 @@
--- Whether group p_group is paced by a budget and one of its password recoveries waits to be
+-- Whether group p_group is paced by a budget and one of its critical emails (password
+-- recoveries, sign-in codes, address changes: the actions of class critical) waits to be
 -- sent: committed less than p_hold_ms ago and not yet scanned by the group's recovery cursor
 -- (neither rate limited nor superseded), or leased to a subscriber that may still send it (its
 -- lease has not run out, its holder has not left, and it was handed out less than p_hold_ms
 -- ago: a holder that has not sent it by then holds activations back no longer). And the group's
 -- pace in emails per second at p_price (Infinity: unlimited). No row for an unknown group. The
--- queued recoveries are read as mailroom_stats reads depth, on tokens_action_txid_id_idx; the
+-- queued ones are read as mailroom_stats reads depth, on tokens_priority_txid_id_idx; the
 -- leased batches on lease_batches_recovery_idx. The collector grants activations no slot while
 -- it says true (docs/design.md, "Recoveries first across senders").
 CREATE OR REPLACE FUNCTION mailroom.mailroom_budget_recovery_first(p_group TEXT, p_price BIGINT,
@@ -24,7 +25,7 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_budget_recovery_first(p_group TEXT,
                               AND d.due_at > now() AND NOT d.holder_left
                               AND d.updated_at > now() - make_interval(secs => p_hold_ms / 1000.0))
                 OR EXISTS (SELECT 1 FROM tokens t
-                            WHERE t.action = 'password_recovery'
+                            WHERE t.priority = 'critical'
                               AND t.txid >= pg_snapshot_xmin(k.prev)
                               AND NOT pg_visible_in_snapshot(t.txid, k.prev)
                               AND (k.cur IS NULL

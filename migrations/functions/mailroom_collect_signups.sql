@@ -76,6 +76,7 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_collect_signups(p_limit INT) RETURN
     AS $$
 DECLARE
     s          mailroom_settings%ROWTYPE;
+    v_expiry   INT;
     v_tids     TID[];
     v_taken    BIGINT[];
     v_at       BIGINT[];
@@ -117,6 +118,12 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 0;
     END IF;
+    -- The activation's rules (mailroom.actions) in the settings' fields this function reads.
+    SELECT a.limit_per_account, a.limit_per_address,
+           coalesce(a.limit_window_seconds, s.limit_window_seconds), a.expiry_seconds
+      INTO s.activation_limit_per_account, s.activation_limit_per_address,
+           s.limit_window_seconds, v_expiry
+      FROM actions a WHERE a.name = 'activation';
     -- The queue in its physical order, each row's account locked (SKIP LOCKED) with the existing
     -- counter row of its address (mailroom_address_requests): a row whose account, or whose
     -- address's counter row, another transaction holds is passed over, and the scan goes on
@@ -291,8 +298,11 @@ BEGIN
         -- every token until the next ANALYZE of accounts. Checks the caller's transaction left
         -- pending run here too; a failure of any rolls this block back, the setting with it.
         SET CONSTRAINTS tokens_account_fkey IMMEDIATE;
-        INSERT INTO tokens (account, action, created_at, address, rate_limited, suppressed_reason)
-        SELECT u.account, 'activation', u.at, u.address, u.reason IS NOT NULL, u.reason
+        INSERT INTO tokens (account, action, priority, created_at, expires_at, address,
+                            rate_limited, suppressed_reason)
+        SELECT u.account, 'activation', 'normal', u.at,
+               EXTRACT(EPOCH FROM now())::BIGINT + v_expiry, u.address, u.reason IS NOT NULL,
+               u.reason
           FROM unnest(v_new, v_new_at, v_address, v_reason) AS u(account, at, address, reason);
     EXCEPTION WHEN OTHERS THEN
         -- A failed INSERT (or check) clears the mark too (a caller that carries on in its

@@ -1,13 +1,22 @@
--- Leases up to p_limit jobs of a group to p_owner for p_lease_ms: first lease batches and jobs
--- due again (leases that ran out, retries whose time has come), then new tokens from the
--- snapshot window, leased as one lease_batches row. Serialised per group by the group row's
+-- Leases up to p_limit jobs of a group to p_owner for p_lease_ms, class by class (the
+-- action's priority: critical, then normal, then notice), each class first its lease batches
+-- and jobs due again (leases that ran out, retries whose time has come), then its new tokens
+-- from its own snapshot window (its own cursor: rec_* for critical, notice_* for notices),
+-- leased as one lease_batches row per window (`recovery` marks the critical class).
+-- p_recoveries_only: the critical class only (the lane). Notices are not leased while the
+-- group's month has less than mailroom_settings.notice_pause_percent of its budget left
+-- (p_default_budget: the collector's default for a group without a budget of its own); they
+-- wait, and expire unsent if the budget stays short (docs/design.md, "Priority classes").
+-- Each job carries its action's name; its secret is NULL for an action without one, its code
+-- NULL for an action without one (but activation's, sent unsigned as before), its address the
+-- token's to_address where it has one, its priority its token's class. Serialised per group by the group row's
 -- lock, so two collectors never hand the same job out twice. Tokens that are expired,
 -- consumed, for an account in the wrong status, superseded, rate limited or to a suppressed
 -- address are not handed out: they are recorded with that state and the reason. Plans are
 -- made once per session (force_generic_plan) and the window's bounds are written as the
 -- index range. The calling transaction commits asynchronously (synchronous_commit off, which a
 -- caller may set back on after the call): a lost dequeue only hands its jobs out again.
-CREATE OR REPLACE FUNCTION mailroom.mailroom_dequeue(p_group text, p_limit integer, p_owner text, p_lease_ms integer, p_recoveries_only boolean DEFAULT false) RETURNS TABLE(job_id bigint, action token_action, email text, login text, secret bytea, code text, expires_at bigint, account_id bigint, attempt integer, failures integer, created_at bigint, locale text)
+CREATE OR REPLACE FUNCTION mailroom.mailroom_dequeue(p_group text, p_limit integer, p_owner text, p_lease_ms integer, p_recoveries_only boolean DEFAULT false, p_default_budget bigint DEFAULT NULL) RETURNS TABLE(job_id bigint, action text, email text, login text, secret bytea, code text, expires_at bigint, account_id bigint, attempt integer, failures integer, created_at bigint, locale text, priority text)
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
@@ -21,7 +30,10 @@ DECLARE
     v_due      TIMESTAMPTZ := now() + make_interval(secs => p_lease_ms / 1000.0);
     v_now      BIGINT := EXTRACT(EPOCH FROM now())::BIGINT;
     v_left     INT := p_limit;
-    v_class    token_action;
+    v_class    action_priority;
+    v_paused   BOOLEAN;
+    v_nosecret TEXT[];
+    v_nocode   TEXT[];
     v_rec      BOOLEAN;
     v_prev     PG_SNAPSHOT;
     v_cur      PG_SNAPSHOT;
@@ -33,7 +45,7 @@ DECLARE
     v_states   delivery_state[];
     v_whys     TEXT[];
     v_txids    XID8[];
-    v_actions  token_action[];
+    v_actions  TEXT[];
     v_emails   TEXT[];
     v_logins   TEXT[];
     v_secrets  BYTEA[];
@@ -62,6 +74,20 @@ BEGIN
         g.rec_pos_id := g.pos_id;
         v_moved := TRUE;
     END IF;
+    IF g.notice_prev_snapshot IS NULL THEN
+        -- The notices' cursor starts where the normal class's is.
+        g.notice_prev_snapshot := g.prev_snapshot;
+        g.notice_cur_snapshot := g.cur_snapshot;
+        g.notice_pos_txid := g.pos_txid;
+        g.notice_pos_id := g.pos_id;
+        v_moved := TRUE;
+    END IF;
+    -- The actions whose jobs carry no secret, or no code (read once per call: a small table).
+    SELECT coalesce(array_agg(x.name) FILTER (WHERE NOT x.carries_secret), '{}'),
+           coalesce(array_agg(x.name) FILTER (WHERE NOT x.carries_code
+                                              AND x.name <> 'activation'), '{}')
+      INTO v_nosecret, v_nocode
+      FROM actions x;
 
     -- 0. Lease batches whose lease ran out (of the lanes this call serves): their jobs without
     --    an outcome become per-job rows as their lease left them ('leased', the batch's owner,
@@ -94,14 +120,27 @@ BEGIN
         ON CONFLICT DO NOTHING;
     END IF;
 
-    FOREACH v_class IN ARRAY ARRAY['password_recovery', 'activation']::token_action[] LOOP
+    FOREACH v_class IN ARRAY ARRAY['critical', 'normal', 'notice']::action_priority[] LOOP
         EXIT WHEN v_left <= 0;
-        v_rec := v_class = 'password_recovery';
-        -- The recovery lane: the activations' pass (and cursor) is left untouched.
+        v_rec := v_class = 'critical';
+        -- The critical lane: the other classes' passes (and cursors) are left untouched.
         EXIT WHEN p_recoveries_only AND NOT v_rec;
+        IF v_class = 'notice' THEN
+            -- Notices wait while the month's budget left is under the pause threshold.
+            SELECT b.budget_micros IS NOT NULL
+                   AND (b.budget_micros - b.committed_micros) * 100
+                       < b.budget_micros * st.notice_pause_percent
+              INTO v_paused
+              FROM mailroom_budget_state(g.id, p_default_budget, 0) b
+             CROSS JOIN mailroom_settings st;
+            EXIT WHEN v_paused;
+        END IF;
 
-        -- 1. Jobs of this class due again (locked here, leased again below).
-        IF v_rec THEN
+        -- 1. Jobs of this class due again (locked here, leased again below); notices' with the
+        --    normal class's (they are not told apart once leased).
+        IF v_class = 'notice' THEN
+            v_tids := NULL;
+        ELSIF v_rec THEN
             SELECT array_agg(x.ctid) INTO v_tids
               FROM (SELECT d.ctid FROM deliveries d
                      WHERE d.group_id = g.id AND d.state IN ('leased', 'retry') AND d.recovery
@@ -165,7 +204,8 @@ BEGIN
                                          OFFSET 0) d2
                       LEFT JOIN LATERAL (SELECT t.* FROM tokens t WHERE t.id = d2.token_id
                                          OFFSET 0) t ON true
-                      LEFT JOIN LATERAL (SELECT a.status, a.email FROM accounts a
+                      LEFT JOIN LATERAL (SELECT a.status, coalesce(t.to_address, a.email) AS email
+                                           FROM accounts a
                                           WHERE a.id = t.account OFFSET 0) a ON true
                       LEFT JOIN LATERAL (SELECT * FROM mailroom_suppression(a.email) OFFSET 0) sp
                              ON true) x
@@ -178,8 +218,11 @@ BEGIN
             END LOOP;
 
             RETURN QUERY
-            SELECT t.id, t.action, a.email::TEXT, a.login::TEXT, t.secret, t.code::TEXT,
-                   t.expires_at, t.account, d.attempts, d.failures, t.created_at, a.locale
+            SELECT t.id, t.action, coalesce(t.to_address, a.email::TEXT), a.login::TEXT,
+                   CASE WHEN t.action = ANY (v_nosecret) THEN NULL ELSE t.secret END,
+                   CASE WHEN t.action = ANY (v_nocode) THEN NULL ELSE t.code::TEXT END,
+                   t.expires_at, t.account, d.attempts, d.failures, t.created_at, a.locale,
+                   t.priority::TEXT
               FROM unnest(v_ids) AS u(id)
              CROSS JOIN LATERAL (SELECT d.attempts, d.failures, d.state FROM deliveries d
                                   WHERE d.group_id = g.id AND d.token_id = u.id OFFSET 0) d
@@ -195,6 +238,9 @@ BEGIN
         IF v_rec THEN
             v_prev := g.rec_prev_snapshot; v_cur := g.rec_cur_snapshot;
             v_pos_txid := g.rec_pos_txid; v_pos_id := g.rec_pos_id;
+        ELSIF v_class = 'notice' THEN
+            v_prev := g.notice_prev_snapshot; v_cur := g.notice_cur_snapshot;
+            v_pos_txid := g.notice_pos_txid; v_pos_id := g.notice_pos_id;
         ELSE
             v_prev := g.prev_snapshot; v_cur := g.cur_snapshot;
             v_pos_txid := g.pos_txid; v_pos_id := g.pos_id;
@@ -209,7 +255,7 @@ BEGIN
                 v_opened := TRUE;
             END IF;
 
-            -- One pass over the window (index range scan on (action, txid, id)) collects
+            -- One pass over the window (index range scan on (priority, txid, id)) collects
             -- everything the jobs need; the lease rows are written from it without looking the
             -- tokens up again.
             SELECT array_agg(w.id), array_agg(w.txid), array_agg(w.action), array_agg(w.email),
@@ -219,7 +265,8 @@ BEGIN
                    array_agg(w.suppressed_reason)
               INTO v_ids, v_txids, v_actions, v_emails, v_logins, v_secrets, v_codes, v_expires,
                    v_accounts, v_created, v_ok, v_skip, v_locales, v_reasons
-              FROM (SELECT t.id, t.txid, t.action, a.email::TEXT AS email, a.login::TEXT AS login,
+              FROM (SELECT t.id, t.txid, t.action, coalesce(t.to_address, a.email::TEXT) AS email,
+                           a.login::TEXT AS login,
                            t.secret, t.code::TEXT AS code, t.expires_at, t.account, t.created_at,
                            a.locale, s.ok,
                            CASE WHEN t.superseded_by IS NOT NULL OR t.rate_limited
@@ -235,7 +282,8 @@ BEGIN
                       FROM tokens t
                      CROSS JOIN LATERAL (SELECT a.email, a.login, a.locale, a.status
                                            FROM accounts a WHERE a.id = t.account OFFSET 0) a
-                      LEFT JOIN LATERAL (SELECT * FROM mailroom_suppression(a.email) OFFSET 0) sp
+                      LEFT JOIN LATERAL (SELECT * FROM mailroom_suppression(
+                                                    coalesce(t.to_address, a.email)) OFFSET 0) sp
                              ON true
                      CROSS JOIN LATERAL (SELECT mailroom_token_sendable(t, a.status, v_now)
                                                 AS sendable) s0
@@ -243,12 +291,12 @@ BEGIN
                                                AND NOT t.rate_limited AND sp.address IS NULL AS ok,
                                                s0.sendable) s
                      -- The class and the cursor as the range's two ends
-                     -- t.action = v_class, (t.txid, t.id) > the cursor, t.txid < xmax.
-                     WHERE (t.action, t.txid, t.id) > (v_class, v_pos_txid, v_pos_id)
-                       AND (t.action, t.txid) < (v_class, pg_snapshot_xmax(v_cur))
+                     -- t.priority = v_class, (t.txid, t.id) > the cursor, t.txid < xmax.
+                     WHERE (t.priority, t.txid, t.id) > (v_class, v_pos_txid, v_pos_id)
+                       AND (t.priority, t.txid) < (v_class, pg_snapshot_xmax(v_cur))
                        AND pg_visible_in_snapshot(t.txid, v_cur)
                        AND NOT pg_visible_in_snapshot(t.txid, v_prev)
-                     ORDER BY t.action, t.txid, t.id
+                     ORDER BY t.priority, t.txid, t.id
                      LIMIT v_left) w;
             v_count := coalesce(array_length(v_ids, 1), 0);
 
@@ -270,8 +318,10 @@ BEGIN
                       FROM r
                     HAVING count(*) > 0
                 )
-                SELECT r.id, r.action, r.email, r.login, r.secret, r.code, r.expires_at,
-                       r.account, 1, 0, r.created_at, r.locale
+                SELECT r.id, r.action, r.email, r.login,
+                       CASE WHEN r.action = ANY (v_nosecret) THEN NULL ELSE r.secret END,
+                       CASE WHEN r.action = ANY (v_nocode) THEN NULL ELSE r.code END,
+                       r.expires_at, r.account, 1, 0, r.created_at, r.locale, v_class::TEXT
                   FROM r;
                 GET DIAGNOSTICS v_returned = ROW_COUNT;
 
@@ -329,6 +379,9 @@ BEGIN
         IF v_rec THEN
             g.rec_prev_snapshot := v_prev; g.rec_cur_snapshot := v_cur;
             g.rec_pos_txid := v_pos_txid; g.rec_pos_id := v_pos_id;
+        ELSIF v_class = 'notice' THEN
+            g.notice_prev_snapshot := v_prev; g.notice_cur_snapshot := v_cur;
+            g.notice_pos_txid := v_pos_txid; g.notice_pos_id := v_pos_id;
         ELSE
             g.prev_snapshot := v_prev; g.cur_snapshot := v_cur;
             g.pos_txid := v_pos_txid; g.pos_id := v_pos_id;
@@ -342,7 +395,10 @@ BEGIN
        SET prev_snapshot = g.prev_snapshot, cur_snapshot = g.cur_snapshot,
            pos_txid = g.pos_txid, pos_id = g.pos_id,
            rec_prev_snapshot = g.rec_prev_snapshot, rec_cur_snapshot = g.rec_cur_snapshot,
-           rec_pos_txid = g.rec_pos_txid, rec_pos_id = g.rec_pos_id
+           rec_pos_txid = g.rec_pos_txid, rec_pos_id = g.rec_pos_id,
+           notice_prev_snapshot = g.notice_prev_snapshot,
+           notice_cur_snapshot = g.notice_cur_snapshot,
+           notice_pos_txid = g.notice_pos_txid, notice_pos_id = g.notice_pos_id
      WHERE id = g.id;
 END;
 $$;

@@ -29,15 +29,15 @@ BEGIN
         RETURN;
     END IF;
     IF p_from_earliest THEN
-        -- One probe per action on tokens_action_txid_id_idx.
+        -- One probe per priority class on tokens_priority_txid_id_idx.
         SELECT least(pg_snapshot_xmin(v_snapshot),
                      (SELECT min(e.txid)
-                        FROM unnest(enum_range(NULL::token_action)) k(action)
+                        FROM unnest(enum_range(NULL::action_priority)) k(priority)
                        CROSS JOIN LATERAL (
                              SELECT t.txid FROM tokens t
-                              WHERE t.action = k.action
+                              WHERE t.priority = k.priority
                                 AND t.expires_at > EXTRACT(EPOCH FROM now())::BIGINT
-                              ORDER BY t.action, t.txid LIMIT 1) e))
+                              ORDER BY t.priority, t.txid LIMIT 1) e))
           INTO v_from;
         v_snapshot := format('%s:%s:', v_from, v_from)::PG_SNAPSHOT;
     END IF;

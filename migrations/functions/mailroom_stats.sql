@@ -1,5 +1,5 @@
 -- Per-group statistics for operators, of one group or of every group (p_group NULL or ''):
--- depth (committed tokens not yet scanned, activations and recoveries each after their own
+-- depth (committed tokens of every action not yet scanned, each priority class after its own
 -- cursor, and the queued signups not yet collected), lag (age of the oldest of them) and jobs
 -- by state; in flight counts the batch jobs
 -- without an outcome too. Cost: O(depth + deliveries of the group).
@@ -19,21 +19,29 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_stats(p_group text) RETURNS TABLE(g
       CROSS JOIN (SELECT count(*) AS n, min(s.requested_at) AS oldest FROM mailroom_signups s) q
       CROSS JOIN LATERAL (
           SELECT sum(c.depth)::BIGINT AS depth, min(c.oldest) AS oldest
-            FROM (VALUES ('activation'::token_action, g.prev_snapshot, g.cur_snapshot,
+            FROM (VALUES ('normal'::action_priority, g.prev_snapshot, g.cur_snapshot,
                           g.pos_txid, g.pos_id),
-                         ('password_recovery'::token_action,
+                         ('critical'::action_priority,
                           coalesce(g.rec_prev_snapshot, g.prev_snapshot),
                           CASE WHEN g.rec_prev_snapshot IS NULL THEN g.cur_snapshot
                                ELSE g.rec_cur_snapshot END,
                           CASE WHEN g.rec_prev_snapshot IS NULL THEN g.pos_txid
                                ELSE g.rec_pos_txid END,
                           CASE WHEN g.rec_prev_snapshot IS NULL THEN g.pos_id
-                               ELSE g.rec_pos_id END))
-                 AS k(action, prev, cur, pos_txid, pos_id)
+                               ELSE g.rec_pos_id END),
+                         ('notice'::action_priority,
+                          coalesce(g.notice_prev_snapshot, g.prev_snapshot),
+                          CASE WHEN g.notice_prev_snapshot IS NULL THEN g.cur_snapshot
+                               ELSE g.notice_cur_snapshot END,
+                          CASE WHEN g.notice_prev_snapshot IS NULL THEN g.pos_txid
+                               ELSE g.notice_pos_txid END,
+                          CASE WHEN g.notice_prev_snapshot IS NULL THEN g.pos_id
+                               ELSE g.notice_pos_id END))
+                 AS k(priority, prev, cur, pos_txid, pos_id)
            CROSS JOIN LATERAL (
                SELECT count(*) AS depth, min(t.created_at) AS oldest
                  FROM tokens t
-                WHERE t.action = k.action
+                WHERE t.priority = k.priority
                   AND t.txid >= pg_snapshot_xmin(k.prev)
                   AND NOT pg_visible_in_snapshot(t.txid, k.prev)
                   AND (k.cur IS NULL

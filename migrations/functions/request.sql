@@ -1,22 +1,33 @@
 -- mailroom.request(account, action, address): the application asks for an email of `action`
--- for `account` (today `activation`, sent again, and `password_recovery`). Part of the
+-- for `account`: any row of mailroom.actions by its name, built in (activation, sent again;
+-- password_recovery, login_code, email_change, invitation; the notices password_changed,
+-- email_changed, account_suspended, account_reactivated) or the application's own. Part of the
 -- application's interface (docs/integration.md): runs as its owner, so the application's role
 -- needs EXECUTE on it and no right on mailroom's tables.
 --
+-- `address` is given for email_change only: the new address, which the confirmation goes to
+-- and which the account takes when its token is consumed (the pending address is the token's
+-- to_address). Every other action goes to the account's own address.
+--
 -- Returns one row (decision, token_id, retry_at, reason):
 --   queued        the token is inserted; the collector hands it to the senders;
---   rate_limited  the abuse limits refused it (the token row is kept, never sent, so that the
---                 account's emails show it); retry_at is when a request will next be accepted;
+--   rate_limited  the action's abuse limits refused it (the token row is kept, never sent, so
+--                 that the account's emails show it); retry_at is when a request will next be
+--                 accepted;
 --   suppressed    the address is on the suppression list (nothing inserted); reason says why;
 --   refused       nothing inserted; reason: unknown action, unknown account, wrong account
---                 state (activation: the account must be provisioned; recovery: active), or an
---                 address given for an action that goes to the account's own.
+--                 state (the action's account_status: activation provisioned, invitation
+--                 invited, password_recovery, login_code and email_change active, notices any),
+--                 an address given for an action that goes to the account's own, or for
+--                 email_change an address missing, malformed, the account's own or another
+--                 account's.
 --
 -- The limits are the limits trigger's (trg_before_token_insert_limits), decided in the same
 -- statement; the account's row is locked by that trigger, so two requests for one account are
 -- decided one after the other. Only in READ COMMITTED transactions (an error otherwise): a
--- later snapshot would not see a concurrent request. retry_at: the time the oldest of the requests that fill the
--- account's or the address's limit leaves the window (the later of the two when both are full).
+-- later snapshot would not see a concurrent request. retry_at: the time the oldest of the
+-- requests that fill the account's or the address's limit leaves the window (the later of the
+-- two when both are full).
 CREATE OR REPLACE FUNCTION mailroom.request(p_account bigint, p_action text,
                                             p_address text DEFAULT NULL)
     RETURNS TABLE (decision text, token_id bigint, retry_at timestamptz, reason text)
@@ -25,16 +36,15 @@ CREATE OR REPLACE FUNCTION mailroom.request(p_account bigint, p_action text,
     SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 DECLARE
-    s          mailroom_settings%ROWTYPE;
-    v_action   token_action;
+    k          actions%ROWTYPE;
+    v_window   int;
     v_status   account_status;
     v_email    text;
+    v_to       text;
     v_why      text;
     v_id       bigint;
     v_limited  boolean;
     v_reason   text;
-    v_acct     int;
-    v_addr     int;
     v_at       bigint;
     v_retry    bigint;
 BEGIN
@@ -46,13 +56,13 @@ BEGIN
             current_setting('transaction_isolation')
             USING ERRCODE = 'invalid_transaction_state';
     END IF;
-    IF p_action IS NULL OR NOT p_action = ANY (enum_range(NULL::token_action)::text[]) THEN
+    SELECT * INTO k FROM actions x WHERE x.name = p_action;
+    IF NOT FOUND THEN
         RETURN QUERY SELECT 'refused', NULL::bigint, NULL::timestamptz,
                             format('unknown action %s', coalesce(quote_literal(left(p_action, 64)), 'NULL'));
         RETURN;
     END IF;
-    v_action := p_action::token_action;
-    IF p_address IS NOT NULL THEN
+    IF p_address IS NOT NULL AND k.name <> 'email_change' THEN
         RETURN QUERY SELECT 'refused', NULL::bigint, NULL::timestamptz,
                             format('%s goes to the account''s own address: give no address', p_action);
         RETURN;
@@ -62,19 +72,26 @@ BEGIN
         RETURN QUERY SELECT 'refused', NULL::bigint, NULL::timestamptz, 'unknown account'::text;
         RETURN;
     END IF;
-    IF (v_action = 'activation' AND v_status <> 'provisioned')
-       OR (v_action = 'password_recovery' AND v_status <> 'active') THEN
+    IF v_status <> k.account_status THEN
         RETURN QUERY SELECT 'refused', NULL::bigint, NULL::timestamptz,
                             format('wrong account state: %s', v_status);
         RETURN;
     END IF;
-    SELECT x.why INTO v_why FROM mailroom_suppression(v_email) x;
+    IF k.name = 'email_change' THEN
+        v_why := mailroom_new_address_refusal(p_account, p_address);
+        IF v_why IS NOT NULL THEN
+            RETURN QUERY SELECT 'refused', NULL::bigint, NULL::timestamptz, v_why;
+            RETURN;
+        END IF;
+        v_to := trim(p_address);
+    END IF;
+    SELECT x.why INTO v_why FROM mailroom_suppression(coalesce(v_to, v_email)) x;
     IF FOUND THEN
         RETURN QUERY SELECT 'suppressed', NULL::bigint, NULL::timestamptz, v_why;
         RETURN;
     END IF;
 
-    INSERT INTO tokens (account, action) VALUES (p_account, v_action)
+    INSERT INTO tokens (account, action, to_address) VALUES (p_account, k.name, v_to)
         RETURNING id, rate_limited, suppressed_reason INTO v_id, v_limited, v_reason;
     IF NOT v_limited THEN
         RETURN QUERY SELECT 'queued', v_id, NULL::timestamptz, NULL::text;
@@ -83,30 +100,24 @@ BEGIN
 
     -- When the next request would be accepted: each full limit frees a place once its oldest
     -- counted request leaves the window.
-    SELECT * INTO s FROM mailroom_settings;
-    IF v_action = 'password_recovery' THEN
-        v_acct := s.recovery_limit_per_account;
-        v_addr := s.recovery_limit_per_address;
-    ELSE
-        v_acct := s.activation_limit_per_account;
-        v_addr := s.activation_limit_per_address;
-    END IF;
+    SELECT coalesce(k.limit_window_seconds, s.limit_window_seconds) INTO v_window
+      FROM mailroom_settings s;
     SELECT min(x.created_at) INTO v_at
       FROM (SELECT t.created_at FROM tokens t
-             WHERE t.account = p_account AND t.action = v_action AND NOT t.rate_limited
-               AND t.created_at > extract(epoch FROM now())::bigint - s.limit_window_seconds
-             ORDER BY t.created_at DESC LIMIT v_acct) x
-     HAVING count(*) >= v_acct;
-    v_retry := v_at + s.limit_window_seconds;
-    IF v_addr IS NOT NULL THEN
+             WHERE t.account = p_account AND t.action = k.name AND NOT t.rate_limited
+               AND t.created_at > extract(epoch FROM now())::bigint - v_window
+             ORDER BY t.created_at DESC LIMIT k.limit_per_account) x
+     HAVING count(*) >= k.limit_per_account;
+    v_retry := v_at + v_window;
+    IF k.limit_per_address IS NOT NULL THEN
         SELECT min(x) INTO v_at
           FROM mailroom_address_requests r,
                LATERAL (SELECT u FROM unnest(r.times) u
-                         WHERE u > extract(epoch FROM now())::bigint - s.limit_window_seconds
-                         ORDER BY u DESC LIMIT v_addr) y(x)
-         WHERE r.address = lower(trim(v_email)) AND r.action = v_action
-        HAVING count(*) >= v_addr;
-        v_retry := greatest(v_retry, v_at + s.limit_window_seconds);
+                         WHERE u > extract(epoch FROM now())::bigint - v_window
+                         ORDER BY u DESC LIMIT k.limit_per_address) y(x)
+         WHERE r.address = lower(trim(coalesce(v_to, v_email))) AND r.action = k.name
+        HAVING count(*) >= k.limit_per_address;
+        v_retry := greatest(v_retry, v_at + v_window);
     END IF;
     RETURN QUERY SELECT 'rate_limited', v_id, to_timestamp(v_retry), v_reason;
 END;

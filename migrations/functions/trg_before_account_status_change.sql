@@ -1,4 +1,8 @@
--- Status changes maintain the lifecycle timestamps.
+-- Status changes maintain the lifecycle timestamps, and queue the account's notices: one
+-- account_suspended token when it is suspended, one account_reactivated token when a suspended
+-- account becomes active again (one that was never activated goes back to provisioned with a
+-- fresh activation instead). The notices' own per-account limits (mailroom.actions) bound what
+-- a flood of changes sends: the rest are kept rate limited, never sent.
 
 CREATE OR REPLACE FUNCTION mailroom.trg_before_account_status_change() RETURNS trigger
     LANGUAGE plpgsql
@@ -15,7 +19,7 @@ BEGIN
     NEW.status_changed_at = ts;
 
     IF (NEW.status = 'active') THEN
-        IF (OLD.status = 'provisioned') THEN
+        IF (OLD.status IN ('provisioned', 'invited')) THEN
             NEW.activated_at = ts;
         ELSIF (OLD.status = 'suspended') THEN
             NEW.unsuspended_at = ts;
@@ -41,6 +45,11 @@ BEGIN
                            AND t.consumed_at IS NULL
                            AND t.expires_at > EXTRACT(EPOCH FROM NOW()))) THEN
         INSERT INTO tokens (account, action) VALUES (NEW.id, 'activation');
+    END IF;
+    IF (NEW.status = 'suspended') THEN
+        INSERT INTO tokens (account, action) VALUES (NEW.id, 'account_suspended');
+    ELSIF (NEW.status = 'active' AND OLD.status = 'suspended') THEN
+        INSERT INTO tokens (account, action) VALUES (NEW.id, 'account_reactivated');
     END IF;
     RETURN NEW;
 END;

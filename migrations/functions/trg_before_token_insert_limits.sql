@@ -1,20 +1,23 @@
--- The abuse limits, decided when a token is inserted: an activation or a recovery over the
--- account's or the address's limit in limit_window_seconds is marked rate limited (never
--- sent); a new recovery supersedes the account's pending one. Per account: the account's
--- tokens counted under its row lock. Per address: mailroom_address_limit (a counter row per
--- address and action, no lock in the shared lock table, so an import of any size in one
--- statement works). Planner settings keep index probes whatever the statistics (and JIT off:
--- a disabled scan's cost would otherwise JIT-compile every statement).
+-- The action's rules and abuse limits, decided when a token is inserted: the token takes its
+-- action's class (tokens.priority), expiry (unless the inserter gave one) and code length from
+-- its row of mailroom.actions; a token over the account's or the address's limit of its action
+-- in the action's window is marked rate limited (never sent); a new request of an action with a
+-- secret (but activation) supersedes the account's pending one of that action. Per account: the
+-- account's tokens counted under its row lock. Per address (the token's to_address when it has
+-- one, else the account's): mailroom_address_limit (a counter row per address and action, no
+-- lock in the shared lock table, so an import of any size in one statement works). Planner
+-- settings keep index probes whatever the statistics (and JIT off: a disabled scan's cost would
+-- otherwise JIT-compile every statement).
 --
--- Every token is decided here (those the application inserts, such as password recoveries, and
--- the activation token an un-suspension creates, trg_before_account_status_change) except the
--- activation tokens the collector creates for queued signups: mailroom_collect_signups decides
--- their limits by the same rules for its whole batch at once, and the trigger's WHEN skips the
--- rows inserted by the transaction whose id that function set in mailroom_collection_xact for
--- its INSERT (built-in functions only, no call). The sequence is the one thing the WHEN trusts:
--- setting it takes UPDATE on it, which the application's role does not need (it may read it,
--- and nextval cannot reach a transaction's id), the collection clears it right after its
--- INSERT, and a transaction id is not used twice, so no other insert matches it.
+-- Every token is decided here (those the application requests, the notices and activation
+-- tokens the status trigger inserts) except the activation tokens the collector creates for
+-- queued signups: mailroom_collect_signups decides their limits by the same rules for its whole
+-- batch at once, and the trigger's WHEN skips the rows inserted by the transaction whose id that
+-- function set in mailroom_collection_xact for its INSERT (built-in functions only, no call).
+-- The sequence is the one thing the WHEN trusts: setting it takes UPDATE on it, which the
+-- application's role does not need (it may read it, and nextval cannot reach a transaction's
+-- id), the collection clears it right after its INSERT, and a transaction id is not used twice,
+-- so no other insert matches it.
 CREATE OR REPLACE FUNCTION mailroom.trg_before_token_insert_limits() RETURNS trigger
     LANGUAGE plpgsql
     SECURITY DEFINER
@@ -22,55 +25,57 @@ CREATE OR REPLACE FUNCTION mailroom.trg_before_token_insert_limits() RETURNS tri
     SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off SET jit = off
     AS $$
 DECLARE
-    s            mailroom_settings%ROWTYPE;
+    k            actions%ROWTYPE;
+    v_window     INT;
     v_address    TEXT;
     v_since      BIGINT;
-    v_acct_limit INT;
-    v_addr_limit INT;
     v_n          INT := 0;
     v_reason     TEXT;
 BEGIN
-    SELECT * INTO s FROM mailroom_settings;
+    SELECT * INTO k FROM actions x WHERE x.name = NEW.action;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown action %', quote_literal(left(NEW.action, 64))
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    SELECT coalesce(k.limit_window_seconds, s.limit_window_seconds) INTO v_window
+      FROM mailroom_settings s;
+    NEW.priority := k.priority;
+    NEW.expires_at := coalesce(NEW.expires_at, NEW.created_at + k.expiry_seconds);
+    IF k.carries_code AND char_length(NEW.code) <> k.code_length THEN
+        NEW.code := mailroom_random_digits(k.code_length);
+    END IF;
     -- The window ends at the request's time: a collected signup's token carries its signup's
     -- time, however late it was collected.
-    v_since := NEW.created_at - s.limit_window_seconds;
-    IF NEW.action = 'password_recovery' THEN
-        v_acct_limit := s.recovery_limit_per_account;
-        v_addr_limit := s.recovery_limit_per_address;
-    ELSE
-        v_acct_limit := s.activation_limit_per_account;
-        v_addr_limit := s.activation_limit_per_address;
-    END IF;
+    v_since := NEW.created_at - v_window;
 
     -- The account's row lock serialises requests for one account. The row is missing when the
     -- account is inserted later in the application's transaction (the foreign key is
     -- deferred): then only the inserter's address is known, and the account has no earlier
     -- request to count.
-    SELECT lower(trim(a.email)) INTO v_address FROM accounts a
+    SELECT lower(trim(coalesce(NEW.to_address, a.email))) INTO v_address FROM accounts a
      WHERE a.id = NEW.account FOR NO KEY UPDATE;
     IF FOUND THEN
         NEW.address := v_address;
-        IF v_acct_limit > 0 THEN
+        IF k.limit_per_account > 0 THEN
             SELECT count(*) INTO v_n
               FROM (SELECT 1 FROM tokens t
                      WHERE t.account = NEW.account AND t.action = NEW.action
                        AND t.created_at > v_since AND NOT t.rate_limited
                      ORDER BY t.created_at DESC
-                     LIMIT v_acct_limit) x;
+                     LIMIT k.limit_per_account) x;
         END IF;
     ELSE
-        NEW.address := lower(trim(NEW.address));
+        NEW.address := lower(trim(coalesce(NEW.to_address, NEW.address)));
     END IF;
-    IF v_n >= v_acct_limit THEN
+    IF v_n >= k.limit_per_account THEN
         NEW.rate_limited := true;
-        NEW.suppressed_reason := mailroom_limit_reason(v_n, NEW.action, 'account',
-                                                       s.limit_window_seconds, v_acct_limit);
+        NEW.suppressed_reason := mailroom_limit_reason(v_n, NEW.action, 'account', v_window,
+                                                       k.limit_per_account);
     END IF;
 
-    IF NOT NEW.rate_limited AND v_addr_limit IS NOT NULL AND NEW.address IS NOT NULL THEN
+    IF NOT NEW.rate_limited AND k.limit_per_address IS NOT NULL AND NEW.address IS NOT NULL THEN
         v_reason := (mailroom_address_limit(ARRAY[NEW.address], ARRAY[NEW.created_at],
-                                            NEW.action, v_addr_limit,
-                                            s.limit_window_seconds))[1];
+                                            NEW.action, k.limit_per_address, v_window))[1];
         IF v_reason IS NOT NULL THEN
             NEW.rate_limited := true;
             NEW.suppressed_reason := v_reason;
@@ -79,13 +84,13 @@ BEGIN
 
     IF NEW.rate_limited THEN
         NEW.superseded_by := NULL;
-    ELSIF NEW.action = 'password_recovery' THEN
-        -- Expired ones too: it keeps tokens_pending_recovery_idx at one row per account.
+    ELSIF k.carries_secret AND NEW.action <> 'activation' THEN
+        -- Expired ones too: it keeps tokens_pending_idx at one row per account and action.
         UPDATE tokens t
            SET superseded_by = NEW.id,
-               suppressed_reason = format(
-                   'superseded by a newer password recovery request (token %s)', NEW.id)
-         WHERE t.account = NEW.account AND t.action = 'password_recovery'
+               suppressed_reason = format('superseded by a newer %s request (token %s)',
+                                          replace(NEW.action, '_', ' '), NEW.id)
+         WHERE t.account = NEW.account AND t.action = NEW.action AND t.action <> 'activation'
            AND t.superseded_by IS NULL AND NOT t.rate_limited AND t.consumed_at IS NULL
            AND t.id <> NEW.id;
     END IF;

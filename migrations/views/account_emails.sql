@@ -7,8 +7,10 @@
 -- One row per token (a signup's activation appears once a collector has made its token, within
 -- milliseconds while one runs; the signup queue is not read, so a page costs a few index probes
 -- whatever its length):
---   account, token_id, action, requested_at, expires_at, address (the normalised address it
---   went or goes to), state, state_at (when it got there, where known) and reason.
+--   account, token_id, action (its name in mailroom.actions: every action, built in or the
+--   application's own, notices included), requested_at, expires_at, address (the normalised
+--   address it went or goes to: an email_change's new address, an email_changed notice's old
+--   one), state, state_at (when it got there, where known) and reason.
 -- state, the first that holds:
 --   consumed (state_at: when), superseded, rate_limited (reason), then the delivery in the
 --   group mailroom_settings.delivery_group (the senders'): bounced, complained (state_at: the
@@ -20,7 +22,7 @@
 CREATE OR REPLACE VIEW account_emails AS
 SELECT t.account,
        t.id AS token_id,
-       t.action::text AS action,
+       t.action,
        to_timestamp(t.created_at) AS requested_at,
        to_timestamp(t.expires_at) AS expires_at,
        t.address,

@@ -1,0 +1,75 @@
+-- The checks and the consumption of token p_id, shared by mailroom.consume (the token from the
+-- link) and mailroom.consume_code (the code typed on another device): locks the token's row
+-- (FOR UPDATE: a second consume of the same token waits for the first's transaction and then
+-- sees it consumed), then answers as mailroom.consume documents, in its order. The code is
+-- required when the action carries one (p_code NULL counts as wrong), checked when given for
+-- one that does not (activation's unsigned code); a wrong one is counted in wrong_codes, and at
+-- consume_attempts_limit the token is locked. email_change: the pending address is checked
+-- again (another account may have taken it since the request): address_taken, not consumed.
+-- Consuming runs the seeds' lifecycle in trg_after_token_consumed.
+CREATE OR REPLACE FUNCTION mailroom.mailroom_consume_token(p_id BIGINT, p_code TEXT)
+    RETURNS TABLE (outcome TEXT, account BIGINT, action TEXT)
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
+    AS $$
+DECLARE
+    t        tokens%ROWTYPE;
+    k        actions%ROWTYPE;
+    v_status account_status;
+    v_limit  INT;
+BEGIN
+    SELECT * INTO t FROM tokens x WHERE x.id = p_id FOR UPDATE;
+    IF FOUND THEN
+        SELECT * INTO k FROM actions x WHERE x.name = t.action;
+    END IF;
+    IF NOT FOUND OR t.rate_limited OR NOT k.carries_secret THEN
+        RETURN QUERY SELECT 'invalid', NULL::BIGINT, NULL::TEXT;
+        RETURN;
+    END IF;
+    IF t.consumed_at IS NOT NULL THEN
+        RETURN QUERY SELECT 'consumed', t.account, t.action;
+        RETURN;
+    END IF;
+    IF t.superseded_by IS NOT NULL THEN
+        RETURN QUERY SELECT 'superseded', t.account, t.action;
+        RETURN;
+    END IF;
+    SELECT s.consume_attempts_limit INTO v_limit FROM mailroom_settings s;
+    IF t.wrong_codes >= v_limit THEN
+        RETURN QUERY SELECT 'locked', t.account, t.action;
+        RETURN;
+    END IF;
+    IF t.expires_at <= extract(epoch FROM now())::BIGINT THEN
+        RETURN QUERY SELECT 'expired', t.account, t.action;
+        RETURN;
+    END IF;
+    SELECT a.status INTO v_status FROM accounts a WHERE a.id = t.account;
+    IF NOT FOUND OR v_status <> k.account_status THEN
+        RETURN QUERY SELECT 'account_state', t.account, t.action;
+        RETURN;
+    END IF;
+    IF (k.carries_code OR p_code IS NOT NULL) AND p_code IS DISTINCT FROM t.code THEN
+        UPDATE tokens x SET wrong_codes = x.wrong_codes + 1 WHERE x.id = t.id;
+        RETURN QUERY SELECT 'wrong_code', t.account, t.action;
+        RETURN;
+    END IF;
+    IF t.action = 'email_change'
+       AND mailroom_new_address_refusal(t.account, t.to_address) IS NOT NULL THEN
+        RETURN QUERY SELECT 'address_taken', t.account, t.action;
+        RETURN;
+    END IF;
+    IF t.action = 'email_change' THEN
+        -- Two accounts confirming one new address at once: the second waits for the first's
+        -- commit on accounts' unique address and fails; it is told, not raised.
+        BEGIN
+            UPDATE tokens x SET consumed_at = extract(epoch FROM now())::BIGINT WHERE x.id = t.id;
+        EXCEPTION WHEN unique_violation THEN
+            RETURN QUERY SELECT 'address_taken', t.account, t.action;
+            RETURN;
+        END;
+    ELSE
+        UPDATE tokens x SET consumed_at = extract(epoch FROM now())::BIGINT WHERE x.id = t.id;
+    END IF;
+    RETURN QUERY SELECT 'ok', t.account, t.action;
+END;
+$$;
