@@ -73,7 +73,7 @@ class Subscription : public LeaseHolder {
   // Queues an outcome for the next Acknowledge call, under the job's lease (dropped, with a
   // log line, when the job's lease is not held any more). A job the collector handed to this
   // process again while it was being sent is reported under the newest lease held on it.
-  void Report(OutcomeReport outcome) override;
+  void Report(OutcomeReport report) override;
   // Check(job.job.job_id(), send_window).
   LeaseState Check(const LeasedJob& job, absl::Duration* send_window) override;
   // Whether `id` may be sent now. kLost: the collector reported the lease lost, or it would run
