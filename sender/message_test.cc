@@ -74,7 +74,7 @@ TEST(MimeTest, GoldenActivationMessage) {
 }
 
 TEST(MimeTest, HostileDisplayNamesAndSubjectsAreEncodedNeverRaw) {
-  for (const std::string login :
+  for (const std::string& login :
        {std::string("evil\r\nBcc: victim@evil.test"), std::string("Mallory, \"x\" <y@evil.test>"),
         std::string("J\xc3\xbcrgen \xe5\xb1\xb1\xe7\x94\xb0"), std::string(300, 'x') + "\xc3\xbc"}) {
     Message m = Sample();

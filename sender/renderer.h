@@ -29,7 +29,7 @@ struct TemplateVars {
   std::string login, email, token, code, product_name, link_base_url;
   absl::Time expires_at;
   absl::Time now;       // for expires_in_minutes
-  std::string locale;   // the job's locale (BCP 47 tag such as "de-AT"), "" for none
+  std::string locale{};  // the job's locale (BCP 47 tag such as "de-AT"), "" for none
 };
 
 // "de_at", "DE-at" -> "de-AT": language lower case, region upper case, script title case,
