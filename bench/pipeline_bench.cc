@@ -468,7 +468,7 @@ void Distance(Pipeline& p, const Options& o, int sink_port, pid_t sink_pid) {
   struct Row {
     int rtt_ms, connections;
     double source = -1, smtp = -1, ses = -1, http = -1;
-    std::string round_trips;
+    std::string round_trips{};
   };
   std::vector<Row> rows;
   int run = 0;

@@ -35,11 +35,11 @@ struct Principal {
   // Which credential this is, for per-credential limits and logs (never secret): "token N"
   // (the entry's position in MAILROOM_SUBSCRIBER_TOKENS), "client certificate <identity>"
   // under mutual TLS without tokens, or "anonymous".
-  std::string credential;
+  std::string credential{};
   // What subscriptions and grant holders are bound to (NewSubscriptionId, BoundHolder): the
   // token's SHA-256 digest, else `credential`. The same on every collector with the same
   // credentials, whatever their order. Derived from a secret: never logged or shown.
-  std::string binding;
+  std::string binding{};
 
   // Full access: legacy unscoped tokens, mutual TLS and the anonymous development mode.
   static Principal Everything() { return {kAllRoles, true, {}, "anonymous", "anonymous"}; }

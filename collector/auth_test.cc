@@ -211,9 +211,11 @@ TEST_F(AuthenticatorTest, IdsAreBoundToTheirCredential) {
     EXPECT_NE(OpenGrantId(b, sealed), id);
     EXPECT_NE(SealGrantId(b, id), sealed);
     seen.insert(sealed);
-    if (id > 1) EXPECT_GT(sealed > SealGrantId(a, id - 1) ? sealed - SealGrantId(a, id - 1)
-                                                            : SealGrantId(a, id - 1) - sealed,
-                          1000u);
+    if (id > 1) {
+      EXPECT_GT(sealed > SealGrantId(a, id - 1) ? sealed - SealGrantId(a, id - 1)
+                                                              : SealGrantId(a, id - 1) - sealed,
+                            1000u);
+    }
   }
   EXPECT_EQ(seen.size(), 1000u);
 }

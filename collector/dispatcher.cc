@@ -52,7 +52,7 @@ Dispatcher::Dispatcher(DispatcherOptions options, Store* store, Hub* hub, Signin
                                            const std::string& channel) {
                          return ConnectPgListener(url, channel);
                        })),
-      store_(store), hub_(hub), key_(std::move(key)),
+      store_(store), hub_(hub), key_(key),
       metrics_(metrics), on_health_(std::move(on_health)),
       reconnect_backoff_(opt_.reconnect_max_backoff) {
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -35,7 +35,7 @@ class NotificationListener {
   // (StillRunning). "" when there is nothing to wait for (no mark).
   virtual absl::StatusOr<std::string> MarkIdle() { return std::string(); }
   // How many of the transactions running in `snapshot` (from MarkIdle) are still running.
-  virtual absl::StatusOr<int> StillRunning(const std::string& snapshot) { return 0; }
+  virtual absl::StatusOr<int> StillRunning(const std::string& /*snapshot*/) { return 0; }
   // Removes this collector's mark when it stops cleanly: a collector that is gone no longer
   // counts as idle, so commits stop notifying when no collector is left to hear them (the
   // next collector to connect drains its groups first).

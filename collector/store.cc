@@ -281,7 +281,7 @@ class PgStore : public Store {
     });
   }
 
-  void LinkHolder(const std::string& group, const std::string& owner,
+  void LinkHolder(const std::string& /*group*/, const std::string& owner,
                   const std::string& holder) override {
     absl::MutexLock lock(&links_mu_);
     links_[owner] = Link{holder, false};

@@ -181,8 +181,8 @@ class Store {
   // counted as handed to the holder (in the dequeue's transaction), and its outcomes other
   // than SENT and its released jobs as settled unsent. Call before the first Dequeue for
   // `owner`; HolderLeft ends the link (outcomes still count afterwards). Does no I/O.
-  virtual void LinkHolder(const std::string& group, const std::string& owner,
-                          const std::string& holder) {}
+  virtual void LinkHolder(const std::string& /*group*/, const std::string& /*owner*/,
+                          const std::string& /*holder*/) {}
 };
 
 // A Store over a pool of `pool_size` connections to `url` (collector/db/pool.h: opened lazily

@@ -150,7 +150,7 @@ class Metrics {
     prometheus::Family<prometheus::Gauge>* gauges = nullptr;
     prometheus::Family<prometheus::Histogram>* histograms = nullptr;
     // prometheus-cpp builds a whole Histogram on every Family::Add, even for a series it has.
-    std::map<std::map<std::string, std::string>, prometheus::Histogram*> histogram_series;
+    std::map<std::map<std::string, std::string>, prometheus::Histogram*> histogram_series{};
   };
 
   enum class Op { kAdd, kSet, kObserve };

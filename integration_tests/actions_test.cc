@@ -166,7 +166,9 @@ class ActionsTest : public testing::StackTest {
             VerifyToken(keys, *ParseTokenAction(action), token, CodeOf(action)).ok()) {
           ++found;
           const std::string code = CodeOf(action);
-          if (!code.empty()) EXPECT_THAT(TextPart(mime), HasSubstr(code)) << action;
+          if (!code.empty()) {
+            EXPECT_THAT(TextPart(mime), HasSubstr(code)) << action;
+          }
         }
       }
       EXPECT_GE(found, 1) << action << " to " << to;

@@ -29,7 +29,7 @@ class Breaker {
     absl::Duration max_backoff = absl::Seconds(60);
     // Which transport it guards ("primary", "secondary"), logged as transport=NAME on its
     // lines when not empty (a sender with a secondary transport has two breakers).
-    std::string name;
+    std::string name{};
   };
   enum class Decision {
     kSend,   // closed: send

@@ -74,7 +74,7 @@ TEST(MimeTest, GoldenActivationMessage) {
 }
 
 TEST(MimeTest, HostileDisplayNamesAndSubjectsAreEncodedNeverRaw) {
-  for (const std::string login :
+  for (const std::string& login :
        {std::string("evil\r\nBcc: victim@evil.test"), std::string("Mallory, \"x\" <y@evil.test>"),
         std::string("J\xc3\xbcrgen \xe5\xb1\xb1\xe7\x94\xb0"), std::string(300, 'x') + "\xc3\xbc"}) {
     Message m = Sample();
@@ -87,7 +87,9 @@ TEST(MimeTest, HostileDisplayNamesAndSubjectsAreEncodedNeverRaw) {
       // The hostile text may stand inside the Subject's value, never as a header of its own,
       // and the To header carries only the encoded name and the real address.
       EXPECT_FALSE(absl::StartsWith(line, "Bcc:")) << line;
-      if (absl::StartsWith(line, "To:")) EXPECT_THAT(std::string(line), Not(HasSubstr("y@evil")));
+      if (absl::StartsWith(line, "To:")) {
+        EXPECT_THAT(std::string(line), Not(HasSubstr("y@evil")));
+      }
       EXPECT_TRUE(line[0] == ' ' || line.find(": ") != absl::string_view::npos) << line;
       EXPECT_LE(line.size(), 998u);
     }

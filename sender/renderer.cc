@@ -155,7 +155,7 @@ std::string NormalizeLocale(absl::string_view tag) {
   std::vector<std::string> subtags = absl::StrSplit(t, '-');
   for (size_t i = 0; i < subtags.size(); ++i) {
     std::string& s = subtags[i];
-    const size_t min = i == 0 ? 2 : 2, max = i == 0 ? 3 : 8;
+    const size_t min = 2, max = i == 0 ? 3 : 8;
     if (s.size() < min || s.size() > max) return "";
     for (char c : s) {
       if (!absl::ascii_isalnum(static_cast<unsigned char>(c))) return "";

@@ -32,7 +32,7 @@ struct TemplateVars {
   std::string login, email, token, code, product_name, link_base_url;
   absl::Time expires_at;
   absl::Time now;       // for expires_in_minutes
-  std::string locale;   // the job's locale (BCP 47 tag such as "de-AT"), "" for none
+  std::string locale{};  // the job's locale (BCP 47 tag such as "de-AT"), "" for none
 };
 
 // "de_at", "DE-at" -> "de-AT": language lower case, region upper case, script title case,
@@ -118,7 +118,7 @@ struct RendererOptions {
   std::string product_name;   // {{product_name}}
   std::string link_base_url;  // links: ActionLink
   // MAILROOM_TEMPLATE_DIR, read again by Reload and when a job's action has no templates.
-  std::string template_dir;
+  std::string template_dir{};
 };
 
 // Turns a job into a message ready for a transport: validates the recipient, renders the

@@ -35,6 +35,7 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Spawn(
     dup2(fd, 2);
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     std::vector<char*> args;
+    args.reserve(argv.size() + 1);
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     execvp(args[0], args.data());

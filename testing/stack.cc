@@ -115,7 +115,9 @@ std::unique_ptr<Process> StackTest::StartSender(std::map<std::string, std::strin
                           absl::StrCat(dir_, "/", name, ".log"));
   EXPECT_TRUE(p.ok());
   if (!p.ok()) return nullptr;
-  if (wait) EXPECT_TRUE((*p)->WaitForLog("msg=subscribed", absl::Seconds(20))) << (*p)->Log();
+  if (wait) {
+    EXPECT_TRUE((*p)->WaitForLog("msg=subscribed", absl::Seconds(20))) << (*p)->Log();
+  }
   return *std::move(p);
 }
 

@@ -112,7 +112,7 @@ struct PendingConnection {
   int fd = -1;  // -1 once answered or closed, until the pass that noticed ends
   Clock::time_point accepted;
   Clock::time_point deadline;
-  std::vector<char> data;  // grown as bytes arrive, never past what the request needs
+  std::vector<char> data{};// grown as bytes arrive, never past what the request needs
   size_t body_at = 0;  // 0 until the headers are in, then where the body starts in `data`
   size_t content_length = 0;
   // What `data` may grow to: the headers' limit until they are in, then the whole request.

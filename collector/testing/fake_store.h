@@ -19,13 +19,13 @@ namespace mailroom::testing {
 class FakeStore : public Store {
  public:
   struct Call {
-    std::string method, group, owner;
-    std::vector<uint64_t> ids;
-    std::vector<uint32_t> attempts;
-    std::vector<JobResult> results;
+    std::string method{}, group{}, owner{};
+    std::vector<uint64_t> ids{};
+    std::vector<uint32_t> attempts{};
+    std::vector<JobResult> results{};
     int limit = 0;
-    absl::Duration lease;
-    std::string holder;  // LinkHolder's
+    absl::Duration lease{};
+    std::string holder{};  // LinkHolder's
   };
 
   // The next Dequeue returns `jobs` (later ones return nothing, or `error` when set).

@@ -204,7 +204,9 @@ TEST_P(ConformanceTest, AnAcceptedEmailIsSentWithTheProvidersMessageId) {
   auto r = t->Send(Job(1, Fault::kOk));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->provider_id.empty());
-  if (Expected().message_id) EXPECT_EQ(r->feedback_id, r->provider_id);
+  if (Expected().message_id) {
+    EXPECT_EQ(r->feedback_id, r->provider_id);
+  }
   EXPECT_EQ(Deliveries()[DeliveryKey(1, Fault::kOk)], 1);
 }
 
@@ -253,7 +255,9 @@ TEST_P(ConformanceTest, ALostAnswerIsChargedRetriedOnceAndDuplicatedAtMostOnce) 
   retry.content.attempt = 2;
   auto again = t->Send(retry);
   ASSERT_TRUE(again.ok()) << again.status();
-  if (Expected().message_id) EXPECT_FALSE(again->feedback_id.empty());
+  if (Expected().message_id) {
+    EXPECT_FALSE(again->feedback_id.empty());
+  }
   EXPECT_EQ(Deliveries()[DeliveryKey(5, Fault::kLost)], Expected().retry_is_idempotent ? 1 : 2);
 }
 

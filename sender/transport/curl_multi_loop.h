@@ -54,7 +54,7 @@ class CurlMultiLoop {
   struct Transfer {
     CURL* easy;
     CURLcode result = CURLE_OK;
-    absl::Notification done;
+    absl::Notification done{};
   };
 
   void Run();

@@ -233,7 +233,9 @@ TEST(CurlStatusTest, EveryCurlCodeIsListedWithItsKind) {
         break;
     }
     // The message says which code it was, never more than curl's own text.
-    if (!st.ok()) EXPECT_THAT(std::string(st.message()), HasSubstr(absl::StrCat("(curl ", code, ")")));
+    if (!st.ok()) {
+      EXPECT_THAT(std::string(st.message()), HasSubstr(absl::StrCat("(curl ", code, ")")));
+    }
   }
   for (int c = 0; c < CURL_LAST; ++c) EXPECT_EQ(listed.count(c), 1u) << "not listed: " << c;
   EXPECT_EQ(CurlStatus(CURL_LAST, "").code(), absl::StatusCode::kInternal);

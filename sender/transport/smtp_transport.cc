@@ -17,6 +17,7 @@ struct Upload {
 size_t ReadBody(char* buf, size_t size, size_t nitems, void* userdata) {
   auto* up = static_cast<Upload*>(userdata);
   size_t n = std::min(size * nitems, up->data->size() - up->offset);
+  // NOLINTNEXTLINE(bugprone-not-null-terminated-result): curl's buffer holds bytes, not a string.
   std::memcpy(buf, up->data->data() + up->offset, n);
   up->offset += n;
   return n;

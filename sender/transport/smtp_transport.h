@@ -58,9 +58,9 @@ class SmtpTransport : public Transport {
   OAuth2TokenCache* tokens() const { return tokens_.get(); }
 
  private:
-  // One attempt at `email` on `handle` (reset, its connection kept), with `bearer` as the
+  // One attempt at `email` on handle `c` (reset, its connection kept), with `bearer` as the
   // XOAUTH2 token unless empty. `auth_refused` tells whether the server refused the AUTH.
-  absl::StatusOr<SendResult> Attempt(CURL* handle, int index, const OutgoingEmail& email,
+  absl::StatusOr<SendResult> Attempt(CURL* c, int index, const OutgoingEmail& email,
                                      const std::string& bearer, bool* auth_refused);
 
   const TransportConfig config_;

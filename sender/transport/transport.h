@@ -32,11 +32,11 @@ struct OutgoingEmail {
   std::string message_id;    // without angle brackets
   // Provider tags (SES EmailTags: name, value; letters, digits, '_' and '-' only): the job
   // id and action, so that SES feedback can name the job.
-  std::vector<std::pair<std::string, std::string>> tags;
+  std::vector<std::pair<std::string, std::string>> tags{};
   // The longest this attempt may take, when shorter than the transport's own timeout (the
   // time left on the job's lease, less the margin to report the outcome).
   absl::Duration timeout = absl::InfiniteDuration();
-  EmailContent content;
+  EmailContent content{};
 };
 
 // What a transport reports for a delivered message.
@@ -44,7 +44,7 @@ struct SendResult {
   std::string provider_id;  // SES MessageId, SMTP reply text, or the written file's path
   // The id provider feedback names the message by (SES MessageId), reported to the collector
   // with the SENT outcome; "" when the transport has none.
-  std::string feedback_id;
+  std::string feedback_id{};
 };
 
 // One way of delivering messages. Send is thread-safe and may run concurrently from up to
