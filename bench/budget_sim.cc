@@ -1,22 +1,22 @@
 // Simulates whole months of sending against the budget pacer with a fake clock and prints, per
 // scenario, what was spent against the budget, the error, and the busiest hour against the pace.
 // Usage: budget_sim
-#include "absl/synchronization/mutex.h"
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include "absl/synchronization/mutex.h"
 
 #include "absl/time/civil_time.h"
-#include "sender/budget.h"
 #include "common/testing/fake_clock.h"
+#include "sender/budget.h"
 
 namespace mailroom {
 namespace {
 
-const absl::Time kStart =
-    absl::FromCivil(absl::CivilSecond(2026, 11, 1, 0, 0, 0), absl::UTCTimeZone());
-const absl::Time kEnd =
-    absl::FromCivil(absl::CivilSecond(2026, 12, 1, 0, 0, 0), absl::UTCTimeZone());
+const absl::Time kStart = absl::FromCivil(absl::CivilSecond(2026, 11, 1, 0, 0, 0),
+                                          absl::UTCTimeZone());
+const absl::Time kEnd = absl::FromCivil(absl::CivilSecond(2026, 12, 1, 0, 0, 0),
+                                        absl::UTCTimeZone());
 
 struct Scenario {
   const char* name;
@@ -50,9 +50,8 @@ void Run(const Scenario& s) {
   const double pace_hour = expected / active_s * 3600;
   std::printf("%-34s budget $%9.2f  spent $%10.4f  sent %9zu of %9.0f  error %+7.4f%%  "
               "busiest hour %7zu (pace %9.1f + burst %d)%s\n",
-              s.name, s.budget, spent, sent, expected, (sent - expected) / expected * 100,
-              max_hour, pace_hour, s.burst,
-              spent > s.budget + 1e-9 ? "  OVER BUDGET" : "");
+              s.name, s.budget, spent, sent, expected, (sent - expected) / expected * 100, max_hour,
+              pace_hour, s.burst, spent > s.budget + 1e-9 ? "  OVER BUDGET" : "");
   (void)month_s;
 }
 

@@ -20,8 +20,8 @@
 //                    [--retention_ms=1000] [--fsync=off]
 #include <algorithm>
 #include <atomic>
-#include <memory>
 #include <cstdio>
+#include <memory>
 #include <pqxx/pqxx>
 #include <thread>
 
@@ -68,30 +68,29 @@ class Churn {
     for (int done = 0; done < o_.round; done += 10000) {
       pqxx::work tx(db_);
       tx.exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'c' || i ||"
-                           " '@churn.test', 'c' || i FROM generate_series(", done + 1, ", ",
-                           std::min(o_.round, done + 10000), ") i"));
+                           " '@churn.test', 'c' || i FROM generate_series(",
+                           done + 1, ", ", std::min(o_.round, done + 10000), ") i"));
       tx.commit();
     }
     // The accounts' own activation tokens (the warm-up) expire like the rounds' tokens.
     pqxx::nontransaction(db_).exec(absl::StrCat(
-        "UPDATE tokens SET expires_at = EXTRACT(EPOCH FROM now())::BIGINT + ",
-        o_.expiry_seconds));
+        "UPDATE tokens SET expires_at = EXTRACT(EPOCH FROM now())::BIGINT + ", o_.expiry_seconds));
   }
 
   void StartCollector() {
     port_ = testing::FreePort();
-    auto p = testing::Process::Spawn(
-        {testing::Runfile("mailroom/collector/collector")},
-        {{"MAILROOM_DATABASE_URL", url_},
-         {"MAILROOM_SECRET_KEY", kKey},
-         {"MAILROOM_LISTEN_ADDRESS", absl::StrCat("127.0.0.1:", port_)},
-         {"MAILROOM_METRICS_ADDRESS", "off"},
-         {"MAILROOM_SUBSCRIBER_TOKENS", kBearer},
-         {"MAILROOM_BATCH_LIMIT", "1000"},
-         {"MAILROOM_RETENTION", absl::StrCat(o_.retention_ms)},
-         {"MAILROOM_RETENTION_INTERVAL", "1000"},
-         {"MAILROOM_LOG_LEVEL", "warn"}},
-        "/tmp/mailroom-churn-collector.log");
+    auto p = testing::Process::Spawn({testing::Runfile("mailroom/collector/collector")},
+                                     {{"MAILROOM_DATABASE_URL", url_},
+                                      {"MAILROOM_SECRET_KEY", kKey},
+                                      {"MAILROOM_LISTEN_ADDRESS",
+                                       absl::StrCat("127.0.0.1:", port_)},
+                                      {"MAILROOM_METRICS_ADDRESS", "off"},
+                                      {"MAILROOM_SUBSCRIBER_TOKENS", kBearer},
+                                      {"MAILROOM_BATCH_LIMIT", "1000"},
+                                      {"MAILROOM_RETENTION", absl::StrCat(o_.retention_ms)},
+                                      {"MAILROOM_RETENTION_INTERVAL", "1000"},
+                                      {"MAILROOM_LOG_LEVEL", "warn"}},
+                                     "/tmp/mailroom-churn-collector.log");
     if (!p.ok()) {
       std::fprintf(stderr, "cannot start collector: %s\n", p.status().ToString().c_str());
       std::exit(1);
@@ -184,8 +183,7 @@ class Churn {
                 sizes[1].as<int64_t>() / 1048576.0, sizes[4].as<long long>(),
                 sizes[5].as<long long>(), sizes[7].as<int64_t>() / 1048576.0,
                 sizes[8].as<long long>(), sizes[9].as<long long>(), sizes[6].as<long long>(),
-                stats_ms,
-                static_cast<long long>(sent),
+                stats_ms, static_cast<long long>(sent),
                 sent == static_cast<int64_t>(acked_) ? "= every SENT acknowledged"
                                                      : "MISMATCH with acknowledgements");
     std::fflush(stdout);
@@ -224,14 +222,13 @@ void HoldOpen(Churn& churn, const std::string& url, const Options& o, int idle_t
   absl::Time start = absl::Now();
   while (absl::Now() - start < absl::Seconds(hold_seconds)) {
     churn.Round(absl::StrCat(idle_timeout > 0 ? "timeout " : "held ",
-                             static_cast<int>(absl::ToDoubleSeconds(absl::Now() - start)),
-                             " s"));
+                             static_cast<int>(absl::ToDoubleSeconds(absl::Now() - start)), " s"));
   }
   const int holder_pid = holder.backendpid();
-  const bool alive =
-      pqxx::nontransaction(churn.db())
-          .exec1(absl::StrCat("SELECT count(*) FROM pg_stat_activity WHERE pid = ", holder_pid))[0]
-          .as<int>() > 0;
+  const bool alive = pqxx::nontransaction(churn.db())
+                         .exec1(absl::StrCat("SELECT count(*) FROM pg_stat_activity WHERE pid = ",
+                                             holder_pid))[0]
+                         .as<int>() > 0;
   try {
     held->abort();
   } catch (const std::exception&) {
@@ -261,7 +258,7 @@ ABSL_FLAG(std::string, fsync, "off", "PostgreSQL fsync: on or off");
 
 int main(int argc, char** argv) {
   if (auto done = mailroom::ParseToolFlags("churn_bench", "usage: churn_bench [flags]\n", argc,
-                                            argv)) {
+                                           argv)) {
     return *done;
   }
   mailroom::Options o;

@@ -25,14 +25,14 @@
 //                        [--signups=8,32,64] [--signup_seconds=10] [--signup_rounds=2]
 //                        [--busy_poll=2,20]
 #include <algorithm>
-#include <csignal>
 #include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <memory>
-#include <pqxx/pqxx>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <pqxx/pqxx>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -130,8 +130,8 @@ void Drain(testing::PgServer& pg, const std::string& label, int n, bool analyze)
     for (int done = 0; done < n; done += 10000) {
       pqxx::work tx(c);
       tx.exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'u' || i || '@bench.test',"
-                           " 'u' || i FROM generate_series(", done + 1, ", ",
-                           std::min(n, done + 10000), ") i"));
+                           " 'u' || i FROM generate_series(",
+                           done + 1, ", ", std::min(n, done + 10000), ") i"));
       tx.commit();
     }
     // The signups' tokens made as the collector makes them (1,000 a call), before the drain
@@ -185,7 +185,8 @@ std::map<std::string, std::pair<int64_t, double>> PgFunctions(const std::string&
   pqxx::connection c(url);
   pqxx::nontransaction tx(c);
   std::map<std::string, std::pair<int64_t, double>> out;
-  for (const auto& row : tx.exec("SELECT funcname, calls, total_time FROM pg_stat_user_functions")) {
+  for (const auto& row :
+       tx.exec("SELECT funcname, calls, total_time FROM pg_stat_user_functions")) {
     out[row[0].as<std::string>()] = {row[1].as<int64_t>(), row[2].as<double>()};
   }
   return out;
@@ -238,7 +239,7 @@ void Latency(testing::PgServer& pg, const std::string& label, int rate, int seco
   // once per flush; a connection that falls behind the schedule commits at once.
   const int count = rate * seconds;
   std::mutex mu;
-  std::vector<std::pair<uint64_t, absl::Time>> commits;  // account id -> commit time
+  std::vector<std::pair<uint64_t, absl::Time>> commits;   // account id -> commit time
   std::map<int, std::vector<absl::Time>> commits_by_pid;  // backend pid -> its commit times
   std::vector<double> commit_ms;                          // duration of each COMMIT
   commits.reserve(count);
@@ -323,19 +324,19 @@ void Latency(testing::PgServer& pg, const std::string& label, int rate, int seco
   auto functions = PgFunctions(url);
   const auto [dequeues, dequeue_ms] = functions["mailroom_dequeue"];
   const auto [collects, collect_ms] = functions["mailroom_collect_signups"];
-  std::printf("  %s: %zu of %d single-row commits from %d connections, offered %d/s, achieved"
-              " %.0f/s (COMMIT p50 %.2f ms, p99 %.2f ms), batch timeout 0: commit-to-stream"
-              " latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (p99 first second %.2f ms,"
-              " last second %.2f ms; %zu commits sent a NOTIFY, to a second"
-              " listener p50 %.2f ms, p90 %.2f ms, p99 %.2f ms); %lld dequeues (%.1f jobs,"
-              " %.2f ms each)\n",
-              label.c_str(), ms.size(), count, connections, rate, achieved,
-              Quantile(commit_ms, 0.50), Quantile(commit_ms, 0.99), Quantile(ms, 0.50),
-              Quantile(ms, 0.90), Quantile(ms, 0.99), ms.empty() ? 0 : ms.back(), first_p99,
-              last_p99, notified, Quantile(notify_ms, 0.50), Quantile(notify_ms, 0.90), Quantile(notify_ms, 0.99),
-              static_cast<long long>(dequeues),
-              dequeues > 0 ? double(jobs.size()) / dequeues : 0.0,
-              dequeues > 0 ? dequeue_ms / dequeues : 0.0);
+  std::printf(
+      "  %s: %zu of %d single-row commits from %d connections, offered %d/s, achieved"
+      " %.0f/s (COMMIT p50 %.2f ms, p99 %.2f ms), batch timeout 0: commit-to-stream"
+      " latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (p99 first second %.2f ms,"
+      " last second %.2f ms; %zu commits sent a NOTIFY, to a second"
+      " listener p50 %.2f ms, p90 %.2f ms, p99 %.2f ms); %lld dequeues (%.1f jobs,"
+      " %.2f ms each)\n",
+      label.c_str(), ms.size(), count, connections, rate, achieved, Quantile(commit_ms, 0.50),
+      Quantile(commit_ms, 0.99), Quantile(ms, 0.50), Quantile(ms, 0.90), Quantile(ms, 0.99),
+      ms.empty() ? 0 : ms.back(), first_p99, last_p99, notified, Quantile(notify_ms, 0.50),
+      Quantile(notify_ms, 0.90), Quantile(notify_ms, 0.99), static_cast<long long>(dequeues),
+      dequeues > 0 ? double(jobs.size()) / dequeues : 0.0,
+      dequeues > 0 ? dequeue_ms / dequeues : 0.0);
   if (collects > 0) {
     std::printf("    %lld signup collections, %.2f ms each in PostgreSQL (%.0f ms in all)\n",
                 static_cast<long long>(collects), collect_ms / collects, collect_ms);
@@ -357,15 +358,15 @@ void Latency(testing::PgServer& pg, const std::string& label, int rate, int seco
 
 // One pgbench run of `clients` clients for `seconds`: one signup (`INSERT INTO accounts`) per
 // transaction. Returns the transactions per second pgbench reports (0 on failure).
-double Pgbench(testing::PgServer& pg, const std::string& db, const std::string& script,
-               int clients, int seconds) {
+double Pgbench(testing::PgServer& pg, const std::string& db, const std::string& script, int clients,
+               int seconds) {
   const std::string log = absl::StrCat("/tmp/mailroom-bench-pgbench-", clients, ".log");
   std::remove(log.c_str());
-  auto p = testing::Process::Spawn(
-      {"/usr/bin/pgbench", "-n", "-f", script, "-c", absl::StrCat(clients), "-j",
-       absl::StrCat(std::min(clients, 8)), "-T", absl::StrCat(seconds), "-h", "127.0.0.1", "-p",
-       absl::StrCat(pg.port()), "-U", "postgres", db},
-      {}, log);
+  auto p = testing::Process::Spawn({"/usr/bin/pgbench", "-n", "-f", script, "-c",
+                                    absl::StrCat(clients), "-j", absl::StrCat(std::min(clients, 8)),
+                                    "-T", absl::StrCat(seconds), "-h", "127.0.0.1", "-p",
+                                    absl::StrCat(pg.port()), "-U", "postgres", db},
+                                   {}, log);
   if (!p.ok()) return 0;
   auto code = (*p)->Wait(absl::Seconds(seconds + 120));
   const std::string out = (*p)->Log();
@@ -408,8 +409,9 @@ void Signups(testing::PgServer& pg, const std::vector<int>& clients,
   auto queued = [&]() -> int64_t {
     pqxx::connection c(url);
     pqxx::nontransaction tx(c);
-    return tx.exec1("SELECT CASE WHEN to_regclass('mailroom_signups') IS NULL THEN 0"
-                    " ELSE (SELECT count(*) FROM mailroom_signups) END")[0]
+    return tx
+        .exec1("SELECT CASE WHEN to_regclass('mailroom_signups') IS NULL THEN 0"
+               " ELSE (SELECT count(*) FROM mailroom_signups) END")[0]
         .as<int64_t>();
   };
   std::printf("application signups/s (pgbench, one INSERT INTO accounts per transaction, %d s"
@@ -490,8 +492,8 @@ void Signups(testing::PgServer& pg, const std::vector<int>& clients,
         std::snprintf(one, sizeof(one), "%.1f", c);
         absl::StrAppend(&caught, caught.empty() ? "" : ", ", one);
       }
-      std::printf("  clients=%d %s: %s signups/s (signups still queued at the end: %s%s%s)\n",
-                  n, kind.c_str(), runs.c_str(), queue.c_str(),
+      std::printf("  clients=%d %s: %s signups/s (signups still queued at the end: %s%s%s)\n", n,
+                  kind.c_str(), runs.c_str(), queue.c_str(),
                   caught.empty() ? "" : "; collected after the run in s: ", caught.c_str());
     }
     std::fflush(stdout);
@@ -501,7 +503,8 @@ void Signups(testing::PgServer& pg, const std::vector<int>& clients,
 }  // namespace
 }  // namespace mailroom
 
-ABSL_FLAG(mailroom::IntList, sizes, (mailroom::IntList{{100000, 1000000}}), "backlogs to drain (tokens)");
+ABSL_FLAG(mailroom::IntList, sizes, (mailroom::IntList{{100000, 1000000}}),
+          "backlogs to drain (tokens)");
 ABSL_FLAG(std::vector<std::string>, fsync, std::vector<std::string>({"on", "off"}),
           "PostgreSQL durability settings to run (on, off)");
 ABSL_FLAG(std::vector<std::string>, stats, std::vector<std::string>({"without", "with"}),
@@ -517,7 +520,7 @@ ABSL_FLAG(mailroom::IntList, busy_poll, {}, "busy-poll intervals (ms) of the sig
 
 int main(int argc, char** argv) {
   if (auto done = mailroom::ParseToolFlags("collector_bench", "usage: collector_bench [flags]\n",
-                                            argc, argv)) {
+                                           argc, argv)) {
     return *done;
   }
   const std::vector<int> sizes = absl::GetFlag(FLAGS_sizes).values;

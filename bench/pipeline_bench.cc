@@ -21,16 +21,16 @@
 // 4 x the connections unless --max_in_flight). Each run also prints what the proxy counted of
 // the SMTP conversations (round trips per message, bodies awaiting their reply at once), and a
 // table of every run's emails/s closes the output. --http_messages=N also runs the postmark
-// transport (an HTTP API, one request per email) to bench/http_sink.py through a proxy. --sender=PATH times another sender binary
-// (an earlier build, for before/after runs); --no_ceiling skips smtp-source.
-// bash bench/distance_bench.sh wraps it.
+// transport (an HTTP API, one request per email) to bench/http_sink.py through a proxy.
+// --sender=PATH times another sender binary (an earlier build, for before/after runs); --no_ceiling
+// skips smtp-source. bash bench/distance_bench.sh wraps it.
 #include <signal.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -114,8 +114,8 @@ double CpuSeconds(pid_t pid) {
   const size_t paren = stat.rfind(')');
   if (paren == std::string::npos) return 0;
   // After "pid (comm) ": state is field 3; utime and stime are fields 14 and 15.
-  std::vector<absl::string_view> f =
-      absl::StrSplit(absl::string_view(stat).substr(paren + 1), ' ', absl::SkipEmpty());
+  std::vector<absl::string_view> f = absl::StrSplit(absl::string_view(stat).substr(paren + 1), ' ',
+                                                    absl::SkipEmpty());
   int64_t utime = 0, stime = 0;
   if (f.size() < 13 || !absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime)) {
     return 0;
@@ -148,7 +148,8 @@ std::map<std::string, FunctionTime> PgFunctions(pqxx::connection& c) {
 std::map<int, double> PgCpu(pqxx::connection& c) {
   pqxx::nontransaction tx(c);
   std::map<int, double> out;
-  for (const auto& row : tx.exec("SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid()")) {
+  for (const auto& row :
+       tx.exec("SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid()")) {
     const int pid = row[0].as<int>();
     out[pid] = CpuSeconds(pid);
   }
@@ -166,8 +167,8 @@ void Queue(const std::string& url, int from, int n) {
   for (int done = 0; done < n; done += 10000) {
     pqxx::work tx(c);
     tx.exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'u' || i || '@bench.test',"
-                         " 'u' || i FROM generate_series(", from + done + 1, ", ",
-                         from + std::min(n, done + 10000), ") i"));
+                         " 'u' || i FROM generate_series(",
+                         from + done + 1, ", ", from + std::min(n, done + 10000), ") i"));
     tx.commit();
   }
   // Their tokens made as the collector makes them, before the pipeline is timed (a backlog of
@@ -182,7 +183,7 @@ struct Options {
   int ses_messages = 2000;
   std::vector<int> connections = {8};
   bool durable = true;
-  int max_in_flight = 0;  // 0: the sender's default (at a distance: 4 x the connections)
+  int max_in_flight = 0;    // 0: the sender's default (at a distance: 4 x the connections)
   std::vector<int> rtt_ms;  // empty: no proxy
   std::string sender;       // "": the built sender
   bool ceiling = true;      // time smtp-source
@@ -194,8 +195,8 @@ struct Options {
 std::unique_ptr<Process> StartProxy(int rtt_ms, int upstream, int* port,
                                     const std::string& stats_file, const std::string& log) {
   *port = testing::FreePort();
-  return Spawn({"/usr/bin/python3", testing::Runfile("mailroom/bench/latency_proxy.py"),
-                "--listen", absl::StrCat("127.0.0.1:", *port), "--upstream",
+  return Spawn({"/usr/bin/python3", testing::Runfile("mailroom/bench/latency_proxy.py"), "--listen",
+                absl::StrCat("127.0.0.1:", *port), "--upstream",
                 absl::StrCat("127.0.0.1:", upstream), "--delay-ms", absl::StrCat(rtt_ms / 2.0),
                 "--stats", stats_file},
                {}, log, "ready");
@@ -315,10 +316,10 @@ class Pipeline {
       sent = Scalar(poll, "SELECT coalesce(sum(n), 0) FROM delivery_counts WHERE state = 'sent'");
       {
         pqxx::nontransaction tx(poll);
-        for (const auto& row : tx.exec(
-                 "SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*)"
-                 "  FROM pg_stat_activity WHERE backend_type = 'client backend'"
-                 "   AND state = 'active' AND pid <> pg_backend_pid() GROUP BY 1")) {
+        for (const auto& row :
+             tx.exec("SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*)"
+                     "  FROM pg_stat_activity WHERE backend_type = 'client backend'"
+                     "   AND state = 'active' AND pid <> pg_backend_pid() GROUP BY 1")) {
           activity[row[0].as<std::string>()] += row[1].as<int64_t>();
         }
       }
@@ -347,8 +348,8 @@ class Pipeline {
       const double total = (sender_cpu + collector_cpu + pg_cpu + peer_cpu) * us;
       std::printf("  %s: CPU per email: sender %.0f us, collector %.0f us, PostgreSQL %.0f us,"
                   " peer %.0f us; total %.0f us (%.0f%% of 2 cores busy for the run)\n",
-                  label.c_str(), sender_cpu * us, collector_cpu * us, pg_cpu * us,
-                  peer_cpu * us, total, total * sent / 1e6 / secs / 2 * 100);
+                  label.c_str(), sender_cpu * us, collector_cpu * us, pg_cpu * us, peer_cpu * us,
+                  total, total * sent / 1e6 / secs / 2 * 100);
     }
     // The statistics collector reports a backend's counts when it goes idle: give it a moment.
     absl::SleepFor(absl::Seconds(1));
@@ -373,10 +374,9 @@ class Pipeline {
     }
     std::printf("\n");
     // Each grant is one AcquireBudget round trip and one PostgreSQL transaction.
-    std::printf("  %s: %lld budget grants (AcquireBudget calls that granted emails)\n",
-                label.c_str(),
-                static_cast<long long>(Scalar(poll, "SELECT count(*) FROM budget_grants") -
-                                       grants_before));
+    std::printf(
+        "  %s: %lld budget grants (AcquireBudget calls that granted emails)\n", label.c_str(),
+        static_cast<long long>(Scalar(poll, "SELECT count(*) FROM budget_grants") - grants_before));
     PrintUsage("collector", absl::StrCat("under load (", label, ")").c_str(), col, 20);
     PrintUsage("sender", absl::StrCat("under load (", label, ")").c_str(), snd, 30);
     std::fflush(stdout);
@@ -402,7 +402,8 @@ double SmtpSource(const std::string& addr, int sessions, int n, bool* ok) {
   absl::Time t0 = absl::Now();
   int rc = std::system(absl::StrCat("/usr/sbin/smtp-source -d -l 1500 -m ", n, " -s ", sessions,
                                     " -f no-reply@example.test -t bench@example.test ", addr,
-                                    " >/dev/null 2>&1").c_str());
+                                    " >/dev/null 2>&1")
+                           .c_str());
   *ok = rc == 0;
   return n / absl::ToDoubleSeconds(absl::Now() - t0);
 }
@@ -430,12 +431,12 @@ std::optional<SesPeer> StartSes(const std::string& dir) {
   // run measures the pipeline, so the account allows far more than it can send.
   const std::string account = dir + "/account.json";
   std::ofstream(account) << R"({"SendQuota": {"MaxSendRate": 1000000.0, "Max24HourSend": 1e12}})";
-  ses.front = Spawn({"/usr/bin/python3", testing::Runfile("mailroom/sender/transport/testing/ses_front.py"),
-                     "--port", absl::StrCat(ses.front_port), "--upstream",
-                     absl::StrCat("http://127.0.0.1:", emu), "--access-key", "AKIDEXAMPLE",
-                     "--secret-key", kAwsSecret, "--throttle-first", "0", "--account-file",
-                     account},
-                    {}, dir + "/front.log", "ready");
+  ses.front = Spawn(
+      {"/usr/bin/python3", testing::Runfile("mailroom/sender/transport/testing/ses_front.py"),
+       "--port", absl::StrCat(ses.front_port), "--upstream", absl::StrCat("http://127.0.0.1:", emu),
+       "--access-key", "AKIDEXAMPLE", "--secret-key", kAwsSecret, "--throttle-first", "0",
+       "--account-file", account},
+      {}, dir + "/front.log", "ready");
   return ses;
 }
 
@@ -484,9 +485,8 @@ void Distance(Pipeline& p, const Options& o, int sink_port, pid_t sink_pid) {
         bool ok = true;
         row.source = SmtpSource(absl::StrCat("127.0.0.1:", port), c, o.messages, &ok);
         const std::string counted = StopProxy(std::move(proxy), stats + ".source");
-        std::printf("  smtp-source, %s: %d messages: %.0f msg/s%s\n    proxy: %s\n",
-                    at.c_str(), o.messages, row.source, ok ? "" : " (smtp-source failed)",
-                    counted.c_str());
+        std::printf("  smtp-source, %s: %d messages: %.0f msg/s%s\n    proxy: %s\n", at.c_str(),
+                    o.messages, row.source, ok ? "" : " (smtp-source failed)", counted.c_str());
       }
       std::map<std::string, std::string> window = {
           {"MAILROOM_CONNECTIONS", absl::StrCat(c)},
@@ -494,10 +494,10 @@ void Distance(Pipeline& p, const Options& o, int sink_port, pid_t sink_pid) {
            absl::StrCat(o.max_in_flight > 0 ? o.max_in_flight : std::max(100, 4 * c))}};
       if (o.messages > 0) {
         auto proxy = StartProxy(rtt, sink_port, &port, stats + ".smtp", log);
-        std::map<std::string, std::string> env = {
-            {"MAILROOM_TRANSPORT", "smtp"},
-            {"MAILROOM_SMTP_URL", absl::StrCat("smtp://127.0.0.1:", port)},
-            {"MAILROOM_SMTP_ALLOW_PLAIN", "true"}};
+        std::map<std::string, std::string> env = {{"MAILROOM_TRANSPORT", "smtp"},
+                                                  {"MAILROOM_SMTP_URL",
+                                                   absl::StrCat("smtp://127.0.0.1:", port)},
+                                                  {"MAILROOM_SMTP_ALLOW_PLAIN", "true"}};
         env.insert(window.begin(), window.end());
         row.smtp = p.Run(absl::StrCat("smtp, ", at), o.messages, env, sink_pid);
         row.round_trips = StopProxy(std::move(proxy), stats + ".smtp");
@@ -512,10 +512,10 @@ void Distance(Pipeline& p, const Options& o, int sink_port, pid_t sink_pid) {
       }
       if (postmark) {
         auto proxy = StartProxy(rtt, postmark_port, &port, stats + ".http", log);
-        std::map<std::string, std::string> env = {
-            {"MAILROOM_TRANSPORT", "postmark"},
-            {"MAILROOM_POSTMARK_SERVER_TOKEN", "bench-token"},
-            {"MAILROOM_POSTMARK_API_URL", absl::StrCat("http://127.0.0.1:", port)}};
+        std::map<std::string, std::string> env = {{"MAILROOM_TRANSPORT", "postmark"},
+                                                  {"MAILROOM_POSTMARK_SERVER_TOKEN", "bench-token"},
+                                                  {"MAILROOM_POSTMARK_API_URL",
+                                                   absl::StrCat("http://127.0.0.1:", port)}};
         env.insert(window.begin(), window.end());
         row.http = p.Run(absl::StrCat("postmark, ", at), o.http_messages, env);
         (void)StopProxy(std::move(proxy), stats + ".http");
@@ -556,8 +556,7 @@ ABSL_FLAG(std::string, fsync, "on", "PostgreSQL fsync: on or off");
 
 int main(int argc, char** argv) {
   using namespace mailroom;
-  if (auto done = ParseToolFlags("pipeline_bench", "usage: pipeline_bench [flags]\n", argc,
-                                 argv)) {
+  if (auto done = ParseToolFlags("pipeline_bench", "usage: pipeline_bench [flags]\n", argc, argv)) {
     return *done;
   }
   Options o;
@@ -583,7 +582,7 @@ int main(int argc, char** argv) {
   for (const char* tool : {"/usr/sbin/smtp-sink", "/usr/sbin/smtp-source"}) {
     if (access(tool, X_OK) != 0) {
       Die(absl::StrCat(tool, " is missing: apt-get install postfix (bench/smtp_throughput.sh"
-                       " installs it unconfigured)"));
+                             " installs it unconfigured)"));
     }
   }
   Pipeline p(o);
@@ -597,18 +596,19 @@ int main(int argc, char** argv) {
   }
   if (!o.rtt_ms.empty()) {
     std::printf("pipeline collector -> gRPC -> sender -> latency proxy -> peer, budget unlimited,"
-                " PostgreSQL fsync=%s, sender %s\n", o.durable ? "on" : "off",
-                o.sender.empty() ? "as built" : o.sender.c_str());
+                " PostgreSQL fsync=%s, sender %s\n",
+                o.durable ? "on" : "off", o.sender.empty() ? "as built" : o.sender.c_str());
     Distance(p, o, sink_port, sink->pid());
     return 0;
   }
   const int connections = o.connections.front();
   std::printf("pipeline collector -> gRPC -> sender -> peer, budget unlimited, %d connections,"
-              " PostgreSQL fsync=%s\n", connections, o.durable ? "on" : "off");
-  std::map<std::string, std::string> smtp = {
-      {"MAILROOM_TRANSPORT", "smtp"},
-      {"MAILROOM_SMTP_URL", absl::StrCat("smtp://", sink_addr)},
-      {"MAILROOM_SMTP_ALLOW_PLAIN", "true"}};
+              " PostgreSQL fsync=%s\n",
+              connections, o.durable ? "on" : "off");
+  std::map<std::string, std::string> smtp = {{"MAILROOM_TRANSPORT", "smtp"},
+                                             {"MAILROOM_SMTP_URL",
+                                              absl::StrCat("smtp://", sink_addr)},
+                                             {"MAILROOM_SMTP_ALLOW_PLAIN", "true"}};
   p.Idle(smtp);
   if (o.messages > 0) {
     bool ok = true;

@@ -20,7 +20,7 @@ ABSL_FLAG(int, messages, 10000, "messages to send");
 int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   if (auto done = mailroom::ParseToolFlags("smtp_bench", "usage: smtp_bench [flags]\n", argc,
-                                            argv)) {
+                                           argv)) {
     return *done;
   }
   const std::string url = absl::GetFlag(FLAGS_url);
@@ -34,12 +34,23 @@ int main(int argc, char** argv) {
   mailroom::SmtpTransport transport(c);
   // A real rendered message (activation template, about 1.5 KB).
   auto templates = mailroom::Templates::Load("");
-  mailroom::TemplateVars vars{"benchuser", "bench@example.test", std::string(86, 'T'), "12345",
-                              "mailroom", "https://app.example.test",
-                              absl::Now() + absl::Minutes(15), absl::Now()};
+  mailroom::TemplateVars vars{"benchuser",
+                              "bench@example.test",
+                              std::string(86, 'T'),
+                              "12345",
+                              "mailroom",
+                              "https://app.example.test",
+                              absl::Now() + absl::Minutes(15),
+                              absl::Now()};
   auto r = templates->Render("activation", vars);
-  mailroom::Message m{"mailroom <no-reply@example.test>", "bench@example.test", "benchuser",
-                      r->subject, r->text, r->html, "bench@example.test", absl::Now()};
+  mailroom::Message m{"mailroom <no-reply@example.test>",
+                      "bench@example.test",
+                      "benchuser",
+                      r->subject,
+                      r->text,
+                      r->html,
+                      "bench@example.test",
+                      absl::Now()};
   mailroom::OutgoingEmail email{"no-reply@example.test", "bench@example.test",
                                 *mailroom::BuildMime(m), "bench@example.test"};
   std::atomic<int> next{0}, failed{0};

@@ -35,8 +35,8 @@ using Json = nlohmann::ordered_json;
 // Fixed, readable-in-code bytes: HMAC-SHA256("mailroom test vectors", label).
 std::string Derive(absl::string_view label) { return HmacSha256("mailroom test vectors", label); }
 
-const std::string kSpecKey =
-    absl::HexStringToBytes("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f");
+const std::string kSpecKey = absl::HexStringToBytes(
+    "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f");
 const std::string kCurrentKey = Derive("current key");
 const std::string kOldKey = Derive("old key");
 const std::string kWrongKey(32, '\xff');
@@ -83,8 +83,8 @@ std::string SignNamed(const std::string& key, const std::string& name, const std
     std::cerr << "make_vectors: a secret must be 32 bytes\n";
     std::exit(1);
   }
-  const std::string contract =
-      Encode(secret + HmacSha256(key, absl::StrCat("/action/", name, "/", secret, code)));
+  const std::string contract = Encode(
+      secret + HmacSha256(key, absl::StrCat("/action/", name, "/", secret, code)));
   auto action = ParseTokenAction(name);
   if (!action.ok()) return contract;
   const std::string signed_token = Sign(key, *action, secret, code);
@@ -98,8 +98,7 @@ std::string SignNamed(const std::string& key, const std::string& name, const std
 class Cases {
  public:
   void Valid(const std::string& name, TokenAction action, std::vector<std::string> keys,
-             const std::string& token, std::optional<std::string> code,
-             const std::string& secret) {
+             const std::string& token, std::optional<std::string> code, const std::string& secret) {
     Valid(name, ActionName(action), std::move(keys), token, std::move(code), secret);
   }
   void Refused(const std::string& name, const char* refusal, TokenAction action,
@@ -108,8 +107,7 @@ class Cases {
     Refused(name, refusal, ActionName(action), std::move(keys), token, std::move(code));
   }
   void Valid(const std::string& name, const std::string& action, std::vector<std::string> keys,
-             const std::string& token, std::optional<std::string> code,
-             const std::string& secret) {
+             const std::string& token, std::optional<std::string> code, const std::string& secret) {
     Json c = Case(name, action, keys, token, code);
     c["valid"] = true;
     c["secret"] = absl::BytesToHexString(secret);
@@ -153,23 +151,22 @@ void NamedActionCases(Cases& v) {
   const std::string team = SignNamed(kCurrentKey, "team_invite", s3, "");
   const std::string longest(63, 'z');
   v.Valid("login_code, 6-digit code", "login_code", {kCurrentKey}, login6, "048213", s1);
-  v.Valid("login_code, 8-digit code, old key after rotation", "login_code",
-          {kCurrentKey, kOldKey}, login8, "73920516", s2);
+  v.Valid("login_code, 8-digit code, old key after rotation", "login_code", {kCurrentKey, kOldKey},
+          login8, "73920516", s2);
   v.Valid("login_code, 12-digit code", "login_code", {kCurrentKey},
           SignNamed(kCurrentKey, "login_code", s3, "000000000000"), "000000000000", s3);
   v.Valid("email_change (no code)", "email_change", {kCurrentKey}, change, std::nullopt, s3);
-  v.Valid("invitation (no code), SPEC.md key", "invitation", {kSpecKey}, invite, std::nullopt,
-          s1);
-  v.Valid("custom action welcome_gift with a code", "welcome_gift", {kCurrentKey}, gift,
-          "902144", s2);
+  v.Valid("invitation (no code), SPEC.md key", "invitation", {kSpecKey}, invite, std::nullopt, s1);
+  v.Valid("custom action welcome_gift with a code", "welcome_gift", {kCurrentKey}, gift, "902144",
+          s2);
   v.Valid("custom action team_invite without a code", "team_invite", {kCurrentKey}, team,
           std::nullopt, s3);
   v.Valid("custom action with a 63-character name", longest, {kCurrentKey},
           SignNamed(kCurrentKey, longest, s1, ""), std::nullopt, s1);
 
   // The code is the action's: a wrong one, none, or one where the action signs none.
-  v.Refused("login_code: wrong code (last digit)", "mismatch", "login_code", {kCurrentKey},
-            login6, "048214");
+  v.Refused("login_code: wrong code (last digit)", "mismatch", "login_code", {kCurrentKey}, login6,
+            "048214");
   v.Refused("login_code: the 6-digit code's first 5 digits", "mismatch", "login_code",
             {kCurrentKey}, login6, "04821");
   v.Refused("login_code: code not given", "mismatch", "login_code", {kCurrentKey}, login6,
@@ -188,30 +185,30 @@ void NamedActionCases(Cases& v) {
            {"a sign", "+48213"},
            {"full-width digits",
             "\xef\xbc\x90\xef\xbc\x94\xef\xbc\x98\xef\xbc\x92\xef\xbc\x91\xef\xbc\x93"}}) {
-    v.Refused(absl::StrCat("login_code: code of ", what), "malformed", "login_code",
-              {kCurrentKey}, login6, code);
+    v.Refused(absl::StrCat("login_code: code of ", what), "malformed", "login_code", {kCurrentKey},
+              login6, code);
   }
 
   // A token signed for one action, presented as another.
-  v.Refused("a login_code token as email_change", "mismatch", "email_change", {kCurrentKey},
-            login6, std::nullopt);
+  v.Refused("a login_code token as email_change", "mismatch", "email_change", {kCurrentKey}, login6,
+            std::nullopt);
   v.Refused("a login_code token as welcome_gift, same code", "mismatch", "welcome_gift",
             {kCurrentKey}, login6, "048213");
   v.Refused("a welcome_gift token as login_code, same code", "mismatch", "login_code",
             {kCurrentKey}, gift, "902144");
-  v.Refused("an email_change token as invitation", "mismatch", "invitation", {kCurrentKey},
-            change, std::nullopt);
+  v.Refused("an email_change token as invitation", "mismatch", "invitation", {kCurrentKey}, change,
+            std::nullopt);
   v.Refused("an email_change token as team_invite", "mismatch", "team_invite", {kCurrentKey},
             change, std::nullopt);
-  v.Refused("an invitation token as activation", "mismatch", TokenAction::kActivation,
-            {kSpecKey}, invite, std::nullopt);
+  v.Refused("an invitation token as activation", "mismatch", TokenAction::kActivation, {kSpecKey},
+            invite, std::nullopt);
   v.Refused("a team_invite token as invitation", "mismatch", "invitation", {kCurrentKey}, team,
             std::nullopt);
   const std::string activation = Sign(kCurrentKey, TokenAction::kActivation, s1, "");
   v.Refused("an activation token as a custom action named activate", "mismatch", "activate",
             {kCurrentKey}, activation, std::nullopt);
-  v.Refused("an activation token as a custom action named activation_", "mismatch",
-            "activation_", {kCurrentKey}, activation, std::nullopt);
+  v.Refused("an activation token as a custom action named activation_", "mismatch", "activation_",
+            {kCurrentKey}, activation, std::nullopt);
   const std::string recovery = Sign(kCurrentKey, TokenAction::kPasswordRecovery, s2, "73920");
   v.Refused("a password_recovery token as login_code, same code", "mismatch", "login_code",
             {kCurrentKey}, recovery, "73920");
@@ -221,13 +218,13 @@ void NamedActionCases(Cases& v) {
             "mismatch", "login_code", {kCurrentKey},
             Encode(s1 + HmacSha256(kCurrentKey, absl::StrCat("/action/login_code", s1, "048213"))),
             "048213");
-  v.Refused("a team_invite token as an action named team", "mismatch", "team", {kCurrentKey},
-            team, std::nullopt);
+  v.Refused("a team_invite token as an action named team", "mismatch", "team", {kCurrentKey}, team,
+            std::nullopt);
   v.Refused("login_code: wrong key", "mismatch", "login_code", {kWrongKey}, login6, "048213");
   std::string flipped = Decode(login6);
   flipped[40] ^= 0x10;
-  v.Refused("login_code: bit 4 of byte 40 flipped (MAC)", "mismatch", "login_code",
-            {kCurrentKey}, Encode(flipped), "048213");
+  v.Refused("login_code: bit 4 of byte 40 flipped (MAC)", "mismatch", "login_code", {kCurrentKey},
+            Encode(flipped), "048213");
 }
 
 Json MakeVectors() {
@@ -236,16 +233,15 @@ Json MakeVectors() {
   Cases v;
 
   // SPEC.md's known answers, produced by mailroom's original C collector.
-  const std::string spec_act_secret =
-      absl::HexStringToBytes("3ca243c69e1dc0d1f0311379120dcb80a277b64a1d3588cf15e9507a02e21ed4");
-  const std::string spec_rec_secret =
-      absl::HexStringToBytes("2ea219cf963bc55678b15b247d93e59d5600c71a66126bd951bdd86ebf229e25");
+  const std::string spec_act_secret = absl::HexStringToBytes(
+      "3ca243c69e1dc0d1f0311379120dcb80a277b64a1d3588cf15e9507a02e21ed4");
+  const std::string spec_rec_secret = absl::HexStringToBytes(
+      "2ea219cf963bc55678b15b247d93e59d5600c71a66126bd951bdd86ebf229e25");
   const std::string spec_act = Sign(kSpecKey, kAct, spec_act_secret, "");
   const std::string spec_rec = Sign(kSpecKey, kRec, spec_rec_secret, "42565");
-  v.Valid("SPEC.md activation vector (its code is not signed)", kAct, {kSpecKey}, spec_act,
-          "94896", spec_act_secret);
-  v.Valid("SPEC.md password_recovery vector", kRec, {kSpecKey}, spec_rec, "42565",
-          spec_rec_secret);
+  v.Valid("SPEC.md activation vector (its code is not signed)", kAct, {kSpecKey}, spec_act, "94896",
+          spec_act_secret);
+  v.Valid("SPEC.md password_recovery vector", kRec, {kSpecKey}, spec_rec, "42565", spec_rec_secret);
 
   // Every action under every key.
   const struct {
@@ -270,14 +266,13 @@ Json MakeVectors() {
 
   // A token that spells both of base64url's own characters, '-' and '_'.
   std::string url_secret, url_token;
-  for (int i = 0; url_token.find('-') == std::string::npos ||
-                  url_token.find('_') == std::string::npos;
-       ++i) {
+  for (int i = 0;
+       url_token.find('-') == std::string::npos || url_token.find('_') == std::string::npos; ++i) {
     url_secret = Derive(absl::StrCat("alphabet ", i));
     url_token = Sign(kCurrentKey, kRec, url_secret, "31415");
   }
-  v.Valid("password_recovery whose token has '-' and '_'", kRec, {kCurrentKey}, url_token,
-          "31415", url_secret);
+  v.Valid("password_recovery whose token has '-' and '_'", kRec, {kCurrentKey}, url_token, "31415",
+          url_secret);
 
   // Key rotation: sign with the first key, accept any key in the list, in any position.
   const std::string rot_secret = Derive("rotation");
@@ -287,15 +282,15 @@ Json MakeVectors() {
           by_old, "27182", rot_secret);
   v.Valid("rotation: signed with the old key, keys old + current", kRec, {kOldKey, kCurrentKey},
           by_old, "27182", rot_secret);
-  v.Valid("rotation: signed with the current key, keys current + old", kRec,
-          {kCurrentKey, kOldKey}, by_current, "27182", rot_secret);
+  v.Valid("rotation: signed with the current key, keys current + old", kRec, {kCurrentKey, kOldKey},
+          by_current, "27182", rot_secret);
   v.Valid("rotation: signed with the old key, third of three keys", kAct,
           {kWrongKey, kCurrentKey, kOldKey}, Sign(kOldKey, kAct, rot_secret, ""), std::nullopt,
           rot_secret);
   v.Valid("rotation: a key listed twice", kAct, {kCurrentKey, kCurrentKey},
           Sign(kCurrentKey, kAct, rot_secret, ""), std::nullopt, rot_secret);
-  v.Refused("rotation: signed with an old key no longer listed", "mismatch", kRec,
-            {kCurrentKey}, by_old, "27182");
+  v.Refused("rotation: signed with an old key no longer listed", "mismatch", kRec, {kCurrentKey},
+            by_old, "27182");
 
   // Activation does not sign a code: whatever is given is ignored.
   v.Valid("activation with a code given (ignored)", kAct, {kSpecKey}, spec_act, "12345",
@@ -307,22 +302,22 @@ Json MakeVectors() {
   v.Refused("wrong key", "mismatch", kRec, {kWrongKey}, spec_rec, "42565");
   v.Refused("wrong keys, two of them", "mismatch", kAct, {kWrongKey, kCurrentKey}, spec_act,
             std::nullopt);
-  v.Refused("wrong action: an activation token as password_recovery", "mismatch", kRec,
-            {kSpecKey}, spec_act, "94896");
-  v.Refused("wrong action: a password_recovery token as activation", "mismatch", kAct,
-            {kSpecKey}, spec_rec, "42565");
+  v.Refused("wrong action: an activation token as password_recovery", "mismatch", kRec, {kSpecKey},
+            spec_act, "94896");
+  v.Refused("wrong action: a password_recovery token as activation", "mismatch", kAct, {kSpecKey},
+            spec_rec, "42565");
   for (const char* code : {"42566", "42564", "24565", "00000"}) {
     v.Refused(absl::StrCat("wrong code ", code), "mismatch", kRec, {kSpecKey}, spec_rec, code);
   }
-  v.Refused("domain confusion: MAC over \"/recover\" || secret, without the code", "mismatch",
-            kRec, {kSpecKey},
+  v.Refused("domain confusion: MAC over \"/recover\" || secret, without the code", "mismatch", kRec,
+            {kSpecKey},
             Encode(spec_rec_secret +
                    HmacSha256(kSpecKey, absl::StrCat("/recover", spec_rec_secret))),
             "42565");
   v.Refused("spliced: one token's secret, another's MAC", "mismatch", kRec, {kSpecKey},
             Encode(spec_act_secret + Decode(spec_rec).substr(32)), "42565");
-  v.Refused("garbage: 86 'A' (64 zero bytes)", "mismatch", kAct, {kSpecKey},
-            std::string(86, 'A'), std::nullopt);
+  v.Refused("garbage: 86 'A' (64 zero bytes)", "mismatch", kAct, {kSpecKey}, std::string(86, 'A'),
+            std::nullopt);
   v.Refused("garbage: canonical base64url of 64 other bytes", "mismatch", kAct, {kSpecKey},
             Encode(Derive("garbage 1") + Derive("garbage 2")), std::nullopt);
 
@@ -331,8 +326,8 @@ Json MakeVectors() {
        {std::tuple{"activation", kAct, spec_act, std::optional<std::string>()},
         std::tuple{"password_recovery", kRec, spec_rec, std::optional<std::string>("42565")}}) {
     const std::string raw = Decode(token);
-    for (auto [byte, bit] : {std::pair{0, 0}, {0, 7}, {15, 3}, {31, 7}, {32, 0}, {47, 4},
-                             {63, 1}, {63, 0}}) {
+    for (auto [byte, bit] :
+         {std::pair{0, 0}, {0, 7}, {15, 3}, {31, 7}, {32, 0}, {47, 4}, {63, 1}, {63, 0}}) {
       std::string flipped = raw;
       flipped[byte] ^= static_cast<char>(1 << bit);
       v.Refused(absl::StrCat(which, ": bit ", bit, " of byte ", byte, " flipped (",
@@ -413,18 +408,15 @@ Json MakeVectors() {
            {"87 characters ('A' appended)", spec_act + "A"},
            {"88 characters (66 bytes, canonical)", Encode(Decode(spec_act) + "\x01\x02")},
            {"172 characters (the token twice)", spec_act + spec_act}}) {
-    v.Refused(absl::StrCat("length: ", what), "malformed", kAct, {kSpecKey}, token,
-              std::nullopt);
+    v.Refused(absl::StrCat("length: ", what), "malformed", kAct, {kSpecKey}, token, std::nullopt);
   }
 
   // Garbage.
   v.Refused("garbage: words", "malformed", kAct, {kSpecKey}, "not a token", std::nullopt);
-  v.Refused("garbage: 86 '*'", "malformed", kAct, {kSpecKey}, std::string(86, '*'),
-            std::nullopt);
-  v.Refused("garbage: 86 '='", "malformed", kAct, {kSpecKey}, std::string(86, '='),
-            std::nullopt);
-  v.Refused("garbage: a non-ASCII letter in place of the last two characters", "malformed",
-            kAct, {kSpecKey}, spec_act.substr(0, 84) + "\xc3\xa9", std::nullopt);
+  v.Refused("garbage: 86 '*'", "malformed", kAct, {kSpecKey}, std::string(86, '*'), std::nullopt);
+  v.Refused("garbage: 86 '='", "malformed", kAct, {kSpecKey}, std::string(86, '='), std::nullopt);
+  v.Refused("garbage: a non-ASCII letter in place of the last two characters", "malformed", kAct,
+            {kSpecKey}, spec_act.substr(0, 84) + "\xc3\xa9", std::nullopt);
 
   // Recovery codes that are not 5 ASCII digits (the token is fine).
   for (const auto& [what, code] : std::vector<std::pair<std::string, std::optional<std::string>>>{
@@ -436,8 +428,7 @@ Json MakeVectors() {
            {"a leading space", " 4256"},
            {"full-width digits", "\xef\xbc\x94\xef\xbc\x92\xef\xbc\x95\xef\xbc\x96\xef\xbc\x95"},
            {"Arabic-Indic digits", "\xd9\xa4\xd9\xa2\xd9\xa5\xd9\xa6\xd9\xa5"}}) {
-    v.Refused(absl::StrCat("recovery code: ", what), "malformed", kRec, {kSpecKey}, spec_rec,
-              code);
+    v.Refused(absl::StrCat("recovery code: ", what), "malformed", kRec, {kSpecKey}, spec_rec, code);
   }
 
   NamedActionCases(v);

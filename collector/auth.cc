@@ -49,8 +49,8 @@ bool IsHex(absl::string_view s) {
 
 // The Feistel network's round function: 32 bits of HMAC-SHA256(binding, label, round, half).
 uint32_t Round(const Principal& p, int round, uint32_t half) {
-  unsigned char msg[16] = {'g', 'r', 'a', 'n', 't', '-', 'i', 'd', 0, 0, 0,
-                           static_cast<unsigned char>(round)};
+  unsigned char msg[16] = {'g', 'r', 'a', 'n', 't', '-',
+                           'i', 'd', 0,   0,   0,   static_cast<unsigned char>(round)};
   for (int i = 0; i < 4; ++i) msg[12 + i] = static_cast<unsigned char>(half >> (8 * i));
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
@@ -89,8 +89,8 @@ uint64_t OpenGrantId(const Principal& principal, uint64_t sealed) {
 std::string NewSubscriptionId(const Principal& principal) {
   unsigned char b[16];
   RAND_bytes(b, sizeof b);
-  const std::string random =
-      absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(b), sizeof b));
+  const std::string random = absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<char*>(b), sizeof b));
   return absl::StrCat("sub-", random, "-", Tag({"subscription", principal.binding, random}));
 }
 
@@ -131,10 +131,11 @@ absl::StatusOr<std::vector<Credential>> ParseCredentials(const std::vector<std::
       c.token = std::string(entry.substr(0, at));
       absl::string_view scope = entry.substr(at + 1);
       const size_t colon = scope.find(':');
-      if (colon == absl::string_view::npos || scope.find(':', colon + 1) != absl::string_view::npos) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": the scope after the last '@' must be GROUPS:ROLE (for example "
-                   "TOKEN@mailroom:subscriber or TOKEN@*:operator)"));
+      if (colon == absl::string_view::npos ||
+          scope.find(':', colon + 1) != absl::string_view::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": the scope after the last '@' must be GROUPS:ROLE (for example "
+                                "TOKEN@mailroom:subscriber or TOKEN@*:operator)"));
       }
       absl::string_view groups = scope.substr(0, colon);
       absl::string_view roles = scope.substr(colon + 1);
@@ -145,9 +146,10 @@ absl::StatusOr<std::vector<Credential>> ParseCredentials(const std::vector<std::
         for (absl::string_view g : absl::StrSplit(groups, '+')) {
           ++n;
           if (!ValidGroupName(g)) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                where, ": group ", n, " is not `*` or a consumer group name "
-                "(^[a-z][a-z0-9_-]{0,62}$, several joined by '+')"));
+            return absl::InvalidArgumentError(
+                absl::StrCat(where, ": group ", n,
+                             " is not `*` or a consumer group name "
+                             "(^[a-z][a-z0-9_-]{0,62}$, several joined by '+')"));
           }
           if (!c.principal.InGroup(g)) c.principal.groups.emplace_back(g);
         }
@@ -180,8 +182,8 @@ absl::StatusOr<std::vector<Credential>> ParseCredentials(const std::vector<std::
     }
     auto [it, inserted] = seen.emplace(Sha256(c.token), i + 1);
     if (!inserted) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": the same token as entry ", it->second, " (give each token one scope)"));
+      return absl::InvalidArgumentError(absl::StrCat(where, ": the same token as entry ",
+                                                     it->second, " (give each token one scope)"));
     }
     out.push_back(std::move(c));
   }
@@ -252,13 +254,12 @@ grpc::Status CheckScope(const Principal& p, unsigned roles, absl::string_view gr
   if (!p.HasRole(roles)) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         absl::StrCat(method, " needs the ", RoleNames(roles, " or "),
-                                     " role; this credential has the ",
-                                     RoleNames(p.roles, "+"), " role"));
+                                     " role; this credential has the ", RoleNames(p.roles, "+"),
+                                     " role"));
   }
   if (!group.empty() && !p.InGroup(group)) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                        absl::StrCat("this credential may not use consumer group \"", group,
-                                     "\""));
+                        absl::StrCat("this credential may not use consumer group \"", group, "\""));
   }
   return grpc::Status::OK;
 }

@@ -39,11 +39,10 @@ TEST(ParseCredentialsTest, ScopedEntries) {
 // `sender` and its former name `subscriber` are one role (the one whose jobs carry tokens and
 // codes); `observer` subscribes without them. Only the former name is flagged for a warning.
 TEST(ParseCredentialsTest, SenderObserverAndTheFormerSubscriberName) {
-  auto c = ParseCredentials({"sender-token-01234567@mailroom:sender",
-                             "former-token-01234567@mailroom:subscriber",
-                             "observer-token-0123456@audit:observer",
-                             "watching-operator-0123@audit:observer+operator"},
-                            kVar);
+  auto c = ParseCredentials(
+      {"sender-token-01234567@mailroom:sender", "former-token-01234567@mailroom:subscriber",
+       "observer-token-0123456@audit:observer", "watching-operator-0123@audit:observer+operator"},
+      kVar);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ((*c)[0].principal.roles, kRoleSubscriber);
   EXPECT_FALSE((*c)[0].subscriber_named);
@@ -114,8 +113,7 @@ TEST(ParseCredentialsTest, ErrorsNameTheVariableAndEntryButNeverTheToken) {
 
 class AuthenticatorTest : public ::testing::Test {
  protected:
-  grpc::Status Call(const Authenticator& auth, const std::string& authorization,
-                    Principal* p) {
+  grpc::Status Call(const Authenticator& auth, const std::string& authorization, Principal* p) {
     grpc::ServerContext ctx;
     grpc::testing::ServerContextTestSpouse spouse(&ctx);
     if (!authorization.empty()) spouse.AddClientMetadata("authorization", authorization);
@@ -213,8 +211,8 @@ TEST_F(AuthenticatorTest, IdsAreBoundToTheirCredential) {
     seen.insert(sealed);
     if (id > 1) {
       EXPECT_GT(sealed > SealGrantId(a, id - 1) ? sealed - SealGrantId(a, id - 1)
-                                                              : SealGrantId(a, id - 1) - sealed,
-                            1000u);
+                                                : SealGrantId(a, id - 1) - sealed,
+                1000u);
     }
   }
   EXPECT_EQ(seen.size(), 1000u);

@@ -41,8 +41,7 @@ class PgBudgetStore : public BudgetStore {
                 TxTimeouts timeouts)
       : pool_({std::move(url), isolation.connections,
                WithLockTimeout(timeouts, isolation.lock_timeout)}),
-        defaults_(defaults),
-        isolation_(isolation) {}
+        defaults_(defaults), isolation_(isolation) {}
 
   absl::StatusOr<Grant> Acquire(const GrantRequest& r) override {
     return Run<Grant>("granting budget", r.group, [&](Connection& c) {
@@ -69,7 +68,8 @@ class PgBudgetStore : public BudgetStore {
           "SELECT coalesce(grant_id, 0), emails, "
           "       coalesce(EXTRACT(EPOCH FROM expires_at)::DOUBLE PRECISION, 0),"
           "       retry_after_ms, exhausted, pace_per_second"
-          "  FROM mailroom.mailroom_budget_grant($1::text, $2::text, $3::int, $4::boolean, $5::bigint,"
+          "  FROM mailroom.mailroom_budget_grant($1::text, $2::text, $3::int, $4::boolean, "
+          "$5::bigint,"
           " $6::int, $7::bigint, $8::int)",
           r.group, r.holder, r.emails, r.recovery, r.price_micros,
           absl::ToInt64Milliseconds(defaults_.grant_lease), defaults_.monthly_budget_micros,
@@ -86,13 +86,15 @@ class PgBudgetStore : public BudgetStore {
     });
   }
 
-  absl::StatusOr<int> Return(const std::string& group, const std::string& holder,
-                             uint64_t grant_id, int emails) override {
+  absl::StatusOr<int> Return(const std::string& group, const std::string& holder, uint64_t grant_id,
+                             int emails) override {
     return Run<int>("returning budget", group, [&](Connection& c) {
       Transaction tx(c);
-      int n = tx.exec_params1("SELECT mailroom.mailroom_budget_return($1::text, $2::text, $3::bigint, $4::int)", group, holder,
-                              grant_id, emails)[0]
-                  .as<int>();
+      int n =
+          tx.exec_params1(
+                "SELECT mailroom.mailroom_budget_return($1::text, $2::text, $3::bigint, $4::int)",
+                group, holder, grant_id, emails)[0]
+              .as<int>();
       tx.commit();
       return n;
     });
@@ -110,8 +112,7 @@ class PgBudgetStore : public BudgetStore {
       std::vector<BudgetRefund> out;
       out.reserve(r.size());
       for (const auto& row : r) {
-        out.push_back({row[0].as<std::string>(), row[1].as<std::string>(),
-                       row[2].as<int64_t>()});
+        out.push_back({row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int64_t>()});
       }
       return out;
     });
@@ -128,25 +129,25 @@ class PgBudgetStore : public BudgetStore {
     return Run<GroupBudgetRow>(
         "setting the budget", s.group, [&](Connection& c) -> absl::StatusOr<GroupBudgetRow> {
           Transaction tx(c);
-          pqxx::result g =
-              tx.exec_params("SELECT id FROM consumer_groups WHERE name = $1", s.group);
+          pqxx::result g = tx.exec_params("SELECT id FROM consumer_groups WHERE name = $1",
+                                          s.group);
           if (g.empty()) return NotFound(s.group);
           const int gid = g[0][0].as<int>();
           tx.exec_params("INSERT INTO group_budgets (group_id) VALUES ($1) ON CONFLICT DO NOTHING",
                          gid);
           // Each setting is kept unless given (a CASE per column keeps this one statement).
-          tx.exec_params(
-              "UPDATE group_budgets SET"
-              "  monthly_budget_micros = CASE WHEN $2 THEN NULL WHEN $3 THEN $4::BIGINT"
-              "                               ELSE monthly_budget_micros END,"
-              "  recovery_reserve_percent = CASE WHEN $5 THEN NULL WHEN $6 THEN $7::INT"
-              "                                  ELSE recovery_reserve_percent END,"
-              "  burst = CASE WHEN $8 THEN $9::INT ELSE burst END, updated_at = now()"
-              " WHERE group_id = $1",
-              gid, s.default_budget, s.monthly_budget_micros.has_value(),
-              s.monthly_budget_micros.value_or(0), s.default_reserve,
-              s.recovery_reserve_percent.has_value(), s.recovery_reserve_percent.value_or(0),
-              s.burst.has_value(), s.burst.value_or(1));
+          tx.exec_params("UPDATE group_budgets SET"
+                         "  monthly_budget_micros = CASE WHEN $2 THEN NULL WHEN $3 THEN $4::BIGINT"
+                         "                               ELSE monthly_budget_micros END,"
+                         "  recovery_reserve_percent = CASE WHEN $5 THEN NULL WHEN $6 THEN $7::INT"
+                         "                                  ELSE recovery_reserve_percent END,"
+                         "  burst = CASE WHEN $8 THEN $9::INT ELSE burst END, updated_at = now()"
+                         " WHERE group_id = $1",
+                         gid, s.default_budget, s.monthly_budget_micros.has_value(),
+                         s.monthly_budget_micros.value_or(0), s.default_reserve,
+                         s.recovery_reserve_percent.has_value(),
+                         s.recovery_reserve_percent.value_or(0), s.burst.has_value(),
+                         s.burst.value_or(1));
           absl::StatusOr<GroupBudgetRow> row = Read(tx, s.group);
           if (row.ok()) tx.commit();
           return row;
@@ -193,9 +194,9 @@ class PgBudgetStore : public BudgetStore {
         return busy_.count(group) == 0;
       };
       if (!mu_.AwaitWithDeadline(absl::Condition(&free), deadline)) {
-        return absl::UnavailableError(absl::StrCat(
-            what, ": another budget call of group \"", group,
-            "\" has been waiting for a database lock; retry"));
+        return absl::UnavailableError(
+            absl::StrCat(what, ": another budget call of group \"", group,
+                         "\" has been waiting for a database lock; retry"));
       }
       busy_.insert(group);
     }

@@ -37,8 +37,8 @@ struct Grant {
   int emails = 0;
   absl::Time expires_at = absl::InfinitePast();
   absl::Duration retry_after = absl::ZeroDuration();
-  bool exhausted = false;         // no money left for this class this month
-  double pace_per_second = 0;     // the group's pace in emails/s at this price (inf: unlimited)
+  bool exhausted = false;      // no money left for this class this month
+  double pace_per_second = 0;  // the group's pace in emails/s at this price (inf: unlimited)
 };
 
 // A group's budget this month, as GetGroupBudget shows it.
@@ -53,9 +53,9 @@ struct GroupBudgetRow {
   int64_t committed_micros = 0;  // greatest(granted - returned, spent)
   int64_t granted_micros = 0;
   int64_t returned_micros = 0;
-  int64_t spent_micros = 0;      // SENT acknowledgements (group_usage)
+  int64_t spent_micros = 0;  // SENT acknowledgements (group_usage)
   uint64_t sent = 0;
-  int64_t outstanding_micros = 0;  // live grants not given back
+  int64_t outstanding_micros = 0;     // live grants not given back
   double pace_micros_per_second = 0;  // (budget - committed) / time left (inf: unlimited)
 };
 

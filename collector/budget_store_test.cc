@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <iostream>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -132,9 +132,10 @@ TEST_F(BudgetStoreTest, PaceBucketHoldsBurstAndGrantsAreOneSecondOfPace) {
   auto b0 = store_->Get("g");
   ASSERT_TRUE(b0.ok());
   pqxx::nontransaction tx(*conn_);
-  const double seconds_left = tx.exec1(
-      "SELECT EXTRACT(EPOCH FROM (date_trunc('month', now() AT TIME ZONE 'UTC') + "
-      "INTERVAL '1 month') AT TIME ZONE 'UTC' - now())")[0].as<double>();
+  const double seconds_left =
+      tx.exec1("SELECT EXTRACT(EPOCH FROM (date_trunc('month', now() AT TIME ZONE 'UTC') + "
+               "INTERVAL '1 month') AT TIME ZONE 'UTC' - now())")[0]
+          .as<double>();
   SetBudget(static_cast<int64_t>(4 * seconds_left), 0, 6);
   Grant a = Acquire(100);
   EXPECT_EQ(a.emails, 4);
@@ -165,8 +166,8 @@ TEST_F(BudgetStoreTest, TheReserveIsOnlyForRecoveries) {
 
 // Password recoveries first across senders: while a recovery of a group paced by a budget is
 // queued or leased to any subscriber that may still send it, no sender of the group gets a slot
-// for an activation (only when to ask again), a recovery does. Activations are granted again once the
-// recovery is acknowledged, its holder left, or it was handed out a grant lease ago (a holder
+// for an activation (only when to ask again), a recovery does. Activations are granted again once
+// the recovery is acknowledged, its holder left, or it was handed out a grant lease ago (a holder
 // that does not send it holds the group back no longer); an unlimited group is never held back.
 TEST_F(BudgetStoreTest, ALeasedRecoveryHoldsBackActivationGrantsOfItsWholeGroup) {
   SetBudget(100000, 0, 100);
@@ -175,9 +176,10 @@ TEST_F(BudgetStoreTest, ALeasedRecoveryHoldsBackActivationGrantsOfItsWholeGroup)
   // Leases account `login`'s new password recovery to subscriber `owner`; returns its job id.
   auto lease_recovery = [&](const std::string& login, const std::string& owner) {
     Exec(absl::StrCat("INSERT INTO tokens (account, action) SELECT id, 'password_recovery'"
-                      " FROM accounts WHERE login = '", login, "'"));
-    return Int(absl::StrCat("SELECT max(job_id) FROM mailroom_dequeue('g', 10, '", owner,
-                            "', 60000)"));
+                      " FROM accounts WHERE login = '",
+                      login, "'"));
+    return Int(
+        absl::StrCat("SELECT max(job_id) FROM mailroom_dequeue('g', 10, '", owner, "', 60000)"));
   };
   FillBucket();
   ASSERT_GT(Acquire(1).emails, 0);  // nothing leased: activations are granted
@@ -192,7 +194,8 @@ TEST_F(BudgetStoreTest, ALeasedRecoveryHoldsBackActivationGrantsOfItsWholeGroup)
   EXPECT_GT(held.pace_per_second, 0);
   EXPECT_EQ(Acquire(5, false, "s1").emails, 0);  // the recovery holder's own activations too
   EXPECT_GT(Acquire(1, /*recovery=*/true, "s1").emails, 0);
-  Exec(absl::StrCat("SELECT mailroom_ack('g', 'sub-a', ARRAY[", r1, "]::BIGINT[], ARRAY[1],"
+  Exec(absl::StrCat("SELECT mailroom_ack('g', 'sub-a', ARRAY[", r1,
+                    "]::BIGINT[], ARRAY[1],"
                     " ARRAY['sent'], ARRAY[''], ARRAY[0], ARRAY[100]::BIGINT[])"));
   FillBucket();
   EXPECT_GT(Acquire(1, false, "s2").emails, 0);
@@ -296,9 +299,10 @@ class BudgetRefundTest : public BudgetStoreTest {
   void InsertAccounts(int n) {
     static int batch = 0;
     ++batch;
-    Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'u", batch, "-' || i || "
-                      "'@example.test', 'u", batch, "-' || i FROM generate_series(1, ", n,
-                      ") i"));
+    Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'u", batch,
+                      "-' || i || "
+                      "'@example.test', 'u",
+                      batch, "-' || i FROM generate_series(1, ", n, ") i"));
   }
   std::vector<StoredJob> Dequeue(const std::string& owner, int limit) {
     EXPECT_TRUE(jobs_->CollectSignups(1000000).ok());  // as the collector does first
@@ -347,11 +351,10 @@ TEST_F(BudgetRefundTest, RefundIsGrantedMinusReturnedMinusPossibleSpend) {
   ASSERT_EQ(jobs.size(), 6u);
   // 2 sent, 1 failed, 1 handed back for a retry, 1 released unsent: 3 settled unsent. The
   // sixth's lease runs out without an outcome: it may have been sent.
-  auto recorded = jobs_->Ack("g", "sub-1",
-                             {Outcome(jobs[0], JobResult::Kind::kSent),
-                              Outcome(jobs[1], JobResult::Kind::kSent),
-                              Outcome(jobs[2], JobResult::Kind::kFailed),
-                              Outcome(jobs[3], JobResult::Kind::kRetry)});
+  auto recorded = jobs_->Ack(
+      "g", "sub-1",
+      {Outcome(jobs[0], JobResult::Kind::kSent), Outcome(jobs[1], JobResult::Kind::kSent),
+       Outcome(jobs[2], JobResult::Kind::kFailed), Outcome(jobs[3], JobResult::Kind::kRetry)});
   ASSERT_TRUE(recorded.ok()) << recorded.status();
   ASSERT_EQ(recorded->size(), 4u);
   ASSERT_TRUE(jobs_->Release("g", "sub-1", {jobs[4].id}).ok());
@@ -527,9 +530,8 @@ TEST_F(BudgetStoreTest, OneGroupsLockedBudgetRowNeverDelaysAnotherGroup) {
   // The operator's session: the budget row of `audit` stays locked for up to 15 s.
   pqxx::connection op(url_);
   auto held = std::make_unique<pqxx::work>(op);
-  held->exec(
-      "UPDATE group_budgets SET monthly_budget_micros = 100000000"
-      " WHERE group_id = (SELECT id FROM consumer_groups WHERE name = 'audit')");
+  held->exec("UPDATE group_budgets SET monthly_budget_micros = 100000000"
+             " WHERE group_id = (SELECT id FROM consumer_groups WHERE name = 'audit')");
   absl::Notification done;
   std::thread release([&] {
     done.WaitForNotificationWithTimeout(absl::Seconds(15));
@@ -575,9 +577,8 @@ TEST_F(BudgetStoreTest, OneGroupsLockedBudgetRowNeverDelaysAnotherGroup) {
     // Its own lock timeout, or the wait for its group's turn behind one such call.
     EXPECT_LT(stuck_for[i], absl::Milliseconds(2500)) << i;
   }
-  std::cout << "stuck audit calls failed after " << *std::max_element(stuck_for.begin(),
-                                                                     stuck_for.end())
-            << " at most\n";
+  std::cout << "stuck audit calls failed after "
+            << *std::max_element(stuck_for.begin(), stuck_for.end()) << " at most\n";
   // The lock gone, `audit` is granted again.
   EXPECT_EQ(Acquire(1, false, "after").emails, 1);
   auto after = store_->Acquire({"audit", "after", 1, false, kPrice});

@@ -72,8 +72,8 @@ absl::Status LoadProviderFeedback(const Env& env, ProviderFeedbackOptions* p) {
   if (!sendgrid.empty()) {
     auto key = ParseSendgridKey(sendgrid);
     if (!key.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("MAILROOM_FEEDBACK_SENDGRID_PUBLIC_KEY: ",
-                                                     key.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("MAILROOM_FEEDBACK_SENDGRID_PUBLIC_KEY: ", key.status().message()));
     }
     p->sendgrid_key = *key;
   }
@@ -106,9 +106,9 @@ absl::StatusOr<FeedbackSettings> LoadFeedbackSettings(const Env& env) {
   f.sns.extra_hosts = env.List("MAILROOM_FEEDBACK_SNS_HOSTS");
   for (const std::string& h : f.sns.extra_hosts) {
     if (h.find_first_of("/@?# ") != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "MAILROOM_FEEDBACK_SNS_HOSTS: \"", absl::CEscape(h),
-          "\" is not a host or host:port (comma-separated; for tests only)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("MAILROOM_FEEDBACK_SNS_HOSTS: \"", absl::CEscape(h),
+                       "\" is not a host or host:port (comma-separated; for tests only)"));
     }
   }
   f.sns.topic_arns = env.List("MAILROOM_FEEDBACK_TOPIC_ARNS");
@@ -206,9 +206,9 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   // settings: their timeouts are set per transaction (collector/db/pg_tx.h). The sessions that
   // need a server session of their own go direct and keep them as session settings.
   c.dispatch.database_url = WithKeepaliveDefaults(c.database_url);
-  c.dispatch.listen_database_url =
-      WithConnectionDefaults(c.direct_database_url, c.tx_timeouts.statement_timeout,
-                             c.tx_timeouts.idle_in_transaction);
+  c.dispatch.listen_database_url = WithConnectionDefaults(c.direct_database_url,
+                                                          c.tx_timeouts.statement_timeout,
+                                                          c.tx_timeouts.idle_in_transaction);
   // The sender's window under its own name would otherwise be ignored here without a word.
   if (env.Get("MAILROOM_MAX_IN_FLIGHT").has_value()) {
     return absl::InvalidArgumentError(
@@ -231,9 +231,9 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
     }
     for (const std::string& g : c.dispatch.groups) {
       if (!ValidGroupName(g)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "MAILROOM_GROUPS: \"", absl::CEscape(g),
-            "\" is not a consumer group name (^[a-z][a-z0-9_-]{0,62}$)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("MAILROOM_GROUPS: \"", absl::CEscape(g),
+                         "\" is not a consumer group name (^[a-z][a-z0-9_-]{0,62}$)"));
       }
     }
   }
@@ -286,15 +286,15 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
     MAILROOM_ASSIGN_OR_RETURN(c.health_address,
                               env.HostPort(CollectorSetting("MAILROOM_HEALTH_ADDRESS")));
   }
-  MAILROOM_ASSIGN_OR_RETURN(
-      c.credentials,
-      ParseCredentials(env.List("MAILROOM_SUBSCRIBER_TOKENS"), "MAILROOM_SUBSCRIBER_TOKENS"));
+  MAILROOM_ASSIGN_OR_RETURN(c.credentials, ParseCredentials(env.List("MAILROOM_SUBSCRIBER_TOKENS"),
+                                                            "MAILROOM_SUBSCRIBER_TOKENS"));
   MAILROOM_ASSIGN_OR_RETURN(c.insecure_no_auth,
                             env.Bool(CollectorSetting("MAILROOM_INSECURE_NO_AUTH")));
   if (c.credentials.empty() && c.tls_client_ca_file.empty() && !c.insecure_no_auth) {
     return absl::InvalidArgumentError(
         "MAILROOM_SUBSCRIBER_TOKENS: subscribers must authenticate; set bearer tokens (comma-"
-        "separated TOKEN@GROUPS:ROLE entries), or MAILROOM_TLS_CLIENT_CA for mutual TLS, or MAILROOM_INSECURE_NO_AUTH=true "
+        "separated TOKEN@GROUPS:ROLE entries), or MAILROOM_TLS_CLIENT_CA for mutual TLS, or "
+        "MAILROOM_INSECURE_NO_AUTH=true "
         "for local development only");
   }
   c.metrics_address = env.String(CollectorSetting("MAILROOM_METRICS_ADDRESS"));
@@ -317,8 +317,8 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   MAILROOM_ASSIGN_OR_RETURN(c.min_price_micros,
                             env.Int("MAILROOM_MIN_PRICE_MICROS", kDefaultMinPriceMicros, 1,
                                     c.max_cost_micros));
-  const std::string budget =
-      absl::AsciiStrToLower(env.String(CollectorSetting("MAILROOM_DEFAULT_GROUP_BUDGET")));
+  const std::string budget = absl::AsciiStrToLower(
+      env.String(CollectorSetting("MAILROOM_DEFAULT_GROUP_BUDGET")));
   if (budget != "unlimited") {
     // A default of 0 silently stops every group without a budget of its own (one group is
     // stopped with SetGroupBudget); a billion a month is a typo.

@@ -7,15 +7,15 @@
 #include "absl/time/time.h"
 #include "collector/auth.h"
 #include "collector/budget_store.h"
-#include "common/env.h"
 #include "collector/dispatcher.h"
-#include "collector/feedback/reputation_guard.h"
 #include "collector/feedback/feedback_server.h"
 #include "collector/feedback/provider_feedback.h"
-#include "collector/service.h"
+#include "collector/feedback/reputation_guard.h"
 #include "collector/feedback/sns_verifier.h"
 #include "collector/retention.h"
+#include "collector/service.h"
 #include "collector/signing.h"
+#include "common/env.h"
 
 namespace mailroom {
 
@@ -31,7 +31,7 @@ struct FeedbackSettings {
   // _MAILGUN_SIGNING_KEY, _RESEND_SECRET, _HTTP_SECRET (each also as a file, *_FILE; secret),
   // and MAILROOM_FEEDBACK_MAX_AGE.
   ProviderFeedbackOptions providers;
-  int soft_bounce_limit = 3;                           // MAILROOM_SOFT_BOUNCE_LIMIT
+  int soft_bounce_limit = 3;                               // MAILROOM_SOFT_BOUNCE_LIMIT
   absl::Duration reputation_window = absl::Hours(24 * 7);  // MAILROOM_REPUTATION_WINDOW
   absl::Duration reputation_refresh = absl::Seconds(30);   // MAILROOM_REPUTATION_REFRESH
   GuardOptions guard;  // MAILROOM_GUARD_MAX_BOUNCE_RATE, _MAX_COMPLAINT_RATE, _MIN_SENT
@@ -40,24 +40,25 @@ struct FeedbackSettings {
 // Everything the collector is configured with, from MAILROOM_* environment variables (see the
 // README's table). Validated once at start; secrets are held but never printed.
 struct CollectorConfig {
-  std::string database_url;             // MAILROOM_DATABASE_URL as given
+  std::string database_url;  // MAILROOM_DATABASE_URL as given
   // MAILROOM_DIRECT_DATABASE_URL as given (default MAILROOM_DATABASE_URL): the connections
   // that need a server session of their own (migrations, LISTEN, retention's lock).
   std::string direct_database_url;
-  TxTimeouts tx_timeouts;               // every query transaction's timeouts (SET LOCAL)
-  DispatcherOptions dispatch;           // database URLs (+ connection defaults), wake-ups, ...
-  std::string channel;                  // MAILROOM_CHANNEL: applied by `migrate` when set
-  SigningKey key;                       // MAILROOM_SECRET_KEY (secret)
-  std::string listen_address;           // MAILROOM_LISTEN_ADDRESS
-  std::string tls_cert_file;            // MAILROOM_TLS_CERT
-  std::string tls_key_file;             // MAILROOM_TLS_KEY
-  std::string tls_client_ca_file;       // MAILROOM_TLS_CLIENT_CA: require client certificates
+  TxTimeouts tx_timeouts;          // every query transaction's timeouts (SET LOCAL)
+  DispatcherOptions dispatch;      // database URLs (+ connection defaults), wake-ups, ...
+  std::string channel;             // MAILROOM_CHANNEL: applied by `migrate` when set
+  SigningKey key;                  // MAILROOM_SECRET_KEY (secret)
+  std::string listen_address;      // MAILROOM_LISTEN_ADDRESS
+  std::string tls_cert_file;       // MAILROOM_TLS_CERT
+  std::string tls_key_file;        // MAILROOM_TLS_KEY
+  std::string tls_client_ca_file;  // MAILROOM_TLS_CLIENT_CA: require client certificates
   // MAILROOM_ALLOW_PLAINTEXT: serve gRPC without TLS on a non-loopback listen address (tokens
   // and bearer credentials cross the network in clear). Without it such a start is refused.
   bool allow_plaintext = false;
   std::string health_address;           // MAILROOM_HEALTH_ADDRESS: plaintext health only ("" = off)
   std::vector<Credential> credentials;  // MAILROOM_SUBSCRIBER_TOKENS (secret), with scopes
-  int max_in_flight_cap = kDefaultMaxInFlightCap;  // MAILROOM_MAX_IN_FLIGHT_CAP: caps a Subscribe's own
+  int max_in_flight_cap =
+      kDefaultMaxInFlightCap;           // MAILROOM_MAX_IN_FLIGHT_CAP: caps a Subscribe's own
   int max_streams_per_credential = 64;  // MAILROOM_MAX_STREAMS_PER_CREDENTIAL
   bool insecure_no_auth = false;        // MAILROOM_INSECURE_NO_AUTH: development only
   std::string metrics_address;          // MAILROOM_METRICS_ADDRESS ("" disables)
@@ -69,8 +70,8 @@ struct CollectorConfig {
   // Group budgets: MAILROOM_DEFAULT_GROUP_BUDGET (money per month, "unlimited"),
   // MAILROOM_RECOVERY_RESERVE_PERCENT, MAILROOM_BUDGET_GRANT_LEASE_MS.
   BudgetDefaults budget;
-  FeedbackSettings feedback;            // MAILROOM_FEEDBACK_*, _REPUTATION_*, _GUARD_*
-  RetentionOptions retention;           // MAILROOM_RETENTION, MAILROOM_RETENTION_INTERVAL
+  FeedbackSettings feedback;   // MAILROOM_FEEDBACK_*, _REPUTATION_*, _GUARD_*
+  RetentionOptions retention;  // MAILROOM_RETENTION, MAILROOM_RETENTION_INTERVAL
 };
 
 // Reads and validates the configuration. Errors name the variable and the problem, never a

@@ -46,9 +46,10 @@ TEST_F(LoadConfigTest, Defaults) {
   // (pgbouncer refuses `options`); the direct ones keep them as session settings.
   EXPECT_EQ(ConninfoOption(c->dispatch.database_url, "tcp_user_timeout"), "30000");
   EXPECT_EQ(ConninfoOption(c->dispatch.database_url, "options"), std::nullopt);
-  EXPECT_EQ(BeginCommand(c->tx_timeouts),
-            "BEGIN; SET LOCAL search_path = pg_catalog, mailroom; SET LOCAL statement_timeout = 30000;"
-            " SET LOCAL idle_in_transaction_session_timeout = 5000");
+  EXPECT_EQ(
+      BeginCommand(c->tx_timeouts),
+      "BEGIN; SET LOCAL search_path = pg_catalog, mailroom; SET LOCAL statement_timeout = 30000;"
+      " SET LOCAL idle_in_transaction_session_timeout = 5000");
   EXPECT_EQ(ConninfoOption(c->dispatch.listen_database_url, "host"), "127.0.0.1");
   EXPECT_EQ(ConninfoOption(c->dispatch.listen_database_url, "options"),
             "-c statement_timeout=30000 -c idle_in_transaction_session_timeout=5000");
@@ -183,8 +184,7 @@ namespace {
 // Moved from integration_tests/collector_test: a malformed key names its variable and is never
 // echoed (bad_input_test checks the binary's exit code for every variable).
 TEST_F(LoadConfigTest, ConfigErrorsNameTheVariableWithoutEchoingSecrets) {
-  const std::string secret_ish =
-      "zz0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+  const std::string secret_ish = "zz0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
   auto c = Load({{"MAILROOM_SECRET_KEY", secret_ish}});
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(), HasSubstr("MAILROOM_SECRET_KEY"));
@@ -254,8 +254,8 @@ TEST_F(LoadConfigTest, TheFeedbackEndpointNeedsItsTopics) {
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(std::string(c.status().message()),
               HasSubstr("MAILROOM_FEEDBACK_TOPIC_ARNS: required when MAILROOM_FEEDBACK_ADDRESS"));
-  EXPECT_TRUE(Load({{"MAILROOM_FEEDBACK_TOPIC_ARNS", "arn:aws:sns:eu-west-1:123456789012:fb"}})
-                  .ok());
+  EXPECT_TRUE(
+      Load({{"MAILROOM_FEEDBACK_TOPIC_ARNS", "arn:aws:sns:eu-west-1:123456789012:fb"}}).ok());
 }
 
 // Each provider's path is on with its secret; the endpoint may then run without SNS topics.

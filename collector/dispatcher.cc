@@ -8,9 +8,9 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "collector/job_builder.h"
 #include "collector/metrics/collector_metrics.h"
 #include "collector/wakeup_gate.h"
-#include "collector/job_builder.h"
 #include "common/log.h"
 
 namespace mailroom {
@@ -46,14 +46,13 @@ Dispatcher::Dispatcher(DispatcherOptions options, Store* store, Hub* hub, Signin
                        ListenerFactory listen)
     : opt_(std::move(options)), clock_(clock),
       listen_(listen ? std::move(listen)
-                     : ListenerFactory([url = opt_.listen_database_url.empty()
-                                                  ? opt_.database_url
-                                                  : opt_.listen_database_url](
-                                           const std::string& channel) {
-                         return ConnectPgListener(url, channel);
-                       })),
-      store_(store), hub_(hub), key_(key),
-      metrics_(metrics), on_health_(std::move(on_health)),
+                     : ListenerFactory(
+                           [url = opt_.listen_database_url.empty()
+                                      ? opt_.database_url
+                                      : opt_.listen_database_url](const std::string& channel) {
+                             return ConnectPgListener(url, channel);
+                           })),
+      store_(store), hub_(hub), key_(key), metrics_(metrics), on_health_(std::move(on_health)),
       reconnect_backoff_(opt_.reconnect_max_backoff) {
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
@@ -160,8 +159,8 @@ void Dispatcher::Run() {
   WakeupGate gate(opt_.batch_limit, opt_.batch_timeout);
   // With batch timeout 0 every wake-up is dispatched on its own: at thousands of commits a second
   // its two lines would be thousands of lines a second, so they are debug-level there.
-  const LogLevel wakeup_log =
-      opt_.batch_timeout <= absl::ZeroDuration() ? LogLevel::kDebug : LogLevel::kInfo;
+  const LogLevel wakeup_log = opt_.batch_timeout <= absl::ZeroDuration() ? LogLevel::kDebug
+                                                                         : LogLevel::kInfo;
   absl::Time next_poll = clock_->Now();
   absl::Time next_health = clock_->Now() + opt_.healthcheck_interval;
   absl::Time connected_at = clock_->Now();
@@ -283,8 +282,9 @@ void Dispatcher::BecomeHealthy() {
     for (const std::string& owner : hub_->MemberIds(group)) {
       absl::Status st = store_->RenewAll(group, owner, opt_.lease);
       if (!st.ok()) {
-        LogWarn("renewing leases after reconnect failed",
-                {{"group", group}, {"subscriber", ShortId(owner)}, {"error", std::string(st.message())}});
+        LogWarn("renewing leases after reconnect failed", {{"group", group},
+                                                           {"subscriber", ShortId(owner)},
+                                                           {"error", std::string(st.message())}});
       }
     }
   }
@@ -307,7 +307,9 @@ std::map<std::string, bool> Dispatcher::TakeRequests() {
     if (st.ok() && !d.unsent.empty()) st = store_->Release(d.group, d.owner, d.unsent);
     if (!st.ok()) {
       LogWarn("recording a departed subscriber's leases failed",
-              {{"group", d.group}, {"subscriber", ShortId(d.owner)}, {"error", std::string(st.message())}});
+              {{"group", d.group},
+               {"subscriber", ShortId(d.owner)},
+               {"error", std::string(st.message())}});
     }
   }
   return kicks;
@@ -501,9 +503,8 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
                      : store_->Dequeue(group, want, member->id(), opt_.lease);
     if (!jobs.ok()) return jobs.status();
     if (!lane) {
-      reached_activations = std::any_of(jobs->begin(), jobs->end(), [](const StoredJob& j) {
-        return !j.critical;
-      });
+      reached_activations = std::any_of(jobs->begin(), jobs->end(),
+                                        [](const StoredJob& j) { return !j.critical; });
     }
     metrics_->Observe(collector_metrics::kDequeueDuration,
                       absl::ToDoubleSeconds(clock_->Now() - dequeue_start), labels);
@@ -521,8 +522,8 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
       auto r = store_->Ack(group, member->id(), malformed);
       if (!r.ok()) return r.status();
       metrics_->Add(collector_metrics::kMalformed, malformed.size(), labels);
-      LogWarn("malformed token rows failed", {{"group", group},
-                                              {"count", absl::StrCat(malformed.size())}});
+      LogWarn("malformed token rows failed",
+              {{"group", group}, {"count", absl::StrCat(malformed.size())}});
     }
     const int n = message.jobs_size();
     if (n > 0) {

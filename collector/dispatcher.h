@@ -25,7 +25,8 @@ namespace mailroom {
 
 struct DispatcherOptions {
   std::string database_url;  // the query connections (Store)
-  std::string listen_database_url;  // the LISTEN connection, direct to PostgreSQL ("": database_url)
+  std::string
+      listen_database_url;  // the LISTEN connection, direct to PostgreSQL ("": database_url)
   // Dispatch as soon as this many notifications arrived (or the batch timeout passed).
   int batch_limit = 10;
   // The most jobs one dequeue hands one subscriber (bounded by its room). Apart from the batch
@@ -185,7 +186,7 @@ class Dispatcher {
   // Loop-thread state.
   std::unique_ptr<NotificationListener> listener_;
   std::set<std::string> known_groups_;
-  std::set<std::string> starved_;  // groups that ran out of room with work left
+  std::set<std::string> starved_;   // groups that ran out of room with work left
   std::set<std::string> earliest_;  // groups to create from the earliest token if missing
   Backoff reconnect_backoff_;
   absl::Time reconnect_at_ = absl::InfinitePast();

@@ -63,9 +63,8 @@ struct ListenerState {
   // waiting again (asked for the descriptor since).
   bool WaitIdle(int after) {
     absl::MutexLock lock(&mu);
-    auto done = [this, after]() ABSL_SHARED_LOCKS_REQUIRED(mu) {
-      return takes > after && waits > takes;
-    };
+    auto done = [this, after]()
+                    ABSL_SHARED_LOCKS_REQUIRED(mu) { return takes > after && waits > takes; };
     return mu.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(10));
   }
 };
@@ -277,8 +276,8 @@ TEST_F(DispatcherTest, EachRoundCollectsSignupsBeforeItsDequeues) {
   for (const std::string& m : store_.Methods()) {
     if (m == "CollectSignups" || m == "Dequeue") order.push_back(m);
   }
-  EXPECT_EQ(order, (std::vector<std::string>{"CollectSignups", "Dequeue", "CollectSignups",
-                                             "Dequeue"}));
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"CollectSignups", "Dequeue", "CollectSignups", "Dequeue"}));
   EXPECT_EQ(store_.Calls("CollectSignups")[0].limit, opt_.dequeue_limit);
 }
 
@@ -477,8 +476,8 @@ TEST_F(DispatcherTest, AFullWindowDequeuesRecoveriesIntoTheLaneOnEveryNotificati
   EXPECT_EQ(store_.CallCount("Dequeue"), 0);
 }
 
-// A group with room in a window is not starved: a notification waits for the batch limit or timeout as before
-// and the lane is not used.
+// A group with room in a window is not starved: a notification waits for the batch limit or timeout
+// as before and the lane is not used.
 TEST_F(DispatcherTest, AGroupWithRoomIgnoresTheLane) {
   Start();
   ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
@@ -591,8 +590,9 @@ class StreamsIntoHub : public v1::Collector::CallbackService {
     auto sub = std::make_shared<Subscriber>("sub-1", req->consumer_group(), "test",
                                             static_cast<int>(req->max_in_flight()),
                                             JobSecrets::kIncluded, clock_);
-    auto* reactor = new SubscribeReactor(
-        sub, [hub = hub_](const std::shared_ptr<Subscriber>& s) { hub->Remove(s); });
+    auto* reactor = new SubscribeReactor(sub, [hub = hub_](const std::shared_ptr<Subscriber>& s) {
+      hub->Remove(s);
+    });
     hub_->Add(sub);
     v1::SubscribeResponse welcome;
     welcome.set_subscriber_id(sub->id());
@@ -667,8 +667,7 @@ TEST_F(LaneTest, AWindowFilledWithActivationsSkipsTheEmptyLaneDequeue) {
   EXPECT_EQ(store_.CallCount("Ack"), 0);      // (none was malformed)
   // In one jobs message.
   EXPECT_EQ(metrics_.Value("mailroom_collector_job_messages_total", {{"group", "mailroom"}}), 1);
-  EXPECT_EQ(metrics_.Value("mailroom_collector_jobs_dispatched_total", {{"group", "mailroom"}}),
-            2);
+  EXPECT_EQ(metrics_.Value("mailroom_collector_jobs_dispatched_total", {{"group", "mailroom"}}), 2);
 }
 
 // A window filled with recoveries only may have left more: the lane is asked.

@@ -6,9 +6,8 @@ namespace mailroom {
 
 int RecoveryLane(int max_in_flight) { return std::max(10, max_in_flight / 10); }
 
-SubscribeReactor::SubscribeReactor(
-    std::shared_ptr<Subscriber> sub,
-    std::function<void(const std::shared_ptr<Subscriber>&)> on_done)
+SubscribeReactor::SubscribeReactor(std::shared_ptr<Subscriber> sub,
+                                   std::function<void(const std::shared_ptr<Subscriber>&)> on_done)
     : sub_(std::move(sub)), on_done_(std::move(on_done)) {}
 
 void SubscribeReactor::OnWriteDone(bool ok) { sub_->OnWriteDone(ok); }

@@ -21,8 +21,8 @@ namespace mailroom {
 
 class Subscriber;
 
-// The server side of one Subscribe stream: writes the welcome message, then whatever messages of jobs
-// the Subscriber queues, one write in flight at a time. Deletes itself in OnDone.
+// The server side of one Subscribe stream: writes the welcome message, then whatever messages of
+// jobs the Subscriber queues, one write in flight at a time. Deletes itself in OnDone.
 class SubscribeReactor : public grpc::ServerWriteReactor<v1::SubscribeResponse> {
  public:
   // `on_done` runs once when the stream is over (the subscriber has gone).
@@ -68,10 +68,10 @@ class Subscriber {
   int Room() const;
   // How many more password recoveries it may be given now in its recovery lane.
   int LaneRoom() const;
-  // Queues a message of jobs (one dequeue's) for writing and counts its jobs as in flight, in the recovery lane with
-  // `lane` (the caller puts only recoveries there), else in the window. False when the stream
-  // is over (the jobs were not sent). `lease_end`: when the jobs' leases run out at the
-  // earliest (counted from before the dequeue that leased them); the message is written with
+  // Queues a message of jobs (one dequeue's) for writing and counts its jobs as in flight, in the
+  // recovery lane with `lane` (the caller puts only recoveries there), else in the window. False
+  // when the stream is over (the jobs were not sent). `lease_end`: when the jobs' leases run out at
+  // the earliest (counted from before the dequeue that leased them); the message is written with
   // what is left of them then in `lease_left_ms` (at least 1), so a message that waited (behind a
   // slow stream, or in a collector that was paused) is never taken for a fresh lease. For a
   // subscription with JobSecrets::kWithheld every job's token and code are cleared first.
@@ -126,8 +126,7 @@ class Hub {
   // The member of `group` with the most recovery-lane room, or nullptr when none has any.
   std::shared_ptr<Subscriber> PickLaneMember(const std::string& group) const;
   // Forgets acknowledged/lost jobs in the member `owner` of `group` only; true if it had any.
-  bool Forget(const std::string& group, const std::string& owner,
-              const std::vector<uint64_t>& ids);
+  bool Forget(const std::string& group, const std::string& owner, const std::vector<uint64_t>& ids);
   // Ids of the subscribers of `group`.
   std::vector<std::string> MemberIds(const std::string& group) const;
   // Subscriber count of a group.

@@ -19,8 +19,7 @@ v1::Priority WirePriority(const StoredJob& row) {
 
 }  // namespace
 
-absl::StatusOr<v1::Job> BuildJob(const SigningKey& key, const StoredJob& row,
-                                 JobSecrets secrets) {
+absl::StatusOr<v1::Job> BuildJob(const SigningKey& key, const StoredJob& row, JobSecrets secrets) {
   auto action = ParseTokenAction(row.action);
   if (!action.ok()) {
     return absl::InvalidArgumentError(

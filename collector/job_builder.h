@@ -23,8 +23,8 @@ v1::Action WireAction(absl::string_view action_name);
 // token and the code are left empty; the row is signed all the same, so that a row that
 // cannot be signed fails alike in every group. InvalidArgument when the row cannot be signed
 // (an action name outside [a-z][a-z0-9_]{0,62}, a secret that is not 32 bytes, a code that
-// does not fit its action: rows without the schema's checks); the message never contains the secret. Pure and thread-safe.
-absl::StatusOr<v1::Job> BuildJob(const SigningKey& key, const StoredJob& row,
-                                 JobSecrets secrets);
+// does not fit its action: rows without the schema's checks); the message never contains the
+// secret. Pure and thread-safe.
+absl::StatusOr<v1::Job> BuildJob(const SigningKey& key, const StoredJob& row, JobSecrets secrets);
 
 }  // namespace mailroom

@@ -130,7 +130,8 @@ TEST(JobBuilderTest, MalformedRowsFailWithoutEchoingTheSecret) {
   StoredJob bad_code = Row();
   bad_code.action = "password_recovery";
   bad_code.code = "12a";
-  EXPECT_EQ(BuildJob(Key(), bad_code, JobSecrets::kIncluded).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuildJob(Key(), bad_code, JobSecrets::kIncluded).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // An observer's job: every field but the token and the code, for either action; both are

@@ -25,15 +25,15 @@
 #include "collector/feedback/feedback_store.h"
 #include "collector/feedback/https_get.h"
 #include "collector/feedback/provider_feedback.h"
+#include "collector/feedback/reputation_guard.h"
+#include "collector/feedback/sns_verifier.h"
 #include "collector/hub.h"
 #include "collector/metrics/collector_metrics.h"
 #include "collector/migrate.h"
 #include "collector/migrate_cli.h"
-#include "collector/feedback/reputation_guard.h"
 #include "collector/retention.h"
 #include "collector/service.h"
 #include "collector/settings.h"
-#include "collector/feedback/sns_verifier.h"
 #include "collector/stats_gauges.h"
 #include "collector/store.h"
 #include "collector/tls_credentials.h"
@@ -104,10 +104,8 @@ class Collector {
  public:
   // `c` and `metrics` must outlive the collector.
   Collector(const CollectorConfig& c, Metrics* metrics)
-      : c_(c),
-        metrics_(metrics),
-        store_(NewPgStore(c.dispatch.database_url, c.db_pool_size, c.tx_timeouts,
-                          c.budget.monthly_budget_micros)),
+      : c_(c), metrics_(metrics), store_(NewPgStore(c.dispatch.database_url, c.db_pool_size,
+                                                    c.tx_timeouts, c.budget.monthly_budget_micros)),
         budgets_(
             NewPgBudgetStore(c.dispatch.database_url, c.budget, BudgetIsolation{}, c.tx_timeouts)),
         feedback_store_(NewPgFeedbackStore(c.dispatch.database_url, c.tx_timeouts)),
@@ -141,10 +139,9 @@ class Collector {
     if (int code = StartGrpc(); code != 0) return code;
     if (int code = StartHealth(); code != 0) return code;
     if (c_.tls_cert_file.empty() && !IsLoopbackAddress(c_.listen_address)) {
-      LogWarn(
-          "gRPC is plaintext on a network address: signed tokens and bearer tokens cross "
-          "the network in clear",
-          {{"address", c_.listen_address}, {"variable", "MAILROOM_ALLOW_PLAINTEXT"}});
+      LogWarn("gRPC is plaintext on a network address: signed tokens and bearer tokens cross "
+              "the network in clear",
+              {{"address", c_.listen_address}, {"variable", "MAILROOM_ALLOW_PLAINTEXT"}});
     }
     if (int code = StartHttp(); code != 0) return code;
     reputation_.Start();
@@ -153,29 +150,29 @@ class Collector {
 
   void LogStarted(rlim_t open_files) {
     const CollectorConfig& c = c_;
-    LogInfo(
-        "collector started",
-        {{"listen", Listening(c.listen_address, port_)},
-         {"metrics", Listening(c.metrics_address, metrics_server_.port())},
-         {"health", Listening(c.health_address, health_port_)},
-         {"tls", c.tls_cert_file.empty()        ? "off"
-                 : c.tls_client_ca_file.empty() ? "on"
-                                                : "mutual"},
-         {"auth", !c.credentials.empty()         ? "bearer"
-                  : c.tls_client_ca_file.empty() ? "none (development)"
-                                                 : "client certificate"},
-         {"batch_limit", absl::StrCat(c.dispatch.batch_limit)},
-         {"dequeue_limit", absl::StrCat(c.dispatch.dequeue_limit)},
-         {"batch_timeout_ms", absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.batch_timeout))},
-         {"healthcheck_interval_ms",
-          absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.healthcheck_interval))},
-         {"lease_ms", absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.lease))},
-         {"max_in_flight_cap", absl::StrCat(c.max_in_flight_cap)},
-         {"groups", absl::StrJoin(c.dispatch.groups, ",")},
-         {"feedback", Listening(c.feedback.address, feedback_server_.port())},
-         {"feedback_paths", FeedbackPaths(c.feedback)},
-         {"guard", c.feedback.guard.enabled() ? "on" : "off"},
-         {"open_files", absl::StrCat(open_files)}});
+    LogInfo("collector started",
+            {{"listen", Listening(c.listen_address, port_)},
+             {"metrics", Listening(c.metrics_address, metrics_server_.port())},
+             {"health", Listening(c.health_address, health_port_)},
+             {"tls", c.tls_cert_file.empty()        ? "off"
+                     : c.tls_client_ca_file.empty() ? "on"
+                                                    : "mutual"},
+             {"auth", !c.credentials.empty()         ? "bearer"
+                      : c.tls_client_ca_file.empty() ? "none (development)"
+                                                     : "client certificate"},
+             {"batch_limit", absl::StrCat(c.dispatch.batch_limit)},
+             {"dequeue_limit", absl::StrCat(c.dispatch.dequeue_limit)},
+             {"batch_timeout_ms",
+              absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.batch_timeout))},
+             {"healthcheck_interval_ms",
+              absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.healthcheck_interval))},
+             {"lease_ms", absl::StrCat(absl::ToInt64Milliseconds(c.dispatch.lease))},
+             {"max_in_flight_cap", absl::StrCat(c.max_in_flight_cap)},
+             {"groups", absl::StrJoin(c.dispatch.groups, ",")},
+             {"feedback", Listening(c.feedback.address, feedback_server_.port())},
+             {"feedback_paths", FeedbackPaths(c.feedback)},
+             {"guard", c.feedback.guard.enabled() ? "on" : "off"},
+             {"open_files", absl::StrCat(open_files)}});
   }
 
   // Runs the dispatcher and the retention passes until SIGTERM or SIGINT, then shuts down.
@@ -260,8 +257,8 @@ class Collector {
       }
     }
     if (!c_.feedback.address.empty()) {
-      absl::Status st =
-          feedback_server_.Start(c_.feedback.address, &feedback_routes_, c_.feedback.server);
+      absl::Status st = feedback_server_.Start(c_.feedback.address, &feedback_routes_,
+                                               c_.feedback.server);
       if (!st.ok()) {
         LogError("cannot serve the feedback endpoint",
                  {{"address", c_.feedback.address}, {"error", std::string(st.message())}});
@@ -347,8 +344,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "migrate") == 0) {
-    return mailroom::RunMigrateCli(std::vector<std::string>(argv + 2, argv + argc),
-                                   mailroom::Env(), stdout, stderr);
+    return mailroom::RunMigrateCli(std::vector<std::string>(argv + 2, argv + argc), mailroom::Env(),
+                                   stdout, stderr);
   }
   if (argc > 1 && std::strcmp(argv[1], "serve") != 0) {
     return mailroom::PrintCollectorUsage(stderr);

@@ -14,9 +14,8 @@ namespace {
 
 // mailroom's schema and the table whose lock is the migration turn: created by whichever
 // `collector migrate` comes first (two at once may race to create them: the loser retries).
-constexpr char kCreateSchema[] =
-    "CREATE SCHEMA IF NOT EXISTS mailroom;"
-    "CREATE TABLE IF NOT EXISTS mailroom.mailroom_migration_turn ()";
+constexpr char kCreateSchema[] = "CREATE SCHEMA IF NOT EXISTS mailroom;"
+                                 "CREATE TABLE IF NOT EXISTS mailroom.mailroom_migration_turn ()";
 
 // Every statement of a migration runs with this search path: mailroom's schema first (what a
 // migration creates goes there; nobody else may create in it), then the system catalogue, then
@@ -124,13 +123,12 @@ BEGIN
 END
 $move$)SQL";
 
-constexpr char kCreateTable[] =
-    "CREATE TABLE IF NOT EXISTS mailroom.schema_migrations ("
-    " version INT PRIMARY KEY, name TEXT NOT NULL,"
-    " applied_at TIMESTAMPTZ NOT NULL DEFAULT now());"
-    "CREATE TABLE IF NOT EXISTS mailroom.schema_sources ("
-    " name TEXT PRIMARY KEY, checksum TEXT NOT NULL,"
-    " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())";
+constexpr char kCreateTable[] = "CREATE TABLE IF NOT EXISTS mailroom.schema_migrations ("
+                                " version INT PRIMARY KEY, name TEXT NOT NULL,"
+                                " applied_at TIMESTAMPTZ NOT NULL DEFAULT now());"
+                                "CREATE TABLE IF NOT EXISTS mailroom.schema_sources ("
+                                " name TEXT PRIMARY KEY, checksum TEXT NOT NULL,"
+                                " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())";
 
 // PostgreSQL lets PUBLIC execute every new function: mailroom's are executed by mailroom's roles,
 // and the application's interface only through the grants of mailroom.grant_application. Left
@@ -175,9 +173,8 @@ std::vector<const Source*> Changed(pqxx::transaction_base& tx, const std::vector
                                    const std::map<std::string, std::string>& stored) {
   std::vector<const Source*> ordered;
   for (const Source& s : sources) ordered.push_back(&s);
-  std::stable_sort(ordered.begin(), ordered.end(), [](const Source* a, const Source* b) {
-    return !IsView(*a) && IsView(*b);
-  });
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const Source* a, const Source* b) { return !IsView(*a) && IsView(*b); });
   std::vector<const Source*> changed;
   for (const Source* s : ordered) {
     auto it = stored.find(s->name);
@@ -199,10 +196,10 @@ std::string FunctionName(const Source& s) {
 // catalogue row version (xmin: a CREATE OR REPLACE writes a new one).
 std::map<std::string, std::string> Overloads(pqxx::transaction_base& tx, const std::string& name) {
   std::map<std::string, std::string> found;
-  for (const auto& row : tx.exec_params(
-           "SELECT p.oid::regprocedure::text, p.xmin::text FROM pg_proc p"
-           " WHERE p.proname = $1 AND p.pronamespace = 'mailroom'::regnamespace",
-           name)) {
+  for (const auto& row :
+       tx.exec_params("SELECT p.oid::regprocedure::text, p.xmin::text FROM pg_proc p"
+                      " WHERE p.proname = $1 AND p.pronamespace = 'mailroom'::regnamespace",
+                      name)) {
     found[row[0].as<std::string>()] = row[1].as<std::string>();
   }
   return found;
@@ -266,11 +263,11 @@ std::vector<std::string> ApplySources(pqxx::connection& conn, const std::vector<
     } else {
       ApplyFunction(tx, *s);
     }
-    tx.exec_params(
-        "INSERT INTO mailroom.schema_sources (name, checksum) VALUES ($1, encode(sha256(convert_to($2,"
-        " 'UTF8')), 'hex')) ON CONFLICT (name) DO UPDATE"
-        " SET checksum = EXCLUDED.checksum, applied_at = now()",
-        std::string(s->name), std::string(s->sql));
+    tx.exec_params("INSERT INTO mailroom.schema_sources (name, checksum) VALUES ($1, "
+                   "encode(sha256(convert_to($2,"
+                   " 'UTF8')), 'hex')) ON CONFLICT (name) DO UPDATE"
+                   " SET checksum = EXCLUDED.checksum, applied_at = now()",
+                   std::string(s->name), std::string(s->sql));
     done.push_back(s->name);
   }
   tx.exec(kRevokePublicExecute);
@@ -306,8 +303,8 @@ std::string TurnHolder(pqxx::connection& conn) {
       " JOIN pg_stat_activity a ON a.pid = l.pid"
       " WHERE l.relation = 'mailroom.mailroom_migration_turn'::regclass AND l.granted");
   if (r.empty()) return "another session";
-  return absl::StrCat("the session of pid ", r[0][0].c_str(), " (", r[0][1].c_str(),
-                      ", since ", r[0][2].c_str(), ")");
+  return absl::StrCat("the session of pid ", r[0][0].c_str(), " (", r[0][1].c_str(), ", since ",
+                      r[0][2].c_str(), ")");
 }
 
 // Holds the migration turn for the lifetime of the object: a second connection whose open
@@ -329,11 +326,11 @@ class LockedConnection {
     // while it is parsed, before its rights are checked (a role that may only name the table
     // could otherwise hold a weaker lock on it through PREPARE and stop every migration).
     pqxx::nontransaction turn(turn_);
-    turn.exec(absl::StrCat("SET idle_in_transaction_session_timeout = 0; ", kPinSearchPath,
-                           "; SET lock_timeout = ",
-                           std::max<int64_t>(1, absl::ToInt64Milliseconds(wait)),
-                           "; BEGIN; LOCK TABLE mailroom.mailroom_migration_turn"
-                           " IN SHARE UPDATE EXCLUSIVE MODE"));
+    turn.exec(
+        absl::StrCat("SET idle_in_transaction_session_timeout = 0; ", kPinSearchPath,
+                     "; SET lock_timeout = ", std::max<int64_t>(1, absl::ToInt64Milliseconds(wait)),
+                     "; BEGIN; LOCK TABLE mailroom.mailroom_migration_turn"
+                     " IN SHARE UPDATE EXCLUSIVE MODE"));
     // No exception: the turn is ours. A lock_timeout (55P03) is reported by the caller.
     pqxx::work tx(conn_);
     pqxx::row owner = tx.exec1(kSchemaOwner);
@@ -346,7 +343,7 @@ class LockedConnection {
     pqxx::result old = tx.exec(kOldSchemas);
     if (old.size() > 1) {
       throw SchemaRefused("mailroom's tables were found in several schemas; move all but one "
-                               "away before migrating");
+                          "away before migrating");
     }
     if (!old.empty()) {
       const std::string schema = old[0][0].as<std::string>();
@@ -408,18 +405,19 @@ enum class Direction { kUp, kDown };
 // Refuses a database whose versions predate the baseline (the oldest migration) without it.
 absl::Status CheckBaseline(const std::set<int>& applied, const std::vector<Migration>& ordered) {
   if (applied.empty() || ordered.empty()) return absl::OkStatus();
-  const Migration& baseline = *std::min_element(
-      ordered.begin(), ordered.end(),
-      [](const Migration& a, const Migration& b) { return a.version < b.version; });
+  const Migration& baseline = *std::min_element(ordered.begin(), ordered.end(),
+                                                [](const Migration& a, const Migration& b) {
+                                                  return a.version < b.version;
+                                                });
   if (*applied.begin() >= baseline.version || applied.count(baseline.version) > 0) {
     return absl::OkStatus();
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "the database is at schema version ", *applied.rbegin(), ", older than version ",
-      baseline.version, " (", baseline.name,
-      ") this release starts from: migrate it with the previous release first (its "
-      "`collector migrate` brings it to version ",
-      baseline.version, "), then run this one"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("the database is at schema version ", *applied.rbegin(), ", older than version ",
+                   baseline.version, " (", baseline.name,
+                   ") this release starts from: migrate it with the previous release first (its "
+                   "`collector migrate` brings it to version ",
+                   baseline.version, "), then run this one"));
 }
 
 // Runs the `direction` script of every migration that `select(version, applied)` picks, in
@@ -438,12 +436,13 @@ absl::StatusOr<std::vector<int>> Apply(const std::string& url, std::vector<Migra
   std::vector<int> done;
   std::string current = "taking the migration turn";
   try {
-    const int baseline =
-        ordered.empty() ? 0
-                        : std::min_element(ordered.begin(), ordered.end(),
-                                           [](const Migration& a, const Migration& b) {
-                                             return a.version < b.version;
-                                           })->version;
+    const int baseline = ordered.empty()
+                             ? 0
+                             : std::min_element(ordered.begin(), ordered.end(),
+                                                [](const Migration& a, const Migration& b) {
+                                                  return a.version < b.version;
+                                                })
+                                   ->version;
     LockedConnection locked(url, turn_wait, baseline);
     std::set<int> applied = Applied(locked.conn(), locked.versions());
     if (direction == Direction::kUp) {
@@ -468,9 +467,10 @@ absl::StatusOr<std::vector<int>> Apply(const std::string& url, std::vector<Migra
       tx.commit();
       done.push_back(m.version);
     }
-    const bool current_schema = std::all_of(ordered.begin(), ordered.end(), [&](const Migration& m) {
-      return applied.count(m.version) > 0;
-    });
+    const bool current_schema = std::all_of(ordered.begin(), ordered.end(),
+                                            [&](const Migration& m) {
+                                              return applied.count(m.version) > 0;
+                                            });
     if (sources != nullptr && current_schema) {
       std::vector<std::string> names = ApplySources(locked.conn(), *sources, &current);
       if (sources_applied != nullptr) *sources_applied = std::move(names);
@@ -516,8 +516,8 @@ absl::StatusOr<std::vector<int>> MigrateUp(const std::string& url,
 }
 
 absl::StatusOr<std::vector<int>> MigrateDown(const std::string& url,
-                                             const std::vector<Migration>& migrations,
-                                             int target, absl::Duration turn_wait) {
+                                             const std::vector<Migration>& migrations, int target,
+                                             absl::Duration turn_wait) {
   return Apply(
       url, migrations, Direction::kDown,
       [target](int version, bool applied) { return applied && version > target; }, turn_wait);

@@ -50,8 +50,7 @@ absl::StatusOr<std::vector<std::string>> PendingSources(const std::string& url,
 // forgets the applied sources (the next MigrateUp applies them all again). Returns the versions
 // reverted.
 absl::StatusOr<std::vector<int>> MigrateDown(const std::string& url,
-                                             const std::vector<Migration>& migrations,
-                                             int target,
+                                             const std::vector<Migration>& migrations, int target,
                                              absl::Duration turn_wait = kMigrationTurnWait);
 
 // The versions recorded in `schema_migrations`, ascending (empty when none).

@@ -12,10 +12,9 @@
 namespace mailroom {
 
 int PrintCollectorUsage(std::FILE* err) {
-  std::fprintf(err,
-               "usage: collector [serve]\n"
-               "       collector migrate [up [VERSION] | down VERSION | status]\n"
-               "Configuration: MAILROOM_* environment variables (see README).\n");
+  std::fprintf(err, "usage: collector [serve]\n"
+                    "       collector migrate [up [VERSION] | down VERSION | status]\n"
+                    "Configuration: MAILROOM_* environment variables (see README).\n");
   return 2;
 }
 
@@ -33,7 +32,8 @@ int RunMigrateCli(const std::vector<std::string>& args, const Env& env, std::FIL
   if (!ValidConninfo(*url)) {
     std::fprintf(err,
                  "config error: %s: not a PostgreSQL connection URL or "
-                 "key=value string (postgresql://user:password@host:5432/database)\n", var);
+                 "key=value string (postgresql://user:password@host:5432/database)\n",
+                 var);
     return 2;
   }
   const std::string cmd = args.empty() ? "up" : args[0];

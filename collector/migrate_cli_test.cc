@@ -20,7 +20,7 @@ using ::testing::Not;
 
 // Runs the CLI with `vars` as its environment; returns the exit code, `out` and `err` text.
 int RunCli(const std::vector<std::string>& args, std::map<std::string, std::string> vars,
-        std::string* out = nullptr, std::string* err = nullptr) {
+           std::string* out = nullptr, std::string* err = nullptr) {
   Env env([vars](const char* name) -> const char* {
     auto it = vars.find(name);
     return it == vars.end() ? nullptr : it->second.c_str();
@@ -77,9 +77,10 @@ TEST_F(MigrateCliTest, UpStatusDownAndTheChannel) {
   std::vector<int> versions;
   for (const Migration& m : EmbeddedMigrations()) versions.push_back(m.version);
   std::sort(versions.begin(), versions.end());
-  EXPECT_EQ(out, absl::StrCat("applied: [", absl::StrJoin(versions, ", "),
-                              "]; available: ", all, "\npending sources: []\n"));
-  auto channel = pg_->Psql(url_.substr(url_.rfind('/') + 1), "SELECT channel FROM mailroom_settings");
+  EXPECT_EQ(out, absl::StrCat("applied: [", absl::StrJoin(versions, ", "), "]; available: ", all,
+                              "\npending sources: []\n"));
+  auto channel = pg_->Psql(url_.substr(url_.rfind('/') + 1),
+                           "SELECT channel FROM mailroom_settings");
   ASSERT_TRUE(channel.ok());
   EXPECT_THAT(*channel, HasSubstr("custom_wake"));
   ASSERT_EQ(RunCli({"down", "0"}, {{"MAILROOM_DATABASE_URL", url_}}), 0);
@@ -96,15 +97,16 @@ TEST_F(MigrateCliTest, BadUsageAndConfigurationExitWith2) {
   EXPECT_EQ(RunCli({"up"}, {}, nullptr, &err), 2);
   EXPECT_THAT(err, HasSubstr("MAILROOM_DATABASE_URL"));
   EXPECT_EQ(RunCli({"up"}, {{"MAILROOM_DATABASE_URL", "postgresql://u:pw-secret@[bad"}}, nullptr,
-                &err),
+                   &err),
             2);
   EXPECT_THAT(err, Not(HasSubstr("pw-secret")));
 }
 
 TEST_F(MigrateCliTest, AnUnreachableDatabaseExitsWith1) {
   std::string err;
-  EXPECT_EQ(RunCli({"status"}, {{"MAILROOM_DATABASE_URL", "postgresql://u:pw-secret@127.0.0.1:1/x"}},
-                nullptr, &err),
+  EXPECT_EQ(RunCli({"status"},
+                   {{"MAILROOM_DATABASE_URL", "postgresql://u:pw-secret@127.0.0.1:1/x"}}, nullptr,
+                   &err),
             1);
   EXPECT_THAT(err, Not(HasSubstr("pw-secret")));
 }

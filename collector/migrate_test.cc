@@ -72,13 +72,20 @@ TEST_F(MigrateTest, EverythingLivesInMailroomsSchema) {
   pqxx::connection conn(url_);
   pqxx::nontransaction tx(conn);
   EXPECT_EQ(tx.exec1("SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-                     " WHERE n.nspname = 'public'")[0].as<int>(), 0);
-  EXPECT_EQ(tx.exec1("SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace")
-                [0].as<int>(), 0);
-  EXPECT_EQ(tx.exec1("SELECT count(*) FROM pg_type t WHERE t.typnamespace = 'public'::regnamespace")
-                [0].as<int>(), 0);
+                     " WHERE n.nspname = 'public'")[0]
+                .as<int>(),
+            0);
+  EXPECT_EQ(tx.exec1(
+                  "SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace")[0]
+                .as<int>(),
+            0);
+  EXPECT_EQ(tx.exec1(
+                  "SELECT count(*) FROM pg_type t WHERE t.typnamespace = 'public'::regnamespace")[0]
+                .as<int>(),
+            0);
   EXPECT_EQ(tx.exec1("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n"
-                     " ON n.oid = e.extnamespace WHERE e.extname = 'pgcrypto'")[0].as<std::string>(),
+                     " ON n.oid = e.extnamespace WHERE e.extname = 'pgcrypto'")[0]
+                .as<std::string>(),
             "mailroom");
   // Functions of pgcrypto are the extension's; every function of mailroom's pins its path, but
   // for the SQL helpers PostgreSQL inlines into their callers (settings would prevent that),
@@ -88,13 +95,15 @@ TEST_F(MigrateTest, EverythingLivesInMailroomsSchema) {
       " WHERE p.pronamespace = 'mailroom'::regnamespace"
       "   AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e')"
       "   AND NOT coalesce('search_path=pg_catalog, mailroom, pg_temp' = ANY (p.proconfig), false)"
-      "   AND NOT (p.prolang = (SELECT l.oid FROM pg_language l WHERE l.lanname = 'sql') AND p.proconfig IS NULL AND NOT p.prosecdef"
+      "   AND NOT (p.prolang = (SELECT l.oid FROM pg_language l WHERE l.lanname = 'sql') AND "
+      "p.proconfig IS NULL AND NOT p.prosecdef"
       "            AND p.provolatile IN ('i', 's')"
       "            AND p.proname IN ('mailroom_suppression', 'mailroom_token_sendable',"
       "                              'mailroom_finished_state', 'mailroom_bits'))");
   for (const auto& row : unpinned) ADD_FAILURE() << "not pinned: " << row[0].c_str();
   // Nobody but its owner may create in it.
-  EXPECT_FALSE(tx.exec1("SELECT has_schema_privilege('public', 'mailroom', 'CREATE')")[0].as<bool>());
+  EXPECT_FALSE(
+      tx.exec1("SELECT has_schema_privilege('public', 'mailroom', 'CREATE')")[0].as<bool>());
 }
 
 // A role that may create in `public` plants, before mailroom is installed, tables named like
@@ -132,12 +141,14 @@ TEST_F(MigrateTest, LookalikesInPublicRunNothingAndMoveNowhere) {
   tx.exec("SELECT count(*) FROM mailroom.account_emails");
   EXPECT_EQ(tx.exec1("SELECT count(*) FROM public.pwned")[0].as<int>(), 0);
   EXPECT_EQ(tx.exec1("SELECT count(*) FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace"
-                     " AND c.relname IN ('mailroom_settings', 'schema_migrations')")[0].as<int>(),
+                     " AND c.relname IN ('mailroom_settings', 'schema_migrations')")[0]
+                .as<int>(),
             2);
   EXPECT_EQ(tx.exec1("SELECT count(*) FROM pg_depend d JOIN pg_proc p ON d.refclassid ="
                      " 'pg_proc'::regclass AND p.oid = d.refobjid"
                      " WHERE p.pronamespace = 'public'::regnamespace"
-                     "   AND d.classid <> 'pg_operator'::regclass")[0].as<int>(),  // its own
+                     "   AND d.classid <> 'pg_operator'::regclass")[0]
+                .as<int>(),  // its own
             0);
 }
 
@@ -210,7 +221,8 @@ TEST_F(MigrateTest, TargetStopsEarlyAndLeavesTheSourcesForLater) {
       {1, "one", "CREATE TABLE one (id INT)", "DROP TABLE one"},
       {2, "two", "CREATE TABLE two (id INT)", "DROP TABLE two"},
   };
-  std::vector<Source> sources = {{"views/two_ids.sql", "CREATE VIEW two_ids AS SELECT id FROM two"}};
+  std::vector<Source> sources = {
+      {"views/two_ids.sql", "CREATE VIEW two_ids AS SELECT id FROM two"}};
   std::vector<std::string> applied;
   auto r = MigrateUp(url_, two, 1, sources, &applied);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -288,7 +300,8 @@ TEST_F(MigrateTest, OnlyChangedSourcesAreApplied) {
   EXPECT_NE(view_oid(), view);
   pqxx::nontransaction tx(conn);
   EXPECT_EQ(tx.exec1("SELECT count(*) FROM schema_sources WHERE applied_at > ("
-                     " SELECT min(applied_at) FROM schema_sources)")[0].as<int>(),
+                     " SELECT min(applied_at) FROM schema_sources)")[0]
+                .as<int>(),
             2);
 }
 
@@ -306,8 +319,9 @@ TEST_F(MigrateTest, AChangedSignatureReplacesTheFunction) {
   auto signatures = [&] {
     pqxx::nontransaction tx(conn);
     std::vector<std::string> found;
-    for (const auto& row : tx.exec("SELECT oid::REGPROCEDURE::TEXT || ' ' || pg_get_function_arguments(oid)"
-                                   " FROM pg_proc WHERE proname = 'mailroom_probe' ORDER BY 1")) {
+    for (const auto& row :
+         tx.exec("SELECT oid::REGPROCEDURE::TEXT || ' ' || pg_get_function_arguments(oid)"
+                 " FROM pg_proc WHERE proname = 'mailroom_probe' ORDER BY 1")) {
       found.push_back(row[0].as<std::string>());
     }
     return found;
@@ -318,12 +332,18 @@ TEST_F(MigrateTest, AChangedSignatureReplacesTheFunction) {
   };
   constexpr char kBody[] = " LANGUAGE sql AS 'SELECT NULL::INT';";
   ASSERT_TRUE(apply(absl::StrCat("CREATE OR REPLACE FUNCTION mailroom_probe(p_count integer)"
-                                 " RETURNS integer", kBody)).ok());
+                                 " RETURNS integer",
+                                 kBody))
+                  .ok());
   ASSERT_TRUE(apply(absl::StrCat("CREATE OR REPLACE FUNCTION mailroom_probe(p_first integer)"
-                                 " RETURNS integer", kBody)).ok());
+                                 " RETURNS integer",
+                                 kBody))
+                  .ok());
   EXPECT_EQ(signatures(), std::vector<std::string>{"mailroom_probe(integer) p_first integer"});
   ASSERT_TRUE(apply(absl::StrCat("CREATE OR REPLACE FUNCTION mailroom_probe(p_first boolean[])"
-                                 " RETURNS integer", kBody)).ok());
+                                 " RETURNS integer",
+                                 kBody))
+                  .ok());
   EXPECT_EQ(signatures(), std::vector<std::string>{"mailroom_probe(boolean[]) p_first boolean[]"});
   EXPECT_TRUE(call());
   // Overloads the file defines together are all kept, on every change.

@@ -73,10 +73,9 @@ class PgListener : public NotificationListener {
     int running = 0;
     absl::Status st = Query([&](pqxx::nontransaction& tx) {
       // A transaction of `snapshot` still running is running in the current snapshot too.
-      running = tx.exec_params1(
-                      "SELECT count(*) FROM pg_snapshot_xip($1::pg_snapshot) a"
-                      " JOIN pg_snapshot_xip(pg_current_snapshot()) b ON a = b",
-                      snapshot)[0]
+      running = tx.exec_params1("SELECT count(*) FROM pg_snapshot_xip($1::pg_snapshot) a"
+                                " JOIN pg_snapshot_xip(pg_current_snapshot()) b ON a = b",
+                                snapshot)[0]
                     .as<int>();
     });
     if (!st.ok()) return st;
@@ -105,7 +104,7 @@ class PgListener : public NotificationListener {
       tx.exec_params("SELECT mailroom.mailroom_collector_mark($1::boolean)", idle);
       return absl::OkStatus();
     } catch (const std::exception& e) {
-      const char* what = !idle ? "removing the collector's mark"
+      const char* what = !idle   ? "removing the collector's mark"
                          : *idle ? "marking the collector idle"
                                  : "marking the collector busy";
       return absl::UnavailableError(absl::StrCat(what, " failed: ", e.what()));

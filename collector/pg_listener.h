@@ -45,8 +45,8 @@ class NotificationListener {
 // Opens a connection to `url` of its own and LISTENs on `channel`. This is the only raw LISTEN
 // connection of the collector: it runs nothing but LISTEN, the health check and the busy mark's
 // short statements, because notifications arrive only while no transaction is open on it. The
-// mark is registered by this connection's backend pid, so it must not go through a pooler. Unavailable when PostgreSQL
-// cannot be reached; the message never contains the URL's password.
+// mark is registered by this connection's backend pid, so it must not go through a pooler.
+// Unavailable when PostgreSQL cannot be reached; the message never contains the URL's password.
 absl::StatusOr<std::unique_ptr<NotificationListener>> ConnectPgListener(const std::string& url,
                                                                         const std::string& channel);
 

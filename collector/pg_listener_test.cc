@@ -7,10 +7,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "testing/migrated_database.h"
 #include "testing/intruder.h"
-#include "testing/pgbouncer.h"
+#include "testing/migrated_database.h"
 #include "testing/pg_server.h"
+#include "testing/pgbouncer.h"
 
 namespace mailroom {
 namespace {
@@ -105,8 +105,8 @@ class BusyMarkTest : public testing::MigratedDatabaseTest {
 
   // Inserts an account (its queued signup) in a transaction of its own.
   void Signup(const std::string& login) {
-    Exec(absl::StrCat("INSERT INTO accounts (email, login) VALUES ('", login,
-                      "@example.test', '", login, "')"));
+    Exec(absl::StrCat("INSERT INTO accounts (email, login) VALUES ('", login, "@example.test', '",
+                      login, "')"));
   }
   // The notifications of the token trigger committed since the last call.
   int Notifications() {

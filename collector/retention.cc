@@ -45,10 +45,7 @@ class Pass {
  public:
   Pass(pqxx::connection& conn, const RetentionOptions& options, PruneReport& report,
        std::map<std::string, int64_t>& cursors, std::function<bool()> stopping)
-      : conn_(conn),
-        options_(options),
-        report_(report),
-        cursors_(cursors),
+      : conn_(conn), options_(options), report_(report), cursors_(cursors),
         stopping_(std::move(stopping)),
         before_(absl::StrCat("now() - make_interval(secs => ",
                              absl::ToInt64Milliseconds(options.retention), " / 1000.0)")) {}
@@ -241,9 +238,9 @@ absl::Status Retention::RefundDeadHolders(PruneReport& report) {
   if (!refunds.ok()) return refunds.status();
   for (const BudgetRefund& r : *refunds) {
     report.refunded_emails += r.emails;
-    LogInfo(
-        "unused budget of a departed sender refunded",
-        {{"group", r.group}, {"holder", ShortId(r.holder)}, {"emails", absl::StrCat(r.emails)}});
+    LogInfo("unused budget of a departed sender refunded", {{"group", r.group},
+                                                            {"holder", ShortId(r.holder)},
+                                                            {"emails", absl::StrCat(r.emails)}});
     if (metrics_ != nullptr) {
       metrics_->Add(collector_metrics::kBudgetRefundedEmails, static_cast<double>(r.emails),
                     {r.group});
@@ -279,9 +276,9 @@ void Retention::Run() {
       LogWarn("pruning failed", {{"error", std::string(report.status().message())}});
     } else if (report->deliveries > 0 || report->tokens > 0 || report->lease_batches > 0 ||
                report->lease_batches_expired > 0 || report->jobs_expired > 0 ||
-               report->budget_grants > 0 ||
-               report->budget_grants_folded > 0 || report->budget_subscriptions > 0 ||
-               report->soft_bounces > 0 || report->address_requests > 0) {
+               report->budget_grants > 0 || report->budget_grants_folded > 0 ||
+               report->budget_subscriptions > 0 || report->soft_bounces > 0 ||
+               report->address_requests > 0) {
       LogInfo("pruned", {{"deliveries", absl::StrCat(report->deliveries)},
                          {"tokens", absl::StrCat(report->tokens)},
                          {"lease_batches", absl::StrCat(report->lease_batches)},

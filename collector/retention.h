@@ -17,9 +17,9 @@ namespace mailroom {
 struct RetentionOptions {
   // Connection string with the collector's connection defaults (statement timeout, keepalives).
   std::string database_url;
-  // Finished deliveries and lease batches, spent tokens and budget grants and subscriptions that can no longer
-  // matter older than this are deleted, and soft bounces older than the 7 days that count.
-  // Zero keeps everything (the outcome counters are still compacted).
+  // Finished deliveries and lease batches, spent tokens and budget grants and subscriptions that
+  // can no longer matter older than this are deleted, and soft bounces older than the 7 days that
+  // count. Zero keeps everything (the outcome counters are still compacted).
   absl::Duration retention = absl::Hours(24 * 30);
   // Time between two passes.
   absl::Duration interval = absl::Minutes(1);
@@ -29,22 +29,23 @@ struct RetentionOptions {
 
 // What one pass did.
 struct PruneReport {
-  bool ran = false;            // false: another collector holds the pruning lock
-  int64_t deliveries = 0;      // finished deliveries deleted
-  int64_t tokens = 0;          // tokens deleted
-  int64_t lease_batches = 0;   // finished lease batches deleted (migration 0021)
+  bool ran = false;                   // false: another collector holds the pruning lock
+  int64_t deliveries = 0;             // finished deliveries deleted
+  int64_t tokens = 0;                 // tokens deleted
+  int64_t lease_batches = 0;          // finished lease batches deleted (migration 0021)
   int64_t lease_batches_expired = 0;  // leased batches whose lease ran out, expired
-  int64_t jobs_expired = 0;    // jobs waiting for a new lease whose token expired before the
-                               // retention, recorded as expired
-  int64_t budget_grants = 0;   // grants that can no longer matter deleted (migration 0019)
-  int64_t budget_grants_folded = 0;  // grants of live holders folded into another row
-  int64_t budget_subscriptions = 0;  // subscription rows of holders without grants deleted
-  int64_t soft_bounces = 0;    // soft bounces older than the 7 days that count deleted
-  int64_t address_requests = 0;  // abuse-limit counters of addresses idle for a window (0026)
-  int64_t counter_rows = 0;    // delivery_counts rows left after compaction
-  int64_t reputation_rows = 0; // reputation_hourly rows left after compaction (one per group and hour)
-  int transactions = 0;        // batches run (one short transaction each)
-  int64_t refunded_emails = 0; // unused grant emails of dead holders given back (all groups)
+  int64_t jobs_expired = 0;           // jobs waiting for a new lease whose token expired before the
+                                      // retention, recorded as expired
+  int64_t budget_grants = 0;          // grants that can no longer matter deleted (migration 0019)
+  int64_t budget_grants_folded = 0;   // grants of live holders folded into another row
+  int64_t budget_subscriptions = 0;   // subscription rows of holders without grants deleted
+  int64_t soft_bounces = 0;           // soft bounces older than the 7 days that count deleted
+  int64_t address_requests = 0;       // abuse-limit counters of addresses idle for a window (0026)
+  int64_t counter_rows = 0;           // delivery_counts rows left after compaction
+  int64_t reputation_rows =
+      0;                 // reputation_hourly rows left after compaction (one per group and hour)
+  int transactions = 0;  // batches run (one short transaction each)
+  int64_t refunded_emails = 0;  // unused grant emails of dead holders given back (all groups)
 };
 
 // First, in every group, expires the lease batches whose lease ran out and records as expired
@@ -56,11 +57,11 @@ struct PruneReport {
 // mailroom_prune_lease_batches) in batches of `batch` rows, one
 // transaction per batch with SKIP LOCKED, so it never holds a lock for long nor waits on a
 // collector. Each walk goes past rows it must keep (a kept row delays only itself) and its
-// position is kept between passes, so a pass cut short goes on from there; then folds the outcome counters (mailroom_compact_delivery_counts). Pruning
-// never changes mailroom_stats' counts. Several collectors may run it at once: the
-// retention turn (a lock on mailroom_retention_turn) lets one pass run at a time and the others
-// skip theirs. Opens its own
-// connection for each pass (none is held between passes).
+// position is kept between passes, so a pass cut short goes on from there; then folds the outcome
+// counters (mailroom_compact_delivery_counts). Pruning never changes mailroom_stats' counts.
+// Several collectors may run it at once: the retention turn (a lock on mailroom_retention_turn)
+// lets one pass run at a time and the others skip theirs. Opens its own connection for each pass
+// (none is held between passes).
 //
 // With a BudgetStore, each pass also gives back the unused grants of dead senders
 // (BudgetStore::Refund), logs each holder refunded and counts the emails in

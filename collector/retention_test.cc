@@ -47,8 +47,7 @@ class RetentionTest : public testing::MigratedDatabaseTest {
   }
   // Leases `n` jobs of group `group` to owner "o".
   void Dequeue(const std::string& group, int n) {
-    Exec(absl::StrCat("SELECT count(*) FROM mailroom_dequeue('", group, "', ", n,
-                      ", 'o', 60000)"));
+    Exec(absl::StrCat("SELECT count(*) FROM mailroom_dequeue('", group, "', ", n, ", 'o', 60000)"));
   }
   // Acknowledges the `n` lowest jobs of `group` leased to `owner` with `outcome` (a retry
   // waits 1 h), whether in a batch or in a deliveries row (0021).
@@ -57,25 +56,27 @@ class RetentionTest : public testing::MigratedDatabaseTest {
     Exec(absl::StrCat(
         "SELECT count(*) FROM (SELECT array_agg(d.token_id) AS ids, array_agg(d.attempts) AS a,"
         " count(*)::INT AS k FROM (SELECT d.token_id, d.attempts FROM delivery_states d"
-        " JOIN consumer_groups g ON g.id = d.group_id WHERE g.name = '", group,
-        "' AND d.state = 'leased' AND d.owner = '", owner, "' ORDER BY d.token_id LIMIT ", n,
+        " JOIN consumer_groups g ON g.id = d.group_id WHERE g.name = '",
+        group, "' AND d.state = 'leased' AND d.owner = '", owner, "' ORDER BY d.token_id LIMIT ", n,
         ") d) x, mailroom_ack('", group, "', '", owner, "', x.ids, x.a, array_fill('", outcome,
         "'::TEXT, ARRAY[x.k]), array_fill('why'::TEXT, ARRAY[x.k]),"
-        " array_fill(CASE WHEN '", outcome, "' = 'retry' THEN 3600000 ELSE 0 END,"
-        " ARRAY[x.k]), array_fill(CASE WHEN '", outcome,
-        "' = 'sent' THEN 5 ELSE 0 END::BIGINT, ARRAY[x.k]))"));
+        " array_fill(CASE WHEN '",
+        outcome,
+        "' = 'retry' THEN 3600000 ELSE 0 END,"
+        " ARRAY[x.k]), array_fill(CASE WHEN '",
+        outcome, "' = 'sent' THEN 5 ELSE 0 END::BIGINT, ARRAY[x.k]))"));
   }
   void Accounts(int n, const std::string& prefix) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT '", prefix,
-                      "' || i || '@example.test', '", prefix,
-                      "' || i FROM generate_series(1, ", n, ") i"));
+                      "' || i || '@example.test', '", prefix, "' || i FROM generate_series(1, ", n,
+                      ") i"));
     CollectSignups();  // their tokens, as the collector makes them
   }
   // Moves everything written so far `days` into the past: deliveries rows, lease batches
   // (0021) and tokens.
   void BackDate(int days) {
-    Exec(absl::StrCat("UPDATE deliveries SET updated_at = updated_at - interval '", days,
-                      " days'"));
+    Exec(
+        absl::StrCat("UPDATE deliveries SET updated_at = updated_at - interval '", days, " days'"));
     Exec(absl::StrCat("UPDATE lease_batches SET created_at = created_at - interval '", days,
                       " days', updated_at = updated_at - interval '", days, " days'"));
     Exec(absl::StrCat("UPDATE tokens SET created_at = created_at - ", days, " * 86400, ",
@@ -86,8 +87,8 @@ class RetentionTest : public testing::MigratedDatabaseTest {
   void RunOut(const std::string& ago) {
     Exec(absl::StrCat("UPDATE deliveries SET due_at = now() - INTERVAL '", ago,
                       "' WHERE state = 'leased';"
-                      "UPDATE lease_batches SET due_at = now() - INTERVAL '", ago,
-                      "' WHERE state = 'leased'"));
+                      "UPDATE lease_batches SET due_at = now() - INTERVAL '",
+                      ago, "' WHERE state = 'leased'"));
   }
   // `n` new accounts whose activation emails were sent `days` ago.
   void SentDaysAgo(int n, const std::string& prefix, int days) {
@@ -103,7 +104,6 @@ class RetentionTest : public testing::MigratedDatabaseTest {
     o.batch = batch;
     return o;
   }
-
 };
 
 TEST_F(RetentionTest, CountersMatchTheRowsThroughEveryTransition) {
@@ -125,8 +125,8 @@ TEST_F(RetentionTest, CountersMatchTheRowsThroughEveryTransition) {
     for (const char* group : {"mailroom", "audit"}) {
       EXPECT_EQ(Int(absl::StrCat("SELECT ", state, " FROM mailroom_stats('", group, "')")),
                 Int(absl::StrCat("SELECT count(*) FROM delivery_states d JOIN consumer_groups g ON "
-                                 "g.id = d.group_id WHERE g.name = '", group,
-                                 "' AND d.state = '", state, "'")))
+                                 "g.id = d.group_id WHERE g.name = '",
+                                 group, "' AND d.state = '", state, "'")))
           << state << " " << group;
     }
   }
@@ -271,9 +271,10 @@ TEST_F(RetentionTest, AnAbandonedGroupsLeaseRunsOutAndItsTokensHoldBackNoOthers)
   EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM lease_batches WHERE group_id = ", audit,
                              " AND state = 'expired'")),
             1);
-  EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM delivery_states WHERE group_id = ", audit,
-                             " AND state = 'expired' AND reason = 'token expired before delivery'")),
-            1000);
+  EXPECT_EQ(
+      Int(absl::StrCat("SELECT count(*) FROM delivery_states WHERE group_id = ", audit,
+                       " AND state = 'expired' AND reason = 'token expired before delivery'")),
+      1000);
   EXPECT_EQ(Int("SELECT expired FROM mailroom_stats('audit')"), 1000);
   EXPECT_EQ(Int("SELECT in_flight FROM mailroom_stats('audit')"), 0);
   EXPECT_EQ(Int("SELECT sent FROM mailroom_stats('mailroom')"), 1200);
@@ -434,8 +435,8 @@ class BudgetRetentionTest : public RetentionTest {
   }
   // Links subscription `owner` to `holder`, counting `handed` jobs and `unsent` settled.
   void Link(const std::string& owner, const std::string& holder, int handed, int unsent = 0) {
-    Exec(absl::StrCat("SELECT mailroom_budget_handed('g', '", owner, "', '", holder, "', ",
-                      handed, ")"));
+    Exec(absl::StrCat("SELECT mailroom_budget_handed('g', '", owner, "', '", holder, "', ", handed,
+                      ")"));
     Exec(absl::StrCat("SELECT mailroom_budget_settled('g', '", owner, "', ", unsent, ")"));
   }
   void ExpireGrant(int64_t id, const std::string& ago) {
@@ -487,8 +488,7 @@ TEST_F(BudgetRetentionTest, OldGrantsGoOnlyWhenTheyCanNoLongerMatter) {
   ExpireGrant(refunded, "40 days");
   // "returned": a live holder that gave back all of an old grant and holds a live one.
   const int64_t returned = Grant("returned", 5);
-  ASSERT_EQ(Int(absl::StrCat("SELECT mailroom_budget_return('g', 'returned', ", returned,
-                             ", 5)")),
+  ASSERT_EQ(Int(absl::StrCat("SELECT mailroom_budget_return('g', 'returned', ", returned, ", 5)")),
             5);
   ExpireGrant(returned, "40 days");
   Grant("returned", 4);
@@ -547,16 +547,15 @@ TEST_F(BudgetRetentionTest, OldGrantsGoOnlyWhenTheyCanNoLongerMatter) {
   EXPECT_EQ(Text("SELECT string_agg(owner, ',' ORDER BY owner) FROM budget_subscriptions"),
             "sub-recent,sub-returned");
   EXPECT_EQ(metrics.Value("mailroom_collector_pruned_total", {{"table", "budget_grants"}}), 5);
-  EXPECT_EQ(
-      metrics.Value("mailroom_collector_pruned_total", {{"table", "budget_subscriptions"}}), 3);
+  EXPECT_EQ(metrics.Value("mailroom_collector_pruned_total", {{"table", "budget_subscriptions"}}),
+            3);
 }
 
 TEST_F(BudgetRetentionTest, PruningNeverRaisesARefund) {
   // Holder "h" (dead, linked): an old fully returned grant, an old grant it was never
   // refunded for because its lease was held, and a recent one. Refund: 4 + 6 - (5 - 2) = 7.
   const int64_t old_returned = Grant("h", 5);
-  ASSERT_EQ(Int(absl::StrCat("SELECT mailroom_budget_return('g', 'h', ", old_returned, ", 5)")),
-            5);
+  ASSERT_EQ(Int(absl::StrCat("SELECT mailroom_budget_return('g', 'h', ", old_returned, ", 5)")), 5);
   ExpireGrant(old_returned, "50 days");
   ExpireGrant(Grant("h", 4), "45 days");
   ExpireGrant(Grant("h", 6), "1 hour");
@@ -574,7 +573,8 @@ TEST_F(BudgetRetentionTest, PruningNeverRaisesARefund) {
     pqxx::work tx(*conn_);
     tx.exec("DELETE FROM budget_grants WHERE holder = 'h' AND emails = 6");
     EXPECT_EQ(tx.exec1("SELECT string_agg(holder || '=' || emails, ' ' ORDER BY holder) "
-                       "FROM mailroom_budget_refund(0)")[0].as<std::string>(),
+                       "FROM mailroom_budget_refund(0)")[0]
+                  .as<std::string>(),
               "h=1 k=4");
     tx.abort();
   }
@@ -724,7 +724,8 @@ TEST_F(BudgetRetentionTest, ALiveSendersGrantsAreFoldedAndItsRefundIsUnchanged) 
   EXPECT_EQ(report->budget_grants_folded, 5);
   EXPECT_EQ(Grants("live"), 2);  // the folded row and the live grant
   EXPECT_EQ(Int("SELECT emails * 1000 + returned_emails FROM budget_grants "
-                "WHERE holder = 'live' AND id <> " + std::to_string(newest)),
+                "WHERE holder = 'live' AND id <> " +
+                std::to_string(newest)),
             200 * 1000 + 6);
   EXPECT_EQ(Grants("other"), 2);
   EXPECT_EQ(RefundFigures(), "other=13 ");

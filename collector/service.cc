@@ -8,11 +8,11 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "collector/metrics/collector_metrics.h"
 #include "collector/job_builder.h"
+#include "collector/metrics/collector_metrics.h"
 #include "common/log.h"
-#include "common/utf8.h"
 #include "common/names.h"
+#include "common/utf8.h"
 
 namespace mailroom {
 namespace {
@@ -151,7 +151,8 @@ absl::StatusOr<std::string> NormalizeAddress(absl::string_view address) {
   if (at == std::string::npos || at == 0 || at + 1 == a.size()) {
     return absl::InvalidArgumentError("address must look like local@domain");
   }
-  if (at > 64) return absl::InvalidArgumentError("address's local part is longer than 64 characters");
+  if (at > 64)
+    return absl::InvalidArgumentError("address's local part is longer than 64 characters");
   for (unsigned char c : a) {
     if (c <= 0x20 || c == 0x7f || c == '<' || c == '>' || c == ',' || c == ';') {
       return absl::InvalidArgumentError(
@@ -192,9 +193,7 @@ grpc::Status ToGrpc(const absl::Status& s) {
     case absl::StatusCode::kUnavailable: code = grpc::StatusCode::UNAVAILABLE; break;
     case absl::StatusCode::kNotFound: code = grpc::StatusCode::NOT_FOUND; break;
     case absl::StatusCode::kInvalidArgument: code = grpc::StatusCode::INVALID_ARGUMENT; break;
-    case absl::StatusCode::kFailedPrecondition:
-      code = grpc::StatusCode::FAILED_PRECONDITION;
-      break;
+    case absl::StatusCode::kFailedPrecondition: code = grpc::StatusCode::FAILED_PRECONDITION; break;
     default: break;
   }
   return grpc::Status(code, std::string(s.message()));
@@ -225,11 +224,11 @@ grpc::Status CollectorService::Admit(const grpc::ServerContextBase& context, uns
 grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
     grpc::CallbackServerContext* context, const v1::SubscribeRequest* request) {
   Principal principal;
-  grpc::Status st =
-      Admit(*context, kSubscribingRoles, request->consumer_group(), "Subscribe", &principal);
+  grpc::Status st = Admit(*context, kSubscribingRoles, request->consumer_group(), "Subscribe",
+                          &principal);
   // Decided once, from the credential alone: only a sender's jobs carry tokens and codes.
-  const JobSecrets secrets =
-      principal.ReceivesSecrets() ? JobSecrets::kIncluded : JobSecrets::kWithheld;
+  const JobSecrets secrets = principal.ReceivesSecrets() ? JobSecrets::kIncluded
+                                                         : JobSecrets::kWithheld;
   if (st.ok() && (request->max_in_flight() < 1 || request->max_in_flight() > kMaxInFlight)) {
     st = Invalid(absl::StrCat("max_in_flight must be 1 to ", kMaxInFlight));
   }
@@ -262,17 +261,16 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   if (!st.ok()) return new ErrorReactor(std::move(st));
 
   // The collector's cap protects its memory; a subscriber asking for more just gets fewer.
-  const int max_in_flight =
-      std::min(static_cast<int>(request->max_in_flight()), limits_.max_in_flight_cap);
+  const int max_in_flight = std::min(static_cast<int>(request->max_in_flight()),
+                                     limits_.max_in_flight_cap);
   // A subscription that names a budget holder is a sender: the emails of its group are its to
   // deliver, so a group it creates starts from the earliest unexpired token (a deploy that
   // starts the sender before its group exists loses nothing). An observer chooses.
   if (request->start_from_earliest() || request->has_budget_holder()) {
     dispatcher_->StartFromEarliest(request->consumer_group());
   }
-  auto sub = std::make_shared<Subscriber>(NewSubscriptionId(principal),
-                                          request->consumer_group(), request->subscriber_name(),
-                                          max_in_flight, secrets);
+  auto sub = std::make_shared<Subscriber>(NewSubscriptionId(principal), request->consumer_group(),
+                                          request->subscriber_name(), max_in_flight, secrets);
   auto* reactor = new SubscribeReactor(sub, [this, credential = principal.credential](
                                                 const std::shared_ptr<Subscriber>& s) {
     {
@@ -299,14 +297,14 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   hub_->Add(sub);
   sub->Attach(reactor, std::move(welcome));
   metrics_->Add(collector_metrics::kSubscribers, 1, {sub->group()});
-  LogInfo("subscriber joined", {{"group", sub->group()},
-                                {"subscriber", ShortId(sub->id())},
-                                {"name", sub->name()},
-                                {"budget_holder", ShortId(request->budget_holder())},
-                                {"max_in_flight", absl::StrCat(max_in_flight)},
-                                {"secrets", secrets == JobSecrets::kIncluded ? "included"
-                                                                             : "withheld"},
-                                {"requested_max_in_flight", absl::StrCat(request->max_in_flight())}});
+  LogInfo("subscriber joined",
+          {{"group", sub->group()},
+           {"subscriber", ShortId(sub->id())},
+           {"name", sub->name()},
+           {"budget_holder", ShortId(request->budget_holder())},
+           {"max_in_flight", absl::StrCat(max_in_flight)},
+           {"secrets", secrets == JobSecrets::kIncluded ? "included" : "withheld"},
+           {"requested_max_in_flight", absl::StrCat(request->max_in_flight())}});
   dispatcher_->Kick(sub->group(), /*force=*/true);
   return reactor;
 }
@@ -315,8 +313,8 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
                                            const v1::AcknowledgeRequest* request,
                                            v1::AcknowledgeResponse* response) {
   Principal principal;
-  grpc::Status st =
-      Admit(*context, kSubscribingRoles, request->consumer_group(), "Acknowledge", &principal);
+  grpc::Status st = Admit(*context, kSubscribingRoles, request->consumer_group(), "Acknowledge",
+                          &principal);
   if (!st.ok()) return st;
   if (request->subscriber_id().empty()) {
     return Invalid("subscriber_id is required (the id of the subscription the jobs came on)");
@@ -413,8 +411,8 @@ grpc::Status CollectorService::RenewLeases(grpc::ServerContext* context,
                                            const v1::RenewLeasesRequest* request,
                                            v1::RenewLeasesResponse* response) {
   Principal principal;
-  grpc::Status st =
-      Admit(*context, kSubscribingRoles, request->consumer_group(), "RenewLeases", &principal);
+  grpc::Status st = Admit(*context, kSubscribingRoles, request->consumer_group(), "RenewLeases",
+                          &principal);
   if (!st.ok()) return st;
   if (request->subscriber_id().empty()) return Invalid("subscriber_id is required");
   if (request->subscriber_id().size() > 64) return Invalid("subscriber_id is too long");
@@ -429,8 +427,8 @@ grpc::Status CollectorService::RenewLeases(grpc::ServerContext* context,
   std::vector<uint64_t> ids(request->job_ids().begin(), request->job_ids().end());
   std::vector<uint32_t> attempts(request->attempts().begin(), request->attempts().end());
   absl::Time until = absl::Now() + limits_.lease;
-  auto renewed = store_->Renew(request->consumer_group(), request->subscriber_id(), ids,
-                               attempts, limits_.lease);
+  auto renewed = store_->Renew(request->consumer_group(), request->subscriber_id(), ids, attempts,
+                               limits_.lease);
   if (!renewed.ok()) return ToGrpc(renewed.status());
   absl::flat_hash_set<uint64_t> kept(renewed->begin(), renewed->end());
   std::vector<uint64_t> lost;
@@ -577,7 +575,8 @@ grpc::Status CollectorService::ListSuppressions(grpc::ServerContext* context,
   if (!rows.ok()) return ToGrpc(rows.status());
   for (const SuppressionRow& row : *rows) ToProto(row, response->add_suppressions());
   // A full page may have a next one; an empty next page is cheap to discover.
-  if (static_cast<int>(rows->size()) == q.limit) response->set_next_page_token(rows->back().address);
+  if (static_cast<int>(rows->size()) == q.limit)
+    response->set_next_page_token(rows->back().address);
   return grpc::Status::OK;
 }
 
@@ -657,8 +656,8 @@ grpc::Status CollectorService::AcquireBudget(grpc::ServerContext* context,
                                              const v1::AcquireBudgetRequest* request,
                                              v1::AcquireBudgetResponse* response) {
   Principal principal;
-  grpc::Status st =
-      Admit(*context, kRoleSubscriber, request->consumer_group(), "AcquireBudget", &principal);
+  grpc::Status st = Admit(*context, kRoleSubscriber, request->consumer_group(), "AcquireBudget",
+                          &principal);
   if (!st.ok()) return st;
   if (st = CheckHolder(request->holder()); !st.ok()) return st;
   if (request->emails() < 1 || request->emails() > kMaxGrantEmails) {
@@ -671,10 +670,9 @@ grpc::Status CollectorService::AcquireBudget(grpc::ServerContext* context,
                                 " (MAILROOM_MIN_PRICE_MICROS to MAILROOM_MAX_COST_MICROS)"));
   }
   if (budgets_ == nullptr) return NoBudgets();
-  auto grant = budgets_->Acquire({request->consumer_group(),
-                                  BoundHolder(principal, request->holder()),
-                                  static_cast<int>(request->emails()), request->recovery(),
-                                  request->price_micros()});
+  auto grant = budgets_->Acquire(
+      {request->consumer_group(), BoundHolder(principal, request->holder()),
+       static_cast<int>(request->emails()), request->recovery(), request->price_micros()});
   if (!grant.ok()) return ToGrpc(grant.status());
   response->set_grant_id(SealGrantId(principal, grant->grant_id));
   response->set_emails(grant->emails);
@@ -696,8 +694,8 @@ grpc::Status CollectorService::ReturnBudget(grpc::ServerContext* context,
                                             const v1::ReturnBudgetRequest* request,
                                             v1::ReturnBudgetResponse* response) {
   Principal principal;
-  grpc::Status st =
-      Admit(*context, kRoleSubscriber, request->consumer_group(), "ReturnBudget", &principal);
+  grpc::Status st = Admit(*context, kRoleSubscriber, request->consumer_group(), "ReturnBudget",
+                          &principal);
   if (!st.ok()) return st;
   if (st = CheckHolder(request->holder()); !st.ok()) return st;
   if (request->grant_id() == 0) return Invalid("grant_id is required");

@@ -10,10 +10,10 @@
 
 #include "collector/auth.h"
 #include "collector/budget_store.h"
-#include "common/metrics.h"
 #include "collector/dispatcher.h"
 #include "collector/hub.h"
 #include "collector/store.h"
+#include "common/metrics.h"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
 
 namespace mailroom {
@@ -39,7 +39,8 @@ inline constexpr size_t kMaxHolderBytes = 200;
 struct ServiceLimits {
   absl::Duration lease = absl::Seconds(60);  // MAILROOM_LEASE_MS
   int64_t max_cost_micros = 1000000;         // MAILROOM_MAX_COST_MICROS: per SENT outcome
-  int max_in_flight_cap = kDefaultMaxInFlightCap;  // MAILROOM_MAX_IN_FLIGHT_CAP: of a Subscribe's window
+  int max_in_flight_cap =
+      kDefaultMaxInFlightCap;  // MAILROOM_MAX_IN_FLIGHT_CAP: of a Subscribe's window
   // MAILROOM_MAX_STREAMS_PER_CREDENTIAL: Subscribe streams one credential may hold open at
   // once in this process (a client that leaks streams cannot take the whole queue).
   int max_streams_per_credential = 64;
@@ -65,7 +66,8 @@ absl::StatusOr<std::string> NormalizeAddress(absl::string_view address);
 // authenticated and authorised first (Admit): UNAUTHENTICATED without a valid credential,
 // INVALID_ARGUMENT for a malformed group, PERMISSION_DENIED outside the credential's roles or
 // groups. Thread-safe.
-class CollectorService : public v1::Collector::WithCallbackMethod_Subscribe<v1::Collector::Service> {
+class CollectorService
+    : public v1::Collector::WithCallbackMethod_Subscribe<v1::Collector::Service> {
  public:
   CollectorService(Store* store, Hub* hub, Dispatcher* dispatcher, const Authenticator* auth,
                    Metrics* metrics, ServiceLimits limits);
@@ -76,8 +78,7 @@ class CollectorService : public v1::Collector::WithCallbackMethod_Subscribe<v1::
                            v1::AcknowledgeResponse* response) override;
   grpc::Status RenewLeases(grpc::ServerContext* context, const v1::RenewLeasesRequest* request,
                            v1::RenewLeasesResponse* response) override;
-  grpc::Status GetQueueStats(grpc::ServerContext* context,
-                             const v1::GetQueueStatsRequest* request,
+  grpc::Status GetQueueStats(grpc::ServerContext* context, const v1::GetQueueStatsRequest* request,
                              v1::GetQueueStatsResponse* response) override;
   grpc::Status ListFailures(grpc::ServerContext* context, const v1::ListFailuresRequest* request,
                             v1::ListFailuresResponse* response) override;
@@ -95,8 +96,7 @@ class CollectorService : public v1::Collector::WithCallbackMethod_Subscribe<v1::
                                  const v1::RemoveSuppressionRequest* request,
                                  v1::RemoveSuppressionResponse* response) override;
   // Group budgets (README "Budget"): FAILED_PRECONDITION until SetBudgetStore is called.
-  grpc::Status AcquireBudget(grpc::ServerContext* context,
-                             const v1::AcquireBudgetRequest* request,
+  grpc::Status AcquireBudget(grpc::ServerContext* context, const v1::AcquireBudgetRequest* request,
                              v1::AcquireBudgetResponse* response) override;
   grpc::Status ReturnBudget(grpc::ServerContext* context, const v1::ReturnBudgetRequest* request,
                             v1::ReturnBudgetResponse* response) override;
@@ -116,11 +116,10 @@ class CollectorService : public v1::Collector::WithCallbackMethod_Subscribe<v1::
   // `group_optional` and empty) and checks the caller holds one of `roles` in that group.
   // Fills `principal` (may be null) on success.
   grpc::Status Admit(const grpc::ServerContextBase& context, unsigned roles,
-                     const std::string& group, const char* method,
-                     Principal* principal = nullptr, bool group_optional = false) const;
+                     const std::string& group, const char* method, Principal* principal = nullptr,
+                     bool group_optional = false) const;
   // Admit for the suppression calls: the operator role for every group (`*`).
-  grpc::Status AdmitSuppressions(const grpc::ServerContextBase& context,
-                                 const char* method) const;
+  grpc::Status AdmitSuppressions(const grpc::ServerContextBase& context, const char* method) const;
 
   Store* const store_;
   Hub* const hub_;

@@ -19,19 +19,19 @@ namespace mailroom {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::FakeStore;
+using ::testing::HasSubstr;
 
 constexpr char kKey[] = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
-constexpr char kSubscriber[] = "subscriber-token-0123456789";  // mailroom: subscriber
-constexpr char kOperator[] = "operator-token-0123456789";      // mailroom: operator
-constexpr char kOther[] = "other-group-token-0123456789";      // other: subscriber
-constexpr char kAdmin[] = "admin-operator-token-0123456789";   // *: operator
+constexpr char kSubscriber[] = "subscriber-token-0123456789";     // mailroom: subscriber
+constexpr char kOperator[] = "operator-token-0123456789";         // mailroom: operator
+constexpr char kOther[] = "other-group-token-0123456789";         // other: subscriber
+constexpr char kAdmin[] = "admin-operator-token-0123456789";      // *: operator
 constexpr char kSecond[] = "second-subscriber-token-0123456789";  // mailroom: subscriber
-constexpr char kEvery[] = "every-group-subscriber-0123456789";     // *: subscriber
-constexpr char kObserver[] = "audit-observer-token-0123456789";       // audit: observer
-constexpr char kWatcher[] = "both-groups-observer-0123456789";        // mailroom+audit: observer
-constexpr char kSeesAll[] = "every-group-observer-0123456789";        // *: observer
+constexpr char kEvery[] = "every-group-subscriber-0123456789";    // *: subscriber
+constexpr char kObserver[] = "audit-observer-token-0123456789";   // audit: observer
+constexpr char kWatcher[] = "both-groups-observer-0123456789";    // mailroom+audit: observer
+constexpr char kSeesAll[] = "every-group-observer-0123456789";    // *: observer
 
 // A LISTEN connection that never notifies: a running dispatcher then dequeues only when the
 // service kicks it (a subscription, an acknowledgement).
@@ -50,16 +50,14 @@ class QuietListener : public NotificationListener {
 class ServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto creds = ParseCredentials({absl::StrCat(kSubscriber, "@mailroom:subscriber"),
-                                   absl::StrCat(kOperator, "@mailroom+audit:operator"),
-                                   absl::StrCat(kOther, "@other:subscriber"),
-                                   absl::StrCat(kAdmin, "@*:operator"),
-                                   absl::StrCat(kSecond, "@mailroom:subscriber"),
-                                   absl::StrCat(kEvery, "@*:subscriber"),
-                                   absl::StrCat(kObserver, "@audit:observer"),
-                                   absl::StrCat(kWatcher, "@mailroom+audit:observer"),
-                                   absl::StrCat(kSeesAll, "@*:observer")},
-                                  "MAILROOM_SUBSCRIBER_TOKENS");
+    auto creds = ParseCredentials(
+        {absl::StrCat(kSubscriber, "@mailroom:subscriber"),
+         absl::StrCat(kOperator, "@mailroom+audit:operator"),
+         absl::StrCat(kOther, "@other:subscriber"), absl::StrCat(kAdmin, "@*:operator"),
+         absl::StrCat(kSecond, "@mailroom:subscriber"), absl::StrCat(kEvery, "@*:subscriber"),
+         absl::StrCat(kObserver, "@audit:observer"),
+         absl::StrCat(kWatcher, "@mailroom+audit:observer"), absl::StrCat(kSeesAll, "@*:observer")},
+        "MAILROOM_SUBSCRIBER_TOKENS");
     ASSERT_TRUE(creds.ok()) << creds.status();
     auth_ = std::make_unique<Authenticator>(*creds, false);
     // The dispatcher's loop is not run (unless run_dispatcher_): the service only queues kicks
@@ -103,8 +101,7 @@ class ServiceTest : public ::testing::Test {
   // Subscribe's status when it ends at once (an error), or OK with the welcome in `welcome`.
   // `holder`: the budget_holder to name (nullptr: none).
   grpc::Status Subscribe(const std::string& bearer, const std::string& group, int max_in_flight,
-                         v1::SubscribeResponse* welcome = nullptr,
-                         const char* holder = nullptr) {
+                         v1::SubscribeResponse* welcome = nullptr, const char* holder = nullptr) {
     auto ctx = Ctx(bearer);
     v1::SubscribeRequest req;
     req.set_consumer_group(group);
@@ -167,8 +164,7 @@ TEST_F(ServiceTest, SubscribeValidatesItsArgumentsAndWelcomes) {
   EXPECT_EQ(Subscribe(kSubscriber, "Bad Group!", 10).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(Subscribe(kSubscriber, "", 10).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(Subscribe(kSubscriber, "mailroom", 0).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Subscribe(kSubscriber, "mailroom", 0).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(Subscribe(kSubscriber, "mailroom", kMaxInFlight + 1).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   v1::SubscribeResponse welcome;
@@ -204,8 +200,7 @@ TEST_F(ServiceTest, ABudgetHolderIsValidatedAndLinksTheSubscription) {
 TEST_F(ServiceTest, ScopesAndRolesArePermissionDenied) {
   // A subscriber of another group, an operator subscribing.
   EXPECT_EQ(Subscribe(kOther, "mailroom", 10).error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(Subscribe(kOperator, "mailroom", 10).error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Subscribe(kOperator, "mailroom", 10).error_code(), grpc::StatusCode::PERMISSION_DENIED);
   v1::AcknowledgeRequest ack = AckRequest("sub-1");
   Add(&ack, 1, v1::OUTCOME_SENT);
   v1::AcknowledgeResponse resp;
@@ -294,16 +289,16 @@ TEST_F(ServiceTest, AcknowledgeNeedsASubscriberIdAndOutcomes) {
 TEST_F(ServiceTest, BadOutcomesAreRejectedOneByOneAndTheRestIsRecorded) {
   const std::string sub = Subscription();
   v1::AcknowledgeRequest req = AckRequest(sub);
-  Add(&req, 1, v1::OUTCOME_SENT)->set_cost_micros(9223372036854775807LL);  // over the cap
+  Add(&req, 1, v1::OUTCOME_SENT)->set_cost_micros(9223372036854775807LL);        // over the cap
   Add(&req, 2, v1::OUTCOME_FAILED)->set_reason(std::string("bad\0reason", 10));  // NUL
-  Add(&req, 3, v1::OUTCOME_RETRY)->set_retry_after_ms(40u * 24 * 3600 * 1000);  // > 31 days
+  Add(&req, 3, v1::OUTCOME_RETRY)->set_retry_after_ms(40u * 24 * 3600 * 1000);   // > 31 days
   Add(&req, 4, v1::OUTCOME_FAILED);  // FAILED without a reason
   Add(&req, 5, v1::OUTCOME_UNSPECIFIED);
   Add(&req, 6, v1::OUTCOME_SENT, /*attempt=*/0);  // no lease identity
   Add(&req, 7, v1::OUTCOME_FAILED, 3)->set_reason(std::string(1500, 'x') + "\xc3\xa9");
   Add(&req, 8, v1::OUTCOME_SENT, 2)->set_cost_micros(4000);
   Add(&req, 8, v1::OUTCOME_SENT, 2)->set_cost_micros(4000);  // the same job twice
-  Add(&req, 9, v1::OUTCOME_DEFER, 1)->set_cost_micros(1);     // only SENT has a cost
+  Add(&req, 9, v1::OUTCOME_DEFER, 1)->set_cost_micros(1);    // only SENT has a cost
   v1::AcknowledgeResponse resp;
   ASSERT_TRUE(Ack(kSubscriber, req, &resp).ok());
   EXPECT_EQ(resp.recorded(), 2u);
@@ -407,8 +402,8 @@ TEST(CleanReasonTest, CutsAtACharacterBoundaryAndRejectsBadUtf8) {
   EXPECT_EQ(*CleanReason("ok"), "ok");
   auto cut = CleanReason(std::string(999, 'x') + "\xc3\xa9");
   ASSERT_TRUE(cut.ok());
-  EXPECT_EQ(cut->size(), 999u);  // the 2-byte character would end past 1000
-  EXPECT_FALSE(CleanReason("\xc0\xaf").ok());   // overlong
+  EXPECT_EQ(cut->size(), 999u);                    // the 2-byte character would end past 1000
+  EXPECT_FALSE(CleanReason("\xc0\xaf").ok());      // overlong
   EXPECT_FALSE(CleanReason("\xed\xa0\x80").ok());  // surrogate
   EXPECT_FALSE(CleanReason(std::string("a\0b", 3)).ok());
 }
@@ -492,8 +487,7 @@ TEST_F(ServiceTest, ASubscriptionIsSettledAndRenewedOnlyByItsOwnCredential) {
             grpc::StatusCode::INVALID_ARGUMENT);  // no outcomes: arguments first
   v1::AcknowledgeRequest forged_req = AckRequest(forged);
   Add(&forged_req, 1, v1::OUTCOME_SENT);
-  EXPECT_EQ(Ack(kSubscriber, forged_req, &resp).error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Ack(kSubscriber, forged_req, &resp).error_code(), grpc::StatusCode::PERMISSION_DENIED);
   // An id of the earlier, unbound form ("sub-" and 18 hex digits) is no one's: neither
   // another credential nor any other settles or renews leases with it; the holder subscribes
   // again.

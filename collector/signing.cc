@@ -93,8 +93,8 @@ absl::StatusOr<SigningKey> ParseSigningKey(absl::string_view hex) {
   for (size_t i = 0; i < 32; ++i) {
     int hi = HexValue(hex[2 * i]), lo = HexValue(hex[2 * i + 1]);
     if (hi < 0 || lo < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "must be 64 hex characters; character ", 2 * i + (hi < 0 ? 1 : 2), " is not hex"));
+      return absl::InvalidArgumentError(absl::StrCat("must be 64 hex characters; character ",
+                                                     2 * i + (hi < 0 ? 1 : 2), " is not hex"));
     }
     key.bytes[i] = static_cast<unsigned char>(hi << 4 | lo);
   }
@@ -121,14 +121,13 @@ absl::StatusOr<std::vector<SigningKey>> ParseSigningKeys(absl::string_view comma
 absl::StatusOr<std::string> SignToken(const SigningKey& key, const TokenAction& action,
                                       absl::string_view secret, absl::string_view code) {
   if (secret.size() != kSecretSize) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("secret must be 32 bytes, got ", secret.size()));
+    return absl::InvalidArgumentError(absl::StrCat("secret must be 32 bytes, got ", secret.size()));
   }
   auto signed_code = SignedCode(action, code);
   if (!signed_code.ok()) return signed_code.status();
   absl::string_view k(reinterpret_cast<const char*>(key.bytes.data()), key.bytes.size());
-  std::string raw =
-      absl::StrCat(secret, HmacSha256(k, absl::StrCat(action.Domain(), secret, *signed_code)));
+  std::string raw = absl::StrCat(secret, HmacSha256(k, absl::StrCat(action.Domain(), secret,
+                                                                    *signed_code)));
   std::string token;
   absl::WebSafeBase64Escape(raw, &token);  // unpadded
   return token;

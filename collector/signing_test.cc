@@ -94,8 +94,17 @@ TEST(SignTokenTest, ATokenVerifiesForItsOwnActionOnly) {
 // Names outside [a-z][a-z0-9_]{0,62} are refused, so that no domain can contain a '/' (and
 // end where another begins); codes of other actions are 5 to 12 digits.
 TEST(SignTokenTest, RefusesNamesOutsideThePatternAndMalformedCodes) {
-  const std::vector<std::string> names = {"", "Login", "1code", "_x", "a/b", "a-b", "a b", "tr\xc3\xa8s", "login_code/",
-        std::string(64, 'a'), std::string("a\0b", 3)};
+  const std::vector<std::string> names = {"",
+                                          "Login",
+                                          "1code",
+                                          "_x",
+                                          "a/b",
+                                          "a-b",
+                                          "a b",
+                                          "tr\xc3\xa8s",
+                                          "login_code/",
+                                          std::string(64, 'a'),
+                                          std::string("a\0b", 3)};
   for (const std::string& bad : names) {
     auto action = ParseTokenAction(bad);
     ASSERT_FALSE(action.ok()) << bad;
@@ -122,8 +131,9 @@ TEST(SignTokenTest, ActivationVectorMatchesMailroom) {
                          Hex("3ca243c69e1dc0d1f0311379120dcb80a277b64a1d3588cf15e9507a02e21ed4"),
                          "94896");
   ASSERT_TRUE(token.ok());
-  EXPECT_EQ(*token,
-            "PKJDxp4dwNHwMRN5Eg3LgKJ3tkodNYjPFelQegLiHtRvzbQpO1pD6At0uvhgfW5xFZxZqXWUac52g65ko1kY3Q");
+  EXPECT_EQ(
+      *token,
+      "PKJDxp4dwNHwMRN5Eg3LgKJ3tkodNYjPFelQegLiHtRvzbQpO1pD6At0uvhgfW5xFZxZqXWUac52g65ko1kY3Q");
   EXPECT_EQ(token->size(), 86u);
 }
 
@@ -134,8 +144,9 @@ TEST(SignTokenTest, PasswordRecoveryVectorMatchesMailroom) {
                          Hex("2ea219cf963bc55678b15b247d93e59d5600c71a66126bd951bdd86ebf229e25"),
                          "42565");
   ASSERT_TRUE(token.ok());
-  EXPECT_EQ(*token,
-            "LqIZz5Y7xVZ4sVskfZPlnVYAxxpmEmvZUb3Ybr8iniULPg4NZs3Mbl9-42HCOCfjTMapULm8JSIYLhaVylgjAg");
+  EXPECT_EQ(
+      *token,
+      "LqIZz5Y7xVZ4sVskfZPlnVYAxxpmEmvZUb3Ybr8iniULPg4NZs3Mbl9-42HCOCfjTMapULm8JSIYLhaVylgjAg");
 }
 
 TEST(SignTokenTest, RejectsMalformedInput) {
@@ -174,8 +185,7 @@ TEST_F(VerifyTokenTest, RejectsWrongKeyCodeActionAndTampering) {
   for (size_t pos : {size_t{3}, size_t{50}, size_t{85}}) {  // secret part, signature part
     std::string tampered = token_;
     tampered[pos] = tampered[pos] == 'A' ? 'B' : 'A';
-    EXPECT_FALSE(VerifyToken(keys, TokenAction::kPasswordRecovery, tampered, "42565").ok())
-        << pos;
+    EXPECT_FALSE(VerifyToken(keys, TokenAction::kPasswordRecovery, tampered, "42565").ok()) << pos;
   }
   EXPECT_EQ(VerifyToken(keys, TokenAction::kPasswordRecovery, token_.substr(1), "42565").code(),
             absl::StatusCode::kInvalidArgument);
@@ -193,8 +203,7 @@ TEST_F(VerifyTokenTest, RejectsWrongKeyCodeActionAndTampering) {
 TEST_F(VerifyTokenTest, AcceptsOnlyTheCanonicalEncoding) {
   std::vector<SigningKey> keys = {key_};
   ASSERT_TRUE(VerifyToken(keys, TokenAction::kPasswordRecovery, token_, "42565").ok());
-  const std::string alphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
   const size_t last = alphabet.find(token_.back());
   ASSERT_EQ(last % 16, 0u);
   for (size_t low = 1; low < 16; ++low) {
@@ -210,9 +219,9 @@ TEST_F(VerifyTokenTest, AcceptsOnlyTheCanonicalEncoding) {
   std::string spaced = token_;
   spaced[40] = ' ';
   for (const std::string& bad :
-       {standard, token_ + "==", token_.substr(0, 84) + "==", token_ + "\n", " " + token_,
-        spaced, token_.substr(0, 40) + " " + token_.substr(40), token_.substr(0, 85),
-        token_ + "A", std::string()}) {
+       {standard, token_ + "==", token_.substr(0, 84) + "==", token_ + "\n", " " + token_, spaced,
+        token_.substr(0, 40) + " " + token_.substr(40), token_.substr(0, 85), token_ + "A",
+        std::string()}) {
     EXPECT_EQ(VerifyToken(keys, TokenAction::kPasswordRecovery, bad, "42565").code(),
               absl::StatusCode::kInvalidArgument)
         << bad.size();

@@ -14,11 +14,15 @@ void SetQueueGauges(const std::vector<GroupStatsRow>& stats, Metrics& metrics) {
     const LabelValues<1> g(s.group);
     metrics.Set(collector_metrics::kQueueDepth, s.depth, g);
     metrics.Set(collector_metrics::kQueueLag, s.lag_seconds, g);
-    const std::pair<const char*, uint64_t> states[] = {
-        {"in_flight", s.in_flight}, {"waiting_retry", s.waiting_retry}, {"sent", s.sent},
-        {"failed", s.failed},       {"expired", s.expired},           {"cancelled", s.cancelled},
-        {"superseded", s.superseded}, {"rate_limited", s.rate_limited},
-        {"suppressed", s.suppressed}};
+    const std::pair<const char*, uint64_t> states[] = {{"in_flight", s.in_flight},
+                                                       {"waiting_retry", s.waiting_retry},
+                                                       {"sent", s.sent},
+                                                       {"failed", s.failed},
+                                                       {"expired", s.expired},
+                                                       {"cancelled", s.cancelled},
+                                                       {"superseded", s.superseded},
+                                                       {"rate_limited", s.rate_limited},
+                                                       {"suppressed", s.suppressed}};
     for (const auto& [state, n] : states) {
       metrics.Set(collector_metrics::kQueueJobs, n, {s.group, state});
     }

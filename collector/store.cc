@@ -21,7 +21,6 @@ std::string IntArray(const std::vector<T>& v) {
   return absl::StrCat("{", absl::StrJoin(v, ","), "}");
 }
 
-
 // Parses "{1,2,3}" as returned for a bigint[] column.
 std::vector<uint64_t> ParseIds(const pqxx::result& r) {
   std::vector<uint64_t> ids;
@@ -70,7 +69,9 @@ void RecordSent(Transaction& tx, const std::string& group, const std::vector<Job
     if (j.kind == JobResult::Kind::kSent && done.count(j.id) > 0) ++sent;
   }
   if (sent == 0) return;
-  tx.exec_params("SELECT mailroom.mailroom_record_sent($1::text, $2::bigint, '{}'::bigint[], '{}'::text[])", group, sent);
+  tx.exec_params(
+      "SELECT mailroom.mailroom_record_sent($1::text, $2::bigint, '{}'::bigint[], '{}'::text[])",
+      group, sent);
 }
 
 // Counts the outcomes other than SENT that mailroom_ack recorded as settled unsent for the
@@ -87,8 +88,8 @@ void SettledUnsent(Transaction& tx, const std::string& group, const std::string&
     if (j.kind != JobResult::Kind::kSent && done.count(j.id) > 0) ++unsent;
   }
   if (unsent == 0) return;
-  tx.exec_params("SELECT mailroom.mailroom_budget_settled($1::text, $2::text, $3::int)", group, owner,
-                 unsent);
+  tx.exec_params("SELECT mailroom.mailroom_budget_settled($1::text, $2::text, $3::int)", group,
+                 owner, unsent);
 }
 
 class PgStore : public Store {
@@ -137,20 +138,20 @@ class PgStore : public Store {
   }
 
   absl::StatusOr<std::vector<StoredJob>> DequeueJobs(const std::string& group, int limit,
-                                                     const std::string& owner,
-                                                     absl::Duration lease, bool recoveries_only) {
+                                                     const std::string& owner, absl::Duration lease,
+                                                     bool recoveries_only) {
     return pool_.Run<std::vector<StoredJob>>("dequeue", [&](Connection& c) {
       // One statement in autocommit: one round trip, and no transaction (nor the group's row
       // lock) left open between round trips. mailroom_dequeue commits its transaction
       // asynchronously: a lost lease commit only means the jobs are handed out again (WAL is
       // sequential: a durable acknowledgement implies the dequeue before it is durable too).
-      const std::string dequeue =
-          absl::StrCat("mailroom.mailroom_dequeue(", c.Quote(group), "::text, ", limit, "::int, ",
-                       c.Quote(owner), "::text, ", LeaseMs(lease), "::int, ",
-                       recoveries_only ? "true" : "false", ", ", default_budget_, ")");
-      constexpr char kColumns[] =
-          "job_id, action, email, login, secret, code, expires_at,"
-          " account_id, attempt, failures, created_at, locale, priority";
+      const std::string dequeue = absl::StrCat("mailroom.mailroom_dequeue(", c.Quote(group),
+                                               "::text, ", limit, "::int, ", c.Quote(owner),
+                                               "::text, ", LeaseMs(lease), "::int, ",
+                                               recoveries_only ? "true" : "false", ", ",
+                                               default_budget_, ")");
+      constexpr char kColumns[] = "job_id, action, email, login, secret, code, expires_at,"
+                                  " account_id, attempt, failures, created_at, locale, priority";
       // A subscription linked to a grant holder (migration 0015): the jobs handed are counted
       // in the dequeue's transaction, so a job is never in a sender's hands uncounted, and a
       // transaction that hands jobs commits synchronously, as the count bounds a refund of the
@@ -220,11 +221,12 @@ class PgStore : public Store {
     }
     return pool_.Run<std::vector<uint64_t>>("acknowledge", [&](Connection& c) {
       Transaction tx(c);
-      pqxx::result r = tx.exec_params(
-          "SELECT * FROM mailroom.mailroom_ack($1::text, $2::text, $3::bigint[], $4::int[], $5::text[], $6::text[],"
-          " $7::int[], $8::bigint[], $9::text[])",
-          group, owner, IntArray(ids), IntArray(attempts), TextArray(kinds), TextArray(reasons),
-          IntArray(retry), IntArray(costs), TextArray(message_ids));
+      pqxx::result r = tx.exec_params("SELECT * FROM mailroom.mailroom_ack($1::text, $2::text, "
+                                      "$3::bigint[], $4::int[], $5::text[], $6::text[],"
+                                      " $7::int[], $8::bigint[], $9::text[])",
+                                      group, owner, IntArray(ids), IntArray(attempts),
+                                      TextArray(kinds), TextArray(reasons), IntArray(retry),
+                                      IntArray(costs), TextArray(message_ids));
       std::vector<uint64_t> recorded = ParseIds(r);
       // Only outcomes mailroom_ack recorded (it fences by owner and hand-out count) suppress their
       // address, in the same transaction: a stale lease's report changes nothing.
@@ -328,7 +330,8 @@ class PgStore : public Store {
     return pool_.Run<std::vector<GroupStatsRow>>("reading stats", [&](Connection& c) {
       Transaction tx(c);
       std::vector<GroupStatsRow> out;
-      for (const auto& row : tx.exec_params("SELECT * FROM mailroom.mailroom_stats($1::text)", group)) {
+      for (const auto& row :
+           tx.exec_params("SELECT * FROM mailroom.mailroom_stats($1::text)", group)) {
         GroupStatsRow s;
         s.group = row[0].as<std::string>();
         s.depth = row[1].as<uint64_t>();
@@ -352,17 +355,17 @@ class PgStore : public Store {
     return pool_.Run<std::vector<FailureRow>>("listing failures", [&](Connection& c) {
       Transaction tx(c);
       std::vector<FailureRow> out;
-      for (const auto& row : tx.exec_params(
-               "SELECT d.token_id, coalesce(t.action, ''),"
-               "       coalesce(t.to_address, a.email, ''),"
-               "       coalesce(d.reason, ''), d.attempts,"
-               "       EXTRACT(EPOCH FROM d.updated_at)::BIGINT"
-               "  FROM deliveries d JOIN consumer_groups g ON g.id = d.group_id"
-               "  LEFT JOIN tokens t ON t.id = d.token_id"
-               "  LEFT JOIN accounts a ON a.id = t.account"
-               " WHERE g.name = $1 AND d.state = 'failed'"
-               " ORDER BY d.updated_at DESC, d.token_id DESC LIMIT $2",
-               group, limit)) {
+      for (const auto& row :
+           tx.exec_params("SELECT d.token_id, coalesce(t.action, ''),"
+                          "       coalesce(t.to_address, a.email, ''),"
+                          "       coalesce(d.reason, ''), d.attempts,"
+                          "       EXTRACT(EPOCH FROM d.updated_at)::BIGINT"
+                          "  FROM deliveries d JOIN consumer_groups g ON g.id = d.group_id"
+                          "  LEFT JOIN tokens t ON t.id = d.token_id"
+                          "  LEFT JOIN accounts a ON a.id = t.account"
+                          " WHERE g.name = $1 AND d.state = 'failed'"
+                          " ORDER BY d.updated_at DESC, d.token_id DESC LIMIT $2",
+                          group, limit)) {
         FailureRow f;
         f.id = row[0].as<uint64_t>();
         f.action = row[1].as<std::string>();
@@ -410,8 +413,7 @@ class PgStore : public Store {
     });
   }
 
-  absl::StatusOr<std::vector<SuppressionRow>> ListSuppressions(
-      const SuppressionQuery& q) override {
+  absl::StatusOr<std::vector<SuppressionRow>> ListSuppressions(const SuppressionQuery& q) override {
     return pool_.Run<std::vector<SuppressionRow>>("listing suppressions", [&](Connection& c) {
       Transaction tx(c);
       // A range scan of the primary key from the page token; the prefix is a range too
@@ -435,11 +437,13 @@ class PgStore : public Store {
       Transaction tx(c);
       pqxx::row row = tx.exec_params1(
           "INSERT INTO suppressions AS s (address, reason, source, expires_at)"
-          " VALUES (lower(trim($1)), $2, $3, CASE WHEN $4::bigint = 0 THEN NULL ELSE to_timestamp($4::bigint) END)"
+          " VALUES (lower(trim($1)), $2, $3, CASE WHEN $4::bigint = 0 THEN NULL ELSE "
+          "to_timestamp($4::bigint) END)"
           " ON CONFLICT (address) DO UPDATE"
           "   SET reason = EXCLUDED.reason, source = EXCLUDED.source,"
           "       expires_at = EXCLUDED.expires_at, last_seen = now()"
-          " RETURNING " + std::string(kSuppressionColumns),
+          " RETURNING " +
+              std::string(kSuppressionColumns),
           in.address, in.reason, in.source, in.expires_at);
       tx.commit();
       return ToSuppression(row);
@@ -452,7 +456,8 @@ class PgStore : public Store {
           Transaction tx(c);
           pqxx::result r = tx.exec_params(
               "DELETE FROM suppressions s WHERE s.address = lower(trim($1))"
-              " RETURNING " + std::string(kSuppressionColumns),
+              " RETURNING " +
+                  std::string(kSuppressionColumns),
               address);
           tx.commit();
           if (r.empty()) return std::nullopt;
@@ -507,8 +512,7 @@ class PgStore : public Store {
 
 }  // namespace
 
-std::unique_ptr<Store> NewPgStore(const std::string& url, int pool_size,
-                                  const TxTimeouts& timeouts,
+std::unique_ptr<Store> NewPgStore(const std::string& url, int pool_size, const TxTimeouts& timeouts,
                                   std::optional<int64_t> default_budget_micros) {
   return std::make_unique<PgStore>(url, pool_size < 1 ? 1 : pool_size, timeouts,
                                    default_budget_micros);

@@ -16,8 +16,8 @@ namespace mailroom {
 struct StoredJob {
   uint64_t id = 0;
   std::string action = "activation";  // the action's name (mailroom.actions)
-  bool critical = false;  // the action's class is critical (the recovery lane's jobs)
-  bool notice = false;    // the action's class is notice
+  bool critical = false;              // the action's class is critical (the recovery lane's jobs)
+  bool notice = false;                // the action's class is notice
   std::string email;
   std::string login;
   std::string secret;  // 32 raw bytes; empty for an action without a secret (a notice)
@@ -125,8 +125,8 @@ class Store {
                                                                    const std::string& owner,
                                                                    absl::Duration lease) = 0;
   // Records outcomes of jobs leased to `owner` (each with the hand-out count it was handed out
-  // with) in one transaction; returns the ids recorded. Outcomes for any other lease change nothing.
-  // A recorded outcome with `suppress_recipient` suppresses its job's address in the same
+  // with) in one transaction; returns the ids recorded. Outcomes for any other lease change
+  // nothing. A recorded outcome with `suppress_recipient` suppresses its job's address in the same
   // transaction; recorded SENT outcomes store their provider_message_id and count towards the
   // group's reputation counters (mailroom_record_sent); recorded outcomes other than SENT
   // count as settled unsent for the holder `owner` was linked to (see LinkHolder).
@@ -158,8 +158,7 @@ class Store {
   // Statistics of one group, or of all when `group` is empty.
   virtual absl::StatusOr<std::vector<GroupStatsRow>> Stats(const std::string& group) = 0;
   // Most recent permanent failures, newest first.
-  virtual absl::StatusOr<std::vector<FailureRow>> Failures(const std::string& group,
-                                                           int limit) = 0;
+  virtual absl::StatusOr<std::vector<FailureRow>> Failures(const std::string& group, int limit) = 0;
   // Puts failed jobs back in the queue (all failed jobs of the group when `ids` is empty).
   virtual absl::StatusOr<int> Requeue(const std::string& group,
                                       const std::vector<uint64_t>& ids) = 0;

@@ -34,8 +34,8 @@ class StoreTest : public testing::MigratedDatabaseTest {
 
   void InsertAccounts(int n, const std::string& prefix) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT '", prefix,
-                      "' || i || '@example.test', '", prefix, "' || i FROM generate_series(1, ",
-                      n, ") i"));
+                      "' || i || '@example.test', '", prefix, "' || i FROM generate_series(1, ", n,
+                      ") i"));
   }
   std::vector<StoredJob> Dequeue(const std::string& owner, int limit = 100,
                                  absl::Duration lease = absl::Seconds(60)) {
@@ -56,9 +56,10 @@ class StoreTest : public testing::MigratedDatabaseTest {
   // Makes every lease run out `ago` ago (an SQL interval): the per-job rows' and, since 0021,
   // the leased batches' (all the jobs of a batch share its lease end).
   void RunOut(const std::string& ago) {
-    Exec(absl::StrCat("UPDATE deliveries SET due_at = now() - interval '", ago, "';"
-                      "UPDATE lease_batches SET due_at = now() - interval '", ago,
-                      "' WHERE state = 'leased'"));
+    Exec(absl::StrCat("UPDATE deliveries SET due_at = now() - interval '", ago,
+                      "';"
+                      "UPDATE lease_batches SET due_at = now() - interval '",
+                      ago, "' WHERE state = 'leased'"));
   }
   // The job's state in the per-job picture (0021's view: its row or its batch's bit).
   std::string State(uint64_t id) {
@@ -94,8 +95,9 @@ class StoreTest : public testing::MigratedDatabaseTest {
     for (const StoredJob& k : again) EXPECT_EQ(k.attempt, 2u) << k.id;
     EXPECT_EQ(Batch("state"), "expired");
     EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM deliveries WHERE state = 'leased'"
-                               " AND owner = '", owner, "' AND attempts = 2 AND lost_leases = ",
-                               lost_leases, " AND NOT holder_left")),
+                               " AND owner = '",
+                               owner, "' AND attempts = 2 AND lost_leases = ", lost_leases,
+                               " AND NOT holder_left")),
               n);
   }
   static std::vector<uint64_t> Ids(const std::vector<StoredJob>& jobs) {
@@ -154,8 +156,8 @@ TEST_F(StoreTest, TheLocaleTravelsWithTheJob) {
        " ('b@example.test', 'b', NULL), ('c@example.test', 'c', 'zh-Hant-TW')");
   std::map<std::string, std::string> locales;
   for (const StoredJob& j : Dequeue("sub")) locales[j.login] = j.locale;
-  EXPECT_EQ(locales, (std::map<std::string, std::string>{{"a", "pt-BR"}, {"b", ""},
-                                                           {"c", "zh-Hant-TW"}}));
+  EXPECT_EQ(locales,
+            (std::map<std::string, std::string>{{"a", "pt-BR"}, {"b", ""}, {"c", "zh-Hant-TW"}}));
   // Jobs due again (the second path of mailroom_dequeue) carry it too.
   RunOut("1 second");
   std::vector<StoredJob> again = Dequeue("other");
@@ -172,10 +174,11 @@ TEST_F(StoreTest, TheLocaleMustLookLikeABcp47Tag) {
                                       "@example.test', '", ok, "', '", ok, "')")))
         << ok;
   }
-  for (const std::string bad : {"", "e", "english", "en_US", "en-", "de AT", "x-" ,
-                                "en-abcdefghi", "en-aaaaaaaa-bbbbbbbb-cccccccc-dddddddd"}) {
+  for (const std::string bad : {"", "e", "english", "en_US", "en-", "de AT", "x-", "en-abcdefghi",
+                                "en-aaaaaaaa-bbbbbbbb-cccccccc-dddddddd"}) {
     EXPECT_THROW(Exec(absl::StrCat("INSERT INTO accounts (email, login, locale) VALUES ("
-                                   "'bad@example.test', 'bad', '", bad, "')")),
+                                   "'bad@example.test', 'bad', '",
+                                   bad, "')")),
                  pqxx::check_violation)
         << bad;
   }
@@ -348,17 +351,19 @@ TEST_F(StoreTest, ARejectedRecipientIsSuppressedAndItsNextTokensEndSuppressed) {
   EXPECT_THAT(*recorded, ElementsAre(jobs[0].id));
   const std::string address = Text(
       absl::StrCat("SELECT lower(email) FROM accounts a JOIN tokens t ON t.account = a.id"
-                   " WHERE t.id = ", jobs[0].id));
+                   " WHERE t.id = ",
+                   jobs[0].id));
   EXPECT_EQ(Text(absl::StrCat("SELECT reason || ' ' || source FROM suppressions"
-                              " WHERE address = '", address, "'")),
+                              " WHERE address = '",
+                              address, "'")),
             "smtp_rejected smtp RCPT: 550 5.1.1 <sup1@example.test>: user unknown");
 
   // A new token for that address (a password recovery of the active account) is never handed
   // out: it ends suppressed with the entry's reason, in every group.
-  Exec(absl::StrCat("UPDATE accounts SET status = 'active' WHERE lower(email) = '", address,
-                    "'"));
+  Exec(absl::StrCat("UPDATE accounts SET status = 'active' WHERE lower(email) = '", address, "'"));
   Exec(absl::StrCat("INSERT INTO tokens (account, action) SELECT id, 'password_recovery'"
-                    " FROM accounts WHERE lower(email) = '", address, "'"));
+                    " FROM accounts WHERE lower(email) = '",
+                    address, "'"));
   EXPECT_THAT(Dequeue("a"), IsEmpty());
   const int64_t token = Int("SELECT max(id) FROM tokens");
   EXPECT_EQ(State(token), "suppressed");
@@ -436,7 +441,8 @@ TEST_F(StoreTest, ListSuppressionsPagesByAddressWithFilters) {
     auto rows = store_->ListSuppressions(q);
     EXPECT_TRUE(rows.ok()) << rows.status();
     std::vector<std::string> out;
-    if (rows.ok()) for (const auto& r : *rows) out.push_back(r.address);
+    if (rows.ok())
+      for (const auto& r : *rows) out.push_back(r.address);
     return out;
   };
   EXPECT_THAT(list("", "", "", 2), ElementsAre("a@x.test", "b@y.test"));
@@ -642,8 +648,9 @@ TEST_F(StoreTest, AMixedAckWritesPerJobRowsOnlyForWhatIsNotAPlainSent) {
   EXPECT_EQ(again[0].attempt, 2u);
   EXPECT_EQ(again[0].failures, 1u);
   EXPECT_EQ(Text(absl::StrCat("SELECT state || ' ' || owner || ' ' || attempts || ' ' || "
-                              "lost_leases FROM deliveries WHERE token_id = ", j[1].id)),
-            "leased b 2 0");  // a second attempt is a per-job row
+                              "lost_leases FROM deliveries WHERE token_id = ",
+                              j[1].id)),
+            "leased b 2 0");                                // a second attempt is a per-job row
   EXPECT_EQ(Int("SELECT count(*) FROM lease_batches"), 1);  // no batch for a second attempt
 }
 
@@ -663,8 +670,7 @@ TEST_F(StoreTest, ABatchIsFencedByOwnerAndAttemptAndHandedOutAgainWhenItsLeaseRu
   // a's late outcome (attempt 1) records nothing, nor does b naming the old attempt.
   EXPECT_THAT(Ack("a", {Sent(j[0]), Sent(j[1]), Sent(j[2])}), IsEmpty());
   EXPECT_THAT(Ack("b", {Sent(j[0], 1)}), IsEmpty());
-  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE state = 'leased' AND owner = 'b'"),
-            3);
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE state = 'leased' AND owner = 'b'"), 3);
   EXPECT_EQ(Int("SELECT count(*) FROM group_usage"), 0);
   // b, with the attempt it was handed: recorded.
   EXPECT_EQ(Ack("b", {Sent(j[0], 2)}), std::vector<uint64_t>{j[0].id});
@@ -740,9 +746,9 @@ TEST_F(StoreTest, RenewingOneJobOfABatchExtendsTheBatchARecordedJobIsLost) {
 
 // A collector paused (SIGSTOP, a frozen VM) or cut off inside a dequeue's transaction holds
 // the group's row lock, which every dequeue of the group needs. Its transactions carry
-// idle_in_transaction_session_timeout (SET LOCAL at BEGIN: collector/db/pg_tx.h), so PostgreSQL ends that
-// transaction and the other collectors go on; without it they would wait for the lock until
-// their statement timeout, again and again, for as long as the frozen one stays frozen.
+// idle_in_transaction_session_timeout (SET LOCAL at BEGIN: collector/db/pg_tx.h), so PostgreSQL
+// ends that transaction and the other collectors go on; without it they would wait for the lock
+// until their statement timeout, again and again, for as long as the frozen one stays frozen.
 TEST_F(StoreTest, ACollectorFrozenInsideADequeueDoesNotHoldItsGroup) {
   InsertAccounts(3, "f");
   ASSERT_EQ(Dequeue("a", 1).size(), 1u);  // creates the group
@@ -769,12 +775,12 @@ TEST_F(StoreTest, TheStoreWorksThroughPgbouncerInTransactionPooling) {
   ASSERT_TRUE(bouncer.ok()) << bouncer.status();
   const std::string url = (*bouncer)->Url(url_.substr(url_.rfind('/') + 1));
   // Session settings at connect: refused by pgbouncer.
-  EXPECT_ANY_THROW(pqxx::connection(WithConnectionDefaults(url, absl::Seconds(30),
-                                                           absl::Seconds(5))));
+  EXPECT_ANY_THROW(
+      pqxx::connection(WithConnectionDefaults(url, absl::Seconds(30), absl::Seconds(5))));
   // The store works through it: a dequeue and an acknowledgement.
   InsertAccounts(3, "pb");
-  std::unique_ptr<Store> pooled =
-      NewPgStore(WithKeepaliveDefaults(url), 2, {absl::Seconds(30), absl::Seconds(5)});
+  std::unique_ptr<Store> pooled = NewPgStore(WithKeepaliveDefaults(url), 2,
+                                             {absl::Seconds(30), absl::Seconds(5)});
   absl::StatusOr<int> collected = pooled->CollectSignups(10);
   ASSERT_TRUE(collected.ok()) << collected.status();
   EXPECT_EQ(*collected, 3);

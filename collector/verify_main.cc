@@ -19,14 +19,16 @@
 #include "collector/signing.h"
 #include "common/flags.h"
 
-ABSL_FLAG(std::string, action, "", "the action's name: activation, password_recovery, login_code, ... or one of the application's own");
+ABSL_FLAG(std::string, action, "",
+          "the action's name: activation, password_recovery, login_code, ... or one of the "
+          "application's own");
 ABSL_FLAG(std::string, token, "", "the token, or - to read one line from stdin");
-ABSL_FLAG(std::string, code, "", "the code, for actions that carry one (password_recovery, login_code, ...)");
+ABSL_FLAG(std::string, code, "",
+          "the code, for actions that carry one (password_recovery, login_code, ...)");
 
 namespace {
 
-constexpr char kUsage[] =
-    "usage: verify --action=NAME --token=TOKEN|- [--code=DIGITS]\n";
+constexpr char kUsage[] = "usage: verify --action=NAME --token=TOKEN|- [--code=DIGITS]\n";
 
 int Usage(const std::string& why) { return mailroom::UsageError("verify", why, kUsage); }
 

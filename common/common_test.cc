@@ -32,8 +32,12 @@ Env MakeEnv(std::map<std::string, std::string> vars) {
 }
 
 TEST(EnvTest, ErrorsNameTheVariableAndTheProblem) {
-  Env env = MakeEnv({{"A", "12x"}, {"B", "99999"}, {"C", "maybe"}, {"D", "nohost"},
-                     {"E", "1.5.2"}, {"F", "/no/such/file"}});
+  Env env = MakeEnv({{"A", "12x"},
+                     {"B", "99999"},
+                     {"C", "maybe"},
+                     {"D", "nohost"},
+                     {"E", "1.5.2"},
+                     {"F", "/no/such/file"}});
   EXPECT_THAT(std::string(env.Int("A", 1, 0, 10).status().message()),
               HasSubstr("A: \"12x\" is not an integer"));
   EXPECT_THAT(std::string(env.Int("B", 1, 0, 10).status().message()),
@@ -114,8 +118,8 @@ constexpr auto kJobs = CounterMetric("mailroom_jobs_total", "Jobs.", "outcome");
 constexpr auto kDepth = GaugeMetric("mailroom_depth", "Depth.", "group");
 constexpr auto kSubscribers = GaugeMetric("mailroom_subscribers", "Subscribers.", "group");
 const std::vector<double> kLatencyBuckets = {0.5, 1, 10};
-constexpr auto kLatency =
-    HistogramMetric("mailroom_latency_seconds", "Latency.", &kLatencyBuckets, "action");
+constexpr auto kLatency = HistogramMetric("mailroom_latency_seconds", "Latency.", &kLatencyBuckets,
+                                          "action");
 constexpr auto kDefaultLatency = HistogramMetric("mailroom_other_seconds", "Other.", nullptr);
 constexpr auto kRuns = GaugeMetric("mailroom_runs", "Runs.");
 
@@ -162,9 +166,12 @@ TEST(MetricsTest, HistogramsHaveBucketsSumAndCount) {
   m.Observe(kLatency, 30, {"activation"});
   std::string text = m.Render();
   EXPECT_THAT(text, HasSubstr("# TYPE mailroom_latency_seconds histogram\n"));
-  EXPECT_THAT(text, HasSubstr("mailroom_latency_seconds_bucket{action=\"activation\",le=\"0.5\"} 1"));
-  EXPECT_THAT(text, HasSubstr("mailroom_latency_seconds_bucket{action=\"activation\",le=\"10\"} 2"));
-  EXPECT_THAT(text, HasSubstr("mailroom_latency_seconds_bucket{action=\"activation\",le=\"+Inf\"} 3"));
+  EXPECT_THAT(text,
+              HasSubstr("mailroom_latency_seconds_bucket{action=\"activation\",le=\"0.5\"} 1"));
+  EXPECT_THAT(text,
+              HasSubstr("mailroom_latency_seconds_bucket{action=\"activation\",le=\"10\"} 2"));
+  EXPECT_THAT(text,
+              HasSubstr("mailroom_latency_seconds_bucket{action=\"activation\",le=\"+Inf\"} 3"));
   EXPECT_THAT(text, HasSubstr("mailroom_latency_seconds_count{action=\"activation\"} 3"));
   EXPECT_THAT(text, HasSubstr("mailroom_latency_seconds_sum{action=\"activation\"} 33.2"));
   EXPECT_EQ(m.Value("mailroom_latency_seconds", {{"action", "activation"}}), 3);

@@ -57,8 +57,7 @@ std::string Env::String(const char* name, const std::string& def) const {
   return Get(name).value_or(def);
 }
 
-absl::StatusOr<int64_t> Env::Int(const char* name, int64_t def, int64_t min,
-                                 int64_t max) const {
+absl::StatusOr<int64_t> Env::Int(const char* name, int64_t def, int64_t min, int64_t max) const {
   Note(name, absl::StrCat(def), absl::StrCat(min), absl::StrCat(max));
   auto v = Get(name);
   if (!v.has_value()) return def;

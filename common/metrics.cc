@@ -81,8 +81,8 @@ Metrics::Family* Metrics::Declare(const MetricDef& def) {
         f.gauges = &prometheus::BuildGauge().Name(def.name).Help(def.help).Register(*registry_);
         break;
       case Type::kHistogram:
-        f.histograms =
-            &prometheus::BuildHistogram().Name(def.name).Help(def.help).Register(*registry_);
+        f.histograms = &prometheus::BuildHistogram().Name(def.name).Help(def.help).Register(
+            *registry_);
         break;
     }
   } catch (const std::exception&) {
@@ -120,8 +120,8 @@ void Metrics::Record(const MetricDef& def, const char* const* names, const std::
     } else if (op == Op::kObserve && f->histograms != nullptr) {
       auto it = f->histogram_series.find(labels);
       if (it == f->histogram_series.end()) {
-        const std::vector<double>& buckets =
-            f->def.buckets != nullptr ? *f->def.buckets : kDefaultBuckets;
+        const std::vector<double>& buckets = f->def.buckets != nullptr ? *f->def.buckets
+                                                                       : kDefaultBuckets;
         it = f->histogram_series.emplace(labels, &f->histograms->Add(labels, buckets)).first;
       }
       it->second->Observe(v);

@@ -31,8 +31,7 @@ void EnableHealthAndReflection() {
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
 }
 
-void SetServing(grpc::Server& server, bool serving,
-                std::initializer_list<const char*> services) {
+void SetServing(grpc::Server& server, bool serving, std::initializer_list<const char*> services) {
   grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
   if (health == nullptr) return;
   health->SetServingStatus(serving);

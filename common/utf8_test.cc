@@ -11,10 +11,10 @@ TEST(Utf8, RecognisesWellFormedSequencesOnly) {
   EXPECT_TRUE(IsValidUtf8(""));
   EXPECT_TRUE(IsValidUtf8("plain ascii"));
   EXPECT_TRUE(IsValidUtf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x93\xa7"));  // é € 📧
-  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));          // overlong '/'
-  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));      // surrogate
-  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // above U+10FFFF
-  EXPECT_FALSE(IsValidUtf8("\xc3"));              // cut short
+  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));                                  // overlong '/'
+  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));                              // surrogate
+  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));                          // above U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\xc3"));                                      // cut short
   EXPECT_FALSE(IsValidUtf8("\xff\xfe"));
   EXPECT_TRUE(IsValidUtf8(std::string("a\0b", 3)));  // NUL is valid UTF-8
 }

@@ -66,8 +66,14 @@ std::map<std::string, Row> Rows(const std::string& docs, bool sender) {
 // Numbers written in a row, thousands separators and all.
 std::vector<double> Numbers(const std::string& text) {
   std::vector<double> out;
-  std::string t = absl::StrReplaceAll(text, {{",", ""}, {"–", " "}, {"(", " "}, {")", " "},
-                                             {"`", " "}, {";", " "}, {"[", " "}, {"]", " "}});
+  std::string t = absl::StrReplaceAll(text, {{",", ""},
+                                             {"–", " "},
+                                             {"(", " "},
+                                             {")", " "},
+                                             {"`", " "},
+                                             {";", " "},
+                                             {"[", " "},
+                                             {"]", " "}});
   for (absl::string_view w : absl::StrSplit(t, absl::ByAnyChar(" \t/:="), absl::SkipEmpty())) {
     w = absl::StripSuffix(absl::StripSuffix(w, "."), "%");
     double d;
@@ -93,8 +99,8 @@ Env::Getter Vars(std::map<std::string, std::string> vars) {
 // Loads a configuration under several environments (each transport, the optional endpoints
 // on) so that every conditional read happens, and returns what was read, by name.
 template <typename Load>
-std::map<std::string, Env::Setting> Read(Load load,
-                                         const std::vector<std::map<std::string, std::string>>& envs) {
+std::map<std::string, Env::Setting> Read(
+    Load load, const std::vector<std::map<std::string, std::string>>& envs) {
   std::map<std::string, Env::Setting> read;
   for (const auto& vars : envs) {
     Env env(Vars(vars));
@@ -143,7 +149,8 @@ std::vector<std::string> Check(const std::map<std::string, Env::Setting>& read,
         double want;
         if (!absl::SimpleAtod(end, &want)) continue;
         bool found = false;
-        for (double n : numbers) found |= std::fabs(n - want) <= 1e-9 * std::max(1.0, std::fabs(want));
+        for (double n : numbers)
+          found |= std::fabs(n - want) <= 1e-9 * std::max(1.0, std::fabs(want));
         if (!found) problems.push_back(name + ": the row does not show the range end " + end);
       }
     }
@@ -201,10 +208,10 @@ std::vector<std::string> NotInTable(const std::map<std::string, Env::Setting>& r
 
 const std::vector<std::map<std::string, std::string>> kCollectorEnvs = {
     kCollectorRequired,
-    With(kCollectorRequired, {{"MAILROOM_FEEDBACK_ADDRESS", "127.0.0.1:0"},
-                              {"MAILROOM_FEEDBACK_TOPIC_ARNS",
-                               "arn:aws:sns:us-east-1:123456789012:ses-feedback"},
-                              {"MAILROOM_DEFAULT_GROUP_BUDGET", "100"}})};
+    With(kCollectorRequired,
+         {{"MAILROOM_FEEDBACK_ADDRESS", "127.0.0.1:0"},
+          {"MAILROOM_FEEDBACK_TOPIC_ARNS", "arn:aws:sns:us-east-1:123456789012:ses-feedback"},
+          {"MAILROOM_DEFAULT_GROUP_BUDGET", "100"}})};
 
 const std::vector<std::map<std::string, std::string>> kSenderEnvs = {
     {},

@@ -24,8 +24,8 @@ namespace mailroom {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
 using testing::Files;
+using ::testing::HasSubstr;
 using testing::Slurp;
 using testing::TextPart;
 using testing::TokenFromLink;
@@ -33,14 +33,10 @@ using testing::TokenFromLink;
 // The actions this test requests, each with the address its email goes to.
 const std::map<std::string, std::string>& Expected() {
   static const auto* expected = new std::map<std::string, std::string>{
-      {"login_code", "coder@example.test"},
-      {"email_change", "moved@example.test"},
-      {"email_changed", "mover@example.test"},
-      {"invitation", "guest@example.test"},
-      {"password_changed", "changer@example.test"},
-      {"account_suspended", "flip@example.test"},
-      {"account_reactivated", "flip@example.test"},
-      {"document_signature", "signer@example.test"},
+      {"login_code", "coder@example.test"},         {"email_change", "moved@example.test"},
+      {"email_changed", "mover@example.test"},      {"invitation", "guest@example.test"},
+      {"password_changed", "changer@example.test"}, {"account_suspended", "flip@example.test"},
+      {"account_reactivated", "flip@example.test"}, {"document_signature", "signer@example.test"},
   };
   return *expected;
 }
@@ -77,10 +73,10 @@ class ActionsTest : public testing::StackTest {
              {"guest", "'invitation'"},
              {"changer", "'password_changed'"},
              {"signer", "'document_signature'"}}) {
-      EXPECT_EQ(Scalar(absl::StrCat("SELECT count(*) FROM accounts a, LATERAL mailroom.request(a.id, ",
-                                    call, ") r WHERE a.login = '", login,
-                                    "' AND r.decision = 'queued'")),
-                1)
+      EXPECT_EQ(
+          Scalar(absl::StrCat("SELECT count(*) FROM accounts a, LATERAL mailroom.request(a.id, ",
+                              call, ") r WHERE a.login = '", login, "' AND r.decision = 'queued'")),
+          1)
           << login;
     }
   }
@@ -102,12 +98,12 @@ class ActionsTest : public testing::StackTest {
   // Waits until every action's email is sent, one each; false (with the log) if not.
   bool WaitForEveryAction(testing::Process& sender) {
     const int want = static_cast<int>(Expected().size());
-    const int64_t sent =
-        WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", want,
-                absl::Seconds(60));
+    const int64_t sent = WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", want,
+                                 absl::Seconds(60));
     EXPECT_EQ(sent, want) << sender.Log() << Rows();
     std::string all;
-    for (const auto& [action, to] : Expected()) absl::StrAppend(&all, all.empty() ? "" : ",", action);
+    for (const auto& [action, to] : Expected())
+      absl::StrAppend(&all, all.empty() ? "" : ",", action);
     EXPECT_EQ(Text("SELECT string_agg(t.action, ',' ORDER BY t.action) FROM delivery_states d"
                    " JOIN tokens t ON t.id = d.token_id WHERE d.state = 'sent'"),
               all);
@@ -135,10 +131,10 @@ class ActionsTest : public testing::StackTest {
   // The code of the action's token, or "" when the action carries none.
   std::string CodeOf(const std::string& action) {
     pqxx::connection c(url_);
-    pqxx::row r = pqxx::nontransaction(c).exec1(absl::StrCat(
-        "SELECT CASE WHEN k.carries_code THEN t.code ELSE '' END, k.carries_secret"
-        " FROM tokens t JOIN actions k ON k.name = t.action WHERE t.action = '", action,
-        "' ORDER BY t.id DESC LIMIT 1"));
+    pqxx::row r = pqxx::nontransaction(c).exec1(
+        absl::StrCat("SELECT CASE WHEN k.carries_code THEN t.code ELSE '' END, k.carries_secret"
+                     " FROM tokens t JOIN actions k ON k.name = t.action WHERE t.action = '",
+                     action, "' ORDER BY t.id DESC LIMIT 1"));
     return r[0].as<std::string>();
   }
   bool CarriesSecret(const std::string& action) {

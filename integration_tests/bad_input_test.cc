@@ -85,7 +85,8 @@ TEST(BadConfigTest, EveryCollectorVariableIsCheckedAndNamed) {
       {{{"MAILROOM_HEALTHCHECK_INTERVAL", "5x"}}, "MAILROOM_HEALTHCHECK_INTERVAL"},
       {{{"MAILROOM_POLL_INTERVAL", "0"}}, "MAILROOM_POLL_INTERVAL"},
       {{{"MAILROOM_LEASE_MS", "1e9"}}, "MAILROOM_LEASE_MS"},
-      {{{"MAILROOM_RECONNECT_MAX_BACKOFF", "99999999999999999999"}}, "MAILROOM_RECONNECT_MAX_BACKOFF"},
+      {{{"MAILROOM_RECONNECT_MAX_BACKOFF", "99999999999999999999"}},
+       "MAILROOM_RECONNECT_MAX_BACKOFF"},
       {{{"MAILROOM_CHANNEL", "bad channel; DROP TABLE tokens"}}, "MAILROOM_CHANNEL"},
       {{{"MAILROOM_DB_POOL_SIZE", "1000"}}, "MAILROOM_DB_POOL_SIZE"},
       {{{"MAILROOM_DEFAULT_GROUP_BUDGET", "$100"}}, "MAILROOM_DEFAULT_GROUP_BUDGET"},
@@ -140,7 +141,8 @@ TEST(BadConfigTest, EverySenderVariableIsCheckedAndNamed) {
   const std::map<std::string, std::string> ses = {{"MAILROOM_TRANSPORT", "ses"},
                                                   {"AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
                                                   {"AWS_SECRET_ACCESS_KEY", "aws-secret-value"}};
-  auto with = [](std::map<std::string, std::string> a, const std::map<std::string, std::string>& b) {
+  auto with = [](std::map<std::string, std::string> a,
+                 const std::map<std::string, std::string>& b) {
     for (const auto& [k, v] : b) a[k] = v;
     return a;
   };
@@ -177,7 +179,8 @@ TEST(BadConfigTest, EverySenderVariableIsCheckedAndNamed) {
       {{{"MAILROOM_SES_ACCOUNT_INTERVAL_MS", "10"}}, "MAILROOM_SES_ACCOUNT_INTERVAL_MS"},
       {{{"MAILROOM_RETRY_MAX_ATTEMPTS", "0"}}, "MAILROOM_RETRY_MAX_ATTEMPTS"},
       {{{"MAILROOM_RETRY_BASE_MS", "x"}}, "MAILROOM_RETRY_BASE_MS"},
-      {{{"MAILROOM_RETRY_BASE_MS", "5000"}, {"MAILROOM_RETRY_MAX_MS", "1000"}}, "MAILROOM_RETRY_MAX_MS"},
+      {{{"MAILROOM_RETRY_BASE_MS", "5000"}, {"MAILROOM_RETRY_MAX_MS", "1000"}},
+       "MAILROOM_RETRY_MAX_MS"},
       {{{"MAILROOM_EXPIRY_MARGIN_MS", "-1"}}, "MAILROOM_EXPIRY_MARGIN_MS"},
       {{{"MAILROOM_METRICS_ADDRESS", "x:y"}}, "MAILROOM_METRICS_ADDRESS"},
       {{{"MAILROOM_HEALTH_ADDRESS", "x:y"}}, "MAILROOM_HEALTH_ADDRESS"},
@@ -188,7 +191,8 @@ TEST(BadConfigTest, EverySenderVariableIsCheckedAndNamed) {
       {with(smtp, {{"MAILROOM_SMTP_PASSWORD", "smtp-pass-word"}}), "MAILROOM_SMTP_USERNAME"},
       {with(smtp, {{"MAILROOM_SMTP_ALLOW_PLAIN", "perhaps"}}), "MAILROOM_SMTP_ALLOW_PLAIN"},
       {with(smtp, {{"MAILROOM_SMTP_CA_FILE", "/nonexistent.pem"}}), "MAILROOM_SMTP_CA_FILE"},
-      {with(smtp, {{"MAILROOM_SMTP_INSECURE_SKIP_VERIFY", "2"}}), "MAILROOM_SMTP_INSECURE_SKIP_VERIFY"},
+      {with(smtp, {{"MAILROOM_SMTP_INSECURE_SKIP_VERIFY", "2"}}),
+       "MAILROOM_SMTP_INSECURE_SKIP_VERIFY"},
       {{{"MAILROOM_TRANSPORT", "ses"}}, "AWS_ACCESS_KEY_ID"},
       {with(ses, {{"AWS_ACCESS_KEY_ID", ""}}), "AWS_ACCESS_KEY_ID"},
       {with(ses, {{"AWS_SECRET_ACCESS_KEY", ""}}), "AWS_SECRET_ACCESS_KEY"},

@@ -4,9 +4,9 @@
 // binary still migrates, dispatches, takes its wake-up turns and runs its retention pass, and
 // lends neither role a right.
 #include <future>
+#include <pqxx/pqxx>
 #include <string>
 #include <vector>
-#include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -55,7 +55,8 @@ TEST_F(BorderTest, SquattersAndLookalikesChangeNothing) {
   // The squatter holds every key before mailroom is even installed.
   testing::AdvisoryLockSquatter squatter(url_, "squatter");
   ASSERT_EQ(squatter.Held(), static_cast<int>(testing::MailroomAdvisoryKeys().size()));
-  auto first = std::async(std::launch::async, [&] { return MigrateUp(url_, EmbeddedMigrations()); });
+  auto first = std::async(std::launch::async,
+                          [&] { return MigrateUp(url_, EmbeddedMigrations()); });
   ASSERT_EQ(first.wait_for(std::chrono::seconds(60)), std::future_status::ready)
       << "the first migration waited for the squatter";
   ASSERT_TRUE(first.get().ok());
@@ -63,8 +64,8 @@ TEST_F(BorderTest, SquattersAndLookalikesChangeNothing) {
   const int planted = testing::PlantLookalikes(url_, "owner_like");
   EXPECT_GT(planted, 40);
   // Neither role may take any of mailroom's turns.
-  for (const char* turn : {"mailroom_migration_turn", "mailroom_retention_turn",
-                           "mailroom_mark_turn"}) {
+  for (const char* turn :
+       {"mailroom_migration_turn", "mailroom_retention_turn", "mailroom_mark_turn"}) {
     for (const char* role : {"squatter", "owner_like"}) {
       pqxx::connection c(testing::UrlAs(url_, role));
       pqxx::nontransaction tx(c);
@@ -102,13 +103,13 @@ TEST_F(BorderTest, SquattersAndLookalikesChangeNothing) {
   // The collector migrates again at start (the turn is its own), then dispatches, marks itself
   // idle and busy, and prunes every 200 ms what is older than a second.
   const int port = testing::FreePort();
-  auto collector = testing::StartCollectorProcess(testing::CollectorEnv(
-      url_, port, kKey, kBearer,
-      {{"MAILROOM_AUTO_MIGRATE", "true"},
-       {"MAILROOM_METRICS_ADDRESS", "127.0.0.1:0"},
-       {"MAILROOM_BATCH_TIMEOUT", "20"},
-       {"MAILROOM_RETENTION", "1000"},
-       {"MAILROOM_RETENTION_INTERVAL", "200"}}));
+  auto collector = testing::StartCollectorProcess(
+      testing::CollectorEnv(url_, port, kKey, kBearer,
+                            {{"MAILROOM_AUTO_MIGRATE", "true"},
+                             {"MAILROOM_METRICS_ADDRESS", "127.0.0.1:0"},
+                             {"MAILROOM_BATCH_TIMEOUT", "20"},
+                             {"MAILROOM_RETENTION", "1000"},
+                             {"MAILROOM_RETENTION_INTERVAL", "200"}}));
   ASSERT_NE(collector, nullptr);
   auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
                                      grpc::InsecureChannelCredentials());
@@ -145,7 +146,8 @@ TEST_F(BorderTest, SquattersAndLookalikesChangeNothing) {
   EXPECT_EQ(health.status(), grpc::health::v1::HealthCheckResponse::SERVING);
 
   // A `collector migrate` while the collector runs and the squatter still squats.
-  auto again = std::async(std::launch::async, [&] { return MigrateUp(url_, EmbeddedMigrations()); });
+  auto again = std::async(std::launch::async,
+                          [&] { return MigrateUp(url_, EmbeddedMigrations()); });
   ASSERT_EQ(again.wait_for(std::chrono::seconds(60)), std::future_status::ready);
   EXPECT_TRUE(again.get().ok());
 

@@ -27,9 +27,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/mailroom/v1/mailroom.grpc.pb.h"
 #include "testing/collector_fixture.h"
 #include "testing/stack.h"
-#include "proto/mailroom/v1/mailroom.grpc.pb.h"
 
 namespace mailroom::testing {
 namespace {
@@ -93,8 +93,8 @@ class BudgetTest : public StackTest {
                        absl::StrCat("sender", i));
   }
   std::unique_ptr<v1::Collector::Stub> Operator() {
-    return v1::Collector::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", collector_port_), grpc::InsecureChannelCredentials()));
+    return v1::Collector::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", collector_port_),
+                                                      grpc::InsecureChannelCredentials()));
   }
   std::unique_ptr<grpc::ClientContext> Ctx() {
     auto ctx = std::make_unique<grpc::ClientContext>();
@@ -118,8 +118,8 @@ class BudgetTest : public StackTest {
   // none within `timeout`).
   int64_t WaitForRefund(const std::string& holder, absl::Duration timeout) {
     // Logs show a holder by its first 12 characters.
-    const std::string needle =
-        absl::StrCat("refunded\" group=mailroom holder=", holder.substr(0, 12), "... emails=");
+    const std::string needle = absl::StrCat("refunded\" group=mailroom holder=",
+                                            holder.substr(0, 12), "... emails=");
     if (!collector_->WaitForLog(needle, timeout)) return -1;
     return std::atoll(LogField(collector_->Log(), needle, "emails").c_str());
   }
@@ -200,11 +200,14 @@ TEST_F(BudgetTest, ThreeSendersKeepToOneGroupPaceThroughAKillAndStopWhenTheBudge
   const auto first = std::lower_bound(sends.begin(), sends.end(), from);
   const double rate = static_cast<double>(sends.end() - first - 1) /
                       absl::ToDoubleSeconds(sends.back() - *first);
-  auto b = op->GetGroupBudget(Ctx().get(), [] {
-    v1::GetGroupBudgetRequest r;
-    r.set_consumer_group("mailroom");
-    return r;
-  }(), &budget);
+  auto b = op->GetGroupBudget(
+      Ctx().get(),
+      [] {
+        v1::GetGroupBudgetRequest r;
+        r.set_consumer_group("mailroom");
+        return r;
+      }(),
+      &budget);
   ASSERT_TRUE(b.ok()) << b.error_message();
   std::printf(
       "budget_test: %d s, 3 senders (one kill -9 at %.0f s, restarted at %.0f s), pace %.1f/s, "
@@ -344,8 +347,7 @@ TEST_F(BudgetTest, AKilledSendersUnusedGrantComesBackAfterItsLease) {
   const HolderBudget after = Holder(holder);
   EXPECT_EQ(after.granted - after.returned, kJobs);  // exactly the SQL bound stays charged
   EXPECT_EQ(ReceivedIn(out).emails, kJobs);
-  EXPECT_EQ(Scalar("SELECT count(*) FROM budget_grants WHERE NOT refunded AND" +
-                   OfHolder(holder)),
+  EXPECT_EQ(Scalar("SELECT count(*) FROM budget_grants WHERE NOT refunded AND" + OfHolder(holder)),
             0);
   std::printf("budget_test: killed sender holding %lld granted emails, %d sent: %lld refunded\n",
               static_cast<long long>(at_kill.granted - at_kill.returned), kJobs,
@@ -366,9 +368,9 @@ TEST_F(BudgetTest, SesGetAccountSendingDisabledPausesUntilEnabled) {
   TestDb(url_).InsertAccounts(kJobs, "p");
   // Every job was handed to the sender and handed back unsent three times (the breaker's
   // probes included): the pause holds across rounds, not just the first.
-  ASSERT_EQ(
-      WaitFor("SELECT count(*) FROM delivery_states WHERE attempts >= 3", kJobs, absl::Seconds(60)),
-      kJobs)
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE attempts >= 3", kJobs,
+                    absl::Seconds(60)),
+            kJobs)
       << sender->Log();
   EXPECT_EQ(ReceivedBySes().emails, 0);
   EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state IN ('sent', 'failed', "
@@ -408,9 +410,9 @@ TEST_F(BudgetTest, SesLimitsAreReadFromTheAccountNotTyped) {
   const absl::Time used_up = absl::Now();
   std::ofstream(account) << R"({"SendQuota":{"Max24HourSend":10,"SentLast24Hours":4,)"
                          << R"("MaxSendRate":2}})";
-  ASSERT_EQ(
-      WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 10, absl::Seconds(30)),
-      10)
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 10,
+                    absl::Seconds(30)),
+            10)
       << sender->Log();
   // 6 more at 2 emails/s (a bucket of 2): at least 2 s.
   EXPECT_GE(absl::Now() - used_up, absl::Seconds(2));
@@ -418,7 +420,8 @@ TEST_F(BudgetTest, SesLimitsAreReadFromTheAccountNotTyped) {
   EXPECT_EQ(ReceivedBySes().emails, 10);
 }
 
-// The front's counter `key` (GET /_front/stats of sender/transport/testing/ses_front.py), -1 if unread.
+// The front's counter `key` (GET /_front/stats of sender/transport/testing/ses_front.py), -1 if
+// unread.
 int64_t FrontStat(const std::string& endpoint, const std::string& dir, const std::string& key) {
   const std::string out = dir + "/front_stats.json";
   std::system(absl::StrCat("curl -s ", endpoint, "/_front/stats > ", out).c_str());
@@ -468,16 +471,15 @@ TEST_F(BudgetTest, AnExhaustedSesQuotaSendsNothingUntilAReadingShowsRoom) {
   // 10 emails left of the 24-hour quota; SES counts what it accepts and refuses the rest.
   const std::string account = dir_ + "/account.json";
   std::ofstream(account) << R"({"SendQuota":{"Max24HourSend":10,"SentLast24Hours":0}})";
-  const std::string endpoint =
-      StartSes(0, "", {"--account-file", account, "--enforce-quota"});
+  const std::string endpoint = StartSes(0, "", {"--account-file", account, "--enforce-quota"});
   if (endpoint.empty()) GTEST_SKIP() << "MAILROOM_NODE_MODULES not set (run .ci/test)";
   auto env = SesEnv(endpoint);
   env["MAILROOM_SES_ACCOUNT_INTERVAL_MS"] = "2000";
   TestDb(url_).InsertAccounts(20, "z");
   auto sender = StartSender(env);
-  ASSERT_EQ(
-      WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 10, absl::Seconds(30)),
-      10)
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 10,
+                    absl::Seconds(30)),
+            10)
       << sender->Log();
   // Four more readings (8 s), each saying the quota is used up: no SendEmail at all.
   const int64_t reads = FrontStat(endpoint, dir_, "account_reads");
@@ -490,9 +492,9 @@ TEST_F(BudgetTest, AnExhaustedSesQuotaSendsNothingUntilAReadingShowsRoom) {
   EXPECT_EQ(FrontStat(endpoint, dir_, "refused_quota"), 0);
   // The quota is raised: the next reading shows room for the other 10.
   std::ofstream(account) << R"({"SendQuota":{"Max24HourSend":20,"SentLast24Hours":0}})";
-  ASSERT_EQ(
-      WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 20, absl::Seconds(30)),
-      20)
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 20,
+                    absl::Seconds(30)),
+            20)
       << sender->Log();
   EXPECT_EQ(FrontStat(endpoint, dir_, "send_calls"), 20);
   EXPECT_EQ(FrontStat(endpoint, dir_, "refused_quota"), 0);

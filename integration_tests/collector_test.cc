@@ -14,12 +14,12 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "gtest/gtest.h"
+#include "proto/grpc/health/v1/health.grpc.pb.h"
 #include "testing/collector_client.h"
 #include "testing/collector_fixture.h"
 #include "testing/pg_server.h"
 #include "testing/pgbouncer.h"
 #include "testing/process.h"
-#include "proto/grpc/health/v1/health.grpc.pb.h"
 
 namespace mailroom {
 namespace {
@@ -60,7 +60,8 @@ class CollectorTest : public ::testing::Test {
         {"MAILROOM_POLL_INTERVAL", "500"},
     };
     for (auto& [k, v] : extra) defaults[k] = v;
-    auto p = testing::StartCollectorProcess(testing::CollectorEnv(url_, port, kKey, kBearer, defaults));
+    auto p = testing::StartCollectorProcess(
+        testing::CollectorEnv(url_, port, kKey, kBearer, defaults));
     EXPECT_NE(p, nullptr);
     collectors_.push_back(std::move(p));
     return port;
@@ -140,7 +141,8 @@ TEST_F(CollectorTest, PasswordRecoveryTokenSignsTheCode) {
 }
 
 TEST_F(CollectorTest, TenThousandAccountsInOneTransactionAreAllDispatched) {
-  int port = StartCollector({{"MAILROOM_BATCH_LIMIT", "1000"}, {"MAILROOM_BATCH_TIMEOUT", "200"},
+  int port = StartCollector({{"MAILROOM_BATCH_LIMIT", "1000"},
+                             {"MAILROOM_BATCH_TIMEOUT", "200"},
                              {"MAILROOM_POLL_INTERVAL", "600000"}});  // no catch-up poll help
   TestSubscriber sub(Channel(port), kBearer, "mailroom", 20000);
   ASSERT_TRUE(sub.WaitSubscribed(absl::Seconds(10)));
@@ -237,11 +239,14 @@ TEST_F(CollectorTest, ExpiredConsumedAndWrongStatusTokensAreNotDispatched) {
        " ('expired@example.test', 'expired'), ('consumed@example.test', 'consumed'),"
        " ('active@example.test', 'active')");
   Exec("SELECT mailroom_collect_signups(100)");  // their tokens, as a collector makes them
-  Exec("UPDATE tokens SET expires_at = 1 WHERE account = (SELECT id FROM accounts WHERE login = 'expired')");
-  Exec("UPDATE tokens SET consumed_at = 1 WHERE account = (SELECT id FROM accounts WHERE login = 'consumed')");
+  Exec("UPDATE tokens SET expires_at = 1 WHERE account = (SELECT id FROM accounts WHERE login = "
+       "'expired')");
+  Exec("UPDATE tokens SET consumed_at = 1 WHERE account = (SELECT id FROM accounts WHERE login = "
+       "'consumed')");
   // An activation token for an already active account; recovery for a provisioned one.
   Exec("UPDATE accounts SET status = 'active', activated_at = 1 WHERE login = 'active'");
-  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts WHERE login = 'ok'");
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts WHERE "
+       "login = 'ok'");
   int port = StartCollector();
   TestSubscriber sub(Channel(port), kBearer, "mailroom", 100);
   ASSERT_EQ(sub.WaitForJobs(1, absl::Seconds(10)), 1u);
@@ -432,8 +437,9 @@ TEST_F(CollectorTest, HealthIsNotServingWhileTheDatabaseIsDown) {
   grpc::ClientContext ctx;
   v1::GetQueueStatsRequest req;
   v1::GetQueueStatsResponse resp;
-  EXPECT_EQ(v1::Collector::NewStub(Channel(health_port))->GetQueueStats(&ctx, req, &resp).error_code(),
-            grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(
+      v1::Collector::NewStub(Channel(health_port))->GetQueueStats(&ctx, req, &resp).error_code(),
+      grpc::StatusCode::UNIMPLEMENTED);
 }
 
 // A collector told to listen on every interface without TLS starts only with
@@ -441,11 +447,11 @@ TEST_F(CollectorTest, HealthIsNotServingWhileTheDatabaseIsDown) {
 // at start, as a warning, that tokens cross the network in clear.
 TEST_F(CollectorTest, PlaintextOnEveryInterfaceIsWarnedAbout) {
   const int port = testing::FreePort();
-  auto p = testing::StartCollectorProcess(testing::CollectorEnv(
-      url_, port, kKey, kBearer,
-      {{"MAILROOM_LISTEN_ADDRESS", absl::StrCat("0.0.0.0:", port)},
-       {"MAILROOM_ALLOW_PLAINTEXT", "true"},
-       {"MAILROOM_METRICS_ADDRESS", "off"}}));
+  auto p = testing::StartCollectorProcess(
+      testing::CollectorEnv(url_, port, kKey, kBearer,
+                            {{"MAILROOM_LISTEN_ADDRESS", absl::StrCat("0.0.0.0:", port)},
+                             {"MAILROOM_ALLOW_PLAINTEXT", "true"},
+                             {"MAILROOM_METRICS_ADDRESS", "off"}}));
   ASSERT_NE(p, nullptr);
   const std::string log = p->Log();
   EXPECT_THAT(log, HasSubstr("level=warn msg=\"gRPC is plaintext on a network address"));
@@ -473,9 +479,9 @@ TEST_F(CollectorTest, BadOutcomesAreRejectedOneByOneAndTheRestIsRecorded) {
     o->set_outcome(outcome);
     return o;
   };
-  add(jobs[0], v1::OUTCOME_SENT)->set_cost_micros(9223372036854775807LL);  // over the cap
+  add(jobs[0], v1::OUTCOME_SENT)->set_cost_micros(9223372036854775807LL);        // over the cap
   add(jobs[1], v1::OUTCOME_FAILED)->set_reason(std::string("bad\0reason", 10));  // NUL
-  add(jobs[2], v1::OUTCOME_RETRY)->set_retry_after_ms(40u * 24 * 3600 * 1000);  // > 31 days
+  add(jobs[2], v1::OUTCOME_RETRY)->set_retry_after_ms(40u * 24 * 3600 * 1000);   // > 31 days
   add(jobs[3], v1::OUTCOME_FAILED);  // FAILED without a reason
   add(jobs[4], v1::OUTCOME_UNSPECIFIED);
   add(jobs[5], v1::OUTCOME_SENT)->set_attempt(0);  // no lease identity
@@ -494,10 +500,10 @@ TEST_F(CollectorTest, BadOutcomesAreRejectedOneByOneAndTheRestIsRecorded) {
   for (int i = 0; i < 6; ++i) EXPECT_EQ(rejected.count(jobs[i].job_id()), 1u) << i;
   EXPECT_THAT(resp.rejected(0).error(), HasSubstr("MAILROOM_MAX_COST_MICROS"));
   EXPECT_THAT(resp.rejected(1).error(), HasSubstr("NUL"));
-  EXPECT_EQ(
-      Scalar(absl::StrCat("SELECT octet_length(reason) FROM delivery_states WHERE token_id = ",
-                          jobs[6].job_id())),
-      1000);
+  EXPECT_EQ(Scalar(
+                absl::StrCat("SELECT octet_length(reason) FROM delivery_states WHERE token_id = ",
+                             jobs[6].job_id())),
+            1000);
   EXPECT_EQ(Scalar("SELECT cost_micros FROM group_usage"), 4000);
   // The rejected ones keep their lease and can still be acknowledged properly.
   ASSERT_TRUE(sub.Ack({jobs[0].job_id(), jobs[1].job_id()}, v1::OUTCOME_SENT, "", 100).ok());
@@ -589,8 +595,9 @@ TEST_F(CollectorTest, PoisonDetectionCountsOnlyLeasesLostByALiveHolder) {
   for (int round = 0; round < 3; ++round) {
     const uint32_t attempt = sub.AttemptOf(polite);
     v1::AcknowledgeResponse resp;
-    ASSERT_TRUE(sub.Ack({polite}, round % 2 ? v1::OUTCOME_RETRY : v1::OUTCOME_DEFER, "busy", 0,
-                        &resp).ok());
+    ASSERT_TRUE(
+        sub.Ack({polite}, round % 2 ? v1::OUTCOME_RETRY : v1::OUTCOME_DEFER, "busy", 0, &resp)
+            .ok());
     ASSERT_EQ(resp.recorded(), 1u);
     // Handed out again, to this subscriber (the only one).
     absl::Time deadline = absl::Now() + absl::Seconds(20);
@@ -679,11 +686,10 @@ TEST_F(CollectorTest, CredentialsAreScopedToGroupsAndRoles) {
   const std::string a = "group-a-subscriber-0123456789";
   const std::string b = "group-b-subscriber-0123456789";
   const std::string ops = "group-a-operator-0123456789";
-  int port = StartCollector(
-      {{"MAILROOM_GROUPS", "groupa,groupb"},
-       {"MAILROOM_SUBSCRIBER_TOKENS",
-        absl::StrCat(a, "@groupa:subscriber,", b, "@groupb:subscriber, ", ops,
-                     "@groupa:operator")}});
+  int port = StartCollector({{"MAILROOM_GROUPS", "groupa,groupb"},
+                             {"MAILROOM_SUBSCRIBER_TOKENS",
+                              absl::StrCat(a, "@groupa:subscriber,", b, "@groupb:subscriber, ", ops,
+                                           "@groupa:operator")}});
   InsertAccounts(3, "scope");
   auto stub = v1::Collector::NewStub(Channel(port));
 
@@ -727,8 +733,9 @@ TEST_F(CollectorTest, CredentialsAreScopedToGroupsAndRoles) {
   // The operator can; it cannot subscribe, and its statistics cover its groups only.
   EXPECT_EQ(requeue(ops), std::make_pair(grpc::StatusCode::OK, 3u));
   EXPECT_EQ(in_a.WaitForJobs(6, absl::Seconds(10)), 6u);
-  EXPECT_EQ(TestSubscriber(Channel(port), ops, "groupa", 10).Finished(absl::Seconds(10)).error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(
+      TestSubscriber(Channel(port), ops, "groupa", 10).Finished(absl::Seconds(10)).error_code(),
+      grpc::StatusCode::PERMISSION_DENIED);
   auto stats = [&](const std::string& group, v1::GetQueueStatsResponse* resp) {
     grpc::ClientContext ctx;
     testing::Authorize(&ctx, ops);
@@ -744,7 +751,8 @@ TEST_F(CollectorTest, CredentialsAreScopedToGroupsAndRoles) {
   EXPECT_EQ(stats("groupb", &other), grpc::StatusCode::PERMISSION_DENIED);
   // Unknown tokens stay UNAUTHENTICATED; no token reaches the log.
   EXPECT_EQ(TestSubscriber(Channel(port), "unknown-token-0123456789", "groupa", 10)
-                .Finished(absl::Seconds(10)).error_code(),
+                .Finished(absl::Seconds(10))
+                .error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
   for (const std::string& t : {a, b, ops}) {
     EXPECT_THAT(collectors_[0]->Log(), Not(HasSubstr(t)));
@@ -951,8 +959,7 @@ TEST_F(CollectorTest, ASecondCredentialOfAGroupCannotActForTheFirst) {
   };
   const v1::AcquireBudgetResponse grant = acquire(first);
   ASSERT_EQ(grant.emails(), 5u);
-  const std::string committed =
-      "SELECT granted_micros - returned_micros FROM budget_months";
+  const std::string committed = "SELECT granted_micros - returned_micros FROM budget_months";
   EXPECT_EQ(Scalar(committed), 500);
   {
     grpc::ClientContext ctx;
@@ -1032,8 +1039,8 @@ TEST_F(CollectorTest, ConfiguredGroupsReceiveTokensCommittedBeforeTheirFirstSubs
   // Without it a new group starts from now.
   TestSubscriber fresh(Channel(port), kBearer, "fresh", 100);
   ASSERT_TRUE(fresh.WaitSubscribed(absl::Seconds(10)));
-  for (int i = 0; i < 100 && Scalar("SELECT count(*) FROM consumer_groups WHERE name = 'fresh'") == 0;
-       ++i) {
+  for (int i = 0;
+       i < 100 && Scalar("SELECT count(*) FROM consumer_groups WHERE name = 'fresh'") == 0; ++i) {
     absl::SleepFor(absl::Milliseconds(50));
   }
   InsertAccounts(1, "newest");
@@ -1045,8 +1052,8 @@ TEST_F(CollectorTest, ConfiguredGroupsReceiveTokensCommittedBeforeTheirFirstSubs
 // the dispatcher backs off (growing delays, even though reconnecting succeeds) and recovers.
 TEST_F(CollectorTest, StuckStatementsTimeOutAndTheDispatcherBacksOff) {
   InsertAccounts(3, "stuck");
-  int port = StartCollector({{"MAILROOM_STATEMENT_TIMEOUT", "300"},
-                             {"MAILROOM_RECONNECT_MAX_BACKOFF", "1000"}});
+  int port = StartCollector(
+      {{"MAILROOM_STATEMENT_TIMEOUT", "300"}, {"MAILROOM_RECONNECT_MAX_BACKOFF", "1000"}});
   auto blocker = std::make_unique<pqxx::connection>(TestUrl());
   auto lock = std::make_unique<pqxx::work>(*blocker);
   lock->exec("SELECT * FROM consumer_groups WHERE name = 'mailroom' FOR UPDATE");

@@ -111,9 +111,9 @@ class DoctorTest : public testing::StackTest {
   // Starts a peer (python3 script from the runfiles, then `args`) and waits for its "ready".
   void StartPeer(const std::string& script, std::vector<std::string> args,
                  const std::string& name) {
-    std::vector<std::string> argv = {"/usr/bin/python3",
-                                     testing::Runfile(absl::StrCat("mailroom/sender/transport/testing/",
-                                                                   script))};
+    std::vector<std::string> argv = {
+        "/usr/bin/python3",
+        testing::Runfile(absl::StrCat("mailroom/sender/transport/testing/", script))};
     argv.insert(argv.end(), args.begin(), args.end());
     auto p = Process::Spawn(argv, {}, absl::StrCat(dir_, "/", name, ".log"));
     ASSERT_TRUE(p.ok()) << p.status();
@@ -123,9 +123,8 @@ class DoctorTest : public testing::StackTest {
 
   // An SMTP peer on a fresh port: STARTTLS with `cert` ("" for none), then `auth`'s flags
   // (default: PLAIN AUTH as mailer/kSmtpPassword; empty: no AUTH).
-  int StartSmtp(const std::string& cert,
-                const std::vector<std::string>& auth = {"--auth",
-                                                        absl::StrCat("mailer:", kSmtpPassword)}) {
+  int StartSmtp(const std::string& cert, const std::vector<std::string>& auth = {
+                                             "--auth", absl::StrCat("mailer:", kSmtpPassword)}) {
     const int port = testing::FreePort();
     std::vector<std::string> args = {"--port", absl::StrCat(port), "--dir",
                                      absl::StrCat(dir_, "/smtp-", port)};
@@ -174,9 +173,9 @@ class DoctorTest : public testing::StackTest {
     auto code = (*p)->Wait(absl::Seconds(60));
     EXPECT_TRUE(code.ok()) << "sender doctor did not finish: " << (*p)->Log();
     Outcome o{code.ok() ? *code : -1, (*p)->Log()};
-    for (const char* secret : {kSmtpPassword, kWrongSmtpPassword, testing::kStackAwsSecret,
-                               kWrongAwsSecret, testing::kStackBearer, kWrongBearer,
-                               kClientSecret, kWrongClientSecret}) {
+    for (const char* secret :
+         {kSmtpPassword, kWrongSmtpPassword, testing::kStackAwsSecret, kWrongAwsSecret,
+          testing::kStackBearer, kWrongBearer, kClientSecret, kWrongClientSecret}) {
       EXPECT_THAT(o.out, Not(HasSubstr(secret))) << "a secret was printed";
     }
     EXPECT_THAT(o.out, Not(HasSubstr("terminate called")));
@@ -200,7 +199,8 @@ class DoctorTest : public testing::StackTest {
     EXPECT_THAT(o.out, HasSubstr(line)) << o.out;
     EXPECT_THAT(Lines(o.out, "FAIL "), ::testing::IsEmpty()) << o.out;
     EXPECT_THAT(o.out, HasSubstr("ok   collector: 127.0.0.1:")) << o.out;
-    EXPECT_THAT(o.out, HasSubstr("ok   templates: 18 sets of 9 actions render a sample job")) << o.out;
+    EXPECT_THAT(o.out, HasSubstr("ok   templates: 18 sets of 9 actions render a sample job"))
+        << o.out;
   }
 
   std::map<std::string, std::string> base_;
@@ -223,7 +223,8 @@ TEST_F(DoctorTest, HealthyConfigurationsExitZero) {
   Outcome o = Doctor(With(Smtp(relay), {{"MAILROOM_SMTP_ALLOW_PLAIN", "true"}}));
   EXPECT_EQ(o.code, 0) << o.out;
   EXPECT_THAT(o.out, HasSubstr(absl::StrCat("warn smtp: 127.0.0.1:", relay, ": no TLS")));
-  EXPECT_THAT(o.out, HasSubstr(absl::StrCat("warn smtp: 127.0.0.1:", relay, " offers no AUTH: "
+  EXPECT_THAT(o.out, HasSubstr(absl::StrCat("warn smtp: 127.0.0.1:", relay,
+                                            " offers no AUTH: "
                                             "MAILROOM_SMTP_USERNAME's credentials are not used")));
   EXPECT_THAT(o.out, HasSubstr(absl::StrCat("ok   smtp: 127.0.0.1:", relay,
                                             ": connected, NOOP answered")));
@@ -253,8 +254,7 @@ TEST_F(DoctorTest, HealthyConfigurationsExitZero) {
   const size_t at = issued.find("\"at-");
   ASSERT_NE(at, std::string::npos) << issued;
   const std::string token = issued.substr(at + 1, issued.find('"', at + 1) - at - 1);
-  EXPECT_THAT(testing::Slurp(absl::StrCat(dir_, "/doctor-", runs_, ".log")),
-              Not(HasSubstr(token)));
+  EXPECT_THAT(testing::Slurp(absl::StrCat(dir_, "/doctor-", runs_, ".log")), Not(HasSubstr(token)));
 
   const std::string account = dir_ + "/account.json";
   const std::string ses = StartSesFront(account);
@@ -271,15 +271,18 @@ TEST_F(DoctorTest, EachMisconfigurationIsOneProblemLine) {
   ExpectProblem(With(Smtp(smtp), {{"MAILROOM_SMTP_PASSWORD", kWrongSmtpPassword}}),
                 absl::StrCat("FAIL smtp: ", at, ": authentication refused: 535 "));
   ExpectProblem(With(Smtp(smtp), {{"MAILROOM_SMTP_CA_FILE", ""}}),
-                absl::StrCat("FAIL smtp: ", at, ": certificate not accepted: SSL certificate "
+                absl::StrCat("FAIL smtp: ", at,
+                             ": certificate not accepted: SSL certificate "
                              "problem: self-signed certificate"));
   const int other_name = StartSmtp("other");
   ExpectProblem(With(Smtp(other_name), {{"MAILROOM_SMTP_CA_FILE", dir_ + "/other.pem"}}),
-                absl::StrCat("FAIL smtp: 127.0.0.1:", other_name, ": certificate not accepted: "
+                absl::StrCat("FAIL smtp: 127.0.0.1:", other_name,
+                             ": certificate not accepted: "
                              "SSL: no alternative certificate subject name matches"));
   const int expired = StartSmtp("expired");
   ExpectProblem(With(Smtp(expired), {{"MAILROOM_SMTP_CA_FILE", dir_ + "/expired.pem"}}),
-                absl::StrCat("FAIL smtp: 127.0.0.1:", expired, ": certificate not accepted: SSL "
+                absl::StrCat("FAIL smtp: 127.0.0.1:", expired,
+                             ": certificate not accepted: SSL "
                              "certificate problem: certificate has expired"));
   const int closed = testing::FreePort();
   ExpectProblem(Smtp(closed), absl::StrCat("FAIL smtp: 127.0.0.1:", closed, ": cannot connect"));
@@ -294,13 +297,12 @@ TEST_F(DoctorTest, EachMisconfigurationIsOneProblemLine) {
             {"--port", absl::StrCat(token_port), "--state", dir_ + "/oauth2-state.json",
              "--client-id", "doctor-app", "--client-secret", kClientSecret},
             "oauth2");
-  ExpectProblem(
-      With(Smtp(smtp), {{"MAILROOM_SMTP_PASSWORD", ""},
-                        {"MAILROOM_SMTP_OAUTH2_TOKEN_URL",
-                         absl::StrCat("http://127.0.0.1:", token_port, "/token")},
-                        {"MAILROOM_SMTP_OAUTH2_CLIENT_ID", "doctor-app"},
-                        {"MAILROOM_SMTP_OAUTH2_CLIENT_SECRET", kWrongClientSecret}}),
-      absl::StrCat("FAIL smtp: no OAuth2 token from 127.0.0.1:", token_port, ": "));
+  ExpectProblem(With(Smtp(smtp), {{"MAILROOM_SMTP_PASSWORD", ""},
+                                  {"MAILROOM_SMTP_OAUTH2_TOKEN_URL",
+                                   absl::StrCat("http://127.0.0.1:", token_port, "/token")},
+                                  {"MAILROOM_SMTP_OAUTH2_CLIENT_ID", "doctor-app"},
+                                  {"MAILROOM_SMTP_OAUTH2_CLIENT_SECRET", kWrongClientSecret}}),
+                absl::StrCat("FAIL smtp: no OAuth2 token from 127.0.0.1:", token_port, ": "));
 
   // SES: the account's state, then credentials, region and endpoint.
   const std::string account = dir_ + "/account.json";
@@ -325,14 +327,16 @@ TEST_F(DoctorTest, EachMisconfigurationIsOneProblemLine) {
                           "SendingEnabled": true, "VerificationStatus": "SUCCESS"}])");
   const std::string where = absl::StrCat("GetAccount at ", ses.substr(strlen("http://")));
   ExpectProblem(With(SesEnv(ses), {{"AWS_SECRET_ACCESS_KEY", kWrongAwsSecret}}),
-                absl::StrCat("FAIL ses: ", where, " (region us-east-1): credentials, region or "
+                absl::StrCat("FAIL ses: ", where,
+                             " (region us-east-1): credentials, region or "
                              "clock refused: ses 403 SignatureDoesNotMatch"));
   ExpectProblem(With(SesEnv(ses), {{"MAILROOM_SES_REGION", "eu-west-1"}}),
-                absl::StrCat("FAIL ses: ", where, " (region eu-west-1): credentials, region or "
+                absl::StrCat("FAIL ses: ", where,
+                             " (region eu-west-1): credentials, region or "
                              "clock refused"));
   const int no_ses = testing::FreePort();
-  ExpectProblem(With(SesEnv(ses), {{"MAILROOM_SES_ENDPOINT",
-                                    absl::StrCat("http://127.0.0.1:", no_ses)}}),
+  ExpectProblem(With(SesEnv(ses),
+                     {{"MAILROOM_SES_ENDPOINT", absl::StrCat("http://127.0.0.1:", no_ses)}}),
                 absl::StrCat("FAIL ses: GetAccount at 127.0.0.1:", no_ses,
                              " (region us-east-1): cannot reach the endpoint"));
 
@@ -388,8 +392,8 @@ TEST_F(DoctorTest, ProviderKeysAreProvedWithoutSending) {
   const std::string key = "pr0vider-d0ctor-k3y";
   auto start = [&](const std::string& provider, std::vector<std::string> extra) {
     const int port = testing::FreePort();
-    std::vector<std::string> args = {"--port", absl::StrCat(port), "--provider", provider,
-                                     "--key", key, "--domain", "mg.acme.net"};
+    std::vector<std::string> args = {"--port", absl::StrCat(port), "--provider", provider, "--key",
+                                     key,      "--domain",         "mg.acme.net"};
     args.insert(args.end(), extra.begin(), extra.end());
     StartPeer("provider_standin.py", args, absl::StrCat(provider, "-", port));
     return absl::StrCat("http://127.0.0.1:", port);
@@ -398,8 +402,8 @@ TEST_F(DoctorTest, ProviderKeysAreProvedWithoutSending) {
     const std::string upper = absl::AsciiStrToUpper(provider);
     return std::map<std::string, std::string>{
         {"MAILROOM_TRANSPORT", provider},
-        {absl::StrCat("MAILROOM_", upper,
-                      provider == "postmark" ? "_SERVER_TOKEN" : "_API_KEY"), k},
+        {absl::StrCat("MAILROOM_", upper, provider == "postmark" ? "_SERVER_TOKEN" : "_API_KEY"),
+         k},
         {absl::StrCat("MAILROOM_", upper, "_API_URL"), url},
         {"MAILROOM_MAILGUN_DOMAIN", "mg.acme.net"}};
   };
@@ -410,14 +414,15 @@ TEST_F(DoctorTest, ProviderKeysAreProvedWithoutSending) {
     ExpectHealthy(env(provider, url, key), absl::StrCat("ok   ", provider, ": "));
     Outcome ok = Doctor(env(provider, url, key));
     EXPECT_THAT(ok.out, HasSubstr(absl::StrCat(" accepted by ", host))) << ok.out;
-    EXPECT_THAT(ok.out, HasSubstr(absl::StrCat("ok   ", provider,
-                                               ": not checked without sending: ")));
+    EXPECT_THAT(ok.out,
+                HasSubstr(absl::StrCat("ok   ", provider, ": not checked without sending: ")));
     EXPECT_THAT(ok.out, Not(HasSubstr(key)));
     if (provider == "mailgun") {
       // A wrong key and a domain sending key look alike from a read: a warning.
       Outcome wrong = Doctor(env(provider, url, "wr0ng-k3y"));
       EXPECT_EQ(wrong.code, 0) << wrong.out;
-      EXPECT_THAT(wrong.out, HasSubstr(absl::StrCat("warn mailgun: ", host, " refused to show "
+      EXPECT_THAT(wrong.out, HasSubstr(absl::StrCat("warn mailgun: ", host,
+                                                    " refused to show "
                                                     "domain mg.acme.net (mailgun 401)")));
       ExpectProblem(With(env(provider, url, key), {{"MAILROOM_MAILGUN_DOMAIN", "mg.other.net"}}),
                     absl::StrCat("FAIL mailgun: no sending domain mg.other.net at ", host));
@@ -427,8 +432,7 @@ TEST_F(DoctorTest, ProviderKeysAreProvedWithoutSending) {
     }
   }
   const std::string restricted = start("resend", {"--restricted"});
-  ExpectHealthy(env("resend", restricted, key),
-                "ok   resend: API key accepted by 127.0.0.1:");
+  ExpectHealthy(env("resend", restricted, key), "ok   resend: API key accepted by 127.0.0.1:");
   EXPECT_THAT(testing::Slurp(absl::StrCat(dir_, "/doctor-", runs_, ".log")),
               HasSubstr("(sending access only)"));
   const std::string no_send = start("sendgrid", {"--scopes", "stats.read"});

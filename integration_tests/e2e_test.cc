@@ -15,11 +15,11 @@
 #include "collector/migrate.h"
 #include "collector/signing.h"
 #include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "proto/grpc/health/v1/health.grpc.pb.h"
 #include "testing/process.h"
 #include "testing/stack.h"
-#include "grpcpp/grpcpp.h"
-#include "proto/grpc/health/v1/health.grpc.pb.h"
 
 namespace mailroom {
 namespace {
@@ -88,7 +88,8 @@ TEST_F(EndToEndTest, PasswordRecoveryEmailCarriesTheSignedCode) {
       WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 1, absl::Seconds(30)), 1)
       << sender->Log();
   std::string code = pqxx::nontransaction(*std::make_unique<pqxx::connection>(url_))
-                         .exec1("SELECT code FROM tokens")[0].as<std::string>();
+                         .exec1("SELECT code FROM tokens")[0]
+                         .as<std::string>();
   auto emls = Files(dir_ + "/out", ".eml");
   ASSERT_EQ(emls.size(), 1u);
   std::string mime = Slurp(emls[0]);
@@ -128,20 +129,22 @@ TEST_F(EndToEndTest, RecoveryFloodIsCappedWhileOtherAccountsAreServed) {
       " AND d.state IN ('sent', 'superseded', 'rate_limited')";
   ASSERT_EQ(WaitFor(victim_done, 200, absl::Seconds(30)), 200) << sender->Log();
 
-  const std::string victim =
-      " FROM delivery_states d JOIN tokens t ON t.id = d.token_id"
-      " JOIN accounts a ON a.id = t.account WHERE a.login = 'victim'";
+  const std::string victim = " FROM delivery_states d JOIN tokens t ON t.id = d.token_id"
+                             " JOIN accounts a ON a.id = t.account WHERE a.login = 'victim'";
   const int64_t sent = Scalar("SELECT count(*)" + victim + " AND d.state = 'sent'");
   EXPECT_GE(sent, 1);
   EXPECT_LE(sent, 5);
   // Only the first five requests of the day were accepted; the newest of them is never lost.
-  EXPECT_EQ(Scalar("SELECT count(*)" + victim + " AND d.state = 'rate_limited'"
+  EXPECT_EQ(Scalar("SELECT count(*)" + victim +
+                   " AND d.state = 'rate_limited'"
                    " AND d.reason LIKE 'rate limited: 5 password_recovery requests%'"),
             195);
-  EXPECT_EQ(Scalar("SELECT count(*)" + victim + " AND d.state = 'superseded'"
+  EXPECT_EQ(Scalar("SELECT count(*)" + victim +
+                   " AND d.state = 'superseded'"
                    " AND d.reason LIKE 'superseded by a newer password recovery request%'"),
             5 - sent);
-  EXPECT_EQ(Scalar("SELECT count(*)" + victim + " AND d.state = 'sent' AND t.id = (SELECT max(id)"
+  EXPECT_EQ(Scalar("SELECT count(*)" + victim +
+                   " AND d.state = 'sent' AND t.id = (SELECT max(id)"
                    " FROM tokens WHERE account = a.id AND NOT rate_limited)"),
             1);
   // Spend: only what was sent is charged, and only that reached the transport.
@@ -151,8 +154,7 @@ TEST_F(EndToEndTest, RecoveryFloodIsCappedWhileOtherAccountsAreServed) {
   EXPECT_EQ(Scalar("SELECT coalesce(sum(cost_micros), 0) FROM group_usage"), (sent + 1) * 100);
   EXPECT_EQ(static_cast<int64_t>(Files(dir_ + "/out", ".eml").size()), sent + 1);
   EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'failed'"), 0);
-  EXPECT_EQ(Scalar("SELECT superseded + rate_limited FROM mailroom_stats('mailroom')"),
-            200 - sent);
+  EXPECT_EQ(Scalar("SELECT superseded + rate_limited FROM mailroom_stats('mailroom')"), 200 - sent);
 }
 
 TEST_F(EndToEndTest, HostileLoginsAndAddressesNeitherInjectNorBlockOthers) {
@@ -164,8 +166,10 @@ TEST_F(EndToEndTest, HostileLoginsAndAddressesNeitherInjectNorBlockOthers) {
        "('unicode@example.test', 'J\u00fcrgen \u5c71\u7530'),"
        "(E'bad\\r\\nBcc: victim@evil.test@example.test', 'badaddr'),"
        "('not-an-address', 'noat'),"
-       "('" + std::string(64, 'a') + "@" + std::string(63, 'b') + "." + std::string(63, 'c') + "." +
-       std::string(56, 'd') + ".test', 'long254'),"
+       "('" +
+       std::string(64, 'a') + "@" + std::string(63, 'b') + "." + std::string(63, 'c') + "." +
+       std::string(56, 'd') +
+       ".test', 'long254'),"
        "('ok2@example.test', 'plain2')");
   ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state IN ('sent', 'failed')", 8,
                     absl::Seconds(30)),
@@ -231,19 +235,20 @@ TEST_F(EndToEndTest, PermanentRejectionFailsOneAddressOnly) {
   // ...so a new token for it is never handed out: it ends suppressed, with no attempt, while a
   // token for another address behind it is delivered.
   const size_t before = Files(dir_ + "/smtp", ".eml").size();
-  Exec("UPDATE accounts SET status = 'active' WHERE email IN ('bounce@example.test', 'u1@example.test')");
+  Exec("UPDATE accounts SET status = 'active' WHERE email IN ('bounce@example.test', "
+       "'u1@example.test')");
   Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
        " WHERE email = 'bounce@example.test'");
   Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
        " WHERE email = 'u1@example.test'");
-  ASSERT_EQ(
-      WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 21, absl::Seconds(30)),
-      21)
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 21,
+                    absl::Seconds(30)),
+            21)
       << sender->Log();
-  EXPECT_EQ(
-      Scalar("SELECT count(*) FROM delivery_states WHERE state = 'suppressed' AND attempts = 0"
-             " AND reason LIKE 'address suppressed: smtp_rejected (%550 5.1.1%'"),
-      1);
+  EXPECT_EQ(Scalar(
+                "SELECT count(*) FROM delivery_states WHERE state = 'suppressed' AND attempts = 0"
+                " AND reason LIKE 'address suppressed: smtp_rejected (%550 5.1.1%'"),
+            1);
   EXPECT_EQ(Files(dir_ + "/smtp", ".eml").size(), before + 1);
   EXPECT_EQ(Scalar("SELECT suppressed FROM mailroom_stats('mailroom')"), 1);
   // The sender tried the address once only: one RCPT rejection in its log.
@@ -258,7 +263,8 @@ TEST_F(EndToEndTest, PermanentRejectionFailsOneAddressOnly) {
 
 TEST_F(EndToEndTest, AManualSuppressionStopsDeliveryAndRemovingItLetsNewTokensThrough) {
   auto sender = StartSender({{"MAILROOM_TRANSPORT", "file"}, {"MAILROOM_FILE_DIR", dir_ + "/out"}});
-  Exec("INSERT INTO suppressions (address, reason, source) VALUES ('quiet@example.test', 'manual', 'operator')");
+  Exec("INSERT INTO suppressions (address, reason, source) VALUES ('quiet@example.test', 'manual', "
+       "'operator')");
   Exec("INSERT INTO accounts (email, login) VALUES ('Quiet@Example.test', 'quiet'),"
        " ('loud@example.test', 'loud')");
   ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state IN ('sent', 'suppressed')", 2,
@@ -288,9 +294,9 @@ TEST_F(EndToEndTest, BudgetPacesSendingAndKeepsTheRestQueued) {
   auto sender = StartSender({{"MAILROOM_TRANSPORT", "file"}, {"MAILROOM_FILE_DIR", dir_ + "/out"}});
   Exec("INSERT INTO accounts (email, login) SELECT 'b' || i || '@example.test', 'b' || i "
        "FROM generate_series(1, 15) i");
-  ASSERT_EQ(
-      WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 10, absl::Seconds(30)),
-      10)
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 10,
+                    absl::Seconds(30)),
+            10)
       << sender->Log();
   absl::SleepFor(absl::Seconds(2));
   EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'sent'"), 10);
@@ -314,8 +320,10 @@ TEST_F(EndToEndTest, BudgetPacesSendingAndKeepsTheRestQueued) {
 
 TEST_F(EndToEndTest, MailroomBudgetCapsOneSenderOnTopOfTheGroupBudget) {
   // An unlimited group, a sender capped at $0.0005 (5 emails) by MAILROOM_BUDGET.
-  auto sender = StartSender({{"MAILROOM_TRANSPORT", "file"}, {"MAILROOM_FILE_DIR", dir_ + "/out"},
-                             {"MAILROOM_BUDGET", "0.0005"}, {"MAILROOM_BURST", "10"}});
+  auto sender = StartSender({{"MAILROOM_TRANSPORT", "file"},
+                             {"MAILROOM_FILE_DIR", dir_ + "/out"},
+                             {"MAILROOM_BUDGET", "0.0005"},
+                             {"MAILROOM_BURST", "10"}});
   Exec("INSERT INTO accounts (email, login) SELECT 'c' || i || '@example.test', 'c' || i "
        "FROM generate_series(1, 8) i");
   ASSERT_EQ(
@@ -343,9 +351,9 @@ TEST_F(EndToEndTest, SigtermFinishesAndHandsBackWhatTheSenderHolds) {
       << sender->Log();
   auto next = StartSender({{"MAILROOM_TRANSPORT", "file"}, {"MAILROOM_FILE_DIR", dir_ + "/out"}},
                           "sender2");
-  EXPECT_EQ(
-      WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 50, absl::Seconds(30)),
-      50);
+  EXPECT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 50,
+                    absl::Seconds(30)),
+            50);
   EXPECT_EQ(Files(dir_ + "/out", ".eml").size(), 50u);
 }
 
@@ -375,8 +383,9 @@ TEST_F(EndToEndTest, AccountYieldsASignedWebhookWithAVerifiableLink) {
   const char* secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
   const int port = testing::FreePort();
   auto receiver = Process::Spawn(
-      {"/usr/bin/python3", testing::Runfile("mailroom/sender/transport/testing/webhook_receiver.py"),
-       "serve", "--port", absl::StrCat(port), "--secret", secret},
+      {"/usr/bin/python3",
+       testing::Runfile("mailroom/sender/transport/testing/webhook_receiver.py"), "serve", "--port",
+       absl::StrCat(port), "--secret", secret},
       {}, dir_ + "/receiver.log");
   ASSERT_TRUE(receiver.ok());
   ASSERT_TRUE((*receiver)->WaitForLog("ready", absl::Seconds(20))) << (*receiver)->Log();
@@ -392,10 +401,11 @@ TEST_F(EndToEndTest, AccountYieldsASignedWebhookWithAVerifiableLink) {
     std::system(absl::StrCat("curl -s ", control, "state > ", dir_, "/state.json").c_str());
     return Slurp(dir_ + "/state.json");
   };
-  auto sender = StartSender({{"MAILROOM_TRANSPORT", "http"},
-                             {"MAILROOM_HTTP_URL", absl::StrCat("http://127.0.0.1:", port, "/mail")},
-                             {"MAILROOM_HTTP_SECRET", secret},
-                             {"MAILROOM_SEND_TIMEOUT_MS", "1000"}});
+  auto sender = StartSender(
+      {{"MAILROOM_TRANSPORT", "http"},
+       {"MAILROOM_HTTP_URL", absl::StrCat("http://127.0.0.1:", port, "/mail")},
+       {"MAILROOM_HTTP_SECRET", secret},
+       {"MAILROOM_SEND_TIMEOUT_MS", "1000"}});
   Exec("INSERT INTO accounts (email, login) VALUES ('hook@example.test', 'hook')");
   ASSERT_EQ(
       WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 1, absl::Seconds(30)), 1)
@@ -457,10 +467,11 @@ TEST_F(EndToEndTest, AccountYieldsASignedWebhookWithAVerifiableLink) {
 TEST_F(EndToEndTest, SenderWithDefaultsServesHealthWhileSubscribed) {
   // Only what the demo sets: the default From, file transport, health and metrics on.
   int health_port = testing::FreePort();
-  auto sender = StartSender({{"MAILROOM_FROM", ""},
-                             {"MAILROOM_FILE_DIR", dir_ + "/out"},
-                             {"MAILROOM_HEALTH_ADDRESS", absl::StrCat("127.0.0.1:", health_port)},
-                             {"MAILROOM_METRICS_ADDRESS", absl::StrCat("127.0.0.1:", testing::FreePort())}});
+  auto sender = StartSender(
+      {{"MAILROOM_FROM", ""},
+       {"MAILROOM_FILE_DIR", dir_ + "/out"},
+       {"MAILROOM_HEALTH_ADDRESS", absl::StrCat("127.0.0.1:", health_port)},
+       {"MAILROOM_METRICS_ADDRESS", absl::StrCat("127.0.0.1:", testing::FreePort())}});
   auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
       absl::StrCat("127.0.0.1:", health_port), grpc::InsecureChannelCredentials()));
   // Health follows the sender's state (watched every 100 ms): wait for SERVING.
@@ -539,7 +550,8 @@ TEST_F(EndToEndTest, ACustomActionAddedWithSqlAndTemplateFilesReachesTheSmtpPeer
                              {"MAILROOM_SMTP_URL", absl::StrCat("smtp://127.0.0.1:", smtp_port)},
                              {"MAILROOM_SMTP_ALLOW_PLAIN", "true"},
                              {"MAILROOM_TEMPLATE_DIR", templates}});
-  Exec("INSERT INTO accounts (email, login, status) VALUES ('gift@example.test', 'gift', 'active')");
+  Exec(
+      "INSERT INTO accounts (email, login, status) VALUES ('gift@example.test', 'gift', 'active')");
   Exec("INSERT INTO actions (name, carries_secret, carries_code, code_length) "
        "VALUES ('welcome_gift', true, true, 8)");
   auto request = [&] {
@@ -548,7 +560,9 @@ TEST_F(EndToEndTest, ACustomActionAddedWithSqlAndTemplateFilesReachesTheSmtpPeer
   request();  // before its templates exist: fails at once, with the files to add
   ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'failed' AND reason "
                     "LIKE 'no templates for action \"welcome_gift\"%welcome_gift.html%'",
-                    1, absl::Seconds(30)), 1) << sender->Log();
+                    1, absl::Seconds(30)),
+            1)
+      << sender->Log();
   auto write = [&](const std::string& subject) {
     std::ofstream(templates + "/welcome_gift.subject") << subject;
     std::ofstream(templates + "/welcome_gift.txt") << "Redeem {{code}} at {{link}}";
@@ -556,13 +570,15 @@ TEST_F(EndToEndTest, ACustomActionAddedWithSqlAndTemplateFilesReachesTheSmtpPeer
   };
   write("A gift from {{product_name}}");
   request();
-  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 1,
-                    absl::Seconds(30)), 1) << sender->Log();
+  ASSERT_EQ(
+      WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 1, absl::Seconds(30)), 1)
+      << sender->Log();
   auto emls = Files(dir_ + "/smtp", ".eml");
   ASSERT_EQ(emls.size(), 1u);
   std::string mime = Slurp(emls[0]);
   std::string code = pqxx::nontransaction(*std::make_unique<pqxx::connection>(url_))
-                         .exec1("SELECT code FROM tokens WHERE id = (SELECT max(id) FROM tokens)")[0]
+                         .exec1(
+                             "SELECT code FROM tokens WHERE id = (SELECT max(id) FROM tokens)")[0]
                          .as<std::string>();
   ASSERT_EQ(code.size(), 8u);
   EXPECT_THAT(mime, HasSubstr("Subject: A gift from mailroom"));
@@ -575,11 +591,11 @@ TEST_F(EndToEndTest, ACustomActionAddedWithSqlAndTemplateFilesReachesTheSmtpPeer
   // Edited in place (the directory does not change): SIGHUP reads it.
   write("A second gift from {{product_name}}");
   sender->Signal(SIGHUP);
-  ASSERT_TRUE(sender->WaitForLog("msg=\"templates reloaded\"", absl::Seconds(10)))
-      << sender->Log();
+  ASSERT_TRUE(sender->WaitForLog("msg=\"templates reloaded\"", absl::Seconds(10))) << sender->Log();
   request();
-  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 2,
-                    absl::Seconds(30)), 2) << sender->Log();
+  ASSERT_EQ(
+      WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 2, absl::Seconds(30)), 2)
+      << sender->Log();
   emls = Files(dir_ + "/smtp", ".eml");
   ASSERT_EQ(emls.size(), 2u);
   EXPECT_THAT(Slurp(emls[0]) + Slurp(emls[1]), HasSubstr("Subject: A second gift from mailroom"));
@@ -596,17 +612,17 @@ TEST_F(EndToEndTest, RenderPreviewsLocalisedTemplatesWithoutACollector) {
   auto code = (*p)->Wait(absl::Seconds(10));
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(*code, 0) << (*p)->Log();
-  EXPECT_THAT((*p)->Log(), HasSubstr("subject: Ihr Acme-Code zum Zurücksetzen des Passworts: 12345"));
+  EXPECT_THAT((*p)->Log(),
+              HasSubstr("subject: Ihr Acme-Code zum Zurücksetzen des Passworts: 12345"));
   EXPECT_THAT((*p)->Log(), HasSubstr("UTC)"));
   EXPECT_THAT((*p)->Log(), HasSubstr("<html lang=\"de\">"));
 
   // A broken template is a config error naming the file, before anything connects.
   std::filesystem::create_directories(dir_ + "/templates");
   std::ofstream(dir_ + "/templates/activation.fr.subject") << "{{#open}} Bienvenue";
-  auto bad = Process::Spawn({testing::Runfile("mailroom/sender/sender"), "render",
-                             "--action=activation", "--locale=fr"},
-                            {{"MAILROOM_TEMPLATE_DIR", dir_ + "/templates"}},
-                            dir_ + "/render-bad.log");
+  auto bad = Process::Spawn(
+      {testing::Runfile("mailroom/sender/sender"), "render", "--action=activation", "--locale=fr"},
+      {{"MAILROOM_TEMPLATE_DIR", dir_ + "/templates"}}, dir_ + "/render-bad.log");
   ASSERT_TRUE(bad.ok());
   code = (*bad)->Wait(absl::Seconds(10));
   ASSERT_TRUE(code.ok());

@@ -62,8 +62,8 @@ class Blackhole {
     // from a new server's bind after Close().
     const int one = 1;
     if (fd_ < 0 || setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        listen(fd_, 128) != 0 || getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+        bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd_, 128) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
       if (fd_ >= 0) close(fd_);
       fd_ = -1;
       return;
@@ -128,9 +128,7 @@ class FailoverTest : public testing::StackTest {
                                "d.token_id WHERE d.state = 'sent' AND t.action = '",
                                action, "'"));
   }
-  int64_t Failed() {
-    return Scalar("SELECT count(*) FROM delivery_states WHERE state = 'failed'");
-  }
+  int64_t Failed() { return Scalar("SELECT count(*) FROM delivery_states WHERE state = 'failed'"); }
   int64_t Spent() { return Scalar("SELECT coalesce(sum(cost_micros), 0) FROM group_usage"); }
   // Waits (bounded) until `pred` holds; false on timeout.
   bool Eventually(const std::function<bool()>& pred, absl::Duration timeout) {
@@ -190,9 +188,9 @@ TEST_F(FailoverTest, RecoveriesGoThroughTheSecondaryWhileThePrimaryIsBlackholed)
   const absl::Time all_sent_seen = absl::Now();
   const std::string log = sender->Log();
   const auto opened = LineTimes(log, {"provider unavailable; holding jobs", "transport=primary"});
-  const auto by_secondary =
-      LineTimes(log, {"msg=sent", "action=password_recovery", "route=secondary",
-                      absl::StrCat("cost_micros=", kSecondaryMicros)});
+  const auto by_secondary = LineTimes(log,
+                                      {"msg=sent", "action=password_recovery", "route=secondary",
+                                       absl::StrCat("cost_micros=", kSecondaryMicros)});
   ASSERT_EQ(opened.size(), 1u) << log;
   ASSERT_EQ(by_secondary.size(), static_cast<size_t>(kRecoveries)) << log;
   const absl::Time last = *std::max_element(by_secondary.begin(), by_secondary.end());
@@ -218,9 +216,9 @@ TEST_F(FailoverTest, RecoveriesGoThroughTheSecondaryWhileThePrimaryIsBlackholed)
   EXPECT_THAT(metrics, HasSubstr("mailroom_sender_transport_active{transport=\"secondary\"} 1"));
   EXPECT_THAT(metrics, HasSubstr("mailroom_sender_transport_active{transport=\"primary\"} 0"));
   EXPECT_THAT(metrics, HasSubstr("mailroom_sender_breaker_open 1"));
-  EXPECT_THAT(metrics, HasSubstr(absl::StrCat(
-                           "mailroom_sender_transport_sent_total{transport=\"secondary\"} ",
-                           kRecoveries)));
+  EXPECT_THAT(metrics,
+              HasSubstr(absl::StrCat(
+                  "mailroom_sender_transport_sent_total{transport=\"secondary\"} ", kRecoveries)));
 
   // The primary comes back on the same port: its next probe gets through and it takes over.
   hole.Close();

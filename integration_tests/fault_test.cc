@@ -30,7 +30,8 @@ class FaultTest : public testing::StackTest {
  protected:
   void Accounts(int from, int to) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'f' || i || '@example.test', "
-                      "'f' || i FROM generate_series(", from, ", ", to, ") i"));
+                      "'f' || i FROM generate_series(",
+                      from, ", ", to, ") i"));
   }
   int64_t Sent() { return Scalar("SELECT count(*) FROM delivery_states WHERE state = 'sent'"); }
   void WaitSent(int64_t at_least, absl::Duration timeout) {
@@ -79,11 +80,10 @@ class FaultTest : public testing::StackTest {
   // comes right after that sender's last send), so the figure is still the time from the first
   // token to the last first-lease outcome recorded.
   absl::Duration LongestHold() {
-    return absl::Milliseconds(
-        Scalar("SELECT (EXTRACT(EPOCH FROM max(d.updated_at)) * 1000)::BIGINT"
-               "       - min(t.created_at) * 1000"
-               "  FROM delivery_states d JOIN tokens t ON t.id = d.token_id"
-               " WHERE d.state = 'sent' AND d.attempts = 1"));
+    return absl::Milliseconds(Scalar("SELECT (EXTRACT(EPOCH FROM max(d.updated_at)) * 1000)::BIGINT"
+                                     "       - min(t.created_at) * 1000"
+                                     "  FROM delivery_states d JOIN tokens t ON t.id = d.token_id"
+                                     " WHERE d.state = 'sent' AND d.attempts = 1"));
   }
   // When each job was sent, from a sender's log lines ("ts=... msg=sent job=N ...").
   static std::map<uint64_t, absl::Time> SendTimes(const std::string& log) {
@@ -291,13 +291,13 @@ TEST_F(FaultTest, RollingRestartOfTwoSendersHoldingJobsLongerThanALease) {
   ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states", 1800, absl::Seconds(30)), 1800);
   // ... and the senders still hold some of them past the 60 s lease (renewed) at the restart.
   WaitSent(1250, absl::Seconds(180));
-  const int64_t held_at_first =
-      Scalar("SELECT count(*) FROM delivery_states WHERE state = 'leased'");
+  const int64_t held_at_first = Scalar(
+      "SELECT count(*) FROM delivery_states WHERE state = 'leased'");
   Term(a);  // finishes its send, hands the rest back at once
   a = StartSender(env, "sender-a2");
   WaitSent(1300, absl::Seconds(60));
-  const int64_t held_at_second =
-      Scalar("SELECT count(*) FROM delivery_states WHERE state = 'leased'");
+  const int64_t held_at_second = Scalar(
+      "SELECT count(*) FROM delivery_states WHERE state = 'leased'");
   Term(b);
   b = StartSender(env, "sender-b2");
   WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 1800, absl::Seconds(240));
@@ -344,8 +344,8 @@ TEST_F(FaultTest, RollingRestartOfTwoCollectorsWhileSendersHoldJobs) {
   c2 = StartCollector(lease60, "c2-restarted", port2);
   WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 1600, absl::Seconds(240));
   Received got = ReceivedIn(dir_ + "/out");
-  Settle("rolling restart of 2 collectors (60 s lease, jobs held > lease)", got,
-         absl::Seconds(30), 1600, 0);
+  Settle("rolling restart of 2 collectors (60 s lease, jobs held > lease)", got, absl::Seconds(30),
+         1600, 0);
   EXPECT_EQ(got.emails, 1600);
   EXPECT_EQ(got.duplicates(), 0);
   std::printf("FAULT rolling restart of 2 collectors: longest hold %s\n",

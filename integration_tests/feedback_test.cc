@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "testing/stack.h"
 #include "nlohmann/json.hpp"
+#include "testing/stack.h"
 
 namespace mailroom {
 namespace {
@@ -45,11 +45,12 @@ class FeedbackTest : public testing::StackTest {
   // endpoint's HTTP status.
   int Event(const std::string& event, const std::string& to, int version, bool forge,
             const std::string& topic = "") {
-    nlohmann::json req = {{"endpoint", endpoint_},      {"recipient", to},    {"event", event},
-                          {"bounce_type", "Permanent"}, {"version", version}, {"forge", forge},
+    nlohmann::json req = {{"endpoint", endpoint_}, {"recipient", to},
+                          {"event", event},        {"bounce_type", "Permanent"},
+                          {"version", version},    {"forge", forge},
                           {"topic", topic}};
-    auto answer =
-        nlohmann::json::parse(Http(front_ + "/_sns/event", req.dump(), true), nullptr, false);
+    auto answer = nlohmann::json::parse(Http(front_ + "/_sns/event", req.dump(), true), nullptr,
+                                        false);
     return answer.is_object() && answer.contains("status") ? answer["status"].get<int>() : -1;
   }
   // Waits until /metrics shows `line` (a series and its value), or the timeout.
@@ -95,9 +96,8 @@ class FeedbackTest : public testing::StackTest {
 TEST_F(FeedbackTest, AHardBounceThroughSignedSnsSuppressesAForgedOneChangesNothing) {
   if (!StartFeedbackStack({})) GTEST_SKIP() << "MAILROOM_NODE_MODULES not set (run .ci/test)";
 
-  Exec(
-      "INSERT INTO accounts (email, login) VALUES ('gone@example.test', 'gone'),"
-      " ('fine@example.test', 'fine')");
+  Exec("INSERT INTO accounts (email, login) VALUES ('gone@example.test', 'gone'),"
+       " ('fine@example.test', 'fine')");
   ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'"
                     " AND provider_message_id IS NOT NULL",
                     2, absl::Seconds(30)),
@@ -193,12 +193,11 @@ TEST_F(FeedbackTest, TheGuardPausesAGroupOverItsBounceRateAndResumesUnderIt) {
           {{"MAILROOM_GUARD_MAX_BOUNCE_RATE", "0.5"}, {"MAILROOM_GUARD_MIN_SENT", "2"}})) {
     GTEST_SKIP() << "MAILROOM_NODE_MODULES not set (run .ci/test)";
   }
-  Exec(
-      "INSERT INTO accounts (email, login) VALUES ('gone@example.test', 'gone'),"
-      " ('fine@example.test', 'fine')");
-  ASSERT_EQ(
-      WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 2, absl::Seconds(30)),
-      2);
+  Exec("INSERT INTO accounts (email, login) VALUES ('gone@example.test', 'gone'),"
+       " ('fine@example.test', 'fine')");
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 2,
+                    absl::Seconds(30)),
+            2);
   EXPECT_TRUE(MetricsShow("mailroom_reputation_paused{group=\"mailroom\"} 0", absl::Seconds(10)));
   EXPECT_EQ(Event("Bounce", "gone@example.test", 2, false), 200);  // 1 of 2: 50 %
   ASSERT_TRUE(feedback_collector_->WaitForLog("msg=\"sending paused", absl::Seconds(10)))
@@ -207,18 +206,17 @@ TEST_F(FeedbackTest, TheGuardPausesAGroupOverItsBounceRateAndResumesUnderIt) {
 
   // A recovery for the good address waits in PostgreSQL: queued, not handed out, not failed.
   Exec("UPDATE accounts SET status = 'active'");
-  Exec(
-      "INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
-      " WHERE email = 'fine@example.test'");
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
+       " WHERE email = 'fine@example.test'");
   EXPECT_TRUE(MetricsShow("mailroom_queue_depth{group=\"mailroom\"} 1", absl::Seconds(10)))
       << Http(metrics_);
   EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state <> 'sent'"), 0);
 
   // The operator fixes the cause and clears the counters: the guard lets the group go again.
   Exec("DELETE FROM reputation_hourly");
-  ASSERT_EQ(
-      WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 3, absl::Seconds(30)),
-      3);
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 3,
+                    absl::Seconds(30)),
+            3);
   EXPECT_TRUE(feedback_collector_->WaitForLog("msg=\"sending resumed", absl::Seconds(10)));
   EXPECT_TRUE(MetricsShow("mailroom_reputation_paused{group=\"mailroom\"} 0", absl::Seconds(10)));
   EXPECT_EQ(ReceivedBySes().emails, 3);

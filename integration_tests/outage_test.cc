@@ -10,9 +10,9 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "proto/grpc/health/v1/health.grpc.pb.h"
 #include "testing/process.h"
 #include "testing/stack.h"
-#include "proto/grpc/health/v1/health.grpc.pb.h"
 
 namespace mailroom {
 namespace {
@@ -29,7 +29,8 @@ class OutageTest : public testing::StackTest {
  protected:
   void Accounts(int n) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'o' || i || '@example.test', "
-                      "'o' || i FROM generate_series(1, ", n, ") i"));
+                      "'o' || i FROM generate_series(1, ",
+                      n, ") i"));
   }
   int64_t Count(const std::string& state) {
     return Scalar(absl::StrCat("SELECT count(*) FROM delivery_states WHERE state = '", state, "'"));
@@ -37,8 +38,8 @@ class OutageTest : public testing::StackTest {
   void MakeCert() {
     std::string cmd = absl::StrCat(
         "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 "
-        "-addext subjectAltName=IP:127.0.0.1 -keyout ", dir_, "/key.pem -out ", dir_,
-        "/cert.pem >/dev/null 2>&1");
+        "-addext subjectAltName=IP:127.0.0.1 -keyout ",
+        dir_, "/key.pem -out ", dir_, "/cert.pem >/dev/null 2>&1");
     ASSERT_EQ(std::system(cmd.c_str()), 0);
   }
   // Holds the outage for `d` while checking that nothing fails meanwhile.
@@ -82,12 +83,12 @@ TEST_F(OutageTest, WrongSmtpPasswordHoldsJobsUntilItIsFixed) {
               {"MAILROOM_SMTP_PASSWORD", kWrongPassword}});
   auto sender = StartSender(env);
   ASSERT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::SERVING,
-                         absl::Seconds(10)));
+                               absl::Seconds(10)));
   Accounts(kJobs);
   ASSERT_TRUE(sender->WaitForLog("provider unavailable; holding jobs", absl::Seconds(30)))
       << sender->Log();
   ASSERT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::NOT_SERVING,
-                         absl::Seconds(5)));
+                               absl::Seconds(5)));
   // The operator notices after 20 s and changes the server's password to the sender's.
   HoldOutage(absl::Seconds(20), health_port);
   std::ofstream(auth_file, std::ios::trunc) << "mailer:" << kWrongPassword;
@@ -101,7 +102,7 @@ TEST_F(OutageTest, WrongSmtpPasswordHoldsJobsUntilItIsFixed) {
   EXPECT_EQ(Scalar("SELECT coalesce(sum(failures), 0) FROM delivery_states"), 0);
   EXPECT_EQ(ReceivedIn(dir_ + "/smtp").distinct, kJobs);
   EXPECT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::SERVING,
-                         absl::Seconds(5)));
+                               absl::Seconds(5)));
   std::string log = sender->Log();
   EXPECT_THAT(log, HasSubstr("reason=\"smtp AUTH: 535"));
   EXPECT_THAT(log, HasSubstr("provider available again"));
@@ -125,7 +126,7 @@ TEST_F(OutageTest, SesSendingPausedHoldsJobsUntilResumed) {
   ASSERT_TRUE(sender->WaitForLog("provider unavailable; holding jobs", absl::Seconds(30)))
       << sender->Log();
   ASSERT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::NOT_SERVING,
-                         absl::Seconds(5)));
+                               absl::Seconds(5)));
   HoldOutage(absl::Seconds(6), health_port);
   std::remove(paused.c_str());
   absl::Time fixed = absl::Now();
@@ -140,7 +141,7 @@ TEST_F(OutageTest, SesSendingPausedHoldsJobsUntilResumed) {
   EXPECT_THAT(sender->Log(), HasSubstr("SendingPausedException"));
   EXPECT_THAT(sender->Log(), Not(HasSubstr(testing::kStackAwsSecret)));
   EXPECT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::SERVING,
-                         absl::Seconds(5)));
+                               absl::Seconds(5)));
 }
 
 TEST_F(OutageTest, UntrustedCertificateFailsNothingAndIsNotServing) {
@@ -158,7 +159,7 @@ TEST_F(OutageTest, UntrustedCertificateFailsNothingAndIsNotServing) {
   ASSERT_TRUE(sender->WaitForLog("provider unavailable; holding jobs", absl::Seconds(30)))
       << sender->Log();
   ASSERT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::NOT_SERVING,
-                         absl::Seconds(5)));
+                               absl::Seconds(5)));
   // Every job has been handed out and held back at least once.
   EXPECT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE reason LIKE 'held: provider%'",
                     kJobs, absl::Seconds(30)),
@@ -178,18 +179,18 @@ TEST_F(OutageTest, HealthFollowsTheCollectorConnection) {
   auto sender = StartSender({{"MAILROOM_FILE_DIR", dir_ + "/out"},
                              {"MAILROOM_HEALTH_ADDRESS", absl::StrCat("127.0.0.1:", health_port)}});
   ASSERT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::SERVING,
-                         absl::Seconds(10)));
+                               absl::Seconds(10)));
   absl::Time killed = absl::Now();
   collector_.reset();  // SIGKILL
   ASSERT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::NOT_SERVING,
-                         absl::Seconds(5)))
+                               absl::Seconds(5)))
       << sender->Log();
   std::printf("OUTAGE collector_killed: not_serving_after_ms=%lld\n",
               (long long)absl::ToInt64Milliseconds(absl::Now() - killed));
   collector_ = StartCollector({}, "collector2", collector_port_);
   ASSERT_NE(collector_, nullptr);
   EXPECT_TRUE(WaitSenderHealth(health_port, grpc::health::v1::HealthCheckResponse::SERVING,
-                         absl::Seconds(20)))
+                               absl::Seconds(20)))
       << sender->Log();
 }
 

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
 #include <pqxx/pqxx>
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "testing/collector_fixture.h"
 #include "testing/process.h"
@@ -57,7 +57,8 @@ class PriorityTest : public testing::StackTest {
   // r1, r2, ... (no token yet) to request recoveries for.
   void InsertBacklog(int recovery_accounts) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'a' || i || '@example.test',"
-                      " 'a' || i FROM generate_series(1, ", kActivations, ") i"));
+                      " 'a' || i FROM generate_series(1, ",
+                      kActivations, ") i"));
     Exec(absl::StrCat("INSERT INTO accounts (email, login, status) SELECT 'r' || i ||"
                       " '@example.test', 'r' || i, 'active' FROM generate_series(1, ",
                       recovery_accounts, ") i"));
@@ -194,7 +195,8 @@ TEST_F(PriorityTest, EachRecoveryIsAmongTheNextFiveDeliveriesBehindAPacedBacklog
   for (int r = 1; r <= kRecoveries; ++r) {
     const size_t before = Delivered().size();
     Exec(absl::StrCat("INSERT INTO tokens (account, action) SELECT id, 'password_recovery'"
-                      " FROM accounts WHERE login = 'r", r, "'"));
+                      " FROM accounts WHERE login = 'r",
+                      r, "'"));
     const size_t position = WaitForEmailTo(absl::StrCat("r", r, "@example.test"), before,
                                            absl::Seconds(60));
     ASSERT_GT(position, 0u) << "recovery " << r << " not delivered\n" << sender->Log();
@@ -255,8 +257,8 @@ TEST_F(PriorityTest, RecoveriesGoFirstAcrossSendersAndCollectorsUnderTheGroupBud
     Exec(absl::StrCat("INSERT INTO tokens (account, action) SELECT id, 'password_recovery'"
                       " FROM accounts WHERE login IN (SELECT 'r' || i FROM generate_series(",
                       first, ", ", first + kRecoveries - 1, ") i)"));
-    const int64_t committed_us =
-        Scalar("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1e6)::BIGINT");
+    const int64_t committed_us = Scalar(
+        "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1e6)::BIGINT");
     // Every email written since the commit, in the order the senders started writing them.
     std::vector<std::string> since;
     auto to = [](int r) { return absl::StrCat("<r", r, "@example.test>"); };
@@ -282,7 +284,8 @@ TEST_F(PriorityTest, RecoveriesGoFirstAcrossSendersAndCollectorsUnderTheGroupBud
       absl::SleepFor(absl::Milliseconds(20));
     }
     ASSERT_EQ(positions.size(), static_cast<size_t>(kRecoveries))
-        << "round " << round << "\n" << sender_a->Log() << sender_b->Log();
+        << "round " << round << "\n"
+        << sender_a->Log() << sender_b->Log();
     std::sort(positions.begin(), positions.end());
     std::printf("round %d: recoveries committed together delivered at positions %s\n", round + 1,
                 absl::StrJoin(positions, ", ").c_str());
@@ -330,7 +333,8 @@ TEST_F(PriorityTest, RecoveriesAndSignInCodesGoFirstBehindActivationsAndNotices)
   ASSERT_TRUE(StartTwoSendersBehindABacklog(
       kCritical,
       absl::StrCat("INSERT INTO accounts (email, login, status, activated_at) SELECT 'n' || i ||"
-                   " '@example.test', 'n' || i, 'active', 1 FROM generate_series(1, ", kNotices,
+                   " '@example.test', 'n' || i, 'active', 1 FROM generate_series(1, ",
+                   kNotices,
                    ") i;"
                    "INSERT INTO tokens (account, action) SELECT id, 'password_changed'"
                    " FROM accounts WHERE login LIKE 'n%'")));
@@ -351,8 +355,8 @@ TEST_F(PriorityTest, RecoveriesAndSignInCodesGoFirstBehindActivationsAndNotices)
                          kRecoveries + 1, ", ", kCritical, ") i)"));
     tx.commit();
   }
-  const int64_t committed_us =
-      Scalar("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1e6)::BIGINT");
+  const int64_t committed_us = Scalar(
+      "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1e6)::BIGINT");
   const std::string critical_sent =
       "SELECT count(*) FROM delivery_states d JOIN tokens t ON t.id = d.token_id"
       " WHERE t.action IN ('password_recovery', 'login_code') AND d.state = 'sent'";

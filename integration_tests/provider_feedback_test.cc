@@ -63,10 +63,9 @@ Bounce ProviderBounce(const std::string& provider, const std::string& id, const 
     return {provider, body,
             testing::StandardWebhookHeaders("svix-", kResendSecret, "msg_" + id, body, now)};
   }
-  body = absl::StrReplaceAll(testing::kHttpReportBounced,
-                             {{"msg_mailroom_4711", id},
-                              {"\"job_id\": \"4711\",", ""},
-                              {"bob@example.com", to}});
+  body = absl::StrReplaceAll(testing::kHttpReportBounced, {{"msg_mailroom_4711", id},
+                                                           {"\"job_id\": \"4711\",", ""},
+                                                           {"bob@example.com", to}});
   return {provider, body,
           testing::StandardWebhookHeaders("webhook-", kReportSecret, "evt_" + id, body, now)};
 }
@@ -76,8 +75,9 @@ class ProviderFeedbackTest : public testing::StackTest {};
 TEST_F(ProviderFeedbackTest, AHardBounceOnAnyProvidersPathSuppressesWithinASecond) {
   const int receiver_port = testing::FreePort();
   auto receiver = testing::Process::Spawn(
-      {"/usr/bin/python3", testing::Runfile("mailroom/sender/transport/testing/webhook_receiver.py"),
-       "serve", "--port", absl::StrCat(receiver_port), "--secret", kSenderSecret},
+      {"/usr/bin/python3",
+       testing::Runfile("mailroom/sender/transport/testing/webhook_receiver.py"), "serve", "--port",
+       absl::StrCat(receiver_port), "--secret", kSenderSecret},
       {}, dir_ + "/receiver.log");
   ASSERT_TRUE(receiver.ok());
   ASSERT_TRUE((*receiver)->WaitForLog("ready", absl::Seconds(20))) << (*receiver)->Log();
@@ -85,26 +85,25 @@ TEST_F(ProviderFeedbackTest, AHardBounceOnAnyProvidersPathSuppressesWithinASecon
   testing::SendgridSigner sendgrid;
   const int collector_port = testing::FreePort();
   const int feedback_port = testing::FreePort();
-  auto collector = StartCollector(
-      {{"MAILROOM_FEEDBACK_ADDRESS", absl::StrCat("127.0.0.1:", feedback_port)},
-       {"MAILROOM_FEEDBACK_POSTMARK_CREDENTIALS", kPostmarkCredentials},
-       {"MAILROOM_FEEDBACK_SENDGRID_PUBLIC_KEY", sendgrid.PublicKey()},
-       {"MAILROOM_FEEDBACK_MAILGUN_SIGNING_KEY", kMailgunKey},
-       {"MAILROOM_FEEDBACK_RESEND_SECRET", kResendSecret},
-       {"MAILROOM_FEEDBACK_HTTP_SECRET", kReportSecret}},
-      "feedback-collector", collector_port);
+  auto collector = StartCollector({{"MAILROOM_FEEDBACK_ADDRESS",
+                                    absl::StrCat("127.0.0.1:", feedback_port)},
+                                   {"MAILROOM_FEEDBACK_POSTMARK_CREDENTIALS", kPostmarkCredentials},
+                                   {"MAILROOM_FEEDBACK_SENDGRID_PUBLIC_KEY", sendgrid.PublicKey()},
+                                   {"MAILROOM_FEEDBACK_MAILGUN_SIGNING_KEY", kMailgunKey},
+                                   {"MAILROOM_FEEDBACK_RESEND_SECRET", kResendSecret},
+                                   {"MAILROOM_FEEDBACK_HTTP_SECRET", kReportSecret}},
+                                  "feedback-collector", collector_port);
   ASSERT_NE(collector, nullptr);
   ASSERT_TRUE(collector->WaitForLog("feedback_paths=postmark,sendgrid,mailgun,resend,http",
                                     absl::Seconds(10)))
       << collector->Log();
-  auto sender = StartSender(
-      {{"MAILROOM_TRANSPORT", "http"},
-       {"MAILROOM_HTTP_URL", absl::StrCat("http://127.0.0.1:", receiver_port, "/mail")},
-       {"MAILROOM_HTTP_SECRET", kSenderSecret}},
-      "sender", collector_port);
+  auto sender = StartSender({{"MAILROOM_TRANSPORT", "http"},
+                             {"MAILROOM_HTTP_URL",
+                              absl::StrCat("http://127.0.0.1:", receiver_port, "/mail")},
+                             {"MAILROOM_HTTP_SECRET", kSenderSecret}},
+                            "sender", collector_port);
 
-  const std::vector<std::string> providers = {"postmark", "sendgrid", "mailgun", "resend",
-                                              "http"};
+  const std::vector<std::string> providers = {"postmark", "sendgrid", "mailgun", "resend", "http"};
   for (const std::string& p : providers) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login) VALUES ('", p, "@example.test', '", p,
                       "')"));
@@ -122,7 +121,8 @@ TEST_F(ProviderFeedbackTest, AHardBounceOnAnyProvidersPathSuppressesWithinASecon
     const int64_t rcv = Scalar(
         "SELECT substr(d.provider_message_id, 5)::bigint FROM delivery_states d"
         " JOIN tokens t ON t.id = d.token_id JOIN accounts a ON a.id = t.account"
-        " WHERE a.email = '" + to + "'");
+        " WHERE a.email = '" +
+        to + "'");
     const Bounce b = ProviderBounce(p, absl::StrCat("rcv-", rcv), to, sendgrid);
     const absl::Time start = absl::Now();
     auto [status, answer] = testing::PostWebhook(
@@ -164,8 +164,8 @@ TEST_F(ProviderFeedbackTest, AHardBounceOnAnyProvidersPathSuppressesWithinASecon
                    " AND d.state = 'sent' AND a.email = 'fine@example.test'"),
             1);
   // The receiver got the 6 activations and the one recovery, nothing else.
-  std::system(absl::StrCat("curl -s http://127.0.0.1:", receiver_port, "/_control/state > ",
-                           dir_, "/state.json")
+  std::system(absl::StrCat("curl -s http://127.0.0.1:", receiver_port, "/_control/state > ", dir_,
+                           "/state.json")
                   .c_str());
   std::ifstream in(dir_ + "/state.json");
   auto state = nlohmann::json::parse(in, nullptr, false);

@@ -50,11 +50,11 @@ class WakeupTest : public ::testing::Test {
     port_ = testing::FreePort();
     // Production wake-up settings (busy poll, linger) apart from the catch-up poll; a batch
     // timeout of 0 dispatches at each wake-up.
-    collector_ = testing::StartCollectorProcess(testing::CollectorEnv(
-        url_, port_, kKey, kBearer,
-        {{"MAILROOM_METRICS_ADDRESS", "off"},
-         {"MAILROOM_BATCH_TIMEOUT", "0"},
-         {"MAILROOM_POLL_INTERVAL", absl::StrCat(kCatchUpPollMs)}}));
+    collector_ = testing::StartCollectorProcess(
+        testing::CollectorEnv(url_, port_, kKey, kBearer,
+                              {{"MAILROOM_METRICS_ADDRESS", "off"},
+                               {"MAILROOM_BATCH_TIMEOUT", "0"},
+                               {"MAILROOM_POLL_INTERVAL", absl::StrCat(kCatchUpPollMs)}}));
     ASSERT_NE(collector_, nullptr);
   }
 

@@ -11,9 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "collector/signing.h"
-#include "testing/migrated_database.h"
 #include "gtest/gtest.h"
 #include "testing/intruder.h"
+#include "testing/migrated_database.h"
 
 namespace mailroom {
 namespace {
@@ -49,9 +49,8 @@ class InterfaceTest : public testing::MigratedDatabaseTest {
   // As the application: one autocommit statement.
   pqxx::result App(const std::string& sql) { return pqxx::nontransaction(*app_).exec(sql); }
   int64_t Signup(const std::string& login, const std::string& status = "provisioned") {
-    return App(absl::StrCat("INSERT INTO mailroom.accounts (email, login, status) VALUES ('",
-                            login, "@example.test', '", login, "', '", status,
-                            "') RETURNING id"))[0][0]
+    return App(absl::StrCat("INSERT INTO mailroom.accounts (email, login, status) VALUES ('", login,
+                            "@example.test', '", login, "', '", status, "') RETURNING id"))[0][0]
         .as<int64_t>();
   }
   Decision Request(int64_t account, const std::string& action,
@@ -72,9 +71,10 @@ class InterfaceTest : public testing::MigratedDatabaseTest {
   // The signed token of token `id` and its code, as the collector makes them.
   std::pair<std::string, std::string> Link(int64_t id) {
     pqxx::nontransaction tx(*conn_);
-    pqxx::row r = tx.exec1(absl::StrCat(
-        "SELECT t.action, t.secret, t.code, k.carries_code FROM mailroom.tokens t"
-        " JOIN mailroom.actions k ON k.name = t.action WHERE t.id = ", id));
+    pqxx::row r = tx.exec1(
+        absl::StrCat("SELECT t.action, t.secret, t.code, k.carries_code FROM mailroom.tokens t"
+                     " JOIN mailroom.actions k ON k.name = t.action WHERE t.id = ",
+                     id));
     const TokenAction action = *ParseTokenAction(r[0].as<std::string>());
     const std::string code = r[2].as<std::string>();
     // As the collector signs it: the code only for an action that carries one.
@@ -117,7 +117,8 @@ class InterfaceTest : public testing::MigratedDatabaseTest {
 // code generator aside: PUBLIC's, harmless).
 TEST_F(InterfaceTest, TheApplicationsRoleHasOnlyTheInterfacesRights) {
   const std::string rights = absl::StrJoin(testing::IntruderGains(url_, "app"), ", ");
-  EXPECT_EQ(rights, "account_emails:SELECT, accounts:INSERT, accounts:SELECT, accounts_id_seq:USAGE");
+  EXPECT_EQ(rights,
+            "account_emails:SELECT, accounts:INSERT, accounts:SELECT, accounts_id_seq:USAGE");
   pqxx::nontransaction tx(*conn_);
   pqxx::result fns = tx.exec(
       "SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'mailroom'::regnamespace"
@@ -130,9 +131,11 @@ TEST_F(InterfaceTest, TheApplicationsRoleHasOnlyTheInterfacesRights) {
   EXPECT_EQ(absl::StrJoin(names, ","), "consume,consume_code,mailroom_random_code,request");
   // Column UPDATE on accounts for the lifecycle, nothing on tokens.
   EXPECT_TRUE(tx.exec1("SELECT has_column_privilege('app', 'mailroom.accounts', 'status',"
-                       " 'UPDATE')")[0].as<bool>());
+                       " 'UPDATE')")[0]
+                  .as<bool>());
   EXPECT_FALSE(tx.exec1("SELECT has_table_privilege('app', 'mailroom.tokens',"
-                        " 'SELECT,INSERT,UPDATE,DELETE')")[0].as<bool>());
+                        " 'SELECT,INSERT,UPDATE,DELETE')")[0]
+                   .as<bool>());
   EXPECT_THROW(App("UPDATE mailroom.tokens SET rate_limited = false"), pqxx::sql_error);
   EXPECT_THROW(App("SELECT mailroom.mailroom_collect_signups(10)"), pqxx::sql_error);
 }
@@ -149,8 +152,7 @@ TEST_F(InterfaceTest, RequestRefusesWhatItCannotSend) {
   };
   EXPECT_EQ(refused(active, "newsletter", "NULL"), "unknown action 'newsletter'");
   EXPECT_EQ(refused(999999, "password_recovery", "NULL"), "unknown account");
-  EXPECT_EQ(refused(provisioned, "password_recovery", "NULL"),
-            "wrong account state: provisioned");
+  EXPECT_EQ(refused(provisioned, "password_recovery", "NULL"), "wrong account state: provisioned");
   EXPECT_EQ(refused(active, "activation", "NULL"), "wrong account state: active");
   EXPECT_EQ(refused(suspended, "password_recovery", "NULL"), "wrong account state: suspended");
   EXPECT_EQ(refused(active, "password_recovery", "'x@example.test'"),
@@ -159,7 +161,8 @@ TEST_F(InterfaceTest, RequestRefusesWhatItCannotSend) {
                 std::to_string(provisioned)),
             0);
 
-  Exec("INSERT INTO mailroom.suppressions (address, reason) VALUES ('a@example.test', 'hard_bounce')");
+  Exec("INSERT INTO mailroom.suppressions (address, reason) VALUES ('a@example.test', "
+       "'hard_bounce')");
   Decision d = Request(active, "password_recovery");
   EXPECT_EQ(d.decision, "suppressed");
   EXPECT_EQ(d.reason, "address suppressed: hard_bounce");
@@ -176,7 +179,8 @@ TEST_F(InterfaceTest, RequestSaysWhenTheNextOneWillBeAccepted) {
     ids.push_back(d.token_id);
   }
   // The oldest counted request, backdated: the next is accepted 24 h after it.
-  Exec(absl::StrCat("UPDATE mailroom.tokens SET created_at = created_at - 3600 WHERE id = ", ids[0]));
+  Exec(absl::StrCat("UPDATE mailroom.tokens SET created_at = created_at - 3600 WHERE id = ",
+                    ids[0]));
   Exec("UPDATE mailroom.mailroom_address_requests SET times[1] = times[1] - 3600");
   Decision d = Request(a, "password_recovery");
   EXPECT_EQ(d.decision, "rate_limited");
@@ -219,15 +223,19 @@ TEST_F(InterfaceTest, ConsumeActivatesAndSaysWhyItRefuses) {
   const int64_t first = std::stoll(Request(a, "password_recovery").token_id);
   const int64_t second = std::stoll(Request(a, "password_recovery").token_id);
   auto [old_token, old_code] = Link(first);
-  EXPECT_EQ(Consume(old_token, old_code), (Outcome{"superseded", std::to_string(a), "password_recovery"}));
+  EXPECT_EQ(Consume(old_token, old_code),
+            (Outcome{"superseded", std::to_string(a), "password_recovery"}));
   auto [token2, code2] = Link(second);
   App(absl::StrCat("UPDATE mailroom.accounts SET status = 'suspended' WHERE id = ", a));
-  EXPECT_EQ(Consume(token2, code2), (Outcome{"account_state", std::to_string(a), "password_recovery"}));
+  EXPECT_EQ(Consume(token2, code2),
+            (Outcome{"account_state", std::to_string(a), "password_recovery"}));
   App(absl::StrCat("UPDATE mailroom.accounts SET status = 'active' WHERE id = ", a));
   Exec(absl::StrCat("UPDATE mailroom.tokens SET expires_at = extract(epoch FROM now())::bigint - 1"
-                    " WHERE id = ", second));
+                    " WHERE id = ",
+                    second));
   EXPECT_EQ(Consume(token2, code2), (Outcome{"expired", std::to_string(a), "password_recovery"}));
-  EXPECT_EQ(Text(absl::StrCat("SELECT state FROM mailroom.account_emails WHERE token_id = ", second)),
+  EXPECT_EQ(Text(absl::StrCat("SELECT state FROM mailroom.account_emails WHERE token_id = ",
+                              second)),
             "expired");
 }
 
@@ -245,7 +253,8 @@ TEST_F(InterfaceTest, WrongCodesLockTheToken) {
 
   // A fresh request works, and 4 wrong codes leave its right code working.
   const auto [token2, code2] = Link(std::stoll(Request(a, "password_recovery").token_id));
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(Consume(token2, wrong == code2 ? code : wrong).outcome, "wrong_code");
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(Consume(token2, wrong == code2 ? code : wrong).outcome, "wrong_code");
   EXPECT_EQ(Consume(token2, code2), (Outcome{"ok", std::to_string(a), "password_recovery"}));
 }
 
@@ -271,7 +280,8 @@ TEST_F(InterfaceTest, TheSeedsLifecycleThroughTheInterface) {
   EXPECT_EQ(Consume(second), (Outcome{"ok", id, "activation"}));
   EXPECT_EQ(Text("SELECT status || ' ' || (activated_at IS NOT NULL)::text ||"
                  " ' ' || (status_changed_at = activated_at)::text"
-                 " FROM mailroom.accounts WHERE id = " + id),
+                 " FROM mailroom.accounts WHERE id = " +
+                 id),
             "active true true");
   // The older one now finds the account active.
   EXPECT_EQ(Consume(first), (Outcome{"account_state", id, "activation"}));
@@ -289,8 +299,8 @@ TEST_F(InterfaceTest, TheSeedsLifecycleThroughTheInterface) {
 TEST_F(InterfaceTest, RequestRefusesASnapshotThatCouldMissAConcurrentRequest) {
   const int64_t a = Signup("rr", "active");
   pqxx::transaction<pqxx::isolation_level::repeatable_read> tx(*app_);
-  EXPECT_THROW(tx.exec(absl::StrCat("SELECT * FROM mailroom.request(", a,
-                                    ", 'password_recovery')")),
+  EXPECT_THROW(tx.exec(
+                   absl::StrCat("SELECT * FROM mailroom.request(", a, ", 'password_recovery')")),
                pqxx::sql_error);
 }
 
@@ -298,8 +308,8 @@ TEST_F(InterfaceTest, RequestRefusesASnapshotThatCouldMissAConcurrentRequest) {
 TEST_F(InterfaceTest, EachTokenIsConsumedExactlyOnceUnderConcurrentClicks) {
   constexpr int kTokens = 1000;
   Exec(absl::StrCat("INSERT INTO mailroom.accounts (email, login, status) SELECT 'race' || i ||"
-                    " '@example.test', 'race' || i, 'active' FROM generate_series(1, ", kTokens,
-                    ") i"));
+                    " '@example.test', 'race' || i, 'active' FROM generate_series(1, ",
+                    kTokens, ") i"));
   App("SELECT count(*) FROM mailroom.accounts a, LATERAL mailroom.request(a.id, "
       "'password_recovery') r WHERE a.login LIKE 'race%'");
   std::vector<int64_t> ids;
@@ -346,18 +356,22 @@ TEST_F(InterfaceTest, AccountEmailsShowsEachEmailsState) {
   EXPECT_EQ(state_of(absl::StrCat("token_id = ", token)), "queued");
   {
     pqxx::nontransaction tx(*conn_);
-    ASSERT_EQ(tx.exec("SELECT * FROM mailroom.mailroom_dequeue('mailroom', 10, 'o', 60000)").size(), 1u);
+    ASSERT_EQ(tx.exec("SELECT * FROM mailroom.mailroom_dequeue('mailroom', 10, 'o', 60000)").size(),
+              1u);
   }
   EXPECT_EQ(state_of(absl::StrCat("token_id = ", token)), "sending");
   {
     pqxx::work tx(*conn_);
-    tx.exec(absl::StrCat("SELECT * FROM mailroom.mailroom_ack('mailroom', 'o', ARRAY[", token,
-                         "]::bigint[], ARRAY[1], ARRAY['sent'], ARRAY[''], ARRAY[0], ARRAY[0]::bigint[])"));
+    tx.exec(absl::StrCat(
+        "SELECT * FROM mailroom.mailroom_ack('mailroom', 'o', ARRAY[", token,
+        "]::bigint[], ARRAY[1], ARRAY['sent'], ARRAY[''], ARRAY[0], ARRAY[0]::bigint[])"));
     tx.commit();
   }
   EXPECT_EQ(state_of(absl::StrCat("token_id = ", token)), "sent");
   EXPECT_EQ(App(absl::StrCat("SELECT address, state_at IS NOT NULL FROM mailroom.account_emails"
-                             " WHERE token_id = ", token))[0][0].as<std::string>(),
+                             " WHERE token_id = ",
+                             token))[0][0]
+                .as<std::string>(),
             "view@example.test");
   Consume(Link(token).first);
   EXPECT_EQ(state_of(absl::StrCat("token_id = ", token)), "consumed");
@@ -371,7 +385,8 @@ TEST_F(InterfaceTest, LoginCodesAreConsumedOnceAndDieAfterTheWrongAttempts) {
   const std::string id = std::to_string(a);
   const int64_t first = Token(Request(a, "login_code"));
   EXPECT_EQ(Text(absl::StrCat("SELECT char_length(code) || ' ' || (expires_at - created_at) || ' '"
-                              " || priority FROM mailroom.tokens WHERE id = ", first)),
+                              " || priority FROM mailroom.tokens WHERE id = ",
+                              first)),
             "6 600 critical");
   const auto [link, code] = Link(first);
   EXPECT_EQ(Consume(link), (Outcome{"wrong_code", id, "login_code"}));  // the code is required
@@ -424,7 +439,8 @@ TEST_F(InterfaceTest, EmailChangeMovesTheAccountAndTellsTheOldAddress) {
 
   const int64_t t = Token(Request(a, "email_change", "'New@Example.test'"));
   EXPECT_EQ(Text(absl::StrCat("SELECT to_address || ' ' || address || ' ' || priority"
-                              " FROM mailroom.tokens WHERE id = ", t)),
+                              " FROM mailroom.tokens WHERE id = ",
+                              t)),
             "New@Example.test new@example.test critical");
   {
     pqxx::nontransaction tx(*conn_);
@@ -433,13 +449,14 @@ TEST_F(InterfaceTest, EmailChangeMovesTheAccountAndTellsTheOldAddress) {
     ASSERT_EQ(jobs.size(), 1u);
     EXPECT_EQ(jobs[0][0].as<std::string>(), "email_change");
     EXPECT_EQ(jobs[0][1].as<std::string>(), "New@Example.test");  // the new address
-    EXPECT_TRUE(jobs[0][2].is_null());  // no code: the link alone
+    EXPECT_TRUE(jobs[0][2].is_null());                            // no code: the link alone
   }
   const auto [link, code] = Link(t);
   EXPECT_EQ(Consume(link), (Outcome{"ok", id, "email_change"}));
   EXPECT_EQ(Text("SELECT email FROM mailroom.accounts WHERE id = " + id), "New@Example.test");
   EXPECT_EQ(Text("SELECT string_agg(action || ' ' || to_address || ' ' || address, ',')"
-                 " FROM mailroom.tokens WHERE action = 'email_changed' AND account = " + id),
+                 " FROM mailroom.tokens WHERE action = 'email_changed' AND account = " +
+                 id),
             "email_changed mover@example.test mover@example.test");
   EXPECT_EQ(Consume(link), (Outcome{"consumed", id, "email_change"}));
 
@@ -465,7 +482,8 @@ TEST_F(InterfaceTest, AnInvitationActivatesTheInvitedAccount) {
             604800);
   EXPECT_EQ(Consume(Link(t).first), (Outcome{"ok", id, "invitation"}));
   EXPECT_EQ(Text("SELECT status || ' ' || (activated_at IS NOT NULL)::text"
-                 " FROM mailroom.accounts WHERE id = " + id),
+                 " FROM mailroom.accounts WHERE id = " +
+                 id),
             "active true");
   EXPECT_EQ(Request(a, "invitation").reason, "wrong account state: active");
 }
@@ -498,8 +516,8 @@ TEST_F(InterfaceTest, AFloodOfStatusChangesYieldsAtMostSixNotices) {
   }
   EXPECT_EQ(Int("SELECT count(*) FROM mailroom.tokens WHERE account = " + id), 1000);
   EXPECT_EQ(Text("SELECT string_agg(action || ' ' || n, ',' ORDER BY action) FROM (SELECT action,"
-                 " count(*) n FROM mailroom.tokens WHERE NOT rate_limited AND account = " + id +
-                 " GROUP BY action) x"),
+                 " count(*) n FROM mailroom.tokens WHERE NOT rate_limited AND account = " +
+                 id + " GROUP BY action) x"),
             "account_reactivated 3,account_suspended 3");
   pqxx::nontransaction tx(*conn_);
   EXPECT_EQ(tx.exec("SELECT * FROM mailroom.mailroom_dequeue('mailroom', 2000, 'o', 60000)").size(),
@@ -512,7 +530,8 @@ TEST_F(InterfaceTest, LoginCodesAndEmailChangesAreConsumedExactlyOnceUnderRaces)
   constexpr int kAccounts = 200;
   Exec(absl::StrCat("INSERT INTO mailroom.accounts (email, login, status, activated_at) SELECT"
                     " 'race' || i || '@example.test', 'race' || i, 'active', 1"
-                    " FROM generate_series(1, ", kAccounts, ") i"));
+                    " FROM generate_series(1, ",
+                    kAccounts, ") i"));
   App("SELECT count(*) FROM mailroom.accounts a, LATERAL mailroom.request(a.id, 'login_code') r"
       " WHERE a.login LIKE 'race%'");
   App("SELECT count(*) FROM mailroom.accounts a, LATERAL mailroom.request(a.id, 'email_change',"
@@ -548,7 +567,8 @@ TEST_F(InterfaceTest, LoginCodesAndEmailChangesAreConsumedExactlyOnceUnderRaces)
   EXPECT_EQ(once, 2 * kAccounts);
   EXPECT_EQ(consumed.load(), 2 * kAccounts);
   EXPECT_EQ(other.load(), 0);
-  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.accounts WHERE email LIKE 'moved-race%'"), kAccounts);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.accounts WHERE email LIKE 'moved-race%'"),
+            kAccounts);
   EXPECT_EQ(Int("SELECT count(*) FROM mailroom.tokens WHERE action = 'email_changed'"), kAccounts);
 }
 

@@ -1,8 +1,8 @@
 // The schema's behaviour (seeds 000/001 "Let's Try It Out", with the seeds' defects fixed),
 // against a throwaway PostgreSQL, one fresh database per test.
-#include <pqxx/pqxx>
 #include <algorithm>
 #include <functional>
+#include <pqxx/pqxx>
 #include <regex>
 #include <set>
 #include <thread>
@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "collector/migrate.h"
-#include "testing/migrated_database.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/migrated_database.h"
 #include "testing/pg_server.h"
 
 namespace mailroom {
@@ -70,7 +70,8 @@ TEST_F(SchemaTest, SuspendAndUnsuspendMaintainTimestamps) {
   CollectSignups();
   Exec("UPDATE tokens SET consumed_at = EXTRACT(EPOCH FROM now())");
   Exec("UPDATE accounts SET status = 'suspended'");
-  pqxx::row s = Row("SELECT status, suspended_at IS NOT NULL, unsuspended_at IS NULL FROM accounts");
+  pqxx::row s = Row(
+      "SELECT status, suspended_at IS NOT NULL, unsuspended_at IS NULL FROM accounts");
   EXPECT_EQ(s[0].as<std::string>(), "suspended");
   EXPECT_TRUE(s[1].as<bool>());
   EXPECT_TRUE(s[2].as<bool>());
@@ -115,7 +116,8 @@ TEST_F(SchemaTest, AnApplicationRoleWithTheUsualGrantsSignsUpAndAsksForARecovery
   Exec("DROP ROLE IF EXISTS mailroom_test_app");
   Exec("CREATE ROLE mailroom_test_app");
   Exec("GRANT USAGE ON SCHEMA mailroom TO mailroom_test_app");
-  Exec("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA mailroom TO mailroom_test_app");
+  Exec(
+      "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA mailroom TO mailroom_test_app");
   Exec("GRANT USAGE ON ALL SEQUENCES IN SCHEMA mailroom TO mailroom_test_app");
   pqxx::connection c(url_);
   pqxx::nontransaction app(c);
@@ -135,7 +137,8 @@ TEST_F(SchemaTest, AnApplicationRoleWithTheUsualGrantsSignsUpAndAsksForARecovery
                pqxx::insufficient_privilege);
   app.exec("RESET ROLE");
   EXPECT_EQ(Row("SELECT count(*) FROM tokens t JOIN accounts a ON a.id = t.account "
-                "WHERE a.login = 'app'")[0].as<int>(),
+                "WHERE a.login = 'app'")[0]
+                .as<int>(),
             2);
 }
 
@@ -178,8 +181,7 @@ TEST_F(SchemaTest, AnApplicationRoleWithTheListedRightsOnlySignsUpAndActivates) 
                pqxx::insufficient_privilege);
   // Nor hold back every collection: they take turns on the settings' row, which it may read,
   // not lock.
-  EXPECT_THROW(app.exec("SELECT 1 FROM mailroom_settings FOR SHARE"),
-               pqxx::insufficient_privilege);
+  EXPECT_THROW(app.exec("SELECT 1 FROM mailroom_settings FOR SHARE"), pqxx::insufficient_privilege);
   app.exec("RESET ROLE");
   EXPECT_EQ(Text("SELECT status FROM accounts WHERE login = 'narrow'"), "active");
   EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE NOT rate_limited"), 2);
@@ -248,8 +250,8 @@ TEST_F(SchemaTest, CodesAreAlwaysFiveDigitsFromACryptographicSource) {
   for (int c : counts) chi += (c - 2000.0) * (c - 2000.0) / 2000.0;
   EXPECT_LT(chi, 27.9);
   EXPECT_GT(leading_zero, 0);  // leading zeros are kept
-  std::string def = tx.exec1("SELECT pg_get_functiondef('mailroom_random_code'::regproc)")[0]
-                        .as<std::string>();
+  std::string def =
+      tx.exec1("SELECT pg_get_functiondef('mailroom_random_code'::regproc)")[0].as<std::string>();
   // PostgreSQL's gen_random_uuid (pg_strong_random), never random().
   EXPECT_THAT(def, HasSubstr("gen_random_uuid()"));
   EXPECT_EQ(def.find(" random()"), std::string::npos);
@@ -312,21 +314,25 @@ TEST_F(SchemaTest, AGroupFromTheEarliestUnexpiredTokenGetsEverySendableToken) {
   CollectSignups();
   // Existing groups are left alone.
   const std::string before = Row("SELECT prev_snapshot::TEXT FROM consumer_groups"
-                                 " WHERE name = 'early'")[0].as<std::string>();
+                                 " WHERE name = 'early'")[0]
+                                 .as<std::string>();
   Exec("SELECT mailroom_ensure_group('early', true)");
   EXPECT_EQ(Row("SELECT prev_snapshot::TEXT FROM consumer_groups WHERE name = 'early'")[0]
-                .as<std::string>(), before);
+                .as<std::string>(),
+            before);
   auto dequeue = [&](const std::string& group) {
     pqxx::work tx(*conn_);
-    int64_t n = tx.exec1("SELECT count(*) FROM mailroom_dequeue('" + group + "', 100, 'o', 60000)")[0]
+    int64_t n = tx.exec1("SELECT count(*) FROM mailroom_dequeue('" + group +
+                         "', 100, 'o', 60000)")[0]
                     .as<int64_t>();
     tx.commit();
     return n;
   };
   EXPECT_EQ(dequeue("early"), 4);  // 2 + f + g; the expired one is recorded as expired
   EXPECT_EQ(Int("SELECT count(*) FROM delivery_states d JOIN consumer_groups g ON g.id = d.group_id"
-                " WHERE g.name = 'early' AND d.state = 'expired'"), 1);
-  EXPECT_EQ(dequeue("late"), 1);   // only g, made a token after the group was created
+                " WHERE g.name = 'early' AND d.state = 'expired'"),
+            1);
+  EXPECT_EQ(dequeue("late"), 1);  // only g, made a token after the group was created
   EXPECT_EQ(dequeue("late2"), 1);
 }
 
@@ -379,7 +385,8 @@ TEST_F(SchemaTest, DequeueWindowIsAnIndexRangeScanWithoutStatistics) {
   int64_t jobs = 0;
   for (int i = 0; i < 8; ++i) {
     pqxx::work tx(c);
-    jobs += tx.exec1("SELECT count(*) FROM mailroom_dequeue('mailroom', 1000, 'plan-test', 60000)")[0]
+    jobs += tx.exec1(
+                  "SELECT count(*) FROM mailroom_dequeue('mailroom', 1000, 'plan-test', 60000)")[0]
                 .as<int64_t>();
     tx.commit();
   }
@@ -420,9 +427,10 @@ TEST_F(SchemaTest, DequeueWindowIsAnIndexRangeScanWithoutStatistics) {
   }
   {
     pqxx::work tx(c);
-    EXPECT_EQ(tx.exec1("SELECT count(*) FROM mailroom_dequeue('mailroom', 1000, 'plan-test', 60000)")[0]
-                  .as<int64_t>(),
-              1000);
+    EXPECT_EQ(
+        tx.exec1("SELECT count(*) FROM mailroom_dequeue('mailroom', 1000, 'plan-test', 60000)")[0]
+            .as<int64_t>(),
+        1000);
     tx.commit();
   }
   // mailroom_ack (0020) writes each acknowledged row by ctid after a primary-key probe: it never
@@ -489,7 +497,8 @@ TEST_F(SchemaTest, DequeueWindowStartsAtTheCursorLateInADrain) {
   // 10,000 per transaction: each token takes an advisory lock on its address until commit.
   for (int from = 1; from <= 30000; from += 10000) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com',"
-                      " 'u' || i FROM generate_series(", from, ", ", from + 9999, ") i"));
+                      " 'u' || i FROM generate_series(",
+                      from, ", ", from + 9999, ") i"));
     CollectSignups();
   }
   pqxx::connection c(url_);
@@ -520,7 +529,8 @@ TEST_F(SchemaTest, DequeueWindowStartsAtTheCursorLateInADrain) {
     }
     std::vector<std::string> lines = absl::StrSplit(n, '\n');
     for (size_t i = 0; i < lines.size(); ++i) {
-      if (lines[i].find("Index Scan using tokens_priority_txid_id_idx on tokens") == std::string::npos) {
+      if (lines[i].find("Index Scan using tokens_priority_txid_id_idx on tokens") ==
+          std::string::npos) {
         continue;
       }
       ++windows;
@@ -539,14 +549,14 @@ TEST_F(SchemaTest, DequeueWindowStartsAtTheCursorLateInADrain) {
 }
 
 // Every table the dequeue reads besides the window (accounts and suppressions for
-// each token, tokens and deliveries for jobs due again) must be read by a per-row probe, whatever the statistics
-// said when the plan was made. A session that plans while the tables are analysed empty keeps
-// plpgsql's generic plans after the fifth call; if those read accounts under a Materialize or a
-// Hash, every later batch reads every account (10.4 million rows thrown away for 1,000 jobs in
-// collector_bench's latency run). Checks every scan of accounts, tokens and deliveries in every
-// statement the function runs once the tables have grown (auto_explain with actual rows).
-// Fails on 0014: the due-again statements read the group's whole deliveries per lookup (3,016
-// rows removed by a filter) and per job (3.5 million rows removed by a join filter).
+// each token, tokens and deliveries for jobs due again) must be read by a per-row probe, whatever
+// the statistics said when the plan was made. A session that plans while the tables are analysed
+// empty keeps plpgsql's generic plans after the fifth call; if those read accounts under a
+// Materialize or a Hash, every later batch reads every account (10.4 million rows thrown away for
+// 1,000 jobs in collector_bench's latency run). Checks every scan of accounts, tokens and
+// deliveries in every statement the function runs once the tables have grown (auto_explain with
+// actual rows). Fails on 0014: the due-again statements read the group's whole deliveries per
+// lookup (3,016 rows removed by a filter) and per job (3.5 million rows removed by a join filter).
 TEST_F(SchemaTest, DequeueJoinsStayPerRowProbesWhenTablesGrowAfterAnEmptyAnalyze) {
   for (const char* t : {"tokens", "accounts", "deliveries", "suppressions"}) {
     Exec(absl::StrCat("ALTER TABLE ", t, " SET (autovacuum_enabled = false)"));
@@ -561,8 +571,8 @@ TEST_F(SchemaTest, DequeueJoinsStayPerRowProbesWhenTablesGrowAfterAnEmptyAnalyze
   auto dequeue = [&c](int limit, bool recoveries_only) {
     pqxx::work tx(c);
     int64_t n = tx.exec1(absl::StrCat("SELECT count(*) FROM mailroom_dequeue('mailroom', ", limit,
-                                      ", 'plan-test', 60000, ",
-                                      recoveries_only ? "true" : "false", ")"))[0]
+                                      ", 'plan-test', 60000, ", recoveries_only ? "true" : "false",
+                                      ")"))[0]
                     .as<int64_t>();
     tx.commit();
     return n;
@@ -578,7 +588,8 @@ TEST_F(SchemaTest, DequeueJoinsStayPerRowProbesWhenTablesGrowAfterAnEmptyAnalyze
                       "@example.com', 't", i, "', 'active')"));
     CollectSignups();
     Exec(absl::StrCat("INSERT INTO tokens (account, action) SELECT id, 'password_recovery'"
-                      " FROM accounts WHERE login = 't", i, "'"));
+                      " FROM accounts WHERE login = 't",
+                      i, "'"));
     small += dequeue(1000, false);
     small += dequeue(1000, true);
     Exec("UPDATE deliveries SET due_at = now() - interval '1 second' WHERE state = 'leased'");
@@ -610,19 +621,22 @@ TEST_F(SchemaTest, DequeueJoinsStayPerRowProbesWhenTablesGrowAfterAnEmptyAnalyze
   EXPECT_EQ(jobs, 4000);
   EXPECT_EQ(dequeue(100, true), 0);  // the recoveries went first
   EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM delivery_states WHERE recovery"
-                              " AND state = 'leased' AND token_id > ", last_small_token)),
+                             " AND state = 'leased' AND token_id > ",
+                             last_small_token)),
             2000);
   // Jobs due again, 2000 recoveries and 1000 activations, with their tokens and accounts looked
   // up again; 10 of them are finished instead (expired tokens).
   Exec(absl::StrCat("UPDATE deliveries SET due_at = now() - interval '1 second'"
-                    " WHERE state = 'leased' AND token_id > ", last_small_token));
+                    " WHERE state = 'leased' AND token_id > ",
+                    last_small_token));
   Exec(absl::StrCat("UPDATE lease_batches SET due_at = now() - interval '1 second'"
-                    " WHERE state = 'leased' AND lo_id > ", last_small_token));
+                    " WHERE state = 'leased' AND lo_id > ",
+                    last_small_token));
   Exec(absl::StrCat("UPDATE tokens SET expires_at = 1 WHERE id IN (SELECT token_id"
-                    " FROM delivery_states WHERE recovery AND token_id > ", last_small_token,
-                    " ORDER BY token_id LIMIT 10)"));
+                    " FROM delivery_states WHERE recovery AND token_id > ",
+                    last_small_token, " ORDER BY token_id LIMIT 10)"));
   EXPECT_EQ(dequeue(1000, true) + dequeue(1000, false), 1990);  // recoveries
-  EXPECT_EQ(dequeue(1000, false), 1000);                         // activations
+  EXPECT_EQ(dequeue(1000, false), 1000);                        // activations
   EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE state = 'expired'"), 10);
 
   // Scans of these tables must carry an index condition (a probe or the window's range), not
@@ -670,7 +684,8 @@ TEST_F(SchemaTest, DequeueJoinsStayPerRowProbesWhenTablesGrowAfterAnEmptyAnalyze
         if (a != std::string::npos && a >= arrow) continue;
         EXPECT_THAT(lines[j], ::testing::Not(HasSubstr("Materialize"))) << lines[i] << "\n" << n;
         EXPECT_THAT(lines[j], ::testing::Not(::testing::ContainsRegex("->  Hash  ")))
-            << lines[i] << "\n" << n;
+            << lines[i] << "\n"
+            << n;
         break;
       }
     }
@@ -693,7 +708,8 @@ class RenewTest : public SchemaTest {
   // tests are about the per-job path; the batch path is BatchPlanTest's).
   void Lease(int n) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com',"
-                      " 'u' || i FROM generate_series(1, ", n, ") i"));
+                      " 'u' || i FROM generate_series(1, ",
+                      n, ") i"));
     CollectSignups();
     for (int attempt = 1; attempt <= 2; ++attempt) {
       if (attempt == 2) {
@@ -759,10 +775,11 @@ class RenewTest : public SchemaTest {
                        const std::string& attempts = "NULL") {
     pqxx::work tx(c);
     int64_t r = tx.exec1(absl::StrCat(
-                             "SELECT count(*) FROM mailroom_renew('mailroom', '", owner, "',"
-                             " (SELECT array_agg(token_id ORDER BY token_id) FROM (SELECT token_id"
-                             "    FROM deliveries ORDER BY token_id LIMIT ", n, ") x), ",
-                             attempts, ", 120000)"))[0]
+        "SELECT count(*) FROM mailroom_renew('mailroom', '", owner,
+        "',"
+        " (SELECT array_agg(token_id ORDER BY token_id) FROM (SELECT token_id"
+        "    FROM deliveries ORDER BY token_id LIMIT ",
+        n, ") x), ", attempts, ", 120000)"))[0]
                     .as<int64_t>();
     tx.commit();
     return r;
@@ -823,14 +840,15 @@ class AckPlanTest : public RenewTest {
     pqxx::work tx(c);
     const std::string ids = absl::StrCat(
         "(SELECT array_agg(token_id ORDER BY token_id) FROM (SELECT token_id FROM deliveries"
-        " WHERE state = 'leased' ORDER BY token_id LIMIT ", n, ") x)");
+        " WHERE state = 'leased' ORDER BY token_id LIMIT ",
+        n, ") x)");
     int64_t r = tx.exec1(absl::StrCat(
-                             "SELECT count(*) FROM mailroom_ack('mailroom', '", owner, "', ", ids,
-                             ", ", attempts.empty() ? absl::StrCat("array_fill(2, ARRAY[", n, "])")
-                                                    : attempts,
-                             ", array_fill('", outcome, "'::text, ARRAY[", n, "]),"
-                             " array_fill(''::text, ARRAY[", n, "]), array_fill(1000, ARRAY[", n,
-                             "]), array_fill(7::bigint, ARRAY[", n, "]))"))[0]
+        "SELECT count(*) FROM mailroom_ack('mailroom', '", owner, "', ", ids, ", ",
+        attempts.empty() ? absl::StrCat("array_fill(2, ARRAY[", n, "])") : attempts,
+        ", array_fill('", outcome, "'::text, ARRAY[", n,
+        "]),"
+        " array_fill(''::text, ARRAY[",
+        n, "]), array_fill(1000, ARRAY[", n, "]), array_fill(7::bigint, ARRAY[", n, "]))"))[0]
                     .as<int64_t>();
     tx.commit();
     return r;
@@ -847,7 +865,7 @@ TEST_F(AckPlanTest, AcknowledgementsStayPerRowProbesWhenDeliveriesGrowAfterAnEmp
   pqxx::connection c(url_);
   NoticeCollector plans(c);
   ExplainEveryStatement(c, /*actual_rows=*/true);
-  EXPECT_EQ(Ack(c, 500, "someone-else"), 0);                        // another holder's leases
+  EXPECT_EQ(Ack(c, 500, "someone-else"), 0);                            // another holder's leases
   EXPECT_EQ(Ack(c, 500, "plan-test", "array_fill(1, ARRAY[500])"), 0);  // a wrong attempt
   // More calls than plpgsql's five custom plans: generic plans are checked too.
   for (int i = 0; i < 7; ++i) EXPECT_EQ(Ack(c, 1000), 1000);
@@ -869,8 +887,7 @@ TEST_F(AckPlanTest, AcknowledgementsStayPerRowProbesWhenDeliveriesGrowAfterAnEmp
     for (const std::string& line : lines) {
       if (line.find("(cost=") != std::string::npos) node = line;
       std::smatch m;
-      if (node.find("deliveries") != std::string::npos &&
-          std::regex_search(line, m, removed)) {
+      if (node.find("deliveries") != std::string::npos && std::regex_search(line, m, removed)) {
         EXPECT_LT(std::stoll(m[1]), 100) << n;
       }
     }
@@ -922,18 +939,26 @@ class BatchPlanTest : public SchemaTest {
       tx.exec("SET jit = off");
     }
     Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com',"
-                      " 'u' || i FROM generate_series(1, ", kBatches * kJobs, ") i"));
+                      " 'u' || i FROM generate_series(1, ",
+                      kBatches * kJobs, ") i"));
     CollectSignups();
     // One dequeue per batch, holders in turn ('o0', 'o1', ...), leases of an hour.
-    Exec(absl::StrCat("DO $$ BEGIN FOR i IN 0 .. ", kBatches - 1, " LOOP"
-                      " PERFORM * FROM mailroom_dequeue('mailroom', ", kJobs, ", 'o' || i % ",
-                      kOwners, ", 3600000); END LOOP; END $$"));
+    Exec(absl::StrCat("DO $$ BEGIN FOR i IN 0 .. ", kBatches - 1,
+                      " LOOP"
+                      " PERFORM * FROM mailroom_dequeue('mailroom', ",
+                      kJobs, ", 'o' || i % ", kOwners, ", 3600000); END LOOP; END $$"));
     Exec(absl::StrCat("DO $$ DECLARE b RECORD; BEGIN FOR b IN SELECT * FROM lease_batches"
-                      " ORDER BY batch_id LIMIT ", kDone, " LOOP PERFORM mailroom_ack('mailroom',"
-                      " b.owner, b.ids, array_fill(1, ARRAY[", kJobs, "]), array_fill('sent'::TEXT,"
-                      " ARRAY[", kJobs, "]), array_fill(''::TEXT, ARRAY[", kJobs, "]),"
-                      " array_fill(0, ARRAY[", kJobs, "]), array_fill(0::BIGINT, ARRAY[", kJobs,
-                      "])); END LOOP; END $$"));
+                      " ORDER BY batch_id LIMIT ",
+                      kDone,
+                      " LOOP PERFORM mailroom_ack('mailroom',"
+                      " b.owner, b.ids, array_fill(1, ARRAY[",
+                      kJobs,
+                      "]), array_fill('sent'::TEXT,"
+                      " ARRAY[",
+                      kJobs, "]), array_fill(''::TEXT, ARRAY[", kJobs,
+                      "]),"
+                      " array_fill(0, ARRAY[",
+                      kJobs, "]), array_fill(0::BIGINT, ARRAY[", kJobs, "])); END LOOP; END $$"));
     ASSERT_EQ(Int("SELECT count(*) FROM lease_batches WHERE state = 'leased'"), kLeased);
     ASSERT_EQ(Int("SELECT count(*) FROM lease_batches WHERE state = 'done'"), kDone);
     ASSERT_EQ(Int("SELECT count(*) FROM pg_stats WHERE tablename = 'lease_batches'"), 0)
@@ -1061,11 +1086,13 @@ TEST_F(BatchPlanTest, AcknowledgementsAndRenewalsReadOnlyTheHoldersLeasedBatches
   // Acknowledges jobs [from, to] (1-based slots) of the holder's batch `ids` as `owner`.
   auto ack = [&call](const std::string& owner, const std::string& ids, int from, int to) {
     const int n = to - from + 1;
-    return call(absl::StrCat("SELECT count(*) FROM mailroom_ack('mailroom', '", owner, "', ('",
-                             ids, "'::BIGINT[])[", from, ":", to, "], array_fill(1, ARRAY[", n,
-                             "]), array_fill('sent'::TEXT, ARRAY[", n, "]),"
-                             " array_fill(''::TEXT, ARRAY[", n, "]), array_fill(0, ARRAY[", n,
-                             "]), array_fill(3::BIGINT, ARRAY[", n, "]))"));
+    return call(absl::StrCat("SELECT count(*) FROM mailroom_ack('mailroom', '", owner, "', ('", ids,
+                             "'::BIGINT[])[", from, ":", to, "], array_fill(1, ARRAY[", n,
+                             "]), array_fill('sent'::TEXT, ARRAY[", n,
+                             "]),"
+                             " array_fill(''::TEXT, ARRAY[",
+                             n, "]), array_fill(0, ARRAY[", n, "]), array_fill(3::BIGINT, ARRAY[",
+                             n, "]))"));
   };
   // Each lookup's expected read: the holder's leased batches at the time of the call.
   std::vector<int64_t> expected;
@@ -1134,8 +1161,8 @@ TEST_F(BatchPlanTest, StatsCountBatchJobsInFlightFromTheLeasedBatchesOnly) {
     const std::vector<Scan> scans = LeaseBatchScans(n);
     ASSERT_EQ(scans.size(), 1u) << n;
     EXPECT_EQ(scans[0].kind, "Index Scan") << n;
-    EXPECT_THAT(scans[0].index, ::testing::AnyOf("lease_batches_due_idx",
-                                                 "lease_batches_owner_idx"))
+    EXPECT_THAT(scans[0].index,
+                ::testing::AnyOf("lease_batches_due_idx", "lease_batches_owner_idx"))
         << n;
     EXPECT_THAT(scans[0].cond, HasSubstr("group_id")) << n;
     EXPECT_EQ(scans[0].read, kLeased) << n;
@@ -1155,14 +1182,18 @@ TEST_F(BatchPlanTest, NoStatementOfAnAcknowledgementIsJitCompiled) {
   NoticeCollector plans(c);
   ExplainEveryStatement(c, /*actual_rows=*/true);
   auto call = [&c](const std::string& sql) { return Call(c, sql); };
-  EXPECT_EQ(call(absl::StrCat("SELECT count(*) FROM mailroom_renew('mailroom', 'o3', '",
-                              batches[0], "', NULL, 120000)")),
+  EXPECT_EQ(call(absl::StrCat("SELECT count(*) FROM mailroom_renew('mailroom', 'o3', '", batches[0],
+                              "', NULL, 120000)")),
             kJobs);
-  EXPECT_EQ(call(absl::StrCat("SELECT count(*) FROM mailroom_ack('mailroom', 'o3', '",
-                              batches[0], "', array_fill(1, ARRAY[", kJobs, "]),"
-                              " array_fill('sent'::TEXT, ARRAY[", kJobs, "]),"
-                              " array_fill(''::TEXT, ARRAY[", kJobs, "]), array_fill(0, ARRAY[",
-                              kJobs, "]), array_fill(0::BIGINT, ARRAY[", kJobs, "]))")),
+  EXPECT_EQ(call(absl::StrCat("SELECT count(*) FROM mailroom_ack('mailroom', 'o3', '", batches[0],
+                              "', array_fill(1, ARRAY[", kJobs,
+                              "]),"
+                              " array_fill('sent'::TEXT, ARRAY[",
+                              kJobs,
+                              "]),"
+                              " array_fill(''::TEXT, ARRAY[",
+                              kJobs, "]), array_fill(0, ARRAY[", kJobs,
+                              "]), array_fill(0::BIGINT, ARRAY[", kJobs, "]))")),
             kJobs);
   EXPECT_EQ(call(absl::StrCat("SELECT mailroom_release('mailroom', 'o3', '", batches[1], "')")),
             kJobs);
@@ -1190,7 +1221,8 @@ TEST_F(SchemaTest, BatchLeasesKeepEveryFigureExactAndEveryJobOnce) {
     pqxx::work tx(*conn_);
     std::vector<int64_t> ids;
     for (const auto& r : tx.exec(absl::StrCat("SELECT job_id, attempt FROM mailroom_dequeue("
-                                              "'mailroom', ", n, ", '", owner, "', 60000)"))) {
+                                              "'mailroom', ",
+                                              n, ", '", owner, "', 60000)"))) {
       ids.push_back(r[0].as<int64_t>());
       EXPECT_EQ(r[1].as<int>(), attempt);
     }
@@ -1210,10 +1242,9 @@ TEST_F(SchemaTest, BatchLeasesKeepEveryFigureExactAndEveryJobOnce) {
         "]::BIGINT[], array_fill(", attempt, ", ARRAY[", n, "]), array_fill('", outcome,
         "'::TEXT, ARRAY[", n, "]), array_fill('why'::TEXT, ARRAY[", n,
         "]), array_fill(3600000, ARRAY[", n, "]), array_fill(10::BIGINT, ARRAY[", n, "])",
-        message_id.empty()
-            ? ""
-            : absl::StrCat(", (SELECT array_agg('", message_id, "-' || i) FROM generate_series(1, ",
-                           n, ") i)"),
+        message_id.empty() ? ""
+                           : absl::StrCat(", (SELECT array_agg('", message_id,
+                                          "-' || i) FROM generate_series(1, ", n, ") i)"),
         ")"));
   };
   const std::vector<int64_t> a = dequeue("a", 30, 1), b = dequeue("b", 30, 1),
@@ -1223,13 +1254,13 @@ TEST_F(SchemaTest, BatchLeasesKeepEveryFigureExactAndEveryJobOnce) {
   EXPECT_EQ(Int("SELECT count(*) FROM deliveries"), 0);
   EXPECT_EQ(Int("SELECT in_flight FROM mailroom_stats('mailroom')"), 100);
 
-  EXPECT_EQ(ack("a", a, 0, 30, 1, "sent"), 30);               // a's batch, whole
-  EXPECT_EQ(ack("b", b, 0, 10, 1, "sent"), 10);               // b's, in parts
+  EXPECT_EQ(ack("a", a, 0, 30, 1, "sent"), 30);  // a's batch, whole
+  EXPECT_EQ(ack("b", b, 0, 10, 1, "sent"), 10);  // b's, in parts
   EXPECT_EQ(ack("b", b, 10, 15, 1, "sent", "ses"), 5);
   EXPECT_EQ(ack("b", b, 15, 18, 1, "failed"), 3);
   EXPECT_EQ(ack("b", b, 18, 20, 1, "retry"), 2);
   EXPECT_EQ(ack("c", c, 0, 15, 1, "sent"), 15);
-  EXPECT_EQ(ack("a", a, 0, 5, 1, "sent"), 0);   // already recorded
+  EXPECT_EQ(ack("a", a, 0, 5, 1, "sent"), 0);    // already recorded
   EXPECT_EQ(ack("b", b, 20, 25, 2, "sent"), 0);  // a wrong attempt
   EXPECT_EQ(ack("a", b, 20, 25, 1, "sent"), 0);  // another holder's jobs
   // c's lease runs out: the next dequeue hands its 25 jobs without an outcome out again.
@@ -1357,13 +1388,12 @@ class PriorityTest : public SchemaTest {
   // Leases up to `n` jobs; returns their actions in the order handed out ('r' recovery, 'a'
   // activation, 'l' sign-in code, 'n' a notice).
   // `recoveries_only`: the recovery lane's call (0014's fifth argument).
-  std::string Dequeue(int n, const std::string& group = "mailroom",
-                      bool recoveries_only = false) {
+  std::string Dequeue(int n, const std::string& group = "mailroom", bool recoveries_only = false) {
     pqxx::work tx(*conn_);
     std::string out;
-    for (const auto& r : tx.exec(absl::StrCat("SELECT action FROM mailroom_dequeue('", group,
-                                              "', ", n, ", 'owner', 60000",
-                                              recoveries_only ? ", true)" : ")"))) {
+    for (const auto& r :
+         tx.exec(absl::StrCat("SELECT action FROM mailroom_dequeue('", group, "', ", n,
+                              ", 'owner', 60000", recoveries_only ? ", true)" : ")"))) {
       const std::string action = r[0].as<std::string>();
       out += action == "password_recovery" ? 'r'
              : action == "activation"      ? 'a'
@@ -1375,13 +1405,14 @@ class PriorityTest : public SchemaTest {
   }
   void Activations(int n, int from = 1) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'u' || i || '@example.com',"
-                      " 'u' || i FROM generate_series(", from, ", ", from + n - 1, ") i"));
+                      " 'u' || i FROM generate_series(",
+                      from, ", ", from + n - 1, ") i"));
     CollectSignups();
   }
   void Recoveries(int n, int from = 1) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login, status) SELECT 'r' || i ||"
-                      " '@example.com', 'r' || i, 'active' FROM generate_series(", from, ", ",
-                      from + n - 1, ") i"));
+                      " '@example.com', 'r' || i, 'active' FROM generate_series(",
+                      from, ", ", from + n - 1, ") i"));
     CollectSignups();
     Exec(absl::StrCat("INSERT INTO tokens (account, action) SELECT id, 'password_recovery'"
                       " FROM accounts WHERE login IN (SELECT 'r' || i FROM generate_series(",
@@ -1390,8 +1421,10 @@ class PriorityTest : public SchemaTest {
   // `n` active accounts (logins prefix || i) and a token of `action` for each.
   void Requests(const std::string& action, const std::string& prefix, int n) {
     Exec(absl::StrCat("INSERT INTO accounts (email, login, status) SELECT '", prefix,
-                      "' || i || '@example.com', '", prefix, "' || i, 'active'"
-                      " FROM generate_series(1, ", n, ") i"));
+                      "' || i || '@example.com', '", prefix,
+                      "' || i, 'active'"
+                      " FROM generate_series(1, ",
+                      n, ") i"));
     Exec(absl::StrCat("INSERT INTO tokens (account, action) SELECT id, '", action,
                       "' FROM accounts WHERE login LIKE '", prefix, "%'"));
   }
@@ -1445,12 +1478,12 @@ TEST_F(PriorityTest, NoticesWaitWhileTheBudgetLeftIsUnderThePauseThreshold) {
   Exec("UPDATE group_budgets SET monthly_budget_micros = NULL");
   Requests("account_suspended", "m", 2);
   pqxx::work tx(*conn_);
-  EXPECT_EQ(tx.exec("SELECT * FROM mailroom_dequeue('mailroom', 10, 'o', 60000, false, 1000000)")
-                .size(),
-            0u);
-  EXPECT_EQ(tx.exec("SELECT * FROM mailroom_dequeue('mailroom', 10, 'o', 60000, false, 2000000)")
-                .size(),
-            2u);
+  EXPECT_EQ(
+      tx.exec("SELECT * FROM mailroom_dequeue('mailroom', 10, 'o', 60000, false, 1000000)").size(),
+      0u);
+  EXPECT_EQ(
+      tx.exec("SELECT * FROM mailroom_dequeue('mailroom', 10, 'o', 60000, false, 2000000)").size(),
+      2u);
 }
 
 // The action's rules: expiry, class and code length from its row; an action added with one
@@ -1664,8 +1697,8 @@ TEST_F(LimitsTest, ANewerRecoverySupersedesTheOlderAndTheSixthIsRateLimited) {
   for (int i = 0; i < 5; ++i) EXPECT_FALSE(Limited(ids[i])) << i;
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(Reason(ids[i]),
-              absl::StrCat("superseded by a newer password recovery request (token ",
-                           ids[i + 1], ")"));
+              absl::StrCat("superseded by a newer password recovery request (token ", ids[i + 1],
+                           ")"));
   }
   EXPECT_TRUE(Limited(ids[5]));
   EXPECT_THAT(Reason(ids[5]), HasSubstr("5 password_recovery requests for this account"));
@@ -1745,8 +1778,8 @@ TEST_F(LimitsTest, StaleAddressCountersArePruned) {
   int64_t deleted = 0;
   int64_t after = 0;
   for (bool more = true; more;) {
-    pqxx::row r = Row(absl::StrCat("SELECT * FROM mailroom_prune_address_requests(", after,
-                                   ", 1000)"));
+    pqxx::row r = Row(
+        absl::StrCat("SELECT * FROM mailroom_prune_address_requests(", after, ", 1000)"));
     deleted += r[0].as<int64_t>();
     after = r[1].as<int64_t>();
     more = r[2].as<bool>();
@@ -1779,8 +1812,8 @@ TEST_F(LimitsTest, ConcurrentRequestsForOneAccountCannotBothSlipUnderTheLimit) {
   const int64_t a = Account("a@example.com");
   pqxx::connection c1(url_), c2(url_);
   pqxx::work t1(c1);
-  t1.exec(absl::StrCat("INSERT INTO tokens (account, action) VALUES (", a,
-                       ", 'password_recovery')"));
+  t1.exec(
+      absl::StrCat("INSERT INTO tokens (account, action) VALUES (", a, ", 'password_recovery')"));
   int64_t second = 0;
   std::thread other([&] { second = Recover(a, &c2); });
   ASSERT_TRUE(SomeoneWaitsForALock());  // the second waits for the first's account lock
@@ -1798,8 +1831,8 @@ TEST_F(LimitsTest, ConcurrentRequestsForOneAddressCannotBothSlipUnderTheLimit) {
   const int64_t b = Account("V@example.com");
   pqxx::connection c1(url_), c2(url_);
   pqxx::work t1(c1);
-  t1.exec(absl::StrCat("INSERT INTO tokens (account, action) VALUES (", a,
-                       ", 'password_recovery')"));
+  t1.exec(
+      absl::StrCat("INSERT INTO tokens (account, action) VALUES (", a, ", 'password_recovery')"));
   int64_t second = 0;
   std::thread other([&] { second = Recover(b, &c2); });
   ASSERT_TRUE(SomeoneWaitsForALock());  // the lock of the address's counter row
@@ -1825,13 +1858,11 @@ TEST_F(LimitsTest, ASignupRunsOnlyTheAccountTrigger) {
   tx.exec("INSERT INTO accounts (email, login) VALUES ('s@example.com', 's')");
   EXPECT_EQ(calls(), "trg_before_account_insert=1");
   EXPECT_EQ(tx.exec1("SELECT mailroom_collect_signups(10)")[0].as<int>(), 1);
-  EXPECT_EQ(calls(),
-            "mailroom_address_limit=1,mailroom_collect_signups=1,mailroom_random_code=1,"
-            "trg_before_account_insert=1");
+  EXPECT_EQ(calls(), "mailroom_address_limit=1,mailroom_collect_signups=1,mailroom_random_code=1,"
+                     "trg_before_account_insert=1");
   tx.exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts");
-  EXPECT_EQ(calls(),
-            "mailroom_address_limit=2,mailroom_collect_signups=1,mailroom_random_code=2,"
-            "trg_before_account_insert=1,trg_before_token_insert_limits=1");
+  EXPECT_EQ(calls(), "mailroom_address_limit=2,mailroom_collect_signups=1,mailroom_random_code=2,"
+                     "trg_before_account_insert=1,trg_before_token_insert_limits=1");
 }
 
 // The collection decides its whole batch by the trigger's rules: the address's limit across
@@ -2094,9 +2125,9 @@ TEST_F(SchemaTest, ACollectionScansPastABatchOfHeldSignups) {
        "  FROM generate_series(1, 5) i");
   pqxx::connection app(url_);
   pqxx::work holder(app);
-  EXPECT_EQ(holder.exec("UPDATE accounts SET locale = 'de' WHERE login LIKE 'held%'")
-                .affected_rows(),
-            100u);
+  EXPECT_EQ(
+      holder.exec("UPDATE accounts SET locale = 'de' WHERE login LIKE 'held%'").affected_rows(),
+      100u);
   EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 5);
   EXPECT_EQ(Text("SELECT string_agg(a.login, ',' ORDER BY a.login) FROM tokens t"
                  "  JOIN accounts a ON a.id = t.account"),
@@ -2111,9 +2142,8 @@ TEST_F(SchemaTest, ACollectionScansPastABatchOfHeldSignups) {
 }
 
 // How many accepted activation requests busy@example.com's counter row holds.
-constexpr char kBusyRequests[] =
-    "SELECT cardinality(times) FROM mailroom_address_requests"
-    " WHERE address = 'busy@example.com' AND action = 'activation'";
+constexpr char kBusyRequests[] = "SELECT cardinality(times) FROM mailroom_address_requests"
+                                 " WHERE address = 'busy@example.com' AND action = 'activation'";
 
 // Inserts the counter row of busy@example.com's activations, with two requests in the window, in
 // `holder`'s transaction (an application's request for a new address, left open).
@@ -2253,7 +2283,8 @@ TEST_F(LimitsTest, TheDequeueFinishesSuppressedTokensWithTheirStateAndReason) {
   };
   auto state = [&](int64_t id) {
     return Row(absl::StrCat("SELECT state::TEXT || ': ' || coalesce(reason, '')"
-                            " FROM delivery_states WHERE token_id = ", id))[0]
+                            " FROM delivery_states WHERE token_id = ",
+                            id))[0]
         .as<std::string>();
   };
   const int64_t t1 = Recover(a);
@@ -2300,8 +2331,7 @@ class BulkImportTest : public SchemaTest {
   }
   // The locks the transaction holds.
   static int64_t LocksHeld(pqxx::work& tx) {
-    return tx.exec1("SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()")[0]
-        .as<int64_t>();
+    return tx.exec1("SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()")[0].as<int64_t>();
   }
   // Each imported account's status: every 10th active, the others provisioned; and five
   // accounts whose emails differ only in case and spaces (one address: 3 activations allowed).
@@ -2337,9 +2367,12 @@ TEST_F(BulkImportTest, OneInsertSelectOfManyAccounts) {
         "INSERT INTO accounts (email, login, status)"
         " SELECT 'u' || i || '@import.test', 'u' || i,"
         "        (CASE WHEN i % 10 = 0 THEN 'active' ELSE 'provisioned' END)::account_status"
-        "   FROM generate_series(1, ", kImported, ") i"
+        "   FROM generate_series(1, ",
+        kImported,
+        ") i"
         " UNION ALL SELECT e, 'dup' || row_number() OVER (), 'provisioned'"
-        "   FROM (VALUES ", kDuplicates, ") d(e)"));
+        "   FROM (VALUES ",
+        kDuplicates, ") d(e)"));
     EXPECT_LT(LocksHeld(tx), 64);
     tx.commit();
   }

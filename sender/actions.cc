@@ -12,9 +12,9 @@ constexpr const char* kNotices[] = {"password_changed", "email_changed", "accoun
 
 const std::vector<std::string>& BuiltinActions() {
   static const auto* const kBuiltin = new std::vector<std::string>{
-      "activation",       "password_recovery", "login_code",        "email_change",
-      "invitation",       "password_changed",  "email_changed",     "account_suspended",
-      "account_reactivated"};
+      "activation",    "password_recovery", "login_code",
+      "email_change",  "invitation",        "password_changed",
+      "email_changed", "account_suspended", "account_reactivated"};
   return *kBuiltin;
 }
 
@@ -36,12 +36,9 @@ bool ValidActionName(absl::string_view action) {
 std::string JobActionName(const v1::Job& job) {
   if (!job.action_name().empty()) return job.action_name();
   switch (job.action()) {
-    case v1::ACTION_ACTIVATION:
-      return "activation";
-    case v1::ACTION_PASSWORD_RECOVERY:
-      return "password_recovery";
-    default:
-      return "";
+    case v1::ACTION_ACTIVATION: return "activation";
+    case v1::ACTION_PASSWORD_RECOVERY: return "password_recovery";
+    default: return "";
   }
 }
 

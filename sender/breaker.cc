@@ -73,8 +73,7 @@ void Breaker::Record(const Ticket& ticket, const absl::Status& outcome) {
     next_probe_ = now + backoff_;
     reason_ = std::string(outcome.message());
     Log(LogLevel::kDebug, "probe failed; provider still unavailable",
-        {{"reason", reason_},
-         {"probe_in_ms", absl::StrCat(absl::ToInt64Milliseconds(backoff_))}});
+        {{"reason", reason_}, {"probe_in_ms", absl::StrCat(absl::ToInt64Milliseconds(backoff_))}});
     return;
   }
   open_ = false;

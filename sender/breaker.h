@@ -7,8 +7,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/metrics.h"
 #include "common/clock.h"
+#include "common/metrics.h"
 
 namespace mailroom {
 

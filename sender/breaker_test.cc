@@ -1,7 +1,7 @@
 #include "sender/breaker.h"
 
-#include "gtest/gtest.h"
 #include "common/testing/fake_clock.h"
+#include "gtest/gtest.h"
 #include "sender/transport/transport.h"
 
 namespace mailroom {
@@ -11,7 +11,8 @@ using D = Breaker::Decision;
 
 class BreakerTest : public ::testing::Test {
  protected:
-  BreakerTest() : clock_(absl::FromUnixSeconds(1700000000)), breaker_(Options(), &clock_, &metrics_) {}
+  BreakerTest()
+      : clock_(absl::FromUnixSeconds(1700000000)), breaker_(Options(), &clock_, &metrics_) {}
   static Breaker::Options Options() {
     Breaker::Options o;
     o.initial_backoff = absl::Seconds(1);

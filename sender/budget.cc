@@ -19,8 +19,7 @@ std::pair<absl::Time, absl::Time> MonthOf(absl::Time t) {
 }
 
 Budget::Budget(BudgetConfig config, Clock* clock)
-    : config_(config),
-      clock_(clock),
+    : config_(config), clock_(clock),
       budget_micros_(config.monthly_budget.has_value()
                          ? static_cast<int64_t>(std::floor(*config.monthly_budget * 1e6))
                          : -1),
@@ -32,9 +31,7 @@ Budget::Budget(BudgetConfig config, Clock* clock)
 }
 
 double Budget::ProviderCapacity() const {
-  return config_.provider_rate.has_value()
-             ? std::max(1.0, std::floor(*config_.provider_rate))
-             : 0;
+  return config_.provider_rate.has_value() ? std::max(1.0, std::floor(*config_.provider_rate)) : 0;
 }
 
 std::optional<double> Budget::RateLocked(absl::Time now) {
@@ -60,8 +57,7 @@ void Budget::AdvanceLocked(absl::Time now) {
     budget_tokens_ = std::min<double>(std::max(1, config_.burst), budget_tokens_ + dt * *rate);
   }
   if (config_.provider_rate.has_value()) {
-    provider_tokens_ =
-        std::min(ProviderCapacity(), provider_tokens_ + dt * *config_.provider_rate);
+    provider_tokens_ = std::min(ProviderCapacity(), provider_tokens_ + dt * *config_.provider_rate);
   }
   last_ = now;
 }

@@ -18,16 +18,15 @@ absl::Status FromGrpc(const grpc::Status& st) {
 CollectorBudgetClient::CollectorBudgetClient(std::shared_ptr<grpc::Channel> channel,
                                              std::string group, std::string holder,
                                              std::string bearer, absl::Duration timeout)
-    : stub_(v1::Collector::NewStub(channel)), group_(std::move(group)),
-      holder_(std::move(holder)), bearer_(std::move(bearer)), timeout_(timeout) {}
+    : stub_(v1::Collector::NewStub(channel)), group_(std::move(group)), holder_(std::move(holder)),
+      bearer_(std::move(bearer)), timeout_(timeout) {}
 
 void CollectorBudgetClient::Prepare(grpc::ClientContext* ctx) const {
   if (!bearer_.empty()) ctx->AddMetadata("authorization", "Bearer " + bearer_);
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
 }
 
-absl::StatusOr<v1::AcquireBudgetResponse> CollectorBudgetClient::Acquire(int emails,
-                                                                         bool recovery,
+absl::StatusOr<v1::AcquireBudgetResponse> CollectorBudgetClient::Acquire(int emails, bool recovery,
                                                                          int64_t price_micros) {
   grpc::ClientContext ctx;
   Prepare(&ctx);
@@ -70,8 +69,8 @@ std::string MakeHolderName(const std::string& name) {
     return absl::StrCat(clean, "-", absl::GetCurrentTimeNanos());
   }
   return absl::StrCat(clean, "-",
-                      absl::BytesToHexString(absl::string_view(
-                          reinterpret_cast<const char*>(id), sizeof(id))));
+                      absl::BytesToHexString(
+                          absl::string_view(reinterpret_cast<const char*>(id), sizeof(id))));
 }
 
 }  // namespace mailroom

@@ -2,15 +2,17 @@
 
 #include <deque>
 
-#include "gtest/gtest.h"
 #include "common/testing/fake_clock.h"
+#include "gtest/gtest.h"
 
 namespace mailroom {
 namespace {
 
 // 2026-11-01T00:00:00Z: a 30-day month.
-const absl::Time kNov = absl::FromCivil(absl::CivilSecond(2026, 11, 1, 0, 0, 0), absl::UTCTimeZone());
-const absl::Time kDec = absl::FromCivil(absl::CivilSecond(2026, 12, 1, 0, 0, 0), absl::UTCTimeZone());
+const absl::Time kNov = absl::FromCivil(absl::CivilSecond(2026, 11, 1, 0, 0, 0),
+                                        absl::UTCTimeZone());
+const absl::Time kDec = absl::FromCivil(absl::CivilSecond(2026, 12, 1, 0, 0, 0),
+                                        absl::UTCTimeZone());
 
 // Sends whenever allowed, as fast as allowed, until `until`; returns send times.
 std::vector<absl::Time> Greedy(Budget& b, FakeClock& clock, absl::Time until) {

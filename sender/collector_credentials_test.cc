@@ -26,9 +26,11 @@ TEST(CollectorCredentialsTest, PlaintextWithoutTls) {
 
 TEST(CollectorCredentialsTest, TlsWithACaAndAClientCertificate) {
   const std::string dir = Tmp("creds");
-  std::system(absl::StrCat("mkdir -p ", dir, " && openssl req -x509 -newkey rsa:2048 -nodes "
-                           "-days 1 -subj /CN=test -keyout ", dir, "/key.pem -out ", dir,
-                           "/cert.pem >/dev/null 2>&1").c_str());
+  std::system(absl::StrCat("mkdir -p ", dir,
+                           " && openssl req -x509 -newkey rsa:2048 -nodes "
+                           "-days 1 -subj /CN=test -keyout ",
+                           dir, "/key.pem -out ", dir, "/cert.pem >/dev/null 2>&1")
+                  .c_str());
   CollectorTls tls{true, dir + "/cert.pem", dir + "/cert.pem", dir + "/key.pem"};
   auto creds = CollectorCredentials(tls);
   ASSERT_TRUE(creds.ok()) << creds.status();

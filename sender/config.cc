@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/names.h"
 #include "sender/settings.h"
@@ -101,15 +101,15 @@ absl::Status LoadProviderSettings(const Env& env, const TransportVars& v, const 
     c->postmark_message_stream = env.String(stream_var.c_str(), "outbound");
     bool ok = !c->postmark_message_stream.empty() && c->postmark_message_stream.size() <= 100;
     for (char ch : c->postmark_message_stream) {
-      if (!(absl::ascii_islower(ch) || absl::ascii_isdigit(ch) || ch == '-' || ch == '_')) ok = false;
+      if (!(absl::ascii_islower(ch) || absl::ascii_isdigit(ch) || ch == '-' || ch == '_'))
+        ok = false;
     }
     if (!ok) return Bad(stream_var.c_str(), "must be a stream id: a-z, 0-9, - or _ (at most 100)");
   }
   if (std::string(p.kind) == "mailgun") {
     const std::string domain_var = v.Mailroom("MAILGUN_DOMAIN");
     c->mailgun_domain = absl::AsciiStrToLower(env.String(domain_var.c_str(), ""));
-    bool ok = c->mailgun_domain.size() <= 253 &&
-              c->mailgun_domain.find('.') != std::string::npos &&
+    bool ok = c->mailgun_domain.size() <= 253 && c->mailgun_domain.find('.') != std::string::npos &&
               c->mailgun_domain.front() != '.' && c->mailgun_domain.back() != '.';
     for (char ch : c->mailgun_domain) {
       if (!(absl::ascii_isalnum(ch) || ch == '-' || ch == '.')) ok = false;
@@ -136,8 +136,7 @@ absl::Status CheckSmtpOAuth2(const SenderConfig& c, const TransportVars& v) {
   const bool file = !c.smtp_oauth2_token_file.empty();
   if (!endpoint) {
     for (const auto& [var, value] :
-         {std::pair<const std::string&, const std::string&>{client_id_var,
-                                                            c.smtp_oauth2_client_id},
+         {std::pair<const std::string&, const std::string&>{client_id_var, c.smtp_oauth2_client_id},
           {client_secret_var, c.smtp_oauth2_client_secret}}) {
       if (!value.empty()) return Bad(var.c_str(), absl::StrCat("needs ", token_url_var));
     }
@@ -159,10 +158,10 @@ absl::Status CheckSmtpOAuth2(const SenderConfig& c, const TransportVars& v) {
     const bool https = absl::StartsWith(url, "https://");
     const bool http = absl::StartsWith(url, "http://");
     // The client secret crosses to the endpoint: in clear only to this machine.
-    const std::string host_port =
-        http ? url.substr(7, url.find('/', 7) == std::string::npos ? std::string::npos
-                                                                    : url.find('/', 7) - 7)
-             : "";
+    const std::string host_port = http ? url.substr(7, url.find('/', 7) == std::string::npos
+                                                           ? std::string::npos
+                                                           : url.find('/', 7) - 7)
+                                       : "";
     if (!https && !(http && IsLoopbackAddress(host_port))) {
       return Bad(token_url_var.c_str(),
                  "must start with https:// (http:// only to a loopback address)");
@@ -234,8 +233,8 @@ absl::Status LoadTransportSettings(const Env& env, const TransportVars& v, Sende
     }
     absl::Status oauth2 = CheckSmtpOAuth2(*c, v);
     if (!oauth2.ok()) return oauth2;
-    const bool uses_oauth2 =
-        !c->smtp_oauth2_token_url.empty() || !c->smtp_oauth2_token_file.empty();
+    const bool uses_oauth2 = !c->smtp_oauth2_token_url.empty() ||
+                             !c->smtp_oauth2_token_file.empty();
     if (!uses_oauth2 && c->smtp_username.empty() != c->smtp_password.empty()) {
       return Bad(var(c->smtp_username.empty() ? "SMTP_USERNAME" : "SMTP_PASSWORD").c_str(),
                  "username and password must be given together");
@@ -244,8 +243,7 @@ absl::Status LoadTransportSettings(const Env& env, const TransportVars& v, Sende
     if (c->aws_access_key_id.empty()) return Bad(key_id_var.c_str(), when("ses"));
     if (c->aws_secret_access_key.empty()) return Bad(secret_var.c_str(), when("ses"));
     // Region names are lower-case words joined by dashes, ending in a number (eu-west-2).
-    bool region_ok = c->ses_region.size() <= 32 &&
-                     c->ses_region.find('-') != std::string::npos &&
+    bool region_ok = c->ses_region.size() <= 32 && c->ses_region.find('-') != std::string::npos &&
                      absl::ascii_isdigit(c->ses_region.back());
     for (char ch : c->ses_region) {
       if (!(absl::ascii_islower(ch) || absl::ascii_isdigit(ch) || ch == '-')) region_ok = false;
@@ -270,7 +268,8 @@ absl::Status LoadTransportSettings(const Env& env, const TransportVars& v, Sende
     if (!c->http_allow_plain && !HttpsOrLoopback(c->http_url)) {
       return Bad(http_url_var.c_str(),
                  absl::StrCat("must start with https:// (http:// only to a loopback address, or "
-                              "with ", var("HTTP_ALLOW_PLAIN"), "=true)"));
+                              "with ",
+                              var("HTTP_ALLOW_PLAIN"), "=true)"));
     }
     if (!OneLine(c->http_url, 2000)) return Bad(http_url_var.c_str(), "must be one line");
     // The secret's form is checked where it is parsed (the transport): only its presence here.
@@ -342,7 +341,8 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   }
   c.template_dir = env.String(SenderSetting("MAILROOM_TEMPLATE_DIR"));
   if (!c.template_dir.empty() && access(c.template_dir.c_str(), R_OK | X_OK) != 0) {
-    return Bad("MAILROOM_TEMPLATE_DIR", absl::StrCat("cannot read directory \"", c.template_dir, "\""));
+    return Bad("MAILROOM_TEMPLATE_DIR",
+               absl::StrCat("cannot read directory \"", c.template_dir, "\""));
   }
   c.product_name = env.String(SenderSetting("MAILROOM_PRODUCT_NAME"));
   if (!OneLine(c.product_name, 200)) {
@@ -362,8 +362,8 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   MAILROOM_ASSIGN_OR_RETURN(c.price_per_1000, env.Double(SenderSetting("MAILROOM_PRICE_PER_1000")));
   // The secondary transport: the same settings as the primary's under MAILROOM_FAILOVER_,
   // its own price (required: money is at stake), and which emails may use it.
-  const std::string failover_kind =
-      absl::AsciiStrToLower(env.String(SenderSetting("MAILROOM_FAILOVER_TRANSPORT")));
+  const std::string failover_kind = absl::AsciiStrToLower(
+      env.String(SenderSetting("MAILROOM_FAILOVER_TRANSPORT")));
   if (failover_kind != "off") {
     SenderConfig f;
     absl::Status st = LoadTransportSettings(env, TransportVars(true), &f);
@@ -380,8 +380,8 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
     double price;
     MAILROOM_ASSIGN_OR_RETURN(price, env.Double(SenderSetting("MAILROOM_FAILOVER_PRICE_PER_1000")));
     c.failover_price_per_1000 = price;
-    c.failover_classes =
-        absl::AsciiStrToLower(env.String(SenderSetting("MAILROOM_FAILOVER_CLASSES")));
+    c.failover_classes = absl::AsciiStrToLower(
+        env.String(SenderSetting("MAILROOM_FAILOVER_CLASSES")));
     if (c.failover_classes != "recovery" && c.failover_classes != "all") {
       return Bad("MAILROOM_FAILOVER_CLASSES", "must be recovery or all");
     }
@@ -392,9 +392,9 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
     MAILROOM_ASSIGN_OR_RETURN(b, env.Double(SenderSetting("MAILROOM_BUDGET")));
     // A cap below one email's price would hold every job until it expires.
     if (b < c.price_per_1000 / 1000) {
-      return Bad("MAILROOM_BUDGET", absl::StrCat("must allow at least one email (",
-                                                 c.price_per_1000 / 1000,
-                                                 " at MAILROOM_PRICE_PER_1000), or be unlimited"));
+      return Bad("MAILROOM_BUDGET",
+                 absl::StrCat("must allow at least one email (", c.price_per_1000 / 1000,
+                              " at MAILROOM_PRICE_PER_1000), or be unlimited"));
     }
     c.monthly_budget = b;
   }
@@ -443,7 +443,8 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   char host[256] = "sender";
   gethostname(host, sizeof host - 1);
   c.name = env.String("MAILROOM_SENDER_NAME", host);
-  if (!OneLine(c.name, 128)) return Bad("MAILROOM_SENDER_NAME", "must be one line of at most 128 bytes");
+  if (!OneLine(c.name, 128))
+    return Bad("MAILROOM_SENDER_NAME", "must be one line of at most 128 bytes");
   return c;
 }
 

@@ -15,22 +15,22 @@ namespace mailroom {
 // see the README's table. Validated once at start; secrets are held, never printed.
 struct SenderConfig {
   // The collector.
-  std::string collector_address;      // MAILROOM_COLLECTOR_ADDRESS
-  std::string collector_token;        // MAILROOM_COLLECTOR_TOKEN (secret)
-  bool collector_tls = false;         // MAILROOM_COLLECTOR_TLS
-  bool allow_plaintext = false;       // MAILROOM_ALLOW_PLAINTEXT: plaintext to a network address
-  std::string collector_ca_file;      // MAILROOM_COLLECTOR_CA
-  std::string client_cert_file;       // MAILROOM_COLLECTOR_CLIENT_CERT
-  std::string client_key_file;        // MAILROOM_COLLECTOR_CLIENT_KEY
-  std::string group;                  // MAILROOM_CONSUMER_GROUP
-  int max_in_flight = 0;              // MAILROOM_MAX_IN_FLIGHT
-  absl::Duration ack_delay;           // MAILROOM_ACK_DELAY_MS
+  std::string collector_address;  // MAILROOM_COLLECTOR_ADDRESS
+  std::string collector_token;    // MAILROOM_COLLECTOR_TOKEN (secret)
+  bool collector_tls = false;     // MAILROOM_COLLECTOR_TLS
+  bool allow_plaintext = false;   // MAILROOM_ALLOW_PLAINTEXT: plaintext to a network address
+  std::string collector_ca_file;  // MAILROOM_COLLECTOR_CA
+  std::string client_cert_file;   // MAILROOM_COLLECTOR_CLIENT_CERT
+  std::string client_key_file;    // MAILROOM_COLLECTOR_CLIENT_KEY
+  std::string group;              // MAILROOM_CONSUMER_GROUP
+  int max_in_flight = 0;          // MAILROOM_MAX_IN_FLIGHT
+  absl::Duration ack_delay;       // MAILROOM_ACK_DELAY_MS
 
   // Messages.
-  std::string from;                   // MAILROOM_FROM
-  std::string link_base_url;          // MAILROOM_LINK_BASE_URL
-  std::string template_dir;           // MAILROOM_TEMPLATE_DIR
-  std::string product_name;           // MAILROOM_PRODUCT_NAME
+  std::string from;           // MAILROOM_FROM
+  std::string link_base_url;  // MAILROOM_LINK_BASE_URL
+  std::string template_dir;   // MAILROOM_TEMPLATE_DIR
+  std::string product_name;   // MAILROOM_PRODUCT_NAME
 
   // Transport.
   std::string transport;              // MAILROOM_TRANSPORT: file | smtp | ses | http | postmark |
@@ -41,40 +41,40 @@ struct SenderConfig {
   std::string smtp_password;          // MAILROOM_SMTP_PASSWORD (secret)
   std::string smtp_oauth2_token_url;  // MAILROOM_SMTP_OAUTH2_TOKEN_URL
   std::string smtp_oauth2_client_id;  // MAILROOM_SMTP_OAUTH2_CLIENT_ID
-  std::string smtp_oauth2_client_secret;  // MAILROOM_SMTP_OAUTH2_CLIENT_SECRET (secret)
-  std::string smtp_oauth2_scope;      // MAILROOM_SMTP_OAUTH2_SCOPE
-  std::string smtp_oauth2_token_file;  // MAILROOM_SMTP_OAUTH2_TOKEN_FILE
-  bool smtp_allow_plain = false;      // MAILROOM_SMTP_ALLOW_PLAIN
-  std::string smtp_ca_file;           // MAILROOM_SMTP_CA_FILE
+  std::string smtp_oauth2_client_secret;   // MAILROOM_SMTP_OAUTH2_CLIENT_SECRET (secret)
+  std::string smtp_oauth2_scope;           // MAILROOM_SMTP_OAUTH2_SCOPE
+  std::string smtp_oauth2_token_file;      // MAILROOM_SMTP_OAUTH2_TOKEN_FILE
+  bool smtp_allow_plain = false;           // MAILROOM_SMTP_ALLOW_PLAIN
+  std::string smtp_ca_file;                // MAILROOM_SMTP_CA_FILE
   bool smtp_insecure_skip_verify = false;  // MAILROOM_SMTP_INSECURE_SKIP_VERIFY
-  int connections = 4;                // MAILROOM_CONNECTIONS (parallel sends)
-  absl::Duration send_timeout;        // MAILROOM_SEND_TIMEOUT_MS
-  std::string ses_region;             // MAILROOM_SES_REGION
-  std::string ses_endpoint;           // MAILROOM_SES_ENDPOINT
-  std::string ses_configuration_set;  // MAILROOM_SES_CONFIGURATION_SET
-  absl::Duration ses_account_interval;  // MAILROOM_SES_ACCOUNT_INTERVAL_MS: GetAccount readings
-  std::string aws_access_key_id;      // AWS_ACCESS_KEY_ID
-  std::string aws_secret_access_key;  // AWS_SECRET_ACCESS_KEY (secret)
-  std::string aws_session_token;      // AWS_SESSION_TOKEN (secret)
-  std::string http_url;               // MAILROOM_HTTP_URL
-  std::string http_secret;            // MAILROOM_HTTP_SECRET (secret)
-  std::string http_authorization;     // MAILROOM_HTTP_AUTHORIZATION (secret)
-  bool http_allow_plain = false;      // MAILROOM_HTTP_ALLOW_PLAIN: http:// to a network address
-  std::string http_ca_file;           // MAILROOM_HTTP_CA_FILE
+  int connections = 4;                     // MAILROOM_CONNECTIONS (parallel sends)
+  absl::Duration send_timeout;             // MAILROOM_SEND_TIMEOUT_MS
+  std::string ses_region;                  // MAILROOM_SES_REGION
+  std::string ses_endpoint;                // MAILROOM_SES_ENDPOINT
+  std::string ses_configuration_set;       // MAILROOM_SES_CONFIGURATION_SET
+  absl::Duration ses_account_interval;     // MAILROOM_SES_ACCOUNT_INTERVAL_MS: GetAccount readings
+  std::string aws_access_key_id;           // AWS_ACCESS_KEY_ID
+  std::string aws_secret_access_key;       // AWS_SECRET_ACCESS_KEY (secret)
+  std::string aws_session_token;           // AWS_SESSION_TOKEN (secret)
+  std::string http_url;                    // MAILROOM_HTTP_URL
+  std::string http_secret;                 // MAILROOM_HTTP_SECRET (secret)
+  std::string http_authorization;          // MAILROOM_HTTP_AUTHORIZATION (secret)
+  bool http_allow_plain = false;  // MAILROOM_HTTP_ALLOW_PLAIN: http:// to a network address
+  std::string http_ca_file;       // MAILROOM_HTTP_CA_FILE
   // The provider transports: the API key of the one chosen (MAILROOM_POSTMARK_SERVER_TOKEN,
   // MAILROOM_SENDGRID_API_KEY, MAILROOM_MAILGUN_API_KEY or MAILROOM_RESEND_API_KEY; secret)
   // and its base URL (MAILROOM_<PROVIDER>_API_URL, "" for the provider's own).
   std::string provider_api_key;
   std::string provider_api_url;
   std::string postmark_message_stream;  // MAILROOM_POSTMARK_MESSAGE_STREAM
-  std::string mailgun_domain;         // MAILROOM_MAILGUN_DOMAIN
+  std::string mailgun_domain;           // MAILROOM_MAILGUN_DOMAIN
 
   // Failover: a secondary transport used while the primary's circuit breaker is open. Its
   // settings are the primary's names after MAILROOM_FAILOVER_ (MAILROOM_FAILOVER_SMTP_URL,
   // MAILROOM_FAILOVER_AWS_ACCESS_KEY_ID, ...); MAILROOM_CONNECTIONS and MAILROOM_SEND_TIMEOUT_MS
   // apply to both. Carries secrets: do not log it.
-  std::optional<TransportConfig> failover;  // MAILROOM_FAILOVER_TRANSPORT (unset/"off": none)
-  double failover_price_per_1000 = 0;       // MAILROOM_FAILOVER_PRICE_PER_1000 (required with it)
+  std::optional<TransportConfig> failover;    // MAILROOM_FAILOVER_TRANSPORT (unset/"off": none)
+  double failover_price_per_1000 = 0;         // MAILROOM_FAILOVER_PRICE_PER_1000 (required with it)
   std::string failover_classes = "recovery";  // MAILROOM_FAILOVER_CLASSES: recovery | all
 
   // Budget and retries.
@@ -89,10 +89,10 @@ struct SenderConfig {
   absl::Duration breaker_max_backoff;    // MAILROOM_BREAKER_MAX_BACKOFF (ms)
 
   // Operations.
-  std::string metrics_address;        // MAILROOM_METRICS_ADDRESS ("" = off)
-  std::string health_address;         // MAILROOM_HEALTH_ADDRESS (gRPC health; "" = off)
-  std::string log_level;              // MAILROOM_LOG_LEVEL
-  std::string name;                   // MAILROOM_SENDER_NAME (default: host name)
+  std::string metrics_address;  // MAILROOM_METRICS_ADDRESS ("" = off)
+  std::string health_address;   // MAILROOM_HEALTH_ADDRESS (gRPC health; "" = off)
+  std::string log_level;        // MAILROOM_LOG_LEVEL
+  std::string name;             // MAILROOM_SENDER_NAME (default: host name)
 };
 
 // Reads and validates the configuration; errors name the variable, never a secret's value.

@@ -24,8 +24,7 @@ Env Vars(std::map<std::string, std::string> vars) {
 }
 
 // Variable -> value changes, each with the variable its error must start with.
-using Changes =
-    std::map<std::string, std::pair<std::map<std::string, std::string>, std::string>>;
+using Changes = std::map<std::string, std::pair<std::map<std::string, std::string>, std::string>>;
 
 // Each change of `base` is refused with an error that names its variable and never shows
 // `secret`.
@@ -56,9 +55,10 @@ TEST(SenderConfigTest, DefaultsAreTheReadmes) {
 }
 
 TEST(SenderConfigTest, AckDelay) {
-  for (const auto& [value, want] : std::map<std::string, absl::Duration>{
-           {"0", absl::ZeroDuration()}, {"20", absl::Milliseconds(20)},
-           {"1000", absl::Seconds(1)}}) {
+  for (const auto& [value, want] :
+       std::map<std::string, absl::Duration>{{"0", absl::ZeroDuration()},
+                                             {"20", absl::Milliseconds(20)},
+                                             {"1000", absl::Seconds(1)}}) {
     auto c = LoadSenderConfig(Vars({{"MAILROOM_ACK_DELAY_MS", value}}));
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(c->ack_delay, want) << value;
@@ -66,8 +66,7 @@ TEST(SenderConfigTest, AckDelay) {
   for (const char* bad : {"-1", "1001", "soon"}) {
     auto c = LoadSenderConfig(Vars({{"MAILROOM_ACK_DELAY_MS", bad}}));
     ASSERT_FALSE(c.ok()) << bad;
-    EXPECT_TRUE(absl::StartsWith(c.status().message(), "MAILROOM_ACK_DELAY_MS: "))
-        << c.status();
+    EXPECT_TRUE(absl::StartsWith(c.status().message(), "MAILROOM_ACK_DELAY_MS: ")) << c.status();
   }
 }
 
@@ -97,8 +96,8 @@ TEST(SenderConfigTest, MoneyAndLimitSettingsHaveRanges) {
   for (const char* bad : {"0", "0.0009", "-0.1", "1000.01", "inf", "nan"}) {
     ExpectRefused({{"MAILROOM_PRICE_PER_1000", bad}}, "MAILROOM_PRICE_PER_1000");
   }
-  for (const auto& [value, micros] : std::map<std::string, double>{
-           {"0.001", 1}, {"0.10", 100}, {"1000", 1e6}}) {
+  for (const auto& [value, micros] :
+       std::map<std::string, double>{{"0.001", 1}, {"0.10", 100}, {"1000", 1e6}}) {
     auto c = LoadSenderConfig(Vars({{"MAILROOM_PRICE_PER_1000", value}}));
     ASSERT_TRUE(c.ok()) << value << ": " << c.status();
     EXPECT_DOUBLE_EQ(c->price_per_1000 * 1000, micros) << value;
@@ -112,10 +111,13 @@ TEST(SenderConfigTest, MoneyAndLimitSettingsHaveRanges) {
   auto cap = LoadSenderConfig(Vars({{"MAILROOM_BUDGET", "0.0001"}}));
   ASSERT_TRUE(cap.ok()) << cap.status();
   EXPECT_EQ(*cap->monthly_budget, 0.0001);
-  for (const auto& [var, bad] : std::map<std::string, std::string>{
-           {"MAILROOM_BURST", "0"}, {"MAILROOM_PROVIDER_RATE_LIMIT", "0"},
-           {"MAILROOM_RETRY_MAX_ATTEMPTS", "0"}, {"MAILROOM_MAX_IN_FLIGHT", "0"},
-           {"MAILROOM_CONNECTIONS", "0"}, {"MAILROOM_RETRY_BASE_MS", "0"}}) {
+  for (const auto& [var, bad] :
+       std::map<std::string, std::string>{{"MAILROOM_BURST", "0"},
+                                          {"MAILROOM_PROVIDER_RATE_LIMIT", "0"},
+                                          {"MAILROOM_RETRY_MAX_ATTEMPTS", "0"},
+                                          {"MAILROOM_MAX_IN_FLIGHT", "0"},
+                                          {"MAILROOM_CONNECTIONS", "0"},
+                                          {"MAILROOM_RETRY_BASE_MS", "0"}}) {
     ExpectRefused({{var, bad}}, var);
   }
   // Up to 256 connections: a provider 100 ms away needs more than 64 for a few hundred
@@ -135,14 +137,13 @@ TEST(SenderConfigTest, PlaintextToANetworkAddressIsRefusedUnlessAllowed) {
                                        {"MAILROOM_COLLECTOR_TLS", "true"}}))
                     .ok())
         << address;
-    auto allowed = LoadSenderConfig(Vars({{"MAILROOM_COLLECTOR_ADDRESS", address},
-                                          {"MAILROOM_ALLOW_PLAINTEXT", "true"}}));
+    auto allowed = LoadSenderConfig(
+        Vars({{"MAILROOM_COLLECTOR_ADDRESS", address}, {"MAILROOM_ALLOW_PLAINTEXT", "true"}}));
     ASSERT_TRUE(allowed.ok()) << allowed.status();
     EXPECT_TRUE(allowed->allow_plaintext);
   }
   for (const char* address : {"127.0.0.1:50051", "localhost:50051", "[::1]:50051"}) {
-    EXPECT_TRUE(LoadSenderConfig(Vars({{"MAILROOM_COLLECTOR_ADDRESS", address}})).ok())
-        << address;
+    EXPECT_TRUE(LoadSenderConfig(Vars({{"MAILROOM_COLLECTOR_ADDRESS", address}})).ok()) << address;
   }
 }
 
@@ -212,17 +213,23 @@ TEST(SenderConfigTest, SmtpOAuth2FromAnEndpoint) {
   EXPECT_EQ(tc.smtp_oauth2_token_url, v["MAILROOM_SMTP_OAUTH2_TOKEN_URL"]);
 
   // Each error names the variable to fix and never shows the secret.
-  ExpectRefused(v, {
-      {"password too", {{{"MAILROOM_SMTP_PASSWORD", "pw"}}, "MAILROOM_SMTP_PASSWORD"}},
-      {"no mailbox", {{{"MAILROOM_SMTP_USERNAME", ""}}, "MAILROOM_SMTP_USERNAME"}},
-      {"no client id", {{{"MAILROOM_SMTP_OAUTH2_CLIENT_ID", ""}}, "MAILROOM_SMTP_OAUTH2_CLIENT_ID"}},
-      {"no secret",
-       {{{"MAILROOM_SMTP_OAUTH2_CLIENT_SECRET", ""}}, "MAILROOM_SMTP_OAUTH2_CLIENT_SECRET"}},
-      {"file too", {{{"MAILROOM_SMTP_OAUTH2_TOKEN_FILE", "/etc/hostname"}},
-                    "MAILROOM_SMTP_OAUTH2_TOKEN_FILE"}},
-      {"plain http", {{{"MAILROOM_SMTP_OAUTH2_TOKEN_URL", "http://login.example.com/token"}},
-                      "MAILROOM_SMTP_OAUTH2_TOKEN_URL"}},
-  }, "s3cr3t-value");
+  ExpectRefused(
+      v,
+      {
+          {"password too", {{{"MAILROOM_SMTP_PASSWORD", "pw"}}, "MAILROOM_SMTP_PASSWORD"}},
+          {"no mailbox", {{{"MAILROOM_SMTP_USERNAME", ""}}, "MAILROOM_SMTP_USERNAME"}},
+          {"no client id",
+           {{{"MAILROOM_SMTP_OAUTH2_CLIENT_ID", ""}}, "MAILROOM_SMTP_OAUTH2_CLIENT_ID"}},
+          {"no secret",
+           {{{"MAILROOM_SMTP_OAUTH2_CLIENT_SECRET", ""}}, "MAILROOM_SMTP_OAUTH2_CLIENT_SECRET"}},
+          {"file too",
+           {{{"MAILROOM_SMTP_OAUTH2_TOKEN_FILE", "/etc/hostname"}},
+            "MAILROOM_SMTP_OAUTH2_TOKEN_FILE"}},
+          {"plain http",
+           {{{"MAILROOM_SMTP_OAUTH2_TOKEN_URL", "http://login.example.com/token"}},
+            "MAILROOM_SMTP_OAUTH2_TOKEN_URL"}},
+      },
+      "s3cr3t-value");
   // Plain HTTP is fine to this machine (a local identity agent, tests).
   auto local = v;
   local["MAILROOM_SMTP_OAUTH2_TOKEN_URL"] = "http://127.0.0.1:8181/token";
@@ -230,11 +237,10 @@ TEST(SenderConfigTest, SmtpOAuth2FromAnEndpoint) {
 }
 
 TEST(SenderConfigTest, SmtpOAuth2FromAFile) {
-  std::map<std::string, std::string> v = {
-      {"MAILROOM_TRANSPORT", "smtp"},
-      {"MAILROOM_SMTP_URL", "smtp://smtp.gmail.com:587"},
-      {"MAILROOM_SMTP_USERNAME", "no-reply@example.com"},
-      {"MAILROOM_SMTP_OAUTH2_TOKEN_FILE", "/etc/hostname"}};
+  std::map<std::string, std::string> v = {{"MAILROOM_TRANSPORT", "smtp"},
+                                          {"MAILROOM_SMTP_URL", "smtp://smtp.gmail.com:587"},
+                                          {"MAILROOM_SMTP_USERNAME", "no-reply@example.com"},
+                                          {"MAILROOM_SMTP_OAUTH2_TOKEN_FILE", "/etc/hostname"}};
   auto c = LoadSenderConfig(Vars(v));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(TransportConfigOf(*c).smtp_oauth2_token_file, "/etc/hostname");
@@ -251,11 +257,10 @@ TEST(SenderConfigTest, SmtpOAuth2FromAFile) {
 }
 
 TEST(SenderConfigTest, HttpWebhook) {
-  std::map<std::string, std::string> v = {
-      {"MAILROOM_TRANSPORT", "http"},
-      {"MAILROOM_HTTP_URL", "https://hooks.example.com/mail"},
-      {"MAILROOM_HTTP_SECRET", "whsec_s3cr3t-value"},
-      {"MAILROOM_HTTP_AUTHORIZATION", "Bearer auth-s3cr3t"}};
+  std::map<std::string, std::string> v = {{"MAILROOM_TRANSPORT", "http"},
+                                          {"MAILROOM_HTTP_URL", "https://hooks.example.com/mail"},
+                                          {"MAILROOM_HTTP_SECRET", "whsec_s3cr3t-value"},
+                                          {"MAILROOM_HTTP_AUTHORIZATION", "Bearer auth-s3cr3t"}};
   auto c = LoadSenderConfig(Vars(v));
   ASSERT_TRUE(c.ok()) << c.status();
   TransportConfig tc = TransportConfigOf(*c);
@@ -266,17 +271,20 @@ TEST(SenderConfigTest, HttpWebhook) {
   EXPECT_EQ(tc.http_ca_file, "");
 
   // Each error names the variable to fix and never shows a secret.
-  ExpectRefused(v, {
-      {"no url", {{{"MAILROOM_HTTP_URL", ""}}, "MAILROOM_HTTP_URL"}},
-      {"not http", {{{"MAILROOM_HTTP_URL", "ftp://hooks.example.com/"}}, "MAILROOM_HTTP_URL"}},
-      {"plain http",
-       {{{"MAILROOM_HTTP_URL", "http://hooks.example.com/mail"}}, "MAILROOM_HTTP_URL"}},
-      {"no secret", {{{"MAILROOM_HTTP_SECRET", ""}}, "MAILROOM_HTTP_SECRET"}},
-      {"no ca", {{{"MAILROOM_HTTP_CA_FILE", "/nonexistent/ca.pem"}}, "MAILROOM_HTTP_CA_FILE"}},
-      {"two lines",
-       {{{"MAILROOM_HTTP_AUTHORIZATION", "Bearer auth-s3cr3t\r\nX-Evil: 1"}},
-        "MAILROOM_HTTP_AUTHORIZATION"}},
-  }, "s3cr3t");
+  ExpectRefused(
+      v,
+      {
+          {"no url", {{{"MAILROOM_HTTP_URL", ""}}, "MAILROOM_HTTP_URL"}},
+          {"not http", {{{"MAILROOM_HTTP_URL", "ftp://hooks.example.com/"}}, "MAILROOM_HTTP_URL"}},
+          {"plain http",
+           {{{"MAILROOM_HTTP_URL", "http://hooks.example.com/mail"}}, "MAILROOM_HTTP_URL"}},
+          {"no secret", {{{"MAILROOM_HTTP_SECRET", ""}}, "MAILROOM_HTTP_SECRET"}},
+          {"no ca", {{{"MAILROOM_HTTP_CA_FILE", "/nonexistent/ca.pem"}}, "MAILROOM_HTTP_CA_FILE"}},
+          {"two lines",
+           {{{"MAILROOM_HTTP_AUTHORIZATION", "Bearer auth-s3cr3t\r\nX-Evil: 1"}},
+            "MAILROOM_HTTP_AUTHORIZATION"}},
+      },
+      "s3cr3t");
   // Plain HTTP to this machine, or anywhere when the operator says so.
   auto local = v;
   local["MAILROOM_HTTP_URL"] = "http://127.0.0.1:8080/mail";
@@ -291,13 +299,13 @@ TEST(SenderConfigTest, HttpWebhook) {
 
 // A webhook as the secondary: its settings under the prefix, checked as the primary's are.
 TEST(SenderConfigTest, FailoverToAWebhook) {
-  std::map<std::string, std::string> v = {
-      {"MAILROOM_TRANSPORT", "smtp"},
-      {"MAILROOM_SMTP_URL", "smtp://primary.example:587"},
-      {"MAILROOM_FAILOVER_TRANSPORT", "http"},
-      {"MAILROOM_FAILOVER_HTTP_URL", "https://hooks.example.com/mail"},
-      {"MAILROOM_FAILOVER_HTTP_SECRET", "whsec_s3cr3t-value"},
-      {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.50"}};
+  std::map<std::string, std::string> v = {{"MAILROOM_TRANSPORT", "smtp"},
+                                          {"MAILROOM_SMTP_URL", "smtp://primary.example:587"},
+                                          {"MAILROOM_FAILOVER_TRANSPORT", "http"},
+                                          {"MAILROOM_FAILOVER_HTTP_URL",
+                                           "https://hooks.example.com/mail"},
+                                          {"MAILROOM_FAILOVER_HTTP_SECRET", "whsec_s3cr3t-value"},
+                                          {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.50"}};
   auto c = LoadSenderConfig(Vars(v));
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_TRUE(c->failover.has_value());
@@ -305,12 +313,15 @@ TEST(SenderConfigTest, FailoverToAWebhook) {
   EXPECT_EQ(c->failover->http_url, "https://hooks.example.com/mail");
   EXPECT_EQ(c->failover->http_secret, "whsec_s3cr3t-value");
   EXPECT_EQ(c->http_url, "");  // the primary's own are untouched
-  ExpectRefused(v, {
-      {"no secret", {{{"MAILROOM_FAILOVER_HTTP_SECRET", ""}}, "MAILROOM_FAILOVER_HTTP_SECRET"}},
-      {"plain http",
-       {{{"MAILROOM_FAILOVER_HTTP_URL", "http://hooks.example.com/mail"}},
-        "MAILROOM_FAILOVER_HTTP_URL"}},
-  }, "s3cr3t");
+  ExpectRefused(v,
+                {
+                    {"no secret",
+                     {{{"MAILROOM_FAILOVER_HTTP_SECRET", ""}}, "MAILROOM_FAILOVER_HTTP_SECRET"}},
+                    {"plain http",
+                     {{{"MAILROOM_FAILOVER_HTTP_URL", "http://hooks.example.com/mail"}},
+                      "MAILROOM_FAILOVER_HTTP_URL"}},
+                },
+                "s3cr3t");
 }
 
 // The provider transports: each its own key and base URL, the key required and never shown,
@@ -335,51 +346,62 @@ TEST(SenderConfigTest, ProviderTransports) {
     ASSERT_TRUE(LoadSenderConfig(Vars(v)).ok()) << kind;
     EXPECT_EQ(TransportConfigOf(*LoadSenderConfig(Vars(v))).provider_api_url,
               "http://127.0.0.1:9000");
-    ExpectRefused(v, {
-        {"no key", {{{key, ""}}, key}},
-        {"a space", {{{key, "key s3cr3t"}}, key}},
-        {"plain http", {{{url, "http://api.example.com"}}, url}},
-        {"not http", {{{url, "ftp://api.example.com"}}, url}},
-    }, "s3cr3t");
+    ExpectRefused(v,
+                  {
+                      {"no key", {{{key, ""}}, key}},
+                      {"a space", {{{key, "key s3cr3t"}}, key}},
+                      {"plain http", {{{url, "http://api.example.com"}}, url}},
+                      {"not http", {{{url, "ftp://api.example.com"}}, url}},
+                  },
+                  "s3cr3t");
   }
   std::map<std::string, std::string> pm = {{"MAILROOM_TRANSPORT", "postmark"},
                                            {"MAILROOM_POSTMARK_SERVER_TOKEN", "t0ken"}};
   EXPECT_EQ(LoadSenderConfig(Vars(pm))->postmark_message_stream, "outbound");
   pm["MAILROOM_POSTMARK_MESSAGE_STREAM"] = "password-resets";
   EXPECT_EQ(LoadSenderConfig(Vars(pm))->postmark_message_stream, "password-resets");
-  ExpectRefused(pm, {{"bad stream", {{{"MAILROOM_POSTMARK_MESSAGE_STREAM", "Out Bound"}},
-                                     "MAILROOM_POSTMARK_MESSAGE_STREAM"}}}, "t0ken");
+  ExpectRefused(
+      pm,
+      {{"bad stream",
+        {{{"MAILROOM_POSTMARK_MESSAGE_STREAM", "Out Bound"}}, "MAILROOM_POSTMARK_MESSAGE_STREAM"}}},
+      "t0ken");
   std::map<std::string, std::string> mg = {{"MAILROOM_TRANSPORT", "mailgun"},
                                            {"MAILROOM_MAILGUN_API_KEY", "key-s3cr3t"},
                                            {"MAILROOM_MAILGUN_DOMAIN", "MG.Example.com"}};
   EXPECT_EQ(TransportConfigOf(*LoadSenderConfig(Vars(mg))).mailgun_domain, "mg.example.com");
-  ExpectRefused(mg, {
-      {"no domain", {{{"MAILROOM_MAILGUN_DOMAIN", ""}}, "MAILROOM_MAILGUN_DOMAIN"}},
-      {"not a domain", {{{"MAILROOM_MAILGUN_DOMAIN", "mg/x"}}, "MAILROOM_MAILGUN_DOMAIN"}},
-  }, "s3cr3t");
+  ExpectRefused(mg,
+                {
+                    {"no domain", {{{"MAILROOM_MAILGUN_DOMAIN", ""}}, "MAILROOM_MAILGUN_DOMAIN"}},
+                    {"not a domain",
+                     {{{"MAILROOM_MAILGUN_DOMAIN", "mg/x"}}, "MAILROOM_MAILGUN_DOMAIN"}},
+                },
+                "s3cr3t");
 }
 
 // A provider as the secondary: its settings under the prefix, checked as the primary's are.
 TEST(SenderConfigTest, FailoverToAProvider) {
-  std::map<std::string, std::string> v = {
-      {"MAILROOM_TRANSPORT", "ses"},
-      {"AWS_ACCESS_KEY_ID", "AKID"},
-      {"AWS_SECRET_ACCESS_KEY", "aws-s3cr3t"},
-      {"MAILROOM_FAILOVER_TRANSPORT", "resend"},
-      {"MAILROOM_FAILOVER_RESEND_API_KEY", "re_s3cr3t"},
-      {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.40"}};
+  std::map<std::string, std::string> v = {{"MAILROOM_TRANSPORT", "ses"},
+                                          {"AWS_ACCESS_KEY_ID", "AKID"},
+                                          {"AWS_SECRET_ACCESS_KEY", "aws-s3cr3t"},
+                                          {"MAILROOM_FAILOVER_TRANSPORT", "resend"},
+                                          {"MAILROOM_FAILOVER_RESEND_API_KEY", "re_s3cr3t"},
+                                          {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.40"}};
   auto c = LoadSenderConfig(Vars(v));
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_TRUE(c->failover.has_value());
   EXPECT_EQ(c->failover->kind, "resend");
   EXPECT_EQ(c->failover->provider_api_key, "re_s3cr3t");
   EXPECT_EQ(c->provider_api_key, "");  // the primary's own are untouched
-  ExpectRefused(v, {
-      {"no key", {{{"MAILROOM_FAILOVER_RESEND_API_KEY", ""}}, "MAILROOM_FAILOVER_RESEND_API_KEY"}},
-      {"plain http",
-       {{{"MAILROOM_FAILOVER_RESEND_API_URL", "http://api.example.com"}},
-        "MAILROOM_FAILOVER_RESEND_API_URL"}},
-  }, "s3cr3t");
+  ExpectRefused(
+      v,
+      {
+          {"no key",
+           {{{"MAILROOM_FAILOVER_RESEND_API_KEY", ""}}, "MAILROOM_FAILOVER_RESEND_API_KEY"}},
+          {"plain http",
+           {{{"MAILROOM_FAILOVER_RESEND_API_URL", "http://api.example.com"}},
+            "MAILROOM_FAILOVER_RESEND_API_URL"}},
+      },
+      "s3cr3t");
 }
 
 TEST(SenderConfigTest, NoFailoverByDefault) {
@@ -429,10 +451,10 @@ TEST(SenderConfigTest, FailoverReadsThePrimarysSettingsUnderItsPrefix) {
 }
 
 TEST(SenderConfigTest, FailoverErrorsNameTheSecondarysVariable) {
-  const std::map<std::string, std::string> smtp = {
-      {"MAILROOM_FAILOVER_TRANSPORT", "smtp"},
-      {"MAILROOM_FAILOVER_SMTP_URL", "smtp://backup.example:587"},
-      {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.5"}};
+  const std::map<std::string, std::string> smtp = {{"MAILROOM_FAILOVER_TRANSPORT", "smtp"},
+                                                   {"MAILROOM_FAILOVER_SMTP_URL",
+                                                    "smtp://backup.example:587"},
+                                                   {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.5"}};
   auto with = [&](std::map<std::string, std::string> more) {
     auto v = smtp;
     for (auto& [k, x] : more) v[k] = x;

@@ -18,12 +18,12 @@
 #include "nlohmann/json.hpp"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
 #include "sender/collector_credentials.h"
-#include "sender/transport/curl_handle.h"
 #include "sender/message.h"
-#include "sender/transport/oauth2_token.h"
 #include "sender/renderer.h"
+#include "sender/transport/curl_handle.h"
 #include "sender/transport/http_call.h"
 #include "sender/transport/mailgun_transport.h"
+#include "sender/transport/oauth2_token.h"
 #include "sender/transport/postmark_transport.h"
 #include "sender/transport/resend_transport.h"
 #include "sender/transport/sendgrid_transport.h"
@@ -94,9 +94,10 @@ std::vector<DoctorLine> CheckMessageSettings(const SenderConfig& c) {
   } else {
     const std::string domain = from->second.substr(from->second.find('@') + 1);
     if (c.transport != "file" && PlaceholderDomain(domain)) {
-      out.push_back(Warn("from", absl::StrCat(
-          from->second, ": ", domain, " is a placeholder domain; providers refuse or spam-file "
-          "mail from a domain that is not yours (set MAILROOM_FROM)")));
+      out.push_back(
+          Warn("from", absl::StrCat(from->second, ": ", domain,
+                                    " is a placeholder domain; providers refuse or spam-file "
+                                    "mail from a domain that is not yours (set MAILROOM_FROM)")));
     } else {
       out.push_back(Ok("from", from->second));
     }
@@ -131,17 +132,17 @@ std::vector<DoctorLine> CheckMessageSettings(const SenderConfig& c) {
   if (out.size() == before) {
     std::string trimmed = base;
     while (!trimmed.empty() && trimmed.back() == '/') trimmed.pop_back();
-    out.push_back(Ok("links", absl::StrCat(trimmed, "/activate?token=..., ", trimmed,
-                                           "/recover?token=..., ", trimmed,
-                                           "/action/<action>?token=...")));
+    out.push_back(
+        Ok("links", absl::StrCat(trimmed, "/activate?token=..., ", trimmed, "/recover?token=..., ",
+                                 trimmed, "/action/<action>?token=...")));
   }
   return out;
 }
 
 // What a rendered sample of `action` in `locale` should show: something to act on (for an
 // action known to carry a token or a code) and a subject.
-void CheckSample(const std::string& action, const std::string& locale,
-                 const RenderedEmail& preview, std::vector<DoctorLine>* out) {
+void CheckSample(const std::string& action, const std::string& locale, const RenderedEmail& preview,
+                 std::vector<DoctorLine>* out) {
   const std::string name = SetName(action, locale);
   const std::string both = preview.text + preview.html;
   const bool builtin = std::find(BuiltinActions().begin(), BuiltinActions().end(), action) !=
@@ -149,9 +150,11 @@ void CheckSample(const std::string& action, const std::string& locale,
   // Whether an action of the application's own carries a token is the database's to say.
   if (builtin && !IsBuiltinNotice(action) && !absl::StrContains(both, "SAMPLE-TOKEN") &&
       !absl::StrContains(both, "12345")) {
-    out->push_back(Warn("templates", absl::StrCat(
-        name, ": neither the text nor the HTML shows {{link}}, {{token}} or {{code}}: the "
-        "reader has nothing to act on (a misspelt variable renders as nothing)")));
+    out->push_back(Warn(
+        "templates",
+        absl::StrCat(name,
+                     ": neither the text nor the HTML shows {{link}}, {{token}} or {{code}}: the "
+                     "reader has nothing to act on (a misspelt variable renders as nothing)")));
   }
   if (preview.subject.find_first_not_of(' ') == std::string::npos) {
     out->push_back(Warn("templates", absl::StrCat(name, ": the subject is empty")));
@@ -171,14 +174,14 @@ void CheckLocales(const Templates& templates, std::vector<DoctorLine>* out) {
     std::vector<std::string> has, missing;
     for (const std::string& action : BuiltinActions()) {
       const std::vector<std::string> sets = templates.Locales(action);
-      (std::find(sets.begin(), sets.end(), locale) != sets.end() ? has : missing)
-          .push_back(action);
+      (std::find(sets.begin(), sets.end(), locale) != sets.end() ? has : missing).push_back(action);
     }
     if (missing.empty()) continue;
-    out->push_back(Warn("templates", absl::StrCat(
-        "locale ", locale, " has templates for ",
-        has.empty() ? "no built-in action" : absl::StrJoin(has, ", "), " but none for ",
-        absl::StrJoin(missing, ", "), ": its readers get those in the default language")));
+    out->push_back(Warn("templates",
+                        absl::StrCat("locale ", locale, " has templates for ",
+                                     has.empty() ? "no built-in action" : absl::StrJoin(has, ", "),
+                                     " but none for ", absl::StrJoin(missing, ", "),
+                                     ": its readers get those in the default language")));
   }
 }
 
@@ -233,11 +236,13 @@ std::vector<DoctorLine> CheckTemplates(const SenderConfig& c, Clock* clock) {
   }
   CheckLocales(templates, &out);
   if (out.size() == before) {
-    out.push_back(Ok("templates", absl::StrCat(
-        rendered.size(), " sets of ", templates.Actions().size(),
-        " actions render a sample job (", absl::StrJoin(rendered, ", "), ") from ",
-        c.template_dir.empty() ? "the built-in templates"
-                               : absl::StrCat("the built-in templates and ", c.template_dir))));
+    out.push_back(
+        Ok("templates",
+           absl::StrCat(rendered.size(), " sets of ", templates.Actions().size(),
+                        " actions render a sample job (", absl::StrJoin(rendered, ", "), ") from ",
+                        c.template_dir.empty()
+                            ? "the built-in templates"
+                            : absl::StrCat("the built-in templates and ", c.template_dir))));
   }
   return out;
 }
@@ -276,9 +281,8 @@ std::vector<DoctorLine> CheckSmtpTransport(const SenderConfig& c) {
                                        c.smtp_oauth2_client_secret, c.smtp_oauth2_scope,
                                        tc.timeout})
             : TokenFileSource(c.smtp_oauth2_token_file);
-    const std::string from = !c.smtp_oauth2_token_url.empty()
-                                 ? HostOf(c.smtp_oauth2_token_url)
-                                 : c.smtp_oauth2_token_file;
+    const std::string from = !c.smtp_oauth2_token_url.empty() ? HostOf(c.smtp_oauth2_token_url)
+                                                              : c.smtp_oauth2_token_file;
     auto token = source->Fetch();
     if (!token.ok()) {
       out.push_back(Fail("smtp", absl::StrCat("no OAuth2 token from ", from, ": ",
@@ -286,8 +290,8 @@ std::vector<DoctorLine> CheckSmtpTransport(const SenderConfig& c) {
       tc.smtp_username.clear();  // connect and TLS only: there is nothing to authenticate with
     } else {
       bearer = token->value;
-      auth_what = absl::StrCat("authenticated as ", c.smtp_username, " (XOAUTH2, token from ",
-                               from, ")");
+      auth_what = absl::StrCat("authenticated as ", c.smtp_username, " (XOAUTH2, token from ", from,
+                               ")");
     }
   } else if (!c.smtp_username.empty()) {
     auth_what = absl::StrCat("authenticated as ", c.smtp_username);
@@ -295,8 +299,7 @@ std::vector<DoctorLine> CheckSmtpTransport(const SenderConfig& c) {
   const SmtpProbe p = ProbeSmtp(tc, bearer);
   const std::string& reply = p.trace.reply;
   switch (p.code) {
-    case CURLE_OK:
-      break;
+    case CURLE_OK: break;
     case CURLE_COULDNT_RESOLVE_HOST:
       out.push_back(Fail("smtp", absl::StrCat(server, ": cannot resolve the host: ", p.detail)));
       return out;
@@ -304,36 +307,40 @@ std::vector<DoctorLine> CheckSmtpTransport(const SenderConfig& c) {
       out.push_back(Fail("smtp", absl::StrCat(server, ": cannot connect: ", p.detail)));
       return out;
     case CURLE_OPERATION_TIMEDOUT:
-      out.push_back(Fail("smtp", absl::StrCat(server, ": no answer within ",
-                                              absl::FormatDuration(tc.timeout), " (after ",
-                                              p.trace.command.empty() ? "connecting"
-                                                                      : p.trace.command,
-                                              ")")));
+      out.push_back(Fail(
+          "smtp",
+          absl::StrCat(server, ": no answer within ", absl::FormatDuration(tc.timeout), " (after ",
+                       p.trace.command.empty() ? "connecting" : p.trace.command, ")")));
       return out;
     case CURLE_PEER_FAILED_VERIFICATION:
-      out.push_back(Fail("smtp", absl::StrCat(
-          server, ": certificate not accepted: ", p.detail,
-          c.smtp_ca_file.empty() ? " (MAILROOM_SMTP_CA_FILE can name the CA that issued it)"
-                                 : absl::StrCat(" (checked against ", c.smtp_ca_file, ")"))));
+      out.push_back(Fail(
+          "smtp", absl::StrCat(server, ": certificate not accepted: ", p.detail,
+                               c.smtp_ca_file.empty()
+                                   ? " (MAILROOM_SMTP_CA_FILE can name the CA that issued it)"
+                                   : absl::StrCat(" (checked against ", c.smtp_ca_file, ")"))));
       return out;
     case CURLE_SSL_CONNECT_ERROR:
     case CURLE_SSL_CACERT_BADFILE:
       out.push_back(Fail("smtp", absl::StrCat(server, ": TLS failed: ", p.detail)));
       return out;
     case CURLE_USE_SSL_FAILED:
-      out.push_back(Fail("smtp", absl::StrCat(
-          server, ": the server does not offer STARTTLS; use smtps:// if it speaks TLS from the "
-          "start (MAILROOM_SMTP_ALLOW_PLAIN=true sends in clear, for a relay on this machine)")));
+      out.push_back(
+          Fail("smtp",
+               absl::StrCat(
+                   server,
+                   ": the server does not offer STARTTLS; use smtps:// if it speaks TLS from the "
+                   "start (MAILROOM_SMTP_ALLOW_PLAIN=true sends in clear, for a relay on this "
+                   "machine)")));
       return out;
     default:
       if (p.code == CURLE_LOGIN_DENIED || p.trace.command == "AUTH") {
-        out.push_back(Fail("smtp", absl::StrCat(
-            server, ": authentication refused",
-            bearer.empty() ? "" : " (XOAUTH2 token)", ": ",
-            p.trace.command == "AUTH" && p.reply >= 400 ? reply
-            : p.trace.auth_offered.empty() ? "the server offers no AUTH"
-                                           : absl::StrCat(p.detail, " (offered: ",
-                                                          p.trace.auth_offered, ")"))));
+        out.push_back(Fail("smtp", absl::StrCat(server, ": authentication refused",
+                                                bearer.empty() ? "" : " (XOAUTH2 token)", ": ",
+                                                p.trace.command == "AUTH" && p.reply >= 400 ? reply
+                                                : p.trace.auth_offered.empty()
+                                                    ? "the server offers no AUTH"
+                                                    : absl::StrCat(p.detail, " (offered: ",
+                                                                   p.trace.auth_offered, ")"))));
       } else {
         out.push_back(Fail("smtp", absl::StrCat(server, ": ", p.status.message())));
       }
@@ -346,9 +353,10 @@ std::vector<DoctorLine> CheckSmtpTransport(const SenderConfig& c) {
                                 c.smtp_insecure_skip_verify ? " (certificate NOT verified)"
                                                             : " (certificate verified)"));
   } else {
-    out.push_back(Warn("smtp", absl::StrCat(server, ": no TLS (the server offers no STARTTLS "
-                                            "and MAILROOM_SMTP_ALLOW_PLAIN is on): messages "
-                                            "and credentials cross the network in clear")));
+    out.push_back(
+        Warn("smtp", absl::StrCat(server, ": no TLS (the server offers no STARTTLS "
+                                          "and MAILROOM_SMTP_ALLOW_PLAIN is on): messages "
+                                          "and credentials cross the network in clear")));
   }
   if (c.smtp_insecure_skip_verify) {
     out.push_back(Warn("smtp", "MAILROOM_SMTP_INSECURE_SKIP_VERIFY is on: anyone on the path "
@@ -361,11 +369,11 @@ std::vector<DoctorLine> CheckSmtpTransport(const SenderConfig& c) {
   } else if (!auth_what.empty()) {
     // libcurl skips AUTH when the server offers none: the credentials went unused.
     out.push_back(Warn("smtp", absl::StrCat(server, " offers no AUTH: MAILROOM_SMTP_USERNAME's "
-                                            "credentials are not used")));
+                                                    "credentials are not used")));
   } else if (!p.trace.auth_offered.empty()) {
-    out.push_back(Warn("smtp", absl::StrCat(
-        server, " offers AUTH (", p.trace.auth_offered, ") and no credentials are configured: "
-        "it may refuse to relay (MAILROOM_SMTP_USERNAME)")));
+    out.push_back(Warn("smtp", absl::StrCat(server, " offers AUTH (", p.trace.auth_offered,
+                                            ") and no credentials are configured: "
+                                            "it may refuse to relay (MAILROOM_SMTP_USERNAME)")));
   }
   seen.push_back("NOOP answered");
   out.push_back(Ok("smtp", absl::StrCat(server, ": ", absl::StrJoin(seen, ", "))));
@@ -388,21 +396,23 @@ std::vector<DoctorLine> JudgeSesAccount(const SesAccountInfo& a) {
     out.push_back(Fail("ses", "the account is in the sandbox (ProductionAccessEnabled=false): "
                               "only verified addresses receive mail; request production access"));
   }
-  const std::string quota =
-      a.max_24_hour_send < 0
-          ? std::string("no 24-hour quota")
-          : absl::StrCat(a.sent_last_24_hours, " of ", a.max_24_hour_send,
-                         " sent in the last 24 hours");
+  const std::string quota = a.max_24_hour_send < 0
+                                ? std::string("no 24-hour quota")
+                                : absl::StrCat(a.sent_last_24_hours, " of ", a.max_24_hour_send,
+                                               " sent in the last 24 hours");
   if (a.max_24_hour_send >= 0 && a.sent_last_24_hours >= a.max_24_hour_send) {
     out.push_back(Fail("ses", absl::StrCat("the 24-hour quota is used up: ", quota)));
   } else if (a.max_24_hour_send > 0 && a.sent_last_24_hours >= 0.9 * a.max_24_hour_send) {
     out.push_back(Warn("ses", absl::StrCat("the 24-hour quota is nearly used up: ", quota)));
   }
   if (out.empty()) {
-    out.push_back(Ok("ses", absl::StrCat(
-        "account: production access, sending enabled",
-        a.enforcement_status.empty() ? "" : absl::StrCat(", ", a.enforcement_status), ", ", quota,
-        a.max_send_rate > 0 ? absl::StrCat(", at most ", a.max_send_rate, " emails/s") : "")));
+    out.push_back(Ok(
+        "ses",
+        absl::StrCat("account: production access, sending enabled",
+                     a.enforcement_status.empty() ? "" : absl::StrCat(", ", a.enforcement_status),
+                     ", ", quota,
+                     a.max_send_rate > 0 ? absl::StrCat(", at most ", a.max_send_rate, " emails/s")
+                                         : "")));
   }
   return out;
 }
@@ -439,7 +449,8 @@ DoctorLine JudgeSesIdentity(absl::string_view list, const std::string& address) 
     return Warn("ses", absl::StrCat("neither ", address, " nor ", domain,
                                     " is among the account's first 1000 identities"));
   }
-  return Fail("ses", absl::StrCat("neither ", address, " nor ", domain, " is a verified identity "
+  return Fail("ses", absl::StrCat("neither ", address, " nor ", domain,
+                                  " is a verified identity "
                                   "of the account in this region: SES refuses mail from ",
                                   address, " (verify the domain, or set MAILROOM_FROM)"));
 }
@@ -448,19 +459,18 @@ std::vector<DoctorLine> CheckSesTransport(const SenderConfig& c) {
   TransportConfig tc = TransportConfigOf(c);
   tc.timeout = std::min(tc.timeout, kCheckTimeout);
   tc.connect_timeout = std::min(tc.connect_timeout, kCheckTimeout);
-  const std::string where =
-      absl::StrCat(HostOf(SesTransport::ApiUrl(tc, "")), " (region ", c.ses_region, ")");
+  const std::string where = absl::StrCat(HostOf(SesTransport::ApiUrl(tc, "")), " (region ",
+                                         c.ses_region, ")");
   auto account = FetchSesAccount(tc);
   if (!account.ok()) {
     const std::string what(account.status().message());
     const bool refused = absl::StrContains(what, "ses 401") || absl::StrContains(what, "ses 403");
     const bool unreachable = absl::StrContains(what, "(curl ");
-    return {Fail("ses", absl::StrCat(
-        "GetAccount at ", where, ": ",
-        refused       ? "credentials, region or clock refused: "
-        : unreachable ? "cannot reach the endpoint: "
-                      : "",
-        what))};
+    return {Fail("ses", absl::StrCat("GetAccount at ", where, ": ",
+                                     refused       ? "credentials, region or clock refused: "
+                                     : unreachable ? "cannot reach the endpoint: "
+                                                   : "",
+                                     what))};
   }
   std::vector<DoctorLine> out = {
       Ok("ses", absl::StrCat("GetAccount at ", where, ": signed request accepted"))};
@@ -470,8 +480,9 @@ std::vector<DoctorLine> CheckSesTransport(const SenderConfig& c) {
   // The first page holds every identity of almost any account; a query string needs no
   // escaping in the signed path (curl 7.88 signs the path as written).
   CurlHandle h(curl_easy_init());
-  auto listed = SesTransport::Call(
-      h.get(), tc, SesTransport::ApiUrl(tc, "/v2/email/identities?PageSize=1000"), nullptr);
+  auto listed = SesTransport::Call(h.get(), tc,
+                                   SesTransport::ApiUrl(tc, "/v2/email/identities?PageSize=1000"),
+                                   nullptr);
   if (!listed.ok()) {
     out.push_back(Warn("ses", absl::StrCat("the sending identity was not checked: "
                                            "ListEmailIdentities failed (",
@@ -535,8 +546,8 @@ DoctorLine JudgeProviderCheck(const std::string& kind, const HttpAnswer& answer,
     return Ok(kind, absl::StrCat("API key accepted by ", where, "; domain ", mailgun_domain,
                                  " is active"));
   }
-  return Ok(kind, absl::StrCat(kind == "postmark" ? "server token" : "API key", " accepted by ",
-                               where));
+  return Ok(kind,
+            absl::StrCat(kind == "postmark" ? "server token" : "API key", " accepted by ", where));
 }
 
 std::vector<DoctorLine> CheckProviderTransport(const SenderConfig& c) {
@@ -551,21 +562,22 @@ std::vector<DoctorLine> CheckProviderTransport(const SenderConfig& c) {
   CurlHandle h(curl_easy_init());
   auto answer = PerformHttp(h.get(), request, nullptr);
   if (!answer.ok()) {
-    return {Fail(c.transport, absl::StrCat("cannot reach ", where, ": ",
-                                           answer.status().message()))};
+    return {
+        Fail(c.transport, absl::StrCat("cannot reach ", where, ": ", answer.status().message()))};
   }
-  std::vector<DoctorLine> out = {JudgeProviderCheck(c.transport, *answer, where,
-                                                    c.mailgun_domain)};
+  std::vector<DoctorLine> out = {JudgeProviderCheck(c.transport, *answer, where, c.mailgun_domain)};
   // What only a send shows.
-  const char* unchecked =
-      c.transport == "postmark"   ? "whether MAILROOM_FROM has a confirmed sender signature "
-                                    "(Postmark refuses the first email with ErrorCode 400 or 401)"
-      : c.transport == "sendgrid" ? "whether MAILROOM_FROM is a verified sender identity "
-                                    "(SendGrid refuses the first email with 403)"
-      : c.transport == "mailgun"  ? "whether the account may send to any recipient (a sandbox "
-                                    "domain sends only to authorised recipients)"
-                                  : "whether MAILROOM_FROM's domain is verified at Resend "
-                                    "(Resend refuses the first email with 403)";
+  const char* unchecked = c.transport == "postmark"
+                              ? "whether MAILROOM_FROM has a confirmed sender signature "
+                                "(Postmark refuses the first email with ErrorCode 400 or 401)"
+                          : c.transport == "sendgrid"
+                              ? "whether MAILROOM_FROM is a verified sender identity "
+                                "(SendGrid refuses the first email with 403)"
+                          : c.transport == "mailgun"
+                              ? "whether the account may send to any recipient (a sandbox "
+                                "domain sends only to authorised recipients)"
+                              : "whether MAILROOM_FROM's domain is verified at Resend "
+                                "(Resend refuses the first email with 403)";
   if (out[0].level != Level::kFail) {
     out.push_back(Ok(c.transport, absl::StrCat("not checked without sending: ", unchecked)));
   }
@@ -588,28 +600,27 @@ std::vector<DoctorLine> CheckCollector(const SenderConfig& c) {
   req.set_consumer_group(c.group);
   v1::GetUsageResponse resp;
   const grpc::Status st = stub->GetUsage(&ctx, req, &resp);
-  const std::string where =
-      absl::StrCat(c.collector_address, c.collector_tls ? " (TLS)" : " (plaintext)");
+  const std::string where = absl::StrCat(c.collector_address,
+                                         c.collector_tls ? " (TLS)" : " (plaintext)");
   switch (st.error_code()) {
     case grpc::StatusCode::OK:
       return {Ok("collector", absl::StrCat(where, ": GetUsage for group ", c.group, " answered (",
                                            resp.sent(), " emails this month)"))};
     case grpc::StatusCode::UNAUTHENTICATED:
-      return {Fail("collector", absl::StrCat(where, ": the credential is refused (",
-                                             st.error_message(),
-                                             "): check MAILROOM_COLLECTOR_TOKEN"))};
+      return {
+          Fail("collector", absl::StrCat(where, ": the credential is refused (", st.error_message(),
+                                         "): check MAILROOM_COLLECTOR_TOKEN"))};
     case grpc::StatusCode::PERMISSION_DENIED:
       return {Fail("collector", absl::StrCat(where, ": the credential may not serve group ",
                                              c.group, " (", st.error_message(), ")"))};
     case grpc::StatusCode::UNAVAILABLE:
       // gRPC reports a refused certificate as an unavailable address; say which it was.
-      return {Fail("collector", absl::StrCat(
-          where,
-          absl::StrContains(st.error_message(), "andshake") ||
-                  absl::StrContains(st.error_message(), "SSL")
-              ? ": TLS failed: "
-              : ": unreachable: ",
-          st.error_message()))};
+      return {Fail("collector", absl::StrCat(where,
+                                             absl::StrContains(st.error_message(), "andshake") ||
+                                                     absl::StrContains(st.error_message(), "SSL")
+                                                 ? ": TLS failed: "
+                                                 : ": unreachable: ",
+                                             st.error_message()))};
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       return {Fail("collector", absl::StrCat(where, ": no answer within ",
                                              absl::FormatDuration(kCheckTimeout)))};
@@ -629,8 +640,8 @@ int RunDoctor(const SenderConfig& c, std::FILE* out) {
     }
     std::fflush(out);
   };
-  print({Ok("config", absl::StrCat("loaded: transport ", c.transport, ", consumer group ",
-                                   c.group, ", collector ", c.collector_address))});
+  print({Ok("config", absl::StrCat("loaded: transport ", c.transport, ", consumer group ", c.group,
+                                   ", collector ", c.collector_address))});
   print(CheckMessageSettings(c));
   print(CheckTemplates(c, RealClock::Get()));
   if (c.transport == "file") print(CheckFileTransport(c));

@@ -163,7 +163,8 @@ TEST(DoctorTest, TemplatesReportEveryProblemAndWhatRendersNothingToActOn) {
   ASSERT_EQ(lines.size(), 1u) << Joined(lines);
   EXPECT_THAT(Joined(lines), HasSubstr("ok   templates: 19 sets of 10 actions render"));
   EXPECT_THAT(Joined(lines), HasSubstr("password_recovery.de, welcome_gift) from the built-in "
-                                       "templates and " + c.template_dir));
+                                       "templates and " +
+                                       c.template_dir));
 
   c.template_dir = FreshDir("doctor_templates");
   WriteFile(c.template_dir + "/activation.de.html", "{{#open}} never closed");

@@ -40,9 +40,8 @@ EngineOptions Checked(EngineOptions o) {
 
 }  // namespace
 
-Engine::Engine(EngineOptions options, RenderFunction render, Transport* transport,
-               Pacer* pacer, RetryDecider retry, LeaseHolder* leases, Metrics* metrics,
-               Clock* clock)
+Engine::Engine(EngineOptions options, RenderFunction render, Transport* transport, Pacer* pacer,
+               RetryDecider retry, LeaseHolder* leases, Metrics* metrics, Clock* clock)
     : opt_(Checked(options)), render_(std::move(render)), transport_(transport), pacer_(pacer),
       retry_(std::move(retry)), leases_(leases), metrics_(metrics), clock_(clock) {}
 
@@ -50,8 +49,10 @@ Engine::~Engine() { Drain(); }
 
 Engine::Key Engine::KeyOf(const v1::Job& j) {
   // Critical, then normal, then notices; by expiry within a class.
-  return {Critical(j) ? 0 : j.priority() == v1::PRIORITY_NOTICE ? 2 : 1, j.expires_at(),
-          j.job_id()};
+  return {Critical(j)                           ? 0
+          : j.priority() == v1::PRIORITY_NOTICE ? 2
+                                                : 1,
+          j.expires_at(), j.job_id()};
 }
 
 void Engine::Submit(std::vector<LeasedJob> jobs) {
@@ -183,7 +184,8 @@ void Engine::NoteActive() {
   // One line per change, the only place failover and failback are logged.
   if (now == Route::kSecondary) {
     LogWarn("primary transport unavailable; failing over to the secondary",
-            {{"primary", transport_->Name()}, {"secondary", opt_.secondary->Name()},
+            {{"primary", transport_->Name()},
+             {"secondary", opt_.secondary->Name()},
              {"reason", opt_.breaker->reason()},
              {"classes", opt_.failover.classes == FailoverClasses::kAll ? "all" : "recovery"}});
   } else if (now == Route::kPrimary) {
@@ -214,9 +216,8 @@ bool Engine::HoldWhileProviderDown() {
   if (wait <= absl::ZeroDuration()) return false;
   const std::string why = absl::StrCat("held: provider unavailable: ", opt_.breaker->reason());
   if (SecondaryUsable()) {
-    DeferQueued(std::max(wait, absl::Milliseconds(500)), why, [this](const v1::Job& j) {
-      return !opt_.failover.FailsOver(ClassOf(j));
-    });
+    DeferQueued(std::max(wait, absl::Milliseconds(500)), why,
+                [this](const v1::Job& j) { return !opt_.failover.FailsOver(ClassOf(j)); });
     return false;
   }
   // Both down: back when either could send again.
@@ -416,11 +417,8 @@ void Engine::Count(const v1::Job& job, const AttemptFacts& facts, const Decision
       LogWarn("job cannot be rendered", {{"job", id}, {"error", reason}});
       return;
     case Verdict::kHeld:
-    case Verdict::kRequeued:
-      return;
-    case Verdict::kSent:
-      CountSent(job, facts, attempt);
-      return;
+    case Verdict::kRequeued: return;
+    case Verdict::kSent: CountSent(job, facts, attempt); return;
     case Verdict::kMaybeSentRetry:
       metrics_->Add(sender_metrics::kMaybeSent, 1);
       metrics_->Add(sender_metrics::kSpentMicros, std::max<int64_t>(facts.charge, 0));
@@ -434,7 +432,9 @@ void Engine::Count(const v1::Job& job, const AttemptFacts& facts, const Decision
       count_job("sent");
       metrics_->Add(sender_metrics::kUnconfirmed, 1);
       LogWarn("send may have reached the provider; counted as sent, not retried again",
-              {{"job", id}, {"action", action}, {"error", std::string(facts.sent.message())},
+              {{"job", id},
+               {"action", action},
+               {"error", std::string(facts.sent.message())},
                {"try", absl::StrCat(facts.failures)}});
       return;
     case Verdict::kFailingOver:
@@ -442,22 +442,22 @@ void Engine::Count(const v1::Job& job, const AttemptFacts& facts, const Decision
       Log(LogLevel::kDebug, "primary unavailable; the secondary sends this job",
           {{"job", id}, {"error", std::string(facts.sent.message())}});
       return;
-    case Verdict::kProviderDown:
-      metrics_->Add(sender_metrics::kHeld, 1);
-      return;
+    case Verdict::kProviderDown: metrics_->Add(sender_metrics::kHeld, 1); return;
     case Verdict::kRetry:
       metrics_->Add(sender_metrics::kRetries, 1);
-      LogWarn("send failed; will retry", {{"job", id}, {"error", reason},
+      LogWarn("send failed; will retry", {{"job", id},
+                                          {"error", reason},
                                           {"failures", absl::StrCat(facts.failures)},
                                           {"retry_in_ms", retry_in_ms()}});
       return;
     case Verdict::kRejected:
     case Verdict::kGaveUp:
       count_job("failed");
-      metrics_->Add(sender_metrics::kFailures, 1, {decision.verdict == Verdict::kRejected ? "permanent"
-                                                                        : "retries_exhausted"});
+      metrics_->Add(sender_metrics::kFailures, 1,
+                    {decision.verdict == Verdict::kRejected ? "permanent" : "retries_exhausted"});
       LogWarn("send failed permanently",
-              {{"job", id}, {"error", reason},
+              {{"job", id},
+               {"error", reason},
                {"suppress_recipient", decision.report->suppress_recipient ? "true" : "false"}});
       return;
   }
@@ -470,18 +470,23 @@ void Engine::CountSent(const v1::Job& job, const AttemptFacts& facts, const Atte
   if (opt_.failover.configured) {
     metrics_->Add(sender_metrics::kTransportSent, 1, {RouteName(attempt.route)});
   }
-  metrics_->Observe(sender_metrics::kCommitToSent,
-                    std::max(0.0, absl::ToDoubleSeconds(clock_->Now() - absl::FromUnixSeconds(
-                                                                         job.created_at()))),
-                    {action});
+  metrics_->Observe(
+      sender_metrics::kCommitToSent,
+      std::max(0.0, absl::ToDoubleSeconds(clock_->Now() - absl::FromUnixSeconds(job.created_at()))),
+      {action});
   const std::string id = absl::StrCat(job.job_id());
   const std::string tries = absl::StrCat(job.failures() + 1);
   if (attempt.route == Route::kSecondary) {
-    LogInfo("sent", {{"job", id}, {"action", action}, {"transport", attempt.transport->Name()},
+    LogInfo("sent", {{"job", id},
+                     {"action", action},
+                     {"transport", attempt.transport->Name()},
                      {"route", RouteName(attempt.route)},
-                     {"cost_micros", absl::StrCat(facts.charge)}, {"try", tries}});
+                     {"cost_micros", absl::StrCat(facts.charge)},
+                     {"try", tries}});
   } else {
-    LogInfo("sent", {{"job", id}, {"action", action}, {"transport", attempt.transport->Name()},
+    LogInfo("sent", {{"job", id},
+                     {"action", action},
+                     {"transport", attempt.transport->Name()},
                      {"try", tries}});
   }
 }

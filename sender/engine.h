@@ -33,9 +33,9 @@ namespace mailroom {
 using RenderFunction = std::function<absl::StatusOr<OutgoingEmail>(const v1::Job& job)>;
 
 struct EngineOptions {
-  int workers = 1;                                         // parallel sends
-  absl::Duration expiry_margin = absl::Seconds(30);        // not worth sending this close to expiry
-  absl::Duration max_budget_wait = absl::Seconds(30);      // longer waits hand jobs back (DEFER)
+  int workers = 1;                                     // parallel sends
+  absl::Duration expiry_margin = absl::Seconds(30);    // not worth sending this close to expiry
+  absl::Duration max_budget_wait = absl::Seconds(30);  // longer waits hand jobs back (DEFER)
   // Optional. While it is open, jobs are handed back (DEFER: not failed, not counted, not
   // charged) except its probes; provider errors (IsProviderError) feed it.
   Breaker* breaker = nullptr;
@@ -122,8 +122,8 @@ class Engine : public JobSink {
   Attempt PickRoute(SendClass send_class, int64_t cost, AttemptFacts* facts);
   // The send stage: sends through the attempt's transport, feeds its breaker and records the
   // answer and what a failure's outcome depends on in `facts`.
-  void Send(const OutgoingEmail& email, const v1::Job& job, const Attempt& attempt,
-            int64_t cost, AttemptFacts* facts);
+  void Send(const OutgoingEmail& email, const v1::Job& job, const Attempt& attempt, int64_t cost,
+            AttemptFacts* facts);
   // The metrics and the log line of a decided attempt.
   void Count(const v1::Job& job, const AttemptFacts& facts, const Decision& decision,
              const Attempt& attempt);

@@ -173,8 +173,12 @@ class EngineTest : public ::testing::Test {
   }
   // Waits until every worker is parked on a simulated deadline: nothing more happens until
   // time moves.
-  void Settle() { ASSERT_TRUE(Eventually([&] { return clock_.waiting() >= workers_; })); }
-  bool SendsReach(size_t n) { return Eventually([&] { return transport_.sends() >= n; }); }
+  void Settle() {
+    ASSERT_TRUE(Eventually([&] { return clock_.waiting() >= workers_; }));
+  }
+  bool SendsReach(size_t n) {
+    return Eventually([&] { return transport_.sends() >= n; });
+  }
   // Hands `jobs` to the engine, each under a lease of its own.
   void Submit(std::vector<v1::Job> jobs) {
     std::vector<LeasedJob> leased;
@@ -183,7 +187,9 @@ class EngineTest : public ::testing::Test {
   }
   size_t OutcomeCount() { return leases_.outcomes().size(); }
   std::vector<v1::JobOutcome> Outcomes() { return leases_.outcomes(); }
-  bool OutcomesReach(size_t n) { return Eventually([&] { return OutcomeCount() >= n; }); }
+  bool OutcomesReach(size_t n) {
+    return Eventually([&] { return OutcomeCount() >= n; });
+  }
 
   FakeClock clock_;
   Metrics metrics_;
@@ -247,8 +253,8 @@ TEST_F(EngineTest, RecoveryFirstThenEarliestExpiry) {
   ASSERT_TRUE(SendsReach(1));
   Settle();
   Submit({Job(2, v1::ACTION_ACTIVATION, absl::Hours(2)),
-                   Job(3, v1::ACTION_ACTIVATION, absl::Hours(1)),
-                   Job(4, v1::ACTION_PASSWORD_RECOVERY, absl::Hours(3))});
+          Job(3, v1::ACTION_ACTIVATION, absl::Hours(1)),
+          Job(4, v1::ACTION_PASSWORD_RECOVERY, absl::Hours(3))});
   for (size_t n = 2; n <= 4; ++n) {
     clock_.Advance(absl::Milliseconds(1100));
     ASSERT_TRUE(SendsReach(n));
@@ -309,11 +315,10 @@ TEST_F(EngineTest, SeveralWorkersSendInPriorityOrderOneJobPerSlot) {
                                       "user3@example.test", "user4@example.test",
                                       "user5@example.test"}));
   // Each slot was asked for in the class of the job it sent.
-  EXPECT_EQ(pacer.classes(),
-            (std::vector<SendClass>{SendClass::kRecovery, SendClass::kRecovery,
-                                    SendClass::kStandard, SendClass::kStandard,
-                                    SendClass::kStandard, SendClass::kStandard,
-                                    SendClass::kStandard}));
+  EXPECT_EQ(pacer.classes(), (std::vector<SendClass>{SendClass::kRecovery, SendClass::kRecovery,
+                                                     SendClass::kStandard, SendClass::kStandard,
+                                                     SendClass::kStandard, SendClass::kStandard,
+                                                     SendClass::kStandard}));
   ASSERT_TRUE(OutcomesReach(7));
   for (const auto& x : Outcomes()) EXPECT_EQ(x.outcome(), v1::OUTCOME_SENT);
 }

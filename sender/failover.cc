@@ -11,8 +11,7 @@ Route ChooseRoute(const FailoverPolicy& policy, SendClass c, Breaker::Decision p
 
 int64_t ChargeFor(const FailoverPolicy& policy, Route route, int64_t slot_cost) {
   if (!policy.configured || slot_cost < 0) return slot_cost;
-  return route == Route::kSecondary ? policy.secondary_price_micros
-                                    : policy.primary_price_micros;
+  return route == Route::kSecondary ? policy.secondary_price_micros : policy.primary_price_micros;
 }
 
 bool SlotCovers(const FailoverPolicy& policy, Route route, int64_t slot_cost) {
@@ -27,12 +26,9 @@ Route ActiveRoute(const FailoverPolicy& policy, bool primary_open, bool secondar
 
 const char* RouteName(Route route) {
   switch (route) {
-    case Route::kPrimary:
-      return "primary";
-    case Route::kSecondary:
-      return "secondary";
-    case Route::kHold:
-      return "none";
+    case Route::kPrimary: return "primary";
+    case Route::kSecondary: return "secondary";
+    case Route::kHold: return "none";
   }
   return "none";
 }

@@ -13,9 +13,9 @@ namespace {
 
 using D = Breaker::Decision;
 
-constexpr int64_t kPrimary = 100;   // 0.10 per 1000
-constexpr int64_t kDearer = 800;    // 0.80 per 1000
-constexpr int64_t kCheaper = 50;    // 0.05 per 1000
+constexpr int64_t kPrimary = 100;  // 0.10 per 1000
+constexpr int64_t kDearer = 800;   // 0.80 per 1000
+constexpr int64_t kCheaper = 50;   // 0.05 per 1000
 
 FailoverPolicy Policy(FailoverClasses classes, int64_t secondary_price = kDearer) {
   FailoverPolicy p;
@@ -55,15 +55,13 @@ TEST(FailoverTest, RouteTable) {
       // Activations fail over only with "all".
       {"open primary, activation, recovery only", true, R, act, D::kHold, D::kSend, Route::kHold,
        false},
-      {"open primary, activation, all", true, A, act, D::kHold, D::kSend, Route::kSecondary,
-       true},
+      {"open primary, activation, all", true, A, act, D::kHold, D::kSend, Route::kSecondary, true},
       // Both down: held, as without failover.
       {"both open, recovery", true, R, rec, D::kHold, D::kHold, Route::kHold, true},
       {"both open, activation, all", true, A, act, D::kHold, D::kHold, Route::kHold, true},
       // No secondary configured: today's behaviour.
       {"no secondary, open primary", false, A, rec, D::kHold, D::kSend, Route::kHold, false},
-      {"no secondary, closed primary", false, A, rec, D::kSend, D::kSend, Route::kPrimary,
-       false},
+      {"no secondary, closed primary", false, A, rec, D::kSend, D::kSend, Route::kPrimary, false},
   };
   for (const RouteCase& c : cases) {
     FailoverPolicy p = Policy(c.classes);
@@ -83,10 +81,10 @@ struct PriceCase {
   int64_t secondary_price;
   bool primary_open;
   Route route;
-  int64_t slot_cost;     // the price of the grant the email's slot came from
-  int64_t grant_price;   // what new grants are asked at in this state
-  int64_t charged;       // JobOutcome.cost_micros
-  bool covered;          // the slot may be used for this route
+  int64_t slot_cost;    // the price of the grant the email's slot came from
+  int64_t grant_price;  // what new grants are asked at in this state
+  int64_t charged;      // JobOutcome.cost_micros
+  bool covered;         // the slot may be used for this route
 };
 
 TEST(FailoverTest, PriceTable) {
@@ -97,14 +95,13 @@ TEST(FailoverTest, PriceTable) {
       // primary's price before the switch does not cover the secondary.
       {"dearer secondary, slot at failover price", kDearer, true, Route::kSecondary, kDearer,
        kDearer, kDearer, true},
-      {"dearer secondary, old slot at primary price", kDearer, true, Route::kSecondary,
-       kPrimary, kDearer, kDearer, false},
+      {"dearer secondary, old slot at primary price", kDearer, true, Route::kSecondary, kPrimary,
+       kDearer, kDearer, false},
       // The primary's probe with a failover-priced slot is charged the primary's price.
       {"probe with a failover-priced slot", kDearer, true, Route::kPrimary, kDearer, kDearer,
        kPrimary, true},
       // A cheaper secondary: grants stay at the primary's price, the email is charged its own.
-      {"cheaper secondary", kCheaper, true, Route::kSecondary, kPrimary, kPrimary, kCheaper,
-       true},
+      {"cheaper secondary", kCheaper, true, Route::kSecondary, kPrimary, kPrimary, kCheaper, true},
       {"same price", kPrimary, true, Route::kSecondary, kPrimary, kPrimary, kPrimary, true},
   };
   for (const PriceCase& c : cases) {
@@ -137,8 +134,8 @@ TEST(FailoverTest, ActiveTransportTable) {
     bool primary_open, secondary_open;
     Route want;
   } cases[] = {
-      {&with, false, false, Route::kPrimary},   {&with, false, true, Route::kPrimary},
-      {&with, true, false, Route::kSecondary},  {&with, true, true, Route::kHold},
+      {&with, false, false, Route::kPrimary},    {&with, false, true, Route::kPrimary},
+      {&with, true, false, Route::kSecondary},   {&with, true, true, Route::kHold},
       {&without, false, false, Route::kPrimary}, {&without, true, false, Route::kHold},
   };
   for (const Case& c : cases) {

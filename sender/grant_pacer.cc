@@ -145,9 +145,9 @@ void GrantPacer::Tick() {
     const absl::Time after = clock_->Now();
     absl::MutexLock lock(&mu_);
     if (!r.ok()) {
-      LogWarn("budget grant failed", {{"error", std::string(r.status().message())},
-                                      {"retry_in_ms",
-                                       absl::StrCat(absl::ToInt64Milliseconds(backoff_))}});
+      LogWarn("budget grant failed",
+              {{"error", std::string(r.status().message())},
+               {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(backoff_))}});
       next_ask_[ask] = after + backoff_;
       backoff_ = std::min(backoff_ * 2, opt_.max_backoff);
     } else {

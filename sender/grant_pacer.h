@@ -38,8 +38,9 @@ struct GrantPacerOptions {
 // emails' worth of a grant from the collector (AcquireBudget), charged before the send. Grants
 // are asked for only while the engine has a job waiting (NextSendTime/TryAcquire without a
 // usable grant), a few emails at a time as the collector's pace allows (max_request_unlimited
-// at a time for an unlimited group); the collector paces all senders of the group together. Unused emails go back (ReturnBudget) when a grant is
-// about to expire and on Stop(), never after a send may have used them.
+// at a time for an unlimited group); the collector paces all senders of the group together. Unused
+// emails go back (ReturnBudget) when a grant is about to expire and on Stop(), never after a send
+// may have used them.
 //
 // A recovery may use any grant; an activation only grants asked for without the recovery
 // flag (the collector keeps the recovery reserve for recoveries). `caps` are this sender's own
@@ -75,15 +76,15 @@ class GrantPacer : public Pacer {
   int64_t held_emails();     // unused emails of live grants
   int64_t granted_emails();  // emails granted to this sender since start
   int64_t returned_emails();
-  bool exhausted();          // the collector said the month's budget is spent (for a class)
+  bool exhausted();  // the collector said the month's budget is spent (for a class)
 
  private:
   struct Held {
     uint64_t id = 0;
-    int left = 0;          // unused emails
-    int taken = 0;         // handed to the engine (may still be refunded)
-    bool recovery = false; // asked with the recovery flag: recoveries only
-    int64_t price = 0;     // of one email, as asked
+    int left = 0;           // unused emails
+    int taken = 0;          // handed to the engine (may still be refunded)
+    bool recovery = false;  // asked with the recovery flag: recoveries only
+    int64_t price = 0;      // of one email, as asked
     absl::Time usable_until;
   };
   // The price grants are asked at and must have to be used now.

@@ -32,8 +32,8 @@ std::vector<LeasedJob> LeaseTable::Receive(const std::string& subscriber_id, abs
   leased.reserve(jobs.size());
   absl::MutexLock lock(&mu_);
   // The message may have waited in the collector: trust it only for what it says is left.
-  const absl::Time deadline =
-      clock_->Now() + (left > absl::ZeroDuration() ? std::min(left, lease_) : lease_);
+  const absl::Time deadline = clock_->Now() +
+                              (left > absl::ZeroDuration() ? std::min(left, lease_) : lease_);
   for (v1::Job& j : jobs) {
     LeaseRef lease{subscriber_id, j.attempt()};
     leases_[j.job_id()] = HeldLease{lease, deadline};
@@ -99,8 +99,7 @@ size_t LeaseTable::leases() const {
 std::optional<LeaseTable::Batch> LeaseTable::NextBatch(size_t want, absl::Duration gather) {
   absl::MutexLock lock(&mu_);
   auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !outbox_.empty() || closed_; };
-  clock_->AwaitWithDeadline(&mu_, absl::Condition(&ready),
-                            clock_->Now() + absl::Milliseconds(200));
+  clock_->AwaitWithDeadline(&mu_, absl::Condition(&ready), clock_->Now() + absl::Milliseconds(200));
   // Closed after the last wait for acknowledgements: what is still here could not be recorded.
   if (closed_) return std::nullopt;
   Batch batch;
@@ -144,9 +143,8 @@ void LeaseTable::Returned(Batch batch) {
 
 bool LeaseTable::AwaitAcknowledged(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  auto empty = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return outbox_.empty() && sending_ == 0;
-  };
+  auto empty = [this]()
+                   ABSL_SHARED_LOCKS_REQUIRED(mu_) { return outbox_.empty() && sending_ == 0; };
   return clock_->AwaitWithDeadline(&mu_, absl::Condition(&empty), clock_->Now() + timeout);
 }
 
@@ -160,8 +158,8 @@ void LeaseTable::Close() {
   closed_ = true;
 }
 
-std::map<std::string, std::vector<std::pair<uint64_t, uint32_t>>>
-LeaseTable::HeldBySubscription() const {
+std::map<std::string, std::vector<std::pair<uint64_t, uint32_t>>> LeaseTable::HeldBySubscription()
+    const {
   std::map<std::string, std::vector<std::pair<uint64_t, uint32_t>>> by_sub;
   absl::MutexLock lock(&mu_);
   for (const auto& [id, l] : leases_) by_sub[l.ref.subscriber_id].emplace_back(id, l.ref.attempt);

@@ -119,7 +119,7 @@ class LeaseTable : public LeaseHolder {
   absl::Duration lease_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   std::map<uint64_t, HeldLease> leases_ ABSL_GUARDED_BY(mu_);
   std::deque<Pending> outbox_ ABSL_GUARDED_BY(mu_);
-  size_t sending_ ABSL_GUARDED_BY(mu_) = 0;          // outcomes of the batch in flight
+  size_t sending_ ABSL_GUARDED_BY(mu_) = 0;         // outcomes of the batch in flight
   absl::Time sending_oldest_ ABSL_GUARDED_BY(mu_);  // the oldest of them
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -27,8 +27,7 @@ OutcomeReport OutcomeReport::Sent(uint64_t job_id, int64_t cost_micros,
   return r;
 }
 
-OutcomeReport OutcomeReport::Failed(uint64_t job_id, std::string reason,
-                                    bool suppress_recipient) {
+OutcomeReport OutcomeReport::Failed(uint64_t job_id, std::string reason, bool suppress_recipient) {
   OutcomeReport r = Of(job_id, v1::OUTCOME_FAILED, std::move(reason));
   r.suppress_recipient = suppress_recipient;
   return r;

@@ -34,10 +34,8 @@ struct OutcomeReport {
   bool suppress_recipient = false;                    // FAILED only
   std::string provider_message_id;                    // SENT only
 
-  static OutcomeReport Sent(uint64_t job_id, int64_t cost_micros,
-                            std::string provider_message_id);
-  static OutcomeReport Failed(uint64_t job_id, std::string reason,
-                              bool suppress_recipient = false);
+  static OutcomeReport Sent(uint64_t job_id, int64_t cost_micros, std::string provider_message_id);
+  static OutcomeReport Failed(uint64_t job_id, std::string reason, bool suppress_recipient = false);
   static OutcomeReport Expired(uint64_t job_id, std::string reason);
   static OutcomeReport Retry(uint64_t job_id, std::string reason, absl::Duration after);
   static OutcomeReport Defer(uint64_t job_id, std::string reason,

@@ -18,13 +18,13 @@
 #include "common/metrics.h"
 #include "common/server_runtime.h"
 #include "grpcpp/grpcpp.h"
+#include "sender/actions.h"
 #include "sender/breaker.h"
 #include "sender/budget.h"
 #include "sender/budget_client.h"
 #include "sender/collector_credentials.h"
 #include "sender/config.h"
 #include "sender/doctor.h"
-#include "sender/actions.h"
 #include "sender/engine.h"
 #include "sender/failover.h"
 #include "sender/grant_pacer.h"
@@ -33,9 +33,9 @@
 #include "sender/lease_table.h"
 #include "sender/renderer.h"
 #include "sender/retry.h"
+#include "sender/sender_metrics.h"
 #include "sender/ses_account.h"
 #include "sender/settings.h"
-#include "sender/sender_metrics.h"
 #include "sender/startup.h"
 #include "sender/subscription.h"
 #include "sender/transport/transport_factory.h"
@@ -43,8 +43,9 @@
 ABSL_FLAG(std::string, action, "",
           "sender render: the action's name (activation, password_recovery, login_code, ... or "
           "one with templates in the template directory)");
-ABSL_FLAG(std::string, locale, "", "sender render: a locale tag such as de-AT (default: the "
-                                   "templates' default locale)");
+ABSL_FLAG(std::string, locale, "",
+          "sender render: a locale tag such as de-AT (default: the "
+          "templates' default locale)");
 
 namespace mailroom {
 namespace {
@@ -63,10 +64,9 @@ absl::StatusOr<Renderer> MakeRenderer(const SenderConfig& c) {
                           RealClock::Get());
 }
 
-constexpr char kUsage[] =
-    "usage: sender            (configured by MAILROOM_* variables)\n"
-    "       sender render --action=NAME [--locale=TAG]\n"
-    "       sender doctor     (checks the configuration, sends nothing)\n";
+constexpr char kUsage[] = "usage: sender            (configured by MAILROOM_* variables)\n"
+                          "       sender render --action=NAME [--locale=TAG]\n"
+                          "       sender doctor     (checks the configuration, sends nothing)\n";
 
 // `sender render --action=NAME [--locale=TAG]`: prints the email a job for the action (built in
 // or with templates in the template directory) would get, with sample data, from the configured
@@ -102,7 +102,7 @@ int RunDoctorCommand() {
 }
 
 LogLevel LogLevelOf(const std::string& name) {
-  return name == "debug" ? LogLevel::kDebug
+  return name == "debug"   ? LogLevel::kDebug
          : name == "warn"  ? LogLevel::kWarn
          : name == "error" ? LogLevel::kError
                            : LogLevel::kInfo;
@@ -149,8 +149,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> CollectorChannel(const SenderConf
 FailoverPolicy FailoverOf(const SenderConfig& c, bool configured) {
   FailoverPolicy failover;
   failover.configured = configured;
-  failover.classes =
-      c.failover_classes == "all" ? FailoverClasses::kAll : FailoverClasses::kRecovery;
+  failover.classes = c.failover_classes == "all" ? FailoverClasses::kAll
+                                                 : FailoverClasses::kRecovery;
   failover.primary_price_micros = std::max<int64_t>(1, PriceMicros(c.price_per_1000));
   failover.secondary_price_micros = std::max<int64_t>(1, PriceMicros(c.failover_price_per_1000));
   return failover;
@@ -199,27 +199,27 @@ EngineOptions EngineOptionsOf(const SenderConfig& c, const Transports& t, Breake
 }
 
 void LogStarting(const SenderConfig& c, const Transports& t, const std::string& holder) {
-  LogInfo("sender starting", {{"collector", c.collector_address}, {"group", c.group},
-                              {"transport", t.primary->Name()},
-                              {"connections", absl::StrCat(t.primary->Concurrency())},
-                              {"holder", holder},
-                              {"sender_cap", c.monthly_budget.has_value()
-                                                 ? absl::StrCat(*c.monthly_budget)
-                                                 : std::string("none")},
-                              {"price_per_1000", absl::StrCat(c.price_per_1000)},
-                              {"failover", t.secondary != nullptr ? t.secondary->Name()
-                                                                  : std::string("off")}});
+  LogInfo("sender starting",
+          {{"collector", c.collector_address},
+           {"group", c.group},
+           {"transport", t.primary->Name()},
+           {"connections", absl::StrCat(t.primary->Concurrency())},
+           {"holder", holder},
+           {"sender_cap",
+            c.monthly_budget.has_value() ? absl::StrCat(*c.monthly_budget) : std::string("none")},
+           {"price_per_1000", absl::StrCat(c.price_per_1000)},
+           {"failover", t.secondary != nullptr ? t.secondary->Name() : std::string("off")}});
   if (t.secondary != nullptr) {
     LogInfo("secondary transport ready",
-            {{"transport", t.secondary->Name()}, {"classes", c.failover_classes},
+            {{"transport", t.secondary->Name()},
+             {"classes", c.failover_classes},
              {"price_per_1000", absl::StrCat(c.failover_price_per_1000)}});
   }
 }
 
 // The sender's components, built from a validated configuration, in the order they are wired.
 struct Components {
-  Components(const SenderConfig& c, Transports transports,
-             std::shared_ptr<grpc::Channel> channel)
+  Components(const SenderConfig& c, Transports transports, std::shared_ptr<grpc::Channel> channel)
       : config(c), t(std::move(transports)), failover(FailoverOf(c, t.secondary != nullptr)),
         cap(CapOf(c, failover), RealClock::Get()), holder(MakeHolderName(c.name)),
         budget_client(channel, c.group, holder, c.collector_token),
@@ -227,8 +227,7 @@ struct Components {
         breaker({absl::Seconds(1), c.breaker_max_backoff, failover.configured ? "primary" : ""},
                 RealClock::Get(), &metrics),
         // The secondary's own breaker (its state is published by the gauges).
-        secondary_breaker({absl::Seconds(1), c.breaker_max_backoff, "secondary"},
-                          RealClock::Get()),
+        secondary_breaker({absl::Seconds(1), c.breaker_max_backoff, "secondary"}, RealClock::Get()),
         subscription(SubscriptionOptionsOf(c, std::move(channel), holder, &leases)) {}
 
   const SenderConfig& config;
@@ -276,8 +275,8 @@ void BuildDelivery(Components& s, Renderer& renderer) {
       EngineOptionsOf(c, s.t, &s.breaker, &s.secondary_breaker, s.failover),
       [&renderer](const v1::Job& job) { return renderer.Render(job); }, s.t.primary.get(),
       s.budget.get(),
-      [&s](const absl::Status& e, int failures) { return s.retry.Next(e, failures); },
-      &s.leases, &s.metrics);
+      [&s](const absl::Status& e, int failures) { return s.retry.Next(e, failures); }, &s.leases,
+      &s.metrics);
 }
 
 // Publishes the gauges on every scrape and serves the metrics (when configured).
@@ -339,8 +338,7 @@ int Serve(Components& s, TerminationSignals& signals) {
   if (health != nullptr) {
     watcher = std::make_unique<HealthWatcher>(
         [&] {
-          return engine_started.load() && s.subscription.connected() &&
-                 s.Active() != Route::kHold;
+          return engine_started.load() && s.subscription.connected() && s.Active() != Route::kHold;
         },
         [&](bool serving) { SetServing(*health, serving); });
   }
@@ -359,19 +357,18 @@ int Serve(Components& s, TerminationSignals& signals) {
   // Nothing starts before the collector answers (the group's usage, logged); a signal during
   // start-up ends the process cleanly. The group's spend is the collector's to keep: each
   // email is charged by a grant before it is sent.
-  Startup startup(
-      [&](absl::Duration timeout) { return s.subscription.Usage(timeout); },
-      [&](const v1::GetUsageResponse& usage) {
-        LogInfo("group usage", {{"month", usage.month()},
-                                {"sent", absl::StrCat(usage.sent())},
-                                {"spent_micros", absl::StrCat(usage.cost_micros())}});
-      },
-      [&] {
-        s.budget->Start();
-        s.engine->Start();
-        s.subscription.StartReceiving(s.engine.get());
-        engine_started = true;  // the health watcher turns SERVING once subscribed
-      });
+  Startup startup([&](absl::Duration timeout) { return s.subscription.Usage(timeout); },
+                  [&](const v1::GetUsageResponse& usage) {
+                    LogInfo("group usage", {{"month", usage.month()},
+                                            {"sent", absl::StrCat(usage.sent())},
+                                            {"spent_micros", absl::StrCat(usage.cost_micros())}});
+                  },
+                  [&] {
+                    s.budget->Start();
+                    s.engine->Start();
+                    s.subscription.StartReceiving(s.engine.get());
+                    engine_started = true;  // the health watcher turns SERVING once subscribed
+                  });
   startup.Begin();
 
   LogInfo("shutting down", {{"signal", signals.Wait()}});
@@ -387,7 +384,7 @@ int Run() {
   const SenderConfig& c = *loaded;
   SetLogLevel(LogLevelOf(c.log_level));
   TerminationSignals signals;  // before any thread starts
-  HangupSignal hangup;          // so too: a thread started before it would die of a SIGHUP
+  HangupSignal hangup;         // so too: a thread started before it would die of a SIGHUP
 
   auto renderer = MakeRenderer(c);
   if (!renderer.ok()) return ConfigError(renderer.status());
@@ -428,8 +425,9 @@ int Main(int argc, char** argv) {
     return UsageError("sender", absl::StrCat("unexpected argument ", cl->args[1]), kUsage);
   }
   if (command != "render" && !cl->given.empty()) {
-    return UsageError(
-        "sender", absl::StrCat("--", *cl->given.begin(), " is a flag of sender render"), kUsage);
+    return UsageError("sender",
+                      absl::StrCat("--", *cl->given.begin(), " is a flag of sender render"),
+                      kUsage);
   }
   if (command == "render") return RunRender();
   if (command == "doctor") return RunDoctorCommand();

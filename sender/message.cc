@@ -83,7 +83,8 @@ absl::Status ValidateAddress(absl::string_view a) {
     return bad("misplaced '.' in the local part");
   }
   for (char c : local) {
-    if (c != '.' && !IsAtext(c)) return bad(absl::StrCat("'", std::string(1, c), "' in the local part"));
+    if (c != '.' && !IsAtext(c))
+      return bad(absl::StrCat("'", std::string(1, c), "' in the local part"));
   }
   std::vector<absl::string_view> labels = absl::StrSplit(domain, '.');
   if (labels.size() < 2) return bad("domain needs at least two labels");
@@ -168,14 +169,11 @@ absl::StatusOr<std::string> BuildMime(const Message& m) {
                   "\r\n");
   absl::StrAppend(&out, "Message-ID: <", m.message_id, ">\r\n");
   absl::StrAppend(&out, "MIME-Version: 1.0\r\n");
-  absl::StrAppend(&out, "Content-Type: multipart/alternative;\r\n boundary=\"", boundary,
-                  "\"\r\n");
+  absl::StrAppend(&out, "Content-Type: multipart/alternative;\r\n boundary=\"", boundary, "\"\r\n");
   absl::StrAppend(&out, "\r\n");
-  absl::StrAppend(&out, "--", boundary, "\r\n",
-                  "Content-Type: text/plain; charset=UTF-8\r\n",
+  absl::StrAppend(&out, "--", boundary, "\r\n", "Content-Type: text/plain; charset=UTF-8\r\n",
                   "Content-Transfer-Encoding: base64\r\n\r\n", Base64Lines(m.text));
-  absl::StrAppend(&out, "--", boundary, "\r\n",
-                  "Content-Type: text/html; charset=UTF-8\r\n",
+  absl::StrAppend(&out, "--", boundary, "\r\n", "Content-Type: text/html; charset=UTF-8\r\n",
                   "Content-Transfer-Encoding: base64\r\n\r\n", Base64Lines(m.html));
   absl::StrAppend(&out, "--", boundary, "--\r\n");
   return out;

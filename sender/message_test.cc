@@ -1,10 +1,9 @@
 #include "sender/message.h"
 
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -18,9 +17,14 @@ using ::testing::Not;
 const absl::Time kDate = absl::FromUnixSeconds(1790000000);
 
 Message Sample() {
-  return Message{"Example <no-reply@example.test>", "alice@example.test", "alice",
-                 "Activate your account", "Hello alice\n", "<p>Hello alice</p>\n",
-                 "0123456789abcdef@example.test", kDate};
+  return Message{"Example <no-reply@example.test>",
+                 "alice@example.test",
+                 "alice",
+                 "Activate your account",
+                 "Hello alice\n",
+                 "<p>Hello alice</p>\n",
+                 "0123456789abcdef@example.test",
+                 kDate};
 }
 
 std::string Headers(const std::string& mime) { return mime.substr(0, mime.find("\r\n\r\n")); }
@@ -28,19 +32,19 @@ std::string Headers(const std::string& mime) { return mime.substr(0, mime.find("
 TEST(AddressTest, AcceptsOrdinaryAndMaximalAddresses) {
   EXPECT_TRUE(ValidateAddress("alice@example.test").ok());
   EXPECT_TRUE(ValidateAddress("a.b+tag_x-y@sub.example-domain.test").ok());
-  std::string max = std::string(64, 'a') + "@" + std::string(63, 'b') + "." +
-                    std::string(63, 'c') + "." + std::string(56, 'd') + ".test";
+  std::string max = std::string(64, 'a') + "@" + std::string(63, 'b') + "." + std::string(63, 'c') +
+                    "." + std::string(56, 'd') + ".test";
   ASSERT_EQ(max.size(), 254u);
   EXPECT_TRUE(ValidateAddress(max).ok());
   EXPECT_FALSE(ValidateAddress(max + "x").ok());
 }
 
 TEST(AddressTest, RejectsWhatCouldInjectOrBounce) {
-  for (const char* bad : {"", "plain", "a@b", "two@@example.test", "a@b@example.test",
-                          "a b@example.test", "a\r\nBcc: x@example.test", "\"q\"@example.test",
-                          "a,b@example.test", "<a@example.test>", ".a@example.test",
-                          "a..b@example.test", "a@-example.test", "a@example..test",
-                          "j\xc3\xbcrgen@example.test", "a@exa_mple.test"}) {
+  for (const char* bad :
+       {"", "plain", "a@b", "two@@example.test", "a@b@example.test", "a b@example.test",
+        "a\r\nBcc: x@example.test", "\"q\"@example.test", "a,b@example.test", "<a@example.test>",
+        ".a@example.test", "a..b@example.test", "a@-example.test", "a@example..test",
+        "j\xc3\xbcrgen@example.test", "a@exa_mple.test"}) {
     EXPECT_FALSE(ValidateAddress(bad).ok()) << bad;
   }
   EXPECT_THAT(std::string(ValidateAddress("j\xc3\xbcrgen@example.test").message()),
@@ -51,13 +55,12 @@ TEST(MimeTest, GoldenActivationMessage) {
   auto mime = BuildMime(Sample());
   ASSERT_TRUE(mime.ok()) << mime.status();
   const std::string boundary = "=_mailroom_";
-  std::string expected =
-      "From: Example <no-reply@example.test>\r\n"
-      "To: alice <alice@example.test>\r\n"
-      "Subject: Activate your account\r\n"
-      "Date: Mon, 21 Sep 2026 14:13:20 +0000\r\n"
-      "Message-ID: <0123456789abcdef@example.test>\r\n"
-      "MIME-Version: 1.0\r\n";
+  std::string expected = "From: Example <no-reply@example.test>\r\n"
+                         "To: alice <alice@example.test>\r\n"
+                         "Subject: Activate your account\r\n"
+                         "Date: Mon, 21 Sep 2026 14:13:20 +0000\r\n"
+                         "Message-ID: <0123456789abcdef@example.test>\r\n"
+                         "MIME-Version: 1.0\r\n";
   EXPECT_EQ(mime->substr(0, expected.size()), expected);
   EXPECT_THAT(*mime, HasSubstr("Content-Type: multipart/alternative;\r\n boundary=\"=_mailroom_"));
   EXPECT_THAT(*mime, HasSubstr("Content-Type: text/plain; charset=UTF-8\r\n"
@@ -76,7 +79,8 @@ TEST(MimeTest, GoldenActivationMessage) {
 TEST(MimeTest, HostileDisplayNamesAndSubjectsAreEncodedNeverRaw) {
   for (const std::string& login :
        {std::string("evil\r\nBcc: victim@evil.test"), std::string("Mallory, \"x\" <y@evil.test>"),
-        std::string("J\xc3\xbcrgen \xe5\xb1\xb1\xe7\x94\xb0"), std::string(300, 'x') + "\xc3\xbc"}) {
+        std::string("J\xc3\xbcrgen \xe5\xb1\xb1\xe7\x94\xb0"),
+        std::string(300, 'x') + "\xc3\xbc"}) {
     Message m = Sample();
     m.to_name = login;
     m.subject = "Hi " + login;
@@ -145,7 +149,8 @@ TEST(MimeTest, EncodedWordLookalikesInLoginsAreEncodedSoClientsShowThemVerbatim)
 }
 
 TEST(MimeTest, EncodedWordsRoundTripAndNeverSplitUtf8) {
-  std::string text = "Passwort zur\xc3\xbc" "cksetzen f\xc3\xbcr \xe5\xb1\xb1\xe7\x94\xb0 " +
+  std::string text = "Passwort zur\xc3\xbc"
+                     "cksetzen f\xc3\xbcr \xe5\xb1\xb1\xe7\x94\xb0 " +
                      std::string(60, 'a') + "\xe2\x82\xac";
   std::string enc = EncodeHeaderText(text);
   std::string decoded;

@@ -57,9 +57,9 @@ Decision NotSent(const AttemptFacts& f, const RetryDecider& retry) {
               OutcomeReport::Failed(f.job_id, reason, IsRecipientRejected(err)));
   }
   return Of(Verdict::kGaveUp,
-            OutcomeReport::Failed(
-                f.job_id, absl::StrCat("gave up after ", f.failures, " attempts: ", reason),
-                IsRecipientRejected(err)));
+            OutcomeReport::Failed(f.job_id,
+                                  absl::StrCat("gave up after ", f.failures, " attempts: ", reason),
+                                  IsRecipientRejected(err)));
 }
 
 }  // namespace
@@ -96,8 +96,7 @@ Decision DecideOutcome(const AttemptFacts& f, const RetryDecider& retry) {
   }
   if (f.slot_short) return Of(Verdict::kRequeued, std::nullopt);
   if (f.sent.ok()) {
-    return Of(Verdict::kSent, OutcomeReport::Sent(f.job_id, f.charge, f.provider_message_id),
-              true);
+    return Of(Verdict::kSent, OutcomeReport::Sent(f.job_id, f.charge, f.provider_message_id), true);
   }
   if (IsMaybeSent(f.sent)) return MaybeSent(f, retry);
   return NotSent(f, retry);

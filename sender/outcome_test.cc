@@ -45,68 +45,80 @@ std::vector<Row> Rows() {
     edit(f);
     rows.push_back(Row{name, f, v, o, std::move(reason), after, charged, cost, suppress});
   };
-  add("expiring", [](AttemptFacts& f) { f.expiring = true; }, Verdict::kExpired,
+  add(
+      "expiring", [](AttemptFacts& f) { f.expiring = true; }, Verdict::kExpired,
       v1::OUTCOME_EXPIRED, "token expires before it can be delivered", z, false, 0, false);
-  add("unrenderable",
+  add(
+      "unrenderable",
       [](AttemptFacts& f) { f.rendered = absl::InvalidArgumentError("no address"); },
       Verdict::kUnrenderable, v1::OUTCOME_FAILED, "no address", z, false, 0, false);
-  add("held", [](AttemptFacts& f) { f.held = "auth refused"; }, Verdict::kHeld,
-      v1::OUTCOME_DEFER, "held: provider unavailable: auth refused", absl::Seconds(4), false, 0,
-      false);
-  add("slot too cheap for the secondary", [](AttemptFacts& f) { f.slot_short = true; },
+  add(
+      "held", [](AttemptFacts& f) { f.held = "auth refused"; }, Verdict::kHeld, v1::OUTCOME_DEFER,
+      "held: provider unavailable: auth refused", absl::Seconds(4), false, 0, false);
+  add(
+      "slot too cheap for the secondary", [](AttemptFacts& f) { f.slot_short = true; },
       Verdict::kRequeued, v1::OUTCOME_UNSPECIFIED, "", z, false, 0, false);
-  add("sent", [](AttemptFacts& f) { f.provider_message_id = "ses-1"; }, Verdict::kSent,
+  add(
+      "sent", [](AttemptFacts& f) { f.provider_message_id = "ses-1"; }, Verdict::kSent,
       v1::OUTCOME_SENT, "", z, true, 700, false);
-  add("maybe sent, first failure",
+  add(
+      "maybe sent, first failure",
       [](AttemptFacts& f) { f.sent = MaybeSent(absl::DeadlineExceededError("timeout")); },
-      Verdict::kMaybeSentRetry, v1::OUTCOME_RETRY, "timeout", absl::Seconds(10), true, 0,
-      false);
-  add("maybe sent, first failure, breaker probes later",
+      Verdict::kMaybeSentRetry, v1::OUTCOME_RETRY, "timeout", absl::Seconds(10), true, 0, false);
+  add(
+      "maybe sent, first failure, breaker probes later",
       [](AttemptFacts& f) {
         f.sent = MaybeSent(absl::DeadlineExceededError("timeout"));
         f.probe_wait = absl::Seconds(30);
       },
-      Verdict::kMaybeSentRetry, v1::OUTCOME_RETRY, "timeout", absl::Seconds(30), true, 0,
-      false);
-  add("maybe sent, second failure",
+      Verdict::kMaybeSentRetry, v1::OUTCOME_RETRY, "timeout", absl::Seconds(30), true, 0, false);
+  add(
+      "maybe sent, second failure",
       [](AttemptFacts& f) {
         f.sent = MaybeSent(absl::DeadlineExceededError("timeout"));
         f.failures = 2;
       },
       Verdict::kUnconfirmed, v1::OUTCOME_SENT, "", z, true, 700, false);
-  add("provider error, secondary takes it",
+  add(
+      "provider error, secondary takes it",
       [](AttemptFacts& f) {
         f.sent = ProviderError("535 auth");
         f.breaker = true;
         f.failover_now = true;
       },
       Verdict::kFailingOver, v1::OUTCOME_UNSPECIFIED, "", z, false, 0, false);
-  add("provider error",
+  add(
+      "provider error",
       [](AttemptFacts& f) {
         f.sent = ProviderError("535 auth");
         f.breaker = true;
       },
       Verdict::kProviderDown, v1::OUTCOME_DEFER, "held: provider unavailable: 535 auth",
       absl::Seconds(4), false, 0, false);
-  add("provider error without a breaker: retried",
+  add(
+      "provider error without a breaker: retried",
       [](AttemptFacts& f) { f.sent = ProviderError("535 auth"); }, Verdict::kRetry,
       v1::OUTCOME_RETRY, "535 auth", absl::Seconds(10), false, 0, false);
-  add("transient, second failure",
+  add(
+      "transient, second failure",
       [](AttemptFacts& f) {
         f.sent = absl::UnavailableError("421 busy");
         f.failures = 2;
       },
       Verdict::kRetry, v1::OUTCOME_RETRY, "421 busy", absl::Seconds(20), false, 0, false);
-  add("transient, retries exhausted",
+  add(
+      "transient, retries exhausted",
       [](AttemptFacts& f) {
         f.sent = absl::UnavailableError("421 busy");
         f.failures = 3;
       },
       Verdict::kGaveUp, v1::OUTCOME_FAILED, "gave up after 3 attempts: 421 busy", z, false, 0,
       false);
-  add("permanent", [](AttemptFacts& f) { f.sent = absl::InvalidArgumentError("554 spam"); },
+  add(
+      "permanent", [](AttemptFacts& f) { f.sent = absl::InvalidArgumentError("554 spam"); },
       Verdict::kRejected, v1::OUTCOME_FAILED, "554 spam", z, false, 0, false);
-  add("recipient refused",
+  add(
+      "recipient refused",
       [](AttemptFacts& f) { f.sent = RecipientRejected("550 5.1.1 no such user"); },
       Verdict::kRejected, v1::OUTCOME_FAILED, "550 5.1.1 no such user", z, false, 0, true);
   return rows;

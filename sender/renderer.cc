@@ -34,29 +34,18 @@ struct DateFormat {
   const char* format;
 };
 constexpr DateFormat kDateFormats[] = {
-    {"en-US", "%m/%d/%Y, %I:%M %p UTC"},
-    {"en-CA", "%Y-%m-%d, %H:%M UTC"},
+    {"en-US", "%m/%d/%Y, %I:%M %p UTC"}, {"en-CA", "%Y-%m-%d, %H:%M UTC"},
     {"en", "%d/%m/%Y, %H:%M UTC"},  // en-GB, en-IE, en-AU, en-NZ, en-IN, ...
-    {"de", "%d.%m.%Y, %H:%M UTC"},
-    {"fr-CA", "%Y-%m-%d %H:%M UTC"},
-    {"fr", "%d/%m/%Y %H:%M UTC"},
-    {"es", "%d/%m/%Y, %H:%M UTC"},
-    {"it", "%d/%m/%Y, %H:%M UTC"},
-    {"pt", "%d/%m/%Y, %H:%M UTC"},
-    {"nl", "%d-%m-%Y %H:%M UTC"},
-    {"sv", "%Y-%m-%d %H:%M UTC"},
-    {"da", "%d.%m.%Y %H.%M UTC"},
-    {"nb", "%d.%m.%Y, %H:%M UTC"},
-    {"no", "%d.%m.%Y, %H:%M UTC"},
-    {"fi", "%d.%m.%Y klo %H.%M UTC"},
-    {"pl", "%d.%m.%Y, %H:%M UTC"},
-    {"cs", "%d. %m. %Y %H:%M UTC"},
-    {"ru", "%d.%m.%Y, %H:%M UTC"},
-    {"uk", "%d.%m.%Y, %H:%M UTC"},
-    {"tr", "%d.%m.%Y %H:%M UTC"},
-    {"ja", "%Y/%m/%d %H:%M UTC"},
-    {"zh", "%Y/%m/%d %H:%M UTC"},
-    {"ko", "%Y. %m. %d. %H:%M UTC"},
+    {"de", "%d.%m.%Y, %H:%M UTC"},       {"fr-CA", "%Y-%m-%d %H:%M UTC"},
+    {"fr", "%d/%m/%Y %H:%M UTC"},        {"es", "%d/%m/%Y, %H:%M UTC"},
+    {"it", "%d/%m/%Y, %H:%M UTC"},       {"pt", "%d/%m/%Y, %H:%M UTC"},
+    {"nl", "%d-%m-%Y %H:%M UTC"},        {"sv", "%Y-%m-%d %H:%M UTC"},
+    {"da", "%d.%m.%Y %H.%M UTC"},        {"nb", "%d.%m.%Y, %H:%M UTC"},
+    {"no", "%d.%m.%Y, %H:%M UTC"},       {"fi", "%d.%m.%Y klo %H.%M UTC"},
+    {"pl", "%d.%m.%Y, %H:%M UTC"},       {"cs", "%d. %m. %Y %H:%M UTC"},
+    {"ru", "%d.%m.%Y, %H:%M UTC"},       {"uk", "%d.%m.%Y, %H:%M UTC"},
+    {"tr", "%d.%m.%Y %H:%M UTC"},        {"ja", "%Y/%m/%d %H:%M UTC"},
+    {"zh", "%Y/%m/%d %H:%M UTC"},        {"ko", "%Y. %m. %d. %H:%M UTC"},
 };
 
 std::string Iso(absl::Time t) {
@@ -111,9 +100,9 @@ absl::StatusOr<std::optional<TemplateName>> ParseName(const std::string& file) {
   if (pieces.size() == 3) {
     n.locale = NormalizeLocale(pieces[1]);
     if (n.locale.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "MAILROOM_TEMPLATE_DIR: ", file, ": \"", pieces[1],
-          "\" is not a locale (write e.g. password_recovery.de-AT.html)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("MAILROOM_TEMPLATE_DIR: ", file, ": \"", pieces[1],
+                       "\" is not a locale (write e.g. password_recovery.de-AT.html)"));
     }
   } else if (pieces.size() != 2) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -162,8 +151,9 @@ std::string NormalizeLocale(absl::string_view tag) {
       if (i == 0 && !absl::ascii_isalpha(static_cast<unsigned char>(c))) return "";
     }
     absl::AsciiStrToLower(&s);
-    if (i > 0 && s.size() == 2) absl::AsciiStrToUpper(&s);                   // region: AT
-    if (i > 0 && s.size() == 4 && absl::ascii_isalpha(s[0])) s[0] = absl::ascii_toupper(s[0]);  // script: Latn
+    if (i > 0 && s.size() == 2) absl::AsciiStrToUpper(&s);  // region: AT
+    if (i > 0 && s.size() == 4 && absl::ascii_isalpha(s[0]))
+      s[0] = absl::ascii_toupper(s[0]);  // script: Latn
   }
   return absl::StrJoin(subtags, "-");
 }
@@ -263,13 +253,13 @@ void Templates::CheckSets(const std::string& dir, std::vector<absl::Status>* pro
       Set& set = it->second;
       bool complete = true;
       for (int p = 0; p < 3; ++p) {
-        const std::string file = locale.empty()
-                                     ? absl::StrCat(action, ".", kParts[p])
-                                     : absl::StrCat(action, ".", locale, ".", kParts[p]);
+        const std::string file = locale.empty() ? absl::StrCat(action, ".", kParts[p])
+                                                : absl::StrCat(action, ".", locale, ".", kParts[p]);
         if (set.origin[p].empty()) {
-          problems->push_back(absl::InvalidArgumentError(absl::StrCat(
-              "MAILROOM_TEMPLATE_DIR: ", where, file, " is missing (a locale's templates must "
-              "include subject, txt and html)")));
+          problems->push_back(
+              absl::InvalidArgumentError(absl::StrCat("MAILROOM_TEMPLATE_DIR: ", where, file,
+                                                      " is missing (a locale's templates must "
+                                                      "include subject, txt and html)")));
           complete = false;
           continue;
         }
@@ -305,9 +295,9 @@ void Templates::CheckSets(const std::string& dir, std::vector<absl::Status>* pro
       v.locale = locale;
       auto r = Render(action, v);
       if (!r.ok()) {
-        problems->push_back(absl::InvalidArgumentError(absl::StrCat(
-            "MAILROOM_TEMPLATE_DIR: ", action, locale.empty() ? "" : ".", locale, ": ",
-            r.status().message())));
+        problems->push_back(absl::InvalidArgumentError(
+            absl::StrCat("MAILROOM_TEMPLATE_DIR: ", action, locale.empty() ? "" : ".", locale, ": ",
+                         r.status().message())));
         broken.push_back(locale);
       }
     }
@@ -455,9 +445,10 @@ absl::StatusOr<std::shared_ptr<const Templates>> Renderer::For(const std::string
     }
     why = live_->reload_error;
   }
-  return absl::NotFoundError(absl::StrCat(
-      "no templates for action \"", action, "\" (add ", action, ".subject, ", action, ".txt and ",
-      action, ".html to MAILROOM_TEMPLATE_DIR)", why.empty() ? "" : ": ", why));
+  return absl::NotFoundError(absl::StrCat("no templates for action \"", action, "\" (add ", action,
+                                          ".subject, ", action, ".txt and ", action,
+                                          ".html to MAILROOM_TEMPLATE_DIR)",
+                                          why.empty() ? "" : ": ", why));
 }
 
 TemplateVars Renderer::VarsFor(const v1::Job& job) const {
@@ -489,8 +480,14 @@ absl::StatusOr<OutgoingEmail> Renderer::Render(const v1::Job& job) const {
   if (!templates.ok()) return templates.status();
   auto rendered = (*templates)->Render(action, VarsFor(job));
   if (!rendered.ok()) return rendered.status();
-  Message m{options_.from,   job.email(), job.login(), rendered->subject, rendered->text,
-            rendered->html,  NewMessageId(id_domain_), clock_->Now()};
+  Message m{options_.from,
+            job.email(),
+            job.login(),
+            rendered->subject,
+            rendered->text,
+            rendered->html,
+            NewMessageId(id_domain_),
+            clock_->Now()};
   auto mime = BuildMime(m);
   if (!mime.ok()) return mime.status();
   OutgoingEmail email{from_address_, job.email(), *std::move(mime), m.message_id};

@@ -31,7 +31,7 @@ struct RenderedEmail {
 struct TemplateVars {
   std::string login, email, token, code, product_name, link_base_url;
   absl::Time expires_at;
-  absl::Time now;       // for expires_in_minutes
+  absl::Time now;        // for expires_in_minutes
   std::string locale{};  // the job's locale (BCP 47 tag such as "de-AT"), "" for none
 };
 
@@ -144,8 +144,7 @@ class Renderer {
   // The email a job for `action` and `locale` would get, with sample data (login "jane.doe",
   // code "12345" unless the action is a built-in notice, expiry in an hour): for
   // `sender render`.
-  absl::StatusOr<RenderedEmail> Preview(const std::string& action,
-                                        const std::string& locale) const;
+  absl::StatusOr<RenderedEmail> Preview(const std::string& action, const std::string& locale) const;
 
   // Reads the built-in set and the template directory again (Templates::Load). On an error the
   // templates in use stay, and the error (naming the file) is returned.

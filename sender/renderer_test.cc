@@ -30,8 +30,14 @@ const absl::Time kExpiry = absl::FromUnixSeconds(1795428900);
 TEST(TemplatesTest, DefaultsRenderLinksCodesAndEscapeHtml) {
   auto t = Templates::Load("");
   ASSERT_TRUE(t.ok());
-  TemplateVars v{"<b>bob</b> & \"co\"", "bob@example.test", std::string(86, 'T'), "01234",
-                 "Acme", "https://app.example.test/", absl::Now() + absl::Minutes(15), absl::Now()};
+  TemplateVars v{"<b>bob</b> & \"co\"",
+                 "bob@example.test",
+                 std::string(86, 'T'),
+                 "01234",
+                 "Acme",
+                 "https://app.example.test/",
+                 absl::Now() + absl::Minutes(15),
+                 absl::Now()};
   auto act = t->Render("activation", v);
   ASSERT_TRUE(act.ok());
   EXPECT_EQ(act->subject, "Activate your Acme account");
@@ -51,8 +57,8 @@ TEST(TemplatesTest, DefaultsRenderLinksCodesAndEscapeHtml) {
 
 TEST(TemplatesTest, SubjectCannotCarryALineBreak) {
   auto t = Templates::Load("");
-  TemplateVars v{"x", "x@example.test", "t", "12345\r\nBcc: y@evil.test", "P", "https://a.test",
-                 absl::Now(), absl::Now()};
+  TemplateVars v{"x", "x@example.test", "t",         "12345\r\nBcc: y@evil.test",
+                 "P", "https://a.test", absl::Now(), absl::Now()};
   auto rec = t->Render("password_recovery", v);
   ASSERT_TRUE(rec.ok());
   EXPECT_EQ(rec->subject.find('\n'), std::string::npos);
@@ -66,7 +72,8 @@ TEST(TemplatesTest, DirectoryOverridesOneTemplateAndKeepsTheOthers) {
   std::ofstream(dir + "/activation.subject") << "Welcome, {{login}}!";
   auto t = Templates::Load(dir);
   ASSERT_TRUE(t.ok()) << t.status();
-  TemplateVars v{"ann", "ann@example.test", "tok", "11111", "P", "https://a.test", absl::Now(), absl::Now()};
+  TemplateVars v{"ann", "ann@example.test", "tok",       "11111",
+                 "P",   "https://a.test",   absl::Now(), absl::Now()};
   EXPECT_EQ(t->Render("activation", v)->subject, "Welcome, ann!");
   EXPECT_THAT(t->Render("activation", v)->text, HasSubstr("activate?token=tok"));
   std::ofstream(dir + "/password_recovery.html") << "{{#unclosed}} oops";
@@ -90,7 +97,8 @@ TEST(TemplatesTest, FileNamesAreTheReadmes) {
   }
   auto t = Templates::Load(dir);
   ASSERT_TRUE(t.ok()) << t.status();
-  TemplateVars v{"ann", "ann@example.test", "tok", "11111", "P", "https://a.test", absl::Now(), absl::Now()};
+  TemplateVars v{"ann", "ann@example.test", "tok",       "11111",
+                 "P",   "https://a.test",   absl::Now(), absl::Now()};
   auto act = t->Render("activation", v);
   auto rec = t->Render("password_recovery", v);
   ASSERT_TRUE(act.ok() && rec.ok());
@@ -138,12 +146,13 @@ TEST(TemplatesTest, BuiltInGermanForGermanLocalesEnglishOtherwise) {
   EXPECT_EQ(t->Locales("password_recovery"), (std::vector<std::string>{"", "de"}));
   EXPECT_EQ(t->Resolve("password_recovery", "de-AT"), "de");
   EXPECT_EQ(t->Resolve("password_recovery", "fr"), "");
-  TemplateVars v{"anna", "anna@example.test", "tok", "54321", "Acme", "https://a.test",
+  TemplateVars v{"anna",  "anna@example.test",         "tok",  "54321", "Acme", "https://a.test",
                  kExpiry, kExpiry - absl::Minutes(30), "de-AT"};
   auto de = t->Render("password_recovery", v);
   ASSERT_TRUE(de.ok()) << de.status();
   EXPECT_EQ(de->subject, "Ihr Acme-Code zum Zurücksetzen des Passworts: 54321");
-  EXPECT_THAT(de->text, HasSubstr("Code und Link sind 30 Minuten gültig (bis 23.11.2026, 10:15 UTC)"));
+  EXPECT_THAT(de->text,
+              HasSubstr("Code und Link sind 30 Minuten gültig (bis 23.11.2026, 10:15 UTC)"));
   EXPECT_THAT(de->html, HasSubstr("<html lang=\"de\">"));
   v.locale = "fr-FR";  // no French templates: the default ones, with a French date
   auto fr = t->Render("activation", v);
@@ -160,8 +169,8 @@ TEST(TemplatesTest, RegionalTemplatesWinOverTheLanguagesOnes) {
   WriteFile(dir + "/notes.md", "not a template");
   auto t = Templates::Load(dir);
   ASSERT_TRUE(t.ok()) << t.status();
-  TemplateVars v{"sepp", "sepp@example.test", "tok", "", "P", "https://a.test", kExpiry,
-                 kExpiry, "de-AT"};
+  TemplateVars v{"sepp", "sepp@example.test", "tok", "", "P", "https://a.test", kExpiry, kExpiry,
+                 "de-AT"};
   auto at = t->Render("activation", v);
   ASSERT_TRUE(at.ok());
   EXPECT_EQ(at->subject, "Servus sepp");
@@ -259,9 +268,9 @@ class RendererTest : public ::testing::Test {
   Renderer Make(const std::string& dir = "") {
     auto t = Templates::Load(dir);
     EXPECT_TRUE(t.ok()) << t.status();
-    auto r = Renderer::Create(
-        *std::move(t), {"Acme <no-reply@acme.example>", "Acme", "https://acme.example", dir},
-        &clock_);
+    auto r = Renderer::Create(*std::move(t),
+                              {"Acme <no-reply@acme.example>", "Acme", "https://acme.example", dir},
+                              &clock_);
     EXPECT_TRUE(r.ok()) << r.status();
     return *std::move(r);
   }
@@ -338,8 +347,8 @@ TEST_F(RendererTest, PreviewUsesSampleData) {
 
 // The parts of a rendered job's MIME message, decoded.
 std::string DecodedPart(const std::string& mime, const std::string& type) {
-  const std::string head = absl::StrCat("Content-Type: ", type,
-                                        "; charset=UTF-8\r\nContent-Transfer-Encoding: base64\r\n\r\n");
+  const std::string head = absl::StrCat(
+      "Content-Type: ", type, "; charset=UTF-8\r\nContent-Transfer-Encoding: base64\r\n\r\n");
   size_t at = mime.find(head);
   if (at == std::string::npos) return "";
   std::string b64 = mime.substr(at + head.size());
@@ -413,8 +422,9 @@ TEST_F(RendererTest, EveryBuiltInActionRendersInEveryBuiltInLocale) {
         if (e.action == "login_code") {
           EXPECT_THAT(c.text, HasSubstr(link + "&code=12345678\n"));
         }
-        EXPECT_THAT(c.text, HasSubstr(locale == "de-CH" ? "45 Minuten gültig (bis 23.11.2026, 10:15 UTC)"
-                                                        : "45 minutes (23/11/2026, 10:15 UTC)"));
+        EXPECT_THAT(c.text,
+                    HasSubstr(locale == "de-CH" ? "45 Minuten gültig (bis 23.11.2026, 10:15 UTC)"
+                                                : "45 minutes (23/11/2026, 10:15 UTC)"));
       }
       if (e.shows_code) {
         EXPECT_THAT(c.subject, HasSubstr("12345678"));

@@ -13,10 +13,8 @@ bool RetryPolicy::Retryable(const absl::Status& e) {
     case absl::StatusCode::kResourceExhausted:
     case absl::StatusCode::kAborted:
     case absl::StatusCode::kInternal:
-    case absl::StatusCode::kUnknown:
-      return true;
-    default:
-      return false;
+    case absl::StatusCode::kUnknown: return true;
+    default: return false;
   }
 }
 

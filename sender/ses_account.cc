@@ -48,9 +48,9 @@ absl::StatusOr<SesAccountInfo> ParseSesAccount(absl::string_view body) {
 absl::StatusOr<SesAccountInfo> FetchSesAccount(const TransportConfig& config) {
   std::unique_ptr<CURL, void (*)(CURL*)> c(curl_easy_init(), curl_easy_cleanup);
   if (c == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
-  auto response =
-      SesTransport::Call(c.get(), config, SesTransport::ApiUrl(config, "/v2/email/account"),
-                         /*body=*/nullptr);
+  auto response = SesTransport::Call(c.get(), config,
+                                     SesTransport::ApiUrl(config, "/v2/email/account"),
+                                     /*body=*/nullptr);
   if (!response.ok()) return response.status();
   return ParseSesAccount(*response);
 }
@@ -116,10 +116,10 @@ absl::Status SesAccount::Refresh() {
     // The same path as a send refused with SendingPausedException: hand jobs back, fail none.
     Breaker::Ticket t = breaker_->Admit();
     if (t.decision != Breaker::Decision::kHold) {
-      breaker_->Record(t, ProviderError(absl::StrCat(
-                              "ses GetAccount: sending ",
-                              info->sending_enabled ? "shut down (EnforcementStatus SHUTDOWN)"
-                                                    : "disabled (SendingEnabled=false)")));
+      breaker_->Record(t, ProviderError(absl::StrCat("ses GetAccount: sending ",
+                                                     info->sending_enabled
+                                                         ? "shut down (EnforcementStatus SHUTDOWN)"
+                                                         : "disabled (SendingEnabled=false)")));
     }
   }
   if (breaker_ != nullptr && resume && breaker_->open()) {

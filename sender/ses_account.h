@@ -20,12 +20,12 @@ namespace mailroom {
 
 // What SES v2 GetAccount says about the account's sending (the fields the sender uses).
 struct SesAccountInfo {
-  bool sending_enabled = true;          // SendingEnabled
-  std::string enforcement_status;       // EnforcementStatus: HEALTHY, PROBATION, SHUTDOWN
-  bool production_access = true;        // ProductionAccessEnabled (false: sandbox)
-  double max_send_rate = 0;             // SendQuota.MaxSendRate, emails/s (0: not given)
-  double max_24_hour_send = -1;         // SendQuota.Max24HourSend (-1: unlimited / not given)
-  double sent_last_24_hours = 0;        // SendQuota.SentLast24Hours
+  bool sending_enabled = true;     // SendingEnabled
+  std::string enforcement_status;  // EnforcementStatus: HEALTHY, PROBATION, SHUTDOWN
+  bool production_access = true;   // ProductionAccessEnabled (false: sandbox)
+  double max_send_rate = 0;        // SendQuota.MaxSendRate, emails/s (0: not given)
+  double max_24_hour_send = -1;    // SendQuota.Max24HourSend (-1: unlimited / not given)
+  double sent_last_24_hours = 0;   // SendQuota.SentLast24Hours
 
   // Sending must pause: SendingEnabled=false or EnforcementStatus SHUTDOWN.
   bool paused() const { return !sending_enabled || enforcement_status == "SHUTDOWN"; }
@@ -41,13 +41,13 @@ absl::StatusOr<SesAccountInfo> FetchSesAccount(const TransportConfig& config);
 // The provider's own limits, read rather than typed: the sender reads GetAccount
 // at start and every `interval`, and caps itself by MaxSendRate (a token bucket of
 // max(1, floor(rate)) emails) and by Max24HourSend - SentLast24Hours (less what it sent since
-// the last reading; when none is left, nothing until a later reading arrives, however late). SendingEnabled=false
-// or enforcement SHUTDOWN pause sending as a provider-wide failure: the breaker (may be null)
-// is opened with that reason, so jobs are handed back, nothing fails and health turns
-// NOT_SERVING; a later reading that allows sending closes it again, if it was this that opened
-// it. PROBATION and sandbox mode (ProductionAccessEnabled=false) are logged as warnings and set
-// the gauge mailroom_sender_ses_account_warning{kind="probation"|"sandbox"}. A failed reading
-// keeps the last limits (logged). Thread-safe; a Pacer for GrantPacer's caps.
+// the last reading; when none is left, nothing until a later reading arrives, however late).
+// SendingEnabled=false or enforcement SHUTDOWN pause sending as a provider-wide failure: the
+// breaker (may be null) is opened with that reason, so jobs are handed back, nothing fails and
+// health turns NOT_SERVING; a later reading that allows sending closes it again, if it was this
+// that opened it. PROBATION and sandbox mode (ProductionAccessEnabled=false) are logged as warnings
+// and set the gauge mailroom_sender_ses_account_warning{kind="probation"|"sandbox"}. A failed
+// reading keeps the last limits (logged). Thread-safe; a Pacer for GrantPacer's caps.
 class SesAccount : public Pacer {
  public:
   using FetchFunction = std::function<absl::StatusOr<SesAccountInfo>()>;

@@ -177,10 +177,10 @@ class FetchSesAccountTest : public ::testing::Test {
     std::system(absl::StrCat("mkdir -p ", dir_).c_str());
     port_ = testing::FreePort();
     auto f = testing::Process::Spawn(
-        {"/usr/bin/python3", testing::Runfile("mailroom/sender/transport/testing/ses_front.py"), "--port",
-         absl::StrCat(port_), "--upstream", "http://127.0.0.1:9", "--access-key", "AKIDEXAMPLE",
-         "--secret-key", kSecret, "--account-file", dir_ + "/account.json", "--paused-file",
-         dir_ + "/paused"},
+        {"/usr/bin/python3", testing::Runfile("mailroom/sender/transport/testing/ses_front.py"),
+         "--port", absl::StrCat(port_), "--upstream", "http://127.0.0.1:9", "--access-key",
+         "AKIDEXAMPLE", "--secret-key", kSecret, "--account-file", dir_ + "/account.json",
+         "--paused-file", dir_ + "/paused"},
         {}, dir_ + "/front.log");
     ASSERT_TRUE(f.ok()) << f.status();
     front_ = *std::move(f);

@@ -50,10 +50,10 @@ void Startup::Run() {
                          absl::IsInvalidArgument(usage.status());
     // A refusal is a configuration problem: say so and retry slowly, never in a busy loop.
     if (refused) backoff = absl::Seconds(30);
-    (refused ? LogError : LogWarn)(
-        refused ? "the collector refuses this sender" : "waiting for the collector",
-        {{"error", std::string(usage.status().message())},
-         {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(backoff))}});
+    (refused ? LogError
+             : LogWarn)(refused ? "the collector refuses this sender" : "waiting for the collector",
+                        {{"error", std::string(usage.status().message())},
+                         {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(backoff))}});
     absl::MutexLock lock(&mu_);
     clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping_), clock_->Now() + backoff);
     backoff = std::min(backoff * 2, absl::Seconds(30));

@@ -23,8 +23,7 @@ namespace mailroom {
 // never runs. Waits are on `clock`. Thread-safe.
 class Startup {
  public:
-  using UsageFunction =
-      std::function<absl::StatusOr<v1::GetUsageResponse>(absl::Duration timeout)>;
+  using UsageFunction = std::function<absl::StatusOr<v1::GetUsageResponse>(absl::Duration timeout)>;
 
   Startup(UsageFunction usage, std::function<void(const v1::GetUsageResponse&)> restore,
           std::function<void()> start, Clock* clock = RealClock::Get());

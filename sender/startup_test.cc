@@ -52,7 +52,9 @@ class StartupTest : public ::testing::Test {
     return true;
   }
   // Waits until the start-up thread waits for simulated time.
-  void Settle() { ASSERT_TRUE(Eventually([&] { return clock_.waiting() == 1; })); }
+  void Settle() {
+    ASSERT_TRUE(Eventually([&] { return clock_.waiting() == 1; }));
+  }
   int calls() {
     absl::MutexLock lock(&mu_);
     return calls_;

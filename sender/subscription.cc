@@ -15,8 +15,7 @@ constexpr absl::Duration kFirstBackoff = absl::Milliseconds(100);
 
 // Errors no retry fixes: the collector refuses this sender or its request.
 bool Refused(grpc::StatusCode code) {
-  return code == grpc::StatusCode::UNAUTHENTICATED ||
-         code == grpc::StatusCode::INVALID_ARGUMENT ||
+  return code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::INVALID_ARGUMENT ||
          code == grpc::StatusCode::PERMISSION_DENIED;
 }
 
@@ -96,8 +95,8 @@ grpc::Status Subscription::ReadStream(absl::Duration* backoff) {
     // have waited in the collector); a collector that does not say sends 0: the whole lease.
     std::vector<v1::Job> jobs(std::make_move_iterator(resp.mutable_jobs()->begin()),
                               std::make_move_iterator(resp.mutable_jobs()->end()));
-    jobs_.load()->Submit(leases_->Receive(
-        subscriber_id, absl::Milliseconds(resp.lease_left_ms()), std::move(jobs)));
+    jobs_.load()->Submit(
+        leases_->Receive(subscriber_id, absl::Milliseconds(resp.lease_left_ms()), std::move(jobs)));
   }
   grpc::Status st = reader->Finish();
   connected_ = false;
@@ -113,14 +112,15 @@ void Subscription::ReadLoop() {
     if (!receiving_ || stopping_) break;
     if (Refused(st.error_code())) {
       // No retry fixes this; keep trying slowly so a fixed collector config is picked up.
-      LogError("subscription rejected", {{"code", absl::StrCat(st.error_code())},
-                                         {"error", st.error_message()},
-                                         {"in_ms", absl::StrCat(absl::ToInt64Milliseconds(
-                                                       opt_.max_backoff))}});
+      LogError("subscription rejected",
+               {{"code", absl::StrCat(st.error_code())},
+                {"error", st.error_message()},
+                {"in_ms", absl::StrCat(absl::ToInt64Milliseconds(opt_.max_backoff))}});
       backoff = opt_.max_backoff;
     } else {
       LogWarn("subscription ended; reconnecting",
-              {{"code", absl::StrCat(st.error_code())}, {"error", st.error_message()},
+              {{"code", absl::StrCat(st.error_code())},
+               {"error", st.error_message()},
                {"in_ms", absl::StrCat(absl::ToInt64Milliseconds(backoff))}});
     }
     Backoff(backoff);
@@ -152,13 +152,13 @@ bool Subscription::Acknowledge(LeaseTable::Batch* batch) {
     return true;
   }
   if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
-    LogError("acknowledgement rejected", {{"error", st.error_message()},
-                                          {"dropped", absl::StrCat(batch->outcomes.size())}});
+    LogError("acknowledgement rejected",
+             {{"error", st.error_message()}, {"dropped", absl::StrCat(batch->outcomes.size())}});
     return true;
   }
-  LogWarn("acknowledgement failed; retrying",
-          {{"code", absl::StrCat(st.error_code())}, {"error", st.error_message()},
-           {"pending", absl::StrCat(leases_->pending_acks())}});
+  LogWarn("acknowledgement failed; retrying", {{"code", absl::StrCat(st.error_code())},
+                                               {"error", st.error_message()},
+                                               {"pending", absl::StrCat(leases_->pending_acks())}});
   return false;
 }
 
@@ -184,9 +184,7 @@ void Subscription::AckLoop() {
 
 void Subscription::SleepUntil(absl::Time until) {
   absl::MutexLock lock(&mu_);
-  auto wake = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return renew_now_ || stopping_.load();
-  };
+  auto wake = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return renew_now_ || stopping_.load(); };
   clock_->AwaitWithDeadline(&mu_, absl::Condition(&wake), until);
 }
 
@@ -238,8 +236,8 @@ void Subscription::RenewAll() {
       v1::RenewLeasesResponse resp;
       grpc::Status st = stub_->RenewLeases(&ctx, req, &resp);
       if (!st.ok()) {
-        LogWarn("lease renewal failed", {{"code", absl::StrCat(st.error_code())},
-                                         {"error", st.error_message()}});
+        LogWarn("lease renewal failed",
+                {{"code", absl::StrCat(st.error_code())}, {"error", st.error_message()}});
         continue;
       }
       absl::flat_hash_set<uint64_t> lost(resp.lost_job_ids().begin(), resp.lost_job_ids().end());

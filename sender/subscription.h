@@ -35,12 +35,12 @@ namespace mailroom {
 class Subscription {
  public:
   struct Options {
-    std::string address;                                  // host:port of the collector
+    std::string address;                                    // host:port of the collector
     std::shared_ptr<grpc::ChannelCredentials> credentials;  // TLS or insecure
-    std::string bearer;                                   // "" for none (mutual TLS)
+    std::string bearer;                                     // "" for none (mutual TLS)
     std::string group = "mailroom";
     int max_in_flight = 100;
-    std::string name;                                     // shown in the collector's logs
+    std::string name;  // shown in the collector's logs
     // The budget grant holder this process sends for (MakeHolderName): the collector counts
     // the jobs it hands to it, so an unused grant comes back if this process dies. "": none.
     std::string budget_holder;

@@ -255,7 +255,7 @@ TEST_F(SubscriptionTest, ALeaseThatCannotBeRenewedRunsOutOnSimulatedTime) {
   absl::Duration window;
   EXPECT_EQ(leases_->Check(1, &window), LeaseState::kOwned);
   EXPECT_EQ(window, absl::Seconds(45));  // 60 s left, less a quarter to report the outcome
-  clock_.Advance(absl::Seconds(44));  // 16 s left of 60: still enough for a 1 s send
+  clock_.Advance(absl::Seconds(44));     // 16 s left of 60: still enough for a 1 s send
   EXPECT_EQ(leases_->Check(1, &window), LeaseState::kOwned);
   // A send started now times out after 1 s at most, however long MAILROOM_SEND_TIMEOUT_MS.
   EXPECT_EQ(window, absl::Seconds(1));

@@ -7,8 +7,7 @@ void Authorize(grpc::ClientContext* ctx, const std::string& bearer) {
 }
 
 TestSubscriber::TestSubscriber(std::shared_ptr<grpc::Channel> channel, const std::string& bearer,
-                               const std::string& group, int max_in_flight,
-                               const std::string& name)
+                               const std::string& group, int max_in_flight, const std::string& name)
     : stub_(v1::Collector::NewStub(channel)), bearer_(bearer), group_(group) {
   Authorize(&ctx_, bearer);
   v1::SubscribeRequest req;

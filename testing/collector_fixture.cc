@@ -11,8 +11,7 @@
 namespace mailroom::testing {
 
 std::map<std::string, std::string> CollectorEnv(const std::string& database_url, int port,
-                                                const std::string& key,
-                                                const std::string& bearer,
+                                                const std::string& key, const std::string& bearer,
                                                 const std::map<std::string, std::string>& extra) {
   std::map<std::string, std::string> env = {
       {"MAILROOM_DATABASE_URL", database_url},

@@ -16,8 +16,7 @@ namespace mailroom::testing {
 // MAILROOM_* variables for a collector on 127.0.0.1:`port` against `database_url`, signing with
 // `key` and accepting `bearer`; `extra` overrides or adds variables.
 std::map<std::string, std::string> CollectorEnv(const std::string& database_url, int port,
-                                                const std::string& key,
-                                                const std::string& bearer,
+                                                const std::string& key, const std::string& bearer,
                                                 const std::map<std::string, std::string>& extra);
 
 // Starts the collector binary (a data dependency of the test) with `env`, logging to `log_path`

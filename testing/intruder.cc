@@ -14,9 +14,9 @@ std::string UrlAs(const std::string& url, const std::string& role) {
 
 const std::vector<std::string>& MailroomAdvisoryKeys() {
   static const auto* const keys = new std::vector<std::string>{
-      "x'6d61696c726f6f6d'::BIGINT",                           // "mailroom": migrations
-      "x'6d61696c7072756e'::BIGINT",                           // "mailprun": retention pass
-      "hashtextextended('mailroom.collector_mark', 0)",        // the wake-up mark's turn
+      "x'6d61696c726f6f6d'::BIGINT",                             // "mailroom": migrations
+      "x'6d61696c7072756e'::BIGINT",                             // "mailprun": retention pass
+      "hashtextextended('mailroom.collector_mark', 0)",          // the wake-up mark's turn
       "hashtextextended('mailroom.address:a@example.test', 0)",  // an address's limits
   };
   return *keys;
@@ -49,8 +49,9 @@ AdvisoryLockSquatter::AdvisoryLockSquatter(const std::string& admin_url, const s
 
 int AdvisoryLockSquatter::Held() {
   pqxx::nontransaction tx(*conn_);
-  return tx.exec1("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                  " AND pid = pg_backend_pid()")[0]
+  return tx
+      .exec1("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+             " AND pid = pg_backend_pid()")[0]
       .as<int>();
 }
 
@@ -60,26 +61,31 @@ int PlantLookalikes(const std::string& admin_url, const std::string& role) {
   {
     pqxx::nontransaction tx(admin);
     const std::string r = tx.quote_name(role);
-    tx.exec(absl::StrCat("GRANT CREATE ON SCHEMA public TO ", r, ";"
+    tx.exec(absl::StrCat("GRANT CREATE ON SCHEMA public TO ", r,
+                         ";"
                          "CREATE TABLE IF NOT EXISTS public.lookalike_calls (name text);"
                          "GRANT INSERT, SELECT ON public.lookalike_calls TO PUBLIC"));
   }
   std::vector<std::string> ddl;
   {
     pqxx::nontransaction tx(admin);
-    for (const auto& row : tx.exec(
-             "SELECT p.proname, p.pronargs FROM pg_proc p"
-             " WHERE p.pronamespace = 'mailroom'::regnamespace AND p.prokind = 'f'"
-             "   AND p.prorettype <> 'trigger'::regtype"
-             " GROUP BY 1, 2 ORDER BY 1, 2")) {
+    for (const auto& row :
+         tx.exec("SELECT p.proname, p.pronargs FROM pg_proc p"
+                 " WHERE p.pronamespace = 'mailroom'::regnamespace AND p.prokind = 'f'"
+                 "   AND p.prorettype <> 'trigger'::regtype"
+                 " GROUP BY 1, 2 ORDER BY 1, 2")) {
       const std::string name = row[0].as<std::string>();
       std::vector<std::string> args(row[1].as<int>(), "text");
-      ddl.push_back(absl::StrCat(
-          "CREATE FUNCTION public.", tx.quote_name(name), "(", absl::StrJoin(args, ", "),
-          ") RETURNS SETOF record LANGUAGE plpgsql AS $f$ BEGIN"
-          " INSERT INTO public.lookalike_calls VALUES (", tx.quote(name), ");"
-          " EXECUTE 'GRANT DELETE ON mailroom.suppressions TO ", tx.quote_name(role), "';"
-          " RETURN; END $f$"));
+      ddl.push_back(absl::StrCat("CREATE FUNCTION public.", tx.quote_name(name), "(",
+                                 absl::StrJoin(args, ", "),
+                                 ") RETURNS SETOF record LANGUAGE plpgsql AS $f$ BEGIN"
+                                 " INSERT INTO public.lookalike_calls VALUES (",
+                                 tx.quote(name),
+                                 ");"
+                                 " EXECUTE 'GRANT DELETE ON mailroom.suppressions TO ",
+                                 tx.quote_name(role),
+                                 "';"
+                                 " RETURN; END $f$"));
     }
     for (const auto& row : tx.exec("SELECT c.relname FROM pg_class c"
                                    " WHERE c.relnamespace = 'mailroom'::regnamespace"
@@ -105,18 +111,21 @@ std::vector<std::string> IntruderGains(const std::string& admin_url, const std::
   const bool planted =
       tx.exec1("SELECT to_regclass('public.lookalike_calls') IS NOT NULL")[0].as<bool>();
   for (const auto& row : tx.exec_params(
-           std::string("SELECT c.relname || ':' || p.privilege FROM pg_class c"
-           " CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) p(privilege)"
-           " WHERE c.relnamespace = 'mailroom'::regnamespace AND c.relkind IN ('r', 'v')"
-           "   AND has_table_privilege($1, c.oid, p.privilege)"
-           " UNION ALL"
-           " SELECT c.relname || ':' || p.privilege FROM pg_class c"
-           " CROSS JOIN unnest(ARRAY['UPDATE', 'USAGE']) p(privilege)"
-           " WHERE c.relnamespace = 'mailroom'::regnamespace AND c.relkind = 'S'"
-           "   AND has_sequence_privilege($1, c.oid, p.privilege)")
-           + std::string(planted ? " UNION ALL SELECT 'called ' || name FROM public.lookalike_calls"
-                                 : "") +
-           " ORDER BY 1",
+           std::string(
+               "SELECT c.relname || ':' || p.privilege FROM pg_class c"
+               " CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) "
+               "p(privilege)"
+               " WHERE c.relnamespace = 'mailroom'::regnamespace AND c.relkind IN ('r', 'v')"
+               "   AND has_table_privilege($1, c.oid, p.privilege)"
+               " UNION ALL"
+               " SELECT c.relname || ':' || p.privilege FROM pg_class c"
+               " CROSS JOIN unnest(ARRAY['UPDATE', 'USAGE']) p(privilege)"
+               " WHERE c.relnamespace = 'mailroom'::regnamespace AND c.relkind = 'S'"
+               "   AND has_sequence_privilege($1, c.oid, p.privilege)") +
+               std::string(planted
+                               ? " UNION ALL SELECT 'called ' || name FROM public.lookalike_calls"
+                               : "") +
+               " ORDER BY 1",
            role)) {
     gains.push_back(row[0].as<std::string>());
   }

@@ -34,7 +34,8 @@ absl::StatusOr<std::string> Run(const std::string& cmd) {
 std::string Quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) {
-    if (c == '\'') q += "'\\''"; else q += c;
+    if (c == '\'') q += "'\\''";
+    else q += c;
   }
   return q + "'";
 }
@@ -108,7 +109,8 @@ absl::StatusOr<std::unique_ptr<PgServer>> PgServer::Start(bool durable) {
   if (!st.ok()) return st;
   // The tests' superuser plays the application too, and an application finds mailroom's
   // accounts, tokens and interface through its role's search path (docs/integration.md).
-  auto path = server->Psql("postgres", "ALTER ROLE postgres SET search_path = \"$user\", public, mailroom");
+  auto path = server->Psql("postgres",
+                           "ALTER ROLE postgres SET search_path = \"$user\", public, mailroom");
   if (!path.ok()) return path.status();
   return server;
 }
@@ -120,10 +122,10 @@ absl::StatusOr<std::unique_ptr<PgServer>> PgServer::Start(bool durable) {
 // directory. After a normal destructor the directory is gone and the watchdog simply exits.
 absl::Status PgServer::StartWatchdog() {
   std::string data = absl::StrCat(dir_, "/data");
-  std::string script = absl::StrCat(
-      "while kill -0 ", getpid(), " 2>/dev/null && [ -d ", Quote(data), " ]; do sleep 1; done; ",
-      "if [ -d ", Quote(data), " ]; then ", AsPostgres(), kPgBin, "/pg_ctl -D ", Quote(data),
-      " -m immediate -w stop; rm -rf ", Quote(dir_), "; fi");
+  std::string script = absl::StrCat("while kill -0 ", getpid(), " 2>/dev/null && [ -d ",
+                                    Quote(data), " ]; do sleep 1; done; ", "if [ -d ", Quote(data),
+                                    " ]; then ", AsPostgres(), kPgBin, "/pg_ctl -D ", Quote(data),
+                                    " -m immediate -w stop; rm -rf ", Quote(dir_), "; fi");
   auto r = Run(absl::StrCat("setsid sh -c ", Quote(script), " </dev/null >/dev/null 2>&1 &"));
   return r.ok() ? absl::OkStatus() : r.status();
 }
@@ -131,9 +133,10 @@ absl::Status PgServer::StartWatchdog() {
 absl::Status PgServer::StartServer() {
   auto r = Run(absl::StrCat(
       AsPostgres(), kPgBin, "/pg_ctl -D ", dir_, "/data -l ", dir_, "/server.log -w -t 60 -o ",
-      Quote(absl::StrCat("-c listen_addresses=127.0.0.1 -p ", port_, " -k ", dir_,
-                         durable_ ? "" : " -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
-                         " -c max_connections=200")),
+      Quote(absl::StrCat(
+          "-c listen_addresses=127.0.0.1 -p ", port_, " -k ", dir_,
+          durable_ ? "" : " -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+          " -c max_connections=200")),
       " start"));
   if (!r.ok()) return r.status();
   running_ = true;

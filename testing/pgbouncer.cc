@@ -19,7 +19,7 @@ constexpr char kPgBouncer[] = "/usr/sbin/pgbouncer";
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PgBouncer>> PgBouncer::Start(int pg_port, int pool_size,
-                                                           const std::string& pool_mode) {
+                                                            const std::string& pool_mode) {
   if (!std::filesystem::exists(kPgBouncer)) {
     return absl::FailedPreconditionError("pgbouncer is not installed (apt-get install pgbouncer)");
   }
@@ -77,9 +77,8 @@ std::string PgBouncer::Url(const std::string& database) const {
 }
 
 absl::StatusOr<std::string> PgBouncer::Admin(const std::string& command) const {
-  const std::string cmd =
-      absl::StrCat("psql -X -A -t -F '|' -h 127.0.0.1 -p ", port_,
-                   " -U postgres -d pgbouncer -c '", command, "' 2>&1");
+  const std::string cmd = absl::StrCat("psql -X -A -t -F '|' -h 127.0.0.1 -p ", port_,
+                                       " -U postgres -d pgbouncer -c '", command, "' 2>&1");
   FILE* f = popen(cmd.c_str(), "r");
   if (f == nullptr) return absl::InternalError("popen failed");
   std::string out;

@@ -78,15 +78,13 @@ void StackTest::TearDown() {
   pg_.reset();
 }
 
-std::unique_ptr<Process> StackTest::StartCollector(std::map<std::string, std::string> extra,
+std::unique_ptr<Process> StackTest::StartCollector(const std::map<std::string, std::string>& extra,
                                                    const std::string& name, int port) {
   if (port == 0) port = FreePort();
   if (collector_port_ == 0) collector_port_ = port;
   std::map<std::string, std::string> defaults = {
-      {"MAILROOM_METRICS_ADDRESS", "off"},
-      {"MAILROOM_BATCH_TIMEOUT", "0"},
-      {"MAILROOM_POLL_INTERVAL", "300"},
-      {"MAILROOM_LEASE_MS", "3000"},
+      {"MAILROOM_METRICS_ADDRESS", "off"},        {"MAILROOM_BATCH_TIMEOUT", "0"},
+      {"MAILROOM_POLL_INTERVAL", "300"},          {"MAILROOM_LEASE_MS", "3000"},
       {"MAILROOM_RECONNECT_MAX_BACKOFF", "1000"},
   };
   for (auto& [k, v] : extra) defaults[k] = v;
@@ -94,7 +92,7 @@ std::unique_ptr<Process> StackTest::StartCollector(std::map<std::string, std::st
                                absl::StrCat(dir_, "/", name, ".log"));
 }
 
-std::unique_ptr<Process> StackTest::StartSender(std::map<std::string, std::string> extra,
+std::unique_ptr<Process> StackTest::StartSender(const std::map<std::string, std::string>& extra,
                                                 const std::string& name, int collector_port,
                                                 bool wait) {
   std::map<std::string, std::string> env = {
@@ -129,8 +127,12 @@ std::unique_ptr<Process> StackTest::StartSmtpPeer(const std::vector<std::string>
 
 std::unique_ptr<Process> StackTest::StartSmtpPeerAt(int port, const std::string& name,
                                                     const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {"/usr/bin/python3", Runfile("mailroom/sender/transport/testing/smtp_peer.py"),
-                                   "--port", absl::StrCat(port), "--dir", dir_ + "/" + name};
+  std::vector<std::string> argv = {"/usr/bin/python3",
+                                   Runfile("mailroom/sender/transport/testing/smtp_peer.py"),
+                                   "--port",
+                                   absl::StrCat(port),
+                                   "--dir",
+                                   dir_ + "/" + name};
   argv.insert(argv.end(), extra.begin(), extra.end());
   auto p = Process::Spawn(argv, {}, dir_ + "/" + name + ".log");
   EXPECT_TRUE(p.ok());
@@ -155,9 +157,12 @@ std::string StackTest::StartSes(int throttle_first, const std::string& paused_fi
   emulator_ = absl::StrCat("http://127.0.0.1:", emu);
   int front = FreePort();
   std::vector<std::string> argv = {
-      "/usr/bin/python3", Runfile("mailroom/sender/transport/testing/ses_front.py"), "--port",
-      absl::StrCat(front), "--upstream", emulator_, "--access-key", "AKIDEXAMPLE", "--secret-key",
-      kStackAwsSecret, "--throttle-first", absl::StrCat(throttle_first)};
+      "/usr/bin/python3", Runfile("mailroom/sender/transport/testing/ses_front.py"),
+      "--port",           absl::StrCat(front),
+      "--upstream",       emulator_,
+      "--access-key",     "AKIDEXAMPLE",
+      "--secret-key",     kStackAwsSecret,
+      "--throttle-first", absl::StrCat(throttle_first)};
   if (!paused_file.empty()) {
     argv.push_back("--paused-file");
     argv.push_back(paused_file);
@@ -219,9 +224,8 @@ Ledger StackTest::Account() {
       "  FROM tokens t"
       "  LEFT JOIN delivery_states d ON d.token_id = t.id"
       "   AND d.group_id = (SELECT id FROM consumer_groups WHERE name = 'mailroom')");
-  return Ledger{r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<int64_t>(),
-                r[3].as<int64_t>(), r[4].as<int64_t>(), r[5].as<int64_t>(),
-                r[6].as<int64_t>()};
+  return Ledger{r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<int64_t>(), r[3].as<int64_t>(),
+                r[4].as<int64_t>(), r[5].as<int64_t>(), r[6].as<int64_t>()};
 }
 
 Ledger StackTest::WaitSettled(absl::Duration timeout) {
@@ -274,8 +278,8 @@ void StackTest::ExpectVerifies(const std::string& mime, TokenAction action,
 }
 
 int StackTest::SenderHealth(int port) {
-  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
   grpc::health::v1::HealthCheckRequest req;

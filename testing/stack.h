@@ -32,7 +32,7 @@ std::vector<std::string> Files(const std::string& dir, const std::string& ext);
 
 // What became of every token, from PostgreSQL (group "mailroom").
 struct Ledger {
-  int64_t tokens = 0;      // sendable when inserted
+  int64_t tokens = 0;  // sendable when inserted
   int64_t sent = 0;
   int64_t expired = 0;
   int64_t failed = 0;      // failed with a reason
@@ -55,11 +55,11 @@ class StackTest : public ::testing::Test {
 
   // Starts a collector on `port` (0: a fresh one, remembered as the stack's collector port
   // the first time). Waits until it is connected to PostgreSQL.
-  std::unique_ptr<Process> StartCollector(std::map<std::string, std::string> extra,
+  std::unique_ptr<Process> StartCollector(const std::map<std::string, std::string>& extra,
                                           const std::string& name, int port = 0);
   // Starts a sender subscribed to `collector_port` (default: the stack's collector); waits
   // until it has subscribed unless `wait` is false.
-  std::unique_ptr<Process> StartSender(std::map<std::string, std::string> extra,
+  std::unique_ptr<Process> StartSender(const std::map<std::string, std::string>& extra,
                                        const std::string& name = "sender", int collector_port = 0,
                                        bool wait = true);
   // An aiosmtpd peer recording into dir_/smtp (extra flags: --fail-first N, --reject-rcpt ...).

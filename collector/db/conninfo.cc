@@ -65,11 +65,8 @@ std::string AddDefaults(const std::string& conninfo, const SessionTimeouts* time
     add(o->keyword, o->val);
   }
   const std::pair<const char*, std::string> defaults[] = {
-      {"keepalives", "1"},
-      {"keepalives_idle", "10"},
-      {"keepalives_interval", "5"},
-      {"keepalives_count", "3"},
-      {"tcp_user_timeout", "30000"},
+      {"keepalives", "1"},       {"keepalives_idle", "10"},     {"keepalives_interval", "5"},
+      {"keepalives_count", "3"}, {"tcp_user_timeout", "30000"},
   };
   for (const auto& [key, value] : defaults) {
     if (given.count(key) == 0) add(key, value);

@@ -21,8 +21,8 @@ TEST(ValidConninfoTest, UrlsAndKeyValueStringsButNotGarbage) {
 
 TEST(ConnectionDefaultsTest, AddedToAUrl) {
   const std::string s = WithConnectionDefaults(
-      "postgresql://mailroom:p%27w%5Cd@db.example:5433/mail?sslmode=require",
-      absl::Seconds(30), absl::Seconds(5));
+      "postgresql://mailroom:p%27w%5Cd@db.example:5433/mail?sslmode=require", absl::Seconds(30),
+      absl::Seconds(5));
   EXPECT_EQ(ConninfoOption(s, "host"), "db.example");
   EXPECT_EQ(ConninfoOption(s, "port"), "5433");
   EXPECT_EQ(ConninfoOption(s, "user"), "mailroom");
@@ -48,12 +48,15 @@ TEST(ConnectionDefaultsTest, TheUsersSettingsWin) {
   EXPECT_EQ(ConninfoOption(s, "keepalives_idle"), "60");
   EXPECT_EQ(ConninfoOption(s, "tcp_user_timeout"), "5000");
   EXPECT_EQ(ConninfoOption(s, "keepalives_count"), "3");
-  EXPECT_EQ(ConninfoOption(s, "options"),
-            "-c search_path=x -c statement_timeout=1500 -c idle_in_transaction_session_timeout=750");
+  EXPECT_EQ(
+      ConninfoOption(s, "options"),
+      "-c search_path=x -c statement_timeout=1500 -c idle_in_transaction_session_timeout=750");
   const std::string t = WithConnectionDefaults(
-      "postgresql:///db?options=-c%20statement_timeout%3D0%20-c%20idle_in_transaction_session_timeout%3D0",
+      "postgresql:///"
+      "db?options=-c%20statement_timeout%3D0%20-c%20idle_in_transaction_session_timeout%3D0",
       absl::Seconds(30), absl::Seconds(5));
-  EXPECT_EQ(ConninfoOption(t, "options"), "-c statement_timeout=0 -c idle_in_transaction_session_timeout=0");
+  EXPECT_EQ(ConninfoOption(t, "options"),
+            "-c statement_timeout=0 -c idle_in_transaction_session_timeout=0");
 }
 
 TEST(ConnectionDefaultsTest, IdleInTransactionIsAQuarterOfTheLeaseWithin100MsAnd5s) {

@@ -28,8 +28,9 @@ std::string StatementPrefix(const TxTimeouts& timeouts) {
                     absl::ToInt64Milliseconds(timeouts.statement_timeout), "; ");
   }
   if (timeouts.lock_timeout > absl::ZeroDuration()) {
-    absl::StrAppend(&prefix, "SET LOCAL lock_timeout = ",
-                    absl::ToInt64Milliseconds(timeouts.lock_timeout), "; ");
+    absl::StrAppend(&prefix,
+                    "SET LOCAL lock_timeout = ", absl::ToInt64Milliseconds(timeouts.lock_timeout),
+                    "; ");
   }
   return prefix;
 }

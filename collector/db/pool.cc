@@ -50,8 +50,7 @@ void Transaction::Rollback() noexcept {
 }
 
 Pool::Pool(PoolOptions options)
-    : options_(std::move(options)),
-      begin_(BeginCommand(options_.timeouts)),
+    : options_(std::move(options)), begin_(BeginCommand(options_.timeouts)),
       prefix_(StatementPrefix(options_.timeouts)) {}
 
 int Pool::open() const {

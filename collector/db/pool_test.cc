@@ -222,9 +222,9 @@ TEST_F(PoolTest, TimeoutsHoldThroughPgbouncerAndDoNotLeak) {
     std::string shown;
     {
       Transaction tx(c);
-      shown =
-          absl::StrCat(tx.exec1("SHOW statement_timeout")[0].as<std::string>(), " ",
-                       tx.exec1("SHOW idle_in_transaction_session_timeout")[0].as<std::string>());
+      shown = absl::StrCat(
+          tx.exec1("SHOW statement_timeout")[0].as<std::string>(), " ",
+          tx.exec1("SHOW idle_in_transaction_session_timeout")[0].as<std::string>());
       tx.commit();
     }
     return absl::StrCat(shown, " ",
@@ -236,8 +236,7 @@ TEST_F(PoolTest, TimeoutsHoldThroughPgbouncerAndDoNotLeak) {
   pqxx::work tx(other);
   EXPECT_EQ(tx.exec1("SHOW statement_timeout")[0].as<std::string>(), "0");
   // The server's own default, not the pool's pinned path.
-  EXPECT_EQ(tx.exec1("SHOW search_path")[0].as<std::string>(),
-            Text("SHOW search_path"));
+  EXPECT_EQ(tx.exec1("SHOW search_path")[0].as<std::string>(), Text("SHOW search_path"));
   tx.commit();
 }
 

@@ -18,8 +18,8 @@ inline constexpr char kTagAction[] = "mailroom_action";
 // `eventType`, or the older identity notifications, `notificationType`) or another provider's
 // webhook (provider_events.h), reduced to what mailroom records.
 struct FeedbackEvent {
-  std::string provider = "ses";         // ses | postmark | sendgrid | mailgun | resend | http
-  std::string type;                     // Bounce | Complaint | Delivery | Reject
+  std::string provider = "ses";  // ses | postmark | sendgrid | mailgun | resend | http
+  std::string type;              // Bounce | Complaint | Delivery | Reject
   // The provider's id of the message, as the sender recorded it (deliveries'
   // provider_message_id; SES: mail.messageId), in each form it may have been recorded in.
   std::vector<std::string> message_ids;

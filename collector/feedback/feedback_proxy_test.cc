@@ -3,10 +3,10 @@
 // held or refused by the proxy, never reach the endpoint, and a signed report from another
 // client is still answered at once. The endpoint's own defences (feedback_server_test) stay.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -121,12 +121,12 @@ class FeedbackProxyTest : public testing::MigratedDatabaseTest {
 
   // nginx with deploy/nginx/feedback.conf as shipped, but for its port and certificate.
   void StartProxy() {
-    ASSERT_EQ(std::system(absl::StrCat(
-                              "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
-                              "-nodes -subj /CN=localhost -days 1 -addext "
-                              "subjectAltName=IP:127.0.0.1 -keyout ",
-                              dir_, "/proxy.key -out ", dir_, "/proxy.crt 2>/dev/null")
-                              .c_str()),
+    ASSERT_EQ(std::system(
+                  absl::StrCat("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+                               "-nodes -subj /CN=localhost -days 1 -addext "
+                               "subjectAltName=IP:127.0.0.1 -keyout ",
+                               dir_, "/proxy.key -out ", dir_, "/proxy.crt 2>/dev/null")
+                      .c_str()),
               0);
     port_ = testing::FreePort();
     const std::string shipped = Slurp(testing::Runfile("mailroom/deploy/nginx/feedback.conf"));
@@ -135,14 +135,15 @@ class FeedbackProxyTest : public testing::MigratedDatabaseTest {
         shipped, {{"listen 8443 ssl;", absl::StrCat("listen 127.0.0.1:", port_, " ssl;")},
                   {"/etc/mailroom/feedback-tls/tls.crt", dir_ + "/proxy.crt"},
                   {"/etc/mailroom/feedback-tls/tls.key", dir_ + "/proxy.key"}});
-    std::ofstream(dir_ + "/nginx.conf") << absl::StrCat(
-        "pid ", dir_, "/nginx.pid;\nerror_log ", dir_, "/nginx.log warn;\nuser root;\n",
-        "events { worker_connections 1024; }\nhttp {\n  access_log off;\n",
-        "  client_body_temp_path ", dir_, "/body;\n  proxy_temp_path ", dir_, "/proxy;\n",
-        "  fastcgi_temp_path ", dir_, "/fastcgi;\n  uwsgi_temp_path ", dir_, "/uwsgi;\n",
-        "  scgi_temp_path ", dir_, "/scgi;\n",
-        "  upstream mailroom_feedback { server 127.0.0.1:", server_.port(), "; }\n",
-        "  include ", dir_, "/feedback.conf;\n}\n");
+    std::ofstream(dir_ + "/nginx.conf")
+        << absl::StrCat("pid ", dir_, "/nginx.pid;\nerror_log ", dir_,
+                        "/nginx.log warn;\nuser root;\n",
+                        "events { worker_connections 1024; }\nhttp {\n  access_log off;\n",
+                        "  client_body_temp_path ", dir_, "/body;\n  proxy_temp_path ", dir_,
+                        "/proxy;\n", "  fastcgi_temp_path ", dir_, "/fastcgi;\n  uwsgi_temp_path ",
+                        dir_, "/uwsgi;\n", "  scgi_temp_path ", dir_, "/scgi;\n",
+                        "  upstream mailroom_feedback { server 127.0.0.1:", server_.port(), "; }\n",
+                        "  include ", dir_, "/feedback.conf;\n}\n");
     auto p = testing::Process::Spawn({"/usr/sbin/nginx", "-p", dir_, "-c", dir_ + "/nginx.conf",
                                       "-e", dir_ + "/nginx.log", "-g", "daemon off;"},
                                      {}, dir_ + "/nginx.out");
@@ -173,9 +174,9 @@ class FeedbackProxyTest : public testing::MigratedDatabaseTest {
     const std::string body = absl::StrReplaceAll(testing::kHttpReportBounced,
                                                  {{"bob@", absl::StrCat("bob", n, "@")}});
     const absl::Time start = absl::Now();
-    auto [status, answer] =
-        Post("127.0.0.2", "/feedback/http", body,
-             testing::StandardWebhookHeaders("webhook-", kSecret, id, body, absl::Now()));
+    auto [status, answer] = Post("127.0.0.2", "/feedback/http", body,
+                                 testing::StandardWebhookHeaders("webhook-", kSecret, id, body,
+                                                                 absl::Now()));
     const absl::Duration took = absl::Now() - start;
     EXPECT_EQ(status, 200) << answer;
     EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM suppressions WHERE address = 'bob", n,

@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "absl/strings/ascii.h"
@@ -29,11 +29,8 @@ namespace mailroom {
 FeedbackHandler::FeedbackHandler(SnsVerifier* verifier, FeedbackStore* store, UrlFetcher confirm,
                                  std::vector<std::string> extra_hosts, int soft_bounce_limit,
                                  Metrics* metrics)
-    : verifier_(verifier),
-      store_(store),
-      confirm_(std::move(confirm)),
-      extra_hosts_(std::move(extra_hosts)),
-      soft_bounce_limit_(soft_bounce_limit),
+    : verifier_(verifier), store_(store), confirm_(std::move(confirm)),
+      extra_hosts_(std::move(extra_hosts)), soft_bounce_limit_(soft_bounce_limit),
       metrics_(metrics) {}
 
 HttpReply FeedbackHandler::Count(const std::string& type, const char* result, HttpReply reply) {
@@ -112,8 +109,8 @@ struct PendingConnection {
   int fd = -1;  // -1 once answered or closed, until the pass that noticed ends
   Clock::time_point accepted;
   Clock::time_point deadline;
-  std::vector<char> data{};// grown as bytes arrive, never past what the request needs
-  size_t body_at = 0;  // 0 until the headers are in, then where the body starts in `data`
+  std::vector<char> data{};  // grown as bytes arrive, never past what the request needs
+  size_t body_at = 0;        // 0 until the headers are in, then where the body starts in `data`
   size_t content_length = 0;
   // What `data` may grow to: the headers' limit until they are in, then the whole request.
   size_t Needed() const { return body_at == 0 ? kMaxHead + 4 : body_at + content_length; }
@@ -159,7 +156,7 @@ struct Head {
   std::string extra_headers;
   size_t content_length = 0;
   bool expect_continue = false;
-  std::string path;  // the request target without its query
+  std::string path;                                          // the request target without its query
   std::vector<std::pair<std::string, std::string>> headers;  // every line, value trimmed
 };
 
@@ -185,9 +182,8 @@ Head ParseHead(absl::string_view head, size_t max_body) {
   }
   std::vector<absl::string_view> lines = absl::StrSplit(head, "\r\n");
   std::vector<absl::string_view> first = absl::StrSplit(lines[0], ' ');
-  if (first.size() != 3 || (first[2] != "HTTP/1.1" && first[2] != "HTTP/1.0") ||
-      first[0].empty() || first[1].empty() ||
-      lines[0].find_first_of("\r\n") != absl::string_view::npos) {
+  if (first.size() != 3 || (first[2] != "HTTP/1.1" && first[2] != "HTTP/1.0") || first[0].empty() ||
+      first[1].empty() || lines[0].find_first_of("\r\n") != absl::string_view::npos) {
     h.early = {400, "bad request line"};
     return h;
   }
@@ -240,7 +236,6 @@ Head ParseHead(absl::string_view head, size_t max_body) {
   return h;
 }
 
-
 // Connections accepted per pass beyond the free places: each closes the slowest waiting one,
 // and a pass that accepted the whole backlog would close the first of a burst before reading it.
 constexpr size_t kAcceptsBeyondFree = 4;
@@ -250,11 +245,11 @@ constexpr size_t kAcceptsBeyondFree = 4;
 // that has received the fewest bytes per second since it was accepted, the oldest of equals; an
 // age under 10 ms counts as 10 ms so that one just accepted is not judged on its first
 // instants. pending.end() if there is none.
-std::vector<PendingConnection>::iterator Slowest(std::vector<PendingConnection>& pending, Clock::time_point now,
-                                       Clock::time_point pass) {
+std::vector<PendingConnection>::iterator Slowest(std::vector<PendingConnection>& pending,
+                                                 Clock::time_point now, Clock::time_point pass) {
   auto rate = [now](const PendingConnection& p) {
-    const std::chrono::duration<double> age =
-        std::max<Clock::duration>(now - p.accepted, std::chrono::milliseconds(10));
+    const std::chrono::duration<double> age = std::max<Clock::duration>(
+        now - p.accepted, std::chrono::milliseconds(10));
     return p.data.size() / age.count();
   };
   auto slowest = pending.end();
@@ -330,7 +325,7 @@ absl::Status FeedbackServer::Start(const std::string& address, HttpHandler* hand
   handler_ = handler;
   options_ = options;
   rlimit files{};
- 
+
   if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
     max_connections_ = std::clamp<size_t>(files.rlim_cur / 4, 1, kMaxConnections);
   }
@@ -439,8 +434,8 @@ bool FeedbackServer::TakeHead(PendingConnection& p, size_t had) {
   const size_t end = data.find("\r\n\r\n", had < 3 ? 0 : had - 3);
   // A header line ended by LF alone never ends the headers: refuse it now, not at the
   // timeout. Only the headers are scanned: the body's own line feeds are its business.
-  const absl::string_view head_part =
-      data.substr(0, end == absl::string_view::npos ? data.size() : end + 4);
+  const absl::string_view head_part = data.substr(0, end == absl::string_view::npos ? data.size()
+                                                                                    : end + 4);
   for (size_t lf = head_part.find('\n', had); lf != absl::string_view::npos;
        lf = head_part.find('\n', lf + 1)) {
     if (lf == 0 || head_part[lf - 1] != '\r') {
@@ -471,8 +466,9 @@ void FeedbackServer::Enqueue(PendingConnection& p) {
   // The head was parsed once already (TakeHead); again here, so that only a request handed on
   // holds its path and headers apart from the connection's buffer.
   Head head = ParseHead(data.substr(0, p.body_at - 4), options_.max_body);
-  Request r{p.fd, {std::move(head.path), std::move(head.headers),
-                   std::string(data.substr(p.body_at, p.content_length))}};
+  Request r{p.fd,
+            {std::move(head.path), std::move(head.headers),
+             std::string(data.substr(p.body_at, p.content_length))}};
   buffered_ += RequestBytes(r.http);
   buffered_ -= p.data.capacity();
   peak_buffered_ = std::max(peak_buffered_.load(), buffered_.load());
@@ -489,8 +485,8 @@ void FeedbackServer::AcceptNew(std::vector<PendingConnection>& pending) {
     queued = requests_.size();
   }
   const size_t held = pending.size() + queued;
-  const size_t accepts =
-      (held < max_connections_ ? max_connections_ - held : 0) + kAcceptsBeyondFree;
+  const size_t accepts = (held < max_connections_ ? max_connections_ - held : 0) +
+                         kAcceptsBeyondFree;
   const Clock::time_point pass = Clock::now();
   for (size_t i = 0; i < accepts; ++i) {
     // Full: a new connection takes the place of the slowest one already read; when every
@@ -526,15 +522,15 @@ void FeedbackServer::Work() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](FeedbackServer* s) { return s->stopping_ || !s->requests_.empty(); },
-          this));
+          +[](FeedbackServer* s) { return s->stopping_ || !s->requests_.empty(); }, this));
       if (stopping_) return;
       r = std::move(requests_.front());
       requests_.pop_front();
     }
     const HttpReply reply = handler_->Handle(r.http);
     const std::string response = Response(
-        reply, reply.status == 401 ? "WWW-Authenticate: Basic realm=\"mailroom feedback\"\r\n" : "");
+        reply,
+        reply.status == 401 ? "WWW-Authenticate: Basic realm=\"mailroom feedback\"\r\n" : "");
     buffered_ -= RequestBytes(r.http);
     r.http = HttpRequest();
     // The reply is small; a client that does not read it gets the request timeout.

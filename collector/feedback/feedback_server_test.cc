@@ -4,17 +4,17 @@
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
-#include <netinet/in.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <atomic>
 #include <iostream>
 #include <pqxx/pqxx>
 #include <thread>
@@ -26,10 +26,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "collector/feedback/https_get.h"
-#include "testing/migrated_database.h"
 #include "collector/feedback/testing/sns_signer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/migrated_database.h"
 #include "testing/pg_server.h"
 #include "testing/process.h"
 
@@ -146,8 +146,8 @@ testing::SnsSigner* FeedbackServerTest::signer_ = nullptr;
 std::string FeedbackServerTest::ca_file_;
 
 TEST_F(FeedbackServerTest, ASignedBounceIsRecordedOnceAForgedOneChangesNothing) {
-  SnsMessage forged =
-      signer_->Notification("sns-f", BounceFor("victim@example.test"), kCertUrl, absl::Now());
+  SnsMessage forged = signer_->Notification("sns-f", BounceFor("victim@example.test"), kCertUrl,
+                                            absl::Now());
   forged.message = BounceFor("other@example.test");
   Answer f = Http("POST", url_, testing::SnsSigner::Body(forged));
   EXPECT_EQ(f.status, 403);
@@ -155,8 +155,8 @@ TEST_F(FeedbackServerTest, ASignedBounceIsRecordedOnceAForgedOneChangesNothing) 
   EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "0");
   EXPECT_EQ(Text("SELECT count(*) FROM sns_messages"), "0");
 
-  SnsMessage good =
-      signer_->Notification("sns-1", BounceFor("gone@example.test"), kCertUrl, absl::Now(), 1);
+  SnsMessage good = signer_->Notification("sns-1", BounceFor("gone@example.test"), kCertUrl,
+                                          absl::Now(), 1);
   Answer ok = Http("POST", url_, testing::SnsSigner::Body(good));
   EXPECT_EQ(ok.status, 200) << ok.body;
   EXPECT_EQ(ok.body, "unmatched\n");  // no delivery with that SES id in this database
@@ -175,9 +175,9 @@ TEST_F(FeedbackServerTest, ASignedBounceIsRecordedOnceAForgedOneChangesNothing) 
 TEST_F(FeedbackServerTest, SubscriptionConfirmationFetchesTheSubscribeUrlOfAnSnsHostOnly) {
   const std::string subscribe =
       "https://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription&Token=t";
-  Answer ok = Http(
-      "POST", url_,
-      testing::SnsSigner::Body(signer_->Confirmation("c-1", subscribe, kCertUrl, absl::Now())));
+  Answer ok = Http("POST", url_,
+                   testing::SnsSigner::Body(
+                       signer_->Confirmation("c-1", subscribe, kCertUrl, absl::Now())));
   EXPECT_EQ(ok.status, 200) << ok.body;
   EXPECT_THAT(confirmed_, ::testing::ElementsAre(subscribe));
   Answer evil = Http("POST", url_,
@@ -222,8 +222,8 @@ TEST_F(FeedbackServerTest, BadRequestsGetTheirStatus) {
 // publish): 403, and nothing changes: no suppression, no SNS message remembered, no
 // certificate fetched.
 TEST_F(FeedbackServerTest, ASignedBounceFromAnotherAccountsTopicChangesNothing) {
-  SnsMessage theirs =
-      signer_->Notification("sns-x", BounceFor("ceo@bigcustomer.test"), kCertUrl, absl::Now());
+  SnsMessage theirs = signer_->Notification("sns-x", BounceFor("ceo@bigcustomer.test"), kCertUrl,
+                                            absl::Now());
   theirs.topic_arn = "arn:aws:sns:us-east-1:666666666666:attackers-own-topic";
   signer_->Sign(theirs, 2);
   Answer a = Http("POST", url_, testing::SnsSigner::Body(theirs));
@@ -299,9 +299,9 @@ class SlowClients {
               absl::Duration every = absl::Seconds(5)) {
     for (int i = 0; i < n; ++i) {
       const int fd = Connect(port);
-      const std::string head =
-          absl::StrCat("POST /sns HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n",
-                       "Content-Length: ", declared, "\r\n\r\n{");
+      const std::string head = absl::StrCat(
+          "POST /sns HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n",
+          "Content-Length: ", declared, "\r\n\r\n{");
       send(fd, head.data(), head.size(), MSG_NOSIGNAL);
       fds_.push_back(fd);
     }
@@ -341,8 +341,7 @@ absl::Duration FeedbackServerTest::TimedNotification(const std::string& clients)
   const absl::Duration took = absl::Now() - start;
   EXPECT_EQ(a.status, 200);
   EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "1");
-  std::cout << "answered in " << absl::ToInt64Milliseconds(took) << " ms with " << clients
-            << "\n";
+  std::cout << "answered in " << absl::ToInt64Milliseconds(took) << " ms with " << clients << "\n";
   return took;
 }
 
@@ -470,8 +469,8 @@ TEST_F(FeedbackServerTest, MalformedRequestsAreRefusedAtOnce) {
   }
   // Both versions, and spaces and tabs around a value, are taken.
   for (const char* version : {"HTTP/1.0", "HTTP/1.1"}) {
-    EXPECT_THAT(Exchange(server_.port(), absl::StrCat("POST /sns ", version,
-                                                      "\r\nContent-Length: \t2 \r\n\r\n{}")),
+    EXPECT_THAT(Exchange(server_.port(),
+                         absl::StrCat("POST /sns ", version, "\r\nContent-Length: \t2 \r\n\r\n{}")),
                 ::testing::EndsWith("\r\n\r\nType missing\n"));
   }
   // A body's own line feeds (pretty-printed JSON, as SNS may send) arriving with the headers
@@ -485,30 +484,46 @@ TEST_F(FeedbackServerTest, MalformedRequestsAreRefusedAtOnce) {
 TEST_F(FeedbackServerTest, HeaderNamesOutsideTheTokenCharactersAreRefused) {
   const std::string kBadLine = "HTTP/1.1 400 Bad Request\r\n";
   const std::vector<std::string> kBadNames = {
-      "X Name",            // space inside
-      " X",                // leading space (a folded line)
-      "X\t",               // tab before the colon
-      "X-Name",            // (the line below has no colon at all)
-      "X(Comment)",        // delimiters
-      "X)", "X<", "X>", "X@", "X,", "X;", "X\\", "X\"", "X/", "X[", "X]", "X?", "X=", "X{", "X}",
-      std::string("X\x01"), std::string("X\x1f"), std::string("X\x7f"),  // controls, DEL
-      "X\x80", "Caf\xc3\xa9", "\xef\xbb\xbf" "Content-Length",  // non-ASCII, a BOM
+      "X Name",      // space inside
+      " X",          // leading space (a folded line)
+      "X\t",         // tab before the colon
+      "X-Name",      // (the line below has no colon at all)
+      "X(Comment)",  // delimiters
+      "X)",
+      "X<",
+      "X>",
+      "X@",
+      "X,",
+      "X;",
+      "X\\",
+      "X\"",
+      "X/",
+      "X[",
+      "X]",
+      "X?",
+      "X=",
+      "X{",
+      "X}",
+      std::string("X\x01"),
+      std::string("X\x1f"),
+      std::string("X\x7f"),  // controls, DEL
+      "X\x80",
+      "Caf\xc3\xa9",
+      "\xef\xbb\xbf"
+      "Content-Length",  // non-ASCII, a BOM
   };
   for (size_t i = 0; i < kBadNames.size(); ++i) {
     // The fourth case is a line without a colon.
     const std::string line = i == 3 ? kBadNames[i] : kBadNames[i] + ": v";
     for (const std::string& around :
-         {std::string("Content-Length: 2\r\n") + line + "\r\n",
-          line + "\r\nContent-Length: 2\r\n",
+         {std::string("Content-Length: 2\r\n") + line + "\r\n", line + "\r\nContent-Length: 2\r\n",
           std::string("Transfer-Encoding: chunked\r\n") + line + "\r\n",
           std::string("Content-Length: 999999999\r\n") + line + "\r\n"}) {
       for (const char* method : {"POST", "GET"}) {
-        const std::string request =
-            absl::StrCat(method, " /sns HTTP/1.1\r\n", around, "\r\n{}");
+        const std::string request = absl::StrCat(method, " /sns HTTP/1.1\r\n", around, "\r\n{}");
         const std::string answer = Exchange(server_.port(), request);
         EXPECT_THAT(answer, ::testing::StartsWith(kBadLine)) << absl::CEscape(request);
-        EXPECT_THAT(answer, ::testing::EndsWith("\r\n\r\nbad header\n"))
-            << absl::CEscape(request);
+        EXPECT_THAT(answer, ::testing::EndsWith("\r\n\r\nbad header\n")) << absl::CEscape(request);
       }
     }
   }
@@ -731,8 +746,9 @@ srv.serve_forever()
     EXPECT_TRUE(https.ok()) << https.status();
     process_ = std::move(*https);
     EXPECT_TRUE(process_->WaitForLog("port ", absl::Seconds(30))) << process_->Log();
-    host_ = absl::StrCat("127.0.0.1:", std::string(absl::StripAsciiWhitespace(process_->Log().substr(
-                                           process_->Log().find("port ") + 5))));
+    host_ = absl::StrCat("127.0.0.1:",
+                         std::string(absl::StripAsciiWhitespace(
+                             process_->Log().substr(process_->Log().find("port ") + 5))));
     tls_ca_ = dir + "/tls.pem";
   }
   // host:port, for MAILROOM_FEEDBACK_SNS_HOSTS.
@@ -855,14 +871,13 @@ TEST_F(FeedbackServerTest, SnssCertificateIsFetchedWhileAStrangerPostsMadeUpUrls
     next += absl::Milliseconds(50);
     ++made_up;
     const absl::Time posted = absl::Now();
-    const int status =
-        handler
-            .Post(testing::SnsSigner::Body(signer_->Notification(
-                absl::StrCat("made-up-", made_up), BounceFor("x@example.test"),
-                cert_host.Url(absl::StrCat("/SimpleNotificationService-", absl::Hex(made_up),
-                                           ".pem")),
-                absl::Now())))
-            .status;
+    const int status = handler
+                           .Post(testing::SnsSigner::Body(signer_->Notification(
+                               absl::StrCat("made-up-", made_up), BounceFor("x@example.test"),
+                               cert_host.Url(absl::StrCat("/SimpleNotificationService-",
+                                                          absl::Hex(made_up), ".pem")),
+                               absl::Now())))
+                           .status;
     longest_post = std::max(longest_post, absl::Now() - posted);
     return status;
   };
@@ -876,8 +891,7 @@ TEST_F(FeedbackServerTest, SnssCertificateIsFetchedWhileAStrangerPostsMadeUpUrls
   for (int i = 0; i < 2; ++i) {
     const std::string id = absl::StrCat("sns-burst-", i);
     burst.push_back(testing::SnsSigner::Body(signer_->Notification(
-        id, BounceFor(absl::StrCat(id, "@example.test")), cert_host.Url(kCertPath),
-        absl::Now())));
+        id, BounceFor(absl::StrCat(id, "@example.test")), cert_host.Url(kCertPath), absl::Now())));
     HttpReply r = handler.Post(burst.back());
     EXPECT_EQ(r.status, 503) << r.body;
   }
@@ -898,9 +912,9 @@ TEST_F(FeedbackServerTest, SnssCertificateIsFetchedWhileAStrangerPostsMadeUpUrls
   const absl::Duration flood = absl::Now() - start;
   EXPECT_LE(cert_host.Gets(), 2 * (absl::ToInt64Seconds(flood) + 1)) << cert_host.Log();
   std::cout << "certificate fetched " << absl::ToInt64Milliseconds(wait)
-            << " ms after its second post (longest post "
-            << absl::ToInt64Milliseconds(longest_post) << " ms); " << made_up << " made-up posts, "
-            << cert_host.Gets() << " fetches in " << absl::ToInt64Milliseconds(flood) << " ms\n";
+            << " ms after its second post (longest post " << absl::ToInt64Milliseconds(longest_post)
+            << " ms); " << made_up << " made-up posts, " << cert_host.Gets() << " fetches in "
+            << absl::ToInt64Milliseconds(flood) << " ms\n";
 }
 
 }  // namespace

@@ -36,9 +36,8 @@ class PgFeedbackStore : public FeedbackStore {
     return pool_.Run<std::vector<ReputationRow>>("reading reputation", [&](Connection& c) {
       Transaction tx(c);
       std::vector<ReputationRow> out;
-      for (const auto& row :
-           tx.exec_params("SELECT * FROM mailroom.mailroom_reputation($1::int)",
-                          absl::ToInt64Seconds(window))) {
+      for (const auto& row : tx.exec_params("SELECT * FROM mailroom.mailroom_reputation($1::int)",
+                                            absl::ToInt64Seconds(window))) {
         ReputationRow r;
         r.group = row[0].as<std::string>();
         r.sent = row[1].as<uint64_t>();

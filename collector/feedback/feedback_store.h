@@ -22,9 +22,7 @@ struct ReputationRow {
 
   // Permanent bounces and complaints per email sent (0 when nothing was sent).
   double bounce_rate() const { return sent == 0 ? 0 : static_cast<double>(bounced) / sent; }
-  double complaint_rate() const {
-    return sent == 0 ? 0 : static_cast<double>(complained) / sent;
-  }
+  double complaint_rate() const { return sent == 0 ? 0 : static_cast<double>(complained) / sent; }
 };
 
 // A group's counters from one provider's feedback path over a rolling window

@@ -25,10 +25,9 @@ class FeedbackStoreTest : public testing::MigratedDatabaseTest {
   // Accounts a1..an, their activation jobs leased to "s" and acknowledged SENT with SES ids
   // "ses-<job id>" (an empty id for the last one when `last_without_id`).
   std::vector<testing::Leased> SendTo(int n, bool last_without_id = false) {
-    Exec(
-        absl::StrCat("INSERT INTO accounts (email, login) SELECT 'a' || i || '@example.test',"
-                     " 'a' || i FROM generate_series(1, ",
-                     n, ") i"));
+    Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'a' || i || '@example.test',"
+                      " 'a' || i FROM generate_series(1, ",
+                      n, ") i"));
     CollectSignups();
     std::vector<testing::Leased> jobs = Dequeue(n);
     std::vector<std::string> message_ids;
@@ -81,9 +80,8 @@ TEST_F(FeedbackStoreTest, PermanentBounceSuppressesOnceAndCounts) {
   EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "1");
   // The next token for that address is never handed out.
   Exec("UPDATE accounts SET status = 'active'");
-  Exec(
-      "INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
-      " WHERE email = 'a1@example.test'");
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'password_recovery' FROM accounts"
+       " WHERE email = 'a1@example.test'");
   EXPECT_TRUE(Dequeue(10).empty());
   EXPECT_EQ(
       Text("SELECT state::TEXT FROM delivery_states WHERE token_id = (SELECT max(id) FROM tokens)"),
@@ -108,7 +106,8 @@ TEST_F(FeedbackStoreTest, ComplaintDeliveryAndTagFallback) {
   ASSERT_EQ(*feedback_->Record("sns-d1", delivery, 3), FeedbackResult::kRecorded);
   ASSERT_EQ(*feedback_->Record("sns-d2", delivery, 3), FeedbackResult::kRecorded);
   EXPECT_EQ(Text(absl::StrCat("SELECT delivered_at IS NOT NULL FROM delivery_states"
-                              " WHERE token_id = ", jobs[0].id)),
+                              " WHERE token_id = ",
+                              jobs[0].id)),
             "t");
   ReputationRow rep = Reputation();
   EXPECT_EQ(rep.delivered, 1u);
@@ -137,7 +136,8 @@ TEST_F(FeedbackStoreTest, AComplaintAboutAJobSentWithoutAMessageIdIsMatchedByIts
   complaint.detail = "abuse";
   EXPECT_EQ(*feedback_->Record("sns-tags-c", complaint, 3), FeedbackResult::kRecorded);
   EXPECT_EQ(Text(absl::StrCat("SELECT complained_at IS NOT NULL FROM delivery_states"
-                              " WHERE token_id = ", jobs[1].id)),
+                              " WHERE token_id = ",
+                              jobs[1].id)),
             "t");
   EXPECT_EQ(Text("SELECT reason FROM suppressions WHERE address = 'a2@example.test'"), "complaint");
   EXPECT_EQ(Reputation().complained, 1u);
@@ -157,8 +157,8 @@ TEST_F(FeedbackStoreTest, AComplaintAboutAJobSentWithoutAMessageIdIsMatchedByIts
 }
 
 // An SES event may arrive before the sender's acknowledgement is recorded (SNS is fast, the
-// acknowledgement waits for others to share its call): the job is found by its tags (group, job id) while it
-// is still leased, and each kind of event still counts once per delivery afterwards.
+// acknowledgement waits for others to share its call): the job is found by its tags (group, job id)
+// while it is still leased, and each kind of event still counts once per delivery afterwards.
 TEST_F(FeedbackStoreTest, AnEventBeforeTheAcknowledgementIsMatchedByTheJobsTags) {
   Exec("INSERT INTO accounts (email, login) VALUES ('early@example.test', 'early')");
   CollectSignups();
@@ -189,9 +189,8 @@ TEST_F(FeedbackStoreTest, TransientBouncesSuppressAtTheLimitWithinSevenDays) {
   ASSERT_TRUE(feedback_->Record("t2", soft, 3).ok());
   EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "0");
   // An old one does not count.
-  Exec(
-      "UPDATE soft_bounces SET bounced_at = now() - interval '8 days'"
-      " WHERE bounced_at = (SELECT min(bounced_at) FROM soft_bounces)");
+  Exec("UPDATE soft_bounces SET bounced_at = now() - interval '8 days'"
+       " WHERE bounced_at = (SELECT min(bounced_at) FROM soft_bounces)");
   ASSERT_TRUE(feedback_->Record("t3", soft, 3).ok());
   EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "0");
   ASSERT_TRUE(feedback_->Record("t4", soft, 3).ok());

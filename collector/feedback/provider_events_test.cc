@@ -70,7 +70,9 @@ TEST(Postmark, WhatIsNotAWebhookIsRefused) {
   EXPECT_FALSE(ParsePostmark(R"({"RecordType": "Bounce", "Type": "HardBounce", "ID": 1,
       "BouncedAt": "2019-11-05T16:33:54Z", "MessageID": "m"})")
                    .ok());  // no address
-  EXPECT_EQ(ParsePostmark(R"({"a":{"b":{"c":{"d":{"e":{"f":{"g":{"h":{"i":{"j":{}}}}}}}}}}})").status().message(),
+  EXPECT_EQ(ParsePostmark(R"({"a":{"b":{"c":{"d":{"e":{"f":{"g":{"h":{"i":{"j":{}}}}}}}}}}})")
+                .status()
+                .message(),
             "JSON nested too deeply");
 }
 

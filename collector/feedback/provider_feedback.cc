@@ -29,13 +29,9 @@ std::vector<std::string> ProviderFeedbackOptions::Enabled() const {
 
 ProviderFeedbackHandler::ProviderFeedbackHandler(ProviderFeedbackOptions options,
                                                  FeedbackStore* store, int soft_bounce_limit,
-                                                 Metrics* metrics,
-                                                 std::function<absl::Time()> now)
-    : options_(std::move(options)),
-      store_(store),
-      soft_bounce_limit_(soft_bounce_limit),
-      metrics_(metrics),
-      now_(std::move(now)) {}
+                                                 Metrics* metrics, std::function<absl::Time()> now)
+    : options_(std::move(options)), store_(store), soft_bounce_limit_(soft_bounce_limit),
+      metrics_(metrics), now_(std::move(now)) {}
 
 HttpReply ProviderFeedbackHandler::Count(const char* provider, const char* result,
                                          HttpReply reply) {
@@ -82,10 +78,10 @@ HttpReply ProviderFeedbackHandler::Postmark(const HttpRequest& r) {
 }
 
 HttpReply ProviderFeedbackHandler::Sendgrid(const HttpRequest& r) {
-  absl::Status verified = VerifySendgrid(
-      options_.sendgrid_key, HeaderOrEmpty(r, "X-Twilio-Email-Event-Webhook-Signature"),
-      HeaderOrEmpty(r, "X-Twilio-Email-Event-Webhook-Timestamp"), r.body, now_(),
-      options_.max_age);
+  absl::Status verified = VerifySendgrid(options_.sendgrid_key,
+                                         HeaderOrEmpty(r, "X-Twilio-Email-Event-Webhook-Signature"),
+                                         HeaderOrEmpty(r, "X-Twilio-Email-Event-Webhook-Timestamp"),
+                                         r.body, now_(), options_.max_age);
   if (!verified.ok()) return Refuse("sendgrid", verified);
   auto events = ParseSendgrid(r.body);
   if (!events.ok()) {
@@ -115,11 +111,10 @@ HttpReply ProviderFeedbackHandler::StandardWebhook(const char* provider,
   const std::string& id = HeaderOrEmpty(r, absl::StrCat(header_prefix, "id"));
   absl::Status verified = VerifyStandardWebhook(
       keys, id, HeaderOrEmpty(r, absl::StrCat(header_prefix, "timestamp")),
-      HeaderOrEmpty(r, absl::StrCat(header_prefix, "signature")), r.body, now_(),
-      options_.max_age);
+      HeaderOrEmpty(r, absl::StrCat(header_prefix, "signature")), r.body, now_(), options_.max_age);
   if (!verified.ok()) return Refuse(provider, verified);
   auto event = std::string(provider) == "resend" ? ParseResend(r.body, id)
-                                                  : ParseHttpReport(r.body, id);
+                                                 : ParseHttpReport(r.body, id);
   if (!event.ok()) {
     return Count(provider, "bad_request", {400, std::string(event.status().message())});
   }

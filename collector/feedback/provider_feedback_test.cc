@@ -114,10 +114,9 @@ class ProviderFeedbackTest : public testing::MigratedDatabaseTest {
                             "' AND reason = '", reason, "' AND source = '", source, "'"));
   }
   int64_t Bounced(const std::string& provider_id, const std::string& provider) {
-    return Int(absl::StrCat(
-        "SELECT count(*) FROM delivery_states WHERE bounced_at IS NOT NULL"
-        " AND bounce_type = 'Permanent' AND provider_message_id = '",
-        provider_id, "'")) +
+    return Int(absl::StrCat("SELECT count(*) FROM delivery_states WHERE bounced_at IS NOT NULL"
+                            " AND bounce_type = 'Permanent' AND provider_message_id = '",
+                            provider_id, "'")) +
            100 * Int(absl::StrCat("SELECT coalesce(sum(bounced), 0) FROM reputation_hourly"
                                   " WHERE provider = '",
                                   provider, "'"));
@@ -153,14 +152,20 @@ TEST_F(ProviderFeedbackTest, EachProvidersSampleIsRecordedOnceOnItsPath) {
       {"sendgrid", testing::kSendgridEvents, Sendgrid(testing::kSendgridEvents, now),
        // The batch's spam report follows its bounce: a complaint's entry outranks a bounce's.
        "example@test.com", "complaint", "sendgrid complaint spamreport", kSendgridId},
-      {"mailgun", mailgun, {}, "alice@example.com", "hard_bounce",
-       "mailgun bounce: Permanent suppress-bounce 605", kMailgunId},
+      {"mailgun",
+       mailgun,
+       {},
+       "alice@example.com",
+       "hard_bounce",
+       "mailgun bounce: Permanent suppress-bounce 605",
+       kMailgunId},
       {"resend", testing::kResendBounced,
        Standard("svix-", kResendSecret, "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W", testing::kResendBounced,
                 now),
        "delivered@resend.dev", "hard_bounce", "resend bounce: Permanent Suppressed", kResendId},
-      {"http", kHttpReportBounced, Standard("webhook-", kHttpSecret, "evt_1", kHttpReportBounced, now),
-       "bob@example.com", "hard_bounce", "http bounce: Permanent 550 5.1.1 user unknown", kHttpId},
+      {"http", kHttpReportBounced,
+       Standard("webhook-", kHttpSecret, "evt_1", kHttpReportBounced, now), "bob@example.com",
+       "hard_bounce", "http bounce: Permanent 550 5.1.1 user unknown", kHttpId},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.provider);
@@ -205,8 +210,8 @@ TEST_F(ProviderFeedbackTest, EveryForgeryIsRefusedAndChangesNothing) {
   const std::string sg = testing::kSendgridEvents;
   const std::string sg_altered = std::string(sg).replace(sg.find("example@test.com"), 7, "victim1");
   const std::string resend = testing::kResendBounced;
-  const std::string resend_altered =
-      std::string(resend).replace(resend.find("delivered@"), 9, "victim2@x");
+  const std::string resend_altered = std::string(resend).replace(resend.find("delivered@"), 9,
+                                                                 "victim2@x");
   const std::string http = testing::kHttpReportBounced;
   const std::string http_altered = std::string(http).replace(http.find("bob@"), 3, "eve");
   struct Forgery {
@@ -221,20 +226,25 @@ TEST_F(ProviderFeedbackTest, EveryForgeryIsRefusedAndChangesNothing) {
        Postmark("postmark:9b3e1c0f7a6d4e26"), 401},
       {"wrong user", "postmark", testing::kPostmarkBounce, Postmark("other:9b3e1c0f7a6d4e25"), 401},
       {"an event older than the window", "postmark",
-       std::string(testing::kPostmarkBounce).replace(soft_postmark.find("2019-11-05T16"), 13,
-                                                     "2019-11-05T14"),
+       std::string(testing::kPostmarkBounce)
+           .replace(soft_postmark.find("2019-11-05T16"), 13, "2019-11-05T14"),
        Postmark(), 403},
       {"wrong signature", "sendgrid", sg, Sendgrid(sg_altered, now), 403},
       {"altered body", "sendgrid", sg_altered, Sendgrid(sg, now), 403},
       {"old timestamp", "sendgrid", sg, Sendgrid(sg, old), 403},
       {"no signature", "sendgrid", sg, {}, 403},
-      {"wrong key", "mailgun", MailgunSigned(testing::kMailgunPermanentFailure, now, "key-other"),
-       {}, 403},
-      {"old timestamp", "mailgun", MailgunSigned(testing::kMailgunPermanentFailure, old), {}, 403},
-      {"the documented signature (another key)", "mailgun", testing::kMailgunPermanentFailure, {},
+      {"wrong key",
+       "mailgun",
+       MailgunSigned(testing::kMailgunPermanentFailure, now, "key-other"),
+       {},
        403},
-      {"wrong secret", "resend", resend,
-       Standard("svix-", kHttpSecret, "msg_a", resend, now), 403},
+      {"old timestamp", "mailgun", MailgunSigned(testing::kMailgunPermanentFailure, old), {}, 403},
+      {"the documented signature (another key)",
+       "mailgun",
+       testing::kMailgunPermanentFailure,
+       {},
+       403},
+      {"wrong secret", "resend", resend, Standard("svix-", kHttpSecret, "msg_a", resend, now), 403},
       {"altered body", "resend", resend_altered,
        Standard("svix-", kResendSecret, "msg_a", resend, now), 403},
       {"old timestamp", "resend", resend, Standard("svix-", kResendSecret, "msg_a", resend, old),
@@ -242,8 +252,8 @@ TEST_F(ProviderFeedbackTest, EveryForgeryIsRefusedAndChangesNothing) {
       {"webhook- headers on the svix path", "resend", resend,
        Standard("webhook-", kResendSecret, "msg_a", resend, now), 403},
       {"wrong secret", "http", http, Standard("webhook-", kResendSecret, "evt_a", http, now), 403},
-      {"altered body", "http", http_altered,
-       Standard("webhook-", kHttpSecret, "evt_a", http, now), 403},
+      {"altered body", "http", http_altered, Standard("webhook-", kHttpSecret, "evt_a", http, now),
+       403},
       {"old timestamp", "http", http, Standard("webhook-", kHttpSecret, "evt_a", http, old), 403},
       {"an unknown provider", "mailchimp", http, {}, 404},
   };

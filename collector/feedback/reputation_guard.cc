@@ -25,8 +25,7 @@ void SetReputationGauges(const std::vector<ReputationRow>& rows, Metrics& metric
   }
 }
 
-void SetProviderReputationGauges(const std::vector<ProviderReputationRow>& rows,
-                                 Metrics& metrics) {
+void SetProviderReputationGauges(const std::vector<ProviderReputationRow>& rows, Metrics& metrics) {
   for (const Gauge<2>* gauge : {&collector_metrics::kReputationProviderDelivered,
                                 &collector_metrics::kReputationProviderBounced,
                                 &collector_metrics::kReputationProviderComplained}) {
@@ -49,10 +48,10 @@ void ReputationGuard::Update(const std::vector<ReputationRow>& rows) {
   for (const ReputationRow& r : rows) {
     const double bounce = r.bounce_rate();
     const double complaint = r.complaint_rate();
-    const bool over =
-        r.sent >= options_.min_sent &&
-        ((options_.max_bounce_rate > 0 && bounce >= options_.max_bounce_rate) ||
-         (options_.max_complaint_rate > 0 && complaint >= options_.max_complaint_rate));
+    const bool over = r.sent >= options_.min_sent &&
+                      ((options_.max_bounce_rate > 0 && bounce >= options_.max_bounce_rate) ||
+                       (options_.max_complaint_rate > 0 &&
+                        complaint >= options_.max_complaint_rate));
     const bool was = paused_.count(r.group) > 0;
     const LogField fields[] = {{"group", r.group},
                                {"sent", absl::StrCat(r.sent)},

@@ -20,9 +20,7 @@ void SetReputationGauges(const std::vector<ReputationRow>& rows, Metrics& metric
 // Sets mailroom_reputation_provider_{delivered,bounced,complained}{group,provider}: what each
 // provider's feedback reported per group (the series of groups and providers not in `rows` are
 // removed).
-void SetProviderReputationGauges(const std::vector<ProviderReputationRow>& rows,
-                                 Metrics& metrics);
-
+void SetProviderReputationGauges(const std::vector<ProviderReputationRow>& rows, Metrics& metrics);
 
 // When a group's rolling rates cross these, its sending pauses. A rate of 0
 // disables that check; both 0 (the default) disables the guard.

@@ -83,9 +83,8 @@ std::string CaIssuersUri(X509* cert) {
 // a number; S3's virtual hosts (sns.s3.amazonaws.com, sns.s3-accelerate.amazonaws.com) and
 // other services' names do not have that form.
 const std::regex& SnsHostPattern() {
-  static const std::regex kSnsHost(
-      R"(^sns\.(?:([a-z]{2}(?:-[a-z]+)+-[0-9]{1,2})\.amazonaws\.com|)"
-      R"((cn(?:-[a-z]+)+-[0-9]{1,2})\.amazonaws\.com\.cn)$)");
+  static const std::regex kSnsHost(R"(^sns\.(?:([a-z]{2}(?:-[a-z]+)+-[0-9]{1,2})\.amazonaws\.com|)"
+                                   R"((cn(?:-[a-z]+)+-[0-9]{1,2})\.amazonaws\.com\.cn)$)");
   return kSnsHost;
 }
 
@@ -137,7 +136,8 @@ absl::Status SnsVerifier::FetchFailed(absl::string_view what, const absl::Status
                                       Failure* failure) {
   if (absl::IsUnavailable(fetched) || absl::IsDeadlineExceeded(fetched)) {
     *failure = Failure::kTransient;
-    return absl::UnavailableError(absl::StrCat("sns: cannot fetch ", what, ": ", fetched.message()));
+    return absl::UnavailableError(
+        absl::StrCat("sns: cannot fetch ", what, ": ", fetched.message()));
   }
   return Denied(absl::StrCat("cannot fetch ", what, ": ", fetched.message()));
 }
@@ -249,8 +249,7 @@ struct SnsVerifier::Key {
 
 SnsVerifier::SnsVerifier(SnsVerifierOptions options, UrlFetcher fetch,
                          std::function<absl::Time()> now, UrlFetcher fetch_issuer)
-    : options_(std::move(options)),
-      fetch_(std::move(fetch)),
+    : options_(std::move(options)), fetch_(std::move(fetch)),
       now_(now ? std::move(now) : [] { return absl::Now(); }),
       fetch_issuer_(std::move(fetch_issuer)) {}
 
@@ -409,10 +408,10 @@ absl::StatusOr<std::shared_ptr<SnsVerifier::Key>> SnsVerifier::LoadKey(const std
   }
   bool named = false;
   for (const std::string& name : SnsCertificateNames(url)) {
-    named = named || X509_check_host(cert.get(), name.data(), name.size(),
-                                     X509_CHECK_FLAG_NO_WILDCARDS |
-                                         X509_CHECK_FLAG_ALWAYS_CHECK_SUBJECT,
-                                     nullptr) == 1;
+    named = named ||
+            X509_check_host(cert.get(), name.data(), name.size(),
+                            X509_CHECK_FLAG_NO_WILDCARDS | X509_CHECK_FLAG_ALWAYS_CHECK_SUBJECT,
+                            nullptr) == 1;
   }
   if (!named) return Denied("the signing certificate does not name sns.amazonaws.com");
   auto key = std::make_shared<Key>();
@@ -448,8 +447,8 @@ absl::Status SnsVerifier::Verify(const SnsMessage& m) {
                                                   : nullptr;
   if (md == nullptr) return Denied("unknown SignatureVersion");
   if (!SnsCertUrlAllowed(m.signing_cert_url, options_.extra_hosts)) {
-    return Denied(
-        "SigningCertURL is not https://sns.<region>.amazonaws.com/SimpleNotificationService-<hex>.pem");
+    return Denied("SigningCertURL is not "
+                  "https://sns.<region>.amazonaws.com/SimpleNotificationService-<hex>.pem");
   }
   const std::string cert_region = SnsUrlRegion(m.signing_cert_url);
   if (!cert_region.empty() && cert_region != TopicArnRegion(m.topic_arn)) {

@@ -75,7 +75,7 @@ struct SnsVerifierOptions {
   std::vector<std::string> extra_hosts;  // MAILROOM_FEEDBACK_SNS_HOSTS
   // MAILROOM_FEEDBACK_TOPIC_ARNS: the only topics whose messages verify (none when empty).
   std::vector<std::string> topic_arns;
-  std::string ca_file;                   // trust store for the signing certificate ("" system)
+  std::string ca_file;  // trust store for the signing certificate ("" system)
   absl::Duration max_age = absl::Hours(1);
   absl::Duration max_clock_skew = absl::Minutes(5);
   // A certificate URL that failed for good (the host answered 4xx other than 408/429, or what

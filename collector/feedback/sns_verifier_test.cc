@@ -45,8 +45,8 @@ class SnsVerifierTest : public ::testing::Test {
   }
   static std::string CaFile() {
     static const std::string path = [] {
-      std::string p =
-          std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/sns_test_ca.pem";
+      std::string p = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") +
+                      "/sns_test_ca.pem";
       FILE* f = fopen(p.c_str(), "w");
       fputs(signer_->ca_pem().c_str(), f);
       fclose(f);
@@ -113,8 +113,8 @@ TEST(SnsUrlAllowedTest, OnlyHttpsOnSnsHostsOrTheAllowList) {
 
 TEST(SnsCertUrlAllowedTest, AwssCertificatePathOnAnSnsHost) {
   EXPECT_TRUE(SnsCertUrlAllowed(kCertUrl, {}));
-  EXPECT_TRUE(SnsCertUrlAllowed("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-0.pem",
-                                {}));
+  EXPECT_TRUE(
+      SnsCertUrlAllowed("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-0.pem", {}));
   EXPECT_FALSE(SnsCertUrlAllowed("https://sns.us-east-1.amazonaws.com/x.der", {}));
   EXPECT_FALSE(SnsCertUrlAllowed("https://sns.us-east-1.amazonaws.com/?Action=x.pem", {}));
   EXPECT_FALSE(SnsCertUrlAllowed("https://sns.us-east-1.amazonaws.com/x.pem#y", {}));
@@ -228,15 +228,15 @@ TEST_F(SnsVerifierTest, UnsignedUnknownTypeOrVersionIsRefused) {
 
 TEST_F(SnsVerifierTest, ACertificateFromAnotherHostOrOverHttpIsNeverFetched) {
   SnsVerifier v = Verifier();
-  for (const char* url : {"https://evil.test/cert.pem", "http://sns.us-east-1.amazonaws.com/c.pem",
-                          "https://sns.us-east-1.amazonaws.com.evil.test/c.pem",
-                          "https://sns.s3.amazonaws.com/x.pem",
-                          "https://sns.s3-accelerate.amazonaws.com/x.pem",
-                          "https://sns.us-east-1.amazonaws.com/made-up.pem",
-                          "https://sns.us-east-1.amazonaws.com/x/SimpleNotificationService-0.pem",
-                          // An SNS host of another region than the TopicArn's (us-east-1).
-                          "https://sns.us-west-2.amazonaws.com/SimpleNotificationService-0.pem",
-                          "https://sns.cn-north-1.amazonaws.com.cn/SimpleNotificationService-0.pem"}) {
+  for (const char* url :
+       {"https://evil.test/cert.pem", "http://sns.us-east-1.amazonaws.com/c.pem",
+        "https://sns.us-east-1.amazonaws.com.evil.test/c.pem", "https://sns.s3.amazonaws.com/x.pem",
+        "https://sns.s3-accelerate.amazonaws.com/x.pem",
+        "https://sns.us-east-1.amazonaws.com/made-up.pem",
+        "https://sns.us-east-1.amazonaws.com/x/SimpleNotificationService-0.pem",
+        // An SNS host of another region than the TopicArn's (us-east-1).
+        "https://sns.us-west-2.amazonaws.com/SimpleNotificationService-0.pem",
+        "https://sns.cn-north-1.amazonaws.com.cn/SimpleNotificationService-0.pem"}) {
     SnsMessage m = signer_->Notification("m1", "{}", url, now_);
     absl::Status st = v.Verify(m);
     EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << url;
@@ -247,11 +247,10 @@ TEST_F(SnsVerifierTest, ACertificateFromAnotherHostOrOverHttpIsNeverFetched) {
   SnsVerifierOptions o = Topic();
   o.extra_hosts = {"127.0.0.1:8443"};
   SnsVerifier allowed = Verifier(o);
-  EXPECT_TRUE(
-      allowed
-          .Verify(signer_->Notification(
-              "m2", "{}", "https://127.0.0.1:8443/SimpleNotificationService-0.pem", now_))
-          .ok());
+  EXPECT_TRUE(allowed
+                  .Verify(signer_->Notification(
+                      "m2", "{}", "https://127.0.0.1:8443/SimpleNotificationService-0.pem", now_))
+                  .ok());
 }
 
 TEST_F(SnsVerifierTest, ExpiredOrFutureMessagesAreRefused) {
@@ -360,8 +359,8 @@ TEST_F(SnsVerifierTest, TheIssuerOfACertificateTheCapAllowedIsFetchedBeyondIt) {
   EXPECT_EQ(made_up(1).code(), absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(v.Verify(chained.Notification("g", "{}", kCertUrl, now_)).ok());
   EXPECT_EQ(made_up(2).code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(fetched, ::testing::ElementsAre(::testing::HasSubstr("-1.pem"), kCertUrl,
-                                              kIssuerUrl));
+  EXPECT_THAT(fetched,
+              ::testing::ElementsAre(::testing::HasSubstr("-1.pem"), kCertUrl, kIssuerUrl));
 }
 
 // Only the operator's topics: a correctly signed message from any other topic (another AWS
@@ -449,8 +448,8 @@ TEST_F(SnsVerifierTest, DefiniteFailuresAreRememberedAndFetchesAreCapped) {
   // 100 different URLs within one second: the one left in this second's window (403), then
   // none (503).
   for (int i = 0; i < 100; ++i) {
-    EXPECT_EQ(post(made_up(i)).code(), i == 0 ? absl::StatusCode::kPermissionDenied
-                                              : absl::StatusCode::kUnavailable);
+    EXPECT_EQ(post(made_up(i)).code(),
+              i == 0 ? absl::StatusCode::kPermissionDenied : absl::StatusCode::kUnavailable);
   }
   EXPECT_EQ(fetches, 3);
   now_ += absl::Seconds(1);
@@ -560,8 +559,8 @@ Flood PostDuringAFlood(testing::SnsSigner& signer, const std::string& ca_file,
     for (size_t n = 0; n < first_posts.size(); ++n) {
       for (int retry = 0; retry <= 3 && out.retries[n] < 0; ++retry) {
         if (t != first_posts[n] + retry * absl::Seconds(20)) continue;
-        if (v.Verify(signer.Notification(absl::StrCat("n", n), "{}", kCertUrl,
-                                         start + first_posts[n]))
+        if (v.Verify(
+                 signer.Notification(absl::StrCat("n", n), "{}", kCertUrl, start + first_posts[n]))
                 .ok()) {
           out.retries[n] = retry;
         }

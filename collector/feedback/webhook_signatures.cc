@@ -72,8 +72,8 @@ absl::StatusOr<std::vector<std::string>> ParseWebhookSecrets(absl::string_view s
     std::string key;
     if (!absl::ConsumePrefix(&s, kSecretPrefix) || !absl::Base64Unescape(s, &key) ||
         key.size() < 24 || key.size() > 64) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "secret ", n, " must be whsec_ and the base64 of 24 to 64 random bytes"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("secret ", n, " must be whsec_ and the base64 of 24 to 64 random bytes"));
     }
     keys.push_back(std::move(key));
   }
@@ -83,8 +83,7 @@ absl::StatusOr<std::vector<std::string>> ParseWebhookSecrets(absl::string_view s
 
 absl::Status VerifyStandardWebhook(const std::vector<std::string>& keys, absl::string_view id,
                                    absl::string_view timestamp, absl::string_view signature,
-                                   absl::string_view body, absl::Time now,
-                                   absl::Duration max_age) {
+                                   absl::string_view body, absl::Time now, absl::Duration max_age) {
   if (id.empty() || id.size() > 256) return Refused("missing or malformed message id");
   absl::Status fresh = CheckTimestamp(timestamp, now, max_age);
   if (!fresh.ok()) return fresh;
@@ -150,8 +149,8 @@ absl::Status VerifyMailgun(absl::string_view signing_key, absl::string_view time
   absl::Status fresh = CheckTimestamp(timestamp, now, max_age);
   if (!fresh.ok()) return fresh;
   if (token.empty() || token.size() > 256) return Refused("missing or malformed token");
-  const std::string expected =
-      absl::BytesToHexString(HmacSha256(signing_key, absl::StrCat(timestamp, token)));
+  const std::string expected = absl::BytesToHexString(
+      HmacSha256(signing_key, absl::StrCat(timestamp, token)));
   if (!SameBytes(absl::AsciiStrToLower(signature), expected)) {
     return Refused("signature does not verify");
   }

@@ -20,8 +20,8 @@ constexpr char kSwSignature[] = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=
 constexpr char kSgKey[] =
     "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEEDr2LjtURuePQzplybdC+u4CwrqDqBaWjcMMsTbhdbcwHBcepxo7yAQGh"
     "HPTnlvFYPAZFceEu/1FwCM/QmGUhA==";
-constexpr char kSgSignature[] =
-    "MEUCIQCtIHJeH93Y+qpYeWrySphQgpNGNr/U+UyUlBkU6n7RAwIgJTz2C+8a8xonZGi6BpSzoQsbVRamr2nlxFDWYNH2j/0=";
+constexpr char kSgSignature[] = "MEUCIQCtIHJeH93Y+qpYeWrySphQgpNGNr/"
+                                "U+UyUlBkU6n7RAwIgJTz2C+8a8xonZGi6BpSzoQsbVRamr2nlxFDWYNH2j/0=";
 constexpr char kSgTimestamp[] = "1588788367";
 constexpr char kSgBody[] =
     "{\"category\":\"example_payload\",\"event\":\"test_event\",\"message_id\":\"message_id\"}";
@@ -57,8 +57,8 @@ TEST(StandardWebhook, ThePublishedExampleVerifies) {
                                     At(kSwTimestamp), kHour)
                   .ok());
   // With the right key second of two.
-  auto two = ParseWebhookSecrets(absl::StrCat("whsec_", absl::Base64Escape(std::string(32, 'x')),
-                                              " ", kSwSecret));
+  auto two = ParseWebhookSecrets(
+      absl::StrCat("whsec_", absl::Base64Escape(std::string(32, 'x')), " ", kSwSecret));
   ASSERT_TRUE(two.ok());
   EXPECT_TRUE(VerifyStandardWebhook(*two, kSwId, kSwTimestamp, kSwSignature, kSwBody,
                                     At(kSwTimestamp), kHour)
@@ -72,21 +72,22 @@ TEST(StandardWebhook, ForgeriesAreRefused) {
     return absl::IsPermissionDenied(VerifyStandardWebhook(SwKeys(), id, ts, sig, body, at, kHour));
   };
   EXPECT_TRUE(refused(kSwId, kSwTimestamp, kSwSignature, "{\"test\": 2432232315}", now));  // body
-  EXPECT_TRUE(refused("msg_other", kSwTimestamp, kSwSignature, kSwBody, now));           // id
-  EXPECT_TRUE(refused(kSwId, "1614265331", kSwSignature, kSwBody, now));                 // time
-  EXPECT_TRUE(refused(kSwId, kSwTimestamp, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OF=",
-                      kSwBody, now));                                                  // sig
-  EXPECT_TRUE(refused(kSwId, kSwTimestamp, "", kSwBody, now));                         // none
+  EXPECT_TRUE(refused("msg_other", kSwTimestamp, kSwSignature, kSwBody, now));             // id
+  EXPECT_TRUE(refused(kSwId, "1614265331", kSwSignature, kSwBody, now));                   // time
+  EXPECT_TRUE(refused(kSwId, kSwTimestamp,
+                      "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OF=", kSwBody, now));  // sig
+  EXPECT_TRUE(refused(kSwId, kSwTimestamp, "", kSwBody, now));                            // none
   EXPECT_TRUE(refused(kSwId, kSwTimestamp, "g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", kSwBody,
                       now));  // without its scheme
   EXPECT_TRUE(refused("", kSwTimestamp, kSwSignature, kSwBody, now));
   // Replayed later than the window, or dated ahead of it.
   EXPECT_TRUE(refused(kSwId, kSwTimestamp, kSwSignature, kSwBody, At(kSwTimestamp, kHour * 2)));
-  EXPECT_TRUE(refused(kSwId, kSwTimestamp, kSwSignature, kSwBody,
-                      At(kSwTimestamp, -absl::Minutes(6))));
+  EXPECT_TRUE(
+      refused(kSwId, kSwTimestamp, kSwSignature, kSwBody, At(kSwTimestamp, -absl::Minutes(6))));
   EXPECT_TRUE(refused(kSwId, "1614265330.5", kSwSignature, kSwBody, now));
   // Another secret.
-  auto other = ParseWebhookSecrets(absl::StrCat("whsec_", absl::Base64Escape(std::string(32, 'k'))));
+  auto other = ParseWebhookSecrets(
+      absl::StrCat("whsec_", absl::Base64Escape(std::string(32, 'k'))));
   ASSERT_TRUE(other.ok());
   EXPECT_TRUE(absl::IsPermissionDenied(
       VerifyStandardWebhook(*other, kSwId, kSwTimestamp, kSwSignature, kSwBody, now, kHour)));
@@ -155,8 +156,8 @@ TEST(Sendgrid, KeysThatAreNotP256AreRefusedAtStart) {
 }
 
 TEST(Mailgun, TheDocumentedSignatureObjectVerifies) {
-  EXPECT_TRUE(VerifyMailgun(kMgKey, kMgTimestamp, kMgToken, kMgSignature, At(kMgTimestamp), kHour)
-                  .ok());
+  EXPECT_TRUE(
+      VerifyMailgun(kMgKey, kMgTimestamp, kMgToken, kMgSignature, At(kMgTimestamp), kHour).ok());
   // Hex in capitals is the same signature.
   EXPECT_TRUE(VerifyMailgun(kMgKey, kMgTimestamp, kMgToken, absl::AsciiStrToUpper(kMgSignature),
                             At(kMgTimestamp), kHour)

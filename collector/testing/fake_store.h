@@ -60,9 +60,7 @@ class FakeStore : public Store {
     }
     return out;
   }
-  int CallCount(const std::string& method) const {
-    return static_cast<int>(Calls(method).size());
-  }
+  int CallCount(const std::string& method) const { return static_cast<int>(Calls(method).size()); }
   // Blocks (real time, bounded) until `method` has been called at least `n` times.
   bool WaitForCalls(const std::string& method, int n,
                     absl::Duration timeout = absl::Seconds(10)) const {
@@ -188,15 +186,13 @@ class FakeStore : public Store {
     }
     return out;
   }
-  absl::StatusOr<std::vector<FailureRow>> Failures(const std::string& group,
-                                                   int limit) override {
+  absl::StatusOr<std::vector<FailureRow>> Failures(const std::string& group, int limit) override {
     Call c{"Failures", group};
     c.limit = limit;
     if (auto e = Record(c); !e.ok()) return e;
     return std::vector<FailureRow>{};
   }
-  absl::StatusOr<int> Requeue(const std::string& group,
-                              const std::vector<uint64_t>& ids) override {
+  absl::StatusOr<int> Requeue(const std::string& group, const std::vector<uint64_t>& ids) override {
     if (auto e = Record({"Requeue", group, "", ids}); !e.ok()) return e;
     return static_cast<int>(ids.size());
   }
@@ -206,8 +202,7 @@ class FakeStore : public Store {
   }
   // The suppression list is kept in memory (ordered by address), with the real store's
   // paging and filters but no expiry and no timestamps beyond what Add was given.
-  absl::StatusOr<std::vector<SuppressionRow>> ListSuppressions(
-      const SuppressionQuery& q) override {
+  absl::StatusOr<std::vector<SuppressionRow>> ListSuppressions(const SuppressionQuery& q) override {
     Call c{"ListSuppressions"};
     c.limit = q.limit;
     if (auto e = Record(c); !e.ok()) return e;

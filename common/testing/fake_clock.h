@@ -31,9 +31,7 @@ class FakeClock : public Clock {
   void SleepUntil(absl::Time deadline) override {
     absl::MutexLock lock(&mu_);
     ++sleepers_;
-    auto reached = [this, deadline]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-      return now_ >= deadline;
-    };
+    auto reached = [this, deadline]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return now_ >= deadline; };
     mu_.Await(absl::Condition(&reached));
     --sleepers_;
   }

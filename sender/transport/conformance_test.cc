@@ -72,9 +72,15 @@ OutgoingEmail Job(uint64_t job, Fault fault) {
                                "@example.test>\r\n\r\nhello ", job, "\r\n"),
                   absl::StrCat("job", job, "@example.test")};
   e.tags = {{"mailroom_job", absl::StrCat(job)}, {"mailroom_action", "activation"}};
-  e.content = {job, "activation", 1, "Example <no-reply@example.test>", "Activate your account",
-               absl::StrCat("Your code is ", job), absl::StrCat("<p>Your code is ", job, "</p>"),
-               "", absl::InfinitePast()};
+  e.content = {job,
+               "activation",
+               1,
+               "Example <no-reply@example.test>",
+               "Activate your account",
+               absl::StrCat("Your code is ", job),
+               absl::StrCat("<p>Your code is ", job, "</p>"),
+               "",
+               absl::InfinitePast()};
   return e;
 }
 
@@ -88,8 +94,7 @@ struct Expect {
   bool message_id = true;            // an accepted email has the provider's message id
 };
 
-class ConformanceTest : public TransportTest,
-                        public ::testing::WithParamInterface<std::string> {
+class ConformanceTest : public TransportTest, public ::testing::WithParamInterface<std::string> {
  protected:
   std::string kind() const { return GetParam(); }
 
@@ -102,7 +107,7 @@ class ConformanceTest : public TransportTest,
       e.throttle_holds = false;        // SES throttling paces this message only
     }
     if (k == "file") e.faults = false;
-    if (k == "resend") e.retry_is_idempotent = true;  // Idempotency-Key
+    if (k == "resend") e.retry_is_idempotent = true;       // Idempotency-Key
     if (k == "smtp" || k == "file") e.message_id = false;  // reply text / file path instead
     return e;
   }
@@ -276,7 +281,7 @@ TEST_P(ConformanceTest, TenThousandJobsWithInjectedFaultsEndExactlyOnce) {
   std::vector<Fault> fault(kJobs + 1, Fault::kOk);
   for (int j = 1; j <= kJobs && expect.faults; ++j) {
     const int roll = static_cast<int>(rng() % 100);
-    fault[j] = roll < 60 ? Fault::kOk
+    fault[j] = roll < 60   ? Fault::kOk
                : roll < 70 ? Fault::kReject
                : roll < 80 ? Fault::kError
                : roll < 90 ? Fault::kThrottle
@@ -332,7 +337,7 @@ TEST_P(ConformanceTest, TenThousandJobsWithInjectedFaultsEndExactlyOnce) {
     const Fault f = fault[j];
     const Outcome want = f == Fault::kReject ? Outcome::kFailed : Outcome::kSent;
     const int want_tries = f == Fault::kOk || f == Fault::kReject ? 1 : 2;
-    const int want_deliveries = f == Fault::kReject                              ? 0
+    const int want_deliveries = f == Fault::kReject                                ? 0
                                 : f == Fault::kLost && !expect.retry_is_idempotent ? 2
                                                                                    : 1;
     auto it = delivered.find(DeliveryKey(j, f));

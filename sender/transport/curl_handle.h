@@ -35,8 +35,7 @@ class CurlHandlePool {
   // A handle on loan; returned to the pool when destroyed. Movable, not copyable.
   class Loan {
    public:
-    Loan(Loan&& other) noexcept
-        : pool_(other.pool_), handle_(other.handle_), index_(other.index_) {
+    Loan(Loan&& other) noexcept : pool_(other.pool_), handle_(other.handle_), index_(other.index_) {
       other.pool_ = nullptr;
     }
     Loan& operator=(Loan&&) = delete;

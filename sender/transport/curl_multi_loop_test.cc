@@ -128,8 +128,8 @@ TEST_F(TransportTest, LoopKeepsHttpConnectionsAlive) {
         curl_easy_setopt(c, CURLOPT_URL, url.c_str());
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Discard);
         long http = 0, opened = 0;
-        if (loop.Perform(c) == CURLE_OK && curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http) ==
-                                               CURLE_OK && http == 200) {
+        if (loop.Perform(c) == CURLE_OK &&
+            curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http) == CURLE_OK && http == 200) {
           ++ok;
         }
         curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &opened);

@@ -3,8 +3,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "sender/transport/transport.h"
 
 namespace mailroom {
@@ -31,8 +31,7 @@ int Trace(CURL*, curl_infotype type, char* data, size_t size, void* userptr) {
     // "250-AUTH PLAIN LOGIN" in the EHLO reply: the mechanisms offered.
     absl::string_view ehlo = line;
     if (trace->command == "EHLO" && absl::ConsumePrefix(&ehlo, "250") && ehlo.size() > 5 &&
-        (ehlo[0] == '-' || ehlo[0] == ' ') &&
-        absl::StartsWithIgnoreCase(ehlo.substr(1), "AUTH ")) {
+        (ehlo[0] == '-' || ehlo[0] == ' ') && absl::StartsWithIgnoreCase(ehlo.substr(1), "AUTH ")) {
       trace->auth_offered = OneLine(ehlo.substr(6), 200);
     }
   } else if (type == CURLINFO_HEADER_OUT) {
@@ -42,8 +41,7 @@ int Trace(CURL*, curl_infotype type, char* data, size_t size, void* userptr) {
       trace->quitting = true;
       return 0;
     }
-    for (const char* known :
-         {"EHLO", "HELO", "STARTTLS", "AUTH", "MAIL", "RCPT", "DATA", "NOOP"}) {
+    for (const char* known : {"EHLO", "HELO", "STARTTLS", "AUTH", "MAIL", "RCPT", "DATA", "NOOP"}) {
       if (absl::EqualsIgnoreCase(verb, known)) {
         trace->command = known;
         if (trace->command == "STARTTLS") trace->starttls = true;
@@ -119,8 +117,7 @@ absl::Status CurlStatus(CURLcode code, const std::string& detail) {
   const std::string what = absl::StrCat(detail.empty() ? curl_easy_strerror(code) : detail,
                                         " (curl ", static_cast<int>(code), ")");
   switch (code) {
-    case CURLE_OK:
-      return absl::OkStatus();
+    case CURLE_OK: return absl::OkStatus();
 
     // The provider cannot be reached, or not safely, or refuses us: nothing can be sent.
     case CURLE_COULDNT_RESOLVE_PROXY:
@@ -163,8 +160,7 @@ absl::Status CurlStatus(CURLcode code, const std::string& detail) {
     case CURLE_BAD_FUNCTION_ARGUMENT:
     case CURLE_FUNCTION_NOT_FOUND:
     case CURLE_RECURSIVE_API_CALL:
-    case CURLE_UNRECOVERABLE_POLL:
-      return ProviderError(what);
+    case CURLE_UNRECOVERABLE_POLL: return ProviderError(what);
 
     // A transfer cut short (a kept-alive connection closed by the server, a reset): this
     // message is retried; the next one opens a fresh connection.
@@ -183,12 +179,10 @@ absl::Status CurlStatus(CURLcode code, const std::string& detail) {
     case CURLE_HTTP_POST_ERROR:
     case CURLE_OUT_OF_MEMORY:
     case CURLE_ABORTED_BY_CALLBACK:
-    case CURLE_REMOTE_DISK_FULL:
-      return absl::UnavailableError(what);
+    case CURLE_REMOTE_DISK_FULL: return absl::UnavailableError(what);
 
     // This message is too large for the server.
-    case CURLE_FILESIZE_EXCEEDED:
-      return absl::InvalidArgumentError(what);
+    case CURLE_FILESIZE_EXCEEDED: return absl::InvalidArgumentError(what);
 
     // Codes of protocols and options we never use (FTP, TFTP, LDAP, RTSP, SSH, ranges,
     // CURLOPT_FAILONERROR) and retired codes: a bug if seen.
@@ -234,8 +228,7 @@ absl::Status CurlStatus(CURLcode code, const std::string& detail) {
     case CURLE_OBSOLETE62:
     case CURLE_OBSOLETE75:
     case CURLE_OBSOLETE76:
-    case CURL_LAST:
-      return absl::InternalError(what);
+    case CURL_LAST: return absl::InternalError(what);
   }
   // A code newer than these headers.
   return absl::InternalError(what);

@@ -17,10 +17,10 @@ namespace mailroom {
 struct SmtpTrace {
   std::string command;
   std::string reply;
-  bool quitting = false;  // QUIT sent: later lines ("221 Bye") are not the answer we want
-  bool starttls = false;        // STARTTLS was sent (the session went on over TLS, if it went on)
-  bool authenticated = false;   // a 235 reply: AUTH succeeded
-  std::string auth_offered{};   // the mechanisms of the EHLO reply's AUTH line ("PLAIN LOGIN")
+  bool quitting = false;       // QUIT sent: later lines ("221 Bye") are not the answer we want
+  bool starttls = false;       // STARTTLS was sent (the session went on over TLS, if it went on)
+  bool authenticated = false;  // a 235 reply: AUTH succeeded
+  std::string auth_offered{};  // the mechanisms of the EHLO reply's AUTH line ("PLAIN LOGIN")
   // Set by the transport after the transfer: the whole message was handed to libcurl after
   // DATA (only the final reply can be missing).
   bool message_sent = false;

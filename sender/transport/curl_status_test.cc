@@ -27,15 +27,15 @@ TEST(SmtpStatusTest, TheReplyAndTheCommandItAnsweredDecide) {
   EXPECT_FALSE(IsProviderError(status("RCPT", 450, "450 4.2.1 busy")));
   EXPECT_EQ(status("DATA", 554, "554 5.7.1 spam").code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status("MAIL", 552, "552 5.3.4 too big").code(), absl::StatusCode::kInvalidArgument);
-  for (auto provider : {status("AUTH", 535, "535 5.7.8 Authentication credentials invalid"),
-                        status("AUTH", 534, "534 5.7.9 Authentication mechanism is too weak"),
-                        status("MAIL", 530, "530 5.7.0 Authentication required"),
-                        status("AUTH", 454, "454 4.7.0 Temporary authentication failure"),
-                        status("STARTTLS", 454, "454 4.7.0 TLS not available"),
-                        status("RCPT", 421, "421 4.3.2 Service shutting down"),
-                        status("MAIL", 550, "550 5.7.1 Sender address rejected"),
-                        status("", 554, "554 5.7.1 No service for you"),
-                        status("EHLO", 550, "550 go away")}) {
+  for (const auto& provider :
+       {status("AUTH", 535, "535 5.7.8 Authentication credentials invalid"),
+        status("AUTH", 534, "534 5.7.9 Authentication mechanism is too weak"),
+        status("MAIL", 530, "530 5.7.0 Authentication required"),
+        status("AUTH", 454, "454 4.7.0 Temporary authentication failure"),
+        status("STARTTLS", 454, "454 4.7.0 TLS not available"),
+        status("RCPT", 421, "421 4.3.2 Service shutting down"),
+        status("MAIL", 550, "550 5.7.1 Sender address rejected"),
+        status("", 554, "554 5.7.1 No service for you"), status("EHLO", 550, "550 go away")}) {
     EXPECT_TRUE(IsProviderError(provider)) << provider;
   }
   // A 5.1.x enhanced status on RCPT rejects the address itself; others do not.
@@ -56,15 +56,15 @@ TEST(SmtpStatusTest, TheReplyAndTheCommandItAnsweredDecide) {
 
 TEST(MaybeSentTest, AFailureAfterTheRequestLeftMayHaveBeenSent) {
   // HTTP: the request left and no status refused it.
-  for (CURLcode c : {CURLE_OPERATION_TIMEDOUT, CURLE_GOT_NOTHING, CURLE_RECV_ERROR,
-                     CURLE_SEND_ERROR, CURLE_PARTIAL_FILE, CURLE_HTTP2_STREAM,
-                     CURLE_BAD_CONTENT_ENCODING}) {
+  for (CURLcode c :
+       {CURLE_OPERATION_TIMEDOUT, CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR,
+        CURLE_PARTIAL_FILE, CURLE_HTTP2_STREAM, CURLE_BAD_CONTENT_ENCODING}) {
     absl::Status st = HttpTransferStatus(c, "", /*request_sent=*/true, 0);
     EXPECT_TRUE(IsMaybeSent(st)) << c;
     EXPECT_EQ(st.code(), CurlStatus(c, "").code()) << c;  // the kind is kept
     EXPECT_EQ(IsProviderError(st), IsProviderError(CurlStatus(c, ""))) << c;
-    EXPECT_TRUE(IsMaybeSent(HttpTransferStatus(c, "", true, 200))) << c;  // 2xx, body cut
-    EXPECT_FALSE(IsMaybeSent(HttpTransferStatus(c, "", false, 0))) << c;  // never left
+    EXPECT_TRUE(IsMaybeSent(HttpTransferStatus(c, "", true, 200))) << c;   // 2xx, body cut
+    EXPECT_FALSE(IsMaybeSent(HttpTransferStatus(c, "", false, 0))) << c;   // never left
     EXPECT_FALSE(IsMaybeSent(HttpTransferStatus(c, "", true, 400))) << c;  // refused
     EXPECT_FALSE(IsMaybeSent(HttpTransferStatus(c, "", true, 503))) << c;
   }
@@ -215,12 +215,8 @@ TEST(CurlStatusTest, EveryCurlCodeIsListedWithItsKind) {
     EXPECT_TRUE(listed.insert(code).second) << "listed twice: " << code;
     absl::Status st = CurlStatus(code, "detail");
     switch (kind) {
-      case kOk:
-        EXPECT_TRUE(st.ok()) << code;
-        break;
-      case kProvider:
-        EXPECT_TRUE(IsProviderError(st)) << code << ": " << st;
-        break;
+      case kOk: EXPECT_TRUE(st.ok()) << code; break;
+      case kProvider: EXPECT_TRUE(IsProviderError(st)) << code << ": " << st; break;
       case kRetryThisMessage:
         EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << code;
         EXPECT_FALSE(IsProviderError(st)) << code;
@@ -228,9 +224,7 @@ TEST(CurlStatusTest, EveryCurlCodeIsListedWithItsKind) {
       case kRejectThisMessage:
         EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << code;
         break;
-      case kBug:
-        EXPECT_EQ(st.code(), absl::StatusCode::kInternal) << code;
-        break;
+      case kBug: EXPECT_EQ(st.code(), absl::StatusCode::kInternal) << code; break;
     }
     // The message says which code it was, never more than curl's own text.
     if (!st.ok()) {

@@ -11,7 +11,8 @@ namespace mailroom {
 // (temporary file + rename), so a reader never sees half a message.
 class FileTransport : public Transport {
  public:
-  FileTransport(std::string dir, int concurrency) : dir_(std::move(dir)), concurrency_(concurrency) {}
+  FileTransport(std::string dir, int concurrency)
+      : dir_(std::move(dir)), concurrency_(concurrency) {}
   absl::StatusOr<SendResult> Send(const OutgoingEmail& email) override;
   int Concurrency() const override { return concurrency_; }
   std::string Name() const override { return "file"; }

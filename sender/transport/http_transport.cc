@@ -97,10 +97,10 @@ std::string HttpTransport::Body(const OutgoingEmail& email, absl::string_view gr
       {"html", c.html},
       {"headers", {{"Message-ID", absl::StrCat("<", email.message_id, ">")}}},
       {"locale", c.locale},
-      {"expires_at", c.expires_at == absl::InfinitePast()
-                         ? std::string()
-                         : absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", c.expires_at,
-                                           absl::UTCTimeZone())},
+      {"expires_at",
+       c.expires_at == absl::InfinitePast()
+           ? std::string()
+           : absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", c.expires_at, absl::UTCTimeZone())},
       {"mime", absl::Base64Escape(email.mime)},
   };
   // Templates from a directory may hold bytes that are not UTF-8: replaced, never thrown.
@@ -144,10 +144,9 @@ absl::StatusOr<SendResult> HttpTransport::Send(const OutgoingEmail& email) {
   HttpRequest request;
   request.url = config_.http_url;
   request.body = Body(email, config_.group);
-  request.headers = {absl::StrCat("webhook-id: ", id),
-                     absl::StrCat("webhook-timestamp: ", timestamp),
-                     absl::StrCat("webhook-signature: ",
-                                  Signature(keys_, id, timestamp, request.body))};
+  request.headers = {
+      absl::StrCat("webhook-id: ", id), absl::StrCat("webhook-timestamp: ", timestamp),
+      absl::StrCat("webhook-signature: ", Signature(keys_, id, timestamp, request.body))};
   if (!config_.http_authorization.empty()) {
     request.headers.push_back(absl::StrCat("Authorization: ", config_.http_authorization));
   }

@@ -61,7 +61,7 @@ class HttpTransport : public Transport {
   const TransportConfig config_;
   const std::vector<std::string> keys_;
   CurlHandlePool handles_;  // one per kept-alive HTTP connection
-  CurlMultiLoop loop_;       // destroyed first: no transfer outlives its handle
+  CurlMultiLoop loop_;      // destroyed first: no transfer outlives its handle
 };
 
 }  // namespace mailroom

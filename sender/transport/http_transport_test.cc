@@ -1,6 +1,6 @@
 // The http transport against a receiver that verifies Standard Webhooks signatures and
-// answers as each test tells it (sender/transport/testing/webhook_receiver.py); the map from its answers
-// to Status.
+// answers as each test tells it (sender/transport/testing/webhook_receiver.py); the map from its
+// answers to Status.
 #include "sender/transport/http_transport.h"
 
 #include <algorithm>
@@ -17,12 +17,12 @@
 namespace mailroom {
 namespace {
 
+using ::mailroom::testing::Process;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using transport_testing::Email;
 using transport_testing::Slurp;
 using transport_testing::TransportTest;
-using ::mailroom::testing::Process;
 
 // 24 bytes, the secret of the Standard Webhooks specification's example.
 constexpr char kSecret[] = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -37,7 +37,7 @@ class HttpTransportTest : public TransportTest {
   // Starts the receiver; returns its URL.
   std::string StartReceiver(std::vector<std::string> extra = {}) {
     port_ = ::mailroom::testing::FreePort();
-    std::vector<std::string> argv = {"/usr/bin/python3", Receiver(), "serve", "--port",
+    std::vector<std::string> argv = {"/usr/bin/python3",  Receiver(), "serve", "--port",
                                      absl::StrCat(port_), "--secret", kSecret};
     argv.insert(argv.end(), extra.begin(), extra.end());
     if (std::find(extra.begin(), extra.end(), "--tls-cert") != extra.end()) scheme_ = "https";
@@ -83,9 +83,15 @@ class HttpTransportTest : public TransportTest {
   // An email as the Renderer makes it for job `job`.
   static OutgoingEmail Job(uint64_t job, const std::string& to = "jane@example.test") {
     OutgoingEmail e = Email(to, static_cast<int>(job));
-    e.content = {job, "password_recovery", 1, "Example <no-reply@example.test>",
-                 "Reset your password", "Your code is 12345", "<p>Your code is 12345</p>",
-                 "de-AT", absl::FromUnixSeconds(1795000000)};
+    e.content = {job,
+                 "password_recovery",
+                 1,
+                 "Example <no-reply@example.test>",
+                 "Reset your password",
+                 "Your code is 12345",
+                 "<p>Your code is 12345</p>",
+                 "de-AT",
+                 absl::FromUnixSeconds(1795000000)};
     return e;
   }
 
@@ -153,8 +159,10 @@ TEST_F(HttpTransportTest, ARejectionFailsTheEmailWithTheReceiversReason) {
 
 TEST_F(HttpTransportTest, OverloadAndOutagesHoldEveryJobAConflictRetriesThisOne) {
   auto t = Make(Http(StartReceiver()));
-  Script({{{"status", 429}}, {{"status", 503}, {"body", "down for maintenance"}},
-          {{"status", 408}}, {{"status", 409}}});
+  Script({{{"status", 429}},
+          {{"status", 503}, {"body", "down for maintenance"}},
+          {{"status", 408}},
+          {{"status", 409}}});
   for (const char* what : {"http 429", "http 503: down for maintenance", "http 408"}) {
     auto r = t->Send(Job(5));
     EXPECT_TRUE(IsProviderError(r.status())) << r.status();
@@ -167,8 +175,8 @@ TEST_F(HttpTransportTest, OverloadAndOutagesHoldEveryJobAConflictRetriesThisOne)
   EXPECT_TRUE(t->Send(Job(5)).ok());
   EXPECT_EQ(State()["messages"].size(), 1u);
   // Nothing listening: a provider error, and nothing may have been sent.
-  auto refused = Make(Http(absl::StrCat("http://127.0.0.1:", ::mailroom::testing::FreePort())))
-                     ->Send(Job(6));
+  auto refused =
+      Make(Http(absl::StrCat("http://127.0.0.1:", ::mailroom::testing::FreePort())))->Send(Job(6));
   EXPECT_TRUE(IsProviderError(refused.status())) << refused.status();
   EXPECT_FALSE(IsMaybeSent(refused.status()));
 }
@@ -221,8 +229,8 @@ TEST_F(HttpTransportTest, AWrongSecretOrAuthorizationIsRefusedAndHoldsEveryJob) 
 
 TEST_F(HttpTransportTest, HttpsIsVerifiedAndAnUntrustedCertificateHoldsEveryJob) {
   MakeCert();
-  const std::string https =
-      StartReceiver({"--tls-cert", dir_ + "/cert.pem", "--tls-key", dir_ + "/key.pem"});
+  const std::string https = StartReceiver(
+      {"--tls-cert", dir_ + "/cert.pem", "--tls-key", dir_ + "/key.pem"});
   auto untrusted = Make(Http(https))->Send(Job(16));
   EXPECT_TRUE(IsProviderError(untrusted.status())) << untrusted.status();
   EXPECT_FALSE(IsMaybeSent(untrusted.status()));
@@ -249,8 +257,8 @@ TEST_F(HttpTransportTest, TheSignatureVerifiesAndATamperedBodyDoesNot) {
     const std::string file = dir_ + "/body.json";
     std::ofstream(file, std::ios::binary) << b;
     return std::system(absl::StrCat("/usr/bin/python3 ", Receiver(), " verify --secret ", secret,
-                                    " --id ", i, " --timestamp ", ts, " --signature '",
-                                    sig, "' < ", file, " > /dev/null")
+                                    " --id ", i, " --timestamp ", ts, " --signature '", sig, "' < ",
+                                    file, " > /dev/null")
                            .c_str()) == 0;
   };
   EXPECT_TRUE(verifies(body, id, now, kSecret, signature));
@@ -263,8 +271,8 @@ TEST_F(HttpTransportTest, TheSignatureVerifiesAndATamperedBodyDoesNot) {
   // A request signed ten minutes ago, correctly, is refused for its timestamp (a replay).
   const int64_t old = now - 600;
   EXPECT_FALSE(verifies(body, id, old, kSecret, HttpTransport::Signature(*keys, id, old, body)));
-  EXPECT_TRUE(verifies(body, id, now - 60, kSecret,
-                       HttpTransport::Signature(*keys, id, now - 60, body)));
+  EXPECT_TRUE(
+      verifies(body, id, now - 60, kSecret, HttpTransport::Signature(*keys, id, now - 60, body)));
 }
 
 // The example of the Standard Webhooks specification (and of its reference libraries' tests).
@@ -284,8 +292,8 @@ TEST(HttpTransportSecretsTest, SecretsParseAndErrorsNeverShowThem) {
   auto two = HttpTransport::ParseSecrets(absl::StrCat(" ", kSecret, "  ", kOtherSecret, " "));
   ASSERT_TRUE(two.ok()) << two.status();
   EXPECT_EQ(two->size(), 2u);
-  for (const char* bad : {"", "  ", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_c2hvcnQ=",
-                          "whsec_not*base64*at*all*but*long*enough"}) {
+  for (const char* bad : {"", "  ", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                          "whsec_c2hvcnQ=", "whsec_not*base64*at*all*but*long*enough"}) {
     auto st = HttpTransport::ParseSecrets(bad).status();
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(std::string(st.message()), HasSubstr("MAILROOM_HTTP_SECRET"));
@@ -327,8 +335,8 @@ TEST(HttpMessageIdTest, OnlyAnIdTheCollectorCanStore) {
                                "{\"message_id\":\"a b\"}", "{\"id\":\"x\"}", "[\"message_id\"]"}) {
     EXPECT_EQ(HttpTransport::MessageIdOf(unusable), "") << unusable;
   }
-  EXPECT_EQ(HttpTransport::MessageIdOf(absl::StrCat("{\"message_id\":\"", std::string(257, 'a'),
-                                                    "\"}")),
+  EXPECT_EQ(HttpTransport::MessageIdOf(
+                absl::StrCat("{\"message_id\":\"", std::string(257, 'a'), "\"}")),
             "");
 }
 

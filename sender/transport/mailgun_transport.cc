@@ -37,8 +37,8 @@ std::string MailgunTransport::Body(const OutgoingEmail& email, const std::string
 }
 
 HttpRequest MailgunTransport::Request(const OutgoingEmail& email) const {
-  HttpRequest r =
-      Authenticated(config_, absl::StrCat("/v3/", config_.mailgun_domain, "/messages"), true);
+  HttpRequest r = Authenticated(config_, absl::StrCat("/v3/", config_.mailgun_domain, "/messages"),
+                                true);
   r.content_type = "application/x-www-form-urlencoded";
   r.body = Body(email, config_.group);
   return r;

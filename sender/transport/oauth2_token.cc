@@ -43,10 +43,9 @@ class ClientCredentialsSourceImpl : public OAuth2TokenSource {
     CurlHandle c(curl_easy_init());
     if (c == nullptr) return absl::UnavailableError("token endpoint: cannot create a curl handle");
     // The form carries the client secret: it lives only in this string and curl's copy.
-    std::string form = absl::StrCat("grant_type=client_credentials&client_id=",
-                                    Escape(c.get(), s_.client_id),
-                                    "&client_secret=", Escape(c.get(), s_.client_secret),
-                                    "&scope=", Escape(c.get(), s_.scope));
+    std::string form = absl::StrCat(
+        "grant_type=client_credentials&client_id=", Escape(c.get(), s_.client_id),
+        "&client_secret=", Escape(c.get(), s_.client_secret), "&scope=", Escape(c.get(), s_.scope));
     std::string body;
     char errbuf[CURL_ERROR_SIZE] = {0};
     CurlSlist headers(curl_slist_append(nullptr, "Accept: application/json"));
@@ -87,9 +86,9 @@ class ClientCredentialsSourceImpl : public OAuth2TokenSource {
     }
     if (json.contains("token_type") && json["token_type"].is_string() &&
         !absl::EqualsIgnoreCase(json["token_type"].get<std::string>(), "Bearer")) {
-      return absl::UnavailableError(absl::StrCat(
-          "token endpoint: token_type ", Excerpt(json["token_type"].get<std::string>()),
-          " is not Bearer"));
+      return absl::UnavailableError(absl::StrCat("token endpoint: token_type ",
+                                                 Excerpt(json["token_type"].get<std::string>()),
+                                                 " is not Bearer"));
     }
     OAuth2Token token{json["access_token"].get<std::string>()};
     // expires_in is a number (RFC 6749); some issuers send it as a string.
@@ -128,7 +127,8 @@ class TokenFileSourceImpl : public OAuth2TokenSource {
     std::ifstream in(path_);
     std::stringstream ss;
     ss << in.rdbuf();
-    if (!in) return absl::UnavailableError(absl::StrCat("token file \"", path_, "\": cannot read it"));
+    if (!in)
+      return absl::UnavailableError(absl::StrCat("token file \"", path_, "\": cannot read it"));
     std::string text(absl::StripAsciiWhitespace(ss.str()));
     if (absl::StartsWith(text, "{")) {
       auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -138,8 +138,8 @@ class TokenFileSourceImpl : public OAuth2TokenSource {
       }
     }
     if (text.empty() || text.find_first_of(" \t\r\n") != std::string::npos) {
-      return absl::UnavailableError(
-          absl::StrCat("token file \"", path_, "\": holds no token (one line, or JSON with access_token)"));
+      return absl::UnavailableError(absl::StrCat(
+          "token file \"", path_, "\": holds no token (one line, or JSON with access_token)"));
     }
     token_ = std::move(text);
     stamp_ = stamp;
@@ -190,10 +190,9 @@ absl::StatusOr<std::string> OAuth2TokenCache::Get() {
     }
     if (now < retry_at_) {
       if (valid) return token_;
-      return absl::UnavailableError(
-          absl::StrCat("no valid OAuth2 token (", last_error_, "; next attempt in ",
-                       absl::FormatDuration(absl::Ceil(retry_at_ - now, absl::Milliseconds(1))),
-                       ")"));
+      return absl::UnavailableError(absl::StrCat(
+          "no valid OAuth2 token (", last_error_, "; next attempt in ",
+          absl::FormatDuration(absl::Ceil(retry_at_ - now, absl::Milliseconds(1))), ")"));
     }
     fetching_ = true;
     const std::string refused = rejected_ ? token_ : "";

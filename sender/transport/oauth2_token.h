@@ -31,7 +31,7 @@ class OAuth2TokenSource {
 
 // Settings of the client-credentials grant (RFC 6749 4.4) as Microsoft Entra ID serves it.
 struct ClientCredentials {
-  std::string token_url;      // https://login.microsoftonline.com/TENANT/oauth2/v2.0/token
+  std::string token_url;  // https://login.microsoftonline.com/TENANT/oauth2/v2.0/token
   std::string client_id;
   std::string client_secret;  // secret
   std::string scope;          // https://outlook.office365.com/.default

@@ -54,9 +54,9 @@ absl::Status PostmarkTransport::ResponseStatus(long http, const std::string& bod
   }
   const std::string message = JsonString(body, "Message");
   if (http >= 200 && http < 300 && code <= 0) return absl::OkStatus();
-  const std::string what =
-      absl::StrCat("postmark ", http, code >= 0 ? absl::StrCat(" ErrorCode ", code) : "",
-                   ": ", ReasonText(message.empty() ? body : message));
+  const std::string what = absl::StrCat("postmark ", http,
+                                        code >= 0 ? absl::StrCat(" ErrorCode ", code) : "", ": ",
+                                        ReasonText(message.empty() ? body : message));
   if (http != 422 && !(http >= 200 && http < 300)) return HttpApiStatus(http, what);
   if (code == 406) return RecipientRejected(what);
   if (code == 10 || code == 100 || code == 400 || code == 401 || code == 405 || code == 412 ||

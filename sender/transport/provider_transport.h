@@ -36,7 +36,7 @@ class ProviderTransport : public Transport {
 
   // The email's tags and ("mailroom_group", `group`): what every provider's metadata carries.
   static std::vector<std::pair<std::string, std::string>> Metadata(const OutgoingEmail& email,
-                                                                  absl::string_view group);
+                                                                   absl::string_view group);
   // `configured` without trailing slashes, or `default_url` when it is empty.
   static std::string BaseUrl(const std::string& configured, absl::string_view default_url);
   // The display name of a "Name <addr>" mailbox (quotes removed), "" for a bare address.
@@ -65,7 +65,7 @@ class ProviderTransport : public Transport {
 
  private:
   CurlHandlePool handles_;  // one per kept-alive HTTP connection
-  CurlMultiLoop loop_;       // destroyed first: no transfer outlives its handle
+  CurlMultiLoop loop_;      // destroyed first: no transfer outlives its handle
 };
 
 }  // namespace mailroom

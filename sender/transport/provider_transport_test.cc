@@ -30,8 +30,14 @@ constexpr char kKey[] = "pr0vider-k3y";
 OutgoingEmail Job(uint64_t job, const std::string& to = "ok-1@example.test") {
   OutgoingEmail e{"no-reply@example.test", to, "From: x\r\n\r\nx\r\n", "id@example.test"};
   e.tags = {{"mailroom_job", absl::StrCat(job)}, {"mailroom_action", "password_recovery"}};
-  e.content = {job, "password_recovery", 1, "\"Example Inc\" <no-reply@example.test>",
-               "Reset your password", "Your code is 12345", "<p>Your code is 12345</p>", "de",
+  e.content = {job,
+               "password_recovery",
+               1,
+               "\"Example Inc\" <no-reply@example.test>",
+               "Reset your password",
+               "Your code is 12345",
+               "<p>Your code is 12345</p>",
+               "de",
                absl::InfinitePast()};
   return e;
 }
@@ -49,8 +55,8 @@ TEST(PostmarkTransportTest, BodyIsOneMessageWithMetadataAndNoTracking) {
   EXPECT_EQ(body["MessageStream"], "outbound");
   EXPECT_EQ(body["Tag"], "password_recovery");
   EXPECT_EQ(body["Metadata"], (nlohmann::json{{"mailroom_job", "7"},
-                                               {"mailroom_action", "password_recovery"},
-                                               {"mailroom_group", "mailroom"}}));
+                                              {"mailroom_action", "password_recovery"},
+                                              {"mailroom_group", "mailroom"}}));
   EXPECT_EQ(body["TrackOpens"], false);
   EXPECT_EQ(body["TrackLinks"], "None");
 }
@@ -80,10 +86,10 @@ TEST(SendgridTransportTest, BodyIsOnePersonalizationWithCustomArgsAndNoTracking)
   const auto& p = body["personalizations"][0];
   EXPECT_EQ(p["to"][0]["email"], "ok-1@example.test");
   EXPECT_EQ(p["custom_args"], (nlohmann::json{{"mailroom_job", "8"},
-                                               {"mailroom_action", "password_recovery"},
-                                               {"mailroom_group", "grp"}}));
-  EXPECT_EQ(body["from"], (nlohmann::json{{"email", "no-reply@example.test"},
-                                           {"name", "Example Inc"}}));
+                                              {"mailroom_action", "password_recovery"},
+                                              {"mailroom_group", "grp"}}));
+  EXPECT_EQ(body["from"],
+            (nlohmann::json{{"email", "no-reply@example.test"}, {"name", "Example Inc"}}));
   EXPECT_EQ(body["subject"], "Reset your password");
   EXPECT_EQ(body["content"][0]["type"], "text/plain");
   EXPECT_EQ(body["content"][1]["type"], "text/html");
@@ -163,13 +169,14 @@ TEST(ResendTransportTest, AnswersMapToStatus) {
       422, err(422, "validation_error", "Invalid `to` field. The email address needs ..."));
   EXPECT_TRUE(IsRecipientRejected(to)) << to;
   EXPECT_THAT(std::string(to.message()), HasSubstr("resend 422 validation_error: Invalid `to`"));
-  absl::Status other = ResendTransport::ResponseStatus(
-      422, err(422, "validation_error", "Invalid `subject` field."));
+  absl::Status other = ResendTransport::ResponseStatus(422, err(422, "validation_error",
+                                                                "Invalid `subject` field."));
   EXPECT_EQ(other.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(IsRecipientRejected(other));
   absl::Status replayed = ResendTransport::ResponseStatus(
-      409, err(409, "invalid_idempotent_request", "Same idempotency key used with a different "
-                                                  "request payload."));
+      409, err(409, "invalid_idempotent_request",
+               "Same idempotency key used with a different "
+               "request payload."));
   EXPECT_TRUE(IsMaybeSent(replayed)) << replayed;
   absl::Status concurrent = ResendTransport::ResponseStatus(
       409, err(409, "concurrent_idempotent_requests", "in progress"));
@@ -219,8 +226,8 @@ class ProviderStandInTest : public TransportTest,
   }
   nlohmann::json State() {
     const std::string out = dir_ + "/state.json";
-    std::system(absl::StrCat("curl -s http://127.0.0.1:", port_, "/_control/state > ", out)
-                    .c_str());
+    std::system(
+        absl::StrCat("curl -s http://127.0.0.1:", port_, "/_control/state > ", out).c_str());
     return nlohmann::json::parse(Slurp(out));
   }
   int port_ = 0;

@@ -35,10 +35,10 @@ std::string ResendTransport::IdempotencyKey(absl::string_view group, uint64_t jo
 }
 
 HttpRequest ResendTransport::Request(const OutgoingEmail& email) const {
-  HttpRequest r = ApiRequest(
-      config_, kDefaultUrl, "/emails",
-      {Bearer(config_),
-       absl::StrCat("Idempotency-Key: ", IdempotencyKey(config_.group, email.content.job_id))});
+  HttpRequest r = ApiRequest(config_, kDefaultUrl, "/emails",
+                             {Bearer(config_),
+                              absl::StrCat("Idempotency-Key: ",
+                                           IdempotencyKey(config_.group, email.content.job_id))});
   r.body = Body(email, config_.group);
   return r;
 }
@@ -51,9 +51,8 @@ absl::Status ResendTransport::ResponseStatus(long http, const std::string& body)
   if (http >= 200 && http < 300) return absl::OkStatus();
   const std::string name = JsonString(body, "name");
   const std::string message = JsonString(body, "message");
-  const std::string what =
-      absl::StrCat("resend ", http, name.empty() ? "" : " ", name, ": ",
-                   ReasonText(message.empty() ? body : message));
+  const std::string what = absl::StrCat("resend ", http, name.empty() ? "" : " ", name, ": ",
+                                        ReasonText(message.empty() ? body : message));
   if (name == "invalid_idempotent_request") return MaybeSent(absl::UnavailableError(what));
   if ((http == 400 || http == 422) && name == "validation_error" &&
       absl::StrContains(message, "`to`")) {

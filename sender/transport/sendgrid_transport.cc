@@ -58,9 +58,9 @@ absl::Status SendgridTransport::ResponseStatus(long http, const std::string& bod
     if (e.contains("message") && e["message"].is_string()) message = e["message"];
     if (e.contains("field") && e["field"].is_string()) field = e["field"];
   }
-  const std::string what =
-      absl::StrCat("sendgrid ", http, ": ", field.empty() ? "" : absl::StrCat(field, ": "),
-                   ReasonText(message.empty() ? body : message));
+  const std::string what = absl::StrCat("sendgrid ", http, ": ",
+                                        field.empty() ? "" : absl::StrCat(field, ": "),
+                                        ReasonText(message.empty() ? body : message));
   if (http == 400 && absl::StartsWith(field, "personalizations.") &&
       absl::StrContains(field, ".to")) {
     return RecipientRejected(what);

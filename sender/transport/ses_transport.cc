@@ -47,15 +47,16 @@ absl::StatusOr<std::string> SesTransport::Call(CURL* c, const TransportConfig& c
                                                CurlMultiLoop* loop, absl::Duration timeout) {
   char errbuf[CURL_ERROR_SIZE] = {0};
   std::string response, error_type;
-  CurlSlist headers(
-      body == nullptr ? nullptr : curl_slist_append(nullptr, "Content-Type: application/json"));
+  CurlSlist headers(body == nullptr ? nullptr
+                                    : curl_slist_append(nullptr, "Content-Type: application/json"));
   if (!config.aws_session_token.empty()) {
     headers.reset(curl_slist_append(
-        headers.release(), absl::StrCat("x-amz-security-token: ", config.aws_session_token).c_str()));
+        headers.release(),
+        absl::StrCat("x-amz-security-token: ", config.aws_session_token).c_str()));
   }
   const std::string sigv4 = absl::StrCat("aws:amz:", config.ses_region, ":ses");
-  const std::string userpwd =
-      absl::StrCat(config.aws_access_key_id, ":", config.aws_secret_access_key);
+  const std::string userpwd = absl::StrCat(config.aws_access_key_id, ":",
+                                           config.aws_secret_access_key);
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
@@ -111,10 +112,10 @@ absl::Status SesTransport::ResponseStatus(long http, const std::string& header_t
   // send: nothing can go out to anyone until that changes.
   for (const char* provider_wide :
        {"AccessDenied", "SignatureDoesNotMatch", "InvalidSignature", "IncompleteSignature",
-        "InvalidClientTokenId", "UnrecognizedClient", "MissingAuthenticationToken",
-        "ExpiredToken", "RequestExpired", "RequestTimeTooSkewed", "RequestTimeTooSkew",
-        "SendingPaused", "AccountSuspended", "MailFromDomainNotVerified", "NotFound",
-        "ServiceUnavailable", "InternalFailure"}) {
+        "InvalidClientTokenId", "UnrecognizedClient", "MissingAuthenticationToken", "ExpiredToken",
+        "RequestExpired", "RequestTimeTooSkewed", "RequestTimeTooSkew", "SendingPaused",
+        "AccountSuspended", "MailFromDomainNotVerified", "NotFound", "ServiceUnavailable",
+        "InternalFailure"}) {
     if (absl::StrContains(type, provider_wide)) return ProviderError(what);
   }
   if (http >= 500 || http == 401 || http == 403 || http == 404) return ProviderError(what);
@@ -132,13 +133,14 @@ absl::StatusOr<SendResult> SesTransport::Send(const OutgoingEmail& email) {
   }
   nlohmann::json tags = nlohmann::json::array();
   for (const auto& [name, value] : email.tags) tags.push_back({{"Name", name}, {"Value", value}});
-  if (!config_.group.empty()) tags.push_back({{"Name", "mailroom_group"}, {"Value", config_.group}});
+  if (!config_.group.empty())
+    tags.push_back({{"Name", "mailroom_group"}, {"Value", config_.group}});
   if (!tags.empty()) req["EmailTags"] = std::move(tags);
   const std::string body = req.dump();
 
   CurlHandlePool::Loan handle = handles_.Acquire();
-  auto response =
-      Call(handle.get(), config_, url_, &body, &loop_, AttemptTimeout(email, config_.timeout));
+  auto response = Call(handle.get(), config_, url_, &body, &loop_,
+                       AttemptTimeout(email, config_.timeout));
   if (!response.ok()) return response.status();
   auto json = nlohmann::json::parse(*response, nullptr, false);
   std::string id = json.is_object() && json.contains("MessageId") && json["MessageId"].is_string()

@@ -45,7 +45,7 @@ class SesTransport : public Transport {
   const TransportConfig config_;
   std::string url_;
   CurlHandlePool handles_;  // one per kept-alive HTTP connection
-  CurlMultiLoop loop_;       // destroyed first: no transfer outlives its handle
+  CurlMultiLoop loop_;      // destroyed first: no transfer outlives its handle
 };
 
 }  // namespace mailroom

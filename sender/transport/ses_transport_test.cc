@@ -70,7 +70,7 @@ TEST_F(TransportTest, SesATimeoutAfterTheRequestLeftMayHaveBeenSent) {
   EXPECT_TRUE(IsMaybeSent(r.status())) << r.status();
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("(curl 28)"));
   EXPECT_THAT(SesStore(), HasSubstr("slow@example.test"));  // it was accepted
-  ASSERT_TRUE(t.Send(email).ok());  // the second answer is prompt
+  ASSERT_TRUE(t.Send(email).ok());                          // the second answer is prompt
   // Nothing left when the provider cannot be reached at all.
   TransportConfig down = Ses(absl::StrCat("http://127.0.0.1:", ::mailroom::testing::FreePort()));
   auto refused = SesTransport(down).Send(email);
@@ -80,11 +80,12 @@ TEST_F(TransportTest, SesATimeoutAfterTheRequestLeftMayHaveBeenSent) {
 
 TEST(SesResponseTest, RecipientRejectionsFailThrottlingWaitsProviderProblemsHold) {
   EXPECT_TRUE(SesTransport::ResponseStatus(200, "", "{}").ok());
-  auto rejected = SesTransport::ResponseStatus(
-      400, "MessageRejected", "{\"message\":\"Email address is not verified.\"}");
+  auto rejected = SesTransport::ResponseStatus(400, "MessageRejected",
+                                               "{\"message\":\"Email address is not verified.\"}");
   EXPECT_EQ(rejected.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(rejected.message(), "ses 400 MessageRejected: Email address is not verified.");
-  EXPECT_EQ(SesTransport::ResponseStatus(400, "", "{\"__type\":\"com.amazon#BadRequestException\"}").code(),
+  EXPECT_EQ(SesTransport::ResponseStatus(400, "", "{\"__type\":\"com.amazon#BadRequestException\"}")
+                .code(),
             absl::StatusCode::kInvalidArgument);
   for (auto throttled : {SesTransport::ResponseStatus(400, "LimitExceededException", ""),
                          SesTransport::ResponseStatus(429, "TooManyRequestsException", "")}) {
@@ -100,8 +101,8 @@ TEST(SesResponseTest, RecipientRejectionsFailThrottlingWaitsProviderProblemsHold
                  Case{403, "RequestTimeTooSkewed"}, Case{400, "RequestExpired"},
                  Case{403, "InvalidClientTokenId"}, Case{403, "AccessDeniedException"},
                  Case{400, "SendingPausedException"}, Case{400, "AccountSuspendedException"},
-                 Case{400, "MailFromDomainNotVerifiedException"},
-                 Case{404, "NotFoundException"}, Case{401, ""}}) {
+                 Case{400, "MailFromDomainNotVerifiedException"}, Case{404, "NotFoundException"},
+                 Case{401, ""}}) {
     auto st = SesTransport::ResponseStatus(c.http, c.type, "{\"message\":\"why\"}");
     EXPECT_TRUE(IsProviderError(st)) << c.http << " " << c.type << ": " << st;
     EXPECT_THAT(std::string(st.message()), HasSubstr(c.type));

@@ -1,7 +1,7 @@
 // SMTP XOAUTH2 against real peers on 127.0.0.1: the aiosmtpd peer accepting only the tokens
 // the local client-credentials endpoint issued (unexpired, unrevoked), and that endpoint
-// (sender/transport/testing/oauth2_token_endpoint.py). What this process logs is captured and searched
-// for the client secret and every token issued.
+// (sender/transport/testing/oauth2_token_endpoint.py). What this process logs is captured and
+// searched for the client secret and every token issued.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -72,12 +72,12 @@ class OAuth2Test : public transport_testing::TransportTest {
   // The token endpoint on `port` (0: a free one); returns its token URL.
   std::string StartTokenEndpoint(int expires_in, int fail_first = 0, int port = 0) {
     if (port == 0) port = FreePort();
-    auto p = Process::Spawn(
-        {"/usr/bin/python3", Runfile("mailroom/sender/transport/testing/oauth2_token_endpoint.py"),
-         "--port", absl::StrCat(port), "--state", state_, "--client-id", kClientId,
-         "--client-secret", kClientSecret, "--expires-in", absl::StrCat(expires_in),
-         "--fail-first", absl::StrCat(fail_first)},
-        {}, dir_ + "/token_endpoint.log");
+    auto p = Process::Spawn({"/usr/bin/python3",
+                             Runfile("mailroom/sender/transport/testing/oauth2_token_endpoint.py"),
+                             "--port", absl::StrCat(port), "--state", state_, "--client-id",
+                             kClientId, "--client-secret", kClientSecret, "--expires-in",
+                             absl::StrCat(expires_in), "--fail-first", absl::StrCat(fail_first)},
+                            {}, dir_ + "/token_endpoint.log");
     EXPECT_TRUE(p.ok());
     EXPECT_TRUE((*p)->WaitForLog("ready", absl::Seconds(20))) << (*p)->Log();
     peers_.push_back(*std::move(p));
@@ -155,7 +155,8 @@ TEST_F(OAuth2Test, ARevokedTokenIsReplacedOnRefusalAndTheMessageDelivered) {
   SmtpTransport t(c);
   ASSERT_TRUE(Send(t, Email("a@example.test", 1)).ok());
   // The grant is revoked: the server ends the session and refuses the token from now on.
-  ASSERT_EQ(std::system(absl::StrCat("curl -s -X POST ", endpoint_, "/revoke >/dev/null").c_str()), 0);
+  ASSERT_EQ(std::system(absl::StrCat("curl -s -X POST ", endpoint_, "/revoke >/dev/null").c_str()),
+            0);
   ASSERT_TRUE(WaitFor([&] { return Counter("revoked_closed") >= 1; }));
   auto second = Send(t, Email("a@example.test", 2));
   EXPECT_TRUE(second.ok()) << second.status();

@@ -26,9 +26,10 @@ size_t ReadBody(char* buf, size_t size, size_t nitems, void* userdata) {
 std::unique_ptr<OAuth2TokenCache> TokenCacheFor(const TransportConfig& config) {
   std::unique_ptr<OAuth2TokenSource> source;
   if (!config.smtp_oauth2_token_url.empty()) {
-    source = ClientCredentialsSource(ClientCredentials{
-        config.smtp_oauth2_token_url, config.smtp_oauth2_client_id,
-        config.smtp_oauth2_client_secret, config.smtp_oauth2_scope, config.timeout});
+    source = ClientCredentialsSource(ClientCredentials{config.smtp_oauth2_token_url,
+                                                       config.smtp_oauth2_client_id,
+                                                       config.smtp_oauth2_client_secret,
+                                                       config.smtp_oauth2_scope, config.timeout});
   } else if (!config.smtp_oauth2_token_file.empty()) {
     source = TokenFileSource(config.smtp_oauth2_token_file);
   } else {
@@ -45,8 +46,7 @@ void SetSessionOptions(CURL* c, const TransportConfig& config, const std::string
                        absl::Duration timeout) {
   curl_easy_setopt(c, CURLOPT_URL, config.smtp_url.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_USE_SSL,
-                   config.smtp_require_tls ? CURLUSESSL_ALL : CURLUSESSL_TRY);
+  curl_easy_setopt(c, CURLOPT_USE_SSL, config.smtp_require_tls ? CURLUSESSL_ALL : CURLUSESSL_TRY);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(absl::ToInt64Milliseconds(config.connect_timeout)));
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(absl::ToInt64Milliseconds(timeout)));
@@ -112,7 +112,8 @@ absl::StatusOr<SendResult> SmtpTransport::Send(const OutgoingEmail& email) {
   for (int attempt = 1;; ++attempt) {
     absl::StatusOr<std::string> token = tokens_->Get();
     if (!token.ok()) return ProviderError(absl::StrCat("smtp oauth2: ", token.status().message()));
-    absl::StatusOr<SendResult> r = Attempt(handle.get(), handle.index(), email, *token, &auth_refused);
+    absl::StatusOr<SendResult> r = Attempt(handle.get(), handle.index(), email, *token,
+                                           &auth_refused);
     // Refused at AUTH, nothing of the message went out: with a fresh token it may.
     if (!auth_refused || attempt == 2) return r;
     tokens_->Rejected(*token);

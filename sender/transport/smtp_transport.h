@@ -65,7 +65,7 @@ class SmtpTransport : public Transport {
 
   const TransportConfig config_;
   std::unique_ptr<OAuth2TokenCache> tokens_;  // null without OAuth2
-  CurlHandlePool handles_;  // one per connection
+  CurlHandlePool handles_;                    // one per connection
   // loops_[i] runs the transfers of handles_' handle i and keeps its connection. Destroyed
   // first: no transfer outlives its handle.
   std::vector<std::unique_ptr<CurlMultiLoop>> loops_;

@@ -13,13 +13,13 @@
 namespace mailroom {
 namespace {
 
+using ::mailroom::testing::FreePort;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using transport_testing::Email;
+using transport_testing::kPassword;
 using transport_testing::Slurp;
 using transport_testing::TransportTest;
-using transport_testing::kPassword;
-using ::mailroom::testing::FreePort;
 
 TEST_F(TransportTest, SmtpPlainWhenExplicitlyAllowed) {
   int port = StartSmtp({});
@@ -56,8 +56,8 @@ TEST_F(TransportTest, SmtpRefusesToSendWhenStartTlsIsNotOffered) {
 
 TEST_F(TransportTest, SmtpUntrustedCertificateIsAProviderError) {
   MakeCert();
-  int port = StartSmtp({"--tls-cert", dir_ + "/cert.pem", "--tls-key", dir_ + "/key.pem",
-                        "--require-tls"});
+  int port = StartSmtp(
+      {"--tls-cert", dir_ + "/cert.pem", "--tls-key", dir_ + "/key.pem", "--require-tls"});
   SmtpTransport t(Smtp(absl::StrCat("smtp://127.0.0.1:", port), true));  // no CA file
   auto r = t.Send(Email("a@example.test"));
   EXPECT_TRUE(IsProviderError(r.status())) << r.status();
@@ -66,8 +66,8 @@ TEST_F(TransportTest, SmtpUntrustedCertificateIsAProviderError) {
 
 TEST_F(TransportTest, SmtpsImplicitTls) {
   MakeCert();
-  int port = StartSmtp({"--tls-cert", dir_ + "/cert.pem", "--tls-key", dir_ + "/key.pem",
-                        "--implicit-tls"});
+  int port = StartSmtp(
+      {"--tls-cert", dir_ + "/cert.pem", "--tls-key", dir_ + "/key.pem", "--implicit-tls"});
   TransportConfig c = Smtp(absl::StrCat("smtps://127.0.0.1:", port), true);
   c.smtp_ca_file = dir_ + "/cert.pem";
   SmtpTransport t(c);
@@ -122,7 +122,8 @@ TEST_F(TransportTest, SmtpATimeoutAfterTheWholeMessageMayHaveBeenSent) {
   EXPECT_EQ(Recorded(), 2u);
   // Refused at RCPT: nothing was sent, nothing is ambiguous.
   int refusing = StartSmtp({"--fail-first", "1"});
-  auto refused = SmtpTransport(Smtp(absl::StrCat("smtp://127.0.0.1:", refusing), false)).Send(email);
+  auto refused =
+      SmtpTransport(Smtp(absl::StrCat("smtp://127.0.0.1:", refusing), false)).Send(email);
   ASSERT_FALSE(refused.ok());
   EXPECT_FALSE(IsMaybeSent(refused.status())) << refused.status();
 }

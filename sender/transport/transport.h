@@ -16,11 +16,11 @@ namespace mailroom {
 // (http): set by the Renderer from the job and its templates.
 struct EmailContent {
   uint64_t job_id = 0;
-  std::string action;    // "activation", "password_recovery"
-  int attempt = 1;       // the delivery try: 1 first, 2 after one RETRY outcome (failures + 1)
-  std::string from;      // the From header's mailbox: "Name <addr>" or "addr"
+  std::string action;  // "activation", "password_recovery"
+  int attempt = 1;     // the delivery try: 1 first, 2 after one RETRY outcome (failures + 1)
+  std::string from;    // the From header's mailbox: "Name <addr>" or "addr"
   std::string subject, text, html;
-  std::string locale;    // the job's locale tag (normalised, e.g. "de-AT"), "" for none
+  std::string locale;  // the job's locale tag (normalised, e.g. "de-AT"), "" for none
   absl::Time expires_at = absl::InfinitePast();  // when the token stops being accepted
 };
 
@@ -94,9 +94,9 @@ struct TransportConfig {
   std::string file_dir = "./outbox";
 
   // smtp
-  std::string smtp_url;            // smtp://host:port (STARTTLS) or smtps://host:port
+  std::string smtp_url;  // smtp://host:port (STARTTLS) or smtps://host:port
   std::string smtp_username;
-  std::string smtp_password;       // secret
+  std::string smtp_password;  // secret
   // XOAUTH2 instead of a password (smtp_username is the mailbox): tokens from a
   // client-credentials endpoint (smtp_oauth2_token_url) or from a file a sidecar refreshes
   // (smtp_oauth2_token_file); at most one of the two, and then no smtp_password.
@@ -105,13 +105,13 @@ struct TransportConfig {
   std::string smtp_oauth2_client_secret;  // secret
   std::string smtp_oauth2_scope;
   std::string smtp_oauth2_token_file;
-  bool smtp_require_tls = true;    // smtp://: refuse to send without STARTTLS
-  std::string smtp_ca_file;        // extra trust anchor (self-signed test servers)
+  bool smtp_require_tls = true;  // smtp://: refuse to send without STARTTLS
+  std::string smtp_ca_file;      // extra trust anchor (self-signed test servers)
   bool smtp_insecure_skip_verify = false;
 
   // ses
   std::string ses_region = "us-east-1";
-  std::string ses_endpoint;        // default https://email.<region>.amazonaws.com
+  std::string ses_endpoint;  // default https://email.<region>.amazonaws.com
   std::string aws_access_key_id;
   std::string aws_secret_access_key;  // secret
   std::string aws_session_token;      // secret
@@ -130,12 +130,11 @@ struct TransportConfig {
   std::string provider_api_key;  // Postmark server token, SendGrid/Mailgun/Resend API key (secret)
   std::string provider_api_url;  // the API's base URL, "" for the provider's own
   std::string postmark_message_stream = "outbound";
-  std::string mailgun_domain;    // the Mailgun sending domain
+  std::string mailgun_domain;  // the Mailgun sending domain
 };
 
 // The payload type URL that marks a permanent rejection of the recipient's address.
-inline constexpr char kRecipientRejectedPayload[] =
-    "type.mailroom.dev/mailroom.RecipientRejected";
+inline constexpr char kRecipientRejectedPayload[] = "type.mailroom.dev/mailroom.RecipientRejected";
 // A permanent rejection of the recipient's address (see Transport): kInvalidArgument + payload.
 absl::Status RecipientRejected(absl::string_view message);
 // True for statuses built by RecipientRejected().

@@ -19,8 +19,8 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const TransportConfig& 
     std::error_code ec;
     std::filesystem::create_directories(config.file_dir, ec);
     if (ec) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("MAILROOM_FILE_DIR: cannot create \"", config.file_dir, "\": ", ec.message()));
+      return absl::FailedPreconditionError(absl::StrCat("MAILROOM_FILE_DIR: cannot create \"",
+                                                        config.file_dir, "\": ", ec.message()));
     }
     return std::unique_ptr<Transport>(new FileTransport(config.file_dir, config.connections));
   }
@@ -35,7 +35,8 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const TransportConfig& 
   if (config.kind == "sendgrid") return std::unique_ptr<Transport>(new SendgridTransport(config));
   if (config.kind == "mailgun") return std::unique_ptr<Transport>(new MailgunTransport(config));
   if (config.kind == "resend") return std::unique_ptr<Transport>(new ResendTransport(config));
-  return absl::InvalidArgumentError(absl::StrCat("MAILROOM_TRANSPORT: unknown \"", config.kind, "\""));
+  return absl::InvalidArgumentError(
+      absl::StrCat("MAILROOM_TRANSPORT: unknown \"", config.kind, "\""));
 }
 
 }  // namespace mailroom

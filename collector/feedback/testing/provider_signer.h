@@ -50,7 +50,7 @@ struct WebhookAnswer {
 // POSTs `body` with `headers` to `url` as a provider would (libcurl); `ca_file` is trusted for
 // https, `source` (a local address) is the connection's source when given.
 WebhookAnswer PostWebhook(const std::string& url, const std::string& body,
-                          const std::vector<std::string>& headers,
-                          const std::string& ca_file = "", const std::string& source = "");
+                          const std::vector<std::string>& headers, const std::string& ca_file = "",
+                          const std::string& source = "");
 
 }  // namespace mailroom::testing

@@ -65,7 +65,7 @@ struct SnsSigner::Keys {
   EVP_PKEY* ca = nullptr;
   EVP_PKEY* intermediate = nullptr;
   EVP_PKEY* leaf = nullptr;
-  X509* issuer = nullptr;       // the CA or the intermediate: it issues the signing certificate
+  X509* issuer = nullptr;          // the CA or the intermediate: it issues the signing certificate
   EVP_PKEY* issuer_key = nullptr;  // not owned: ca or intermediate
   std::string issuer_url;
   ~Keys() {

@@ -15,9 +15,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "sender/transport/transport.h"
 #include "testing/pg_server.h"
 #include "testing/process.h"
-#include "sender/transport/transport.h"
 
 namespace mailroom {
 namespace transport_testing {
@@ -54,15 +54,19 @@ class TransportTest : public ::testing::Test {
   void MakeCert() {
     std::string cmd = absl::StrCat(
         "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 "
-        "-addext subjectAltName=IP:127.0.0.1 -keyout ", dir_, "/key.pem -out ", dir_,
-        "/cert.pem >/dev/null 2>&1");
+        "-addext subjectAltName=IP:127.0.0.1 -keyout ",
+        dir_, "/key.pem -out ", dir_, "/cert.pem >/dev/null 2>&1");
     ASSERT_EQ(std::system(cmd.c_str()), 0);
   }
   int StartSmtp(std::vector<std::string> extra) {
     int port = ::mailroom::testing::FreePort();
     std::vector<std::string> argv = {"/usr/bin/python3",
-                                     ::mailroom::testing::Runfile("mailroom/sender/transport/testing/smtp_peer.py"),
-                                     "--port", absl::StrCat(port), "--dir", dir_ + "/smtp"};
+                                     ::mailroom::testing::Runfile(
+                                         "mailroom/sender/transport/testing/smtp_peer.py"),
+                                     "--port",
+                                     absl::StrCat(port),
+                                     "--dir",
+                                     dir_ + "/smtp"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto p = Process::Spawn(argv, {}, dir_ + "/smtp.log");
     EXPECT_TRUE(p.ok());
@@ -82,7 +86,8 @@ class TransportTest : public ::testing::Test {
   size_t Recorded() {
     size_t n = 0;
     if (!fs::exists(dir_ + "/smtp")) return 0;
-    for (const auto& e : fs::directory_iterator(dir_ + "/smtp")) n += e.path().extension() == ".eml";
+    for (const auto& e : fs::directory_iterator(dir_ + "/smtp"))
+      n += e.path().extension() == ".eml";
     return n;
   }
   std::string NodeModules() {
@@ -104,9 +109,18 @@ class TransportTest : public ::testing::Test {
     if (direct) return emulator_;
     int front = ::mailroom::testing::FreePort();
     std::vector<std::string> argv = {
-        "/usr/bin/python3", ::mailroom::testing::Runfile("mailroom/sender/transport/testing/ses_front.py"),
-        "--port", absl::StrCat(front), "--upstream", emulator_, "--access-key", "AKIDEXAMPLE",
-        "--secret-key", kAwsSecret, "--throttle-first", absl::StrCat(throttle_first)};
+        "/usr/bin/python3",
+        ::mailroom::testing::Runfile("mailroom/sender/transport/testing/ses_front.py"),
+        "--port",
+        absl::StrCat(front),
+        "--upstream",
+        emulator_,
+        "--access-key",
+        "AKIDEXAMPLE",
+        "--secret-key",
+        kAwsSecret,
+        "--throttle-first",
+        absl::StrCat(throttle_first)};
     argv.insert(argv.end(), front_args.begin(), front_args.end());
     auto f = Process::Spawn(argv, {}, dir_ + "/front.log");
     EXPECT_TRUE(f.ok());
