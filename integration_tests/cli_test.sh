@@ -26,7 +26,7 @@ has "MAILROOM_RETENTION  (default: 2592000000; 0..315360000000)"
 expect 0 env MAILROOM_SMTP_PASSWORD=s3cret-value MAILROOM_TRANSPORT=bogus $sender --help
 has "MAILROOM_MAX_IN_FLIGHT  (default: 100; 1..100000)"
 has "MAILROOM_FAILOVER_SMTP_PASSWORD  (default: none; secret)"
-has "  --action=  sender render: activation or password_recovery"
+has "  --action=  sender render: the action's name (activation, password_recovery, login_code, ... or one with templates in the template directory)"
 [ "$(grep -c '^\(MAILROOM\|AWS\)_' "$out")" -gt 70 ] || { echo "FAIL: sender --help is short"; fail=1; }
 
 expect 2 $sender bogus

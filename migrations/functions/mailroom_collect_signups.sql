@@ -3,70 +3,10 @@
 -- dequeues: the tokens are committed before the dequeue's snapshot is taken, so that dequeue
 -- hands them out.
 --
--- Never waits for the application: rows are taken in the table's physical order (the order
--- they were queued, near enough), without a row lock: only a collection deletes them, and
--- collections take turns (below), so in the collector's autocommit each statement here sees
--- the rows no earlier collection took, and they stay until this one deletes them (a lock on
--- each would write a WAL record per row, 5.5 % of a collection's WAL). The tokens are made from
--- the rows the DELETE returns, so a row is never made a token twice; a caller's REPEATABLE
--- READ snapshot older than the previous collection's commit fails at that DELETE ("could not
--- serialize access"). The accounts' rows and the existing counter rows of their addresses
--- (mailroom_address_requests) are locked with SKIP LOCKED as the queue is scanned, and a signup
--- whose account or address another transaction holds (an application transaction that updated
--- the account, or asked for an email to the address, and is still open) stays queued for a
--- later call while the scan goes on past it, until p_limit rows are taken or the queue ends.
--- The taken rows are deleted: each is collected exactly once (a crash before the commit leaves
--- it queued). A counter row that another transaction is inserting (a new address, not yet
--- committed) cannot be seen, so it cannot be skipped that way, and the address's INSERT waits
--- for that transaction: the address limit's first call for the batch runs in an exception
--- block with a lock_timeout of 1 ms, bisected until the address is found (below); that
--- address's requests are queued again, the others counted. Not an advisory lock per address
--- (any role may take and hold one), nor a block per address (a subtransaction for every
--- request of the batch): in the normal case one block and no wait.
---
--- A token is created only for an account that still exists, is still 'provisioned' and has no
--- live activation token (one an un-suspension created meanwhile), one per account (its latest
--- queued request: an earlier one is the same request made again); the others' rows are
--- dropped. The token's created_at is the time of the signup (the limits' windows are counted
--- back from it); its expiry runs from its creation here (the tokens table's default).
---
--- The abuse limits are decided here for the whole batch, by the rules of
--- before_token_insert_limits: the accounts' accepted activation requests in the window are
--- counted in one query (an index probe per account); then mailroom_address_limit counts every
--- address's first request in one call, and each later request for an address (accounts whose
--- emails normalise to one address) in a call of its own, in order; a request's place among
--- its address's is fixed before any of them is decided. The tokens are inserted
--- already decided (address, rate_limited, suppressed_reason), in the order of their address
--- and signup time, and the limits trigger skips them: this transaction puts its id in
--- mailroom_collection_xact just before that INSERT and clears it just after, also when it
--- fails. Collections take turns for that: each locks the row of mailroom_settings (SKIP
--- LOCKED, never waited for: a call that finds another collection running takes nothing,
--- writes nothing and returns 0). Not an advisory
--- lock: any role may take one of those and hold it, while the application's role may read the
--- settings but not lock their row. Nothing is inserted when no token is due: a statement
--- inserting no row would still fire the wake-up's statement trigger.
---
--- Plans: the queue is read by the only path there is (a sequential scan stopped at the
--- p_limit-th row taken; the DELETE by ctid) and every other table by index probes per row
--- (accounts' primary key, the counters' primary key, the account's tokens by (account, action,
--- created_at)), whatever the statistics: each look-up of a collected row is a LATERAL subquery
--- with a LIMIT, which the planner cannot turn into a join, and the account's tokens are read
--- newest first with sorts off, an order only that index gives without a sort. With plain joins
--- it read the whole of accounts (and of the counters) on every call when the statistics were
--- older than the table; with a bare LIMIT, on tables never analysed, it chose the dequeue's
--- index (action, txid, id) and read every activation token per account. Those plans do not
--- depend on the arrays' sizes, so they are made once per session (force_generic_plan, as the
--- dequeue's): left to choose, PostgreSQL planned four of the statements again on every call,
--- about 0.6 ms of a call that collects one signup (1.3 ms in all), which is what a collector
--- keeping up with a steady rate does every few milliseconds.
---
--- The commit is asynchronous, as the dequeue's: waiting for the WAL flush in every collecting
--- round put a disk flush between every signup and its stream. Any later synchronous commit (a
--- sender's acknowledgement) flushes it first, the WAL being sequential; a crash of PostgreSQL
--- within the WAL writer's delay (200 ms) of a collection loses its tokens and its deletions
--- together, so those signups are queued again and collected again, and an email sent in that
--- window carries a token that no longer exists: the user gets a second email whose token works.
--- A call that takes nothing writes nothing.
+-- Guarantees: each queued row becomes at most one token, exactly once, decided by the limits
+-- trigger's rules; a call never waits for the application and takes nothing while another
+-- collection runs. The reasoning (row taking, limits, plans, commit) is in docs/design.md,
+-- "How a collection takes its rows".
 CREATE OR REPLACE FUNCTION mailroom.mailroom_collect_signups(p_limit INT) RETURNS INT
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp
