@@ -159,18 +159,11 @@ absl::StatusOr<FeedbackSettings> LoadFeedbackSettings(const Env& env) {
   return f;
 }
 
-}  // namespace
-
-std::string FeedbackPaths(const FeedbackSettings& f) {
-  std::vector<std::string> on = f.providers.Enabled();
-  if (!f.sns.topic_arns.empty()) on.insert(on.begin(), "sns");
-  return on.empty() ? "none" : absl::StrJoin(on, ",");
-}
-
-absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
-  CollectorConfig c;
-  MAILROOM_ASSIGN_OR_RETURN(c.database_url, env.Required("MAILROOM_DATABASE_URL"));
-  if (!ValidConninfo(c.database_url)) {
+// The database: the URLs (and their connection defaults) and the dispatcher's wake-ups, batches
+// and timeouts.
+absl::Status LoadDatabaseAndDispatch(const Env& env, CollectorConfig* c) {
+  MAILROOM_ASSIGN_OR_RETURN(c->database_url, env.Required("MAILROOM_DATABASE_URL"));
+  if (!ValidConninfo(c->database_url)) {
     // libpq's own message quotes the string, which may hold a password: not repeated here.
     return absl::InvalidArgumentError(
         "MAILROOM_DATABASE_URL: not a PostgreSQL connection URL or key=value string "
@@ -178,37 +171,42 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   }
   int64_t limit;
   MAILROOM_ASSIGN_OR_RETURN(limit, env.Int(CollectorSetting("MAILROOM_BATCH_LIMIT")));
-  c.dispatch.batch_limit = static_cast<int>(limit);
+  c->dispatch.batch_limit = static_cast<int>(limit);
   MAILROOM_ASSIGN_OR_RETURN(limit, env.Int(CollectorSetting("MAILROOM_DEQUEUE_LIMIT")));
-  c.dispatch.dequeue_limit = static_cast<int>(limit);
-  MAILROOM_ASSIGN_OR_RETURN(c.dispatch.batch_timeout,
+  c->dispatch.dequeue_limit = static_cast<int>(limit);
+  MAILROOM_ASSIGN_OR_RETURN(c->dispatch.batch_timeout,
                             env.Millis(CollectorSetting("MAILROOM_BATCH_TIMEOUT")));
-  MAILROOM_ASSIGN_OR_RETURN(c.dispatch.healthcheck_interval,
+  MAILROOM_ASSIGN_OR_RETURN(c->dispatch.healthcheck_interval,
                             env.Millis(CollectorSetting("MAILROOM_HEALTHCHECK_INTERVAL")));
-  MAILROOM_ASSIGN_OR_RETURN(c.dispatch.poll_interval,
+  MAILROOM_ASSIGN_OR_RETURN(c->dispatch.poll_interval,
                             env.Millis(CollectorSetting("MAILROOM_POLL_INTERVAL")));
-  MAILROOM_ASSIGN_OR_RETURN(c.dispatch.busy_poll_interval,
+  MAILROOM_ASSIGN_OR_RETURN(c->dispatch.busy_poll_interval,
                             env.Millis(CollectorSetting("MAILROOM_BUSY_POLL_INTERVAL")));
-  MAILROOM_ASSIGN_OR_RETURN(c.dispatch.lease, env.Millis(CollectorSetting("MAILROOM_LEASE_MS")));
-  MAILROOM_ASSIGN_OR_RETURN(c.dispatch.reconnect_max_backoff,
+  MAILROOM_ASSIGN_OR_RETURN(c->dispatch.lease, env.Millis(CollectorSetting("MAILROOM_LEASE_MS")));
+  MAILROOM_ASSIGN_OR_RETURN(c->dispatch.reconnect_max_backoff,
                             env.Millis(CollectorSetting("MAILROOM_RECONNECT_MAX_BACKOFF")));
-  MAILROOM_ASSIGN_OR_RETURN(c.dispatch.statement_timeout,
+  MAILROOM_ASSIGN_OR_RETURN(c->dispatch.statement_timeout,
                             env.Millis(CollectorSetting("MAILROOM_STATEMENT_TIMEOUT")));
-  c.direct_database_url = env.String(CollectorSetting("MAILROOM_DIRECT_DATABASE_URL"));
-  if (c.direct_database_url.empty()) c.direct_database_url = c.database_url;
-  if (!ValidConninfo(c.direct_database_url)) {
+  c->direct_database_url = env.String(CollectorSetting("MAILROOM_DIRECT_DATABASE_URL"));
+  if (c->direct_database_url.empty()) c->direct_database_url = c->database_url;
+  if (!ValidConninfo(c->direct_database_url)) {
     return absl::InvalidArgumentError(
         "MAILROOM_DIRECT_DATABASE_URL: not a PostgreSQL connection URL or key=value string "
         "(postgresql://user:password@host:5432/database)");
   }
-  c.tx_timeouts = {c.dispatch.statement_timeout, IdleInTransactionTimeout(c.dispatch.lease)};
+  c->tx_timeouts = {c->dispatch.statement_timeout, IdleInTransactionTimeout(c->dispatch.lease)};
   // Query connections (possibly through a transaction-pooling pgbouncer) carry no session
   // settings: their timeouts are set per transaction (collector/db/pg_tx.h). The sessions that
   // need a server session of their own go direct and keep them as session settings.
-  c.dispatch.database_url = WithKeepaliveDefaults(c.database_url);
-  c.dispatch.listen_database_url = WithConnectionDefaults(c.direct_database_url,
-                                                          c.tx_timeouts.statement_timeout,
-                                                          c.tx_timeouts.idle_in_transaction);
+  c->dispatch.database_url = WithKeepaliveDefaults(c->database_url);
+  c->dispatch.listen_database_url = WithConnectionDefaults(c->direct_database_url,
+                                                           c->tx_timeouts.statement_timeout,
+                                                           c->tx_timeouts.idle_in_transaction);
+  return absl::OkStatus();
+}
+
+// The subscribers' limits, the consumer groups and the channel.
+absl::Status LoadStreamLimits(const Env& env, CollectorConfig* c) {
   // The sender's window under its own name would otherwise be ignored here without a word.
   if (env.Get("MAILROOM_MAX_IN_FLIGHT").has_value()) {
     return absl::InvalidArgumentError(
@@ -218,18 +216,18 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   int64_t max_in_flight_cap;
   MAILROOM_ASSIGN_OR_RETURN(max_in_flight_cap,
                             env.Int(CollectorSetting("MAILROOM_MAX_IN_FLIGHT_CAP")));
-  c.max_in_flight_cap = static_cast<int>(max_in_flight_cap);
+  c->max_in_flight_cap = static_cast<int>(max_in_flight_cap);
   int64_t streams;
   MAILROOM_ASSIGN_OR_RETURN(streams,
                             env.Int(CollectorSetting("MAILROOM_MAX_STREAMS_PER_CREDENTIAL")));
-  c.max_streams_per_credential = static_cast<int>(streams);
+  c->max_streams_per_credential = static_cast<int>(streams);
   if (env.Get("MAILROOM_GROUPS").has_value()) {
-    c.dispatch.groups = env.List("MAILROOM_GROUPS");
-    if (c.dispatch.groups.empty()) {
+    c->dispatch.groups = env.List("MAILROOM_GROUPS");
+    if (c->dispatch.groups.empty()) {
       return absl::InvalidArgumentError(
           "MAILROOM_GROUPS: no group named (comma-separated consumer group names)");
     }
-    for (const std::string& g : c.dispatch.groups) {
+    for (const std::string& g : c->dispatch.groups) {
       if (!ValidGroupName(g)) {
         return absl::InvalidArgumentError(
             absl::StrCat("MAILROOM_GROUPS: \"", absl::CEscape(g),
@@ -238,12 +236,16 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
     }
   }
 
-  c.channel = env.String(CollectorSetting("MAILROOM_CHANNEL"));
-  if (!c.channel.empty() && !ValidChannel(c.channel)) {
+  c->channel = env.String(CollectorSetting("MAILROOM_CHANNEL"));
+  if (!c->channel.empty() && !ValidChannel(c->channel)) {
     return absl::InvalidArgumentError(
         "MAILROOM_CHANNEL: must match ^[a-z_][a-z0-9_]{0,62}$ (a plain PostgreSQL identifier)");
   }
+  return absl::OkStatus();
+}
 
+// The signing key, the gRPC listener's TLS and the subscribers' credentials.
+absl::Status LoadCredentialsAndTls(const Env& env, CollectorConfig* c) {
   auto key = env.Get("MAILROOM_SECRET_KEY");
   if (!key.has_value()) {
     return absl::InvalidArgumentError(
@@ -254,49 +256,96 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
     return absl::InvalidArgumentError(
         absl::StrCat("MAILROOM_SECRET_KEY: ", parsed.status().message()));
   }
-  c.key = *std::move(parsed);
+  c->key = *std::move(parsed);
 
-  MAILROOM_ASSIGN_OR_RETURN(c.listen_address,
+  MAILROOM_ASSIGN_OR_RETURN(c->listen_address,
                             env.HostPort(CollectorSetting("MAILROOM_LISTEN_ADDRESS")));
-  MAILROOM_ASSIGN_OR_RETURN(c.tls_cert_file, env.File("MAILROOM_TLS_CERT"));
-  MAILROOM_ASSIGN_OR_RETURN(c.tls_key_file, env.File("MAILROOM_TLS_KEY"));
-  MAILROOM_ASSIGN_OR_RETURN(c.tls_client_ca_file, env.File("MAILROOM_TLS_CLIENT_CA"));
-  if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
+  MAILROOM_ASSIGN_OR_RETURN(c->tls_cert_file, env.File("MAILROOM_TLS_CERT"));
+  MAILROOM_ASSIGN_OR_RETURN(c->tls_key_file, env.File("MAILROOM_TLS_KEY"));
+  MAILROOM_ASSIGN_OR_RETURN(c->tls_client_ca_file, env.File("MAILROOM_TLS_CLIENT_CA"));
+  if (c->tls_cert_file.empty() != c->tls_key_file.empty()) {
     return absl::InvalidArgumentError(
-        c.tls_cert_file.empty() ? "MAILROOM_TLS_CERT: required when MAILROOM_TLS_KEY is set"
-                                : "MAILROOM_TLS_KEY: required when MAILROOM_TLS_CERT is set");
+        c->tls_cert_file.empty() ? "MAILROOM_TLS_CERT: required when MAILROOM_TLS_KEY is set"
+                                 : "MAILROOM_TLS_KEY: required when MAILROOM_TLS_CERT is set");
   }
-  if (!c.tls_client_ca_file.empty() && c.tls_cert_file.empty()) {
+  if (!c->tls_client_ca_file.empty() && c->tls_cert_file.empty()) {
     return absl::InvalidArgumentError(
         "MAILROOM_TLS_CLIENT_CA: mutual TLS needs MAILROOM_TLS_CERT and MAILROOM_TLS_KEY too");
   }
-  MAILROOM_ASSIGN_OR_RETURN(c.allow_plaintext,
+  MAILROOM_ASSIGN_OR_RETURN(c->allow_plaintext,
                             env.Bool(CollectorSetting("MAILROOM_ALLOW_PLAINTEXT")));
-  if (c.tls_cert_file.empty() && !c.allow_plaintext && !IsLoopbackAddress(c.listen_address)) {
+  if (c->tls_cert_file.empty() && !c->allow_plaintext && !IsLoopbackAddress(c->listen_address)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "MAILROOM_LISTEN_ADDRESS: \"", absl::CEscape(c.listen_address),
+        "MAILROOM_LISTEN_ADDRESS: \"", absl::CEscape(c->listen_address),
         "\" is reachable from the network and gRPC would be plaintext (signed tokens and bearer "
         "tokens in clear); set MAILROOM_TLS_CERT and MAILROOM_TLS_KEY, listen on a loopback "
         "address, or set MAILROOM_ALLOW_PLAINTEXT=true"));
   }
-  c.health_address = env.String(CollectorSetting("MAILROOM_HEALTH_ADDRESS"));
-  if (c.health_address == "off") {
-    c.health_address.clear();
+  c->health_address = env.String(CollectorSetting("MAILROOM_HEALTH_ADDRESS"));
+  if (c->health_address == "off") {
+    c->health_address.clear();
   } else {
-    MAILROOM_ASSIGN_OR_RETURN(c.health_address,
+    MAILROOM_ASSIGN_OR_RETURN(c->health_address,
                               env.HostPort(CollectorSetting("MAILROOM_HEALTH_ADDRESS")));
   }
-  MAILROOM_ASSIGN_OR_RETURN(c.credentials, ParseCredentials(env.List("MAILROOM_SUBSCRIBER_TOKENS"),
-                                                            "MAILROOM_SUBSCRIBER_TOKENS"));
-  MAILROOM_ASSIGN_OR_RETURN(c.insecure_no_auth,
+  MAILROOM_ASSIGN_OR_RETURN(c->credentials, ParseCredentials(env.List("MAILROOM_SUBSCRIBER_TOKENS"),
+                                                             "MAILROOM_SUBSCRIBER_TOKENS"));
+  MAILROOM_ASSIGN_OR_RETURN(c->insecure_no_auth,
                             env.Bool(CollectorSetting("MAILROOM_INSECURE_NO_AUTH")));
-  if (c.credentials.empty() && c.tls_client_ca_file.empty() && !c.insecure_no_auth) {
+  if (c->credentials.empty() && c->tls_client_ca_file.empty() && !c->insecure_no_auth) {
     return absl::InvalidArgumentError(
         "MAILROOM_SUBSCRIBER_TOKENS: subscribers must authenticate; set bearer tokens (comma-"
         "separated TOKEN@GROUPS:ROLE entries), or MAILROOM_TLS_CLIENT_CA for mutual TLS, or "
         "MAILROOM_INSECURE_NO_AUTH=true "
         "for local development only");
   }
+  return absl::OkStatus();
+}
+
+// The price limits and the groups' default budget and reserve.
+absl::Status LoadBudgetSettings(const Env& env, CollectorConfig* c) {
+  // 0 would refuse every AcquireBudget (all jobs wait until they expire); beyond 100 money
+  // units per email one sender's report could take a group's month at once.
+  MAILROOM_ASSIGN_OR_RETURN(c->max_cost_micros,
+                            env.Int(CollectorSetting("MAILROOM_MAX_COST_MICROS")));
+  // The collector owns the budget: a sender naming a price below this floor could draw many
+  // times the group's money in emails. 1 (the old floor) must be chosen explicitly.
+  MAILROOM_ASSIGN_OR_RETURN(c->min_price_micros,
+                            env.Int("MAILROOM_MIN_PRICE_MICROS", kDefaultMinPriceMicros, 1,
+                                    c->max_cost_micros));
+  const std::string budget = absl::AsciiStrToLower(
+      env.String(CollectorSetting("MAILROOM_DEFAULT_GROUP_BUDGET")));
+  if (budget != "unlimited") {
+    // A default of 0 silently stops every group without a budget of its own (one group is
+    // stopped with SetGroupBudget); a billion a month is a typo.
+    double money;
+    MAILROOM_ASSIGN_OR_RETURN(money, env.Double(CollectorSetting("MAILROOM_DEFAULT_GROUP_BUDGET")));
+    c->budget.monthly_budget_micros = static_cast<int64_t>(std::floor(money * 1e6));
+  }
+  // 100 would keep every activation of every group without a reserve of its own unsent.
+  int64_t reserve;
+  MAILROOM_ASSIGN_OR_RETURN(reserve,
+                            env.Int(CollectorSetting("MAILROOM_RECOVERY_RESERVE_PERCENT")));
+  c->budget.recovery_reserve_percent = static_cast<int>(reserve);
+  MAILROOM_ASSIGN_OR_RETURN(c->budget.grant_lease,
+                            env.Millis(CollectorSetting("MAILROOM_BUDGET_GRANT_LEASE_MS")));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string FeedbackPaths(const FeedbackSettings& f) {
+  std::vector<std::string> on = f.providers.Enabled();
+  if (!f.sns.topic_arns.empty()) on.insert(on.begin(), "sns");
+  return on.empty() ? "none" : absl::StrJoin(on, ",");
+}
+
+absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
+  CollectorConfig c;
+  absl::Status st = LoadDatabaseAndDispatch(env, &c);
+  if (st.ok()) st = LoadStreamLimits(env, &c);
+  if (st.ok()) st = LoadCredentialsAndTls(env, &c);
+  if (!st.ok()) return st;
   c.metrics_address = env.String(CollectorSetting("MAILROOM_METRICS_ADDRESS"));
   if (c.metrics_address != "off") {
     MAILROOM_ASSIGN_OR_RETURN(c.metrics_address,
@@ -308,31 +357,8 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   int64_t pool;
   MAILROOM_ASSIGN_OR_RETURN(pool, env.Int(CollectorSetting("MAILROOM_DB_POOL_SIZE")));
   c.db_pool_size = static_cast<int>(pool);
-  // 0 would refuse every AcquireBudget (all jobs wait until they expire); beyond 100 money
-  // units per email one sender's report could take a group's month at once.
-  MAILROOM_ASSIGN_OR_RETURN(c.max_cost_micros,
-                            env.Int(CollectorSetting("MAILROOM_MAX_COST_MICROS")));
-  // The collector owns the budget: a sender naming a price below this floor could draw many
-  // times the group's money in emails. 1 (the old floor) must be chosen explicitly.
-  MAILROOM_ASSIGN_OR_RETURN(c.min_price_micros,
-                            env.Int("MAILROOM_MIN_PRICE_MICROS", kDefaultMinPriceMicros, 1,
-                                    c.max_cost_micros));
-  const std::string budget = absl::AsciiStrToLower(
-      env.String(CollectorSetting("MAILROOM_DEFAULT_GROUP_BUDGET")));
-  if (budget != "unlimited") {
-    // A default of 0 silently stops every group without a budget of its own (one group is
-    // stopped with SetGroupBudget); a billion a month is a typo.
-    double money;
-    MAILROOM_ASSIGN_OR_RETURN(money, env.Double(CollectorSetting("MAILROOM_DEFAULT_GROUP_BUDGET")));
-    c.budget.monthly_budget_micros = static_cast<int64_t>(std::floor(money * 1e6));
-  }
-  // 100 would keep every activation of every group without a reserve of its own unsent.
-  int64_t reserve;
-  MAILROOM_ASSIGN_OR_RETURN(reserve,
-                            env.Int(CollectorSetting("MAILROOM_RECOVERY_RESERVE_PERCENT")));
-  c.budget.recovery_reserve_percent = static_cast<int>(reserve);
-  MAILROOM_ASSIGN_OR_RETURN(c.budget.grant_lease,
-                            env.Millis(CollectorSetting("MAILROOM_BUDGET_GRANT_LEASE_MS")));
+  st = LoadBudgetSettings(env, &c);
+  if (!st.ok()) return st;
   MAILROOM_ASSIGN_OR_RETURN(c.feedback, LoadFeedbackSettings(env));
   // Up to ten years; 0 keeps everything.
   MAILROOM_ASSIGN_OR_RETURN(c.retention.retention,

@@ -183,23 +183,17 @@ absl::Status CheckSmtpOAuth2(const SenderConfig& c, const TransportVars& v) {
   return absl::OkStatus();
 }
 
-// Reads and checks one transport's settings (the kind and its own variables, named by `v`)
-// into `c`. MAILROOM_CONNECTIONS and MAILROOM_SEND_TIMEOUT_MS are shared and read elsewhere.
-absl::Status LoadTransportSettings(const Env& env, const TransportVars& v, SenderConfig* c) {
-  // Every name this transport is configured by, and the "required when" clause of its errors.
-  auto var = [&v](absl::string_view suffix) { return v.Mailroom(suffix); };
-  const std::string kind_var = var("TRANSPORT");
-  const std::string url_var = var("SMTP_URL");
-  const std::string region_var = var("SES_REGION");
-  const std::string key_id_var = v.Aws("ACCESS_KEY_ID");
-  const std::string secret_var = v.Aws("SECRET_ACCESS_KEY");
-  auto when = [&kind_var](const char* kind) {
-    return absl::StrCat("required when ", kind_var, "=", kind);
-  };
+// "required when MAILROOM_TRANSPORT=<kind>" (or MAILROOM_FAILOVER_TRANSPORT).
+std::string RequiredWhen(const TransportVars& v, const char* kind) {
+  return absl::StrCat("required when ", v.Mailroom("TRANSPORT"), "=", kind);
+}
 
-  c->transport = absl::AsciiStrToLower(env.String(SenderSetting(kind_var)));
+// Reads every variable of one transport (named by `v`) into `c`, whatever its kind.
+absl::Status ReadTransportSettings(const Env& env, const TransportVars& v, SenderConfig* c) {
+  auto var = [&v](absl::string_view suffix) { return v.Mailroom(suffix); };
+  c->transport = absl::AsciiStrToLower(env.String(SenderSetting(var("TRANSPORT"))));
   c->file_dir = env.String(SenderSetting(var("FILE_DIR")));
-  c->smtp_url = env.String(SenderSetting(url_var));
+  c->smtp_url = env.String(SenderSetting(var("SMTP_URL")));
   c->smtp_username = env.String(SenderSetting(var("SMTP_USERNAME")));
   c->smtp_password = env.String(SenderSetting(var("SMTP_PASSWORD")));
   c->smtp_oauth2_token_url = env.String(SenderSetting(var("SMTP_OAUTH2_TOKEN_URL")));
@@ -212,82 +206,242 @@ absl::Status LoadTransportSettings(const Env& env, const TransportVars& v, Sende
   MAILROOM_ASSIGN_OR_RETURN(c->smtp_insecure_skip_verify,
                             env.Bool(SenderSetting(var("SMTP_INSECURE_SKIP_VERIFY"))));
   // AWS_REGION is the primary's fallback only: a secondary in another region says so itself.
+  const std::string region_var = var("SES_REGION");
   c->ses_region = v.failover()
                       ? env.String(SenderSetting(region_var))
                       : env.String(region_var.c_str(), env.String(SenderSetting("AWS_REGION")));
   c->ses_endpoint = env.String(SenderSetting(var("SES_ENDPOINT")));
   c->ses_configuration_set = env.String(SenderSetting(var("SES_CONFIGURATION_SET")));
-  c->aws_access_key_id = env.String(SenderSetting(key_id_var));
-  c->aws_secret_access_key = env.String(SenderSetting(secret_var));
+  c->aws_access_key_id = env.String(SenderSetting(v.Aws("ACCESS_KEY_ID")));
+  c->aws_secret_access_key = env.String(SenderSetting(v.Aws("SECRET_ACCESS_KEY")));
   c->aws_session_token = env.String(SenderSetting(v.Aws("SESSION_TOKEN")));
-  const std::string http_url_var = var("HTTP_URL");
-  c->http_url = env.String(SenderSetting(http_url_var));
+  c->http_url = env.String(SenderSetting(var("HTTP_URL")));
   c->http_secret = env.String(SenderSetting(var("HTTP_SECRET")));
   c->http_authorization = env.String(SenderSetting(var("HTTP_AUTHORIZATION")));
   MAILROOM_ASSIGN_OR_RETURN(c->http_allow_plain, env.Bool(SenderSetting(var("HTTP_ALLOW_PLAIN"))));
   MAILROOM_ASSIGN_OR_RETURN(c->http_ca_file, env.File(var("HTTP_CA_FILE").c_str()));
-  if (c->transport == "smtp") {
-    if (c->smtp_url.empty()) return Bad(url_var.c_str(), when("smtp"));
-    if (!absl::StartsWith(c->smtp_url, "smtp://") && !absl::StartsWith(c->smtp_url, "smtps://")) {
-      return Bad(url_var.c_str(), "must start with smtp:// or smtps://");
-    }
-    absl::Status oauth2 = CheckSmtpOAuth2(*c, v);
-    if (!oauth2.ok()) return oauth2;
-    const bool uses_oauth2 = !c->smtp_oauth2_token_url.empty() ||
-                             !c->smtp_oauth2_token_file.empty();
-    if (!uses_oauth2 && c->smtp_username.empty() != c->smtp_password.empty()) {
-      return Bad(var(c->smtp_username.empty() ? "SMTP_USERNAME" : "SMTP_PASSWORD").c_str(),
-                 "username and password must be given together");
-    }
-  } else if (c->transport == "ses") {
-    if (c->aws_access_key_id.empty()) return Bad(key_id_var.c_str(), when("ses"));
-    if (c->aws_secret_access_key.empty()) return Bad(secret_var.c_str(), when("ses"));
-    // Region names are lower-case words joined by dashes, ending in a number (eu-west-2).
-    bool region_ok = c->ses_region.size() <= 32 && c->ses_region.find('-') != std::string::npos &&
-                     absl::ascii_isdigit(c->ses_region.back());
-    for (char ch : c->ses_region) {
-      if (!(absl::ascii_islower(ch) || absl::ascii_isdigit(ch) || ch == '-')) region_ok = false;
-    }
-    if (!region_ok) return Bad(region_var.c_str(), "must look like us-east-1");
-    for (char ch : c->ses_configuration_set) {
-      if (!(absl::ascii_isalnum(ch) || ch == '-' || ch == '_') ||
-          c->ses_configuration_set.size() > 64) {
-        return Bad(var("SES_CONFIGURATION_SET").c_str(),
-                   "must be letters, digits, - or _ (at most 64)");
-      }
-    }
-    if (!c->ses_endpoint.empty() && !absl::StartsWith(c->ses_endpoint, "https://") &&
-        !absl::StartsWith(c->ses_endpoint, "http://")) {
-      return Bad(var("SES_ENDPOINT").c_str(), "must start with https:// or http://");
-    }
-  } else if (c->transport == "http") {
-    // The email's link and code cross to the receiver: in clear only where the operator says.
-    if (!absl::StartsWith(c->http_url, "https://") && !absl::StartsWith(c->http_url, "http://")) {
-      return Bad(http_url_var.c_str(), absl::StrCat(when("http"), ": an https:// URL"));
-    }
-    if (!c->http_allow_plain && !HttpsOrLoopback(c->http_url)) {
-      return Bad(http_url_var.c_str(),
-                 absl::StrCat("must start with https:// (http:// only to a loopback address, or "
-                              "with ",
-                              var("HTTP_ALLOW_PLAIN"), "=true)"));
-    }
-    if (!OneLine(c->http_url, 2000)) return Bad(http_url_var.c_str(), "must be one line");
-    // The secret's form is checked where it is parsed (the transport): only its presence here.
-    if (c->http_secret.empty()) {
-      return Bad(var("HTTP_SECRET").c_str(), absl::StrCat(when("http"), " (whsec_...)"));
-    }
-    if (!OneLine(c->http_authorization, 4000)) {
-      return Bad(var("HTTP_AUTHORIZATION").c_str(), "must be one line of at most 4000 bytes");
-    }
-  } else if (c->transport != "file") {
-    for (const ProviderVars& p : kProviders) {
-      if (c->transport == p.kind) return LoadProviderSettings(env, v, p, c);
-    }
-    return Bad(kind_var.c_str(),
-               absl::StrCat("\"", c->transport,
-                            "\" is not file, smtp, ses, http, postmark, sendgrid, mailgun or "
-                            "resend"));
+  return absl::OkStatus();
+}
+
+// Checks an smtp transport's settings: the URL and one way to authenticate.
+absl::Status CheckSmtpSettings(const SenderConfig& c, const TransportVars& v) {
+  const std::string url_var = v.Mailroom("SMTP_URL");
+  if (c.smtp_url.empty()) return Bad(url_var.c_str(), RequiredWhen(v, "smtp"));
+  if (!absl::StartsWith(c.smtp_url, "smtp://") && !absl::StartsWith(c.smtp_url, "smtps://")) {
+    return Bad(url_var.c_str(), "must start with smtp:// or smtps://");
   }
+  absl::Status oauth2 = CheckSmtpOAuth2(c, v);
+  if (!oauth2.ok()) return oauth2;
+  const bool uses_oauth2 = !c.smtp_oauth2_token_url.empty() || !c.smtp_oauth2_token_file.empty();
+  if (!uses_oauth2 && c.smtp_username.empty() != c.smtp_password.empty()) {
+    return Bad(v.Mailroom(c.smtp_username.empty() ? "SMTP_USERNAME" : "SMTP_PASSWORD").c_str(),
+               "username and password must be given together");
+  }
+  return absl::OkStatus();
+}
+
+// Checks an ses transport's settings: the keys, the region, the configuration set, the endpoint.
+absl::Status CheckSesSettings(const SenderConfig& c, const TransportVars& v) {
+  if (c.aws_access_key_id.empty()) {
+    return Bad(v.Aws("ACCESS_KEY_ID").c_str(), RequiredWhen(v, "ses"));
+  }
+  if (c.aws_secret_access_key.empty()) {
+    return Bad(v.Aws("SECRET_ACCESS_KEY").c_str(), RequiredWhen(v, "ses"));
+  }
+  // Region names are lower-case words joined by dashes, ending in a number (eu-west-2).
+  bool region_ok = c.ses_region.size() <= 32 && c.ses_region.find('-') != std::string::npos &&
+                   absl::ascii_isdigit(c.ses_region.back());
+  for (char ch : c.ses_region) {
+    if (!(absl::ascii_islower(ch) || absl::ascii_isdigit(ch) || ch == '-')) region_ok = false;
+  }
+  if (!region_ok) return Bad(v.Mailroom("SES_REGION").c_str(), "must look like us-east-1");
+  for (char ch : c.ses_configuration_set) {
+    if (!(absl::ascii_isalnum(ch) || ch == '-' || ch == '_') ||
+        c.ses_configuration_set.size() > 64) {
+      return Bad(v.Mailroom("SES_CONFIGURATION_SET").c_str(),
+                 "must be letters, digits, - or _ (at most 64)");
+    }
+  }
+  if (!c.ses_endpoint.empty() && !absl::StartsWith(c.ses_endpoint, "https://") &&
+      !absl::StartsWith(c.ses_endpoint, "http://")) {
+    return Bad(v.Mailroom("SES_ENDPOINT").c_str(), "must start with https:// or http://");
+  }
+  return absl::OkStatus();
+}
+
+// Checks an http transport's settings: the receiver's URL, the signing secret, the header.
+absl::Status CheckHttpSettings(const SenderConfig& c, const TransportVars& v) {
+  const std::string http_url_var = v.Mailroom("HTTP_URL");
+  // The email's link and code cross to the receiver: in clear only where the operator says.
+  if (!absl::StartsWith(c.http_url, "https://") && !absl::StartsWith(c.http_url, "http://")) {
+    return Bad(http_url_var.c_str(), absl::StrCat(RequiredWhen(v, "http"), ": an https:// URL"));
+  }
+  if (!c.http_allow_plain && !HttpsOrLoopback(c.http_url)) {
+    return Bad(http_url_var.c_str(),
+               absl::StrCat("must start with https:// (http:// only to a loopback address, or "
+                            "with ",
+                            v.Mailroom("HTTP_ALLOW_PLAIN"), "=true)"));
+  }
+  if (!OneLine(c.http_url, 2000)) return Bad(http_url_var.c_str(), "must be one line");
+  // The secret's form is checked where it is parsed (the transport): only its presence here.
+  if (c.http_secret.empty()) {
+    return Bad(v.Mailroom("HTTP_SECRET").c_str(),
+               absl::StrCat(RequiredWhen(v, "http"), " (whsec_...)"));
+  }
+  if (!OneLine(c.http_authorization, 4000)) {
+    return Bad(v.Mailroom("HTTP_AUTHORIZATION").c_str(), "must be one line of at most 4000 bytes");
+  }
+  return absl::OkStatus();
+}
+
+// Reads and checks one transport's settings (the kind and its own variables, named by `v`)
+// into `c`. MAILROOM_CONNECTIONS and MAILROOM_SEND_TIMEOUT_MS are shared and read elsewhere.
+absl::Status LoadTransportSettings(const Env& env, const TransportVars& v, SenderConfig* c) {
+  absl::Status read = ReadTransportSettings(env, v, c);
+  if (!read.ok()) return read;
+  if (c->transport == "smtp") return CheckSmtpSettings(*c, v);
+  if (c->transport == "ses") return CheckSesSettings(*c, v);
+  if (c->transport == "http") return CheckHttpSettings(*c, v);
+  if (c->transport == "file") return absl::OkStatus();
+  for (const ProviderVars& p : kProviders) {
+    if (c->transport == p.kind) return LoadProviderSettings(env, v, p, c);
+  }
+  return Bad(v.Mailroom("TRANSPORT").c_str(),
+             absl::StrCat("\"", c->transport,
+                          "\" is not file, smtp, ses, http, postmark, sendgrid, mailgun or "
+                          "resend"));
+}
+
+// The collector's connection: its address and TLS, the bearer token, the group and the window.
+absl::Status LoadCollectorConnection(const Env& env, SenderConfig* c) {
+  MAILROOM_ASSIGN_OR_RETURN(c->collector_address,
+                            env.HostPort("MAILROOM_COLLECTOR_ADDRESS", "127.0.0.1:50051", false));
+  c->collector_token = env.String(SenderSetting("MAILROOM_COLLECTOR_TOKEN"));
+  MAILROOM_ASSIGN_OR_RETURN(c->collector_tls, env.Bool(SenderSetting("MAILROOM_COLLECTOR_TLS")));
+  MAILROOM_ASSIGN_OR_RETURN(c->collector_ca_file, env.File("MAILROOM_COLLECTOR_CA"));
+  MAILROOM_ASSIGN_OR_RETURN(c->client_cert_file, env.File("MAILROOM_COLLECTOR_CLIENT_CERT"));
+  MAILROOM_ASSIGN_OR_RETURN(c->client_key_file, env.File("MAILROOM_COLLECTOR_CLIENT_KEY"));
+  if (c->client_cert_file.empty() != c->client_key_file.empty()) {
+    return Bad(c->client_cert_file.empty() ? "MAILROOM_COLLECTOR_CLIENT_CERT"
+                                           : "MAILROOM_COLLECTOR_CLIENT_KEY",
+               "client certificate and key must be given together");
+  }
+  if (!c->collector_tls && (!c->collector_ca_file.empty() || !c->client_cert_file.empty())) {
+    return Bad("MAILROOM_COLLECTOR_TLS", "must be true when a CA or client certificate is set");
+  }
+  MAILROOM_ASSIGN_OR_RETURN(c->allow_plaintext,
+                            env.Bool(SenderSetting("MAILROOM_ALLOW_PLAINTEXT")));
+  if (!c->collector_tls && !c->allow_plaintext && !IsLoopbackAddress(c->collector_address)) {
+    return Bad("MAILROOM_COLLECTOR_ADDRESS",
+               absl::StrCat("\"", absl::CEscape(c->collector_address),
+                            "\" is not a loopback address and MAILROOM_COLLECTOR_TLS is off (the "
+                            "bearer token and the signed tokens would cross the network in "
+                            "clear); set MAILROOM_COLLECTOR_TLS=true, use a loopback address, or "
+                            "set MAILROOM_ALLOW_PLAINTEXT=true"));
+  }
+  c->group = env.String(SenderSetting("MAILROOM_CONSUMER_GROUP"));
+  if (!ValidGroupName(c->group)) {
+    return Bad("MAILROOM_CONSUMER_GROUP", absl::StrCat("must match ", kGroupNamePattern));
+  }
+  int64_t n;
+  MAILROOM_ASSIGN_OR_RETURN(n, env.Int(SenderSetting("MAILROOM_MAX_IN_FLIGHT")));
+  c->max_in_flight = static_cast<int>(n);
+  // How long an outcome may wait for others (half the window) to share its acknowledgement.
+  MAILROOM_ASSIGN_OR_RETURN(c->ack_delay, env.Millis(SenderSetting("MAILROOM_ACK_DELAY_MS")));
+  return absl::OkStatus();
+}
+
+// What the emails are made of: the sender address, the links, the templates, the product name.
+absl::Status LoadTemplateSettings(const Env& env, SenderConfig* c) {
+  c->from = env.String(SenderSetting("MAILROOM_FROM"));
+  if (absl::StrContains(c->from, "\r") || absl::StrContains(c->from, "\n") ||
+      !absl::StrContains(c->from, "@")) {
+    return Bad("MAILROOM_FROM", "must be an address or \"Name <address>\" on one line");
+  }
+  c->link_base_url = env.String(SenderSetting("MAILROOM_LINK_BASE_URL"));
+  if (!absl::StartsWith(c->link_base_url, "https://") &&
+      !absl::StartsWith(c->link_base_url, "http://")) {
+    return Bad("MAILROOM_LINK_BASE_URL", "must start with https:// or http://");
+  }
+  c->template_dir = env.String(SenderSetting("MAILROOM_TEMPLATE_DIR"));
+  if (!c->template_dir.empty() && access(c->template_dir.c_str(), R_OK | X_OK) != 0) {
+    return Bad("MAILROOM_TEMPLATE_DIR",
+               absl::StrCat("cannot read directory \"", c->template_dir, "\""));
+  }
+  c->product_name = env.String(SenderSetting("MAILROOM_PRODUCT_NAME"));
+  if (!OneLine(c->product_name, 200)) {
+    return Bad("MAILROOM_PRODUCT_NAME", "must be one line of at most 200 bytes");
+  }
+  return absl::OkStatus();
+}
+
+// The secondary transport: the same settings as the primary's under MAILROOM_FAILOVER_,
+// its own price (required: money is at stake), and which emails may use it.
+absl::Status LoadFailoverSettings(const Env& env, SenderConfig* c) {
+  const std::string failover_kind = absl::AsciiStrToLower(
+      env.String(SenderSetting("MAILROOM_FAILOVER_TRANSPORT")));
+  if (failover_kind != "off") {
+    SenderConfig f;
+    absl::Status st = LoadTransportSettings(env, TransportVars(true), &f);
+    if (!st.ok()) return st;
+    f.connections = c->connections;
+    f.send_timeout = c->send_timeout;
+    f.group = c->group;
+    c->failover = TransportConfigOf(f);
+    if (!env.Get("MAILROOM_FAILOVER_PRICE_PER_1000").has_value()) {
+      return Bad("MAILROOM_FAILOVER_PRICE_PER_1000",
+                 "required with MAILROOM_FAILOVER_TRANSPORT: the secondary provider's price of "
+                 "1000 emails");
+    }
+    double price;
+    MAILROOM_ASSIGN_OR_RETURN(price, env.Double(SenderSetting("MAILROOM_FAILOVER_PRICE_PER_1000")));
+    c->failover_price_per_1000 = price;
+    c->failover_classes = absl::AsciiStrToLower(
+        env.String(SenderSetting("MAILROOM_FAILOVER_CLASSES")));
+    if (c->failover_classes != "recovery" && c->failover_classes != "all") {
+      return Bad("MAILROOM_FAILOVER_CLASSES", "must be recovery or all");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The budget, the send rate, retries, and the pauses of the account check and the breaker.
+absl::Status LoadBudgetAndRetries(const Env& env, SenderConfig* c) {
+  int64_t n;
+  const std::string budget = absl::AsciiStrToLower(env.String(SenderSetting("MAILROOM_BUDGET")));
+  if (budget != "unlimited") {
+    double b;
+    MAILROOM_ASSIGN_OR_RETURN(b, env.Double(SenderSetting("MAILROOM_BUDGET")));
+    // A cap below one email's price would hold every job until it expires.
+    if (b < c->price_per_1000 / 1000) {
+      return Bad("MAILROOM_BUDGET",
+                 absl::StrCat("must allow at least one email (", c->price_per_1000 / 1000,
+                              " at MAILROOM_PRICE_PER_1000), or be unlimited"));
+    }
+    c->monthly_budget = b;
+  }
+  MAILROOM_ASSIGN_OR_RETURN(n, env.Int(SenderSetting("MAILROOM_BURST")));
+  c->burst = static_cast<int>(n);
+  if (env.Get("MAILROOM_PROVIDER_RATE_LIMIT").has_value()) {
+    double r;
+    MAILROOM_ASSIGN_OR_RETURN(r, env.Double(SenderSetting("MAILROOM_PROVIDER_RATE_LIMIT")));
+    c->provider_rate = r;
+  }
+  MAILROOM_ASSIGN_OR_RETURN(n, env.Int(SenderSetting("MAILROOM_RETRY_MAX_ATTEMPTS")));
+  c->retry_max_attempts = static_cast<int>(n);
+  MAILROOM_ASSIGN_OR_RETURN(c->retry_base, env.Millis(SenderSetting("MAILROOM_RETRY_BASE_MS")));
+  MAILROOM_ASSIGN_OR_RETURN(c->retry_max, env.Millis(SenderSetting("MAILROOM_RETRY_MAX_MS")));
+  if (c->retry_max < c->retry_base) {
+    return Bad("MAILROOM_RETRY_MAX_MS", "must be at least MAILROOM_RETRY_BASE_MS");
+  }
+  MAILROOM_ASSIGN_OR_RETURN(c->expiry_margin,
+                            env.Millis(SenderSetting("MAILROOM_EXPIRY_MARGIN_MS")));
+  // SES GetAccount is read at start and this often (ses transport only).
+  MAILROOM_ASSIGN_OR_RETURN(c->ses_account_interval,
+                            env.Millis(SenderSetting("MAILROOM_SES_ACCOUNT_INTERVAL_MS")));
+  // The circuit breaker probes after 1 s, doubling up to this.
+  MAILROOM_ASSIGN_OR_RETURN(c->breaker_max_backoff,
+                            env.Millis(SenderSetting("MAILROOM_BREAKER_MAX_BACKOFF")));
   return absl::OkStatus();
 }
 
@@ -295,60 +449,10 @@ absl::Status LoadTransportSettings(const Env& env, const TransportVars& v, Sende
 
 absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   SenderConfig c;
-  MAILROOM_ASSIGN_OR_RETURN(c.collector_address,
-                            env.HostPort("MAILROOM_COLLECTOR_ADDRESS", "127.0.0.1:50051", false));
-  c.collector_token = env.String(SenderSetting("MAILROOM_COLLECTOR_TOKEN"));
-  MAILROOM_ASSIGN_OR_RETURN(c.collector_tls, env.Bool(SenderSetting("MAILROOM_COLLECTOR_TLS")));
-  MAILROOM_ASSIGN_OR_RETURN(c.collector_ca_file, env.File("MAILROOM_COLLECTOR_CA"));
-  MAILROOM_ASSIGN_OR_RETURN(c.client_cert_file, env.File("MAILROOM_COLLECTOR_CLIENT_CERT"));
-  MAILROOM_ASSIGN_OR_RETURN(c.client_key_file, env.File("MAILROOM_COLLECTOR_CLIENT_KEY"));
-  if (c.client_cert_file.empty() != c.client_key_file.empty()) {
-    return Bad(c.client_cert_file.empty() ? "MAILROOM_COLLECTOR_CLIENT_CERT"
-                                          : "MAILROOM_COLLECTOR_CLIENT_KEY",
-               "client certificate and key must be given together");
-  }
-  if (!c.collector_tls && (!c.collector_ca_file.empty() || !c.client_cert_file.empty())) {
-    return Bad("MAILROOM_COLLECTOR_TLS", "must be true when a CA or client certificate is set");
-  }
-  MAILROOM_ASSIGN_OR_RETURN(c.allow_plaintext, env.Bool(SenderSetting("MAILROOM_ALLOW_PLAINTEXT")));
-  if (!c.collector_tls && !c.allow_plaintext && !IsLoopbackAddress(c.collector_address)) {
-    return Bad("MAILROOM_COLLECTOR_ADDRESS",
-               absl::StrCat("\"", absl::CEscape(c.collector_address),
-                            "\" is not a loopback address and MAILROOM_COLLECTOR_TLS is off (the "
-                            "bearer token and the signed tokens would cross the network in "
-                            "clear); set MAILROOM_COLLECTOR_TLS=true, use a loopback address, or "
-                            "set MAILROOM_ALLOW_PLAINTEXT=true"));
-  }
-  c.group = env.String(SenderSetting("MAILROOM_CONSUMER_GROUP"));
-  if (!ValidGroupName(c.group)) {
-    return Bad("MAILROOM_CONSUMER_GROUP", absl::StrCat("must match ", kGroupNamePattern));
-  }
+  absl::Status st = LoadCollectorConnection(env, &c);
+  if (st.ok()) st = LoadTemplateSettings(env, &c);
+  if (!st.ok()) return st;
   int64_t n;
-  MAILROOM_ASSIGN_OR_RETURN(n, env.Int(SenderSetting("MAILROOM_MAX_IN_FLIGHT")));
-  c.max_in_flight = static_cast<int>(n);
-  // How long an outcome may wait for others (half the window) to share its acknowledgement.
-  MAILROOM_ASSIGN_OR_RETURN(c.ack_delay, env.Millis(SenderSetting("MAILROOM_ACK_DELAY_MS")));
-
-  c.from = env.String(SenderSetting("MAILROOM_FROM"));
-  if (absl::StrContains(c.from, "\r") || absl::StrContains(c.from, "\n") ||
-      !absl::StrContains(c.from, "@")) {
-    return Bad("MAILROOM_FROM", "must be an address or \"Name <address>\" on one line");
-  }
-  c.link_base_url = env.String(SenderSetting("MAILROOM_LINK_BASE_URL"));
-  if (!absl::StartsWith(c.link_base_url, "https://") &&
-      !absl::StartsWith(c.link_base_url, "http://")) {
-    return Bad("MAILROOM_LINK_BASE_URL", "must start with https:// or http://");
-  }
-  c.template_dir = env.String(SenderSetting("MAILROOM_TEMPLATE_DIR"));
-  if (!c.template_dir.empty() && access(c.template_dir.c_str(), R_OK | X_OK) != 0) {
-    return Bad("MAILROOM_TEMPLATE_DIR",
-               absl::StrCat("cannot read directory \"", c.template_dir, "\""));
-  }
-  c.product_name = env.String(SenderSetting("MAILROOM_PRODUCT_NAME"));
-  if (!OneLine(c.product_name, 200)) {
-    return Bad("MAILROOM_PRODUCT_NAME", "must be one line of at most 200 bytes");
-  }
-
   MAILROOM_ASSIGN_OR_RETURN(n, env.Int(SenderSetting("MAILROOM_CONNECTIONS")));
   c.connections = static_cast<int>(n);
   MAILROOM_ASSIGN_OR_RETURN(c.send_timeout, env.Millis(SenderSetting("MAILROOM_SEND_TIMEOUT_MS")));
@@ -360,67 +464,9 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
   // so the group's budget would count a fraction of what the provider bills. Above
   // kMaxPricePer1000 one email costs more than the collector's default MAILROOM_MAX_COST_MICROS.
   MAILROOM_ASSIGN_OR_RETURN(c.price_per_1000, env.Double(SenderSetting("MAILROOM_PRICE_PER_1000")));
-  // The secondary transport: the same settings as the primary's under MAILROOM_FAILOVER_,
-  // its own price (required: money is at stake), and which emails may use it.
-  const std::string failover_kind = absl::AsciiStrToLower(
-      env.String(SenderSetting("MAILROOM_FAILOVER_TRANSPORT")));
-  if (failover_kind != "off") {
-    SenderConfig f;
-    absl::Status st = LoadTransportSettings(env, TransportVars(true), &f);
-    if (!st.ok()) return st;
-    f.connections = c.connections;
-    f.send_timeout = c.send_timeout;
-    f.group = c.group;
-    c.failover = TransportConfigOf(f);
-    if (!env.Get("MAILROOM_FAILOVER_PRICE_PER_1000").has_value()) {
-      return Bad("MAILROOM_FAILOVER_PRICE_PER_1000",
-                 "required with MAILROOM_FAILOVER_TRANSPORT: the secondary provider's price of "
-                 "1000 emails");
-    }
-    double price;
-    MAILROOM_ASSIGN_OR_RETURN(price, env.Double(SenderSetting("MAILROOM_FAILOVER_PRICE_PER_1000")));
-    c.failover_price_per_1000 = price;
-    c.failover_classes = absl::AsciiStrToLower(
-        env.String(SenderSetting("MAILROOM_FAILOVER_CLASSES")));
-    if (c.failover_classes != "recovery" && c.failover_classes != "all") {
-      return Bad("MAILROOM_FAILOVER_CLASSES", "must be recovery or all");
-    }
-  }
-  const std::string budget = absl::AsciiStrToLower(env.String(SenderSetting("MAILROOM_BUDGET")));
-  if (budget != "unlimited") {
-    double b;
-    MAILROOM_ASSIGN_OR_RETURN(b, env.Double(SenderSetting("MAILROOM_BUDGET")));
-    // A cap below one email's price would hold every job until it expires.
-    if (b < c.price_per_1000 / 1000) {
-      return Bad("MAILROOM_BUDGET",
-                 absl::StrCat("must allow at least one email (", c.price_per_1000 / 1000,
-                              " at MAILROOM_PRICE_PER_1000), or be unlimited"));
-    }
-    c.monthly_budget = b;
-  }
-  MAILROOM_ASSIGN_OR_RETURN(n, env.Int(SenderSetting("MAILROOM_BURST")));
-  c.burst = static_cast<int>(n);
-  if (env.Get("MAILROOM_PROVIDER_RATE_LIMIT").has_value()) {
-    double r;
-    MAILROOM_ASSIGN_OR_RETURN(r, env.Double(SenderSetting("MAILROOM_PROVIDER_RATE_LIMIT")));
-    c.provider_rate = r;
-  }
-  MAILROOM_ASSIGN_OR_RETURN(n, env.Int(SenderSetting("MAILROOM_RETRY_MAX_ATTEMPTS")));
-  c.retry_max_attempts = static_cast<int>(n);
-  MAILROOM_ASSIGN_OR_RETURN(c.retry_base, env.Millis(SenderSetting("MAILROOM_RETRY_BASE_MS")));
-  MAILROOM_ASSIGN_OR_RETURN(c.retry_max, env.Millis(SenderSetting("MAILROOM_RETRY_MAX_MS")));
-  if (c.retry_max < c.retry_base) {
-    return Bad("MAILROOM_RETRY_MAX_MS", "must be at least MAILROOM_RETRY_BASE_MS");
-  }
-  MAILROOM_ASSIGN_OR_RETURN(c.expiry_margin,
-                            env.Millis(SenderSetting("MAILROOM_EXPIRY_MARGIN_MS")));
-  // SES GetAccount is read at start and this often (ses transport only).
-  MAILROOM_ASSIGN_OR_RETURN(c.ses_account_interval,
-                            env.Millis(SenderSetting("MAILROOM_SES_ACCOUNT_INTERVAL_MS")));
-  // The circuit breaker probes after 1 s, doubling up to this.
-  MAILROOM_ASSIGN_OR_RETURN(c.breaker_max_backoff,
-                            env.Millis(SenderSetting("MAILROOM_BREAKER_MAX_BACKOFF")));
-
+  st = LoadFailoverSettings(env, &c);
+  if (st.ok()) st = LoadBudgetAndRetries(env, &c);
+  if (!st.ok()) return st;
   c.metrics_address = env.String(SenderSetting("MAILROOM_METRICS_ADDRESS"));
   if (c.metrics_address == "off") {
     c.metrics_address.clear();

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -266,86 +268,97 @@ std::vector<DoctorLine> CheckFileTransport(const SenderConfig& c) {
   return {Ok("file", absl::StrCat("messages are written to ", c.file_dir))};
 }
 
-std::vector<DoctorLine> CheckSmtpTransport(const SenderConfig& c) {
-  std::vector<DoctorLine> out;
-  TransportConfig tc = TransportConfigOf(c);
-  tc.timeout = std::min(tc.timeout, kCheckTimeout);
-  tc.connect_timeout = std::min(tc.connect_timeout, kCheckTimeout);
-  const std::string server = HostOf(c.smtp_url);
-  const bool oauth2 = !c.smtp_oauth2_token_url.empty() || !c.smtp_oauth2_token_file.empty();
-  std::string bearer, auth_what;
-  if (oauth2) {
+namespace {
+
+// How the doctor's SMTP session authenticates: an XOAUTH2 bearer token (fetched here), or the
+// username and password in the config, or not at all.
+struct SmtpAuth {
+  bool oauth2 = false;
+  std::string bearer;     // the XOAUTH2 token ("" when none)
+  std::string auth_what;  // what the Ok line says of it ("" when nothing is tried)
+};
+
+// Fetches the OAuth2 token when the transport uses one. Without it the session goes on to
+// connect and TLS only (`tc`'s username is cleared) and a Fail line says why.
+SmtpAuth PrepareSmtpAuth(const SenderConfig& c, TransportConfig* tc, std::vector<DoctorLine>* out) {
+  SmtpAuth a;
+  a.oauth2 = !c.smtp_oauth2_token_url.empty() || !c.smtp_oauth2_token_file.empty();
+  if (a.oauth2) {
     std::unique_ptr<OAuth2TokenSource> source =
         !c.smtp_oauth2_token_url.empty()
             ? ClientCredentialsSource({c.smtp_oauth2_token_url, c.smtp_oauth2_client_id,
                                        c.smtp_oauth2_client_secret, c.smtp_oauth2_scope,
-                                       tc.timeout})
+                                       tc->timeout})
             : TokenFileSource(c.smtp_oauth2_token_file);
     const std::string from = !c.smtp_oauth2_token_url.empty() ? HostOf(c.smtp_oauth2_token_url)
                                                               : c.smtp_oauth2_token_file;
     auto token = source->Fetch();
     if (!token.ok()) {
-      out.push_back(Fail("smtp", absl::StrCat("no OAuth2 token from ", from, ": ",
-                                              token.status().message())));
-      tc.smtp_username.clear();  // connect and TLS only: there is nothing to authenticate with
+      out->push_back(Fail("smtp", absl::StrCat("no OAuth2 token from ", from, ": ",
+                                               token.status().message())));
+      tc->smtp_username.clear();  // connect and TLS only: there is nothing to authenticate with
     } else {
-      bearer = token->value;
-      auth_what = absl::StrCat("authenticated as ", c.smtp_username, " (XOAUTH2, token from ", from,
-                               ")");
+      a.bearer = token->value;
+      a.auth_what = absl::StrCat("authenticated as ", c.smtp_username, " (XOAUTH2, token from ",
+                                 from, ")");
     }
   } else if (!c.smtp_username.empty()) {
-    auth_what = absl::StrCat("authenticated as ", c.smtp_username);
+    a.auth_what = absl::StrCat("authenticated as ", c.smtp_username);
   }
-  const SmtpProbe p = ProbeSmtp(tc, bearer);
+  return a;
+}
+
+// The Fail line of a session that did not get through (connect, TLS or AUTH); none when it did.
+std::optional<DoctorLine> JudgeSmtpFailure(const SenderConfig& c, const TransportConfig& tc,
+                                           const std::string& server, const SmtpAuth& a,
+                                           const SmtpProbe& p) {
   const std::string& reply = p.trace.reply;
   switch (p.code) {
-    case CURLE_OK: break;
+    case CURLE_OK: return std::nullopt;
     case CURLE_COULDNT_RESOLVE_HOST:
-      out.push_back(Fail("smtp", absl::StrCat(server, ": cannot resolve the host: ", p.detail)));
-      return out;
+      return Fail("smtp", absl::StrCat(server, ": cannot resolve the host: ", p.detail));
     case CURLE_COULDNT_CONNECT:
-      out.push_back(Fail("smtp", absl::StrCat(server, ": cannot connect: ", p.detail)));
-      return out;
+      return Fail("smtp", absl::StrCat(server, ": cannot connect: ", p.detail));
     case CURLE_OPERATION_TIMEDOUT:
-      out.push_back(Fail(
-          "smtp",
-          absl::StrCat(server, ": no answer within ", absl::FormatDuration(tc.timeout), " (after ",
-                       p.trace.command.empty() ? "connecting" : p.trace.command, ")")));
-      return out;
+      return Fail("smtp",
+                  absl::StrCat(server, ": no answer within ", absl::FormatDuration(tc.timeout),
+                               " (after ", p.trace.command.empty() ? "connecting" : p.trace.command,
+                               ")"));
     case CURLE_PEER_FAILED_VERIFICATION:
-      out.push_back(Fail(
-          "smtp", absl::StrCat(server, ": certificate not accepted: ", p.detail,
+      return Fail("smtp",
+                  absl::StrCat(server, ": certificate not accepted: ", p.detail,
                                c.smtp_ca_file.empty()
                                    ? " (MAILROOM_SMTP_CA_FILE can name the CA that issued it)"
-                                   : absl::StrCat(" (checked against ", c.smtp_ca_file, ")"))));
-      return out;
+                                   : absl::StrCat(" (checked against ", c.smtp_ca_file, ")")));
     case CURLE_SSL_CONNECT_ERROR:
     case CURLE_SSL_CACERT_BADFILE:
-      out.push_back(Fail("smtp", absl::StrCat(server, ": TLS failed: ", p.detail)));
-      return out;
+      return Fail("smtp", absl::StrCat(server, ": TLS failed: ", p.detail));
     case CURLE_USE_SSL_FAILED:
-      out.push_back(
-          Fail("smtp",
-               absl::StrCat(
-                   server,
-                   ": the server does not offer STARTTLS; use smtps:// if it speaks TLS from the "
-                   "start (MAILROOM_SMTP_ALLOW_PLAIN=true sends in clear, for a relay on this "
-                   "machine)")));
-      return out;
+      return Fail(
+          "smtp",
+          absl::StrCat(
+              server,
+              ": the server does not offer STARTTLS; use smtps:// if it speaks TLS from the "
+              "start (MAILROOM_SMTP_ALLOW_PLAIN=true sends in clear, for a relay on this "
+              "machine)"));
     default:
       if (p.code == CURLE_LOGIN_DENIED || p.trace.command == "AUTH") {
-        out.push_back(Fail("smtp", absl::StrCat(server, ": authentication refused",
-                                                bearer.empty() ? "" : " (XOAUTH2 token)", ": ",
-                                                p.trace.command == "AUTH" && p.reply >= 400 ? reply
-                                                : p.trace.auth_offered.empty()
-                                                    ? "the server offers no AUTH"
-                                                    : absl::StrCat(p.detail, " (offered: ",
-                                                                   p.trace.auth_offered, ")"))));
-      } else {
-        out.push_back(Fail("smtp", absl::StrCat(server, ": ", p.status.message())));
+        return Fail("smtp", absl::StrCat(server, ": authentication refused",
+                                         a.bearer.empty() ? "" : " (XOAUTH2 token)", ": ",
+                                         p.trace.command == "AUTH" && p.reply >= 400 ? reply
+                                         : p.trace.auth_offered.empty()
+                                             ? "the server offers no AUTH"
+                                             : absl::StrCat(p.detail, " (offered: ",
+                                                            p.trace.auth_offered, ")")));
       }
-      return out;
+      return Fail("smtp", absl::StrCat(server, ": ", p.status.message()));
   }
+}
+
+// The lines of a session that got through: what was seen (TLS, AUTH) in one Ok line, and a
+// Warn line for each weakness.
+void JudgeSmtpSession(const SenderConfig& c, const std::string& server, const SmtpAuth& a,
+                      const SmtpProbe& p, std::vector<DoctorLine>* out) {
   const bool implicit_tls = absl::StartsWith(c.smtp_url, "smtps://");
   std::vector<std::string> seen = {"connected"};
   if (implicit_tls || p.trace.starttls) {
@@ -353,30 +366,48 @@ std::vector<DoctorLine> CheckSmtpTransport(const SenderConfig& c) {
                                 c.smtp_insecure_skip_verify ? " (certificate NOT verified)"
                                                             : " (certificate verified)"));
   } else {
-    out.push_back(
+    out->push_back(
         Warn("smtp", absl::StrCat(server, ": no TLS (the server offers no STARTTLS "
                                           "and MAILROOM_SMTP_ALLOW_PLAIN is on): messages "
                                           "and credentials cross the network in clear")));
   }
   if (c.smtp_insecure_skip_verify) {
-    out.push_back(Warn("smtp", "MAILROOM_SMTP_INSECURE_SKIP_VERIFY is on: anyone on the path "
-                               "can pose as the server"));
+    out->push_back(Warn("smtp", "MAILROOM_SMTP_INSECURE_SKIP_VERIFY is on: anyone on the path "
+                                "can pose as the server"));
   }
-  if (!auth_what.empty() && p.trace.authenticated) {
-    seen.push_back(auth_what);
-  } else if (oauth2 && bearer.empty()) {
+  if (!a.auth_what.empty() && p.trace.authenticated) {
+    seen.push_back(a.auth_what);
+  } else if (a.oauth2 && a.bearer.empty()) {
     seen.push_back("AUTH not tried (no token)");
-  } else if (!auth_what.empty()) {
+  } else if (!a.auth_what.empty()) {
     // libcurl skips AUTH when the server offers none: the credentials went unused.
-    out.push_back(Warn("smtp", absl::StrCat(server, " offers no AUTH: MAILROOM_SMTP_USERNAME's "
-                                                    "credentials are not used")));
+    out->push_back(Warn("smtp", absl::StrCat(server, " offers no AUTH: MAILROOM_SMTP_USERNAME's "
+                                                     "credentials are not used")));
   } else if (!p.trace.auth_offered.empty()) {
-    out.push_back(Warn("smtp", absl::StrCat(server, " offers AUTH (", p.trace.auth_offered,
-                                            ") and no credentials are configured: "
-                                            "it may refuse to relay (MAILROOM_SMTP_USERNAME)")));
+    out->push_back(Warn("smtp", absl::StrCat(server, " offers AUTH (", p.trace.auth_offered,
+                                             ") and no credentials are configured: "
+                                             "it may refuse to relay (MAILROOM_SMTP_USERNAME)")));
   }
   seen.push_back("NOOP answered");
-  out.push_back(Ok("smtp", absl::StrCat(server, ": ", absl::StrJoin(seen, ", "))));
+  out->push_back(Ok("smtp", absl::StrCat(server, ": ", absl::StrJoin(seen, ", "))));
+}
+
+}  // namespace
+
+std::vector<DoctorLine> CheckSmtpTransport(const SenderConfig& c) {
+  std::vector<DoctorLine> out;
+  TransportConfig tc = TransportConfigOf(c);
+  tc.timeout = std::min(tc.timeout, kCheckTimeout);
+  tc.connect_timeout = std::min(tc.connect_timeout, kCheckTimeout);
+  const std::string server = HostOf(c.smtp_url);
+  const SmtpAuth auth = PrepareSmtpAuth(c, &tc, &out);
+  const SmtpProbe p = ProbeSmtp(tc, auth.bearer);
+  std::optional<DoctorLine> failure = JudgeSmtpFailure(c, tc, server, auth, p);
+  if (failure.has_value()) {
+    out.push_back(*std::move(failure));
+    return out;
+  }
+  JudgeSmtpSession(c, server, auth, p, &out);
   return out;
 }
 
