@@ -13,7 +13,8 @@ constexpr bool kSecret = true;
 SettingsTable TransportSettings() {
   return {
       {"MAILROOM_TRANSPORT", "file", "", "",
-       "file, smtp, ses or http (a signed webhook to your own URL)"},
+       "file, smtp, ses, http (a signed webhook to your own URL), postmark, sendgrid, mailgun or "
+       "resend"},
       {"MAILROOM_FILE_DIR", "./outbox", "", "", "file: directory the .eml files are written to"},
       {"MAILROOM_SMTP_URL", "", "", "",
        "smtp: smtp://host:587 (STARTTLS required) or smtps://host:465"},
@@ -46,6 +47,21 @@ SettingsTable TransportSettings() {
       {"MAILROOM_HTTP_ALLOW_PLAIN", "false", "", "",
        "http: allow an http:// URL to a network address"},
       {"MAILROOM_HTTP_CA_FILE", "", "", "", "http: PEM CA that signed the receiver's certificate"},
+      {"MAILROOM_POSTMARK_SERVER_TOKEN", "", "", "", "postmark: the server's API token (required)",
+       kSecret},
+      {"MAILROOM_POSTMARK_MESSAGE_STREAM", "outbound", "", "",
+       "postmark: the transactional message stream's id"},
+      {"MAILROOM_POSTMARK_API_URL", "", "", "", "postmark: API base URL (default: Postmark's)"},
+      {"MAILROOM_SENDGRID_API_KEY", "", "", "", "sendgrid: an API key with mail.send (required)",
+       kSecret},
+      {"MAILROOM_SENDGRID_API_URL", "", "", "", "sendgrid: API base URL (default: SendGrid's)"},
+      {"MAILROOM_MAILGUN_API_KEY", "", "", "", "mailgun: an API or domain sending key (required)",
+       kSecret},
+      {"MAILROOM_MAILGUN_DOMAIN", "", "", "", "mailgun: the sending domain (required)"},
+      {"MAILROOM_MAILGUN_API_URL", "", "", "", "mailgun: API base URL (default: Mailgun's US one)"},
+      {"MAILROOM_RESEND_API_KEY", "", "", "", "resend: an API key with sending access (required)",
+       kSecret},
+      {"MAILROOM_RESEND_API_URL", "", "", "", "resend: API base URL (default: Resend's)"},
   };
 }
 
@@ -78,7 +94,7 @@ const SettingsTable& SenderSettings() {
         {"MAILROOM_FROM", "mailroom <no-reply@mailroom.localhost>", "", "",
          "From: address, addr or Name <addr>"},
         {"MAILROOM_LINK_BASE_URL", "http://localhost:8080", "", "",
-         "links are BASE/activate?token=... and BASE/recover?token=..."},
+         "links are BASE/activate?token=..., BASE/recover?token=..., BASE/action/NAME?token=..."},
         {"MAILROOM_TEMPLATE_DIR", "", "", "",
          "directory of the templates (default: the built-in ones)"},
         {"MAILROOM_PRODUCT_NAME", "mailroom", "", "", "{{product_name}} in the templates"},
@@ -89,7 +105,7 @@ const SettingsTable& SenderSettings() {
         {"MAILROOM_PRICE_PER_1000", "0.10", absl::StrCat(kMinPricePer1000),
          absl::StrCat(kMaxPricePer1000), "price of 1000 emails (SES: 0.10)"},
         {"MAILROOM_FAILOVER_TRANSPORT", "off", "", "",
-         "a secondary transport (file, smtp, ses, http) while the primary's breaker is open"},
+         "a secondary transport (any of MAILROOM_TRANSPORT's) while the primary's breaker is open"},
         {"MAILROOM_FAILOVER_PRICE_PER_1000", "", absl::StrCat(kMinPricePer1000),
          absl::StrCat(kMaxPricePer1000),
          "required with a secondary: price of 1000 emails it sends"},
