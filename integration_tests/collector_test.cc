@@ -261,7 +261,7 @@ TEST_F(CollectorTest, ExpiredConsumedAndWrongStatusTokensAreNotDispatched) {
     auto r = tx.exec_params(
         "SELECT d.state::text || ': ' || coalesce(d.reason, '-') FROM delivery_states d"
         " JOIN tokens t ON t.id = d.token_id JOIN accounts a ON a.id = t.account"
-        " WHERE a.login = $1 AND t.action = $2::token_action",
+        " WHERE a.login = $1 AND t.action = $2::text",
         login, action);
     return r.empty() || r[0][0].is_null() ? std::string("none") : r[0][0].as<std::string>();
   };
