@@ -113,7 +113,7 @@ pg_used() {  # [kind]
 }
 
 # The server of a collector: the port of its MAILROOM_DATABASE_URL, matched against the
-# postmaster.pid files of the test servers (other engineers' test servers run beside it).
+# postmaster.pid files of the test servers (other test servers may run beside it).
 # Sets PM (postmaster pid), PGPORT_OF and PGDIR_OF (the server's temp dir).
 server_of() {
   local f
