@@ -23,6 +23,7 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_dequeue(p_group text, p_limit integ
     SET enable_bitmapscan TO 'off'
     SET enable_sort TO 'off'
     SET plan_cache_mode TO 'force_generic_plan'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
