@@ -100,8 +100,8 @@ SmtpSession::SmtpSession(const TransportConfig& config) : config_(config) { Curl
 
 SmtpSession::~SmtpSession() { Close(/*quit=*/true); }
 
-absl::StatusOr<SendResult> SmtpSession::Send(const OutgoingEmail& email,
-                                             const std::string& bearer, bool* auth_refused) {
+absl::StatusOr<SendResult> SmtpSession::Send(const OutgoingEmail& email, const std::string& bearer,
+                                             bool* auth_refused) {
   *auth_refused = false;
   const absl::Time deadline = absl::Now() + AttemptTimeout(email, config_.timeout);
   // A new token starts a new session: the server ties a session to the token it took.
@@ -126,8 +126,7 @@ void SmtpSession::SendQuit() {
   quit_sent_ = curl_easy_send(curl_.get(), "QUIT\r\n", 6, &sent) == CURLE_OK && sent == 6;
 }
 
-absl::Status SmtpSession::Open(const std::string& bearer, absl::Time deadline,
-                               bool* auth_refused) {
+absl::Status SmtpSession::Open(const std::string& bearer, absl::Time deadline, bool* auth_refused) {
   CurlHandle c(curl_easy_init());
   if (c == nullptr) return CurlStatus(CURLE_FAILED_INIT, "curl_easy_init failed");
   char errbuf[CURL_ERROR_SIZE] = {0};
@@ -223,7 +222,7 @@ SmtpSession::Outcome SmtpSession::Transaction(const OutgoingEmail& email, absl::
   // RFC 2920 3.1: DATA taken after a refusal (no recipient left) still needs its end.
   if (data_open) {
     IoError e = Write(".\r\n", deadline);
-    Reply r = e.code == CURLE_OK ? ReadReply(deadline) : Reply{0, "", e};
+    Reply r = e.code == CURLE_OK ? ReadReply(deadline) : Unread(e);
     if (r.error.code != CURLE_OK) Close(/*quit=*/false);
   }
   return Refused(refused, refusal, /*untouched=*/!accepted && refused == 421, deadline);
@@ -251,7 +250,8 @@ SmtpSession::Outcome SmtpSession::Refused(int code, const SmtpTrace& trace, bool
   } else {
     Reset(deadline);
   }
-  const CURLcode curl_code = code < 400 || code >= 600 ? CURLE_WEIRD_SERVER_REPLY : CURLE_SEND_ERROR;
+  const CURLcode curl_code = code < 400 || code >= 600 ? CURLE_WEIRD_SERVER_REPLY
+                                                       : CURLE_SEND_ERROR;
   return {SmtpStatus(curl_code, code, trace, absl::StrCat("unexpected reply: ", trace.reply)),
           untouched};
 }
@@ -268,7 +268,7 @@ SmtpSession::Outcome SmtpSession::Lost(const IoError& error, const SmtpTrace& tr
 void SmtpSession::Reset(absl::Time deadline) {
   if (!connected()) return;
   IoError e = Write("RSET\r\n", deadline);
-  Reply r = e.code == CURLE_OK ? ReadReply(deadline) : Reply{0, "", e};
+  Reply r = e.code == CURLE_OK ? ReadReply(deadline) : Unread(e);
   if (r.error.code != CURLE_OK || r.code / 100 != 2) Close(/*quit=*/false);
 }
 
@@ -287,6 +287,8 @@ SmtpSession::IoError SmtpSession::Write(absl::string_view data, absl::Time deadl
   return {};
 }
 
+SmtpSession::Reply SmtpSession::Unread(IoError error) { return {0, "", std::move(error)}; }
+
 SmtpSession::Reply SmtpSession::ReadReply(absl::Time deadline) {
   size_t start = 0;  // the first line of the reply not read yet
   for (;;) {
@@ -295,8 +297,8 @@ SmtpSession::Reply SmtpSession::ReadReply(absl::Time deadline) {
       const absl::string_view line(in_.data() + start, eol - start);
       if (line.size() < 3 || !absl::ascii_isdigit(line[0]) || !absl::ascii_isdigit(line[1]) ||
           !absl::ascii_isdigit(line[2])) {
-        return {0, "", {CURLE_WEIRD_SERVER_REPLY, absl::StrCat("not an SMTP reply: ",
-                                                                ReplyLine(line))}};
+        return Unread(
+            {CURLE_WEIRD_SERVER_REPLY, absl::StrCat("not an SMTP reply: ", ReplyLine(line))});
       }
       start = eol + 1;
       if (line.size() > 3 && line[3] == '-') continue;  // more lines follow (RFC 5321 4.2.1)
@@ -304,15 +306,16 @@ SmtpSession::Reply SmtpSession::ReadReply(absl::Time deadline) {
       in_.erase(0, start);
       return r;
     }
-    if (in_.size() > kMaxReplyBytes) return {0, "", {CURLE_WEIRD_SERVER_REPLY, "reply too long"}};
+    if (in_.size() > kMaxReplyBytes) return Unread({CURLE_WEIRD_SERVER_REPLY, "reply too long"});
     char buf[16384];
     size_t n = 0;
     const CURLcode rc = curl_easy_recv(curl_.get(), buf, sizeof buf, &n);
     if (rc == CURLE_AGAIN) {
-      if (!Wait(POLLIN, deadline)) return {0, "", {CURLE_OPERATION_TIMEDOUT, "smtp reply timed out"}};
+      if (!Wait(POLLIN, deadline))
+        return Unread({CURLE_OPERATION_TIMEDOUT, "smtp reply timed out"});
     } else if (rc != CURLE_OK || n == 0) {
-      return {0, "", {CURLE_RECV_ERROR, rc == CURLE_OK ? "connection closed by the server"
-                                                       : curl_easy_strerror(rc)}};
+      return Unread({CURLE_RECV_ERROR,
+                     rc == CURLE_OK ? "connection closed by the server" : curl_easy_strerror(rc)});
     } else {
       in_.append(buf, n);
     }

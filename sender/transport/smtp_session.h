@@ -106,15 +106,17 @@ class SmtpSession {
 
   IoError Write(absl::string_view data, absl::Time deadline);
   Reply ReadReply(absl::Time deadline);
+  // A reply left unread by `error`.
+  static Reply Unread(IoError error);
   // Waits until the socket is ready for `events` (POLLIN/POLLOUT); false at the deadline.
   bool Wait(short events, absl::Time deadline) const;
 
   const TransportConfig config_;
-  CurlHandle curl_;          // null while no connection is open
+  CurlHandle curl_;  // null while no connection is open
   curl_socket_t socket_ = CURL_SOCKET_BAD;
-  std::string bearer_;       // the token the connection authenticated with
-  SmtpTrace capabilities_;   // the connect phase's trace: the last EHLO reply's extensions
-  std::string in_;           // received and not yet read as replies
+  std::string bearer_;      // the token the connection authenticated with
+  SmtpTrace capabilities_;  // the connect phase's trace: the last EHLO reply's extensions
+  std::string in_;          // received and not yet read as replies
   bool quit_sent_ = false;
 };
 

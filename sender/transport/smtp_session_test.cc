@@ -153,8 +153,7 @@ TEST_F(SmtpSessionTest, RefusedEndOfDataIsReported) {
   EXPECT_EQ(NewConnections(), 1);
 }
 
-class DroppedConnectionTest : public SmtpSessionTest,
-                              public ::testing::WithParamInterface<bool> {};
+class DroppedConnectionTest : public SmtpSessionTest, public ::testing::WithParamInterface<bool> {};
 
 TEST_P(DroppedConnectionTest, KeptConnectionClosedByTheServerIsReplacedWithoutFailure) {
   std::vector<std::string> args = {"--drop-kept-mail", "1"};
