@@ -242,17 +242,17 @@ SmtpSession::Outcome SmtpSession::Deliver(const std::string& data, absl::Time de
   return {SmtpStatus(CURLE_WEIRD_SERVER_REPLY, r.code, *trace, "unexpected reply")};
 }
 
-SmtpSession::Outcome SmtpSession::Refused(int code, const SmtpTrace& trace, bool untouched,
+SmtpSession::Outcome SmtpSession::Refused(int reply_code, const SmtpTrace& trace, bool untouched,
                                           absl::Time deadline) {
-  if (code == 421 || code < 400 || code >= 600) {
+  if (reply_code == 421 || reply_code < 400 || reply_code >= 600) {
     // The server is closing the connection (421), or says what no SMTP server should.
     Close(/*quit=*/false);
   } else {
     Reset(deadline);
   }
-  const CURLcode curl_code = code < 400 || code >= 600 ? CURLE_WEIRD_SERVER_REPLY
-                                                       : CURLE_SEND_ERROR;
-  return {SmtpStatus(curl_code, code, trace, absl::StrCat("unexpected reply: ", trace.reply)),
+  const CURLcode curl_code = reply_code < 400 || reply_code >= 600 ? CURLE_WEIRD_SERVER_REPLY
+                                                                   : CURLE_SEND_ERROR;
+  return {SmtpStatus(curl_code, reply_code, trace, absl::StrCat("unexpected reply: ", trace.reply)),
           untouched};
 }
 

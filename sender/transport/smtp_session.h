@@ -96,9 +96,9 @@ class SmtpSession {
   Outcome Transaction(const OutgoingEmail& email, absl::Time deadline);
   // The reply to the end of `data`: the message's outcome.
   Outcome Deliver(const std::string& data, absl::Time deadline, SmtpTrace* trace);
-  // The refusal `code` recorded in `trace`, after the transaction was reset (RSET) or the
-  // connection closed (421, or a reply no SMTP server gives).
-  Outcome Refused(int code, const SmtpTrace& trace, bool untouched, absl::Time deadline);
+  // The refusal `reply_code` recorded in `trace`, after the transaction was reset (RSET) or
+  // the connection closed (421, or a reply no SMTP server gives).
+  Outcome Refused(int reply_code, const SmtpTrace& trace, bool untouched, absl::Time deadline);
   // The connection lost during the transaction (closed here).
   Outcome Lost(const IoError& error, const SmtpTrace& trace, bool accepted);
   // Ends the transaction with RSET; closes the connection when that fails.
