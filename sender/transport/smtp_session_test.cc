@@ -104,6 +104,18 @@ TEST_F(SmtpSessionTest, PipelinesOverStartTlsWithAuth) {
   EXPECT_THAT(Slurp(dir_ + "/smtp/000002.json"), HasSubstr("\"tls\": true"));
 }
 
+TEST_F(SmtpSessionTest, OnlyTheEhloAfterStartTlsCounts) {
+  MakeCert();
+  const int port = StartSmtp({"--tls-cert", dir_ + "/cert.pem", "--tls-key", dir_ + "/key.pem",
+                              "--require-tls", "--pipelining-before-tls"});
+  TransportConfig c = Smtp(absl::StrCat("smtp://127.0.0.1:", port), /*require_tls=*/true);
+  c.smtp_ca_file = dir_ + "/cert.pem";
+  SmtpSession s(c);
+  auto r = Send(&s, Email("a@example.test"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(Reads(), ElementsAre("STARTTLS", "MAIL", "RCPT", "DATA"));
+}
+
 TEST_F(SmtpSessionTest, DotsAndLineEndsArriveIntact) {
   auto s = Session({"--pipelining"});
   OutgoingEmail email = Email("a@example.test");

@@ -30,7 +30,8 @@ asks: "reject" 550 5.1.1 on RCPT, "error" 451 4.3.0 on RCPT, "throttle" 421 4.7.
 "lost" the message recorded and the connection closed with no reply to the end of data.
 
 --pipelining: the EHLO reply offers PIPELINING (RFC 2920). Commands are read from a buffered
-stream either way, so pipelined input is always understood.
+stream either way, so pipelined input is always understood. --pipelining-before-tls: offered
+in the EHLO reply before STARTTLS only (what counts is the reply after it, RFC 3207 4.2).
 
 Every read from a connection (a TCP segment or TLS record, after decryption) that starts with
 commands appends one line to <dir>/reads: the verbs of the command lines it holds, e.g.
@@ -81,6 +82,7 @@ parser.add_argument("--hold-data", type=int, default=0)
 parser.add_argument("--hold-ms", type=int, default=0)
 parser.add_argument("--faults-by-recipient", action="store_true")
 parser.add_argument("--pipelining", action="store_true")
+parser.add_argument("--pipelining-before-tls", action="store_true")
 parser.add_argument("--drop-kept-mail", type=int, default=0)
 parser.add_argument("--close-idle-ms", type=int, default=0)
 args = parser.parse_args()
@@ -148,7 +150,7 @@ class CountingSMTP(SMTP):
         self.last_active = time.monotonic()
         # One line per read that starts with a command: the verbs of its command lines.
         lines = data.split(b"\r\n")
-        verbs = [l[:4].decode("ascii", "replace").upper() for l in lines]
+        verbs = [l.split(b" ")[0].split(b":")[0].decode("ascii", "replace").upper() for l in lines]
         if verbs and verbs[0] in VERBS:
             with lock, open(os.path.join(args.dir, "reads"), "a") as f:
                 f.write(" ".join(v for v in verbs if v in VERBS) + "\n")
@@ -158,7 +160,7 @@ class CountingSMTP(SMTP):
 class Handler:
     async def handle_EHLO(self, server, session, envelope, hostname, responses):
         session.host_name = hostname  # what aiosmtpd does itself without this hook
-        if args.pipelining:
+        if args.pipelining or (args.pipelining_before_tls and session.ssl is None):
             responses.insert(len(responses) - 1, "250-PIPELINING")
         return responses
 
