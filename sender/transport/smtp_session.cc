@@ -98,14 +98,14 @@ std::string DotStuffed(absl::string_view mime) {
 
 SmtpSession::SmtpSession(const TransportConfig& config) : config_(config) { CurlGlobalInit(); }
 
-SmtpSession::~SmtpSession() { Close(/*quit=*/true); }
+SmtpSession::~SmtpSession() { Quit(absl::Now() + std::min(kQuitWait, config_.timeout)); }
 
 absl::StatusOr<SendResult> SmtpSession::Send(const OutgoingEmail& email, const std::string& bearer,
                                              bool* auth_refused) {
   *auth_refused = false;
   const absl::Time deadline = absl::Now() + AttemptTimeout(email, config_.timeout);
   // A new token starts a new session: the server ties a session to the token it took.
-  if (connected() && bearer != bearer_) Close(/*quit=*/true);
+  if (connected() && bearer != bearer_) Quit(std::min(deadline, absl::Now() + kQuitWait));
   DropIfClosedByServer();
   for (int attempt = 1;; ++attempt) {
     const bool kept = connected();
@@ -159,16 +159,19 @@ absl::Status SmtpSession::Open(const std::string& bearer, absl::Time deadline, b
   return absl::OkStatus();
 }
 
-void SmtpSession::Close(bool quit) {
+void SmtpSession::Quit(absl::Time deadline) {
   if (!connected()) return;
-  if (quit) {
-    SendQuit();
-    if (quit_sent_) ReadReply(absl::Now() + std::min(kQuitWait, config_.timeout));
-  }
+  SendQuit();
+  if (quit_sent_) ReadReply(deadline);
+  Close();
+}
+
+void SmtpSession::Close() {
   curl_.reset();
   socket_ = CURL_SOCKET_BAD;
   bearer_.clear();
   in_.clear();
+  quit_sent_ = false;
 }
 
 void SmtpSession::DropIfClosedByServer() {
@@ -176,7 +179,7 @@ void SmtpSession::DropIfClosedByServer() {
   // Nothing is due between messages: whatever the connection has to say (an EOF, a reset,
   // "421 4.4.2 idle timeout") is its end.
   if (!in_.empty()) {
-    Close(/*quit=*/false);
+    Close();
     return;
   }
   pollfd p{socket_, POLLIN, 0};
@@ -184,7 +187,7 @@ void SmtpSession::DropIfClosedByServer() {
   char buf[512];
   size_t n = 0;
   // CURLE_AGAIN: TLS records with no data for us (a session ticket).
-  if (curl_easy_recv(curl_.get(), buf, sizeof buf, &n) != CURLE_AGAIN) Close(/*quit=*/false);
+  if (curl_easy_recv(curl_.get(), buf, sizeof buf, &n) != CURLE_AGAIN) Close();
 }
 
 SmtpSession::Outcome SmtpSession::Transaction(const OutgoingEmail& email, absl::Time deadline) {
@@ -223,7 +226,7 @@ SmtpSession::Outcome SmtpSession::Transaction(const OutgoingEmail& email, absl::
   if (data_open) {
     IoError e = Write(".\r\n", deadline);
     Reply r = e.code == CURLE_OK ? ReadReply(deadline) : Unread(e);
-    if (r.error.code != CURLE_OK) Close(/*quit=*/false);
+    if (r.error.code != CURLE_OK) Close();
   }
   return Refused(refused, refusal, /*untouched=*/!accepted && refused == 421, deadline);
 }
@@ -238,7 +241,7 @@ SmtpSession::Outcome SmtpSession::Deliver(const std::string& data, absl::Time de
   trace->reply = r.line;
   if (r.code / 100 == 2) return {SendResult{r.line}};
   // Refused at its end, the transaction is over: no RSET.
-  if (r.code == 421 || r.code < 400 || r.code >= 600) Close(/*quit=*/false);
+  if (r.code == 421 || r.code < 400 || r.code >= 600) Close();
   return {SmtpStatus(CURLE_WEIRD_SERVER_REPLY, r.code, *trace, "unexpected reply")};
 }
 
@@ -246,7 +249,7 @@ SmtpSession::Outcome SmtpSession::Refused(int reply_code, const SmtpTrace& trace
                                           absl::Time deadline) {
   if (reply_code == 421 || reply_code < 400 || reply_code >= 600) {
     // The server is closing the connection (421), or says what no SMTP server should.
-    Close(/*quit=*/false);
+    Close();
   } else {
     Reset(deadline);
   }
@@ -258,7 +261,7 @@ SmtpSession::Outcome SmtpSession::Refused(int reply_code, const SmtpTrace& trace
 
 SmtpSession::Outcome SmtpSession::Lost(const IoError& error, const SmtpTrace& trace,
                                        bool accepted) {
-  Close(/*quit=*/false);
+  Close();
   // An EOF or a reset before anything was accepted says the server had ended the connection;
   // a timeout says nothing of the kind.
   const bool untouched = !accepted && error.code != CURLE_OPERATION_TIMEDOUT;
@@ -269,7 +272,7 @@ void SmtpSession::Reset(absl::Time deadline) {
   if (!connected()) return;
   IoError e = Write("RSET\r\n", deadline);
   Reply r = e.code == CURLE_OK ? ReadReply(deadline) : Unread(e);
-  if (r.error.code != CURLE_OK || r.code / 100 != 2) Close(/*quit=*/false);
+  if (r.error.code != CURLE_OK || r.code / 100 != 2) Close();
 }
 
 SmtpSession::IoError SmtpSession::Write(absl::string_view data, absl::Time deadline) {

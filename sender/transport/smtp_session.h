@@ -49,7 +49,7 @@ class SmtpSession {
   explicit SmtpSession(const TransportConfig& config);
   SmtpSession(const SmtpSession&) = delete;
   SmtpSession& operator=(const SmtpSession&) = delete;
-  ~SmtpSession();  // QUIT on an open connection
+  ~SmtpSession();  // Quit, awaiting the reply for a second at most
 
   // Delivers `email` over the connection (opened first when there is none, or when it was
   // authenticated with another `bearer`), bounded by AttemptTimeout(email, config timeout).
@@ -58,9 +58,12 @@ class SmtpSession {
   absl::StatusOr<SendResult> Send(const OutgoingEmail& email, const std::string& bearer,
                                   bool* auth_refused);
 
-  // Sends QUIT on an open connection without awaiting the reply (the destructor awaits it
-  // briefly): lets a transport say goodbye on all of its connections at once.
+  // Sends QUIT on an open connection without awaiting the reply: lets a transport say goodbye
+  // on all of its connections at once before it awaits their replies (Quit).
   void SendQuit();
+  // Ends the connection, if one is open: QUIT (unless SendQuit sent it), its reply awaited
+  // until `deadline` at most, then closed.
+  void Quit(absl::Time deadline);
 
   // True while a connection is open (for tests).
   bool connected() const { return curl_ != nullptr; }
@@ -87,9 +90,8 @@ class SmtpSession {
 
   // Opens the connection with `bearer`; the refusal as SmtpStatus when it fails.
   absl::Status Open(const std::string& bearer, absl::Time deadline, bool* auth_refused);
-  // Closes the connection: QUIT first when `quit` (not after a failure), its reply awaited
-  // for a second at most.
-  void Close(bool quit);
+  // Closes the connection at once (after a failure, nothing more is said).
+  void Close();
   // Closes a kept connection the server has ended or spoken on since the last message.
   void DropIfClosedByServer();
   // The transaction of `email` on the open connection.

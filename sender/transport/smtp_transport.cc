@@ -64,8 +64,10 @@ SmtpTransport::SmtpTransport(const TransportConfig& config)
 }
 
 SmtpTransport::~SmtpTransport() {
-  // Goodbye on every connection at once; each session then awaits its "221" on destruction.
+  // Goodbye on every connection at once, then one second at most for all of the "221"s.
   for (auto& s : sessions_) s->SendQuit();
+  const absl::Time deadline = absl::Now() + std::min(absl::Seconds(1), config_.timeout);
+  for (auto& s : sessions_) s->Quit(deadline);
 }
 
 absl::StatusOr<SendResult> SmtpTransport::Send(const OutgoingEmail& email) {
