@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/sha.h>
 
 namespace mailroom {
 
@@ -11,6 +12,12 @@ std::string HmacSha256(absl::string_view key, absl::string_view data) {
   HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
        reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len);
   return std::string(reinterpret_cast<char*>(out), len);
+}
+
+std::string Sha256(absl::string_view data) {
+  unsigned char out[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), out);
+  return std::string(reinterpret_cast<char*>(out), sizeof out);
 }
 
 }  // namespace mailroom

@@ -10,4 +10,7 @@ namespace mailroom {
 // the sender's webhook signatures. Thread-safe.
 std::string HmacSha256(absl::string_view key, absl::string_view data);
 
+// SHA-256(data), 32 raw bytes (OpenSSL). Thread-safe.
+std::string Sha256(absl::string_view data);
+
 }  // namespace mailroom

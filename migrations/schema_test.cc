@@ -1011,6 +1011,16 @@ class BatchPlanTest : public SchemaTest {
     }
     return out;
   }
+  // No plan among `notices` (auto_explain's) was JIT-compiled; at least `min_plans` were seen.
+  static void ExpectNoneJitCompiled(const std::vector<std::string>& notices, int min_plans) {
+    int checked = 0;
+    for (const std::string& n : notices) {
+      if (n.find("Query Text:") == std::string::npos) continue;
+      ++checked;
+      EXPECT_THAT(n, ::testing::Not(HasSubstr("JIT:"))) << n;
+    }
+    EXPECT_GE(checked, min_plans) << "auto_explain showed too few statements";
+  }
   // Runs `sql` in its own transaction on `c`; returns the integer it returns.
   static int64_t Call(pqxx::connection_base& c, const std::string& sql) {
     pqxx::work tx(c);
@@ -1198,13 +1208,23 @@ TEST_F(BatchPlanTest, NoStatementOfAnAcknowledgementIsJitCompiled) {
   EXPECT_EQ(call(absl::StrCat("SELECT mailroom_release('mailroom', 'o3', '", batches[1], "')")),
             kJobs);
   EXPECT_EQ(Int("SELECT count(*) FROM lease_batches WHERE state = 'done'"), kDone + 2);
-  int checked = 0;
-  for (const std::string& n : plans.notices) {
-    if (n.find("Query Text:") == std::string::npos) continue;
-    ++checked;
-    EXPECT_THAT(n, ::testing::Not(HasSubstr("JIT:"))) << n;
-  }
-  EXPECT_GE(checked, 10) << "auto_explain showed too few statements";
+  ExpectNoneJitCompiled(plans.notices, 10);
+}
+
+// The dequeue reads the small actions table with sequential scans turned off: the plan's cost
+// is then the disable cost (1e10), far above jit_above_cost, and a server with JIT on (the
+// default) compiled that one statement on every call, 350-430 ms of a call that otherwise takes
+// a few. No statement of a dequeue is JIT-compiled.
+TEST_F(BatchPlanTest, NoStatementOfADequeueIsJitCompiled) {
+  Exec("INSERT INTO accounts (email, login) SELECT 'jit' || i || '@example.com', 'jit' || i"
+       " FROM generate_series(1, 50) i");
+  CollectSignups();
+  pqxx::connection c(url_);
+  ASSERT_EQ(pqxx::nontransaction(c).exec1("SHOW jit")[0].as<std::string>(), "on");
+  NoticeCollector plans(c);
+  ExplainEveryStatement(c, /*actual_rows=*/true);
+  EXPECT_EQ(Call(c, "SELECT count(*) FROM mailroom_dequeue('mailroom', 1000, 'o9', 60000)"), 50);
+  ExpectNoneJitCompiled(plans.notices, 5);
 }
 
 // N jobs through dequeues, whole and partial acknowledgements of batches (SENT with and
@@ -2086,6 +2106,46 @@ TEST_F(SchemaTest, TheCollectorsPolledFunctionsPlanOncePerSession) {
                                "' AND 'plan_cache_mode=force_generic_plan' = ANY (proconfig)")),
               1)
         << fn;
+  }
+}
+
+// A planner method turned off in a function (enable_seqscan and the like) gives every plan
+// that still needs it the disable cost, which is far above jit_above_cost: with JIT on, the
+// server's default, such a statement is compiled on every call at hundreds of milliseconds.
+// Every function of mailroom's that turns a planner method off turns JIT off too.
+TEST_F(SchemaTest, EveryFunctionThatTurnsAPlannerMethodOffTurnsJitOff) {
+  EXPECT_EQ(Text("SELECT coalesce(string_agg(p.proname, ', ' ORDER BY p.proname), '')"
+                 "  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+                 " WHERE n.nspname = 'mailroom'"
+                 "   AND EXISTS (SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'enable\\_%=off')"
+                 "   AND NOT 'jit=off' = ANY (p.proconfig)"),
+            "");
+  EXPECT_GE(Int("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+                " WHERE n.nspname = 'mailroom' AND 'jit=off' = ANY (p.proconfig)"),
+            15);
+}
+
+// The SQL helpers the dequeue, the delivery counters and the retention call for every row are
+// inlined into their callers' plans: none shows in a plan as a call of its own. A sub-select in
+// a helper's body (or any setting on it) makes it a function call per row; the token check's
+// did, and the dequeue's window then cost 2.2 times the CPU.
+TEST_F(SchemaTest, ThePerRowHelpersAreInlinedIntoTheirCallers) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"mailroom_token_sendable",
+       "SELECT mailroom.mailroom_token_sendable(t, a.status, 0, 'active')"
+       " FROM mailroom.tokens t JOIN mailroom.accounts a ON a.id = t.account"},
+      {"mailroom_suppression", "SELECT s.why FROM mailroom.accounts a,"
+                               " LATERAL mailroom.mailroom_suppression(a.email) s"},
+      {"mailroom_finished_state",
+       "SELECT mailroom.mailroom_finished_state(d.state) FROM mailroom.deliveries d"},
+  };
+  for (const auto& [helper, query] : cases) {
+    pqxx::nontransaction tx(*conn_);
+    std::string plan;
+    for (const auto& row : tx.exec(absl::StrCat("EXPLAIN (VERBOSE, COSTS OFF) ", query))) {
+      absl::StrAppend(&plan, row[0].c_str(), "\n");
+    }
+    EXPECT_THAT(plan, ::testing::Not(HasSubstr(helper))) << plan;
   }
 }
 

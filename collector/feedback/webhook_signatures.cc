@@ -3,7 +3,6 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
-#include <openssl/sha.h>
 #include <openssl/x509.h>
 
 #include "absl/strings/ascii.h"
@@ -27,12 +26,6 @@ absl::Status Refused(absl::string_view why) { return absl::PermissionDeniedError
 // Equal, in time that depends on neither string's content.
 bool SameBytes(absl::string_view a, absl::string_view b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
-
-std::string Sha256(absl::string_view s) {
-  unsigned char out[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), out);
-  return std::string(reinterpret_cast<char*>(out), sizeof(out));
 }
 
 struct PkeyFree {

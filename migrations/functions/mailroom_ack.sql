@@ -9,6 +9,7 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_ack(p_group text, p_owner text, p_i
     SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     gid     INT;

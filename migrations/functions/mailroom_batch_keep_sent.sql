@@ -9,6 +9,7 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_batch_keep_sent(p_group integer, p_
     SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     b      RECORD;

@@ -8,6 +8,7 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_compact_budget_grants(p_after bigin
     SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     k        RECORD;

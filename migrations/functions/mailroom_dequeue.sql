@@ -23,6 +23,7 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_dequeue(p_group text, p_limit integ
     SET enable_bitmapscan TO 'off'
     SET enable_sort TO 'off'
     SET plan_cache_mode TO 'force_generic_plan'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -34,6 +35,8 @@ DECLARE
     v_paused   BOOLEAN;
     v_nosecret TEXT[];
     v_nocode   TEXT[];
+    v_names    TEXT[];
+    v_needed   account_status[];
     v_rec      BOOLEAN;
     v_prev     PG_SNAPSHOT;
     v_cur      PG_SNAPSHOT;
@@ -82,11 +85,13 @@ BEGIN
         g.notice_pos_id := g.pos_id;
         v_moved := TRUE;
     END IF;
-    -- The actions whose jobs carry no secret, or no code (read once per call: a small table).
+    -- The actions whose jobs carry no secret, or no code, and the account status each needs
+    -- (read once per call: a small table; v_needed[array_position(v_names, action)]).
     SELECT coalesce(array_agg(x.name) FILTER (WHERE NOT x.carries_secret), '{}'),
            coalesce(array_agg(x.name) FILTER (WHERE NOT x.carries_code
-                                              AND x.name <> 'activation'), '{}')
-      INTO v_nosecret, v_nocode
+                                              AND x.name <> 'activation'), '{}'),
+           array_agg(x.name), array_agg(x.account_status)
+      INTO v_nosecret, v_nocode, v_names, v_needed
       FROM actions x;
 
     -- 0. Lease batches whose lease ran out (of the lanes this call serves): their jobs without
@@ -182,7 +187,8 @@ BEGIN
                                 WHEN t.superseded_by IS NOT NULL THEN 'superseded'
                                 WHEN t.rate_limited THEN 'rate_limited'
                                 WHEN t.expires_at <= v_now THEN 'expired'
-                                WHEN NOT mailroom_token_sendable(ROW(t.*)::tokens, a.status, v_now)
+                                WHEN NOT mailroom_token_sendable(ROW(t.*)::tokens, a.status, v_now,
+                                                             v_needed[array_position(v_names, t.action)])
                                      THEN 'cancelled'
                                 WHEN sp.address IS NOT NULL THEN 'suppressed'
                            END::delivery_state AS st,
@@ -193,7 +199,8 @@ BEGIN
                                 WHEN t.superseded_by IS NOT NULL OR t.rate_limited
                                      THEN t.suppressed_reason
                                 WHEN t.expires_at <= v_now THEN 'token expired before delivery'
-                                WHEN NOT mailroom_token_sendable(ROW(t.*)::tokens, a.status, v_now)
+                                WHEN NOT mailroom_token_sendable(ROW(t.*)::tokens, a.status, v_now,
+                                                             v_needed[array_position(v_names, t.action)])
                                      THEN 'token consumed or account status changed'
                                 ELSE sp.why
                            END AS why
@@ -285,7 +292,8 @@ BEGIN
                       LEFT JOIN LATERAL (SELECT * FROM mailroom_suppression(
                                                     coalesce(t.to_address, a.email)) OFFSET 0) sp
                              ON true
-                     CROSS JOIN LATERAL (SELECT mailroom_token_sendable(t, a.status, v_now)
+                     CROSS JOIN LATERAL (SELECT mailroom_token_sendable(t, a.status, v_now,
+                                                  v_needed[array_position(v_names, t.action)])
                                                 AS sendable) s0
                      CROSS JOIN LATERAL (SELECT s0.sendable AND t.superseded_by IS NULL
                                                AND NOT t.rate_limited AND sp.address IS NULL AS ok,

@@ -10,6 +10,7 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_expire_leases(p_group_id INT, p_bef
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan = off SET enable_bitmapscan = off
+    SET jit TO 'off'
     AS $$
 DECLARE
     v_batches BIGINT;

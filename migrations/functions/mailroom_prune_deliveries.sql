@@ -10,6 +10,7 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_deliveries(p_group_id integer
     SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     v_ids    BIGINT[];

@@ -8,6 +8,7 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_tokens(p_after bigint, p_befo
     SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     v_cutoff  BIGINT;

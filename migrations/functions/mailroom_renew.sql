@@ -8,6 +8,7 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_renew(p_group text, p_owner text, p
     SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     gid     INT;

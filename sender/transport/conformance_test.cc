@@ -36,7 +36,7 @@ using transport_testing::TransportTest;
 constexpr char kApiKey[] = "k3y-for-the-stand-in";
 constexpr char kWebhookSecret[] = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-enum class Fault { kOk, kReject, kError, kThrottle, kLost };
+enum class Fault { kOk, kReject, kError, kThrottle, kLost, kDrop };
 const char* Prefix(Fault f) {
   switch (f) {
     case Fault::kOk: return "ok";
@@ -44,6 +44,7 @@ const char* Prefix(Fault f) {
     case Fault::kError: return "error";
     case Fault::kThrottle: return "throttle";
     case Fault::kLost: return "lost";
+    case Fault::kDrop: return "drop";
   }
   return "";
 }
@@ -187,6 +188,20 @@ class ConformanceTest : public TransportTest, public ::testing::WithParamInterfa
     return out;
   }
 
+  // How many send requests the peer received for each job's email (refused, dropped or not),
+  // by DeliveryKey; and the peer's record of the connections it dropped (`drops`).
+  std::map<std::string, int> Received(nlohmann::json* drops) {
+    nlohmann::json state = kind() == "ses" ? GetJson(absl::StrCat(front_, "/_front/stats"))
+                                           : GetJson(absl::StrCat("http://127.0.0.1:", port_,
+                                                                  "/_control/state"));
+    std::map<std::string, int> out;
+    for (const auto& [key, n] : state[kind() == "ses" ? "tries" : "received"].items()) {
+      out[key] = n.get<int>();
+    }
+    *drops = state["drops"];
+    return out;
+  }
+
   std::unique_ptr<Transport> Make(const TransportConfig& c) {
     auto t = MakeTransport(c);
     EXPECT_TRUE(t.ok()) << t.status();
@@ -269,6 +284,45 @@ TEST_P(ConformanceTest, ALostAnswerIsChargedRetriedOnceAndDuplicatedAtMostOnce) 
   EXPECT_EQ(Deliveries()[DeliveryKey(5, Fault::kLost)], Expected().retry_is_idempotent ? 1 : 2);
 }
 
+// The provider reads a whole request on a kept-alive connection, acts on it, and closes the
+// connection without a byte of answer. libcurl sends a request again by itself in that case
+// when it can rewind the body; the transports' bodies refuse (CurlBody), so the send is
+// ambiguous (MaybeSent, charged) and the engine's own single retry is the only second copy:
+// the provider receives the email exactly twice, never three times, and the job ends SENT
+// after two tries.
+TEST_P(ConformanceTest, AKeptAliveConnectionClosedUnansweredIsRetriedByMailroomAlone) {
+  const std::string k = kind();
+  if (k == "smtp" || k == "file" || k == "http") {
+    GTEST_SKIP() << k << ": not an HTTP API with a connection-dropping peer";
+  }
+  auto t = Make(StartPeer(1));  // one connection: the second email rides the first's
+  ASSERT_NE(t, nullptr);
+  ASSERT_TRUE(t->Send(Job(60, Fault::kOk)).ok());
+  OutgoingEmail email = Job(61, Fault::kDrop);
+  std::vector<absl::Status> results;
+  Outcome outcome = Outcome::kRetry;
+  for (int failures = 0; outcome == Outcome::kRetry && results.size() < 5; ++failures) {
+    email.content.attempt = failures + 1;
+    auto r = t->Send(email);
+    results.push_back(r.status());
+    outcome = Classify(r, failures);
+  }
+  ASSERT_FALSE(results.empty());
+  EXPECT_TRUE(IsMaybeSent(results[0])) << results[0];
+  EXPECT_FALSE(IsProviderError(results[0])) << results[0];
+  EXPECT_EQ(outcome, Outcome::kSent);
+  EXPECT_EQ(results.size(), 2u);  // the lost try and mailroom's one retry
+  nlohmann::json drops;
+  std::map<std::string, int> received = Received(&drops);
+  EXPECT_EQ(received[DeliveryKey(61, Fault::kDrop)], 2);
+  // Every copy the provider received is a try mailroom counted (and charged).
+  EXPECT_EQ(received[DeliveryKey(61, Fault::kDrop)], static_cast<int>(results.size()));
+  EXPECT_EQ(received[DeliveryKey(60, Fault::kOk)], 1);
+  ASSERT_EQ(drops.size(), 1u) << drops.dump();
+  EXPECT_EQ(drops[0]["on_connection"], 2) << drops.dump();  // on the kept-alive connection
+  EXPECT_EQ(Deliveries()[DeliveryKey(61, Fault::kDrop)], Expected().retry_is_idempotent ? 1 : 2);
+}
+
 // 10,000 jobs, each with a fault drawn at random (60 % none, 10 % each of rejection,
 // temporary failure, throttling and lost answer), sent by 16 threads over 16 connections and
 // tried again as the engine would until each ends: every job ends exactly once, as SENT or
@@ -326,6 +380,7 @@ TEST_P(ConformanceTest, TenThousandJobsWithInjectedFaultsEndExactlyOnce) {
   };
   const absl::Time start = absl::Now();
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int i = 0; i < kThreads; ++i) threads.emplace_back(work);
   for (auto& th : threads) th.join();
   const absl::Duration took = absl::Now() - start;

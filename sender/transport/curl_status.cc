@@ -252,6 +252,9 @@ absl::Status CurlStatus(CURLcode code, const std::string& detail) {
 absl::Status HttpTransferStatus(CURLcode code, const std::string& detail, bool request_sent,
                                 long http_status) {
   absl::Status st = CurlStatus(code, detail);
+  // Our request bodies (CurlBody) refuse a rewind only once libcurl has read them: the request
+  // left, and libcurl wanted to send it again (a kept-alive connection closed with no answer).
+  if (code == CURLE_SEND_FAIL_REWIND) request_sent = true;
   const bool refused = http_status != 0 && (http_status < 200 || http_status >= 300);
   return request_sent && !refused ? MaybeSent(std::move(st)) : st;
 }

@@ -54,7 +54,9 @@ absl::Status CurlStatus(CURLcode code, const std::string& detail);
 // refused it (`http_status` 0, or 2xx with the body cut short): a timeout (28), an empty reply
 // (52), a receive error (56), a send error part-way (55), a cut or undecodable answer (18, 61),
 // an HTTP/2 stream error (16, 92), a callback's abort (23, 42) all may follow the provider's
-// acceptance.
+// acceptance. A refused rewind (65: libcurl wanted to send the body again after a kept-alive
+// connection closed with no answer, and CurlBody refuses a body it has read) always counts as
+// a request that left.
 absl::Status HttpTransferStatus(CURLcode code, const std::string& detail, bool request_sent,
                                 long http_status);
 

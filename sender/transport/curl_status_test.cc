@@ -69,6 +69,14 @@ TEST(MaybeSentTest, AFailureAfterTheRequestLeftMayHaveBeenSent) {
     EXPECT_FALSE(IsMaybeSent(HttpTransferStatus(c, "", true, 503))) << c;
   }
   EXPECT_FALSE(IsMaybeSent(HttpTransferStatus(CURLE_COULDNT_CONNECT, "", false, 0)));
+  // A refused rewind: libcurl wanted to send a body it had read again (a kept-alive connection
+  // closed with no answer). The request left, whatever the counters of the new connection say;
+  // it is a dropped connection for this email, not the provider down.
+  absl::Status rewind = HttpTransferStatus(CURLE_SEND_FAIL_REWIND, "", false, 0);
+  EXPECT_TRUE(IsMaybeSent(rewind)) << rewind;
+  EXPECT_EQ(rewind.code(), absl::StatusCode::kUnavailable) << rewind;
+  EXPECT_FALSE(IsProviderError(rewind)) << rewind;
+  EXPECT_FALSE(IsMaybeSent(HttpTransferStatus(CURLE_SEND_FAIL_REWIND, "", true, 400)));
   // SMTP: only once the whole message went out after DATA, and no 4xx/5xx answered it.
   SmtpTrace data;
   data.command = "DATA";

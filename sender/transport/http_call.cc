@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/utf8.h"
+#include "sender/transport/curl_body.h"
 #include "sender/transport/curl_handle.h"
 #include "sender/transport/curl_status.h"
 #include "sender/transport/transport.h"
@@ -65,10 +66,10 @@ absl::StatusOr<HttpAnswer> PerformHttp(CURL* c, const HttpRequest& request, Curl
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
   curl_easy_setopt(c, CURLOPT_USERAGENT, "mailroom-sender");
+  // Read through a callback that refuses a rewind once read: libcurl never sends it twice.
+  CurlBody body(request.body);
   if (request.post) {
-    curl_easy_setopt(c, CURLOPT_POST, 1L);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, request.body.c_str());
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+    body.Attach(c);
   } else {
     curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
   }

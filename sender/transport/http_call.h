@@ -42,6 +42,8 @@ struct HttpAnswer {
 // https only, no redirects followed, no "Expect: 100-continue" round trip. Any answer with an
 // HTTP status is returned, whatever the status; a transfer that fails is mapped by
 // HttpTransferStatus (marked MaybeSent when the request had left and no answer refused it).
+// The body goes through a CurlBody: libcurl never sends the request a second time by itself
+// (a kept-alive connection closed unanswered ends the transfer, MaybeSent).
 // Credentials in the request never appear in the status.
 absl::StatusOr<HttpAnswer> PerformHttp(CURL* c, const HttpRequest& request, CurlMultiLoop* loop);
 

@@ -9,8 +9,10 @@
 namespace mailroom {
 namespace {
 
+constexpr char kDefaultUrl[] = "https://api.mailgun.net";
+
 HttpRequest Authenticated(const TransportConfig& config, const std::string& path, bool post) {
-  HttpRequest r = ProviderTransport::ApiRequest(config, MailgunTransport::kDefaultUrl, path,
+  HttpRequest r = ProviderTransport::ApiRequest(config, kDefaultUrl, path,
                                                 {"Accept: application/json"}, post);
   r.basic_auth = absl::StrCat("api:", config.provider_api_key);
   return r;
@@ -36,21 +38,23 @@ std::string MailgunTransport::Body(const OutgoingEmail& email, const std::string
   return FormEncode(fields);
 }
 
-HttpRequest MailgunTransport::Request(const OutgoingEmail& email) const {
-  HttpRequest r = Authenticated(config_, absl::StrCat("/v3/", config_.mailgun_domain, "/messages"),
+namespace {
+
+HttpRequest Request(const OutgoingEmail& email, const TransportConfig& config) {
+  HttpRequest r = Authenticated(config, absl::StrCat("/v3/", config.mailgun_domain, "/messages"),
                                 true);
   r.content_type = "application/x-www-form-urlencoded";
-  r.body = Body(email, config_.group);
+  r.body = MailgunTransport::Body(email, config.group);
   return r;
 }
 
-HttpRequest MailgunTransport::CheckRequest(const TransportConfig& config) {
+HttpRequest CheckRequest(const TransportConfig& config) {
   return Authenticated(config, absl::StrCat("/v4/domains/", config.mailgun_domain), false);
 }
 
-absl::Status MailgunTransport::ResponseStatus(long http, const std::string& body) {
+absl::Status ResponseStatus(long http, const std::string& body) {
   if (http >= 200 && http < 300) return absl::OkStatus();
-  std::string message = JsonString(body, "message");
+  std::string message = ProviderTransport::JsonString(body, "message");
   if (message.empty()) message = body;  // Mailgun answers a refused key with "Forbidden"
   const std::string what = absl::StrCat("mailgun ", http, ": ", ReasonText(message));
   // "'to' parameter is not a valid address. please check documentation"
@@ -61,8 +65,9 @@ absl::Status MailgunTransport::ResponseStatus(long http, const std::string& body
   return HttpApiStatus(http, what);
 }
 
-absl::StatusOr<SendResult> MailgunTransport::Answer(const HttpAnswer& answer) const {
-  return JsonIdAnswer(ResponseStatus(answer.status, answer.body), answer, "id");
-}
+}  // namespace
+
+const ProviderApi kMailgunApi = {"mailgun",    kDefaultUrl, Request, ResponseStatus,
+                                 CheckRequest, "id",        nullptr};
 
 }  // namespace mailroom

@@ -53,6 +53,10 @@ class ClientCredentialsSourceImpl : public OAuth2TokenSource {
     curl_easy_setopt(c.get(), CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c.get(), CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c.get(), CURLOPT_HTTPHEADER, headers.get());
+    // CURLOPT_POSTFIELDS, not a CurlBody as the sending transports use: libcurl may send this
+    // request again by itself (a kept-alive connection closed with no answer; this fresh
+    // handle has none to reuse anyway), and a second client-credentials request is harmless:
+    // it only asks for a token once more.
     curl_easy_setopt(c.get(), CURLOPT_POSTFIELDS, form.c_str());
     curl_easy_setopt(c.get(), CURLOPT_POSTFIELDSIZE, static_cast<long>(form.size()));
     curl_easy_setopt(c.get(), CURLOPT_WRITEFUNCTION, Collect);

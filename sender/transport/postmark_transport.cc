@@ -8,6 +8,8 @@
 namespace mailroom {
 namespace {
 
+constexpr char kDefaultUrl[] = "https://api.postmarkapp.com";
+
 std::string TokenHeader(const TransportConfig& config) {
   return absl::StrCat("X-Postmark-Server-Token: ", config.provider_api_key);
 }
@@ -34,25 +36,28 @@ std::string PostmarkTransport::Body(const OutgoingEmail& email, const TransportC
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-HttpRequest PostmarkTransport::Request(const OutgoingEmail& email) const {
-  HttpRequest r = ApiRequest(config_, kDefaultUrl, "/email",
-                             {"Accept: application/json", TokenHeader(config_)});
-  r.body = Body(email, config_);
+namespace {
+
+HttpRequest Request(const OutgoingEmail& email, const TransportConfig& config) {
+  HttpRequest r = ProviderTransport::ApiRequest(config, kDefaultUrl, "/email",
+                                                {"Accept: application/json", TokenHeader(config)});
+  r.body = PostmarkTransport::Body(email, config);
   return r;
 }
 
-HttpRequest PostmarkTransport::CheckRequest(const TransportConfig& config) {
-  return ApiRequest(config, kDefaultUrl, "/server",
-                    {"Accept: application/json", TokenHeader(config)}, /*post=*/false);
+HttpRequest CheckRequest(const TransportConfig& config) {
+  return ProviderTransport::ApiRequest(config, kDefaultUrl, "/server",
+                                       {"Accept: application/json", TokenHeader(config)},
+                                       /*post=*/false);
 }
 
-absl::Status PostmarkTransport::ResponseStatus(long http, const std::string& body) {
+absl::Status ResponseStatus(long http, const std::string& body) {
   auto json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   int64_t code = -1;
   if (json.is_object() && json.contains("ErrorCode") && json["ErrorCode"].is_number_integer()) {
     code = json["ErrorCode"].get<int64_t>();
   }
-  const std::string message = JsonString(body, "Message");
+  const std::string message = ProviderTransport::JsonString(body, "Message");
   if (http >= 200 && http < 300 && code <= 0) return absl::OkStatus();
   const std::string what = absl::StrCat("postmark ", http,
                                         code >= 0 ? absl::StrCat(" ErrorCode ", code) : "", ": ",
@@ -67,8 +72,9 @@ absl::Status PostmarkTransport::ResponseStatus(long http, const std::string& bod
   return absl::InvalidArgumentError(what);
 }
 
-absl::StatusOr<SendResult> PostmarkTransport::Answer(const HttpAnswer& answer) const {
-  return JsonIdAnswer(ResponseStatus(answer.status, answer.body), answer, "MessageID");
-}
+}  // namespace
+
+const ProviderApi kPostmarkApi = {"postmark",   kDefaultUrl, Request, ResponseStatus,
+                                  CheckRequest, "MessageID", nullptr};
 
 }  // namespace mailroom

@@ -7,17 +7,22 @@
 
 namespace mailroom {
 
-ProviderTransport::ProviderTransport(const TransportConfig& config)
-    : config_(config), handles_(config.connections), loop_(config.connections) {}
+ProviderTransport::ProviderTransport(const TransportConfig& config, const ProviderApi& api)
+    : config_(config), api_(api), handles_(config.connections), loop_(config.connections) {}
 
 absl::StatusOr<SendResult> ProviderTransport::Send(const OutgoingEmail& email) {
-  HttpRequest request = Request(email);
+  HttpRequest request = api_.request(email, config_);
   request.connect_timeout = config_.connect_timeout;
   request.timeout = AttemptTimeout(email, config_.timeout);
   CurlHandlePool::Loan handle = handles_.Acquire();
   auto answer = PerformHttp(handle.get(), request, &loop_);
   if (!answer.ok()) return answer.status();
-  return Answer(*answer);
+  absl::Status status = api_.response_status(answer->status, answer->body);
+  if (!status.ok()) return status;
+  const std::string id = UsableMessageId(api_.id_key != nullptr
+                                             ? JsonString(answer->body, api_.id_key)
+                                             : answer->Header(api_.id_header));
+  return SendResult{id, id};
 }
 
 std::vector<std::pair<std::string, std::string>> ProviderTransport::Metadata(
@@ -60,12 +65,8 @@ HttpRequest ProviderTransport::ApiRequest(const TransportConfig& config,
   return r;
 }
 
-absl::StatusOr<SendResult> ProviderTransport::JsonIdAnswer(const absl::Status& status,
-                                                           const HttpAnswer& answer,
-                                                           const char* id_key) {
-  if (!status.ok()) return status;
-  const std::string id = UsableMessageId(JsonString(answer.body, id_key));
-  return SendResult{id, id};
+std::string ProviderTransport::BearerHeader(const TransportConfig& config) {
+  return absl::StrCat("Authorization: Bearer ", config.provider_api_key);
 }
 
 }  // namespace mailroom

@@ -13,12 +13,31 @@
 
 namespace mailroom {
 
+// What one email provider's HTTP sending API is, for ProviderTransport: everything a provider
+// transport does that differs from one provider to the next. Defined once per provider, in its
+// .cc file (kPostmarkApi, ...), as a constant of plain function pointers.
+struct ProviderApi {
+  const char* name;         // the transport's Name(): "postmark"
+  const char* default_url;  // the API's base URL when TransportConfig::provider_api_url is empty
+  // The request that sends `email` under `config` (URL, credentials, body); Send sets the
+  // timeouts.
+  HttpRequest (*request)(const OutgoingEmail& email, const TransportConfig& config);
+  // What the answer's HTTP status and body mean: OK for an accepted email, or the failure.
+  absl::Status (*response_status)(long http_status, const std::string& body);
+  // The cheapest authenticated read that proves `config`'s credentials (sender doctor).
+  HttpRequest (*check_request)(const TransportConfig& config);
+  // Where an accepted email's id is: the JSON string member `id_key` of the answer's body, or
+  // (`id_key` null) the answer's header `id_header` (lower case).
+  const char* id_key;
+  const char* id_header;
+};
+
 // What the HTTP sending APIs of email providers (postmark, sendgrid, mailgun, resend) share:
-// one email per request, built by the provider's subclass from the rendered parts
+// one email per request, built by the provider's ProviderApi from the rendered parts
 // (OutgoingEmail::content), sent over `connections` kept-alive HTTP connections whose transfers
 // run on one event-loop thread (CurlMultiLoop), each bounded by the transport's timeouts (and
-// the email's own, OutgoingEmail::timeout). The subclass says what the provider's answer
-// means (Answer); what every one of them shares:
+// the email's own, OutgoingEmail::timeout). The ProviderApi says what the provider's answer
+// means; what every one of them shares:
 //  * an accepted email is SENT, the provider's message id its SendResult's provider_id and
 //    feedback_id (the id the provider's webhooks name the message by);
 //  * a transfer that failed after the request left, with no answer refusing it (a timeout, a
@@ -31,8 +50,12 @@ namespace mailroom {
 // provider's servers. Thread-safe.
 class ProviderTransport : public Transport {
  public:
+  // `api` must outlive the transport (the providers' are constants).
+  ProviderTransport(const TransportConfig& config, const ProviderApi& api);
+
   absl::StatusOr<SendResult> Send(const OutgoingEmail& email) final;
-  int Concurrency() const override { return handles_.size(); }
+  int Concurrency() const final { return handles_.size(); }
+  std::string Name() const final { return api_.name; }
 
   // The email's tags and ("mailroom_group", `group`): what every provider's metadata carries.
   static std::vector<std::pair<std::string, std::string>> Metadata(const OutgoingEmail& email,
@@ -48,24 +71,32 @@ class ProviderTransport : public Transport {
   static HttpRequest ApiRequest(const TransportConfig& config, absl::string_view default_url,
                                 absl::string_view path, std::vector<std::string> headers,
                                 bool post = true);
-
- protected:
-  explicit ProviderTransport(const TransportConfig& config);
-
-  // The request that sends `email` (URL, credentials, body); timeouts are set by Send.
-  virtual HttpRequest Request(const OutgoingEmail& email) const = 0;
-  // What the provider's answer means: the accepted email's ids, or the failure.
-  virtual absl::StatusOr<SendResult> Answer(const HttpAnswer& answer) const = 0;
-  // Answer for a provider whose answer's status is `status` and whose accepted email's id is
-  // the JSON string `id_key` of the body.
-  static absl::StatusOr<SendResult> JsonIdAnswer(const absl::Status& status,
-                                                 const HttpAnswer& answer, const char* id_key);
-
-  const TransportConfig config_;
+  // "Authorization: Bearer <config's provider_api_key>".
+  static std::string BearerHeader(const TransportConfig& config);
 
  private:
+  const TransportConfig config_;
+  const ProviderApi& api_;
   CurlHandlePool handles_;  // one per kept-alive HTTP connection
   CurlMultiLoop loop_;      // destroyed first: no transfer outlives its handle
+};
+
+// The transport of the provider whose API is `kApi`, with that API's answer map and credential
+// check as static members (PostmarkTransport::ResponseStatus, ::CheckRequest). Each provider's
+// class derives from it and adds what only it has (its request body).
+template <const ProviderApi& kApi>
+class ProviderTransportOf : public ProviderTransport {
+ public:
+  explicit ProviderTransportOf(const TransportConfig& config) : ProviderTransport(config, kApi) {}
+
+  // What the provider's answer (HTTP status and body) means; see the provider's class.
+  static absl::Status ResponseStatus(long http_status, const std::string& body) {
+    return kApi.response_status(http_status, body);
+  }
+  // The provider's cheapest authenticated read (sender doctor); see the provider's class.
+  static HttpRequest CheckRequest(const TransportConfig& config) {
+    return kApi.check_request(config);
+  }
 };
 
 }  // namespace mailroom

@@ -5,14 +5,6 @@
 #include "nlohmann/json.hpp"
 
 namespace mailroom {
-namespace {
-
-std::string Bearer(const TransportConfig& config) {
-  return absl::StrCat("Authorization: Bearer ", config.provider_api_key);
-}
-
-}  // namespace
-
 std::string ResendTransport::Body(const OutgoingEmail& email, const std::string& group) {
   const EmailContent& c = email.content;
   nlohmann::json tags = nlohmann::json::array();
@@ -34,23 +26,29 @@ std::string ResendTransport::IdempotencyKey(absl::string_view group, uint64_t jo
   return absl::StrCat("mailroom/", group, "/", job_id);
 }
 
-HttpRequest ResendTransport::Request(const OutgoingEmail& email) const {
-  HttpRequest r = ApiRequest(config_, kDefaultUrl, "/emails",
-                             {Bearer(config_),
-                              absl::StrCat("Idempotency-Key: ",
-                                           IdempotencyKey(config_.group, email.content.job_id))});
-  r.body = Body(email, config_.group);
+namespace {
+
+constexpr char kDefaultUrl[] = "https://api.resend.com";
+
+HttpRequest Request(const OutgoingEmail& email, const TransportConfig& config) {
+  HttpRequest r = ProviderTransport::ApiRequest(
+      config, kDefaultUrl, "/emails",
+      {ProviderTransport::BearerHeader(config),
+       absl::StrCat("Idempotency-Key: ",
+                    ResendTransport::IdempotencyKey(config.group, email.content.job_id))});
+  r.body = ResendTransport::Body(email, config.group);
   return r;
 }
 
-HttpRequest ResendTransport::CheckRequest(const TransportConfig& config) {
-  return ApiRequest(config, kDefaultUrl, "/domains", {Bearer(config)}, /*post=*/false);
+HttpRequest CheckRequest(const TransportConfig& config) {
+  return ProviderTransport::ApiRequest(config, kDefaultUrl, "/domains",
+                                       {ProviderTransport::BearerHeader(config)}, /*post=*/false);
 }
 
-absl::Status ResendTransport::ResponseStatus(long http, const std::string& body) {
+absl::Status ResponseStatus(long http, const std::string& body) {
   if (http >= 200 && http < 300) return absl::OkStatus();
-  const std::string name = JsonString(body, "name");
-  const std::string message = JsonString(body, "message");
+  const std::string name = ProviderTransport::JsonString(body, "name");
+  const std::string message = ProviderTransport::JsonString(body, "message");
   const std::string what = absl::StrCat("resend ", http, name.empty() ? "" : " ", name, ": ",
                                         ReasonText(message.empty() ? body : message));
   if (name == "invalid_idempotent_request") return MaybeSent(absl::UnavailableError(what));
@@ -61,8 +59,9 @@ absl::Status ResendTransport::ResponseStatus(long http, const std::string& body)
   return HttpApiStatus(http, what);
 }
 
-absl::StatusOr<SendResult> ResendTransport::Answer(const HttpAnswer& answer) const {
-  return JsonIdAnswer(ResponseStatus(answer.status, answer.body), answer, "id");
-}
+}  // namespace
+
+const ProviderApi kResendApi = {"resend",     kDefaultUrl, Request, ResponseStatus,
+                                CheckRequest, "id",        nullptr};
 
 }  // namespace mailroom

@@ -5,14 +5,6 @@
 #include "nlohmann/json.hpp"
 
 namespace mailroom {
-namespace {
-
-std::string Bearer(const TransportConfig& config) {
-  return absl::StrCat("Authorization: Bearer ", config.provider_api_key);
-}
-
-}  // namespace
-
 std::string SendgridTransport::Body(const OutgoingEmail& email, const std::string& group) {
   const EmailContent& c = email.content;
   nlohmann::json custom_args = nlohmann::json::object();
@@ -38,17 +30,23 @@ std::string SendgridTransport::Body(const OutgoingEmail& email, const std::strin
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-HttpRequest SendgridTransport::Request(const OutgoingEmail& email) const {
-  HttpRequest r = ApiRequest(config_, kDefaultUrl, "/v3/mail/send", {Bearer(config_)});
-  r.body = Body(email, config_.group);
+namespace {
+
+constexpr char kDefaultUrl[] = "https://api.sendgrid.com";
+
+HttpRequest Request(const OutgoingEmail& email, const TransportConfig& config) {
+  HttpRequest r = ProviderTransport::ApiRequest(config, kDefaultUrl, "/v3/mail/send",
+                                                {ProviderTransport::BearerHeader(config)});
+  r.body = SendgridTransport::Body(email, config.group);
   return r;
 }
 
-HttpRequest SendgridTransport::CheckRequest(const TransportConfig& config) {
-  return ApiRequest(config, kDefaultUrl, "/v3/scopes", {Bearer(config)}, /*post=*/false);
+HttpRequest CheckRequest(const TransportConfig& config) {
+  return ProviderTransport::ApiRequest(config, kDefaultUrl, "/v3/scopes",
+                                       {ProviderTransport::BearerHeader(config)}, /*post=*/false);
 }
 
-absl::Status SendgridTransport::ResponseStatus(long http, const std::string& body) {
+absl::Status ResponseStatus(long http, const std::string& body) {
   if (http >= 200 && http < 300) return absl::OkStatus();
   auto json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   std::string message, field;
@@ -68,11 +66,9 @@ absl::Status SendgridTransport::ResponseStatus(long http, const std::string& bod
   return HttpApiStatus(http, what);
 }
 
-absl::StatusOr<SendResult> SendgridTransport::Answer(const HttpAnswer& answer) const {
-  absl::Status st = ResponseStatus(answer.status, answer.body);
-  if (!st.ok()) return st;
-  const std::string id = UsableMessageId(answer.Header("x-message-id"));
-  return SendResult{id, id};
-}
+}  // namespace
+
+const ProviderApi kSendgridApi = {"sendgrid",   kDefaultUrl, Request,       ResponseStatus,
+                                  CheckRequest, nullptr,     "x-message-id"};
 
 }  // namespace mailroom

@@ -6,7 +6,9 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/hmac.h"
 #include "nlohmann/json.hpp"
+#include "sender/transport/curl_body.h"
 #include "sender/transport/curl_status.h"
 
 namespace mailroom {
@@ -47,8 +49,17 @@ absl::StatusOr<std::string> SesTransport::Call(CURL* c, const TransportConfig& c
                                                CurlMultiLoop* loop, absl::Duration timeout) {
   char errbuf[CURL_ERROR_SIZE] = {0};
   std::string response, error_type;
-  CurlSlist headers(body == nullptr ? nullptr
-                                    : curl_slist_append(nullptr, "Content-Type: application/json"));
+  CurlSlist headers(nullptr);
+  if (body != nullptr) {
+    // libcurl signs a body it reads through a callback as an empty one unless the request
+    // names its hash. (No "Expect:" line to suppress 100-continue, as http_call has: libcurl
+    // would sign that header without sending it.)
+    for (const std::string& h :
+         {std::string("Content-Type: application/json"),
+          absl::StrCat("x-amz-content-sha256: ", absl::BytesToHexString(Sha256(*body)))}) {
+      headers.reset(curl_slist_append(headers.release(), h.c_str()));
+    }
+  }
   if (!config.aws_session_token.empty()) {
     headers.reset(curl_slist_append(
         headers.release(),
@@ -60,10 +71,10 @@ absl::StatusOr<std::string> SesTransport::Call(CURL* c, const TransportConfig& c
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  // Read through a callback that refuses a rewind once read: libcurl never sends it twice.
+  CurlBody post(body == nullptr ? absl::string_view() : absl::string_view(*body));
   if (body != nullptr) {
-    curl_easy_setopt(c, CURLOPT_POST, 1L);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body->c_str());
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body->size()));
+    post.Attach(c);
   } else {
     curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
   }

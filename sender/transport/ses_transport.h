@@ -25,7 +25,7 @@ class SesTransport : public Transport {
   std::string Name() const override { return "ses"; }
 
   // Maps an SES HTTP answer to a Status (exposed for tests).
-  static absl::Status ResponseStatus(long http_status, const std::string& error_type,
+  static absl::Status ResponseStatus(long http, const std::string& header_type,
                                      const std::string& body);
 
   // The SES v2 API's URL for `path` (e.g. "/v2/email/account") under `config`'s endpoint.
@@ -34,8 +34,9 @@ class SesTransport : public Transport {
   // by its timeouts (the whole call by `timeout` too, when shorter): a POST of the JSON
   // `*body`, or a GET when `body` is null. Returns the response body, or the failure mapped by
   // HttpTransferStatus (marked MaybeSent when the request may have been acted on) /
-  // ResponseStatus. The transfer runs on `loop`, or on the calling thread (curl_easy_perform)
-  // when it is null.
+  // ResponseStatus. The body goes through a CurlBody (libcurl never sends it twice by itself)
+  // and its SHA-256 in x-amz-content-sha256 (what libcurl then signs). The transfer runs on
+  // `loop`, or on the calling thread (curl_easy_perform) when it is null.
   static absl::StatusOr<std::string> Call(CURL* c, const TransportConfig& config,
                                           const std::string& url, const std::string* body,
                                           CurlMultiLoop* loop = nullptr,

@@ -29,10 +29,16 @@ variable/tag); later requests of the same job are accepted:
   throttle  the provider's 429
   lost      accepted (counted as delivered), then the answer is cut short: a 200 status line
             and part of the body, and the connection closed
+  drop      accepted (counted as delivered), then the connection closed without a byte of
+            answer: on a kept-alive connection (a request that is not the first on its
+            connection) this is the case where libcurl would send the request again by itself
   hang      accepted, answered only after --hang-ms (default 3000)
 
   GET /_control/state -> {"requests", "refused", "replays", "deliveries": {job: n},
-                          "duplicates": n, "messages": [first 100: {"job", "to", "id", "body"}]}
+                          "duplicates": n, "messages": [first 100: {"job", "to", "id", "body"}],
+                          "received": {job: send requests received, refused or not},
+                          "drops": [{"job", "on_connection": the request's number on its
+                                     connection, 1 for the first}]}
 
 Prints "ready <port>" on stdout once listening.
 """
@@ -127,7 +133,7 @@ def main():
                  "mailgun": "/v3/%s/messages" % args.domain, "resend": "/emails"}[provider]
     lock = threading.Lock()
     state = {"requests": 0, "refused": 0, "replays": 0, "deliveries": {}, "messages": [],
-             "attempts": {}, "keys": {}}
+             "attempts": {}, "keys": {}, "received": {}, "drops": []}
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -176,7 +182,8 @@ def main():
                         "requests": state["requests"], "refused": state["refused"],
                         "replays": state["replays"], "deliveries": d,
                         "duplicates": sum(n - 1 for n in d.values() if n > 1),
-                        "messages": state["messages"]})
+                        "messages": state["messages"], "received": state["received"],
+                        "drops": state["drops"]})
             check_path = {"postmark": "/server", "sendgrid": "/v3/scopes",
                           "mailgun": "/v4/domains/%s" % args.domain,
                           "resend": "/domains"}[provider]
@@ -218,6 +225,8 @@ def main():
 
         def do_POST(self):
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            # One handler per connection: this request's number on it.
+            self.on_connection = getattr(self, "on_connection", 0) + 1
             with lock:
                 state["requests"] += 1
             if self.path != send_path:
@@ -238,6 +247,7 @@ def main():
                                    "name": "validation_error", "errors": [{"message": problem}]})
             key = self.headers.get("Idempotency-Key") if provider == "resend" else None
             with lock:
+                state["received"][job] = state["received"].get(job, 0) + 1
                 if key is not None and key in state["keys"]:
                     first_body, answer = state["keys"][key]
                     if answer is None:
@@ -279,6 +289,11 @@ def main():
                     self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     pass
+                return
+            if mode == "drop":
+                with lock:
+                    state["drops"].append({"job": job, "on_connection": self.on_connection})
+                self.close_connection = True  # the request was read in full: no answer at all
                 return
             if mode == "hang":
                 time.sleep(args.hang_ms / 1000.0)

@@ -37,7 +37,11 @@ ones, "refused_quota": answered LimitExceededException, "account_reads": GetAcco
 the first SendEmail to it (later ones are proxied), as the transports' conformance test asks:
 "reject" 400 MessageRejectedException, "error" 500 InternalFailure, "throttle" 429
 TooManyRequestsException, "lost" proxied (accepted) and then the answer cut short: a 200
-status line, part of the body, the connection closed.
+status line, part of the body, the connection closed, "drop" proxied (accepted) and then the
+connection closed without a byte of answer (on a kept-alive connection: the case where libcurl
+would send the request again by itself). /_front/stats then also has "tries": {recipient:
+SendEmails received} and "drops": [{"to", "on_connection": the request's number on its
+connection, 1 for the first}].
 
 --sns-dir D --sns-port P: also plays Amazon SNS for a configuration set's event destination.
 It makes a test CA (D/ca.pem), a signing certificate issued by it (CN sns.amazonaws.com, as
@@ -90,7 +94,7 @@ parser.add_argument("--faults-by-recipient", action="store_true")
 args = parser.parse_args()
 lock = threading.Lock()
 state = {"throttled": 0, "send_calls": 0, "accepted": 0, "refused_quota": 0,
-         "account_reads": 0, "answered_to": set(), "delivered_to": {}, "tries": {}}
+         "account_reads": 0, "answered_to": set(), "delivered_to": {}, "tries": {}, "drops": []}
 FAULTS = {"reject": (400, "Email address is not verified.", "MessageRejected"),
           "error": (500, "Internal failure.", "InternalFailure"),
           "throttle": (429, "Maximum sending rate exceeded.", "TooManyRequestsException")}
@@ -151,7 +155,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.path == "/_front/stats":
             with lock:
                 return self.reply(200, {k: state[k] for k in (
-                    "send_calls", "accepted", "refused_quota", "account_reads", "delivered_to")})
+                    "send_calls", "accepted", "refused_quota", "account_reads", "delivered_to",
+                    "tries", "drops")})
         headers = {k.lower(): v for k, v in self.headers.items()}
         headers["Authorization"] = self.headers.get("Authorization", "")
         problem = check_signature("GET", self.path, headers, b"")
@@ -193,6 +198,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        # One handler per connection: this request's number on it.
+        self.on_connection = getattr(self, "on_connection", 0) + 1
         if args.sns_dir and self.path.startswith("/_sns/"):
             return self.reply(*sns_control("POST", self.path, body))
         headers = {k.lower(): v for k, v in self.headers.items()}
@@ -245,6 +252,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     state["delivered_to"][to] = state["delivered_to"].get(to, 0) + 1
                 if slow:
                     time.sleep(args.slow_first_ms / 1000.0)
+                if fault == "drop":
+                    with lock:
+                        state["drops"].append({"to": to, "on_connection": self.on_connection})
+                    self.close_connection = True  # read in full, accepted: no answer at all
+                    return
                 if fault == "lost":
                     self.close_connection = True
                     self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"

@@ -1,0 +1,45 @@
+#pragma once
+
+#include <curl/curl.h>
+
+#include <cstddef>
+
+#include "absl/strings/string_view.h"
+
+namespace mailroom {
+
+// The body of one HTTP POST, handed to libcurl through a read callback (CURLOPT_READFUNCTION,
+// with its size as CURLOPT_POSTFIELDSIZE_LARGE: a Content-Length, not chunks) so that libcurl
+// can never send it a second time by itself. libcurl sends a request again on a fresh
+// connection when a kept-alive one closed before any byte of the answer came back, rewinding
+// the body to do so; a body given as CURLOPT_POSTFIELDS always rewinds, so a provider that had
+// acted on the first request would send the email twice while mailroom counted one send. This
+// body refuses every rewind once libcurl has read a byte of it (a rewind to the start before
+// that is allowed), and libcurl then ends the transfer with CURLE_SEND_FAIL_REWIND, which
+// HttpTransferStatus reports as a send that may have reached the provider (MaybeSent): the
+// engine charges it and retries it once itself.
+// Not thread-safe; one transfer at a time. The bytes are not copied: `body` must outlive the
+// transfer, and so must this object.
+class CurlBody {
+ public:
+  explicit CurlBody(absl::string_view body) : body_(body) {}
+  CurlBody(const CurlBody&) = delete;
+  CurlBody& operator=(const CurlBody&) = delete;
+
+  // Makes the next transfer on `c` a POST of this body (CURLOPT_POST, the read and seek
+  // callbacks and the Content-Length).
+  void Attach(CURL* c);
+
+  // True once libcurl has read any byte of the body (it may have reached the peer).
+  bool started() const { return started_; }
+
+ private:
+  static size_t Read(char* buffer, size_t size, size_t nitems, void* userdata);
+  static int Seek(void* userdata, curl_off_t offset, int origin);
+
+  absl::string_view body_;
+  size_t offset_ = 0;
+  bool started_ = false;
+};
+
+}  // namespace mailroom
