@@ -118,7 +118,10 @@ class ConformanceTest : public TransportTest, public ::testing::WithParamInterfa
     TransportConfig c;
     const std::string k = kind();
     if (k == "smtp") {
-      c = Smtp(absl::StrCat("smtp://127.0.0.1:", StartSmtp({"--faults-by-recipient"})), false);
+      // Pipelined, as real servers offer it; smtp_transport_test covers one command at a time.
+      c = Smtp(absl::StrCat("smtp://127.0.0.1:",
+                            StartSmtp({"--faults-by-recipient", "--pipelining"})),
+               false);
     } else if (k == "ses") {
       front_ = StartSes(0, false, {"--faults-by-recipient"});
       c = Ses(front_);

@@ -44,7 +44,7 @@ class CurlHandlePool {
     }
     CURL* get() const { return handle_; }
     // The handle's place in the pool, 0 to size() - 1, the same at every loan of that handle:
-    // lets a caller keep state per handle (SmtpTransport: the event loop of its connection).
+    // lets a caller keep state per handle.
     int index() const { return index_; }
 
    private:

@@ -14,7 +14,7 @@ namespace mailroom {
 
 // One thread that drives every transfer of a transport through one libcurl multi handle.
 // With curl_easy_perform each sending thread sleeps in poll() and wakes once per protocol round
-// trip (four per SMTP message); here one wake-up of the loop serves every connection that is
+// trip; here one wake-up of the loop serves every connection that is
 // ready, and a sending thread wakes once, when its transfer is over.
 //
 // The connections belong to the multi handle, not to the easy handles: a finished transfer
@@ -28,8 +28,8 @@ namespace mailroom {
 //
 // The loop is only as concurrent as libcurl's protocol code: a step that waits in poll()
 // stops every transfer of the loop meanwhile. libcurl's SMTP does so for each message's final
-// reply (after the end of data), so SMTP gives each connection a loop of its own
-// (SmtpTransport); HTTP never waits inside a step.
+// reply (after the end of data), which is one reason SMTP does not use the loop (SmtpSession
+// runs its own transactions); HTTP never waits inside a step.
 class CurlMultiLoop {
  public:
   // What Perform() returns for a transfer the loop did not finish because it is being

@@ -20,6 +20,22 @@ std::string OneLine(absl::string_view s, size_t max) {
   return out;
 }
 
+// Reads one line of an EHLO reply ("250-PIPELINING", "250 SIZE 10240000") into `trace`.
+void ReadEhloLine(absl::string_view line, SmtpTrace* trace) {
+  if (!absl::ConsumePrefix(&line, "250") || line.empty() || (line[0] != '-' && line[0] != ' ')) {
+    return;
+  }
+  line.remove_prefix(1);
+  const absl::string_view keyword = line.substr(0, line.find_first_of(" \r\n"));
+  if (absl::EqualsIgnoreCase(keyword, "AUTH") && line.size() > 5) {
+    trace->auth_offered = OneLine(line.substr(5), 200);
+  }
+  if (absl::EqualsIgnoreCase(keyword, "PIPELINING")) trace->pipelining = true;
+  if (absl::EqualsIgnoreCase(keyword, "SIZE")) trace->size = true;
+  if (absl::EqualsIgnoreCase(keyword, "8BITMIME")) trace->eightbitmime = true;
+  if (absl::EqualsIgnoreCase(keyword, "SMTPUTF8")) trace->smtputf8 = true;
+}
+
 int Trace(CURL*, curl_infotype type, char* data, size_t size, void* userptr) {
   // Called for every protocol line and every block of the body: return at once for the body.
   auto* trace = static_cast<SmtpTrace*>(userptr);
@@ -28,12 +44,7 @@ int Trace(CURL*, curl_infotype type, char* data, size_t size, void* userptr) {
   if (type == CURLINFO_HEADER_IN) {
     trace->reply = OneLine(line, 300);
     if (absl::StartsWith(line, "235")) trace->authenticated = true;
-    // "250-AUTH PLAIN LOGIN" in the EHLO reply: the mechanisms offered.
-    absl::string_view ehlo = line;
-    if (trace->command == "EHLO" && absl::ConsumePrefix(&ehlo, "250") && ehlo.size() > 5 &&
-        (ehlo[0] == '-' || ehlo[0] == ' ') && absl::StartsWithIgnoreCase(ehlo.substr(1), "AUTH ")) {
-      trace->auth_offered = OneLine(ehlo.substr(6), 200);
-    }
+    if (trace->command == "EHLO") ReadEhloLine(line, trace);
   } else if (type == CURLINFO_HEADER_OUT) {
     // Only the verbs we know; anything else (AUTH LOGIN continuations) may be a credential.
     absl::string_view verb = line.substr(0, line.find_first_of(" :\r\n"));
@@ -45,6 +56,10 @@ int Trace(CURL*, curl_infotype type, char* data, size_t size, void* userptr) {
       if (absl::EqualsIgnoreCase(verb, known)) {
         trace->command = known;
         if (trace->command == "STARTTLS") trace->starttls = true;
+        if (trace->command == "EHLO" || trace->command == "HELO") {
+          // A new greeting: only the extensions of its reply count (RFC 3207 4.2).
+          trace->pipelining = trace->size = trace->eightbitmime = trace->smtputf8 = false;
+        }
         break;
       }
     }

@@ -21,6 +21,12 @@ struct SmtpTrace {
   bool starttls = false;       // STARTTLS was sent (the session went on over TLS, if it went on)
   bool authenticated = false;  // a 235 reply: AUTH succeeded
   std::string auth_offered{};  // the mechanisms of the EHLO reply's AUTH line ("PLAIN LOGIN")
+  // The extensions of the last EHLO reply (after STARTTLS, the one that counts), as keywords
+  // of its lines: RFC 2920 PIPELINING, RFC 1870 SIZE, RFC 6152 8BITMIME, RFC 6531 SMTPUTF8.
+  bool pipelining = false;
+  bool size = false;
+  bool eightbitmime = false;
+  bool smtputf8 = false;
   // Set by the transport after the transfer: the whole message was handed to libcurl after
   // DATA (only the final reply can be missing).
   bool message_sent = false;

@@ -6,7 +6,7 @@ envelope in <n>.json, supports STARTTLS, implicit TLS, AUTH, and injected failur
                [--auth user:password | --auth-file F] [--fail-first N --fail-code 451]
                [--reject-rcpt SUBSTRING --reject-code 550] [--reject-data-first N]
                [--slow-data-first N --slow-data-ms MS] [--hold-data N --hold-ms MS]
-               [--faults-by-recipient]
+               [--faults-by-recipient] [--pipelining] [--drop-kept-mail N]
 
 --slow-data-first N --slow-data-ms MS: the first N messages are recorded (accepted) and their
 final reply after the end of data comes MS later, as from a server slow to say it queued them.
@@ -28,6 +28,21 @@ provider ends the sessions of a revoked grant). <dir>/auth_ok and <dir>/auth_ref
 the first try of its message (later tries are accepted), as the transports' conformance test
 asks: "reject" 550 5.1.1 on RCPT, "error" 451 4.3.0 on RCPT, "throttle" 421 4.7.0 on RCPT,
 "lost" the message recorded and the connection closed with no reply to the end of data.
+
+--pipelining: the EHLO reply offers PIPELINING (RFC 2920). Commands are read from a buffered
+stream either way, so pipelined input is always understood. --pipelining-before-tls: offered
+in the EHLO reply before STARTTLS only (what counts is the reply after it, RFC 3207 4.2).
+
+Every read from a connection (a TCP segment or TLS record, after decryption) that starts with
+commands appends one line to <dir>/reads: the verbs of the command lines it holds, e.g.
+"MAIL RCPT DATA" when a client pipelined them, "MAIL" alone when it waited for each reply.
+
+--drop-kept-mail N: the first N times a MAIL command comes on a connection that has already
+delivered a message, the connection is closed with no reply, as a server ending an idle
+session just as the client writes.
+
+--close-idle-ms MS: a connection that has delivered a message and then stays silent for MS is
+ended with "421 4.4.2 idle timeout" (as postfix's smtpd does); <dir>/idle_closed counts them.
 
 Prints "ready <port>" on stdout once listening. Counts connections in <dir>/connections.
 """
@@ -66,12 +81,17 @@ parser.add_argument("--slow-data-ms", type=int, default=0)
 parser.add_argument("--hold-data", type=int, default=0)
 parser.add_argument("--hold-ms", type=int, default=0)
 parser.add_argument("--faults-by-recipient", action="store_true")
+parser.add_argument("--pipelining", action="store_true")
+parser.add_argument("--pipelining-before-tls", action="store_true")
+parser.add_argument("--drop-kept-mail", type=int, default=0)
+parser.add_argument("--close-idle-ms", type=int, default=0)
 args = parser.parse_args()
 os.makedirs(args.dir, exist_ok=True)
 
 lock = threading.Lock()
 state = {"messages": 0, "failed": 0, "data_rejected": 0, "connections": 0, "slowed": 0,
-         "held": 0, "held_max": 0, "auth_ok": 0, "auth_refused": 0}
+         "held": 0, "held_max": 0, "auth_ok": 0, "auth_refused": 0, "kept_dropped": 0}
+VERBS = ("EHLO", "HELO", "STARTTLS", "AUTH", "MAIL", "RCPT", "DATA", "RSET", "NOOP", "QUIT")
 # --faults-by-recipient: how many times each recipient was given at RCPT.
 rcpt_tries = {}
 
@@ -126,8 +146,36 @@ class CountingSMTP(SMTP):
         sessions.discard(self)
         super().connection_lost(error)
 
+    def data_received(self, data):
+        self.last_active = time.monotonic()
+        # One line per read that starts with a command: the verbs of its command lines.
+        lines = data.split(b"\r\n")
+        verbs = [l.split(b" ")[0].split(b":")[0].decode("ascii", "replace").upper() for l in lines]
+        if verbs and verbs[0] in VERBS:
+            with lock, open(os.path.join(args.dir, "reads"), "a") as f:
+                f.write(" ".join(v for v in verbs if v in VERBS) + "\n")
+        super().data_received(data)
+
 
 class Handler:
+    async def handle_EHLO(self, server, session, envelope, hostname, responses):
+        session.host_name = hostname  # what aiosmtpd does itself without this hook
+        if args.pipelining or (args.pipelining_before_tls and session.ssl is None):
+            responses.insert(len(responses) - 1, "250-PIPELINING")
+        return responses
+
+    async def handle_MAIL(self, server, session, envelope, address, mail_options):
+        delivered = getattr(server, "delivered", 0)
+        with lock:
+            drop = delivered > 0 and state["kept_dropped"] < args.drop_kept_mail
+        if drop:
+            bump("kept_dropped")
+            server.transport.abort()  # nothing more is written, not even this reply
+            return "250 OK never sent"
+        envelope.mail_from = address
+        envelope.mail_options.extend(mail_options)
+        return "250 OK"
+
     async def auth_XOAUTH2(self, server, args_):
         if len(args_) == 2:
             blob = args_[1]
@@ -185,6 +233,7 @@ class Handler:
                        "tls": session.ssl is not None,
                        "auth": session.authenticated}, f)
         os.rename(base + ".eml.tmp", base + ".eml")
+        server.delivered = getattr(server, "delivered", 0) + 1
         if args.faults_by_recipient and envelope.rcpt_tos and \
                 envelope.rcpt_tos[0].split("@")[0].split("-")[0] == "lost" and \
                 rcpt_tries.get(envelope.rcpt_tos[0]) == 1:
@@ -270,15 +319,30 @@ def close_revoked():
             bump("revoked_closed")
 
 
-def sweep_revoked():
+def close_idle():
+    now = time.monotonic()
+    for session in list(sessions):
+        idle = now - getattr(session, "last_active", now)
+        if getattr(session, "delivered", 0) and idle > args.close_idle_ms / 1000.0 and \
+                session.transport and not session.transport.is_closing():
+            session.transport.write(b"421 4.4.2 idle timeout\r\n")
+            session.transport.close()
+            bump("idle_closed")
+
+
+def sweep(task):
+    """Runs `task` on the server's event loop every 20 ms."""
     while True:
         time.sleep(0.02)
-        controller.loop.call_soon_threadsafe(close_revoked)
+        controller.loop.call_soon_threadsafe(task)
 
 
+if args.close_idle_ms:
+    threading.Thread(target=sweep, args=(close_idle,), daemon=True).start()
+state["idle_closed"] = 0
 state["revoked_closed"] = 0
 if args.xoauth2_state:
-    threading.Thread(target=sweep_revoked, daemon=True).start()
+    threading.Thread(target=sweep, args=(close_revoked,), daemon=True).start()
 print("ready %d" % args.port, flush=True)
 try:
     threading.Event().wait()
