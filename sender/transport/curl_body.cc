@@ -35,4 +35,9 @@ int CurlBody::Seek(void* userdata, curl_off_t offset, int origin) {
   return CURL_SEEKFUNC_OK;
 }
 
+void SetHttpConnectionOptions(CURL* c) {
+  curl_easy_setopt(c, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
+  curl_easy_setopt(c, CURLOPT_MAXAGE_CONN, 20L);
+}
+
 }  // namespace mailroom

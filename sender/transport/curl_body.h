@@ -42,4 +42,15 @@ class CurlBody {
   bool started_ = false;
 };
 
+// The connection options every request of the HTTP transports and SES sets, GET or POST, so
+// that a CurlBody's refusal to rewind stays rare:
+// * HTTP/1.1 only. Over HTTP/2 a stream the server refused (REFUSED_STREAM, or cut by a GOAWAY)
+//   is one the server guarantees it did not process, and libcurl sends it again by rewinding
+//   the body: refused here, that send would count as ambiguous, and a job's second ambiguous
+//   send counts as sent.
+// * A kept connection idle for more than 20 s is not reused. Servers close idle connections
+//   (after 60 s or more, usually), and one closing just as a request goes out is the only way
+//   an HTTP/1.1 request ends unanswered on a healthy server.
+void SetHttpConnectionOptions(CURL* c);
+
 }  // namespace mailroom

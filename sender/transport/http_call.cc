@@ -66,6 +66,7 @@ absl::StatusOr<HttpAnswer> PerformHttp(CURL* c, const HttpRequest& request, Curl
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
   curl_easy_setopt(c, CURLOPT_USERAGENT, "mailroom-sender");
+  SetHttpConnectionOptions(c);
   // Read through a callback that refuses a rewind once read: libcurl never sends it twice.
   CurlBody body(request.body);
   if (request.post) {

@@ -71,6 +71,7 @@ absl::StatusOr<std::string> SesTransport::Call(CURL* c, const TransportConfig& c
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  SetHttpConnectionOptions(c);
   // Read through a callback that refuses a rewind once read: libcurl never sends it twice.
   CurlBody post(body == nullptr ? absl::string_view() : absl::string_view(*body));
   if (body != nullptr) {

@@ -103,6 +103,13 @@ SmtpSession::~SmtpSession() { Quit(absl::Now() + std::min(kQuitWait, config_.tim
 absl::StatusOr<SendResult> SmtpSession::Send(const OutgoingEmail& email, const std::string& bearer,
                                              bool* auth_refused) {
   *auth_refused = false;
+  // The addresses go into command lines: one that could end a line or the path is refused
+  // here, whatever the callers checked before (a line end would smuggle a command in).
+  for (const std::string* address : {&email.from_address, &email.to_address}) {
+    if (address->find_first_of("\r\n<>", 0, 4) != std::string::npos) {
+      return absl::InvalidArgumentError("smtp: an address holds a line end or an angle bracket");
+    }
+  }
   const absl::Time deadline = absl::Now() + AttemptTimeout(email, config_.timeout);
   // A new token starts a new session: the server ties a session to the token it took.
   if (connected() && bearer != bearer_) Quit(std::min(deadline, absl::Now() + kQuitWait));
@@ -211,7 +218,13 @@ SmtpSession::Outcome SmtpSession::Transaction(const OutgoingEmail& email, absl::
     }
     trace.command = verbs[i];
     Reply r = ReadReply(deadline);
-    if (r.error.code != CURLE_OK) return Lost(r.error, trace, accepted);
+    if (r.error.code != CURLE_OK) {
+      if (refused == 0) return Lost(r.error, trace, accepted);
+      // Hung up after a refusal it had sent: that refusal is the answer (and says whether it
+      // was about this message or the server, 421), not the read that failed after it.
+      Close();
+      break;
+    }
     trace.reply = r.line;
     const bool ok = i == 2 ? r.code == 354 : r.code / 100 == 2;
     if (ok) accepted = true;
@@ -220,6 +233,8 @@ SmtpSession::Outcome SmtpSession::Transaction(const OutgoingEmail& email, absl::
       refused = r.code;
       refusal = trace;
     }
+    // 421: the server is closing the connection; no reply to the other commands will come.
+    if (r.code == 421) break;
   }
   if (refused == 0) return Deliver(DotStuffed(email.mime), deadline, &trace);
   // RFC 2920 3.1: DATA taken after a refusal (no recipient left) still needs its end.

@@ -154,6 +154,34 @@ TEST_F(SmtpSessionTest, TemporaryRecipientFailureIsRetryable) {
   EXPECT_EQ(NewConnections(), 1);
 }
 
+// A server that answers a pipelined RCPT with 421 and hangs up: the 421 (the server is busy,
+// for every message) is the answer, not the failed read of the DATA reply that never comes.
+TEST_F(SmtpSessionTest, A421FollowedByAHangUpIsReportedAsTheServersRefusal) {
+  auto s = Session(
+      {"--pipelining", "--fail-first", "1", "--fail-code", "421", "--hangup-after-421"});
+  auto first = Send(s.get(), Email("a@example.test"));
+  EXPECT_TRUE(IsProviderError(first.status())) << first.status();
+  EXPECT_FALSE(IsMaybeSent(first.status()));
+  EXPECT_THAT(std::string(first.status().message()), HasSubstr("smtp RCPT: 421 4.3.0"));
+  EXPECT_FALSE(s->connected());
+  ASSERT_TRUE(Send(s.get(), Email("a@example.test")).ok());
+  EXPECT_EQ(Recorded(), 1u);
+  EXPECT_EQ(NewConnections(), 2);
+}
+
+// An address that could end a command line is refused before anything is written: no command
+// can be smuggled into the transaction, whatever the callers checked.
+TEST_F(SmtpSessionTest, AnAddressWithALineEndIsRefusedBeforeAnyCommand) {
+  auto s = Session({"--pipelining"});
+  for (const char* to :
+       {"a@example.test\r\nRCPT TO:<b@example.test>", "a@example.test>x", "a\n@example.test"}) {
+    auto r = Send(s.get(), Email(to));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  }
+  EXPECT_THAT(Reads(), ::testing::IsEmpty());
+  EXPECT_EQ(Recorded(), 0u);
+}
+
 TEST_F(SmtpSessionTest, RefusedEndOfDataIsReported) {
   auto s = Session({"--pipelining", "--reject-data-first", "1"});
   auto data = Send(s.get(), Email("a@example.test"));

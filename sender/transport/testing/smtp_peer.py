@@ -41,6 +41,9 @@ commands appends one line to <dir>/reads: the verbs of the command lines it hold
 delivered a message, the connection is closed with no reply, as a server ending an idle
 session just as the client writes.
 
+--hangup-after-421: a 421 from --fail-first (--fail-code 421) closes the connection after the
+reply, as servers do (RFC 5321 3.8), whatever the client had pipelined after it.
+
 --close-idle-ms MS: a connection that has delivered a message and then stays silent for MS is
 ended with "421 4.4.2 idle timeout" (as postfix's smtpd does); <dir>/idle_closed counts them.
 
@@ -85,6 +88,7 @@ parser.add_argument("--pipelining", action="store_true")
 parser.add_argument("--pipelining-before-tls", action="store_true")
 parser.add_argument("--drop-kept-mail", type=int, default=0)
 parser.add_argument("--close-idle-ms", type=int, default=0)
+parser.add_argument("--hangup-after-421", action="store_true")
 args = parser.parse_args()
 os.makedirs(args.dir, exist_ok=True)
 
@@ -205,7 +209,14 @@ class Handler:
         with lock:
             if state["failed"] < args.fail_first:
                 state["failed"] += 1
-                return "%d 4.3.0 temporary failure (injected)" % args.fail_code
+                reply = "%d 4.3.0 temporary failure (injected)" % args.fail_code
+                if args.fail_code == 421 and args.hangup_after_421:
+                    # The reply, then the end of the session (RFC 5321 3.8), before anything
+                    # else the client pipelined is answered; the server's own copy of the
+                    # reply then goes nowhere.
+                    server.transport.write((reply + "\r\n").encode())
+                    server.transport.close()
+                return reply
         fault = first_try_fault(address, 1)
         if fault == "reject":
             return "550 5.1.1 <%s>: user unknown (injected)" % address
