@@ -57,8 +57,9 @@ BEGIN
                         ELSE 'suppressed' END AS skip
               FROM tokens t JOIN accounts a ON a.id = t.account
               LEFT JOIN LATERAL mailroom_suppression(a.email) sp ON true
-             CROSS JOIN LATERAL (SELECT mailroom_token_sendable(t, a.status, v_now)
-                                        AS sendable) s0
+             -- The backlog is activations: their action needs a provisioned account.
+             CROSS JOIN LATERAL (SELECT mailroom_token_sendable(t, a.status, v_now,
+                                                                'provisioned') AS sendable) s0
              CROSS JOIN LATERAL (SELECT s0.sendable AND t.superseded_by IS NULL
                                        AND NOT t.rate_limited AND sp.address IS NULL AS ok,
                                        s0.sendable) s
