@@ -340,7 +340,8 @@ TEST_F(DoctorTest, EachMisconfigurationIsOneProblemLine) {
                 absl::StrCat("FAIL ses: GetAccount at 127.0.0.1:", no_ses,
                              " (region us-east-1): cannot reach the endpoint"));
 
-  // Templates: one that does not parse, a locale without one of its files.
+  // Templates: one that does not parse, a locale without one of its files, a subject that
+  // uses the code.
   const std::string broken = dir_ + "/templates-broken";
   fs::create_directories(broken);
   Write(broken + "/password_recovery.html", "<p>{{#code}}{{code}}</p>");
@@ -351,12 +352,18 @@ TEST_F(DoctorTest, EachMisconfigurationIsOneProblemLine) {
   fs::create_directories(incomplete);
   Write(incomplete + "/activation.fr.subject", "Bienvenue {{login}}");
   Write(incomplete + "/activation.fr.html", "<p>{{link}}</p>");
-  Write(incomplete + "/password_recovery.fr.subject", "Votre code {{code}}");
+  Write(incomplete + "/password_recovery.fr.subject", "Réinitialisez votre mot de passe");
   Write(incomplete + "/password_recovery.fr.txt", "{{code}} {{link}}");
   Write(incomplete + "/password_recovery.fr.html", "<p>{{code}}</p>");
   ExpectProblem({{"MAILROOM_TEMPLATE_DIR", incomplete}},
                 absl::StrCat("FAIL templates: MAILROOM_TEMPLATE_DIR: ", incomplete,
                              "/activation.fr.txt is missing"));
+  const std::string coded = dir_ + "/templates-coded";
+  fs::create_directories(coded);
+  Write(coded + "/password_recovery.subject", "Your code: {{& code}}");
+  ExpectProblem({{"MAILROOM_TEMPLATE_DIR", coded}},
+                absl::StrCat("FAIL templates: MAILROOM_TEMPLATE_DIR: ", coded,
+                             "/password_recovery.subject: a subject may not use the code"));
 
   // The file transport's directory takes no file (not even root's).
   ExpectProblem({{"MAILROOM_FILE_DIR", "/proc"}},

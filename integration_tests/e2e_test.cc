@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "collector/migrate.h"
@@ -599,6 +600,26 @@ TEST_F(EndToEndTest, ACustomActionAddedWithSqlAndTemplateFilesReachesTheSmtpPeer
   emls = Files(dir_ + "/smtp", ".eml");
   ASSERT_EQ(emls.size(), 2u);
   EXPECT_THAT(Slurp(emls[0]) + Slurp(emls[1]), HasSubstr("Subject: A second gift from mailroom"));
+
+  // A subject that uses the code is refused on SIGHUP too: the templates in use stay.
+  write("A third gift from {{product_name}}: {{ code }}");
+  sender->Signal(SIGHUP);
+  ASSERT_TRUE(sender->WaitForLog("templates not reloaded", absl::Seconds(10))) << sender->Log();
+  EXPECT_THAT(sender->Log(), HasSubstr(templates + "/welcome_gift.subject: a subject may not use "
+                                                   "the code"));
+  request();
+  ASSERT_EQ(
+      WaitFor("SELECT count(*) FROM delivery_states WHERE state = 'sent'", 3, absl::Seconds(30)), 3)
+      << sender->Log();
+  emls = Files(dir_ + "/smtp", ".eml");
+  ASSERT_EQ(emls.size(), 3u);
+  int second = 0;
+  for (const std::string& eml : emls) {
+    const std::string m = Slurp(eml);
+    EXPECT_THAT(m, Not(HasSubstr("A third gift")));
+    second += absl::StrContains(m, "Subject: A second gift from mailroom") ? 1 : 0;
+  }
+  EXPECT_EQ(second, 2);
   EXPECT_TRUE(sender->Running());
 }
 
@@ -612,8 +633,8 @@ TEST_F(EndToEndTest, RenderPreviewsLocalisedTemplatesWithoutACollector) {
   auto code = (*p)->Wait(absl::Seconds(10));
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(*code, 0) << (*p)->Log();
-  EXPECT_THAT((*p)->Log(),
-              HasSubstr("subject: Ihr Acme-Code zum Zurücksetzen des Passworts: 12345"));
+  EXPECT_THAT((*p)->Log(), HasSubstr("subject: Setzen Sie Ihr Acme-Passwort zurück\n"));
+  EXPECT_THAT((*p)->Log(), HasSubstr("Ihr Code lautet 12345."));
   EXPECT_THAT((*p)->Log(), HasSubstr("UTC)"));
   EXPECT_THAT((*p)->Log(), HasSubstr("<html lang=\"de\">"));
 
@@ -630,6 +651,30 @@ TEST_F(EndToEndTest, RenderPreviewsLocalisedTemplatesWithoutACollector) {
   EXPECT_THAT((*bad)->Log(), HasSubstr("config error: MAILROOM_TEMPLATE_DIR: "));
   EXPECT_THAT((*bad)->Log(), HasSubstr("activation.fr.subject"));
 
+  // So is a subject that uses the code, for `sender render` and for the service alike.
+  const std::string coded = dir_ + "/templates-coded";
+  std::filesystem::create_directories(coded);
+  std::ofstream(coded + "/login_code.subject") << "Your code: {{{code}}}";
+  const std::string refusal = absl::StrCat("config error: MAILROOM_TEMPLATE_DIR: ", coded,
+                                           "/login_code.subject: a subject may not use the code");
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"render", "--action=login_code"}, {}}) {
+    std::vector<std::string> argv = {testing::Runfile("mailroom/sender/sender")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto refused = Process::Spawn(argv,
+                                  {{"MAILROOM_TEMPLATE_DIR", coded},
+                                   {"MAILROOM_COLLECTOR_TOKEN", "collector-token-secret-1"},
+                                   {"MAILROOM_METRICS_ADDRESS", "off"},
+                                   {"MAILROOM_HEALTH_ADDRESS", "off"},
+                                   {"MAILROOM_FILE_DIR", dir_ + "/out-coded"}},
+                                  dir_ + "/coded-" + absl::StrCat(args.size()) + ".log");
+    ASSERT_TRUE(refused.ok());
+    code = (*refused)->Wait(absl::Seconds(10));
+    ASSERT_TRUE(code.ok()) << (*refused)->Log();
+    EXPECT_EQ(*code, 2) << (*refused)->Log();
+    EXPECT_THAT((*refused)->Log(), HasSubstr(refusal));
+  }
+
   // Every action by its name: a built-in one, and one of the application's own from the
   // template directory; an action without templates is a config error naming the files.
   const std::string custom = dir_ + "/templates-custom";
@@ -642,7 +687,8 @@ TEST_F(EndToEndTest, RenderPreviewsLocalisedTemplatesWithoutACollector) {
     int code;
   };
   for (const Case& c : std::vector<Case>{
-           {"login_code", "subject: Ihr Acme-Anmeldecode: 12345", 0},
+           {"login_code", "subject: Ihr Acme-Anmeldecode\n", 0},
+           {"login_code", "\n    12345\n", 0},
            {"welcome_gift", "Redeem 12345: https://app.example.test/action/welcome_gift?token=", 0},
            {"team_invite", "config error: no templates for action \"team_invite\"", 2}}) {
     auto r = Process::Spawn({testing::Runfile("mailroom/sender/sender"), "render",

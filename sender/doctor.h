@@ -33,10 +33,10 @@ std::vector<DoctorLine> CheckMessageSettings(const SenderConfig& config);
 
 // Loads the templates as the sender does (built in, then MAILROOM_TEMPLATE_DIR) and reports
 // every problem, not only the first: a file that does not parse, a locale's missing part, a
-// misnamed file. Then renders a sample job for every action and every locale through the
-// renderer (MIME included): a failure is a problem; a rendering that shows neither the link,
-// the token nor the code, an empty subject, or a locale with templates for one action only are
-// warnings. Time from `clock`.
+// misnamed file, a subject that uses the code. Then renders a sample job for every action and every
+// locale through the renderer (MIME included): a failure is a problem; a rendering that shows
+// neither the link, the token nor the code, an empty subject, or a locale with templates for one
+// action only are warnings. Time from `clock`.
 std::vector<DoctorLine> CheckTemplates(const SenderConfig& config, Clock* clock);
 
 // The file directory: it exists (or can be created) and a file can be created in it.

@@ -168,7 +168,8 @@ TEST(DoctorTest, TemplatesReportEveryProblemAndWhatRendersNothingToActOn) {
 
   c.template_dir = FreshDir("doctor_templates");
   WriteFile(c.template_dir + "/activation.de.html", "{{#open}} never closed");
-  WriteFile(c.template_dir + "/password_recovery.fr.subject", "Votre code {{code}}");
+  WriteFile(c.template_dir + "/password_recovery.fr.subject", "Réinitialisez votre mot de passe");
+  WriteFile(c.template_dir + "/login_code.de.subject", "Ihr Code: {{code}}");
   WriteFile(c.template_dir + "/password_recovery.fr.html", "<p>{{code}}</p>");
   WriteFile(c.template_dir + "/activation.it.subject", "Benvenuto {{login}}");
   WriteFile(c.template_dir + "/activation.it.txt", "Ciao {{login}}: {{lnik}}");
@@ -178,6 +179,9 @@ TEST(DoctorTest, TemplatesReportEveryProblemAndWhatRendersNothingToActOn) {
                                           "/activation.de.html")));
   EXPECT_THAT(out, HasSubstr(absl::StrCat("FAIL templates: MAILROOM_TEMPLATE_DIR: ", c.template_dir,
                                           "/password_recovery.fr.txt is missing")));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("FAIL templates: MAILROOM_TEMPLATE_DIR: ", c.template_dir,
+                                          "/login_code.de.subject: a subject may not use the "
+                                          "code")));
   EXPECT_THAT(out, HasSubstr("warn templates: activation.it: neither the text nor the HTML shows"));
   EXPECT_THAT(out, HasSubstr("warn templates: locale it has templates for activation but none "
                              "for password_recovery, login_code, email_change, invitation, "

@@ -27,6 +27,10 @@ namespace {
 
 constexpr const char* kParts[3] = {"subject", "txt", "html"};
 
+constexpr char kCodeInSubject[] =
+    "a subject may not use the code ({{code}}): subjects show on lock screens, in notification "
+    "previews and in providers' logs; put the code in the txt and html parts only";
+
 // Date and time formats (absl::FormatTime, UTC) by language, and by language-REGION where
 // the region writes them differently. Numeric forms only: no month names to translate.
 struct DateFormat {
@@ -268,6 +272,16 @@ void Templates::CheckSets(const std::string& dir, std::vector<absl::Status>* pro
         if (!parsed->valid()) {
           problems->push_back(absl::InvalidArgumentError(
               absl::StrCat("MAILROOM_TEMPLATE_DIR: ", set.origin[p], ": ", parsed->error())));
+          complete = false;
+          continue;
+        }
+        // A subject is shown where the body is not: on lock screens, in notification
+        // previews, in providers' activity logs. The code is a credential: it stays in the
+        // body. Checked on the parse, so no spelling of the tag ({{{code}}}, {{& code}},
+        // {{#code}}{{.}}{{/code}}, {{>code}}, other delimiters) slips through.
+        if (p == 0 && parsed->Uses("code")) {
+          problems->push_back(absl::InvalidArgumentError(
+              absl::StrCat("MAILROOM_TEMPLATE_DIR: ", set.origin[p], ": ", kCodeInSubject)));
           complete = false;
           continue;
         }

@@ -70,16 +70,18 @@ std::string ActionLink(absl::string_view base_url, absl::string_view action,
 //
 // Variables: login, email, action, link (ActionLink; "" without a token), token, code ("" for
 // an action without one), expires_at (formatted for the locale, UTC: FormatExpiry),
-// expires_at_iso (RFC 3339 UTC), expires_in_minutes, product_name. HTML escapes every
-// variable; text and subject do not, and the subject loses CR/LF. Immutable after Load (the
-// reusable render instances aside, which TemplatePool guards): thread-safe.
+// expires_at_iso (RFC 3339 UTC), expires_in_minutes, product_name. A subject may not use
+// code (a subject shows on lock screens, in notification previews and in providers' logs): the
+// code is in the text and HTML only. HTML escapes every variable; text and subject do not, and
+// the subject loses CR/LF. Immutable after Load (the reusable render instances aside, which
+// TemplatePool guards): thread-safe.
 class Templates {
  public:
   // Loads the built-in set, then `dir` when non-empty. Every template is parsed and rendered
   // once with sample data; a template that does not parse, a file that cannot be read, an
   // incomplete locale set, an action without a default-language set, a malformed locale in a
-  // file name and a file with the old `.mustache` suffix are InvalidArgument errors that name
-  // the file.
+  // file name, a file with the old `.mustache` suffix and a subject that uses the code (any tag
+  // naming `code`: TemplatePool::Uses) are InvalidArgument errors that name the file.
   static absl::StatusOr<Templates> Load(const std::string& dir);
   // Load that does not stop at the first problem (for `sender doctor`): every problem is
   // appended to `*problems`, in the order Load meets them (Load's error is the first), and the

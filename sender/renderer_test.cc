@@ -13,6 +13,7 @@
 #include "common/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sender/template_pool.h"
 #include "testing/temp_dir.h"
 
 namespace mailroom {
@@ -48,7 +49,9 @@ TEST(TemplatesTest, DefaultsRenderLinksCodesAndEscapeHtml) {
   EXPECT_THAT(act->text, HasSubstr("expires in 1"));  // 14 or 15 minutes
   auto rec = t->Render("password_recovery", v);
   ASSERT_TRUE(rec.ok());
-  EXPECT_THAT(rec->subject, HasSubstr("01234"));
+  EXPECT_EQ(rec->subject, "Reset your Acme password");
+  EXPECT_THAT(rec->text, HasSubstr("Your code is 01234."));
+  EXPECT_THAT(rec->html, HasSubstr("<strong>01234</strong>"));
   EXPECT_THAT(rec->text, HasSubstr("/recover?token="));
   v.link_base_url = "https://app.example.test";  // no trailing slash: same link
   EXPECT_THAT(t->Render("password_recovery", v)->text,
@@ -56,13 +59,20 @@ TEST(TemplatesTest, DefaultsRenderLinksCodesAndEscapeHtml) {
 }
 
 TEST(TemplatesTest, SubjectCannotCarryALineBreak) {
-  auto t = Templates::Load("");
-  TemplateVars v{"x", "x@example.test", "t",         "12345\r\nBcc: y@evil.test",
-                 "P", "https://a.test", absl::Now(), absl::Now()};
-  auto rec = t->Render("password_recovery", v);
-  ASSERT_TRUE(rec.ok());
-  EXPECT_EQ(rec->subject.find('\n'), std::string::npos);
-  EXPECT_EQ(rec->subject.find('\r'), std::string::npos);
+  // A job's login in an operator's subject, the product name in a built-in one.
+  std::string dir = FreshDir("subject_crlf");
+  WriteFile(dir + "/activation.subject", "Welcome, {{login}}");
+  auto t = Templates::Load(dir);
+  ASSERT_TRUE(t.ok()) << t.status();
+  TemplateVars v{"x\r\nBcc: y@evil.test", "x@example.test", "t",         "12345",
+                 "P\r\nBcc: z@evil.test", "https://a.test", absl::Now(), absl::Now()};
+  for (const char* action : {"activation", "password_recovery"}) {
+    auto r = t->Render(action, v);
+    ASSERT_TRUE(r.ok()) << action;
+    EXPECT_THAT(r->subject, HasSubstr("Bcc: ")) << action;  // the variable is in it, on one line
+    EXPECT_EQ(r->subject.find('\n'), std::string::npos) << action;
+    EXPECT_EQ(r->subject.find('\r'), std::string::npos) << action;
+  }
 }
 
 TEST(TemplatesTest, DirectoryOverridesOneTemplateAndKeepsTheOthers) {
@@ -150,7 +160,8 @@ TEST(TemplatesTest, BuiltInGermanForGermanLocalesEnglishOtherwise) {
                  kExpiry, kExpiry - absl::Minutes(30), "de-AT"};
   auto de = t->Render("password_recovery", v);
   ASSERT_TRUE(de.ok()) << de.status();
-  EXPECT_EQ(de->subject, "Ihr Acme-Code zum Zurücksetzen des Passworts: 54321");
+  EXPECT_EQ(de->subject, "Setzen Sie Ihr Acme-Passwort zurück");
+  EXPECT_THAT(de->text, HasSubstr("Ihr Code lautet 54321."));
   EXPECT_THAT(de->text,
               HasSubstr("Code und Link sind 30 Minuten gültig (bis 23.11.2026, 10:15 UTC)"));
   EXPECT_THAT(de->html, HasSubstr("<html lang=\"de\">"));
@@ -184,7 +195,7 @@ TEST(TemplatesTest, RegionalTemplatesWinOverTheLanguagesOnes) {
 
 TEST(TemplatesTest, AnIncompleteLocaleIsAConfigErrorNamingTheMissingFile) {
   std::string dir = FreshDir("incomplete");
-  WriteFile(dir + "/password_recovery.fr.subject", "Votre code {{code}}");
+  WriteFile(dir + "/password_recovery.fr.subject", "Réinitialisez votre mot de passe");
   WriteFile(dir + "/password_recovery.fr.html", "<p>{{code}}</p>");
   auto t = Templates::Load(dir);
   ASSERT_FALSE(t.ok());
@@ -221,9 +232,9 @@ TEST(TemplatesTest, LoadAllReportsEveryProblemAndKeepsTheSetsThatRender) {
   std::string dir = FreshDir("every_problem");
   WriteFile(dir + "/activation.de.html", "{{#open}} never closed");
   WriteFile(dir + "/activation.german.txt", "x");
-  WriteFile(dir + "/password_recovery.fr.subject", "Votre code {{code}}");
+  WriteFile(dir + "/password_recovery.fr.subject", "Réinitialisez votre mot de passe");
   WriteFile(dir + "/password_recovery.fr.html", "<p>{{code}}</p>");
-  WriteFile(dir + "/password_recovery.it.subject", "Il tuo codice {{code}}");
+  WriteFile(dir + "/password_recovery.it.subject", "Reimposta la tua password");
   WriteFile(dir + "/password_recovery.it.txt", "{{code}}");
   WriteFile(dir + "/password_recovery.it.html", "<p>{{code}}</p>");
   std::vector<absl::Status> problems;
@@ -260,6 +271,79 @@ TEST(TemplatesTest, TheShippedTemplateFolderIsTheBuiltInSet) {
   }
   EXPECT_TRUE(de);
   EXPECT_EQ(BuiltinTemplateFiles().size(), 54u);
+}
+
+TEST(TemplatesTest, NoBuiltInSubjectInAnyLanguageUsesTheCode) {
+  int subjects = 0;
+  for (const auto& [name, content] : BuiltinTemplateFiles()) {
+    if (!absl::EndsWith(name, ".subject")) continue;
+    ++subjects;
+    TemplatePool parsed(content, /*escape=*/false);
+    ASSERT_TRUE(parsed.valid()) << name;
+    EXPECT_FALSE(parsed.Uses("code")) << name << ": " << content;
+  }
+  EXPECT_EQ(subjects, 18);  // 9 actions, English and German
+}
+
+// Every way a Mustache tag can name the code, as kainjow reads them.
+const std::vector<std::string> kSubjectsWithTheCode = {
+    "Code: {{code}}",
+    "{{ code }}",
+    "{{{code}}}",
+    "{{{ code }}}",
+    "{{&code}}",
+    "{{& code}}",
+    "{{#code}}{{.}}{{/code}}",
+    "{{^code}}no code{{/code}}",
+    "{{#login}}{{code}}{{/login}}",
+    "{{>code}}",
+    "{{code.x}}",
+    "{{=<% %>=}}Code: <%code%>",
+    "{{=<% %>=}}<%={{ }}=%>{{{code}}}",
+};
+
+TEST(TemplatesTest, AnOperatorsSubjectThatUsesTheCodeIsAConfigErrorNamingTheFile) {
+  int i = 0;
+  for (const std::string& subject : kSubjectsWithTheCode) {
+    SCOPED_TRACE(subject);
+    const std::string dir = FreshDir(absl::StrCat("code_subject_", i++));
+    WriteFile(dir + "/login_code.subject", subject);
+    auto t = Templates::Load(dir);
+    ASSERT_FALSE(t.ok());
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(t.status().message()),
+                HasSubstr(absl::StrCat("MAILROOM_TEMPLATE_DIR: ", dir,
+                                       "/login_code.subject: a subject may not use the code")));
+  }
+  // In a locale's set and in an action of the application's own alike; the body may use it.
+  std::string dir = FreshDir("code_subject_locale");
+  WriteFile(dir + "/password_recovery.de-AT.subject", "Ihr Code: {{code}}");
+  WriteFile(dir + "/password_recovery.de-AT.txt", "{{code}} {{link}}");
+  WriteFile(dir + "/password_recovery.de-AT.html", "<p>{{code}}</p>");
+  EXPECT_THAT(std::string(Templates::Load(dir).status().message()),
+              HasSubstr(dir + "/password_recovery.de-AT.subject: a subject may not use the code"));
+  std::vector<absl::Status> problems;
+  Templates all = Templates::LoadAll(dir, &problems);  // `sender doctor`: the set is left out
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(all.Locales("password_recovery"), (std::vector<std::string>{"", "de"}));
+  dir = FreshDir("code_subject_own_action");
+  WriteFile(dir + "/welcome_gift.subject", "Your gift: {{{ code }}}");
+  WriteFile(dir + "/welcome_gift.txt", "Redeem {{code}}");
+  WriteFile(dir + "/welcome_gift.html", "<p>Redeem {{code}}</p>");
+  EXPECT_THAT(std::string(Templates::Load(dir).status().message()),
+              HasSubstr(dir + "/welcome_gift.subject: a subject may not use the code"));
+  // Other names, a comment and the word itself are not the code.
+  WriteFile(
+      dir + "/welcome_gift.subject",
+      "{{! no {{code here }}Your {{product_name}} gift code, {{login}} {{codes}} {{zipcode}}");
+  auto fine = Templates::Load(dir);
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  TemplateVars v{"ann",  "ann@example.test", "tok",   "31415926",
+                 "Acme", "https://a.test",   kExpiry, kExpiry};
+  auto gift = fine->Render("welcome_gift", v);
+  ASSERT_TRUE(gift.ok()) << gift.status();
+  EXPECT_EQ(gift->subject, "Your Acme gift code, ann  ");
+  EXPECT_EQ(gift->text, "Redeem 31415926");
 }
 
 class RendererTest : public ::testing::Test {
@@ -426,8 +510,10 @@ TEST_F(RendererTest, EveryBuiltInActionRendersInEveryBuiltInLocale) {
                     HasSubstr(locale == "de-CH" ? "45 Minuten gültig (bis 23.11.2026, 10:15 UTC)"
                                                 : "45 minutes (23/11/2026, 10:15 UTC)"));
       }
+      // The code is in the body only: a subject shows on lock screens and in previews.
+      EXPECT_THAT(c.subject, Not(HasSubstr("12345678")));
       if (e.shows_code) {
-        EXPECT_THAT(c.subject, HasSubstr("12345678"));
+        EXPECT_THAT(c.text, HasSubstr("12345678"));
         EXPECT_THAT(c.html, HasSubstr("<strong>12345678</strong>"));
       }
       if (e.shows_address) {
@@ -446,10 +532,69 @@ TEST_F(RendererTest, TheSignInCodeStandsOnALineOfItsOwn) {
   j.set_code("482913");
   auto email = r.Render(j);
   ASSERT_TRUE(email.ok()) << email.status();
-  EXPECT_EQ(email->content.subject, "Your Acme sign-in code: 482913");
+  EXPECT_EQ(email->content.subject, "Your Acme sign-in code");
   EXPECT_THAT(email->content.text, HasSubstr("\n\n    482913\n\n"));
   j.set_locale("de");
-  EXPECT_EQ(r.Render(j)->content.subject, "Ihr Acme-Anmeldecode: 482913");
+  auto de = r.Render(j);
+  ASSERT_TRUE(de.ok()) << de.status();
+  EXPECT_EQ(de->content.subject, "Ihr Acme-Anmeldecode");
+  EXPECT_THAT(de->content.text, HasSubstr("\n\n    482913\n\n"));
+}
+
+TEST_F(RendererTest, RecoveryAndSignInSubjectsNeverCarryTheCode) {
+  Renderer r = Make();
+  for (const std::string action : {"password_recovery", "login_code"}) {
+    for (const std::string locale : {"", "en-US", "de", "de-AT"}) {
+      SCOPED_TRACE(action + " " + locale);
+      v1::Job j = Job(locale);
+      j.set_action(v1::ACTION_OTHER);
+      j.set_action_name(action);
+      const std::string code = action == "login_code" ? "904711" : "54321";
+      j.set_code(code);
+      auto email = r.Render(j);
+      ASSERT_TRUE(email.ok()) << email.status();
+      EXPECT_FALSE(email->content.subject.empty());
+      EXPECT_THAT(email->content.subject, Not(HasSubstr(code)));
+      const std::string headers = email->mime.substr(0, email->mime.find("\r\n\r\n"));
+      EXPECT_THAT(headers, Not(HasSubstr(code)));
+      // The body still shows it, in both parts.
+      EXPECT_THAT(DecodedPart(email->mime, "text/plain"), HasSubstr(code));
+      EXPECT_THAT(DecodedPart(email->mime, "text/html"),
+                  HasSubstr("<strong>" + code + "</strong>"));
+    }
+  }
+}
+
+TEST_F(RendererTest, AReloadWithASubjectThatUsesTheCodeKeepsTheTemplatesInUse) {
+  const std::string dir = FreshDir("reload_code_subject");
+  WriteFile(dir + "/login_code.subject", "Sign in to {{product_name}}");
+  Renderer r = Make(dir);
+  v1::Job j = Job("");
+  j.set_action(v1::ACTION_OTHER);
+  j.set_action_name("login_code");
+  j.set_code("271828");
+  EXPECT_EQ(r.Render(j)->content.subject, "Sign in to Acme");
+  WriteFile(dir + "/login_code.subject", "Sign in to {{product_name}}: {{& code }}");
+  absl::Status st = r.Reload();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(st.message()),
+              HasSubstr(dir + "/login_code.subject: a subject may not use the code"));
+  auto kept = r.Render(j);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->content.subject, "Sign in to Acme");
+  EXPECT_THAT(kept->content.text, HasSubstr("271828"));
+
+  // An action of the application's own that appears with such a subject is not used either: its
+  // job fails naming the file.
+  WriteFile(dir + "/login_code.subject", "Sign in to {{product_name}}");
+  WriteFile(dir + "/welcome_gift.subject", "{{=<% %>=}}Your gift: <%code%>");
+  WriteFile(dir + "/welcome_gift.txt", "Redeem {{code}}");
+  WriteFile(dir + "/welcome_gift.html", "<p>Redeem {{code}}</p>");
+  j.set_action_name("welcome_gift");
+  auto gift = r.Render(j);
+  EXPECT_EQ(gift.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(gift.status().message()),
+              HasSubstr(dir + "/welcome_gift.subject: a subject may not use the code"));
 }
 
 TEST_F(RendererTest, AnOldCollectorsJobsRenderByTheirEnum) {
@@ -459,7 +604,8 @@ TEST_F(RendererTest, AnOldCollectorsJobsRenderByTheirEnum) {
   auto rec = r.Render(j);
   ASSERT_TRUE(rec.ok()) << rec.status();
   EXPECT_EQ(rec->content.action, "password_recovery");
-  EXPECT_EQ(rec->content.subject, "Your Acme password recovery code: 54321");
+  EXPECT_EQ(rec->content.subject, "Reset your Acme password");
+  EXPECT_THAT(rec->content.text, HasSubstr("Your code is 54321."));
   j.set_action(v1::ACTION_ACTIVATION);
   auto act = r.Render(j);
   ASSERT_TRUE(act.ok()) << act.status();
@@ -501,12 +647,12 @@ TEST_F(RendererTest, AnActionsTemplatesAddedToTheDirectoryAreUsedWithoutARestart
   EXPECT_EQ(r.Render(j).status().code(), absl::StatusCode::kNotFound);
   // The files appear after the renderer was made: the next job of the action reads the
   // directory again.
-  WriteFile(dir + "/welcome_gift.subject", "A gift from {{product_name}}: {{code}}");
+  WriteFile(dir + "/welcome_gift.subject", "A gift from {{product_name}}");
   WriteFile(dir + "/welcome_gift.txt", "{{login}}, redeem {{code}} at {{link}}");
   WriteFile(dir + "/welcome_gift.html", "<p>{{login}}, redeem <b>{{code}}</b></p>");
   auto gift = r.Render(j);
   ASSERT_TRUE(gift.ok()) << gift.status();
-  EXPECT_EQ(gift->content.subject, "A gift from Acme: 777777");
+  EXPECT_EQ(gift->content.subject, "A gift from Acme");
   EXPECT_EQ(gift->content.text,
             "anna, redeem 777777 at https://acme.example/action/welcome_gift?token=tok");
   EXPECT_EQ(gift->content.action, "welcome_gift");

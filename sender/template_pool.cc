@@ -1,9 +1,52 @@
 #include "sender/template_pool.h"
 
-namespace mailroom {
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 
-TemplatePool::TemplatePool(const std::string& text, bool escape) : parsed_(text) {
+namespace mailroom {
+namespace {
+
+namespace mustache = kainjow::mustache;
+
+// The names `text`'s tags look up. kainjow keeps the parse tree of a mustache private, so the
+// text is parsed a second time by the parser its constructor runs, the same way (default
+// delimiters, a fresh context): what the check sees is what rendering walks.
+std::set<std::string> TagNames(const std::string& text) {
+  mustache::context<std::string> ctx;
+  mustache::context_internal<std::string> internal{ctx};
+  mustache::component<std::string> root;
+  std::string error;
+  mustache::parser<std::string> parse{text, internal, root, error};
+  std::set<std::string> names;
+  if (!error.empty()) return names;
+  using Component = mustache::component<std::string>;
+  root.walk_children([&names](Component& c) {
+    switch (c.tag.type) {
+      case mustache::tag_type::variable:
+      case mustache::tag_type::unescaped_variable:
+      case mustache::tag_type::section_begin:
+      case mustache::tag_type::section_begin_inverted:
+      case mustache::tag_type::partial: names.insert(c.tag.name); break;
+      default: break;
+    }
+    return Component::walk_control::walk;  // into sections too
+  });
+  return names;
+}
+
+}  // namespace
+
+TemplatePool::TemplatePool(const std::string& text, bool escape)
+    : parsed_(text), names_(TagNames(text)) {
   if (!escape) parsed_.set_custom_escape([](const std::string& s) { return s; });
+}
+
+bool TemplatePool::Uses(absl::string_view name) const {
+  const std::string dotted = absl::StrCat(name, ".");  // {{code.x}} looks up code first
+  for (const std::string& n : names_) {
+    if (n == name || absl::StartsWith(n, dotted)) return true;
+  }
+  return false;
 }
 
 std::unique_ptr<TemplatePool::Mustache> TemplatePool::Take() const {

@@ -1,5 +1,6 @@
 #include "sender/template_pool.h"
 
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -51,6 +52,22 @@ TEST(TemplatePoolTest, ConcurrentRendersEachGetTheirOwnResult) {
   for (int th = 0; th < kThreads; ++th) EXPECT_EQ(wrong[th], 0) << "thread " << th;
   EXPECT_GE(t.idle(), 1u);
   EXPECT_LE(t.idle(), static_cast<size_t>(kThreads));
+}
+
+TEST(TemplatePoolTest, NamesAreTheTagsTheLibraryReads) {
+  TemplatePool t("Hi {{ login }}{{! a comment, {{not_a_name }} {{{product_name}}} {{& link}}"
+                 "{{#section}}{{inner.dotted}}{{/section}}{{^missing}}-{{/missing}}{{>part}}"
+                 "{{=<% %>=}}<%after%> {{ignored}}<%={{ }}=%>{{last}}",
+                 /*escape=*/false);
+  ASSERT_TRUE(t.valid()) << t.error();
+  EXPECT_EQ(t.names(), (std::set<std::string>{"login", "product_name", "link", "section",
+                                              "inner.dotted", "missing", "part", "after", "last"}));
+  EXPECT_TRUE(t.Uses("inner"));
+  EXPECT_TRUE(t.Uses("after"));
+  EXPECT_FALSE(t.Uses("ignored"));  // text while the delimiters were <% %>
+  EXPECT_FALSE(t.Uses("not_a_name"));
+  EXPECT_FALSE(t.Uses("log"));
+  EXPECT_TRUE(TemplatePool("{{#open}}never closed", false).names().empty());
 }
 
 TEST(TemplatePoolTest, AParseErrorIsReported) {
