@@ -99,7 +99,7 @@ TEST_F(MigrateTest, EverythingLivesInMailroomsSchema) {
       "p.proconfig IS NULL AND NOT p.prosecdef"
       "            AND p.provolatile IN ('i', 's')"
       "            AND p.proname IN ('mailroom_suppression', 'mailroom_token_sendable',"
-      "                              'mailroom_finished_state'))");
+      "                              'mailroom_finished_state', 'mailroom_limit_address'))");
   for (const auto& row : unpinned) ADD_FAILURE() << "not pinned: " << row[0].c_str();
   // Nobody but its owner may create in it.
   EXPECT_FALSE(

@@ -160,27 +160,31 @@ TEST_F(EndToEndTest, RecoveryFloodIsCappedWhileOtherAccountsAreServed) {
 
 TEST_F(EndToEndTest, HostileLoginsAndAddressesNeitherInjectNorBlockOthers) {
   auto sender = StartSender({{"MAILROOM_TRANSPORT", "file"}, {"MAILROOM_FILE_DIR", dir_ + "/out"}});
+  // Addresses that are not mailboxes never become accounts (accounts_email_mailbox_check); the
+  // sender's own check (message_test) stands behind that for rows from before it.
+  for (const char* address :
+       {"E'bad\\r\\nBcc: victim@evil.test@example.test'", "'not-an-address'"}) {
+    EXPECT_THROW(Exec(absl::StrCat("INSERT INTO accounts (email, login) VALUES (", address,
+                                   ", 'bad')")),
+                 std::exception)
+        << address;
+  }
   Exec("INSERT INTO accounts (email, login) VALUES "
        "('ok1@example.test', 'plain'),"
        "('quote@example.test', 'Mallory \"<script>alert(1)</script>\", x@evil.test'),"
        "('crlf@example.test', E'evil\\r\\nBcc: victim@evil.test'),"
        "('unicode@example.test', 'J\u00fcrgen \u5c71\u7530'),"
-       "(E'bad\\r\\nBcc: victim@evil.test@example.test', 'badaddr'),"
-       "('not-an-address', 'noat'),"
        "('" +
        std::string(64, 'a') + "@" + std::string(63, 'b') + "." + std::string(63, 'c') + "." +
        std::string(56, 'd') +
        ".test', 'long254'),"
        "('ok2@example.test', 'plain2')");
-  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state IN ('sent', 'failed')", 8,
+  ASSERT_EQ(WaitFor("SELECT count(*) FROM delivery_states WHERE state IN ('sent', 'failed')", 6,
                     absl::Seconds(30)),
-            8)
+            6)
       << sender->Log();
   EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states WHERE state = 'sent'"), 6);
-  EXPECT_EQ(Scalar("SELECT count(*) FROM delivery_states d JOIN tokens t ON t.id = d.token_id "
-                   "JOIN accounts a ON a.id = t.account WHERE d.state = 'failed' "
-                   "AND d.reason LIKE 'invalid email address%' AND a.login IN ('badaddr', 'noat')"),
-            2);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM accounts WHERE login = 'bad'"), 0);
   for (const auto& path : Files(dir_ + "/out", ".eml")) {
     std::string mime = Slurp(path);
     std::string headers = mime.substr(0, mime.find("\r\n\r\n"));

@@ -624,5 +624,256 @@ TEST_F(InterfaceTest, ACustomActionIsRequestedDequeuedSignedWithItsDomainAndCons
   EXPECT_EQ(Consume(link, code), (Outcome{"ok", std::to_string(a), "document_signature"}));
 }
 
+// A password recovery's code never stands alone: typed without the link it is `invalid`, so
+// the recovery keeps its two factors (the link's 256-bit secret and the code); with the link it
+// works. login_code's may be typed alone (mailroom.actions.code_alone).
+TEST_F(InterfaceTest, ARecoveryCodeAloneConsumesNothing) {
+  const int64_t a = Activated("twofactor");
+  const auto [link, code] = Link(Token(Request(a, "password_recovery")));
+  EXPECT_EQ(ConsumeCode(a, "password_recovery", code).outcome, "invalid");
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.tokens WHERE consumed_at IS NOT NULL"), 0);
+  EXPECT_EQ(Consume(link, code), (Outcome{"ok", std::to_string(a), "password_recovery"}));
+  EXPECT_EQ(Text("SELECT string_agg(name, ',' ORDER BY name) FROM mailroom.actions"
+                 " WHERE code_alone"),
+            "login_code");
+  // The operator cannot make a recovery's code stand alone.
+  EXPECT_THROW(Exec("UPDATE mailroom.actions SET code_alone = true"
+                    " WHERE name = 'password_recovery'"),
+               pqxx::check_violation);
+}
+
+// The application's role guesses a sign-in code with every guess rolled back (each in an
+// EXCEPTION block, and the whole block rolled back at the end): it gets exactly
+// consume_attempts_limit (5) answers of wrong_code, then `locked`, and the right code, given
+// afterwards, finds the token locked. The same with whole transactions rolled back, and
+// through the link. Per account and hour: 5 guesses per token times the action's 5 requests.
+TEST_F(InterfaceTest, WrongCodesRolledBackByTheCallerStillLockTheToken) {
+  const int64_t a = Activated("guessed");
+  const std::string id = std::to_string(a);
+  const auto [link, code] = Link(Token(Request(a, "login_code")));
+  const int n = std::stoi(code) < 1000 ? 999 : 1000;
+  try {
+    App(absl::StrCat(
+        "DO $$ DECLARE o text; w int := 0; l int := 0; x int := 0; BEGIN"
+        " FOR i IN 0..999 LOOP"
+        "  CONTINUE WHEN lpad(i::text, 6, '0') = '",
+        code,
+        "';"
+        "  BEGIN"
+        "   SELECT c.outcome INTO o FROM mailroom.consume_code(",
+        a,
+        ", 'login_code', lpad(i::text, 6, '0')) c;"
+        "   RAISE EXCEPTION USING MESSAGE = o;"
+        "  EXCEPTION WHEN raise_exception THEN"
+        "   IF SQLERRM = 'wrong_code' THEN w := w + 1; ELSIF SQLERRM = 'locked' THEN l := l + 1;"
+        "   ELSE x := x + 1; END IF;"
+        "  END;"
+        " END LOOP;"
+        " RAISE EXCEPTION 'guesses wrong=% locked=% other=%', w, l, x;"
+        "END $$"));
+    ADD_FAILURE() << "the block ended without its error";
+  } catch (const pqxx::sql_error& e) {
+    EXPECT_NE(std::string(e.what()).find(absl::StrCat("guesses wrong=5 locked=", n - 5,
+                                                      " other=0")),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(ConsumeCode(a, "login_code", code), (Outcome{"locked", id, "login_code"}));
+  EXPECT_EQ(Consume(link, code), (Outcome{"locked", id, "login_code"}));
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.tokens WHERE consumed_at IS NOT NULL"), 0);
+
+  // Whole transactions rolled back, by code alone and through the link.
+  auto rolled_back = [&](const std::string& call) {
+    pqxx::work tx(*app_);
+    const std::string outcome = tx.exec1(call)[0].as<std::string>();
+    tx.abort();
+    return outcome;
+  };
+  const auto [link2, code2] = Link(Token(Request(a, "login_code")));
+  const std::string wrong2 = code2 == "000000" ? "000001" : "000000";
+  std::vector<std::string> outcomes;
+  for (int i = 0; i < 6; ++i) {
+    outcomes.push_back(rolled_back(absl::StrCat(
+        "SELECT outcome FROM mailroom.consume_code(", a, ", 'login_code', '", wrong2, "')")));
+  }
+  EXPECT_EQ(absl::StrJoin(outcomes, ","),
+            "wrong_code,wrong_code,wrong_code,wrong_code,wrong_code,locked");
+  EXPECT_EQ(Consume(link2, code2).outcome, "locked");
+  const int64_t b = Activated("guessedlink");
+  const auto [link3, code3] = Link(Token(Request(b, "password_recovery")));
+  const std::string wrong3 = code3 == "00000" ? "00001" : "00000";
+  outcomes.clear();
+  for (int i = 0; i < 6; ++i) {
+    outcomes.push_back(rolled_back(absl::StrCat("SELECT outcome FROM mailroom.consume('", link3,
+                                                "', '", wrong3, "')")));
+  }
+  EXPECT_EQ(absl::StrJoin(outcomes, ","),
+            "wrong_code,wrong_code,wrong_code,wrong_code,wrong_code,locked");
+  EXPECT_EQ(Consume(link3, code3).outcome, "locked");
+
+  // The account's hour: 3 more requests (5 in all, the action's limit), 5 guesses each.
+  int guesses = 0;
+  for (int r = 0; r < 3; ++r) {
+    const auto [l, c] = Link(Token(Request(a, "login_code")));
+    const std::string w = c == "000000" ? "000001" : "000000";
+    for (int i = 0; i < 6; ++i) {
+      guesses += rolled_back(absl::StrCat("SELECT outcome FROM mailroom.consume_code(", a,
+                                          ", 'login_code', '", w, "')")) == "wrong_code";
+    }
+  }
+  EXPECT_EQ(guesses, 15);
+  EXPECT_EQ(Request(a, "login_code").decision, "rate_limited");
+}
+
+// One address, one account: addresses are compared as lower(btrim(email)) by the unique index,
+// so a second account cannot take another's address in another spelling, and two accounts
+// confirming one new address in two spellings at once end with one owner (100 such pairs: one
+// `ok` and one `address_taken` each).
+TEST_F(InterfaceTest, OneAddressIsOneAccountInEverySpelling) {
+  Signup("bob");
+  EXPECT_THROW(App("INSERT INTO mailroom.accounts (email, login)"
+                   " VALUES ('Bob@Example.TEST', 'bob2')"),
+               pqxx::unique_violation);
+  EXPECT_THROW(App("INSERT INTO mailroom.accounts (email, login)"
+                   " VALUES (' bob@example.test ', 'bob3')"),
+               pqxx::unique_violation);
+
+  constexpr int kPairs = 100;
+  Exec(absl::StrCat("INSERT INTO mailroom.accounts (email, login, status, activated_at) SELECT"
+                    " 'pair' || i || '@example.test', 'pair' || i, 'active', 1"
+                    " FROM generate_series(0, ",
+                    2 * kPairs - 1, ") i"));
+  // Account 2k asks for target<k>@, account 2k+1 for TARGET<k>@ (both pending: neither is taken
+  // before a confirmation).
+  App("SELECT count(*) FROM mailroom.accounts a, LATERAL mailroom.request(a.id, 'email_change',"
+      " CASE WHEN substr(a.login, 5)::int % 2 = 0 THEN 'target' ELSE 'TARGET' END"
+      " || (substr(a.login, 5)::int / 2) || '@Example.test') r WHERE a.login LIKE 'pair%'");
+  std::vector<std::string> even(kPairs), odd(kPairs);
+  std::vector<std::pair<int, int64_t>> tokens;
+  {
+    pqxx::nontransaction tx(*conn_);
+    for (const auto& row :
+         tx.exec("SELECT substr(a.login, 5)::int, t.id FROM mailroom.tokens t"
+                 " JOIN mailroom.accounts a ON a.id = t.account"
+                 " WHERE t.action = 'email_change' AND a.login LIKE 'pair%'")) {
+      tokens.emplace_back(row[0].as<int>(), row[1].as<int64_t>());
+    }
+  }
+  ASSERT_EQ(tokens.size(), static_cast<size_t>(2 * kPairs));
+  for (const auto& [i, t] : tokens) (i % 2 == 0 ? even : odd)[i / 2] = Link(t).first;
+  std::vector<std::string> a_out(kPairs), b_out(kPairs);
+  auto clicker = [&](const std::vector<std::string>& links, std::vector<std::string>* out) {
+    pqxx::connection c(testing::UrlAs(url_, "app"));
+    for (int k = 0; k < kPairs; ++k) (*out)[k] = Consume(c, links[k], "").outcome;
+  };
+  std::thread x(clicker, std::cref(even), &a_out), y(clicker, std::cref(odd), &b_out);
+  x.join();
+  y.join();
+  int pairs_right = 0;
+  for (int k = 0; k < kPairs; ++k) {
+    const std::string both = a_out[k] + "," + b_out[k];
+    pairs_right += both == "ok,address_taken" || both == "address_taken,ok";
+    EXPECT_TRUE(both == "ok,address_taken" || both == "address_taken,ok") << k << ": " << both;
+  }
+  EXPECT_EQ(pairs_right, kPairs);
+  EXPECT_EQ(Int("SELECT count(DISTINCT lower(email)) FROM mailroom.accounts"
+                " WHERE lower(email) LIKE 'target%'"),
+            kPairs);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.accounts WHERE lower(email) LIKE 'target%'"),
+            kPairs);
+}
+
+// The limits count a mailbox's sub-addresses as the mailbox: victim+1..8@ share victim@'s
+// activation limit (3 per address), as do gmail.com's dotted spellings and googlemail.com;
+// the recovery's limit per address (5) likewise. Accounts and their emails keep the address as
+// given.
+TEST_F(InterfaceTest, SubAddressesShareTheirMailboxsLimit) {
+  App("INSERT INTO mailroom.accounts (email, login) SELECT 'victim+' || i || '@Example.test',"
+      " 'victim' || i FROM generate_series(1, 8) i");
+  App("INSERT INTO mailroom.accounts (email, login) VALUES ('g.mail.user@gmail.com', 'g1'),"
+      " ('gmailuser+x@googlemail.com', 'g2'), ('GMailUser@gmail.com', 'g3'),"
+      " ('gmail.user+y@gmail.com', 'g4')");
+  CollectSignups();
+  EXPECT_EQ(Text("SELECT count(*) FILTER (WHERE NOT rate_limited) || ' '"
+                 " || count(*) FILTER (WHERE rate_limited) FROM mailroom.tokens t"
+                 " JOIN mailroom.accounts a ON a.id = t.account WHERE a.login LIKE 'victim%'"),
+            "3 5");
+  EXPECT_EQ(Text("SELECT count(*) FILTER (WHERE NOT rate_limited) || ' '"
+                 " || count(*) FILTER (WHERE rate_limited) FROM mailroom.tokens t"
+                 " JOIN mailroom.accounts a ON a.id = t.account WHERE a.login LIKE 'g_'"),
+            "3 1");
+  EXPECT_EQ(Text("SELECT address FROM mailroom.tokens t JOIN mailroom.accounts a"
+                 " ON a.id = t.account WHERE a.login = 'victim7'"),
+            "victim+7@example.test");
+  // A request (the limits trigger): password_recovery's 5 per address.
+  Exec("INSERT INTO mailroom.accounts (email, login, status, activated_at) SELECT"
+       " 'rec+' || i || '@example.test', 'rec' || i, 'active', 1 FROM generate_series(1, 6) i");
+  std::vector<std::string> decisions;
+  for (int i = 1; i <= 6; ++i) {
+    decisions.push_back(
+        Request(Int(absl::StrCat("SELECT id FROM mailroom.accounts WHERE login = 'rec", i, "'")),
+                "password_recovery")
+            .decision);
+  }
+  EXPECT_EQ(absl::StrJoin(decisions, ","), "queued,queued,queued,queued,queued,rate_limited");
+}
+
+// An address that is not a mailbox the sender can send to (a control character, a space, no
+// '@', a quoted or non-ASCII local part, a one-label domain, a local part over 64 characters)
+// is refused at every entry: a signup, an UPDATE of the address, and email_change's request.
+TEST_F(InterfaceTest, AddressesThatAreNotMailboxesAreRefusedAtEveryEntry) {
+  const std::string bad[] = {"E'a\\x01b@example.test'", "E'a\\tb@example.test'",
+                             "'a b@example.test'",      "'not-an-address'",
+                             "'\"quoted\"@example.test'", "'j\u00fcrgen@example.test'",
+                             "'user@localhost'",        "'a..b@example.test'",
+                             "'a@-x.example.test'",     "'" + std::string(65, 'l') + "@example.test'",
+                             "E'a@example.test\\r\\nBcc: x@evil.test'"};
+  int refused = 0;
+  for (const std::string& address : bad) {
+    try {
+      App("INSERT INTO mailroom.accounts (email, login) VALUES (" + address + ", 'bad')");
+      ADD_FAILURE() << address << " was accepted";
+    } catch (const pqxx::check_violation& e) {
+      ++refused;
+      EXPECT_NE(std::string(e.what()).find("accounts_email_mailbox_check"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(refused, static_cast<int>(std::size(bad)));
+  // Surrounding spaces aside, every RFC 5321 dot-atom is a mailbox.
+  Signup("fine");
+  App("INSERT INTO mailroom.accounts (email, login) VALUES"
+      " (' o''brien+tag@mail.example.test ', 'obrien'), ('x_y.z!#$%&*=?^`{|}~-@a-b.c9', 'sym')");
+  const int64_t a = Activated("mover2");
+  EXPECT_THROW(App(absl::StrCat("UPDATE mailroom.accounts SET email = E'mover2\\x01@example.test'"
+                                " WHERE id = ",
+                                a)),
+               pqxx::check_violation);
+  for (const std::string& address : bad) {
+    EXPECT_EQ(Request(a, "email_change", address).reason, "malformed address") << address;
+  }
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.tokens WHERE action = 'email_change'"), 0);
+}
+
+// Every change of an account's address is told to the old one, whoever made it: the
+// application's own UPDATE queues the email_changed notice to the old address exactly as a
+// confirmed email_change does, so a recovery sent to an address changed behind the user's back
+// is never the only email. A change of spelling only (case, spaces) is no change.
+TEST_F(InterfaceTest, ADirectChangeOfAddressIsToldToTheOldOne) {
+  const int64_t a = Activated("direct");
+  App(absl::StrCat("UPDATE mailroom.accounts SET email = 'attacker@evil.test' WHERE id = ", a));
+  EXPECT_EQ(Text(absl::StrCat("SELECT string_agg(action || ' ' || to_address, ',')"
+                              " FROM mailroom.tokens WHERE account = ",
+                              a)),
+            "email_changed direct@example.test");
+  App(absl::StrCat("UPDATE mailroom.accounts SET email = ' Attacker@Evil.test' WHERE id = ", a));
+  EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM mailroom.tokens WHERE account = ", a)), 1);
+  // The recovery that follows goes to the new address; the old one heard of the change first.
+  const int64_t r = Token(Request(a, "password_recovery"));
+  EXPECT_EQ(Text(absl::StrCat("SELECT string_agg(action, ',' ORDER BY id) FROM mailroom.tokens"
+                              " WHERE account = ",
+                              a, " AND id <= ", r)),
+            "email_changed,password_recovery");
+}
+
 }  // namespace
 }  // namespace mailroom

@@ -1,15 +1,20 @@
--- mailroom.consume_code(account, action, code): the user typed the code of an action that
--- carries one (login_code, password_recovery, or one of the application's own) on another
--- device, where the application knows the account (the address the user gave) but has no link.
--- Part of the application's interface (docs/integration.md): runs as its owner.
+-- mailroom.consume_code(account, action, code): the user typed the code of an action whose code
+-- may be typed alone (mailroom.actions.code_alone: login_code, or one of the application's own
+-- the operator marked so) on another device, where the application knows the account (the
+-- address the user gave) but has no link. A password recovery's code never stands alone: it
+-- only ever accompanies the link's secret (mailroom.consume), so that the recovery keeps both
+-- factors; here it is `invalid`, like every action whose code_alone is false. Part of the
+-- application's interface (docs/integration.md): runs as its owner.
 --
 -- The code is checked against the account's pending token of that action (the newest one
 -- neither consumed, superseded nor rate limited: a newer request supersedes the older), with
 -- mailroom.consume's checks, outcomes and exactly-once guarantee (mailroom_consume_token): a
 -- wrong code counts against that token, and after consume_attempts_limit wrong codes it is
 -- locked for good, so guessing is bounded by the attempts per token times the action's
--- per-account limit of requests. `invalid` when the action carries no code or the account has
--- no pending token of it. Call it in a transaction of its own and commit whatever the outcome.
+-- per-account limit of requests, whether or not the caller rolls back (the count is kept where
+-- no rollback reaches it: mailroom_consume_token). `invalid` when the action's code may not be
+-- typed alone or the account has no pending token of it. Call it in a transaction of its own
+-- and commit whatever the outcome.
 CREATE OR REPLACE FUNCTION mailroom.consume_code(p_account bigint, p_action text, p_code text)
     RETURNS TABLE (outcome text, account bigint, action text)
     LANGUAGE plpgsql
@@ -20,7 +25,7 @@ DECLARE
     v_id bigint;
 BEGIN
     SELECT t.id INTO v_id
-      FROM tokens t JOIN actions k ON k.name = t.action AND k.carries_code
+      FROM tokens t JOIN actions k ON k.name = t.action AND k.code_alone
      WHERE t.account = p_account AND t.action = p_action AND t.action <> 'activation'
        AND t.superseded_by IS NULL AND NOT t.rate_limited AND t.consumed_at IS NULL
      ORDER BY t.id DESC

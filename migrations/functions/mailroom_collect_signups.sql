@@ -21,7 +21,8 @@ DECLARE
     v_taken    BIGINT[];
     v_at       BIGINT[];
     -- The tokens to insert, in the order of address and signup time: the account, the signup's
-    -- time, the normalised address, and NULL or why it is rate limited.
+    -- time, the address as the limits count it (mailroom_limit_address), and NULL or why it is
+    -- rate limited.
     v_new      BIGINT[];
     v_new_at   BIGINT[];
     v_address  TEXT[];
@@ -73,7 +74,8 @@ BEGIN
     SELECT array_agg(x.ctid) INTO v_tids
       FROM (SELECT q.ctid
               FROM mailroom_signups q
-              LEFT JOIN LATERAL (SELECT a.id, lower(trim(a.email)) AS address FROM accounts a
+              LEFT JOIN LATERAL (SELECT a.id, mailroom_limit_address(a.email) AS address
+                                   FROM accounts a
                                   WHERE a.id = q.account
                                     FOR NO KEY UPDATE SKIP LOCKED) l ON true
               LEFT JOIN LATERAL (SELECT true AS held FROM accounts a
@@ -108,7 +110,8 @@ BEGIN
            array_agg(x.address ORDER BY x.address, x.at, x.account),
            array_agg(x.reason ORDER BY x.address, x.at, x.account)
       INTO v_new, v_new_at, v_address, v_reason
-      FROM (SELECT DISTINCT ON (u.account) u.account, u.at, lower(trim(a.email)) AS address,
+      FROM (SELECT DISTINCT ON (u.account) u.account, u.at,
+                   mailroom_limit_address(a.email) AS address,
                    CASE WHEN n.n >= s.activation_limit_per_account
                         THEN mailroom_limit_reason(n.n, 'activation', 'account',
                                                    s.limit_window_seconds,
@@ -241,9 +244,10 @@ BEGIN
         INSERT INTO tokens (account, action, priority, created_at, expires_at, address,
                             rate_limited, suppressed_reason)
         SELECT u.account, 'activation', 'normal', u.at,
-               EXTRACT(EPOCH FROM now())::BIGINT + v_expiry, u.address, u.reason IS NOT NULL,
-               u.reason
-          FROM unnest(v_new, v_new_at, v_address, v_reason) AS u(account, at, address, reason);
+               EXTRACT(EPOCH FROM now())::BIGINT + v_expiry, lower(btrim(a.email)),
+               u.reason IS NOT NULL, u.reason
+          FROM unnest(v_new, v_new_at, v_address, v_reason) AS u(account, at, address, reason)
+          JOIN accounts a ON a.id = u.account;
     EXCEPTION WHEN OTHERS THEN
         -- A failed INSERT (or check) clears the mark too (a caller that carries on in its
         -- transaction).

@@ -3,8 +3,10 @@
 -- (FOR UPDATE: a second consume of the same token waits for the first's transaction and then
 -- sees it consumed), then answers as mailroom.consume documents, in its order. The code is
 -- required when the action carries one (p_code NULL counts as wrong), checked when given for
--- one that does not (activation's unsigned code); a wrong one is counted in wrong_codes, and at
--- consume_attempts_limit the token is locked. email_change: the pending address is checked
+-- one that does not (activation's unsigned code); a wrong one is counted in wrong_codes and in
+-- the token's wrong-code counter (a sequence, which the caller's rollback or EXCEPTION block
+-- does not undo: mailroom_take_code_counter), and at consume_attempts_limit wrong codes by
+-- either count the token is locked. email_change: the pending address is checked
 -- again (another account may have taken it since the request): address_taken, not consumed.
 -- Consuming runs the seeds' lifecycle in trg_after_token_consumed.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_consume_token(p_id BIGINT, p_code TEXT)
@@ -17,6 +19,8 @@ DECLARE
     k        actions%ROWTYPE;
     v_status account_status;
     v_limit  INT;
+    v_wrong  BIGINT;
+    v_counter REGCLASS;
 BEGIN
     SELECT * INTO t FROM tokens x WHERE x.id = p_id FOR UPDATE;
     IF FOUND THEN
@@ -35,7 +39,19 @@ BEGIN
         RETURN;
     END IF;
     SELECT s.consume_attempts_limit INTO v_limit FROM mailroom_settings s;
-    IF t.wrong_codes >= v_limit THEN
+    -- The wrong codes given: the committed count, or the counter's where it is higher (a wrong
+    -- code whose caller rolled back is counted there only). The counter is the token's while its
+    -- slot names it; a slot taken by another token after this one expired counts nothing here.
+    v_wrong := t.wrong_codes;
+    IF t.code_slot IS NOT NULL THEN
+        SELECT format('mailroom.mailroom_code_attempts_%s', c.slot)::regclass INTO v_counter
+          FROM code_counters c WHERE c.slot = t.code_slot AND c.token = t.id;
+        IF v_counter IS NOT NULL THEN
+            v_wrong := greatest(v_wrong,
+                                coalesce(pg_sequence_last_value(v_counter), -1) - t.code_base);
+        END IF;
+    END IF;
+    IF v_wrong >= v_limit THEN
         RETURN QUERY SELECT 'locked', t.account, t.action;
         RETURN;
     END IF;
@@ -49,6 +65,9 @@ BEGIN
         RETURN;
     END IF;
     IF (k.carries_code OR p_code IS NOT NULL) AND p_code IS DISTINCT FROM t.code THEN
+        IF v_counter IS NOT NULL THEN
+            PERFORM nextval(v_counter);
+        END IF;
         UPDATE tokens x SET wrong_codes = x.wrong_codes + 1 WHERE x.id = t.id;
         RETURN QUERY SELECT 'wrong_code', t.account, t.action;
         RETURN;
@@ -69,6 +88,9 @@ BEGIN
         END;
     ELSE
         UPDATE tokens x SET consumed_at = extract(epoch FROM now())::BIGINT WHERE x.id = t.id;
+    END IF;
+    IF v_counter IS NOT NULL THEN
+        UPDATE code_counters c SET free_at = 0 WHERE c.slot = t.code_slot AND c.token = t.id;
     END IF;
     RETURN QUERY SELECT 'ok', t.account, t.action;
 END;

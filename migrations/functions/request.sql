@@ -83,7 +83,7 @@ BEGIN
             RETURN QUERY SELECT 'refused', NULL::bigint, NULL::timestamptz, v_why;
             RETURN;
         END IF;
-        v_to := trim(p_address);
+        v_to := btrim(p_address);
     END IF;
     SELECT x.why INTO v_why FROM mailroom_suppression(coalesce(v_to, v_email)) x;
     IF FOUND THEN
@@ -115,7 +115,7 @@ BEGIN
                LATERAL (SELECT u FROM unnest(r.times) u
                          WHERE u > extract(epoch FROM now())::bigint - v_window
                          ORDER BY u DESC LIMIT k.limit_per_address) y(x)
-         WHERE r.address = lower(trim(coalesce(v_to, v_email))) AND r.action = k.name
+         WHERE r.address = mailroom_limit_address(coalesce(v_to, v_email)) AND r.action = k.name
         HAVING count(*) >= k.limit_per_address;
         v_retry := greatest(v_retry, v_at + v_window);
     END IF;

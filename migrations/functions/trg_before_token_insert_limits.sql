@@ -2,7 +2,9 @@
 -- action's class (tokens.priority), expiry (unless the inserter gave one) and code length from
 -- its row of mailroom.actions; a token over the account's or the address's limit of its action
 -- in the action's window is marked rate limited (never sent); a new request of an action with a
--- secret (but activation) supersedes the account's pending one of that action. Per account: the
+-- secret (but activation) supersedes the account's pending one of that action; a token of an
+-- action with a code takes a wrong-code counter (mailroom_take_code_counter). Per address: the
+-- limits count mailroom_limit_address's form of the address (sub-addresses folded). Per account: the
 -- account's tokens counted under its row lock. Per address (the token's to_address when it has
 -- one, else the account's): mailroom_address_limit (a counter row per address and action, no
 -- lock in the shared lock table, so an import of any size in one statement works). Planner
@@ -74,7 +76,8 @@ BEGIN
     END IF;
 
     IF NOT NEW.rate_limited AND k.limit_per_address IS NOT NULL AND NEW.address IS NOT NULL THEN
-        v_reason := (mailroom_address_limit(ARRAY[NEW.address], ARRAY[NEW.created_at],
+        v_reason := (mailroom_address_limit(ARRAY[mailroom_limit_address(NEW.address)],
+                                            ARRAY[NEW.created_at],
                                             NEW.action, k.limit_per_address, v_window))[1];
         IF v_reason IS NOT NULL THEN
             NEW.rate_limited := true;
@@ -85,14 +88,26 @@ BEGIN
     IF NEW.rate_limited THEN
         NEW.superseded_by := NULL;
     ELSIF k.carries_secret AND NEW.action <> 'activation' THEN
-        -- Expired ones too: it keeps tokens_pending_idx at one row per account and action.
-        UPDATE tokens t
-           SET superseded_by = NEW.id,
-               suppressed_reason = format('superseded by a newer %s request (token %s)',
-                                          replace(NEW.action, '_', ' '), NEW.id)
-         WHERE t.account = NEW.account AND t.action = NEW.action AND t.action <> 'activation'
-           AND t.superseded_by IS NULL AND NOT t.rate_limited AND t.consumed_at IS NULL
-           AND t.id <> NEW.id;
+        -- Expired ones too: it keeps tokens_pending_idx at one row per account and action. The
+        -- wrong-code counters of those superseded are free again (a superseded token checks no
+        -- code).
+        WITH s AS (
+            UPDATE tokens t
+               SET superseded_by = NEW.id,
+                   suppressed_reason = format('superseded by a newer %s request (token %s)',
+                                              replace(NEW.action, '_', ' '), NEW.id)
+             WHERE t.account = NEW.account AND t.action = NEW.action AND t.action <> 'activation'
+               AND t.superseded_by IS NULL AND NOT t.rate_limited AND t.consumed_at IS NULL
+               AND t.id <> NEW.id
+            RETURNING t.id, t.code_slot
+        )
+        UPDATE code_counters c SET free_at = 0
+          FROM s WHERE c.slot = s.code_slot AND c.token = s.id;
+    END IF;
+    -- A token whose code may be guessed counts its wrong codes where no rollback undoes them.
+    IF k.carries_code AND NOT NEW.rate_limited THEN
+        SELECT x.o_slot, x.o_base INTO NEW.code_slot, NEW.code_base
+          FROM mailroom_take_code_counter(NEW.id, NEW.expires_at) x;
     END IF;
     RETURN NEW;
 END;
