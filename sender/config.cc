@@ -2,11 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/names.h"
+#include "sender/outbound_url.h"
 #include "sender/settings.h"
 
 namespace mailroom {
@@ -45,13 +49,44 @@ class TransportVars {
   const bool failover_;
 };
 
-// True for an https:// URL, or an http:// one to a loopback address (what crosses to it is
-// then never on a network in clear).
-bool HttpsOrLoopback(const std::string& url) {
-  if (absl::StartsWith(url, "https://")) return true;
-  if (!absl::StartsWith(url, "http://")) return false;
-  const size_t end = url.find_first_of("/?#", 7);
-  return IsLoopbackAddress(url.substr(7, end == std::string::npos ? std::string::npos : end - 7));
+// What a URL setting accepts. Every URL the sender hands to libcurl is checked on libcurl's own
+// parse (ParseOutboundUrl), so the host that decides "loopback" is the host libcurl connects to.
+struct UrlRule {
+  std::vector<absl::string_view> schemes;  // lower case
+  // An http:// URL only to a loopback address: what crosses to it is then never on a network in
+  // clear.
+  bool plain_http_loopback_only = false;
+  std::string wrong_scheme;  // the error for another scheme, or http:// to another host
+  std::string credentials;   // where credentials go instead of the URL
+};
+
+// Checks the URL `url` of the setting `var` against `rule`. A user name or password in the URL
+// is refused: libcurl would send it to the server (in clear over http://), and the credentials
+// have settings of their own, which are kept secret. Errors name `var`, never the URL or a part
+// of it.
+absl::Status CheckUrl(const std::string& var, const std::string& url, const UrlRule& rule) {
+  absl::StatusOr<OutboundUrl> u = ParseOutboundUrl(url);
+  if (!u.ok()) return Bad(var.c_str(), std::string(u.status().message()));
+  if (std::find(rule.schemes.begin(), rule.schemes.end(), u->scheme) == rule.schemes.end()) {
+    return Bad(var.c_str(), rule.wrong_scheme);
+  }
+  if (u->userinfo) {
+    return Bad(var.c_str(), absl::StrCat("must not hold a user name or password (userinfo ",
+                                         "refused): ", rule.credentials));
+  }
+  if (rule.plain_http_loopback_only && u->scheme == "http" && !u->loopback) {
+    return Bad(var.c_str(), rule.wrong_scheme);
+  }
+  return absl::OkStatus();
+}
+
+// An https:// URL (http:// only to a loopback address) that a secret crosses to; `credentials`
+// says which setting holds that secret.
+UrlRule HttpsOrLoopback(std::string credentials) {
+  return {{"https", "http"},
+          true,
+          "must start with https:// (http:// only to a loopback address)",
+          std::move(credentials)};
 }
 
 // The variables of a provider transport (after MAILROOM_ or MAILROOM_FAILOVER_).
@@ -92,9 +127,13 @@ absl::Status LoadProviderSettings(const Env& env, const TransportVars& v, const 
     return Bad(key_var.c_str(), "must be printable ASCII without spaces (at most 1000 bytes)");
   }
   // The key crosses to the URL: in clear only to this machine.
-  if (!c->provider_api_url.empty() &&
-      (!HttpsOrLoopback(c->provider_api_url) || !OneLine(c->provider_api_url, 2000))) {
-    return Bad(url_var.c_str(), "must start with https:// (http:// only to a loopback address)");
+  if (!c->provider_api_url.empty()) {
+    if (!OneLine(c->provider_api_url, 2000)) {
+      return Bad(url_var.c_str(), "must be one line of at most 2000 bytes");
+    }
+    absl::Status url = CheckUrl(url_var, c->provider_api_url,
+                                HttpsOrLoopback(absl::StrCat("the key goes in ", key_var)));
+    if (!url.ok()) return url;
   }
   if (std::string(p.kind) == "postmark") {
     const std::string stream_var = v.Mailroom("POSTMARK_MESSAGE_STREAM");
@@ -154,18 +193,12 @@ absl::Status CheckSmtpOAuth2(const SenderConfig& c, const TransportVars& v) {
     return Bad(username_var.c_str(), "required with OAuth2: the mailbox that sends");
   }
   if (endpoint) {
-    const std::string& url = c.smtp_oauth2_token_url;
-    const bool https = absl::StartsWith(url, "https://");
-    const bool http = absl::StartsWith(url, "http://");
     // The client secret crosses to the endpoint: in clear only to this machine.
-    const std::string host_port = http ? url.substr(7, url.find('/', 7) == std::string::npos
-                                                           ? std::string::npos
-                                                           : url.find('/', 7) - 7)
-                                       : "";
-    if (!https && !(http && IsLoopbackAddress(host_port))) {
-      return Bad(token_url_var.c_str(),
-                 "must start with https:// (http:// only to a loopback address)");
-    }
+    absl::Status url = CheckUrl(token_url_var, c.smtp_oauth2_token_url,
+                                HttpsOrLoopback(absl::StrCat("the client's id and secret go in ",
+                                                             client_id_var, " and ",
+                                                             client_secret_var)));
+    if (!url.ok()) return url;
     if (c.smtp_oauth2_client_id.empty()) {
       return Bad(client_id_var.c_str(), absl::StrCat("required with ", token_url_var));
     }
@@ -227,9 +260,13 @@ absl::Status ReadTransportSettings(const Env& env, const TransportVars& v, Sende
 absl::Status CheckSmtpSettings(const SenderConfig& c, const TransportVars& v) {
   const std::string url_var = v.Mailroom("SMTP_URL");
   if (c.smtp_url.empty()) return Bad(url_var.c_str(), RequiredWhen(v, "smtp"));
-  if (!absl::StartsWith(c.smtp_url, "smtp://") && !absl::StartsWith(c.smtp_url, "smtps://")) {
-    return Bad(url_var.c_str(), "must start with smtp:// or smtps://");
-  }
+  absl::Status url = CheckUrl(url_var, c.smtp_url,
+                              {{"smtp", "smtps"},
+                               false,
+                               "must start with smtp:// or smtps://",
+                               absl::StrCat("set ", v.Mailroom("SMTP_USERNAME"), " and ",
+                                            v.Mailroom("SMTP_PASSWORD"))});
+  if (!url.ok()) return url;
   absl::Status oauth2 = CheckSmtpOAuth2(c, v);
   if (!oauth2.ok()) return oauth2;
   const bool uses_oauth2 = !c.smtp_oauth2_token_url.empty() || !c.smtp_oauth2_token_file.empty();
@@ -262,9 +299,14 @@ absl::Status CheckSesSettings(const SenderConfig& c, const TransportVars& v) {
                  "must be letters, digits, - or _ (at most 64)");
     }
   }
-  if (!c.ses_endpoint.empty() && !absl::StartsWith(c.ses_endpoint, "https://") &&
-      !absl::StartsWith(c.ses_endpoint, "http://")) {
-    return Bad(v.Mailroom("SES_ENDPOINT").c_str(), "must start with https:// or http://");
+  if (!c.ses_endpoint.empty()) {
+    absl::Status url = CheckUrl(v.Mailroom("SES_ENDPOINT"), c.ses_endpoint,
+                                {{"https", "http"},
+                                 false,
+                                 "must start with https:// or http://",
+                                 absl::StrCat("the keys go in ", v.Aws("ACCESS_KEY_ID"), " and ",
+                                              v.Aws("SECRET_ACCESS_KEY"))});
+    if (!url.ok()) return url;
   }
   return absl::OkStatus();
 }
@@ -273,16 +315,18 @@ absl::Status CheckSesSettings(const SenderConfig& c, const TransportVars& v) {
 absl::Status CheckHttpSettings(const SenderConfig& c, const TransportVars& v) {
   const std::string http_url_var = v.Mailroom("HTTP_URL");
   // The email's link and code cross to the receiver: in clear only where the operator says.
-  if (!absl::StartsWith(c.http_url, "https://") && !absl::StartsWith(c.http_url, "http://")) {
+  if (c.http_url.empty()) {
     return Bad(http_url_var.c_str(), absl::StrCat(RequiredWhen(v, "http"), ": an https:// URL"));
   }
-  if (!c.http_allow_plain && !HttpsOrLoopback(c.http_url)) {
-    return Bad(http_url_var.c_str(),
-               absl::StrCat("must start with https:// (http:// only to a loopback address, or "
-                            "with ",
-                            v.Mailroom("HTTP_ALLOW_PLAIN"), "=true)"));
-  }
   if (!OneLine(c.http_url, 2000)) return Bad(http_url_var.c_str(), "must be one line");
+  absl::Status url = CheckUrl(
+      http_url_var, c.http_url,
+      {{"https", "http"},
+       !c.http_allow_plain,
+       absl::StrCat("must start with https:// (http:// only to a loopback address, or with ",
+                    v.Mailroom("HTTP_ALLOW_PLAIN"), "=true)"),
+       absl::StrCat("send them with ", v.Mailroom("HTTP_AUTHORIZATION"))});
+  if (!url.ok()) return url;
   // The secret's form is checked where it is parsed (the transport): only its presence here.
   if (c.http_secret.empty()) {
     return Bad(v.Mailroom("HTTP_SECRET").c_str(),

@@ -5,7 +5,9 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -402,6 +404,123 @@ TEST(SenderConfigTest, FailoverToAProvider) {
             "MAILROOM_FAILOVER_RESEND_API_URL"}},
       },
       "s3cr3t");
+}
+
+// One URL setting and the settings that make the sender use it.
+struct UrlSetting {
+  std::string var;
+  std::map<std::string, std::string> base;
+  std::string scheme;  // "http" for the HTTP ones (https:// and http://), "smtp" for SMTP's
+  bool plain_http_loopback_only;
+};
+
+// Every URL the sender hands to libcurl, primary and secondary.
+std::vector<UrlSetting> EveryUrlSetting() {
+  std::vector<UrlSetting> out;
+  for (const std::string prefix : {"MAILROOM_", "MAILROOM_FAILOVER_"}) {
+    const bool failover = prefix == "MAILROOM_FAILOVER_";
+    auto with = [&](std::map<std::string, std::string> vars) {
+      std::map<std::string, std::string> v;
+      // AWS_ACCESS_KEY_ID and its twin MAILROOM_FAILOVER_AWS_ACCESS_KEY_ID.
+      for (auto& [k, x] : vars) {
+        v[absl::StartsWith(k, "AWS_") && !failover ? k : prefix + k] = x;
+      }
+      if (failover) v["MAILROOM_FAILOVER_PRICE_PER_1000"] = "0.5";
+      return v;
+    };
+    out.push_back({prefix + "HTTP_URL",
+                   with({{"TRANSPORT", "http"}, {"HTTP_SECRET", "whsec_s3cr3t-value"}}), "http",
+                   true});
+    for (const auto& [kind, key] :
+         std::vector<std::pair<std::string, std::string>>{{"postmark", "POSTMARK_SERVER_TOKEN"},
+                                                          {"sendgrid", "SENDGRID_API_KEY"},
+                                                          {"mailgun", "MAILGUN_API_KEY"},
+                                                          {"resend", "RESEND_API_KEY"}}) {
+      std::string upper = absl::AsciiStrToUpper(kind);
+      out.push_back(
+          {absl::StrCat(prefix, upper, "_API_URL"),
+           with({{"TRANSPORT", kind}, {key, "key-s3cr3t"}, {"MAILGUN_DOMAIN", "mg.example.com"}}),
+           "http", true});
+    }
+    out.push_back({prefix + "SMTP_OAUTH2_TOKEN_URL",
+                   with({{"TRANSPORT", "smtp"},
+                         {"SMTP_URL", "smtp://smtp.office365.com:587"},
+                         {"SMTP_USERNAME", "no-reply@example.com"},
+                         {"SMTP_OAUTH2_CLIENT_ID", "client"},
+                         {"SMTP_OAUTH2_CLIENT_SECRET", "s3cr3t-value"}}),
+                   "http", true});
+    out.push_back({prefix + "SMTP_URL", with({{"TRANSPORT", "smtp"}}), "smtp", false});
+    out.push_back({prefix + "SES_ENDPOINT",
+                   with({{"TRANSPORT", "ses"},
+                         {"AWS_ACCESS_KEY_ID", "AKID"},
+                         {"AWS_SECRET_ACCESS_KEY", "aws-s3cr3t"}}),
+                   "http", false});
+  }
+  return out;
+}
+
+// Every URL setting is read by libcurl's own parser: the host that decides "loopback" is the
+// host libcurl connects to, and a user name or password in the URL is refused, the error naming
+// the variable and showing no part of the URL.
+TEST(SenderConfigTest, EveryUrlIsCheckedOnLibcurlsOwnParse) {
+  for (const UrlSetting& s : EveryUrlSetting()) {
+    const std::string plain = s.scheme == "smtp" ? "smtp" : "http";
+    const std::string tls = s.scheme == "smtp" ? "smtps" : "https";
+    auto load = [&](const std::string& url) {
+      auto v = s.base;
+      v[s.var] = url;
+      return LoadSenderConfig(Vars(v));
+    };
+    auto accepted = [&](const std::string& url) {
+      auto c = load(url);
+      EXPECT_TRUE(c.ok()) << s.var << "=" << url << ": " << c.status();
+    };
+    // Refused with an error that starts with the variable and holds none of `hidden`.
+    auto refused = [&](const std::string& url, std::vector<std::string> hidden) {
+      auto c = load(url);
+      ASSERT_FALSE(c.ok()) << s.var << "=" << url;
+      const std::string message(c.status().message());
+      EXPECT_TRUE(absl::StartsWith(message, s.var + ": "))
+          << s.var << "=" << url << ": " << message;
+      hidden.push_back(url);
+      for (const std::string& h : hidden) {
+        EXPECT_THAT(message, Not(HasSubstr(h))) << s.var << "=" << url;
+      }
+    };
+    // A loopback address before '@' is a password: libcurl connects to evil.invalid.
+    refused(plain + "://127.0.0.1:x7Kp2q@evil.invalid/", {"x7Kp2q", "evil"});
+    // Userinfo is refused even to this machine.
+    refused(plain + "://mailer:pw-9Vb4@127.0.0.1/", {"pw-9Vb4", "mailer"});
+    refused(tls + "://mailer:pw-9Vb4@mail.example.com/", {"pw-9Vb4", "mailer"});
+    // What libcurl cannot parse, and another scheme.
+    refused(plain + "://[::1/", {});
+    refused("127.0.0.1/x", {});
+    refused(s.scheme == "smtp" ? "https://mail.example.com/" : "ftp://api.example.com/", {});
+    accepted(plain + "://[::1]/");
+    accepted(plain + "://127.0.0.1:8080/");
+    accepted(tls + "://mail.example.com/v1");
+    if (s.plain_http_loopback_only) {
+      refused(plain + "://127.0.0.1.evil.invalid/", {});
+      refused(plain + "://localhost.evil.invalid/", {});
+    } else {
+      accepted(plain + "://127.0.0.1.evil.invalid/");
+      accepted(plain + "://localhost.evil.invalid/");
+    }
+  }
+}
+
+// With MAILROOM_HTTP_ALLOW_PLAIN a webhook may be http:// to any host, never with userinfo.
+TEST(SenderConfigTest, AllowPlainHttpStillRefusesUserinfo) {
+  std::map<std::string, std::string> v = {{"MAILROOM_TRANSPORT", "http"},
+                                          {"MAILROOM_HTTP_SECRET", "whsec_s3cr3t-value"},
+                                          {"MAILROOM_HTTP_ALLOW_PLAIN", "true"},
+                                          {"MAILROOM_HTTP_URL", "http://127.0.0.1.evil.invalid/"}};
+  EXPECT_TRUE(LoadSenderConfig(Vars(v)).ok());
+  v["MAILROOM_HTTP_URL"] = "http://127.0.0.1:x7Kp2q@evil.invalid/";
+  auto c = LoadSenderConfig(Vars(v));
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::StartsWith(c.status().message(), "MAILROOM_HTTP_URL: ")) << c.status();
+  EXPECT_THAT(std::string(c.status().message()), Not(HasSubstr("x7Kp2q")));
 }
 
 TEST(SenderConfigTest, NoFailoverByDefault) {
