@@ -249,6 +249,47 @@ grpc::Status Authenticator::Authenticate(const grpc::ServerContextBase& context,
   return grpc::Status::OK;
 }
 
+bool Authenticator::SenderServes(absl::string_view group) const {
+  if (principals_.empty()) return true;
+  return std::any_of(principals_.begin(), principals_.end(), [&](const Principal& p) {
+    return p.HasRole(kRoleSubscriber) && p.InGroup(group);
+  });
+}
+
+absl::Status CheckObserversApart(const std::vector<Credential>& credentials,
+                                 absl::string_view variable) {
+  for (size_t i = 0; i < credentials.size(); ++i) {
+    const Principal& observer = credentials[i].principal;
+    if (!observer.HasRole(kRoleObserver)) continue;
+    for (size_t j = 0; j < credentials.size(); ++j) {
+      const Principal& sender = credentials[j].principal;
+      if (!sender.HasRole(kRoleSubscriber)) continue;
+      std::string shared;
+      if (observer.all_groups) {
+        if (sender.all_groups) shared = "every consumer group (`*`)";
+      } else {
+        for (const std::string& g : observer.groups) {
+          if (sender.InGroup(g)) {
+            shared = absl::StrCat("consumer group \"", g, "\"");
+            break;
+          }
+        }
+      }
+      if (shared.empty()) continue;
+      const char* what = credentials[j].legacy ? "an unscoped token (a sender of every group)"
+                         : sender.all_groups   ? "a sender credential of every group (`*`)"
+                                               : "a sender credential";
+      return absl::InvalidArgumentError(absl::StrCat(
+          variable, ": entry ", i + 1, " of ", credentials.size(), " is an observer of ", shared,
+          ", which entry ", j + 1, ", ", what,
+          ", serves; an observer there would take a share of the senders' jobs: give the "
+          "observer a group of its own (TOKEN@audit:observer) and scope each sender to the "
+          "groups it sends for"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 grpc::Status CheckScope(const Principal& p, unsigned roles, absl::string_view group,
                         absl::string_view method) {
   if (!p.HasRole(roles)) {

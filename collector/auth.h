@@ -96,6 +96,16 @@ struct Credential {
 absl::StatusOr<std::vector<Credential>> ParseCredentials(const std::vector<std::string>& entries,
                                                          absl::string_view variable);
 
+// OK unless an observer credential and a sender credential (legacy unscoped tokens
+// included) are certainly scoped to a common consumer group: the observer names a group the
+// sender names or serves by `*`, or both are `*`. In a sender's group an observer would take a
+// share of the jobs that the senders never get until the leases end, and settle them
+// (CollectorService refuses its Subscribe there anyway). An observer of `*` beside senders of
+// named groups is accepted: the other groups are its to watch. The error is INVALID_ARGUMENT,
+// starts with `variable`, names both entries by position and the group, never a token.
+absl::Status CheckObserversApart(const std::vector<Credential>& credentials,
+                                 absl::string_view variable);
+
 // OK when `principal` holds one of `roles` and (unless `group` is empty) may use `group`, else
 // PERMISSION_DENIED naming `method` or the group (never the credential).
 grpc::Status CheckScope(const Principal& principal, unsigned roles, absl::string_view group,
@@ -116,6 +126,11 @@ class Authenticator {
   // The caller's principal, or UNAUTHENTICATED with a message that never contains the
   // presented credential.
   grpc::Status Authenticate(const grpc::ServerContextBase& context, Principal* principal) const;
+
+  // Whether a credential with the sender role may use `group`: one naming it, one of `*`, or a
+  // legacy unscoped token. True for every group when no bearer tokens are configured (every
+  // caller then has full access, a sender's).
+  bool SenderServes(absl::string_view group) const;
 
  private:
   std::vector<std::string> digests_;

@@ -3,6 +3,7 @@
 
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/test/server_context_test_spouse.h"
 #include "gtest/gtest.h"
@@ -62,6 +63,76 @@ TEST(ParseCredentialsTest, SenderObserverAndTheFormerSubscriberName) {
   EXPECT_THAT(st.error_message(),
               HasSubstr("AcquireBudget needs the sender role; this credential has the observer "
                         "role"));
+}
+
+// An observer never shares a group with a sender credential: a configuration where an
+// observer names a group a sender names or serves by `*` (an unscoped token is a sender of
+// every group), or where both are `*`, is refused by entry position and group, never a token.
+TEST(CheckObserversApartTest, AnObserverInASendersGroupIsAConfigurationError) {
+  struct Case {
+    std::vector<std::string> entries;
+    std::string error;  // "" when accepted
+  };
+  const std::vector<Case> cases = {
+      {{"sender-token-01234567@mailroom:sender", "observer-token-0123456@audit:observer",
+        "operator-token-012345@*:operator", "watching-operator-0123@mailroom:observer+operator"},
+       "entry 4 of 4 is an observer of consumer group \"mailroom\", which entry 1, a sender "
+       "credential, serves"},
+      {{"observer-token-0123456@audit+mailroom:observer",
+        "sender-token-01234567@mailroom+other:subscriber"},
+       "entry 1 of 2 is an observer of consumer group \"mailroom\", which entry 2, a sender "
+       "credential, serves"},
+      {{"sender-token-01234567@*:sender", "observer-token-0123456@audit:observer"},
+       "entry 2 of 2 is an observer of consumer group \"audit\", which entry 1, a sender "
+       "credential of every group (`*`), serves"},
+      {{"sender-token-01234567", "observer-token-0123456@audit:observer"},
+       "which entry 1, an unscoped token (a sender of every group), serves"},
+      {{"sender-token-01234567@*:sender", "observer-token-0123456@*:observer"},
+       "entry 2 of 2 is an observer of every consumer group (`*`), which entry 1, a sender "
+       "credential of every group (`*`), serves"},
+      // Apart: accepted.
+      {{"sender-token-01234567@mailroom:sender", "observer-token-0123456@audit:observer",
+        "operator-token-012345@*:operator"},
+       ""},
+      {{"sender-token-01234567@mailroom:sender", "observer-token-0123456@*:observer"}, ""},
+      {{"operator-token-012345@*:operator", "observer-token-0123456@mailroom:observer"}, ""},
+  };
+  for (const Case& c : cases) {
+    auto creds = ParseCredentials(c.entries, kVar);
+    ASSERT_TRUE(creds.ok()) << creds.status();
+    absl::Status st = CheckObserversApart(*creds, kVar);
+    if (c.error.empty()) {
+      EXPECT_TRUE(st.ok()) << st;
+      continue;
+    }
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(st.message(), HasSubstr(absl::StrCat(kVar, ": ")));
+    EXPECT_THAT(st.message(), HasSubstr(c.error));
+    for (const auto& entry : c.entries) {
+      EXPECT_THAT(st.message(), Not(HasSubstr(entry.substr(0, entry.find('@')))));
+    }
+  }
+}
+
+// What Subscribe refuses an observer: the groups any sender credential may use.
+TEST(SenderServesTest, TheGroupsOfEverySenderCredential) {
+  auto c = ParseCredentials({"sender-token-01234567@mailroom+other:sender",
+                             "observer-token-0123456@*:observer",
+                             "operator-token-012345@*:operator"},
+                            kVar);
+  ASSERT_TRUE(c.ok()) << c.status();
+  Authenticator named(*c, false);
+  EXPECT_TRUE(named.SenderServes("mailroom"));
+  EXPECT_TRUE(named.SenderServes("other"));
+  EXPECT_FALSE(named.SenderServes("audit"));
+  auto all = ParseCredentials({"sender-token-01234567@*:sender"}, kVar);
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(Authenticator(*all, false).SenderServes("audit"));
+  auto legacy = ParseCredentials({"sender-token-01234567"}, kVar);
+  ASSERT_TRUE(legacy.ok());
+  EXPECT_TRUE(Authenticator(*legacy, false).SenderServes("audit"));
+  // Without bearer tokens every caller has full access, a sender's.
+  EXPECT_TRUE(Authenticator({}, true).SenderServes("audit"));
 }
 
 TEST(ParseCredentialsTest, LegacyTokenHasEverything) {

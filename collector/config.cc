@@ -290,6 +290,13 @@ absl::Status LoadCredentialsAndTls(const Env& env, CollectorConfig* c) {
   }
   MAILROOM_ASSIGN_OR_RETURN(c->credentials, ParseCredentials(env.List("MAILROOM_SUBSCRIBER_TOKENS"),
                                                              "MAILROOM_SUBSCRIBER_TOKENS"));
+  // Refused here rather than at each Subscribe: an observer that shares a group with the
+  // senders is a configuration mistake, and one that is found only when it subscribes
+  // looks like a broken observer.
+  if (absl::Status apart = CheckObserversApart(c->credentials, "MAILROOM_SUBSCRIBER_TOKENS");
+      !apart.ok()) {
+    return apart;
+  }
   MAILROOM_ASSIGN_OR_RETURN(c->insecure_no_auth,
                             env.Bool(CollectorSetting("MAILROOM_INSECURE_NO_AUTH")));
   if (c->credentials.empty() && c->tls_client_ca_file.empty() && !c->insecure_no_auth) {

@@ -56,6 +56,45 @@ grpc::Status CheckSubscription(const std::string& id, const Principal& principal
                       "subscriber_id names a subscription of another credential");
 }
 
+// PERMISSION_DENIED for an observer in a consumer group that a sender credential serves: the
+// members of a group share its jobs, so an observer there would lease jobs the senders then
+// do not get until the leases end, and could settle them. Refused on every call that takes or
+// holds leases (Subscribe, Acknowledge, RenewLeases), so a subscription opened before the
+// credentials changed cannot keep doing it either. PERMISSION_DENIED, not
+// FAILED_PRECONDITION: what is refused is this credential's role in this group, as a scope
+// check refuses a group outside the credential's scope; no change of the system's state (only
+// of the credentials) would make the same call acceptable, and a retry never helps.
+grpc::Status CheckObserverApart(const Authenticator& auth, const Principal& principal,
+                                const std::string& group) {
+  if (principal.ReceivesSecrets() || !auth.SenderServes(group)) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      absl::StrCat("this credential observes, and a sender credential serves "
+                                   "consumer group \"",
+                                   group,
+                                   "\": an observer there would take a share of the senders' "
+                                   "jobs; observe in a group of its own"));
+}
+
+// PERMISSION_DENIED when an observer reports a job SENT or FAILED: it sends nothing, and those
+// outcomes are what the group's deliveries, failures and usage (and, in the senders' group,
+// mailroom.account_emails) report as sent or failed. The whole call is refused, so nothing of
+// a report that claims a delivery is recorded. An observer settles a job it has seen with
+// EXPIRED (final, nothing sent) and hands one back with DEFER or RETRY.
+grpc::Status CheckObserverOutcomes(const Principal& principal,
+                                   const v1::AcknowledgeRequest& request) {
+  if (principal.ReceivesSecrets()) return grpc::Status::OK;
+  for (const v1::JobOutcome& o : request.outcomes()) {
+    if (o.outcome() == v1::OUTCOME_SENT || o.outcome() == v1::OUTCOME_FAILED) {
+      return grpc::Status(
+          grpc::StatusCode::PERMISSION_DENIED,
+          absl::StrCat("an observer sends nothing: it may not report job ", o.job_id(), " ",
+                       o.outcome() == v1::OUTCOME_SENT ? "SENT" : "FAILED",
+                       "; settle a job it has seen with EXPIRED, or hand it back with DEFER"));
+    }
+  }
+  return grpc::Status::OK;
+}
+
 // A reactor that only reports an error (bad arguments, no credentials).
 class ErrorReactor : public grpc::ServerWriteReactor<v1::SubscribeResponse> {
  public:
@@ -229,6 +268,7 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   // Decided once, from the credential alone: only a sender's jobs carry tokens and codes.
   const JobSecrets secrets = principal.ReceivesSecrets() ? JobSecrets::kIncluded
                                                          : JobSecrets::kWithheld;
+  if (st.ok()) st = CheckObserverApart(*auth_, principal, request->consumer_group());
   if (st.ok() && (request->max_in_flight() < 1 || request->max_in_flight() > kMaxInFlight)) {
     st = Invalid(absl::StrCat("max_in_flight must be 1 to ", kMaxInFlight));
   }
@@ -316,6 +356,7 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
   grpc::Status st = Admit(*context, kSubscribingRoles, request->consumer_group(), "Acknowledge",
                           &principal);
   if (!st.ok()) return st;
+  if (st = CheckObserverApart(*auth_, principal, request->consumer_group()); !st.ok()) return st;
   if (request->subscriber_id().empty()) {
     return Invalid("subscriber_id is required (the id of the subscription the jobs came on)");
   }
@@ -325,6 +366,7 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
     return Invalid(absl::StrCat("at most ", kMaxIdsPerCall, " outcomes per call"));
   }
   if (st = CheckSubscription(request->subscriber_id(), principal); !st.ok()) return st;
+  if (st = CheckObserverOutcomes(principal, *request); !st.ok()) return st;
   int unscoped_suppressions = 0;
   // Each outcome is checked alone: a bad one is rejected (and reported) without losing the
   // valid ones beside it.
@@ -333,15 +375,10 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
   absl::flat_hash_set<uint64_t> seen;
   for (int i = 0; i < request->outcomes_size(); ++i) {
     const v1::JobOutcome& o = request->outcomes(i);
+    // An observer's outcomes are neither SENT nor FAILED (CheckObserverOutcomes), so none
+    // carries a cost, a provider id or a recipient to suppress: CheckOutcome allows those
+    // only with SENT or FAILED.
     auto r = CheckOutcome(o, limits_.max_cost_micros);
-    if (r.ok() && !principal.ReceivesSecrets() &&
-        (o.cost_micros() != 0 || o.suppress_recipient() || !o.provider_message_id().empty())) {
-      // An observer sent nothing: it has no cost to count, no provider id and no rejection of
-      // a recipient to report (which would suppress the address for every group).
-      r = absl::InvalidArgumentError(
-          "an observer sends nothing: cost_micros, suppress_recipient and provider_message_id "
-          "are for senders");
-    }
     if (r.ok() && !seen.insert(o.job_id()).second) {
       r = absl::InvalidArgumentError("job_id appears twice in this call");
     }
@@ -414,6 +451,7 @@ grpc::Status CollectorService::RenewLeases(grpc::ServerContext* context,
   grpc::Status st = Admit(*context, kSubscribingRoles, request->consumer_group(), "RenewLeases",
                           &principal);
   if (!st.ok()) return st;
+  if (st = CheckObserverApart(*auth_, principal, request->consumer_group()); !st.ok()) return st;
   if (request->subscriber_id().empty()) return Invalid("subscriber_id is required");
   if (request->subscriber_id().size() > 64) return Invalid("subscriber_id is too long");
   if (request->job_ids_size() == 0) return Invalid("job_ids is empty");

@@ -21,6 +21,7 @@ namespace {
 using ::testing::ElementsAre;
 using testing::FakeStore;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kKey[] = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
 constexpr char kSubscriber[] = "subscriber-token-0123456789";     // mailroom: subscriber
@@ -28,10 +29,15 @@ constexpr char kOperator[] = "operator-token-0123456789";         // mailroom: o
 constexpr char kOther[] = "other-group-token-0123456789";         // other: subscriber
 constexpr char kAdmin[] = "admin-operator-token-0123456789";      // *: operator
 constexpr char kSecond[] = "second-subscriber-token-0123456789";  // mailroom: subscriber
-constexpr char kEvery[] = "every-group-subscriber-0123456789";    // *: subscriber
-constexpr char kObserver[] = "audit-observer-token-0123456789";   // audit: observer
-constexpr char kWatcher[] = "both-groups-observer-0123456789";    // mailroom+audit: observer
-constexpr char kSeesAll[] = "every-group-observer-0123456789";    // *: observer
+// mailroom+other: subscriber, every group of the fake store (none unless a test sets them)
+// that a sender uses. Not `*`: a sender of `*` serves every group, and no observer could
+// subscribe beside it.
+constexpr char kEvery[] = "every-group-subscriber-0123456789";
+constexpr char kObserver[] = "audit-observer-token-0123456789";  // audit: observer
+// mailroom+audit: observer. A collector refuses to start with it beside the senders of
+// mailroom (CheckObserversApart); here it stands for a credential the service gets otherwise.
+constexpr char kWatcher[] = "both-groups-observer-0123456789";
+constexpr char kSeesAll[] = "every-group-observer-0123456789";  // *: observer
 
 // A LISTEN connection that never notifies: a running dispatcher then dequeues only when the
 // service kicks it (a subscription, an acknowledgement).
@@ -54,7 +60,8 @@ class ServiceTest : public ::testing::Test {
         {absl::StrCat(kSubscriber, "@mailroom:subscriber"),
          absl::StrCat(kOperator, "@mailroom+audit:operator"),
          absl::StrCat(kOther, "@other:subscriber"), absl::StrCat(kAdmin, "@*:operator"),
-         absl::StrCat(kSecond, "@mailroom:subscriber"), absl::StrCat(kEvery, "@*:subscriber"),
+         absl::StrCat(kSecond, "@mailroom:subscriber"),
+         absl::StrCat(kEvery, "@mailroom+other:subscriber"),
          absl::StrCat(kObserver, "@audit:observer"),
          absl::StrCat(kWatcher, "@mailroom+audit:observer"), absl::StrCat(kSeesAll, "@*:observer")},
         "MAILROOM_SUBSCRIBER_TOKENS");
@@ -897,26 +904,21 @@ TEST_F(ServiceTest, AnObserverSettlesOnlyItsOwnLeasesAndSendsNothing) {
   EXPECT_EQ(store_.CallCount("Ack"), 0);
   EXPECT_EQ(store_.CallCount("Renew"), 0);
 
-  // Its own leases: settled, but nothing a sender's outcome could change beyond them.
+  // Its own leases: settled as seen (EXPIRED) or handed back, with nothing only a sender's
+  // outcome carries (a cost goes with SENT alone: rejected alone).
   v1::AcknowledgeRequest own = AckRequest(mine);
   own.set_consumer_group("audit");
-  Add(&own, 1, v1::OUTCOME_SENT);
-  Add(&own, 2, v1::OUTCOME_SENT)->set_cost_micros(100);
-  Add(&own, 3, v1::OUTCOME_SENT)->set_provider_message_id("ses-1");
-  v1::JobOutcome* suppress = Add(&own, 4, v1::OUTCOME_FAILED);
-  suppress->set_reason("550 5.1.1 user unknown");
-  suppress->set_suppress_recipient(true);
-  Add(&own, 5, v1::OUTCOME_FAILED)->set_reason("not for us");
+  Add(&own, 1, v1::OUTCOME_EXPIRED);
+  Add(&own, 2, v1::OUTCOME_EXPIRED)->set_cost_micros(100);
+  Add(&own, 3, v1::OUTCOME_EXPIRED)->set_provider_message_id("ses-1");
+  Add(&own, 4, v1::OUTCOME_DEFER)->set_suppress_recipient(true);
+  Add(&own, 5, v1::OUTCOME_DEFER);
   // Another observer credential of the group may not settle them either.
   EXPECT_EQ(Ack(kSeesAll, own, &resp).error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(store_.CallCount("Ack"), 0);
   ASSERT_TRUE(Ack(kObserver, own, &resp).ok());
-  ASSERT_EQ(resp.rejected_size(), 3);
   std::set<uint64_t> rejected;
-  for (const auto& r : resp.rejected()) {
-    rejected.insert(r.job_id());
-    EXPECT_THAT(r.error(), HasSubstr("an observer sends nothing"));
-  }
+  for (const auto& r : resp.rejected()) rejected.insert(r.job_id());
   EXPECT_EQ(rejected, (std::set<uint64_t>{2, 3, 4}));
   auto acks = store_.Calls("Ack");
   ASSERT_EQ(acks.size(), 1u);
@@ -924,8 +926,107 @@ TEST_F(ServiceTest, AnObserverSettlesOnlyItsOwnLeasesAndSendsNothing) {
   EXPECT_EQ(acks[0].owner, mine);
   ASSERT_EQ(acks[0].results.size(), 2u);
   EXPECT_EQ(acks[0].results[0].id, 1u);
+  EXPECT_EQ(acks[0].results[0].kind, JobResult::Kind::kExpired);
   EXPECT_EQ(acks[0].results[1].id, 5u);
-  EXPECT_FALSE(acks[0].results[1].suppress_recipient);
+  EXPECT_EQ(acks[0].results[1].kind, JobResult::Kind::kDefer);
+}
+
+// The members of a group share its jobs: an observer in a group that a sender credential
+// serves would lease jobs the senders then do not get until the leases end. Refused when it
+// subscribes, and for its acknowledgements and renewals there, whatever subscription it names
+// (PERMISSION_DENIED: the credential's role in that group). In a group of its own it works.
+TEST_F(ServiceTest, AnObserverIsRefusedInAGroupASenderServes) {
+  const std::pair<const char*, const char*> refused[] = {{kWatcher, "mailroom"},
+                                                         {kSeesAll, "mailroom"},
+                                                         {kSeesAll, "other"}};
+  for (const auto& [bearer, group] : refused) {
+    grpc::Status st = Subscribe(bearer, group, 10);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << group;
+    EXPECT_THAT(st.error_message(), HasSubstr("a sender credential serves consumer group"));
+    EXPECT_THAT(st.error_message(), Not(HasSubstr(bearer)));
+  }
+  EXPECT_EQ(hub_.Count("mailroom"), 0);
+  EXPECT_EQ(hub_.Count("other"), 0);
+
+  // Its own subscription id, named in the senders' group: the same refusal, nothing recorded
+  // or renewed.
+  v1::SubscribeResponse welcome;
+  ASSERT_TRUE(Subscribe(kWatcher, "audit", 10, &welcome).ok());
+  EXPECT_TRUE(welcome.secrets_withheld());
+  v1::AcknowledgeRequest ack = AckRequest(welcome.subscriber_id());
+  Add(&ack, 1, v1::OUTCOME_DEFER);
+  v1::AcknowledgeResponse acked;
+  grpc::Status st = Ack(kWatcher, ack, &acked);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(st.error_message(), HasSubstr("a sender credential serves"));
+  v1::RenewLeasesRequest renew;
+  renew.set_consumer_group("mailroom");
+  renew.set_subscriber_id(welcome.subscriber_id());
+  renew.add_job_ids(1);
+  v1::RenewLeasesResponse renewed;
+  EXPECT_EQ(stub_->RenewLeases(Ctx(kWatcher).get(), renew, &renewed).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(store_.CallCount("Ack"), 0);
+  EXPECT_EQ(store_.CallCount("Renew"), 0);
+
+  // Groups no sender credential serves: as before, for every observer scoped to them.
+  ASSERT_TRUE(Subscribe(kObserver, "audit", 10, &welcome).ok());
+  EXPECT_TRUE(welcome.secrets_withheld());
+  ASSERT_TRUE(Subscribe(kSeesAll, "audit", 10).ok());
+  ASSERT_TRUE(Subscribe(kSeesAll, "dashboard", 10).ok());
+  ack = AckRequest(welcome.subscriber_id());
+  ack.set_consumer_group("audit");
+  Add(&ack, 1, v1::OUTCOME_EXPIRED);
+  ASSERT_TRUE(Ack(kObserver, ack, &acked).ok());
+  EXPECT_EQ(store_.CallCount("Ack"), 1);
+  // Senders are not affected.
+  EXPECT_TRUE(Subscribe(kSubscriber, "mailroom", 10).ok());
+}
+
+// An observer sends nothing: SENT or FAILED from it is refused with PERMISSION_DENIED, the
+// whole call, so nothing of it reaches the store (the job stays leased to it, as it was); the
+// outcomes it may report (EXPIRED for a job it has seen, DEFER and RETRY to hand one back) are
+// recorded as before. A sender's SENT and FAILED are unchanged.
+TEST_F(ServiceTest, AnObserversSentOrFailedIsRefusedAndNothingRecorded) {
+  v1::SubscribeResponse welcome;
+  ASSERT_TRUE(Subscribe(kObserver, "audit", 10, &welcome).ok());
+  auto request = [&](std::initializer_list<std::pair<uint64_t, v1::Outcome>> outcomes) {
+    v1::AcknowledgeRequest req = AckRequest(welcome.subscriber_id());
+    req.set_consumer_group("audit");
+    for (const auto& [id, outcome] : outcomes) {
+      Add(&req, id, outcome)->set_reason(outcome == v1::OUTCOME_FAILED ? "550 5.1.1" : "");
+    }
+    return req;
+  };
+  v1::AcknowledgeResponse resp;
+  for (const auto& req : {request({{1, v1::OUTCOME_SENT}}), request({{1, v1::OUTCOME_FAILED}}),
+                          request({{2, v1::OUTCOME_DEFER}, {1, v1::OUTCOME_SENT}})}) {
+    grpc::Status st = Ack(kObserver, req, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_THAT(st.error_message(), HasSubstr("an observer sends nothing"));
+    EXPECT_THAT(st.error_message(), HasSubstr("job 1"));
+    EXPECT_THAT(st.error_message(), Not(HasSubstr(kObserver)));
+  }
+  EXPECT_EQ(store_.CallCount("Ack"), 0);
+
+  ASSERT_TRUE(
+      Ack(kObserver,
+          request({{1, v1::OUTCOME_EXPIRED}, {2, v1::OUTCOME_DEFER}, {3, v1::OUTCOME_RETRY}}),
+          &resp)
+          .ok());
+  EXPECT_EQ(resp.recorded(), 3u);
+  auto acks = store_.Calls("Ack");
+  ASSERT_EQ(acks.size(), 1u);
+  ASSERT_EQ(acks[0].results.size(), 3u);
+  EXPECT_EQ(acks[0].results[0].kind, JobResult::Kind::kExpired);
+  EXPECT_EQ(acks[0].results[1].kind, JobResult::Kind::kDefer);
+  EXPECT_EQ(acks[0].results[2].kind, JobResult::Kind::kRetry);
+
+  v1::AcknowledgeRequest sent = AckRequest(Subscription(kSubscriber));
+  Add(&sent, 1, v1::OUTCOME_SENT);
+  Add(&sent, 2, v1::OUTCOME_FAILED)->set_reason("550 5.1.1");
+  ASSERT_TRUE(Ack(kSubscriber, sent, &resp).ok());
+  EXPECT_EQ(resp.recorded(), 2u);
 }
 
 TEST(ObserverCredentialsTest, SenderAndObserverExcludeEachOther) {

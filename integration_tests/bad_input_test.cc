@@ -61,6 +61,10 @@ TEST(BadConfigTest, EveryCollectorVariableIsCheckedAndNamed) {
        "MAILROOM_SUBSCRIBER_TOKENS"},
       {{{"MAILROOM_SUBSCRIBER_TOKENS", "subscriber-token-0123456789@Bad Group:subscriber"}},
        "MAILROOM_SUBSCRIBER_TOKENS"},
+      // An observer in the senders' group would take a share of their jobs.
+      {{{"MAILROOM_SUBSCRIBER_TOKENS", "subscriber-token-sender-0123@mailroom:sender,"
+                                       "subscriber-token-observer-01@mailroom+audit:observer"}},
+       "MAILROOM_SUBSCRIBER_TOKENS"},
       {{{"MAILROOM_GROUPS", "mailroom,Bad Group"}}, "MAILROOM_GROUPS"},
       {{{"MAILROOM_MAX_IN_FLIGHT_CAP", "0"}}, "MAILROOM_MAX_IN_FLIGHT_CAP"},
       {{{"MAILROOM_MAX_IN_FLIGHT_CAP", "100001"}}, "MAILROOM_MAX_IN_FLIGHT_CAP"},

@@ -761,8 +761,9 @@ TEST_F(CollectorTest, CredentialsAreScopedToGroupsAndRoles) {
 
 // An observer's credential (`TOKEN@audit:observer`) receives every job of its group, but never
 // a signed token or a code: not on the first hand-out, not when its leases ran out and the
-// jobs were handed out again, for activations and recoveries alike. What it acknowledges
-// settles its own group only; a sender's group gets its jobs with tokens that verify.
+// jobs were handed out again, for activations and recoveries alike. It may not report a job
+// SENT or FAILED (PERMISSION_DENIED, nothing recorded); what it acknowledges settles its own
+// group only; a sender's group gets its jobs with tokens that verify.
 TEST_F(CollectorTest, AnObserverNeverReceivesATokenOrACode) {
   const std::string observer = "audit-observer-token-0123456789";
   const std::string sender = "mailroom-sender-token-0123456789";
@@ -825,12 +826,19 @@ TEST_F(CollectorTest, AnObserverNeverReceivesATokenOrACode) {
                                    : TokenAction::kActivation;
     EXPECT_TRUE(VerifyToken(keys, action, j.token(), j.code()).ok()) << j.job_id();
   }
-  // The observer settles its own group's leases; the sender's stay the sender's.
-  ASSERT_TRUE(watching.Ack(Ids(again), v1::OUTCOME_SENT).ok());
+  // An observer sends nothing: its SENT or FAILED is refused, and no job's state changes.
   const std::string by_group =
       "SELECT count(*) FROM delivery_states d JOIN consumer_groups g ON g.id = d.group_id "
       "WHERE g.name = '";
-  EXPECT_EQ(Scalar(by_group + "audit' AND d.state = 'sent'"), static_cast<int64_t>(kJobs));
+  EXPECT_EQ(watching.Ack(Ids(again), v1::OUTCOME_SENT).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(watching.Ack(Ids(again), v1::OUTCOME_FAILED, "not for us").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Scalar(by_group + "audit' AND d.state IN ('sent', 'failed', 'expired')"), 0);
+  EXPECT_EQ(Scalar(by_group + "audit' AND d.state = 'leased'"), static_cast<int64_t>(kJobs));
+  // It settles the jobs of its own group it has seen (EXPIRED); the sender's stay the sender's.
+  ASSERT_TRUE(watching.Ack(Ids(again), v1::OUTCOME_EXPIRED).ok());
+  EXPECT_EQ(Scalar(by_group + "audit' AND d.state = 'expired'"), static_cast<int64_t>(kJobs));
   EXPECT_EQ(Scalar(by_group + "mailroom' AND d.state = 'sent'"), 0);
   {
     grpc::ClientContext ctx;
