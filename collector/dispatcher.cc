@@ -178,7 +178,12 @@ void Dispatcher::Run() {
     const bool busy_poll = busy_ && now >= busy_poll_at_;
     const bool full_round = drain || gate.Ready(now) || now >= next_poll || busy_poll ||
                             (collect_retry_ && now >= collect_retry_->at);
+    // An idle collector woken by notifications: if its round finds nothing, the wake-up was
+    // not about work (any role that can connect may NOTIFY the channel), and it is idle again
+    // at once rather than polling through the busy linger.
+    bool woken_from_idle = false;
     if (full_round) {
+      woken_from_idle = gate.Ready(now) && !busy_;
       if (gate.Ready(now) && !StartWakeups(gate.pending(), wakeup_log)) continue;
       groups = hub_->Groups();
       gate.Reset();
@@ -189,7 +194,7 @@ void Dispatcher::Run() {
       groups = KickedGroups(now, kicks, notified_since_dispatch);
     }
     notified_since_dispatch = false;
-    if (!DispatchRound(now, full_round, groups, &drain)) continue;
+    if (!DispatchRound(now, full_round, woken_from_idle, groups, &drain)) continue;
 
     // Wait for a notification, a kick, the batch timeout's deadline, the poll, the busy poll, the
     // settling re-check, the health check or the end of a group's backoff.
@@ -366,9 +371,10 @@ std::vector<std::string> Dispatcher::KickedGroups(absl::Time now,
   return groups;
 }
 
-bool Dispatcher::DispatchRound(absl::Time now, bool full_round,
+bool Dispatcher::DispatchRound(absl::Time now, bool full_round, bool woken_from_idle,
                                const std::vector<std::string>& groups, bool* drain) {
   const uint64_t dispatched_before = dispatched_;
+  const uint64_t collected_before = collected_;
   // Queued signups become activation tokens before the groups dequeue (whether or not any
   // group is dispatched: the signups queue stays short).
   if (full_round && !CollectSignups(now, drain)) return false;
@@ -377,8 +383,10 @@ bool Dispatcher::DispatchRound(absl::Time now, bool full_round,
     if (!listener_) return false;
   }
   if (dispatched_ > dispatched_before) last_work_ = clock_->Now();
-  if (busy_ && (opt_.busy_poll_interval <= absl::ZeroDuration() ||
-                clock_->Now() - last_work_ >= opt_.busy_linger)) {
+  const bool found_nothing = dispatched_ == dispatched_before && collected_ == collected_before;
+  if (busy_ &&
+      (opt_.busy_poll_interval <= absl::ZeroDuration() ||
+       clock_->Now() - last_work_ >= opt_.busy_linger || (woken_from_idle && found_nothing))) {
     if (!GoIdle()) return false;
   }
   return true;
@@ -452,6 +460,7 @@ bool Dispatcher::CollectSignups(absl::Time now, bool* drain) {
     collect_retry_.reset();
     if (*taken > 0) {
       metrics_->Add(collector_metrics::kSignupsCollected, *taken);
+      collected_ += *taken;
       last_work_ = clock_->Now();
     }
     // A whole batch: more are queued, and the next round collects again at once.

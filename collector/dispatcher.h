@@ -137,9 +137,10 @@ class Dispatcher {
   std::vector<std::string> KickedGroups(absl::Time now, const std::map<std::string, bool>& kicks,
                                         bool notified) const;
   // Collects signups (a full round), dequeues for `groups`, and goes idle once the busy linger
-  // passed without work.
-  bool DispatchRound(absl::Time now, bool full_round, const std::vector<std::string>& groups,
-                     bool* drain);
+  // passed without work, or at once when `woken_from_idle` (notifications woke an idle
+  // collector, which this round marked busy) and the round found nothing.
+  bool DispatchRound(absl::Time now, bool full_round, bool woken_from_idle,
+                     const std::vector<std::string>& groups, bool* drain);
   bool ConnectListener();
   void CloseListener();
   // Dequeues for every listed group until the queue is empty or no member has room (in its
@@ -207,8 +208,10 @@ class Dispatcher {
   // The collection of signups (the groups go on).
   std::optional<Retry> collect_retry_;
   bool healthy_ = false;
-  // Jobs handed to subscribers so far (a busy poll that dispatched some found work).
+  // Jobs handed to subscribers and signups collected so far (a round that moved either found
+  // work).
   uint64_t dispatched_ = 0;
+  uint64_t collected_ = 0;
   // Marked busy: polling every busy_poll_interval (at busy_poll_at_); last_work_ is when a
   // dispatch last handed out a job.
   bool busy_ = false;

@@ -258,9 +258,43 @@ TEST_F(DispatcherTest, ABusyCollectorPollsUntilTheLingerPassesThenRechecksAfterT
   clock_.Advance(absl::Seconds(10));
   Poke();
   EXPECT_EQ(store_.CallCount("Dequeue"), 5);
-  // The next wake-up's dispatch marks it busy again.
+  // The next wake-up's dispatch marks it busy again; its round hands out nothing (a NOTIFY any
+  // role may send), so it is idle again at once: its dequeue and the re-check once the
+  // transactions running then have ended (none here), no busy polls.
   listener_.Notify(10);
-  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 6));
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 7));
+  Settle();
+  EXPECT_EQ(listener_.Marked(), std::vector<std::string>({"busy", "idle", "busy", "idle"}));
+  clock_.Advance(absl::Milliseconds(50));
+  Poke();
+  EXPECT_EQ(store_.CallCount("Dequeue"), 7);
+}
+
+// A wake-up whose round finds work (here: a collected signup) keeps the collector busy
+// through the linger, polling.
+TEST_F(DispatcherTest, AWakeUpThatFindsWorkStaysBusyThroughTheLinger) {
+  opt_.busy_poll_interval = absl::Milliseconds(2);
+  opt_.busy_linger = absl::Milliseconds(100);
+  {
+    absl::MutexLock lock(&listener_.mu);
+    listener_.marks = true;
+  }
+  Start();
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", 1));
+  Settle();
+  clock_.Advance(absl::Milliseconds(101));
+  Poke();
+  Settle();
+  ASSERT_EQ(listener_.Marked(), std::vector<std::string>({"busy", "idle"}));
+  const int before = store_.CallCount("Dequeue");
+  store_.QueueCollected({1});
+  listener_.Notify(10);
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", before + 1));
+  Settle();
+  EXPECT_EQ(listener_.Marked(), std::vector<std::string>({"busy", "idle", "busy"}));
+  clock_.Advance(absl::Milliseconds(2));
+  Poke();
+  EXPECT_GT(store_.CallCount("Dequeue"), before + 1);
   EXPECT_EQ(listener_.Marked(), std::vector<std::string>({"busy", "idle", "busy"}));
 }
 

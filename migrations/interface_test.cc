@@ -673,8 +673,8 @@ TEST_F(InterfaceTest, WrongCodesRolledBackByTheCallerStillLockTheToken) {
         "END $$"));
     ADD_FAILURE() << "the block ended without its error";
   } catch (const pqxx::sql_error& e) {
-    EXPECT_NE(std::string(e.what()).find(absl::StrCat("guesses wrong=5 locked=", n - 5,
-                                                      " other=0")),
+    EXPECT_NE(std::string(e.what()).find(
+                  absl::StrCat("guesses wrong=5 locked=", n - 5, " other=0")),
               std::string::npos)
         << e.what();
   }
@@ -693,8 +693,8 @@ TEST_F(InterfaceTest, WrongCodesRolledBackByTheCallerStillLockTheToken) {
   const std::string wrong2 = code2 == "000000" ? "000001" : "000000";
   std::vector<std::string> outcomes;
   for (int i = 0; i < 6; ++i) {
-    outcomes.push_back(rolled_back(absl::StrCat(
-        "SELECT outcome FROM mailroom.consume_code(", a, ", 'login_code', '", wrong2, "')")));
+    outcomes.push_back(rolled_back(absl::StrCat("SELECT outcome FROM mailroom.consume_code(", a,
+                                                ", 'login_code', '", wrong2, "')")));
   }
   EXPECT_EQ(absl::StrJoin(outcomes, ","),
             "wrong_code,wrong_code,wrong_code,wrong_code,wrong_code,locked");
@@ -704,8 +704,8 @@ TEST_F(InterfaceTest, WrongCodesRolledBackByTheCallerStillLockTheToken) {
   const std::string wrong3 = code3 == "00000" ? "00001" : "00000";
   outcomes.clear();
   for (int i = 0; i < 6; ++i) {
-    outcomes.push_back(rolled_back(absl::StrCat("SELECT outcome FROM mailroom.consume('", link3,
-                                                "', '", wrong3, "')")));
+    outcomes.push_back(rolled_back(
+        absl::StrCat("SELECT outcome FROM mailroom.consume('", link3, "', '", wrong3, "')")));
   }
   EXPECT_EQ(absl::StrJoin(outcomes, ","),
             "wrong_code,wrong_code,wrong_code,wrong_code,wrong_code,locked");
@@ -752,10 +752,9 @@ TEST_F(InterfaceTest, OneAddressIsOneAccountInEverySpelling) {
   std::vector<std::pair<int, int64_t>> tokens;
   {
     pqxx::nontransaction tx(*conn_);
-    for (const auto& row :
-         tx.exec("SELECT substr(a.login, 5)::int, t.id FROM mailroom.tokens t"
-                 " JOIN mailroom.accounts a ON a.id = t.account"
-                 " WHERE t.action = 'email_change' AND a.login LIKE 'pair%'")) {
+    for (const auto& row : tx.exec("SELECT substr(a.login, 5)::int, t.id FROM mailroom.tokens t"
+                                   " JOIN mailroom.accounts a ON a.id = t.account"
+                                   " WHERE t.action = 'email_change' AND a.login LIKE 'pair%'")) {
       tokens.emplace_back(row[0].as<int>(), row[1].as<int64_t>());
     }
   }
@@ -822,11 +821,16 @@ TEST_F(InterfaceTest, SubAddressesShareTheirMailboxsLimit) {
 // '@', a quoted or non-ASCII local part, a one-label domain, a local part over 64 characters)
 // is refused at every entry: a signup, an UPDATE of the address, and email_change's request.
 TEST_F(InterfaceTest, AddressesThatAreNotMailboxesAreRefusedAtEveryEntry) {
-  const std::string bad[] = {"E'a\\x01b@example.test'", "E'a\\tb@example.test'",
-                             "'a b@example.test'",      "'not-an-address'",
-                             "'\"quoted\"@example.test'", "'j\u00fcrgen@example.test'",
-                             "'user@localhost'",        "'a..b@example.test'",
-                             "'a@-x.example.test'",     "'" + std::string(65, 'l') + "@example.test'",
+  const std::string bad[] = {"E'a\\x01b@example.test'",
+                             "E'a\\tb@example.test'",
+                             "'a b@example.test'",
+                             "'not-an-address'",
+                             "'\"quoted\"@example.test'",
+                             "'j\u00fcrgen@example.test'",
+                             "'user@localhost'",
+                             "'a..b@example.test'",
+                             "'a@-x.example.test'",
+                             "'" + std::string(65, 'l') + "@example.test'",
                              "E'a@example.test\\r\\nBcc: x@evil.test'"};
   int refused = 0;
   for (const std::string& address : bad) {

@@ -12,6 +12,7 @@
 #include "collector/migrate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/intruder.h"
 #include "testing/migrated_database.h"
 #include "testing/pg_server.h"
 
@@ -2155,6 +2156,67 @@ TEST_F(SchemaTest, ThePerRowHelpersAreInlinedIntoTheirCallers) {
     }
     EXPECT_THAT(plan, ::testing::Not(HasSubstr(helper))) << plan;
   }
+}
+
+// A transaction that stays open anywhere in the cluster holds back the xmin of every snapshot:
+// here a role that may only connect, in another database, while 300,000 tokens pass. A window
+// reads the tokens of the transactions that committed between its two snapshots and of those
+// begun since, never every token committed since the old transaction began: an empty dequeue
+// reads no token (300,000 each before), a dequeue of 1,000 new tokens reads those 1,000, and
+// the same after the old transaction has ended. Rows read: the tokens table's index fetches
+// in the dequeue's own transaction (pg_stat_xact_user_tables, on a fresh connection).
+TEST_F(SchemaTest, ALongTransactionElsewhereDoesNotWidenTheDequeuesWindow) {
+  constexpr int kTokens = 300000, kChunk = 50000;
+  Exec("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'stranger') THEN"
+       " CREATE ROLE stranger LOGIN; END IF; END $$");
+  const int64_t account = Int("INSERT INTO accounts (email, login, status, activated_at)"
+                              " VALUES ('many@example.com', 'many', 'active', 1) RETURNING id");
+  Dequeue(10);  // the group's cursor starts here
+  pqxx::connection stranger(testing::UrlAs(pg_->Url("postgres"), "stranger"));
+  pqxx::work holder(stranger);
+  holder.exec("SELECT pg_current_xact_id()");
+  // Recoveries of one account, each chunk its own transaction; the triggers are skipped for
+  // speed (the dequeue reads what they would have set: class, expiry, address).
+  auto insert = [&](int n) {
+    Exec(absl::StrCat("SET session_replication_role = replica;"
+                      " INSERT INTO tokens (account, action, priority, expires_at, address)"
+                      " SELECT ",
+                      account,
+                      ", 'password_recovery', 'critical', EXTRACT(EPOCH FROM now())::BIGINT"
+                      " + 3600, 'many@example.com' FROM generate_series(1, ",
+                      n, "); SET session_replication_role = origin"));
+  };
+  for (int i = 0; i < kTokens; i += kChunk) insert(kChunk);
+  int64_t drained = 0;
+  for (int64_t n = 1; n > 0; drained += n) n = static_cast<int64_t>(Dequeue(10000).size());
+  ASSERT_EQ(drained, kTokens);
+
+  // Rows of tokens a dequeue of `limit` reads, and how many jobs it leased. A connection of
+  // its own: a backend's counts of earlier transactions may not have been flushed yet, and
+  // the view shows them with the transaction's.
+  auto dequeue = [&](int limit, int64_t* jobs) {
+    pqxx::connection c(url_);
+    pqxx::work tx(c);
+    *jobs = tx.exec1(absl::StrCat("SELECT count(*) FROM mailroom_dequeue('mailroom', ", limit,
+                                  ", 's', 60000)"))[0]
+                .as<int64_t>();
+    const int64_t read = tx.exec1("SELECT coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables"
+                                  " WHERE relid = 'tokens'::regclass")[0]
+                             .as<int64_t>();
+    tx.commit();
+    return read;
+  };
+  int64_t jobs = -1;
+  EXPECT_EQ(dequeue(1000, &jobs), 0);
+  EXPECT_EQ(jobs, 0);
+  insert(1000);
+  EXPECT_EQ(dequeue(1000, &jobs), 1000);
+  EXPECT_EQ(jobs, 1000);
+  EXPECT_EQ(dequeue(1000, &jobs), 0);
+  holder.commit();  // the old transaction ends: it wrote no token
+  EXPECT_EQ(dequeue(1000, &jobs), 0);
+  EXPECT_EQ(dequeue(1000, &jobs), 0);
+  EXPECT_EQ(jobs, 0);
 }
 
 // Collection never waits for the application: a signup whose account row an open transaction

@@ -43,6 +43,10 @@ DECLARE
     v_pos_txid XID8;
     v_pos_id   BIGINT;
     v_opened   BOOLEAN;
+    v_seek     BOOLEAN;
+    v_seg      XID8;
+    v_hi       XID8;
+    v_found    INT;
     v_ids      BIGINT[];
     v_tids     TID[];
     v_states   delivery_state[];
@@ -253,13 +257,43 @@ BEGIN
             v_pos_txid := g.pos_txid; v_pos_id := g.pos_id;
         END IF;
         v_opened := FALSE;
+        v_seek := FALSE;
+        v_found := 0;
         WHILE v_left > 0 LOOP
             IF v_cur IS NULL THEN
                 EXIT WHEN v_opened;  -- at most one fresh window per cursor and call
                 v_cur := pg_current_snapshot();
-                v_pos_txid := pg_snapshot_xmin(v_prev);
-                v_pos_id := 0;
+                v_pos_txid := NULL;
                 v_opened := TRUE;
+                v_seek := TRUE;
+                v_found := 0;
+            END IF;
+            -- A window's new tokens are those of the transactions in progress at its lower
+            -- snapshot that have committed by its upper one (each its own segment: one txid,
+            -- probed), then those from the lower snapshot's xmax up (one range), as PgQ reads a
+            -- batch: never the range from the lower snapshot's xmin, which a transaction
+            -- running anywhere in the cluster (any database, any role) holds back, so that every
+            -- window would read again every token committed since it began (docs/design.md,
+            -- "The queue follows snapshots, not ids"). The segment at or after v_pos_txid
+            -- (NULL: the window's first): the smallest such txid that has tokens of this class,
+            -- else the lower snapshot's xmax.
+            IF v_seek THEN
+                -- One probe of tokens_priority_txid_id_idx per such transaction.
+                SELECT min(x.x) INTO v_seg FROM pg_snapshot_xip(v_prev) x
+                 WHERE (v_pos_txid IS NULL OR x.x >= v_pos_txid)
+                   AND pg_visible_in_snapshot(x.x, v_cur)
+                   AND EXISTS (SELECT 1 FROM tokens t
+                                WHERE t.priority = v_class AND t.txid = x.x);
+                v_pos_txid := coalesce(v_seg, pg_snapshot_xmax(v_prev));
+                v_pos_id := 0;
+                v_seek := FALSE;
+            END IF;
+            IF v_pos_txid < pg_snapshot_xmax(v_prev) THEN
+                v_seg := v_pos_txid;
+                v_hi := (v_pos_txid::TEXT::BIGINT + 1)::TEXT::XID8;
+            ELSE
+                v_seg := NULL;
+                v_hi := pg_snapshot_xmax(v_cur);
             END IF;
 
             -- One pass over the window (index range scan on (priority, txid, id)) collects
@@ -299,9 +333,10 @@ BEGIN
                                                AND NOT t.rate_limited AND sp.address IS NULL AS ok,
                                                s0.sendable) s
                      -- The class and the cursor as the range's two ends
-                     -- t.priority = v_class, (t.txid, t.id) > the cursor, t.txid < xmax.
+                     -- t.priority = v_class, (t.txid, t.id) > the cursor, t.txid < the
+                     -- segment's end (its txid + 1, or the upper snapshot's xmax).
                      WHERE (t.priority, t.txid, t.id) > (v_class, v_pos_txid, v_pos_id)
-                       AND (t.priority, t.txid) < (v_class, pg_snapshot_xmax(v_cur))
+                       AND (t.priority, t.txid) < (v_class, v_hi)
                        AND pg_visible_in_snapshot(t.txid, v_cur)
                        AND NOT pg_visible_in_snapshot(t.txid, v_prev)
                      ORDER BY t.priority, t.txid, t.id
@@ -362,7 +397,13 @@ BEGIN
                 v_returned := 0;
             END IF;
 
-            IF v_count = 0 AND v_opened THEN
+            v_found := v_found + v_count;
+            IF v_count < v_left AND v_seg IS NOT NULL THEN
+                -- A transaction's segment read whole: the window goes on at the next one.
+                v_pos_txid := (v_seg::TEXT::BIGINT + 1)::TEXT::XID8;
+                v_seek := TRUE;
+                v_moved := v_moved OR v_count > 0;
+            ELSIF v_count = 0 AND v_opened AND v_found = 0 THEN
                 -- A fresh window without a token of this class: the lower bound stays (the
                 -- next window, from the same bound, holds no token of this window either), so
                 -- a call that finds nothing new does not write the group's row.
