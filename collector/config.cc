@@ -15,6 +15,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "collector/db/conninfo.h"
 #include "collector/service.h"  // kMaxInFlight
 #include "collector/settings.h"
@@ -90,6 +92,42 @@ absl::Status LoadProviderFeedback(const Env& env, ProviderFeedbackOptions* p) {
     }
     *keys = *std::move(parsed);
   }
+  // GROUP:whsec_... entries, a group given again for another of its secrets (a rotation).
+  std::string group_secrets;
+  MAILROOM_ASSIGN_OR_RETURN(group_secrets,
+                            SecretSetting(env, "MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS"));
+  for (absl::string_view entry : absl::StrSplit(group_secrets, ',', absl::SkipWhitespace())) {
+    entry = absl::StripAsciiWhitespace(entry);
+    const size_t colon = entry.find(':');
+    const std::string group(colon == absl::string_view::npos ? "" : entry.substr(0, colon));
+    const size_t position = p->http_group_keys.size() + 1;
+    if (!ValidGroupName(group)) {
+      // The entry's position only: its text may be a secret with the colon left out.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS: entry ", position,
+          " must be GROUP:whsec_... with a consumer group name (", kGroupNamePattern, ")"));
+    }
+    auto keys = ParseWebhookSecrets(entry.substr(colon + 1));
+    if (!keys.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS: entry ",
+                                                     position, " (group ", group,
+                                                     "): ", keys.status().message()));
+    }
+    p->http_group_keys.push_back({group, *std::move(keys)});
+  }
+  // The providers whose events for no known delivery still suppress (an opt-in: by default an
+  // event suppresses only the recipient of the delivery it names).
+  p->suppress_unmatched = env.List("MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED");
+  for (const std::string& name : p->suppress_unmatched) {
+    const bool known = name == "ses" ||
+                       std::find(std::begin(kFeedbackProviders), std::end(kFeedbackProviders),
+                                 absl::string_view(name)) != std::end(kFeedbackProviders);
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED: \"", absl::CEscape(name),
+          "\" is not a feedback provider (ses, postmark, sendgrid, mailgun, resend, http)"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -131,7 +169,7 @@ absl::StatusOr<FeedbackSettings> LoadFeedbackSettings(const Env& env) {
         "MAILROOM_FEEDBACK_TOPIC_ARNS: required when MAILROOM_FEEDBACK_ADDRESS is set and no "
         "provider path is (the SNS topics whose messages the feedback endpoint acts on; or set "
         "MAILROOM_FEEDBACK_POSTMARK_CREDENTIALS, _SENDGRID_PUBLIC_KEY, _MAILGUN_SIGNING_KEY, "
-        "_RESEND_SECRET or _HTTP_SECRET)");
+        "_RESEND_SECRET, _HTTP_SECRET or _HTTP_GROUP_SECRETS)");
   }
   int64_t workers;
   MAILROOM_ASSIGN_OR_RETURN(workers, env.Int(CollectorSetting("MAILROOM_FEEDBACK_WORKERS")));

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "collector/db/testing/conninfo_option.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -305,6 +306,42 @@ TEST_F(LoadConfigTest, ProviderFeedbackPathsTakeTheirSecrets) {
   ASSERT_FALSE(both.ok());
   EXPECT_THAT(std::string(both.status().message()),
               HasSubstr("MAILROOM_FEEDBACK_MAILGUN_SIGNING_KEY: set either it or"));
+}
+
+// Per-group delivery-report secrets turn /feedback/http on, each for its group; the opt-in for
+// unmatched events names providers. Errors name the variable and the entry's position, never a
+// secret.
+TEST_F(LoadConfigTest, HttpGroupSecretsAndTheUnmatchedOptIn) {
+  const std::string whsec = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+  auto c = Load({{"MAILROOM_FEEDBACK_ADDRESS", "127.0.0.1:9470"},
+                 {"MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS",
+                  absl::StrCat("mailroom:", whsec, ", billing:", whsec, ",mailroom:", whsec)},
+                 {"MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED", "ses, postmark"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->feedback.providers.Enabled(), ElementsAre("http"));
+  EXPECT_TRUE(c->feedback.providers.http_keys.empty());
+  std::vector<std::string> groups;
+  for (const GroupWebhookKeys& g : c->feedback.providers.http_group_keys) {
+    groups.push_back(absl::StrCat(g.group, "/", g.keys.size()));
+  }
+  EXPECT_THAT(groups, ElementsAre("mailroom/1", "billing/1", "mailroom/1"));
+  EXPECT_THAT(c->feedback.providers.suppress_unmatched, ElementsAre("ses", "postmark"));
+  EXPECT_TRUE(Load({})->feedback.providers.suppress_unmatched.empty());
+
+  for (const std::string& value :
+       {absl::StrCat("mailroom:", whsec, ",", whsec), absl::StrCat("Bad Group:", whsec),
+        std::string("mailroom:whsec_c2VjcmV0")}) {
+    auto e = Load({{"MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS", value}});
+    ASSERT_FALSE(e.ok()) << value;
+    EXPECT_THAT(std::string(e.status().message()),
+                HasSubstr("MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS: entry "));
+    EXPECT_THAT(std::string(e.status().message()), Not(HasSubstr("MfKQ9r8G")));
+    EXPECT_THAT(std::string(e.status().message()), Not(HasSubstr("c2VjcmV0")));
+  }
+  auto unknown = Load({{"MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED", "ses,mailchimp"}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(std::string(unknown.status().message()),
+              HasSubstr("MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED: \"mailchimp\""));
 }
 
 TEST_F(LoadConfigTest, FeedbackErrorsNameTheVariable) {

@@ -6,6 +6,7 @@
 #include <malloc.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -121,7 +122,10 @@ class Collector {
                return HttpsGet(url, ca, /*allow_http=*/true);
              }),
         feedback_(&sns_, feedback_store_.get(), https_get_, c.feedback.sns.extra_hosts,
-                  c.feedback.soft_bounce_limit, metrics_),
+                  c.feedback.soft_bounce_limit, metrics_,
+                  std::find(c.feedback.providers.suppress_unmatched.begin(),
+                            c.feedback.providers.suppress_unmatched.end(),
+                            "ses") != c.feedback.providers.suppress_unmatched.end()),
         providers_(c.feedback.providers, feedback_store_.get(), c.feedback.soft_bounce_limit,
                    metrics_),
         // SNS's path is on with the operator's topics only; each provider's with its secret.
@@ -171,6 +175,10 @@ class Collector {
              {"groups", absl::StrJoin(c.dispatch.groups, ",")},
              {"feedback", Listening(c.feedback.address, feedback_server_.port())},
              {"feedback_paths", FeedbackPaths(c.feedback)},
+             {"feedback_suppress_unmatched",
+              c.feedback.providers.suppress_unmatched.empty()
+                  ? "none"
+                  : absl::StrJoin(c.feedback.providers.suppress_unmatched, ",")},
              {"guard", c.feedback.guard.enabled() ? "on" : "off"},
              {"open_files", absl::StrCat(open_files)}});
   }

@@ -114,6 +114,15 @@ const SettingsTable& CollectorSettings() {
        kSecret},
       {"MAILROOM_FEEDBACK_HTTP_SECRET_FILE", "", "", "",
        "file holding MAILROOM_FEEDBACK_HTTP_SECRET"},
+      {"MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS", "", "", "",
+       "GROUP:whsec_... entries (comma-separated): a report signed with one names only GROUP's "
+       "deliveries; turns on /feedback/http",
+       kSecret},
+      {"MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS_FILE", "", "", "",
+       "file holding MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS"},
+      {"MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED", "", "", "",
+       "providers (ses, postmark, sendgrid, mailgun, resend, http; comma-separated) whose events "
+       "for no known delivery still suppress their recipients"},
       {"MAILROOM_FEEDBACK_MAX_AGE", "3600000", "60000", "86400000",
        "feedback (SNS or a provider's) older than this (ms) is refused"},
       {"MAILROOM_SOFT_BOUNCE_LIMIT", "3", "1", "1000",

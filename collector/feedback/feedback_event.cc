@@ -86,6 +86,11 @@ absl::StatusOr<FeedbackEvent> ParseSesEvent(const std::string& message) {
     return absl::UnimplementedError(
         absl::StrCat("SES event type not recorded: ", e.type.substr(0, 40)));
   }
+  // A Reject names no recipient of its own (nor may a Delivery): the message's destination
+  // is whom it was for, which the delivery's recipient must be among.
+  if ((e.type == "Delivery" || e.type == "Reject") && e.recipients.empty()) {
+    Addresses(*mail, "destination", &e.recipients);
+  }
   if ((e.type == "Bounce" || e.type == "Complaint") && e.recipients.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(e.type, " without recipients"));
   }

@@ -23,11 +23,13 @@ struct FeedbackEvent {
   // The provider's id of the message, as the sender recorded it (deliveries'
   // provider_message_id; SES: mail.messageId), in each form it may have been recorded in.
   std::vector<std::string> message_ids;
-  std::string group;                    // the message's mailroom_group tag ("" when absent)
-  uint64_t job_id = 0;                  // the message's mailroom_job tag (0 when absent)
-  std::vector<std::string> recipients;  // bounced / complained / delivered recipients
-  std::string bounce_type;              // Permanent | Transient | Undetermined (Bounce only)
-  std::string detail;                   // bounce subtype, complaint feedback type or reject reason
+  std::string group;    // the message's mailroom_group tag ("" when absent)
+  uint64_t job_id = 0;  // the message's mailroom_job tag (0 when absent)
+  // Bounced / complained / delivered recipients (SES's Delivery and Reject without any: the
+  // message's destination). A delivery's recipient must be one of them for the event to reach it.
+  std::vector<std::string> recipients;
+  std::string bounce_type;  // Permanent | Transient | Undetermined (Bounce only)
+  std::string detail;       // bounce subtype, complaint feedback type or reject reason
 };
 
 // Parses the `Message` of an SNS notification carrying an SES event. kInvalidArgument when it

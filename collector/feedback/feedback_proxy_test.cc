@@ -166,7 +166,7 @@ class FeedbackProxyTest : public testing::MigratedDatabaseTest {
     return {a.status, a.body};
   }
 
-  // A signed bounce report posted from 127.0.0.2; expects it recorded and returns how long the
+  // A signed bounce report posted from 127.0.0.2; expects it taken and returns how long the
   // answer took.
   absl::Duration TimedReport(const std::string& beside) {
     static int n = 0;
@@ -179,8 +179,8 @@ class FeedbackProxyTest : public testing::MigratedDatabaseTest {
                                                                  absl::Now()));
     const absl::Duration took = absl::Now() - start;
     EXPECT_EQ(status, 200) << answer;
-    EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM suppressions WHERE address = 'bob", n,
-                               "@example.com'")),
+    EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM sns_messages WHERE message_id = 'http:", id,
+                               "'")),
               1);
     std::cout << "answered through the proxy in " << absl::ToInt64Milliseconds(took)
               << " ms beside " << beside << "\n";
@@ -226,7 +226,7 @@ TEST_F(FeedbackProxyTest, SlowClientsAreHeldByTheProxyAndLimitedPerAddress) {
   }
   EXPECT_EQ(refused, 10);
   EXPECT_EQ(server_.buffered_bytes(), 0u);
-  EXPECT_EQ(Int("SELECT count(*) FROM suppressions"), 1);
+  EXPECT_EQ(Int("SELECT count(*) FROM sns_messages"), 1);
 }
 
 // A body over 256 KiB is refused by the proxy (413) as soon as its headers say so; the

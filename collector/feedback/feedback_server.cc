@@ -28,10 +28,10 @@ namespace mailroom {
 
 FeedbackHandler::FeedbackHandler(SnsVerifier* verifier, FeedbackStore* store, UrlFetcher confirm,
                                  std::vector<std::string> extra_hosts, int soft_bounce_limit,
-                                 Metrics* metrics)
+                                 Metrics* metrics, bool suppress_unmatched)
     : verifier_(verifier), store_(store), confirm_(std::move(confirm)),
       extra_hosts_(std::move(extra_hosts)), soft_bounce_limit_(soft_bounce_limit),
-      metrics_(metrics) {}
+      metrics_(metrics), suppress_unmatched_(suppress_unmatched) {}
 
 HttpReply FeedbackHandler::Count(const std::string& type, const char* result, HttpReply reply) {
   metrics_->Add(collector_metrics::kFeedback, 1, {type.empty() ? "unknown" : type, result});
@@ -80,19 +80,31 @@ HttpReply FeedbackHandler::Post(const std::string& body) {
   if (!event.ok()) {
     return Count(type, "bad_request", {400, std::string(event.status().message())});
   }
-  auto recorded = store_->Record(m->message_id, *event, soft_bounce_limit_);
+  auto recorded = store_->Record(m->message_id, *event, soft_bounce_limit_,
+                                 {/*group=*/"", suppress_unmatched_});
   if (!recorded.ok()) {
     LogWarn("feedback not recorded", {{"error", std::string(recorded.status().message())}});
     return Count(type, "unavailable", {503, "feedback not recorded; retry"});
   }
-  const char* result = *recorded == FeedbackResult::kDuplicate   ? "duplicate"
-                       : *recorded == FeedbackResult::kUnmatched ? "unmatched"
-                                                                 : "recorded";
-  LogInfo("feedback", {{"event", event->type},
-                       {"bounce_type", event->bounce_type},
-                       {"job", absl::StrCat(event->job_id)},
-                       {"group", event->group},
-                       {"result", result}});
+  const char* result = ResultName(recorded->result);
+  if (recorded->result == FeedbackResult::kUnmatched) {
+    metrics_->Add(collector_metrics::kFeedbackUnmatched, 1, {"ses", recorded->unmatched_reason});
+    LogInfo("feedback unmatched",
+            {{"provider", "ses"},
+             {"event", event->type},
+             {"reason", recorded->unmatched_reason},
+             {"message_id", event->message_ids.empty() ? "" : event->message_ids[0].substr(0, 100)},
+             {"job", absl::StrCat(event->job_id)},
+             {"group", event->group.substr(0, 100)},
+             {"recipient_domains", RecipientDomains(event->recipients)},
+             {"suppressed", recorded->suppressed ? "true" : "false"}});
+  } else {
+    LogInfo("feedback", {{"event", event->type},
+                         {"bounce_type", event->bounce_type},
+                         {"job", absl::StrCat(event->job_id)},
+                         {"group", event->group},
+                         {"result", result}});
+  }
   metrics_->Add(collector_metrics::kFeedbackEvents, 1, {event->type, result});
   return Count(type, result, {200, result});
 }

@@ -30,16 +30,21 @@ struct PendingConnection;
 //    certificate from a host other than sns.<region>.amazonaws.com, an unlisted topic), or a
 //    SubscribeURL on such a host; nothing is recorded;
 //  * SubscriptionConfirmation: GETs SubscribeURL (confirming the subscription), 200;
-//  * Notification: records the SES event once per SNS MessageId (FeedbackStore), 200;
+//  * Notification: records the SES event once per SNS MessageId (FeedbackStore), 200
+//    `recorded`, `unmatched` or `duplicate`; an event attached to no delivery (its message id,
+//    or its tags' job, and its recipient must match one) suppresses nothing unless
+//    `suppress_unmatched`, and is counted in mailroom_collector_feedback_unmatched_total;
 //  * 503 when the database or the certificate/SubscribeURL host cannot be reached (SNS
 //    retries).
 // Thread-safe; counts mailroom_collector_feedback_total{type,result}.
 class FeedbackHandler : public HttpHandler {
  public:
-  // `confirm` GETs a SubscribeURL; `extra_hosts` as SnsVerifierOptions::extra_hosts. None of
-  // the pointers is owned; all must outlive the handler.
+  // `confirm` GETs a SubscribeURL; `extra_hosts` as SnsVerifierOptions::extra_hosts;
+  // `suppress_unmatched`: SES is in MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED. None of the pointers
+  // is owned; all must outlive the handler.
   FeedbackHandler(SnsVerifier* verifier, FeedbackStore* store, UrlFetcher confirm,
-                  std::vector<std::string> extra_hosts, int soft_bounce_limit, Metrics* metrics);
+                  std::vector<std::string> extra_hosts, int soft_bounce_limit, Metrics* metrics,
+                  bool suppress_unmatched);
   HttpReply Post(const std::string& body);
   // Post(request.body): SNS's messages are the same on any path.
   HttpReply Handle(const HttpRequest& request) override { return Post(request.body); }
@@ -53,6 +58,7 @@ class FeedbackHandler : public HttpHandler {
   const std::vector<std::string> extra_hosts_;
   const int soft_bounce_limit_;
   Metrics* const metrics_;
+  const bool suppress_unmatched_;
 };
 
 // How the feedback endpoint bounds its clients. The defaults are the production values

@@ -111,7 +111,7 @@ class FeedbackServerTest : public ::testing::Test {
           confirmed_.push_back(url);
           return std::string("<ConfirmSubscriptionResponse/>");
         },
-        std::vector<std::string>{}, 3, &metrics_);
+        std::vector<std::string>{}, 3, &metrics_, /*suppress_unmatched=*/false);
     FeedbackServerOptions server_options;  // production workers and request timeout
     server_options.max_body = kMaxBody;
     ASSERT_TRUE(server_.Start("127.0.0.1:0", handler_.get(), server_options).ok());
@@ -121,6 +121,21 @@ class FeedbackServerTest : public ::testing::Test {
   std::string Text(const std::string& sql) {
     pqxx::nontransaction tx(*conn_);
     return tx.exec1(sql)[0].as<std::string>();
+  }
+  // An account `email` whose activation group "mailroom" leased and acknowledged SENT with SES
+  // message id `ses_id`, as the collector records it (mailroom_ack).
+  void SentTo(const std::string& email, const std::string& ses_id) {
+    // Each statement its own transaction: a dequeue hands out committed tokens only.
+    pqxx::nontransaction tx(*conn_);
+    tx.exec("SELECT mailroom_ensure_group('mailroom', true)");
+    tx.exec_params("INSERT INTO accounts (email, login) VALUES ($1, $1)", email);
+    tx.exec("SELECT mailroom_collect_signups(2147483647)");
+    pqxx::row job = tx.exec1(
+        "SELECT job_id, attempt FROM mailroom_dequeue('mailroom', 1, 's', 60000)");
+    tx.exec_params1(
+        "SELECT count(*) FROM mailroom_ack('mailroom', 's', ARRAY[$1::bigint], ARRAY[$2::int],"
+        " ARRAY['sent'], ARRAY[''], ARRAY[0], ARRAY[0::bigint], ARRAY[$3::text])",
+        job[0].as<int64_t>(), job[1].as<int>(), ses_id);
   }
   static std::string BounceFor(const std::string& to) {
     return absl::StrCat(R"({"eventType":"Bounce","bounce":{"bounceType":"Permanent",)",
@@ -160,7 +175,12 @@ TEST_F(FeedbackServerTest, ASignedBounceIsRecordedOnceAForgedOneChangesNothing) 
   Answer ok = Http("POST", url_, testing::SnsSigner::Body(good));
   EXPECT_EQ(ok.status, 200) << ok.body;
   EXPECT_EQ(ok.body, "unmatched\n");  // no delivery with that SES id in this database
-  EXPECT_EQ(Text("SELECT reason FROM suppressions"), "hard_bounce");
+  // An event about no delivery of ours suppresses nothing (without the operator's opt-in).
+  EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "0");
+  EXPECT_EQ(Text("SELECT count(*) FROM sns_messages"), "1");
+  EXPECT_EQ(metrics_.Value("mailroom_collector_feedback_unmatched_total",
+                           {{"provider", "ses"}, {"reason", "no_delivery"}}),
+            1);
   Answer again = Http("POST", url_, testing::SnsSigner::Body(good));
   EXPECT_EQ(again.status, 200);
   EXPECT_EQ(again.body, "duplicate\n");
@@ -169,6 +189,49 @@ TEST_F(FeedbackServerTest, ASignedBounceIsRecordedOnceAForgedOneChangesNothing) 
             1);
   EXPECT_EQ(metrics_.Value("mailroom_collector_feedback_total",
                            {{"type", "Notification"}, {"result", "duplicate"}}),
+            1);
+}
+
+// A signed bounce reaches the delivery it names only when its recipient is that delivery's:
+// then it is recorded and suppresses the address as before; naming the delivery's message id
+// with another address suppresses nothing and is counted unmatched (reason recipient).
+TEST_F(FeedbackServerTest, ASignedBounceReachesOnlyTheDeliveryOfItsMessageIdAndRecipient) {
+  SentTo("bob@example.test", "ses-1");
+  Answer other = Http("POST", url_,
+                      testing::SnsSigner::Body(signer_->Notification(
+                          "sns-o", BounceFor("victim@example.test"), kCertUrl, absl::Now())));
+  EXPECT_EQ(other.body, "unmatched\n");
+  EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "0");
+  EXPECT_EQ(Text("SELECT count(*) FROM delivery_states WHERE bounced_at IS NOT NULL"), "0");
+  EXPECT_EQ(metrics_.Value("mailroom_collector_feedback_unmatched_total",
+                           {{"provider", "ses"}, {"reason", "recipient"}}),
+            1);
+  Answer ok = Http("POST", url_,
+                   testing::SnsSigner::Body(signer_->Notification(
+                       "sns-b", BounceFor(" Bob@Example.test"), kCertUrl, absl::Now())));
+  EXPECT_EQ(ok.body, "recorded\n");
+  EXPECT_EQ(Text("SELECT address || ' ' || reason FROM suppressions"),
+            "bob@example.test hard_bounce");
+  EXPECT_EQ(Text("SELECT count(*) FROM delivery_states WHERE bounced_at IS NOT NULL"), "1");
+  EXPECT_EQ(Text("SELECT sum(bounced) FROM reputation_hourly WHERE provider = 'ses'"), "1");
+}
+
+// With SES in MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED (the handler's suppress_unmatched), a signed
+// bounce for no delivery suppresses its recipient, as before deliveries were matched; it is
+// still answered and counted unmatched.
+TEST_F(FeedbackServerTest, WithTheOptInABounceForNoDeliverySuppressesItsRecipient) {
+  FeedbackHandler opted(
+      verifier_.get(), store_.get(),
+      [](const std::string&) -> absl::StatusOr<std::string> { return std::string(); },
+      std::vector<std::string>{}, 3, &metrics_, /*suppress_unmatched=*/true);
+  HttpReply r = opted.Post(testing::SnsSigner::Body(
+      signer_->Notification("sns-s", BounceFor("stray@example.test"), kCertUrl, absl::Now())));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "unmatched");
+  EXPECT_EQ(Text("SELECT address || ' ' || reason FROM suppressions"),
+            "stray@example.test hard_bounce");
+  EXPECT_EQ(metrics_.Value("mailroom_collector_feedback_unmatched_total",
+                           {{"provider", "ses"}, {"reason", "no_delivery"}}),
             1);
 }
 
@@ -329,8 +392,8 @@ class SlowClients {
   std::thread trickle_;
 };
 
-// Posts a signed bounce for a new address; expects 200 and the address suppressed, prints how
-// long the answer took beside `clients` and returns that.
+// Posts a signed bounce for a new address; expects 200 and the message taken, prints how long
+// the answer took beside `clients` and returns that.
 absl::Duration FeedbackServerTest::TimedNotification(const std::string& clients) {
   static int n = 0;
   const std::string id = absl::StrCat("sns-slow-", ++n);
@@ -340,7 +403,8 @@ absl::Duration FeedbackServerTest::TimedNotification(const std::string& clients)
                       id, BounceFor(absl::StrCat(id, "@example.test")), kCertUrl, absl::Now())));
   const absl::Duration took = absl::Now() - start;
   EXPECT_EQ(a.status, 200);
-  EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "1");
+  EXPECT_EQ(Text(absl::StrCat("SELECT count(*) FROM sns_messages WHERE message_id = '", id, "'")),
+            "1");
   std::cout << "answered in " << absl::ToInt64Milliseconds(took) << " ms with " << clients << "\n";
   return took;
 }
@@ -546,7 +610,7 @@ TEST_F(FeedbackServerTest, HeaderNamesOutsideTheTokenCharactersAreRefused) {
   EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "0");
   EXPECT_THAT(Exchange(server_.port(), absl::StrCat(head, "\r\n", body)),
               ::testing::StartsWith("HTTP/1.1 200 "));
-  EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "1");
+  EXPECT_EQ(Text("SELECT count(*) FROM sns_messages"), "1");
 }
 
 // A client that asks to be told to go on (Expect: 100-continue) is, and its body is then read.
@@ -613,7 +677,7 @@ TEST_F(FeedbackServerTest, AnArrivingRequestOutlastsABurstOfBareConnections) {
   EXPECT_THAT(ReadUntilClosed(sent_whole, absl::Seconds(10)),
               ::testing::StartsWith("HTTP/1.1 200 OK\r\n"));
   close(sent_whole);
-  EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "2");
+  EXPECT_EQ(Text("SELECT count(*) FROM sns_messages"), "2");
 }
 
 // Under an open-file limit of 512, the endpoint holds at most a quarter of it (128) however
@@ -788,7 +852,8 @@ srv.serve_forever()
 TEST_F(FeedbackServerTest, DefinitelyFailedCertificateFetchesAreCachedAndCapped) {
   CertHost cert_host(signer_->cert_pem());
   SnsVerifier verifier = cert_host.Verifier(ca_file_);
-  FeedbackHandler handler(&verifier, store_.get(), nullptr, {cert_host.host()}, 3, &metrics_);
+  FeedbackHandler handler(&verifier, store_.get(), nullptr, {cert_host.host()}, 3, &metrics_,
+                          /*suppress_unmatched=*/false);
   const absl::Time start = absl::Now();
   const std::string same = cert_host.Url("/SimpleNotificationService-90e.pem");
   for (int i = 0; i < 10; ++i) {
@@ -816,7 +881,8 @@ TEST_F(FeedbackServerTest, DefinitelyFailedCertificateFetchesAreCachedAndCapped)
 TEST_F(FeedbackServerTest, ATransientCertificateFailureIsRetriedAfterFiveSeconds) {
   CertHost cert_host(signer_->cert_pem());
   SnsVerifier verifier = cert_host.Verifier(ca_file_);
-  FeedbackHandler handler(&verifier, store_.get(), nullptr, {cert_host.host()}, 3, &metrics_);
+  FeedbackHandler handler(&verifier, store_.get(), nullptr, {cert_host.host()}, 3, &metrics_,
+                          /*suppress_unmatched=*/false);
   const std::string genuine = testing::SnsSigner::Body(signer_->Notification(
       "sns-retried", BounceFor("gone@example.test"), cert_host.Url(kCertPath), absl::Now()));
   const absl::Time failed_at = absl::Now();
@@ -862,7 +928,8 @@ TEST_F(FeedbackServerTest, SnssCertificateIsFetchedWhileAStrangerPostsMadeUpUrls
     absl::MutexLock lock(&mu);
     if (url == cert_host.Url(kCertPath)) genuine_fetch = absl::Now();
   });
-  FeedbackHandler handler(&verifier, store_.get(), nullptr, {cert_host.host()}, 3, &metrics_);
+  FeedbackHandler handler(&verifier, store_.get(), nullptr, {cert_host.host()}, 3, &metrics_,
+                          /*suppress_unmatched=*/false);
   int made_up = 0;
   absl::Time next = absl::Now();
   absl::Duration longest_post;  // the stranger's; a post that fetches takes longest

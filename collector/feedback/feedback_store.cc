@@ -1,8 +1,12 @@
 #include "collector/feedback/feedback_store.h"
 
+#include <algorithm>
 #include <pqxx/pqxx>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "collector/db/pool.h"
 
 namespace mailroom {
@@ -13,22 +17,30 @@ class PgFeedbackStore : public FeedbackStore {
   PgFeedbackStore(std::string url, const TxTimeouts& timeouts)
       : pool_({std::move(url), /*size=*/1, timeouts}) {}
 
-  absl::StatusOr<FeedbackResult> Record(const std::string& event_key, const FeedbackEvent& e,
-                                        int soft_limit) override {
-    return pool_.Run<FeedbackResult>("recording feedback", [&](Connection& c) {
+  absl::StatusOr<FeedbackRecord> Record(const std::string& event_key, const FeedbackEvent& e,
+                                        int soft_limit, const FeedbackScope& scope) override {
+    return pool_.Run<FeedbackRecord>("recording feedback", [&](Connection& c) {
       Transaction tx(c);
       std::string r =
           tx.exec_params1(
                 "SELECT mailroom.mailroom_record_feedback($1::text, $2::text, $3::text, $4::text[],"
-                " $5::text, $6::bigint, $7::text[], $8::text, $9::text, $10::int)",
+                " $5::text, $6::bigint, $7::text[], $8::text, $9::text, $10::int, $11::text,"
+                " $12::boolean)",
                 event_key, e.provider, e.type, TextArray(e.message_ids), e.group,
                 static_cast<int64_t>(e.job_id), TextArray(e.recipients), e.bounce_type, e.detail,
-                soft_limit)[0]
+                soft_limit, scope.group, scope.suppress_unmatched)[0]
               .as<std::string>();
       tx.commit();
-      return r == "duplicate"   ? FeedbackResult::kDuplicate
-             : r == "unmatched" ? FeedbackResult::kUnmatched
-                                : FeedbackResult::kRecorded;
+      FeedbackRecord out;
+      absl::string_view rest = r;  // recorded | duplicate | unmatched:<reason>[:suppressed]
+      if (rest == "duplicate") {
+        out.result = FeedbackResult::kDuplicate;
+      } else if (absl::ConsumePrefix(&rest, "unmatched:")) {
+        out.result = FeedbackResult::kUnmatched;
+        out.suppressed = absl::ConsumeSuffix(&rest, ":suppressed");
+        out.unmatched_reason = std::string(rest);
+      }
+      return out;
     });
   }
 
@@ -77,6 +89,25 @@ class PgFeedbackStore : public FeedbackStore {
 };
 
 }  // namespace
+
+const char* ResultName(FeedbackResult r) {
+  return r == FeedbackResult::kDuplicate   ? "duplicate"
+         : r == FeedbackResult::kUnmatched ? "unmatched"
+                                           : "recorded";
+}
+
+std::string RecipientDomains(const std::vector<std::string>& recipients) {
+  std::vector<std::string> domains;
+  for (const std::string& r : recipients) {
+    const size_t at = r.rfind('@');
+    std::string d = absl::AsciiStrToLower(
+        absl::StripAsciiWhitespace(at == std::string::npos ? "" : r.substr(at + 1)));
+    if (!d.empty() && std::find(domains.begin(), domains.end(), d) == domains.end()) {
+      domains.push_back(std::move(d));
+    }
+  }
+  return absl::StrJoin(domains, ",");
+}
 
 std::unique_ptr<FeedbackStore> NewPgFeedbackStore(const std::string& url,
                                                   const TxTimeouts& timeouts) {

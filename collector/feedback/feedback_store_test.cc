@@ -59,9 +59,9 @@ class FeedbackStoreTest : public testing::MigratedDatabaseTest {
 TEST_F(FeedbackStoreTest, PermanentBounceSuppressesOnceAndCounts) {
   std::vector<testing::Leased> jobs = SendTo(2);
   const std::string ses_id = absl::StrCat("ses-", jobs[0].id);
-  auto r = feedback_->Record("sns-1", Bounce(ses_id, "A1@example.test"), 3);
+  auto r = feedback_->Record("sns-1", Bounce(ses_id, "A1@example.test"), 3, {});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(*r, FeedbackResult::kRecorded);
+  EXPECT_EQ(r->result, FeedbackResult::kRecorded);
   EXPECT_EQ(
       Text("SELECT reason || ' ' || source FROM suppressions WHERE address = 'a1@example.test'"),
       "hard_bounce ses bounce: Permanent General");
@@ -69,11 +69,11 @@ TEST_F(FeedbackStoreTest, PermanentBounceSuppressesOnceAndCounts) {
                               jobs[0].id)),
             "Permanent");
   // The same SNS message again (SNS delivers at least once): nothing changes.
-  auto again = feedback_->Record("sns-1", Bounce(ses_id, "A1@example.test"), 3);
+  auto again = feedback_->Record("sns-1", Bounce(ses_id, "A1@example.test"), 3, {});
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(*again, FeedbackResult::kDuplicate);
+  EXPECT_EQ(again->result, FeedbackResult::kDuplicate);
   // Another SNS message about the same bounce counts once per delivery.
-  ASSERT_TRUE(feedback_->Record("sns-2", Bounce(ses_id, "a1@example.test"), 3).ok());
+  ASSERT_TRUE(feedback_->Record("sns-2", Bounce(ses_id, "a1@example.test"), 3, {}).ok());
   ReputationRow rep = Reputation();
   EXPECT_EQ(rep.sent, 2u);
   EXPECT_EQ(rep.bounced, 1u);
@@ -95,7 +95,7 @@ TEST_F(FeedbackStoreTest, ComplaintDeliveryAndTagFallback) {
   complaint.message_ids = {absl::StrCat("ses-", jobs[1].id)};
   complaint.recipients = {"a2@example.test"};
   complaint.detail = "abuse";
-  ASSERT_EQ(*feedback_->Record("sns-c", complaint, 3), FeedbackResult::kRecorded);
+  ASSERT_EQ(feedback_->Record("sns-c", complaint, 3, {})->result, FeedbackResult::kRecorded);
   EXPECT_EQ(Text("SELECT reason FROM suppressions WHERE address = 'a2@example.test'"), "complaint");
   // A delivery found by its tags (no message id known): delivered_at set once.
   FeedbackEvent delivery;
@@ -103,8 +103,9 @@ TEST_F(FeedbackStoreTest, ComplaintDeliveryAndTagFallback) {
   delivery.message_ids = {"unknown-to-us"};
   delivery.group = "mailroom";
   delivery.job_id = jobs[0].id;
-  ASSERT_EQ(*feedback_->Record("sns-d1", delivery, 3), FeedbackResult::kRecorded);
-  ASSERT_EQ(*feedback_->Record("sns-d2", delivery, 3), FeedbackResult::kRecorded);
+  delivery.recipients = {"a1@example.test"};
+  ASSERT_EQ(feedback_->Record("sns-d1", delivery, 3, {})->result, FeedbackResult::kRecorded);
+  ASSERT_EQ(feedback_->Record("sns-d2", delivery, 3, {})->result, FeedbackResult::kRecorded);
   EXPECT_EQ(Text(absl::StrCat("SELECT delivered_at IS NOT NULL FROM delivery_states"
                               " WHERE token_id = ",
                               jobs[0].id)),
@@ -112,14 +113,9 @@ TEST_F(FeedbackStoreTest, ComplaintDeliveryAndTagFallback) {
   ReputationRow rep = Reputation();
   EXPECT_EQ(rep.delivered, 1u);
   EXPECT_EQ(rep.complained, 1u);
-  // An event for no known delivery still suppresses; counters do not move.
-  FeedbackEvent stray = Bounce("nobody-knows", "stray@example.test");
-  ASSERT_EQ(*feedback_->Record("sns-s", stray, 3), FeedbackResult::kUnmatched);
-  EXPECT_EQ(Text("SELECT reason FROM suppressions WHERE address = 'stray@example.test'"),
-            "hard_bounce");
-  EXPECT_EQ(Reputation().bounced, 0u);
   // A bounce does not turn a complaint into a bounce.
-  ASSERT_TRUE(feedback_->Record("sns-b2", Bounce("x", "a2@example.test"), 3).ok());
+  ASSERT_TRUE(
+      feedback_->Record("sns-b2", Bounce(complaint.message_ids[0], "a2@example.test"), 3, {}).ok());
   EXPECT_EQ(Text("SELECT reason FROM suppressions WHERE address = 'a2@example.test'"), "complaint");
 }
 
@@ -134,7 +130,7 @@ TEST_F(FeedbackStoreTest, AComplaintAboutAJobSentWithoutAMessageIdIsMatchedByIts
   complaint.job_id = jobs[1].id;
   complaint.recipients = {"a2@example.test"};
   complaint.detail = "abuse";
-  EXPECT_EQ(*feedback_->Record("sns-tags-c", complaint, 3), FeedbackResult::kRecorded);
+  EXPECT_EQ(feedback_->Record("sns-tags-c", complaint, 3, {})->result, FeedbackResult::kRecorded);
   EXPECT_EQ(Text(absl::StrCat("SELECT complained_at IS NOT NULL FROM delivery_states"
                               " WHERE token_id = ",
                               jobs[1].id)),
@@ -145,7 +141,7 @@ TEST_F(FeedbackStoreTest, AComplaintAboutAJobSentWithoutAMessageIdIsMatchedByIts
   FeedbackEvent bounce = Bounce("", "a2@example.test");
   bounce.group = "mailroom";
   bounce.job_id = jobs[1].id;
-  EXPECT_EQ(*feedback_->Record("sns-tags-b", bounce, 3), FeedbackResult::kRecorded);
+  EXPECT_EQ(feedback_->Record("sns-tags-b", bounce, 3, {})->result, FeedbackResult::kRecorded);
   EXPECT_EQ(Text(absl::StrCat("SELECT bounce_type FROM delivery_states WHERE token_id = ",
                               jobs[1].id)),
             "Permanent");
@@ -169,12 +165,13 @@ TEST_F(FeedbackStoreTest, AnEventBeforeTheAcknowledgementIsMatchedByTheJobsTags)
   delivery.message_ids = {"ses-early"};
   delivery.group = "mailroom";
   delivery.job_id = jobs[0].id;
-  EXPECT_EQ(*feedback_->Record("sns-early-1", delivery, 3), FeedbackResult::kRecorded);
+  delivery.recipients = {"early@example.test"};
+  EXPECT_EQ(feedback_->Record("sns-early-1", delivery, 3, {})->result, FeedbackResult::kRecorded);
   EXPECT_EQ(Reputation().delivered, 1u);
   // The acknowledgement, with that message id, comes afterwards; SES reports the delivery
   // again: not counted twice.
   EXPECT_EQ(AckSent(jobs, {"ses-early"}), 1);
-  EXPECT_EQ(*feedback_->Record("sns-early-2", delivery, 3), FeedbackResult::kRecorded);
+  EXPECT_EQ(feedback_->Record("sns-early-2", delivery, 3, {})->result, FeedbackResult::kRecorded);
   EXPECT_EQ(Reputation().delivered, 1u);
   EXPECT_EQ(Text(absl::StrCat("SELECT (delivered_at IS NOT NULL) || ' ' || state"
                               " FROM delivery_states WHERE token_id = ",
@@ -183,20 +180,131 @@ TEST_F(FeedbackStoreTest, AnEventBeforeTheAcknowledgementIsMatchedByTheJobsTags)
 }
 
 TEST_F(FeedbackStoreTest, TransientBouncesSuppressAtTheLimitWithinSevenDays) {
-  SendTo(1);
-  FeedbackEvent soft = Bounce("x", "soft@example.test", "Transient");
-  ASSERT_TRUE(feedback_->Record("t1", soft, 3).ok());
-  ASSERT_TRUE(feedback_->Record("t2", soft, 3).ok());
+  std::vector<testing::Leased> jobs = SendTo(1);
+  FeedbackEvent soft = Bounce(absl::StrCat("ses-", jobs[0].id), "a1@example.test", "Transient");
+  ASSERT_TRUE(feedback_->Record("t1", soft, 3, {}).ok());
+  ASSERT_TRUE(feedback_->Record("t2", soft, 3, {}).ok());
   EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "0");
   // An old one does not count.
   Exec("UPDATE soft_bounces SET bounced_at = now() - interval '8 days'"
        " WHERE bounced_at = (SELECT min(bounced_at) FROM soft_bounces)");
-  ASSERT_TRUE(feedback_->Record("t3", soft, 3).ok());
+  ASSERT_TRUE(feedback_->Record("t3", soft, 3, {}).ok());
   EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "0");
-  ASSERT_TRUE(feedback_->Record("t4", soft, 3).ok());
+  ASSERT_TRUE(feedback_->Record("t4", soft, 3, {}).ok());
   EXPECT_EQ(Text("SELECT reason || ' ' || source FROM suppressions"),
             "hard_bounce ses bounce: 3 transient bounces within 7 days General");
   EXPECT_EQ(Reputation().bounced, 0u);  // only permanent bounces count in the rate
+}
+
+// An event that names no delivery of ours (a stranger's message id, or a signed message about
+// mail someone else sent) suppresses nothing, counts no soft bounce and moves no counter; with
+// the operator's opt-in for its provider it suppresses its recipients as before.
+TEST_F(FeedbackStoreTest, AnEventForNoDeliverySuppressesNothingUnlessOptedIn) {
+  SendTo(1);
+  const std::string before = Text("SELECT count(*) || ' ' || sum(sent) FROM reputation_hourly");
+  for (const char* type : {"Permanent", "Transient"}) {
+    auto r = feedback_->Record(absl::StrCat("stray-", type),
+                               Bounce("nobody-knows", "stray@example.test", type), 1, {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->result, FeedbackResult::kUnmatched);
+    EXPECT_EQ(r->unmatched_reason, "no_delivery");
+    EXPECT_FALSE(r->suppressed);
+  }
+  FeedbackEvent complaint = Bounce("nobody-knows", "stray@example.test");
+  complaint.type = "Complaint";
+  EXPECT_EQ(feedback_->Record("stray-c", complaint, 3, {})->result, FeedbackResult::kUnmatched);
+  EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "0");
+  EXPECT_EQ(Text("SELECT count(*) FROM soft_bounces"), "0");
+  EXPECT_EQ(Text("SELECT count(*) || ' ' || sum(sent) FROM reputation_hourly"), before);
+
+  FeedbackScope opt_in;
+  opt_in.suppress_unmatched = true;
+  auto r = feedback_->Record("stray-opt", Bounce("nobody-knows", "Stray@example.test"), 3, opt_in);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->result, FeedbackResult::kUnmatched);
+  EXPECT_TRUE(r->suppressed);
+  EXPECT_EQ(Text("SELECT address || ' ' || reason || ' ' || source FROM suppressions"),
+            "stray@example.test hard_bounce ses bounce: Permanent General");
+  EXPECT_EQ(Text("SELECT count(*) || ' ' || sum(sent) FROM reputation_hourly"), before);
+}
+
+// An event naming a delivery's message id (or its job by tags) reaches it only when the
+// delivery's recipient, lower(btrim(address)), is among the event's; and then suppresses that
+// recipient only, not the other addresses the event lists.
+TEST_F(FeedbackStoreTest, AnEventReachesADeliveryOnlyThroughItsRecipient) {
+  std::vector<testing::Leased> jobs = SendTo(2, /*last_without_id=*/true);
+  const std::string ses_id = absl::StrCat("ses-", jobs[0].id);
+  auto wrong = feedback_->Record("w1", Bounce(ses_id, "victim@example.test"), 3, {});
+  ASSERT_TRUE(wrong.ok()) << wrong.status();
+  EXPECT_EQ(wrong->result, FeedbackResult::kUnmatched);
+  EXPECT_EQ(wrong->unmatched_reason, "recipient");
+  FeedbackEvent by_tags = Bounce("", "victim@example.test");
+  by_tags.group = "mailroom";
+  by_tags.job_id = jobs[1].id;
+  auto tags = feedback_->Record("w2", by_tags, 3, {});
+  EXPECT_EQ(tags->result, FeedbackResult::kUnmatched);
+  EXPECT_EQ(tags->unmatched_reason, "recipient");
+  EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "0");
+  EXPECT_EQ(Text("SELECT count(*) FROM delivery_states WHERE bounced_at IS NOT NULL"), "0");
+  EXPECT_EQ(Reputation().bounced, 0u);
+
+  FeedbackEvent both = Bounce(ses_id, "  A1@Example.TEST ");
+  both.recipients.push_back("victim@example.test");
+  EXPECT_EQ(feedback_->Record("w3", both, 3, {})->result, FeedbackResult::kRecorded);
+  EXPECT_EQ(Text("SELECT string_agg(address, ',') FROM suppressions"), "a1@example.test");
+  EXPECT_EQ(Reputation().bounced, 1u);
+}
+
+// Two groups that sent the same accounts: an event scoped to one group (a report signed with
+// that group's secret) that names the other's deliveries, by message id or by tags, changes
+// nothing of the other group, even with the opt-in for unmatched events.
+TEST_F(FeedbackStoreTest, AScopedEventReachesOnlyItsGroupsDeliveries) {
+  Exec("SELECT mailroom_ensure_group('other', true)");
+  std::vector<testing::Leased> jobs = SendTo(1);
+  // Group "other" sends the same job, with message id "other-<job id>".
+  {
+    pqxx::work tx(*conn_);
+    pqxx::row job = tx.exec1(
+        "SELECT job_id, attempt FROM mailroom_dequeue('other', 1, 's2', 60000)");
+    tx.exec_params1(
+        "SELECT count(*) FROM mailroom_ack('other', 's2', ARRAY[$1::bigint], ARRAY[$2::int],"
+        " ARRAY['sent'], ARRAY[''], ARRAY[0], ARRAY[0::bigint], ARRAY['other-' || $1])",
+        job[0].as<int64_t>(), job[1].as<int>());
+    tx.exec("SELECT mailroom_record_sent('other', 1, '{}', '{}')");
+    tx.commit();
+    ASSERT_EQ(job[0].as<uint64_t>(), jobs[0].id);
+  }
+  const std::string other_id = absl::StrCat("other-", jobs[0].id);
+  FeedbackScope mailroom_only;
+  mailroom_only.group = "mailroom";
+  mailroom_only.suppress_unmatched = true;  // ignored for a scoped event
+  FeedbackEvent complaint = Bounce(other_id, "a1@example.test");
+  complaint.type = "Complaint";
+  complaint.provider = "http";
+  auto by_id = feedback_->Record("http@mailroom:c1", complaint, 3, mailroom_only);
+  ASSERT_TRUE(by_id.ok()) << by_id.status();
+  EXPECT_EQ(by_id->result, FeedbackResult::kUnmatched);
+  EXPECT_EQ(by_id->unmatched_reason, "other_group");
+  EXPECT_FALSE(by_id->suppressed);
+  FeedbackEvent by_tags = complaint;
+  by_tags.message_ids.clear();
+  by_tags.group = "other";
+  by_tags.job_id = jobs[0].id;
+  auto tags = feedback_->Record("http@mailroom:c2", by_tags, 3, mailroom_only);
+  EXPECT_EQ(tags->result, FeedbackResult::kUnmatched);
+  EXPECT_EQ(tags->unmatched_reason, "other_group");
+  EXPECT_EQ(Text("SELECT count(*) FROM delivery_states WHERE complained_at IS NOT NULL"), "0");
+  EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "0");
+  EXPECT_EQ(Text("SELECT coalesce(sum(complained), 0) FROM reputation_hourly"), "0");
+
+  // The same complaint about its own group's delivery is recorded there only.
+  FeedbackEvent own = by_tags;
+  own.group = "mailroom";
+  EXPECT_EQ(feedback_->Record("http@mailroom:c3", own, 3, mailroom_only)->result,
+            FeedbackResult::kRecorded);
+  EXPECT_EQ(Text("SELECT string_agg(g.name, ',') FROM delivery_states d JOIN consumer_groups g"
+                 " ON g.id = d.group_id WHERE d.complained_at IS NOT NULL"),
+            "mailroom");
 }
 
 TEST_F(FeedbackStoreTest, TheWindowLeavesOldHoursOut) {

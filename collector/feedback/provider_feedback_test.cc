@@ -4,6 +4,7 @@
 // refused and changes nothing in the database.
 #include "collector/feedback/provider_feedback.h"
 
+#include <cstring>
 #include <pqxx/pqxx>
 
 #include "absl/strings/escaping.h"
@@ -53,7 +54,11 @@ class ProviderFeedbackTest : public testing::MigratedDatabaseTest {
                                                            [this] { return Now(); });
     routes_ = std::make_unique<FeedbackRoutes>(nullptr, providers_.get());
     ASSERT_TRUE(server_.Start("127.0.0.1:0", routes_.get()).ok());
-    SendTo({kPostmarkId, kSendgridId, kMailgunId, kResendId, kHttpId});
+    SendTo({{"john@example.com", kPostmarkId},
+            {"example@test.com", kSendgridId},
+            {"alice@example.com", kMailgunId},
+            {"delivered@resend.dev", kResendId},
+            {"bob@example.com", kHttpId}});
   }
   void TearDown() override { server_.Stop(); }
 
@@ -66,15 +71,26 @@ class ProviderFeedbackTest : public testing::MigratedDatabaseTest {
     now_ += d;
   }
 
-  // One account per id, its activation leased and acknowledged SENT with that provider id.
-  void SendTo(const std::vector<std::string>& ids) {
-    Exec(absl::StrCat("INSERT INTO accounts (email, login) SELECT 'a' || i || '@example.test',"
-                      " 'a' || i FROM generate_series(1, ",
-                      ids.size(), ") i"));
+  // One account per (address, provider id): the samples' recipients, each activation leased by
+  // group "mailroom" and acknowledged SENT with that provider id.
+  void SendTo(const std::vector<std::pair<std::string, std::string>>& sent) {
+    for (const auto& [address, id] : sent) {
+      Exec(absl::StrCat("INSERT INTO accounts (email, login) VALUES (", conn_->quote(address), ", ",
+                        conn_->quote(address), ")"));
+    }
     CollectSignups();
-    std::vector<testing::Leased> jobs = Dequeue(static_cast<int>(ids.size()));
-    ASSERT_EQ(jobs.size(), ids.size());
-    ASSERT_EQ(AckSent(jobs, ids), static_cast<int64_t>(ids.size()));
+    std::vector<testing::Leased> jobs = Dequeue(static_cast<int>(sent.size()));
+    ASSERT_EQ(jobs.size(), sent.size());
+    std::vector<std::string> ids;
+    for (const testing::Leased& j : jobs) {
+      const std::string address = Text(absl::StrCat(
+          "SELECT a.email FROM tokens t JOIN accounts a ON a.id = t.account WHERE t.id = ", j.id));
+      for (const auto& [a, id] : sent) {
+        if (a == address) ids.push_back(id);
+      }
+    }
+    ASSERT_EQ(ids.size(), sent.size());
+    ASSERT_EQ(AckSent(jobs, ids), static_cast<int64_t>(sent.size()));
   }
 
   Answer Post(const std::string& path, const std::string& body, const Headers& headers) {
@@ -325,6 +341,132 @@ TEST_F(ProviderFeedbackTest, SoftBouncesCountAsSesTransientOnes) {
   EXPECT_EQ(Int("SELECT count(*) FROM soft_bounces WHERE address = 'alice@example.com'"), 3);
   EXPECT_EQ(Text("SELECT source FROM suppressions"),
             "mailgun bounce: 3 transient bounces within 7 days old 605");
+}
+
+// A signed event about no delivery of ours (here Postmark's bounce for a message id nobody sent)
+// is answered `unmatched`, counted, and suppresses nothing; with the provider in
+// suppress_unmatched (MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED) it suppresses its recipient.
+TEST_F(ProviderFeedbackTest, AnUnmatchedSignedBounceSuppressesNothingUnlessOptedIn) {
+  std::string stray = testing::kPostmarkBounce;
+  stray.replace(stray.find(kPostmarkId), strlen(kPostmarkId),
+                "00000000-0000-0000-0000-000000000000");
+  const std::string empty = State();
+  Answer a = Post("/feedback/postmark", stray, Postmark());
+  EXPECT_EQ(a.status, 200);
+  EXPECT_EQ(a.body, "unmatched");
+  EXPECT_EQ(Int("SELECT count(*) FROM suppressions"), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE bounced_at IS NOT NULL"), 0);
+  EXPECT_EQ(metrics_.Value("mailroom_collector_feedback_unmatched_total",
+                           {{"provider", "postmark"}, {"reason", "no_delivery"}}),
+            1);
+
+  ProviderFeedbackOptions o;
+  o.postmark_credentials = kPostmarkCredentials;
+  o.suppress_unmatched = {"postmark"};
+  ProviderFeedbackHandler opted(o, feedback_.get(), 3, &metrics_, [this] { return Now(); });
+  std::string again = stray;
+  again.replace(again.find("4323372036854775807"), 19, "4323372036854775808");  // a new event id
+  HttpRequest r;
+  r.body = again;
+  r.headers = {{"Authorization", Postmark()[0].substr(strlen("Authorization: "))}};
+  HttpReply reply = opted.Post("postmark", r);
+  EXPECT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.body, "unmatched");
+  EXPECT_EQ(Suppressed("john@example.com", "hard_bounce", "postmark bounce: Permanent HardBounce"),
+            1);
+  EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE bounced_at IS NOT NULL"), 0);
+  EXPECT_EQ(metrics_.Value("mailroom_collector_feedback_unmatched_total",
+                           {{"provider", "postmark"}, {"reason", "no_delivery"}}),
+            2);
+}
+
+// Each group's service signs its reports with a secret of its group's
+// (MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS). A report signed with group "mailroom"'s secret that
+// names a delivery of group "other" (its message id, or its group and job id) is answered 200
+// `unmatched` (the report was taken; a retry changes nothing) and changes nothing of "other":
+// no complaint, its reputation unchanged, nothing suppressed. Signed with "other"'s secret, the
+// same report is recorded on "other"'s delivery; the secret that covers every group still works.
+TEST_F(ProviderFeedbackTest, AReportSignedWithAGroupsSecretChangesNothingOfAnotherGroup) {
+  const std::string mailroom_secret = absl::StrCat("whsec_",
+                                                   absl::Base64Escape(std::string(32, 'm')));
+  const std::string other_secret = absl::StrCat("whsec_", absl::Base64Escape(std::string(32, 'o')));
+  // Group "other" sends carol's activation too, with message id msg_other_<job id>.
+  Exec("INSERT INTO accounts (email, login) VALUES ('carol@example.com', 'carol')");
+  CollectSignups();
+  Exec("SELECT mailroom_ensure_group('other', true)");
+  const int64_t job = Int("SELECT t.id FROM tokens t JOIN accounts a ON a.id = t.account"
+                          " WHERE a.email = 'carol@example.com'");
+  {
+    pqxx::work tx(*conn_);
+    for (const auto& row : tx.exec("SELECT job_id, attempt FROM mailroom_dequeue('other', 100,"
+                                   " 's2', 60000)")) {
+      if (row[0].as<int64_t>() != job) continue;
+      tx.exec_params1(
+          "SELECT count(*) FROM mailroom_ack('other', 's2', ARRAY[$1::bigint], ARRAY[$2::int],"
+          " ARRAY['sent'], ARRAY[''], ARRAY[0], ARRAY[0::bigint], ARRAY['msg_other_' || $1])",
+          job, row[1].as<int>());
+    }
+    tx.exec("SELECT mailroom_record_sent('other', 1, '{}', '{}')");
+    tx.commit();
+  }
+  ASSERT_EQ(Int(absl::StrCat("SELECT count(*) FROM delivery_states d JOIN consumer_groups g ON"
+                             " g.id = d.group_id WHERE g.name = 'other' AND d.token_id = ",
+                             job, " AND d.provider_message_id = 'msg_other_", job, "'")),
+            1);
+  ProviderFeedbackOptions o;
+  o.http_keys = *ParseWebhookSecrets(kHttpSecret);
+  o.http_group_keys = {{"mailroom", *ParseWebhookSecrets(mailroom_secret)},
+                       {"other", *ParseWebhookSecrets(other_secret)}};
+  o.suppress_unmatched = {"http"};  // never for a report signed with a group's secret
+  ProviderFeedbackHandler handler(o, feedback_.get(), 3, &metrics_, [this] { return Now(); });
+  auto post = [&](const std::string& secret, const std::string& id, const nlohmann::json& body) {
+    HttpRequest r;
+    r.body = body.dump();
+    for (const std::string& h : Standard("webhook-", secret, id, r.body, Now())) {
+      const size_t colon = h.find(':');
+      r.headers.emplace_back(h.substr(0, colon), h.substr(colon + 2));
+    }
+    return handler.Post("http", r);
+  };
+  nlohmann::json by_id = {{"type", "email.complained"},
+                          {"message_id", absl::StrCat("msg_other_", job)},
+                          {"recipients", {"carol@example.com"}}};
+  nlohmann::json by_job = {{"type", "email.complained"},
+                           {"group", "other"},
+                           {"job_id", absl::StrCat(job)},
+                           {"recipients", {"carol@example.com"}}};
+  auto other_state = [&] {
+    return absl::StrCat(
+        Int("SELECT count(*) FROM delivery_states d JOIN consumer_groups g ON g.id = d.group_id"
+            " WHERE g.name = 'other' AND d.complained_at IS NOT NULL"),
+        " complaints, reputation ",
+        Text("SELECT coalesce(sum(r.sent), 0) || '/' || coalesce(sum(r.complained), 0) FROM"
+             " reputation_hourly r JOIN consumer_groups g ON g.id = r.group_id"
+             " WHERE g.name = 'other'"),
+        ", suppressions ", Int("SELECT count(*) FROM suppressions"));
+  };
+  EXPECT_EQ(other_state(), "0 complaints, reputation 1/0, suppressions 0");
+  for (const auto& [id, body] : {std::pair{"evt_x1", by_id}, std::pair{"evt_x2", by_job}}) {
+    SCOPED_TRACE(id);
+    HttpReply reply = post(mailroom_secret, id, body);
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    EXPECT_EQ(reply.body, "unmatched");
+    EXPECT_EQ(other_state(), "0 complaints, reputation 1/0, suppressions 0");
+  }
+  EXPECT_EQ(metrics_.Value("mailroom_collector_feedback_unmatched_total",
+                           {{"provider", "http"}, {"reason", "other_group"}}),
+            2);
+  // Signed with "other"'s secret, the same report is about its own delivery: recorded. The
+  // event ids are the group's own (the "mailroom" reports above did not take them).
+  HttpReply own = post(other_secret, "evt_x1", by_id);
+  EXPECT_EQ(own.body, "recorded");
+  EXPECT_EQ(other_state(), "1 complaints, reputation 1/1, suppressions 1");
+  // The secret that covers every group reaches any group's delivery.
+  HttpReply all = post(kHttpSecret, "evt_x3", by_job);
+  EXPECT_EQ(all.body, "recorded");
+  // A secret of no group is refused: 403, nothing recorded.
+  const std::string stranger = absl::StrCat("whsec_", absl::Base64Escape(std::string(32, 's')));
+  EXPECT_EQ(post(stranger, "evt_x4", by_id).status, 403);
 }
 
 TEST_F(ProviderFeedbackTest, ThePathsOfProvidersNotConfiguredAnswer404) {

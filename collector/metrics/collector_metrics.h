@@ -86,6 +86,12 @@ inline constexpr auto kFeedback = CounterMetric(
 inline constexpr auto kFeedbackEvents = CounterMetric(
     "mailroom_collector_feedback_events_total",
     "SES events recorded from SNS notifications, by event and result.", "event", "result");
+inline constexpr auto kFeedbackUnmatched = CounterMetric(
+    "mailroom_collector_feedback_unmatched_total",
+    "Feedback events attached to no delivery (they suppress nothing unless the provider is in "
+    "MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED), by provider and reason (no_delivery, recipient, "
+    "other_group).",
+    "provider", "reason");
 inline constexpr auto kReputationSent = GaugeMetric("mailroom_reputation_sent",
                                                     "Emails sent in the reputation window.",
                                                     "group");

@@ -9,44 +9,105 @@
 --   it (deliveries.provider_message_id); p_group / p_job_id: from the message's tags, used
 --   when no delivery carries one of those ids ('' / 0 when absent; a job still leased in a
 --   batch, or acknowledged SENT in one without a message id, is found this way)
---   p_recipients: the addresses concerned (bounced or complained recipients)
+--   p_recipients: the addresses concerned (bounced, complained, delivered recipients)
 --   p_bounce_type: Permanent | Transient | Undetermined (Bounce only); p_detail: a short text
 --   for the suppression's source (the bounce subtype, the complaint feedback type)
-CREATE OR REPLACE FUNCTION mailroom.mailroom_record_feedback(p_event_key text, p_provider text, p_event text, p_message_ids text[], p_group text, p_job_id bigint, p_recipients text[], p_bounce_type text, p_detail text, p_soft_limit integer) RETURNS text
+--   p_scope_group: the only group whose deliveries the event may name (the group of the
+--   secret it was signed with); '' for every group
+--   p_suppress_unmatched: whether an event that matches no delivery still suppresses its
+--   recipients (the operator's opt-in for the provider); never for a scoped event
+--
+-- An event is attached to a delivery only when the delivery carries one of its message ids (or,
+-- failing that, is the tags' job of the tags' group) and the delivery's recipient (the token's
+-- to_address, else its account's email, as lower(btrim(address))) is one of p_recipients, and
+-- the delivery's group is p_scope_group when that is set. A matched event records on that
+-- delivery, counts once per delivery and kind, and suppresses (or counts a soft bounce of) the
+-- delivery's recipient only. An unmatched one changes nothing but the event key, unless
+-- p_suppress_unmatched (then its recipients are suppressed as before deliveries were matched).
+-- Returns 'recorded', 'duplicate', or 'unmatched:<reason>' with reason no_delivery (no
+-- delivery with those ids or tags), recipient (one was found, for another address) or
+-- other_group (one was found, of a group outside p_scope_group), followed by ':suppressed'
+-- when p_suppress_unmatched wrote a suppression or a soft bounce.
+CREATE OR REPLACE FUNCTION mailroom.mailroom_record_feedback(p_event_key text, p_provider text, p_event text, p_message_ids text[], p_group text, p_job_id bigint, p_recipients text[], p_bounce_type text, p_detail text, p_soft_limit integer, p_scope_group text DEFAULT '', p_suppress_unmatched boolean DEFAULT false) RETURNS text
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 DECLARE
-    v_gid   INT;
-    v_tid   BIGINT;
-    v_bg    INT;
-    v_first BOOLEAN := FALSE;
-    v_addr  TEXT;
-    v_soft  TEXT[] := '{}';
+    v_gid    INT;
+    v_tid    BIGINT;
+    v_to     TEXT;     -- the matched delivery's recipient, normalised
+    v_bg     INT;
+    v_scope  INT;      -- p_scope_group's id (NULL: every group, or no such group)
+    v_group  TEXT := p_group;
+    v_reason TEXT := 'no_delivery';
+    v_rcpt   TEXT[];   -- p_recipients, normalised
+    v_target TEXT[] := '{}';  -- the addresses a bounce or complaint suppresses
+    v_first  BOOLEAN := FALSE;
+    v_addr   TEXT;
+    v_soft   TEXT[] := '{}';
+    v_wrote  BOOLEAN := FALSE;
 BEGIN
-    INSERT INTO sns_messages (message_id, type) VALUES (p_event_key, p_event)
+    INSERT INTO mailroom.sns_messages (message_id, type) VALUES (p_event_key, p_event)
     ON CONFLICT DO NOTHING;
     IF NOT FOUND THEN
         RETURN 'duplicate';
     END IF;
     -- What expired since the last call: an index range, usually empty.
-    DELETE FROM sns_messages WHERE received_at < now() - interval '30 days';
+    DELETE FROM mailroom.sns_messages WHERE received_at < now() - interval '30 days';
+
+    v_rcpt := ARRAY(SELECT DISTINCT lower(btrim(a)) FROM unnest(p_recipients) a
+                     WHERE btrim(a) <> '');
+    IF p_scope_group <> '' THEN
+        SELECT g.id INTO v_scope FROM mailroom.consumer_groups g WHERE g.name = p_scope_group;
+        -- The tags may name the group or not; they may not name another.
+        IF p_group <> '' AND p_group <> p_scope_group THEN
+            v_group := '';
+            v_reason := 'other_group';
+        ELSE
+            v_group := p_scope_group;
+        END IF;
+    END IF;
 
     IF coalesce(array_length(p_message_ids, 1), 0) > 0 THEN
-        SELECT d.group_id, d.token_id INTO v_gid, v_tid FROM deliveries d
+        SELECT d.group_id, d.token_id, lower(btrim(coalesce(t.to_address, a.email::TEXT)))
+          INTO v_gid, v_tid, v_to
+          FROM mailroom.deliveries d
+          JOIN mailroom.tokens t ON t.id = d.token_id
+          LEFT JOIN mailroom.accounts a ON a.id = t.account
          WHERE d.provider_message_id = ANY (p_message_ids)
+           AND (p_scope_group = '' OR d.group_id = v_scope)
+           AND lower(btrim(coalesce(t.to_address, a.email::TEXT))) = ANY (v_rcpt)
          LIMIT 1;
-    END IF;
-    IF v_gid IS NULL AND p_group <> '' AND p_job_id > 0 THEN
-        SELECT d.group_id, d.token_id INTO v_gid, v_tid
-          FROM deliveries d JOIN consumer_groups g ON g.id = d.group_id
-         WHERE g.name = p_group AND d.token_id = p_job_id;
-        -- A batch job without a row of its own (still leased, or acknowledged SENT without a
-        -- provider message id) gets one, to record the event on.
         IF v_gid IS NULL THEN
-            SELECT g.id INTO v_bg FROM consumer_groups g WHERE g.name = p_group;
-            IF v_bg IS NOT NULL AND (mailroom_batch_unpack(v_bg, p_job_id)
-                                     OR mailroom_batch_keep_sent(v_bg, p_job_id)) THEN
+            -- Why not, for the operator's counter: a delivery with the id exists, but for
+            -- another address, or in another group.
+            SELECT CASE WHEN bool_or(p_scope_group = '' OR d.group_id IS NOT DISTINCT FROM v_scope)
+                        THEN 'recipient' ELSE 'other_group' END
+              INTO v_addr
+              FROM mailroom.deliveries d
+             WHERE d.provider_message_id = ANY (p_message_ids)
+            HAVING count(*) > 0;
+            IF v_addr IS NOT NULL THEN
+                v_reason := v_addr;
+                v_addr := NULL;
+            END IF;
+        END IF;
+    END IF;
+    IF v_gid IS NULL AND v_group <> '' AND p_job_id > 0 THEN
+        SELECT g.id INTO v_bg FROM mailroom.consumer_groups g WHERE g.name = v_group;
+        SELECT lower(btrim(coalesce(t.to_address, a.email::TEXT))) INTO v_to
+          FROM mailroom.tokens t LEFT JOIN mailroom.accounts a ON a.id = t.account
+         WHERE t.id = p_job_id;
+        IF v_bg IS NOT NULL AND v_to IS NOT NULL AND NOT (v_to = ANY (v_rcpt)) THEN
+            IF v_reason = 'no_delivery' THEN v_reason := 'recipient'; END IF;
+        ELSIF v_bg IS NOT NULL AND v_to IS NOT NULL THEN
+            SELECT d.group_id, d.token_id INTO v_gid, v_tid
+              FROM mailroom.deliveries d
+             WHERE d.group_id = v_bg AND d.token_id = p_job_id;
+            -- A batch job without a row of its own (still leased, or acknowledged SENT without
+            -- a provider message id) gets one, to record the event on.
+            IF v_gid IS NULL AND (mailroom.mailroom_batch_unpack(v_bg, p_job_id)
+                                  OR mailroom.mailroom_batch_keep_sent(v_bg, p_job_id)) THEN
                 v_gid := v_bg;
                 v_tid := p_job_id;
             END IF;
@@ -54,58 +115,72 @@ BEGIN
     END IF;
 
     IF v_gid IS NOT NULL THEN
+        v_target := ARRAY[v_to];
         -- Each kind of event counts once per delivery (SES may report a delivery twice).
         IF p_event = 'Delivery' THEN
-            UPDATE deliveries SET delivered_at = now()
+            UPDATE mailroom.deliveries SET delivered_at = now()
              WHERE group_id = v_gid AND token_id = v_tid AND delivered_at IS NULL;
             v_first := FOUND;
-            IF v_first THEN PERFORM mailroom_reputation_add(v_gid, p_provider, 0, 1, 0, 0); END IF;
+            IF v_first THEN
+                PERFORM mailroom.mailroom_reputation_add(v_gid, p_provider, 0, 1, 0, 0);
+            END IF;
         ELSIF p_event = 'Bounce' AND p_bounce_type = 'Permanent' THEN
-            UPDATE deliveries SET bounced_at = now(), bounce_type = p_bounce_type
+            UPDATE mailroom.deliveries SET bounced_at = now(), bounce_type = p_bounce_type
              WHERE group_id = v_gid AND token_id = v_tid AND bounced_at IS NULL;
             v_first := FOUND;
-            IF v_first THEN PERFORM mailroom_reputation_add(v_gid, p_provider, 0, 0, 1, 0); END IF;
+            IF v_first THEN
+                PERFORM mailroom.mailroom_reputation_add(v_gid, p_provider, 0, 0, 1, 0);
+            END IF;
         ELSIF p_event = 'Bounce' THEN
-            UPDATE deliveries SET bounce_type = p_bounce_type
+            UPDATE mailroom.deliveries SET bounce_type = p_bounce_type
              WHERE group_id = v_gid AND token_id = v_tid AND bounced_at IS NULL;
         ELSIF p_event = 'Complaint' THEN
-            UPDATE deliveries SET complained_at = now()
+            UPDATE mailroom.deliveries SET complained_at = now()
              WHERE group_id = v_gid AND token_id = v_tid AND complained_at IS NULL;
             v_first := FOUND;
-            IF v_first THEN PERFORM mailroom_reputation_add(v_gid, p_provider, 0, 0, 0, 1); END IF;
+            IF v_first THEN
+                PERFORM mailroom.mailroom_reputation_add(v_gid, p_provider, 0, 0, 0, 1);
+            END IF;
         ELSIF p_event = 'Reject' THEN
-            UPDATE deliveries SET rejected_at = now()
+            UPDATE mailroom.deliveries SET rejected_at = now()
              WHERE group_id = v_gid AND token_id = v_tid AND rejected_at IS NULL;
         END IF;
+    ELSIF p_suppress_unmatched AND p_scope_group = '' THEN
+        v_target := v_rcpt;
     END IF;
 
     IF p_event = 'Bounce' AND p_bounce_type = 'Permanent' THEN
-        PERFORM mailroom_suppress_addresses(p_recipients, 'hard_bounce',
-                                            format('%s bounce: Permanent %s', p_provider, p_detail));
-    ELSIF p_event = 'Bounce' AND p_bounce_type = 'Transient' THEN
-        DELETE FROM soft_bounces b
-         WHERE b.address IN (SELECT lower(trim(a)) FROM unnest(p_recipients) a)
+        v_wrote := mailroom.mailroom_suppress_addresses(
+                       v_target, 'hard_bounce',
+                       format('%s bounce: Permanent %s', p_provider, p_detail)) > 0;
+    ELSIF p_event = 'Bounce' AND p_bounce_type = 'Transient'
+          AND coalesce(array_length(v_target, 1), 0) > 0 THEN
+        DELETE FROM mailroom.soft_bounces b
+         WHERE b.address = ANY (v_target)
            AND b.bounced_at <= now() - interval '7 days';
-        INSERT INTO soft_bounces (address)
-        SELECT DISTINCT lower(trim(a)) FROM unnest(p_recipients) a WHERE trim(a) <> '';
-        FOREACH v_addr IN ARRAY p_recipients LOOP
-            IF (SELECT count(*) FROM soft_bounces b
-                 WHERE b.address = lower(trim(v_addr))
+        INSERT INTO mailroom.soft_bounces (address) SELECT unnest(v_target);
+        v_wrote := TRUE;
+        FOREACH v_addr IN ARRAY v_target LOOP
+            IF (SELECT count(*) FROM mailroom.soft_bounces b
+                 WHERE b.address = v_addr
                    AND b.bounced_at > now() - interval '7 days') >= p_soft_limit THEN
                 v_soft := v_soft || v_addr;
             END IF;
         END LOOP;
         IF array_length(v_soft, 1) > 0 THEN
-            PERFORM mailroom_suppress_addresses(
+            PERFORM mailroom.mailroom_suppress_addresses(
                 v_soft, 'hard_bounce',
                 format('%s bounce: %s transient bounces within 7 days %s', p_provider, p_soft_limit,
                        p_detail));
         END IF;
     ELSIF p_event = 'Complaint' THEN
-        PERFORM mailroom_suppress_addresses(p_recipients, 'complaint',
-                                            format('%s complaint %s', p_provider, p_detail));
+        v_wrote := mailroom.mailroom_suppress_addresses(
+                       v_target, 'complaint', format('%s complaint %s', p_provider, p_detail)) > 0;
     END IF;
 
-    RETURN CASE WHEN v_gid IS NULL THEN 'unmatched' ELSE 'recorded' END;
+    IF v_gid IS NOT NULL THEN
+        RETURN 'recorded';
+    END IF;
+    RETURN 'unmatched:' || v_reason || CASE WHEN v_wrote THEN ':suppressed' ELSE '' END;
 END;
 $$;

@@ -1,0 +1,7 @@
+-- Feedback reaches only the deliveries it is about: mailroom_record_feedback takes the group a
+-- report's secret is scoped to and whether an unmatched event may still suppress its
+-- recipients (p_scope_group, p_suppress_unmatched, both defaulted so that a collector of the
+-- previous release calling with ten arguments keeps working during an upgrade). Its body is in
+-- functions/mailroom_record_feedback.sql, applied after this migration (the previous
+-- signature is dropped then). Nothing else changes: this version marks where the signature
+-- changed, so that reverting it puts the previous one back (the .down.sql).
