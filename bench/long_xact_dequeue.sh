@@ -67,7 +67,7 @@ PGSTARTED=1
 
 PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U postgres)
 "${PSQL[@]}" -d postgres -c "CREATE DATABASE bench" -c "CREATE ROLE stranger LOGIN"
-MAILROOM_DATABASE_URL="postgresql://postgres@127.0.0.1:$PORT/bench" "$COLLECTOR" migrate >/dev/null
+MAILROOM_DATABASE_URL="postgresql://postgres@127.0.0.1:$PORT/bench" "$COLLECTOR" migrate >/dev/null 2>&1
 PSQL+=(-d bench)
 [[ -z $BODY ]] || "${PSQL[@]}" -f "$BODY" >/dev/null
 ACCOUNT=$("${PSQL[@]}" -tAc "INSERT INTO mailroom.accounts (email, login, status, activated_at)
@@ -97,7 +97,7 @@ phase() {
 }
 
 echo "PostgreSQL $("${PSQL[@]}" -tAc 'SHOW server_version'), $(nproc) cores, load average" \
-     "$(cut -d' ' -f1-3 /proc/loadavg); dequeue: ${BODY:-this checkout's}"
+     "$(cut -d' ' -f1-3 /proc/loadavg); dequeue: ${BODY:-the current one}"
 echo "phase     kind   median      min      max    kind        median      min      max (ms)"
 phase idle
 
