@@ -41,6 +41,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/server_runtime.h"
+#include "common/version.h"
 #include "grpcpp/grpcpp.h"
 
 namespace mailroom {
@@ -322,6 +323,15 @@ int Serve() {
     }
     if (!c.channel.empty()) (void)SetChannel(c.direct_database_url, c.channel);
   }
+  // A role that cannot run mailroom (the application's URL by mistake) would fail every pass
+  // for ever: it stops the start, naming what it lacks. A database that cannot be reached does
+  // not: the dispatcher waits for it.
+  if (absl::Status rights = CheckCollectorRights(c.dispatch.database_url);
+      absl::IsFailedPrecondition(rights)) {
+    std::fprintf(stderr, "config error: MAILROOM_DATABASE_URL: %s\n",
+                 std::string(rights.message()).c_str());
+    return 2;
+  }
   WarnAboutCredentials(c.credentials);
 
   Metrics metrics;
@@ -347,8 +357,12 @@ int main(int argc, char** argv) {
   if (argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
     // The settings table as it is, without reading the environment.
     std::printf("usage: collector [serve]\n       collector migrate [up [VERSION] | down VERSION |"
-                " status]\n\nsettings (environment variables):\n%s",
+                " status]\n       collector --version\n\nsettings (environment variables):\n%s",
                 mailroom::SettingsHelp(mailroom::CollectorSettings()).c_str());
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("%s", mailroom::VersionText("collector").c_str());
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "migrate") == 0) {

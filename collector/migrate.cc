@@ -7,7 +7,9 @@
 #include <set>
 #include <stdexcept>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace mailroom {
 namespace {
@@ -295,6 +297,34 @@ void CreateSchema(pqxx::connection& conn) {
   }
 }
 
+// What a role refused the migration turn (permission denied for the database, the schema or
+// the turn's table) needs, naming the role and the database where they can be read.
+std::string MigrationRightsHint(const std::string& url) {
+  std::string role = "ROLE", database = "DATABASE";
+  try {
+    pqxx::connection conn(url);
+    pqxx::row r = pqxx::nontransaction(conn).exec1("SELECT current_user, current_database()");
+    // As the operator would type them: quoted only where SQL needs it.
+    auto name = [&conn](const std::string& n) {
+      const bool plain = !n.empty() && std::all_of(n.begin(), n.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+      }) && !(n[0] >= '0' && n[0] <= '9');
+      return plain ? n : conn.quote_name(n);
+    };
+    role = name(r[0].as<std::string>());
+    database = name(r[1].as<std::string>());
+  } catch (const std::exception&) {
+    // The hint keeps its placeholders.
+  }
+  return absl::StrCat(
+      ": collector migrate runs as the role that owns the schema mailroom, or creates it: the "
+      "first run needs CREATE on the database (as its owner: GRANT CREATE ON DATABASE ",
+      database, " TO ", role,
+      "), later runs need to own the schema (ALTER SCHEMA mailroom OWNER TO ", role,
+      ", as its owner or a superuser); run it as that role (MAILROOM_DIRECT_DATABASE_URL, or "
+      "MAILROOM_DATABASE_URL)");
+}
+
 // Who holds the migration turn, for the error of one that waited in vain.
 std::string TurnHolder(pqxx::connection& conn) {
   pqxx::nontransaction tx(conn);
@@ -491,6 +521,13 @@ absl::StatusOr<std::vector<int>> Apply(const std::string& url, std::vector<Migra
           absl::FormatDuration(turn_wait), ": ", holder,
           " holds it; another collector migrate is running, or a transaction left it locked"));
     }
+    // insufficient_privilege; libpqxx 6.4 does not always carry the SQLSTATE of an error
+    // raised while a multi-statement string runs, so its text is read too.
+    if ((e.sqlstate() == "42501" || absl::StrContains(e.what(), "permission denied")) &&
+        current == "taking the migration turn") {
+      return absl::FailedPreconditionError(
+          absl::StrCat(current, " failed: ", e.what(), MigrationRightsHint(url)));
+    }
     return absl::FailedPreconditionError(absl::StrCat(current, " failed: ", e.what()));
   } catch (const std::exception& e) {
     return DbError(current, e);
@@ -565,6 +602,38 @@ absl::Status SetChannel(const std::string& url, const std::string& channel) {
     return DbError("setting the channel", e);
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckCollectorRights(const std::string& url) {
+  try {
+    pqxx::connection conn(url);
+    pqxx::nontransaction tx(conn);
+    // By oid, not by name: naming mailroom.mailroom_settings without USAGE on the schema would
+    // fail before saying which right is missing.
+    pqxx::row r = tx.exec1(
+        "SELECT current_user, n.oid IS NOT NULL, c.oid IS NOT NULL,"
+        "       coalesce(has_schema_privilege(n.oid, 'USAGE'), false),"
+        "       coalesce(has_table_privilege(c.oid, 'SELECT'), false),"
+        "       coalesce((SELECT bool_or(has_function_privilege(p.oid, 'EXECUTE'))"
+        "                   FROM pg_proc p WHERE p.pronamespace = n.oid"
+        "                    AND p.proname = 'mailroom_dequeue'), false)"
+        "  FROM (SELECT 1) one"
+        "  LEFT JOIN pg_namespace n ON n.nspname = 'mailroom'"
+        "  LEFT JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = 'mailroom_settings'");
+    if (!r[1].as<bool>() || !r[2].as<bool>()) return absl::OkStatus();
+    std::vector<std::string> missing;
+    if (!r[3].as<bool>()) missing.push_back("USAGE on the schema mailroom");
+    if (!r[4].as<bool>()) missing.push_back("SELECT on mailroom.mailroom_settings");
+    if (!r[5].as<bool>()) missing.push_back("EXECUTE on mailroom.mailroom_dequeue");
+    if (missing.empty()) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "role ", r[0].as<std::string>(), " cannot run mailroom: it lacks ",
+        absl::StrJoin(missing, ", "),
+        " (the collector connects as the migrations' role, the owner of the schema mailroom; "
+        "the application's role has only the application's interface)"));
+  } catch (const std::exception& e) {
+    return DbError("checking the collector's rights", e);
+  }
 }
 
 }  // namespace mailroom

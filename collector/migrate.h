@@ -60,4 +60,12 @@ absl::StatusOr<std::vector<int>> AppliedVersions(const std::string& url);
 // it is configured). `channel` must match ^[a-z_][a-z0-9_]{0,62}$.
 absl::Status SetChannel(const std::string& url, const std::string& channel);
 
+// Whether the role `url` connects as can run mailroom's collector: USAGE on the schema mailroom,
+// SELECT on mailroom.mailroom_settings and EXECUTE on mailroom.mailroom_dequeue (the migrations'
+// role has them all). FailedPrecondition naming the role and each right it lacks (e.g. the
+// application's role, given by mistake); OK when it has them, or when the schema or its settings
+// are not there yet (not migrated: the collector waits for them as before); Unavailable when
+// the database cannot be reached. The message never carries the URL.
+absl::Status CheckCollectorRights(const std::string& url);
+
 }  // namespace mailroom

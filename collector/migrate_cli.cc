@@ -14,6 +14,7 @@ namespace mailroom {
 int PrintCollectorUsage(std::FILE* err) {
   std::fprintf(err, "usage: collector [serve]\n"
                     "       collector migrate [up [VERSION] | down VERSION | status]\n"
+                    "       collector --version\n"
                     "Configuration: MAILROOM_* environment variables (see README).\n");
   return 2;
 }

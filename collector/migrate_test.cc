@@ -65,6 +65,33 @@ TEST_F(MigrateTest, ATurnNotHadInTimeIsAClearError) {
   EXPECT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
 }
 
+// A role that may not create the schema (no CREATE on the database) or that does not own it is
+// told the rights collector migrate needs, with its own name and the database's.
+TEST_F(MigrateTest, ARoleWithoutTheRightsIsToldWhatItNeeds) {
+  {
+    pqxx::connection admin(url_);
+    pqxx::nontransaction(admin).exec(
+        "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'stranger') THEN"
+        " CREATE ROLE stranger LOGIN; END IF; END $$");
+  }
+  const std::string stranger = testing::UrlAs(url_, "stranger");
+  for (int round = 0; round < 2; ++round) {
+    auto r = MigrateUp(stranger, EmbeddedMigrations());
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+    const std::string message(r.status().message());
+    EXPECT_NE(message.find("permission denied"), std::string::npos) << message;
+    EXPECT_NE(message.find("GRANT CREATE ON DATABASE migrate_"), std::string::npos) << message;
+    EXPECT_NE(message.find(" TO stranger"), std::string::npos) << message;
+    EXPECT_NE(message.find("ALTER SCHEMA mailroom OWNER TO stranger"), std::string::npos)
+        << message;
+    // Then with the schema there, another role's.
+    if (round == 0) {
+      ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
+    }
+  }
+}
+
 // Everything lives in the schema `mailroom`: nothing of mailroom's is left in `public`, and
 // every function pins its search path.
 TEST_F(MigrateTest, EverythingLivesInMailroomsSchema) {

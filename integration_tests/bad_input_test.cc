@@ -7,8 +7,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "common/version.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/collector_fixture.h"
 #include "testing/process.h"
 #include "testing/stack.h"
 
@@ -236,6 +239,58 @@ TEST_F(LegacyRowsTest, NullAndShortCodesFailAloneAndTheRestIsDelivered) {
             3);
   EXPECT_EQ(testing::Files(dir_ + "/out", ".eml").size(), 17u);
   EXPECT_TRUE(collector_->Running()) << collector_->Log();
+}
+
+// `--version` prints the version (common/version.h, the one place it is written) and the build,
+// and exits 0, reading no configuration.
+TEST(VersionTest, BothServicesPrintTheirVersionAndBuild) {
+  for (const std::string name : {"collector", "sender"}) {
+    auto p = Process::Spawn(
+        {testing::Runfile(absl::StrCat("mailroom/", name, "/", name)), "--version"}, {});
+    ASSERT_TRUE(p.ok());
+    auto code = (*p)->Wait(absl::Seconds(10));
+    ASSERT_TRUE(code.ok()) << (*p)->Log();
+    EXPECT_EQ(*code, 0) << (*p)->Log();
+    EXPECT_THAT((*p)->Log(), HasSubstr(absl::StrCat(name, " ", kVersion, "\nbuild: ")));
+    EXPECT_THAT((*p)->Log(), HasSubstr(", gRPC 1."));
+  }
+}
+
+class WrongRoleTest : public testing::StackTest {};
+
+// The collector started with a role that cannot run mailroom (the application's URL given by
+// mistake) stops at once with exit 2, naming the variable and each right the role lacks, never
+// the password; it does not retry for ever.
+TEST_F(WrongRoleTest, AnApplicationsRoleStopsTheCollectorNamingWhatItLacks) {
+  Exec("CREATE ROLE app LOGIN PASSWORD 'app-pass-word'; SELECT mailroom.grant_application('app')");
+  const std::string app_url = absl::StrReplaceAll(url_, {{"postgres@", "app:app-pass-word@"}});
+  const auto env = testing::CollectorEnv(app_url, 0, std::string(64, 'a'),
+                                         "subscriber-token-0123456789",
+                                         {{"MAILROOM_METRICS_ADDRESS", "off"}});
+  auto p = Process::Spawn({testing::Runfile("mailroom/collector/collector")}, env);
+  ASSERT_TRUE(p.ok());
+  auto code = (*p)->Wait(absl::Seconds(10));
+  ASSERT_TRUE(code.ok()) << "the collector did not stop: " << (*p)->Log();
+  const std::string log = (*p)->Log();
+  EXPECT_EQ(*code, 2) << log;
+  EXPECT_THAT(log, HasSubstr("config error: MAILROOM_DATABASE_URL: role app cannot run mailroom:"
+                             " it lacks SELECT on mailroom.mailroom_settings, EXECUTE on"
+                             " mailroom.mailroom_dequeue"))
+      << log;
+  EXPECT_THAT(log, Not(HasSubstr("app-pass-word")));
+  EXPECT_THAT(log, Not(HasSubstr("permission denied")));
+  // A role without even USAGE on the schema is told that too.
+  Exec("CREATE ROLE nobody_here LOGIN");
+  auto q = Process::Spawn(
+      {testing::Runfile("mailroom/collector/collector")},
+      testing::CollectorEnv(absl::StrReplaceAll(url_, {{"postgres@", "nobody_here@"}}), 0,
+                            std::string(64, 'a'), "subscriber-token-0123456789",
+                            {{"MAILROOM_METRICS_ADDRESS", "off"}}));
+  ASSERT_TRUE(q.ok());
+  auto qcode = (*q)->Wait(absl::Seconds(10));
+  ASSERT_TRUE(qcode.ok()) << (*q)->Log();
+  EXPECT_EQ(*qcode, 2);
+  EXPECT_THAT((*q)->Log(), HasSubstr("it lacks USAGE on the schema mailroom, SELECT on"));
 }
 
 }  // namespace

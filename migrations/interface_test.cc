@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "collector/signing.h"
 #include "gtest/gtest.h"
+#include "sender/actions.h"
 #include "testing/intruder.h"
 #include "testing/migrated_database.h"
 
@@ -118,7 +119,8 @@ class InterfaceTest : public testing::MigratedDatabaseTest {
 TEST_F(InterfaceTest, TheApplicationsRoleHasOnlyTheInterfacesRights) {
   const std::string rights = absl::StrJoin(testing::IntruderGains(url_, "app"), ", ");
   EXPECT_EQ(rights,
-            "account_emails:SELECT, accounts:INSERT, accounts:SELECT, accounts_id_seq:USAGE");
+            "account_emails:SELECT, accounts:INSERT, accounts:SELECT, accounts_id_seq:USAGE,"
+            " action_rules:SELECT");
   pqxx::nontransaction tx(*conn_);
   pqxx::result fns = tx.exec(
       "SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'mailroom'::regnamespace"
@@ -377,6 +379,109 @@ TEST_F(InterfaceTest, AccountEmailsShowsEachEmailsState) {
   EXPECT_EQ(state_of(absl::StrCat("token_id = ", token)), "consumed");
 }
 
+// A sent link past its expiry is `expired` from its expiry on (state_at), and keeps when it
+// was sent (sent_at); a sent notice (no link) stays `sent`. A token with no delivery past its
+// expiry says when it expired too. Emails of one second are ordered by their token's id.
+TEST_F(InterfaceTest, AccountEmailsTellsASentLinkThatExpiredAndOrdersEachSecond) {
+  const int64_t a = Activated("expiring");
+  const int64_t link = Token(Request(a, "password_recovery"));
+  const int64_t notice = Token(Request(a, "password_changed"));
+  const int64_t unsent = Token(Request(a, "login_code"));
+  {
+    pqxx::work tx(*conn_);
+    ASSERT_EQ(tx.exec("SELECT * FROM mailroom.mailroom_dequeue('mailroom', 10, 'o', 60000)").size(),
+              3u);
+    tx.exec(absl::StrCat("SELECT * FROM mailroom.mailroom_ack('mailroom', 'o', ARRAY[", link, ", ",
+                         notice,
+                         "]::bigint[], ARRAY[1, 1], ARRAY['sent', 'sent'], ARRAY['', ''],"
+                         " ARRAY[0, 0], ARRAY[0, 0]::bigint[])"));
+    tx.commit();
+  }
+  auto row = [&](int64_t token) {
+    return Text(absl::StrCat("SELECT state || ' ' || (state_at = expires_at) || ' '"
+                             " || (sent_at IS NOT NULL) FROM mailroom.account_emails"
+                             " WHERE token_id = ",
+                             token));
+  };
+  EXPECT_EQ(row(link), "sent false true");
+  EXPECT_EQ(row(notice), "sent false true");
+  // All three past their expiry; the login code is still leased.
+  Exec(absl::StrCat("UPDATE mailroom.tokens SET expires_at = created_at - 1 WHERE account = ", a));
+  EXPECT_EQ(row(link), "expired true true");
+  EXPECT_EQ(row(notice), "sent false true");
+  EXPECT_EQ(row(unsent), "sending false false");
+  const int64_t queued = Token(Request(a, "email_change", "'expiring2@example.test'"));
+  Exec(absl::StrCat("UPDATE mailroom.tokens SET expires_at = created_at - 1 WHERE id = ", queued));
+  EXPECT_EQ(row(queued), "expired true false");
+  // The documented query: four emails of (about) one second, newest first by their ids.
+  Exec(absl::StrCat("UPDATE mailroom.tokens SET created_at = 1000 WHERE account = ", a));
+  EXPECT_EQ(Text(absl::StrCat("SELECT string_agg(token_id::text, ',') FROM (SELECT token_id"
+                              " FROM mailroom.account_emails WHERE account = ",
+                              a, " ORDER BY requested_at DESC, token_id DESC) x")),
+            absl::StrCat(queued, ",", unsent, ",", notice, ",", link));
+  // The columns before sent_at are where they were.
+  EXPECT_EQ(Text("SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute"
+                 " WHERE attrelid = 'mailroom.account_emails'::regclass AND attnum > 0"),
+            "account,token_id,action,requested_at,expires_at,address,state,state_at,reason,"
+            "sent_at");
+}
+
+// The application reads each action's rules (mailroom.action_rules), as mailroom applies them:
+// the built-in values, and an operator's change at once (a 5-second activation to test an
+// expiry locally).
+TEST_F(InterfaceTest, TheApplicationReadsEachActionsRules) {
+  auto rules = [&](const std::string& name) {
+    pqxx::row r = App("SELECT concat_ws(' ', carries_secret, carries_code, code_alone,"
+                      " coalesce(code_length::text, '-'), expiry_seconds, priority,"
+                      " coalesce(account_status::text, 'any'),"
+                      " coalesce(limit_per_account::text, '-'),"
+                      " coalesce(limit_per_address::text, '-'), limit_window_seconds)"
+                      " FROM mailroom.action_rules WHERE name = " +
+                      app_->quote(name))[0];
+    return Field(r[0]);
+  };
+  EXPECT_EQ(rules("activation"), "t f f - 900 normal provisioned 3 3 86400");
+  EXPECT_EQ(rules("password_recovery"), "t t f 5 900 critical active 5 5 86400");
+  EXPECT_EQ(rules("login_code"), "t t t 6 600 critical active 5 10 3600");
+  EXPECT_EQ(rules("email_change"), "t f f - 3600 critical active 3 3 86400");
+  EXPECT_EQ(rules("invitation"), "t f f - 604800 normal invited 3 3 86400");
+  EXPECT_EQ(rules("password_changed"), "f f f - 86400 notice any 3 - 86400");
+  EXPECT_EQ(App("SELECT count(*) FROM mailroom.action_rules")[0][0].as<int>(), 9);
+  // The sender previews the built-in actions with these values without reading the database.
+  for (const std::string& name : BuiltinActions()) {
+    const ActionRules compiled = DefaultActionRules(name);
+    pqxx::row r = App("SELECT coalesce(code_length, 6), expiry_seconds FROM mailroom.action_rules"
+                      " WHERE name = " +
+                      app_->quote(name))[0];
+    EXPECT_EQ(r[0].as<int>(), compiled.code_length) << name;
+    EXPECT_EQ(r[1].as<int64_t>(), absl::ToInt64Seconds(compiled.expiry)) << name;
+  }
+  Exec("UPDATE mailroom.actions SET expiry_seconds = 5 WHERE name = 'activation'");
+  Exec("UPDATE mailroom.mailroom_settings SET limit_window_seconds = 7200");
+  EXPECT_EQ(rules("activation"), "t f f - 5 normal provisioned 3 3 7200");
+  EXPECT_EQ(rules("login_code"), "t t t 6 600 critical active 5 10 3600");
+  const int64_t a = Signup("fiveseconds");
+  EXPECT_EQ(Int(absl::StrCat("SELECT expires_at - created_at FROM mailroom.tokens WHERE id = ",
+                             ActivationToken(a))),
+            5);
+  // Nothing else of the actions' table is the application's.
+  EXPECT_THROW(App("SELECT * FROM mailroom.actions"), pqxx::sql_error);
+}
+
+// A role granted the interface before mailroom.action_rules existed (an upgrade from before
+// 0043) may read it after `collector migrate`, with no new grant; reverting drops the view and
+// puts back the grant function that does not name it.
+TEST_F(InterfaceTest, AnUpgradeGivesTheApplicationsRoleTheActionRules) {
+  ASSERT_TRUE(MigrateDown(url_, EmbeddedMigrations(), 42).ok());
+  EXPECT_EQ(Int("SELECT count(*) FROM pg_class WHERE relname = 'action_rules'"), 0);
+  Exec("SELECT mailroom.grant_application('app')");
+  ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
+  EXPECT_EQ(App("SELECT count(*) FROM mailroom.action_rules")[0][0].as<int>(), 9);
+  EXPECT_EQ(Int("SELECT count(*) FROM information_schema.role_table_grants"
+                " WHERE table_name = 'action_rules' AND grantee = 'app'"),
+            1);
+}
+
 // A sign-in code: 6 digits (the action's code_length), a short expiry, critical; consumed with
 // the link and its code, or with the code alone typed on another device (consume_code); a newer
 // request supersedes the older; wrong codes are counted and the 5th locks the code for good.
@@ -392,6 +497,10 @@ TEST_F(InterfaceTest, LoginCodesAreConsumedOnceAndDieAfterTheWrongAttempts) {
   EXPECT_EQ(Consume(link), (Outcome{"wrong_code", id, "login_code"}));  // the code is required
   EXPECT_EQ(Consume(link, code), (Outcome{"ok", id, "login_code"}));
   EXPECT_EQ(Consume(link, code), (Outcome{"consumed", id, "login_code"}));
+  // The code typed again, right or wrong: consumed, as the link clicked twice.
+  EXPECT_EQ(ConsumeCode(a, "login_code", code), (Outcome{"consumed", id, "login_code"}));
+  EXPECT_EQ(ConsumeCode(a, "login_code", code == "000000" ? "000001" : "000000"),
+            (Outcome{"consumed", id, "login_code"}));
 
   // Typed on another device: the account's pending code. A newer request supersedes it.
   const auto [old_link, old_code] = Link(Token(Request(a, "login_code")));

@@ -1,5 +1,7 @@
 #include "sender/actions.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 
 namespace mailroom {
@@ -23,6 +25,21 @@ bool IsBuiltinNotice(absl::string_view action) {
     if (action == n) return true;
   }
   return false;
+}
+
+ActionRules DefaultActionRules(absl::string_view action) {
+  // The seed rows of migrations/0033_actions.up.sql; a test reads them from the database.
+  if (action == "activation") return {6, absl::Minutes(15)};
+  if (action == "password_recovery") return {5, absl::Minutes(15)};
+  if (action == "login_code") return {6, absl::Minutes(10)};
+  if (action == "email_change") return {6, absl::Hours(1)};
+  if (action == "invitation") return {6, absl::Hours(24 * 7)};
+  return {};
+}
+
+std::string SampleCode(int length) {
+  const std::string digits = "123456789012";
+  return digits.substr(0, static_cast<size_t>(std::clamp(length, 1, 12)));
 }
 
 bool ValidActionName(absl::string_view action) {

@@ -210,18 +210,8 @@ std::vector<DoctorLine> CheckTemplates(const SenderConfig& c, Clock* clock) {
   for (const std::string& action : templates.Actions()) {
     for (const std::string& locale : templates.Locales(action)) {
       const std::string name = SetName(action, locale);
-      v1::Job job;
-      job.set_job_id(1);
-      job.set_action(v1::ACTION_OTHER);
-      job.set_action_name(action);
-      job.set_login("jane.doe");
-      job.set_email("jane.doe@example.com");
-      if (!IsBuiltinNotice(action)) {
-        job.set_token("SAMPLE-TOKEN");
-        job.set_code("12345");
-      }
-      job.set_expires_at(absl::ToUnixSeconds(clock->Now() + absl::Hours(1)));
-      job.set_locale(locale);
+      // A built-in action's real code length and expiry (the database's seeds).
+      const v1::Job job = renderer->SampleJob(action, locale, DefaultActionRules(action));
       auto email = renderer->Render(job);
       if (!email.ok()) {
         out.push_back(Fail("templates", absl::StrCat(name, ": ", email.status().message())));

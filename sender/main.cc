@@ -13,10 +13,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/flags.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/server_runtime.h"
+#include "common/version.h"
 #include "grpcpp/grpcpp.h"
 #include "sender/actions.h"
 #include "sender/breaker.h"
@@ -47,6 +49,14 @@ ABSL_FLAG(std::string, locale, "",
           "sender render: a locale tag such as de-AT (default: the "
           "templates' default locale)");
 
+ABSL_FLAG(int, code_length, 0,
+          "sender render: the code's digits (6 to 12, password_recovery 5; default: the "
+          "built-in action's, 6 for another)");
+ABSL_FLAG(absl::Duration, expiry, absl::ZeroDuration(),
+          "sender render: the token's lifetime, e.g. 15m or 2h (default: the built-in "
+          "action's, 24h for another)");
+ABSL_FLAG(bool, version, false, "print the version and the build, then exit");
+
 namespace mailroom {
 namespace {
 
@@ -65,12 +75,16 @@ absl::StatusOr<Renderer> MakeRenderer(const SenderConfig& c) {
 }
 
 constexpr char kUsage[] = "usage: sender            (configured by MAILROOM_* variables)\n"
-                          "       sender render --action=NAME [--locale=TAG]\n"
-                          "       sender doctor     (checks the configuration, sends nothing)\n";
+                          "       sender render --action=NAME [--locale=TAG] [--code-length=N]"
+                          " [--expiry=DURATION]\n"
+                          "       sender doctor     (checks the configuration, sends nothing)\n"
+                          "       sender --version\n";
 
-// `sender render --action=NAME [--locale=TAG]`: prints the email a job for the action (built in
-// or with templates in the template directory) would get, with sample data, from the configured
-// templates. No collector needed.
+// `sender render --action=NAME [--locale=TAG] [--code-length=N] [--expiry=DURATION]`: prints
+// the email a job for the action (built in or with templates in the template directory) would
+// get, with sample data, from the configured templates. No collector and no database: the code
+// length and expiry are the built-in action's as installed (DefaultActionRules) unless the flags
+// give the database's (mailroom.action_rules) for a changed or an application's own action.
 int RunRender() {
   auto usage = [](const std::string& why) { return UsageError("sender render", why, kUsage); };
   const std::string action_name = absl::GetFlag(FLAGS_action);
@@ -81,11 +95,20 @@ int RunRender() {
   if (!locale.empty() && NormalizeLocale(locale).empty()) {
     return usage(absl::StrCat("--locale: \"", locale, "\" is not a locale tag such as de-AT"));
   }
+  ActionRules rules = DefaultActionRules(action_name);
+  if (const int length = absl::GetFlag(FLAGS_code_length); length != 0) {
+    if (length < 5 || length > 12) return usage("--code-length must be 5 to 12 digits");
+    rules.code_length = length;
+  }
+  if (const absl::Duration expiry = absl::GetFlag(FLAGS_expiry); expiry != absl::ZeroDuration()) {
+    if (expiry < absl::Seconds(1)) return usage("--expiry must be 1s or more, e.g. 15m");
+    rules.expiry = expiry;
+  }
   auto loaded = LoadSenderConfig(Env());
   if (!loaded.ok()) return ConfigError(loaded.status());
   auto renderer = MakeRenderer(*loaded);
   if (!renderer.ok()) return ConfigError(renderer.status());
-  auto email = renderer->Preview(action_name, locale);
+  auto email = renderer->Preview(action_name, locale, rules);
   if (!email.ok()) return ConfigError(email.status());
   std::printf("templates: %s\nsubject: %s\n\n--- text ---\n%s\n--- html ---\n%s",
               loaded->template_dir.empty() ? "built-in" : loaded->template_dir.c_str(),
@@ -410,7 +433,8 @@ int Run() {
   return rc;
 }
 
-// The subcommand and its flags: render takes --action and --locale, the others none.
+// The subcommand and its flags: render takes --action, --locale, --code-length and --expiry, the
+// others none; --version goes with none.
 int Main(int argc, char** argv) {
   auto cl = ParseFlags(argc, argv);
   if (!cl.ok()) return UsageError("sender", cl.status().message(), kUsage);
@@ -419,6 +443,10 @@ int Main(int argc, char** argv) {
     // The settings table as it is, without reading the environment.
     std::printf("%s\nflags of sender render:\n%s\nsettings (environment variables):\n%s", kUsage,
                 FlagsHelp().c_str(), SettingsHelp(SenderSettings()).c_str());
+    return 0;
+  }
+  if (absl::GetFlag(FLAGS_version)) {
+    std::printf("%s", VersionText("sender").c_str());
     return 0;
   }
   if (cl->args.size() > 1) {

@@ -517,21 +517,34 @@ absl::StatusOr<OutgoingEmail> Renderer::Render(const v1::Job& job) const {
   return email;
 }
 
-absl::StatusOr<RenderedEmail> Renderer::Preview(const std::string& action,
-                                                const std::string& locale) const {
+v1::Job Renderer::SampleJob(const std::string& action, const std::string& locale,
+                            const ActionRules& rules) const {
   v1::Job job;
+  job.set_job_id(1);
+  job.set_action(v1::ACTION_OTHER);
   job.set_action_name(action);
   job.set_login("jane.doe");
   job.set_email("jane.doe@example.com");
   if (!IsBuiltinNotice(action)) {
     job.set_token("SAMPLE-TOKEN");
-    job.set_code("12345");
+    job.set_code(SampleCode(rules.code_length));
   }
-  job.set_expires_at(absl::ToUnixSeconds(clock_->Now() + absl::Hours(1)));
+  job.set_expires_at(absl::ToUnixSeconds(clock_->Now() + rules.expiry));
   job.set_locale(locale);
+  return job;
+}
+
+absl::StatusOr<RenderedEmail> Renderer::Preview(const std::string& action,
+                                                const std::string& locale) const {
+  return Preview(action, locale, DefaultActionRules(action));
+}
+
+absl::StatusOr<RenderedEmail> Renderer::Preview(const std::string& action,
+                                                const std::string& locale,
+                                                const ActionRules& rules) const {
   auto templates = For(action);
   if (!templates.ok()) return templates.status();
-  return (*templates)->Render(action, VarsFor(job));
+  return (*templates)->Render(action, VarsFor(SampleJob(action, locale, rules)));
 }
 
 }  // namespace mailroom

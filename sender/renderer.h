@@ -144,9 +144,16 @@ class Renderer {
   absl::StatusOr<OutgoingEmail> Render(const v1::Job& job) const;
 
   // The email a job for `action` and `locale` would get, with sample data (login "jane.doe",
-  // code "12345" unless the action is a built-in notice, expiry in an hour): for
-  // `sender render`.
+  // a code of the rules' length unless the action is a built-in notice, expiry the rules' from
+  // now): for `sender render` and `sender doctor`. The rules default to the action's
+  // DefaultActionRules.
   absl::StatusOr<RenderedEmail> Preview(const std::string& action, const std::string& locale) const;
+  absl::StatusOr<RenderedEmail> Preview(const std::string& action, const std::string& locale,
+                                        const ActionRules& rules) const;
+
+  // The job Preview renders (job id 1): for checks that render it as a real job.
+  v1::Job SampleJob(const std::string& action, const std::string& locale,
+                    const ActionRules& rules) const;
 
   // Reads the built-in set and the template directory again (Templates::Load). On an error the
   // templates in use stay, and the error (naming the file) is returned.

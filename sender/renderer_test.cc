@@ -426,7 +426,29 @@ TEST_F(RendererTest, PreviewUsesSampleData) {
   EXPECT_EQ(p->subject, "Aktivieren Sie Ihr Acme-Konto");
   EXPECT_THAT(p->text, HasSubstr("Hallo jane.doe,"));
   EXPECT_THAT(p->text, HasSubstr("https://acme.example/activate?token=SAMPLE-TOKEN"));
-  EXPECT_THAT(p->text, HasSubstr("60 Minuten"));
+  EXPECT_THAT(p->text, HasSubstr("15 Minuten"));  // the activation's expiry as installed
+}
+
+// A preview shows each built-in action's real code length and expiry (the database's seeds), and
+// the rules given (sender render --code-length/--expiry) for a changed or an application's own.
+TEST_F(RendererTest, PreviewsUseEachActionsCodeLengthAndExpiry) {
+  Renderer r = Make();
+  auto login = r.Preview("login_code", "");
+  ASSERT_TRUE(login.ok()) << login.status();
+  EXPECT_THAT(login->text, HasSubstr("    123456\n"));
+  EXPECT_THAT(login->text, HasSubstr("expire in 10 minutes"));
+  auto recovery = r.Preview("password_recovery", "");
+  ASSERT_TRUE(recovery.ok()) << recovery.status();
+  EXPECT_THAT(recovery->text, HasSubstr("12345"));
+  EXPECT_THAT(recovery->text, Not(HasSubstr("123456")));
+  EXPECT_THAT(recovery->text, HasSubstr("15 minutes"));
+  auto longer = r.Preview("login_code", "", ActionRules{8, absl::Minutes(30)});
+  ASSERT_TRUE(longer.ok()) << longer.status();
+  EXPECT_THAT(longer->text, HasSubstr("    12345678\n"));
+  EXPECT_THAT(longer->text, HasSubstr("expire in 30 minutes"));
+  EXPECT_EQ(DefaultActionRules("invitation").expiry, absl::Hours(24 * 7));
+  EXPECT_EQ(DefaultActionRules("document_signature").code_length, 6);
+  EXPECT_EQ(DefaultActionRules("document_signature").expiry, absl::Hours(24));
 }
 
 // The parts of a rendered job's MIME message, decoded.

@@ -17,7 +17,8 @@ The shape that survives corporate link scanners (docs/integration.md, section 5)
   POST /login                  (address, code) -> mailroom.consume_code
   POST /login/send             (address) -> mailroom.request(account, 'login_code')
   POST /resend                 (account, action[, address]) -> mailroom.request
-  GET /emails?account=N        the rows of mailroom.account_emails
+  GET /emails?account=N        the rows of mailroom.account_emails, and a button for each email
+                               mailroom.request would accept for the account (action_rules)
   GET /static/style.css        the pages' one resource
 
 It reaches PostgreSQL through `psql` as the application's role; every value travels as a psql
@@ -113,6 +114,21 @@ def page_words(action):
 def code_pattern(action):
     """The code field's HTML pattern and length: 5 digits for a recovery, else 5 to 12."""
     return ("[0-9]{5}", 5) if action == "password_recovery" else ("[0-9]{5,12}", 12)
+
+# What /emails offers to send again: the actions with a link whose required account status is
+# the account's (mailroom.action_rules, which mailroom.request checks the same way), so that an
+# active account is not offered its activation. email_change needs a new address (a form of its
+# own); notices are the application's to request when their event happens.
+OFFERS_SQL = ("SELECT r.name FROM mailroom.accounts a JOIN mailroom.action_rules r"
+              "   ON r.carries_secret AND (r.account_status IS NULL OR r.account_status = a.status)"
+              " WHERE a.id = :'account'::bigint AND r.name <> 'email_change'"
+              " ORDER BY r.name = 'activation' DESC, r.name")
+RESEND_LABELS = {
+    "activation": "Send the activation email again",
+    "password_recovery": "Send a password recovery email",
+    "login_code": "Send a sign-in code",
+    "invitation": "Send the invitation again",
+}
 
 # mailroom.consume's outcomes, as the user reads them (title, message).
 OUTCOMES = {
@@ -539,11 +555,19 @@ class Handler(BaseHTTPRequestHandler):
         table += "</table>"
         if not rows:
             table = paragraph("No email for this account.")
-        resend = ('<form method="post" action="/resend">\n'
-                  '<input type="hidden" name="account" value="%s">\n'
-                  '<input type="hidden" name="action" value="activation">\n'
-                  '<button type="submit">Send the activation email again</button>\n</form>'
-                  % html.escape(account, quote=True))
+        try:
+            offers = [row[0] for row in self.db.query(OFFERS_SQL, account=account) if row]
+        except DatabaseError as e:
+            self.log("action_rules_failed", error=urllib.parse.quote(str(e)))
+            offers = []
+        resend = "".join(
+            '<form method="post" action="/resend">\n'
+            '<input type="hidden" name="account" value="%s">\n'
+            '<input type="hidden" name="action" value="%s">\n'
+            '<button type="submit">%s</button>\n</form>\n'
+            % (html.escape(account, quote=True), html.escape(name, quote=True),
+               html.escape(RESEND_LABELS.get(name, "Send the %s email again" % name)))
+            for name in offers)
         self.send(200, page("Your emails", table + "\n" + resend), head=head)
 
     def resend(self, fields):

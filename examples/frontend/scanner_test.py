@@ -468,6 +468,12 @@ def run(stack):
     status, _, body = raw_request("GET", base + "/emails?account=%s" % acct)
     check(status == 200 and "<table>" in body and "activation" in body,
           "GET /emails lists the account's emails", "status %d" % status)
+
+    def offered(body):
+        return sorted(re.findall(r'name="action" value="([a-z_0-9]+)"', body))
+
+    check(offered(body) == ["activation"], "GET /emails offers a new account its activation only",
+          offered(body))
     status, _, body = raw_request("POST", base + "/resend", "account=%s&action=activation" % acct,
                                   {"Content-Type": "application/x-www-form-urlencoded"})
     check(outcome_of(body) in ("queued", "rate_limited"), "POST /resend shows the decision",
@@ -476,6 +482,9 @@ def run(stack):
     (done_acct,), = psql(owner, "SELECT id FROM mailroom.accounts WHERE email = :'e'", e=clicked)
     status, _, body = raw_request("GET", base + "/emails?account=%s" % done_acct)
     check("consumed" in body, "GET /emails shows the clicked email as consumed")
+    check(offered(body) == ["login_code", "password_recovery"],
+          "GET /emails offers an active account what mailroom.request accepts for it, no"
+          " activation", offered(body))
     status, _, body = raw_request("POST", base + "/resend", "account=%s" % done_acct,
                                   {"Content-Type": "application/x-www-form-urlencoded"})
     check(outcome_of(body) == "refused", "resending an active account's activation is refused",

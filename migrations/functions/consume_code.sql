@@ -6,15 +6,16 @@
 -- factors; here it is `invalid`, like every action whose code_alone is false. Part of the
 -- application's interface (docs/integration.md): runs as its owner.
 --
--- The code is checked against the account's pending token of that action (the newest one
--- neither consumed, superseded nor rate limited: a newer request supersedes the older), with
--- mailroom.consume's checks, outcomes and exactly-once guarantee (mailroom_consume_token): a
--- wrong code counts against that token, and after consume_attempts_limit wrong codes it is
--- locked for good, so guessing is bounded by the attempts per token times the action's
--- per-account limit of requests, whether or not the caller rolls back (the count is kept where
--- no rollback reaches it: mailroom_consume_token). `invalid` when the action's code may not be
--- typed alone or the account has no pending token of it. Call it in a transaction of its own
--- and commit whatever the outcome.
+-- The code is checked against the account's newest token of that action neither superseded nor
+-- rate limited (a newer request supersedes the older), with mailroom.consume's checks, outcomes
+-- and exactly-once guarantee (mailroom_consume_token): `consumed` (with the account and the
+-- action) once that token was consumed, as consume answers a link clicked twice; a wrong code
+-- counts against a pending token, and after consume_attempts_limit wrong codes it is locked for
+-- good, so guessing is bounded by the attempts per token times the action's per-account limit
+-- of requests, whether or not the caller rolls back (the count is kept where no rollback
+-- reaches it: mailroom_consume_token). `invalid` when the action's code may not be typed alone
+-- or the account has no token of it. Call it in a transaction of its own and commit whatever
+-- the outcome.
 CREATE OR REPLACE FUNCTION mailroom.consume_code(p_account bigint, p_action text, p_code text)
     RETURNS TABLE (outcome text, account bigint, action text)
     LANGUAGE plpgsql
@@ -27,7 +28,7 @@ BEGIN
     SELECT t.id INTO v_id
       FROM tokens t JOIN actions k ON k.name = t.action AND k.code_alone
      WHERE t.account = p_account AND t.action = p_action AND t.action <> 'activation'
-       AND t.superseded_by IS NULL AND NOT t.rate_limited AND t.consumed_at IS NULL
+       AND t.superseded_by IS NULL AND NOT t.rate_limited
      ORDER BY t.id DESC
      LIMIT 1;
     IF NOT FOUND THEN

@@ -3,7 +3,7 @@
 -- migrations' role (the schema's owner), once per role; running it again changes nothing.
 --   USAGE on the schema mailroom (to name the interface);
 --   EXECUTE on mailroom.request, mailroom.consume and mailroom.consume_code; SELECT on
---   mailroom.account_emails;
+--   mailroom.account_emails and mailroom.action_rules (each action's expiry, code and limits);
 --   on mailroom.accounts, the application's own table: SELECT, INSERT (signups; the trigger
 --   queues them), UPDATE of status, email, login and locale (the seeds' lifecycle), and USAGE
 --   on its id sequence.
@@ -17,7 +17,7 @@ BEGIN
     EXECUTE format('GRANT EXECUTE ON FUNCTION mailroom.request(bigint, text, text),'
                    ' mailroom.consume(text, text), mailroom.consume_code(bigint, text, text) TO %s',
                    p_role);
-    EXECUTE format('GRANT SELECT ON mailroom.account_emails TO %s', p_role);
+    EXECUTE format('GRANT SELECT ON mailroom.account_emails, mailroom.action_rules TO %s', p_role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE (status, email, login, locale)'
                    ' ON mailroom.accounts TO %s', p_role);
     EXECUTE format('GRANT USAGE ON SEQUENCE mailroom.accounts_id_seq TO %s', p_role);
