@@ -10,6 +10,9 @@
 // a recovery code that is not 5 ASCII digits, or another action's code that is not 5 to 12
 // ASCII digits) or "mismatch" (well formed, no key signed it). invalid_action_names: names every
 // verifier refuses as an action (an error of the caller, not a refusal of the token).
+// Every case also says whether its token is well_formed: the spelling check every verifier has
+// (WellFormed, wellFormed, well_formed, --well-formed), which needs no key and no code, so a
+// recovery token without its code is well formed though it does not verify.
 //
 // Actions other than activation and password_recovery are signed by SignNamed below: by the
 // collector's signer when it takes their names (and then checked against the contract, D(name)
@@ -111,6 +114,7 @@ class Cases {
     Json c = Case(name, action, keys, token, code);
     c["valid"] = true;
     c["secret"] = absl::BytesToHexString(secret);
+    Check(c, name);
     cases_.push_back(std::move(c));
   }
   void Refused(const std::string& name, const char* refusal, const std::string& action,
@@ -119,6 +123,7 @@ class Cases {
     Json c = Case(name, action, keys, token, code);
     c["valid"] = false;
     c["refusal"] = refusal;
+    Check(c, name);
     cases_.push_back(std::move(c));
   }
   const Json& json() const { return cases_; }
@@ -134,7 +139,20 @@ class Cases {
     for (const std::string& k : keys) c["keys"].push_back(absl::BytesToHexString(k));
     c["token"] = token;
     c["code"] = code ? Json(*code) : Json(nullptr);
+    // The spelling check: the signer's one spelling, whatever the key, code or signature.
+    c["well_formed"] = WellFormed(token).ok();
     return c;
+  }
+  // A token that verifies, or is refused for its signature, is spelt right; a refusal of a
+  // token that is not is "malformed". Anything else is a mistake in the cases.
+  static void Check(const Json& c, const std::string& name) {
+    const bool well_formed = c["well_formed"];
+    const bool spelling_refusal = !c["valid"] && c["refusal"] == "malformed";
+    if (!well_formed && !spelling_refusal) {
+      std::cerr << "make_vectors: case \"" << name << "\" is not well formed but "
+                << (c["valid"] ? "valid" : "refused as mismatch") << "\n";
+      std::exit(1);
+    }
   }
   Json cases_ = Json::array();
 };
@@ -431,6 +449,11 @@ Json MakeVectors() {
     v.Refused(absl::StrCat("recovery code: ", what), "malformed", kRec, {kSpecKey}, spec_rec, code);
   }
 
+  // What a front end checks on a recovery link's GET, before the user has typed the code: the
+  // token verifies only with its code, but it is well formed without one.
+  v.Refused("password_recovery token without its code (well formed)", "malformed", kRec,
+            {kCurrentKey}, url_token, std::nullopt);
+
   NamedActionCases(v);
 
   Json doc;
@@ -447,7 +470,9 @@ Json MakeVectors() {
       "keys: hex, tried in order; code: null when none is given; valid cases give the secret "
       "(hex); refused ones the refusal: malformed (not the signer's spelling of 64 bytes, a "
       "recovery code that is not 5 ASCII digits, another action's code that is not 5 to 12 "
-      "ASCII digits) or mismatch (well formed, no key signed it)";
+      "ASCII digits) or mismatch (well formed, no key signed it); well_formed: whether the "
+      "token alone has the signer's one spelling (86 base64url characters, no padding, the "
+      "last character's 4 unused bits zero), the spelling check that needs no key and no code";
   doc["invalid_action_names"] = Json::array();
   for (const char* name : {"", "Login_code", "login-code", "9lives", "_welcome", "login code",
                            "login_code/", "../activate", "/activate", "caf\xc3\xa9"}) {

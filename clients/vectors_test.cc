@@ -30,6 +30,7 @@ struct Case {
   std::vector<std::string> keys;  // hex
   std::optional<std::string> code;
   bool valid = false;
+  bool well_formed = false;  // the token's spelling alone (no key, no code)
   std::string secret, refusal;
 };
 
@@ -59,6 +60,7 @@ std::vector<Case> LoadCases() {
     k.keys = c.at("keys").get<std::vector<std::string>>();
     if (!c.at("code").is_null()) k.code = c.at("code").get<std::string>();
     k.valid = c.at("valid");
+    k.well_formed = c.at("well_formed");
     if (k.valid) k.secret = c.at("secret");
     else k.refusal = c.at("refusal");
     cases.push_back(std::move(k));
@@ -117,12 +119,29 @@ TEST(VectorsTest, VerifyTokenAgreesWithEveryCase) {
   }
 }
 
+// How `verify` is asked: the full check or --well-formed; each flag as --flag=value or as
+// --flag value.
+struct Form {
+  bool well_formed = false;
+  bool separate = false;
+};
+
 // Runs `verify` as a front end's script would, keys in the environment; returns its exit
 // status and everything it printed.
-int RunVerify(const Case& c, std::string* output) {
-  std::vector<std::string> args = {"collector/verify", "--action=" + c.action,
-                                   "--token=" + c.token};
-  if (c.code) args.push_back("--code=" + *c.code);
+int RunVerify(const Case& c, std::string* output, Form form = {}) {
+  std::vector<std::string> args = {"collector/verify"};
+  if (form.well_formed) args.push_back("--well-formed");
+  auto flag = [&](const std::string& name, const std::string& value) {
+    if (form.separate) {
+      args.push_back("--" + name);
+      args.push_back(value);
+    } else {
+      args.push_back("--" + name + "=" + value);
+    }
+  };
+  flag("action", c.action);
+  flag("token", c.token);
+  if (c.code) flag("code", *c.code);
   std::vector<std::string> env = {
       "MAILROOM_SECRET_KEY=" + c.keys[0],
       "MAILROOM_VERIFY_KEYS=" +
@@ -173,6 +192,59 @@ TEST(VectorsTest, VerifyToolAgreesWithEveryCase) {
     bad.action = name.get<std::string>();
     std::string output;
     EXPECT_EQ(RunVerify(bad, &output), 2) << bad.action << ": " << output;
+  }
+}
+
+// The spelling check: true exactly for the cases whose token is well formed (a recovery token
+// without its code included), whatever the key, code or signature.
+TEST(VectorsTest, WellFormedAgreesWithEveryCase) {
+  int well_formed = 0, malformed = 0;
+  for (const Case& c : LoadCases()) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(WellFormed(c.token).ok(), c.well_formed);
+    (c.well_formed ? well_formed : malformed)++;
+    if (!c.valid) {
+      EXPECT_TRUE(c.well_formed || c.refusal == "malformed");
+    }
+  }
+  EXPECT_GT(well_formed, 0);
+  EXPECT_GT(malformed, 0);
+}
+
+TEST(VectorsTest, VerifyToolWellFormedAgreesWithEveryCase) {
+  for (const Case& c : LoadCases()) {
+    for (bool separate : {false, true}) {
+      SCOPED_TRACE(c.name + (separate ? " (--flag value)" : " (--flag=value)"));
+      Case no_key = c;  // the spelling check needs no key
+      no_key.keys = {""};
+      std::string output;
+      int rc = RunVerify(no_key, &output, Form{true, separate});
+      if (c.well_formed) {
+        EXPECT_EQ(rc, 0) << output;
+        EXPECT_EQ(output, "well-formed\n");
+      } else {
+        EXPECT_EQ(rc, 1) << output;
+        EXPECT_EQ(output.rfind("malformed: ", 0), 0u) << output;
+      }
+      if (c.token.size() >= 8) {
+        EXPECT_EQ(output.find(c.token), std::string::npos) << "token printed";
+      }
+    }
+  }
+  Case bad = LoadCases().front();
+  for (const auto& name : LoadDoc().at("invalid_action_names")) {
+    bad.action = name.get<std::string>();
+    std::string output;
+    EXPECT_EQ(RunVerify(bad, &output, Form{true, false}), 2) << bad.action << ": " << output;
+  }
+}
+
+TEST(VectorsTest, VerifyToolTakesEveryFlagAsTheNextWord) {
+  for (const Case& c : LoadCases()) {
+    if (!Checkable(c)) continue;
+    SCOPED_TRACE(c.name);
+    std::string output;
+    EXPECT_EQ(RunVerify(c, &output, Form{false, true}), c.valid ? 0 : 1) << output;
   }
 }
 

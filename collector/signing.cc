@@ -133,15 +133,23 @@ absl::StatusOr<std::string> SignToken(const SigningKey& key, const TokenAction& 
   return token;
 }
 
-absl::Status VerifyToken(absl::Span<const SigningKey> keys, const TokenAction& action,
-                         absl::string_view token, absl::string_view code) {
+absl::Status WellFormed(absl::string_view token) {
   if (token.size() != kTokenChars) {
     return absl::InvalidArgumentError(
         absl::StrCat("token must be ", kTokenChars, " characters, got ", token.size()));
   }
+  if (!IsCanonicalToken(token)) {
+    return absl::InvalidArgumentError("token is not the unpadded base64url of 64 bytes");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VerifyToken(absl::Span<const SigningKey> keys, const TokenAction& action,
+                         absl::string_view token, absl::string_view code) {
+  absl::Status spelling = WellFormed(token);
+  if (!spelling.ok()) return spelling;
   std::string raw;
-  if (!IsCanonicalToken(token) || !absl::WebSafeBase64Unescape(token, &raw) ||
-      raw.size() != 2 * kSecretSize) {
+  if (!absl::WebSafeBase64Unescape(token, &raw) || raw.size() != 2 * kSecretSize) {
     return absl::InvalidArgumentError("token is not the unpadded base64url of 64 bytes");
   }
   auto signed_code = SignedCode(action, code);

@@ -64,6 +64,13 @@ absl::StatusOr<std::vector<SigningKey>> ParseSigningKeys(absl::string_view comma
 absl::StatusOr<std::string> SignToken(const SigningKey& key, const TokenAction& action,
                                       absl::string_view secret, absl::string_view code);
 
+// Whether `token` has the signer's one spelling of 64 bytes: exactly 86 characters of the
+// base64url alphabet, no padding or whitespace, the last character's 4 unused low bits zero.
+// Checks no signature and needs no key: a front end checks a link's token with it before the
+// user has typed the link's code (a password recovery link's GET). OK, or InvalidArgument saying
+// what is wrong (never the token). The action's name is checked by ParseTokenAction.
+absl::Status WellFormed(absl::string_view token);
+
 // Checks a token (and the code its action signs) against every key in constant time: all keys
 // are tried, comparisons use CRYPTO_memcmp, so timing reveals neither the match nor its
 // position. Only the signer's own encoding is accepted: exactly 86 characters of the base64url

@@ -225,7 +225,26 @@ TEST_F(VerifyTokenTest, AcceptsOnlyTheCanonicalEncoding) {
     EXPECT_EQ(VerifyToken(keys, TokenAction::kPasswordRecovery, bad, "42565").code(),
               absl::StatusCode::kInvalidArgument)
         << bad.size();
+    EXPECT_EQ(WellFormed(bad).code(), absl::StatusCode::kInvalidArgument) << bad.size();
+    EXPECT_THAT(std::string(WellFormed(bad).message()), Not(HasSubstr(token_)));
   }
+}
+
+// A recovery link's token is checked for its spelling before the user has typed the code: the
+// spelling alone, with no key and no code, while VerifyToken refuses the missing code.
+TEST_F(VerifyTokenTest, WellFormedChecksTheSpellingOnly) {
+  std::vector<SigningKey> keys = {key_};
+  EXPECT_TRUE(WellFormed(token_).ok());
+  EXPECT_EQ(VerifyToken(keys, TokenAction::kPasswordRecovery, token_, "").code(),
+            absl::StatusCode::kInvalidArgument);
+  std::string tampered = token_;  // another 64 bytes, still spelt canonically: no signature check
+  tampered[3] = tampered[3] == 'A' ? 'B' : 'A';
+  EXPECT_TRUE(WellFormed(tampered).ok());
+  EXPECT_TRUE(WellFormed(std::string(86, 'A')).ok());
+  const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string unused_bits = token_;
+  unused_bits.back() = alphabet[alphabet.find(token_.back()) + 1];  // an unused bit set
+  EXPECT_FALSE(WellFormed(unused_bits).ok());
 }
 
 TEST(ParseSigningKeyTest, ErrorsSayWhatIsWrongWithoutTheKey) {

@@ -4,14 +4,19 @@
 // still verify.
 //
 //   verify --action=NAME --token=TOKEN|- [--code=DIGITS]
+//   verify --well-formed --action=NAME --token=TOKEN|-
 //
 // Prints "valid" and exits 0, or "invalid: <reason>" on stderr and exits 1 (an empty or
 // malformed token included); usage or configuration errors exit 2. The token is never printed.
-// Only the signer's canonical spelling of a token verifies (see VerifyToken).
+// Only the signer's canonical spelling of a token verifies (see VerifyToken). With
+// --well-formed it checks the token's spelling only (no key, no code, no signature: what a
+// front end checks on a recovery link's GET) and prints "well-formed" (exit 0) or
+// "malformed: <reason>" on stderr (exit 1). Every flag takes --flag=value or --flag value.
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -25,18 +30,35 @@ ABSL_FLAG(std::string, action, "",
 ABSL_FLAG(std::string, token, "", "the token, or - to read one line from stdin");
 ABSL_FLAG(std::string, code, "",
           "the code, for actions that carry one (password_recovery, login_code, ...)");
+ABSL_FLAG(bool, well_formed, false,
+          "(spelt --well-formed) check only the token's spelling: no key, no code, no signature");
 
 namespace {
 
-constexpr char kUsage[] = "usage: verify --action=NAME --token=TOKEN|- [--code=DIGITS]\n";
+constexpr char kUsage[] = "usage: verify --action=NAME --token=TOKEN|- [--code=DIGITS]\n"
+                          "       verify --well-formed --action=NAME --token=TOKEN|-\n";
 
 int Usage(const std::string& why) { return mailroom::UsageError("verify", why, kUsage); }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The flag is spelt --well-formed on every verifier's command line; abseil names it
+  // well_formed. Only the flag's own word is respelt (before a "--", never a value).
+  std::vector<std::string> words(argv, argv + argc);
+  for (size_t i = 1; i < words.size() && words[i] != "--"; ++i) {
+    for (const auto& [dashed, abseil] :
+         {std::pair<std::string, std::string>{"--well-formed", "--well_formed"},
+          {"--nowell-formed", "--nowell_formed"}}) {
+      if (words[i] == dashed || words[i].rfind(dashed + "=", 0) == 0) {
+        words[i] = abseil + words[i].substr(dashed.size());
+      }
+    }
+  }
+  std::vector<char*> args;
+  for (std::string& w : words) args.push_back(w.data());
   // Errors name a flag, never its value: a mistyped --token=... must not print the token.
-  auto cl = mailroom::ParseFlags(argc, argv);
+  auto cl = mailroom::ParseFlags(static_cast<int>(args.size()), args.data());
   if (!cl.ok()) return Usage(std::string(cl.status().message()));
   if (cl->help) {
     std::printf("%s%s", kUsage, mailroom::FlagsHelp().c_str());
@@ -58,6 +80,15 @@ int main(int argc, char** argv) {
   if (token == "-") {
     std::getline(std::cin, token);
     if (!token.empty() && token.back() == '\r') token.pop_back();
+  }
+  if (absl::GetFlag(FLAGS_well_formed)) {
+    absl::Status st = mailroom::WellFormed(token);
+    if (!st.ok()) {
+      std::fprintf(stderr, "malformed: %s\n", std::string(st.message()).c_str());
+      return 1;
+    }
+    std::printf("well-formed\n");
+    return 0;
   }
 
   const char* current = std::getenv("MAILROOM_SECRET_KEY");

@@ -1,3 +1,3 @@
-module mailroomverify
+module github.com/mailroom-dev/mailroom/clients/go
 
 go 1.19

@@ -12,6 +12,7 @@
 //	secret, err := mailroomverify.Verify(token, "password_recovery", keys, code)
 //	secret, err := mailroomverify.Verify(token, "login_code", keys, code)
 //	secret, err := mailroomverify.Verify(token, "email_change", keys, "") // signs no code
+//	ok := mailroomverify.WellFormed(token, "password_recovery")           // spelling only, no key
 package mailroomverify
 
 import (
@@ -93,20 +94,45 @@ func ParseKeys(current, older string) ([][]byte, error) {
 	return keys, nil
 }
 
-// decode returns the 64 bytes of the signer's one spelling: 86 base64url characters, no
-// padding or whitespace, the last character's 4 unused low bits zero. base64.RawURLEncoding
-// alone skips '\r' and '\n' and ignores those bits (16 strings would verify for one token):
-// Strict mode refuses unused bits, and the loop refuses any other byte.
-func decode(token string) ([]byte, error) {
-	malformed := fmt.Errorf("%w: token is not the unpadded base64url of 64 bytes", ErrMalformed)
+// spelledRight: the signer's one spelling, 86 base64url characters, no padding or whitespace,
+// the last character's 4 unused low bits zero (otherwise 16 strings would verify for one token).
+func spelledRight(token string) bool {
 	if len(token) != TokenChars {
-		return nil, malformed
+		return false
 	}
 	for i := 0; i < len(token); i++ {
 		c := token[i]
 		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return nil, malformed
+			return false
 		}
+	}
+	last := token[TokenChars-1]
+	return strings.IndexByte(alphabet, last)&0x0f == 0
+}
+
+const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+// WellFormed reports whether token has the signer's one spelling (86 base64url characters, no
+// padding, the last character's 4 unused bits zero) and action is an action's name. It checks
+// no signature and needs no key or code: what a front end checks on a recovery link's GET,
+// before the user has typed the code (Verify refuses a recovery token without its code as
+// malformed). A name that is not an action's is a caller's mistake, not a malformed token:
+// WellFormed panics with an error wrapping ErrUnknownAction (as the other verifiers throw);
+// check a name that is not a constant with ActionFor first.
+func WellFormed(token, action string) bool {
+	if _, err := ActionFor(action); err != nil {
+		panic(fmt.Errorf("mailroomverify.WellFormed: %w", err))
+	}
+	return spelledRight(token)
+}
+
+// decode returns the 64 bytes of a token of the signer's spelling. base64.RawURLEncoding
+// alone skips '\r' and '\n' and ignores the last character's unused bits: spelledRight
+// refuses both, and Strict mode as well.
+func decode(token string) ([]byte, error) {
+	malformed := fmt.Errorf("%w: token is not the unpadded base64url of 64 bytes", ErrMalformed)
+	if !spelledRight(token) {
+		return nil, malformed
 	}
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(token)
 	if err != nil || len(raw) != 64 {

@@ -22,6 +22,8 @@ type vectorCase struct {
 	Valid   bool     `json:"valid"`
 	Secret  string   `json:"secret"`
 	Refusal string   `json:"refusal"`
+	// WellFormed is a pointer so that a file without the field fails the test, not passes it.
+	WellFormed *bool `json:"well_formed"`
 }
 
 const specKey = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
@@ -215,5 +217,93 @@ func TestEveryActionHasItsDomainAndTheCasesCoverEveryActionByName(t *testing.T) 
 		if !seen[name] {
 			t.Errorf("no case for %s", name)
 		}
+	}
+}
+
+func TestWellFormedAgreesWithEveryCase(t *testing.T) {
+	counts := map[bool]int{}
+	for _, c := range loadCases(t) {
+		if c.WellFormed == nil {
+			t.Fatalf("%s: no well_formed", c.Name)
+		}
+		if got := WellFormed(c.Token, c.Action); got != *c.WellFormed {
+			t.Errorf("%s: WellFormed = %v, want %v", c.Name, got, *c.WellFormed)
+		}
+		counts[*c.WellFormed]++
+		if c.Action == "password_recovery" && c.Code == nil && *c.WellFormed {
+			// Without its code a recovery token does not verify, but it is well formed.
+			key, _ := hex.DecodeString(c.Keys[0])
+			if _, err := Verify(c.Token, c.Action, [][]byte{key}, ""); !errors.Is(err, ErrMalformed) {
+				t.Errorf("%s: Verify without the code: %v", c.Name, err)
+			}
+		}
+	}
+	if counts[true] == 0 || counts[false] == 0 {
+		t.Errorf("cases: %v", counts)
+	}
+}
+
+func TestWellFormedPanicsForANameThatIsNotAnActions(t *testing.T) {
+	for _, name := range loadInvalidNames(t) {
+		func() {
+			defer func() {
+				err, _ := recover().(error)
+				if !errors.Is(err, ErrUnknownAction) {
+					t.Errorf("%q: recovered %v, want ErrUnknownAction", name, err)
+				}
+			}()
+			WellFormed(loadCases(t)[0].Token, name)
+		}()
+	}
+}
+
+func TestCommandLineWellFormedAgreesWithEveryCaseInBothForms(t *testing.T) {
+	for _, c := range loadCases(t) {
+		for _, args := range [][]string{
+			{"--well-formed", "--action=" + c.Action, "--token=" + c.Token},
+			{"--action", c.Action, "--well-formed", "--token", c.Token},
+		} {
+			rc, out, errOut := runMain(args, map[string]string{}, "")
+			if *c.WellFormed && (rc != 0 || out != "well-formed\n") {
+				t.Errorf("%s %v: exit %d, %q %q", c.Name, args[:2], rc, out, errOut)
+			}
+			if !*c.WellFormed && (rc != 1 || !strings.HasPrefix(errOut, "malformed: ")) {
+				t.Errorf("%s %v: exit %d, %q", c.Name, args[:2], rc, errOut)
+			}
+			if len(c.Token) >= 8 && strings.Contains(out+errOut, c.Token) {
+				t.Errorf("%s: token printed", c.Name)
+			}
+		}
+	}
+	for _, name := range loadInvalidNames(t) {
+		if rc, _, _ := runMain([]string{"--well-formed", "--action", name, "--token", "x"}, map[string]string{}, ""); rc != 2 {
+			t.Errorf("%q: exit %d, want 2", name, rc)
+		}
+	}
+}
+
+func TestEveryFlagAsTheNextWord(t *testing.T) {
+	for _, c := range loadCases(t) {
+		args := []string{"--action", c.Action, "--token", c.Token}
+		if c.Code != nil {
+			args = append(args, "--code", *c.Code)
+		}
+		env := map[string]string{"MAILROOM_SECRET_KEY": c.Keys[0], "MAILROOM_VERIFY_KEYS": strings.Join(c.Keys[1:], ",")}
+		want := 1
+		if c.Valid {
+			want = 0
+		}
+		if rc, _, errOut := runMain(args, env, ""); rc != want {
+			t.Errorf("%s: exit %d, want %d: %s", c.Name, rc, want, errOut)
+		}
+	}
+	key := map[string]string{"MAILROOM_SECRET_KEY": specKey}
+	for _, args := range [][]string{{"--action=activation", "--token"}, {"--action"}, {"--action=activation", "--token=x", "extra"}, {"--well-formed=maybe"}} {
+		if rc, _, errOut := runMain(args, key, ""); rc != 2 || strings.Contains(errOut, "extra") {
+			t.Errorf("%v: exit %d, %q", args, rc, errOut)
+		}
+	}
+	if rc, _, _ := runMain([]string{"--help"}, key, ""); rc != 0 {
+		t.Errorf("--help: exit %d", rc)
 	}
 }

@@ -1,4 +1,5 @@
-// Types for mailroom-verify.mjs.
+// Types for mailroom-verify.mjs (the ES module; mailroom-verify.d.cts is the same for the
+// CommonJS entry, generated from this file by build-cjs.mjs).
 
 /** The two first actions, whose domain strings and code rules are their own. */
 export declare const ACTIONS: Readonly<
@@ -28,7 +29,15 @@ export declare class InvalidTokenError extends Error {
 export declare class KeyConfigError extends Error {}
 
 /** MAILROOM_SECRET_KEY (64 hex) first, then MAILROOM_VERIFY_KEYS (comma-separated), as 32-byte keys. */
-export declare function parseKeys(current: string, older?: string): Uint8Array[];
+export declare function parseKeys(current: string, older?: string | null): Uint8Array[];
+
+/**
+ * Whether the token has the signer's one spelling (86 base64url characters, no padding, the
+ * last character's 4 unused bits zero): no signature, no key, no code. What a front end checks
+ * on a recovery link's GET, before the user has typed the code. TypeError for a name that is
+ * not an action's.
+ */
+export declare function wellFormed(token: string, action: Action): boolean;
 
 /**
  * Node (node:crypto): the token's 32-byte secret, or throws InvalidTokenError. `code`: the

@@ -1,6 +1,7 @@
 // Verifies mailroom's account-email tokens with the platform's own crypto only:
 //   verifyTokenSync  – Node (node:crypto, crypto.timingSafeEqual);
 //   verifyToken      – async, WebCrypto (crypto.subtle): Deno, Cloudflare Workers, Bun, Node ≥ 20.
+//   wellFormed       – the token's spelling alone, no key or code (a recovery link's GET).
 // A token is base64url_without_padding(secret[32] ‖ HMAC-SHA256(key, msg)), 86 characters;
 // msg = the action's domain string ‖ secret (‖ the code for actions that sign one):
 // "/activate" ‖ secret for activation, "/recover" ‖ secret ‖ code (5 digits) for
@@ -93,27 +94,43 @@ export function parseKeys(current, older = "") {
   return keys;
 }
 
-// The 64 bytes of the signer's one spelling: 86 base64url characters, no padding or
-// whitespace, the last character's 4 unused low bits zero (otherwise 16 strings would verify
-// for one token). Decoded by hand: atob and Buffer both accept other spellings.
+// The signer's one spelling: 86 base64url characters, no padding or whitespace, the last
+// character's 4 unused low bits zero (otherwise 16 strings would verify for one token).
+function spelledRight(token) {
+  if (typeof token !== "string" || token.length !== TOKEN_CHARS) return false;
+  for (const c of token) if (ALPHABET.indexOf(c) < 0) return false;
+  return (ALPHABET.indexOf(token[TOKEN_CHARS - 1]) & 0x0f) === 0;
+}
+
+// The 64 bytes of a token of the signer's spelling. Decoded by hand: atob and Buffer both
+// accept other spellings.
 function decode(token) {
-  const malformed = () =>
-    new InvalidTokenError("malformed", "token is not the unpadded base64url of 64 bytes");
-  if (typeof token !== "string" || token.length !== TOKEN_CHARS) throw malformed();
+  if (!spelledRight(token)) {
+    throw new InvalidTokenError("malformed", "token is not the unpadded base64url of 64 bytes");
+  }
   const raw = new Uint8Array(64);
   let acc = 0, bits = 0, n = 0;
   for (const c of token) {
-    const v = ALPHABET.indexOf(c);
-    if (v < 0) throw malformed();
-    acc = ((acc << 6) | v) & 0xfff;
+    acc = ((acc << 6) | ALPHABET.indexOf(c)) & 0xfff;
     bits += 6;
     if (bits >= 8) {
       bits -= 8;
       if (n < 64) raw[n++] = (acc >> bits) & 0xff;
     }
   }
-  if ((ALPHABET.indexOf(token[TOKEN_CHARS - 1]) & 0x0f) !== 0) throw malformed();
   return raw;
+}
+
+/**
+ * Whether `token` has the signer's one spelling (86 base64url characters, no padding, the last
+ * character's 4 unused bits zero), for an action by its name. Checks no signature and needs no
+ * key or code: what a front end checks on a recovery link's GET, before the user has typed the
+ * code (verifyTokenSync refuses a recovery token without its code as malformed). Throws
+ * TypeError for a name that is not an action's, like the verifiers.
+ */
+export function wellFormed(token, action) {
+  actionDomain(action);
+  return spelledRight(token);
 }
 
 // Everything but the MAC comparison, shared by both flavours.

@@ -4,9 +4,10 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
+import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { run } from "./cli.mjs";
-import { ACTIONS, actionDomain, InvalidTokenError, KeyConfigError, parseKeys, verifyToken, verifyTokenSync } from "./mailroom-verify.mjs";
+import { ACTIONS, actionDomain, InvalidTokenError, KeyConfigError, parseKeys, verifyToken, verifyTokenSync, wellFormed } from "./mailroom-verify.mjs";
 
 const vectorsPath =
   process.env.MAILROOM_VECTORS ?? fileURLToPath(new URL("../testdata/vectors.json", import.meta.url));
@@ -130,5 +131,66 @@ test("every action has its domain, and the cases cover every action by name", ()
   const actions = new Set(cases.map((c) => c.action));
   for (const a of ["activation", "password_recovery", "login_code", "email_change", "invitation", "welcome_gift", "team_invite"]) {
     assert.ok(actions.has(a), a);
+  }
+});
+
+test("wellFormed agrees with every case's spelling, with no key and no code", () => {
+  let yes = 0, no = 0;
+  for (const c of cases) {
+    assert.equal(typeof c.well_formed, "boolean", c.name);
+    assert.equal(wellFormed(c.token, c.action), c.well_formed, c.name);
+    c.well_formed ? yes++ : no++;
+  }
+  assert.ok(yes > 0 && no > 0);
+  // A recovery link's token without its code: refused by the verifier, well formed here.
+  const rec = cases.find((c) => c.action === "password_recovery" && c.code === null && c.well_formed);
+  assert.ok(rec);
+  assert.throws(() => verifyTokenSync(rec.token, rec.action, keysOf(rec)), (e) => e.kind === "malformed");
+  assert.equal(wellFormed(rec.token, rec.action), true);
+  for (const name of [...invalidNames, undefined, null, 7]) {
+    assert.throws(() => wellFormed(SPEC_ACT, name), TypeError, String(name));
+  }
+  for (const t of [undefined, null, 86, {}]) assert.equal(wellFormed(t, "activation"), false);
+});
+
+test("the command line's --well-formed agrees with every case, with no key", () => {
+  for (const c of cases) {
+    for (const argv of [
+      ["--well-formed", `--action=${c.action}`, `--token=${c.token}`],
+      ["--action", c.action, "--well-formed", "--token", c.token],
+    ]) {
+      const { rc, out, err } = runCli(argv, {});
+      if (c.well_formed) assert.deepEqual([rc, out], [0, "well-formed\n"], `${c.name}: ${err}`);
+      else assert.deepEqual([rc, err.startsWith("malformed: ")], [1, true], `${c.name}: ${err}`);
+      if (c.token.length >= 8) assert.ok(!(out + err).includes(c.token), c.name);
+    }
+  }
+  for (const name of invalidNames) {
+    assert.equal(runCli(["--well-formed", "--action", name, "--token", SPEC_ACT], {}).rc, 2, name);
+  }
+});
+
+test("every flag may be given as --flag value, as verify takes it", () => {
+  for (const c of cases) {
+    const argv = ["--action", c.action, "--token", c.token, ...(c.code === null ? [] : ["--code", c.code])];
+    const { rc, err } = runCli(argv, envOf(c));
+    assert.equal(rc, c.valid ? 0 : 1, `${c.name}: ${err}`);
+  }
+  for (const argv of [["--action=activation", "--token"], ["--action"], ["--action=activation", "--token=x", "extra"], ["--well-formed=maybe"]]) {
+    const { rc, err } = runCli(argv, { MAILROOM_SECRET_KEY: SPEC_KEY });
+    assert.equal(rc, 2, argv.join(" "));
+    assert.ok(!err.includes("extra"), err);
+  }
+  assert.equal(runCli(["--help"], {}).rc, 0);
+});
+
+test("the CommonJS entry is the ES module's code, current, and agrees with every case", () => {
+  const p = spawnSync(process.execPath, [fileURLToPath(new URL("./build-cjs.mjs", import.meta.url)), "--check"], { encoding: "utf8" });
+  assert.equal(p.status, 0, p.stderr);
+  const cjs = createRequire(import.meta.url)("./mailroom-verify.cjs");
+  for (const c of cases) {
+    assert.equal(cjs.wellFormed(c.token, c.action), c.well_formed, c.name);
+    if (c.valid) assert.equal(hex(cjs.verifyTokenSync(c.token, c.action, keysOf(c), code(c))), c.secret, c.name);
+    else assert.throws(() => cjs.verifyTokenSync(c.token, c.action, keysOf(c), code(c)), (e) => e.kind === c.refusal, c.name);
   }
 });

@@ -11,10 +11,13 @@ in (login_code, email_change, invitation) or the application's own (any name mat
     secret = verify_token(token, "password_recovery", keys, code="42565")  # 32 bytes, or raises
     secret = verify_token(token, "login_code", keys, code="048213")
     secret = verify_token(token, "email_change", keys)  # no code: the action signs none
+    well_formed(token, "password_recovery")  # the spelling only: a link's GET, before the code
 
-Command line (exit 0 valid, 1 invalid, 2 usage or configuration error):
+Command line (exit 0 valid, 1 invalid, 2 usage or configuration error; each flag as
+--flag=value or --flag value):
 
     MAILROOM_SECRET_KEY=... python3 mailroom_verify.py --action=NAME --token=TOKEN|- [--code=N]
+    python3 mailroom_verify.py --well-formed --action=NAME --token=TOKEN|-
 """
 
 import base64
@@ -25,7 +28,7 @@ import re
 import sys
 
 __all__ = ["ACTIONS", "InvalidToken", "KeyConfigError", "action_domain", "parse_keys",
-           "verify_token", "main"]
+           "verify_token", "well_formed", "main"]
 
 # The two first actions keep their own domain strings and code rules: activation signs no code
 # (one given is ignored), password_recovery always signs a 5-digit one.
@@ -74,14 +77,28 @@ def _parse_key(text, where):
     return bytes.fromhex(text)
 
 
+def _spelled_right(token):
+    """The signer's one spelling: 86 base64url characters, no padding or whitespace, the last
+    character's 4 unused low bits zero (otherwise 16 strings would verify for one token)."""
+    return (isinstance(token, str) and len(token) == TOKEN_CHARS
+            and all(c in _VALUE for c in token) and not _VALUE[token[-1]] & 0x0F)
+
+
 def _decode(token):
-    """The 64 bytes of the signer's one spelling: 86 base64url characters, no padding or
-    whitespace, the last character's 4 unused low bits zero (otherwise 16 strings would verify
-    for one token)."""
-    if (not isinstance(token, str) or len(token) != TOKEN_CHARS
-            or any(c not in _VALUE for c in token) or _VALUE[token[-1]] & 0x0F):
+    """The 64 bytes of a token of the signer's spelling, or raises InvalidToken (malformed)."""
+    if not _spelled_right(token):
         raise InvalidToken("malformed", "token is not the unpadded base64url of 64 bytes")
     return base64.urlsafe_b64decode(token + "==")
+
+
+def well_formed(token, action):
+    """Whether `token` has the signer's one spelling (86 base64url characters, no padding, the
+    last character's 4 unused bits zero), for an action by its name. Checks no signature and
+    needs no key or code: what a front end checks on a recovery link's GET, before the user has
+    typed the code (verify_token refuses a recovery token without its code as malformed).
+    Raises ValueError for a name that is not an action's, like verify_token."""
+    action_domain(action)
+    return _spelled_right(token)
 
 
 def _is_code(code):
@@ -138,8 +155,37 @@ def verify_token(token, action, keys, code=None):
 
 
 USAGE = ("usage: mailroom_verify.py --action=NAME --token=TOKEN|- [--code=DIGITS]\n"
+         "       mailroom_verify.py --well-formed --action=NAME --token=TOKEN|-\n"
          "  NAME: activation, password_recovery, login_code, email_change, invitation or an "
-         "action of the application's own ([a-z][a-z0-9_]{0,62})")
+         "action of the application's own ([a-z][a-z0-9_]{0,62}); each flag as --flag=value "
+         "or --flag value")
+
+_VALUED = ("--action", "--token", "--code")
+
+
+def _parse_args(argv):
+    """(flags, well_formed, help), or raises ValueError naming the flag (never a value)."""
+    flags, check_spelling, want_help = {}, False, False
+    words = iter(argv)
+    for arg in words:
+        name, eq, value = arg.partition("=")
+        if arg in ("--help", "-h"):
+            want_help = True
+        elif name == "--well-formed":
+            if eq and value not in ("true", "false"):
+                raise ValueError("--well-formed: not a valid boolean")
+            check_spelling = not eq or value == "true"
+        elif name not in _VALUED:
+            raise ValueError("unknown argument %s" % name if name.startswith("-")
+                             else "unexpected argument")
+        elif eq:
+            flags[name] = value
+        else:
+            following = next(words, None)
+            if following is None:
+                raise ValueError("%s needs a value" % name)
+            flags[name] = following
+    return flags, check_spelling, want_help
 
 
 def main(argv=None, env=None, stdin=None, stdout=None, stderr=None):
@@ -152,12 +198,13 @@ def main(argv=None, env=None, stdin=None, stdout=None, stderr=None):
         print("mailroom_verify: %s\n%s" % (why, USAGE), file=stderr)
         return 2
 
-    args = {}
-    for arg in argv:
-        name, eq, value = arg.partition("=")
-        if not eq or name not in ("--action", "--token", "--code"):
-            return usage("unknown argument %s" % arg.split("=", 1)[0])
-        args[name] = value
+    try:
+        args, check_spelling, want_help = _parse_args(argv)
+    except ValueError as e:
+        return usage(str(e))
+    if want_help:
+        print(USAGE, file=stdout)
+        return 0
     try:
         action_domain(args.get("--action"))
     except ValueError:
@@ -166,7 +213,14 @@ def main(argv=None, env=None, stdin=None, stdout=None, stderr=None):
         return usage("--token is required")
     token = args["--token"]
     if token == "-":  # one line; only its end goes
-        token = stdin.readline().rstrip("\n").removesuffix("\r")
+        token = stdin.readline().rstrip("\n")
+        token = token[:-1] if token.endswith("\r") else token
+    if check_spelling:  # the spelling only: no key, no code, no signature
+        if not well_formed(token, args["--action"]):
+            print("malformed: token is not the unpadded base64url of 64 bytes", file=stderr)
+            return 1
+        print("well-formed", file=stdout)
+        return 0
     if not env.get("MAILROOM_SECRET_KEY"):
         print("mailroom_verify: MAILROOM_SECRET_KEY: required but not set", file=stderr)
         return 2

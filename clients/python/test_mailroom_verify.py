@@ -60,6 +60,68 @@ class VectorsTest(unittest.TestCase):
                     self.assertNotIn(case["token"], out.getvalue() + err.getvalue())
 
 
+class WellFormedTest(unittest.TestCase):
+    def test_every_case_spelling_with_no_key_and_no_code(self):
+        counts = {True: 0, False: 0}
+        for case in CASES:
+            with self.subTest(case["name"]):
+                self.assertIs(mv.well_formed(case["token"], case["action"]), case["well_formed"])
+                counts[case["well_formed"]] += 1
+        self.assertTrue(counts[True] and counts[False])
+
+    def test_a_recovery_token_without_its_code_is_well_formed_but_does_not_verify(self):
+        case = next(c for c in CASES if c["action"] == "password_recovery"
+                    and c["code"] is None and c["well_formed"])
+        with self.assertRaises(mv.InvalidToken) as e:
+            mv.verify_token(case["token"], case["action"], [bytes.fromhex(case["keys"][0])])
+        self.assertEqual(e.exception.kind, "malformed")
+        self.assertTrue(mv.well_formed(case["token"], case["action"]))
+
+    def test_a_name_that_is_not_an_actions_raises(self):
+        for name in DOC["invalid_action_names"] + [None, 7]:
+            with self.subTest(name=name):
+                with self.assertRaises(ValueError):
+                    mv.well_formed(SPEC_ACT, name)
+        for token in (None, 86, b"x" * 86):
+            self.assertFalse(mv.well_formed(token, "activation"))
+
+    def test_every_case_on_the_command_line_both_forms(self):
+        for case in CASES:
+            for argv in (["--well-formed", "--action=" + case["action"], "--token=" + case["token"]],
+                         ["--action", case["action"], "--well-formed", "--token", case["token"]]):
+                with self.subTest(case["name"], argv=argv[:2]):
+                    out, err = io.StringIO(), io.StringIO()
+                    rc = mv.main(argv, {}, io.StringIO(), out, err)
+                    if case["well_formed"]:
+                        self.assertEqual((rc, out.getvalue()), (0, "well-formed\n"), err.getvalue())
+                    else:
+                        self.assertEqual(rc, 1, err.getvalue())
+                        self.assertTrue(err.getvalue().startswith("malformed: "))
+                    if len(case["token"]) >= 8:
+                        self.assertNotIn(case["token"], out.getvalue() + err.getvalue())
+        for name in DOC["invalid_action_names"]:
+            self.assertEqual(mv.main(["--well-formed", "--action", name, "--token", SPEC_ACT], {},
+                                     io.StringIO(), io.StringIO(), io.StringIO()), 2)
+
+    def test_every_flag_as_the_next_word(self):
+        for case in CASES:
+            with self.subTest(case["name"]):
+                argv = ["--action", case["action"], "--token", case["token"]]
+                if case["code"] is not None:
+                    argv += ["--code", case["code"]]
+                err = io.StringIO()
+                rc = mv.main(argv, env_for(case), io.StringIO(), io.StringIO(), err)
+                self.assertEqual(rc, 0 if case["valid"] else 1, err.getvalue())
+        for argv in (["--action=activation", "--token"], ["--action"],
+                     ["--action=activation", "--token=x", "extra"], ["--well-formed=maybe"]):
+            with self.subTest(argv=argv):
+                err = io.StringIO()
+                self.assertEqual(mv.main(argv, {"MAILROOM_SECRET_KEY": SPEC_KEY}, io.StringIO(),
+                                         io.StringIO(), err), 2)
+                self.assertNotIn("extra", err.getvalue())
+        self.assertEqual(mv.main(["--help"], {}, io.StringIO(), io.StringIO(), io.StringIO()), 0)
+
+
 class CommandLineTest(unittest.TestCase):
     def run_cli(self, argv, env, stdin=""):
         p = subprocess.run([sys.executable, os.path.join(HERE, "mailroom_verify.py"), *argv],

@@ -426,7 +426,8 @@ def run(stack):
     tok = next(s for s in secrets if s and len(s) == 86)  # a token, not a code
     forged = tok[:40] + ("A" if tok[40] != "A" else "B") + tok[41:]
     for bad in ("/activate?token=" + forged, "/activate?token=nonsense", "/activate",
-                "/recover?token=short", "/activate?token=" + tok + "%20"):
+                "/recover?token=short", "/activate?token=" + tok + "%20",
+                "/recover?token=" + tok + "%3D"):  # padded: not the signer's one spelling
         status, _, body = raw_request("GET", base + bad)
         check(status == 404 and outcome_of(body) == "invalid" and "not valid" in body,
               "GET %s: this link is not valid" % bad[:30], "status %d" % status)

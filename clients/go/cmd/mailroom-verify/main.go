@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"mailroomverify"
+	mailroomverify "github.com/mailroom-dev/mailroom/clients/go"
 )
 
 func main() {
