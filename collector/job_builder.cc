@@ -1,5 +1,6 @@
 #include "collector/job_builder.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace mailroom {
@@ -37,7 +38,11 @@ absl::StatusOr<v1::Job> BuildJob(const SigningKey& key, const StoredJob& row, Jo
   job.set_action(WireAction(row.action));
   job.set_action_name(row.action);
   job.set_priority(WirePriority(row));
-  job.set_email(row.email);
+  // mailroom compares addresses as lower(btrim(email)) and accepts an account's address with
+  // spaces around it; the recipient is the address without them (a space is never part of a
+  // mailbox, and the sender refuses one).
+  job.set_email(std::string(
+      absl::StripTrailingAsciiWhitespace(absl::StripLeadingAsciiWhitespace(row.email))));
   job.set_login(row.login);
   if (secrets == JobSecrets::kIncluded) {
     job.set_token(*std::move(token));

@@ -110,6 +110,16 @@ TEST(JobBuilderTest, OtherActionsCarryTheirNameClassAndDomain) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// An account's address with spaces around it (which mailroom accepts and ignores) goes out
+// without them, so that its emails, the email_changed notice to it included, can be sent.
+TEST(JobBuilderTest, TheRecipientHasNoSurroundingSpaces) {
+  StoredJob row = Row();
+  row.email = "  alice@example.test \t";
+  auto job = BuildJob(Key(), row, JobSecrets::kIncluded);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->email(), "alice@example.test");
+}
+
 TEST(JobBuilderTest, NoLocaleStaysEmpty) {
   StoredJob row = Row();
   row.locale.clear();

@@ -105,6 +105,15 @@ class Pass {
     ++report_.transactions;
   }
 
+  // Grows the pool of wrong-code counters, so that requests never run DDL
+  // (mailroom_grow_code_counters): whatever the retention, like the limits' state.
+  void GrowCodeCounters() {
+    pqxx::nontransaction tx(conn_);
+    report_.code_counters_added =
+        tx.exec1("SELECT mailroom.mailroom_grow_code_counters()")[0].as<int64_t>();
+    ++report_.transactions;
+  }
+
   // The abuse limits' per-address counters whose newest request left the window (0026);
   // whatever the retention: they are the limits' state, not history.
   void PruneAddressRequests() {
@@ -220,6 +229,7 @@ absl::Status Retention::RunPass(PruneReport& report, std::map<std::string, int64
     }
     pass.CompactCounters();
     pass.PruneAddressRequests();
+    pass.GrowCodeCounters();
     // In the turn too, so one collector refunds at a time (the SQL would be safe without it:
     // it locks the grants it credits).
     absl::Status refunded = RefundDeadHolders(report);

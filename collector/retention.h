@@ -41,6 +41,7 @@ struct PruneReport {
   int64_t budget_subscriptions = 0;   // subscription rows of holders without grants deleted
   int64_t soft_bounces = 0;           // soft bounces older than the 7 days that count deleted
   int64_t address_requests = 0;       // abuse-limit counters of addresses idle for a window (0026)
+  int64_t code_counters_added = 0;    // wrong-code counters created (mailroom_grow_code_counters)
   int64_t counter_rows = 0;           // delivery_counts rows left after compaction
   int64_t reputation_rows =
       0;                 // reputation_hourly rows left after compaction (one per group and hour)
@@ -58,7 +59,8 @@ struct PruneReport {
 // transaction per batch with SKIP LOCKED, so it never holds a lock for long nor waits on a
 // collector. Each walk goes past rows it must keep (a kept row delays only itself) and its
 // position is kept between passes, so a pass cut short goes on from there; then folds the outcome
-// counters (mailroom_compact_delivery_counts). Pruning never changes mailroom_stats' counts.
+// counters (mailroom_compact_delivery_counts) and grows the pool of wrong-code counters
+// (mailroom_grow_code_counters). Pruning never changes mailroom_stats' counts.
 // Several collectors may run it at once: the retention turn (a lock on mailroom_retention_turn)
 // lets one pass run at a time and the others skip theirs. Opens its own connection for each pass
 // (none is held between passes).

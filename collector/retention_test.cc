@@ -306,6 +306,26 @@ TEST_F(RetentionTest, TokensInsideTheAbuseLimitWindowStay) {
   EXPECT_EQ(Int("SELECT sent FROM mailroom_stats('mailroom')"), 12);
 }
 
+// The pool of wrong-code counters grows in the pass, never in a request: with 60 of its 64
+// counters held by live sign-in codes, the pass adds 60 (64 free again); a pass with enough
+// free adds none. Every counter has its sequence.
+TEST_F(RetentionTest, ThePassGrowsTheWrongCodeCountersAheadOfTheRequests) {
+  Exec("INSERT INTO accounts (email, login, status, activated_at) SELECT 'code' || i ||"
+       " '@example.test', 'code' || i, 'active', 1 FROM generate_series(1, 60) i");
+  Exec("INSERT INTO tokens (account, action) SELECT id, 'login_code' FROM accounts");
+  ASSERT_EQ(Int("SELECT count(*) FROM tokens WHERE code_slot > 0"), 60);
+  auto report = Retention(Options(), nullptr).RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->code_counters_added, 60);
+  EXPECT_EQ(Int("SELECT count(*) FROM code_counters"), 124);
+  EXPECT_EQ(Int("SELECT count(*) FROM pg_class WHERE relkind = 'S'"
+                " AND relname LIKE 'mailroom\\_code\\_attempts\\_%'"),
+            124);
+  report = Retention(Options(), nullptr).RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->code_counters_added, 0);
+}
+
 TEST_F(RetentionTest, ZeroRetentionKeepsEverything) {
   SentDaysAgo(8, "z", 400);
   RetentionOptions o = Options();

@@ -160,7 +160,7 @@ TEST_F(EndToEndTest, RecoveryFloodIsCappedWhileOtherAccountsAreServed) {
 
 TEST_F(EndToEndTest, HostileLoginsAndAddressesNeitherInjectNorBlockOthers) {
   auto sender = StartSender({{"MAILROOM_TRANSPORT", "file"}, {"MAILROOM_FILE_DIR", dir_ + "/out"}});
-  // Addresses that are not mailboxes never become accounts (accounts_email_mailbox_check); the
+  // Addresses that are not mailboxes never become accounts (before_account_email_check); the
   // sender's own check (message_test) stands behind that for rows from before it.
   for (const char* address :
        {"E'bad\\r\\nBcc: victim@evil.test@example.test'", "'not-an-address'"}) {

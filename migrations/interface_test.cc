@@ -10,6 +10,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "collector/signing.h"
 #include "gtest/gtest.h"
 #include "sender/actions.h"
@@ -948,7 +949,8 @@ TEST_F(InterfaceTest, AddressesThatAreNotMailboxesAreRefusedAtEveryEntry) {
       ADD_FAILURE() << address << " was accepted";
     } catch (const pqxx::check_violation& e) {
       ++refused;
-      EXPECT_NE(std::string(e.what()).find("accounts_email_mailbox_check"), std::string::npos);
+      EXPECT_NE(std::string(e.what()).find("invalid email address: "), std::string::npos)
+          << e.what();
     }
   }
   EXPECT_EQ(refused, static_cast<int>(std::size(bad)));
@@ -964,7 +966,24 @@ TEST_F(InterfaceTest, AddressesThatAreNotMailboxesAreRefusedAtEveryEntry) {
   for (const std::string& address : bad) {
     EXPECT_EQ(Request(a, "email_change", address).reason, "malformed address") << address;
   }
+  // 255 characters, every part within its own limit (the accounts' column holds 254 at most).
+  EXPECT_EQ(Request(a, "email_change",
+                    "'" + std::string(64, 'l') + "@" + std::string(63, 'a') + "." +
+                        std::string(63, 'b') + "." + std::string(58, 'c') + ".test'")
+                .reason,
+            "malformed address");
   EXPECT_EQ(Int("SELECT count(*) FROM mailroom.tokens WHERE action = 'email_change'"), 0);
+  // A row from before the rule (put in here with the check switched off) is checked only when
+  // its address is set again: its status still changes.
+  Exec("ALTER TABLE mailroom.accounts DISABLE TRIGGER before_account_email_check;"
+       " INSERT INTO mailroom.accounts (email, login, status, activated_at)"
+       " VALUES ('legacy@localhost', 'legacy', 'active', 1);"
+       " ALTER TABLE mailroom.accounts ENABLE TRIGGER before_account_email_check");
+  App("UPDATE mailroom.accounts SET status = 'suspended', locale = 'de' WHERE login = 'legacy'");
+  EXPECT_EQ(Text("SELECT status FROM mailroom.accounts WHERE login = 'legacy'"), "suspended");
+  EXPECT_THROW(App("UPDATE mailroom.accounts SET email = 'still@localhost'"
+                   " WHERE login = 'legacy'"),
+               pqxx::check_violation);
 }
 
 // Every change of an account's address is told to the old one, whoever made it: the
@@ -980,12 +999,95 @@ TEST_F(InterfaceTest, ADirectChangeOfAddressIsToldToTheOldOne) {
             "email_changed direct@example.test");
   App(absl::StrCat("UPDATE mailroom.accounts SET email = ' Attacker@Evil.test' WHERE id = ", a));
   EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM mailroom.tokens WHERE account = ", a)), 1);
+  // The notice goes to the old address as a mailbox, without the spaces it was stored with.
+  App(absl::StrCat("UPDATE mailroom.accounts SET email = 'back@evil.test' WHERE id = ", a));
+  EXPECT_EQ(Text(absl::StrCat("SELECT to_address FROM mailroom.tokens WHERE account = ", a,
+                              " ORDER BY id DESC LIMIT 1")),
+            "Attacker@Evil.test");
+  App(absl::StrCat("UPDATE mailroom.accounts SET email = 'attacker@evil.test' WHERE id = ", a));
   // The recovery that follows goes to the new address; the old one heard of the change first.
   const int64_t r = Token(Request(a, "password_recovery"));
   EXPECT_EQ(Text(absl::StrCat("SELECT string_agg(action, ',' ORDER BY id) FROM mailroom.tokens"
                               " WHERE account = ",
                               a, " AND id <= ", r)),
-            "email_changed,password_recovery");
+            "email_changed,email_changed,email_changed,password_recovery");
+  // Accounts made to take an address and leave it: the old address's limit (3 a day) bounds
+  // what it is sent.
+  for (int i = 0; i < 6; ++i) {
+    const int64_t b = App(absl::StrCat("INSERT INTO mailroom.accounts (email, login, status,"
+                                       " activated_at) VALUES ('target@victim.test', 'taker",
+                                       i, "', 'active', 1) RETURNING id"))[0][0]
+                          .as<int64_t>();
+    App(absl::StrCat("UPDATE mailroom.accounts SET email = 'left", i,
+                     "@evil.test' WHERE id = ", b));
+  }
+  EXPECT_EQ(Text("SELECT count(*) FILTER (WHERE NOT rate_limited) || ' '"
+                 " || count(*) FILTER (WHERE rate_limited) FROM mailroom.tokens"
+                 " WHERE action = 'email_changed' AND to_address = 'target@victim.test'"),
+            "3 3");
+}
+
+// A transaction begun before a token's expiry and kept open past it consumes nothing: the
+// expiry is the clock's, not the transaction's start, and a token whose counter another token
+// has taken since answers `expired` without comparing the code. Its guesses rolled back in that
+// transaction all answer `expired`, the right code too.
+TEST_F(InterfaceTest, ATokenPastItsExpiryIsExpiredInATransactionBegunBefore) {
+  const int64_t a = Activated("late");
+  const int64_t t = Token(Request(a, "login_code"));
+  const std::string code = Link(t).second;
+  const std::string wrong = code == "000000" ? "000001" : "000000";
+  pqxx::connection c(testing::UrlAs(url_, "app"));
+  pqxx::work s1(c);
+  s1.exec("SELECT now()");  // the transaction's time is fixed from here
+  const int64_t at = Int("SELECT extract(epoch FROM clock_timestamp())::bigint + 1");
+  // The token expires a second from now, and its counter is then the only free one.
+  Exec(absl::StrCat("UPDATE mailroom.tokens SET expires_at = ", at, " WHERE id = ", t,
+                    "; UPDATE mailroom.code_counters SET free_at = CASE WHEN token = ", t, " THEN ",
+                    at, " ELSE 4102444800 END"));
+  while (Int("SELECT extract(epoch FROM clock_timestamp())::bigint") < at) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  const int64_t other = Activated("takes");
+  const int64_t t2 = Token(Request(other, "login_code"));
+  EXPECT_EQ(Int(absl::StrCat("SELECT code_slot FROM mailroom.tokens WHERE id = ", t2)),
+            Int(absl::StrCat("SELECT code_slot FROM mailroom.tokens WHERE id = ", t)));
+  std::vector<std::string> outcomes;
+  for (const std::string& guess : {wrong, wrong, wrong, wrong, wrong, wrong, code}) {
+    pqxx::subtransaction sub(s1);
+    outcomes.push_back(sub.exec1(absl::StrCat("SELECT outcome FROM mailroom.consume_code(", a,
+                                              ", 'login_code', '", guess, "')"))[0]
+                           .as<std::string>());
+    sub.abort();
+  }
+  EXPECT_EQ(absl::StrJoin(outcomes, ","),
+            "expired,expired,expired,expired,expired,expired,expired");
+  s1.abort();
+}
+
+// A counter whose token is being checked (a consume holds its row) is never given to a new
+// token, even once it is free by the clock: the new token starts from its own counter, and the
+// old token's wrong codes in that open transaction never count against it.
+TEST_F(InterfaceTest, ACounterBeingCheckedIsNeverGivenToANewToken) {
+  const int64_t a = Activated("holder");
+  const int64_t v = Activated("victim2");
+  const int64_t t = Token(Request(a, "login_code"));
+  const std::string code = Link(t).second;
+  const std::string wrong = code == "000000" ? "000001" : "000000";
+  // Every counter free by the clock, the token's own first in line.
+  Exec(absl::StrCat("UPDATE mailroom.code_counters SET free_at = CASE WHEN token = ", t,
+                    " THEN -1 ELSE 0 END"));
+  pqxx::connection c(testing::UrlAs(url_, "app"));
+  pqxx::work s1(c);
+  const std::string guess = absl::StrCat("SELECT outcome FROM mailroom.consume_code(", a,
+                                         ", 'login_code', '", wrong, "')");
+  EXPECT_EQ(s1.exec1(guess)[0].as<std::string>(), "wrong_code");
+  const int64_t r = Token(Request(v, "password_recovery"));
+  EXPECT_NE(Int(absl::StrCat("SELECT code_slot FROM mailroom.tokens WHERE id = ", r)),
+            Int(absl::StrCat("SELECT code_slot FROM mailroom.tokens WHERE id = ", t)));
+  for (int i = 0; i < 5; ++i) s1.exec(guess);
+  s1.commit();
+  const auto [link, recovery_code] = Link(r);
+  EXPECT_EQ(Consume(link, recovery_code).outcome, "ok");
 }
 
 }  // namespace

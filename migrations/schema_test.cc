@@ -2209,6 +2209,15 @@ TEST_F(SchemaTest, ALongTransactionElsewhereDoesNotWidenTheDequeuesWindow) {
   int64_t jobs = -1;
   EXPECT_EQ(dequeue(1000, &jobs), 0);
   EXPECT_EQ(jobs, 0);
+  {  // The operators' statistics (each metrics scrape) read no token either.
+    pqxx::connection c(url_);
+    pqxx::work tx(c);
+    EXPECT_EQ(tx.exec1("SELECT depth FROM mailroom_stats('mailroom')")[0].as<int64_t>(), 0);
+    EXPECT_EQ(tx.exec1("SELECT coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables"
+                       " WHERE relid = 'tokens'::regclass")[0]
+                  .as<int64_t>(),
+              0);
+  }
   insert(1000);
   EXPECT_EQ(dequeue(1000, &jobs), 1000);
   EXPECT_EQ(jobs, 1000);

@@ -40,22 +40,34 @@ BEGIN
     END IF;
     SELECT s.consume_attempts_limit INTO v_limit FROM mailroom_settings s;
     -- The wrong codes given: the committed count, or the counter's where it is higher (a wrong
-    -- code whose caller rolled back is counted there only). The counter is the token's while its
-    -- slot names it; a slot taken by another token after this one expired counts nothing here.
+    -- code whose caller rolled back is counted there only). An own counter (code_slot > 0) is
+    -- the token's while its slot names it, read FOR SHARE so that no request takes the slot
+    -- while this check runs (mailroom_take_code_counter skips locked slots); a slot that no
+    -- longer names the token was freed by its expiry: the token answers `expired`, whatever
+    -- this transaction's start time says. A shared counter (code_slot < 0) counts every token
+    -- sharing it.
     v_wrong := t.wrong_codes;
-    IF t.code_slot IS NOT NULL THEN
+    IF t.code_slot > 0 THEN
         SELECT format('mailroom.mailroom_code_attempts_%s', c.slot)::regclass INTO v_counter
-          FROM code_counters c WHERE c.slot = t.code_slot AND c.token = t.id;
-        IF v_counter IS NOT NULL THEN
-            v_wrong := greatest(v_wrong,
-                                coalesce(pg_sequence_last_value(v_counter), -1) - t.code_base);
+          FROM code_counters c WHERE c.slot = t.code_slot AND c.token = t.id
+           FOR SHARE;
+        IF v_counter IS NULL THEN
+            RETURN QUERY SELECT 'expired', t.account, t.action;
+            RETURN;
         END IF;
+    ELSIF t.code_slot < 0 THEN
+        v_counter := format('mailroom.mailroom_code_attempts_%s', -t.code_slot)::regclass;
+    END IF;
+    IF v_counter IS NOT NULL THEN
+        v_wrong := greatest(v_wrong, coalesce(pg_sequence_last_value(v_counter), -1) - t.code_base);
     END IF;
     IF v_wrong >= v_limit THEN
         RETURN QUERY SELECT 'locked', t.account, t.action;
         RETURN;
     END IF;
-    IF t.expires_at <= extract(epoch FROM now())::BIGINT THEN
+    -- The clock, not the transaction's start: a transaction begun before the expiry and kept
+    -- open consumes nothing after it.
+    IF t.expires_at <= extract(epoch FROM clock_timestamp())::BIGINT THEN
         RETURN QUERY SELECT 'expired', t.account, t.action;
         RETURN;
     END IF;
@@ -89,7 +101,7 @@ BEGIN
     ELSE
         UPDATE tokens x SET consumed_at = extract(epoch FROM now())::BIGINT WHERE x.id = t.id;
     END IF;
-    IF v_counter IS NOT NULL THEN
+    IF t.code_slot > 0 THEN
         UPDATE code_counters c SET free_at = 0 WHERE c.slot = t.code_slot AND c.token = t.id;
     END IF;
     RETURN QUERY SELECT 'ok', t.account, t.action;

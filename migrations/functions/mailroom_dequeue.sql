@@ -278,12 +278,14 @@ BEGIN
             -- (NULL: the window's first): the smallest such txid that has tokens of this class,
             -- else the lower snapshot's xmax.
             IF v_seek THEN
-                -- One probe of tokens_priority_txid_id_idx per such transaction.
+                -- One probe of tokens_priority_txid_id_idx per such transaction (OFFSET 0 keeps
+                -- the EXISTS a probe per row: made a semi-join, it was planned as a read of the
+                -- whole class, materialized, while the table had no statistics).
                 SELECT min(x.x) INTO v_seg FROM pg_snapshot_xip(v_prev) x
                  WHERE (v_pos_txid IS NULL OR x.x >= v_pos_txid)
                    AND pg_visible_in_snapshot(x.x, v_cur)
                    AND EXISTS (SELECT 1 FROM tokens t
-                                WHERE t.priority = v_class AND t.txid = x.x);
+                                WHERE t.priority = v_class AND t.txid = x.x OFFSET 0);
                 v_pos_txid := coalesce(v_seg, pg_snapshot_xmax(v_prev));
                 v_pos_id := 0;
                 v_seek := FALSE;

@@ -1,9 +1,7 @@
 -- Why account p_account cannot change its address to p_address, or NULL when it can: the
--- address is missing, not a mailbox the sender can send to (the rule of
--- accounts_email_mailbox_check: an ASCII dot-atom local part of at most 64 characters, `@`, a
--- domain of at least two labels, surrounding spaces aside; no control character, space or
--- quoted string), already the account's own, or another account's (compared as mailroom
--- compares addresses, lower(btrim(...)), on the unique accounts_address_key). mailroom.request
+-- address is missing, not a mailbox the sender can send to (mailroom_mailbox_refusal, the rule
+-- of every account's address), already the account's own, or another account's (compared as
+-- mailroom compares addresses, lower(btrim(...)), on the unique accounts_address_key). mailroom.request
 -- checks it for email_change and mailroom.consume again when the change is confirmed (another
 -- account may have taken the address meanwhile; two confirmations at once meet on the unique
 -- index, and the second is told address_taken).
@@ -19,10 +17,7 @@ BEGIN
     IF v_new IS NULL OR v_new = '' THEN
         RETURN 'email_change needs the new address';
     END IF;
-    IF char_length(v_new) > 254 OR char_length(split_part(v_new, '@', 1)) > 64
-       OR v_new !~ ('^[a-z0-9!#$%&''*+/=?^_`{|}~-]+(\.[a-z0-9!#$%&''*+/=?^_`{|}~-]+)*'
-                    '@[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$')
-    THEN
+    IF mailroom_mailbox_refusal(p_address) IS NOT NULL THEN
         RETURN 'malformed address';
     END IF;
     SELECT lower(btrim(a.email)) INTO v_own FROM accounts a WHERE a.id = p_account;

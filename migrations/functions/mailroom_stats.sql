@@ -38,15 +38,24 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_stats(p_group text) RETURNS TABLE(g
                           CASE WHEN g.notice_prev_snapshot IS NULL THEN g.pos_id
                                ELSE g.notice_pos_id END))
                  AS k(priority, prev, cur, pos_txid, pos_id)
+           -- The tokens the cursor's lower snapshot does not see: those of the transactions in
+           -- progress at it (probed by txid) and those from its xmax up, as the dequeue's
+           -- window reads them; never the range from its xmin, which a transaction left open
+           -- anywhere in the cluster holds back.
            CROSS JOIN LATERAL (
                SELECT count(*) AS depth, min(t.created_at) AS oldest
-                 FROM tokens t
-                WHERE t.priority = k.priority
-                  AND t.txid >= pg_snapshot_xmin(k.prev)
-                  AND NOT pg_visible_in_snapshot(t.txid, k.prev)
-                  AND (k.cur IS NULL
-                       OR NOT pg_visible_in_snapshot(t.txid, k.cur)
-                       OR (t.txid, t.id) > (k.pos_txid, k.pos_id))) c) w
+                 FROM (SELECT t.txid, t.id, t.created_at FROM tokens t
+                        WHERE t.priority = k.priority AND t.txid >= pg_snapshot_xmax(k.prev)
+                       UNION ALL
+                       -- A probe per transaction (OFFSET 0: never a join that reads the class).
+                       SELECT t.txid, t.id, t.created_at
+                         FROM pg_snapshot_xip(k.prev) x
+                        CROSS JOIN LATERAL (SELECT t.txid, t.id, t.created_at FROM tokens t
+                                             WHERE t.priority = k.priority AND t.txid = x.x
+                                            OFFSET 0) t) t
+                WHERE k.cur IS NULL
+                   OR NOT pg_visible_in_snapshot(t.txid, k.cur)
+                   OR (t.txid, t.id) > (k.pos_txid, k.pos_id)) c) w
       CROSS JOIN LATERAL (
           SELECT count(*) FILTER (WHERE x.state = 'leased') AS in_flight,
                  count(*) FILTER (WHERE x.state = 'retry') AS waiting_retry

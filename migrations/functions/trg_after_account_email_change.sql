@@ -1,6 +1,7 @@
 -- Every change of an account's address is told to the old one: the email_changed notice, a
 -- token of its own to the old address (to_address), decided by the limits trigger like any
--- other (its per-account limit bounds what a flood of changes sends). A confirmed email_change
+-- other: its per-account limit bounds what a flood of changes of one account sends, its
+-- per-address limit what accounts made to take an address and leave it can send there. A confirmed email_change
 -- (trg_after_token_consumed) and the application's own UPDATE of accounts.email alike, so that
 -- an address changed without the user (by the application's role, or SQL injected into the
 -- application) cannot take the account's next password recovery unheard. A change of spelling
@@ -11,7 +12,8 @@ CREATE OR REPLACE FUNCTION mailroom.trg_after_account_email_change() RETURNS tri
     SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
 BEGIN
-    INSERT INTO tokens (account, action, to_address) VALUES (NEW.id, 'email_changed', OLD.email);
+    INSERT INTO tokens (account, action, to_address)
+    VALUES (NEW.id, 'email_changed', btrim(OLD.email));
     RETURN NULL;
 END;
 $$;

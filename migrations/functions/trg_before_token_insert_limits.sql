@@ -102,7 +102,7 @@ BEGIN
             RETURNING t.id, t.code_slot
         )
         UPDATE code_counters c SET free_at = 0
-          FROM s WHERE c.slot = s.code_slot AND c.token = s.id;
+          FROM s WHERE s.code_slot > 0 AND c.slot = s.code_slot AND c.token = s.id;
     END IF;
     -- A token whose code may be guessed counts its wrong codes where no rollback undoes them.
     IF k.carries_code AND NOT NEW.rate_limited THEN
