@@ -50,7 +50,7 @@ SigningKey Key(const std::string& bytes) {
   return key;
 }
 
-std::string Sign(const std::string& key, TokenAction action, const std::string& secret,
+std::string Sign(const std::string& key, const TokenAction& action, const std::string& secret,
                  const std::string& code) {
   auto token = SignToken(Key(key), action, secret, code);
   if (!token.ok()) {
@@ -72,7 +72,7 @@ std::string Decode(absl::string_view token) {
   return raw;
 }
 
-const char* ActionName(TokenAction action) {
+const char* ActionName(const TokenAction& action) {
   return action == TokenAction::kActivation ? "activation" : "password_recovery";
 }
 
@@ -86,11 +86,11 @@ std::string SignNamed(const std::string& key, const std::string& name, const std
     std::cerr << "make_vectors: a secret must be 32 bytes\n";
     std::exit(1);
   }
-  const std::string contract = Encode(
-      secret + HmacSha256(key, absl::StrCat("/action/", name, "/", secret, code)));
+  std::string contract = Encode(secret +
+                                HmacSha256(key, absl::StrCat("/action/", name, "/", secret, code)));
   auto action = ParseTokenAction(name);
   if (!action.ok()) return contract;
-  const std::string signed_token = Sign(key, *action, secret, code);
+  std::string signed_token = Sign(key, *action, secret, code);
   if (signed_token != contract) {
     std::cerr << "make_vectors: the signer's token for " << name << " is not the contract's\n";
     std::exit(1);
@@ -100,17 +100,19 @@ std::string SignNamed(const std::string& key, const std::string& name, const std
 
 class Cases {
  public:
-  void Valid(const std::string& name, TokenAction action, std::vector<std::string> keys,
-             const std::string& token, std::optional<std::string> code, const std::string& secret) {
-    Valid(name, ActionName(action), std::move(keys), token, std::move(code), secret);
+  void Valid(const std::string& name, const TokenAction& action,
+             const std::vector<std::string>& keys, const std::string& token,
+             const std::optional<std::string>& code, const std::string& secret) {
+    Valid(name, ActionName(action), keys, token, code, secret);
   }
-  void Refused(const std::string& name, const char* refusal, TokenAction action,
-               std::vector<std::string> keys, const std::string& token,
-               std::optional<std::string> code) {
-    Refused(name, refusal, ActionName(action), std::move(keys), token, std::move(code));
+  void Refused(const std::string& name, const char* refusal, const TokenAction& action,
+               const std::vector<std::string>& keys, const std::string& token,
+               const std::optional<std::string>& code) {
+    Refused(name, refusal, ActionName(action), keys, token, code);
   }
-  void Valid(const std::string& name, const std::string& action, std::vector<std::string> keys,
-             const std::string& token, std::optional<std::string> code, const std::string& secret) {
+  void Valid(const std::string& name, const std::string& action,
+             const std::vector<std::string>& keys, const std::string& token,
+             const std::optional<std::string>& code, const std::string& secret) {
     Json c = Case(name, action, keys, token, code);
     c["valid"] = true;
     c["secret"] = absl::BytesToHexString(secret);
@@ -118,8 +120,8 @@ class Cases {
     cases_.push_back(std::move(c));
   }
   void Refused(const std::string& name, const char* refusal, const std::string& action,
-               std::vector<std::string> keys, const std::string& token,
-               std::optional<std::string> code) {
+               const std::vector<std::string>& keys, const std::string& token,
+               const std::optional<std::string>& code) {
     Json c = Case(name, action, keys, token, code);
     c["valid"] = false;
     c["refusal"] = refusal;

@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
     }
   }
   std::vector<char*> args;
+  args.reserve(words.size());
   for (std::string& w : words) args.push_back(w.data());
   // Errors name a flag, never its value: a mistyped --token=... must not print the token.
   auto cl = mailroom::ParseFlags(static_cast<int>(args.size()), args.data());
