@@ -4,9 +4,8 @@
 -- spaces are ignored; inside, only RFC 5321's dot-atom: ASCII letters, digits and
 -- !#$%&'*+/=?^_`{|}~- in dot-separated runs, at most 64 characters before a single `@`, then
 -- a domain of at least two labels of letters, digits and inner hyphens (no address literals,
--- no quoted local parts, no SMTPUTF8), 254 characters in all. The trigger's WHEN repeats the
--- last regular expression below so that a valid address costs no call (InterfaceTest checks
--- the two agree on every refused kind).
+-- no quoted local parts, no SMTPUTF8), 254 characters in all. The accounts' trigger calls it
+-- only for an address outside a cheaper subset of the rule (trg_before_account_email_check).
 CREATE OR REPLACE FUNCTION mailroom.mailroom_mailbox_refusal(p_address TEXT) RETURNS TEXT
     LANGUAGE plpgsql IMMUTABLE
     SET search_path = pg_catalog, mailroom, pg_temp
