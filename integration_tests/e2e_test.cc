@@ -692,8 +692,9 @@ TEST_F(EndToEndTest, RenderPreviewsLocalisedTemplatesWithoutACollector) {
   };
   for (const Case& c : std::vector<Case>{
            {"login_code", "subject: Ihr Acme-Anmeldecode\n", 0},
-           {"login_code", "\n    12345\n", 0},
-           {"welcome_gift", "Redeem 12345: https://app.example.test/action/welcome_gift?token=", 0},
+           {"login_code", "\n    123456\n", 0},  // its 6 digits
+           {"welcome_gift",
+            "Redeem 123456: https://app.example.test/action/welcome_gift?token=", 0},
            {"team_invite", "config error: no templates for action \"team_invite\"", 2}}) {
     auto r = Process::Spawn({testing::Runfile("mailroom/sender/sender"), "render",
                              "--action=" + c.action, "--locale=de"},
