@@ -2008,14 +2008,17 @@ TEST_F(LimitsTest, AnAccountQueuedTwiceGetsOneTokenForItsLatestRequest) {
        " limit_window_seconds = 100");
   Exec("INSERT INTO accounts (email, login) VALUES ('twice@example.com', 'twice')");
   Exec("DELETE FROM mailroom_signups");
-  Exec("INSERT INTO tokens (account, action, created_at, expires_at)"
-       " SELECT id, 'activation', EXTRACT(EPOCH FROM now())::BIGINT - 150,"
-       "        EXTRACT(EPOCH FROM now())::BIGINT - 1 FROM accounts");
-  Exec("INSERT INTO mailroom_signups (account, requested_at)"
-       " SELECT id, EXTRACT(EPOCH FROM now())::BIGINT - t FROM accounts, (VALUES (100), (0)) v(t)");
+  // One time for every statement (each its own now() would differ across a second's edge).
+  const std::string now = absl::StrCat(Now());
+  Exec(absl::StrCat("INSERT INTO tokens (account, action, created_at, expires_at) SELECT id,"
+                    " 'activation', ",
+                    now, " - 150, ", now, " - 1 FROM accounts"));
+  Exec(absl::StrCat("INSERT INTO mailroom_signups (account, requested_at) SELECT id, ", now,
+                    " - t FROM accounts, (VALUES (100), (0)) v(t)"));
   EXPECT_EQ(Int("SELECT mailroom_collect_signups(100)"), 2);
-  EXPECT_EQ(Text("SELECT string_agg((EXTRACT(EPOCH FROM now())::BIGINT - created_at) || ':'"
-                 "   || rate_limited, ',' ORDER BY id) FROM tokens"),
+  EXPECT_EQ(Text(absl::StrCat("SELECT string_agg((", now,
+                              " - created_at) || ':' || rate_limited, ',' ORDER BY id)"
+                              " FROM tokens")),
             "150:false,0:false");
 }
 
