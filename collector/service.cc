@@ -176,6 +176,17 @@ absl::StatusOr<JobResult> CheckOutcome(const v1::JobOutcome& o, int64_t max_cost
         "provider_message_id must be at most 256 characters without NUL bytes");
   }
   r.provider_message_id = o.provider_message_id();
+  if (!o.provider().empty() && r.kind != JobResult::Kind::kSent) {
+    return absl::InvalidArgumentError("provider is only valid with a SENT outcome");
+  }
+  if (o.provider().size() > 32 ||
+      !std::all_of(o.provider().begin(), o.provider().end(), [](char c) {
+        return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '_' || c == '-';
+      })) {
+    return absl::InvalidArgumentError(
+        "provider must be at most 32 characters of a-z, 0-9, '_' and '-'");
+  }
+  r.provider = o.provider();
   auto reason = CleanReason(o.reason());
   if (!reason.ok()) return reason.status();
   r.reason = *std::move(reason);

@@ -540,6 +540,34 @@ TEST_F(ServiceTest, ProviderMessageIdGoesWithSentOutcomesOnlyAndIsBounded) {
   EXPECT_EQ(calls[0].results[0].provider_message_id, "0100018c-ses-id-000000");
 }
 
+// The transport that sent a job goes with SENT only, as a short lowercase name (it is stored on
+// the delivery and compared with the feedback path's).
+TEST_F(ServiceTest, ProviderGoesWithSentOutcomesOnlyAndIsAName) {
+  v1::AcknowledgeRequest req = AckRequest(Subscription());
+  Add(&req, 1, v1::OUTCOME_SENT)->set_provider("postmark");
+  v1::JobOutcome* failed = Add(&req, 2, v1::OUTCOME_FAILED);
+  failed->set_reason("postmark 422");
+  failed->set_provider("postmark");
+  Add(&req, 3, v1::OUTCOME_SENT)->set_provider(std::string(33, 'a'));
+  Add(&req, 4, v1::OUTCOME_SENT)->set_provider("Postmark");
+  Add(&req, 5, v1::OUTCOME_SENT)->set_provider("a\nb");
+  Add(&req, 6, v1::OUTCOME_SENT);
+  v1::AcknowledgeResponse resp;
+  ASSERT_TRUE(Ack(kSubscriber, req, &resp).ok());
+  ASSERT_EQ(resp.rejected_size(), 4);
+  EXPECT_EQ(resp.rejected(0).job_id(), 2u);
+  EXPECT_THAT(resp.rejected(0).error(), HasSubstr("only valid with a SENT outcome"));
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_EQ(resp.rejected(i).job_id(), static_cast<uint64_t>(i + 2));
+    EXPECT_THAT(resp.rejected(i).error(), HasSubstr("at most 32 characters of a-z"));
+  }
+  auto calls = store_.Calls("Ack");
+  ASSERT_EQ(calls.size(), 1u);
+  ASSERT_EQ(calls[0].results.size(), 2u);
+  EXPECT_EQ(calls[0].results[0].provider, "postmark");
+  EXPECT_EQ(calls[0].results[1].provider, "");
+}
+
 TEST_F(ServiceTest, SuppressionsNeedAnOperatorOfEveryGroup) {
   v1::ListSuppressionsResponse list;
   v1::AddSuppressionRequest add;

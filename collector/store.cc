@@ -205,7 +205,7 @@ class PgStore : public Store {
     std::vector<uint64_t> ids;
     std::vector<uint32_t> attempts;
     // A SENT outcome with a provider message id keeps a deliveries row (migration 0021).
-    std::vector<std::string> kinds, reasons, message_ids;
+    std::vector<std::string> kinds, reasons, message_ids, providers;
     std::vector<uint32_t> retry;
     std::vector<int64_t> costs;
     bool suppress = false;
@@ -218,15 +218,17 @@ class PgStore : public Store {
       retry.push_back(r.retry_after_ms);
       costs.push_back(r.cost_micros);
       message_ids.push_back(r.kind == JobResult::Kind::kSent ? r.provider_message_id : "");
+      providers.push_back(r.kind == JobResult::Kind::kSent ? r.provider : "");
     }
     return pool_.Run<std::vector<uint64_t>>("acknowledge", [&](Connection& c) {
       Transaction tx(c);
       pqxx::result r = tx.exec_params("SELECT * FROM mailroom.mailroom_ack($1::text, $2::text, "
                                       "$3::bigint[], $4::int[], $5::text[], $6::text[],"
-                                      " $7::int[], $8::bigint[], $9::text[])",
+                                      " $7::int[], $8::bigint[], $9::text[], $10::text[])",
                                       group, owner, IntArray(ids), IntArray(attempts),
                                       TextArray(kinds), TextArray(reasons), IntArray(retry),
-                                      IntArray(costs), TextArray(message_ids));
+                                      IntArray(costs), TextArray(message_ids),
+                                      TextArray(providers));
       std::vector<uint64_t> recorded = ParseIds(r);
       // Only outcomes mailroom_ack recorded (it fences by owner and hand-out count) suppress their
       // address, in the same transaction: a stale lease's report changes nothing.

@@ -45,6 +45,10 @@ struct JobResult {
   // Only with kSent: the provider's message id (SES MessageId), stored on the delivery so that
   // feedback can find the job; "" when the transport has none.
   std::string provider_message_id;
+  // Only with kSent: the transport that sent it (ses, postmark, smtp, ...; "" when the
+  // subscriber does not say), stored on the delivery: a provider's feedback reaches only what
+  // that provider sent.
+  std::string provider;
 };
 
 struct GroupStatsRow {

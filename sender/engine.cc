@@ -373,6 +373,7 @@ void Engine::Send(const OutgoingEmail& email, const v1::Job& job, const Attempt&
   // that sent it.
   facts->charge = ChargeFor(opt_.failover, attempt.route, cost);
   facts->breaker = attempt.breaker != nullptr;
+  facts->provider = attempt.transport->Name();
   const absl::Time start = clock_->Now();
   auto sent = attempt.transport->Send(email);
   const double send_seconds = absl::ToDoubleSeconds(clock_->Now() - start);

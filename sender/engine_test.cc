@@ -25,6 +25,7 @@ const absl::Time kStart = absl::FromUnixSeconds(1768478400);
 // Records what it is asked to send; answers with the scripted statuses, then OK.
 class FakeTransport : public Transport {
  public:
+  explicit FakeTransport(std::string name = "fake") : name_(std::move(name)) {}
   absl::StatusOr<SendResult> Send(const OutgoingEmail& email) override {
     absl::MutexLock lock(&mu_);
     sent_to_.push_back(email.to_address);
@@ -38,7 +39,7 @@ class FakeTransport : public Transport {
     return SendResult{"ok", "msg-" + email.to_address};
   }
   int Concurrency() const override { return 1; }
-  std::string Name() const override { return "fake"; }
+  std::string Name() const override { return name_; }
 
   void Script(std::vector<absl::Status> statuses) {
     absl::MutexLock lock(&mu_);
@@ -67,6 +68,7 @@ class FakeTransport : public Transport {
   std::vector<std::string> sent_to_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<std::pair<std::string, std::string>>> tags_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Duration> timeouts_ ABSL_GUARDED_BY(mu_);
+  const std::string name_;
 };
 
 // A pacer shared with other senders (as a group's central budget is): it cannot tell which
@@ -240,6 +242,9 @@ TEST_F(EngineTest, TagsTheEmailAndReportsTheProvidersMessageId) {
   EXPECT_EQ(o[0].provider_message_id(), "");
   EXPECT_EQ(o[1].outcome(), v1::OUTCOME_SENT);
   EXPECT_EQ(o[1].provider_message_id(), "msg-user8@example.test");
+  // The transport that sent it goes with SENT only: only its feedback reaches the delivery.
+  EXPECT_EQ(o[0].provider(), "");
+  EXPECT_EQ(o[1].provider(), "fake");
   using Tags = std::vector<std::pair<std::string, std::string>>;
   EXPECT_EQ(transport_.tags()[0],
             (Tags{{"mailroom_job", "7"}, {"mailroom_action", "password_recovery"}}));
@@ -651,7 +656,7 @@ class FailoverEngineTest : public EngineTest {
 
   Breaker primary_breaker_;
   Breaker secondary_breaker_;
-  FakeTransport secondary_;
+  FakeTransport secondary_{"fake-secondary"};
 };
 
 TEST_F(FailoverEngineTest, RecoveriesGoToTheSecondaryWhileThePrimaryIsDownActivationsWait) {
@@ -666,6 +671,7 @@ TEST_F(FailoverEngineTest, RecoveriesGoToTheSecondaryWhileThePrimaryIsDownActiva
   EXPECT_TRUE(primary_breaker_.open());
   EXPECT_EQ(Outcomes()[0].outcome(), v1::OUTCOME_SENT);
   EXPECT_EQ(Outcomes()[0].cost_micros(), 80);
+  EXPECT_EQ(Outcomes()[0].provider(), "fake-secondary");
   EXPECT_EQ(transport_.sends(), 1u);
   EXPECT_EQ(secondary_.sends(), 1u);
   // While the primary is down: an activation is held (not failed, not charged), a recovery
@@ -689,6 +695,7 @@ TEST_F(FailoverEngineTest, RecoveriesGoToTheSecondaryWhileThePrimaryIsDownActiva
   ASSERT_TRUE(OutcomesReach(4));
   EXPECT_EQ(Outcomes()[3].outcome(), v1::OUTCOME_SENT);
   EXPECT_EQ(Outcomes()[3].cost_micros(), 100);
+  EXPECT_EQ(Outcomes()[3].provider(), "fake");
   EXPECT_FALSE(primary_breaker_.open());
   EXPECT_EQ(transport_.sends(), 2u);
   EXPECT_EQ(secondary_.sends(), 2u);

@@ -20,10 +20,11 @@ OutcomeReport Of(uint64_t job_id, v1::Outcome outcome, std::string reason) {
 }  // namespace
 
 OutcomeReport OutcomeReport::Sent(uint64_t job_id, int64_t cost_micros,
-                                  std::string provider_message_id) {
+                                  std::string provider_message_id, std::string provider) {
   OutcomeReport r = Of(job_id, v1::OUTCOME_SENT, "");
   r.cost_micros = cost_micros;
   r.provider_message_id = std::move(provider_message_id);
+  r.provider = std::move(provider);
   return r;
 }
 
@@ -58,7 +59,10 @@ v1::JobOutcome OutcomeReport::ToProto() const {
       std::clamp<int64_t>(absl::ToInt64Milliseconds(retry_after), 0, 31LL * 24 * 3600 * 1000)));
   o.set_cost_micros(cost_micros);
   o.set_suppress_recipient(suppress_recipient && outcome == v1::OUTCOME_FAILED);
-  if (outcome == v1::OUTCOME_SENT) o.set_provider_message_id(provider_message_id);
+  if (outcome == v1::OUTCOME_SENT) {
+    o.set_provider_message_id(provider_message_id);
+    o.set_provider(provider);
+  }
   return o;
 }
 

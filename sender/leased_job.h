@@ -33,8 +33,10 @@ struct OutcomeReport {
   int64_t cost_micros = 0;                            // SENT only
   bool suppress_recipient = false;                    // FAILED only
   std::string provider_message_id;                    // SENT only
+  std::string provider;                               // SENT only: the transport's Name()
 
-  static OutcomeReport Sent(uint64_t job_id, int64_t cost_micros, std::string provider_message_id);
+  static OutcomeReport Sent(uint64_t job_id, int64_t cost_micros, std::string provider_message_id,
+                            std::string provider = "");
   static OutcomeReport Failed(uint64_t job_id, std::string reason, bool suppress_recipient = false);
   static OutcomeReport Expired(uint64_t job_id, std::string reason);
   static OutcomeReport Retry(uint64_t job_id, std::string reason, absl::Duration after);

@@ -30,7 +30,7 @@ Decision MaybeSent(const AttemptFacts& f, const RetryDecider& retry) {
     return Of(Verdict::kMaybeSentRetry, OutcomeReport::Retry(f.job_id, reason, *delay), true);
   }
   return Of(Verdict::kUnconfirmed,
-            OutcomeReport::Sent(f.job_id, std::max<int64_t>(f.charge, 0), ""), true);
+            OutcomeReport::Sent(f.job_id, std::max<int64_t>(f.charge, 0), "", f.provider), true);
 }
 
 // The send failed and cannot have reached the provider.
@@ -96,7 +96,8 @@ Decision DecideOutcome(const AttemptFacts& f, const RetryDecider& retry) {
   }
   if (f.slot_short) return Of(Verdict::kRequeued, std::nullopt);
   if (f.sent.ok()) {
-    return Of(Verdict::kSent, OutcomeReport::Sent(f.job_id, f.charge, f.provider_message_id), true);
+    return Of(Verdict::kSent,
+              OutcomeReport::Sent(f.job_id, f.charge, f.provider_message_id, f.provider), true);
   }
   if (IsMaybeSent(f.sent)) return MaybeSent(f, retry);
   return NotSent(f, retry);

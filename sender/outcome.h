@@ -34,6 +34,9 @@ struct AttemptFacts {
   // The transport's answer, and the id feedback names the message by (SENT).
   absl::Status sent;
   std::string provider_message_id;
+  // The transport the send went to (its Name()): reported with SENT, so that only that
+  // provider's feedback reaches the delivery.
+  std::string provider;
   // A breaker watches the transport that sent (provider-wide errors hold the job).
   bool breaker = false;
   // After a failed send: the primary is down now and the secondary would send this job at once.

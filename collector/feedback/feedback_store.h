@@ -52,8 +52,9 @@ struct FeedbackScope {
 struct FeedbackRecord {
   FeedbackResult result = FeedbackResult::kRecorded;
   // With kUnmatched, why: "no_delivery" (no delivery carries the event's message ids, nor is
-  // the job its tags name), "recipient" (one does, sent to an address the event does not name)
-  // or "other_group" (one does, of a group outside the scope).
+  // the job its tags name), "recipient" (one does, sent to an address the event does not name),
+  // "provider" (one does, sent by another provider: mailroom_feedback_reaches) or
+  // "other_group" (one does, of a group outside the scope).
   std::string unmatched_reason;
   // With kUnmatched: the opt-in suppressed the recipients (or counted their soft bounce).
   bool suppressed = false;

@@ -255,6 +255,66 @@ TEST_F(FeedbackStoreTest, AnEventReachesADeliveryOnlyThroughItsRecipient) {
   EXPECT_EQ(Reputation().bounced, 1u);
 }
 
+// Each delivery keeps the transport that sent it: a provider's event reaches what that provider
+// sent, what a relay (smtp) sent and what no known provider sent, never another provider's
+// delivery, by message id or by tags; the operator's own reports (http) reach every provider's.
+TEST_F(FeedbackStoreTest, AProvidersEventReachesOnlyWhatThatProviderSent) {
+  Exec("INSERT INTO accounts (email, login) SELECT 'a' || i || '@example.test', 'a' || i"
+       " FROM generate_series(1, 3) i");
+  CollectSignups();
+  std::vector<testing::Leased> jobs = Dequeue(3);
+  ASSERT_EQ(jobs.size(), 3u);
+  std::vector<std::string> ids, attempts;
+  for (const testing::Leased& j : jobs) {
+    ids.push_back(absl::StrCat(j.id));
+    attempts.push_back(absl::StrCat(j.attempt));
+  }
+  EXPECT_EQ(Text(absl::StrCat("SELECT count(*) FROM mailroom_ack('mailroom', 's', ARRAY[",
+                              absl::StrJoin(ids, ","), "]::bigint[], ARRAY[",
+                              absl::StrJoin(attempts, ","),
+                              "]::int[], ARRAY['sent', 'sent', 'sent'], ARRAY['', '', ''],"
+                              " ARRAY[0, 0, 0], ARRAY[0, 0, 0]::bigint[],"
+                              " ARRAY['m-1', 'm-2', 'm-3'], ARRAY['postmark', 'smtp', ''])")),
+            "3");
+  EXPECT_EQ(Text("SELECT string_agg(coalesce(provider, '-'), ',' ORDER BY token_id)"
+                 " FROM deliveries"),
+            "postmark,smtp,-");
+  auto from = [](const std::string& provider, const std::string& id, const std::string& to) {
+    FeedbackEvent e = Bounce(id, to);
+    e.provider = provider;
+    return e;
+  };
+  auto other = feedback_->Record("sendgrid:1", from("sendgrid", "m-1", "a1@example.test"), 3, {});
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->result, FeedbackResult::kUnmatched);
+  EXPECT_EQ(other->unmatched_reason, "provider");
+  FeedbackEvent by_tags = from("sendgrid", "", "a1@example.test");
+  by_tags.message_ids.clear();
+  by_tags.group = "mailroom";
+  by_tags.job_id = jobs[0].id;
+  auto tags = feedback_->Record("sendgrid:2", by_tags, 3, {});
+  EXPECT_EQ(tags->result, FeedbackResult::kUnmatched);
+  EXPECT_EQ(tags->unmatched_reason, "provider");
+  EXPECT_EQ(Text("SELECT count(*) FROM suppressions"), "0");
+  EXPECT_EQ(Text("SELECT count(*) FROM deliveries WHERE bounced_at IS NOT NULL"), "0");
+
+  EXPECT_EQ(
+      feedback_->Record("sendgrid:3", from("sendgrid", "m-2", "a2@example.test"), 3, {})->result,
+      FeedbackResult::kRecorded);
+  EXPECT_EQ(
+      feedback_->Record("sendgrid:4", from("sendgrid", "m-3", "a3@example.test"), 3, {})->result,
+      FeedbackResult::kRecorded);
+  FeedbackEvent complaint = from("http", "m-1", "a1@example.test");
+  complaint.type = "Complaint";
+  EXPECT_EQ(feedback_->Record("http:5", complaint, 3, {})->result, FeedbackResult::kRecorded);
+  EXPECT_EQ(
+      feedback_->Record("postmark:6", from("postmark", "m-1", "a1@example.test"), 3, {})->result,
+      FeedbackResult::kRecorded);
+  EXPECT_EQ(Text("SELECT string_agg(address, ',' ORDER BY address) FROM suppressions"),
+            "a1@example.test,a2@example.test,a3@example.test");
+  EXPECT_EQ(Text("SELECT count(*) FROM deliveries WHERE bounced_at IS NOT NULL"), "3");
+}
+
 // Two groups that sent the same accounts: an event scoped to one group (a report signed with
 // that group's secret) that names the other's deliveries, by message id or by tags, changes
 // nothing of the other group, even with the opt-in for unmatched events.

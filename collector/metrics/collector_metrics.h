@@ -90,7 +90,7 @@ inline constexpr auto kFeedbackUnmatched = CounterMetric(
     "mailroom_collector_feedback_unmatched_total",
     "Feedback events attached to no delivery (they suppress nothing unless the provider is in "
     "MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED), by provider and reason (no_delivery, recipient, "
-    "other_group).",
+    "provider, other_group).",
     "provider", "reason");
 inline constexpr auto kReputationSent = GaugeMetric("mailroom_reputation_sent",
                                                     "Emails sent in the reputation window.",

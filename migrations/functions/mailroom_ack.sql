@@ -3,8 +3,11 @@
 -- acknowledgement. Fenced: a job is recorded only when p_owner holds it at the hand-out count
 -- given in p_attempts; others are ignored. SENT costs are added to group_usage; a lease batch's
 -- jobs are recorded in its bits (a plain SENT keeps no row), the others on their deliveries
--- rows. The outcome arrays are read row by row (unnest WITH ORDINALITY), never by subscript.
-CREATE OR REPLACE FUNCTION mailroom.mailroom_ack(p_group text, p_owner text, p_ids bigint[], p_attempts integer[], p_outcomes text[], p_reasons text[], p_retry_ms integer[], p_costs bigint[], p_message_ids text[] DEFAULT NULL::text[]) RETURNS SETOF bigint
+-- rows. A SENT outcome's provider message id and provider (p_message_ids, p_providers: the
+-- transport that sent it, '' or NULL when the subscriber does not say) are kept on its row,
+-- which feedback matches by. The outcome arrays are read row by row (unnest WITH ORDINALITY),
+-- never by subscript.
+CREATE OR REPLACE FUNCTION mailroom.mailroom_ack(p_group text, p_owner text, p_ids bigint[], p_attempts integer[], p_outcomes text[], p_reasons text[], p_retry_ms integer[], p_costs bigint[], p_message_ids text[] DEFAULT NULL::text[], p_providers text[] DEFAULT NULL::text[]) RETURNS SETOF bigint
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
@@ -21,6 +24,7 @@ DECLARE
     v_ms    INT[] := p_retry_ms;
     v_cost  BIGINT[] := p_costs;
     v_mid   TEXT[] := p_message_ids;
+    v_prov  TEXT[] := p_providers;
     v_mb    BIGINT[];
     v_slot  INT[];
     v_ord   INT[];
@@ -42,12 +46,12 @@ BEGIN
     -- One outcome per id, as DISTINCT ON would; the sort only when an id repeats.
     IF (SELECT count(DISTINCT u.id) FROM unnest(p_ids) AS u(id)) <> cardinality(p_ids) THEN
         SELECT array_agg(u.id), array_agg(u.attempt), array_agg(u.outcome), array_agg(u.reason),
-               array_agg(u.retry_ms), array_agg(u.cost), array_agg(u.mid)
-          INTO v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid
+               array_agg(u.retry_ms), array_agg(u.cost), array_agg(u.mid), array_agg(u.prov)
+          INTO v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid, v_prov
           FROM (SELECT DISTINCT ON (u.id) *
                   FROM unnest(p_ids, p_attempts, p_outcomes, p_reasons, p_retry_ms, p_costs,
-                              p_message_ids)
-                           AS u(id, attempt, outcome, reason, retry_ms, cost, mid)
+                              p_message_ids, v_prov)
+                           AS u(id, attempt, outcome, reason, retry_ms, cost, mid, prov)
                  ORDER BY u.id) u;
     END IF;
 
@@ -58,13 +62,14 @@ BEGIN
     v_first := ARRAY(SELECT x.a = 1 FROM unnest(v_att) WITH ORDINALITY AS x(a, o) ORDER BY x.o);
     WITH m AS MATERIALIZED (
         SELECT m.batch_id, m.slot, m.ord, m.recovery, u.id, u.outcome, u.reason, u.retry_ms,
-               u.cost, u.mid, (u.outcome <> 'sent' OR coalesce(u.mid, '') <> '') AS kept
+               u.cost, u.mid, u.prov, (u.outcome <> 'sent' OR coalesce(u.mid, '') <> '') AS kept
           FROM mailroom_batch_match(gid, p_owner, v_ids, v_first) m
-          JOIN unnest(v_ids, v_out, v_rsn, v_ms, v_cost, v_mid) WITH ORDINALITY
-                   AS u(id, outcome, reason, retry_ms, cost, mid, ord) ON u.ord = m.ord
+          JOIN unnest(v_ids, v_out, v_rsn, v_ms, v_cost, v_mid, v_prov) WITH ORDINALITY
+                   AS u(id, outcome, reason, retry_ms, cost, mid, prov, ord) ON u.ord = m.ord
     ), ins AS (
         INSERT INTO deliveries (group_id, token_id, state, attempts, failures, reason,
-                                cost_micros, due_at, provider_message_id, recovery, updated_at)
+                                cost_micros, due_at, provider_message_id, provider, recovery,
+                                updated_at)
         SELECT gid, m.id,
                CASE WHEN m.outcome IN ('retry', 'defer') THEN 'retry'
                     ELSE m.outcome END::delivery_state,
@@ -72,7 +77,8 @@ BEGIN
                CASE WHEN m.outcome = 'sent' THEN m.cost END,
                CASE WHEN m.outcome IN ('retry', 'defer')
                     THEN now() + make_interval(secs => m.retry_ms / 1000.0) END,
-               NULLIF(m.mid, ''), m.recovery, now()
+               NULLIF(m.mid, ''),
+               CASE WHEN m.outcome = 'sent' THEN NULLIF(m.prov, '') END, m.recovery, now()
           FROM m
          WHERE m.kept
     )
@@ -103,10 +109,10 @@ BEGIN
         END IF;
         -- The others go the per-job way below.
         SELECT array_agg(u.id), array_agg(u.attempt), array_agg(u.outcome), array_agg(u.reason),
-               array_agg(u.retry_ms), array_agg(u.cost), array_agg(u.mid)
-          INTO v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid
-          FROM unnest(v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid) WITH ORDINALITY
-                   AS u(id, attempt, outcome, reason, retry_ms, cost, mid, ord)
+               array_agg(u.retry_ms), array_agg(u.cost), array_agg(u.mid), array_agg(u.prov)
+          INTO v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid, v_prov
+          FROM unnest(v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid, v_prov) WITH ORDINALITY
+                   AS u(id, attempt, outcome, reason, retry_ms, cost, mid, prov, ord)
           LEFT JOIN unnest(v_ord) AS x(ord) ON x.ord = u.ord
          WHERE x.ord IS NULL;
     END IF;
@@ -114,10 +120,11 @@ BEGIN
     -- 2. Jobs with a deliveries row (the per-job path).
     WHILE v_ids IS NOT NULL LOOP
         SELECT array_agg(d.ctid), array_agg(u.id), array_agg(u.attempt), array_agg(u.outcome),
-               array_agg(u.reason), array_agg(u.retry_ms), array_agg(u.cost), array_agg(u.mid)
-          INTO v_tids, v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid
-          FROM unnest(v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid)
-                   AS u(id, attempt, outcome, reason, retry_ms, cost, mid)
+               array_agg(u.reason), array_agg(u.retry_ms), array_agg(u.cost), array_agg(u.mid),
+               array_agg(u.prov)
+          INTO v_tids, v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid, v_prov
+          FROM unnest(v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid, v_prov)
+                   AS u(id, attempt, outcome, reason, retry_ms, cost, mid, prov)
          CROSS JOIN LATERAL (SELECT d.ctid, d.state, d.owner, d.attempts FROM deliveries d
                               WHERE d.group_id = gid AND d.token_id = u.id OFFSET 0) d
          WHERE d.state = 'leased' AND d.owner = p_owner AND d.attempts = u.attempt;
@@ -133,13 +140,16 @@ BEGIN
                                               THEN coalesce(NULLIF(u.mid, ''),
                                                             d.provider_message_id)
                                               ELSE d.provider_message_id END,
+                   provider = CASE WHEN u.outcome = 'sent'
+                                   THEN coalesce(NULLIF(u.prov, ''), d.provider)
+                                   ELSE d.provider END,
                    owner = NULL,
                    holder_left = false,
                    due_at = CASE WHEN u.outcome IN ('retry', 'defer')
                                  THEN now() + make_interval(secs => u.retry_ms / 1000.0) END,
                    updated_at = now()
-              FROM unnest(v_tids, v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid)
-                       AS u(tid, id, attempt, outcome, reason, retry_ms, cost, mid)
+              FROM unnest(v_tids, v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid, v_prov)
+                       AS u(tid, id, attempt, outcome, reason, retry_ms, cost, mid, prov)
              WHERE d.ctid = u.tid
                AND coalesce(d.group_id = gid AND d.token_id = u.id AND d.state = 'leased'
                             AND d.owner = p_owner AND d.attempts = u.attempt, false)
@@ -159,10 +169,10 @@ BEGIN
         EXIT WHEN coalesce(cardinality(v_done), 0) = cardinality(v_ids);
         -- The ids not written: their rows moved since the probe; probe them again.
         SELECT array_agg(u.id), array_agg(u.attempt), array_agg(u.outcome), array_agg(u.reason),
-               array_agg(u.retry_ms), array_agg(u.cost), array_agg(u.mid)
-          INTO v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid
-          FROM unnest(v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid)
-                   AS u(id, attempt, outcome, reason, retry_ms, cost, mid)
+               array_agg(u.retry_ms), array_agg(u.cost), array_agg(u.mid), array_agg(u.prov)
+          INTO v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid, v_prov
+          FROM unnest(v_ids, v_att, v_out, v_rsn, v_ms, v_cost, v_mid, v_prov)
+                   AS u(id, attempt, outcome, reason, retry_ms, cost, mid, prov)
           LEFT JOIN unnest(v_done) AS x(id) ON x.id = u.id
          WHERE x.id IS NULL;
     END LOOP;

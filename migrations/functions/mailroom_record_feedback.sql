@@ -2,8 +2,8 @@
 -- before changes nothing and returns 'duplicate'). Called by the feedback endpoint, one
 -- transaction per SNS message or webhook event.
 --   p_event_key: the SNS MessageId for SES, '<provider>:<event id>' for the other providers
---   p_provider: ses | postmark | sendgrid | mailgun | resend | http (the path it came on; the
---   suppression's source and the reputation counters name it)
+--   p_provider: ses | postmark | sendgrid | mailgun | resend | sandbox | http (the path it came
+--   on; the suppression's source and the reputation counters name it)
 --   p_event: Delivery | Bounce | Complaint | Reject
 --   p_message_ids: the provider's id of the message in each form the sender may have recorded
 --   it (deliveries.provider_message_id); p_group / p_job_id: from the message's tags, used
@@ -20,13 +20,16 @@
 -- An event is attached to a delivery only when the delivery carries one of its message ids (or,
 -- failing that, is the tags' job of the tags' group) and the delivery's recipient (the token's
 -- to_address, else its account's email, as lower(btrim(address))) is one of p_recipients, and
--- the delivery's group is p_scope_group when that is set. A matched event records on that
+-- the delivery's group is p_scope_group when that is set, and the path may reach what the
+-- delivery's provider sent (mailroom_feedback_reaches: a provider's path only that provider's
+-- deliveries, and those sent by SMTP or of no known provider). A matched event records on that
 -- delivery, counts once per delivery and kind, and suppresses (or counts a soft bounce of) the
 -- delivery's recipient only. An unmatched one changes nothing but the event key, unless
 -- p_suppress_unmatched (then its recipients are suppressed as before deliveries were matched).
 -- Returns 'recorded', 'duplicate', or 'unmatched:<reason>' with reason no_delivery (no
--- delivery with those ids or tags), recipient (one was found, for another address) or
--- other_group (one was found, of a group outside p_scope_group), followed by ':suppressed'
+-- delivery with those ids or tags), recipient (one was found, for another address), provider
+-- (one was found, sent by another provider) or other_group (one was found, of a group outside
+-- p_scope_group), followed by ':suppressed'
 -- when p_suppress_unmatched wrote a suppression or a soft bounce.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_record_feedback(p_event_key text, p_provider text, p_event text, p_message_ids text[], p_group text, p_job_id bigint, p_recipients text[], p_bounce_type text, p_detail text, p_soft_limit integer, p_scope_group text DEFAULT '', p_suppress_unmatched boolean DEFAULT false) RETURNS text
     LANGUAGE plpgsql
@@ -44,6 +47,7 @@ DECLARE
     v_target TEXT[] := '{}';  -- the addresses a bounce or complaint suppresses
     v_first  BOOLEAN := FALSE;
     v_addr   TEXT;
+    v_by     TEXT;     -- the provider that sent the tags' job (deliveries.provider)
     v_soft   TEXT[] := '{}';
     v_wrote  BOOLEAN := FALSE;
 BEGIN
@@ -76,13 +80,18 @@ BEGIN
           LEFT JOIN mailroom.accounts a ON a.id = t.account
          WHERE d.provider_message_id = ANY (p_message_ids)
            AND (p_scope_group = '' OR d.group_id = v_scope)
+           AND mailroom.mailroom_feedback_reaches(p_provider, d.provider)
            AND lower(btrim(coalesce(t.to_address, a.email::TEXT))) = ANY (v_rcpt)
          LIMIT 1;
         IF v_gid IS NULL THEN
             -- Why not, for the operator's counter: a delivery with the id exists, but for
-            -- another address, or in another group.
-            SELECT CASE WHEN bool_or(p_scope_group = '' OR d.group_id IS NOT DISTINCT FROM v_scope)
-                        THEN 'recipient' ELSE 'other_group' END
+            -- another address, sent by another provider, or in another group.
+            SELECT CASE WHEN bool_or((p_scope_group = '' OR d.group_id IS NOT DISTINCT FROM v_scope)
+                                     AND mailroom.mailroom_feedback_reaches(p_provider, d.provider))
+                        THEN 'recipient'
+                        WHEN bool_or(p_scope_group = '' OR d.group_id IS NOT DISTINCT FROM v_scope)
+                        THEN 'provider'
+                        ELSE 'other_group' END
               INTO v_addr
               FROM mailroom.deliveries d
              WHERE d.provider_message_id = ANY (p_message_ids)
@@ -101,12 +110,16 @@ BEGIN
         IF v_bg IS NOT NULL AND v_to IS NOT NULL AND NOT (v_to = ANY (v_rcpt)) THEN
             IF v_reason = 'no_delivery' THEN v_reason := 'recipient'; END IF;
         ELSIF v_bg IS NOT NULL AND v_to IS NOT NULL THEN
-            SELECT d.group_id, d.token_id INTO v_gid, v_tid
+            SELECT d.group_id, d.token_id, d.provider INTO v_gid, v_tid, v_by
               FROM mailroom.deliveries d
              WHERE d.group_id = v_bg AND d.token_id = p_job_id;
+            IF v_gid IS NOT NULL AND NOT mailroom.mailroom_feedback_reaches(p_provider, v_by) THEN
+                v_gid := NULL;
+                v_tid := NULL;
+                v_reason := 'provider';
             -- A batch job without a row of its own (still leased, or acknowledged SENT without
             -- a provider message id) gets one, to record the event on.
-            IF v_gid IS NULL AND (mailroom.mailroom_batch_unpack(v_bg, p_job_id)
+            ELSIF v_gid IS NULL AND (mailroom.mailroom_batch_unpack(v_bg, p_job_id)
                                   OR mailroom.mailroom_batch_keep_sent(v_bg, p_job_id)) THEN
                 v_gid := v_bg;
                 v_tid := p_job_id;

@@ -6,7 +6,7 @@
 CREATE OR REPLACE VIEW delivery_states AS
 SELECT d.group_id, d.token_id, d.state, d.attempts, d.failures, d.lost_leases, d.owner, d.due_at,
        d.reason, d.cost_micros, d.updated_at, d.holder_left, d.recovery, d.provider_message_id,
-       d.delivered_at, d.bounced_at, d.bounce_type, d.complained_at, d.rejected_at
+       d.delivered_at, d.bounced_at, d.bounce_type, d.complained_at, d.rejected_at, d.provider
   FROM deliveries d
 UNION ALL
 SELECT b.group_id, u.id,
@@ -16,7 +16,7 @@ SELECT b.group_id, u.id,
        CASE WHEN u.bit = 0 THEN b.due_at END,
        NULL::TEXT, NULL::BIGINT, b.updated_at,
        b.holder_left AND u.bit = 0, b.recovery, NULL::TEXT,
-       NULL::TIMESTAMPTZ, NULL::TIMESTAMPTZ, NULL::TEXT, NULL::TIMESTAMPTZ, NULL::TIMESTAMPTZ
+       NULL::TIMESTAMPTZ, NULL::TIMESTAMPTZ, NULL::TEXT, NULL::TIMESTAMPTZ, NULL::TIMESTAMPTZ, NULL::TEXT
   FROM lease_batches b
  CROSS JOIN LATERAL (SELECT x.id, get_bit(b.done, x.slot::INT - 1) AS bit,
                             get_bit(b.kept, x.slot::INT - 1) AS kept

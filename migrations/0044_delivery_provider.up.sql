@@ -1,0 +1,11 @@
+-- Each delivery names the transport that sent it (deliveries.provider: ses, postmark, sendgrid,
+-- mailgun, resend, http, smtp, file, sandbox, or a subscriber's own name), as the sender reports
+-- it with a SENT outcome (JobOutcome.provider). A provider's feedback path then reaches only
+-- the deliveries that provider sent (functions/mailroom_record_feedback.sql). No default: the
+-- column is added without rewriting the table, and rows acknowledged before it, or by a
+-- subscriber that does not say, keep NULL (an unknown provider). mailroom_ack takes the
+-- providers as a new last parameter, defaulted so that a collector of the previous release
+-- keeps working during an upgrade; its body is in functions/mailroom_ack.sql, applied after
+-- this migration (the previous signature is dropped then), and the view delivery_states gains
+-- the column (views/delivery_states.sql).
+ALTER TABLE mailroom.deliveries ADD COLUMN provider text;
