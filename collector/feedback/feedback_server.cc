@@ -534,7 +534,10 @@ void FeedbackServer::Work() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](FeedbackServer* s) { return s->stopping_ || !s->requests_.empty(); }, this));
+          +[](FeedbackServer* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+            return s->stopping_ || !s->requests_.empty();
+          },
+          this));
       if (stopping_) return;
       r = std::move(requests_.front());
       requests_.pop_front();
