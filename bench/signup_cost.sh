@@ -53,51 +53,9 @@ for a in "$@"; do
 done
 [[ $FSYNC == on || $FSYNC == off ]] || { echo "--fsync must be on or off" >&2; exit 2; }
 
-PGBIN=/usr/lib/postgresql/15/bin
-[[ -x $PGBIN/initdb ]] || { echo "PostgreSQL 15 is not installed (apt-get install postgresql)" >&2; exit 1; }
-AS_PG=()
-[[ $(id -u) == 0 ]] && AS_PG=(runuser -u postgres --)
-
-DIR=$(mktemp -d /tmp/signup-cost.XXXXXX)
-PGSTARTED=0
-cleanup() {
-  if [[ $PGSTARTED == 1 ]]; then
-    "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$DIR/data" -m fast -w stop >/dev/null 2>&1 || true
-  fi
-  rm -rf "$DIR"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-[[ $(id -u) == 0 ]] && chown postgres:postgres "$DIR"
-"${AS_PG[@]}" "$PGBIN/initdb" -D "$DIR/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 \
-  --no-sync >/dev/null
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-DURABILITY=""
-[[ $FSYNC == off ]] && DURABILITY="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-PGSTARTED=1
-"${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w -t 60 \
-  -o "-c listen_addresses=127.0.0.1 -p $PORT -k $DIR $DURABILITY" start >/dev/null
-
-# The benchmark's statements play the application, which reaches mailroom's tables through its
-# search path (docs/integration.md).
-export PGOPTIONS="-c search_path=mailroom,public"
-PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U postgres)
-"${PSQL[@]}" -d postgres -c "CREATE DATABASE bench"
-PSQL+=(-d bench)
-# mailroom's schema, then the versioned migrations, then the function and view sources (as
-# `collector migrate` does).
-"${PSQL[@]}" -c "CREATE SCHEMA IF NOT EXISTS mailroom"
-for f in $(ls "$MIGRATIONS"/[0-9]*.up.sql | sort); do
-  "${PSQL[@]}" -1 -f "$f" >/dev/null
-done
-if [[ -d $MIGRATIONS/functions ]]; then
-  cat <(echo "SET check_function_bodies = off;") "$MIGRATIONS"/functions/*.sql \
-      "$MIGRATIONS"/views/*.sql | "${PSQL[@]}" -1 >/dev/null
-fi
+source bench/throwaway_pg.sh
+throwaway_pg signup-cost "$FSYNC" "$MIGRATIONS"
 "${PSQL[@]}" -c "CREATE SEQUENCE bench_seq"
-echo "PostgreSQL $("${PSQL[@]}" -tAc 'SHOW server_version'), fsync $("${PSQL[@]}" -tAc 'SHOW fsync')," \
-     "max_locks_per_transaction $("${PSQL[@]}" -tAc 'SHOW max_locks_per_transaction')," \
-     "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 QUEUE=$("${PSQL[@]}" -tAc "SELECT to_regclass('mailroom_signups') IS NOT NULL")
 variant() {
@@ -116,29 +74,6 @@ variant() {
                      ALTER TABLE tokens $limits TRIGGER before_token_insert_limits;
                      ALTER TABLE tokens $notify TRIGGER after_token_inserted;"
   fi
-}
-TICK=$(getconf CLK_TCK)
-# Runs one statement in a session of its own between two reads of its backend's CPU time (utime
-# + stime from /proc, lines "cpu"): on a loaded machine the wall time mostly measures waiting
-# for a core. Then the WAL written meanwhile, in bytes (line "wal"; the server runs nothing
-# else but its own background processes). Prints psql's output.
-timed() {
-  "${PSQL[@]}" -tA <<EOF
-SELECT pg_backend_pid() AS pid, pg_current_wal_insert_lsn() AS wal0 \\gset
-\\setenv BPID :pid
-\\! awk '{print "cpu", \$14 + \$15}' /proc/\$BPID/stat
-$1;
-\\! awk '{print "cpu", \$14 + \$15}' /proc/\$BPID/stat
-SELECT 'wal ' || pg_wal_lsn_diff(pg_current_wal_insert_lsn(), :'wal0');
-EOF
-}
-# The CPU µs per row of timed's output $1 for $2 rows.
-cpu_per_row() {
-  echo "$1" | awk -v n="$2" -v t="$TICK" '/^cpu/ {c[++k] = $2} END {printf "%.1f", (c[2] - c[1]) / t * 1e6 / n}'
-}
-# The WAL bytes per row of timed's output $1 for $2 rows.
-wal_per_row() {
-  echo "$1" | awk -v n="$2" '/^wal/ {printf "%.0f", $2 / n}'
 }
 # The collector's side: every queued signup made a token, 1,000 per call and transaction (as
 # the collector does).
@@ -193,7 +128,6 @@ EOF
       COLLECT_WAL+="$(wal_per_row "$out" $((2 * SIGNUPS))) "
     fi
   done
-  median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
   echo
   echo "per-signup cost in the server, one signup per transaction, synchronous_commit=off," \
        "median of $ROUNDS x $SIGNUPS signups: the backend's CPU, the wall time and the WAL written"

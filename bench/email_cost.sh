@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# What one email costs the application's PostgreSQL, stage by stage, beside the application's
+# own signup insert. Measurement only, no timed assertion.
+#
+# Starts its own PostgreSQL 15 (bench/throwaway_pg.sh: temp dir, 127.0.0.1, stopped on exit)
+# with mailroom's schema and one consumer group, then for --rounds rounds:
+#   app        --emails signups with mailroom's triggers disabled: the application's own insert
+#   trigger    the same signups with the triggers on, less `app`: what mailroom adds to the
+#              application's transaction (the queued signup and the wake-up)
+#   collect    the queued signups made tokens, 1,000 a call (mailroom_collect_signups)
+#   dequeue    every token leased, 1,000 a call (mailroom_dequeue, as the collector calls it
+#              for a subscriber without a budget holder)
+#   ack        every lease acknowledged, 1,000 a call: mailroom_ack and mailroom_record_sent,
+#              as collector/store.cc's Ack; with --retry=P, P % of each call's jobs are RETRY
+#              (due at once), dequeued and acknowledged SENT again, in those same stages
+#   retention  everything finished pruned as the collector's retention pass does, with the
+#              retention window at 0, the tokens aged 30 days and a checkpoint taken first
+#              (not timed) as days would (mailroom_prune_deliveries, _lease_batches, _tokens and
+#              mailroom_compact_delivery_counts), 1,000 a call
+# Each stage runs in one session of its own, its calls committed one by one inside the server (a
+# procedure) with synchronous_commit = off, so the figure is the work the server does, not the
+# WAL flush it waits for nor the client's round trip. Per delivered email: the backend's CPU
+# (utime + stime from /proc: the server's own accounting of the session) and the WAL bytes it
+# wrote (pg_current_wal_insert_lsn), the median over rounds; autovacuum's later work is not in
+# them. The table ends with mailroom's total (trigger to retention) and its ratio to `app`.
+#
+# Usage: bash bench/email_cost.sh [--emails=20000] [--rounds=3] [--retry=0] [--fsync=on|off]
+#                                 [--migrations=DIR]   (another schema, e.g. an older commit's:
+#   git archive COMMIT migrations | tar -x -C /tmp/old && ... --migrations=/tmp/old/migrations)
+set -euo pipefail
+ROOT=${BUILD_WORKSPACE_DIRECTORY:-$(cd "$(dirname "$0")/.." && pwd)}
+cd "$ROOT"
+
+EMAILS=20000
+ROUNDS=3
+RETRY=0
+FSYNC=on
+MIGRATIONS=migrations
+for a in "$@"; do
+  case $a in
+    --emails=*) EMAILS=${a#--emails=} ;;
+    --rounds=*) ROUNDS=${a#--rounds=} ;;
+    --retry=*) RETRY=${a#--retry=} ;;
+    --fsync=*) FSYNC=${a#--fsync=} ;;
+    --migrations=*) MIGRATIONS=${a#--migrations=} ;;
+    *) echo "email_cost.sh: unknown argument $a" >&2; exit 2 ;;
+  esac
+done
+[[ $FSYNC == on || $FSYNC == off ]] || { echo "--fsync must be on or off" >&2; exit 2; }
+[[ $RETRY =~ ^[0-9]+$ ]] && ((RETRY < 100)) || { echo "--retry must be 0 to 99" >&2; exit 2; }
+
+source bench/throwaway_pg.sh
+throwaway_pg email-cost "$FSYNC" "$MIGRATIONS"
+"${PSQL[@]}" <<EOF
+CREATE SEQUENCE bench_seq;
+SELECT mailroom_ensure_group('bench', true);
+CREATE TABLE bench_leased (id BIGINT, attempt INT);
+-- The application's signups, one per transaction.
+CREATE PROCEDURE bench_signups(p_n INT) LANGUAGE plpgsql AS \$\$
+DECLARE
+    n BIGINT;
+BEGIN
+    SET synchronous_commit = off;
+    FOR i IN 1..p_n LOOP
+        n := nextval('bench_seq');
+        INSERT INTO accounts (email, login) VALUES ('u' || n || '@bench.test', 'u' || n);
+        COMMIT;
+    END LOOP;
+END;
+\$\$;
+CREATE PROCEDURE bench_collect() LANGUAGE plpgsql AS \$\$
+BEGIN
+    SET synchronous_commit = off;
+    WHILE mailroom_collect_signups(1000) > 0 LOOP
+        COMMIT;
+    END LOOP;
+END;
+\$\$;
+-- Every due job leased, 1,000 a call; the leases kept for the acknowledgement (a temporary
+-- table's writes are not in the WAL).
+CREATE PROCEDURE bench_dequeue() LANGUAGE plpgsql AS \$\$
+DECLARE
+    n INT;
+BEGIN
+    SET synchronous_commit = off;
+    LOOP
+        INSERT INTO bench_leased
+        SELECT job_id, attempt FROM mailroom_dequeue('bench', 1000, 's', 600000);
+        GET DIAGNOSTICS n = ROW_COUNT;
+        COMMIT;
+        EXIT WHEN n = 0;
+    END LOOP;
+END;
+\$\$;
+-- The leases acknowledged 1,000 a call, p_retry % of each call's RETRY.
+CREATE PROCEDURE bench_ack(p_retry INT) LANGUAGE plpgsql AS \$\$
+DECLARE
+    b RECORD;
+BEGIN
+    SET synchronous_commit = off;
+    FOR b IN SELECT array_agg(l.id ORDER BY l.id) AS ids,
+                    array_agg(l.attempt ORDER BY l.id) AS att,
+                    array_agg(CASE WHEN l.attempt = 1 AND l.id % 100 < p_retry THEN 'retry'
+                                   ELSE 'sent' END ORDER BY l.id) AS outs
+               FROM (SELECT id, attempt, (row_number() OVER (ORDER BY id) - 1) / 1000 AS k
+                       FROM bench_leased) l
+              GROUP BY l.k ORDER BY l.k LOOP
+        PERFORM count(*) FROM mailroom_ack('bench', 's', b.ids, b.att, b.outs,
+                                          array_fill(''::TEXT, ARRAY[cardinality(b.ids)]),
+                                          array_fill(0, ARRAY[cardinality(b.ids)]),
+                                          array_fill(0::BIGINT, ARRAY[cardinality(b.ids)]),
+                                          array_fill(''::TEXT, ARRAY[cardinality(b.ids)]));
+        PERFORM mailroom_record_sent('bench', (SELECT count(*) FROM unnest(b.outs) o
+                                                WHERE o = 'sent'), '{}', '{}');
+        COMMIT;
+    END LOOP;
+    TRUNCATE bench_leased;
+    COMMIT;
+END;
+\$\$;
+-- Retention with a window of 0: what the collector's pass deletes once the window has passed.
+CREATE PROCEDURE bench_retention() LANGUAGE plpgsql AS \$\$
+DECLARE
+    r RECORD;
+    g INT := (SELECT id FROM consumer_groups WHERE name = 'bench');
+    after BIGINT;
+    later TIMESTAMPTZ := now() + interval '1 day';
+BEGIN
+    SET synchronous_commit = off;
+    after := 0;
+    LOOP
+        SELECT * INTO r FROM mailroom_prune_deliveries(g, after, later, 1000);
+        COMMIT;
+        EXIT WHEN NOT r.more;
+        after := r.last_id;
+    END LOOP;
+    after := 0;
+    LOOP
+        SELECT * INTO r FROM mailroom_prune_lease_batches(after, later, 1000);
+        COMMIT;
+        EXIT WHEN NOT r.more;
+        after := r.last_id;
+    END LOOP;
+    after := 0;
+    LOOP
+        SELECT * INTO r FROM mailroom_prune_tokens(after, extract(epoch FROM later)::BIGINT, 1000);
+        COMMIT;
+        EXIT WHEN NOT r.more;
+        after := r.last_id;
+    END LOOP;
+    PERFORM mailroom_compact_delivery_counts();
+    COMMIT;
+END;
+\$\$;
+EOF
+
+triggers() {
+  "${PSQL[@]}" -c "ALTER TABLE accounts $1 TRIGGER before_account_insert;
+                   ALTER TABLE mailroom_signups $1 TRIGGER after_signup_inserted;"
+}
+STAGES=(app trigger collect dequeue ack retention)
+declare -A CPU WAL
+for ((r = 1; r <= ROUNDS; r++)); do
+  triggers DISABLE
+  out=$(timed "CALL bench_signups($EMAILS)")
+  app_cpu=$(cpu_per_row "$out" "$EMAILS") app_wal=$(wal_per_row "$out" "$EMAILS")
+  CPU[app]+="$app_cpu " WAL[app]+="$app_wal "
+  triggers ENABLE
+  out=$(timed "CALL bench_signups($EMAILS)")
+  CPU[trigger]+="$(echo "$(cpu_per_row "$out" "$EMAILS") - $app_cpu" | bc -l | xargs printf '%.1f') "
+  WAL[trigger]+="$(($(wal_per_row "$out" "$EMAILS") - app_wal)) "
+  out=$(timed "CALL bench_collect()")
+  CPU[collect]+="$(cpu_per_row "$out" "$EMAILS") " WAL[collect]+="$(wal_per_row "$out" "$EMAILS") "
+  dq_cpu=0 dq_wal=0 ack_cpu=0 ack_wal=0
+  # A first pass over every job, then the retried ones (due at once) until none is left.
+  while :; do
+    out=$(timed "CALL bench_dequeue()")
+    n=$("${PSQL[@]}" -tAc "SELECT count(*) FROM bench_leased")
+    ((n > 0)) || break
+    dq_cpu=$(echo "$dq_cpu + $(cpu_per_row "$out" "$EMAILS")" | bc -l)
+    dq_wal=$((dq_wal + $(wal_per_row "$out" "$EMAILS")))
+    out=$(timed "CALL bench_ack($RETRY)")
+    ack_cpu=$(echo "$ack_cpu + $(cpu_per_row "$out" "$EMAILS")" | bc -l)
+    ack_wal=$((ack_wal + $(wal_per_row "$out" "$EMAILS")))
+  done
+  sent=$("${PSQL[@]}" -tAc "SELECT count(*) FROM delivery_states WHERE state = 'sent'")
+  [[ $sent == "$EMAILS" ]] || { echo "round $r: $sent of $EMAILS emails sent" >&2; exit 1; }
+  CPU[dequeue]+="$(printf '%.1f' "$dq_cpu") " WAL[dequeue]+="$dq_wal "
+  CPU[ack]+="$(printf '%.1f' "$ack_cpu") " WAL[ack]+="$ack_wal "
+  # The tokens made old enough for retention (past their expiry and the limits' window), then
+  # a checkpoint, as days later: the deletes then write their pages' first images again.
+  "${PSQL[@]}" -c "UPDATE tokens SET created_at = created_at - 30 * 86400,
+                                     expires_at = expires_at - 30 * 86400" -c "CHECKPOINT"
+  out=$(timed "CALL bench_retention()")
+  left=$("${PSQL[@]}" -tAc "SELECT (SELECT count(*) FROM tokens) + (SELECT count(*) FROM delivery_states)")
+  [[ $left == 0 ]] || { echo "round $r: retention left $left rows" >&2; exit 1; }
+  CPU[retention]+="$(cpu_per_row "$out" "$EMAILS") " WAL[retention]+="$(wal_per_row "$out" "$EMAILS") "
+  "${PSQL[@]}" -c "TRUNCATE accounts CASCADE" -c "VACUUM ANALYZE" -c "CHECKPOINT"
+done
+
+echo
+echo "per delivered email, $EMAILS emails, $RETRY % retried once, one call per transaction" \
+     "(synchronous_commit=off), median of $ROUNDS rounds: the backend's CPU and the WAL written"
+printf '%-10s %10s %10s   %-28s %s\n' stage 'CPU µs' 'WAL bytes' 'CPU runs' 'WAL runs'
+total_cpu=0 total_wal=0
+for s in "${STAGES[@]}"; do
+  c=$(echo "${CPU[$s]}" | median) w=$(echo "${WAL[$s]}" | median)
+  printf '%-10s %10s %10s   %-28s %s\n' "$s" "$c" "$w" "${CPU[$s]}" "${WAL[$s]}"
+  if [[ $s != app ]]; then
+    total_cpu=$(echo "$total_cpu + $c" | bc -l) total_wal=$((total_wal + w))
+  fi
+done
+app_c=$(echo "${CPU[app]}" | median) app_w=$(echo "${WAL[app]}" | median)
+printf '%-10s %10.1f %10s   (%.2fx the application'"'"'s insert in CPU, %.2fx in WAL)\n' mailroom \
+  "$total_cpu" "$total_wal" "$(echo "$total_cpu / $app_c" | bc -l)" "$(echo "$total_wal / $app_w" | bc -l)"
