@@ -39,7 +39,7 @@ MAILROOM_SECRET_KEY, the verifier of clients/ as its package (`mailroom_verify`,
 `mailroom-verify`, the Go module github.com/mailroom-dev/mailroom/clients/go), the block's
 NAMEs bound before its first line (a Go block is the body of `main`, its package imported as
 `mailroomverify`, `os` and `fmt` too), and a placeholder line whose comment is `show "TEXT"`
-(Python's `...`, a Go comment alone) printing TEXT. Besides `{token:…}` and `{code:…}`, a VALUE
+(Python's `...`, a comment alone in JavaScript and Go) printing TEXT. Besides `{token:…}` and `{code:…}`, a VALUE
 may be `{signed:ACTION}` or `{signed:ACTION:CODE}`: a token the test signs with the collector's
 key, for an action whose email the guide has not asked for yet or of the application's own, or
 a quoted string. It runs twice: as bound, it must exit 0 and show nothing; with every token's
@@ -54,9 +54,9 @@ psql stops at the first error (PSQLRC sets ON_ERROR_STOP), so a failing statemen
 block. After the block that runs `collector migrate`, the test starts a collector (as
 `mailroom_owner`, default settings) and a sender (file transport), as section 1 describes.
 
-A ```sql, ```python, ```js or ```go block with no comment, and a block of another language
-with none (but ```sh, which runs as it is), fails the test: every block either runs or says why
-not. Prints "N blocks run, M skipped"; exits 1 when any block failed.
+A block of another language fails the test unless it is marked not run, and so does a ```sql,
+```python, ```js or ```go block with no comment (a ```sh block with none runs as it is): every
+block either runs or says why not. Prints "N blocks run, M skipped"; exits 1 when any block failed.
 """
 
 import base64
