@@ -82,7 +82,8 @@ absl::Status LoadProviderFeedback(const Env& env, ProviderFeedbackOptions* p) {
   MAILROOM_ASSIGN_OR_RETURN(p->mailgun_signing_key,
                             SecretSetting(env, "MAILROOM_FEEDBACK_MAILGUN_SIGNING_KEY"));
   for (auto [name, keys] : {std::pair{"MAILROOM_FEEDBACK_RESEND_SECRET", &p->resend_keys},
-                            std::pair{"MAILROOM_FEEDBACK_HTTP_SECRET", &p->http_keys}}) {
+                            std::pair{"MAILROOM_FEEDBACK_HTTP_SECRET", &p->http_keys},
+                            std::pair{"MAILROOM_FEEDBACK_SANDBOX_SECRET", &p->sandbox_keys}}) {
     std::string secrets;
     MAILROOM_ASSIGN_OR_RETURN(secrets, SecretSetting(env, name));
     if (secrets.empty()) continue;
@@ -127,6 +128,13 @@ absl::Status LoadProviderFeedback(const Env& env, ProviderFeedbackOptions* p) {
           "MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED: \"", absl::CEscape(name),
           "\" is not a feedback provider (ses, postmark, sendgrid, mailgun, resend, http)"));
     }
+    // The sandbox posts an event again under a new id while it matches no delivery yet: with
+    // the opt-in each of those posts would suppress.
+    if (name == "sandbox") {
+      return absl::InvalidArgumentError(
+          "MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED: sandbox cannot be named (its events are posted "
+          "again until they match a delivery)");
+    }
   }
   return absl::OkStatus();
 }
@@ -169,7 +177,7 @@ absl::StatusOr<FeedbackSettings> LoadFeedbackSettings(const Env& env) {
         "MAILROOM_FEEDBACK_TOPIC_ARNS: required when MAILROOM_FEEDBACK_ADDRESS is set and no "
         "provider path is (the SNS topics whose messages the feedback endpoint acts on; or set "
         "MAILROOM_FEEDBACK_POSTMARK_CREDENTIALS, _SENDGRID_PUBLIC_KEY, _MAILGUN_SIGNING_KEY, "
-        "_RESEND_SECRET, _HTTP_SECRET or _HTTP_GROUP_SECRETS)");
+        "_RESEND_SECRET, _HTTP_SECRET, _HTTP_GROUP_SECRETS or _SANDBOX_SECRET)");
   }
   int64_t workers;
   MAILROOM_ASSIGN_OR_RETURN(workers, env.Int(CollectorSetting("MAILROOM_FEEDBACK_WORKERS")));

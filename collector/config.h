@@ -28,9 +28,9 @@ struct FeedbackSettings {
   // MAILROOM_FEEDBACK_WORKERS (workers), MAILROOM_FEEDBACK_REQUEST_TIMEOUT (request_timeout).
   FeedbackServerOptions server;
   // The providers' paths: MAILROOM_FEEDBACK_POSTMARK_CREDENTIALS, _SENDGRID_PUBLIC_KEY,
-  // _MAILGUN_SIGNING_KEY, _RESEND_SECRET, _HTTP_SECRET, _HTTP_GROUP_SECRETS (each also as a
-  // file, *_FILE; secret), MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED (suppress_unmatched, which may
-  // also name ses) and MAILROOM_FEEDBACK_MAX_AGE.
+  // _MAILGUN_SIGNING_KEY, _RESEND_SECRET, _HTTP_SECRET, _HTTP_GROUP_SECRETS, _SANDBOX_SECRET
+  // (each also as a file, *_FILE; secret), MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED
+  // (suppress_unmatched, which may also name ses, never sandbox) and MAILROOM_FEEDBACK_MAX_AGE.
   ProviderFeedbackOptions providers;
   int soft_bounce_limit = 3;                               // MAILROOM_SOFT_BOUNCE_LIMIT
   absl::Duration reputation_window = absl::Hours(24 * 7);  // MAILROOM_REPUTATION_WINDOW

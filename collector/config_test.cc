@@ -275,14 +275,16 @@ TEST_F(LoadConfigTest, ProviderFeedbackPathsTakeTheirSecrets) {
                  {"MAILROOM_FEEDBACK_MAILGUN_SIGNING_KEY_FILE", dir + "/mailgun.key"},
                  {"MAILROOM_FEEDBACK_RESEND_SECRET", whsec},
                  {"MAILROOM_FEEDBACK_HTTP_SECRET", whsec + " " + whsec},
+                 {"MAILROOM_FEEDBACK_SANDBOX_SECRET", whsec},
                  {"MAILROOM_FEEDBACK_MAX_AGE", "600000"}});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_THAT(c->feedback.providers.Enabled(),
-              ElementsAre("postmark", "sendgrid", "mailgun", "resend", "http"));
+              ElementsAre("postmark", "sendgrid", "mailgun", "resend", "http", "sandbox"));
+  EXPECT_EQ(c->feedback.providers.sandbox_keys.size(), 1u);
   EXPECT_EQ(c->feedback.providers.mailgun_signing_key, "key-3ax6xnjp29jd6fds4gc373sgvjxteol0");
   EXPECT_EQ(c->feedback.providers.http_keys.size(), 2u);
   EXPECT_EQ(c->feedback.providers.max_age, absl::Minutes(10));
-  EXPECT_EQ(FeedbackPaths(c->feedback), "postmark,sendgrid,mailgun,resend,http");
+  EXPECT_EQ(FeedbackPaths(c->feedback), "postmark,sendgrid,mailgun,resend,http,sandbox");
   EXPECT_EQ(FeedbackPaths(Load({})->feedback), "none");
 
   const std::vector<std::pair<std::string, std::string>> bad = {
@@ -291,6 +293,7 @@ TEST_F(LoadConfigTest, ProviderFeedbackPathsTakeTheirSecrets) {
       {"MAILROOM_FEEDBACK_SENDGRID_PUBLIC_KEY", "c2VjcmV0LWlzaC12YWx1ZQ=="},
       {"MAILROOM_FEEDBACK_RESEND_SECRET", "secret-ish-value-0123456789"},
       {"MAILROOM_FEEDBACK_HTTP_SECRET", "whsec_c2VjcmV0"},
+      {"MAILROOM_FEEDBACK_SANDBOX_SECRET", "whsec_c2VjcmV0"},
       {"MAILROOM_FEEDBACK_MAILGUN_SIGNING_KEY_FILE", "/nonexistent/key"},
   };
   for (const auto& [name, value] : bad) {
@@ -342,6 +345,11 @@ TEST_F(LoadConfigTest, HttpGroupSecretsAndTheUnmatchedOptIn) {
   ASSERT_FALSE(unknown.ok());
   EXPECT_THAT(std::string(unknown.status().message()),
               HasSubstr("MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED: \"mailchimp\""));
+  // The sandbox posts an unmatched event again: the opt-in would suppress on each post.
+  auto sandbox = Load({{"MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED", "sandbox"}});
+  ASSERT_FALSE(sandbox.ok());
+  EXPECT_THAT(std::string(sandbox.status().message()),
+              HasSubstr("MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED: sandbox cannot be named"));
 }
 
 TEST_F(LoadConfigTest, FeedbackErrorsNameTheVariable) {

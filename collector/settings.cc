@@ -120,6 +120,12 @@ const SettingsTable& CollectorSettings() {
        kSecret},
       {"MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS_FILE", "", "", "",
        "file holding MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS"},
+      {"MAILROOM_FEEDBACK_SANDBOX_SECRET", "", "", "",
+       "secret(s) the sender's sandbox transport signs its events with, whsec_...; turns on "
+       "/feedback/sandbox",
+       kSecret},
+      {"MAILROOM_FEEDBACK_SANDBOX_SECRET_FILE", "", "", "",
+       "file holding MAILROOM_FEEDBACK_SANDBOX_SECRET"},
       {"MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED", "", "", "",
        "providers (ses, postmark, sendgrid, mailgun, resend, http; comma-separated) whose events "
        "for no known delivery still suppress their recipients"},

@@ -253,6 +253,12 @@ absl::Status ReadTransportSettings(const Env& env, const TransportVars& v, Sende
   c->http_authorization = env.String(SenderSetting(var("HTTP_AUTHORIZATION")));
   MAILROOM_ASSIGN_OR_RETURN(c->http_allow_plain, env.Bool(SenderSetting(var("HTTP_ALLOW_PLAIN"))));
   MAILROOM_ASSIGN_OR_RETURN(c->http_ca_file, env.File(var("HTTP_CA_FILE").c_str()));
+  c->sandbox_domain = absl::AsciiStrToLower(env.String(SenderSetting(var("SANDBOX_DOMAIN"))));
+  c->sandbox_dir = env.String(SenderSetting(var("SANDBOX_DIR")));
+  c->sandbox_feedback_url = env.String(SenderSetting(var("SANDBOX_FEEDBACK_URL")));
+  c->sandbox_feedback_secret = env.String(SenderSetting(var("SANDBOX_FEEDBACK_SECRET")));
+  MAILROOM_ASSIGN_OR_RETURN(c->sandbox_event_delay,
+                            env.Millis(SenderSetting(var("SANDBOX_EVENT_DELAY_MS"))));
   return absl::OkStatus();
 }
 
@@ -338,6 +344,34 @@ absl::Status CheckHttpSettings(const SenderConfig& c, const TransportVars& v) {
   return absl::OkStatus();
 }
 
+// Checks a sandbox transport's settings: the simulator's domain, and where its events go.
+absl::Status CheckSandboxSettings(const SenderConfig& c, const TransportVars& v) {
+  // A domain name: letters, digits, dashes and dots (the simulator's addresses are matched on it).
+  bool domain_ok = !c.sandbox_domain.empty() && c.sandbox_domain.size() <= 253 &&
+                   c.sandbox_domain.front() != '.' && c.sandbox_domain.back() != '.';
+  for (char ch : c.sandbox_domain) {
+    if (!(absl::ascii_isalnum(ch) || ch == '-' || ch == '.')) domain_ok = false;
+  }
+  if (!domain_ok) {
+    return Bad(v.Mailroom("SANDBOX_DOMAIN").c_str(),
+               "must be a domain name such as sandbox.mailroom.test");
+  }
+  if (c.sandbox_feedback_url.empty()) return absl::OkStatus();
+  const std::string url_var = v.Mailroom("SANDBOX_FEEDBACK_URL");
+  if (!OneLine(c.sandbox_feedback_url, 2000)) return Bad(url_var.c_str(), "must be one line");
+  // The events name recipients: in clear only to this machine.
+  absl::Status url = CheckUrl(url_var, c.sandbox_feedback_url,
+                              HttpsOrLoopback(absl::StrCat("the events are signed with ",
+                                                           v.Mailroom("SANDBOX_FEEDBACK_SECRET"))));
+  if (!url.ok()) return url;
+  // The secret's form is checked where it is parsed (the transport): only its presence here.
+  if (c.sandbox_feedback_secret.empty()) {
+    return Bad(v.Mailroom("SANDBOX_FEEDBACK_SECRET").c_str(),
+               absl::StrCat("required with ", url_var, " (whsec_...)"));
+  }
+  return absl::OkStatus();
+}
+
 // Reads and checks one transport's settings (the kind and its own variables, named by `v`)
 // into `c`. MAILROOM_CONNECTIONS and MAILROOM_SEND_TIMEOUT_MS are shared and read elsewhere.
 absl::Status LoadTransportSettings(const Env& env, const TransportVars& v, SenderConfig* c) {
@@ -347,13 +381,14 @@ absl::Status LoadTransportSettings(const Env& env, const TransportVars& v, Sende
   if (c->transport == "ses") return CheckSesSettings(*c, v);
   if (c->transport == "http") return CheckHttpSettings(*c, v);
   if (c->transport == "file") return absl::OkStatus();
+  if (c->transport == "sandbox") return CheckSandboxSettings(*c, v);
   for (const ProviderVars& p : kProviders) {
     if (c->transport == p.kind) return LoadProviderSettings(env, v, p, c);
   }
   return Bad(v.Mailroom("TRANSPORT").c_str(),
              absl::StrCat("\"", c->transport,
-                          "\" is not file, smtp, ses, http, postmark, sendgrid, mailgun or "
-                          "resend"));
+                          "\" is not file, smtp, ses, http, postmark, sendgrid, mailgun, "
+                          "resend or sandbox"));
 }
 
 // The collector's connection: its address and TLS, the bearer token, the group and the window.
@@ -570,6 +605,11 @@ TransportConfig TransportConfigOf(const SenderConfig& c) {
   tc.provider_api_url = c.provider_api_url;
   tc.postmark_message_stream = c.postmark_message_stream;
   tc.mailgun_domain = c.mailgun_domain;
+  tc.sandbox_domain = c.sandbox_domain;
+  tc.sandbox_dir = c.sandbox_dir;
+  tc.sandbox_feedback_url = c.sandbox_feedback_url;
+  tc.sandbox_feedback_secret = c.sandbox_feedback_secret;
+  tc.sandbox_event_delay = c.sandbox_event_delay;
   return tc;
 }
 

@@ -34,7 +34,7 @@ struct SenderConfig {
 
   // Transport.
   std::string transport;              // MAILROOM_TRANSPORT: file | smtp | ses | http | postmark |
-                                      // sendgrid | mailgun | resend
+                                      // sendgrid | mailgun | resend | sandbox
   std::string file_dir;               // MAILROOM_FILE_DIR
   std::string smtp_url;               // MAILROOM_SMTP_URL
   std::string smtp_username;          // MAILROOM_SMTP_USERNAME
@@ -68,6 +68,11 @@ struct SenderConfig {
   std::string provider_api_url;
   std::string postmark_message_stream;  // MAILROOM_POSTMARK_MESSAGE_STREAM
   std::string mailgun_domain;           // MAILROOM_MAILGUN_DOMAIN
+  std::string sandbox_domain;           // MAILROOM_SANDBOX_DOMAIN
+  std::string sandbox_dir;              // MAILROOM_SANDBOX_DIR ("" = none)
+  std::string sandbox_feedback_url;     // MAILROOM_SANDBOX_FEEDBACK_URL ("" = no events)
+  std::string sandbox_feedback_secret;  // MAILROOM_SANDBOX_FEEDBACK_SECRET (secret)
+  absl::Duration sandbox_event_delay;   // MAILROOM_SANDBOX_EVENT_DELAY_MS
 
   // Failover: a secondary transport used while the primary's circuit breaker is open. Its
   // settings are the primary's names after MAILROOM_FAILOVER_ (MAILROOM_FAILOVER_SMTP_URL,

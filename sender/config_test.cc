@@ -299,6 +299,57 @@ TEST(SenderConfigTest, HttpWebhook) {
   EXPECT_TRUE(LoadSenderConfig(Vars(allowed)).ok());
 }
 
+// The sandbox: its domain, and its events' URL and secret (required together), the URL https://
+// or http:// to this machine; also as the secondary.
+TEST(SenderConfigTest, Sandbox) {
+  auto plain = LoadSenderConfig(Vars({{"MAILROOM_TRANSPORT", "Sandbox"}}));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  TransportConfig tc = TransportConfigOf(*plain);
+  EXPECT_EQ(tc.kind, "sandbox");
+  EXPECT_EQ(tc.sandbox_domain, "sandbox.mailroom.test");
+  EXPECT_EQ(tc.sandbox_dir, "");
+  EXPECT_EQ(tc.sandbox_feedback_url, "");
+  EXPECT_EQ(tc.sandbox_event_delay, absl::Seconds(1));
+
+  std::map<std::string, std::string> v = {
+      {"MAILROOM_TRANSPORT", "sandbox"},
+      {"MAILROOM_SANDBOX_DOMAIN", "Sim.Example.Test"},
+      {"MAILROOM_SANDBOX_DIR", "/tmp/sandbox-out"},
+      {"MAILROOM_SANDBOX_FEEDBACK_URL", "http://127.0.0.1:9470/feedback/sandbox"},
+      {"MAILROOM_SANDBOX_FEEDBACK_SECRET", "whsec_s3cr3t-value"},
+      {"MAILROOM_SANDBOX_EVENT_DELAY_MS", "250"}};
+  auto c = LoadSenderConfig(Vars(v));
+  ASSERT_TRUE(c.ok()) << c.status();
+  tc = TransportConfigOf(*c);
+  EXPECT_EQ(tc.sandbox_domain, "sim.example.test");
+  EXPECT_EQ(tc.sandbox_dir, "/tmp/sandbox-out");
+  EXPECT_EQ(tc.sandbox_feedback_url, "http://127.0.0.1:9470/feedback/sandbox");
+  EXPECT_EQ(tc.sandbox_feedback_secret, "whsec_s3cr3t-value");
+  EXPECT_EQ(tc.sandbox_event_delay, absl::Milliseconds(250));
+  ExpectRefused(
+      v,
+      {
+          {"bad domain",
+           {{{"MAILROOM_SANDBOX_DOMAIN", "not a domain"}}, "MAILROOM_SANDBOX_DOMAIN"}},
+          {"plain http",
+           {{{"MAILROOM_SANDBOX_FEEDBACK_URL", "http://collector.example.com/feedback/sandbox"}},
+            "MAILROOM_SANDBOX_FEEDBACK_URL"}},
+          {"no secret",
+           {{{"MAILROOM_SANDBOX_FEEDBACK_SECRET", ""}}, "MAILROOM_SANDBOX_FEEDBACK_SECRET"}},
+          {"delay",
+           {{{"MAILROOM_SANDBOX_EVENT_DELAY_MS", "-1"}}, "MAILROOM_SANDBOX_EVENT_DELAY_MS"}},
+      },
+      "s3cr3t");
+
+  auto failover = LoadSenderConfig(Vars({{"MAILROOM_TRANSPORT", "file"},
+                                         {"MAILROOM_FAILOVER_TRANSPORT", "sandbox"},
+                                         {"MAILROOM_FAILOVER_SANDBOX_DOMAIN", "second.test"},
+                                         {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.01"}}));
+  ASSERT_TRUE(failover.ok()) << failover.status();
+  EXPECT_EQ(failover->failover->kind, "sandbox");
+  EXPECT_EQ(failover->failover->sandbox_domain, "second.test");
+}
+
 // A webhook as the secondary: its settings under the prefix, checked as the primary's are.
 TEST(SenderConfigTest, FailoverToAWebhook) {
   std::map<std::string, std::string> v = {{"MAILROOM_TRANSPORT", "smtp"},

@@ -21,7 +21,9 @@
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
 #include "sender/collector_credentials.h"
 #include "sender/message.h"
+#include "sender/outbound_url.h"
 #include "sender/renderer.h"
+#include "sender/retry.h"
 #include "sender/transport/curl_handle.h"
 #include "sender/transport/http_call.h"
 #include "sender/transport/mailgun_transport.h"
@@ -31,6 +33,7 @@
 #include "sender/transport/sendgrid_transport.h"
 #include "sender/transport/ses_transport.h"
 #include "sender/transport/smtp_transport.h"
+#include "sender/transport/transport_factory.h"
 
 namespace mailroom {
 namespace {
@@ -650,6 +653,68 @@ std::vector<DoctorLine> CheckCollector(const SenderConfig& c) {
   }
 }
 
+std::vector<DoctorLine> CheckSandboxTransport(const SenderConfig& c) {
+  std::vector<DoctorLine> out = {
+      Warn("sandbox", absl::StrCat("a provider simulator: no email reaches anyone; recipients at ",
+                                   c.sandbox_domain, " choose the answer and the events"))};
+  if (c.sandbox_feedback_url.empty()) {
+    out.push_back(Ok("sandbox", "no events are posted (MAILROOM_SANDBOX_FEEDBACK_URL is unset)"));
+  } else {
+    auto url = ParseOutboundUrl(c.sandbox_feedback_url);
+    out.push_back(Ok("sandbox", absl::StrCat("events are posted to ",
+                                             url.ok() ? url->host : std::string("the URL"),
+                                             " (not checked: the collector answers them)")));
+  }
+  return out;
+}
+
+std::string SendErrorClass(const absl::Status& st) {
+  if (IsRecipientRejected(st)) return "recipient rejected (permanent; the address is suppressed)";
+  if (IsProviderError(st)) return "provider error (the breaker holds every job)";
+  if (IsMaybeSent(st)) return "maybe sent (retried once)";
+  if (RetryPolicy::Retryable(st)) return "temporary (retried)";
+  return "permanent (the job fails)";
+}
+
+int RunSendTest(const SenderConfig& c, const std::string& address, std::FILE* out, Clock* clock) {
+  CurlGlobalInit();
+  auto line = [&](const DoctorLine& l) {
+    std::fprintf(out, "%s\n", FormatDoctorLine(l).c_str());
+    std::fflush(out);
+  };
+  auto config_error = [&](absl::string_view why) {
+    line(Fail("send-test", std::string(why)));
+    return 2;
+  };
+  auto templates = Templates::Load(c.template_dir);
+  if (!templates.ok()) return config_error(templates.status().message());
+  auto renderer = Renderer::Create(*std::move(templates),
+                                   {c.from, c.product_name, c.link_base_url, c.template_dir},
+                                   clock);
+  if (!renderer.ok()) return config_error(renderer.status().message());
+  v1::Job job = renderer->SampleJob("activation", "", DefaultActionRules("activation"));
+  job.set_email(address);
+  // No job: the sample's token activates nothing, and with id 0 no provider event about this
+  // email can reach a job by its tags.
+  job.set_job_id(0);
+  auto email = renderer->Render(job);
+  if (!email.ok()) {
+    return config_error(absl::StrCat("cannot send to that address: ", email.status().message()));
+  }
+  auto transport = MakeTransport(TransportConfigOf(c));
+  if (!transport.ok()) return config_error(transport.status().message());
+  const std::string name = (*transport)->Name();
+  auto sent = (*transport)->Send(*email);
+  if (!sent.ok()) {
+    line(Fail("send-test", absl::StrCat("refused by ", name, ": ", SendErrorClass(sent.status()),
+                                        ": ", sent.status().message())));
+    return 1;
+  }
+  line(Ok("send-test",
+          absl::StrCat("accepted by ", name, ", provider message id ", sent->provider_id)));
+  return 0;
+}
+
 int RunDoctor(const SenderConfig& c, std::FILE* out) {
   CurlGlobalInit();
   int problems = 0, warnings = 0;
@@ -668,6 +733,7 @@ int RunDoctor(const SenderConfig& c, std::FILE* out) {
   if (c.transport == "file") print(CheckFileTransport(c));
   if (c.transport == "smtp") print(CheckSmtpTransport(c));
   if (c.transport == "ses") print(CheckSesTransport(c));
+  if (c.transport == "sandbox") print(CheckSandboxTransport(c));
   if (c.transport == "postmark" || c.transport == "sendgrid" || c.transport == "mailgun" ||
       c.transport == "resend") {
     print(CheckProviderTransport(c));

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "common/clock.h"
 #include "sender/config.h"
@@ -78,6 +79,25 @@ DoctorLine JudgeProviderCheck(const std::string& kind, const HttpAnswer& answer,
 // The collector: reachable, TLS as configured, and the credential accepted for the consumer
 // group (GetUsage, as the sender's start-up calls it).
 std::vector<DoctorLine> CheckCollector(const SenderConfig& config);
+
+// The sandbox transport: what it does instead of sending (a warning: nobody receives anything)
+// and where its events go (the feedback URL's host, or none).
+std::vector<DoctorLine> CheckSandboxTransport(const SenderConfig& config);
+
+// What kind of failure a transport's `error` is, as the engine tells them apart: "recipient
+// rejected (permanent; the address is suppressed)", "provider error (the breaker holds every
+// job)", "maybe sent (retried once)", "temporary (retried)", "permanent (the job fails)".
+std::string SendErrorClass(const absl::Status& error);
+
+// `sender doctor --send-test ADDRESS`: renders the sample job of the template check (an
+// activation in the default locale) addressed to `address`, sends it through the configured
+// transport as the engine would, and prints what happened on one line: "ok   send-test:
+// accepted by TRANSPORT, provider message id ID" or "FAIL send-test: refused by TRANSPORT:
+// CLASS: ERROR". Returns 0 when accepted, 1 when refused, 2 when the address, the templates or
+// the transport's configuration cannot be used (printed as "FAIL send-test: ..."). No secret is
+// printed. Time from `clock`.
+int RunSendTest(const SenderConfig& config, const std::string& address, std::FILE* out,
+                Clock* clock);
 
 // Runs every check on a loaded configuration, printing each line to `out` as it is known and a
 // closing count. Returns the exit status: 0 without problems (warnings allowed), 1 otherwise.

@@ -226,5 +226,93 @@ TEST(DoctorTest, FileDirectoryMustTakeAFile) {
               HasSubstr("FAIL file: MAILROOM_FILE_DIR: cannot create"));
 }
 
+// `sender doctor --send-test` through the sandbox: accepted with the provider's message id,
+// refused with its class for suppressed@, 2 for an address that cannot be sent to; never the
+// secret. (Against a real SMTP peer: integration_tests/doctor_test.cc.)
+class SendTestTest : public ::testing::Test {
+ protected:
+  struct Result {
+    int code;
+    std::string out;
+  };
+  Result SendTest(const SenderConfig& c, const std::string& address) {
+    std::FILE* f = std::tmpfile();
+    const int code = RunSendTest(c, address, f, &clock_);
+    std::rewind(f);
+    std::string out;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+    std::fclose(f);
+    return {code, out};
+  }
+  static SenderConfig Sandbox() {
+    SenderConfig c = Healthy();
+    c.transport = "sandbox";
+    c.connections = 1;
+    c.sandbox_domain = "sandbox.mailroom.test";
+    // Events to a port nothing listens on: the test ends before the first is due.
+    c.sandbox_feedback_url = "http://127.0.0.1:9/feedback/sandbox";
+    c.sandbox_feedback_secret = kSecret;
+    c.sandbox_event_delay = absl::Seconds(60);
+    return c;
+  }
+  static constexpr char kSecret[] = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+  FakeClock clock_{absl::FromUnixSeconds(1767225600)};
+};
+
+TEST_F(SendTestTest, TheSandboxAcceptsOrRefusesAsAProviderDoes) {
+  Result ok = SendTest(Sandbox(), "delivered@sandbox.mailroom.test");
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_THAT(ok.out, ::testing::StartsWith(
+                          "ok   send-test: accepted by sandbox, provider message id sbx-"));
+
+  Result refused = SendTest(Sandbox(), "suppressed@sandbox.mailroom.test");
+  EXPECT_EQ(refused.code, 1) << refused.out;
+  EXPECT_EQ(refused.out,
+            "FAIL send-test: refused by sandbox: recipient rejected (permanent; the address is "
+            "suppressed): sandbox 406: the recipient is on the sandbox's suppression list "
+            "(suppressed@)\n");
+
+  Result bad = SendTest(Sandbox(), "not an address");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_THAT(bad.out, HasSubstr("FAIL send-test: cannot send to that address: "));
+
+  SenderConfig unparsable = Sandbox();
+  unparsable.sandbox_feedback_secret = "whsec_dG9vLXNob3J0";
+  Result config = SendTest(unparsable, "delivered@sandbox.mailroom.test");
+  EXPECT_EQ(config.code, 2) << config.out;
+  EXPECT_THAT(config.out, HasSubstr("FAIL send-test: MAILROOM_SANDBOX_FEEDBACK_SECRET: "));
+  for (const Result* r : {&ok, &refused, &bad, &config}) {
+    EXPECT_THAT(r->out, Not(HasSubstr("MfKQ9r8G")));
+    EXPECT_THAT(r->out, Not(HasSubstr("dG9vLXNob3J0")));
+  }
+}
+
+TEST_F(SendTestTest, EachFailureHasItsClass) {
+  EXPECT_EQ(SendErrorClass(RecipientRejected("550 5.1.1 no such user")),
+            "recipient rejected (permanent; the address is suppressed)");
+  EXPECT_EQ(SendErrorClass(ProviderError("535 authentication failed")),
+            "provider error (the breaker holds every job)");
+  EXPECT_EQ(SendErrorClass(MaybeSent(absl::UnavailableError("timeout"))),
+            "maybe sent (retried once)");
+  EXPECT_EQ(SendErrorClass(absl::UnavailableError("451 try later")), "temporary (retried)");
+  EXPECT_EQ(SendErrorClass(absl::InvalidArgumentError("554 rejected")),
+            "permanent (the job fails)");
+}
+
+TEST(DoctorTest, TheSandboxWarnsThatNobodyReceivesAnything) {
+  SenderConfig c = Healthy();
+  c.transport = "sandbox";
+  c.sandbox_domain = "sandbox.mailroom.test";
+  auto lines = CheckSandboxTransport(c);
+  EXPECT_EQ(Joined(lines),
+            "warn sandbox: a provider simulator: no email reaches anyone; recipients at "
+            "sandbox.mailroom.test choose the answer and the events\n"
+            "ok   sandbox: no events are posted (MAILROOM_SANDBOX_FEEDBACK_URL is unset)\n");
+  c.sandbox_feedback_url = "http://127.0.0.1:9470/feedback/sandbox";
+  EXPECT_THAT(Joined(CheckSandboxTransport(c)),
+              HasSubstr("ok   sandbox: events are posted to 127.0.0.1 (not checked"));
+}
+
 }  // namespace
 }  // namespace mailroom

@@ -13,8 +13,8 @@ constexpr bool kSecret = true;
 SettingsTable TransportSettings() {
   return {
       {"MAILROOM_TRANSPORT", "file", "", "",
-       "file, smtp, ses, http (a signed webhook to your own URL), postmark, sendgrid, mailgun or "
-       "resend"},
+       "file, smtp, ses, http (a signed webhook to your own URL), postmark, sendgrid, mailgun, "
+       "resend or sandbox (a provider simulator that sends nothing)"},
       {"MAILROOM_FILE_DIR", "./outbox", "", "", "file: directory the .eml files are written to"},
       {"MAILROOM_SMTP_URL", "", "", "",
        "smtp: smtp://host:587 (STARTTLS required) or smtps://host:465"},
@@ -62,6 +62,16 @@ SettingsTable TransportSettings() {
       {"MAILROOM_RESEND_API_KEY", "", "", "", "resend: an API key with sending access (required)",
        kSecret},
       {"MAILROOM_RESEND_API_URL", "", "", "", "resend: API base URL (default: Resend's)"},
+      {"MAILROOM_SANDBOX_DOMAIN", "sandbox.mailroom.test", "", "",
+       "sandbox: the simulator's domain (bounce@, softbounce@, complaint@, ... at it)"},
+      {"MAILROOM_SANDBOX_DIR", "", "", "",
+       "sandbox: also write each accepted message to this directory (unset: none)"},
+      {"MAILROOM_SANDBOX_FEEDBACK_URL", "", "", "",
+       "sandbox: the collector's /feedback/sandbox URL its events are posted to (unset: none)"},
+      {"MAILROOM_SANDBOX_FEEDBACK_SECRET", "", "", "",
+       "sandbox: the collector's MAILROOM_FEEDBACK_SANDBOX_SECRET, whsec_...", kSecret},
+      {"MAILROOM_SANDBOX_EVENT_DELAY_MS", "1000", "0", "600000",
+       "sandbox: wait (ms) after a send before posting its first event"},
   };
 }
 

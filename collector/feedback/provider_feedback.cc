@@ -26,6 +26,7 @@ std::vector<std::string> ProviderFeedbackOptions::Enabled() const {
   if (!mailgun_signing_key.empty()) on.push_back("mailgun");
   if (!resend_keys.empty()) on.push_back("resend");
   if (!http_keys.empty() || !http_group_keys.empty()) on.push_back("http");
+  if (!sandbox_keys.empty()) on.push_back("sandbox");
   return on;
 }
 
@@ -59,6 +60,9 @@ HttpReply ProviderFeedbackHandler::Post(absl::string_view provider, const HttpRe
   }
   if (provider == "http" && (!options_.http_keys.empty() || !options_.http_group_keys.empty())) {
     return StandardWebhook("http", options_.http_keys, options_.http_group_keys, "webhook-", r);
+  }
+  if (provider == "sandbox" && !options_.sandbox_keys.empty()) {
+    return StandardWebhook("sandbox", options_.sandbox_keys, {}, "webhook-", r);
   }
   return Count("unknown", "not_found", {404, "no such feedback path"});
 }
@@ -133,6 +137,8 @@ HttpReply ProviderFeedbackHandler::StandardWebhook(const char* provider,
   if (!event.ok()) {
     return Count(provider, "bad_request", {400, std::string(event.status().message())});
   }
+  // The sandbox's reports are the http path's shape; their provider is the sandbox.
+  event->event.provider = provider;
   return Record(provider, {*std::move(event)}, scope);
 }
 

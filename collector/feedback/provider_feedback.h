@@ -32,6 +32,9 @@ struct ProviderFeedbackOptions {
   // The delivery reports' secrets of single groups (MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS): a
   // report signed with one may name only that group's deliveries.
   std::vector<GroupWebhookKeys> http_group_keys;
+  // The sender's sandbox transport's whsec_ secrets, decoded (MAILROOM_FEEDBACK_SANDBOX_SECRET):
+  // its events have the delivery reports' shape and may name any group's deliveries.
+  std::vector<std::string> sandbox_keys;
   // The providers (of kFeedbackProviders) whose events attached to no delivery still suppress
   // their recipients (MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED); never a group-scoped report.
   std::vector<std::string> suppress_unmatched;
@@ -43,9 +46,10 @@ struct ProviderFeedbackOptions {
   std::vector<std::string> Enabled() const;
 };
 
-// The provider paths, after /feedback/: postmark, sendgrid, mailgun, resend, http.
-inline constexpr const char* kFeedbackProviders[] = {"postmark", "sendgrid", "mailgun", "resend",
-                                                     "http"};
+// The provider paths, after /feedback/: postmark, sendgrid, mailgun, resend, http, sandbox (the
+// sender's provider simulator, whose events are the delivery reports' shape).
+inline constexpr const char* kFeedbackProviders[] = {"postmark", "sendgrid", "mailgun",
+                                                     "resend",   "http",     "sandbox"};
 
 // What the endpoint does with a POST to /feedback/<provider>, without HTTP:
 //  * 404 for a provider that is not one of kFeedbackProviders or whose secret is not set;
@@ -76,8 +80,8 @@ class ProviderFeedbackHandler {
   HttpReply Postmark(const HttpRequest& r);
   HttpReply Sendgrid(const HttpRequest& r);
   HttpReply Mailgun(const HttpRequest& r);
-  // Resend's path (`groups` empty) and mailroom's http path: verified under `keys` (every
-  // group) or under one of `groups`' keys (that group only).
+  // Resend's path (`groups` empty), mailroom's http path and the sandbox's: verified under
+  // `keys` (every group) or under one of `groups`' keys (that group only).
   HttpReply StandardWebhook(const char* provider, const std::vector<std::string>& keys,
                             const std::vector<GroupWebhookKeys>& groups, const char* header_prefix,
                             const HttpRequest& r);

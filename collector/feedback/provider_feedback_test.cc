@@ -26,6 +26,7 @@ using Headers = std::vector<std::string>;
 constexpr char kPostmarkCredentials[] = "postmark:9b3e1c0f7a6d4e25";
 const std::string kResendSecret = absl::StrCat("whsec_", absl::Base64Escape(std::string(32, 'r')));
 const std::string kHttpSecret = absl::StrCat("whsec_", absl::Base64Escape(std::string(32, 'h')));
+const std::string kSandboxSecret = absl::StrCat("whsec_", absl::Base64Escape(std::string(32, 's')));
 constexpr char kMailgunKey[] = "key-3ax6xnjp29jd6fds4gc373sgvjxteol0";
 
 // The sample's message ids as each provider's API answered them, recorded by the sender.
@@ -50,6 +51,7 @@ class ProviderFeedbackTest : public testing::MigratedDatabaseTest {
     o.mailgun_signing_key = kMailgunKey;
     o.resend_keys = *ParseWebhookSecrets(kResendSecret);
     o.http_keys = *ParseWebhookSecrets(kHttpSecret);
+    o.sandbox_keys = *ParseWebhookSecrets(kSandboxSecret);
     providers_ = std::make_unique<ProviderFeedbackHandler>(o, feedback_.get(), 3, &metrics_,
                                                            [this] { return Now(); });
     routes_ = std::make_unique<FeedbackRoutes>(nullptr, providers_.get());
@@ -469,6 +471,60 @@ TEST_F(ProviderFeedbackTest, AReportSignedWithAGroupsSecretChangesNothingOfAnoth
   EXPECT_EQ(post(stranger, "evt_x4", by_id).status, 403);
 }
 
+// The sender's sandbox transport reports in the delivery reports' shape on a path of its own,
+// signed with its own secret: its events are the sandbox's (suppression source, counters), an
+// event mailroom does not record (a delay) is ignored, and an unmatched event's id is spent (the
+// sandbox posts it again under a new id).
+TEST_F(ProviderFeedbackTest, TheSandboxsEventsAreRecordedAsTheSandboxs) {
+  SendTo({{"bounce@sandbox.mailroom.test", "sbx-00000000000000000000000000000001"},
+          {"complaint@sandbox.mailroom.test", "sbx-00000000000000000000000000000002"}});
+  auto report = [](const std::string& type, const std::string& id, const std::string& to) {
+    nlohmann::json j = {{"type", type},
+                        {"message_id", id},
+                        {"job_id", "0"},
+                        {"group", "mailroom"},
+                        {"recipients", {to}}};
+    if (type == "email.bounced") j["bounce_type"] = "permanent";
+    if (type == "email.bounced") j["reason"] = "sandbox: 550 5.1.1 mailbox does not exist";
+    return j.dump();
+  };
+  // Posts `body` signed with the sandbox's secret under webhook-id `id`; the answer's body.
+  auto post = [&](const std::string& body, const std::string& id) {
+    return Post("/feedback/sandbox", body, Standard("webhook-", kSandboxSecret, id, body, Now()))
+        .body;
+  };
+  const std::string bounce = report("email.bounced", "sbx-00000000000000000000000000000001",
+                                    "bounce@sandbox.mailroom.test");
+  // Signed with another path's secret: refused.
+  EXPECT_EQ(Post("/feedback/sandbox", bounce,
+                 Standard("webhook-", kHttpSecret, "e1", bounce, Now()))
+                .status,
+            403);
+  EXPECT_EQ(post(bounce, "sbx_1_bounce"), "recorded");
+  EXPECT_EQ(Suppressed("bounce@sandbox.mailroom.test", "hard_bounce",
+                       "sandbox bounce: Permanent sandbox: 550 5.1.1 mailbox does not exist"),
+            1);
+  EXPECT_EQ(Bounced("sbx-00000000000000000000000000000001", "sandbox"), 101);
+
+  const std::string complaint = report("email.complained", "sbx-00000000000000000000000000000002",
+                                       "complaint@sandbox.mailroom.test");
+  EXPECT_EQ(post(complaint, "sbx_2_complaint"), "recorded");
+  EXPECT_EQ(Int("SELECT coalesce(sum(complained), 0) FROM reputation_hourly"
+                " WHERE provider = 'sandbox'"),
+            1);
+  EXPECT_EQ(post(report("email.delivery_delayed", "sbx-00000000000000000000000000000002",
+                        "complaint@sandbox.mailroom.test"),
+                 "sbx_2_delayed"),
+            "ignored");
+
+  // Before the acknowledgement: unmatched, and its id is spent; a new id is a new event.
+  const std::string early = report("email.delivered", "sbx-not-acknowledged-yet",
+                                   "delivered@sandbox.mailroom.test");
+  EXPECT_EQ(post(early, "sbx_3_delivered"), "unmatched");
+  EXPECT_EQ(post(early, "sbx_3_delivered"), "duplicate");
+  EXPECT_EQ(post(early, "sbx_3_delivered.2"), "unmatched");
+}
+
 TEST_F(ProviderFeedbackTest, ThePathsOfProvidersNotConfiguredAnswer404) {
   ProviderFeedbackOptions only_http;
   only_http.http_keys = *ParseWebhookSecrets(kHttpSecret);
@@ -478,6 +534,7 @@ TEST_F(ProviderFeedbackTest, ThePathsOfProvidersNotConfiguredAnswer404) {
   r.body = testing::kPostmarkBounce;
   r.headers = {{"Authorization", "Basic x"}};
   EXPECT_EQ(handler.Post("postmark", r).status, 404);
+  EXPECT_EQ(handler.Post("sandbox", r).status, 404);
   EXPECT_EQ(handler.Post("sns", r).status, 404);
   // Without an SNS handler, the SNS paths answer 404 too.
   EXPECT_EQ(Post("/sns", "{}", {}).status, 404);

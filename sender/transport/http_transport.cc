@@ -52,7 +52,9 @@ HttpTransport::HttpTransport(const TransportConfig& config, std::vector<std::str
     : config_(config), keys_(std::move(keys)), handles_(config.connections),
       loop_(config.connections) {}
 
-absl::StatusOr<std::vector<std::string>> HttpTransport::ParseSecrets(absl::string_view secrets) {
+absl::StatusOr<std::vector<std::string>> HttpTransport::ParseSecrets(absl::string_view secrets,
+                                                                     absl::string_view variable,
+                                                                     absl::string_view kind) {
   std::vector<std::string> keys;
   int n = 0;
   for (absl::string_view s : absl::StrSplit(secrets, ' ', absl::SkipWhitespace())) {
@@ -61,18 +63,17 @@ absl::StatusOr<std::vector<std::string>> HttpTransport::ParseSecrets(absl::strin
     std::string key;
     if (!absl::ConsumePrefix(&s, kSecretPrefix)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("MAILROOM_HTTP_SECRET: secret ", n, " must start with whsec_"));
+          absl::StrCat(variable, ": secret ", n, " must start with whsec_"));
     }
     if (!absl::Base64Unescape(s, &key) || key.size() < 24 || key.size() > 64) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("MAILROOM_HTTP_SECRET: secret ", n,
-                       " must be whsec_ and the base64 of 24 to 64 random bytes"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          variable, ": secret ", n, " must be whsec_ and the base64 of 24 to 64 random bytes"));
     }
     keys.push_back(std::move(key));
   }
   if (keys.empty()) {
-    return absl::InvalidArgumentError(
-        "MAILROOM_HTTP_SECRET: required when MAILROOM_TRANSPORT=http (whsec_ and base64)");
+    return absl::InvalidArgumentError(absl::StrCat(variable, ": required when MAILROOM_TRANSPORT=",
+                                                   kind, " (whsec_ and base64)"));
   }
   return keys;
 }

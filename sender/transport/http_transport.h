@@ -39,8 +39,11 @@ class HttpTransport : public Transport {
   std::string Name() const override { return "http"; }
 
   // The signing keys of "whsec_<base64> [whsec_<base64> ...]": each 24 to 64 bytes once
-  // decoded (Standard Webhooks). The error says which secret is wrong, never its value.
-  static absl::StatusOr<std::vector<std::string>> ParseSecrets(absl::string_view secrets);
+  // decoded (Standard Webhooks). The error names `variable` and says which secret is wrong,
+  // never its value; an empty list is "required when MAILROOM_TRANSPORT=`kind`".
+  static absl::StatusOr<std::vector<std::string>> ParseSecrets(
+      absl::string_view secrets, absl::string_view variable = "MAILROOM_HTTP_SECRET",
+      absl::string_view kind = "http");
   // "msg_<group>_<job id>": unique per email, the same on every try of it.
   static std::string WebhookId(absl::string_view group, uint64_t job_id);
   // The request's JSON body for `email` sent by `group` (docs/configuration.md has the schema).

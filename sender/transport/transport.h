@@ -85,8 +85,9 @@ class Transport {
 
 // Configuration of every transport; `kind` picks one.
 struct TransportConfig {
-  std::string kind = "file";  // file | smtp | ses | http | postmark | sendgrid | mailgun | resend
-  int connections = 4;        // parallel sends (and SMTP connections / HTTP handles)
+  // file | smtp | ses | http | postmark | sendgrid | mailgun | resend | sandbox
+  std::string kind = "file";
+  int connections = 4;  // parallel sends (and SMTP connections / HTTP handles)
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration timeout = absl::Seconds(30);
 
@@ -131,6 +132,13 @@ struct TransportConfig {
   std::string provider_api_url;  // the API's base URL, "" for the provider's own
   std::string postmark_message_stream = "outbound";
   std::string mailgun_domain;  // the Mailgun sending domain
+
+  // sandbox (a provider simulator that sends nothing; see SandboxTransport)
+  std::string sandbox_domain = "sandbox.mailroom.test";  // the simulator's recipients' domain
+  std::string sandbox_dir;              // also write each accepted message here, "" for none
+  std::string sandbox_feedback_url;     // the collector's /feedback/sandbox, "" for no events
+  std::string sandbox_feedback_secret;  // its whsec_ secret(s) (secret)
+  absl::Duration sandbox_event_delay = absl::Seconds(1);  // before an email's first event
 };
 
 // The payload type URL that marks a permanent rejection of the recipient's address.

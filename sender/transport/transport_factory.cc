@@ -3,11 +3,13 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "sender/transport/file_transport.h"
 #include "sender/transport/http_transport.h"
 #include "sender/transport/mailgun_transport.h"
 #include "sender/transport/postmark_transport.h"
 #include "sender/transport/resend_transport.h"
+#include "sender/transport/sandbox_transport.h"
 #include "sender/transport/sendgrid_transport.h"
 #include "sender/transport/ses_transport.h"
 #include "sender/transport/smtp_transport.h"
@@ -35,6 +37,11 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const TransportConfig& 
   if (config.kind == "sendgrid") return std::unique_ptr<Transport>(new SendgridTransport(config));
   if (config.kind == "mailgun") return std::unique_ptr<Transport>(new MailgunTransport(config));
   if (config.kind == "resend") return std::unique_ptr<Transport>(new ResendTransport(config));
+  if (config.kind == "sandbox") {
+    auto sandbox = SandboxTransport::Create(config, RealClock::Get());
+    if (!sandbox.ok()) return sandbox.status();
+    return std::unique_ptr<Transport>(*std::move(sandbox));
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("MAILROOM_TRANSPORT: unknown \"", config.kind, "\""));
 }

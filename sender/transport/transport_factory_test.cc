@@ -46,6 +46,16 @@ TEST(TransportFactoryTest, KindPicksTheTransport) {
   EXPECT_EQ((*http)->Concurrency(), 3);
   c.http_secret = "whsec_dG9vLXNob3J0";  // "too-short": not 24 bytes
   EXPECT_TRUE(absl::StartsWith(MakeTransport(c).status().message(), "MAILROOM_HTTP_SECRET: "));
+
+  c.kind = "sandbox";
+  auto sandbox = MakeTransport(c);
+  ASSERT_TRUE(sandbox.ok()) << sandbox.status();
+  EXPECT_EQ((*sandbox)->Name(), "sandbox");
+  EXPECT_EQ((*sandbox)->Concurrency(), 3);
+  c.sandbox_feedback_url = "http://127.0.0.1:9/feedback/sandbox";
+  c.sandbox_feedback_secret = "whsec_dG9vLXNob3J0";
+  EXPECT_TRUE(
+      absl::StartsWith(MakeTransport(c).status().message(), "MAILROOM_SANDBOX_FEEDBACK_SECRET: "));
 }
 
 TEST(TransportFactoryTest, ErrorsNameTheVariable) {
