@@ -163,11 +163,14 @@ class DoctorTest : public testing::StackTest {
   }
 
   // Runs `sender doctor` with the base environment and `extra` over it.
-  Outcome Doctor(const std::map<std::string, std::string>& extra) {
+  // With `args` after `doctor` (--send-test ADDRESS).
+  Outcome Doctor(const std::map<std::string, std::string>& extra,
+                 const std::vector<std::string>& args = {}) {
     std::map<std::string, std::string> env = base_;
     for (const auto& [k, v] : extra) env[k] = v;
-    auto p = Process::Spawn({testing::Runfile("mailroom/sender/sender"), "doctor"}, env,
-                            absl::StrCat(dir_, "/doctor-", ++runs_, ".log"));
+    std::vector<std::string> argv = {testing::Runfile("mailroom/sender/sender"), "doctor"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto p = Process::Spawn(argv, env, absl::StrCat(dir_, "/doctor-", ++runs_, ".log"));
     EXPECT_TRUE(p.ok());
     if (!p.ok()) return {};
     auto code = (*p)->Wait(absl::Seconds(60));
@@ -262,6 +265,38 @@ TEST_F(DoctorTest, HealthyConfigurationsExitZero) {
                              "0 of 50000 sent in the last 24 hours, at most 14 emails/s");
   EXPECT_THAT(testing::Slurp(absl::StrCat(dir_, "/doctor-", runs_, ".log")),
               HasSubstr("ok   ses: sending identity acme.net is verified"));
+}
+
+// --send-test sends one real email through the configured transport: the SMTP peer receives it
+// (accepted, exit 0), refuses its recipient (exit 1 with the class), or the address is unusable
+// (exit 2). No secret is printed (Doctor checks).
+TEST_F(DoctorTest, SendTestSendsOneEmailThroughTheTransport) {
+  const int smtp = StartSmtp("ok", {"--auth", absl::StrCat("mailer:", kSmtpPassword),
+                                    "--reject-rcpt", "nobody@acme.net"});
+  Outcome sent = Doctor(Smtp(smtp), {"--send-test", "ada@acme.net"});
+  EXPECT_EQ(sent.code, 0) << sent.out;
+  EXPECT_THAT(sent.out, HasSubstr("ok   send-test: accepted by smtp, provider message id "));
+  const auto received = testing::Files(absl::StrCat(dir_, "/smtp-", smtp), ".eml");
+  ASSERT_EQ(received.size(), 1u) << sent.out;
+  EXPECT_THAT(testing::Slurp(received[0]), HasSubstr("ada@acme.net>"));
+
+  Outcome refused = Doctor(Smtp(smtp), {"--send-test=nobody@acme.net"});
+  EXPECT_EQ(refused.code, 1) << refused.out;
+  EXPECT_THAT(refused.out, HasSubstr("FAIL send-test: refused by smtp: "));
+  EXPECT_EQ(testing::Files(absl::StrCat(dir_, "/smtp-", smtp), ".eml").size(), 1u);
+
+  Outcome bad = Doctor(Smtp(smtp), {"--send-test", "not-an-address"});
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_THAT(bad.out, HasSubstr("FAIL send-test: cannot send to that address: "));
+
+  // The sandbox refuses suppressed@ as a provider refuses an address on its suppression list.
+  Outcome sandbox = Doctor({{"MAILROOM_TRANSPORT", "sandbox"}},
+                           {"--send-test", "suppressed@sandbox.mailroom.test"});
+  EXPECT_EQ(sandbox.code, 1) << sandbox.out;
+  EXPECT_THAT(sandbox.out, HasSubstr("FAIL send-test: refused by sandbox: recipient rejected "
+                                     "(permanent; the address is suppressed): sandbox 406: "));
+  Outcome usage = Doctor({}, {"--send-test"});
+  EXPECT_EQ(usage.code, 2) << usage.out;
 }
 
 TEST_F(DoctorTest, EachMisconfigurationIsOneProblemLine) {

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/random/random.h"
@@ -56,6 +57,9 @@ ABSL_FLAG(absl::Duration, expiry, absl::ZeroDuration(),
           "sender render: the token's lifetime, e.g. 15m or 2h (default: the built-in "
           "action's, 24h for another)");
 ABSL_FLAG(bool, version, false, "print the version and the build, then exit");
+ABSL_FLAG(std::string, send_test, "",
+          "sender doctor: send one sample email to this address through the configured "
+          "transport and say what happened (written --send-test)");
 
 namespace mailroom {
 namespace {
@@ -78,6 +82,7 @@ constexpr char kUsage[] = "usage: sender            (configured by MAILROOM_* va
                           "       sender render --action=NAME [--locale=TAG] [--code-length=N]"
                           " [--expiry=DURATION]\n"
                           "       sender doctor     (checks the configuration, sends nothing)\n"
+                          "       sender doctor --send-test ADDRESS  (sends one sample email)\n"
                           "       sender --version\n";
 
 // `sender render --action=NAME [--locale=TAG] [--code-length=N] [--expiry=DURATION]`: prints
@@ -118,9 +123,13 @@ int RunRender() {
 
 // `sender doctor`: checks the configuration as the sender would use it (templates, transport,
 // collector) and prints one line per check; exit 1 on any problem, 2 when it does not load.
+// With --send-test ADDRESS it sends one sample email instead: exit 0 accepted, 1 refused, 2 a
+// configuration or an address that cannot be used.
 int RunDoctorCommand() {
   auto loaded = LoadSenderConfig(Env());
   if (!loaded.ok()) return ConfigError(loaded.status());
+  const std::string address = absl::GetFlag(FLAGS_send_test);
+  if (!address.empty()) return RunSendTest(*loaded, address, stdout, RealClock::Get());
   return RunDoctor(*loaded, stdout);
 }
 
@@ -436,7 +445,18 @@ int Run() {
 // The subcommand and its flags: render takes --action, --locale, --code-length and --expiry, the
 // others none; --version goes with none.
 int Main(int argc, char** argv) {
-  auto cl = ParseFlags(argc, argv);
+  // --send-test is abseil's flag send_test: a flag's name is written with dashes or underscores.
+  std::vector<std::string> words(argv, argv + argc);
+  std::vector<char*> spelled;
+  for (std::string& w : words) {
+    if (absl::StartsWith(w, "--")) {
+      for (size_t i = 2; i < w.size() && w[i] != '='; ++i) {
+        if (w[i] == '-') w[i] = '_';
+      }
+    }
+    spelled.push_back(w.data());
+  }
+  auto cl = ParseFlags(argc, spelled.data());
   if (!cl.ok()) return UsageError("sender", cl.status().message(), kUsage);
   const std::string command = cl->args.empty() ? "" : cl->args[0];
   if (cl->help) {
@@ -452,10 +472,16 @@ int Main(int argc, char** argv) {
   if (cl->args.size() > 1) {
     return UsageError("sender", absl::StrCat("unexpected argument ", cl->args[1]), kUsage);
   }
-  if (command != "render" && !cl->given.empty()) {
-    return UsageError("sender",
-                      absl::StrCat("--", *cl->given.begin(), " is a flag of sender render"),
-                      kUsage);
+  for (const std::string& flag : cl->given) {
+    const bool doctors = flag == "send_test";
+    if (command != (doctors ? "doctor" : "render")) {
+      return UsageError(
+          "sender",
+          absl::StrCat("--", flag, " is a flag of sender ", doctors ? "doctor" : "render"), kUsage);
+    }
+  }
+  if (cl->given.count("send_test") > 0 && absl::GetFlag(FLAGS_send_test).empty()) {
+    return UsageError("sender doctor", "--send-test needs an address", kUsage);
   }
   if (command == "render") return RunRender();
   if (command == "doctor") return RunDoctorCommand();
