@@ -39,9 +39,9 @@ struct SandboxPosterOptions {
 // `delay` after Post, signed as Standard Webhooks specify (webhook-id, webhook-timestamp,
 // webhook-signature; the http transport's signature). What the collector answers decides:
 //  * 200 "recorded", "duplicate" or "ignored": done;
-//  * 200 "unmatched": the collector knows no delivery for it yet (the acknowledgement has not
-//    arrived) and has consumed the event's id: posted again later under a new id (`id`.N for
-//    the N-th post), so it cannot be answered "duplicate";
+//  * 200 "unmatched": the collector matched no delivery (usually: the acknowledgement has not
+//    arrived yet) and has consumed the event's id: posted again later under a new id (`id`.N
+//    for the N-th post), so it cannot be answered "duplicate";
 //  * 408, 429, 5xx (503: the database is unreachable) or no answer: posted again later under
 //    the same id (an event that was recorded and whose answer was lost is then a duplicate);
 //  * any other status (401/403: the secrets differ; 404: the path is off): dropped, logged.
