@@ -184,16 +184,19 @@ class Collector {
              {"open_files", absl::StrCat(open_files)}});
   }
 
-  // Runs the dispatcher and the retention passes until SIGTERM or SIGINT, then shuts down.
+  // Runs the dispatcher, the retention passes and the events' publisher until SIGTERM or
+  // SIGINT, then shuts down.
   void RunUntilSignalled(TerminationSignals& signals) {
     Retention retention(c_.retention, metrics_, budgets_.get());
     std::thread loop([&] { dispatcher_.Run(); });
     std::thread pruner([&] { retention.Run(); });
+    std::thread publisher([&] { retention.RunPublisher(); });
     LogInfo("shutting down", {{"signal", signals.Wait()}});
     retention.Stop();
     dispatcher_.Stop();
     loop.join();
     pruner.join();
+    publisher.join();
     // Subscribers keep their leases: they finish what they hold and acknowledge it on another
     // collector (or on this one after a restart); unacknowledged jobs come back after the
     // lease.

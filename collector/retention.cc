@@ -123,6 +123,15 @@ class Pass {
     });
   }
 
+  // The application's feed, whatever MAILROOM_RETENTION: its own retention is in
+  // mailroom_settings.event_retention_days.
+  void PruneEmailEvents() {
+    report_.email_events += PruneAll("email_events", [&](int64_t) {
+      return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_email_events(", options_.batch,
+                          ")");
+    });
+  }
+
   // Migration 0019's tables, after the refund, so that grants it has just refunded are not
   // kept for another pass.
   void PruneBudgetTables() {
@@ -230,6 +239,7 @@ absl::Status Retention::RunPass(PruneReport& report, std::map<std::string, int64
     pass.CompactCounters();
     pass.PruneAddressRequests();
     pass.GrowCodeCounters();
+    pass.PruneEmailEvents();
     // In the turn too, so one collector refunds at a time (the SQL would be safe without it:
     // it locks the grants it credits).
     absl::Status refunded = RefundDeadHolders(report);
@@ -288,7 +298,7 @@ void Retention::Run() {
                report->lease_batches_expired > 0 || report->jobs_expired > 0 ||
                report->budget_grants > 0 || report->budget_grants_folded > 0 ||
                report->budget_subscriptions > 0 || report->soft_bounces > 0 ||
-               report->address_requests > 0) {
+               report->address_requests > 0 || report->email_events > 0) {
       LogInfo("pruned", {{"deliveries", absl::StrCat(report->deliveries)},
                          {"tokens", absl::StrCat(report->tokens)},
                          {"lease_batches", absl::StrCat(report->lease_batches)},
@@ -299,7 +309,47 @@ void Retention::Run() {
                          {"budget_subscriptions", absl::StrCat(report->budget_subscriptions)},
                          {"soft_bounces", absl::StrCat(report->soft_bounces)},
                          {"address_requests", absl::StrCat(report->address_requests)},
+                         {"email_events", absl::StrCat(report->email_events)},
                          {"transactions", absl::StrCat(report->transactions)}});
+    }
+  }
+}
+
+int64_t Retention::PublishOn(pqxx::connection& conn) {
+  int64_t total = 0;
+  for (;;) {
+    pqxx::nontransaction tx(conn);
+    pqxx::row r = tx.exec1(absl::StrCat("SELECT * FROM mailroom.mailroom_publish_events(",
+                                        options_.publish_batch, ")"));
+    total += r[0].as<int64_t>();
+    if (!r[2].as<bool>()) return total;
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return total;
+  }
+}
+
+absl::StatusOr<int64_t> Retention::PublishEvents() {
+  try {
+    pqxx::connection conn(options_.database_url);
+    return PublishOn(conn);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("publishing events: ", e.what()));
+  }
+}
+
+void Retention::RunPublisher() {
+  std::unique_ptr<pqxx::connection> conn;
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopped_), options_.publish_interval)) return;
+    }
+    try {
+      if (conn == nullptr) conn = std::make_unique<pqxx::connection>(options_.database_url);
+      PublishOn(*conn);
+    } catch (const std::exception& e) {
+      conn.reset();
+      LogWarn("publishing events failed", {{"error", e.what()}});
     }
   }
 }

@@ -2,7 +2,10 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+
+#include <pqxx/pqxx>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -25,6 +28,10 @@ struct RetentionOptions {
   absl::Duration interval = absl::Minutes(1);
   // Rows examined per transaction.
   int batch = 1000;
+  // Time between two publishes of the application's staged events (RunPublisher), and the
+  // events one publish moves at most.
+  absl::Duration publish_interval = absl::Seconds(1);
+  int publish_batch = 10000;
 };
 
 // What one pass did.
@@ -41,6 +48,7 @@ struct PruneReport {
   int64_t budget_subscriptions = 0;   // subscription rows of holders without grants deleted
   int64_t soft_bounces = 0;           // soft bounces older than the 7 days that count deleted
   int64_t address_requests = 0;       // abuse-limit counters of addresses idle for a window (0026)
+  int64_t email_events = 0;           // events of the application's feed older than its retention
   int64_t code_counters_added = 0;    // wrong-code counters created (mailroom_grow_code_counters)
   int64_t counter_rows = 0;           // delivery_counts rows left after compaction
   int64_t reputation_rows =
@@ -78,6 +86,14 @@ struct PruneReport {
 // for weeks keeps a few rows. None of it with a zero retention. Pruning never makes a refund
 // larger, folding changes none (see 0019's header).
 //
+// Whatever the retention, each pass also deletes the events of the application's feed older
+// than mailroom_settings.event_retention_days (mailroom_prune_email_events).
+//
+// The publisher (RunPublisher, PublishEvents) moves the application's staged events into its
+// feed (mailroom_publish_events, which NOTIFYs mailroom_email_events), every
+// `publish_interval`, on a connection of its own; several collectors may publish at once (the
+// function lets one publish at a time and the others publish nothing).
+//
 // Exports mailroom_collector_pruned_total{table="deliveries"|"tokens"|"lease_batches"|
 // "budget_grants"|
 // "budget_subscriptions"|"soft_bounces"}. Thread-safe: RunOnce may be called while Run()
@@ -97,6 +113,13 @@ class Retention {
   void Run();
   void Stop();
 
+  // Publishes the staged events, batch after batch, until none is left; returns how many.
+  // kUnavailable: database unreachable or a statement failed (what was published stays).
+  absl::StatusOr<int64_t> PublishEvents();
+  // Publishes every `publish_interval` until Stop(), on one connection (opened again after an
+  // error); logs each error.
+  void RunPublisher();
+
  private:
   // One pass on connections of its own, if this collector gets the turn (else report.ran
   // stays false). Each step adds to `report` and moves `cursors`; an error ends the pass.
@@ -105,6 +128,8 @@ class Retention {
   absl::Status RefundDeadHolders(PruneReport& report);
   // Adds a pass's deletions to mailroom_collector_pruned_total.
   void CountPruned(const PruneReport& report);
+  // PublishEvents on `conn`; throws libpqxx's exceptions.
+  int64_t PublishOn(pqxx::connection& conn);
 
   const RetentionOptions options_;
   Metrics* const metrics_;

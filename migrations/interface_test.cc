@@ -1,9 +1,13 @@
 // The application's interface (mailroom.request, mailroom.consume, mailroom.account_emails)
 // against a throwaway PostgreSQL, called as an application's role that has exactly the rights
 // mailroom.grant_application gives.
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <pqxx/pqxx>
+#include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -131,7 +135,8 @@ TEST_F(InterfaceTest, TheApplicationsRoleHasOnlyTheInterfacesRights) {
   std::vector<std::string> names;
   for (const auto& row : fns) names.push_back(row[0].as<std::string>());
   // mailroom_random_code: the tokens' default, which runs as the inserting role.
-  EXPECT_EQ(absl::StrJoin(names, ","), "consume,consume_code,mailroom_random_code,request");
+  EXPECT_EQ(absl::StrJoin(names, ","),
+            "consume,consume_code,email_events,mailroom_random_code,request");
   // Column UPDATE on accounts for the lifecycle, nothing on tokens.
   EXPECT_TRUE(tx.exec1("SELECT has_column_privilege('app', 'mailroom.accounts', 'status',"
                        " 'UPDATE')")[0]
@@ -1091,6 +1096,391 @@ TEST_F(InterfaceTest, ACounterBeingCheckedIsNeverGivenToANewToken) {
   s1.commit();
   const auto [link, recovery_code] = Link(r);
   EXPECT_EQ(Consume(link, recovery_code).outcome, "ok");
+}
+
+// --- The application's event feed (mailroom.email_events, mailroom_email_events) -------------
+
+// One event of the feed as the application reads it.
+struct Event {
+  int64_t event_id = 0, token_id = 0, account = 0;
+  std::string action, event, detail;
+};
+
+// The feed from `after`, at most `limit` events, as the application's role reads it.
+std::vector<Event> ReadEvents(pqxx::connection& c, int64_t after, int limit) {
+  pqxx::nontransaction tx(c);
+  std::vector<Event> events;
+  for (const auto& r : tx.exec(absl::StrCat(
+           "SELECT event_id, token_id, account, action, event, coalesce(detail, 'NULL')"
+           " FROM mailroom.email_events(",
+           after, ", ", limit, ")"))) {
+    events.push_back({r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<int64_t>(),
+                      r[3].as<std::string>(), r[4].as<std::string>(), r[5].as<std::string>()});
+  }
+  return events;
+}
+
+// The collector's publisher: every staged event into the feed.
+int64_t PublishAll(pqxx::connection& c) {
+  int64_t n = 0;
+  for (;;) {
+    pqxx::nontransaction tx(c);
+    pqxx::row r = tx.exec1("SELECT * FROM mailroom.mailroom_publish_events(1000)");
+    n += r[0].as<int64_t>();
+    if (!r[2].as<bool>()) return n;
+  }
+}
+
+// Every kind of event once for its email, with its account, action and detail: a plain SENT
+// (no row of its own), a SENT with the provider's message id, FAILED and EXPIRED outcomes, a
+// token skipped because its address is suppressed and one that expired unsent, and the
+// feedback of matched deliveries, each kind counted once per delivery (delivered reported twice,
+// the second time through the job's tags, which gives a batch job a row without staging its
+// SENT again).
+TEST_F(InterfaceTest, EachEventOfAnEmailReachesTheFeedOnceWithItsFields) {
+  std::vector<int64_t> accounts, tokens;
+  for (int i = 0; i < 8; ++i) {
+    accounts.push_back(Activated(absl::StrCat("ev", i)));
+    if (i < 5) tokens.push_back(Token(Request(accounts[i], "password_recovery")));
+  }
+  ASSERT_EQ(Dequeue(10).size(), 5u);
+  Exec(absl::StrCat(
+      "SELECT * FROM mailroom.mailroom_ack('mailroom', 's', ARRAY[", tokens[0], ", ", tokens[1],
+      ", ", tokens[2], ", ", tokens[3], ", ", tokens[4],
+      "]::bigint[], ARRAY[1, 1, 1, 1, 1], ARRAY['sent', 'sent', 'sent', 'failed', 'expired'],"
+      " ARRAY['', '', '', '550 no such user', 'too late'], ARRAY[0, 0, 0, 0, 0],"
+      " ARRAY[0, 0, 0, 0, 0]::bigint[], ARRAY['', 'm1', 'm2', '', ''],"
+      " ARRAY['smtp', 'ses', 'ses', '', ''])"));
+  // A token whose address is suppressed before it is handed out, one that expired unsent.
+  tokens.push_back(Token(Request(accounts[5], "password_recovery")));
+  tokens.push_back(Token(Request(accounts[6], "password_recovery")));
+  Exec("INSERT INTO mailroom.suppressions (address, reason) VALUES ('ev5@example.test', "
+       "'manual')");
+  Exec(absl::StrCat("UPDATE mailroom.tokens SET expires_at = 1 WHERE id = ", tokens[6]));
+  EXPECT_EQ(Dequeue(10).size(), 0u);
+  auto feedback = [&](const std::string& key, const std::string& event, const std::string& mids,
+                      int64_t job, const std::string& to, const std::string& type,
+                      const std::string& detail) {
+    return Text(absl::StrCat("SELECT mailroom.mailroom_record_feedback('", key, "', 'ses', '",
+                             event, "', ", mids, ", '", job > 0 ? "mailroom" : "", "', ", job,
+                             ", ARRAY['", to, "'], '", type, "', '", detail, "', 3)"));
+  };
+  EXPECT_EQ(feedback("k1", "Delivery", "ARRAY[]::text[]", tokens[0], "ev0@example.test", "", ""),
+            "recorded");
+  EXPECT_EQ(feedback("k2", "Delivery", "ARRAY[]::text[]", tokens[0], "ev0@example.test", "", ""),
+            "recorded");
+  EXPECT_EQ(feedback("k3", "Bounce", "ARRAY['m1']", 0, "ev1@example.test", "Permanent", "General"),
+            "recorded");
+  EXPECT_EQ(feedback("k4", "Bounce", "ARRAY['m1']", 0, "ev1@example.test", "Permanent", "General"),
+            "recorded");
+  EXPECT_EQ(feedback("k5", "Complaint", "ARRAY['m2']", 0, "ev2@example.test", "", "abuse"),
+            "recorded");
+  EXPECT_EQ(feedback("k6", "Complaint", "ARRAY['m2']", 0, "ev2@example.test", "", "abuse"),
+            "recorded");
+  // Unmatched: no event.
+  EXPECT_EQ(feedback("k7", "Delivery", "ARRAY['nope']", 0, "ev7@example.test", "", ""),
+            "unmatched:no_delivery");
+  EXPECT_EQ(PublishAll(*conn_), 10);
+
+  std::vector<std::string> got;
+  int64_t last = 0;
+  for (const Event& e : ReadEvents(*app_, 0, 100)) {
+    EXPECT_GT(e.event_id, last);
+    last = e.event_id;
+    EXPECT_EQ(e.action, "password_recovery");
+    const auto at = std::find(tokens.begin(), tokens.end(), e.token_id);
+    ASSERT_NE(at, tokens.end());
+    EXPECT_EQ(e.account, accounts[at - tokens.begin()]);
+    got.push_back(absl::StrCat(at - tokens.begin(), " ", e.event, " ", e.detail));
+  }
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(absl::StrJoin(got, ", "),
+            "0 delivered NULL, 0 sent smtp, 1 bounced Permanent, 1 sent ses, 2 complained abuse,"
+            " 2 sent ses, 3 failed 550 no such user, 4 expired too late,"
+            " 5 suppressed address suppressed: manual, 6 expired token expired before delivery");
+  EXPECT_TRUE(ReadEvents(*app_, last, 100).empty());
+  // Published once: nothing staged is left.
+  EXPECT_EQ(PublishAll(*conn_), 0);
+}
+
+// The application's listener away for 10,000 events, published in several rounds while it is
+// away: back from its cursor, it reads every one exactly once, in order, in pages.
+TEST_F(InterfaceTest, TheFeedKeepsEveryEventForAReaderThatWasAway) {
+  const int64_t a = Activated("away");
+  const int64_t t = Token(Request(a, "password_recovery"));
+  auto stage = [&](int from, int to) {
+    Exec(absl::StrCat("INSERT INTO mailroom.email_events_staged (token_id, event, detail)"
+                      " SELECT ",
+                      t, ", 'delivered', i::text FROM generate_series(", from, ", ", to, ") i"));
+  };
+  stage(0, 9);
+  EXPECT_EQ(PublishAll(*conn_), 10);
+  std::vector<Event> first = ReadEvents(*app_, 0, 1000);
+  ASSERT_EQ(first.size(), 10u);
+  const int64_t cursor = first.back().event_id;
+  for (int round = 0; round < 10; ++round) {
+    stage(10 + round * 1000, 9 + (round + 1) * 1000);
+    PublishAll(*conn_);
+  }
+  std::set<std::string> seen;
+  int64_t at = cursor;
+  int pages = 0;
+  for (;;) {
+    std::vector<Event> page = ReadEvents(*app_, at, 333);
+    if (page.empty()) break;
+    ++pages;
+    for (const Event& e : page) {
+      EXPECT_GT(e.event_id, at);
+      at = e.event_id;
+      EXPECT_TRUE(seen.insert(e.detail).second) << e.detail;
+    }
+  }
+  EXPECT_EQ(seen.size(), 10000u);
+  EXPECT_EQ(pages, 31);
+  EXPECT_EQ(*seen.begin(), "10");
+  EXPECT_EQ(seen.count("10009"), 1u);
+}
+
+// The application's role LISTENs to mailroom_email_events and is told the last event id of
+// each publish that published something.
+TEST_F(InterfaceTest, APublishNotifiesTheApplicationsListener) {
+  class Listener : public pqxx::notification_receiver {
+   public:
+    explicit Listener(pqxx::connection_base& c)
+        : pqxx::notification_receiver(c, "mailroom_email_events") {}
+    void operator()(const std::string& payload, int) override { payloads.push_back(payload); }
+    std::vector<std::string> payloads;
+  };
+  pqxx::connection listening(testing::UrlAs(url_, "app"));
+  Listener listener(listening);
+  const int64_t a = Activated("listener");
+  const int64_t t = Token(Request(a, "password_recovery"));
+  EXPECT_EQ(PublishAll(*conn_), 0);  // nothing staged: no notification
+  Exec(absl::StrCat("INSERT INTO mailroom.email_events_staged (token_id, event) VALUES (", t,
+                    ", 'sent'), (", t, ", 'delivered')"));
+  EXPECT_EQ(PublishAll(*conn_), 2);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (listener.payloads.empty() && absl::Now() < deadline) listening.await_notification(1, 0);
+  ASSERT_EQ(listener.payloads.size(), 1u);
+  EXPECT_EQ(listener.payloads[0], absl::StrCat(ReadEvents(*app_, 0, 10).back().event_id));
+}
+
+// Ids from a sequence are taken at insert and committed in any order: a writer that staged an
+// event first and commits last must still reach a reader whose cursor passed every event
+// published meanwhile. Deterministically (two writers and a publish between their commits),
+// then with writers committing at random while a publisher and a reader run: every event once,
+// in order.
+TEST_F(InterfaceTest, EventsCommittedOutOfOrderAreEachReadOnceInOrder) {
+  const int64_t a = Activated("order");
+  const int64_t t = Token(Request(a, "password_recovery"));
+  const std::string stage = absl::StrCat(
+      "INSERT INTO mailroom.email_events_staged (token_id, event, detail) VALUES (", t,
+      ", 'sent', ");
+  {
+    pqxx::connection c1(url_), c2(url_), publisher(url_);
+    pqxx::work w1(c1);
+    w1.exec(stage + "'first')");
+    pqxx::work w2(c2);
+    w2.exec(stage + "'second')");
+    w2.commit();
+    // A publish inside an open transaction holds the turn: another publishes nothing until it
+    // ends, and its events are invisible until it commits.
+    pqxx::work p1(publisher);
+    EXPECT_EQ(
+        p1.exec1("SELECT published FROM mailroom.mailroom_publish_events(100)")[0].as<int64_t>(),
+        1);
+    EXPECT_EQ(PublishAll(*conn_), 0);
+    EXPECT_TRUE(ReadEvents(*app_, 0, 10).empty());
+    p1.commit();
+    std::vector<Event> read = ReadEvents(*app_, 0, 10);
+    ASSERT_EQ(read.size(), 1u);
+    EXPECT_EQ(read[0].detail, "second");
+    w1.commit();
+    EXPECT_EQ(PublishAll(*conn_), 1);
+    std::vector<Event> later = ReadEvents(*app_, read[0].event_id, 10);
+    ASSERT_EQ(later.size(), 1u);
+    EXPECT_EQ(later[0].detail, "first");
+  }
+
+  constexpr int kWriters = 4, kPerWriter = 300;
+  std::atomic<int> writing{kWriters};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      pqxx::connection c(url_);
+      std::mt19937 random(w);
+      for (int i = 0; i < kPerWriter; i += 3) {
+        pqxx::work tx(c);
+        for (int j = i; j < i + 3; ++j) tx.exec(absl::StrCat(stage, "'", w, "/", j, "')"));
+        // Held open a little while others commit.
+        std::this_thread::sleep_for(std::chrono::microseconds(random() % 3000));
+        tx.commit();
+      }
+      --writing;
+    });
+  }
+  threads.emplace_back([&] {
+    pqxx::connection c(url_);
+    while (writing > 0) {
+      PublishAll(c);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    PublishAll(c);
+  });
+  pqxx::connection reader(testing::UrlAs(url_, "app"));
+  std::set<std::string> seen;
+  int64_t cursor = ReadEvents(*app_, 0, 10).back().event_id;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (seen.size() < kWriters * kPerWriter && absl::Now() < deadline) {
+    for (const Event& e : ReadEvents(reader, cursor, 50)) {
+      EXPECT_GT(e.event_id, cursor);
+      cursor = e.event_id;
+      EXPECT_TRUE(seen.insert(e.detail).second) << e.detail;
+    }
+  }
+  for (auto& th : threads) th.join();
+  for (const Event& e : ReadEvents(reader, cursor, 10000)) {
+    EXPECT_TRUE(seen.insert(e.detail).second) << e.detail;
+  }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kWriters * kPerWriter));
+}
+
+// The feed keeps events mailroom_settings.event_retention_days; older ones are pruned.
+TEST_F(InterfaceTest, TheFeedIsPrunedAfterItsRetention) {
+  const int64_t a = Activated("retained");
+  const int64_t t = Token(Request(a, "password_recovery"));
+  Exec(absl::StrCat("INSERT INTO mailroom.email_events_staged (token_id, event, at) VALUES (", t,
+                    ", 'sent', now() - interval '8 days'), (", t,
+                    ", 'delivered', now() - interval '6 days')"));
+  EXPECT_EQ(PublishAll(*conn_), 2);
+  EXPECT_EQ(Text("SELECT pruned || ' ' || more FROM mailroom.mailroom_prune_email_events(100)"),
+            "1 false");
+  std::vector<Event> left = ReadEvents(*app_, 0, 10);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].event, "delivered");
+  EXPECT_THROW(Exec("UPDATE mailroom.mailroom_settings SET event_retention_days = 0"),
+               pqxx::check_violation);
+}
+
+// A role that may only connect cannot read the feed (nor take the publishers' turn).
+TEST_F(InterfaceTest, AStrangerCannotReadTheFeed) {
+  Exec("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'stranger') THEN"
+       " CREATE ROLE stranger LOGIN; END IF; END $$;"
+       "GRANT CONNECT ON DATABASE " +
+       Text("SELECT current_database()") + " TO stranger");
+  pqxx::connection c(testing::UrlAs(url_, "stranger"));
+  EXPECT_THROW(pqxx::nontransaction(c).exec("SELECT * FROM mailroom.email_events(0, 10)"),
+               pqxx::insufficient_privilege);
+  pqxx::connection d(testing::UrlAs(url_, "stranger"));
+  EXPECT_THROW(pqxx::nontransaction(d).exec(
+                   "SELECT 1 FROM mailroom.email_event_publisher FOR UPDATE"),
+               pqxx::insufficient_privilege);
+  // The application itself reads the feed but cannot take the turn either.
+  EXPECT_THROW(App("SELECT 1 FROM mailroom.email_event_publisher FOR UPDATE"),
+               pqxx::insufficient_privilege);
+}
+
+// The application's EXECUTE on mailroom.request follows its signature both ways: back before
+// the idempotency key (0044) the three-argument request is callable, and up again the new one.
+TEST_F(InterfaceTest, TheApplicationKeepsRequestAcrossTheKeysMigration) {
+  const int64_t a = Activated("migrating");
+  ASSERT_TRUE(MigrateDown(url_, EmbeddedMigrations(), 44).ok());
+  EXPECT_EQ(Text("SELECT string_agg(oid::regprocedure::text, ' ') FROM pg_proc"
+                 " WHERE proname = 'request' AND pronamespace = 'mailroom'::regnamespace"),
+            "request(bigint,text,text)");
+  EXPECT_EQ(Request(a, "password_changed").decision, "queued");
+  ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
+  EXPECT_EQ(Text("SELECT string_agg(oid::regprocedure::text, ' ') FROM pg_proc"
+                 " WHERE proname = 'request' AND pronamespace = 'mailroom'::regnamespace"),
+            "request(bigint,text,text,text)");
+  EXPECT_EQ(Request(a, "password_changed").decision, "queued");
+  EXPECT_EQ(App(absl::StrCat("SELECT decision FROM mailroom.request(", a,
+                             ", 'password_changed', NULL, 'up')"))[0][0]
+                .as<std::string>(),
+            "queued");
+}
+
+// --- Idempotency keys ----------------------------------------------------------------------
+
+// The same key for the same account and action returns the first request's token and sends
+// nothing more; with another action it is refused; another account's key is its own; the
+// previous signature still works.
+TEST_F(InterfaceTest, AnIdempotencyKeyReturnsTheSameToken) {
+  const int64_t a = Activated("keyed");
+  const int64_t b = Activated("keyed2");
+  auto keyed = [&](int64_t account, const std::string& action, const std::string& key) {
+    pqxx::row r = App(absl::StrCat("SELECT * FROM mailroom.request(", account, ", ",
+                                   app_->quote(action), ", NULL, ", app_->quote(key), ")"))[0];
+    return Decision{Field(r[0]), Field(r[1]), Field(r[2]), Field(r[3])};
+  };
+  const int64_t t = Token(keyed(a, "password_recovery", "order-1"));
+  EXPECT_EQ(Token(keyed(a, "password_recovery", "order-1")), t);
+  EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM mailroom.tokens WHERE account = ", a)), 1);
+  const Decision other = keyed(a, "login_code", "order-1");
+  EXPECT_EQ(other.decision, "refused");
+  EXPECT_EQ(other.reason, "idempotency key already used for password_recovery");
+  EXPECT_NE(Token(keyed(b, "password_recovery", "order-1")), t);
+  EXPECT_NE(Token(keyed(a, "password_recovery", "order-2")), t);
+  // Named, and the previous calls without a key.
+  EXPECT_EQ(App(absl::StrCat("SELECT token_id FROM mailroom.request(", a,
+                             ", 'password_recovery', p_idempotency_key => 'order-1')"))[0][0]
+                .as<int64_t>(),
+            t);
+  EXPECT_EQ(Request(a, "password_changed").decision, "queued");
+  EXPECT_EQ(App(absl::StrCat("SELECT decision FROM mailroom.request(", a,
+                             ", 'password_changed')"))[0][0]
+                .as<std::string>(),
+            "queued");
+  EXPECT_EQ(keyed(a, "password_changed", "").reason, "idempotency key: 1 to 200 characters");
+  EXPECT_EQ(keyed(a, "password_changed", std::string(201, 'k')).decision, "refused");
+  // Consumed since: still the same token, still nothing new.
+  Consume(Link(t).first, Link(t).second);
+  EXPECT_EQ(Token(keyed(a, "password_recovery", "order-1")), t);
+}
+
+// A key names a token for its lifetime only, and never a rate limited one: past the token's
+// expiry, or after a rate limited request, the same key is decided afresh.
+TEST_F(InterfaceTest, AnIdempotencyKeyLastsTheTokensLifetime) {
+  const int64_t a = Activated("keylife");
+  auto keyed = [&](const std::string& action, const std::string& key) {
+    pqxx::row r = App(absl::StrCat("SELECT * FROM mailroom.request(", a, ", ", app_->quote(action),
+                                   ", NULL, ", app_->quote(key), ")"))[0];
+    return Decision{Field(r[0]), Field(r[1]), Field(r[2]), Field(r[3])};
+  };
+  const int64_t t = Token(keyed("password_recovery", "k"));
+  Exec(absl::StrCat("UPDATE mailroom.tokens SET expires_at = extract(epoch FROM now())::bigint"
+                    " - 1 WHERE id = ",
+                    t));
+  const int64_t again = Token(keyed("password_recovery", "k"));
+  EXPECT_NE(again, t);
+  // password_changed: 3 a day. The fourth is rate limited; its key names no token.
+  for (int i = 0; i < 3; ++i) Token(keyed("password_changed", absl::StrCat("n", i)));
+  const Decision limited = keyed("password_changed", "n3");
+  EXPECT_EQ(limited.decision, "rate_limited");
+  const Decision retried = keyed("password_changed", "n3");
+  EXPECT_EQ(retried.decision, "rate_limited");
+  EXPECT_NE(retried.token_id, limited.token_id);
+}
+
+// Two requests with one key at once: one token.
+TEST_F(InterfaceTest, TwoRequestsWithOneKeyAtOnceMakeOneToken) {
+  const int64_t a = Activated("keyrace");
+  pqxx::connection c1(testing::UrlAs(url_, "app")), c2(testing::UrlAs(url_, "app"));
+  const std::string sql = absl::StrCat("SELECT token_id FROM mailroom.request(", a,
+                                       ", 'password_recovery', NULL, 'same')");
+  pqxx::work w1(c1);
+  const int64_t first = w1.exec1(sql)[0].as<int64_t>();
+  int64_t second = 0;
+  std::thread other([&] {
+    pqxx::work w2(c2);
+    second = w2.exec1(sql)[0].as<int64_t>();  // waits for the first to commit
+    w2.commit();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  w1.commit();
+  other.join();
+  EXPECT_EQ(second, first);
+  EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM mailroom.tokens WHERE account = ", a)), 1);
 }
 
 }  // namespace

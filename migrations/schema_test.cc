@@ -190,12 +190,16 @@ TEST_F(SchemaTest, AnApplicationRoleWithTheListedRightsOnlySignsUpAndActivates) 
 
 // Every signup writes an entry in each index of tokens: only those a reader needs (the primary
 // key; the secret, the application's look-up; the dequeue's window per class; the account's
-// tokens by action and time; the account's pending token per action).
+// tokens by action and time; the account's pending token per action). The idempotency keys'
+// index holds keyed tokens only: a signup writes no entry in it.
 TEST_F(SchemaTest, TokensHaveOnlyTheIndexesTheirReadersNeed) {
   EXPECT_EQ(Text("SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes"
                  " WHERE tablename = 'tokens'"),
-            "tokens_account_action_idx,tokens_pending_idx,tokens_pkey,"
+            "tokens_account_action_idx,tokens_idempotency_key_idx,tokens_pending_idx,tokens_pkey,"
             "tokens_priority_txid_id_idx,tokens_secret_key");
+  EXPECT_EQ(Text("SELECT indexdef LIKE '%WHERE (idempotency_key IS NOT NULL)' FROM pg_indexes"
+                 " WHERE indexname = 'tokens_idempotency_key_idx'"),
+            "t");
 }
 
 // A signup wakes the collector itself (its queued row's statement NOTIFYs), as a token the

@@ -2,7 +2,8 @@
 -- interface needs, and nothing on mailroom's other tables (docs/integration.md). Run by the
 -- migrations' role (the schema's owner), once per role; running it again changes nothing.
 --   USAGE on the schema mailroom (to name the interface);
---   EXECUTE on mailroom.request, mailroom.consume and mailroom.consume_code; SELECT on
+--   EXECUTE on mailroom.request, mailroom.consume, mailroom.consume_code and
+--   mailroom.email_events (the event feed; its NOTIFY channel needs no right); SELECT on
 --   mailroom.account_emails and mailroom.action_rules (each action's expiry, code and limits);
 --   on mailroom.accounts, the application's own table: SELECT, INSERT (signups; the trigger
 --   queues them), UPDATE of status, email, login and locale (the seeds' lifecycle), and USAGE
@@ -14,8 +15,9 @@ CREATE OR REPLACE FUNCTION mailroom.grant_application(p_role regrole) RETURNS vo
     AS $$
 BEGIN
     EXECUTE format('GRANT USAGE ON SCHEMA mailroom TO %s', p_role);
-    EXECUTE format('GRANT EXECUTE ON FUNCTION mailroom.request(bigint, text, text),'
-                   ' mailroom.consume(text, text), mailroom.consume_code(bigint, text, text) TO %s',
+    EXECUTE format('GRANT EXECUTE ON FUNCTION mailroom.request(bigint, text, text, text),'
+                   ' mailroom.consume(text, text), mailroom.consume_code(bigint, text, text),'
+                   ' mailroom.email_events(bigint, integer) TO %s',
                    p_role);
     EXECUTE format('GRANT SELECT ON mailroom.account_emails, mailroom.action_rules TO %s', p_role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE (status, email, login, locale)'

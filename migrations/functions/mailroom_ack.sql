@@ -5,8 +5,10 @@
 -- jobs are recorded in its bits (a plain SENT keeps no row), the others on their deliveries
 -- rows. A SENT outcome's provider message id and provider (p_message_ids, p_providers: the
 -- transport that sent it, '' or NULL when the subscriber does not say) are kept on its row,
--- which feedback matches by. The outcome arrays are read row by row (unnest WITH ORDINALITY),
--- never by subscript.
+-- which feedback matches by. Each SENT, FAILED and EXPIRED outcome stages the application's
+-- event (email_events_staged): the deliveries triggers for those recorded on a row, one INSERT
+-- per call here for the plain SENT ones. The outcome arrays are read row by row (unnest WITH
+-- ORDINALITY), never by subscript.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_ack(p_group text, p_owner text, p_ids bigint[], p_attempts integer[], p_outcomes text[], p_reasons text[], p_retry_ms integer[], p_costs bigint[], p_message_ids text[] DEFAULT NULL::text[], p_providers text[] DEFAULT NULL::text[]) RETURNS SETOF bigint
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp
@@ -81,6 +83,10 @@ BEGIN
                CASE WHEN m.outcome = 'sent' THEN NULLIF(m.prov, '') END, m.recovery, now()
           FROM m
          WHERE m.kept
+    ), ev AS (
+        -- A plain SENT outcome has no row for the deliveries trigger to stage its event from.
+        INSERT INTO email_events_staged (token_id, event, detail)
+        SELECT m.id, 'sent', NULLIF(m.prov, '') FROM m WHERE m.outcome = 'sent' AND NOT m.kept
     )
     SELECT array_agg(m.batch_id), array_agg(m.slot), array_agg(m.ord), array_agg(m.kept),
            array_agg(m.id),

@@ -26,6 +26,10 @@
 -- delivery, counts once per delivery and kind, and suppresses (or counts a soft bounce of) the
 -- delivery's recipient only. An unmatched one changes nothing but the event key, unless
 -- p_suppress_unmatched (then its recipients are suppressed as before deliveries were matched).
+-- A matched event stages the application's event of the delivery's token
+-- (email_events_staged): 'delivered' and 'complained' the first of their kind per delivery,
+-- 'bounced' (detail: the bounce type) a Permanent bounce the first time and a Transient or
+-- Undetermined one each time until it is bounced; a Reject stages none.
 -- Returns 'recorded', 'duplicate', or 'unmatched:<reason>' with reason no_delivery (no
 -- delivery with those ids or tags), recipient (one was found, for another address), provider
 -- (one was found, sent by another provider) or other_group (one was found, of a group outside
@@ -136,6 +140,8 @@ BEGIN
             v_first := FOUND;
             IF v_first THEN
                 PERFORM mailroom.mailroom_reputation_add(v_gid, p_provider, 0, 1, 0, 0);
+                INSERT INTO mailroom.email_events_staged (token_id, event)
+                VALUES (v_tid, 'delivered');
             END IF;
         ELSIF p_event = 'Bounce' AND p_bounce_type = 'Permanent' THEN
             UPDATE mailroom.deliveries SET bounced_at = now(), bounce_type = p_bounce_type
@@ -143,16 +149,24 @@ BEGIN
             v_first := FOUND;
             IF v_first THEN
                 PERFORM mailroom.mailroom_reputation_add(v_gid, p_provider, 0, 0, 1, 0);
+                INSERT INTO mailroom.email_events_staged (token_id, event, detail)
+                VALUES (v_tid, 'bounced', p_bounce_type);
             END IF;
         ELSIF p_event = 'Bounce' THEN
             UPDATE mailroom.deliveries SET bounce_type = p_bounce_type
              WHERE group_id = v_gid AND token_id = v_tid AND bounced_at IS NULL;
+            IF FOUND THEN
+                INSERT INTO mailroom.email_events_staged (token_id, event, detail)
+                VALUES (v_tid, 'bounced', p_bounce_type);
+            END IF;
         ELSIF p_event = 'Complaint' THEN
             UPDATE mailroom.deliveries SET complained_at = now()
              WHERE group_id = v_gid AND token_id = v_tid AND complained_at IS NULL;
             v_first := FOUND;
             IF v_first THEN
                 PERFORM mailroom.mailroom_reputation_add(v_gid, p_provider, 0, 0, 0, 1);
+                INSERT INTO mailroom.email_events_staged (token_id, event, detail)
+                VALUES (v_tid, 'complained', NULLIF(p_detail, ''));
             END IF;
         ELSIF p_event = 'Reject' THEN
             UPDATE mailroom.deliveries SET rejected_at = now()

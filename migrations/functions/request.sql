@@ -1,4 +1,4 @@
--- mailroom.request(account, action, address): the application asks for an email of `action`
+-- mailroom.request(account, action, address, idempotency_key): the application asks for an email of `action`
 -- for `account`: any row of mailroom.actions by its name, built in (activation, sent again;
 -- password_recovery, login_code, email_change, invitation; the notices password_changed,
 -- email_changed, account_suspended, account_reactivated) or the application's own. Part of the
@@ -8,6 +8,14 @@
 -- `address` is given for email_change only: the new address, which the confirmation goes to
 -- and which the account takes when its token is consumed (the pending address is the token's
 -- to_address). Every other action goes to the account's own address.
+--
+-- `idempotency_key` (optional, 1 to 200 characters): a request that gives the key of an earlier
+-- request of the same account whose token was not rate limited and has not expired (the
+-- action's token lifetime) inserts nothing and returns that token again, as 'queued', whatever
+-- became of it since (sent, consumed, superseded); the same key with another action is
+-- 'refused'. A key whose request was rate limited, suppressed or refused names no token: the
+-- next request with it is decided afresh. Two requests with one key at once are decided one
+-- after the other (the account's row is locked first).
 --
 -- Returns one row (decision, token_id, retry_at, reason):
 --   queued        the token is inserted; the collector hands it to the senders;
@@ -29,7 +37,8 @@
 -- requests that fill the account's or the address's limit leaves the window (the later of the
 -- two when both are full).
 CREATE OR REPLACE FUNCTION mailroom.request(p_account bigint, p_action text,
-                                            p_address text DEFAULT NULL)
+                                            p_address text DEFAULT NULL,
+                                            p_idempotency_key text DEFAULT NULL)
     RETURNS TABLE (decision text, token_id bigint, retry_at timestamptz, reason text)
     LANGUAGE plpgsql
     SECURITY DEFINER
@@ -47,6 +56,7 @@ DECLARE
     v_reason   text;
     v_at       bigint;
     v_retry    bigint;
+    v_kept     tokens%ROWTYPE;
 BEGIN
     -- The limits count the account's and the address's earlier requests: a snapshot older than
     -- a concurrent request's commit (REPEATABLE READ, SERIALIZABLE) would not see it, and two
@@ -67,10 +77,36 @@ BEGIN
                             format('%s goes to the account''s own address: give no address', p_action);
         RETURN;
     END IF;
-    SELECT a.status, a.email INTO v_status, v_email FROM accounts a WHERE a.id = p_account;
+    IF p_idempotency_key IS NOT NULL AND length(p_idempotency_key) NOT BETWEEN 1 AND 200 THEN
+        RETURN QUERY SELECT 'refused', NULL::bigint, NULL::timestamptz,
+                            'idempotency key: 1 to 200 characters'::text;
+        RETURN;
+    END IF;
+    IF p_idempotency_key IS NULL THEN
+        SELECT a.status, a.email INTO v_status, v_email FROM accounts a WHERE a.id = p_account;
+    ELSE
+        -- The lock the limits trigger takes, taken first: a request with the same key waits
+        -- for this one and then finds its token.
+        SELECT a.status, a.email INTO v_status, v_email FROM accounts a WHERE a.id = p_account
+           FOR NO KEY UPDATE;
+    END IF;
     IF NOT FOUND THEN
         RETURN QUERY SELECT 'refused', NULL::bigint, NULL::timestamptz, 'unknown account'::text;
         RETURN;
+    END IF;
+    IF p_idempotency_key IS NOT NULL THEN
+        SELECT * INTO v_kept FROM tokens t
+         WHERE t.account = p_account AND t.idempotency_key = p_idempotency_key
+           AND NOT t.rate_limited AND t.expires_at > extract(epoch FROM now())::bigint
+         ORDER BY t.id DESC LIMIT 1;
+        IF FOUND AND v_kept.action = k.name THEN
+            RETURN QUERY SELECT 'queued', v_kept.id, NULL::timestamptz, NULL::text;
+            RETURN;
+        ELSIF FOUND THEN
+            RETURN QUERY SELECT 'refused', NULL::bigint, NULL::timestamptz,
+                                format('idempotency key already used for %s', v_kept.action);
+            RETURN;
+        END IF;
     END IF;
     IF v_status <> k.account_status THEN
         RETURN QUERY SELECT 'refused', NULL::bigint, NULL::timestamptz,
@@ -91,7 +127,8 @@ BEGIN
         RETURN;
     END IF;
 
-    INSERT INTO tokens (account, action, to_address) VALUES (p_account, k.name, v_to)
+    INSERT INTO tokens (account, action, to_address, idempotency_key)
+    VALUES (p_account, k.name, v_to, p_idempotency_key)
         RETURNING id, rate_limited, suppressed_reason INTO v_id, v_limited, v_reason;
     IF NOT v_limited THEN
         RETURN QUERY SELECT 'queued', v_id, NULL::timestamptz, NULL::text;
@@ -121,4 +158,21 @@ BEGIN
     END IF;
     RETURN QUERY SELECT 'rate_limited', v_id, to_timestamp(v_retry), v_reason;
 END;
+$$;
+
+-- The rights roles held on the previous signature (request(bigint, text, text), dropped once
+-- this file is applied) are given on this one, so an application keeps its EXECUTE.
+DO $$
+DECLARE
+    r text;
+BEGIN
+    FOR r IN SELECT a.grantee::regrole::text
+               FROM pg_proc p CROSS JOIN LATERAL aclexplode(p.proacl) a
+              WHERE p.oid = to_regprocedure('mailroom.request(bigint,text,text)')
+                AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION mailroom.request(bigint, text, text, text) TO %s',
+                       r);
+    END LOOP;
+END
 $$;

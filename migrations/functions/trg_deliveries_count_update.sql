@@ -1,5 +1,7 @@
--- Counts the outcomes that updated deliveries rows reach, as trg_deliveries_count_insert. Fired
--- once per UPDATE statement on deliveries (transition tables allow one event per trigger). The
+-- Counts the outcomes that updated deliveries rows reach, as trg_deliveries_count_insert, and
+-- stages the application's event of each row that goes from leased or retry to sent, failed,
+-- expired or suppressed. Fired once per UPDATE statement on deliveries (transition tables allow
+-- one event per trigger). The
 -- collector deletes deliveries only by pruning, which must not change counts.
 CREATE OR REPLACE FUNCTION mailroom.trg_deliveries_count_update() RETURNS trigger
     LANGUAGE plpgsql
@@ -15,6 +17,11 @@ BEGIN
     ) x
      GROUP BY x.group_id, x.state
     HAVING sum(x.n) <> 0;
+    INSERT INTO email_events_staged (token_id, event, detail)
+    SELECT r.token_id, r.state::TEXT, CASE WHEN r.state = 'sent' THEN r.provider ELSE r.reason END
+      FROM new_rows r JOIN old_rows o ON o.group_id = r.group_id AND o.token_id = r.token_id
+     WHERE r.state IN ('sent', 'failed', 'expired', 'suppressed')
+       AND o.state IN ('leased', 'retry');
     RETURN NULL;
 END;
 $$;

@@ -1,0 +1,48 @@
+-- Publishes up to p_limit staged events (email_events_staged) into the application's feed
+-- (email_events), numbered from email_events_event_id_seq in the order they were staged, and
+-- NOTIFYs mailroom_email_events with the last event id when it published any. Called by the
+-- collector's publisher about once a second, in a transaction of its own (autocommit). Only
+-- one publish runs at a time: it holds the row lock of email_event_publisher until its
+-- transaction ends (a publish that finds it taken publishes nothing and returns 0), and it is
+-- the only caller of the sequence, so every event id is taken after the previous publish
+-- committed and a snapshot that sees an event sees every event of a smaller id
+-- (docs/design.md, "The event feed"). A staged row another transaction has not committed yet
+-- is not seen, and stays for a later publish. Events of tokens already gone are dropped.
+-- Returns the events published, the last event id (NULL: none) and whether to call again.
+CREATE OR REPLACE FUNCTION mailroom.mailroom_publish_events(p_limit integer)
+    RETURNS TABLE (published bigint, last_event_id bigint, more boolean)
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, mailroom, pg_temp
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_seen BIGINT;
+    v_n    BIGINT;
+    v_last BIGINT;
+BEGIN
+    PERFORM 1 FROM email_event_publisher FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 0::BIGINT, NULL::BIGINT, false;
+        RETURN;
+    END IF;
+    WITH s AS (
+        DELETE FROM email_events_staged s
+         WHERE s.ctid = ANY (ARRAY(SELECT x.ctid FROM email_events_staged x LIMIT p_limit))
+        RETURNING s.token_id, s.event, s.detail, s.at
+    ), ins AS (
+        INSERT INTO email_events (event_id, token_id, account, action, event, at, detail)
+        SELECT nextval('email_events_event_id_seq'), e.token_id, e.account, e.action, e.event,
+               e.at, e.detail
+          FROM (SELECT s.token_id, t.account, t.action, s.event, s.at, s.detail
+                  FROM s JOIN tokens t ON t.id = s.token_id
+                 ORDER BY s.at, s.token_id) e
+        RETURNING event_id
+    )
+    SELECT (SELECT count(*) FROM s), count(*), max(ins.event_id) INTO v_seen, v_n, v_last
+      FROM ins;
+    IF v_n > 0 THEN
+        PERFORM pg_notify('mailroom_email_events', v_last::TEXT);
+    END IF;
+    RETURN QUERY SELECT v_n, v_last, v_seen = p_limit;
+END;
+$$;
