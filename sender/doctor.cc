@@ -668,11 +668,13 @@ std::vector<DoctorLine> CheckSandboxTransport(const SenderConfig& c) {
   return out;
 }
 
-std::string SendErrorClass(const absl::Status& st) {
-  if (IsRecipientRejected(st)) return "recipient rejected (permanent; the address is suppressed)";
-  if (IsProviderError(st)) return "provider error (the breaker holds every job)";
-  if (IsMaybeSent(st)) return "maybe sent (retried once)";
-  if (RetryPolicy::Retryable(st)) return "temporary (retried)";
+std::string SendErrorClass(const absl::Status& error) {
+  if (IsRecipientRejected(error)) {
+    return "recipient rejected (permanent; the address is suppressed)";
+  }
+  if (IsProviderError(error)) return "provider error (the breaker holds every job)";
+  if (IsMaybeSent(error)) return "maybe sent (retried once)";
+  if (RetryPolicy::Retryable(error)) return "temporary (retried)";
   return "permanent (the job fails)";
 }
 
