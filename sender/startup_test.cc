@@ -17,7 +17,10 @@ class StartupTest : public ::testing::Test {
 
   // Answers with the scripted statuses (then a usage) and counts calls.
   void Make(std::vector<absl::Status> script) {
-    script_.assign(script.begin(), script.end());
+    {
+      absl::MutexLock lock(&mu_);
+      script_.assign(script.begin(), script.end());
+    }
     startup_ = std::make_unique<Startup>(
         [this](absl::Duration) -> absl::StatusOr<v1::GetUsageResponse> {
           absl::MutexLock lock(&mu_);
