@@ -91,7 +91,8 @@ TEST(VectorsTest, HasTheCasesEveryVerifierMustPass) {
 }
 
 TEST(VectorsTest, NamesThatAreNotActionNamesAreRefused) {
-  for (const auto& name : LoadDoc().at("invalid_action_names")) {
+  const nlohmann::json doc = LoadDoc();  // kept alive: the loop reads into it
+  for (const auto& name : doc.at("invalid_action_names")) {
     EXPECT_FALSE(ParseTokenAction(name.get<std::string>()).ok()) << name;
   }
 }
@@ -188,7 +189,8 @@ TEST(VectorsTest, VerifyToolAgreesWithEveryCase) {
   }
   // A name that is not an action's is a usage error (exit 2), not a refusal of the token.
   Case bad = LoadCases().front();
-  for (const auto& name : LoadDoc().at("invalid_action_names")) {
+  const nlohmann::json doc = LoadDoc();  // kept alive: the loop reads into it
+  for (const auto& name : doc.at("invalid_action_names")) {
     bad.action = name.get<std::string>();
     std::string output;
     EXPECT_EQ(RunVerify(bad, &output), 2) << bad.action << ": " << output;
@@ -232,7 +234,8 @@ TEST(VectorsTest, VerifyToolWellFormedAgreesWithEveryCase) {
     }
   }
   Case bad = LoadCases().front();
-  for (const auto& name : LoadDoc().at("invalid_action_names")) {
+  const nlohmann::json doc = LoadDoc();  // kept alive: the loop reads into it
+  for (const auto& name : doc.at("invalid_action_names")) {
     bad.action = name.get<std::string>();
     std::string output;
     EXPECT_EQ(RunVerify(bad, &output, Form{true, false}), 2) << bad.action << ": " << output;

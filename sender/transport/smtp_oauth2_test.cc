@@ -61,7 +61,8 @@ class OAuth2Test : public transport_testing::TransportTest {
     // Nothing secret in the log, nor in any status a send returned.
     const std::string log = Slurp(dir_ + "/sender.log");
     std::vector<std::string> secrets = {kClientSecret};
-    for (const auto& [token, expiry] : State()["tokens"].items()) secrets.push_back(token);
+    nlohmann::json state = State();  // kept alive: the loop reads into it
+    for (const auto& [token, expiry] : state["tokens"].items()) secrets.push_back(token);
     for (const std::string& s : secrets) {
       EXPECT_THAT(log, Not(HasSubstr(s))) << "a secret in the log";
       EXPECT_THAT(statuses_, Not(HasSubstr(s))) << "a secret in a send's status";
