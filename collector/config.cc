@@ -20,6 +20,7 @@
 #include "collector/db/conninfo.h"
 #include "collector/service.h"  // kMaxInFlight
 #include "collector/settings.h"
+#include "common/log.h"
 #include "common/names.h"
 
 namespace mailroom {
@@ -420,8 +421,7 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
                             env.Millis(CollectorSetting("MAILROOM_RETENTION_INTERVAL")));
   c.retention.database_url = c.dispatch.listen_database_url;
   c.log_level = env.String(CollectorSetting("MAILROOM_LOG_LEVEL"));
-  if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warn" &&
-      c.log_level != "error") {
+  if (!ParseLogLevel(c.log_level)) {
     return absl::InvalidArgumentError("MAILROOM_LOG_LEVEL: must be debug, info, warn or error");
   }
   return c;

@@ -16,6 +16,10 @@
 namespace mailroom {
 namespace {
 
+// The settling re-check doubles its interval up to this while no transaction ends (or stays at
+// a busy poll interval that is longer).
+constexpr absl::Duration kMaxSettleCheck = absl::Milliseconds(100);
+
 // One jobs message with `jobs` signed for a subscriber with `secrets`; a row that cannot be
 // signed goes to `malformed` as a failure instead.
 v1::SubscribeResponse SignJobs(const SigningKey& key, const std::vector<StoredJob>& jobs,
@@ -53,7 +57,7 @@ Dispatcher::Dispatcher(DispatcherOptions options, Store* store, Hub* hub, Signin
                              return ConnectPgListener(url, channel);
                            })),
       store_(store), hub_(hub), key_(key), metrics_(metrics), on_health_(std::move(on_health)),
-      reconnect_backoff_(opt_.reconnect_max_backoff) {
+      reconnect_backoff_(kFirstBackoff, opt_.reconnect_max_backoff) {
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
 
@@ -140,7 +144,7 @@ void Dispatcher::Disconnect() {
   // The mark belonged to the connection (a new one starts busy and drains).
   busy_ = false;
   settle_.reset();
-  const absl::Duration delay = reconnect_backoff_.Next();
+  const absl::Duration delay = reconnect_backoff_.NextBackOff();
   reconnect_at_ = clock_->Now() + delay;
   LogWarn("reconnecting", {{"in_ms", absl::StrCat(absl::ToInt64Milliseconds(delay))}});
   metrics_->Add(collector_metrics::kReconnects, 1);
@@ -332,12 +336,10 @@ bool Dispatcher::CheckSettling(absl::Time now, bool* drain) {
   Log(LogLevel::kDebug, "settling", {{"running", absl::StrCat(*running)}});
   if (*running < settle_->running) {
     *drain = true;
-    settle_->every = std::max(opt_.busy_poll_interval, absl::Milliseconds(1));
-  } else {
-    settle_->every = std::min(settle_->every * 2, absl::Milliseconds(100));
+    settle_->every.Reset();
   }
   settle_->running = *running;
-  settle_->check_at = now + settle_->every;
+  settle_->check_at = now + settle_->every.NextBackOff();
   if (*running == 0) settle_.reset();
   return true;
 }
@@ -420,8 +422,11 @@ bool Dispatcher::GoIdle() {
   Log(LogLevel::kDebug, "idle", {{"snapshot", *snapshot}});
   if (!snapshot->empty()) {
     // Checked at once: when nothing was running, the re-check dequeue runs right away.
-    settle_ = Settle{*std::move(snapshot), std::numeric_limits<int>::max(), clock_->Now(),
-                     std::max(opt_.busy_poll_interval, absl::Milliseconds(1))};
+    const absl::Duration first = std::max(opt_.busy_poll_interval, absl::Milliseconds(1));
+    settle_ = Settle{*std::move(snapshot),
+                     std::numeric_limits<int>::max(),
+                     clock_->Now(),
+                     {first, std::max(first, kMaxSettleCheck)}};
   }
   return true;
 }

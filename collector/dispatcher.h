@@ -17,6 +17,7 @@
 #include "collector/pg_listener.h"
 #include "collector/signing.h"
 #include "collector/store.h"
+#include "common/backoff.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/metrics.h"
@@ -54,23 +55,6 @@ struct DispatcherOptions {
   // Optional: true while a group's sending is paused (the reputation guard); its jobs are not
   // dequeued and wait in PostgreSQL. Thread-safe, fast (no database).
   std::function<bool(const std::string& group)> paused;
-};
-
-// Capped exponential backoff: 100 ms, 200 ms, ... up to `max`. Not thread-safe.
-class Backoff {
- public:
-  explicit Backoff(absl::Duration max, absl::Duration initial = absl::Milliseconds(100))
-      : initial_(initial), max_(max), next_(initial) {}
-  // The delay to wait now; doubles the next one (up to the cap).
-  absl::Duration Next() {
-    absl::Duration d = next_;
-    next_ = std::min(next_ * 2, max_);
-    return std::min(d, max_);
-  }
-  void Reset() { next_ = initial_; }
-
- private:
-  absl::Duration initial_, max_, next_;
 };
 
 // Opens the LISTEN connection for `channel` (ConnectPgListener in production; tests pass
@@ -113,6 +97,9 @@ class Dispatcher {
                   std::vector<uint64_t> unsent = {});
 
  private:
+  // The first delay of the reconnect and retry backoffs.
+  static constexpr absl::Duration kFirstBackoff = absl::Milliseconds(100);
+
   // The steps of one round of Run's loop, in order. Each returning bool returns false when the
   // round ends early (the connection was lost, or the reconnect backoff is still running): the
   // loop then starts the next one.
@@ -189,16 +176,19 @@ class Dispatcher {
   std::set<std::string> known_groups_;
   std::set<std::string> starved_;   // groups that ran out of room with work left
   std::set<std::string> earliest_;  // groups to create from the earliest token if missing
-  Backoff reconnect_backoff_;
+  // Reconnects: 100 ms, doubling up to reconnect_max_backoff, exact (no jitter: the delays are
+  // what MAILROOM_RECONNECT_MAX_BACKOFF's documentation and the tests say).
+  JitteredExponentialBackOffStrategy reconnect_backoff_;
   absl::Time reconnect_at_ = absl::InfinitePast();
-  // A step that failed without losing the connection (a SQL error) waits before it runs again.
+  // A step that failed without losing the connection (a SQL error) waits before it runs again,
+  // with the reconnects' backoff.
   struct Retry {
-    explicit Retry(absl::Duration max) : backoff(max) {}
+    explicit Retry(absl::Duration max) : backoff(kFirstBackoff, max) {}
     absl::Time at = absl::InfinitePast();
-    Backoff backoff;
+    JitteredExponentialBackOffStrategy backoff;
     // Schedules the next attempt after `now`; returns the delay.
     absl::Duration After(absl::Time now) {
-      const absl::Duration delay = backoff.Next();
+      const absl::Duration delay = backoff.NextBackOff();
       at = now + delay;
       return delay;
     }
@@ -219,13 +209,14 @@ class Dispatcher {
   absl::Time last_work_ = absl::InfinitePast();
   // After going idle: the transactions running then (MarkIdle's snapshot) may have read the
   // busy mark and skipped their NOTIFY. Checked at `check_at` (every busy poll interval,
-  // doubling up to 100 ms while none ends); each time some of them have ended the loop
-  // dequeues for every group, the last time once all have ended.
+  // doubling up to 100 ms, or the busy poll interval if longer, while none ends); each time some
+  // of them have ended the loop dequeues for every group, the last time once all have ended.
   struct Settle {
     std::string snapshot;
     int running = 0;  // of the snapshot's transactions, still running at the last check
     absl::Time check_at;
-    absl::Duration every;
+    // From the busy poll interval (at least 1 ms), reset each time some of them ended.
+    JitteredExponentialBackOffStrategy every;
   };
   std::optional<Settle> settle_;
 };

@@ -434,17 +434,6 @@ TEST_F(DispatcherTest, DepartedSubscribersAreRecordedAndTheirUnsentJobsReleased)
   EXPECT_EQ(store_.Calls("Release")[0].ids, (std::vector<uint64_t>{7, 8}));
 }
 
-TEST(BackoffTest, DoublesUpToTheCapAndResets) {
-  Backoff b(absl::Milliseconds(500));
-  EXPECT_EQ(b.Next(), absl::Milliseconds(100));
-  EXPECT_EQ(b.Next(), absl::Milliseconds(200));
-  EXPECT_EQ(b.Next(), absl::Milliseconds(400));
-  EXPECT_EQ(b.Next(), absl::Milliseconds(500));
-  EXPECT_EQ(b.Next(), absl::Milliseconds(500));
-  b.Reset();
-  EXPECT_EQ(b.Next(), absl::Milliseconds(100));
-}
-
 }  // namespace
 }  // namespace mailroom
 

@@ -67,13 +67,6 @@ std::string Listening(const std::string& address, int port) {
   return absl::StrCat(address.substr(0, address.rfind(':')), ":", port);
 }
 
-LogLevel ParseLogLevel(const std::string& level) {
-  return level == "debug"   ? LogLevel::kDebug
-         : level == "warn"  ? LogLevel::kWarn
-         : level == "error" ? LogLevel::kError
-                            : LogLevel::kInfo;
-}
-
 // Warns about each bearer token whose scope or role invites a mistake.
 void WarnAboutCredentials(const std::vector<Credential>& credentials) {
   for (size_t i = 0; i < credentials.size(); ++i) {
@@ -314,7 +307,7 @@ int Serve() {
     return 2;
   }
   const CollectorConfig& c = *config;
-  SetLogLevel(ParseLogLevel(c.log_level));
+  SetLogLevel(ParseLogLevel(c.log_level).value_or(LogLevel::kInfo));
 
   TerminationSignals signals;  // taken by signals.Wait(), before any thread starts
 

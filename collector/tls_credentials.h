@@ -18,8 +18,8 @@ struct TlsFiles {
 };
 
 // Reads the files and builds the server credentials (insecure when `files.cert_file` is
-// empty). FailedPrecondition naming the variable whose file cannot be read; the message never
-// contains the files' contents (the key is a secret).
+// empty). FailedPrecondition naming the variable whose file cannot be read or is empty (ReadPem,
+// common/pem.h); the message never contains the files' contents (the key is a secret).
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> LoadServerCredentials(
     const TlsFiles& files);
 

@@ -113,6 +113,16 @@ TEST(LogTest, HostileValuesCannotForgeLines) {
   EXPECT_THAT(line, HasSubstr("msg=\"job failed\""));
 }
 
+TEST(LogTest, ParsesTheLevelsTheLinesShowAndNothingElse) {
+  EXPECT_EQ(ParseLogLevel("debug"), LogLevel::kDebug);
+  EXPECT_EQ(ParseLogLevel("info"), LogLevel::kInfo);
+  EXPECT_EQ(ParseLogLevel("warn"), LogLevel::kWarn);
+  EXPECT_EQ(ParseLogLevel("error"), LogLevel::kError);
+  for (const char* bad : {"", "warning", "WARN", "Info", " debug", "trace", "fatal"}) {
+    EXPECT_FALSE(ParseLogLevel(bad).has_value()) << bad;
+  }
+}
+
 // Metrics as a service declares them.
 constexpr auto kJobs = CounterMetric("mailroom_jobs_total", "Jobs.", "outcome");
 constexpr auto kDepth = GaugeMetric("mailroom_depth", "Depth.", "group");

@@ -59,6 +59,13 @@ void AppendValue(std::string* out, absl::string_view v) {
 
 void SetLogLevel(LogLevel level) { min_level = static_cast<int>(level); }
 
+std::optional<LogLevel> ParseLogLevel(absl::string_view name) {
+  for (LogLevel l : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarn, LogLevel::kError}) {
+    if (name == LevelName(l)) return l;
+  }
+  return std::nullopt;
+}
+
 std::string FormatLogLine(LogLevel level, absl::string_view msg,
                           std::initializer_list<LogField> fields) {
   std::string line = absl::StrCat(

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -20,6 +21,10 @@ void Log(LogLevel level, absl::string_view msg, std::initializer_list<LogField> 
 
 // Sets the minimum level written (default kInfo); from MAILROOM_LOG_LEVEL in main().
 void SetLogLevel(LogLevel level);
+
+// The level a MAILROOM_LOG_LEVEL value names: "debug", "info", "warn" or "error" (exactly, as
+// the lines show them); nullopt for anything else (the services' config refuses it at start).
+std::optional<LogLevel> ParseLogLevel(absl::string_view name);
 
 // Formats one line (without the newline); exposed for tests.
 std::string FormatLogLine(LogLevel level, absl::string_view msg,

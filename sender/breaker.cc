@@ -1,6 +1,6 @@
 #include "sender/breaker.h"
 
-#include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -10,7 +10,8 @@
 namespace mailroom {
 
 Breaker::Breaker(Options options, Clock* clock, Metrics* metrics)
-    : opt_(options), clock_(clock), metrics_(metrics), backoff_(options.initial_backoff) {
+    : opt_(std::move(options)), clock_(clock), metrics_(metrics),
+      probe_backoff_(opt_.initial_backoff, opt_.max_backoff), backoff_(opt_.initial_backoff) {
   if (metrics_ != nullptr) {
     metrics_->Set(sender_metrics::kBreakerOpen, 0);
     metrics_->Add(sender_metrics::kBreakerTrips, 0);
@@ -47,7 +48,8 @@ void Breaker::Record(const Ticket& ticket, const absl::Status& outcome) {
     open_ = true;
     ++epoch_;
     ++trips_;
-    backoff_ = std::min(opt_.initial_backoff, opt_.max_backoff);
+    probe_backoff_.Reset();
+    backoff_ = probe_backoff_.NextBackOff();
     next_probe_ = now + backoff_;
     opened_at_ = now;
     reason_ = std::string(outcome.message());
@@ -69,7 +71,7 @@ void Breaker::Record(const Ticket& ticket, const absl::Status& outcome) {
   if (ticket.decision != Decision::kProbe || ticket.epoch != epoch_) return;
   probing_ = false;
   if (provider_down) {
-    backoff_ = std::min(backoff_ * 2, opt_.max_backoff);
+    backoff_ = probe_backoff_.NextBackOff();
     next_probe_ = now + backoff_;
     reason_ = std::string(outcome.message());
     Log(LogLevel::kDebug, "probe failed; provider still unavailable",
@@ -78,6 +80,7 @@ void Breaker::Record(const Ticket& ticket, const absl::Status& outcome) {
   }
   open_ = false;
   ++epoch_;
+  probe_backoff_.Reset();
   backoff_ = opt_.initial_backoff;
   next_probe_ = absl::InfinitePast();
   reason_.clear();

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/backoff.h"
 #include "common/clock.h"
 #include "common/metrics.h"
 
@@ -71,6 +72,9 @@ class Breaker {
   bool probing_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t trips_ ABSL_GUARDED_BY(mu_) = 0;
+  // The waits between probes: initial_backoff, doubling up to max_backoff, exact (the tests and
+  // the docs give them); backoff_ is the current one.
+  JitteredExponentialBackOffStrategy probe_backoff_ ABSL_GUARDED_BY(mu_);
   absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
   absl::Time next_probe_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time opened_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

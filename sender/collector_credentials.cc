@@ -1,26 +1,9 @@
 #include "sender/collector_credentials.h"
 
-#include <fstream>
-#include <sstream>
-
-#include "absl/strings/str_cat.h"
+#include "common/pem.h"
 #include "grpcpp/grpcpp.h"
 
 namespace mailroom {
-namespace {
-
-absl::StatusOr<std::string> ReadPem(const char* variable, const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  if (f) ss << f.rdbuf();
-  if (!f || f.bad() || ss.str().empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(variable, ": cannot read \"", path, "\" (or it is empty)"));
-  }
-  return ss.str();
-}
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CollectorCredentials(
     const CollectorTls& tls) {

@@ -9,6 +9,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/names.h"
 #include "sender/outbound_url.h"
 #include "sender/settings.h"
@@ -561,8 +562,7 @@ absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env) {
                               env.HostPort(SenderSetting("MAILROOM_HEALTH_ADDRESS")));
   }
   c.log_level = env.String(SenderSetting("MAILROOM_LOG_LEVEL"));
-  if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warn" &&
-      c.log_level != "error") {
+  if (!ParseLogLevel(c.log_level)) {
     return Bad("MAILROOM_LOG_LEVEL", "must be debug, info, warn or error");
   }
   char host[256] = "sender";

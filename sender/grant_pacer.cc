@@ -16,8 +16,8 @@ int Index(SendClass c) { return c == SendClass::kRecovery ? 0 : 1; }
 
 GrantPacer::GrantPacer(GrantPacerOptions options, BudgetClient* client, std::vector<Pacer*> caps,
                        Clock* clock)
-    : opt_(options), client_(client), caps_(std::move(caps)), clock_(clock),
-      backoff_(options.initial_backoff) {}
+    : opt_(std::move(options)), client_(client), caps_(std::move(caps)), clock_(clock),
+      backoff_(opt_.initial_backoff, opt_.max_backoff) {}
 
 GrantPacer::~GrantPacer() { Stop(); }
 
@@ -145,13 +145,13 @@ void GrantPacer::Tick() {
     const absl::Time after = clock_->Now();
     absl::MutexLock lock(&mu_);
     if (!r.ok()) {
+      const absl::Duration delay = backoff_.NextBackOff();
       LogWarn("budget grant failed",
               {{"error", std::string(r.status().message())},
-               {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(backoff_))}});
-      next_ask_[ask] = after + backoff_;
-      backoff_ = std::min(backoff_ * 2, opt_.max_backoff);
+               {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(delay))}});
+      next_ask_[ask] = after + delay;
     } else {
-      backoff_ = opt_.initial_backoff;
+      backoff_.Reset();
       pace_ = r->pace_per_second();
       if (r->emails() > 0) {
         Held h;

@@ -9,6 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/backoff.h"
 #include "common/clock.h"
 #include "sender/budget_client.h"
 #include "sender/pacer.h"
@@ -110,7 +111,8 @@ class GrantPacer : public Pacer {
   bool want_[2] ABSL_GUARDED_BY(mu_) = {false, false};
   absl::Time next_ask_[2] ABSL_GUARDED_BY(mu_) = {absl::InfinitePast(), absl::InfinitePast()};
   bool exhausted_[2] ABSL_GUARDED_BY(mu_) = {false, false};
-  absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
+  // Between failed AcquireBudget calls (exact: the tests give the delays).
+  JitteredExponentialBackOffStrategy backoff_ ABSL_GUARDED_BY(mu_);
   std::deque<Held> grants_ ABSL_GUARDED_BY(mu_);
   double pace_ ABSL_GUARDED_BY(mu_) = 0;
   int last_grant_ ABSL_GUARDED_BY(mu_) = 0;

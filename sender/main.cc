@@ -133,13 +133,6 @@ int RunDoctorCommand() {
   return RunDoctor(*loaded, stdout);
 }
 
-LogLevel LogLevelOf(const std::string& name) {
-  return name == "debug"   ? LogLevel::kDebug
-         : name == "warn"  ? LogLevel::kWarn
-         : name == "error" ? LogLevel::kError
-                           : LogLevel::kInfo;
-}
-
 // The primary transport and, with failover configured, the secondary.
 struct Transports {
   std::unique_ptr<Transport> primary, secondary;
@@ -414,7 +407,7 @@ int Run() {
   auto loaded = LoadSenderConfig(Env());
   if (!loaded.ok()) return ConfigError(loaded.status());
   const SenderConfig& c = *loaded;
-  SetLogLevel(LogLevelOf(c.log_level));
+  SetLogLevel(ParseLogLevel(c.log_level).value_or(LogLevel::kInfo));
   TerminationSignals signals;  // before any thread starts
   HangupSignal hangup;         // so too: a thread started before it would die of a SIGHUP
 

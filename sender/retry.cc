@@ -1,8 +1,6 @@
 #include "sender/retry.h"
 
-#include <algorithm>
-
-#include "absl/random/distributions.h"
+#include "common/backoff.h"
 
 namespace mailroom {
 
@@ -20,12 +18,9 @@ bool RetryPolicy::Retryable(const absl::Status& e) {
 
 std::optional<absl::Duration> RetryPolicy::Next(const absl::Status& error, int failures) {
   if (!Retryable(error) || failures >= max_attempts_) return std::nullopt;
-  absl::Duration d = base_;
-  for (int i = 1; i < failures && d < cap_; ++i) d *= 2;
-  d = std::min(d, cap_);
+  const absl::Duration d = ExponentialDelay(base_, cap_, failures);
   absl::MutexLock lock(&mu_);
-  double jitter = absl::Uniform(gen_, 0.0, 1.0);
-  return d / 2 + d / 2 * jitter;
+  return Jittered(d, /*jitter=*/0.5, gen_);
 }
 
 }  // namespace mailroom

@@ -1,8 +1,7 @@
 #include "sender/startup.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
+#include "common/backoff.h"
 #include "common/log.h"
 
 namespace mailroom {
@@ -33,7 +32,10 @@ bool Startup::started() const {
 }
 
 void Startup::Run() {
-  absl::Duration backoff = absl::Milliseconds(200);
+  constexpr absl::Duration kSlow = absl::Seconds(30);
+  // Exact delays (no jitter): one sender waiting for its collector.
+  JitteredExponentialBackOffStrategy backoff(absl::Milliseconds(200), kSlow);
+  bool refused_before = false;
   while (true) {
     {
       absl::MutexLock lock(&mu_);
@@ -48,15 +50,16 @@ void Startup::Run() {
     const bool refused = absl::IsUnauthenticated(usage.status()) ||
                          absl::IsPermissionDenied(usage.status()) ||
                          absl::IsInvalidArgument(usage.status());
-    // A refusal is a configuration problem: say so and retry slowly, never in a busy loop.
-    if (refused) backoff = absl::Seconds(30);
+    // A refusal is a configuration problem: say so and retry slowly, never in a busy loop (and
+    // slowly from then on, whatever the next answer).
+    refused_before = refused_before || refused;
+    const absl::Duration delay = refused_before ? kSlow : backoff.NextBackOff();
     (refused ? LogError
              : LogWarn)(refused ? "the collector refuses this sender" : "waiting for the collector",
                         {{"error", std::string(usage.status().message())},
-                         {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(backoff))}});
+                         {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(delay))}});
     absl::MutexLock lock(&mu_);
-    clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping_), clock_->Now() + backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(30));
+    clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping_), clock_->Now() + delay);
   }
   // Started under the lock, so Stop() either sees it started or prevents it.
   absl::MutexLock lock(&mu_);

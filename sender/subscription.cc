@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/backoff.h"
 #include "common/log.h"
 
 namespace mailroom {
@@ -12,6 +13,9 @@ namespace mailroom {
 namespace {
 
 constexpr absl::Duration kFirstBackoff = absl::Milliseconds(100);
+// Reconnects wait from half to all of their step, so senders that lost one collector at the same
+// moment do not come back in step.
+constexpr double kReconnectJitter = 0.5;
 
 // Errors no retry fixes: the collector refuses this sender or its request.
 bool Refused(grpc::StatusCode code) {
@@ -58,7 +62,8 @@ void Subscription::Start() {
   renewer_ = std::thread([this] { RenewLoop(); });
 }
 
-grpc::Status Subscription::ReadStream(absl::Duration* backoff) {
+grpc::Status Subscription::ReadStream(bool* answered) {
+  *answered = false;
   grpc::ClientContext ctx;
   Authorize(&ctx);
   {
@@ -79,7 +84,7 @@ grpc::Status Subscription::ReadStream(absl::Duration* backoff) {
       first = false;
       subscriber_id = resp.subscriber_id();
       connected_ = true;
-      *backoff = kFirstBackoff;
+      *answered = true;
       leases_->SetLease(absl::Milliseconds(resp.lease_duration_ms()));
       if (leases_->leases() > 0) {
         // Confirm at once which of the jobs held from before are still ours.
@@ -106,25 +111,34 @@ grpc::Status Subscription::ReadStream(absl::Duration* backoff) {
 }
 
 void Subscription::ReadLoop() {
-  absl::Duration backoff = kFirstBackoff;
+  JitteredExponentialBackOffStrategy backoff(kFirstBackoff, opt_.max_backoff, kReconnectJitter,
+                                             reconnect_random_);
+  // Since the last answered stream: refused once (the reconnects stay slow until one is answered).
+  bool refused = false;
   while (receiving_ && !stopping_) {
-    const grpc::Status st = ReadStream(&backoff);
+    bool answered = false;
+    const grpc::Status st = ReadStream(&answered);
+    if (answered) {
+      backoff.Reset();
+      refused = false;
+    }
     if (!receiving_ || stopping_) break;
     if (Refused(st.error_code())) {
       // No retry fixes this; keep trying slowly so a fixed collector config is picked up.
+      refused = true;
       LogError("subscription rejected",
                {{"code", absl::StrCat(st.error_code())},
                 {"error", st.error_message()},
                 {"in_ms", absl::StrCat(absl::ToInt64Milliseconds(opt_.max_backoff))}});
-      backoff = opt_.max_backoff;
-    } else {
-      LogWarn("subscription ended; reconnecting",
-              {{"code", absl::StrCat(st.error_code())},
-               {"error", st.error_message()},
-               {"in_ms", absl::StrCat(absl::ToInt64Milliseconds(backoff))}});
+      Backoff(opt_.max_backoff);
+      continue;
     }
-    Backoff(backoff);
-    backoff = std::min(backoff * 2, opt_.max_backoff);
+    const absl::Duration delay = refused ? opt_.max_backoff : backoff.NextBackOff();
+    LogWarn("subscription ended; reconnecting",
+            {{"code", absl::StrCat(st.error_code())},
+             {"error", st.error_message()},
+             {"in_ms", absl::StrCat(absl::ToInt64Milliseconds(delay))}});
+    Backoff(delay);
   }
 }
 
@@ -163,7 +177,8 @@ bool Subscription::Acknowledge(LeaseTable::Batch* batch) {
 }
 
 void Subscription::AckLoop() {
-  absl::Duration backoff = kFirstBackoff;
+  // Exact delays: one sender's acknowledgements to its collector.
+  JitteredExponentialBackOffStrategy backoff(kFirstBackoff, absl::Seconds(5));
   const size_t want = static_cast<size_t>(
       opt_.outcomes_per_ack > 0 ? opt_.outcomes_per_ack : std::max(1, opt_.max_in_flight / 2));
   while (true) {
@@ -172,13 +187,12 @@ void Subscription::AckLoop() {
     if (batch->outcomes.empty()) continue;
     if (Acknowledge(&*batch)) {
       leases_->Recorded();
-      backoff = kFirstBackoff;
+      backoff.Reset();
       continue;
     }
     // Keep them and try again: an outcome is never dropped.
     leases_->Returned(*std::move(batch));
-    Pause(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(5));
+    Pause(backoff.NextBackOff());
   }
 }
 

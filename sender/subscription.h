@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -21,9 +22,9 @@
 namespace mailroom {
 
 // The sender's side of the collector API, and only that: keeps one Subscribe stream open
-// (reconnecting with capped exponential backoff forever), sends the outcomes the lease table
-// holds in Acknowledge calls (each kept and retried until the collector has answered for it),
-// and renews the leases the table holds. The leases themselves, the outcomes waiting for
+// (reconnecting with capped exponential backoff and equal jitter forever), sends the outcomes the
+// lease table holds in Acknowledge calls (each kept and retried until the collector has answered
+// for it), and renews the leases the table holds. The leases themselves, the outcomes waiting for
 // acknowledgement and every decision about them live in the LeaseTable (sender/lease_table.h)
 // it shares with the Engine. Outcomes and renewals name the lease a job came with, so they
 // keep working after a reconnect (on any collector). Reconnect and retry backoffs and renewal
@@ -80,8 +81,8 @@ class Subscription {
 
  private:
   void ReadLoop();
-  // Reads one stream until it ends (`*backoff` back to its start once it is answered).
-  grpc::Status ReadStream(absl::Duration* backoff);
+  // Reads one stream until it ends; `*answered` tells whether the collector answered it.
+  grpc::Status ReadStream(bool* answered);
   void AckLoop();
   // Sends one batch of outcomes; true when the collector answered for them (recorded, or
   // rejected for good).
@@ -105,6 +106,8 @@ class Subscription {
   std::unique_ptr<v1::Collector::Stub> stub_;
   std::atomic<bool> receiving_{true}, stopping_{false}, connected_{false};
   std::thread reader_, acker_, renewer_;
+  // The reconnects' jitter (the reader thread's only).
+  absl::BitGen reconnect_random_;
 
   mutable absl::Mutex mu_;
   grpc::ClientContext* stream_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;

@@ -177,7 +177,8 @@ std::unique_ptr<OAuth2TokenSource> TokenFileSource(std::string path) {
 
 OAuth2TokenCache::OAuth2TokenCache(std::unique_ptr<OAuth2TokenSource> source, Options options,
                                    Clock* clock)
-    : source_(std::move(source)), opt_(options), clock_(clock), backoff_(options.initial_backoff) {}
+    : source_(std::move(source)), opt_(options), clock_(clock),
+      backoff_(options.initial_backoff, options.max_backoff) {}
 
 absl::StatusOr<std::string> OAuth2TokenCache::Get() {
   absl::MutexLock lock(&mu_);
@@ -211,16 +212,16 @@ absl::StatusOr<std::string> OAuth2TokenCache::Get() {
     }
     if (!got.ok()) {
       last_error_ = std::string(got.status().message());
-      retry_at_ = clock_->Now() + backoff_;
+      const absl::Duration delay = backoff_.NextBackOff();
+      retry_at_ = clock_->Now() + delay;
       LogWarn("smtp oauth2 token request failed",
-              {{"error", last_error_}, {"retry_in", absl::FormatDuration(backoff_)}});
-      backoff_ = std::min(backoff_ * 2, opt_.max_backoff);
+              {{"error", last_error_}, {"retry_in", absl::FormatDuration(delay)}});
       continue;  // serves the current token if it is still valid, else reports last_error_
     }
     if (got->value != token_) ++fetches_;
     token_ = std::move(got->value);
     rejected_ = false;
-    backoff_ = opt_.initial_backoff;
+    backoff_.Reset();
     retry_at_ = absl::InfinitePast();
     const absl::Duration life = got->lifetime;
     if (life == absl::InfiniteDuration()) {

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/backoff.h"
 #include "common/clock.h"
 
 namespace mailroom {
@@ -91,7 +92,8 @@ class OAuth2TokenCache {
   absl::Time refresh_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool fetching_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
+  // Between failed fetches: exact (one issuer per transport, the tests give the delays).
+  JitteredExponentialBackOffStrategy backoff_ ABSL_GUARDED_BY(mu_);
   std::string last_error_ ABSL_GUARDED_BY(mu_);
   int64_t fetches_ ABSL_GUARDED_BY(mu_) = 0;
 };
