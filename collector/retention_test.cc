@@ -7,8 +7,10 @@
 
 #include <functional>
 #include <memory>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "collector/migrate.h"
 #include "gtest/gtest.h"
 #include "testing/intruder.h"
@@ -324,6 +326,45 @@ TEST_F(RetentionTest, ThePassGrowsTheWrongCodeCountersAheadOfTheRequests) {
   report = Retention(Options(), nullptr).RunOnce();
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->code_counters_added, 0);
+}
+
+// The publisher moves the staged events into the application's feed, batch after batch, once
+// by itself every interval; each pass prunes the feed's events older than
+// mailroom_settings.event_retention_days, whatever MAILROOM_RETENTION says.
+TEST_F(RetentionTest, ThePublisherFeedsTheEventsAndThePassPrunesTheOldOnes) {
+  Accounts(5, "ev");
+  Dequeue("mailroom", 5);
+  Ack("mailroom", 5, "sent");
+  RetentionOptions o = Options();
+  o.publish_batch = 2;
+  o.retention = absl::ZeroDuration();
+  Retention retention(o, nullptr);
+  auto published = retention.PublishEvents();
+  ASSERT_TRUE(published.ok()) << published.status();
+  EXPECT_EQ(*published, 5);
+  EXPECT_EQ(Int("SELECT count(*) FROM email_events WHERE event = 'sent'"), 5);
+  EXPECT_EQ(Int("SELECT count(*) FROM email_events_staged"), 0);
+
+  Exec("UPDATE email_events SET at = now() - interval '8 days' WHERE event_id <= 3");
+  auto report = retention.RunOnce();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->email_events, 3);
+  EXPECT_EQ(Int("SELECT min(event_id) FROM email_events"), 4);
+
+  o.publish_interval = absl::Milliseconds(20);
+  Retention looping(o, nullptr);
+  std::thread publisher([&] { looping.RunPublisher(); });
+  Accounts(2, "later");
+  Dequeue("mailroom", 2);
+  Ack("mailroom", 2, "failed");
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (Int("SELECT count(*) FROM email_events WHERE event = 'failed'") < 2 &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  looping.Stop();
+  publisher.join();
+  EXPECT_EQ(Int("SELECT count(*) FROM email_events WHERE event = 'failed'"), 2);
 }
 
 TEST_F(RetentionTest, ZeroRetentionKeepsEverything) {
