@@ -76,9 +76,9 @@ struct BudgetRefund {
   int64_t emails = 0;
 };
 
-// The group budgets in PostgreSQL (migration 0011): grants, returns and settings. Every error
-// is a Status (collector/db/pg_status.h): kNotFound (unknown group), kInvalidArgument (a value
-// the schema refuses), kUnavailable (database, or the group's budget row locked for longer
+// The group budgets in PostgreSQL (group_budgets, budget_grants): grants, returns and settings.
+// Every error is a Status (collector/db/pg_status.h): kNotFound (unknown group), kInvalidArgument
+// (a value the schema refuses), kUnavailable (database, or the group's budget row locked for longer
 // than the lock timeout; retry), kFailedPrecondition (what a retry does not fix).
 // Thread-safe.
 class BudgetStore {
@@ -97,7 +97,7 @@ class BudgetStore {
   virtual absl::StatusOr<GroupBudgetRow> Get(const std::string& group) = 0;
   // Applies `settings` and returns the group's budget as it now is.
   virtual absl::StatusOr<GroupBudgetRow> Set(const BudgetSettings& settings) = 0;
-  // Gives back the unused part of the grants of holders that died (migration 0015,
+  // Gives back the unused part of the grants of holders that died (mailroom_budget_refund,
   // mailroom_budget_refund): those linked to a subscription whose grants all expired more
   // than a grant lease ago and who hold no live job lease get granted - returned -
   // (jobs handed - jobs settled unsent) back. Idempotent; returns one row per holder refunded.

@@ -1,6 +1,6 @@
-// The BudgetStore and migration 0011's SQL (mailroom_budget_grant / _return / _state) and
-// 0015's refund (with the Store counting jobs handed and settled) against a throwaway
-// PostgreSQL; one fresh database per test.
+// The BudgetStore and its SQL (mailroom_budget_grant / _return / _state) and
+// the refund of dead holders' grants (with the Store counting jobs handed and settled) against a
+// throwaway PostgreSQL; one fresh database per test.
 #include "collector/budget_store.h"
 
 #include <pqxx/pqxx>
@@ -285,7 +285,7 @@ TEST_F(BudgetStoreTest, AcknowledgedSpendBeyondGrantsCounts) {
   EXPECT_EQ(b->committed_micros, 500);
 }
 
-// Migration 0015: the refund of dead holders' grants. Jobs go through the real Store, so the
+// The refund of dead holders' grants. Jobs go through the real Store, so the
 // counting in store.cc (dequeue, acknowledgement, release) is what is checked.
 class BudgetRefundTest : public BudgetStoreTest {
  protected:
@@ -320,7 +320,7 @@ class BudgetRefundTest : public BudgetStoreTest {
     r.cost_micros = kind == JobResult::Kind::kSent ? kPrice : 0;
     return r;
   }
-  // Every lease runs out a second ago, without an outcome: the per-job rows' and, since 0021,
+  // Every lease runs out a second ago, without an outcome: the per-job rows' and
   // the leased batches'.
   void RunOutLeases() {
     Exec("UPDATE deliveries SET due_at = now() - INTERVAL '1 second' WHERE state = 'leased';"
@@ -586,7 +586,7 @@ TEST_F(BudgetStoreTest, OneGroupsLockedBudgetRowNeverDelaysAnotherGroup) {
   EXPECT_EQ(after->emails, 1);
 }
 
-// Migration 0019: the refund reads the grants of holders whose grants all expired, not those
+// The refund reads the grants of holders whose grants all expired, not those
 // of a sender still at work (one that has run for weeks holds thousands of grants).
 TEST_F(BudgetRefundTest, TheRefundDoesNotReadTheGrantsOfALiveHolder) {
   Exec("INSERT INTO budget_grants (group_id, month, holder, recovery, price_micros, emails, "
@@ -620,7 +620,7 @@ TEST_F(BudgetRefundTest, TheRefundDoesNotReadTheGrantsOfALiveHolder) {
   tx.abort();
 }
 
-// Migration 0019: a grant no longer deletes grants that expired an hour ago, so a sender that
+// A grant no longer deletes grants that expired an hour ago, so a sender that
 // lived longer than an hour gets its unused emails back too (the retention pass prunes).
 TEST_F(BudgetRefundTest, ASenderThatLivedForHoursGetsItsUnusedEmailsBack) {
   ASSERT_EQ(Acquire(10, false, "h1").emails, 10);

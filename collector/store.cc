@@ -60,7 +60,7 @@ SuppressionRow ToSuppression(const pqxx::row& row) {
 }
 
 // Counts the SENT outcomes mailroom_ack recorded in the group's reputation. Their provider
-// message ids are stored by mailroom_ack itself (migration 0021), so none are passed here.
+// message ids are stored by mailroom_ack itself, so none are passed here.
 void RecordSent(Transaction& tx, const std::string& group, const std::vector<JobResult>& results,
                 const std::vector<uint64_t>& recorded) {
   absl::flat_hash_set<uint64_t> done(recorded.begin(), recorded.end());
@@ -75,7 +75,7 @@ void RecordSent(Transaction& tx, const std::string& group, const std::vector<Job
 }
 
 // Counts the outcomes other than SENT that mailroom_ack recorded as settled unsent for the
-// holder `owner` is linked to (migration 0015; nothing when it is not linked).
+// holder `owner` is linked to (mailroom_budget_settled; nothing when it is not linked).
 void SettledUnsent(Transaction& tx, const std::string& group, const std::string& owner,
                    const std::vector<JobResult>& results, const std::vector<uint64_t>& recorded) {
   const bool any_unsent = std::any_of(results.begin(), results.end(), [](const JobResult& j) {
@@ -152,9 +152,9 @@ class PgStore : public Store {
                                                default_budget_, ")");
       constexpr char kColumns[] = "job_id, action, email, login, secret, code, expires_at,"
                                   " account_id, attempt, failures, created_at, locale, priority";
-      // A subscription linked to a grant holder (migration 0015): the jobs handed are counted
-      // in the dequeue's transaction, so a job is never in a sender's hands uncounted, and a
-      // transaction that hands jobs commits synchronously, as the count bounds a refund of the
+      // A subscription linked to a grant holder (mailroom_budget_handed): the jobs handed are
+      // counted in the dequeue's transaction, so a job is never in a sender's hands uncounted, and
+      // a transaction that hands jobs commits synchronously, as the count bounds a refund of the
       // holder's grants and must not be lost with an asynchronous commit while the jobs are on
       // their way. The first dequeue after the link writes the count even with no job, to
       // register the link. The count is taken in the same statement: `h` is read by the
@@ -204,7 +204,8 @@ class PgStore : public Store {
                                             const std::vector<JobResult>& results) override {
     std::vector<uint64_t> ids;
     std::vector<uint32_t> attempts;
-    // A SENT outcome with a provider message id keeps a deliveries row (migration 0021).
+    // A SENT outcome with a provider message id keeps a deliveries row (a plain SENT only its lease
+    // batch's bit).
     std::vector<std::string> kinds, reasons, message_ids, providers;
     std::vector<uint32_t> retry;
     std::vector<int64_t> costs;

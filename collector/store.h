@@ -180,7 +180,7 @@ class Store {
   // SELECT 1.
   virtual absl::Status Ping() = 0;
   // Subscription `owner` of `group` spends the budget grants of `holder`
-  // (SubscribeRequest.budget_holder; migration 0015): from now on the jobs dequeued for it are
+  // (SubscribeRequest.budget_holder): from now on the jobs dequeued for it are
   // counted as handed to the holder (in the dequeue's transaction), and its outcomes other
   // than SENT and its released jobs as settled unsent. Call before the first Dequeue for
   // `owner`; HolderLeft ends the link (outcomes still count afterwards). Does no I/O.

@@ -53,7 +53,7 @@ class StoreTest : public testing::MigratedDatabaseTest {
     r.cost_micros = 100;
     return r;
   }
-  // Makes every lease run out `ago` ago (an SQL interval): the per-job rows' and, since 0021,
+  // Makes every lease run out `ago` ago (an SQL interval): the per-job rows' and
   // the leased batches' (all the jobs of a batch share its lease end).
   void RunOut(const std::string& ago) {
     Exec(absl::StrCat("UPDATE deliveries SET due_at = now() - interval '", ago,
@@ -61,7 +61,7 @@ class StoreTest : public testing::MigratedDatabaseTest {
                       "UPDATE lease_batches SET due_at = now() - interval '",
                       ago, "' WHERE state = 'leased'"));
   }
-  // The job's state in the per-job picture (0021's view: its row or its batch's bit).
+  // The job's state in the per-job picture (delivery_states: its row or its batch's bit).
   std::string State(uint64_t id) {
     return Text(absl::StrCat("SELECT state::TEXT FROM delivery_states WHERE token_id = ", id));
   }
@@ -80,7 +80,7 @@ class StoreTest : public testing::MigratedDatabaseTest {
     EXPECT_EQ(rows.ok() ? rows->size() : 0u, 1u);
     return rows.ok() && rows->size() == 1 ? (*rows)[0] : GroupStatsRow{};
   }
-  // `sql`'s one value of the only lease_batches row (migration 0021), as text.
+  // `sql`'s one value of the only lease_batches row, as text.
   std::string Batch(const std::string& sql) {
     EXPECT_EQ(Int("SELECT count(*) FROM lease_batches"), 1);
     return Text(absl::StrCat("SELECT ", sql, " FROM lease_batches"));
@@ -287,7 +287,7 @@ TEST_F(StoreTest, LeasesOfAHolderThatLeftDoNotCountAsLost) {
   // One job's holder left (mailroom_holder_left, directly) ...
   ASSERT_TRUE(store_->HolderLeft("mailroom", "gone").ok());
   EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE holder_left"), 2);
-  // (0021: the two jobs are one batch; the batch records that its holder left.)
+  // (The two jobs are one batch; the batch records that its holder left.)
   EXPECT_EQ(Batch("state || ' ' || holder_left || ' ' || owner"), "leased true gone");
   ExpectBatchHandedOutAgain("next", 2, /*lost_leases=*/0);
   EXPECT_EQ(Int("SELECT max(lost_leases) FROM delivery_states"), 0);
@@ -504,7 +504,7 @@ TEST_F(StoreTest, StatsFailuresRequeueAndUsage) {
   EXPECT_EQ(State(jobs[1].id), "retry");
 }
 
-// Migration 0021: batch leases. A fresh dequeue leases its jobs as one lease_batches row;
+// Batch leases. A fresh dequeue leases its jobs as one lease_batches row;
 // per-job deliveries rows appear only for what needs one (see the migration's header).
 
 TEST_F(StoreTest, AFreshDequeueIsOneBatchRowAndAFullSentAckFinishesIt) {

@@ -8,7 +8,7 @@
 //   email written was covered by a grant charged before it.
 // - With the budget set (by the operator RPC) to what was spent, no sender sends anything more.
 // - After its grants' lease (plus a lease of margin) the unused part of the killed sender's
-//   grants comes back (migration 0015): exactly down to the emails it may have spent (jobs
+//   grants comes back (mailroom_budget_refund): exactly down to the emails it may have spent (jobs
 //   handed to it minus those settled unsent), never below what it wrote.
 // - SES: GetAccount saying SendingEnabled=false pauses sending (nothing sent, nothing failed)
 //   until it says true again; then every email goes out once.
@@ -76,7 +76,7 @@ std::string LogField(const std::string& log, const std::string& needle, const st
   return line.substr(from, line.find(' ', from) - from);
 }
 
-// A holder's grants as migration 0015 sees them.
+// A holder's grants as the refund sees them.
 struct HolderBudget {
   int64_t granted = 0;   // emails granted
   int64_t returned = 0;  // given back (by the holder, or refunded)

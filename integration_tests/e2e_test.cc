@@ -150,7 +150,7 @@ TEST_F(EndToEndTest, RecoveryFloodIsCappedWhileOtherAccountsAreServed) {
             1);
   // Spend: only what was sent is charged, and only that reached the transport.
   EXPECT_EQ(Scalar("SELECT coalesce(sum(sent), 0) FROM group_usage"), sent + 1);
-  // A SENT batch job keeps no per-job cost (0021: group_usage holds the sum), so the charge is
+  // A SENT batch job keeps no per-job cost (group_usage holds the sum), so the charge is
   // checked against the price: the default MAILROOM_PRICE_PER_1000 of 0.10 is 100 micros an email.
   EXPECT_EQ(Scalar("SELECT coalesce(sum(cost_micros), 0) FROM group_usage"), (sent + 1) * 100);
   EXPECT_EQ(static_cast<int64_t>(Files(dir_ + "/out", ".eml").size()), sent + 1);
@@ -311,7 +311,7 @@ TEST_F(EndToEndTest, BudgetPacesSendingAndKeepsTheRestQueued) {
   sender->Signal(SIGTERM);
   ASSERT_TRUE(sender->Wait(absl::Seconds(20)).ok());
   // The 5 held-back jobs come due at once, so the new sender holds them and asks. A deferred
-  // job is always a row of deliveries (0021 keeps only SENT outcomes in a batch), so the write
+  // job is always a row of deliveries (a lease batch keeps only SENT outcomes), so the write
   // goes to the table, not to the delivery_states view.
   Exec("UPDATE deliveries SET due_at = now() WHERE state = 'retry'");
   auto again = StartSender({{"MAILROOM_TRANSPORT", "file"}, {"MAILROOM_FILE_DIR", dir_ + "/out"}},

@@ -74,7 +74,7 @@ class FaultTest : public testing::StackTest {
   }
   // Longest time a job was held by one sender before it was sent (jobs handed out once, all
   // inserted before the senders started): the hold must outlast the lease for the rolling
-  // restart scenarios to mean anything. Since 0021 a job sent under its first lease has no row
+  // restart scenarios to mean anything. A job sent under its first lease has no row
   // of its own: delivery_states gives it its batch's updated_at, the batch's last write (the
   // last outcome recorded in it, or a hand-back of its unsent jobs by a stopping sender, which
   // comes right after that sender's last send), so the figure is still the time from the first

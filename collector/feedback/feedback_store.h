@@ -12,7 +12,7 @@
 
 namespace mailroom {
 
-// A group's reputation counters over a rolling window (migration 0012, reputation_hourly).
+// A group's reputation counters over a rolling window (reputation_hourly).
 struct ReputationRow {
   std::string group;
   uint64_t sent = 0;
@@ -67,8 +67,9 @@ const char* ResultName(FeedbackResult r);
 // event was about. The addresses themselves are personal data and are not logged.
 std::string RecipientDomains(const std::vector<std::string>& recipients);
 
-// The feedback and reputation side of PostgreSQL (migration 0012). Thread-safe; no exception
-// leaves it: a database error is the Status collector/db/pg_status.h maps it to.
+// The feedback and reputation side of PostgreSQL (mailroom_record_feedback, reputation_hourly).
+// Thread-safe; no exception leaves it: a database error is the Status collector/db/pg_status.h maps
+// it to.
 class FeedbackStore {
  public:
   virtual ~FeedbackStore() = default;

@@ -1,6 +1,6 @@
-// The feedback and reputation SQL (migration 0012) through FeedbackStore, against a throwaway
-// PostgreSQL; one fresh database per test. The jobs it gets feedback about are leased and
-// acknowledged through the SQL functions the collector's Store calls.
+// The feedback and reputation SQL (mailroom_record_feedback, reputation_hourly) through
+// FeedbackStore, against a throwaway PostgreSQL; one fresh database per test. The jobs it gets
+// feedback about are leased and acknowledged through the SQL functions the collector's Store calls.
 #include "collector/feedback/feedback_store.h"
 
 #include <pqxx/pqxx>

@@ -63,7 +63,7 @@ inline constexpr auto kBudgetReturnedEmails = CounterMetric(
 // Retention.
 inline constexpr auto kBudgetRefundedEmails = CounterMetric(
     "mailroom_budget_refunded_emails_total",
-    "Unused granted emails of departed senders given back per group (migration 0015's refund).",
+    "Unused granted emails of departed senders given back per group (mailroom_budget_refund).",
     "group");
 inline constexpr auto kPruned = CounterMetric(
     "mailroom_collector_pruned_total",
