@@ -13,10 +13,14 @@
 #   ack        every lease acknowledged, 1,000 a call: mailroom_ack and mailroom_record_sent,
 #              as collector/store.cc's Ack; with --retry=P, P % of each call's jobs are RETRY
 #              (due at once), dequeued and acknowledged SENT again, in those same stages
+#   publish    the application's events (sent, ...) moved from their staging table into the
+#              feed, 10,000 a call, as the collector's publisher (mailroom_publish_events; a
+#              schema without the feed: 0)
 #   retention  everything finished pruned as the collector's retention pass does, with the
 #              retention window at 0, the tokens aged 30 days and a checkpoint taken first
 #              (not timed) as days would (mailroom_prune_deliveries, _lease_batches, _tokens and
-#              mailroom_compact_delivery_counts), 1,000 a call
+#              mailroom_compact_delivery_counts, and mailroom_prune_email_events with the
+#              events' time set past their retention first, not timed), 1,000 a call
 # Each stage runs in one session of its own, its calls committed one by one inside the server (a
 # procedure) with synchronous_commit = off, so the figure is the work the server does, not the
 # WAL flush it waits for nor the client's round trip. Per delivered email: the backend's CPU
@@ -118,6 +122,19 @@ BEGIN
     COMMIT;
 END;
 \$\$;
+-- The staged events published as the collector's publisher does (nothing without the feed).
+CREATE PROCEDURE bench_publish() LANGUAGE plpgsql AS \$\$
+BEGIN
+    SET synchronous_commit = off;
+    IF to_regproc('mailroom.mailroom_publish_events') IS NULL THEN
+        RETURN;
+    END IF;
+    WHILE (SELECT more FROM mailroom_publish_events(10000)) LOOP
+        COMMIT;
+    END LOOP;
+    COMMIT;
+END;
+\$\$;
 -- Retention with a window of 0: what the collector's pass deletes once the window has passed.
 CREATE PROCEDURE bench_retention() LANGUAGE plpgsql AS \$\$
 DECLARE
@@ -150,6 +167,12 @@ BEGIN
     END LOOP;
     PERFORM mailroom_compact_delivery_counts();
     COMMIT;
+    IF to_regproc('mailroom.mailroom_prune_email_events') IS NOT NULL THEN
+        WHILE (SELECT more FROM mailroom_prune_email_events(1000)) LOOP
+            COMMIT;
+        END LOOP;
+        COMMIT;
+    END IF;
 END;
 \$\$;
 EOF
@@ -158,7 +181,7 @@ triggers() {
   "${PSQL[@]}" -c "ALTER TABLE accounts $1 TRIGGER before_account_insert;
                    ALTER TABLE mailroom_signups $1 TRIGGER after_signup_inserted;"
 }
-STAGES=(app trigger collect dequeue ack retention)
+STAGES=(app trigger collect dequeue ack publish retention)
 declare -A CPU WAL
 for ((r = 1; r <= ROUNDS; r++)); do
   triggers DISABLE
@@ -187,10 +210,15 @@ for ((r = 1; r <= ROUNDS; r++)); do
   [[ $sent == "$EMAILS" ]] || { echo "round $r: $sent of $EMAILS emails sent" >&2; exit 1; }
   CPU[dequeue]+="$(printf '%.1f' "$dq_cpu") " WAL[dequeue]+="$dq_wal "
   CPU[ack]+="$(printf '%.1f' "$ack_cpu") " WAL[ack]+="$ack_wal "
-  # The tokens made old enough for retention (past their expiry and the limits' window), then
-  # a checkpoint, as days later: the deletes then write their pages' first images again.
+  out=$(timed "CALL bench_publish()")
+  CPU[publish]+="$(cpu_per_row "$out" "$EMAILS") " WAL[publish]+="$(wal_per_row "$out" "$EMAILS") "
+  # The tokens made old enough for retention (past their expiry and the limits' window) and the
+  # events past theirs, then a checkpoint, as days later: the deletes then write their pages'
+  # first images again.
   "${PSQL[@]}" -c "UPDATE tokens SET created_at = created_at - 30 * 86400,
-                                     expires_at = expires_at - 30 * 86400" -c "CHECKPOINT"
+                                     expires_at = expires_at - 30 * 86400" \
+    -c "DO \$\$ BEGIN IF to_regclass('mailroom.email_events') IS NOT NULL THEN
+          UPDATE email_events SET at = at - interval '30 days'; END IF; END \$\$" -c "CHECKPOINT"
   out=$(timed "CALL bench_retention()")
   left=$("${PSQL[@]}" -tAc "SELECT (SELECT count(*) FROM tokens) + (SELECT count(*) FROM delivery_states)")
   [[ $left == 0 ]] || { echo "round $r: retention left $left rows" >&2; exit 1; }
