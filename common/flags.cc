@@ -40,7 +40,10 @@ absl::StatusOr<CommandLine> ParseFlags(int argc, char** argv, int first) {
     }
     word.remove_prefix(absl::StartsWith(word, "--") ? 2 : 1);
     const size_t eq = word.find('=');
-    absl::string_view name = word.substr(0, eq);
+    // A flag's name is written with dashes or underscores (--code-length, --code_length).
+    std::string spelled(word.substr(0, eq));
+    std::replace(spelled.begin(), spelled.end(), '-', '_');
+    absl::string_view name = spelled;
     const bool has_value = eq != absl::string_view::npos;
     std::string value = has_value ? std::string(word.substr(eq + 1)) : "";
     absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
@@ -51,7 +54,7 @@ absl::StatusOr<CommandLine> ParseFlags(int argc, char** argv, int first) {
         value = "false";
       } else {
         flag = nullptr;
-        name = word;
+        name = spelled;
       }
     } else if (flag != nullptr && !has_value) {
       if (flag->IsOfType<bool>()) {

@@ -11,6 +11,7 @@
 ABSL_FLAG(std::string, name, "", "a string");
 ABSL_FLAG(int, count, 3, "an integer");
 ABSL_FLAG(bool, loud, false, "a boolean");
+ABSL_FLAG(int, max_depth, 1, "an integer whose name has an underscore");
 ABSL_FLAG(std::vector<std::string>, items, {}, "a list");
 ABSL_FLAG(mailroom::IntList, sizes, (mailroom::IntList{{100, 2000}}), "integers");
 
@@ -48,6 +49,20 @@ TEST_F(FlagsTest, EveryFormSetsItsFlag) {
   EXPECT_THAT(c->args, ElementsAre("up", "7"));
   EXPECT_THAT(c->given, ElementsAre("count", "items", "loud", "name"));
   EXPECT_FALSE(c->help);
+}
+
+TEST_F(FlagsTest, DashesInANameAreItsUnderscores) {
+  auto c = Parse({"--max-depth=5"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(absl::GetFlag(FLAGS_max_depth), 5);
+  EXPECT_THAT(c->given, ElementsAre("max_depth"));
+  c = Parse({"--max-depth", "6"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(absl::GetFlag(FLAGS_max_depth), 6);
+  auto unknown = Parse({"--max-width=4"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.status().message(), HasSubstr("max_width"));
+  EXPECT_THAT(unknown.status().message(), Not(HasSubstr("4")));
 }
 
 TEST_F(FlagsTest, NegatedBoolEmptyValueHelpAndTheEndOfFlags) {

@@ -438,18 +438,7 @@ int Run() {
 // The subcommand and its flags: render takes --action, --locale, --code-length and --expiry, the
 // others none; --version goes with none.
 int Main(int argc, char** argv) {
-  // --send-test is abseil's flag send_test: a flag's name is written with dashes or underscores.
-  std::vector<std::string> words(argv, argv + argc);
-  std::vector<char*> spelled;
-  for (std::string& w : words) {
-    if (absl::StartsWith(w, "--")) {
-      for (size_t i = 2; i < w.size() && w[i] != '='; ++i) {
-        if (w[i] == '-') w[i] = '_';
-      }
-    }
-    spelled.push_back(w.data());
-  }
-  auto cl = ParseFlags(argc, spelled.data());
+  auto cl = ParseFlags(argc, argv);
   if (!cl.ok()) return UsageError("sender", cl.status().message(), kUsage);
   const std::string command = cl->args.empty() ? "" : cl->args[0];
   if (cl->help) {
