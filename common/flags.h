@@ -27,11 +27,11 @@ bool AbslParseFlag(absl::string_view text, IntList* list, std::string* error);
 std::string AbslUnparseFlag(const IntList& list);
 
 // Parses argv[first..argc): --name=value, --name value (not for bools), --name and --noname
-// (bools), -- ends the flags; a name's dashes are its underscores (--send-test is send_test). Sets each flag as it is read. Errors (kInvalidArgument) say which
-// flag and what is wrong, never the value given (a flag may carry a token): an unknown flag, a
-// missing value, a value the flag's type refuses. abseil's own ParseCommandLine is not used: it
-// exits 1 on such errors, and the tools keep 1 for their own outcome (verify: invalid token)
-// and 2 for bad usage.
+// (bools), -- ends the flags; a name's dashes are its underscores (--send-test is send_test). Sets
+// each flag as it is read. Errors (kInvalidArgument) say which flag and what is wrong, never the
+// value given (a flag may carry a token): an unknown flag, a missing value, a value the flag's type
+// refuses. abseil's own ParseCommandLine is not used: it exits 1 on such errors, and the tools keep
+// 1 for their own outcome (verify: invalid token) and 2 for bad usage.
 absl::StatusOr<CommandLine> ParseFlags(int argc, char** argv, int first = 1);
 
 // Prints "`program`: `why`" and `usage` to stderr; returns 2, the tools' code for bad usage.
