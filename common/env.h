@@ -15,7 +15,7 @@
   do {                                       \
     auto _r = (expr);                        \
     if (!_r.ok()) return _r.status();        \
-    lhs = *std::move(_r);                    \
+    (lhs) = *std::move(_r);                  \
   } while (0)
 
 namespace mailroom {
