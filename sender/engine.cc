@@ -129,9 +129,11 @@ void Engine::Drain() {
   DeferQueued(absl::ZeroDuration(), "sender shutting down");
 }
 
-void Engine::Pause(absl::Duration d) {
+void Engine::Pause(absl::Duration d) { PauseUntil(clock_->Now() + d); }
+
+void Engine::PauseUntil(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
-  clock_->AwaitWithDeadline(&mu_, absl::Condition(&draining_), clock_->Now() + d);
+  clock_->AwaitWithDeadline(&mu_, absl::Condition(&draining_), deadline);
 }
 
 void Engine::DeferQueued(absl::Duration retry_after, const std::string& why,
@@ -238,6 +240,9 @@ bool Engine::TakeNext(LeasedJob* job, int64_t* cost) {
   // a wait.
   absl::Duration pace_wait = absl::ZeroDuration();
   absl::Duration budget_wait = absl::ZeroDuration();
+  // When to look again, from the same reading of the clock as the wait: time that passes
+  // before the pause begins shortens it instead of being added to it.
+  absl::Time wake_at = absl::InfinitePast();
   {
     absl::MutexLock lock(&mu_);
     if (queue_.empty() || draining_) return false;
@@ -257,6 +262,9 @@ bool Engine::TakeNext(LeasedJob* job, int64_t* cost) {
       } else if (*cost < 0) {
         pace_wait = next - now;
       }
+      wake_at = now + (budget_wait > absl::ZeroDuration()
+                           ? std::min(budget_wait, absl::Seconds(1))
+                           : std::min(pace_wait, absl::Milliseconds(250)));
     }
     // Jobs too close to expiry are taken without a slot: they are reported, not sent.
     if (budget_wait == absl::ZeroDuration() && pace_wait == absl::ZeroDuration()) {
@@ -270,13 +278,13 @@ bool Engine::TakeNext(LeasedJob* job, int64_t* cost) {
     // Not sendable soon (budget spent for now): keep the jobs in PostgreSQL, not here.
     metrics_->Add(sender_metrics::kBudgetDeferrals, 1);
     DeferQueued(budget_wait, "sending budget exhausted for now");
-    Pause(std::min(budget_wait, absl::Seconds(1)));
+    PauseUntil(wake_at);
     return false;
   }
   Log(LogLevel::kDebug, "waiting for the pace",
       {{"ms", absl::StrCat(absl::ToDoubleMilliseconds(pace_wait))}});
   metrics_->Add(sender_metrics::kRateLimitWaitSeconds, absl::ToDoubleSeconds(pace_wait));
-  Pause(std::min(pace_wait, absl::Milliseconds(250)));
+  PauseUntil(wake_at);
   return false;
 }
 

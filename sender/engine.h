@@ -146,6 +146,8 @@ class Engine : public JobSink {
   void NoteActive();
   // Waits `d` on the clock, or less when Drain() begins.
   void Pause(absl::Duration d);
+  // The same, until `deadline` on the engine's clock.
+  void PauseUntil(absl::Time deadline);
 
   const EngineOptions opt_;
   RenderFunction render_;
