@@ -55,10 +55,10 @@ done
 
 source bench/throwaway_pg.sh
 throwaway_pg email-cost "$FSYNC" "$MIGRATIONS"
+"${PSQL[@]}" -f bench/email_procedures.sql
 "${PSQL[@]}" <<EOF
 CREATE SEQUENCE bench_seq;
 SELECT mailroom_ensure_group('bench', true);
-CREATE TABLE bench_leased (id BIGINT, attempt INT);
 -- The application's signups, one per transaction.
 CREATE PROCEDURE bench_signups(p_n INT) LANGUAGE plpgsql AS \$\$
 DECLARE
@@ -78,61 +78,6 @@ BEGIN
     WHILE mailroom_collect_signups(1000) > 0 LOOP
         COMMIT;
     END LOOP;
-END;
-\$\$;
--- Every due job leased, 1,000 a call; the leases kept for the acknowledgement (a temporary
--- table's writes are not in the WAL).
-CREATE PROCEDURE bench_dequeue() LANGUAGE plpgsql AS \$\$
-DECLARE
-    n INT;
-BEGIN
-    SET synchronous_commit = off;
-    LOOP
-        INSERT INTO bench_leased
-        SELECT job_id, attempt FROM mailroom_dequeue('bench', 1000, 's', 600000);
-        GET DIAGNOSTICS n = ROW_COUNT;
-        COMMIT;
-        EXIT WHEN n = 0;
-    END LOOP;
-END;
-\$\$;
--- The leases acknowledged 1,000 a call, p_retry % of each call's RETRY.
-CREATE PROCEDURE bench_ack(p_retry INT) LANGUAGE plpgsql AS \$\$
-DECLARE
-    b RECORD;
-BEGIN
-    SET synchronous_commit = off;
-    FOR b IN SELECT array_agg(l.id ORDER BY l.id) AS ids,
-                    array_agg(l.attempt ORDER BY l.id) AS att,
-                    array_agg(CASE WHEN l.attempt = 1 AND l.id % 100 < p_retry THEN 'retry'
-                                   ELSE 'sent' END ORDER BY l.id) AS outs
-               FROM (SELECT id, attempt, (row_number() OVER (ORDER BY id) - 1) / 1000 AS k
-                       FROM bench_leased) l
-              GROUP BY l.k ORDER BY l.k LOOP
-        PERFORM count(*) FROM mailroom_ack('bench', 's', b.ids, b.att, b.outs,
-                                          array_fill(''::TEXT, ARRAY[cardinality(b.ids)]),
-                                          array_fill(0, ARRAY[cardinality(b.ids)]),
-                                          array_fill(0::BIGINT, ARRAY[cardinality(b.ids)]),
-                                          array_fill(''::TEXT, ARRAY[cardinality(b.ids)]));
-        PERFORM mailroom_record_sent('bench', (SELECT count(*) FROM unnest(b.outs) o
-                                                WHERE o = 'sent'), '{}', '{}');
-        COMMIT;
-    END LOOP;
-    TRUNCATE bench_leased;
-    COMMIT;
-END;
-\$\$;
--- The staged events published as the collector's publisher does (nothing without the feed).
-CREATE PROCEDURE bench_publish() LANGUAGE plpgsql AS \$\$
-BEGIN
-    SET synchronous_commit = off;
-    IF to_regproc('mailroom.mailroom_publish_events') IS NULL THEN
-        RETURN;
-    END IF;
-    WHILE (SELECT more FROM mailroom_publish_events(10000)) LOOP
-        COMMIT;
-    END LOOP;
-    COMMIT;
 END;
 \$\$;
 -- Retention with a window of 0: what the collector's pass deletes once the window has passed.
@@ -167,12 +112,7 @@ BEGIN
     END LOOP;
     PERFORM mailroom_compact_delivery_counts();
     COMMIT;
-    IF to_regproc('mailroom.mailroom_prune_email_events') IS NOT NULL THEN
-        WHILE (SELECT more FROM mailroom_prune_email_events(1000)) LOOP
-            COMMIT;
-        END LOOP;
-        COMMIT;
-    END IF;
+    CALL bench_prune_events();
 END;
 \$\$;
 EOF
@@ -202,7 +142,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     ((n > 0)) || break
     dq_cpu=$(echo "$dq_cpu + $(cpu_per_row "$out" "$EMAILS")" | bc -l)
     dq_wal=$((dq_wal + $(wal_per_row "$out" "$EMAILS")))
-    out=$(timed "CALL bench_ack($RETRY)")
+    out=$(timed "CALL bench_ack($RETRY, false, NULL)")
     ack_cpu=$(echo "$ack_cpu + $(cpu_per_row "$out" "$EMAILS")" | bc -l)
     ack_wal=$((ack_wal + $(wal_per_row "$out" "$EMAILS")))
   done

@@ -43,66 +43,10 @@ done
 
 source bench/throwaway_pg.sh
 throwaway_pg event-cost "$FSYNC" migrations
+"${PSQL[@]}" -f bench/email_procedures.sql
 "${PSQL[@]}" <<EOF
 CREATE SEQUENCE bench_seq;
 SELECT mailroom_ensure_group('bench', true);
-CREATE TABLE bench_leased (id BIGINT, attempt INT);
-CREATE PROCEDURE bench_dequeue() LANGUAGE plpgsql AS \$\$
-DECLARE
-    n INT;
-BEGIN
-    SET synchronous_commit = off;
-    LOOP
-        INSERT INTO bench_leased
-        SELECT job_id, attempt FROM mailroom_dequeue('bench', 1000, 's', 600000);
-        GET DIAGNOSTICS n = ROW_COUNT;
-        COMMIT;
-        EXIT WHEN n = 0;
-    END LOOP;
-END;
-\$\$;
-CREATE PROCEDURE bench_ack(p_mids BOOLEAN) LANGUAGE plpgsql AS \$\$
-DECLARE
-    b RECORD;
-BEGIN
-    SET synchronous_commit = off;
-    FOR b IN SELECT array_agg(l.id ORDER BY l.id) AS ids, array_agg(l.attempt ORDER BY l.id) AS att,
-                    array_agg(CASE WHEN p_mids THEN 'm' || l.id ELSE '' END ORDER BY l.id) AS mids
-               FROM (SELECT id, attempt, (row_number() OVER (ORDER BY id) - 1) / 1000 AS k
-                       FROM bench_leased) l
-              GROUP BY l.k ORDER BY l.k LOOP
-        PERFORM count(*) FROM mailroom_ack('bench', 's', b.ids, b.att,
-                                          array_fill('sent'::TEXT, ARRAY[cardinality(b.ids)]),
-                                          array_fill(''::TEXT, ARRAY[cardinality(b.ids)]),
-                                          array_fill(0, ARRAY[cardinality(b.ids)]),
-                                          array_fill(0::BIGINT, ARRAY[cardinality(b.ids)]),
-                                          b.mids,
-                                          array_fill('smtp'::TEXT, ARRAY[cardinality(b.ids)]));
-        PERFORM mailroom_record_sent('bench', cardinality(b.ids), '{}', '{}');
-        COMMIT;
-    END LOOP;
-    TRUNCATE bench_leased;
-    COMMIT;
-END;
-\$\$;
-CREATE PROCEDURE bench_publish() LANGUAGE plpgsql AS \$\$
-BEGIN
-    SET synchronous_commit = off;
-    WHILE (SELECT more FROM mailroom_publish_events(10000)) LOOP
-        COMMIT;
-    END LOOP;
-    COMMIT;
-END;
-\$\$;
-CREATE PROCEDURE bench_prune() LANGUAGE plpgsql AS \$\$
-BEGIN
-    SET synchronous_commit = off;
-    WHILE (SELECT more FROM mailroom_prune_email_events(1000)) LOOP
-        COMMIT;
-    END LOOP;
-    COMMIT;
-END;
-\$\$;
 EOF
 
 # --emails active accounts, one password_recovery token each (not measured), leased.
@@ -122,19 +66,19 @@ for ((r = 1; r <= ROUNDS; r++)); do
   tokens
   "${PSQL[@]}" -c "ALTER TABLE email_events_staged RENAME TO bench_staged" \
                -c "CREATE UNLOGGED TABLE email_events_staged (LIKE bench_staged INCLUDING DEFAULTS)"
-  out=$(timed "CALL bench_ack($mids)")
+  out=$(timed "CALL bench_ack(0, $mids, 'smtp')")
   CPU[off]+="$(cpu_per_row "$out" "$EMAILS") " WAL[off]+="$(wal_per_row "$out" "$EMAILS") "
   "${PSQL[@]}" -c "DROP TABLE email_events_staged" \
                -c "ALTER TABLE bench_staged RENAME TO email_events_staged"
   tokens
-  out=$(timed "CALL bench_ack($mids)")
+  out=$(timed "CALL bench_ack(0, $mids, 'smtp')")
   CPU[ack]+="$(cpu_per_row "$out" "$EMAILS") " WAL[ack]+="$(wal_per_row "$out" "$EMAILS") "
   staged=$("${PSQL[@]}" -tAc "SELECT count(*) FROM email_events_staged")
   [[ $staged == "$EMAILS" ]] || { echo "round $r: $staged events staged for $EMAILS emails" >&2; exit 1; }
   out=$(timed "CALL bench_publish()")
   CPU[publish]+="$(cpu_per_row "$out" "$EMAILS") " WAL[publish]+="$(wal_per_row "$out" "$EMAILS") "
   "${PSQL[@]}" -c "UPDATE email_events SET at = at - interval '8 days'" -c "CHECKPOINT"
-  out=$(timed "CALL bench_prune()")
+  out=$(timed "CALL bench_prune_events()")
   CPU[prune]+="$(cpu_per_row "$out" "$EMAILS") " WAL[prune]+="$(wal_per_row "$out" "$EMAILS") "
   left=$("${PSQL[@]}" -tAc "SELECT (SELECT count(*) FROM email_events) + (SELECT count(*) FROM email_events_staged)")
   [[ $left == 0 ]] || { echo "round $r: $left events left" >&2; exit 1; }
