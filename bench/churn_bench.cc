@@ -29,7 +29,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "collector/migrate.h"
+#include "collector/schema/migrate.h"
 #include "common/flags.h"
 #include "grpcpp/grpcpp.h"
 #include "testing/collector_client.h"

@@ -39,7 +39,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "collector/migrate.h"
+#include "collector/schema/migrate.h"
 #include "common/flags.h"
 #include "grpcpp/grpcpp.h"
 #include "testing/collector_client.h"

@@ -44,7 +44,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "collector/migrate.h"
+#include "collector/schema/migrate.h"
 #include "common/flags.h"
 #include "grpcpp/grpcpp.h"
 #include "testing/collector_fixture.h"

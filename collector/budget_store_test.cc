@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "collector/migrate.h"
+#include "collector/schema/migrate.h"
 #include "collector/store.h"
 #include "gtest/gtest.h"
 #include "testing/migrated_database.h"

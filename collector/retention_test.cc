@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "collector/migrate.h"
+#include "collector/schema/migrate.h"
 #include "gtest/gtest.h"
 #include "testing/intruder.h"
 #include "testing/migrated_database.h"

@@ -10,7 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "collector/db/conninfo.h"
-#include "collector/migrate.h"
+#include "collector/schema/migrate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/migrated_database.h"

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "collector/migrate.h"
+#include "collector/schema/migrate.h"
 #include "collector/signing.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "collector/migrate.h"
+#include "collector/schema/migrate.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "testing/collector_client.h"

@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "collector/migrate.h"
+#include "collector/schema/migrate.h"
 #include "gtest/gtest.h"
 #include "testing/pg_server.h"
 

@@ -1,4 +1,4 @@
-#include "collector/migrate_cli.h"
+#include "collector/schema/migrate_cli.h"
 
 #include <optional>
 
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "collector/db/conninfo.h"
-#include "collector/migrate.h"
+#include "collector/schema/migrate.h"
 #include "common/log.h"
 
 namespace mailroom {

@@ -1,5 +1,5 @@
 // `collector migrate ...` against a throwaway PostgreSQL.
-#include "collector/migrate_cli.h"
+#include "collector/schema/migrate_cli.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "collector/migrate.h"
+#include "collector/schema/migrate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/pg_server.h"

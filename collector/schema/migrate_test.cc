@@ -1,4 +1,4 @@
-#include "collector/migrate.h"
+#include "collector/schema/migrate.h"
 
 #include <future>
 #include <pqxx/pqxx>
