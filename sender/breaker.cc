@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "sender/sender_metrics.h"
+#include "sender/metrics/sender_metrics.h"
 #include "sender/transport/transport.h"
 
 namespace mailroom {

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "sender/actions.h"
-#include "sender/sender_metrics.h"
+#include "sender/metrics/sender_metrics.h"
 
 namespace mailroom {
 namespace {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "nlohmann/json.hpp"
-#include "sender/sender_metrics.h"
+#include "sender/metrics/sender_metrics.h"
 #include "sender/transport/curl_handle.h"
 #include "sender/transport/ses_transport.h"
 

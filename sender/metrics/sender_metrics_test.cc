@@ -1,4 +1,4 @@
-#include "sender/sender_metrics.h"
+#include "sender/metrics/sender_metrics.h"
 
 #include <limits>
 
