@@ -8,7 +8,7 @@
 
 #include "absl/time/civil_time.h"
 #include "common/testing/fake_clock.h"
-#include "sender/budget.h"
+#include "sender/pacing/budget.h"
 
 namespace mailroom {
 namespace {

@@ -22,7 +22,7 @@
 #include "sender/failover.h"
 #include "sender/leased_job.h"
 #include "sender/outcome.h"
-#include "sender/pacer.h"
+#include "sender/pacing/pacer.h"
 #include "sender/transport/transport.h"
 
 namespace mailroom {

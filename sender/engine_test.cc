@@ -14,7 +14,7 @@
 #include "common/testing/fake_clock.h"
 #include "gtest/gtest.h"
 #include "sender/breaker.h"
-#include "sender/budget.h"
+#include "sender/pacing/budget.h"
 
 namespace mailroom {
 namespace {

@@ -5,7 +5,7 @@
 #include <functional>
 
 #include "sender/breaker.h"
-#include "sender/pacer.h"
+#include "sender/pacing/pacer.h"
 
 namespace mailroom {
 

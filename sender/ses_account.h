@@ -13,7 +13,7 @@
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "sender/breaker.h"
-#include "sender/pacer.h"
+#include "sender/pacing/pacer.h"
 #include "sender/transport/transport.h"
 
 namespace mailroom {

@@ -11,7 +11,8 @@
 namespace mailroom {
 
 // The sender's side of the group budget (AcquireBudget / ReturnBudget), so the grant pacer
-// (sender/grant_pacer.h) can be tested without a collector. Thread-safe implementations only.
+// (sender/pacing/grant_pacer.h) can be tested without a collector. Thread-safe implementations
+// only.
 class BudgetClient {
  public:
   virtual ~BudgetClient() = default;

@@ -1,4 +1,4 @@
-#include "sender/budget_client.h"
+#include "sender/pacing/budget_client.h"
 
 #include <openssl/rand.h>
 

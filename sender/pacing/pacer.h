@@ -11,7 +11,7 @@ namespace mailroom {
 // that it refuses to an activation.
 enum class SendClass { kRecovery, kStandard };
 
-// What the engine needs from the budget (sender/budget.h): when the next email may go, and
+// What the engine needs from the budget (sender/pacing/budget.h): when the next email may go, and
 // taking/returning the money for one. It says *when* rather than sleeping, so the caller
 // decides how to wait (and tests need no real time). Thread-safe implementations only.
 class Pacer {

@@ -11,8 +11,8 @@
 #include "absl/time/time.h"
 #include "common/backoff.h"
 #include "common/clock.h"
-#include "sender/budget_client.h"
-#include "sender/pacer.h"
+#include "sender/pacing/budget_client.h"
+#include "sender/pacing/pacer.h"
 
 namespace mailroom {
 
@@ -45,7 +45,7 @@ struct GrantPacerOptions {
 //
 // A recovery may use any grant; an activation only grants asked for without the recovery
 // flag (the collector keeps the recovery reserve for recoveries). `caps` are this sender's own
-// limits (the optional MAILROOM_BUDGET cap and provider rate, sender/budget.h; the SES
+// limits (the optional MAILROOM_BUDGET cap and provider rate, sender/pacing/budget.h; the SES
 // account's limits, sender/ses_account.h): a slot needs a grant and room under every cap.
 //
 // NextSendTime never blocks on the network: without a usable grant it wakes the background

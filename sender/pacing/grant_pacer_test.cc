@@ -1,6 +1,6 @@
 // GrantPacer on simulated time, with a scripted BudgetClient standing in for the collector
 // (the collector side is budget_store_test's and integration_tests/budget_test's).
-#include "sender/grant_pacer.h"
+#include "sender/pacing/grant_pacer.h"
 
 #include <deque>
 #include <limits>
@@ -8,7 +8,7 @@
 
 #include "common/testing/fake_clock.h"
 #include "gtest/gtest.h"
-#include "sender/budget.h"
+#include "sender/pacing/budget.h"
 
 namespace mailroom {
 namespace {

@@ -1,4 +1,4 @@
-#include "sender/budget.h"
+#include "sender/pacing/budget.h"
 
 #include <deque>
 

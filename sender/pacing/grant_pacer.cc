@@ -1,4 +1,4 @@
-#include "sender/grant_pacer.h"
+#include "sender/pacing/grant_pacer.h"
 
 #include <algorithm>
 #include <cmath>

@@ -8,7 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "sender/pacer.h"
+#include "sender/pacing/pacer.h"
 
 namespace mailroom {
 
@@ -21,8 +21,8 @@ struct BudgetConfig {
 
 // One sender's own pacing: the optional per-sender cap (MAILROOM_BUDGET) and the provider's
 // rate cap (MAILROOM_PROVIDER_RATE_LIMIT), applied on top of the group's central budget
-// (sender/grant_pacer.h), every SendClass alike. The pace is the money left this month divided
-// by the time left in it (so money not spent early may be spent later), applied as a token
+// (sender/pacing/grant_pacer.h), every SendClass alike. The pace is the money left this month
+// divided by the time left in it (so money not spent early may be spent later), applied as a token
 // bucket of `burst` emails refilled at that pace; the provider cap is a second bucket. The pace
 // only grows while nothing is sent, so a slot NextSendTime() predicts is open when it comes.
 // Spend is kept in integer micro-units, each email's price rounded up, and the month's total can
