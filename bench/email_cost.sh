@@ -11,7 +11,7 @@
 #   dequeue    every token leased, 1,000 a call (mailroom_dequeue, as the collector calls it
 #              for a subscriber without a budget holder)
 #   ack        every lease acknowledged, 1,000 a call: mailroom_ack and mailroom_record_sent,
-#              as collector/store.cc's Ack; with --retry=P, P % of each call's jobs are RETRY
+#              as collector/store/store.cc's Ack; with --retry=P, P % of each call's jobs are RETRY
 #              (due at once), dequeued and acknowledged SENT again, in those same stages
 #   publish    the application's events (sent, ...) moved from their staging table into the
 #              feed, 10,000 a call, as the collector's publisher (mailroom_publish_events; a

@@ -1,6 +1,6 @@
 -- The collector's per-email calls as procedures, for the benchmarks that measure them inside the
 -- server (email_cost.sh, event_cost.sh), each call committed on its own with synchronous_commit
--- off, as collector/store.cc and the collector's publisher and retention call them. Loaded into
+-- off, as collector/store/store.cc and the collector's publisher and retention call them. Loaded into
 -- the throwaway database after mailroom's schema and a consumer group `bench`.
 CREATE TABLE bench_leased (id BIGINT, attempt INT);
 

@@ -9,7 +9,7 @@
 # write no WAL, so the difference is their WAL; the CPU of both is alike) and once as shipped:
 #   ack        every token leased (mailroom_dequeue, 1,000 a call, not measured) and every
 #              lease acknowledged SENT, 1,000 a call (mailroom_ack and mailroom_record_sent, as
-#              collector/store.cc's Ack); with --message-ids each outcome carries a provider
+#              collector/store/store.cc's Ack); with --message-ids each outcome carries a provider
 #              message id (kept rows: the deliveries trigger stages the events)
 #   publish    the staged events moved into the feed, 10,000 a call (mailroom_publish_events,
 #              as the collector's publisher), with its NOTIFY

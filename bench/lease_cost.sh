@@ -8,7 +8,7 @@
 # the way bench/collector_bench does (accounts inserted 10,000 per transaction), VACUUM ANALYZE,
 # then runs, each on a fresh consumer group over the same backlog (deliveries and the prototype's
 # tables emptied between committed runs):
-#   a  the current path as the collector runs it (collector/store.cc), timed inside PostgreSQL
+#   a  the current path as the collector runs it (collector/store/store.cc), timed inside PostgreSQL
 #      with clock_timestamp() ("a server") and per statement from psql's \timing ("a client");
 #      since migration 0021 that is the batch-lease path (one lease_batches row per dequeue
 #      window, SENT outcomes set bits), no longer one deliveries row per job;

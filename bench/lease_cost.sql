@@ -85,7 +85,7 @@ CREATE FUNCTION lease_cost.ack_sent(p_group TEXT, p_ids BIGINT[], p_att INT[])
 $$;
 
 -- a. The current path, one transaction pair per batch as the collector runs it
--- (collector/store.cc): mailroom_dequeue in a transaction committed with synchronous_commit off;
+-- (collector/store/store.cc): mailroom_dequeue in a transaction committed with synchronous_commit off;
 -- then mailroom_ack of the whole batch as SENT (the collector's argument arrays: ids, attempts,
 -- 'sent', '' reasons, 0 retry, 0 cost) and mailroom_record_sent(group, recorded, '{}', '{}')
 -- (SMTP outcomes carry no provider message id), committed with the server's synchronous_commit.

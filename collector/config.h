@@ -6,7 +6,6 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "collector/auth.h"
-#include "collector/budget_store.h"
 #include "collector/dispatcher.h"
 #include "collector/feedback/feedback_server.h"
 #include "collector/feedback/provider_feedback.h"
@@ -15,6 +14,7 @@
 #include "collector/retention.h"
 #include "collector/service.h"
 #include "collector/signing.h"
+#include "collector/store/budget_store.h"
 #include "common/env.h"
 
 namespace mailroom {

@@ -16,7 +16,7 @@
 #include "collector/hub.h"
 #include "collector/pg_listener.h"
 #include "collector/signing.h"
-#include "collector/store.h"
+#include "collector/store/store.h"
 #include "common/backoff.h"
 #include "common/clock.h"
 #include "common/log.h"

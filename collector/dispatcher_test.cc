@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "collector/hub.h"
-#include "collector/testing/fake_store.h"
+#include "collector/store/testing/fake_store.h"
 #include "common/testing/fake_clock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"

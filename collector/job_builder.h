@@ -2,7 +2,7 @@
 
 #include "absl/status/statusor.h"
 #include "collector/signing.h"
-#include "collector/store.h"
+#include "collector/store/store.h"
 #include "proto/mailroom/v1/mailroom.pb.h"
 
 namespace mailroom {

@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "collector/budget_store.h"
+#include "collector/store/budget_store.h"
 #include "common/metrics.h"
 
 namespace mailroom {

@@ -9,10 +9,10 @@
 #include "absl/synchronization/mutex.h"
 
 #include "collector/auth.h"
-#include "collector/budget_store.h"
 #include "collector/dispatcher.h"
 #include "collector/hub.h"
-#include "collector/store.h"
+#include "collector/store/budget_store.h"
+#include "collector/store/store.h"
 #include "common/metrics.h"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
 

@@ -1,9 +1,9 @@
 #include "collector/settings.h"
 
 #include "absl/strings/str_cat.h"
-#include "collector/budget_store.h"              // kDefaultMinPriceMicros
 #include "collector/feedback/feedback_server.h"  // FeedbackServerOptions
 #include "collector/service.h"                   // kDefaultMaxInFlightCap, kMaxInFlight
+#include "collector/store/budget_store.h"        // kDefaultMinPriceMicros
 
 namespace mailroom {
 

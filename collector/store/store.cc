@@ -1,4 +1,4 @@
-#include "collector/store.h"
+#include "collector/store/store.h"
 
 #include <pqxx/pqxx>
 

@@ -9,7 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "collector/store.h"
+#include "collector/store/store.h"
 
 namespace mailroom::testing {
 

@@ -1,4 +1,4 @@
-#include "collector/budget_store.h"
+#include "collector/store/budget_store.h"
 
 #include <pqxx/pqxx>
 

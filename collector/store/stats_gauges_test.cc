@@ -1,7 +1,7 @@
-#include "collector/stats_gauges.h"
+#include "collector/store/stats_gauges.h"
 #include "collector/feedback/reputation_guard.h"
 
-#include "collector/testing/fake_store.h"
+#include "collector/store/testing/fake_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,7 +1,7 @@
 // The Store (PgStore) and the SQL functions it calls (mailroom_dequeue, mailroom_ack,
 // mailroom_renew, mailroom_holder_left, mailroom_stats), against a throwaway PostgreSQL with
 // the embedded migrations applied; one fresh database per test.
-#include "collector/store.h"
+#include "collector/store/store.h"
 
 #include <algorithm>
 #include <map>

@@ -1,7 +1,7 @@
 // The BudgetStore and its SQL (mailroom_budget_grant / _return / _state) and
 // the refund of dead holders' grants (with the Store counting jobs handed and settled) against a
 // throwaway PostgreSQL; one fresh database per test.
-#include "collector/budget_store.h"
+#include "collector/store/budget_store.h"
 
 #include <pqxx/pqxx>
 
@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "collector/schema/migrate.h"
-#include "collector/store.h"
+#include "collector/store/store.h"
 #include "gtest/gtest.h"
 #include "testing/migrated_database.h"
 

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "collector/store.h"
+#include "collector/store/store.h"
 #include "common/metrics.h"
 
 namespace mailroom {

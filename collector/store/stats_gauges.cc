@@ -1,4 +1,4 @@
-#include "collector/stats_gauges.h"
+#include "collector/store/stats_gauges.h"
 
 #include <utility>
 
