@@ -19,7 +19,7 @@
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
-#include "sender/collector_credentials.h"
+#include "sender/lease/collector_credentials.h"
 #include "sender/message.h"
 #include "sender/outbound_url.h"
 #include "sender/renderer.h"

@@ -20,7 +20,7 @@
 #include "proto/mailroom/v1/mailroom.pb.h"
 #include "sender/breaker.h"
 #include "sender/failover.h"
-#include "sender/leased_job.h"
+#include "sender/lease/leased_job.h"
 #include "sender/outcome.h"
 #include "sender/pacing/pacer.h"
 #include "sender/transport/transport.h"

@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "sender/leased_job.h"
+#include "sender/lease/leased_job.h"
 
 namespace mailroom {
 

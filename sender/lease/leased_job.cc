@@ -1,4 +1,4 @@
-#include "sender/leased_job.h"
+#include "sender/lease/leased_job.h"
 
 #include <algorithm>
 #include <utility>

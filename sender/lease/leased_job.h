@@ -6,7 +6,7 @@
 
 #include "absl/time/time.h"
 #include "proto/mailroom/v1/mailroom.pb.h"
-#include "sender/lease_state.h"
+#include "sender/lease/lease_state.h"
 
 namespace mailroom {
 

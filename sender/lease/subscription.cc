@@ -1,4 +1,4 @@
-#include "sender/subscription.h"
+#include "sender/lease/subscription.h"
 
 #include <algorithm>
 #include <iterator>

@@ -16,8 +16,8 @@
 #include "common/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
-#include "sender/lease_table.h"
-#include "sender/leased_job.h"
+#include "sender/lease/lease_table.h"
+#include "sender/lease/leased_job.h"
 
 namespace mailroom {
 
@@ -25,7 +25,7 @@ namespace mailroom {
 // (reconnecting with capped exponential backoff and equal jitter forever), sends the outcomes the
 // lease table holds in Acknowledge calls (each kept and retried until the collector has answered
 // for it), and renews the leases the table holds. The leases themselves, the outcomes waiting for
-// acknowledgement and every decision about them live in the LeaseTable (sender/lease_table.h)
+// acknowledgement and every decision about them live in the LeaseTable (sender/lease/lease_table.h)
 // it shares with the Engine. Outcomes and renewals name the lease a job came with, so they
 // keep working after a reconnect (on any collector). Reconnect and retry backoffs and renewal
 // periods run on `Options::clock` (RPC deadlines stay in real time: they bound the network).

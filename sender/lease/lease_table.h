@@ -15,8 +15,8 @@
 #include "absl/types/span.h"
 #include "common/clock.h"
 #include "proto/mailroom/v1/mailroom.pb.h"
-#include "sender/lease_state.h"
-#include "sender/leased_job.h"
+#include "sender/lease/lease_state.h"
+#include "sender/lease/leased_job.h"
 
 namespace mailroom {
 

@@ -2,7 +2,7 @@
 // without a port, InProcessChannel) whose answers each test scripts, on simulated time: leases
 // run out, stall and renew when the FakeClock says so. (The table alone: lease_table_test;
 // the real collector with PostgreSQL: integration_tests/e2e_test and fault_test.)
-#include "sender/subscription.h"
+#include "sender/lease/subscription.h"
 
 #include <atomic>
 #include <functional>

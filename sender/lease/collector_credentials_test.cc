@@ -1,4 +1,4 @@
-#include "sender/collector_credentials.h"
+#include "sender/lease/collector_credentials.h"
 
 #include <cstdlib>
 #include <fstream>

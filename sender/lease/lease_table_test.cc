@@ -1,7 +1,7 @@
 // The lease table alone, on simulated time: what a job's lease allows as the clock moves,
 // outcomes queued and batched for acknowledgement, renewals. (With the gRPC stream around it:
 // subscription_test.)
-#include "sender/lease_table.h"
+#include "sender/lease/lease_table.h"
 
 #include <thread>
 

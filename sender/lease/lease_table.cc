@@ -1,4 +1,4 @@
-#include "sender/lease_table.h"
+#include "sender/lease/lease_table.h"
 
 #include <algorithm>
 
