@@ -11,7 +11,7 @@
 #include "collector/feedback/provider_feedback.h"
 #include "collector/feedback/reputation_guard.h"
 #include "collector/feedback/sns_verifier.h"
-#include "collector/retention.h"
+#include "collector/maintenance/retention.h"
 #include "collector/service.h"
 #include "collector/signing.h"
 #include "collector/store/budget_store.h"

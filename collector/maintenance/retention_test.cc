@@ -1,7 +1,7 @@
 // Retention (pruning) and migration 0013's outcome counters against a throwaway PostgreSQL:
 // back-dated rows are pruned in small batches, nothing unfinished, recent or still counted by
 // the abuse limits is touched, and mailroom_stats returns exactly what it returned before.
-#include "collector/retention.h"
+#include "collector/maintenance/retention.h"
 
 #include <pqxx/pqxx>
 

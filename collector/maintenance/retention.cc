@@ -1,4 +1,4 @@
-#include "collector/retention.h"
+#include "collector/maintenance/retention.h"
 
 #include <pqxx/pqxx>
 
