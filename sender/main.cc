@@ -21,12 +21,13 @@
 #include "common/server_runtime.h"
 #include "common/version.h"
 #include "grpcpp/grpcpp.h"
-#include "sender/actions.h"
-#include "sender/breaker.h"
 #include "sender/config.h"
+#include "sender/delivery/actions.h"
+#include "sender/delivery/breaker.h"
+#include "sender/delivery/engine.h"
+#include "sender/delivery/failover.h"
+#include "sender/delivery/retry.h"
 #include "sender/doctor.h"
-#include "sender/engine.h"
-#include "sender/failover.h"
 #include "sender/hangup_signal.h"
 #include "sender/health_watcher.h"
 #include "sender/lease/collector_credentials.h"
@@ -37,7 +38,6 @@
 #include "sender/pacing/budget_client.h"
 #include "sender/pacing/grant_pacer.h"
 #include "sender/renderer.h"
-#include "sender/retry.h"
 #include "sender/ses_account.h"
 #include "sender/settings.h"
 #include "sender/startup.h"
@@ -143,7 +143,7 @@ absl::StatusOr<Transports> MakeTransports(const SenderConfig& c) {
   auto primary = MakeTransport(TransportConfigOf(c));
   if (!primary.ok()) return primary.status();
   t.primary = *std::move(primary);
-  // The secondary transport, used while the primary's breaker is open (sender/failover.h).
+  // The secondary transport, used while the primary's breaker is open (sender/delivery/failover.h).
   if (c.failover.has_value()) {
     auto made = MakeTransport(*c.failover);
     if (!made.ok()) {
@@ -291,7 +291,7 @@ void BuildDelivery(Components& s, Renderer& renderer) {
   }
   GrantPacerOptions gpo;
   gpo.price_micros = s.failover.primary_price_micros;
-  // A dearer secondary is sent with grants bought at its price (sender/failover.h).
+  // A dearer secondary is sent with grants bought at its price (sender/delivery/failover.h).
   if (s.failover.configured) {
     gpo.price_now = [&s] { return s.failover.GrantPrice(s.breaker.open()); };
   }

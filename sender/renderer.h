@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "proto/mailroom/v1/mailroom.pb.h"
-#include "sender/actions.h"
+#include "sender/delivery/actions.h"
 #include "sender/transport/transport.h"
 
 namespace mailroom {

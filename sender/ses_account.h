@@ -12,7 +12,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/metrics.h"
-#include "sender/breaker.h"
+#include "sender/delivery/breaker.h"
 #include "sender/pacing/pacer.h"
 #include "sender/transport/transport.h"
 

@@ -19,8 +19,8 @@ namespace mailroom {
 struct GrantPacerOptions {
   int64_t price_micros = 100;  // one email's price (at least 1)
   // Optional: the price to ask grants at now, at least `price_micros` (the higher price while a
-  // dearer secondary transport takes over, sender/failover.h). A grant is used only while its
-  // price is at least this one; the others go back when they expire. Unset: `price_micros`.
+  // dearer secondary transport takes over, sender/delivery/failover.h). A grant is used only while
+  // its price is at least this one; the others go back when they expire. Unset: `price_micros`.
   std::function<int64_t()> price_now;
   // A grant is used only for sends that start this long before the collector's expiry.
   absl::Duration expiry_margin = absl::Seconds(1);

@@ -289,8 +289,8 @@ TEST_F(GrantPacerTest, TheBackgroundThreadAsksWhenKicked) {
   p->Stop();
 }
 
-// While a dearer secondary transport takes over (sender/failover.h), grants are bought at its
-// price and only such grants are used; a refund goes back to a grant of the slot's price.
+// While a dearer secondary transport takes over (sender/delivery/failover.h), grants are bought at
+// its price and only such grants are used; a refund goes back to a grant of the slot's price.
 TEST_F(GrantPacerTest, WhileFailingOverGrantsAreBoughtAndUsedAtTheHigherPrice) {
   int64_t price = 100;
   GrantPacerOptions o;

@@ -1,6 +1,6 @@
 // DecideOutcome as a table: one row per way an attempt can end, with what it is reported as,
 // why, after how long, and whether the budget slot is spent.
-#include "sender/outcome.h"
+#include "sender/delivery/outcome.h"
 
 #include <vector>
 

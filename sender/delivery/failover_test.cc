@@ -1,7 +1,7 @@
 // The failover decision as a table: for each state of the two breakers, each class of email and
 // each setting of MAILROOM_FAILOVER_CLASSES, where the email goes, whether the secondary's
 // breaker was asked, what it is charged and which budget slots cover it.
-#include "sender/failover.h"
+#include "sender/delivery/failover.h"
 
 #include <string>
 #include <vector>

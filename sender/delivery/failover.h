@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "sender/breaker.h"
+#include "sender/delivery/breaker.h"
 #include "sender/pacing/pacer.h"
 
 namespace mailroom {

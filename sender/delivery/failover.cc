@@ -1,4 +1,4 @@
-#include "sender/failover.h"
+#include "sender/delivery/failover.h"
 
 namespace mailroom {
 

@@ -18,10 +18,10 @@
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "proto/mailroom/v1/mailroom.pb.h"
-#include "sender/breaker.h"
-#include "sender/failover.h"
+#include "sender/delivery/breaker.h"
+#include "sender/delivery/failover.h"
+#include "sender/delivery/outcome.h"
 #include "sender/lease/leased_job.h"
-#include "sender/outcome.h"
 #include "sender/pacing/pacer.h"
 #include "sender/transport/transport.h"
 
@@ -40,7 +40,7 @@ struct EngineOptions {
   // charged) except its probes; provider errors (IsProviderError) feed it.
   Breaker* breaker = nullptr;
   // Optional (with `breaker`): the secondary transport, its own breaker, and which classes use
-  // it at what price (sender/failover.h). While `breaker` is open, the jobs of the classes
+  // it at what price (sender/delivery/failover.h). While `breaker` is open, the jobs of the classes
   // `failover` names go to `secondary` instead of being handed back; only when both breakers
   // are open are they held. A job whose send on the primary fails with a provider error is
   // sent again at once by the secondary (not handed back) when the primary is now open.
@@ -64,7 +64,8 @@ struct EngineOptions {
 // (pace, expiry, breaker probes) and every wait goes through `clock`, so tests run it on
 // simulated time (common/testing/fake_clock.h); waits end early when Drain() begins.
 // Thread-safe. How an attempt ends (sent, maybe sent, held, retried, failed, suppressed) is
-// DecideOutcome's (sender/outcome.h); the engine gathers its facts, and counts and logs it.
+// DecideOutcome's (sender/delivery/outcome.h); the engine gathers its facts, and counts and logs
+// it.
 //
 // Before sending a job it asks `leases` (borrowed; the LeaseTable) whether the job's lease is
 // still ours: kLost, neither sent nor reported (the collector has handed it, or will hand it,

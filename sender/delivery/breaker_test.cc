@@ -1,4 +1,4 @@
-#include "sender/breaker.h"
+#include "sender/delivery/breaker.h"
 
 #include "common/testing/fake_clock.h"
 #include "gtest/gtest.h"

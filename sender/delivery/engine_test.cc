@@ -2,7 +2,7 @@
 // the budget running out, retries, the provider breaker and a graceful drain. No test sleeps:
 // each waits (bounded, in real time) for what the engine must do, or until every worker is
 // parked on a simulated deadline, and only then asserts what must not have happened.
-#include "sender/engine.h"
+#include "sender/delivery/engine.h"
 
 #include <deque>
 #include <functional>
@@ -13,7 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/testing/fake_clock.h"
 #include "gtest/gtest.h"
-#include "sender/breaker.h"
+#include "sender/delivery/breaker.h"
 #include "sender/pacing/budget.h"
 
 namespace mailroom {

@@ -1,10 +1,10 @@
-#include "sender/outcome.h"
+#include "sender/delivery/outcome.h"
 
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "sender/retry.h"
+#include "sender/delivery/retry.h"
 #include "sender/transport/transport.h"
 
 namespace mailroom {

@@ -1,4 +1,4 @@
-#include "sender/retry.h"
+#include "sender/delivery/retry.h"
 
 #include <random>
 

@@ -1,4 +1,4 @@
-#include "sender/actions.h"
+#include "sender/delivery/actions.h"
 
 #include <algorithm>
 

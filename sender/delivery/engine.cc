@@ -1,4 +1,4 @@
-#include "sender/engine.h"
+#include "sender/delivery/engine.h"
 
 #include <algorithm>
 #include <functional>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "sender/actions.h"
+#include "sender/delivery/actions.h"
 #include "sender/metrics/sender_metrics.h"
 
 namespace mailroom {
