@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/flags.h"
-#include "sender/message.h"
-#include "sender/renderer.h"
+#include "sender/render/message.h"
+#include "sender/render/renderer.h"
 #include "sender/transport/smtp_transport.h"
 
 ABSL_FLAG(std::string, url, "smtp://127.0.0.1:2525", "the SMTP server (smtp://host:port)");

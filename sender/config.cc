@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/names.h"
-#include "sender/outbound_url.h"
+#include "sender/render/outbound_url.h"
 #include "sender/settings.h"
 
 namespace mailroom {

@@ -37,7 +37,7 @@
 #include "sender/pacing/budget.h"
 #include "sender/pacing/budget_client.h"
 #include "sender/pacing/grant_pacer.h"
-#include "sender/renderer.h"
+#include "sender/render/renderer.h"
 #include "sender/ses_account.h"
 #include "sender/settings.h"
 #include "sender/startup.h"

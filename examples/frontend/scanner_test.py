@@ -4,10 +4,10 @@
 A throwaway PostgreSQL, `collector migrate`, an application role with exactly
 mailroom.grant_application's rights, a collector and a sender (file transport, links pointing at
 the front end), one account per built-in template of activation and password recovery (every
-locale of sender/templates/). For every link of every delivered email (text and HTML parts) it
-plays a corporate link scanner: GET, HEAD, a GET that follows redirects and loads the page's
-resources. Then no token may be consumed and no account changed. Then the real clicks (POST,
-with the email's code for a recovery) succeed once and say "consumed" the second time.
+locale of sender/render/templates/). For every link of every delivered email (text and HTML
+parts) it plays a corporate link scanner: GET, HEAD, a GET that follows redirects and loads the
+page's resources. Then no token may be consumed and no account changed. Then the real clicks
+(POST, with the email's code for a recovery) succeed once and say "consumed" the second time.
 
 The links of every other action (/action/NAME: login_code with and without its code in the
 link, email_change, invitation, two actions of an application's own) are scanned the same way
@@ -46,7 +46,7 @@ RUN = os.path.join(os.environ.get("TEST_SRCDIR")
 COLLECTOR = os.path.join(RUN, "collector/collector")
 SENDER = os.path.join(RUN, "sender/sender")
 FRONTEND = os.path.join(RUN, "examples/frontend/frontend.py")
-TEMPLATES = os.path.join(RUN, "sender/templates")
+TEMPLATES = os.path.join(RUN, "sender/render/templates")
 PGBIN = "/usr/lib/postgresql/15/bin"
 PYTHON = "/usr/bin/python3"
 WAIT_SECONDS = 60
@@ -149,7 +149,7 @@ def psql(url, sql, **variables):
 
 
 def builtin_templates():
-    """(action, locale or None) for every built-in template set, from sender/templates/."""
+    """(action, locale or None) for every built-in template set, from sender/render/templates/."""
     sets = []
     for path in sorted(glob.glob(os.path.join(TEMPLATES, "*.subject"))):
         parts = os.path.basename(path).split(".")[:-1]

@@ -29,7 +29,7 @@ namespace mailroom {
 
 // Turns a job into a message ready for the transport (InvalidArgument for an address or login
 // that cannot be sent to: the job fails without being paid for). Renderer::Render in
-// production (sender/renderer.h).
+// production (sender/render/renderer.h).
 using RenderFunction = std::function<absl::StatusOr<OutgoingEmail>(const v1::Job& job)>;
 
 struct EngineOptions {

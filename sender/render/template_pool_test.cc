@@ -1,4 +1,4 @@
-#include "sender/template_pool.h"
+#include "sender/render/template_pool.h"
 
 #include <set>
 #include <thread>

@@ -1,6 +1,6 @@
 // Templates (per action and locale, built in and from a directory), the locale's date format,
 // and the renderer that turns a job into a MIME message.
-#include "sender/renderer.h"
+#include "sender/render/renderer.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -13,7 +13,7 @@
 #include "common/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "sender/template_pool.h"
+#include "sender/render/template_pool.h"
 #include "testing/temp_dir.h"
 
 namespace mailroom {
@@ -263,7 +263,8 @@ TEST(TemplatesTest, ABrokenDefaultSetIsOneProblemAndItsOtherLocalesStayForTheDoc
 }
 
 TEST(TemplatesTest, TheShippedTemplateFolderIsTheBuiltInSet) {
-  // sender/templates/ is what the binary carries: a starting point for MAILROOM_TEMPLATE_DIR.
+  // sender/render/templates/ is what the binary carries: a starting point for
+  // MAILROOM_TEMPLATE_DIR.
   bool de = false;
   for (const auto& [name, content] : BuiltinTemplateFiles()) {
     EXPECT_FALSE(content.empty()) << name;

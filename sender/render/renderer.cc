@@ -1,4 +1,4 @@
-#include "sender/renderer.h"
+#include "sender/render/renderer.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -19,8 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "sender/message.h"
-#include "sender/template_pool.h"
+#include "sender/render/message.h"
+#include "sender/render/template_pool.h"
 
 namespace mailroom {
 namespace {

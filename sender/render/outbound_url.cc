@@ -1,4 +1,4 @@
-#include "sender/outbound_url.h"
+#include "sender/render/outbound_url.h"
 
 #include <curl/curl.h>
 

@@ -1,4 +1,4 @@
-#include "sender/message.h"
+#include "sender/render/message.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"

@@ -1,4 +1,4 @@
-#include "sender/message.h"
+#include "sender/render/message.h"
 
 #include <openssl/rand.h>
 #include <openssl/sha.h>

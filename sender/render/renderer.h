@@ -50,7 +50,7 @@ std::vector<std::string> LocaleChain(absl::string_view locale);
 // without a locale, or for a language not in the table, RFC 3339 ("2026-11-23T10:15:00Z").
 std::string FormatExpiry(absl::Time t, absl::string_view locale);
 
-// The template files built into the binary (sender/templates/, embedded at build time): name
+// The template files built into the binary (sender/render/templates/, embedded at build time): name
 // (README's naming, e.g. "password_recovery.de.html") and content.
 const std::vector<std::pair<std::string, std::string>>& BuiltinTemplateFiles();
 
@@ -63,9 +63,9 @@ std::string ActionLink(absl::string_view base_url, absl::string_view action,
 // action, built in or the application's own. Files are named `<action>.<part>` (the default
 // language) or `<action>.<locale>.<part>`, with action a name matching [a-z][a-z0-9_]{0,62},
 // part `subject`, `txt` or `html`, locale a BCP 47 tag (`de`, `de-AT`). The built-in set
-// (sender/templates/: every built-in action in English and German) is loaded first; a directory
-// may override any file or add actions and locales. A locale's set must be complete for an
-// action (all three parts, from the directory or built in), so an email is never half in one
+// (sender/render/templates/: every built-in action in English and German) is loaded first; a
+// directory may override any file or add actions and locales. A locale's set must be complete for
+// an action (all three parts, from the directory or built in), so an email is never half in one
 // language, and every action needs a default-language set.
 //
 // Variables: login, email, action, link (ActionLink; "" without a token), token, code ("" for
