@@ -27,7 +27,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "collector/signing.h"
+#include "collector/dispatch/signing.h"
 #include "nlohmann/json.hpp"
 
 namespace mailroom {

@@ -16,7 +16,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_join.h"
-#include "collector/signing.h"
+#include "collector/dispatch/signing.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 

@@ -8,7 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "collector/job_builder.h"
+#include "collector/dispatch/job_builder.h"
 #include "collector/metrics/collector_metrics.h"
 #include "common/log.h"
 #include "common/names.h"

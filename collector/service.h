@@ -9,8 +9,8 @@
 #include "absl/synchronization/mutex.h"
 
 #include "collector/auth.h"
-#include "collector/dispatcher.h"
-#include "collector/hub.h"
+#include "collector/dispatch/dispatcher.h"
+#include "collector/dispatch/hub.h"
 #include "collector/store/budget_store.h"
 #include "collector/store/store.h"
 #include "common/metrics.h"

@@ -21,7 +21,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "collector/signing.h"
+#include "collector/dispatch/signing.h"
 #include "common/flags.h"
 
 ABSL_FLAG(std::string, action, "",

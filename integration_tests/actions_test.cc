@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "collector/signing.h"
+#include "collector/dispatch/signing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/process.h"

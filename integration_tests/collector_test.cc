@@ -8,8 +8,8 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "collector/dispatch/signing.h"
 #include "collector/schema/migrate.h"
-#include "collector/signing.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "collector/signing.h"
+#include "collector/dispatch/signing.h"
 #include "gtest/gtest.h"
 #include "testing/pg_server.h"
 #include "testing/process.h"

@@ -1,6 +1,6 @@
 // Subscribers, their in-flight accounting and their stream reactors, over a real in-process
 // gRPC server (as grpc's health service tests its watch reactors).
-#include "collector/hub.h"
+#include "collector/dispatch/hub.h"
 
 #include <set>
 

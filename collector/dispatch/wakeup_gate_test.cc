@@ -1,4 +1,4 @@
-#include "collector/wakeup_gate.h"
+#include "collector/dispatch/wakeup_gate.h"
 
 #include "gtest/gtest.h"
 

@@ -1,7 +1,7 @@
 #pragma once
 
 #include "absl/status/statusor.h"
-#include "collector/signing.h"
+#include "collector/dispatch/signing.h"
 #include "collector/store/store.h"
 #include "proto/mailroom/v1/mailroom.pb.h"
 

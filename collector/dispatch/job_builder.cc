@@ -1,4 +1,4 @@
-#include "collector/job_builder.h"
+#include "collector/dispatch/job_builder.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"

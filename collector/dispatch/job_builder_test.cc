@@ -1,4 +1,4 @@
-#include "collector/job_builder.h"
+#include "collector/dispatch/job_builder.h"
 
 #include <string>
 #include <vector>

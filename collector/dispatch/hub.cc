@@ -1,4 +1,4 @@
-#include "collector/hub.h"
+#include "collector/dispatch/hub.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // The LISTEN connection against a throwaway PostgreSQL.
-#include "collector/pg_listener.h"
+#include "collector/dispatch/pg_listener.h"
 
 #include <poll.h>
 

@@ -1,4 +1,4 @@
-#include "collector/signing.h"
+#include "collector/dispatch/signing.h"
 
 #include <openssl/crypto.h>
 

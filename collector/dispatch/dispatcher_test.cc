@@ -1,14 +1,14 @@
 // The dispatcher's time decisions on simulated time: batch limit and timeout, the catch-up
 // poll, per-group and reconnect backoff. The store and the LISTEN connection are fakes; only
 // the loop's wait on descriptors is real, and the test wakes it after moving the clock.
-#include "collector/dispatcher.h"
+#include "collector/dispatch/dispatcher.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <thread>
 
-#include "collector/hub.h"
+#include "collector/dispatch/hub.h"
 #include "collector/store/testing/fake_store.h"
 #include "common/testing/fake_clock.h"
 #include "grpcpp/grpcpp.h"

@@ -1,4 +1,4 @@
-#include "collector/dispatcher.h"
+#include "collector/dispatch/dispatcher.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -8,9 +8,9 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "collector/job_builder.h"
+#include "collector/dispatch/job_builder.h"
+#include "collector/dispatch/wakeup_gate.h"
 #include "collector/metrics/collector_metrics.h"
-#include "collector/wakeup_gate.h"
 #include "common/log.h"
 
 namespace mailroom {

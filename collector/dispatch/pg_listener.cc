@@ -1,4 +1,4 @@
-#include "collector/pg_listener.h"
+#include "collector/dispatch/pg_listener.h"
 
 #include <optional>
 

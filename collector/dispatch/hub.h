@@ -12,7 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
-#include "collector/job_builder.h"
+#include "collector/dispatch/job_builder.h"
 #include "common/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
