@@ -17,8 +17,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "collector/api/service.h"  // kMaxInFlight
 #include "collector/db/conninfo.h"
-#include "collector/service.h"  // kMaxInFlight
 #include "collector/settings.h"
 #include "common/log.h"
 #include "common/names.h"

@@ -5,7 +5,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "collector/auth.h"
+#include "collector/api/auth.h"
+#include "collector/api/service.h"
 #include "collector/dispatch/dispatcher.h"
 #include "collector/dispatch/signing.h"
 #include "collector/feedback/feedback_server.h"
@@ -13,7 +14,6 @@
 #include "collector/feedback/reputation_guard.h"
 #include "collector/feedback/sns_verifier.h"
 #include "collector/maintenance/retention.h"
-#include "collector/service.h"
 #include "collector/store/budget_store.h"
 #include "common/env.h"
 

@@ -1,8 +1,8 @@
 #include "collector/settings.h"
 
 #include "absl/strings/str_cat.h"
+#include "collector/api/service.h"               // kDefaultMaxInFlightCap, kMaxInFlight
 #include "collector/feedback/feedback_server.h"  // FeedbackServerOptions
-#include "collector/service.h"                   // kDefaultMaxInFlightCap, kMaxInFlight
 #include "collector/store/budget_store.h"        // kDefaultMinPriceMicros
 
 namespace mailroom {

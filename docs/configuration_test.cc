@@ -1,6 +1,6 @@
 // docs/configuration.md against the one table of settings each service has (collector/settings.cc,
-// sender/settings.cc): every row of the table has a row in the docs with the same default and,
-// where the setting has a range, both of its ends. And the table is the loader's: every
+// sender/config/settings.cc): every row of the table has a row in the docs with the same default
+// and, where the setting has a range, both of its ends. And the table is the loader's: every
 // variable the loader reads (Env records each read) is in the table, with the table's default
 // and range.
 #include <cmath>
@@ -20,8 +20,8 @@
 #include "collector/settings.h"
 #include "common/env.h"
 #include "gtest/gtest.h"
-#include "sender/config.h"
-#include "sender/settings.h"
+#include "sender/config/config.h"
+#include "sender/config/settings.h"
 
 namespace mailroom {
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "common/clock.h"
-#include "sender/config.h"
+#include "sender/config/config.h"
 #include "sender/ses_account.h"
 #include "sender/transport/http_call.h"
 

@@ -21,7 +21,8 @@
 #include "common/server_runtime.h"
 #include "common/version.h"
 #include "grpcpp/grpcpp.h"
-#include "sender/config.h"
+#include "sender/config/config.h"
+#include "sender/config/settings.h"
 #include "sender/delivery/actions.h"
 #include "sender/delivery/breaker.h"
 #include "sender/delivery/engine.h"
@@ -39,7 +40,6 @@
 #include "sender/pacing/grant_pacer.h"
 #include "sender/render/renderer.h"
 #include "sender/ses_account.h"
-#include "sender/settings.h"
 #include "sender/startup.h"
 #include "sender/transport/transport_factory.h"
 

@@ -1,4 +1,4 @@
-#include "sender/config.h"
+#include "sender/config/config.h"
 
 #include <map>
 #include <string>

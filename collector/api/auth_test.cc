@@ -1,5 +1,5 @@
 // ParseCredentials (MAILROOM_SUBSCRIBER_TOKENS) and the Authenticator's principals.
-#include "collector/auth.h"
+#include "collector/api/auth.h"
 
 #include <set>
 

@@ -15,8 +15,8 @@ inline constexpr double kMaxPricePer1000 = 1000;
 // Every setting of the sender, one row each (name, default, range, secret, one line of help),
 // the secondary transport's MAILROOM_FAILOVER_* rows included: LoadSenderConfig reads values
 // through these rows, `sender --help` prints them and docs/configuration_test checks
-// docs/configuration.md against them. A new setting is a new row in sender/settings.cc, read in
-// config.cc with env.Int(SenderSetting("MAILROOM_...")) and the like.
+// docs/configuration.md against them. A new setting is a new row in sender/config/settings.cc, read
+// in config.cc with env.Int(SenderSetting("MAILROOM_...")) and the like.
 const SettingsTable& SenderSettings();
 
 // The row of `name` (aborts when there is none: a programming error every loader test finds).

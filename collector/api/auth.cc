@@ -1,4 +1,4 @@
-#include "collector/auth.h"
+#include "collector/api/auth.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

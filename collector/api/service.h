@@ -8,7 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
-#include "collector/auth.h"
+#include "collector/api/auth.h"
 #include "collector/dispatch/dispatcher.h"
 #include "collector/dispatch/hub.h"
 #include "collector/store/budget_store.h"

@@ -1,4 +1,4 @@
-#include "sender/config.h"
+#include "sender/config/config.h"
 
 #include <unistd.h>
 
@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "sender/config/settings.h"
 #include "sender/render/outbound_url.h"
-#include "sender/settings.h"
 
 namespace mailroom {
 namespace {

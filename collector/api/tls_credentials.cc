@@ -1,4 +1,4 @@
-#include "collector/tls_credentials.h"
+#include "collector/api/tls_credentials.h"
 
 #include "common/pem.h"
 #include "grpcpp/security/server_credentials.h"

@@ -1,4 +1,4 @@
-#include "collector/tls_credentials.h"
+#include "collector/api/tls_credentials.h"
 
 #include <cstdlib>
 #include <fstream>

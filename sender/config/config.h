@@ -6,7 +6,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/env.h"
-#include "sender/settings.h"
+#include "sender/config/settings.h"
 #include "sender/transport/transport.h"
 
 namespace mailroom {

@@ -1,4 +1,4 @@
-#include "sender/settings.h"
+#include "sender/config/settings.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"

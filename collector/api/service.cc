@@ -1,4 +1,4 @@
-#include "collector/service.h"
+#include "collector/api/service.h"
 
 #include <algorithm>
 #include <limits>

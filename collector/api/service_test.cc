@@ -1,7 +1,7 @@
 // The Collector service over an in-process gRPC channel, with a fake Store: authentication and
 // scopes, request validation, per-outcome rejections, and the lease identity (subscriber id +
 // attempt) it passes to the store.
-#include "collector/service.h"
+#include "collector/api/service.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
