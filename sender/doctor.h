@@ -8,7 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "common/clock.h"
 #include "sender/config/config.h"
-#include "sender/ses_account.h"
+#include "sender/ses/ses_account.h"
 #include "sender/transport/http_call.h"
 
 namespace mailroom {

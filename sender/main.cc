@@ -39,7 +39,7 @@
 #include "sender/pacing/budget_client.h"
 #include "sender/pacing/grant_pacer.h"
 #include "sender/render/renderer.h"
-#include "sender/ses_account.h"
+#include "sender/ses/ses_account.h"
 #include "sender/startup.h"
 #include "sender/transport/transport_factory.h"
 

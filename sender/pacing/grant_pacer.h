@@ -46,7 +46,7 @@ struct GrantPacerOptions {
 // A recovery may use any grant; an activation only grants asked for without the recovery
 // flag (the collector keeps the recovery reserve for recoveries). `caps` are this sender's own
 // limits (the optional MAILROOM_BUDGET cap and provider rate, sender/pacing/budget.h; the SES
-// account's limits, sender/ses_account.h): a slot needs a grant and room under every cap.
+// account's limits, sender/ses/ses_account.h): a slot needs a grant and room under every cap.
 //
 // NextSendTime never blocks on the network: without a usable grant it wakes the background
 // thread (Start) and answers a little later (or, when the month's budget is spent, a minute

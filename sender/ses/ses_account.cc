@@ -1,4 +1,4 @@
-#include "sender/ses_account.h"
+#include "sender/ses/ses_account.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // SesAccount: GetAccount parsing, the limits it sets on simulated time, pause/resume through
 // the breaker, warnings; and FetchSesAccount against the real SES test front
 // (sender/transport/testing/ses_front.py, which checks the SigV4 signature).
-#include "sender/ses_account.h"
+#include "sender/ses/ses_account.h"
 
 #include <cstdlib>
 #include <deque>
