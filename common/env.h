@@ -21,8 +21,8 @@
 namespace mailroom {
 
 // One setting of a service. Each service declares all of its settings in one table
-// (collector/settings.cc, sender/settings.cc): its configuration loader reads values through the
-// rows (Env's SettingSpec overloads: default and range come from the row), `--help` prints them
+// (collector/config/settings.cc, sender/settings.cc): its configuration loader reads values through
+// the rows (Env's SettingSpec overloads: default and range come from the row), `--help` prints them
 // and the documentation test checks docs/configuration.md against them.
 struct SettingSpec {
   std::string name;

@@ -1,8 +1,8 @@
-// docs/configuration.md against the one table of settings each service has (collector/settings.cc,
-// sender/config/settings.cc): every row of the table has a row in the docs with the same default
-// and, where the setting has a range, both of its ends. And the table is the loader's: every
-// variable the loader reads (Env records each read) is in the table, with the table's default
-// and range.
+// docs/configuration.md against the one table of settings each service has
+// (collector/config/settings.cc, sender/config/settings.cc): every row of the table has a row in
+// the docs with the same default and, where the setting has a range, both of its ends. And the
+// table is the loader's: every variable the loader reads (Env records each read) is in the table,
+// with the table's default and range.
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -16,8 +16,8 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "collector/config.h"
-#include "collector/settings.h"
+#include "collector/config/config.h"
+#include "collector/config/settings.h"
 #include "common/env.h"
 #include "gtest/gtest.h"
 #include "sender/config/config.h"

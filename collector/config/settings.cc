@@ -1,4 +1,4 @@
-#include "collector/settings.h"
+#include "collector/config/settings.h"
 
 #include "absl/strings/str_cat.h"
 #include "collector/api/service.h"               // kDefaultMaxInFlightCap, kMaxInFlight

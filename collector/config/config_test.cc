@@ -1,5 +1,5 @@
 // LoadCollectorConfig's variables and the connection defaults it adds to the database URLs.
-#include "collector/config.h"
+#include "collector/config/config.h"
 
 #include <cstdlib>
 #include <fstream>

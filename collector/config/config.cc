@@ -1,4 +1,4 @@
-#include "collector/config.h"
+#include "collector/config/config.h"
 
 #include <arpa/inet.h>
 
@@ -18,8 +18,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "collector/api/service.h"  // kMaxInFlight
+#include "collector/config/settings.h"
 #include "collector/db/conninfo.h"
-#include "collector/settings.h"
 #include "common/log.h"
 #include "common/names.h"
 
