@@ -28,7 +28,7 @@
 #include "sender/delivery/engine.h"
 #include "sender/delivery/failover.h"
 #include "sender/delivery/retry.h"
-#include "sender/doctor.h"
+#include "sender/doctor/doctor.h"
 #include "sender/hangup_signal.h"
 #include "sender/health_watcher.h"
 #include "sender/lease/collector_credentials.h"

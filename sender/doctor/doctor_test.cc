@@ -1,7 +1,7 @@
 // `sender doctor`'s judgements that need no peer: the SES account's state, the message settings,
 // the templates (every problem, not only the first) and the file directory. The checks against
 // real servers (SMTP, SES, collector) are in integration_tests/doctor_test.cc.
-#include "sender/doctor.h"
+#include "sender/doctor/doctor.h"
 
 #include <algorithm>
 #include <filesystem>

@@ -1,4 +1,4 @@
-#include "sender/doctor.h"
+#include "sender/doctor/doctor.h"
 
 #include <fcntl.h>
 #include <unistd.h>
