@@ -21,9 +21,9 @@
 namespace mailroom {
 
 // One setting of a service. Each service declares all of its settings in one table
-// (collector/config/settings.cc, sender/settings.cc): its configuration loader reads values through
-// the rows (Env's SettingSpec overloads: default and range come from the row), `--help` prints them
-// and the documentation test checks docs/configuration.md against them.
+// (collector/config/settings.cc, sender/config/settings.cc): its configuration loader reads values
+// through the rows (Env's SettingSpec overloads: default and range come from the row), `--help`
+// prints them and the documentation test checks docs/configuration.md against them.
 struct SettingSpec {
   std::string name;
   // As the docs write it; "" when there is none or the docs describe it in words. A word
