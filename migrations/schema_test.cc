@@ -318,13 +318,12 @@ TEST_F(SchemaTest, AGroupFromTheEarliestUnexpiredTokenGetsEverySendableToken) {
   open_tx.commit();
   CollectSignups();
   // Existing groups are left alone.
-  const std::string before = Row("SELECT prev_snapshot::TEXT FROM consumer_groups"
-                                 " WHERE name = 'early'")[0]
-                                 .as<std::string>();
+  const std::string cursors =
+      "SELECT string_agg(c.priority || ' ' || c.prev_snapshot, ', ' ORDER BY c.priority)"
+      "  FROM group_cursors c JOIN consumer_groups g ON g.id = c.group_id WHERE g.name = 'early'";
+  const std::string before = Row(cursors)[0].as<std::string>();
   Exec("SELECT mailroom_ensure_group('early', true)");
-  EXPECT_EQ(Row("SELECT prev_snapshot::TEXT FROM consumer_groups WHERE name = 'early'")[0]
-                .as<std::string>(),
-            before);
+  EXPECT_EQ(Row(cursors)[0].as<std::string>(), before);
   auto dequeue = [&](const std::string& group) {
     pqxx::work tx(*conn_);
     int64_t n = tx.exec1("SELECT count(*) FROM mailroom_dequeue('" + group +
@@ -1611,6 +1610,29 @@ TEST_F(PriorityTest, NewGroupsKeepEveryTokenOnce) {
   EXPECT_EQ(Dequeue(4), "rrra");
   EXPECT_EQ(Dequeue(1000, "audit").size(), 49u);
   EXPECT_EQ(Dequeue(1000).size(), 99u);
+}
+
+// Each class's cursor is a row of group_cursors (it was four columns of consumer_groups per
+// class): a group in the middle of a window goes back to the columns and up again with every
+// position kept, and hands out exactly the jobs it had not handed out yet.
+TEST_F(PriorityTest, CursorsInTheMiddleOfAWindowKeepTheirPlaceAcrossTheirTable) {
+  Recoveries(3);
+  Activations(4);
+  EXPECT_EQ(Dequeue(4), "rrra");  // the critical window read whole, the normal one's first job
+  const std::string cursors =
+      "SELECT string_agg(concat_ws(' ', priority, prev_snapshot, cur_snapshot, pos_txid, pos_id),"
+      " ', ' ORDER BY priority) FROM group_cursors";
+  const std::string before = Row(cursors)[0].as<std::string>();
+  ASSERT_TRUE(MigrateDown(url_, EmbeddedMigrations(), 45).ok());
+  conn_ = std::make_unique<pqxx::connection>(url_);
+  EXPECT_EQ(Int("SELECT count(*) FROM consumer_groups WHERE cur_snapshot IS NOT NULL"
+                " AND pos_id IS NOT NULL AND rec_cur_snapshot IS NULL"),
+            1);
+  ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
+  conn_ = std::make_unique<pqxx::connection>(url_);
+  EXPECT_EQ(Row(cursors)[0].as<std::string>(), before);
+  EXPECT_EQ(Dequeue(10), "aaa");
+  EXPECT_EQ(Dequeue(10), "");
 }
 
 // The upgrade that queues signups grants INSERT on the queue to every role that could insert
