@@ -60,7 +60,8 @@ BEGIN
         RETURN;
     END IF;
     SELECT * INTO v_decision, v_id, v_why, v_to, v_email
-      FROM mailroom_request_check(p_account, k, p_address, p_idempotency_key);
+      FROM mailroom_request_check(p_account, k.name, k.account_status::text, p_address,
+                                  p_idempotency_key);
     IF v_decision IS NOT NULL THEN
         RETURN QUERY SELECT v_decision, v_id, NULL::timestamptz, v_why;
         RETURN;
@@ -74,7 +75,9 @@ BEGIN
         RETURN;
     END IF;
 
-    v_retry := mailroom_request_retry_at(p_account, k, coalesce(v_to, v_email));
+    v_retry := mailroom_request_retry_at(p_account, k.name, k.limit_per_account,
+                                         k.limit_per_address, k.limit_window_seconds,
+                                         coalesce(v_to, v_email));
     RETURN QUERY SELECT 'rate_limited', v_id, to_timestamp(v_retry), v_reason;
 END;
 $$;
