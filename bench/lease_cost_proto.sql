@@ -15,7 +15,7 @@
 
 CREATE SCHEMA lease_proto;
 
--- A group's activations cursor (the same four columns as a row of group_cursors).
+-- A group's activations cursor (the same four columns as consumer_groups').
 CREATE TABLE lease_proto.cursors (
     group_id      INT PRIMARY KEY,
     prev_snapshot PG_SNAPSHOT NOT NULL,
@@ -60,9 +60,7 @@ DECLARE
 BEGIN
     PERFORM mailroom_ensure_group(p_group, true);
     INSERT INTO lease_proto.cursors (group_id, prev_snapshot)
-    SELECT g.id, c.prev_snapshot
-      FROM consumer_groups g JOIN group_cursors c ON c.group_id = g.id AND c.priority = 'normal'
-     WHERE g.name = p_group
+    SELECT id, prev_snapshot FROM consumer_groups WHERE name = p_group
     RETURNING group_id INTO v_gid;
     RETURN v_gid;
 END;
