@@ -15,9 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "collector/signing.h"
+#include "collector/dispatch/signing.h"
 #include "gtest/gtest.h"
-#include "sender/actions.h"
+#include "sender/delivery/actions.h"
 #include "testing/intruder.h"
 #include "testing/migrated_database.h"
 

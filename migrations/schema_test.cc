@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "collector/migrate.h"
+#include "collector/schema/migrate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/intruder.h"

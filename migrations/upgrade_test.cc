@@ -13,7 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "collector/migrate.h"
+#include "collector/schema/migrate.h"
 #include "gtest/gtest.h"
 #include "testing/pg_server.h"
 
