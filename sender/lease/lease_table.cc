@@ -12,6 +12,11 @@ namespace {
 // The most outcomes one Acknowledge call carries.
 constexpr size_t kMaxBatch = 5000;
 
+// An outcome that ends the job (the others hand it back to be sent later).
+bool Final(v1::Outcome o) {
+  return o == v1::OUTCOME_SENT || o == v1::OUTCOME_FAILED || o == v1::OUTCOME_EXPIRED;
+}
+
 }  // namespace
 
 LeaseTable::LeaseTable(Clock* clock) : clock_(clock) {}
@@ -30,16 +35,53 @@ std::vector<LeasedJob> LeaseTable::Receive(const std::string& subscriber_id, abs
                                            std::vector<v1::Job> jobs) {
   std::vector<LeasedJob> leased;
   leased.reserve(jobs.size());
-  absl::MutexLock lock(&mu_);
-  // The message may have waited in the collector: trust it only for what it says is left.
-  const absl::Time deadline = clock_->Now() +
-                              (left > absl::ZeroDuration() ? std::min(left, lease_) : lease_);
-  for (v1::Job& j : jobs) {
-    LeaseRef lease{subscriber_id, j.attempt()};
-    leases_[j.job_id()] = HeldLease{lease, deadline};
-    leased.push_back(LeasedJob{std::move(j), std::move(lease)});
+  size_t again = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    // The message may have waited in the collector: trust it only for what it says is left.
+    const absl::Time deadline = clock_->Now() +
+                                (left > absl::ZeroDuration() ? std::min(left, lease_) : lease_);
+    for (v1::Job& j : jobs) {
+      if (ReportAgain(subscriber_id, j)) {
+        ++again;
+        continue;
+      }
+      LeaseRef lease{subscriber_id, j.attempt()};
+      leases_[j.job_id()] = HeldLease{lease, deadline};
+      leased.push_back(LeasedJob{std::move(j), std::move(lease)});
+    }
+    received_again_ += again;
+  }
+  if (again > 0) {
+    LogInfo("jobs received again before their outcomes were recorded: not sent again, their "
+            "outcomes are reported under the new leases",
+            {{"count", absl::StrCat(again)}});
   }
   return leased;
+}
+
+bool LeaseTable::ReportAgain(const std::string& subscriber_id, const v1::Job& job) {
+  const uint64_t id = job.job_id();
+  if (auto it = ignored_.find(id); it != ignored_.end()) {
+    // Its ignored_order_ entry stays until pruned; PruneIgnored skips it.
+    v1::JobOutcome outcome = std::move(it->second.outcome);
+    ignored_.erase(it);
+    outcome.set_attempt(job.attempt());
+    outbox_.push_back(Pending{subscriber_id, std::move(outcome), clock_->Now()});
+    unrecorded_.insert(id);
+    return true;
+  }
+  if (unrecorded_.count(id) == 0) return false;
+  for (Pending& p : outbox_) {
+    if (p.outcome.job_id() == id) {
+      p.subscriber_id = subscriber_id;
+      p.outcome.set_attempt(job.attempt());
+      return true;
+    }
+  }
+  // In the batch in flight: queued again under this lease unless that batch is recorded.
+  again_in_flight_[id] = LeaseRef{subscriber_id, job.attempt()};
+  return true;
 }
 
 LeaseState LeaseTable::Check(const LeasedJob& job, absl::Duration* send_window) {
@@ -86,6 +128,7 @@ void LeaseTable::Report(OutcomeReport report) {
   }
   v1::JobOutcome outcome = report.ToProto();
   outcome.set_attempt(it->second.ref.attempt);
+  if (Final(outcome.outcome())) unrecorded_.insert(report.job_id);
   outbox_.push_back(
       Pending{std::move(it->second.ref.subscriber_id), std::move(outcome), clock_->Now()});
   leases_.erase(it);
@@ -128,16 +171,53 @@ std::optional<LeaseTable::Batch> LeaseTable::NextBatch(size_t want, absl::Durati
   return batch;
 }
 
-void LeaseTable::Recorded() {
+void LeaseTable::Recorded(const Batch& batch, absl::Span<const uint64_t> ignored) {
+  const absl::flat_hash_set<uint64_t> not_recorded(ignored.begin(), ignored.end());
   absl::MutexLock lock(&mu_);
   sending_ = 0;
+  const absl::Time now = clock_->Now();
+  for (const v1::JobOutcome& o : batch.outcomes) {
+    const uint64_t id = o.job_id();
+    if (unrecorded_.erase(id) == 0) continue;  // not final
+    if (auto again = again_in_flight_.find(id); again != again_in_flight_.end()) {
+      // Handed to us again while this batch was in flight: report it under the new lease.
+      v1::JobOutcome outcome = o;
+      outcome.set_attempt(again->second.attempt);
+      outbox_.push_back(Pending{std::move(again->second.subscriber_id), std::move(outcome), now});
+      unrecorded_.insert(id);
+      again_in_flight_.erase(again);
+      continue;
+    }
+    if (not_recorded.count(id) == 0) continue;
+    ignored_[id] = Ignored{o, now};
+    ignored_order_.emplace_back(now, id);
+  }
+  PruneIgnored(now);
+}
+
+void LeaseTable::PruneIgnored(absl::Time now) {
+  while (!ignored_order_.empty() && (ignored_order_.size() > kMaxUnrecorded ||
+                                     now - ignored_order_.front().first > kUnrecordedKept)) {
+    const auto [since, id] = ignored_order_.front();
+    ignored_order_.pop_front();
+    // Skip an entry whose outcome was reported again (or ignored again, later) since.
+    if (auto it = ignored_.find(id); it != ignored_.end() && it->second.since == since) {
+      ignored_.erase(it);
+    }
+  }
 }
 
 void LeaseTable::Returned(Batch batch) {
   absl::MutexLock lock(&mu_);
   sending_ = 0;
   for (auto it = batch.outcomes.rbegin(); it != batch.outcomes.rend(); ++it) {
-    outbox_.push_front(Pending{batch.subscriber_id, std::move(*it), batch.oldest});
+    std::string subscriber_id = batch.subscriber_id;
+    if (auto again = again_in_flight_.find(it->job_id()); again != again_in_flight_.end()) {
+      subscriber_id = std::move(again->second.subscriber_id);
+      it->set_attempt(again->second.attempt);
+      again_in_flight_.erase(again);
+    }
+    outbox_.push_front(Pending{std::move(subscriber_id), std::move(*it), batch.oldest});
   }
 }
 
@@ -151,6 +231,11 @@ bool LeaseTable::AwaitAcknowledged(absl::Duration timeout) {
 size_t LeaseTable::pending_acks() const {
   absl::MutexLock lock(&mu_);
   return outbox_.size() + sending_;
+}
+
+uint64_t LeaseTable::received_again() const {
+  absl::MutexLock lock(&mu_);
+  return received_again_;
 }
 
 void LeaseTable::Close() {

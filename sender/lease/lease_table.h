@@ -30,12 +30,23 @@ namespace mailroom {
 // collector no longer counts as ours is never acted on: Check turns kLost when the collector
 // reports it lost or when it would run out before a send could finish (for example while the
 // collector is unreachable). Lease deadlines, the outcome stall and every wait run on `clock`.
+//
+// A job is never sent twice by one sender because the collector handed it out again before
+// its outcome was recorded (a collector that crashed and came back after the lease ran out
+// hands out again the jobs whose outcomes it never got): a job received while its final outcome
+// (SENT, FAILED, EXPIRED) waits for acknowledgement, or after the collector ignored that outcome
+// (the lease was no longer ours), is not sent again: its outcome is reported under the new
+// lease. Ignored outcomes are kept for this for kUnrecordedKept, at most kMaxUnrecorded of them.
 // Thread-safe.
 class LeaseTable : public LeaseHolder {
  public:
   // The shortest send window (Check) a send is started with (a quarter of the lease when that
   // is shorter).
   static constexpr absl::Duration kMinSendWindow = absl::Seconds(1);
+  // How long a final outcome the collector ignored is kept, and how many at most, to be
+  // reported again if its job is handed to this process again.
+  static constexpr absl::Duration kUnrecordedKept = absl::Minutes(10);
+  static constexpr size_t kMaxUnrecorded = 100000;
 
   explicit LeaseTable(Clock* clock = RealClock::Get());
 
@@ -46,8 +57,10 @@ class LeaseTable : public LeaseHolder {
   absl::Duration lease() const;
   // Takes the leases of jobs received on subscription `subscriber_id`, each until now +
   // `left` (what the collector said is left as it wrote them; 0 or more than the lease: the
-  // whole lease), and returns the jobs with their leases, in order. A job held already is
-  // held under the newest lease.
+  // whole lease), and returns the jobs to send with their leases, in order. A job held already
+  // is held under the newest lease. A job whose final outcome was reported and not recorded
+  // (queued, in flight, or ignored by the collector) is not returned: that outcome is queued
+  // again under the new lease.
   std::vector<LeasedJob> Receive(const std::string& subscriber_id, absl::Duration left,
                                  std::vector<v1::Job> jobs);
 
@@ -80,14 +93,18 @@ class LeaseTable : public LeaseHolder {
   // Then takes up to 5,000 outcomes of the oldest one's subscription as the batch in flight.
   // Empty when none came; nullopt once Close was called.
   std::optional<Batch> NextBatch(size_t want, absl::Duration gather);
-  // The batch in flight was answered (or rejected for good): its outcomes are done with.
-  void Recorded();
+  // The batch in flight was answered (or rejected for good): its outcomes are done with, but
+  // for the final ones among `ignored` (the collector's ignored_job_ids less the ids it
+  // rejected as invalid): those are kept, to be reported again if their jobs come back.
+  void Recorded(const Batch& batch, absl::Span<const uint64_t> ignored = {});
   // The batch in flight was not answered: its outcomes go back in front, in order.
   void Returned(Batch batch);
   // Waits until every reported outcome was recorded (or `timeout`); true when all were.
   bool AwaitAcknowledged(absl::Duration timeout);
   // Outcomes not yet recorded (queued or in flight).
   size_t pending_acks() const;
+  // Jobs received again whose outcome was queued under the new lease instead of being sent.
+  uint64_t received_again() const;
   // No batch is taken any more: NextBatch returns nullopt from now on.
   void Close();
 
@@ -111,8 +128,18 @@ class LeaseTable : public LeaseHolder {
     v1::JobOutcome outcome;
     absl::Time queued;
   };
+  struct Ignored {
+    v1::JobOutcome outcome;
+    absl::Time since;
+  };
   // Outcomes are not getting through: the oldest unrecorded one is older than the stall limit.
   bool Stalled(absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // `job`, received on `subscriber_id`, has a final outcome that is not recorded: queue it
+  // under the job's new lease (now, or once the batch in flight is answered). False otherwise.
+  bool ReportAgain(const std::string& subscriber_id, const v1::Job& job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets ignored outcomes older than kUnrecordedKept, and the oldest beyond kMaxUnrecorded.
+  void PruneIgnored(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Clock* const clock_;
   mutable absl::Mutex mu_;
@@ -121,6 +148,14 @@ class LeaseTable : public LeaseHolder {
   std::deque<Pending> outbox_ ABSL_GUARDED_BY(mu_);
   size_t sending_ ABSL_GUARDED_BY(mu_) = 0;         // outcomes of the batch in flight
   absl::Time sending_oldest_ ABSL_GUARDED_BY(mu_);  // the oldest of them
+  // Jobs of final outcomes queued or in flight.
+  absl::flat_hash_set<uint64_t> unrecorded_ ABSL_GUARDED_BY(mu_);
+  // Jobs of the batch in flight received again meanwhile: their new leases.
+  std::map<uint64_t, LeaseRef> again_in_flight_ ABSL_GUARDED_BY(mu_);
+  // Final outcomes the collector ignored, by job, and their jobs oldest first.
+  std::map<uint64_t, Ignored> ignored_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<absl::Time, uint64_t>> ignored_order_ ABSL_GUARDED_BY(mu_);
+  uint64_t received_again_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -88,7 +88,7 @@ TEST_F(LeaseTableTest, AReportedOutcomeCarriesTheAttemptAndEndsTheLease) {
   EXPECT_EQ(batch->outcomes[0].outcome(), v1::OUTCOME_FAILED);
   EXPECT_TRUE(batch->outcomes[0].suppress_recipient());
   EXPECT_EQ(table_.pending_acks(), 1u);  // in flight
-  table_.Recorded();
+  table_.Recorded(*batch);
   EXPECT_EQ(table_.pending_acks(), 0u);
   EXPECT_TRUE(table_.AwaitAcknowledged(absl::ZeroDuration()));
 }
@@ -110,7 +110,7 @@ TEST_F(LeaseTableTest, ABatchHoldsOneSubscriptionsOutcomesAndFailedOnesComeBackI
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->subscriber_id, "sub-1");
   EXPECT_EQ(again->outcomes.size(), 2u);
-  table_.Recorded();
+  table_.Recorded(*again);
   auto second = table_.NextBatch(3, absl::ZeroDuration());
   ASSERT_TRUE(second.has_value());
   EXPECT_EQ(second->subscriber_id, "sub-2");
@@ -126,7 +126,7 @@ TEST_F(LeaseTableTest, OutcomesOlderThanTheStallLimitMeanWait) {
   EXPECT_EQ(table_.Check(2), LeaseState::kWait);
   auto batch = table_.NextBatch(1, absl::ZeroDuration());  // in flight, still unrecorded
   EXPECT_EQ(table_.Check(2), LeaseState::kWait);
-  table_.Recorded();
+  table_.Recorded(*batch);
   EXPECT_EQ(table_.Check(2), LeaseState::kOwned);
 }
 
@@ -145,6 +145,86 @@ TEST_F(LeaseTableTest, RenewalPushesDeadlinesOnAndForgetsTheLostOnes) {
   EXPECT_EQ(table_.Check(1, &window), LeaseState::kOwned);
   EXPECT_EQ(window, absl::Seconds(5));
   EXPECT_EQ(table_.Check(3), LeaseState::kLost);  // not renewed: ran out
+}
+
+// The collector handed a job out again before it recorded the outcome sent for it (it crashed,
+// came back after the lease ran out and dequeued the job again): the job is not sent again and
+// its outcome goes under the new lease, whether it was still queued, in flight or ignored.
+TEST_F(LeaseTableTest, AJobHandedOutAgainWhileItsOutcomeIsQueuedIsNotSentAgain) {
+  table_.Receive("sub-1", absl::ZeroDuration(), Jobs({{1, 1}, {2, 1}}));
+  table_.Report(Sent(1));
+  auto leased = table_.Receive("sub-2", absl::ZeroDuration(), Jobs({{1, 2}, {3, 1}}));
+  ASSERT_EQ(leased.size(), 1u);
+  EXPECT_EQ(leased[0].job.job_id(), 3u);
+  EXPECT_EQ(table_.received_again(), 1u);
+  EXPECT_EQ(table_.pending_acks(), 1u);
+  auto batch = table_.NextBatch(1, absl::ZeroDuration());
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(batch->subscriber_id, "sub-2");
+  ASSERT_EQ(batch->outcomes.size(), 1u);
+  EXPECT_EQ(batch->outcomes[0].job_id(), 1u);
+  EXPECT_EQ(batch->outcomes[0].attempt(), 2u);
+  EXPECT_EQ(batch->outcomes[0].outcome(), v1::OUTCOME_SENT);
+}
+
+TEST_F(LeaseTableTest, AJobHandedOutAgainWhileItsOutcomeIsInFlightIsReportedUnderTheNewLease) {
+  table_.Receive("sub-1", absl::ZeroDuration(), Jobs({{1, 1}, {2, 1}}));
+  table_.Report(OutcomeReport::Failed(1, "bad address"));
+  table_.Report(Sent(2));
+  auto first = table_.NextBatch(2, absl::ZeroDuration());
+  ASSERT_TRUE(first.has_value());
+  ASSERT_EQ(first->outcomes.size(), 2u);
+  EXPECT_TRUE(table_.Receive("sub-2", absl::ZeroDuration(), Jobs({{1, 2}, {2, 2}})).empty());
+  // The old lease's call fails: both go back, under their new lease.
+  table_.Returned(*std::move(first));
+  auto second = table_.NextBatch(2, absl::ZeroDuration());
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->subscriber_id, "sub-2");
+  ASSERT_EQ(second->outcomes.size(), 2u);
+  EXPECT_EQ(second->outcomes[0].attempt(), 2u);
+  EXPECT_EQ(second->outcomes[0].outcome(), v1::OUTCOME_FAILED);
+  EXPECT_EQ(second->outcomes[1].attempt(), 2u);
+  // Received a third time while in flight, and the collector ignores the second lease's call.
+  EXPECT_TRUE(table_.Receive("sub-3", absl::ZeroDuration(), Jobs({{2, 3}})).empty());
+  const std::vector<uint64_t> ignored = {1, 2};
+  table_.Recorded(*second, ignored);
+  auto third = table_.NextBatch(1, absl::ZeroDuration());
+  ASSERT_TRUE(third.has_value());
+  EXPECT_EQ(third->subscriber_id, "sub-3");
+  ASSERT_EQ(third->outcomes.size(), 1u);
+  EXPECT_EQ(third->outcomes[0].job_id(), 2u);
+  EXPECT_EQ(third->outcomes[0].attempt(), 3u);
+  table_.Recorded(*third);
+  EXPECT_EQ(table_.pending_acks(), 0u);
+  // Job 1's ignored outcome is kept: handed out once more, it is reported, not sent.
+  EXPECT_TRUE(table_.Receive("sub-4", absl::ZeroDuration(), Jobs({{1, 4}})).empty());
+  auto fourth = table_.NextBatch(1, absl::ZeroDuration());
+  ASSERT_TRUE(fourth.has_value());
+  EXPECT_EQ(fourth->subscriber_id, "sub-4");
+  EXPECT_EQ(fourth->outcomes[0].attempt(), 4u);
+  EXPECT_EQ(fourth->outcomes[0].reason(), "bad address");
+  EXPECT_EQ(table_.received_again(), 4u);
+}
+
+TEST_F(LeaseTableTest, RecordedHandedBackAndLongIgnoredOutcomesAreNotKept) {
+  table_.Receive("sub-1", absl::ZeroDuration(), Jobs({{1, 1}, {2, 1}, {3, 1}}));
+  table_.Report(Sent(1));
+  table_.Report(OutcomeReport::Retry(2, "451", absl::Seconds(1)));
+  table_.Report(Sent(3));
+  auto batch = table_.NextBatch(3, absl::ZeroDuration());
+  ASSERT_TRUE(batch.has_value());
+  const std::vector<uint64_t> ignored = {2, 3};  // 1 recorded; 2 handed back; 3 ignored
+  table_.Recorded(*batch, ignored);
+  // A recorded job and a handed-back one are sent when they come back.
+  EXPECT_EQ(table_.Receive("sub-2", absl::ZeroDuration(), Jobs({{1, 2}, {2, 2}})).size(), 2u);
+  clock_.Advance(LeaseTable::kUnrecordedKept + absl::Seconds(1));
+  table_.Report(Sent(1));
+  auto next = table_.NextBatch(1, absl::ZeroDuration());
+  ASSERT_TRUE(next.has_value());
+  table_.Recorded(*next, std::vector<uint64_t>{1});  // prunes what was ignored too long ago
+  EXPECT_EQ(table_.Receive("sub-3", absl::ZeroDuration(), Jobs({{3, 2}})).size(), 1u);
+  EXPECT_TRUE(table_.Receive("sub-3", absl::ZeroDuration(), Jobs({{1, 3}})).empty());
+  EXPECT_EQ(table_.received_again(), 1u);
 }
 
 TEST_F(LeaseTableTest, CloseEndsAWaitForOutcomes) {

@@ -142,7 +142,7 @@ void Subscription::ReadLoop() {
   }
 }
 
-bool Subscription::Acknowledge(LeaseTable::Batch* batch) {
+bool Subscription::Acknowledge(LeaseTable::Batch* batch, std::vector<uint64_t>* ignored) {
   v1::AcknowledgeRequest req;
   req.set_consumer_group(opt_.group);
   req.set_subscriber_id(batch->subscriber_id);
@@ -159,9 +159,14 @@ bool Subscription::Acknowledge(LeaseTable::Batch* batch) {
       LogError("outcome rejected by the collector",
                {{"job", absl::StrCat(r.job_id())}, {"error", r.error()}});
     }
-    if (resp.ignored_job_ids_size() > resp.rejected_size()) {
+    absl::flat_hash_set<uint64_t> rejected;
+    for (const auto& r : resp.rejected()) rejected.insert(r.job_id());
+    for (uint64_t id : resp.ignored_job_ids()) {
+      if (rejected.count(id) == 0) ignored->push_back(id);
+    }
+    if (!ignored->empty()) {
       LogWarn("outcomes ignored: those leases were no longer ours",
-              {{"count", absl::StrCat(resp.ignored_job_ids_size() - resp.rejected_size())}});
+              {{"count", absl::StrCat(ignored->size())}});
     }
     return true;
   }
@@ -185,8 +190,9 @@ void Subscription::AckLoop() {
     std::optional<LeaseTable::Batch> batch = leases_->NextBatch(want, opt_.ack_delay);
     if (!batch.has_value()) return;  // closed by Stop()
     if (batch->outcomes.empty()) continue;
-    if (Acknowledge(&*batch)) {
-      leases_->Recorded();
+    std::vector<uint64_t> ignored;
+    if (Acknowledge(&*batch, &ignored)) {
+      leases_->Recorded(*batch, ignored);
       backoff.Reset();
       continue;
     }

@@ -85,8 +85,9 @@ class Subscription {
   grpc::Status ReadStream(bool* answered);
   void AckLoop();
   // Sends one batch of outcomes; true when the collector answered for them (recorded, or
-  // rejected for good).
-  bool Acknowledge(LeaseTable::Batch* batch);
+  // rejected for good); then `*ignored` holds the jobs whose outcomes the collector ignored
+  // (their leases were no longer ours; not those it rejected as invalid).
+  bool Acknowledge(LeaseTable::Batch* batch, std::vector<uint64_t>* ignored);
   void RenewLoop();
   void Authorize(grpc::ClientContext* ctx) const;
   // Renews every lease held; reports the lost ones to the JobSink.
