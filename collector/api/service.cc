@@ -271,6 +271,58 @@ grpc::Status CollectorService::Admit(const grpc::ServerContextBase& context, uns
   return grpc::Status::OK;
 }
 
+grpc::Status CollectorService::CheckSubscribe(const Principal& principal,
+                                              const v1::SubscribeRequest& request,
+                                              JobSecrets secrets) const {
+  grpc::Status st = CheckObserverApart(*auth_, principal, request.consumer_group());
+  if (!st.ok()) return st;
+  if (request.max_in_flight() < 1 || request.max_in_flight() > kMaxInFlight) {
+    return Invalid(absl::StrCat("max_in_flight must be 1 to ", kMaxInFlight));
+  }
+  if (request.subscriber_name().size() > 200) {
+    return Invalid("subscriber_name is longer than 200 bytes");
+  }
+  if (!request.has_budget_holder()) return grpc::Status::OK;
+  st = CheckHolder(request.budget_holder(), "budget_holder");
+  if (!st.ok()) return st;
+  // A subscription that names a budget holder is a sender's: one with an observer's
+  // credential would receive jobs it cannot send (no token, no code).
+  if (secrets == JobSecrets::kWithheld) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "budget_holder is for senders: this credential observes (its jobs "
+                        "carry no token or code); a sender needs the sender role");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CollectorService::OpenStream(const std::string& credential) {
+  absl::MutexLock lock(&streams_mu_);
+  int& open = streams_[credential];
+  if (open >= limits_.max_streams_per_credential) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat(credential, " already has ", open,
+                                     " Subscribe streams open on this collector (at most ",
+                                     limits_.max_streams_per_credential,
+                                     ", MAILROOM_MAX_STREAMS_PER_CREDENTIAL); close one first"));
+  }
+  ++open;
+  return grpc::Status::OK;
+}
+
+grpc::Status CollectorService::AdmitHolder(const grpc::ServerContextBase& context,
+                                           const std::string& group,
+                                           const std::string& subscriber_id, const char* method,
+                                           Principal* principal) const {
+  grpc::Status st = Admit(context, kSubscribingRoles, group, method, principal);
+  if (!st.ok()) return st;
+  if (st = CheckObserverApart(*auth_, *principal, group); !st.ok()) return st;
+  if (subscriber_id.empty()) {
+    return Invalid("subscriber_id is required (the id of the subscription the jobs came on)");
+  }
+  if (subscriber_id.size() > 64) return Invalid("subscriber_id is too long");
+  return grpc::Status::OK;
+}
+
 grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
     grpc::CallbackServerContext* context, const v1::SubscribeRequest* request) {
   Principal principal;
@@ -279,36 +331,8 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   // Decided once, from the credential alone: only a sender's jobs carry tokens and codes.
   const JobSecrets secrets = principal.ReceivesSecrets() ? JobSecrets::kIncluded
                                                          : JobSecrets::kWithheld;
-  if (st.ok()) st = CheckObserverApart(*auth_, principal, request->consumer_group());
-  if (st.ok() && (request->max_in_flight() < 1 || request->max_in_flight() > kMaxInFlight)) {
-    st = Invalid(absl::StrCat("max_in_flight must be 1 to ", kMaxInFlight));
-  }
-  if (st.ok() && request->subscriber_name().size() > 200) {
-    st = Invalid("subscriber_name is longer than 200 bytes");
-  }
-  if (st.ok() && request->has_budget_holder()) {
-    st = CheckHolder(request->budget_holder(), "budget_holder");
-    // A subscription that names a budget holder is a sender's: one with an observer's
-    // credential would receive jobs it cannot send (no token, no code).
-    if (st.ok() && secrets == JobSecrets::kWithheld) {
-      st = grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                        "budget_holder is for senders: this credential observes (its jobs "
-                        "carry no token or code); a sender needs the sender role");
-    }
-  }
-  if (st.ok()) {
-    absl::MutexLock lock(&streams_mu_);
-    int& open = streams_[principal.credential];
-    if (open >= limits_.max_streams_per_credential) {
-      st = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        absl::StrCat(principal.credential, " already has ", open,
-                                     " Subscribe streams open on this collector (at most ",
-                                     limits_.max_streams_per_credential,
-                                     ", MAILROOM_MAX_STREAMS_PER_CREDENTIAL); close one first"));
-    } else {
-      ++open;
-    }
-  }
+  if (st.ok()) st = CheckSubscribe(principal, *request, secrets);
+  if (st.ok()) st = OpenStream(principal.credential);
   if (!st.ok()) return new ErrorReactor(std::move(st));
 
   // The collector's cap protects its memory; a subscriber asking for more just gets fewer.
@@ -360,32 +384,15 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   return reactor;
 }
 
-grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
-                                           const v1::AcknowledgeRequest* request,
-                                           v1::AcknowledgeResponse* response) {
-  Principal principal;
-  grpc::Status st = Admit(*context, kSubscribingRoles, request->consumer_group(), "Acknowledge",
-                          &principal);
-  if (!st.ok()) return st;
-  if (st = CheckObserverApart(*auth_, principal, request->consumer_group()); !st.ok()) return st;
-  if (request->subscriber_id().empty()) {
-    return Invalid("subscriber_id is required (the id of the subscription the jobs came on)");
-  }
-  if (request->subscriber_id().size() > 64) return Invalid("subscriber_id is too long");
-  if (request->outcomes_size() == 0) return Invalid("outcomes is empty");
-  if (request->outcomes_size() > kMaxIdsPerCall) {
-    return Invalid(absl::StrCat("at most ", kMaxIdsPerCall, " outcomes per call"));
-  }
-  if (st = CheckSubscription(request->subscriber_id(), principal); !st.ok()) return st;
-  if (st = CheckObserverOutcomes(principal, *request); !st.ok()) return st;
-  int unscoped_suppressions = 0;
+std::vector<JobResult> CollectorService::CheckOutcomes(const v1::AcknowledgeRequest& request,
+                                                       v1::AcknowledgeResponse* response) const {
   // Each outcome is checked alone: a bad one is rejected (and reported) without losing the
   // valid ones beside it.
   std::vector<JobResult> results;
-  results.reserve(request->outcomes_size());
+  results.reserve(request.outcomes_size());
   absl::flat_hash_set<uint64_t> seen;
-  for (int i = 0; i < request->outcomes_size(); ++i) {
-    const v1::JobOutcome& o = request->outcomes(i);
+  for (int i = 0; i < request.outcomes_size(); ++i) {
+    const v1::JobOutcome& o = request.outcomes(i);
     // An observer's outcomes are neither SENT nor FAILED (CheckObserverOutcomes), so none
     // carries a cost, a provider id or a recipient to suppress: CheckOutcome allows those
     // only with SENT or FAILED.
@@ -397,31 +404,53 @@ grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
       v1::RejectedOutcome* rej = response->add_rejected();
       rej->set_job_id(o.job_id());
       rej->set_error(std::string(r.status().message()));
-      metrics_->Add(collector_metrics::kRejectedOutcomes, 1, {request->consumer_group()});
+      metrics_->Add(collector_metrics::kRejectedOutcomes, 1, {request.consumer_group()});
       continue;
     }
     results.push_back(*std::move(r));
   }
+  return results;
+}
+
+grpc::Status CollectorService::ScopeSuppressions(const Principal& principal,
+                                                 const std::string& group,
+                                                 std::vector<JobResult>* results) const {
   // The suppression list applies to every group: only a credential whose scope covers every
   // group there is may add to it. From any other, the outcome is recorded and the address
   // stays deliverable, here and in every other group.
-  const bool suppresses = std::any_of(results.begin(), results.end(),
+  const bool suppresses = std::any_of(results->begin(), results->end(),
                                       [](const JobResult& r) { return r.suppress_recipient; });
-  if (suppresses && !principal.all_groups) {
-    auto groups = store_->GroupNames();
-    if (!groups.ok()) return ToGrpc(groups.status());
-    if (!std::all_of(groups->begin(), groups->end(),
-                     [&](const std::string& g) { return principal.InGroup(g); })) {
-      for (JobResult& r : results) {
-        unscoped_suppressions += r.suppress_recipient ? 1 : 0;
-        r.suppress_recipient = false;
-      }
-    }
+  if (!suppresses || principal.all_groups) return grpc::Status::OK;
+  auto groups = store_->GroupNames();
+  if (!groups.ok()) return ToGrpc(groups.status());
+  if (std::all_of(groups->begin(), groups->end(),
+                  [&](const std::string& g) { return principal.InGroup(g); })) {
+    return grpc::Status::OK;
   }
-  if (unscoped_suppressions > 0) {
-    metrics_->Add(collector_metrics::kSuppressionsNotScoped, unscoped_suppressions,
-                  {request->consumer_group()});
+  int unscoped = 0;
+  for (JobResult& r : *results) {
+    unscoped += r.suppress_recipient ? 1 : 0;
+    r.suppress_recipient = false;
   }
+  if (unscoped > 0) metrics_->Add(collector_metrics::kSuppressionsNotScoped, unscoped, {group});
+  return grpc::Status::OK;
+}
+
+grpc::Status CollectorService::Acknowledge(grpc::ServerContext* context,
+                                           const v1::AcknowledgeRequest* request,
+                                           v1::AcknowledgeResponse* response) {
+  Principal principal;
+  grpc::Status st = AdmitHolder(*context, request->consumer_group(), request->subscriber_id(),
+                                "Acknowledge", &principal);
+  if (!st.ok()) return st;
+  if (request->outcomes_size() == 0) return Invalid("outcomes is empty");
+  if (request->outcomes_size() > kMaxIdsPerCall) {
+    return Invalid(absl::StrCat("at most ", kMaxIdsPerCall, " outcomes per call"));
+  }
+  if (st = CheckSubscription(request->subscriber_id(), principal); !st.ok()) return st;
+  if (st = CheckObserverOutcomes(principal, *request); !st.ok()) return st;
+  std::vector<JobResult> results = CheckOutcomes(*request, response);
+  if (st = ScopeSuppressions(principal, request->consumer_group(), &results); !st.ok()) return st;
   absl::flat_hash_set<uint64_t> done;
   if (!results.empty()) {
     auto recorded = store_->Ack(request->consumer_group(), request->subscriber_id(), results);
@@ -459,12 +488,9 @@ grpc::Status CollectorService::RenewLeases(grpc::ServerContext* context,
                                            const v1::RenewLeasesRequest* request,
                                            v1::RenewLeasesResponse* response) {
   Principal principal;
-  grpc::Status st = Admit(*context, kSubscribingRoles, request->consumer_group(), "RenewLeases",
-                          &principal);
+  grpc::Status st = AdmitHolder(*context, request->consumer_group(), request->subscriber_id(),
+                                "RenewLeases", &principal);
   if (!st.ok()) return st;
-  if (st = CheckObserverApart(*auth_, principal, request->consumer_group()); !st.ok()) return st;
-  if (request->subscriber_id().empty()) return Invalid("subscriber_id is required");
-  if (request->subscriber_id().size() > 64) return Invalid("subscriber_id is too long");
   if (request->job_ids_size() == 0) return Invalid("job_ids is empty");
   if (request->job_ids_size() > kMaxIdsPerCall) {
     return Invalid(absl::StrCat("at most ", kMaxIdsPerCall, " job_ids per call"));

@@ -25,6 +25,10 @@ inline constexpr int kMaxInFlight = 100000;
 inline constexpr int kDefaultMaxInFlightCap = 10000;
 // MAILROOM_MIN_PRICE_MICROS's default: SES's price, 0.10 per 1000 emails.
 inline constexpr int64_t kDefaultMinPriceMicros = 100;
+// MAILROOM_MAX_COST_MICROS's default: the largest cost one SENT outcome may report.
+inline constexpr int64_t kDefaultMaxCostMicros = 1000000;
+// MAILROOM_MAX_STREAMS_PER_CREDENTIAL's default.
+inline constexpr int kDefaultMaxStreamsPerCredential = 64;
 inline constexpr int kMaxIdsPerCall = 10000;
 // Reasons longer than this are cut (at a UTF-8 character boundary).
 inline constexpr size_t kMaxReasonBytes = 1000;
@@ -37,13 +41,13 @@ inline constexpr size_t kMaxHolderBytes = 200;
 
 // What the service enforces besides request sizes.
 struct ServiceLimits {
-  absl::Duration lease = absl::Seconds(60);  // MAILROOM_LEASE_MS
-  int64_t max_cost_micros = 1000000;         // MAILROOM_MAX_COST_MICROS: per SENT outcome
+  absl::Duration lease = kDefaultLease;             // MAILROOM_LEASE_MS
+  int64_t max_cost_micros = kDefaultMaxCostMicros;  // MAILROOM_MAX_COST_MICROS: per SENT outcome
   int max_in_flight_cap =
       kDefaultMaxInFlightCap;  // MAILROOM_MAX_IN_FLIGHT_CAP: of a Subscribe's window
   // MAILROOM_MAX_STREAMS_PER_CREDENTIAL: Subscribe streams one credential may hold open at
   // once in this process (a client that leaks streams cannot take the whole queue).
-  int max_streams_per_credential = 64;
+  int max_streams_per_credential = kDefaultMaxStreamsPerCredential;
   // MAILROOM_MIN_PRICE_MICROS: the lowest price_micros an AcquireBudget may name, so that no
   // sender can claim a tiny price and draw many times the group's money in emails.
   int64_t min_price_micros = kDefaultMinPriceMicros;
@@ -120,6 +124,25 @@ class CollectorService
                      bool group_optional = false) const;
   // Admit for the suppression calls: the operator role for every group (`*`).
   grpc::Status AdmitSuppressions(const grpc::ServerContextBase& context, const char* method) const;
+  // The preamble of the calls of a lease holder (Acknowledge, RenewLeases): Admit with the
+  // subscribing roles, an observer kept apart, and a subscriber_id of 1 to 64 bytes.
+  grpc::Status AdmitHolder(const grpc::ServerContextBase& context, const std::string& group,
+                           const std::string& subscriber_id, const char* method,
+                           Principal* principal) const;
+  // Subscribe's checks of the request after Admit (INVALID_ARGUMENT, PERMISSION_DENIED).
+  grpc::Status CheckSubscribe(const Principal& principal, const v1::SubscribeRequest& request,
+                              JobSecrets secrets) const;
+  // Counts one more open stream for `credential`, or RESOURCE_EXHAUSTED at
+  // MAILROOM_MAX_STREAMS_PER_CREDENTIAL.
+  grpc::Status OpenStream(const std::string& credential);
+  // Acknowledge's outcomes, each checked alone: the valid ones, and the others added to
+  // `response` as rejected.
+  std::vector<JobResult> CheckOutcomes(const v1::AcknowledgeRequest& request,
+                                       v1::AcknowledgeResponse* response) const;
+  // Clears suppress_recipient in `results` unless `principal`'s scope covers every group there
+  // is (the suppression list applies to all of them).
+  grpc::Status ScopeSuppressions(const Principal& principal, const std::string& group,
+                                 std::vector<JobResult>* results) const;
 
   Store* const store_;
   Hub* const hub_;

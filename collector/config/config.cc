@@ -55,6 +55,59 @@ absl::StatusOr<std::string> SecretSetting(const Env& env, const std::string& nam
   return text;
 }
 
+// MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS: GROUP:whsec_... entries, a group given again for
+// another of its secrets (a rotation).
+absl::Status LoadGroupSecrets(const Env& env, ProviderFeedbackOptions* p) {
+  std::string group_secrets;
+  MAILROOM_ASSIGN_OR_RETURN(group_secrets,
+                            SecretSetting(env, "MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS"));
+  for (absl::string_view entry : absl::StrSplit(group_secrets, ',', absl::SkipWhitespace())) {
+    entry = absl::StripAsciiWhitespace(entry);
+    const size_t colon = entry.find(':');
+    const std::string group(colon == absl::string_view::npos ? "" : entry.substr(0, colon));
+    const size_t position = p->http_group_keys.size() + 1;
+    if (!ValidGroupName(group)) {
+      // The entry's position only: its text may be a secret with the colon left out.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS: entry ", position,
+          " must be GROUP:whsec_... with a consumer group name (", kGroupNamePattern, ")"));
+    }
+    auto keys = ParseWebhookSecrets(entry.substr(colon + 1));
+    if (!keys.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS: entry ",
+                                                     position, " (group ", group,
+                                                     "): ", keys.status().message()));
+    }
+    p->http_group_keys.push_back({group, *std::move(keys)});
+  }
+  return absl::OkStatus();
+}
+
+// MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED.
+absl::Status LoadSuppressUnmatched(const Env& env, ProviderFeedbackOptions* p) {
+  // The providers whose events for no known delivery still suppress (an opt-in: by default an
+  // event suppresses only the recipient of the delivery it names).
+  p->suppress_unmatched = env.List("MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED");
+  for (const std::string& name : p->suppress_unmatched) {
+    const bool known = name == "ses" ||
+                       std::find(std::begin(kFeedbackProviders), std::end(kFeedbackProviders),
+                                 absl::string_view(name)) != std::end(kFeedbackProviders);
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED: \"", absl::CEscape(name),
+          "\" is not a feedback provider (ses, postmark, sendgrid, mailgun, resend, http)"));
+    }
+    // The sandbox posts an event again under a new id while it matches no delivery yet: with
+    // the opt-in each of those posts would suppress.
+    if (name == "sandbox") {
+      return absl::InvalidArgumentError(
+          "MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED: sandbox cannot be named (its events are posted "
+          "again until they match a delivery)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The providers' feedback paths: each on when its secret is set.
 absl::Status LoadProviderFeedback(const Env& env, ProviderFeedbackOptions* p) {
   MAILROOM_ASSIGN_OR_RETURN(p->postmark_credentials,
@@ -94,50 +147,8 @@ absl::Status LoadProviderFeedback(const Env& env, ProviderFeedbackOptions* p) {
     }
     *keys = *std::move(parsed);
   }
-  // GROUP:whsec_... entries, a group given again for another of its secrets (a rotation).
-  std::string group_secrets;
-  MAILROOM_ASSIGN_OR_RETURN(group_secrets,
-                            SecretSetting(env, "MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS"));
-  for (absl::string_view entry : absl::StrSplit(group_secrets, ',', absl::SkipWhitespace())) {
-    entry = absl::StripAsciiWhitespace(entry);
-    const size_t colon = entry.find(':');
-    const std::string group(colon == absl::string_view::npos ? "" : entry.substr(0, colon));
-    const size_t position = p->http_group_keys.size() + 1;
-    if (!ValidGroupName(group)) {
-      // The entry's position only: its text may be a secret with the colon left out.
-      return absl::InvalidArgumentError(absl::StrCat(
-          "MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS: entry ", position,
-          " must be GROUP:whsec_... with a consumer group name (", kGroupNamePattern, ")"));
-    }
-    auto keys = ParseWebhookSecrets(entry.substr(colon + 1));
-    if (!keys.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("MAILROOM_FEEDBACK_HTTP_GROUP_SECRETS: entry ",
-                                                     position, " (group ", group,
-                                                     "): ", keys.status().message()));
-    }
-    p->http_group_keys.push_back({group, *std::move(keys)});
-  }
-  // The providers whose events for no known delivery still suppress (an opt-in: by default an
-  // event suppresses only the recipient of the delivery it names).
-  p->suppress_unmatched = env.List("MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED");
-  for (const std::string& name : p->suppress_unmatched) {
-    const bool known = name == "ses" ||
-                       std::find(std::begin(kFeedbackProviders), std::end(kFeedbackProviders),
-                                 absl::string_view(name)) != std::end(kFeedbackProviders);
-    if (!known) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED: \"", absl::CEscape(name),
-          "\" is not a feedback provider (ses, postmark, sendgrid, mailgun, resend, http)"));
-    }
-    // The sandbox posts an event again under a new id while it matches no delivery yet: with
-    // the opt-in each of those posts would suppress.
-    if (name == "sandbox") {
-      return absl::InvalidArgumentError(
-          "MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED: sandbox cannot be named (its events are posted "
-          "again until they match a delivery)");
-    }
-  }
-  return absl::OkStatus();
+  if (absl::Status st = LoadGroupSecrets(env, p); !st.ok()) return st;
+  return LoadSuppressUnmatched(env, p);
 }
 
 // The feedback endpoint, reputation window and guard (see FeedbackSettings).

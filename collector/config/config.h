@@ -39,7 +39,9 @@ struct FeedbackSettings {
 };
 
 // Everything the collector is configured with, from MAILROOM_* environment variables (see the
-// README's table). Validated once at start; secrets are held but never printed.
+// README's table). Validated once at start; secrets are held but never printed. The settings
+// table (settings.cc) takes its defaults from these members' initializers and from the named
+// kDefault* constants, so each default is written once; config_test checks that they agree.
 struct CollectorConfig {
   std::string database_url;  // MAILROOM_DATABASE_URL as given
   // MAILROOM_DIRECT_DATABASE_URL as given (default MAILROOM_DATABASE_URL): the connections
@@ -59,15 +61,18 @@ struct CollectorConfig {
   std::string health_address;           // MAILROOM_HEALTH_ADDRESS: plaintext health only ("" = off)
   std::vector<Credential> credentials;  // MAILROOM_SUBSCRIBER_TOKENS (secret), with scopes
   int max_in_flight_cap =
-      kDefaultMaxInFlightCap;           // MAILROOM_MAX_IN_FLIGHT_CAP: caps a Subscribe's own
-  int max_streams_per_credential = 64;  // MAILROOM_MAX_STREAMS_PER_CREDENTIAL
-  bool insecure_no_auth = false;        // MAILROOM_INSECURE_NO_AUTH: development only
-  std::string metrics_address;          // MAILROOM_METRICS_ADDRESS ("" disables)
-  bool auto_migrate = false;            // MAILROOM_AUTO_MIGRATE
-  int db_pool_size = 4;                 // MAILROOM_DB_POOL_SIZE
-  int64_t max_cost_micros = 1000000;    // MAILROOM_MAX_COST_MICROS: per SENT outcome
-  int64_t min_price_micros = 0;         // MAILROOM_MIN_PRICE_MICROS: of an AcquireBudget
-  std::string log_level;                // MAILROOM_LOG_LEVEL
+      kDefaultMaxInFlightCap;  // MAILROOM_MAX_IN_FLIGHT_CAP: caps a Subscribe's own
+  int max_streams_per_credential =
+      kDefaultMaxStreamsPerCredential;    // MAILROOM_MAX_STREAMS_PER_CREDENTIAL
+  bool insecure_no_auth = false;          // MAILROOM_INSECURE_NO_AUTH: development only
+  std::string metrics_address;            // MAILROOM_METRICS_ADDRESS ("" disables)
+  bool auto_migrate = false;              // MAILROOM_AUTO_MIGRATE
+  int db_pool_size = kDefaultDbPoolSize;  // MAILROOM_DB_POOL_SIZE
+  // MAILROOM_MAX_COST_MICROS: per SENT outcome.
+  int64_t max_cost_micros = kDefaultMaxCostMicros;
+  // MAILROOM_MIN_PRICE_MICROS: of an AcquireBudget.
+  int64_t min_price_micros = kDefaultMinPriceMicros;
+  std::string log_level;  // MAILROOM_LOG_LEVEL
   // Group budgets: MAILROOM_DEFAULT_GROUP_BUDGET (money per month, "unlimited"),
   // MAILROOM_RECOVERY_RESERVE_PERCENT, MAILROOM_BUDGET_GRANT_LEASE_MS.
   BudgetDefaults budget;

@@ -61,6 +61,42 @@ TEST_F(LoadConfigTest, Defaults) {
   EXPECT_EQ(c->retention.database_url, c->dispatch.listen_database_url);
 }
 
+// Each default is written once: the settings table reads the members' initializers, so what
+// a configuration without the variables loads is what code built without a configuration (the
+// tests, the service's limits) gets.
+TEST_F(LoadConfigTest, TheLoadedDefaultsAreTheMembersDefaults) {
+  auto c = Load({});
+  ASSERT_TRUE(c.ok()) << c.status();
+  const CollectorConfig config;
+  const DispatcherOptions dispatch;
+  const RetentionOptions retention;
+  const ServiceLimits limits;
+  EXPECT_EQ(c->max_in_flight_cap, config.max_in_flight_cap);
+  EXPECT_EQ(c->max_streams_per_credential, config.max_streams_per_credential);
+  EXPECT_EQ(c->db_pool_size, config.db_pool_size);
+  EXPECT_EQ(c->max_cost_micros, config.max_cost_micros);
+  EXPECT_EQ(c->min_price_micros, config.min_price_micros);
+  EXPECT_EQ(c->max_in_flight_cap, limits.max_in_flight_cap);
+  EXPECT_EQ(c->max_streams_per_credential, limits.max_streams_per_credential);
+  EXPECT_EQ(c->max_cost_micros, limits.max_cost_micros);
+  EXPECT_EQ(c->min_price_micros, limits.min_price_micros);
+  EXPECT_EQ(c->dispatch.lease, limits.lease);
+  EXPECT_EQ(c->dispatch.lease, dispatch.lease);
+  EXPECT_EQ(c->dispatch.batch_limit, dispatch.batch_limit);
+  EXPECT_EQ(c->dispatch.dequeue_limit, dispatch.dequeue_limit);
+  EXPECT_EQ(c->dispatch.batch_timeout, dispatch.batch_timeout);
+  EXPECT_EQ(c->dispatch.healthcheck_interval, dispatch.healthcheck_interval);
+  EXPECT_EQ(c->dispatch.poll_interval, dispatch.poll_interval);
+  EXPECT_EQ(c->dispatch.reconnect_max_backoff, dispatch.reconnect_max_backoff);
+  EXPECT_EQ(c->dispatch.statement_timeout, dispatch.statement_timeout);
+  EXPECT_EQ(c->retention.retention, retention.retention);
+  EXPECT_EQ(c->retention.interval, retention.interval);
+  // The one that differs on purpose: code without a configuration never polls busy (every
+  // commit notifies); the service polls every 2 ms while busy.
+  EXPECT_EQ(dispatch.busy_poll_interval, absl::ZeroDuration());
+  EXPECT_EQ(c->dispatch.busy_poll_interval, absl::Milliseconds(2));
+}
+
 TEST_F(LoadConfigTest, DirectDatabaseUrl) {
   auto c = Load({{"MAILROOM_DATABASE_URL", "postgresql://u:pw@127.0.0.1:6432/db"},
                  {"MAILROOM_DIRECT_DATABASE_URL", "postgresql://u:pw@127.0.0.1:5432/db"}});

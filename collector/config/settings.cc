@@ -1,38 +1,48 @@
 #include "collector/config/settings.h"
 
 #include "absl/strings/str_cat.h"
-#include "collector/api/service.h"               // kDefaultMaxInFlightCap, kMaxInFlight
+#include "collector/api/service.h"  // kDefaultMaxInFlightCap, kMaxInFlight, kDefaultMaxCost...
+#include "collector/dispatch/dispatcher.h"       // DispatcherOptions, kDefaultLease
 #include "collector/feedback/feedback_server.h"  // FeedbackServerOptions
+#include "collector/maintenance/retention.h"     // RetentionOptions
 #include "collector/store/budget_store.h"        // kDefaultMinPriceMicros
+#include "collector/store/store.h"               // kDefaultDbPoolSize
 
 namespace mailroom {
 
 namespace {
 constexpr bool kSecret = true;
+std::string Ms(absl::Duration d) { return absl::StrCat(absl::ToInt64Milliseconds(d)); }
 }  // namespace
 
+// A table, one row per setting.
+// NOLINTNEXTLINE(readability-function-size)
 const SettingsTable& CollectorSettings() {
-  // name, default, min, max (durations in ms), help[, kSecret]: see docs/configuration.md.
+  // name, default, min, max (durations in ms), help[, kSecret]: see docs/configuration.md. A
+  // default the code also needs without a configuration is the initializer of its member (or a
+  // named constant) and is read from there.
+  const DispatcherOptions d;
+  const RetentionOptions r;
   static const SettingsTable* const kTable = new SettingsTable{
       {"MAILROOM_DATABASE_URL", "", "", "",
        "required: libpq connection URL or key=value string of the database", kSecret},
-      {"MAILROOM_BATCH_LIMIT", "10", "1", "10000",
+      {"MAILROOM_BATCH_LIMIT", absl::StrCat(d.batch_limit), "1", "10000",
        "dispatch as soon as this many NOTIFY wake-ups arrived"},
-      {"MAILROOM_DEQUEUE_LIMIT", "1000", "1", "10000",
+      {"MAILROOM_DEQUEUE_LIMIT", absl::StrCat(d.dequeue_limit), "1", "10000",
        "the most jobs one dequeue hands one subscriber"},
-      {"MAILROOM_BATCH_TIMEOUT", "5000", "0", "3600000",
+      {"MAILROOM_BATCH_TIMEOUT", Ms(d.batch_timeout), "0", "3600000",
        "dispatch at the latest this many ms after the first notification since the last one"},
-      {"MAILROOM_HEALTHCHECK_INTERVAL", "270000", "1000", "86400000",
+      {"MAILROOM_HEALTHCHECK_INTERVAL", Ms(d.healthcheck_interval), "1000", "86400000",
        "SELECT 1 on the LISTEN connection after this many ms of idle time"},
-      {"MAILROOM_POLL_INTERVAL", "2000", "10", "3600000",
+      {"MAILROOM_POLL_INTERVAL", Ms(d.poll_interval), "10", "3600000",
        "catch-up poll (ms): dequeue even without a notification"},
       {"MAILROOM_BUSY_POLL_INTERVAL", "2", "0", "1000",
        "poll interval (ms) while the collector is busy (commits stop notifying)"},
-      {"MAILROOM_LEASE_MS", "60000", "100", "86400000",
+      {"MAILROOM_LEASE_MS", Ms(kDefaultLease), "100", "86400000",
        "how long (ms) a subscriber holds a job (renewable) before another member gets it"},
-      {"MAILROOM_RECONNECT_MAX_BACKOFF", "30000", "100", "3600000",
+      {"MAILROOM_RECONNECT_MAX_BACKOFF", Ms(d.reconnect_max_backoff), "100", "3600000",
        "cap (ms) of the exponential backoff between database reconnects"},
-      {"MAILROOM_STATEMENT_TIMEOUT", "30000", "100", "3600000",
+      {"MAILROOM_STATEMENT_TIMEOUT", Ms(d.statement_timeout), "100", "3600000",
        "statement_timeout (ms) of the collector's connections"},
       {"MAILROOM_DIRECT_DATABASE_URL", "", "", "",
        "the same database reached directly, not through a pooler (migrations, LISTEN, retention)",
@@ -41,8 +51,8 @@ const SettingsTable& CollectorSettings() {
        "the sender's window: refused here (the collector's is MAILROOM_MAX_IN_FLIGHT_CAP)"},
       {"MAILROOM_MAX_IN_FLIGHT_CAP", absl::StrCat(kDefaultMaxInFlightCap), "1",
        absl::StrCat(kMaxInFlight), "cap on a subscriber's max_in_flight"},
-      {"MAILROOM_MAX_STREAMS_PER_CREDENTIAL", "64", "1", "100000",
-       "Subscribe streams one credential may hold open at once"},
+      {"MAILROOM_MAX_STREAMS_PER_CREDENTIAL", absl::StrCat(kDefaultMaxStreamsPerCredential), "1",
+       "100000", "Subscribe streams one credential may hold open at once"},
       {"MAILROOM_GROUPS", "", "", "", "comma-separated consumer groups created at start"},
       {"MAILROOM_CHANNEL", "", "", "", "NOTIFY channel; set only to override the database setting"},
       {"MAILROOM_SECRET_KEY", "", "", "", "required: HMAC-SHA256 signing key, 64 hex characters",
@@ -64,8 +74,9 @@ const SettingsTable& CollectorSettings() {
       {"MAILROOM_METRICS_ADDRESS", "127.0.0.1:9464", "", "",
        "Prometheus /metrics listen address, or off"},
       {"MAILROOM_AUTO_MIGRATE", "false", "", "", "apply pending migrations at start"},
-      {"MAILROOM_DB_POOL_SIZE", "4", "2", "64", "connections for dequeue/ack/operator calls"},
-      {"MAILROOM_MAX_COST_MICROS", "1000000", "1", "100000000",
+      {"MAILROOM_DB_POOL_SIZE", absl::StrCat(kDefaultDbPoolSize), "2", "64",
+       "connections for dequeue/ack/operator calls"},
+      {"MAILROOM_MAX_COST_MICROS", absl::StrCat(kDefaultMaxCostMicros), "1", "100000000",
        "largest cost_micros one SENT outcome may report"},
       {"MAILROOM_MIN_PRICE_MICROS", absl::StrCat(kDefaultMinPriceMicros), "1", "1000000",
        "smallest price_micros an AcquireBudget may name (at most MAILROOM_MAX_COST_MICROS)"},
@@ -75,9 +86,9 @@ const SettingsTable& CollectorSettings() {
        "share of a group's monthly budget only password recoveries may use"},
       {"MAILROOM_BUDGET_GRANT_LEASE_MS", "10000", "1000", "600000",
        "how long (ms) a sender may use a budget grant"},
-      {"MAILROOM_RETENTION", absl::StrCat(30LL * 86400000), "0", absl::StrCat(3650LL * 86400000),
+      {"MAILROOM_RETENTION", Ms(r.retention), "0", absl::StrCat(3650LL * 86400000),
        "how long (ms) finished deliveries, spent tokens and old grants are kept; 0 keeps all"},
-      {"MAILROOM_RETENTION_INTERVAL", "60000", "100", "86400000",
+      {"MAILROOM_RETENTION_INTERVAL", Ms(r.interval), "100", "86400000",
        "time (ms) between two pruning passes"},
       {"MAILROOM_FEEDBACK_ADDRESS", "off", "", "",
        "host:port of the SES feedback endpoint (plain HTTP behind a TLS proxy), or off"},

@@ -24,6 +24,9 @@
 
 namespace mailroom {
 
+// MAILROOM_LEASE_MS's default: how long a subscriber holds a job before another member gets it.
+inline constexpr absl::Duration kDefaultLease = absl::Seconds(60);
+
 struct DispatcherOptions {
   std::string database_url;  // the query connections (Store)
   std::string
@@ -45,7 +48,7 @@ struct DispatcherOptions {
   // (every commit notifies; the mark is only set while draining after a connect).
   absl::Duration busy_poll_interval = absl::ZeroDuration();
   absl::Duration busy_linger = absl::Milliseconds(100);
-  absl::Duration lease = absl::Seconds(60);
+  absl::Duration lease = kDefaultLease;
   absl::Duration reconnect_max_backoff = absl::Seconds(30);
   // Groups that must exist: created (from the earliest unexpired token) on every connect,
   // before anything is dispatched.

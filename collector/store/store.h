@@ -188,6 +188,9 @@ class Store {
                           const std::string& /*holder*/) {}
 };
 
+// MAILROOM_DB_POOL_SIZE's default: the connections of NewPgStore's pool.
+inline constexpr int kDefaultDbPoolSize = 4;
+
 // A Store over a pool of `pool_size` connections to `url` (collector/db/pool.h: opened lazily
 // and reopened after a failure). Each call uses one connection; calls run concurrently up to
 // `pool_size`. Every transaction runs under `timeouts` (collector/db/pg_tx.h: set per
