@@ -187,7 +187,9 @@ BEGIN
     END IF;
     PERFORM mailroom_ensure_group(g_full, true);
     PERFORM mailroom_ensure_group(g_part, true);
-    SELECT id, prev_snapshot INTO v_gid, v_prev FROM consumer_groups WHERE name = g_part;
+    SELECT g.id, c.prev_snapshot INTO v_gid, v_prev
+      FROM consumer_groups g JOIN group_cursors c ON c.group_id = g.id AND c.priority = 'normal'
+     WHERE g.name = g_part;
     v_pos_txid := pg_snapshot_xmin(v_prev);
     COMMIT;
     FOR i IN 1..p_batches LOOP

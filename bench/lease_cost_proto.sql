@@ -15,7 +15,7 @@
 
 CREATE SCHEMA lease_proto;
 
--- A group's activations cursor (the same four columns as consumer_groups').
+-- A group's activations cursor (the same four columns as a row of group_cursors).
 CREATE TABLE lease_proto.cursors (
     group_id      INT PRIMARY KEY,
     prev_snapshot PG_SNAPSHOT NOT NULL,
@@ -60,7 +60,9 @@ DECLARE
 BEGIN
     PERFORM mailroom_ensure_group(p_group, true);
     INSERT INTO lease_proto.cursors (group_id, prev_snapshot)
-    SELECT id, prev_snapshot FROM consumer_groups WHERE name = p_group
+    SELECT g.id, c.prev_snapshot
+      FROM consumer_groups g JOIN group_cursors c ON c.group_id = g.id AND c.priority = 'normal'
+     WHERE g.name = p_group
     RETURNING group_id INTO v_gid;
     RETURN v_gid;
 END;

@@ -117,7 +117,9 @@ TEST_F(UpgradeTest, AnUpgradedDatabaseHasTheSchemaOfAFreshInstall) {
   EXPECT_NE(fresh_dump.find("CREATE FUNCTION mailroom.mailroom_dequeue("), std::string::npos);
   EXPECT_EQ(FirstDifference(SchemaDump(old), fresh_dump), "");
   const std::string seeds =
-      "SELECT name, prev_snapshot, max_lost_leases FROM consumer_groups ORDER BY id;"
+      "SELECT g.name, c.priority, c.prev_snapshot, c.cur_snapshot, g.max_lost_leases"
+      "  FROM consumer_groups g JOIN group_cursors c ON c.group_id = g.id"
+      " ORDER BY g.id, c.priority;"
       "SELECT * FROM mailroom_settings";
   EXPECT_EQ(Rows(old, seeds), Rows(fresh, seeds));
 }

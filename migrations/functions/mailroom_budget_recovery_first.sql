@@ -37,14 +37,11 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_budget_recovery_first(p_group TEXT,
                 ELSE greatest(s.budget_micros - s.committed_micros, 0) / s.seconds_left / p_price
            END
       FROM consumer_groups g
-     -- The recoveries' cursor (a group that never dequeued since 0010: the activations').
-     CROSS JOIN LATERAL (SELECT coalesce(g.rec_prev_snapshot, g.prev_snapshot) AS prev,
-                                CASE WHEN g.rec_prev_snapshot IS NULL THEN g.cur_snapshot
-                                     ELSE g.rec_cur_snapshot END AS cur,
-                                CASE WHEN g.rec_prev_snapshot IS NULL THEN g.pos_txid
-                                     ELSE g.rec_pos_txid END AS pos_txid,
-                                CASE WHEN g.rec_prev_snapshot IS NULL THEN g.pos_id
-                                     ELSE g.rec_pos_id END AS pos_id) k
+     -- The recoveries' cursor.
+     CROSS JOIN LATERAL (SELECT c.prev_snapshot AS prev, c.cur_snapshot AS cur, c.pos_txid,
+                                c.pos_id
+                           FROM group_cursors c
+                          WHERE c.group_id = g.id AND c.priority = 'critical') k
      CROSS JOIN LATERAL mailroom_budget_state(g.id, p_default_budget, p_default_reserve) s
      WHERE g.name = p_group;
 $$;

@@ -8,7 +8,7 @@
 -- does not undo: mailroom_take_code_counter), and at consume_attempts_limit wrong codes by
 -- either count the token is locked. email_change: the pending address is checked
 -- again (another account may have taken it since the request): address_taken, not consumed.
--- Consuming runs the seeds' lifecycle in trg_after_token_consumed.
+-- Consuming (mailroom_consume_mark) runs the seeds' lifecycle in trg_after_token_consumed.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_consume_token(p_id BIGINT, p_code TEXT)
     RETURNS TABLE (outcome TEXT, account BIGINT, action TEXT)
     LANGUAGE plpgsql
@@ -84,26 +84,7 @@ BEGIN
         RETURN QUERY SELECT 'wrong_code', t.account, t.action;
         RETURN;
     END IF;
-    IF t.action = 'email_change'
-       AND mailroom_new_address_refusal(t.account, t.to_address) IS NOT NULL THEN
-        RETURN QUERY SELECT 'address_taken', t.account, t.action;
-        RETURN;
-    END IF;
-    IF t.action = 'email_change' THEN
-        -- Two accounts confirming one new address at once: the second waits for the first's
-        -- commit on accounts' unique address and fails; it is told, not raised.
-        BEGIN
-            UPDATE tokens x SET consumed_at = extract(epoch FROM now())::BIGINT WHERE x.id = t.id;
-        EXCEPTION WHEN unique_violation THEN
-            RETURN QUERY SELECT 'address_taken', t.account, t.action;
-            RETURN;
-        END;
-    ELSE
-        UPDATE tokens x SET consumed_at = extract(epoch FROM now())::BIGINT WHERE x.id = t.id;
-    END IF;
-    IF t.code_slot > 0 THEN
-        UPDATE code_counters c SET free_at = 0 WHERE c.slot = t.code_slot AND c.token = t.id;
-    END IF;
-    RETURN QUERY SELECT 'ok', t.account, t.action;
+    RETURN QUERY SELECT mailroom_consume_mark(t.id, t.account, t.action, t.to_address,
+                                              t.code_slot), t.account, t.action;
 END;
 $$;

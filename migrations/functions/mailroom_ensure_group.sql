@@ -3,8 +3,8 @@
 -- collector creates its MAILROOM_GROUPS this way, and a Subscribe with start_from_earliest);
 -- otherwise it receives tokens committed from now on (as mailroom_ensure_group(TEXT)).
 --
--- The group's cursor is its prev_snapshot: a token is ahead of the group when its transaction
--- is not visible in it. The snapshot 'x:x:' sees exactly the transactions before x, so x is the
+-- The group's cursors (group_cursors: one row per priority class) start at one lower snapshot:
+-- a token is ahead of the group when its transaction is not visible in it. The snapshot 'x:x:' sees exactly the transactions before x, so x is the
 -- oldest of the earliest unexpired token's transaction and the oldest transaction still in
 -- progress (which may be inserting tokens we cannot see yet). Expired tokens after x are
 -- scanned too and recorded as expired.
@@ -13,8 +13,14 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_ensure_group(p_group text) RETURNS 
     LANGUAGE sql
     SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
-    INSERT INTO consumer_groups (name, prev_snapshot) VALUES (p_group, pg_current_snapshot())
-    ON CONFLICT (name) DO NOTHING;
+    WITH g AS (
+        INSERT INTO consumer_groups (name) VALUES (p_group)
+        ON CONFLICT (name) DO NOTHING
+        RETURNING id
+    )
+    INSERT INTO group_cursors (group_id, priority, prev_snapshot)
+    SELECT g.id, k.priority, pg_current_snapshot()
+      FROM g CROSS JOIN unnest(enum_range(NULL::action_priority)) AS k(priority);
 $$;
 
 CREATE OR REPLACE FUNCTION mailroom.mailroom_ensure_group(p_group text, p_from_earliest boolean) RETURNS void
@@ -41,7 +47,13 @@ BEGIN
           INTO v_from;
         v_snapshot := format('%s:%s:', v_from, v_from)::PG_SNAPSHOT;
     END IF;
-    INSERT INTO consumer_groups (name, prev_snapshot) VALUES (p_group, v_snapshot)
-    ON CONFLICT (name) DO NOTHING;
+    WITH g AS (
+        INSERT INTO consumer_groups (name) VALUES (p_group)
+        ON CONFLICT (name) DO NOTHING
+        RETURNING id
+    )
+    INSERT INTO group_cursors (group_id, priority, prev_snapshot)
+    SELECT g.id, k.priority, v_snapshot
+      FROM g CROSS JOIN unnest(enum_range(NULL::action_priority)) AS k(priority);
 END;
 $$;

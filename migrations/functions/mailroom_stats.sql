@@ -19,25 +19,7 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_stats(p_group text) RETURNS TABLE(g
       CROSS JOIN (SELECT count(*) AS n, min(s.requested_at) AS oldest FROM mailroom_signups s) q
       CROSS JOIN LATERAL (
           SELECT sum(c.depth)::BIGINT AS depth, min(c.oldest) AS oldest
-            FROM (VALUES ('normal'::action_priority, g.prev_snapshot, g.cur_snapshot,
-                          g.pos_txid, g.pos_id),
-                         ('critical'::action_priority,
-                          coalesce(g.rec_prev_snapshot, g.prev_snapshot),
-                          CASE WHEN g.rec_prev_snapshot IS NULL THEN g.cur_snapshot
-                               ELSE g.rec_cur_snapshot END,
-                          CASE WHEN g.rec_prev_snapshot IS NULL THEN g.pos_txid
-                               ELSE g.rec_pos_txid END,
-                          CASE WHEN g.rec_prev_snapshot IS NULL THEN g.pos_id
-                               ELSE g.rec_pos_id END),
-                         ('notice'::action_priority,
-                          coalesce(g.notice_prev_snapshot, g.prev_snapshot),
-                          CASE WHEN g.notice_prev_snapshot IS NULL THEN g.cur_snapshot
-                               ELSE g.notice_cur_snapshot END,
-                          CASE WHEN g.notice_prev_snapshot IS NULL THEN g.pos_txid
-                               ELSE g.notice_pos_txid END,
-                          CASE WHEN g.notice_prev_snapshot IS NULL THEN g.pos_id
-                               ELSE g.notice_pos_id END))
-                 AS k(priority, prev, cur, pos_txid, pos_id)
+            FROM group_cursors k
            -- The tokens the cursor's lower snapshot does not see: those of the transactions in
            -- progress at it (probed by txid) and those from its xmax up, as the dequeue's
            -- window reads them; never the range from its xmin, which a transaction left open
@@ -45,17 +27,19 @@ CREATE OR REPLACE FUNCTION mailroom.mailroom_stats(p_group text) RETURNS TABLE(g
            CROSS JOIN LATERAL (
                SELECT count(*) AS depth, min(t.created_at) AS oldest
                  FROM (SELECT t.txid, t.id, t.created_at FROM tokens t
-                        WHERE t.priority = k.priority AND t.txid >= pg_snapshot_xmax(k.prev)
+                        WHERE t.priority = k.priority
+                          AND t.txid >= pg_snapshot_xmax(k.prev_snapshot)
                        UNION ALL
                        -- A probe per transaction (OFFSET 0: never a join that reads the class).
                        SELECT t.txid, t.id, t.created_at
-                         FROM pg_snapshot_xip(k.prev) x
+                         FROM pg_snapshot_xip(k.prev_snapshot) x
                         CROSS JOIN LATERAL (SELECT t.txid, t.id, t.created_at FROM tokens t
                                              WHERE t.priority = k.priority AND t.txid = x.x
                                             OFFSET 0) t) t
-                WHERE k.cur IS NULL
-                   OR NOT pg_visible_in_snapshot(t.txid, k.cur)
-                   OR (t.txid, t.id) > (k.pos_txid, k.pos_id)) c) w
+                WHERE k.cur_snapshot IS NULL
+                   OR NOT pg_visible_in_snapshot(t.txid, k.cur_snapshot)
+                   OR (t.txid, t.id) > (k.pos_txid, k.pos_id)) c
+           WHERE k.group_id = g.id) w
       CROSS JOIN LATERAL (
           SELECT count(*) FILTER (WHERE x.state = 'leased') AS in_flight,
                  count(*) FILTER (WHERE x.state = 'retry') AS waiting_retry

@@ -8,18 +8,13 @@
 -- account's tokens counted under its row lock. Per address (the token's to_address when it has
 -- one, else the account's): mailroom_address_limit (a counter row per address and action, no
 -- lock in the shared lock table, so an import of any size in one statement works). Planner
--- settings keep index probes whatever the statistics (and JIT off: a disabled scan's cost would
--- otherwise JIT-compile every statement).
+-- settings keep index probes whatever the statistics (JIT off: disabled scans cost too much).
 --
--- Every token is decided here (those the application requests, the notices and activation
--- tokens the status trigger inserts) except the activation tokens the collector creates for
--- queued signups: mailroom_collect_signups decides their limits by the same rules for its whole
--- batch at once, and the trigger's WHEN skips the rows inserted by the transaction whose id that
--- function set in mailroom_collection_xact for its INSERT (built-in functions only, no call).
--- The sequence is the one thing the WHEN trusts: setting it takes UPDATE on it, which the
--- application's role does not need (it may read it, and nextval cannot reach a transaction's
--- id), the collection clears it right after its INSERT, and a transaction id is not used twice,
--- so no other insert matches it.
+-- Every token is decided here but the activation tokens of queued signups, whose limits the
+-- collection decides by the same rules for its whole batch (mailroom_collect_insert): the WHEN
+-- skips rows inserted by the transaction whose id is in mailroom_collection_xact. Setting it
+-- takes UPDATE on the sequence, which the application's role lacks (nextval cannot reach a
+-- transaction's id); the collection clears it after its INSERT; an id is not used twice.
 CREATE OR REPLACE FUNCTION mailroom.trg_before_token_insert_limits() RETURNS trigger
     LANGUAGE plpgsql
     SECURITY DEFINER
@@ -88,21 +83,7 @@ BEGIN
     IF NEW.rate_limited THEN
         NEW.superseded_by := NULL;
     ELSIF k.carries_secret AND NEW.action <> 'activation' THEN
-        -- Expired ones too: it keeps tokens_pending_idx at one row per account and action. The
-        -- wrong-code counters of those superseded are free again (a superseded token checks no
-        -- code).
-        WITH s AS (
-            UPDATE tokens t
-               SET superseded_by = NEW.id,
-                   suppressed_reason = format('superseded by a newer %s request (token %s)',
-                                              replace(NEW.action, '_', ' '), NEW.id)
-             WHERE t.account = NEW.account AND t.action = NEW.action AND t.action <> 'activation'
-               AND t.superseded_by IS NULL AND NOT t.rate_limited AND t.consumed_at IS NULL
-               AND t.id <> NEW.id
-            RETURNING t.id, t.code_slot
-        )
-        UPDATE code_counters c SET free_at = 0
-          FROM s WHERE s.code_slot > 0 AND c.slot = s.code_slot AND c.token = s.id;
+        PERFORM mailroom_supersede(NEW.account, NEW.action, NEW.id);
     END IF;
     -- A token whose code may be guessed counts its wrong codes where no rollback undoes them.
     IF k.carries_code AND NOT NEW.rate_limited THEN
