@@ -8,6 +8,11 @@
 -- the normal class's, as that call would have. Only the dequeue writes them, under its group's
 -- row lock (docs/design.md, "The dequeue in parts").
 --
+-- The new mailroom_dequeue and its parts are sources, applied in the transaction that follows
+-- the migrations in the same MigrateUp: between the two commits (milliseconds) a running
+-- collector's dequeue fails on the dropped columns, rolls back and is retried by its
+-- dispatcher, so nothing is lost or handed out twice.
+--
 -- dequeue_token: one token as a window's pass reads it (mailroom_dequeue_scan), for the
 -- dequeue's parts to hand each other a window whole.
 CREATE TABLE mailroom.group_cursors (
