@@ -17,8 +17,11 @@ namespace mailroom {
 // provider-wide failure (IsProviderError: authentication refused, certificate, SendingPaused,
 // unreachable, ...) opens it: from then on sends are held (the caller hands their jobs back
 // without failing or charging them), except one probe at a time, the first after 1 s, then
-// after each failed probe twice as long, up to `max_backoff`. The first probe that reaches the
-// provider (sent, or refused for a reason of its own message) closes it again.
+// after each failed probe twice as long, up to `max_backoff`. A provider that says how long to
+// wait (Retry-After, X-RateLimit-Reset: ProviderRetryAfter) is waited for when that is longer,
+// up to `max_backoff`: a provider's header never stops a probe for longer than our own wait. The
+// first probe that reaches the provider (sent, or refused for a reason of its own message) closes
+// it again.
 //
 // Opening logs one error line with the provider's reply (the transports never put credentials
 // in it); closing logs one info line. Metrics, when given: gauge mailroom_sender_breaker_open
@@ -63,6 +66,9 @@ class Breaker {
 
  private:
   void SetGauge(bool open);
+  // The wait before the next probe: `backoff`, or the wait the provider asked for with
+  // `outcome` (ProviderRetryAfter) when longer, up to max_backoff.
+  absl::Duration Wait(absl::Duration backoff, const absl::Status& outcome) const;
 
   const Options opt_;
   Clock* const clock_;

@@ -59,6 +59,28 @@ TEST_F(BreakerTest, ProviderErrorOpensAndHoldsEverythingUntilTheFirstProbe) {
   EXPECT_EQ(breaker_.Admit().decision, D::kHold);
 }
 
+// A provider that says how long to wait is waited for, when longer than our own backoff, up to
+// max_backoff (8 s here): a 429's Retry-After: 3 puts the first probe 3 s out, not 1 s.
+TEST_F(BreakerTest, TheProvidersRetryAfterIsWaitedForUpToTheCap) {
+  auto t = breaker_.Admit();
+  breaker_.Record(t, WithRetryAfter(ProviderError("postmark 429: Rate limit exceeded"),
+                                    absl::Seconds(3)));
+  EXPECT_EQ(breaker_.NextProbe(), clock_.Now() + absl::Seconds(3));
+  clock_.Advance(absl::Seconds(3) - absl::Milliseconds(1));
+  EXPECT_EQ(breaker_.Admit().decision, D::kHold);
+  clock_.Advance(absl::Milliseconds(1));
+  auto probe = breaker_.Admit();
+  ASSERT_EQ(probe.decision, D::kProbe);
+  // An hour asked for: the cap. Shorter than our own backoff (2 s now): ours.
+  breaker_.Record(probe, WithRetryAfter(ProviderError("sendgrid 429"), absl::Hours(1)));
+  EXPECT_EQ(breaker_.NextProbe(), clock_.Now() + absl::Seconds(8));
+  clock_.Advance(absl::Seconds(8));
+  probe = breaker_.Admit();
+  ASSERT_EQ(probe.decision, D::kProbe);
+  breaker_.Record(probe, WithRetryAfter(ProviderError("sendgrid 429"), absl::Milliseconds(10)));
+  EXPECT_EQ(breaker_.NextProbe(), clock_.Now() + absl::Seconds(4));
+}
+
 TEST_F(BreakerTest, FailedProbesDoubleTheWaitUpToTheCap) {
   Trip();
   absl::Duration want = absl::Seconds(1);

@@ -1,6 +1,9 @@
 #include "sender/delivery/retry.h"
 
+#include <algorithm>
+
 #include "common/backoff.h"
+#include "sender/transport/transport.h"
 
 namespace mailroom {
 
@@ -19,8 +22,16 @@ bool RetryPolicy::Retryable(const absl::Status& e) {
 std::optional<absl::Duration> RetryPolicy::Next(const absl::Status& error, int failures) {
   if (!Retryable(error) || failures >= max_attempts_) return std::nullopt;
   const absl::Duration d = ExponentialDelay(base_, cap_, failures);
-  absl::MutexLock lock(&mu_);
-  return Jittered(d, /*jitter=*/0.5, gen_);
+  absl::Duration wait;
+  {
+    absl::MutexLock lock(&mu_);
+    wait = Jittered(d, /*jitter=*/0.5, gen_);
+  }
+  // The provider said how long to wait: that, when longer, up to the cap.
+  if (const std::optional<absl::Duration> asked = ProviderRetryAfter(error); asked.has_value()) {
+    wait = std::max(wait, std::min(*asked, cap_));
+  }
+  return wait;
 }
 
 }  // namespace mailroom

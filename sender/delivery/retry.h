@@ -12,7 +12,9 @@ namespace mailroom {
 // Exponential backoff with "equal jitter": after the n-th failure wait d/2 + U[0, d/2] with
 // d = min(cap, base * 2^(n-1)); give up after `max_attempts` failures. Errors that no retry can
 // fix (anything but kUnavailable, kDeadlineExceeded, kResourceExhausted, kAborted, kInternal,
-// kUnknown) are never retried. Thread-safe (the random source is guarded).
+// kUnknown) are never retried. When the provider said how long to wait (ProviderRetryAfter:
+// its Retry-After or X-RateLimit-Reset) and that is longer, that wait, up to `cap`. Thread-safe
+// (the random source is guarded).
 class RetryPolicy {
  public:
   RetryPolicy(absl::Duration base, absl::Duration cap, int max_attempts, absl::BitGenRef gen)

@@ -4,6 +4,7 @@
 
 #include "absl/random/random.h"
 #include "gtest/gtest.h"
+#include "sender/transport/transport.h"
 
 namespace mailroom {
 namespace {
@@ -31,6 +32,20 @@ TEST(RetryPolicyTest, BackoffGrowsIsCappedJitteredAndGivesUp) {
     }
   }
   EXPECT_FALSE(p.Next(e, 8).has_value());
+}
+
+TEST(RetryPolicyTest, TheProvidersRetryAfterIsWaitedForWhenLongerUpToTheCap) {
+  std::mt19937 seeded(7);
+  RetryPolicy p(absl::Seconds(1), absl::Seconds(60), 8, seeded);
+  const absl::Status e = absl::UnavailableError("429");
+  EXPECT_EQ(p.Next(WithRetryAfter(e, absl::Seconds(30)), 1), absl::Seconds(30));
+  EXPECT_EQ(p.Next(WithRetryAfter(e, absl::Hours(2)), 1), absl::Seconds(60));  // the cap
+  auto ours = p.Next(WithRetryAfter(e, absl::ZeroDuration()), 3);  // ours is longer: 2-4 s
+  ASSERT_TRUE(ours.has_value());
+  EXPECT_GE(*ours, absl::Seconds(2));
+  // Never a reason to retry what cannot be retried.
+  EXPECT_FALSE(
+      p.Next(WithRetryAfter(absl::InvalidArgumentError("550"), absl::Seconds(5)), 1).has_value());
 }
 
 }  // namespace

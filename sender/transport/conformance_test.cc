@@ -93,6 +93,7 @@ struct Expect {
   bool retry_is_idempotent = false;  // the retry after a lost answer is not delivered again
   bool faults = true;                // the peer can inject faults at all
   bool message_id = true;            // an accepted email has the provider's message id
+  bool throttle_waits = false;       // the throttling answer says how long to wait
 };
 
 class ConformanceTest : public TransportTest, public ::testing::WithParamInterface<std::string> {
@@ -110,6 +111,9 @@ class ConformanceTest : public TransportTest, public ::testing::WithParamInterfa
     if (k == "file") e.faults = false;
     if (k == "resend") e.retry_is_idempotent = true;       // Idempotency-Key
     if (k == "smtp" || k == "file") e.message_id = false;  // reply text / file path instead
+    if (k == "postmark" || k == "sendgrid" || k == "mailgun" || k == "resend") {
+      e.throttle_waits = true;
+    }
     return e;
   }
 
@@ -264,6 +268,20 @@ TEST_P(ConformanceTest, ThrottlingIsRetriedAndDeliveredOnce) {
   EXPECT_EQ(Classify(r, 0), Outcome::kRetry) << r.status();
   EXPECT_EQ(IsProviderError(r.status()), Expected().throttle_holds) << r.status();
   EXPECT_FALSE(IsMaybeSent(r.status()));
+  // The provider's wait travels with the status (Retry-After: 1; SendGrid's X-RateLimit-Reset
+  // 2 s on, in whole seconds): the breaker and the retry wait that long.
+  const std::optional<absl::Duration> wait = ProviderRetryAfter(r.status());
+  if (Expected().throttle_waits) {
+    ASSERT_TRUE(wait.has_value()) << r.status();
+    if (kind() == "sendgrid") {
+      EXPECT_GT(*wait, absl::ZeroDuration());
+      EXPECT_LE(*wait, absl::Seconds(2));
+    } else {
+      EXPECT_EQ(*wait, absl::Seconds(1));
+    }
+  } else {
+    EXPECT_EQ(wait, std::nullopt);
+  }
   ASSERT_TRUE(t->Send(Job(4, Fault::kThrottle)).ok());
   EXPECT_EQ(Deliveries()[DeliveryKey(4, Fault::kThrottle)], 1);
 }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/utf8.h"
 #include "sender/transport/curl_body.h"
@@ -105,6 +106,28 @@ absl::Status HttpApiStatus(long http, absl::string_view what) {
   // A conflict (the same request still in progress, say): try this email again.
   if (http == 409) return absl::UnavailableError(what);
   return absl::InvalidArgumentError(what);
+}
+
+std::optional<absl::Duration> RetryAfter(const HttpAnswer& answer, absl::Time now) {
+  const std::string retry_after = answer.Header("retry-after");
+  int64_t n = 0;
+  if (!retry_after.empty()) {
+    if (absl::SimpleAtoi(retry_after, &n)) {
+      if (n < 0) return std::nullopt;
+      return absl::Seconds(std::min<int64_t>(n, 366LL * 86400));
+    }
+    absl::Time at;
+    std::string err;
+    // IMF-fixdate, the form RFC 9110 requires senders to use.
+    if (!absl::ParseTime("%a, %d %b %Y %H:%M:%S GMT", retry_after, absl::UTCTimeZone(), &at,
+                         &err)) {
+      return std::nullopt;
+    }
+    return std::max(absl::ZeroDuration(), at - now);
+  }
+  const std::string reset = answer.Header("x-ratelimit-reset");
+  if (reset.empty() || !absl::SimpleAtoi(reset, &n) || n < 0) return std::nullopt;
+  return std::max(absl::ZeroDuration(), absl::FromUnixSeconds(n) - now);
 }
 
 std::string UsableMessageId(absl::string_view id) {

@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,6 +55,12 @@ absl::StatusOr<HttpAnswer> PerformHttp(CURL* c, const HttpRequest& request, Curl
 // (ProviderError: the breaker holds every job); 409 is kUnavailable (this email, later); any
 // other 4xx is a refusal of this email (kInvalidArgument).
 absl::Status HttpApiStatus(long http_status, absl::string_view what);
+
+// The wait a provider's answer asks for, as of `now`: its Retry-After (RFC 9110: seconds, or
+// an HTTP date) or else SendGrid's X-RateLimit-Reset (the Unix time, in seconds, its window
+// resets); a time already past is a wait of 0. nullopt when it asks for none or says it in a
+// form neither header has.
+std::optional<absl::Duration> RetryAfter(const HttpAnswer& answer, absl::Time now);
 
 // A provider's message id as the collector stores it: 1 to 256 printable ASCII characters
 // (surrounding angle brackets removed), or "" when `id` is not usable.

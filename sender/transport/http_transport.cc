@@ -158,7 +158,7 @@ absl::StatusOr<SendResult> HttpTransport::Send(const OutgoingEmail& email) {
   auto answer = PerformHttp(handle.get(), request, &loop_);
   if (!answer.ok()) return answer.status();
   absl::Status st = ResponseStatus(answer->status, answer->body);
-  if (!st.ok()) return st;
+  if (!st.ok()) return WithRetryAfter(std::move(st), RetryAfter(*answer, absl::Now()));
   // Without an id of the receiver's, feedback names the email by its webhook-id.
   std::string message_id = MessageIdOf(answer->body);
   if (message_id.empty()) message_id = id;

@@ -18,7 +18,7 @@ absl::StatusOr<SendResult> ProviderTransport::Send(const OutgoingEmail& email) {
   auto answer = PerformHttp(handle.get(), request, &loop_);
   if (!answer.ok()) return answer.status();
   absl::Status status = api_.response_status(answer->status, answer->body);
-  if (!status.ok()) return status;
+  if (!status.ok()) return WithRetryAfter(std::move(status), RetryAfter(*answer, absl::Now()));
   const std::string id = UsableMessageId(api_.id_key != nullptr
                                              ? JsonString(answer->body, api_.id_key)
                                              : answer->Header(api_.id_header));

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 
 namespace mailroom {
 
@@ -15,6 +17,22 @@ absl::Status ProviderError(absl::string_view message) {
 bool IsProviderError(const absl::Status& status) {
   return status.code() == absl::StatusCode::kUnavailable &&
          status.GetPayload(kProviderErrorPayload).has_value();
+}
+
+absl::Status WithRetryAfter(absl::Status status, std::optional<absl::Duration> wait) {
+  if (status.ok() || !wait.has_value()) return status;
+  status.SetPayload(kRetryAfterPayload, absl::Cord(absl::StrCat(absl::ToInt64Milliseconds(
+                                            std::max(absl::ZeroDuration(), *wait)))));
+  return status;
+}
+
+std::optional<absl::Duration> ProviderRetryAfter(const absl::Status& status) {
+  auto payload = status.GetPayload(kRetryAfterPayload);
+  int64_t ms = 0;
+  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &ms) || ms < 0) {
+    return std::nullopt;
+  }
+  return absl::Milliseconds(ms);
 }
 
 absl::Status RecipientRejected(absl::string_view message) {

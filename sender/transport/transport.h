@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -165,5 +166,13 @@ inline constexpr char kProviderErrorPayload[] = "type.mailroom.dev/mailroom.Prov
 absl::Status ProviderError(absl::string_view message);
 // True for statuses built by ProviderError().
 bool IsProviderError(const absl::Status& status);
+
+// The payload type URL of the wait a provider asked for (its HTTP Retry-After, or SendGrid's
+// X-RateLimit-Reset), in milliseconds as decimal text.
+inline constexpr char kRetryAfterPayload[] = "type.mailroom.dev/mailroom.RetryAfter";
+// `status` with the provider's wait attached (unchanged when `wait` is nullopt or OK status).
+absl::Status WithRetryAfter(absl::Status status, std::optional<absl::Duration> wait);
+// The wait the provider asked for with `status`, if it asked.
+std::optional<absl::Duration> ProviderRetryAfter(const absl::Status& status);
 
 }  // namespace mailroom

@@ -26,7 +26,7 @@ variable/tag); later requests of the same job are accepted:
             sendgrid 400 on personalizations.0.to.0.email, mailgun 400 'to' parameter is not a
             valid address, resend 422 validation_error on `to`)
   error     the provider's 500
-  throttle  the provider's 429
+  throttle  the provider's 429, with Retry-After: 1 (SendGrid: X-RateLimit-Reset, 2 s on)
   lost      accepted (counted as delivered), then the answer is cut short: a 200 status line
             and part of the body, and the connection closed
   drop      accepted (counted as delivered), then the connection closed without a byte of
@@ -275,8 +275,13 @@ def main():
                         del state["keys"][key]  # only a sent email holds its key
                 if isinstance(answer, dict):
                     answer = json.loads(json.dumps(answer).replace("{to}", to))
-                return self.reply(code, answer,
-                                  (("Retry-After", "1"),) if mode == "throttle" else ())
+                # The wait each provider names with its 429: SendGrid the Unix time its
+                # window resets, the others Retry-After in seconds.
+                wait = ()
+                if mode == "throttle":
+                    wait = ((("X-RateLimit-Reset", str(int(time.time()) + 2)),)
+                            if provider == "sendgrid" else (("Retry-After", "1"),))
+                return self.reply(code, answer, wait)
             code, answer, headers, _ = self.accept(job, to, body.decode(errors="replace"))
             if key is not None:
                 with lock:
