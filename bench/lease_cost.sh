@@ -10,7 +10,7 @@
 # tables emptied between committed runs):
 #   a  the current path as the collector runs it (collector/store/store.cc), timed inside PostgreSQL
 #      with clock_timestamp() ("a server") and per statement from psql's \timing ("a client");
-#      since migration 0021 that is the batch-lease path (one lease_batches row per dequeue
+#      since the batch leases that is the batch-lease path (one lease_batches row per dequeue
 #      window, SENT outcomes set bits), no longer one deliveries row per job;
 #   b  inside the dequeue/acknowledgement, each statement committed: the window read alone, the
 #      INSERT of the delivery rows alone, the acknowledgement's UPDATE alone, with and without

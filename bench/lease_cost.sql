@@ -143,7 +143,7 @@ $$;
 -- is false, 0013's statement triggers on deliveries are dropped (rather than disabled, so that
 -- nothing of them, transition-table capture included, can remain); when p_only_pk is true,
 -- every index of deliveries but its primary key is dropped. Both are created again from their
--- definitions at the end. Since migration 0021 a first lease is a lease_batches row and its SENT
+-- definitions at the end. Since the batch leases a first lease is a lease_batches row and its SENT
 -- outcomes set bits: the whole mailroom_dequeue and mailroom_ack write no deliveries row (their
 -- figures hardly depend on deliveries' triggers and indexes any more; the plain acknowledgement
 -- no longer has a plan of its own without the indexes), and the INSERT and UPDATE timed alone

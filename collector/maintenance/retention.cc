@@ -162,7 +162,7 @@ class Pass {
     return absl::StrCat("EXTRACT(EPOCH FROM ", before_, ")::BIGINT");
   }
 
-  // Calls a prune function of migration 0013 or 0019 batch by batch (autocommit: one
+  // Calls one of the mailroom_prune_* functions batch by batch (autocommit: one
   // transaction per call) from the walk's cursor `walk` until it says there is nothing more;
   // returns the rows deleted. The cursor follows each call (the next call's `after`) and goes
   // back to 0 once the function says it is done, so a pass stopped early (Stop, an error) goes

@@ -39,11 +39,11 @@ struct PruneReport {
   bool ran = false;                   // false: another collector holds the pruning lock
   int64_t deliveries = 0;             // finished deliveries deleted
   int64_t tokens = 0;                 // tokens deleted
-  int64_t lease_batches = 0;          // finished lease batches deleted (migration 0021)
+  int64_t lease_batches = 0;          // finished lease batches deleted
   int64_t lease_batches_expired = 0;  // leased batches whose lease ran out, expired
   int64_t jobs_expired = 0;           // jobs waiting for a new lease whose token expired before the
                                       // retention, recorded as expired
-  int64_t budget_grants = 0;          // grants that can no longer matter deleted (migration 0019)
+  int64_t budget_grants = 0;          // grants that can no longer matter deleted
   int64_t budget_grants_folded = 0;   // grants of live holders folded into another row
   int64_t budget_subscriptions = 0;   // subscription rows of holders without grants deleted
   int64_t soft_bounces = 0;           // soft bounces older than the 7 days that count deleted
@@ -77,7 +77,7 @@ struct PruneReport {
 // (BudgetStore::Refund), logs each holder refunded and counts the emails in
 // mailroom_budget_refunded_emails_total{group}.
 //
-// After the refund, the same batches prune migration 0019's tables: budget grants expired
+// After the refund, the same batches prune the budget's tables: budget grants expired
 // before the retention that can no longer matter (refunded, fully returned, of a holder never
 // linked, or of a dead holder with nothing to give back), subscription rows of holders with
 // no grant left (not updated within the retention, holding no lease) and soft bounces older

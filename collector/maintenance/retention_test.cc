@@ -1,4 +1,4 @@
-// Retention (pruning) and migration 0013's outcome counters against a throwaway PostgreSQL:
+// Retention (pruning) and the outcome counters (delivery_counts) against a throwaway PostgreSQL:
 // back-dated rows are pruned in small batches, nothing unfinished, recent or still counted by
 // the abuse limits is touched, and mailroom_stats returns exactly what it returned before.
 #include "collector/maintenance/retention.h"

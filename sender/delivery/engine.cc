@@ -81,7 +81,10 @@ void Engine::Drop(const std::vector<uint64_t>& ids) {
   absl::flat_hash_set<uint64_t> drop(ids.begin(), ids.end());
   absl::MutexLock lock(&mu_);
   for (auto it = queue_.begin(); it != queue_.end();) {
-    if (drop.count(it->second.job.job_id()) > 0) {
+    // Received again since its lease was reported lost (a new lease of the same job, which
+    // Submit skipped because it was still queued here): it stays, to be sent under that lease.
+    if (drop.count(it->second.job.job_id()) > 0 &&
+        leases_->Check(it->second, nullptr) == LeaseState::kLost) {
       held_.erase(it->second.job.job_id());
       it = queue_.erase(it);
     } else {

@@ -208,6 +208,25 @@ BudgetConfig OnePerSecond() {
   return b;
 }
 
+// The collector reported jobs 2 and 3 lost, but job 3 came back on a new lease before the
+// drop reached the engine (Submit skipped it: still queued): only what is still lost is
+// dropped, and job 3 is sent under its new lease instead of being held forever.
+TEST_F(EngineTest, ADropKeepsAJobReceivedAgainSinceItsLeaseWasLost) {
+  leases_.check = [](uint64_t id, absl::Duration*) {
+    return id == 2 ? LeaseState::kLost : LeaseState::kOwned;
+  };
+  Start(OnePerSecond());
+  Submit({Job(1), Job(2), Job(3)});
+  ASSERT_TRUE(SendsReach(1));  // job 1 at once; 2 and 3 wait for the pace
+  Settle();
+  engine_->Drop({2, 3});
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Milliseconds(1200));
+    Settle();
+  }
+  EXPECT_EQ(transport_.sends(), 2u);  // jobs 1 and 3
+}
+
 TEST_F(EngineTest, SendsAtThePaceOnSimulatedTime) {
   Start(OnePerSecond());
   Submit({Job(1), Job(2), Job(3)});

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 
@@ -41,14 +42,29 @@ std::vector<LeasedJob> LeaseTable::Receive(const std::string& subscriber_id, abs
     // The message may have waited in the collector: trust it only for what it says is left.
     const absl::Time deadline = clock_->Now() +
                                 (left > absl::ZeroDuration() ? std::min(left, lease_) : lease_);
+    // Outcomes still queued, by job, to be put under their new lease in one pass.
+    absl::flat_hash_map<uint64_t, uint32_t> queued_again;
     for (v1::Job& j : jobs) {
-      if (ReportAgain(subscriber_id, j)) {
+      if (ReportAgain(subscriber_id, j, &queued_again)) {
         ++again;
         continue;
       }
       LeaseRef lease{subscriber_id, j.attempt()};
       leases_[j.job_id()] = HeldLease{lease, deadline};
       leased.push_back(LeasedJob{std::move(j), std::move(lease)});
+    }
+    for (Pending& p : outbox_) {
+      if (queued_again.empty()) break;
+      auto it = queued_again.find(p.outcome.job_id());
+      if (it == queued_again.end() || !Final(p.outcome.outcome())) continue;
+      p.subscriber_id = subscriber_id;
+      p.outcome.set_attempt(it->second);
+      queued_again.erase(it);
+    }
+    // Not in the outbox: in the batch in flight, queued again under this lease unless that
+    // batch is recorded.
+    for (const auto& [id, attempt] : queued_again) {
+      again_in_flight_[id] = LeaseRef{subscriber_id, attempt};
     }
     received_again_ += again;
   }
@@ -60,7 +76,8 @@ std::vector<LeasedJob> LeaseTable::Receive(const std::string& subscriber_id, abs
   return leased;
 }
 
-bool LeaseTable::ReportAgain(const std::string& subscriber_id, const v1::Job& job) {
+bool LeaseTable::ReportAgain(const std::string& subscriber_id, const v1::Job& job,
+                             absl::flat_hash_map<uint64_t, uint32_t>* queued_again) {
   const uint64_t id = job.job_id();
   if (auto it = ignored_.find(id); it != ignored_.end()) {
     // Its ignored_order_ entry stays until pruned; PruneIgnored skips it.
@@ -72,15 +89,8 @@ bool LeaseTable::ReportAgain(const std::string& subscriber_id, const v1::Job& jo
     return true;
   }
   if (unrecorded_.count(id) == 0) return false;
-  for (Pending& p : outbox_) {
-    if (p.outcome.job_id() == id) {
-      p.subscriber_id = subscriber_id;
-      p.outcome.set_attempt(job.attempt());
-      return true;
-    }
-  }
-  // In the batch in flight: queued again under this lease unless that batch is recorded.
-  again_in_flight_[id] = LeaseRef{subscriber_id, job.attempt()};
+  // Queued or in flight: Receive finds which and puts it under this lease.
+  (*queued_again)[id] = job.attempt();
   return true;
 }
 
@@ -178,7 +188,8 @@ void LeaseTable::Recorded(const Batch& batch, absl::Span<const uint64_t> ignored
   const absl::Time now = clock_->Now();
   for (const v1::JobOutcome& o : batch.outcomes) {
     const uint64_t id = o.job_id();
-    if (unrecorded_.erase(id) == 0) continue;  // not final
+    // Not final (a RETRY or DEFER: its job is to be sent again), or not tracked.
+    if (!Final(o.outcome()) || unrecorded_.erase(id) == 0) continue;
     if (auto again = again_in_flight_.find(id); again != again_in_flight_.end()) {
       // Handed to us again while this batch was in flight: report it under the new lease.
       v1::JobOutcome outcome = o;

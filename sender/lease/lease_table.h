@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -134,9 +135,12 @@ class LeaseTable : public LeaseHolder {
   };
   // Outcomes are not getting through: the oldest unrecorded one is older than the stall limit.
   bool Stalled(absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // `job`, received on `subscriber_id`, has a final outcome that is not recorded: queue it
-  // under the job's new lease (now, or once the batch in flight is answered). False otherwise.
-  bool ReportAgain(const std::string& subscriber_id, const v1::Job& job)
+  // `job`, received on `subscriber_id`, has a final outcome that is not recorded: queues it
+  // again under the job's new lease when the collector had ignored it; when it is still queued
+  // or in flight, adds it to `queued_again` (job id -> the new attempt) for Receive to re-tag.
+  // False otherwise.
+  bool ReportAgain(const std::string& subscriber_id, const v1::Job& job,
+                   absl::flat_hash_map<uint64_t, uint32_t>* queued_again)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets ignored outcomes older than kUnrecordedKept, and the oldest beyond kMaxUnrecorded.
   void PruneIgnored(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

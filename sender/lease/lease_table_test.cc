@@ -206,6 +206,25 @@ TEST_F(LeaseTableTest, AJobHandedOutAgainWhileItsOutcomeIsInFlightIsReportedUnde
   EXPECT_EQ(table_.received_again(), 4u);
 }
 
+// A RETRY still unrecorded when its job comes back and is sent: the RETRY's answer neither
+// forgets the SENT nor keeps the RETRY, and a third hand-out reports the SENT.
+TEST_F(LeaseTableTest, AHandedBackOutcomeNeverStandsInForTheFinalOne) {
+  table_.Receive("sub-1", absl::ZeroDuration(), Jobs({{1, 1}}));
+  table_.Report(OutcomeReport::Retry(1, "451", absl::Seconds(1)));
+  auto retry = table_.NextBatch(1, absl::ZeroDuration());
+  ASSERT_TRUE(retry.has_value());
+  ASSERT_EQ(table_.Receive("sub-2", absl::ZeroDuration(), Jobs({{1, 2}})).size(), 1u);
+  table_.Report(Sent(1));
+  table_.Recorded(*retry, std::vector<uint64_t>{1});
+  EXPECT_TRUE(table_.Receive("sub-3", absl::ZeroDuration(), Jobs({{1, 3}})).empty());
+  auto sent = table_.NextBatch(1, absl::ZeroDuration());
+  ASSERT_TRUE(sent.has_value());
+  EXPECT_EQ(sent->subscriber_id, "sub-3");
+  ASSERT_EQ(sent->outcomes.size(), 1u);
+  EXPECT_EQ(sent->outcomes[0].outcome(), v1::OUTCOME_SENT);
+  EXPECT_EQ(sent->outcomes[0].attempt(), 3u);
+}
+
 TEST_F(LeaseTableTest, RecordedHandedBackAndLongIgnoredOutcomesAreNotKept) {
   table_.Receive("sub-1", absl::ZeroDuration(), Jobs({{1, 1}, {2, 1}, {3, 1}}));
   table_.Report(Sent(1));

@@ -86,10 +86,12 @@ grpc::Status Subscription::ReadStream(bool* answered) {
       connected_ = true;
       *answered = true;
       leases_->SetLease(absl::Milliseconds(resp.lease_duration_ms()));
-      if (leases_->leases() > 0) {
-        // Confirm at once which of the jobs held from before are still ours.
+      const bool held = leases_->leases() > 0;
+      {
         absl::MutexLock lock(&mu_);
-        renew_now_ = true;
+        // Confirm at once which of the jobs held from before are still ours.
+        if (held) renew_now_ = true;
+        ack_now_ = true;
       }
       LogInfo("subscribed", {{"group", opt_.group},
                              {"subscriber", ShortId(subscriber_id)},
@@ -218,8 +220,9 @@ void Subscription::Backoff(absl::Duration d) {
 
 void Subscription::Pause(absl::Duration d) {
   absl::MutexLock lock(&mu_);
-  auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_.load(); };
-  clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping), clock_->Now() + d);
+  auto woken = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_.load() || ack_now_; };
+  clock_->AwaitWithDeadline(&mu_, absl::Condition(&woken), clock_->Now() + d);
+  ack_now_ = false;
 }
 
 void Subscription::RenewLoop() {

@@ -96,7 +96,8 @@ class Subscription {
   void SleepUntil(absl::Time until);
   // Waits `d` on the clock, or less once receiving stops (Stop included).
   void Backoff(absl::Duration d);
-  // Waits `d` on the clock, or less once stopping.
+  // Waits `d` on the clock, or less once stopping or once a stream was answered since the
+  // last Pause (the acknowledgements' backoff: a collector back is tried at once).
   void Pause(absl::Duration d);
 
   const Options opt_;
@@ -113,6 +114,9 @@ class Subscription {
   mutable absl::Mutex mu_;
   grpc::ClientContext* stream_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool renew_now_ ABSL_GUARDED_BY(mu_) = false;
+  // A new stream was answered: an acknowledgement waiting out its backoff is sent at once (the
+  // outcomes of jobs handed out again on it carry that stream's short leases).
+  bool ack_now_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // A channel to the collector at `address` (keepalive, quick reconnects, messages up to
