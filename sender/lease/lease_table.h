@@ -79,7 +79,7 @@ class LeaseTable : public LeaseHolder {
   LeaseState Check(uint64_t id, absl::Duration* send_window = nullptr);
   // Queues the outcome for acknowledgement under the job's lease and gives the lease up
   // (dropped, with a log line, when the lease is not held any more).
-  void Report(OutcomeReport outcome) override;
+  void Report(OutcomeReport report) override;
   // Leases held (jobs received and not yet reported).
   size_t leases() const;
 
