@@ -1,7 +1,5 @@
 #include "sender/delivery/breaker.h"
 
-#include <algorithm>
-#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,12 +16,6 @@ Breaker::Breaker(Options options, Clock* clock, Metrics* metrics)
     metrics_->Set(sender_metrics::kBreakerOpen, 0);
     metrics_->Add(sender_metrics::kBreakerTrips, 0);
   }
-}
-
-absl::Duration Breaker::Wait(absl::Duration backoff, const absl::Status& outcome) const {
-  const std::optional<absl::Duration> asked = ProviderRetryAfter(outcome);
-  if (!asked.has_value()) return backoff;
-  return std::max(backoff, std::min(*asked, opt_.max_backoff));
 }
 
 void Breaker::SetGauge(bool open) {
@@ -57,7 +49,7 @@ void Breaker::Record(const Ticket& ticket, const absl::Status& outcome) {
     ++epoch_;
     ++trips_;
     probe_backoff_.Reset();
-    backoff_ = Wait(probe_backoff_.NextBackOff(), outcome);
+    backoff_ = WaitAfter(outcome, probe_backoff_.NextBackOff(), opt_.max_backoff);
     next_probe_ = now + backoff_;
     opened_at_ = now;
     reason_ = std::string(outcome.message());
@@ -79,7 +71,7 @@ void Breaker::Record(const Ticket& ticket, const absl::Status& outcome) {
   if (ticket.decision != Decision::kProbe || ticket.epoch != epoch_) return;
   probing_ = false;
   if (provider_down) {
-    backoff_ = Wait(probe_backoff_.NextBackOff(), outcome);
+    backoff_ = WaitAfter(outcome, probe_backoff_.NextBackOff(), opt_.max_backoff);
     next_probe_ = now + backoff_;
     reason_ = std::string(outcome.message());
     Log(LogLevel::kDebug, "probe failed; provider still unavailable",

@@ -66,9 +66,6 @@ class Breaker {
 
  private:
   void SetGauge(bool open);
-  // The wait before the next probe: `backoff`, or the wait the provider asked for with
-  // `outcome` (ProviderRetryAfter) when longer, up to max_backoff.
-  absl::Duration Wait(absl::Duration backoff, const absl::Status& outcome) const;
 
   const Options opt_;
   Clock* const clock_;

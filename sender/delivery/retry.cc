@@ -1,7 +1,5 @@
 #include "sender/delivery/retry.h"
 
-#include <algorithm>
-
 #include "common/backoff.h"
 #include "sender/transport/transport.h"
 
@@ -22,16 +20,12 @@ bool RetryPolicy::Retryable(const absl::Status& e) {
 std::optional<absl::Duration> RetryPolicy::Next(const absl::Status& error, int failures) {
   if (!Retryable(error) || failures >= max_attempts_) return std::nullopt;
   const absl::Duration d = ExponentialDelay(base_, cap_, failures);
-  absl::Duration wait;
+  absl::Duration ours;
   {
     absl::MutexLock lock(&mu_);
-    wait = Jittered(d, /*jitter=*/0.5, gen_);
+    ours = Jittered(d, /*jitter=*/0.5, gen_);
   }
-  // The provider said how long to wait: that, when longer, up to the cap.
-  if (const std::optional<absl::Duration> asked = ProviderRetryAfter(error); asked.has_value()) {
-    wait = std::max(wait, std::min(*asked, cap_));
-  }
-  return wait;
+  return WaitAfter(error, ours, cap_);
 }
 
 }  // namespace mailroom

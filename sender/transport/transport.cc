@@ -26,6 +26,12 @@ absl::Status WithRetryAfter(absl::Status status, std::optional<absl::Duration> w
   return status;
 }
 
+absl::Duration WaitAfter(const absl::Status& status, absl::Duration ours, absl::Duration cap) {
+  const std::optional<absl::Duration> asked = ProviderRetryAfter(status);
+  if (!asked.has_value()) return ours;
+  return std::max(ours, std::min(*asked, cap));
+}
+
 std::optional<absl::Duration> ProviderRetryAfter(const absl::Status& status) {
   auto payload = status.GetPayload(kRetryAfterPayload);
   int64_t ms = 0;

@@ -174,5 +174,9 @@ inline constexpr char kRetryAfterPayload[] = "type.mailroom.dev/mailroom.RetryAf
 absl::Status WithRetryAfter(absl::Status status, std::optional<absl::Duration> wait);
 // The wait the provider asked for with `status`, if it asked.
 std::optional<absl::Duration> ProviderRetryAfter(const absl::Status& status);
+// How long to wait after `status` (the breaker's probe, a message's retry): `ours`, or the
+// provider's wait when it asked for a longer one, but never more than `cap` (a provider's
+// header can slow mailroom down to its slowest pace, never stop it for longer).
+absl::Duration WaitAfter(const absl::Status& status, absl::Duration ours, absl::Duration cap);
 
 }  // namespace mailroom
