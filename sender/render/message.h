@@ -44,4 +44,9 @@ absl::StatusOr<std::string> BuildMime(const Message& message);
 // A new Message-ID: 128 random bits (OpenSSL) in hex, "@" domain.
 std::string NewMessageId(absl::string_view domain);
 
+// The Message-ID of the email made from `key` (a job's identity: whatever names the job
+// uniquely, never a secret): the first 128 bits of SHA-256 over `key` in hex, "@" domain. The
+// same key gives the same id, so every try of one job sends the same message.
+std::string DerivedMessageId(absl::string_view key, absl::string_view domain);
+
 }  // namespace mailroom

@@ -474,9 +474,13 @@ TemplateVars Renderer::VarsFor(const v1::Job& job) const {
   vars.product_name = options_.product_name;
   vars.link_base_url = options_.link_base_url;
   vars.expires_at = absl::FromUnixSeconds(job.expires_at());
-  vars.now = clock_->Now();
+  vars.now = ComposedAt(job);
   vars.locale = job.locale();
   return vars;
+}
+
+absl::Time Renderer::ComposedAt(const v1::Job& job) const {
+  return job.created_at() > 0 ? absl::FromUnixSeconds(job.created_at()) : clock_->Now();
 }
 
 absl::StatusOr<OutgoingEmail> Renderer::Render(const v1::Job& job) const {
@@ -500,8 +504,12 @@ absl::StatusOr<OutgoingEmail> Renderer::Render(const v1::Job& job) const {
             rendered->subject,
             rendered->text,
             rendered->html,
-            NewMessageId(id_domain_),
-            clock_->Now()};
+            job.created_at() > 0
+                ? DerivedMessageId(absl::StrCat("mailroom/", job.job_id(), "/", job.created_at(),
+                                                "/", action, "/", job.email()),
+                                   id_domain_)
+                : NewMessageId(id_domain_),
+            ComposedAt(job)};
   auto mime = BuildMime(m);
   if (!mime.ok()) return mime.status();
   OutgoingEmail email{from_address_, job.email(), *std::move(mime), m.message_id};

@@ -31,7 +31,7 @@ struct RenderedEmail {
 struct TemplateVars {
   std::string login, email, token, code, product_name, link_base_url;
   absl::Time expires_at;
-  absl::Time now;        // for expires_in_minutes
+  absl::Time now;        // for expires_in_minutes: the time the email is composed at
   std::string locale{};  // the job's locale (BCP 47 tag such as "de-AT"), "" for none
 };
 
@@ -141,6 +141,10 @@ class Renderer {
   // InvalidArgument for an address or login that cannot be sent to and for a job whose action
   // is unnamed or misnamed; NotFound for an action without templates (after a reload, when
   // the directory changed), naming the files to add. The job fails unpaid in each case.
+  // Every try of one job gives the same bytes, whichever sender renders it and when: the email
+  // is composed at the job's created_at (its Date, and `expires_in_minutes` counted from it:
+  // the token's lifetime), and its Message-ID derives from the job (DerivedMessageId). A job
+  // without a created_at (a sample) is composed now, under a new random Message-ID.
   absl::StatusOr<OutgoingEmail> Render(const v1::Job& job) const;
 
   // The email a job for `action` and `locale` would get, with sample data (login "jane.doe",
@@ -174,6 +178,7 @@ class Renderer {
   };
   Renderer(Templates templates, RendererOptions options, Clock* clock, std::string from_address);
   TemplateVars VarsFor(const v1::Job& job) const;
+  absl::Time ComposedAt(const v1::Job& job) const;
   // The templates for `action`, read again from a changed directory when it has none.
   absl::StatusOr<std::shared_ptr<const Templates>> For(const std::string& action) const;
   absl::Status ReloadLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(live_->reload_mu);

@@ -409,6 +409,44 @@ TEST_F(RendererTest, JobsBecomeMimeInTheirLocale) {
   EXPECT_THAT(body, HasSubstr("https://acme.example/recover?token=tok"));
 }
 
+TEST_F(RendererTest, EveryTryOfAJobSendsTheSameBytes) {
+  v1::Job j = Job("");
+  j.set_created_at(absl::ToUnixSeconds(clock_.Now()));  // requested at 09:30, expires 10:15
+  Renderer first_sender = Make();
+  auto first = first_sender.Render(j);
+  ASSERT_TRUE(first.ok()) << first.status();
+  // A retry three minutes later, in another sender, after a failure.
+  clock_.Advance(absl::Minutes(3));
+  j.set_failures(1);
+  j.set_attempt(2);
+  Renderer second_sender = Make();
+  auto retry = second_sender.Render(j);
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_EQ(retry->mime, first->mime);
+  EXPECT_EQ(retry->message_id, first->message_id);
+  EXPECT_EQ(retry->content.text, first->content.text);
+  EXPECT_EQ(retry->content.attempt, 2);
+  // Composed at the request: the token's lifetime, and the request's time as the Date.
+  EXPECT_THAT(retry->content.text, HasSubstr("expire in 45 minutes"));
+  EXPECT_THAT(retry->mime, HasSubstr("Date: Mon, 23 Nov 2026 09:30:00 +0000"));
+  EXPECT_TRUE(absl::EndsWith(retry->message_id, "@acme.example"));
+  EXPECT_EQ(retry->message_id.size(), 32 + std::string("@acme.example").size());
+  // Another job (another id, or the same id in another request) is another message.
+  v1::Job other = j;
+  other.set_job_id(8);
+  EXPECT_NE(second_sender.Render(other)->message_id, first->message_id);
+  other = j;
+  other.set_created_at(j.created_at() + 1);
+  EXPECT_NE(second_sender.Render(other)->message_id, first->message_id);
+  // A sample job has no request time: composed now, under a new id each time.
+  j.set_created_at(0);
+  auto sample = second_sender.Render(j);
+  ASSERT_TRUE(sample.ok());
+  EXPECT_THAT(sample->mime, HasSubstr("Date: Mon, 23 Nov 2026 09:33:00 +0000"));
+  EXPECT_THAT(sample->content.text, HasSubstr("expire in 42 minutes"));
+  EXPECT_NE(second_sender.Render(j)->message_id, sample->message_id);
+}
+
 TEST_F(RendererTest, BadRecipientsAndSendersAreRefused) {
   Renderer r = Make();
   v1::Job j = Job("");

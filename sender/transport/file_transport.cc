@@ -35,11 +35,24 @@ absl::StatusOr<SendResult> FileTransport::Send(const OutgoingEmail& email) {
     }
     off += static_cast<size_t>(n);
   }
-  if (fsync(fd) != 0 || close(fd) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
+  if (fsync(fd) != 0 || close(fd) != 0) {
+    int err = errno;
     unlink(tmp.c_str());
-    return absl::UnavailableError(absl::StrCat("cannot store ", path, ": ", strerror(errno)));
+    return absl::UnavailableError(absl::StrCat("cannot store ", path, ": ", strerror(err)));
   }
-  return SendResult{path};
+  // Every try of a job is the same message under the same id: a second copy written in the
+  // same millisecond (by this process or another) gets a suffix and never replaces the first.
+  std::string stored = path;
+  for (int n = 1; renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, stored.c_str(), RENAME_NOREPLACE) != 0;
+       ++n) {
+    int err = errno;
+    if (err != EEXIST || n > 1000) {
+      unlink(tmp.c_str());
+      return absl::UnavailableError(absl::StrCat("cannot store ", stored, ": ", strerror(err)));
+    }
+    stored = absl::StrCat(dir_, "/", absl::ToUnixMillis(absl::Now()), "-", id, "-", n, ".eml");
+  }
+  return SendResult{stored};
 }
 
 }  // namespace mailroom

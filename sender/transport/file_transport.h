@@ -8,7 +8,9 @@
 namespace mailroom {
 
 // Development transport: writes each message to `<dir>/<unix-ms>-<message-id>.eml`, atomically
-// (temporary file + rename), so a reader never sees half a message.
+// (temporary file + rename), so a reader never sees half a message. A file of that name already
+// there is never replaced: the copy is `<unix-ms>-<message-id>-<n>.eml` (every try of one job
+// is the same message under the same id).
 class FileTransport : public Transport {
  public:
   FileTransport(std::string dir, int concurrency)

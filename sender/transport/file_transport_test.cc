@@ -1,6 +1,8 @@
 // The file transport against the real file system.
 #include "sender/transport/file_transport.h"
 
+#include <set>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -25,6 +27,26 @@ TEST_F(TransportTest, FileTransportWritesWholeMessages) {
   for (const auto& e : fs::directory_iterator(dir_ + "/out")) {
     EXPECT_EQ(e.path().extension(), ".eml");  // no temporary files left
   }
+}
+
+TEST_F(TransportTest, FileTransportKeepsEveryCopyOfOneMessage) {
+  FileTransport t(dir_ + "/out", 1);
+  fs::create_directories(dir_ + "/out");
+  // The same message (a job tried again) many times, so that some land in one millisecond.
+  std::set<std::string> paths;
+  for (int i = 0; i < 50; ++i) {
+    auto r = t.Send(Email("a@example.test", 1));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(Slurp(r->provider_id), Email("a@example.test", 1).mime);
+    paths.insert(r->provider_id);
+  }
+  EXPECT_EQ(paths.size(), 50u);
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir_ + "/out")) {
+    EXPECT_EQ(e.path().extension(), ".eml");
+    ++files;
+  }
+  EXPECT_EQ(files, 50u);
 }
 
 }  // namespace
