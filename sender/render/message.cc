@@ -190,8 +190,7 @@ std::string DerivedMessageId(absl::string_view key, absl::string_view domain) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), digest);
   return absl::StrCat(
-      absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(digest), 16)), "@",
-      domain);
+      absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(digest), 16)), "@", domain);
 }
 
 }  // namespace mailroom
