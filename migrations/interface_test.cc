@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "collector/dispatch/signing.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sender/delivery/actions.h"
 #include "testing/intruder.h"
@@ -136,7 +137,7 @@ TEST_F(InterfaceTest, TheApplicationsRoleHasOnlyTheInterfacesRights) {
   for (const auto& row : fns) names.push_back(row[0].as<std::string>());
   // mailroom_random_code: the tokens' default, which runs as the inserting role.
   EXPECT_EQ(absl::StrJoin(names, ","),
-            "consume,consume_code,email_events,mailroom_random_code,request");
+            "consume,consume_code,email_events,email_history,mailroom_random_code,request");
   // Column UPDATE on accounts for the lifecycle, nothing on tokens.
   EXPECT_TRUE(tx.exec1("SELECT has_column_privilege('app', 'mailroom.accounts', 'status',"
                        " 'UPDATE')")[0]
@@ -1201,6 +1202,79 @@ TEST_F(InterfaceTest, EachEventOfAnEmailReachesTheFeedOnceWithItsFields) {
   EXPECT_TRUE(ReadEvents(*app_, last, 100).empty());
   // Published once: nothing staged is left.
   EXPECT_EQ(PublishAll(*conn_), 0);
+}
+
+// The ledger of an account's emails (mailroom.email_history) as the application's role reads
+// it: each try that failed for now ('retried', with the sender's reason and its hand-out count,
+// through the lease batch's path and then the per-job path), the SENT try with its provider,
+// message id and cost, and the provider's bounce, each naming the subscription by the first 12
+// characters of its id; events still staged come last with no event id; another account's
+// emails are not shown; the feed leaves out the 'retried' events.
+TEST_F(InterfaceTest, TheLedgerShowsEveryTryAndEventOfAnAccountsEmails) {
+  const int64_t a = Activated("ledger");
+  const int64_t b = Activated("other");
+  const int64_t t = Token(Request(a, "password_recovery"));
+  const int64_t u = Token(Request(b, "password_recovery"));
+  const std::string owner = "sub-0123456789abcdef-long";
+  auto dequeue = [&] {
+    return Int(absl::StrCat("SELECT count(*) FROM mailroom.mailroom_dequeue('mailroom', 10, '",
+                            owner, "', 60000)"));
+  };
+  auto ack = [&](int64_t id, int attempt, const std::string& outcome, const std::string& reason,
+                 int64_t cost, const std::string& mid, const std::string& provider) {
+    return Int(absl::StrCat("SELECT count(*) FROM mailroom.mailroom_ack('mailroom', '", owner,
+                            "', ARRAY[", id, "]::bigint[], ARRAY[", attempt, "], ARRAY['",
+                            outcome, "'], ARRAY['", reason, "'], ARRAY[0], ARRAY[", cost,
+                            "]::bigint[], ARRAY['", mid, "'], ARRAY['", provider, "'])"));
+  };
+  ASSERT_EQ(dequeue(), 2);
+  EXPECT_EQ(ack(t, 1, "retry", "451 4.3.0 try later", 0, "", ""), 1);  // the batch's path
+  EXPECT_EQ(ack(u, 1, "sent", "", 50, "", "smtp"), 1);                 // another account's
+  ASSERT_EQ(dequeue(), 1);
+  EXPECT_EQ(ack(t, 2, "retry", "resend 429: slow down", 0, "", ""), 1);  // the per-job path
+  ASSERT_EQ(dequeue(), 1);
+  EXPECT_EQ(ack(t, 3, "sent", "", 120, "m-ledger", "resend"), 1);
+  EXPECT_EQ(PublishAll(*conn_), 4);
+  EXPECT_EQ(Text("SELECT mailroom.mailroom_record_feedback('kl', 'resend', 'Bounce',"
+                 " ARRAY['m-ledger'], '', 0, ARRAY['ledger@example.test'], 'Permanent',"
+                 " 'General', 3)"),
+            "recorded");
+  auto history = [&](int64_t account) {
+    std::vector<std::string> rows;
+    for (const auto& r : App(absl::StrCat(
+             "SELECT coalesce(event_id::text, 'staged'), token_id, action, event,"
+             " coalesce(handout::text, '-'), coalesce(subscriber, '-'), coalesce(provider, '-'),"
+             " coalesce(provider_message_id, '-'), coalesce(cost_micros::text, '-'),"
+             " coalesce(detail, '-') FROM mailroom.email_history(",
+             account, ")"))) {
+      EXPECT_EQ(r[1].as<int64_t>(), account == a ? t : u);
+      EXPECT_EQ(r[2].as<std::string>(), "password_recovery");
+      std::vector<std::string> f;
+      for (int i = 3; i < 10; ++i) f.push_back(r[i].as<std::string>());
+      rows.push_back(absl::StrCat(r[0].as<std::string>() == "staged" ? "staged " : "",
+                                  absl::StrJoin(f, " | ")));
+    }
+    return rows;
+  };
+  EXPECT_THAT(history(a),
+              ::testing::ElementsAre(
+                  "retried | 1 | sub-01234567 | - | - | - | 451 4.3.0 try later",
+                  "retried | 2 | sub-01234567 | - | - | - | resend 429: slow down",
+                  "sent | 3 | sub-01234567 | resend | m-ledger | 120 | resend",
+                  "staged bounced | - | - | resend | - | - | Permanent"));
+  EXPECT_THAT(history(b),
+              ::testing::ElementsAre("sent | 1 | sub-01234567 | smtp | - | 50 | smtp"));
+  EXPECT_EQ(PublishAll(*conn_), 1);
+  EXPECT_EQ(history(a).back(), "bounced | - | - | resend | - | - | Permanent");
+  // Published events come in event id order; the newest p_limit of them.
+  EXPECT_EQ(App(absl::StrCat("SELECT event FROM mailroom.email_history(", a, ", 2)")).size(), 2u);
+  EXPECT_EQ(Text(absl::StrCat("SELECT string_agg(event, ',') FROM mailroom.email_history(", a,
+                              ", 2)")),
+            "sent,bounced");
+  // The feed is the application's seven events: no 'retried'.
+  std::vector<std::string> feed;
+  for (const Event& e : ReadEvents(*app_, 0, 100)) feed.push_back(e.event);
+  EXPECT_THAT(feed, ::testing::UnorderedElementsAre("sent", "sent", "bounced"));
 }
 
 // The application's listener away for 10,000 events, published in several rounds while it is

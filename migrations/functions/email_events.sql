@@ -9,7 +9,9 @@
 -- expired (detail: the reason), sent (detail: the provider, when the sender says). Event ids
 -- become visible in their order (mailroom_publish_events): a reader that stores the last
 -- event_id it handled and reads from it again misses none and reads none twice. Events are
--- kept mailroom_settings.event_retention_days (7 by default) after they happened.
+-- kept mailroom_settings.event_retention_days (7 by default) after they happened. The ledger's
+-- 'retried' events (a try that failed for now) are not the feed's: mailroom.email_history
+-- shows them.
 CREATE OR REPLACE FUNCTION mailroom.email_events(p_after bigint, p_limit integer)
     RETURNS TABLE (event_id bigint, token_id bigint, account bigint, action text, event text,
                    at timestamptz, detail text)
@@ -20,6 +22,7 @@ CREATE OR REPLACE FUNCTION mailroom.email_events(p_after bigint, p_limit integer
     SELECT e.event_id, e.token_id, e.account, e.action, e.event, e.at, e.detail
       FROM mailroom.email_events e
      WHERE e.event_id > coalesce(p_after, 0)
+       AND e.event <> 'retried'
      ORDER BY e.event_id
      LIMIT least(greatest(coalesce(p_limit, 1000), 1), 10000);
 $$;

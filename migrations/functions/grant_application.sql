@@ -2,8 +2,9 @@
 -- interface needs, and nothing on mailroom's other tables (docs/integration.md). Run by the
 -- migrations' role (the schema's owner), once per role; running it again changes nothing.
 --   USAGE on the schema mailroom (to name the interface);
---   EXECUTE on mailroom.request, mailroom.consume, mailroom.consume_code and
---   mailroom.email_events (the event feed; its NOTIFY channel needs no right); SELECT on
+--   EXECUTE on mailroom.request, mailroom.consume, mailroom.consume_code,
+--   mailroom.email_events (the event feed; its NOTIFY channel needs no right) and
+--   mailroom.email_history (the ledger of an account's emails); SELECT on
 --   mailroom.account_emails and mailroom.action_rules (each action's expiry, code and limits);
 --   on mailroom.accounts, the application's own table: SELECT, INSERT (signups; the trigger
 --   queues them), UPDATE of status, email, login and locale (the seeds' lifecycle), and USAGE
@@ -17,7 +18,8 @@ BEGIN
     EXECUTE format('GRANT USAGE ON SCHEMA mailroom TO %s', p_role);
     EXECUTE format('GRANT EXECUTE ON FUNCTION mailroom.request(bigint, text, text, text),'
                    ' mailroom.consume(text, text), mailroom.consume_code(bigint, text, text),'
-                   ' mailroom.email_events(bigint, integer) TO %s',
+                   ' mailroom.email_events(bigint, integer),'
+                   ' mailroom.email_history(bigint, integer) TO %s',
                    p_role);
     EXECUTE format('GRANT SELECT ON mailroom.account_emails, mailroom.action_rules TO %s', p_role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE (status, email, login, locale)'

@@ -8,7 +8,9 @@
 -- (email_events_staged). One outcome per id (the first of an id given twice counts). In two
 -- parts: the jobs of lease batches (mailroom_ack_batched: a plain SENT keeps no row), then the
 -- jobs with a deliveries row (mailroom_ack_rows). The outcome arrays are read row by row
--- (unnest), never by subscript.
+-- (unnest), never by subscript. The ledger's events name the subscription by p_owner's first
+-- 12 characters (the transaction's setting mailroom.subscriber, read by the deliveries' insert
+-- trigger).
 CREATE OR REPLACE FUNCTION mailroom.mailroom_ack(p_group text, p_owner text, p_ids bigint[], p_attempts integer[], p_outcomes text[], p_reasons text[], p_retry_ms integer[], p_costs bigint[], p_message_ids text[] DEFAULT NULL::text[], p_providers text[] DEFAULT NULL::text[]) RETURNS SETOF bigint
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp
@@ -28,6 +30,7 @@ BEGIN
     IF coalesce(cardinality(p_ids), 0) = 0 THEN
         RETURN;
     END IF;
+    PERFORM set_config('mailroom.subscriber', left(p_owner, 12), true);
     -- One outcome per id, as DISTINCT ON would; the sort only when an id repeats.
     IF (SELECT count(DISTINCT u.id) FROM unnest(p_ids) AS u(id)) <> cardinality(p_ids) THEN
         SELECT array_agg(ROW(u.id, u.attempt, u.outcome, u.reason, u.retry_ms, u.cost, u.mid,

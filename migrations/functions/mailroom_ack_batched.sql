@@ -2,7 +2,7 @@
 -- jobs in a lease batch leased to p_owner (only a job on its first hand-out can be) with no
 -- outcome yet are recorded in the batches' bits (mailroom_batch_match locks the batches), and
 -- their ids returned. A plain SENT (no provider message id) keeps no row: it is counted in
--- delivery_counts and its event staged here. Every other outcome keeps its per-job row, written
+-- delivery_counts and its event staged here, with the ledger's columns. Every other outcome keeps its per-job row, written
 -- as the per-job path writes it (state, failures, reason, cost, retry time, message id,
 -- provider): its row's triggers count it and stage its event. SENT costs go to group_usage.
 -- Called by mailroom_ack only: its statements are planned under that function's settings.
@@ -46,8 +46,10 @@ BEGIN
          WHERE m.kept
     ), ev AS (
         -- A plain SENT outcome has no row for the deliveries trigger to stage its event from.
-        INSERT INTO email_events_staged (token_id, event, detail)
-        SELECT m.id, 'sent', NULLIF(m.prov, '') FROM m WHERE m.outcome = 'sent' AND NOT m.kept
+        INSERT INTO email_events_staged (token_id, event, detail, handout, subscriber, provider,
+                                         cost_micros)
+        SELECT m.id, 'sent', NULLIF(m.prov, ''), 1, left(p_owner, 12), NULLIF(m.prov, ''), m.cost
+          FROM m WHERE m.outcome = 'sent' AND NOT m.kept
     )
     SELECT array_agg(m.batch_id), array_agg(m.slot), array_agg(m.kept), array_agg(m.id),
            count(*) FILTER (WHERE m.outcome = 'sent' AND NOT m.kept),

@@ -7,7 +7,8 @@
 -- the only caller of the sequence, so every event id is taken after the previous publish
 -- committed and a snapshot that sees an event sees every event of a smaller id
 -- (docs/design.md, "The event feed"). A staged row another transaction has not committed yet
--- is not seen, and stays for a later publish. Events of tokens already gone are dropped.
+-- is not seen, and stays for a later publish. Events of tokens already gone are dropped. The
+-- ledger's columns (handout, subscriber, provider, provider_message_id, cost_micros) go along.
 -- Returns the events published, the last event id (NULL: none) and whether to call again.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_publish_events(p_limit integer)
     RETURNS TABLE (published bigint, last_event_id bigint, more boolean)
@@ -28,12 +29,14 @@ BEGIN
     WITH s AS (
         DELETE FROM email_events_staged s
          WHERE s.ctid = ANY (ARRAY(SELECT x.ctid FROM email_events_staged x LIMIT p_limit))
-        RETURNING s.token_id, s.event, s.detail, s.at
+        RETURNING s.*
     ), ins AS (
-        INSERT INTO email_events (event_id, token_id, account, action, event, at, detail)
+        INSERT INTO email_events (event_id, token_id, account, action, event, at, detail,
+                                  handout, subscriber, provider, provider_message_id, cost_micros)
         SELECT nextval('email_events_event_id_seq'), e.token_id, e.account, e.action, e.event,
-               e.at, e.detail
-          FROM (SELECT s.token_id, t.account, t.action, s.event, s.at, s.detail
+               e.at, e.detail, e.handout, e.subscriber, e.provider, e.provider_message_id,
+               e.cost_micros
+          FROM (SELECT s.*, t.account, t.action
                   FROM s JOIN tokens t ON t.id = s.token_id
                  ORDER BY s.at, s.token_id) e
         RETURNING event_id

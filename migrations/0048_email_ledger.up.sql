@@ -1,0 +1,24 @@
+-- The email ledger: the events of the application's feed (email_events) carry what each try
+-- of an email was, and a try that failed for now is an event of its own, 'retried'.
+--
+-- New nullable columns on email_events_staged and email_events (added without a table
+-- rewrite): handout (the try's hand-out count, Job.attempt), subscriber (the subscription that
+-- tried it, as the logs shorten it: its first 12 characters), provider (the transport that
+-- sent it, or the provider whose feedback this is), provider_message_id and cost_micros (a
+-- SENT's). 'retried' (detail: the sender's reason) is staged for each RETRY outcome recorded;
+-- the feed (mailroom.email_events) never returns it, so the application's vocabulary stays
+-- the seven events; mailroom.email_history returns every event of an account's emails.
+-- email_events_account_idx finds an account's events. The functions that write and read the
+-- columns are in their source files, applied after this migration (docs/design.md, "The email
+-- ledger").
+ALTER TABLE mailroom.email_events_staged
+    ADD COLUMN handout integer, ADD COLUMN subscriber text, ADD COLUMN provider text,
+    ADD COLUMN provider_message_id text, ADD COLUMN cost_micros bigint;
+ALTER TABLE mailroom.email_events
+    ADD COLUMN handout integer, ADD COLUMN subscriber text, ADD COLUMN provider text,
+    ADD COLUMN provider_message_id text, ADD COLUMN cost_micros bigint;
+ALTER TABLE mailroom.email_events DROP CONSTRAINT email_events_event_check;
+ALTER TABLE mailroom.email_events ADD CONSTRAINT email_events_event_check
+    CHECK (event IN ('sent', 'delivered', 'bounced', 'complained', 'failed', 'suppressed',
+                     'expired', 'retried'));
+CREATE INDEX email_events_account_idx ON mailroom.email_events (account, event_id);
