@@ -36,6 +36,7 @@
 #include "collector/schema/migrate.h"
 #include "collector/schema/migrate_cli.h"
 #include "collector/store/budget_store.h"
+#include "collector/store/operator_store.h"
 #include "collector/store/stats_gauges.h"
 #include "collector/store/store.h"
 #include "common/log.h"
@@ -104,6 +105,7 @@ class Collector {
         budgets_(
             NewPgBudgetStore(c.dispatch.database_url, c.budget, BudgetIsolation{}, c.tx_timeouts)),
         feedback_store_(NewPgFeedbackStore(c.dispatch.database_url, c.tx_timeouts)),
+        operators_(NewPgOperatorStore(c.dispatch.database_url, /*connections=*/2, c.tx_timeouts)),
         // Without bearer tokens, mutual TLS (or the development switch) grants full access.
         auth_(c.credentials, c.insecure_no_auth || !c.tls_client_ca_file.empty()),
         guard_(c.feedback.guard, metrics_),
@@ -130,6 +132,7 @@ class Collector {
                  ServiceLimits{c.dispatch.lease, c.max_cost_micros, c.max_in_flight_cap,
                                c.max_streams_per_credential, c.min_price_micros}) {
     service_.SetBudgetStore(budgets_.get());
+    service_.SetOperatorStore(operators_.get());
   }
 
   // Starts every server; 0, or the exit code (1: cannot listen, 2: bad TLS files).
@@ -280,6 +283,8 @@ class Collector {
   std::unique_ptr<BudgetStore> budgets_;
   // Reputation (gauges, and the guard that pauses a group's dispatch) and SES feedback.
   std::unique_ptr<FeedbackStore> feedback_store_;
+  // The operator's lookups and the audit of operator calls.
+  std::unique_ptr<OperatorStore> operators_;
   Authenticator auth_;
   ReputationGuard guard_;
   ReputationMonitor reputation_;

@@ -33,16 +33,19 @@ as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg/log" -w \
 export MAILROOM_DATABASE_URL="postgresql://postgres@127.0.0.1:$PGPORT/postgres"
 "$COLLECTOR" migrate >/dev/null 2>&1
 # A second consumer group (the README's "audit") that sees the 42 accounts created next, so
-# that job 42 exists for the Requeue/Acknowledge/RenewLeases examples.
+# that job 42 exists for the Requeue/Acknowledge/RenewLeases examples, and bob, whose
+# activation FindEmails finds.
 psql -q -X -v ON_ERROR_STOP=1 "$MAILROOM_DATABASE_URL" -c "SELECT mailroom.mailroom_ensure_group('audit')" \
-  -c "INSERT INTO mailroom.accounts (email, login) SELECT 'g' || i || '@example.test', 'g' || i FROM generate_series(1, 42) i" >/dev/null
+  -c "INSERT INTO mailroom.accounts (email, login) SELECT 'g' || i || '@example.test', 'g' || i FROM generate_series(1, 42) i" \
+  -c "INSERT INTO mailroom.accounts (email, login) VALUES ('bob@example.com', 'bob')" >/dev/null
 
 PORT=$(free_port)
 # The README's two tokens, scoped as the README says.
 export OPERATOR_TOKEN=grpcurl-operator-token-0123456789
 export SENDER_TOKEN=grpcurl-sender-token-0123456789
+GROUP_OPERATOR_TOKEN=grpcurl-group-operator-token-0123456789
 MAILROOM_SECRET_KEY=$(openssl rand -hex 32) \
-  MAILROOM_SUBSCRIBER_TOKENS="$OPERATOR_TOKEN@*:operator,$SENDER_TOKEN@mailroom+audit:subscriber" \
+  MAILROOM_SUBSCRIBER_TOKENS="$OPERATOR_TOKEN@*:operator,$SENDER_TOKEN@mailroom+audit:subscriber,$GROUP_OPERATOR_TOKEN@audit:operator" \
   MAILROOM_LISTEN_ADDRESS=127.0.0.1:$PORT MAILROOM_METRICS_ADDRESS=off \
   "$COLLECTOR" >"$WORK/collector.log" 2>&1 &
 PID=$!
@@ -86,6 +89,8 @@ expect() {
     */AddSuppression) echo '"address": "bob@example.com"' ;;
     */ListSuppressions) echo '"address": "bob@example.com"' ;;
     */RemoveSuppression) echo '"removed"' ;;
+    */FindEmails) echo '"suppressed": true' ;;
+    */ListAudit) echo '"method": "FindEmails"' ;;
     */SetGroupBudget) echo '"monthlyBudgetMicros": "100000000"' ;;
     */GetGroupBudget) echo '"recoveryReservePercent": 10' ;;
     */AcquireBudget) echo '"grantId"' ;;
@@ -137,7 +142,20 @@ denied "sender token SetGroupBudget" grpcurl -plaintext -H "authorization: Beare
 denied "operator token AcquireBudget" grpcurl -plaintext -H "authorization: Bearer $OPERATOR_TOKEN" -d '{"consumer_group":"mailroom","holder":"op","emails":1,"price_micros":"100"}' 127.0.0.1:50051 mailroom.v1.Collector/AcquireBudget
 denied "sender token AddSuppression" grpcurl -plaintext -H "authorization: Bearer $SENDER_TOKEN" -d '{"address":"x@example.com"}' 127.0.0.1:50051 mailroom.v1.Collector/AddSuppression
 denied "operator token Acknowledge" grpcurl -plaintext -H "authorization: Bearer $OPERATOR_TOKEN" -d '{"consumer_group":"audit","outcomes":[{"job_id":42,"outcome":"OUTCOME_SENT"}]}' 127.0.0.1:50051 mailroom.v1.Collector/Acknowledge
-for t in "$OPERATOR_TOKEN" "$SENDER_TOKEN"; do
+# FindEmails showed bob's suppression, and the audit recorded the calls and their outcomes.
+out=$(grpcurl -plaintext -H "authorization: Bearer $OPERATOR_TOKEN" -d '{"consumer_group":"mailroom","address":"bob@example.com"}' 127.0.0.1:50051 mailroom.v1.Collector/FindEmails 2>&1) || true
+if grep -q '"suppressed": true' <<<"$out"; then failed=$((failed + 1)); echo "FAIL bob still suppressed after RemoveSuppression: $out"
+else passed=$((passed + 1)); echo "PASS FindEmails after RemoveSuppression: not suppressed"; fi
+audit=$(psql -X -A -t "$MAILROOM_DATABASE_URL" -c "SELECT string_agg(method || ' ' || outcome, '; ' ORDER BY id) FROM mailroom.operator_audit WHERE method IN ('FindEmails', 'RemoveSuppression', 'Requeue')")
+if grep -q 'Requeue OK: requeued 0; FindEmails OK: 1 emails; RemoveSuppression OK: removed manual; FindEmails OK: 1 emails' <<<"$audit"; then
+  passed=$((passed + 1)); echo "PASS the audit: $audit"
+else failed=$((failed + 1)); echo "FAIL the audit: $audit"; fi
+denied "group operator ListAudit" grpcurl -plaintext -H "authorization: Bearer $GROUP_OPERATOR_TOKEN" -d '{}' 127.0.0.1:50051 mailroom.v1.Collector/ListAudit
+denied "group operator FindEmails elsewhere" grpcurl -plaintext -H "authorization: Bearer $GROUP_OPERATOR_TOKEN" -d '{"consumer_group":"mailroom","address":"bob@example.com"}' 127.0.0.1:50051 mailroom.v1.Collector/FindEmails
+out=$(grpcurl -plaintext -H "authorization: Bearer $GROUP_OPERATOR_TOKEN" -d '{"consumer_group":"audit","address":"bob@example.com"}' 127.0.0.1:50051 mailroom.v1.Collector/FindEmails 2>&1) || true
+if grep -q '"actionName": "activation"' <<<"$out"; then passed=$((passed + 1)); echo "PASS group operator FindEmails in its group"
+else failed=$((failed + 1)); echo "FAIL group operator FindEmails in its group: $out"; fi
+for t in "$OPERATOR_TOKEN" "$SENDER_TOKEN" "$GROUP_OPERATOR_TOKEN"; do
   if grep -q -- "$t" "$WORK/collector.log"; then failed=$((failed + 1)); echo "FAIL token in the collector's log"; fi
 done
 

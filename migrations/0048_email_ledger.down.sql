@@ -289,8 +289,8 @@ END;
 $$;
 
 ALTER TABLE mailroom.email_events
-    DROP COLUMN handout, DROP COLUMN subscriber, DROP COLUMN provider,
+    DROP COLUMN group_id, DROP COLUMN handout, DROP COLUMN subscriber, DROP COLUMN provider,
     DROP COLUMN provider_message_id, DROP COLUMN cost_micros;
 ALTER TABLE mailroom.email_events_staged
-    DROP COLUMN handout, DROP COLUMN subscriber, DROP COLUMN provider,
+    DROP COLUMN group_id, DROP COLUMN handout, DROP COLUMN subscriber, DROP COLUMN provider,
     DROP COLUMN provider_message_id, DROP COLUMN cost_micros;

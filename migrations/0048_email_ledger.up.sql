@@ -2,7 +2,7 @@
 -- of an email was, and a try that failed for now is an event of its own, 'retried'.
 --
 -- New nullable columns on email_events_staged and email_events (added without a table
--- rewrite): handout (the try's hand-out count, Job.attempt), subscriber (the subscription that
+-- rewrite): group_id (the consumer group whose delivery it is), handout (the try's hand-out count, Job.attempt), subscriber (the subscription that
 -- tried it, as the logs shorten it: its first 12 characters), provider (the transport that
 -- sent it, or the provider whose feedback this is), provider_message_id and cost_micros (a
 -- SENT's). 'retried' (detail: the sender's reason) is staged for each RETRY outcome recorded;
@@ -12,10 +12,10 @@
 -- columns are in their source files, applied after this migration (docs/design.md, "The email
 -- ledger").
 ALTER TABLE mailroom.email_events_staged
-    ADD COLUMN handout integer, ADD COLUMN subscriber text, ADD COLUMN provider text,
+    ADD COLUMN group_id integer, ADD COLUMN handout integer, ADD COLUMN subscriber text, ADD COLUMN provider text,
     ADD COLUMN provider_message_id text, ADD COLUMN cost_micros bigint;
 ALTER TABLE mailroom.email_events
-    ADD COLUMN handout integer, ADD COLUMN subscriber text, ADD COLUMN provider text,
+    ADD COLUMN group_id integer, ADD COLUMN handout integer, ADD COLUMN subscriber text, ADD COLUMN provider text,
     ADD COLUMN provider_message_id text, ADD COLUMN cost_micros bigint;
 ALTER TABLE mailroom.email_events DROP CONSTRAINT email_events_event_check;
 ALTER TABLE mailroom.email_events ADD CONSTRAINT email_events_event_check

@@ -8,6 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "collector/dispatch/job_builder.h"
 #include "collector/metrics/collector_metrics.h"
 #include "common/log.h"
@@ -556,12 +557,18 @@ grpc::Status CollectorService::GetQueueStats(grpc::ServerContext* context,
 grpc::Status CollectorService::ListFailures(grpc::ServerContext* context,
                                             const v1::ListFailuresRequest* request,
                                             v1::ListFailuresResponse* response) {
-  grpc::Status st = Admit(*context, kRoleOperator, request->consumer_group(), "ListFailures");
+  Principal principal;
+  grpc::Status st = Admit(*context, kRoleOperator, request->consumer_group(), "ListFailures",
+                          &principal);
   if (!st.ok()) return st;
   if (request->limit() > 1000) return Invalid("limit must be at most 1000");
   int limit = request->limit() == 0 ? 50 : static_cast<int>(request->limit());
+  AuditedCall audit = Audited(principal, "ListFailures", request->consumer_group(),
+                              absl::StrCat("limit ", limit));
+  st = audit.Begin();
+  if (!st.ok()) return st;
   auto failures = store_->Failures(request->consumer_group(), limit);
-  if (!failures.ok()) return ToGrpc(failures.status());
+  if (!failures.ok()) return audit.End(ToGrpc(failures.status()));
   for (const FailureRow& f : *failures) {
     v1::Failure* out = response->add_failures();
     out->set_job_id(f.id);
@@ -572,25 +579,32 @@ grpc::Status CollectorService::ListFailures(grpc::ServerContext* context,
     out->set_attempts(f.attempts);
     out->set_failed_at(f.failed_at);
   }
-  return grpc::Status::OK;
+  return audit.End(grpc::Status::OK, absl::StrCat(failures->size(), " failures"));
 }
 
 grpc::Status CollectorService::Requeue(grpc::ServerContext* context,
                                        const v1::RequeueRequest* request,
                                        v1::RequeueResponse* response) {
-  grpc::Status st = Admit(*context, kRoleOperator, request->consumer_group(), "Requeue");
+  Principal principal;
+  grpc::Status st = Admit(*context, kRoleOperator, request->consumer_group(), "Requeue",
+                          &principal);
   if (!st.ok()) return st;
   if (request->job_ids_size() > kMaxIdsPerCall) {
     return Invalid(absl::StrCat("at most ", kMaxIdsPerCall, " job_ids per call"));
   }
   std::vector<uint64_t> ids(request->job_ids().begin(), request->job_ids().end());
+  AuditedCall audit = Audited(principal, "Requeue", request->consumer_group(),
+                              ids.empty() ? "every failed job"
+                                          : absl::StrCat("jobs ", absl::StrJoin(ids, ",")));
+  st = audit.Begin();
+  if (!st.ok()) return st;
   auto n = store_->Requeue(request->consumer_group(), ids);
-  if (!n.ok()) return ToGrpc(n.status());
+  if (!n.ok()) return audit.End(ToGrpc(n.status()));
   response->set_requeued(static_cast<uint32_t>(*n));
   LogInfo("requeued failed jobs",
           {{"group", request->consumer_group()}, {"count", absl::StrCat(*n)}});
   if (*n > 0) dispatcher_->Kick(request->consumer_group(), /*force=*/true);
-  return grpc::Status::OK;
+  return audit.End(grpc::Status::OK, absl::StrCat("requeued ", *n));
 }
 
 grpc::Status CollectorService::GetUsage(grpc::ServerContext* context,
@@ -608,18 +622,20 @@ grpc::Status CollectorService::GetUsage(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status CollectorService::AdmitSuppressions(const grpc::ServerContextBase& context,
-                                                 const char* method) const {
-  Principal principal;
-  grpc::Status st = Admit(context, kRoleOperator, "", method, &principal,
+grpc::Status CollectorService::AdmitEveryGroup(const grpc::ServerContextBase& context,
+                                               const char* method, const char* what,
+                                               Principal* principal) const {
+  grpc::Status st = Admit(context, kRoleOperator, "", method, principal,
                           /*group_optional=*/true);
   if (!st.ok()) return st;
-  // The list applies to every group: an operator of some groups only may not change (or read)
-  // what every other group delivers.
-  if (!principal.all_groups) {
+  // It applies to every group: an operator of some groups only may not change (or read) what
+  // every other group delivers.
+  if (!principal->all_groups) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                        absl::StrCat(method, " needs an operator credential for every consumer "
-                                             "group (`*`): the suppression list applies to all"));
+                        absl::StrCat(method,
+                                     " needs an operator credential for every consumer "
+                                     "group (`*`): ",
+                                     what));
   }
   return grpc::Status::OK;
 }
@@ -627,7 +643,9 @@ grpc::Status CollectorService::AdmitSuppressions(const grpc::ServerContextBase& 
 grpc::Status CollectorService::ListSuppressions(grpc::ServerContext* context,
                                                 const v1::ListSuppressionsRequest* request,
                                                 v1::ListSuppressionsResponse* response) {
-  grpc::Status st = AdmitSuppressions(*context, "ListSuppressions");
+  Principal principal;
+  grpc::Status st = AdmitEveryGroup(*context, "ListSuppressions",
+                                    "the suppression list applies to all", &principal);
   if (!st.ok()) return st;
   if (request->page_size() > kMaxSuppressionsPage) {
     return Invalid(absl::StrCat("page_size must be at most ", kMaxSuppressionsPage));
@@ -646,19 +664,25 @@ grpc::Status CollectorService::ListSuppressions(grpc::ServerContext* context,
   }
   q.after = request->page_token();
   q.prefix = absl::AsciiStrToLower(absl::StripLeadingAsciiWhitespace(request->address_prefix()));
+  AuditedCall audit = Audited(principal, "ListSuppressions", "",
+                              absl::StrCat("prefix \"", q.prefix, "\" after \"", q.after, "\""));
+  st = audit.Begin();
+  if (!st.ok()) return st;
   auto rows = store_->ListSuppressions(q);
-  if (!rows.ok()) return ToGrpc(rows.status());
+  if (!rows.ok()) return audit.End(ToGrpc(rows.status()));
   for (const SuppressionRow& row : *rows) ToProto(row, response->add_suppressions());
   // A full page may have a next one; an empty next page is cheap to discover.
   if (static_cast<int>(rows->size()) == q.limit)
     response->set_next_page_token(rows->back().address);
-  return grpc::Status::OK;
+  return audit.End(grpc::Status::OK, absl::StrCat(rows->size(), " entries"));
 }
 
 grpc::Status CollectorService::AddSuppression(grpc::ServerContext* context,
                                               const v1::AddSuppressionRequest* request,
                                               v1::Suppression* response) {
-  grpc::Status st = AdmitSuppressions(*context, "AddSuppression");
+  Principal principal;
+  grpc::Status st = AdmitEveryGroup(*context, "AddSuppression",
+                                    "the suppression list applies to all", &principal);
   if (!st.ok()) return st;
   auto address = NormalizeAddress(request->address());
   if (!address.ok()) return ToGrpc(address.status());
@@ -676,28 +700,41 @@ grpc::Status CollectorService::AddSuppression(grpc::ServerContext* context,
   auto source = CleanReason(request->source().empty() ? "operator" : request->source());
   if (!source.ok()) return Invalid("source must be valid UTF-8 without NUL");
   row.source = *std::move(source);
+  AuditedCall audit = Audited(principal, "AddSuppression", "",
+                              absl::StrCat(row.address, " reason ", row.reason, " source ",
+                                           row.source));
+  st = audit.Begin();
+  if (!st.ok()) return st;
   auto stored = store_->AddSuppression(row);
-  if (!stored.ok()) return ToGrpc(stored.status());
+  if (!stored.ok()) return audit.End(ToGrpc(stored.status()));
   ToProto(*stored, response);
   // The address itself is personal data: logged only as its domain.
   LogInfo("suppression added",
           {{"domain", row.address.substr(row.address.rfind('@') + 1)}, {"reason", row.reason}});
-  return grpc::Status::OK;
+  return audit.End(grpc::Status::OK, "suppressed");
 }
 
 grpc::Status CollectorService::RemoveSuppression(grpc::ServerContext* context,
                                                  const v1::RemoveSuppressionRequest* request,
                                                  v1::RemoveSuppressionResponse* response) {
-  grpc::Status st = AdmitSuppressions(*context, "RemoveSuppression");
+  Principal principal;
+  grpc::Status st = AdmitEveryGroup(*context, "RemoveSuppression",
+                                    "the suppression list applies to all", &principal);
   if (!st.ok()) return st;
   auto address = NormalizeAddress(request->address());
   if (!address.ok()) return ToGrpc(address.status());
+  auto why = CleanReason(request->reason());
+  if (!why.ok()) return Invalid("reason must be valid UTF-8 without NUL");
+  AuditedCall audit = Audited(principal, "RemoveSuppression", "",
+                              why->empty() ? *address : absl::StrCat(*address, " reason ", *why));
+  st = audit.Begin();
+  if (!st.ok()) return st;
   auto removed = store_->RemoveSuppression(*address);
-  if (!removed.ok()) return ToGrpc(removed.status());
+  if (!removed.ok()) return audit.End(ToGrpc(removed.status()));
   ToProto(*removed, response->mutable_removed());
   LogInfo("suppression removed",
           {{"domain", address->substr(address->rfind('@') + 1)}, {"reason", removed->reason}});
-  return grpc::Status::OK;
+  return audit.End(grpc::Status::OK, absl::StrCat("removed ", removed->reason));
 }
 
 namespace {
@@ -808,7 +845,9 @@ grpc::Status CollectorService::GetGroupBudget(grpc::ServerContext* context,
 grpc::Status CollectorService::SetGroupBudget(grpc::ServerContext* context,
                                               const v1::SetGroupBudgetRequest* request,
                                               v1::GroupBudget* response) {
-  grpc::Status st = Admit(*context, kRoleOperator, request->consumer_group(), "SetGroupBudget");
+  Principal principal;
+  grpc::Status st = Admit(*context, kRoleOperator, request->consumer_group(), "SetGroupBudget",
+                          &principal);
   if (!st.ok()) return st;
   BudgetSettings s;
   s.group = request->consumer_group();
@@ -837,8 +876,11 @@ grpc::Status CollectorService::SetGroupBudget(grpc::ServerContext* context,
     s.burst = static_cast<int>(request->burst());
   }
   if (budgets_ == nullptr) return NoBudgets();
+  AuditedCall audit = Audited(principal, "SetGroupBudget", s.group, request->ShortDebugString());
+  st = audit.Begin();
+  if (!st.ok()) return st;
   auto b = budgets_->Set(s);
-  if (!b.ok()) return ToGrpc(b.status());
+  if (!b.ok()) return audit.End(ToGrpc(b.status()));
   LogInfo("group budget set", {{"group", s.group},
                                {"budget_micros", b->monthly_budget_micros.has_value()
                                                      ? absl::StrCat(*b->monthly_budget_micros)
@@ -846,6 +888,102 @@ grpc::Status CollectorService::SetGroupBudget(grpc::ServerContext* context,
                                {"reserve_percent", absl::StrCat(b->recovery_reserve_percent)},
                                {"burst", absl::StrCat(b->burst)}});
   ToProto(*b, response);
+  return audit.End(grpc::Status::OK, "set");
+}
+
+namespace {
+
+void ToProto(const FoundEmail& e, v1::EmailRecord* out) {
+  out->set_job_id(e.job_id);
+  out->set_account_id(e.account_id);
+  out->set_action_name(e.action);
+  out->set_address(e.address);
+  out->set_state(e.state);
+  out->set_reason(e.reason);
+  out->set_requested_at(e.requested_at);
+  out->set_expires_at(e.expires_at);
+  out->set_handouts(static_cast<uint32_t>(e.handouts));
+  out->set_failures(static_cast<uint32_t>(e.failures));
+  out->set_provider(e.provider);
+  out->set_provider_message_id(e.provider_message_id);
+  for (const LedgerEntry& l : e.ledger) {
+    v1::LedgerEvent* x = out->add_ledger();
+    x->set_event_id(l.event_id);
+    x->set_event(l.event);
+    x->set_at_ms(l.at_ms);
+    x->set_handout(static_cast<uint32_t>(l.handout));
+    x->set_subscriber(l.subscriber);
+    x->set_provider(l.provider);
+    x->set_provider_message_id(l.provider_message_id);
+    x->set_cost_micros(l.cost_micros);
+    x->set_detail(l.detail);
+  }
+}
+
+grpc::Status NoOperatorStore() {
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                      "the operator's lookups are not available on this collector");
+}
+
+}  // namespace
+
+grpc::Status CollectorService::FindEmails(grpc::ServerContext* context,
+                                          const v1::FindEmailsRequest* request,
+                                          v1::FindEmailsResponse* response) {
+  Principal principal;
+  grpc::Status st = Admit(*context, kRoleOperator, request->consumer_group(), "FindEmails",
+                          &principal);
+  if (!st.ok()) return st;
+  if (request->address().empty() == (request->account_id() == 0)) {
+    return Invalid("give exactly one of address and account_id");
+  }
+  if (request->limit() > 100) return Invalid("limit must be at most 100");
+  std::string address;
+  if (!request->address().empty()) {
+    auto a = NormalizeAddress(request->address());
+    if (!a.ok()) return ToGrpc(a.status());
+    address = *std::move(a);
+  }
+  if (operators_ == nullptr) return NoOperatorStore();
+  AuditedCall audit = Audited(principal, "FindEmails", request->consumer_group(),
+                              address.empty() ? absl::StrCat("account ", request->account_id())
+                                              : address);
+  st = audit.Begin();
+  if (!st.ok()) return st;
+  const int limit = request->limit() == 0 ? 20 : static_cast<int>(request->limit());
+  auto found = operators_->FindEmails(request->consumer_group(), address, request->account_id(),
+                                      limit);
+  if (!found.ok()) return audit.End(ToGrpc(found.status()));
+  for (const FoundEmail& e : found->emails) ToProto(e, response->add_emails());
+  if (found->suppression.has_value()) {
+    ToProto(*found->suppression, response->mutable_suppression());
+    response->set_suppressed(true);
+  }
+  return audit.End(grpc::Status::OK, absl::StrCat(found->emails.size(), " emails"));
+}
+
+grpc::Status CollectorService::ListAudit(grpc::ServerContext* context,
+                                         const v1::ListAuditRequest* request,
+                                         v1::ListAuditResponse* response) {
+  Principal principal;
+  grpc::Status st = AdmitEveryGroup(*context, "ListAudit",
+                                    "the audit names the calls of every group", &principal);
+  if (!st.ok()) return st;
+  if (request->limit() > 1000) return Invalid("limit must be at most 1000");
+  if (operators_ == nullptr) return NoOperatorStore();
+  const int limit = request->limit() == 0 ? 100 : static_cast<int>(request->limit());
+  auto entries = operators_->ListAudit(request->before_id(), limit);
+  if (!entries.ok()) return ToGrpc(entries.status());
+  for (const AuditEntryRow& e : *entries) {
+    v1::AuditEntry* out = response->add_entries();
+    out->set_id(e.id);
+    out->set_at_ms(e.at_ms);
+    out->set_credential(e.record.credential);
+    out->set_method(e.record.method);
+    out->set_consumer_group(e.record.group);
+    out->set_target(e.record.target);
+    out->set_outcome(e.outcome);
+  }
   return grpc::Status::OK;
 }
 

@@ -3,15 +3,18 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
+#include "collector/api/audit.h"
 #include "collector/api/auth.h"
 #include "collector/dispatch/dispatcher.h"
 #include "collector/dispatch/hub.h"
 #include "collector/store/budget_store.h"
+#include "collector/store/operator_store.h"
 #include "collector/store/store.h"
 #include "common/metrics.h"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
@@ -111,9 +114,21 @@ class CollectorService
                               const v1::SetGroupBudgetRequest* request,
                               v1::GroupBudget* response) override;
 
+  // The operator's lookups and the audit (docs/security.md, "The operator API"):
+  // FAILED_PRECONDITION until SetOperatorStore is called. FindEmails, ListFailures, Requeue,
+  // the suppression calls and SetGroupBudget are each recorded in the audit before they run
+  // (UNAVAILABLE, and nothing done, when the record cannot be written) with their outcome after.
+  grpc::Status FindEmails(grpc::ServerContext* context, const v1::FindEmailsRequest* request,
+                          v1::FindEmailsResponse* response) override;
+  grpc::Status ListAudit(grpc::ServerContext* context, const v1::ListAuditRequest* request,
+                         v1::ListAuditResponse* response) override;
+
   // The group budgets behind AcquireBudget/ReturnBudget/Get/SetGroupBudget (not owned). Call
   // before the server starts.
   void SetBudgetStore(BudgetStore* budgets) { budgets_ = budgets; }
+  // The operator store behind FindEmails, ListAudit and the audit of operator calls (not
+  // owned). Call before the server starts; without it no call is audited.
+  void SetOperatorStore(OperatorStore* operators) { operators_ = operators; }
 
  private:
   // The preamble of every call: authenticates, validates `group` (required unless
@@ -122,8 +137,15 @@ class CollectorService
   grpc::Status Admit(const grpc::ServerContextBase& context, unsigned roles,
                      const std::string& group, const char* method, Principal* principal = nullptr,
                      bool group_optional = false) const;
-  // Admit for the suppression calls: the operator role for every group (`*`).
-  grpc::Status AdmitSuppressions(const grpc::ServerContextBase& context, const char* method) const;
+  // Admit for the calls on what every group shares (the suppression list, the audit): the
+  // operator role for every group (`*`); `what` names it in the refusal.
+  grpc::Status AdmitEveryGroup(const grpc::ServerContextBase& context, const char* method,
+                               const char* what, Principal* principal) const;
+  // An audited call of `principal` (collector/api/audit.h).
+  AuditedCall Audited(const Principal& principal, const char* method, std::string group,
+                      std::string target) const {
+    return AuditedCall(operators_, principal, method, std::move(group), std::move(target));
+  }
   // The preamble of the calls of a lease holder (Acknowledge, RenewLeases): Admit with the
   // subscribing roles, an observer kept apart, and a subscriber_id of 1 to 64 bytes.
   grpc::Status AdmitHolder(const grpc::ServerContextBase& context, const std::string& group,
@@ -151,6 +173,7 @@ class CollectorService
   Metrics* const metrics_;
   const ServiceLimits limits_;
   BudgetStore* budgets_ = nullptr;
+  OperatorStore* operators_ = nullptr;
   // Open Subscribe streams per credential (Principal::credential).
   absl::Mutex streams_mu_;
   std::map<std::string, int> streams_ ABSL_GUARDED_BY(streams_mu_);

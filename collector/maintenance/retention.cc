@@ -132,6 +132,14 @@ class Pass {
     });
   }
 
+  // mailroom_settings.audit_retention_days.
+  void PruneOperatorAudit() {
+    report_.operator_audit += PruneAll("operator_audit", [&](int64_t) {
+      return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_operator_audit(", options_.batch,
+                          ")");
+    });
+  }
+
   // Migration 0019's tables, after the refund, so that grants it has just refunded are not
   // kept for another pass.
   void PruneBudgetTables() {
@@ -240,6 +248,7 @@ absl::Status Retention::RunPass(PruneReport& report, std::map<std::string, int64
     pass.PruneAddressRequests();
     pass.GrowCodeCounters();
     pass.PruneEmailEvents();
+    pass.PruneOperatorAudit();
     // In the turn too, so one collector refunds at a time (the SQL would be safe without it:
     // it locks the grants it credits).
     absl::Status refunded = RefundDeadHolders(report);
@@ -298,7 +307,8 @@ void Retention::Run() {
                report->lease_batches_expired > 0 || report->jobs_expired > 0 ||
                report->budget_grants > 0 || report->budget_grants_folded > 0 ||
                report->budget_subscriptions > 0 || report->soft_bounces > 0 ||
-               report->address_requests > 0 || report->email_events > 0) {
+               report->address_requests > 0 || report->email_events > 0 ||
+               report->operator_audit > 0) {
       LogInfo("pruned", {{"deliveries", absl::StrCat(report->deliveries)},
                          {"tokens", absl::StrCat(report->tokens)},
                          {"lease_batches", absl::StrCat(report->lease_batches)},
@@ -310,6 +320,7 @@ void Retention::Run() {
                          {"soft_bounces", absl::StrCat(report->soft_bounces)},
                          {"address_requests", absl::StrCat(report->address_requests)},
                          {"email_events", absl::StrCat(report->email_events)},
+                         {"operator_audit", absl::StrCat(report->operator_audit)},
                          {"transactions", absl::StrCat(report->transactions)}});
     }
   }

@@ -49,6 +49,7 @@ struct PruneReport {
   int64_t soft_bounces = 0;           // soft bounces older than the 7 days that count deleted
   int64_t address_requests = 0;       // abuse-limit counters of addresses idle for a window (0026)
   int64_t email_events = 0;           // events of the application's feed older than its retention
+  int64_t operator_audit = 0;         // operator calls recorded longer ago than their retention
   int64_t code_counters_added = 0;    // wrong-code counters created (mailroom_grow_code_counters)
   int64_t counter_rows = 0;           // delivery_counts rows left after compaction
   int64_t reputation_rows =
@@ -87,7 +88,9 @@ struct PruneReport {
 // larger, folding changes none (see 0019's header).
 //
 // Whatever the retention, each pass also deletes the events of the application's feed older
-// than mailroom_settings.event_retention_days (mailroom_prune_email_events).
+// than mailroom_settings.event_retention_days (mailroom_prune_email_events) and the operator
+// calls recorded longer ago than mailroom_settings.audit_retention_days
+// (mailroom_prune_operator_audit).
 //
 // The publisher (RunPublisher, PublishEvents) moves the application's staged events into its
 // feed (mailroom_publish_events, which NOTIFYs mailroom_email_events), every

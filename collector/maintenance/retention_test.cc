@@ -330,7 +330,8 @@ TEST_F(RetentionTest, ThePassGrowsTheWrongCodeCountersAheadOfTheRequests) {
 
 // The publisher moves the staged events into the application's feed, batch after batch, once
 // by itself every interval; each pass prunes the feed's events older than
-// mailroom_settings.event_retention_days, whatever MAILROOM_RETENTION says.
+// mailroom_settings.event_retention_days and the operator audit's entries older than
+// audit_retention_days, whatever MAILROOM_RETENTION says.
 TEST_F(RetentionTest, ThePublisherFeedsTheEventsAndThePassPrunesTheOldOnes) {
   Accounts(5, "ev");
   Dequeue("mailroom", 5);
@@ -346,10 +347,16 @@ TEST_F(RetentionTest, ThePublisherFeedsTheEventsAndThePassPrunesTheOldOnes) {
   EXPECT_EQ(Int("SELECT count(*) FROM email_events_staged"), 0);
 
   Exec("UPDATE email_events SET at = now() - interval '8 days' WHERE event_id <= 3");
+  // And the operator audit after audit_retention_days (365 by default).
+  Exec("INSERT INTO operator_audit (at, credential, method) VALUES"
+       " (now() - interval '366 days', 'token 1', 'FindEmails'),"
+       " (now() - interval '364 days', 'token 1', 'FindEmails')");
   auto report = retention.RunOnce();
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->email_events, 3);
   EXPECT_EQ(Int("SELECT min(event_id) FROM email_events"), 4);
+  EXPECT_EQ(report->operator_audit, 1);
+  EXPECT_EQ(Int("SELECT count(*) FROM operator_audit"), 1);
 
   o.publish_interval = absl::Milliseconds(20);
   Retention looping(o, nullptr);

@@ -46,9 +46,10 @@ BEGIN
          WHERE m.kept
     ), ev AS (
         -- A plain SENT outcome has no row for the deliveries trigger to stage its event from.
-        INSERT INTO email_events_staged (token_id, event, detail, handout, subscriber, provider,
-                                         cost_micros)
-        SELECT m.id, 'sent', NULLIF(m.prov, ''), 1, left(p_owner, 12), NULLIF(m.prov, ''), m.cost
+        INSERT INTO email_events_staged (token_id, event, detail, group_id, handout, subscriber,
+                                         provider, cost_micros)
+        SELECT m.id, 'sent', NULLIF(m.prov, ''), p_group_id, 1, left(p_owner, 12),
+               NULLIF(m.prov, ''), m.cost
           FROM m WHERE m.outcome = 'sent' AND NOT m.kept
     )
     SELECT array_agg(m.batch_id), array_agg(m.slot), array_agg(m.kept), array_agg(m.id),

@@ -8,7 +8,8 @@
 -- committed and a snapshot that sees an event sees every event of a smaller id
 -- (docs/design.md, "The event feed"). A staged row another transaction has not committed yet
 -- is not seen, and stays for a later publish. Events of tokens already gone are dropped. The
--- ledger's columns (handout, subscriber, provider, provider_message_id, cost_micros) go along.
+-- ledger's columns (group_id, handout, subscriber, provider, provider_message_id,
+-- cost_micros) go along.
 -- Returns the events published, the last event id (NULL: none) and whether to call again.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_publish_events(p_limit integer)
     RETURNS TABLE (published bigint, last_event_id bigint, more boolean)
@@ -32,10 +33,11 @@ BEGIN
         RETURNING s.*
     ), ins AS (
         INSERT INTO email_events (event_id, token_id, account, action, event, at, detail,
-                                  handout, subscriber, provider, provider_message_id, cost_micros)
+                                  group_id, handout, subscriber, provider, provider_message_id,
+                                  cost_micros)
         SELECT nextval('email_events_event_id_seq'), e.token_id, e.account, e.action, e.event,
-               e.at, e.detail, e.handout, e.subscriber, e.provider, e.provider_message_id,
-               e.cost_micros
+               e.at, e.detail, e.group_id, e.handout, e.subscriber, e.provider,
+               e.provider_message_id, e.cost_micros
           FROM (SELECT s.*, t.account, t.action
                   FROM s JOIN tokens t ON t.id = s.token_id
                  ORDER BY s.at, s.token_id) e

@@ -4,7 +4,7 @@
 -- kept SENT outcomes; a sent row without one is a batch's outcome given a row by
 -- mailroom_batch_keep_sent, staged when it was acknowledged), or retry after a failure (a
 -- batch's RETRY outcome: 'retried') in email_events_staged, with the ledger's columns: the
--- hand-out count, the subscription acknowledging (mailroom_ack names it in the transaction's
+-- group, the hand-out count, the subscription acknowledging (mailroom_ack names it in the transaction's
 -- setting mailroom.subscriber; NULL outside an acknowledgement), the provider, message id and
 -- cost of a sent row. Fired once per INSERT statement on deliveries (transition table).
 CREATE OR REPLACE FUNCTION mailroom.trg_deliveries_count_insert() RETURNS trigger
@@ -17,10 +17,10 @@ BEGIN
     SELECT r.group_id, r.state, count(*) FROM new_rows r
      WHERE mailroom_finished_state(r.state)
      GROUP BY r.group_id, r.state;
-    INSERT INTO email_events_staged (token_id, event, detail, handout, subscriber, provider,
-                                     provider_message_id, cost_micros)
+    INSERT INTO email_events_staged (token_id, event, detail, group_id, handout, subscriber,
+                                     provider, provider_message_id, cost_micros)
     SELECT r.token_id, CASE WHEN r.state = 'retry' THEN 'retried' ELSE r.state::TEXT END,
-           CASE WHEN r.state = 'sent' THEN r.provider ELSE r.reason END, r.attempts,
+           CASE WHEN r.state = 'sent' THEN r.provider ELSE r.reason END, r.group_id, r.attempts,
            NULLIF(current_setting('mailroom.subscriber', true), ''), r.provider,
            r.provider_message_id, r.cost_micros
       FROM new_rows r

@@ -1,0 +1,166 @@
+#include "collector/store/operator_store.h"
+
+#include <pqxx/pqxx>
+
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "collector/db/pool.h"
+
+namespace mailroom {
+namespace {
+
+// Reads a nullable text column as "" for NULL.
+std::string TextOr(const pqxx::field& f) { return f.is_null() ? "" : f.as<std::string>(); }
+template <typename T>
+T NumberOr(const pqxx::field& f) {
+  return f.is_null() ? T{0} : f.as<T>();
+}
+
+FoundEmail ToFoundEmail(const pqxx::row& r) {
+  FoundEmail e;
+  e.job_id = r["token_id"].as<uint64_t>();
+  e.account_id = NumberOr<uint64_t>(r["account"]);
+  e.action = r["action"].as<std::string>();
+  e.address = TextOr(r["address"]);
+  e.state = r["state"].as<std::string>();
+  e.reason = TextOr(r["reason"]);
+  e.requested_at = NumberOr<int64_t>(r["requested_at"]);
+  e.expires_at = NumberOr<int64_t>(r["expires_at"]);
+  e.handouts = NumberOr<int>(r["handouts"]);
+  e.failures = NumberOr<int>(r["failures"]);
+  e.provider = TextOr(r["provider"]);
+  e.provider_message_id = TextOr(r["provider_message_id"]);
+  return e;
+}
+
+LedgerEntry ToLedgerEntry(const pqxx::row& r) {
+  LedgerEntry l;
+  l.event_id = NumberOr<uint64_t>(r["event_id"]);
+  l.event = r["event"].as<std::string>();
+  l.at_ms = r["at_ms"].as<int64_t>();
+  l.handout = NumberOr<int>(r["handout"]);
+  l.subscriber = TextOr(r["subscriber"]);
+  l.provider = TextOr(r["provider"]);
+  l.provider_message_id = TextOr(r["provider_message_id"]);
+  l.cost_micros = NumberOr<int64_t>(r["cost_micros"]);
+  l.detail = TextOr(r["detail"]);
+  return l;
+}
+
+std::optional<SuppressionRow> SuppressionOf(Transaction& tx, const std::string& address) {
+  pqxx::result r = tx.exec_params(
+      "SELECT s.address, s.reason, s.source, EXTRACT(EPOCH FROM s.first_seen)::BIGINT,"
+      " EXTRACT(EPOCH FROM s.last_seen)::BIGINT,"
+      " coalesce(EXTRACT(EPOCH FROM s.expires_at)::BIGINT, 0)"
+      " FROM mailroom.suppressions s WHERE s.address = lower(btrim($1::text))",
+      address);
+  if (r.empty()) return std::nullopt;
+  SuppressionRow s;
+  s.address = r[0][0].as<std::string>();
+  s.reason = r[0][1].as<std::string>();
+  s.source = r[0][2].as<std::string>();
+  s.first_seen = r[0][3].as<int64_t>();
+  s.last_seen = r[0][4].as<int64_t>();
+  s.expires_at = r[0][5].as<int64_t>();
+  return s;
+}
+
+class PgOperatorStore : public OperatorStore {
+ public:
+  PgOperatorStore(std::string url, int connections, TxTimeouts timeouts)
+      : pool_({std::move(url), connections, timeouts}) {}
+
+  absl::StatusOr<FoundEmails> FindEmails(const std::string& group, const std::string& address,
+                                         uint64_t account, int limit) override {
+    return pool_.Run<FoundEmails>("finding emails", [&](Connection& c) {
+      Transaction tx(c);
+      FoundEmails found;
+      pqxx::result emails = tx.exec_params(
+          "SELECT * FROM mailroom.mailroom_find_emails($1::text, $2::text, $3::bigint, $4::int)",
+          group, address.empty() ? std::optional<std::string>() : address,
+          static_cast<int64_t>(account), limit);
+      std::map<uint64_t, size_t> at;
+      std::vector<std::string> ids;
+      for (const auto& row : emails) {
+        at[row["token_id"].as<uint64_t>()] = found.emails.size();
+        ids.push_back(row["token_id"].as<std::string>());
+        found.emails.push_back(ToFoundEmail(row));
+      }
+      if (!ids.empty()) {
+        pqxx::result ledger = tx.exec_params(
+            "SELECT l.* FROM mailroom.mailroom_email_ledger("
+            " (SELECT g.id FROM mailroom.consumer_groups g WHERE g.name = $1::text),"
+            " $2::bigint[]) l",
+            group, absl::StrCat("{", absl::StrJoin(ids, ","), "}"));
+        for (const auto& row : ledger) {
+          found.emails[at[row["token_id"].as<uint64_t>()]].ledger.push_back(ToLedgerEntry(row));
+        }
+      }
+      // The address's entry; for an account, its current address's.
+      std::string whose = address;
+      if (whose.empty()) {
+        pqxx::result a = tx.exec_params(
+            "SELECT a.email FROM mailroom.accounts a WHERE a.id = $1::bigint",
+            static_cast<int64_t>(account));
+        if (!a.empty()) whose = TextOr(a[0][0]);
+      }
+      if (!whose.empty()) found.suppression = SuppressionOf(tx, whose);
+      tx.commit();
+      return found;
+    });
+  }
+
+  absl::StatusOr<uint64_t> BeginAudit(const AuditRecord& r) override {
+    return pool_.Run<uint64_t>("recording an operator call", [&](Connection& c) {
+      Transaction tx(c);
+      pqxx::row row = tx.exec_params1(
+          "SELECT mailroom.mailroom_audit($1::text, $2::text, $3::text, $4::text)", r.credential,
+          r.method, r.group, r.target);
+      tx.commit();
+      return row[0].as<uint64_t>();
+    });
+  }
+
+  absl::Status EndAudit(uint64_t id, const std::string& outcome) override {
+    return pool_.Do("recording an operator call's outcome", [&](Connection& c) {
+      Transaction tx(c);
+      tx.exec_params("SELECT mailroom.mailroom_audit_end($1::bigint, $2::text)",
+                     static_cast<int64_t>(id), outcome);
+      tx.commit();
+    });
+  }
+
+  absl::StatusOr<std::vector<AuditEntryRow>> ListAudit(uint64_t before_id, int limit) override {
+    return pool_.Run<std::vector<AuditEntryRow>>("listing the audit", [&](Connection& c) {
+      Transaction tx(c);
+      pqxx::result r = tx.exec_params(
+          "SELECT * FROM mailroom.mailroom_list_audit($1::bigint, $2::int)",
+          static_cast<int64_t>(before_id), limit);
+      tx.commit();
+      std::vector<AuditEntryRow> out;
+      for (const auto& row : r) {
+        out.push_back({row["id"].as<uint64_t>(),
+                       row["at_ms"].as<int64_t>(),
+                       {row["credential"].as<std::string>(), row["method"].as<std::string>(),
+                        row["consumer_group"].as<std::string>(), row["target"].as<std::string>()},
+                       row["outcome"].as<std::string>()});
+      }
+      return out;
+    });
+  }
+
+ private:
+  Pool pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<OperatorStore> NewPgOperatorStore(const std::string& url, int connections,
+                                                  const TxTimeouts& timeouts) {
+  return std::make_unique<PgOperatorStore>(url, connections, timeouts);
+}
+
+}  // namespace mailroom

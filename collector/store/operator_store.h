@@ -1,0 +1,86 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "collector/db/pg_tx.h"
+#include "collector/store/store.h"
+
+namespace mailroom {
+
+// One entry of an email's ledger (email_events of the group's deliveries, and those staged).
+struct LedgerEntry {
+  uint64_t event_id = 0;  // 0: staged, not published yet
+  std::string event;      // sent, retried, failed, expired, suppressed, delivered, bounced, ...
+  int64_t at_ms = 0;      // Unix milliseconds
+  int handout = 0;        // the try's hand-out count; 0 for a provider's event
+  std::string subscriber, provider, provider_message_id, detail;
+  int64_t cost_micros = 0;
+};
+
+// One email as FindEmails shows it: its token's facts and the group's delivery, never the
+// token's secret or code.
+struct FoundEmail {
+  uint64_t job_id = 0;
+  uint64_t account_id = 0;
+  std::string action, address, state, reason;  // state as mailroom.account_emails says it
+  int64_t requested_at = 0, expires_at = 0;    // Unix seconds
+  int handouts = 0, failures = 0;
+  std::string provider, provider_message_id;
+  std::vector<LedgerEntry> ledger;  // oldest first
+};
+
+// What an address's or an account's lookup found.
+struct FoundEmails {
+  std::vector<FoundEmail> emails;             // newest first
+  std::optional<SuppressionRow> suppression;  // the address's entry (an account: its address's)
+};
+
+// One operator call as the audit records it.
+struct AuditRecord {
+  std::string credential;  // who: Principal::credential, never a secret
+  std::string method;      // the call
+  std::string group;       // "" for a call on every group's list
+  std::string target;      // what it is about: address, account, jobs, the reason given
+};
+
+// An audit entry as ListAudit shows it.
+struct AuditEntryRow {
+  uint64_t id = 0;
+  int64_t at_ms = 0;
+  AuditRecord record;
+  std::string outcome;  // "started" until the call ended
+};
+
+// The operator's reads of mailroom's tables and the audit of operator calls, over the SQL
+// functions mailroom_find_emails, mailroom_email_ledger, mailroom_audit, mailroom_audit_end and
+// mailroom_list_audit. Errors are Statuses (collector/db/pg_status.h): kNotFound for an unknown
+// group, kUnavailable when the database does not answer. Thread-safe.
+class OperatorStore {
+ public:
+  virtual ~OperatorStore() = default;
+  // The newest `limit` emails of `address` (when not empty) or else of `account`, each with
+  // its delivery and ledger in `group`, and the address's suppression entry.
+  virtual absl::StatusOr<FoundEmails> FindEmails(const std::string& group,
+                                                 const std::string& address, uint64_t account,
+                                                 int limit) = 0;
+  // Records the start of a call; returns its entry's id. A call whose start cannot be
+  // recorded must not run.
+  virtual absl::StatusOr<uint64_t> BeginAudit(const AuditRecord& record) = 0;
+  // Sets how call `id` ended (once).
+  virtual absl::Status EndAudit(uint64_t id, const std::string& outcome) = 0;
+  // The newest `limit` entries with an id below `before_id` (0: from the newest).
+  virtual absl::StatusOr<std::vector<AuditEntryRow>> ListAudit(uint64_t before_id, int limit) = 0;
+};
+
+// An OperatorStore over a pool of `connections` connections to `url` (opened on demand), its
+// transactions under `timeouts`.
+std::unique_ptr<OperatorStore> NewPgOperatorStore(const std::string& url, int connections = 2,
+                                                  const TxTimeouts& timeouts = {});
+
+}  // namespace mailroom
