@@ -1,25 +1,18 @@
 -- Deletes up to p_batch entries of the operator audit recorded more than
 -- mailroom_settings.audit_retention_days ago, oldest first (the identity's order is that of
--- their time). Called by the retention pass. Returns as mailroom_prune_email_events.
+-- their time; the audit holds human calls, a few thousand a year, so the walk is short).
+-- Called by the retention pass. Returns the entries deleted, 0, and whether to call again.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_operator_audit(p_batch integer)
     RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
-    LANGUAGE plpgsql
+    LANGUAGE sql
     SET search_path = pg_catalog, mailroom, pg_temp
     AS $$
-DECLARE
-    v_before TIMESTAMPTZ;
-    v_n      BIGINT;
-BEGIN
-    SELECT now() - make_interval(days => s.audit_retention_days) INTO v_before
-      FROM mailroom_settings s;
-    WITH first AS (
-        SELECT a.id, a.at FROM operator_audit a ORDER BY a.id LIMIT p_batch
+    WITH old AS (
+        SELECT a.id FROM mailroom.operator_audit a, mailroom.mailroom_settings s
+         WHERE a.at < now() - make_interval(days => s.audit_retention_days)
+         ORDER BY a.id LIMIT p_batch
     ), del AS (
-        DELETE FROM operator_audit a USING first f
-         WHERE a.id = f.id AND f.at < v_before
-        RETURNING 1
+        DELETE FROM mailroom.operator_audit a USING old WHERE a.id = old.id RETURNING 1
     )
-    SELECT count(*) INTO v_n FROM del;
-    RETURN QUERY SELECT v_n, 0::BIGINT, v_n = p_batch;
-END;
+    SELECT count(*), 0::bigint, count(*) = p_batch FROM del;
 $$;
