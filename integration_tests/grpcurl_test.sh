@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every grpcurl command of the README (between the grpcurl-examples markers) exactly as
-# written, against a real collector on a throwaway PostgreSQL. grpcurl is not packaged for
+# Runs every grpcurl command of docs/operations.md (between each pair of grpcurl-examples
+# markers) exactly as written, against a real collector on a throwaway PostgreSQL. grpcurl is not packaged for
 # Debian, so a `grpcurl` shell function translates its flags to `buf curl` (npm @bufbuild/buf).
 set -euo pipefail
 RUN=${TEST_SRCDIR:-$(pwd)/bazel-bin/integration_tests/grpcurl_test.runfiles}/mailroom
@@ -33,11 +33,12 @@ as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg/log" -w \
 export MAILROOM_DATABASE_URL="postgresql://postgres@127.0.0.1:$PGPORT/postgres"
 "$COLLECTOR" migrate >/dev/null 2>&1
 # A second consumer group (the README's "audit") that sees the 42 accounts created next, so
-# that job 42 exists for the Requeue/Acknowledge/RenewLeases examples, and bob, whose
-# activation FindEmails finds.
+# that job 42 exists for the Requeue/Acknowledge/RenewLeases examples, and bob and ann (whose
+# address bounced), whose activations FindEmails finds.
 psql -q -X -v ON_ERROR_STOP=1 "$MAILROOM_DATABASE_URL" -c "SELECT mailroom.mailroom_ensure_group('audit')" \
   -c "INSERT INTO mailroom.accounts (email, login) SELECT 'g' || i || '@example.test', 'g' || i FROM generate_series(1, 42) i" \
-  -c "INSERT INTO mailroom.accounts (email, login) VALUES ('bob@example.com', 'bob')" >/dev/null
+  -c "INSERT INTO mailroom.accounts (email, login) VALUES ('bob@example.com', 'bob'), ('ann@example.com', 'ann')" \
+  -c "INSERT INTO mailroom.suppressions (address, reason, source) VALUES ('ann@example.com', 'hard_bounce', 'ses bounce')" >/dev/null
 
 PORT=$(free_port)
 # The README's two tokens, scoped as the README says.

@@ -1437,7 +1437,7 @@ TEST_F(InterfaceTest, TheFeedIsPrunedAfterItsRetention) {
 }
 
 // A role that may only connect cannot read the feed (nor take the publishers' turn).
-TEST_F(InterfaceTest, AStrangerCannotReadTheFeed) {
+TEST_F(InterfaceTest, AStrangerCannotReadTheFeedNorTheLedger) {
   Exec("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'stranger') THEN"
        " CREATE ROLE stranger LOGIN; END IF; END $$;"
        "GRANT CONNECT ON DATABASE " +
@@ -1449,8 +1449,16 @@ TEST_F(InterfaceTest, AStrangerCannotReadTheFeed) {
   EXPECT_THROW(pqxx::nontransaction(d).exec(
                    "SELECT 1 FROM mailroom.email_event_publisher FOR UPDATE"),
                pqxx::insufficient_privilege);
-  // The application itself reads the feed but cannot take the turn either.
+  // Nor the ledger, nor the operators' audit.
+  pqxx::connection e(testing::UrlAs(url_, "stranger"));
+  EXPECT_THROW(pqxx::nontransaction(e).exec("SELECT * FROM mailroom.email_history(1)"),
+               pqxx::insufficient_privilege);
+  // The application itself reads the feed but cannot take the turn either, nor read or write
+  // the audit.
   EXPECT_THROW(App("SELECT 1 FROM mailroom.email_event_publisher FOR UPDATE"),
+               pqxx::insufficient_privilege);
+  EXPECT_THROW(App("SELECT * FROM mailroom.operator_audit"), pqxx::insufficient_privilege);
+  EXPECT_THROW(App("SELECT mailroom.mailroom_audit('app', 'x', '', '')"),
                pqxx::insufficient_privilege);
 }
 
