@@ -92,6 +92,8 @@ expect() {
     */RemoveSuppression) echo '"removed"' ;;
     */FindEmails) echo '"suppressed": true' ;;
     */ListAudit) echo '"method": "FindEmails"' ;;
+    */PauseGroup) echo '"reason": "provider incident"' ;;
+    */ResumeGroup) echo '"consumerGroup": "audit"' ;;
     */SetGroupBudget) echo '"monthlyBudgetMicros": "100000000"' ;;
     */GetGroupBudget) echo '"recoveryReservePercent": 10' ;;
     */AcquireBudget) echo '"grantId"' ;;

@@ -17,6 +17,9 @@ class RecordingStore : public OperatorStore {
                                          int) override {
     return absl::UnimplementedError("not used");
   }
+  absl::StatusOr<GroupPauseRow> SetPaused(const std::string&, bool, const std::string&) override {
+    return absl::UnimplementedError("not used");
+  }
   absl::StatusOr<uint64_t> BeginAudit(const AuditRecord& r) override {
     if (down) return absl::UnavailableError("connection refused");
     begun.push_back(r);

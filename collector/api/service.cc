@@ -987,4 +987,41 @@ grpc::Status CollectorService::ListAudit(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status CollectorService::SetPaused(grpc::ServerContext* context, const std::string& group,
+                                         bool paused, const std::string& reason,
+                                         v1::GroupPause* response) {
+  const char* method = paused ? "PauseGroup" : "ResumeGroup";
+  Principal principal;
+  grpc::Status st = Admit(*context, kRoleOperator, group, method, &principal);
+  if (!st.ok()) return st;
+  auto why = CleanReason(reason);
+  if (!why.ok()) return Invalid("reason must be valid UTF-8 without NUL");
+  if (operators_ == nullptr) return NoOperatorStore();
+  AuditedCall audit = Audited(principal, method, group, why->empty() ? "" : "reason " + *why);
+  st = audit.Begin();
+  if (!st.ok()) return st;
+  auto pause = operators_->SetPaused(group, paused, *why);
+  if (!pause.ok()) return audit.End(ToGrpc(pause.status()));
+  response->set_consumer_group(group);
+  response->set_paused(pause->paused);
+  response->set_paused_at(pause->paused_at);
+  response->set_reason(pause->reason);
+  LogInfo(paused ? "group paused by an operator" : "group resumed by an operator",
+          {{"group", group}, {"credential", principal.credential}});
+  if (!paused) dispatcher_->Kick(group, /*force=*/true);
+  return audit.End(grpc::Status::OK, paused ? "paused" : "resumed");
+}
+
+grpc::Status CollectorService::PauseGroup(grpc::ServerContext* context,
+                                          const v1::PauseGroupRequest* request,
+                                          v1::GroupPause* response) {
+  return SetPaused(context, request->consumer_group(), true, request->reason(), response);
+}
+
+grpc::Status CollectorService::ResumeGroup(grpc::ServerContext* context,
+                                           const v1::ResumeGroupRequest* request,
+                                           v1::GroupPause* response) {
+  return SetPaused(context, request->consumer_group(), false, "", response);
+}
+
 }  // namespace mailroom

@@ -116,12 +116,18 @@ class CollectorService
 
   // The operator's lookups and the audit (docs/security.md, "The operator API"):
   // FAILED_PRECONDITION until SetOperatorStore is called. FindEmails, ListFailures, Requeue,
-  // the suppression calls and SetGroupBudget are each recorded in the audit before they run
-  // (UNAVAILABLE, and nothing done, when the record cannot be written) with their outcome after.
+  // the suppression calls, SetGroupBudget, PauseGroup and ResumeGroup are each recorded in the
+  // audit before they run (UNAVAILABLE, and nothing done, when the record cannot be written)
+  // with their outcome after.
   grpc::Status FindEmails(grpc::ServerContext* context, const v1::FindEmailsRequest* request,
                           v1::FindEmailsResponse* response) override;
   grpc::Status ListAudit(grpc::ServerContext* context, const v1::ListAuditRequest* request,
                          v1::ListAuditResponse* response) override;
+  // Audited too; ResumeGroup wakes this collector's dispatch of the group at once.
+  grpc::Status PauseGroup(grpc::ServerContext* context, const v1::PauseGroupRequest* request,
+                          v1::GroupPause* response) override;
+  grpc::Status ResumeGroup(grpc::ServerContext* context, const v1::ResumeGroupRequest* request,
+                           v1::GroupPause* response) override;
 
   // The group budgets behind AcquireBudget/ReturnBudget/Get/SetGroupBudget (not owned). Call
   // before the server starts.
@@ -141,6 +147,9 @@ class CollectorService
   // operator role for every group (`*`); `what` names it in the refusal.
   grpc::Status AdmitEveryGroup(const grpc::ServerContextBase& context, const char* method,
                                const char* what, Principal* principal) const;
+  // PauseGroup's and ResumeGroup's body.
+  grpc::Status SetPaused(grpc::ServerContext* context, const std::string& group, bool paused,
+                         const std::string& reason, v1::GroupPause* response);
   // An audited call of `principal` (collector/api/audit.h).
   AuditedCall Audited(const Principal& principal, const char* method, std::string group,
                       std::string target) const {

@@ -113,6 +113,19 @@ class PgOperatorStore : public OperatorStore {
     });
   }
 
+  absl::StatusOr<GroupPauseRow> SetPaused(const std::string& group, bool paused,
+                                          const std::string& reason) override {
+    return pool_.Run<GroupPauseRow>("pausing a group", [&](Connection& c) {
+      Transaction tx(c);
+      pqxx::row r = tx.exec_params1(
+          "SELECT * FROM mailroom.mailroom_pause_group($1::text, $2::boolean, $3::text)", group,
+          paused, reason);
+      tx.commit();
+      return GroupPauseRow{group, !r["paused_at"].is_null(), NumberOr<int64_t>(r["paused_at"]),
+                           TextOr(r["reason"])};
+    });
+  }
+
   absl::StatusOr<uint64_t> BeginAudit(const AuditRecord& r) override {
     return pool_.Run<uint64_t>("recording an operator call", [&](Connection& c) {
       Transaction tx(c);

@@ -57,10 +57,19 @@ struct AuditEntryRow {
   std::string outcome;  // "started" until the call ended
 };
 
-// The operator's reads of mailroom's tables and the audit of operator calls, over the SQL
-// functions mailroom_find_emails, mailroom_email_ledger, mailroom_audit, mailroom_audit_end and
-// mailroom_list_audit. Errors are Statuses (collector/db/pg_status.h): kNotFound for an unknown
-// group, kUnavailable when the database does not answer. Thread-safe.
+// A group's pause by an operator, as it now is.
+struct GroupPauseRow {
+  std::string group;
+  bool paused = false;
+  int64_t paused_at = 0;  // Unix seconds; 0 when not paused
+  std::string reason;
+};
+
+// The operator's reads of mailroom's tables, a group's pause and the audit of operator calls,
+// over the SQL functions mailroom_find_emails, mailroom_email_ledger, mailroom_pause_group,
+// mailroom_audit, mailroom_audit_end and mailroom_list_audit. Errors are Statuses
+// (collector/db/pg_status.h): kNotFound for an unknown group, kUnavailable when the database does
+// not answer. Thread-safe.
 class OperatorStore {
  public:
   virtual ~OperatorStore() = default;
@@ -69,6 +78,10 @@ class OperatorStore {
   virtual absl::StatusOr<FoundEmails> FindEmails(const std::string& group,
                                                  const std::string& address, uint64_t account,
                                                  int limit) = 0;
+  // Pauses (`paused`, with `reason`) or resumes `group`: while paused no collector hands out
+  // its jobs.
+  virtual absl::StatusOr<GroupPauseRow> SetPaused(const std::string& group, bool paused,
+                                                  const std::string& reason) = 0;
   // Records the start of a call; returns its entry's id. A call whose start cannot be
   // recorded must not run.
   virtual absl::StatusOr<uint64_t> BeginAudit(const AuditRecord& record) = 0;

@@ -135,6 +135,34 @@ TEST_F(OperatorStoreTest, FindEmailsGivesTheNewestFirstUpToTheLimit) {
   EXPECT_EQ(found->emails[1].state, "superseded");
 }
 
+// A paused group's jobs are handed out by no dequeue (the recovery lane's neither) until it is
+// resumed; a second pause keeps the first time; an unknown group is NOT_FOUND.
+TEST_F(OperatorStoreTest, APausedGroupHandsOutNothingUntilResumed) {
+  const int64_t ann = Account("ann");
+  Recovery(ann);
+  auto paused = store_->SetPaused("mailroom", true, "provider incident");
+  ASSERT_TRUE(paused.ok()) << paused.status();
+  EXPECT_TRUE(paused->paused);
+  EXPECT_GT(paused->paused_at, 1700000000);
+  EXPECT_EQ(paused->reason, "provider incident");
+  EXPECT_EQ(Lease(), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.mailroom_dequeue('mailroom', 10, 'x', 60000,"
+                " true)"),
+            0);
+  Exec("UPDATE mailroom.consumer_groups SET paused_at = paused_at - interval '1 hour'");
+  auto again = store_->SetPaused("mailroom", true, "still down");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->paused_at, paused->paused_at - 3600);
+  EXPECT_EQ(again->reason, "still down");
+  auto resumed = store_->SetPaused("mailroom", false, "");
+  ASSERT_TRUE(resumed.ok());
+  EXPECT_FALSE(resumed->paused);
+  EXPECT_EQ(resumed->paused_at, 0);
+  EXPECT_EQ(Lease(), 1);
+  EXPECT_EQ(store_->SetPaused("no-such-group", true, "").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 // A call's entry is written before it runs ('started') and its outcome once; the audit is
 // read newest first, a page at a time; long texts are cut.
 TEST_F(OperatorStoreTest, TheAuditRecordsEachCallAndItsOutcomeOnce) {

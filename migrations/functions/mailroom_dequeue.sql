@@ -1,14 +1,14 @@
--- Leases up to p_limit jobs of a group to p_owner for p_lease_ms, class by class (the
--- action's priority: critical, then normal, then notice), each class first its jobs due again
--- (mailroom_dequeue_due: leases that ran out, retries whose time has come), then its new tokens
--- from its own snapshot window (mailroom_dequeue_new, on the class's row of group_cursors),
--- leased as one lease_batches row per window (`recovery` marks the critical class). Before
--- the classes, lease batches whose lease ran out become jobs due again
--- (mailroom_dequeue_expire). p_recoveries_only: the critical class only (the lane). Notices
--- are not leased while the group's month has less than mailroom_settings.notice_pause_percent
--- of its budget left (p_default_budget: the collector's default for a group without a budget
--- of its own); they wait, and expire unsent if the budget stays short (docs/design.md,
--- "Priority classes").
+-- Leases up to p_limit jobs of a group to p_owner for p_lease_ms (none while an operator has paused
+-- the group: consumer_groups.paused_at), class by class (the action's priority: critical, then
+-- normal, then notice), each class first its jobs due again (mailroom_dequeue_due: leases that ran
+-- out, retries whose time has come), then its new tokens from its own snapshot window
+-- (mailroom_dequeue_new, on the class's row of group_cursors), leased as one lease_batches row per
+-- window (`recovery` marks the critical class). Before the classes, lease batches whose lease ran
+-- out become jobs due again (mailroom_dequeue_expire). p_recoveries_only: the critical class only
+-- (the lane). Notices are not leased while the group's month has less than
+-- mailroom_settings.notice_pause_percent of its budget left (p_default_budget: the collector's
+-- default for a group without a budget of its own); they wait, and expire unsent if the budget
+-- stays short (docs/design.md, "Priority classes").
 -- Each job carries its action's name; its secret is NULL for an action without one, its code
 -- NULL for an action without one (but activation's, sent unsigned as before), its address the
 -- token's to_address where it has one, its priority its token's class. Serialised per group by
@@ -45,9 +45,11 @@ BEGIN
     SELECT * INTO g FROM consumer_groups WHERE name = p_group FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'unknown consumer group "%"', p_group USING ERRCODE = 'no_data_found';
+    ELSIF g.paused_at IS NOT NULL THEN
+        RETURN;  -- paused by an operator (mailroom_pause_group): nothing is handed out
     END IF;
-    -- The actions whose jobs carry no secret, or no code, and the account status each needs
-    -- (read once per call: a small table; v_needed[array_position(v_names, action)]).
+    -- The actions whose jobs carry no secret or no code, and the status each needs (read once
+    -- per call: a small table; v_needed[array_position(v_names, action)]).
     SELECT coalesce(array_agg(x.name) FILTER (WHERE NOT x.carries_secret), '{}'),
            coalesce(array_agg(x.name) FILTER (WHERE NOT x.carries_code
                                               AND x.name <> 'activation'), '{}'),
