@@ -23,6 +23,8 @@
 #include "collector/api/tls_credentials.h"
 #include "collector/config/config.h"
 #include "collector/config/settings.h"
+#include "collector/console/console.h"
+#include "collector/console/sessions.h"
 #include "collector/dispatch/dispatcher.h"
 #include "collector/dispatch/hub.h"
 #include "collector/feedback/feedback_server.h"
@@ -105,7 +107,7 @@ class Collector {
         budgets_(
             NewPgBudgetStore(c.dispatch.database_url, c.budget, BudgetIsolation{}, c.tx_timeouts)),
         feedback_store_(NewPgFeedbackStore(c.dispatch.database_url, c.tx_timeouts)),
-        operators_(NewPgOperatorStore(c.dispatch.database_url, /*connections=*/2, c.tx_timeouts)),
+        operators_(NewPgOperatorStore(c.dispatch.database_url, /*connections=*/4, c.tx_timeouts)),
         // Without bearer tokens, mutual TLS (or the development switch) grants full access.
         auth_(c.credentials, c.insecure_no_auth || !c.tls_client_ca_file.empty()),
         guard_(c.feedback.guard, metrics_),
@@ -126,6 +128,10 @@ class Collector {
                    metrics_),
         // SNS's path is on with the operator's topics only; each provider's with its secret.
         feedback_routes_(c.feedback.sns.topic_arns.empty() ? nullptr : &feedback_, &providers_),
+        console_sessions_(ConsoleSessions::kDefaultTtl, ConsoleSessions::kDefaultCapacity,
+                          RealClock::Get()),
+        console_(&auth_, operators_.get(), store_.get(), budgets_.get(), &console_sessions_,
+                 RealClock::Get()),
         dispatcher_(GuardedDispatch(c.dispatch, c.feedback.guard, &guard_), store_.get(), &hub_,
                     c.key, metrics_, [this](bool serving) { SetDatabaseUp(serving); }),
         service_(store_.get(), &hub_, &dispatcher_, &auth_, metrics_,
@@ -171,6 +177,7 @@ class Collector {
              {"max_in_flight_cap", absl::StrCat(c.max_in_flight_cap)},
              {"groups", absl::StrJoin(c.dispatch.groups, ",")},
              {"feedback", Listening(c.feedback.address, feedback_server_.port())},
+             {"console", Listening(c.console_address, console_server_.port())},
              {"feedback_paths", FeedbackPaths(c.feedback)},
              {"feedback_suppress_unmatched",
               c.feedback.providers.suppress_unmatched.empty()
@@ -200,6 +207,7 @@ class Collector {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
     if (health_ != nullptr) health_->Shutdown();
     feedback_server_.Stop();
+    console_server_.Stop();
     reputation_.Stop();
     metrics_server_.Stop();
     LogInfo("stopped");
@@ -273,6 +281,16 @@ class Collector {
         return 1;
       }
     }
+    if (!c_.console_address.empty()) {
+      FeedbackServerOptions o = c_.feedback.server;
+      o.allow_get = true;
+      absl::Status st = console_server_.Start(c_.console_address, &console_, o);
+      if (!st.ok()) {
+        LogError("cannot serve the console",
+                 {{"address", c_.console_address}, {"error", std::string(st.message())}});
+        return 1;
+      }
+    }
     return 0;
   }
 
@@ -294,6 +312,10 @@ class Collector {
   ProviderFeedbackHandler providers_;
   FeedbackRoutes feedback_routes_;
   FeedbackServer feedback_server_;
+  // The operator's console (MAILROOM_CONSOLE_ADDRESS), on a server of its own.
+  ConsoleSessions console_sessions_;
+  ConsoleHandler console_;
+  FeedbackServer console_server_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> health_;  // MAILROOM_HEALTH_ADDRESS
   std::atomic<bool> db_up_{false};

@@ -153,6 +153,7 @@ audit=$(psql -X -A -t "$MAILROOM_DATABASE_URL" -c "SELECT string_agg(method || '
 if grep -q 'Requeue OK: requeued 0; FindEmails OK: 1 emails; RemoveSuppression OK: removed manual; FindEmails OK: 1 emails' <<<"$audit"; then
   passed=$((passed + 1)); echo "PASS the audit: $audit"
 else failed=$((failed + 1)); echo "FAIL the audit: $audit"; fi
+denied "group operator PauseGroup elsewhere" grpcurl -plaintext -H "authorization: Bearer $GROUP_OPERATOR_TOKEN" -d '{"consumer_group":"mailroom","reason":"x"}' 127.0.0.1:50051 mailroom.v1.Collector/PauseGroup
 denied "group operator ListAudit" grpcurl -plaintext -H "authorization: Bearer $GROUP_OPERATOR_TOKEN" -d '{}' 127.0.0.1:50051 mailroom.v1.Collector/ListAudit
 denied "group operator FindEmails elsewhere" grpcurl -plaintext -H "authorization: Bearer $GROUP_OPERATOR_TOKEN" -d '{"consumer_group":"mailroom","address":"bob@example.com"}' 127.0.0.1:50051 mailroom.v1.Collector/FindEmails
 out=$(grpcurl -plaintext -H "authorization: Bearer $GROUP_OPERATOR_TOKEN" -d '{"consumer_group":"audit","address":"bob@example.com"}' 127.0.0.1:50051 mailroom.v1.Collector/FindEmails 2>&1) || true

@@ -152,15 +152,18 @@ TEST_F(LedgerTest, ABounceReachesTheLedgerTheApplicationAndTheOperatorWhoLetsThe
     testing::Authorize(&ctx, testing::kStackBearer);
     ASSERT_TRUE(stub->ListAudit(&ctx, v1::ListAuditRequest(), &audit).ok());
   }
-  ASSERT_EQ(audit.entries_size(), 2);
-  EXPECT_EQ(audit.entries(0).method(), "RemoveSuppression");
-  EXPECT_EQ(audit.entries(0).target(), absl::StrCat(kBounce, " reason user fixed the mailbox"));
-  EXPECT_EQ(audit.entries(0).outcome(), "OK: removed hard_bounce");
-  EXPECT_EQ(audit.entries(1).method(), "FindEmails");
-  EXPECT_EQ(audit.entries(1).target(), kBounce);
-  EXPECT_EQ(audit.entries(1).outcome(), "OK: 1 emails");
-  EXPECT_EQ(audit.entries(1).consumer_group(), "mailroom");
-  EXPECT_FALSE(audit.entries(1).credential().empty());
+  // Newest first: this very ListAudit (still running as it reads), then the two calls.
+  ASSERT_EQ(audit.entries_size(), 3);
+  EXPECT_EQ(audit.entries(0).method(), "ListAudit");
+  EXPECT_EQ(audit.entries(0).outcome(), "started");
+  EXPECT_EQ(audit.entries(1).method(), "RemoveSuppression");
+  EXPECT_EQ(audit.entries(1).target(), absl::StrCat(kBounce, " reason user fixed the mailbox"));
+  EXPECT_EQ(audit.entries(1).outcome(), "OK: removed hard_bounce");
+  EXPECT_EQ(audit.entries(2).method(), "FindEmails");
+  EXPECT_EQ(audit.entries(2).target(), kBounce);
+  EXPECT_EQ(audit.entries(2).outcome(), "OK: 1 emails");
+  EXPECT_EQ(audit.entries(2).consumer_group(), "mailroom");
+  EXPECT_FALSE(audit.entries(2).credential().empty());
   EXPECT_THAT(collector->Log(), ::testing::Not(::testing::HasSubstr(testing::kStackBearer)));
 }
 

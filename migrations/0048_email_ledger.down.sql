@@ -3,7 +3,9 @@
 -- their source files, which use them), so that outcomes, feedback and the feed keep working
 -- until the next `collector migrate up`.
 DROP FUNCTION IF EXISTS mailroom.email_history(bigint, integer);
+DROP FUNCTION IF EXISTS mailroom.mailroom_delivery_group_id();
 DROP INDEX IF EXISTS mailroom.email_events_account_idx;
+DROP INDEX IF EXISTS mailroom.email_events_trouble_idx;
 DELETE FROM mailroom.email_events WHERE event = 'retried';
 DELETE FROM mailroom.email_events_staged WHERE event = 'retried';
 ALTER TABLE mailroom.email_events DROP CONSTRAINT email_events_event_check;

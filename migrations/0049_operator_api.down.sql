@@ -2,6 +2,12 @@
 -- use them; mailroom_dequeue is put back as it was (not left to its source file, which reads the
 -- pause), so that jobs keep being handed out until the next `collector migrate up`.
 DROP FUNCTION IF EXISTS mailroom.mailroom_pause_group(text, boolean, text);
+DROP FUNCTION IF EXISTS mailroom.mailroom_group_hourly(text, integer);
+DROP FUNCTION IF EXISTS mailroom.mailroom_group_id(text);
+DROP FUNCTION IF EXISTS mailroom.mailroom_find_emails(text, text, bigint, integer);
+DROP FUNCTION IF EXISTS mailroom.mailroom_delivery_of(integer, bigint);
+DROP FUNCTION IF EXISTS mailroom.mailroom_email_ledger(integer, bigint[]);
+DROP FUNCTION IF EXISTS mailroom.mailroom_group_trouble(text, timestamptz, integer);
 DROP FUNCTION IF EXISTS mailroom.mailroom_audit(text, text, text, text);
 DROP FUNCTION IF EXISTS mailroom.mailroom_audit_end(bigint, text);
 DROP FUNCTION IF EXISTS mailroom.mailroom_list_audit(bigint, integer);

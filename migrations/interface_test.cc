@@ -1223,8 +1223,8 @@ TEST_F(InterfaceTest, TheLedgerShowsEveryTryAndEventOfAnAccountsEmails) {
   auto ack = [&](int64_t id, int attempt, const std::string& outcome, const std::string& reason,
                  int64_t cost, const std::string& mid, const std::string& provider) {
     return Int(absl::StrCat("SELECT count(*) FROM mailroom.mailroom_ack('mailroom', '", owner,
-                            "', ARRAY[", id, "]::bigint[], ARRAY[", attempt, "], ARRAY['",
-                            outcome, "'], ARRAY['", reason, "'], ARRAY[0], ARRAY[", cost,
+                            "', ARRAY[", id, "]::bigint[], ARRAY[", attempt, "], ARRAY['", outcome,
+                            "'], ARRAY['", reason, "'], ARRAY[0], ARRAY[", cost,
                             "]::bigint[], ARRAY['", mid, "'], ARRAY['", provider, "'])"));
   };
   ASSERT_EQ(dequeue(), 2);
@@ -1256,14 +1256,12 @@ TEST_F(InterfaceTest, TheLedgerShowsEveryTryAndEventOfAnAccountsEmails) {
     }
     return rows;
   };
-  EXPECT_THAT(history(a),
-              ::testing::ElementsAre(
-                  "retried | 1 | sub-01234567 | - | - | - | 451 4.3.0 try later",
-                  "retried | 2 | sub-01234567 | - | - | - | resend 429: slow down",
-                  "sent | 3 | sub-01234567 | resend | m-ledger | 120 | resend",
-                  "staged bounced | - | - | resend | - | - | Permanent"));
-  EXPECT_THAT(history(b),
-              ::testing::ElementsAre("sent | 1 | sub-01234567 | smtp | - | 50 | smtp"));
+  EXPECT_THAT(history(a), ::testing::ElementsAre(
+                              "retried | 1 | sub-01234567 | - | - | - | 451 4.3.0 try later",
+                              "retried | 2 | sub-01234567 | - | - | - | resend 429: slow down",
+                              "sent | 3 | sub-01234567 | resend | m-ledger | 120 | resend",
+                              "staged bounced | - | - | resend | - | - | Permanent"));
+  EXPECT_THAT(history(b), ::testing::ElementsAre("sent | 1 | sub-01234567 | smtp | - | 50 | smtp"));
   EXPECT_EQ(PublishAll(*conn_), 1);
   EXPECT_EQ(history(a).back(), "bounced | - | - | resend | - | - | Permanent");
   // Published events come in event id order; the newest p_limit of them.
@@ -1275,6 +1273,16 @@ TEST_F(InterfaceTest, TheLedgerShowsEveryTryAndEventOfAnAccountsEmails) {
   std::vector<std::string> feed;
   for (const Event& e : ReadEvents(*app_, 0, 100)) feed.push_back(e.event);
   EXPECT_THAT(feed, ::testing::UnorderedElementsAre("sent", "sent", "bounced"));
+  // A DEFER (held back, nothing tried) and an outcome for a lease no longer held stage nothing.
+  const int64_t c = Activated("held");
+  const int64_t v = Token(Request(c, "password_recovery"));
+  ASSERT_EQ(dequeue(), 1);
+  EXPECT_EQ(ack(v, 1, "defer", "budget", 0, "", ""), 1);
+  EXPECT_EQ(ack(v, 1, "retry", "too late", 0, "", ""), 0);  // fenced: the lease ended
+  EXPECT_EQ(Int(absl::StrCat("SELECT count(*) FROM mailroom.email_events_staged WHERE token_id = ",
+                             v)),
+            0);
+  EXPECT_TRUE(App(absl::StrCat("SELECT 1 FROM mailroom.email_history(", c, ")")).empty());
 }
 
 // The application's listener away for 10,000 events, published in several rounds while it is
@@ -1449,10 +1457,18 @@ TEST_F(InterfaceTest, AStrangerCannotReadTheFeedNorTheLedger) {
   EXPECT_THROW(pqxx::nontransaction(d).exec(
                    "SELECT 1 FROM mailroom.email_event_publisher FOR UPDATE"),
                pqxx::insufficient_privilege);
-  // Nor the ledger, nor the operators' audit.
+  // Nor the ledger, nor the operators' audit, even with USAGE on the schema.
+  Exec("GRANT USAGE ON SCHEMA mailroom TO stranger");
   pqxx::connection e(testing::UrlAs(url_, "stranger"));
   EXPECT_THROW(pqxx::nontransaction(e).exec("SELECT * FROM mailroom.email_history(1)"),
                pqxx::insufficient_privilege);
+  pqxx::connection f(testing::UrlAs(url_, "stranger"));
+  EXPECT_THROW(pqxx::nontransaction(f).exec("SELECT * FROM mailroom.operator_audit"),
+               pqxx::insufficient_privilege);
+  pqxx::connection g(testing::UrlAs(url_, "stranger"));
+  EXPECT_THROW(pqxx::nontransaction(g).exec("SELECT * FROM mailroom.email_events(0, 10)"),
+               pqxx::insufficient_privilege);
+  Exec("REVOKE USAGE ON SCHEMA mailroom FROM stranger");
   // The application itself reads the feed but cannot take the turn either, nor read or write
   // the audit.
   EXPECT_THROW(App("SELECT 1 FROM mailroom.email_event_publisher FOR UPDATE"),

@@ -20,6 +20,16 @@ class RecordingStore : public OperatorStore {
   absl::StatusOr<GroupPauseRow> SetPaused(const std::string&, bool, const std::string&) override {
     return absl::UnimplementedError("not used");
   }
+  absl::StatusOr<std::vector<std::string>> Groups() override {
+    return absl::UnimplementedError("not used");
+  }
+  absl::StatusOr<std::vector<HourRow>> Hourly(const std::string&, int) override {
+    return absl::UnimplementedError("not used");
+  }
+  absl::StatusOr<std::vector<TroubleRow>> Trouble(const std::string&, absl::Duration,
+                                                  int) override {
+    return absl::UnimplementedError("not used");
+  }
   absl::StatusOr<uint64_t> BeginAudit(const AuditRecord& r) override {
     if (down) return absl::UnavailableError("connection refused");
     begun.push_back(r);

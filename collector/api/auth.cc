@@ -231,7 +231,14 @@ grpc::Status Authenticator::Authenticate(const grpc::ServerContextBase& context,
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "authorization metadata is not a Bearer token");
   }
-  const std::string digest = Sha256(value.substr(kPrefix.size()));
+  return AuthenticateToken(value.substr(kPrefix.size()), principal);
+}
+
+grpc::Status Authenticator::AuthenticateToken(absl::string_view token, Principal* principal) const {
+  if (digests_.empty()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "no subscriber credentials configured");
+  }
+  const std::string digest = Sha256(token);
   // Every digest is compared; the matching index is selected with a mask, not a branch.
   // Tokens are distinct (ParseCredentials), so at most one matches.
   size_t match = 0;

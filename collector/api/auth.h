@@ -126,6 +126,10 @@ class Authenticator {
   // The caller's principal, or UNAUTHENTICATED with a message that never contains the
   // presented credential.
   grpc::Status Authenticate(const grpc::ServerContextBase& context, Principal* principal) const;
+  // The principal of a bearer token presented otherwise (the console's sign-in form), checked
+  // as Authenticate checks metadata; UNAUTHENTICATED for any other token, and always when no
+  // bearer tokens are configured (the anonymous modes grant nothing outside gRPC).
+  grpc::Status AuthenticateToken(absl::string_view token, Principal* principal) const;
 
   // Whether a credential with the sender role may use `group`: one naming it, one of `*`, or a
   // legacy unscoped token. True for every group when no bearer tokens are configured (every

@@ -955,7 +955,8 @@ grpc::Status CollectorService::FindEmails(grpc::ServerContext* context,
                                       limit);
   if (!found.ok()) return audit.End(ToGrpc(found.status()));
   for (const FoundEmail& e : found->emails) ToProto(e, response->add_emails());
-  if (found->suppression.has_value()) {
+  // The suppression list is every group's: only an operator of `*` reads it.
+  if (found->suppression.has_value() && principal.all_groups) {
     ToProto(*found->suppression, response->mutable_suppression());
     response->set_suppressed(true);
   }
@@ -972,8 +973,13 @@ grpc::Status CollectorService::ListAudit(grpc::ServerContext* context,
   if (request->limit() > 1000) return Invalid("limit must be at most 1000");
   if (operators_ == nullptr) return NoOperatorStore();
   const int limit = request->limit() == 0 ? 100 : static_cast<int>(request->limit());
+  // Who read the audit is in it too (the audit names every address looked up).
+  AuditedCall audit = Audited(principal, "ListAudit", "",
+                              absl::StrCat("before ", request->before_id(), " limit ", limit));
+  st = audit.Begin();
+  if (!st.ok()) return st;
   auto entries = operators_->ListAudit(request->before_id(), limit);
-  if (!entries.ok()) return ToGrpc(entries.status());
+  if (!entries.ok()) return audit.End(ToGrpc(entries.status()));
   for (const AuditEntryRow& e : *entries) {
     v1::AuditEntry* out = response->add_entries();
     out->set_id(e.id);
@@ -984,7 +990,7 @@ grpc::Status CollectorService::ListAudit(grpc::ServerContext* context,
     out->set_target(e.record.target);
     out->set_outcome(e.outcome);
   }
-  return grpc::Status::OK;
+  return audit.End(grpc::Status::OK, absl::StrCat(entries->size(), " entries"));
 }
 
 grpc::Status CollectorService::SetPaused(grpc::ServerContext* context, const std::string& group,

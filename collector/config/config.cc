@@ -418,6 +418,13 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   } else {
     c.metrics_address.clear();
   }
+  c.console_address = env.String(CollectorSetting("MAILROOM_CONSOLE_ADDRESS"));
+  if (c.console_address != "off") {
+    MAILROOM_ASSIGN_OR_RETURN(c.console_address,
+                              env.HostPort(CollectorSetting("MAILROOM_CONSOLE_ADDRESS")));
+  } else {
+    c.console_address.clear();
+  }
   MAILROOM_ASSIGN_OR_RETURN(c.auto_migrate, env.Bool(CollectorSetting("MAILROOM_AUTO_MIGRATE")));
   int64_t pool;
   MAILROOM_ASSIGN_OR_RETURN(pool, env.Int(CollectorSetting("MAILROOM_DB_POOL_SIZE")));

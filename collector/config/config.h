@@ -66,6 +66,7 @@ struct CollectorConfig {
       kDefaultMaxStreamsPerCredential;    // MAILROOM_MAX_STREAMS_PER_CREDENTIAL
   bool insecure_no_auth = false;          // MAILROOM_INSECURE_NO_AUTH: development only
   std::string metrics_address;            // MAILROOM_METRICS_ADDRESS ("" disables)
+  std::string console_address;            // MAILROOM_CONSOLE_ADDRESS ("" disables)
   bool auto_migrate = false;              // MAILROOM_AUTO_MIGRATE
   int db_pool_size = kDefaultDbPoolSize;  // MAILROOM_DB_POOL_SIZE
   // MAILROOM_MAX_COST_MICROS: per SENT outcome.

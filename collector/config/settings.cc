@@ -90,6 +90,8 @@ const SettingsTable& CollectorSettings() {
        "how long (ms) finished deliveries, spent tokens and old grants are kept; 0 keeps all"},
       {"MAILROOM_RETENTION_INTERVAL", Ms(r.interval), "100", "86400000",
        "time (ms) between two pruning passes"},
+      {"MAILROOM_CONSOLE_ADDRESS", "off", "", "",
+       "host:port of the operator's console (plain HTTP behind a TLS proxy), or off"},
       {"MAILROOM_FEEDBACK_ADDRESS", "off", "", "",
        "host:port of the SES feedback endpoint (plain HTTP behind a TLS proxy), or off"},
       {"MAILROOM_FEEDBACK_SNS_HOSTS", "", "", "",

@@ -138,6 +138,7 @@ namespace {
 
 std::string Response(HttpReply reply, const std::string& extra_headers = "") {
   const char* text = reply.status == 200   ? "OK"
+                     : reply.status == 303 ? "See Other"
                      : reply.status == 400 ? "Bad Request"
                      : reply.status == 401 ? "Unauthorized"
                      : reply.status == 403 ? "Forbidden"
@@ -150,9 +151,9 @@ std::string Response(HttpReply reply, const std::string& extra_headers = "") {
                                            : "Service Unavailable";
   reply.body += "\n";
   return absl::StrCat("HTTP/1.1 ", reply.status, " ", text,
-                      "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ",
-                      reply.body.size(), "\r\n", extra_headers, "Connection: close\r\n\r\n",
-                      reply.body);
+                      "\r\nContent-Type: ", reply.content_type,
+                      "\r\nContent-Length: ", reply.body.size(), "\r\n", reply.headers,
+                      extra_headers, "Connection: close\r\n\r\n", reply.body);
 }
 
 // Sends what the socket takes without waiting and closes the connection, reading nothing more.
@@ -170,6 +171,7 @@ struct Head {
   bool expect_continue = false;
   std::string path;                                          // the request target without its query
   std::vector<std::pair<std::string, std::string>> headers;  // every line, value trimmed
+  std::string method, query;                                 // POST or GET; after the `?`
 };
 
 // `s` without the spaces and tabs around it (HTTP's optional whitespace, and nothing else).
@@ -184,7 +186,7 @@ bool IsTchar(unsigned char c) {
   return absl::ascii_isalnum(c) || (c != 0 && std::strchr("!#$%&'*+-.^_`|~", c) != nullptr);
 }
 
-Head ParseHead(absl::string_view head, size_t max_body) {
+Head ParseHead(absl::string_view head, size_t max_body, bool allow_get) {
   Head h;
   // A CR, LF or NUL inside a line, or a line folded onto the one before (starting with a space
   // or tab), is how one request is read as another by a proxy that parses differently.
@@ -212,13 +214,17 @@ Head ParseHead(absl::string_view head, size_t max_body) {
       return h;
     }
   }
-  if (first[0] != "POST") {
-    h.early = {405, "only POST"};
-    h.extra_headers = "Allow: POST\r\n";
+  const bool get = allow_get && first[0] == "GET";
+  if (first[0] != "POST" && !get) {
+    h.early = {405, allow_get ? "only GET and POST" : "only POST"};
+    h.extra_headers = allow_get ? "Allow: GET, POST\r\n" : "Allow: POST\r\n";
     return h;
   }
   int64_t length = -1;
-  h.path = std::string(first[1].substr(0, first[1].find('?')));
+  h.method = std::string(first[0]);
+  const size_t question = first[1].find('?');
+  h.path = std::string(first[1].substr(0, question));
+  if (question != absl::string_view::npos) h.query = std::string(first[1].substr(question + 1));
   for (size_t i = 1; i < lines.size(); ++i) {
     const size_t colon = lines[i].find(':');
     const absl::string_view name = lines[i].substr(0, colon);
@@ -238,7 +244,10 @@ Head ParseHead(absl::string_view head, size_t max_body) {
       h.expect_continue = absl::EqualsIgnoreCase(value, "100-continue");
     }
   }
-  if (length < 0) {
+  if (get) {
+    // A GET carries no body (a Content-Length of 0 at most).
+    if (length > 0) h.early = {400, "a GET has no body"};
+  } else if (length < 0) {
     h.early = {411, "Content-Length required"};
   } else if (static_cast<uint64_t>(length) > max_body) {
     h.early = {413, "body too large"};
@@ -283,7 +292,7 @@ void Sweep(std::vector<PendingConnection>& pending) {
 
 // What a complete request holds against kMaxBuffered: its body and its path and header lines.
 size_t RequestBytes(const HttpRequest& r) {
-  size_t n = r.body.capacity() + r.path.capacity();
+  size_t n = r.body.capacity() + r.path.capacity() + r.query.capacity();
   for (const auto& [name, value] : r.headers) n += name.capacity() + value.capacity();
   return n;
 }
@@ -459,7 +468,7 @@ bool FeedbackServer::TakeHead(PendingConnection& p, size_t had) {
     if (data.size() >= p.Needed()) Drop(p, Response({431, "headers too large"}));
     return false;
   }
-  Head head = ParseHead(data.substr(0, end), options_.max_body);
+  Head head = ParseHead(data.substr(0, end), options_.max_body, options_.allow_get);
   if (head.early.status != 0) {
     Drop(p, Response(head.early, head.extra_headers));
     return false;
@@ -477,10 +486,11 @@ void FeedbackServer::Enqueue(PendingConnection& p) {
   const absl::string_view data(p.data.data(), p.data.size());
   // The head was parsed once already (TakeHead); again here, so that only a request handed on
   // holds its path and headers apart from the connection's buffer.
-  Head head = ParseHead(data.substr(0, p.body_at - 4), options_.max_body);
+  Head head = ParseHead(data.substr(0, p.body_at - 4), options_.max_body, options_.allow_get);
   Request r{p.fd,
             {std::move(head.path), std::move(head.headers),
-             std::string(data.substr(p.body_at, p.content_length))}};
+             std::string(data.substr(p.body_at, p.content_length)), std::move(head.method),
+             std::move(head.query)}};
   buffered_ += RequestBytes(r.http);
   buffered_ -= p.data.capacity();
   peak_buffered_ = std::max(peak_buffered_.load(), buffered_.load());

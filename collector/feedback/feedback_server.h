@@ -75,16 +75,19 @@ struct FeedbackServerOptions {
   // A request (headers and body) not received whole within this of its connection being
   // accepted is answered 408 and its connection closed.
   absl::Duration request_timeout = absl::Milliseconds(kDefaultRequestTimeoutMs);
+  // GET is answered too (the console's pages): a GET needs no Content-Length and has no body.
+  // Off for the feedback endpoint, which only takes POSTs.
+  bool allow_get = false;
 };
 
 // Serves the feedback endpoint over HTTP/1.1 on `address` (host:port, [v6]:port; port 0 picks
 // a free one), one request per connection. One thread accepts connections and reads requests
 // from all of them until each has arrived whole; only then does a worker hand it (path, header
-// lines, body) to the handler (POST only). Answered by that thread, each closing the connection
-// without reading further: a malformed request line or header 400 (only HTTP/1.0 and 1.1, lines
-// ended by CRLF with no CR, LF or NUL inside and none folded, a Content-Length of digits), another
-// method 405, no Content-Length 411, a body larger than max_body 413, headers over 16 KiB 431,
-// a request not received whole within request_timeout 408. At most max_connections()
+// lines, body) to the handler (POST only, unless allow_get). Answered by that thread, each closing
+// the connection without reading further: a malformed request line or header 400 (only HTTP/1.0
+// and 1.1, lines ended by CRLF with no CR, LF or NUL inside and none folded, a Content-Length of
+// digits), another method 405, no Content-Length 411, a body larger than max_body 413, headers over
+// 16 KiB 431, a request not received whole within request_timeout 408. At most max_connections()
 // connections wait to arrive whole or for a worker; a new one beyond that closes the one
 // waiting to arrive whole that has received the fewest bytes per second since it was accepted,
 // the oldest of equals (or itself, when all wait for a worker). The connection holding the

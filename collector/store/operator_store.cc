@@ -55,7 +55,8 @@ std::optional<SuppressionRow> SuppressionOf(Transaction& tx, const std::string& 
       "SELECT s.address, s.reason, s.source, EXTRACT(EPOCH FROM s.first_seen)::BIGINT,"
       " EXTRACT(EPOCH FROM s.last_seen)::BIGINT,"
       " coalesce(EXTRACT(EPOCH FROM s.expires_at)::BIGINT, 0)"
-      " FROM mailroom.suppressions s WHERE s.address = lower(btrim($1::text))",
+      " FROM mailroom.suppressions s WHERE s.address = lower(btrim($1::text))"
+      "   AND (s.expires_at IS NULL OR s.expires_at > now())",
       address);
   if (r.empty()) return std::nullopt;
   SuppressionRow s;
@@ -123,6 +124,53 @@ class PgOperatorStore : public OperatorStore {
       tx.commit();
       return GroupPauseRow{group, !r["paused_at"].is_null(), NumberOr<int64_t>(r["paused_at"]),
                            TextOr(r["reason"])};
+    });
+  }
+
+  absl::StatusOr<std::vector<std::string>> Groups() override {
+    return pool_.Run<std::vector<std::string>>("listing groups", [&](Connection& c) {
+      std::vector<std::string> out;
+      for (const auto& row :
+           c.ExecAlone("SELECT g.name FROM mailroom.consumer_groups g ORDER BY g.name")) {
+        out.push_back(row[0].as<std::string>());
+      }
+      return out;
+    });
+  }
+
+  absl::StatusOr<std::vector<HourRow>> Hourly(const std::string& group, int hours) override {
+    return pool_.Run<std::vector<HourRow>>("reading a group's hours", [&](Connection& c) {
+      Transaction tx(c);
+      pqxx::result r = tx.exec_params(
+          "SELECT * FROM mailroom.mailroom_group_hourly($1::text, $2::int)", group, hours);
+      tx.commit();
+      std::vector<HourRow> out;
+      for (const auto& row : r) {
+        out.push_back({row["hour"].as<int64_t>(), row["sent"].as<int64_t>(),
+                       row["delivered"].as<int64_t>(), row["bounced"].as<int64_t>(),
+                       row["complained"].as<int64_t>()});
+      }
+      return out;
+    });
+  }
+
+  absl::StatusOr<std::vector<TroubleRow>> Trouble(const std::string& group, absl::Duration within,
+                                                  int limit) override {
+    return pool_.Run<std::vector<TroubleRow>>("reading a group's failures", [&](Connection& c) {
+      Transaction tx(c);
+      pqxx::result r = tx.exec_params(
+          "SELECT * FROM mailroom.mailroom_group_trouble($1::text,"
+          " now() - make_interval(secs => $2::double precision), $3::int)",
+          group, absl::ToDoubleSeconds(within), limit);
+      tx.commit();
+      std::vector<TroubleRow> out;
+      for (const auto& row : r) {
+        out.push_back({row["event_id"].as<uint64_t>(), row["event"].as<std::string>(),
+                       row["at_ms"].as<int64_t>(), TextOr(row["detail"]),
+                       row["token_id"].as<uint64_t>(), NumberOr<uint64_t>(row["account"]),
+                       row["action"].as<std::string>(), TextOr(row["address"])});
+      }
+      return out;
     });
   }
 

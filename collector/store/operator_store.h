@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "collector/db/pg_tx.h"
 #include "collector/store/store.h"
 
@@ -37,8 +38,9 @@ struct FoundEmail {
 
 // What an address's or an account's lookup found.
 struct FoundEmails {
-  std::vector<FoundEmail> emails;             // newest first
-  std::optional<SuppressionRow> suppression;  // the address's entry (an account: its address's)
+  std::vector<FoundEmail> emails;  // newest first
+  // The address's entry in force (an account: its address's); an expired one is not.
+  std::optional<SuppressionRow> suppression;
 };
 
 // One operator call as the audit records it.
@@ -57,6 +59,22 @@ struct AuditEntryRow {
   std::string outcome;  // "started" until the call ended
 };
 
+// One hour of a group's sending (reputation_hourly, every provider summed).
+struct HourRow {
+  int64_t hour = 0;  // Unix seconds of its start
+  int64_t sent = 0, delivered = 0, bounced = 0, complained = 0;
+};
+
+// A failure, bounce, complaint, suppressed or expired email of a group (the ledger's event).
+struct TroubleRow {
+  uint64_t event_id = 0;
+  std::string event;
+  int64_t at_ms = 0;
+  std::string detail;
+  uint64_t job_id = 0, account_id = 0;
+  std::string action, address;
+};
+
 // A group's pause by an operator, as it now is.
 struct GroupPauseRow {
   std::string group;
@@ -66,7 +84,8 @@ struct GroupPauseRow {
 };
 
 // The operator's reads of mailroom's tables, a group's pause and the audit of operator calls,
-// over the SQL functions mailroom_find_emails, mailroom_email_ledger, mailroom_pause_group,
+// its charts' and lists' reads for the console, over the SQL functions mailroom_find_emails,
+// mailroom_email_ledger, mailroom_group_hourly, mailroom_group_trouble, mailroom_pause_group,
 // mailroom_audit, mailroom_audit_end and mailroom_list_audit. Errors are Statuses
 // (collector/db/pg_status.h): kNotFound for an unknown group, kUnavailable when the database does
 // not answer. Thread-safe.
@@ -82,6 +101,14 @@ class OperatorStore {
   // its jobs.
   virtual absl::StatusOr<GroupPauseRow> SetPaused(const std::string& group, bool paused,
                                                   const std::string& reason) = 0;
+  // Every consumer group's name, in order.
+  virtual absl::StatusOr<std::vector<std::string>> Groups() = 0;
+  // The last `hours` hours of `group`'s sending, oldest first (mailroom_group_hourly).
+  virtual absl::StatusOr<std::vector<HourRow>> Hourly(const std::string& group, int hours) = 0;
+  // `group`'s newest `limit` failures, bounces, complaints, suppressed and expired emails of the
+  // last `within` (mailroom_group_trouble).
+  virtual absl::StatusOr<std::vector<TroubleRow>> Trouble(const std::string& group,
+                                                          absl::Duration within, int limit) = 0;
   // Records the start of a call; returns its entry's id. A call whose start cannot be
   // recorded must not run.
   virtual absl::StatusOr<uint64_t> BeginAudit(const AuditRecord& record) = 0;

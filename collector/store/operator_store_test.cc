@@ -121,8 +121,8 @@ TEST_F(OperatorStoreTest, FindEmailsShowsTheGroupsDeliveryLedgerAndSuppression) 
             absl::StatusCode::kNotFound);
 }
 
-// The newest `limit` emails, newest first; a rate-limited request of the account is one of
-// them.
+// The newest `limit` emails, newest first, each in its state (the older requests superseded
+// by the newest).
 TEST_F(OperatorStoreTest, FindEmailsGivesTheNewestFirstUpToTheLimit) {
   const int64_t ann = Account("ann");
   std::vector<int64_t> tokens;

@@ -4,7 +4,9 @@
 -- mailroom.grant_application) and no right on mailroom's tables.
 --
 -- Returns the newest p_limit (1 to 10,000; NULL: 1,000) events of the emails of account
--- p_account, oldest first: every try that ended (sent, failed, expired, and 'retried': a try
+-- p_account in the delivery group (mailroom_settings.delivery_group, the senders' group, as
+-- account_emails reports it; events older than the ledger name no group and are kept), oldest
+-- first: every try that ended (sent, failed, expired, and 'retried': a try
 -- that failed for now, detail the sender's reason) and every event after it (delivered,
 -- bounced with its type, complained, suppressed), with the try's hand-out count (handout), the
 -- subscription that tried it (subscriber: the first 12 characters of its id, as the logs name
@@ -26,12 +28,14 @@ CREATE OR REPLACE FUNCTION mailroom.email_history(p_account bigint, p_limit inte
                    e.provider, e.provider_message_id, e.cost_micros, e.detail
               FROM mailroom.email_events e
              WHERE e.account = p_account
+               AND (e.group_id IS NULL OR e.group_id = (SELECT mailroom_delivery_group_id()))
             UNION ALL
             SELECT NULL, s.token_id, t.action, s.event, s.at, s.handout, s.subscriber,
                    s.provider, s.provider_message_id, s.cost_micros, s.detail
               FROM mailroom.email_events_staged s
               JOIN mailroom.tokens t ON t.id = s.token_id
              WHERE t.account = p_account
+               AND (s.group_id IS NULL OR s.group_id = (SELECT mailroom_delivery_group_id()))
              ORDER BY event_id DESC NULLS FIRST, at DESC
              LIMIT least(greatest(coalesce(p_limit, 1000), 1), 10000)) h
      ORDER BY h.event_id NULLS LAST, h.at;

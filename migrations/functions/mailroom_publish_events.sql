@@ -1,6 +1,7 @@
 -- Publishes up to p_limit staged events (email_events_staged) into the application's feed
 -- (email_events), numbered from email_events_event_id_seq in the order they were staged, and
--- NOTIFYs mailroom_email_events with the last event id when it published any. Called by the
+-- NOTIFYs mailroom_email_events with the last event id of the feed's when it published any
+-- (a publish of 'retried' events only notifies nobody). Called by the
 -- collector's publisher about once a second, in a transaction of its own (autocommit). Only
 -- one publish runs at a time: it holds the row lock of email_event_publisher until its
 -- transaction ends (a publish that finds it taken publishes nothing and returns 0), and it is
@@ -21,6 +22,7 @@ DECLARE
     v_seen BIGINT;
     v_n    BIGINT;
     v_last BIGINT;
+    v_feed BIGINT;  -- the last event id of the feed's (not 'retried') published
 BEGIN
     PERFORM 1 FROM email_event_publisher FOR UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
@@ -41,12 +43,15 @@ BEGIN
           FROM (SELECT s.*, t.account, t.action
                   FROM s JOIN tokens t ON t.id = s.token_id
                  ORDER BY s.at, s.token_id) e
-        RETURNING event_id
+        RETURNING event_id, event
     )
-    SELECT (SELECT count(*) FROM s), count(*), max(ins.event_id) INTO v_seen, v_n, v_last
+    SELECT (SELECT count(*) FROM s), count(*), max(ins.event_id),
+           max(ins.event_id) FILTER (WHERE ins.event <> 'retried')
+      INTO v_seen, v_n, v_last, v_feed
       FROM ins;
-    IF v_n > 0 THEN
-        PERFORM pg_notify('mailroom_email_events', v_last::TEXT);
+    -- Only the feed's events wake the application: the ledger's 'retried' are not its.
+    IF v_feed IS NOT NULL THEN
+        PERFORM pg_notify('mailroom_email_events', v_feed::TEXT);
     END IF;
     RETURN QUERY SELECT v_n, v_last, v_seen = p_limit;
 END;

@@ -1,10 +1,11 @@
 -- Counts the outcomes that updated deliveries rows reach, as trg_deliveries_count_insert, and
 -- stages the event of each row that goes from leased or retry to sent, failed, expired or
 -- suppressed, and of each leased row whose failures grew (a RETRY outcome: 'retried'), with the
--- ledger's columns (the group, the hand-out count, the subscription that held the lease, the provider,
--- message id and cost of a sent row). Fired once per UPDATE statement on deliveries (transition
--- tables allow one event per trigger). The collector deletes deliveries only by pruning, which
--- must not change counts.
+-- ledger's columns: the group, the hand-out count, the subscription that acknowledged it
+-- (mailroom_ack's setting mailroom.subscriber; NULL for what no subscriber reported, such as an
+-- expiry), the provider, message id and cost of a sent row. Fired once per UPDATE statement on
+-- deliveries (transition tables allow one event per trigger). The collector deletes deliveries
+-- only by pruning, which must not change counts.
 CREATE OR REPLACE FUNCTION mailroom.trg_deliveries_count_update() RETURNS trigger
     LANGUAGE plpgsql
     SECURITY DEFINER
@@ -23,7 +24,7 @@ BEGIN
                                      provider, provider_message_id, cost_micros)
     SELECT r.token_id, CASE WHEN r.state = 'retry' THEN 'retried' ELSE r.state::TEXT END,
            CASE WHEN r.state = 'sent' THEN r.provider ELSE r.reason END, r.group_id, r.attempts,
-           left(o.owner, 12), CASE WHEN r.state = 'sent' THEN r.provider END,
+           NULLIF(current_setting('mailroom.subscriber', true), ''), CASE WHEN r.state = 'sent' THEN r.provider END,
            CASE WHEN r.state = 'sent' THEN r.provider_message_id END, r.cost_micros
       FROM new_rows r JOIN old_rows o ON o.group_id = r.group_id AND o.token_id = r.token_id
      WHERE (r.state IN ('sent', 'failed', 'expired', 'suppressed')

@@ -1,5 +1,7 @@
 #include "sender/render/message.h"
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
@@ -186,9 +188,12 @@ std::string NewMessageId(absl::string_view domain) {
                       "@", domain);
 }
 
-std::string DerivedMessageId(absl::string_view key, absl::string_view domain) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), digest);
+std::string DerivedMessageId(absl::string_view secret, absl::string_view identity,
+                             absl::string_view domain) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(identity.data()), identity.size(), digest, &size);
   return absl::StrCat(
       absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(digest), 16)), "@", domain);
 }

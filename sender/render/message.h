@@ -44,9 +44,13 @@ absl::StatusOr<std::string> BuildMime(const Message& message);
 // A new Message-ID: 128 random bits (OpenSSL) in hex, "@" domain.
 std::string NewMessageId(absl::string_view domain);
 
-// The Message-ID of the email made from `key` (a job's identity: whatever names the job
-// uniquely, never a secret): the first 128 bits of SHA-256 over `key` in hex, "@" domain. The
-// same key gives the same id, so every try of one job sends the same message.
-std::string DerivedMessageId(absl::string_view key, absl::string_view domain);
+// The Message-ID of the email made from `identity` (what names the job uniquely) under
+// `secret` (the job's own secret, which only its senders hold): the first 128 bits of
+// HMAC-SHA256(secret, identity) in hex, "@" domain. The same job gives the same id, so every
+// try of one job is the same message; without the secret nobody can tell a job's id in advance
+// (and send a message under it first, for a mailbox that keeps one message per id to drop
+// ours).
+std::string DerivedMessageId(absl::string_view secret, absl::string_view identity,
+                             absl::string_view domain);
 
 }  // namespace mailroom

@@ -479,6 +479,16 @@ TemplateVars Renderer::VarsFor(const v1::Job& job) const {
   return vars;
 }
 
+std::string Renderer::MessageIdFor(const v1::Job& job, const std::string& action) const {
+  // A job with a secret (its signed token) and a request time keeps one Message-ID; a notice
+  // (no secret) or a sample gets a new one each time.
+  if (job.created_at() <= 0 || job.token().empty()) return NewMessageId(id_domain_);
+  return DerivedMessageId(job.token(),
+                          absl::StrCat("mailroom/", job.job_id(), "/", job.created_at(), "/",
+                                       action, "/", job.email()),
+                          id_domain_);
+}
+
 absl::Time Renderer::ComposedAt(const v1::Job& job) const {
   return job.created_at() > 0 ? absl::FromUnixSeconds(job.created_at()) : clock_->Now();
 }
@@ -504,12 +514,8 @@ absl::StatusOr<OutgoingEmail> Renderer::Render(const v1::Job& job) const {
             rendered->subject,
             rendered->text,
             rendered->html,
-            job.created_at() > 0
-                ? DerivedMessageId(absl::StrCat("mailroom/", job.job_id(), "/", job.created_at(),
-                                                "/", action, "/", job.email()),
-                                   id_domain_)
-                : NewMessageId(id_domain_),
-            ComposedAt(job)};
+            MessageIdFor(job, action),
+            clock_->Now()};
   auto mime = BuildMime(m);
   if (!mime.ok()) return mime.status();
   OutgoingEmail email{from_address_, job.email(), *std::move(mime), m.message_id};

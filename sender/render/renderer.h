@@ -141,10 +141,12 @@ class Renderer {
   // InvalidArgument for an address or login that cannot be sent to and for a job whose action
   // is unnamed or misnamed; NotFound for an action without templates (after a reload, when
   // the directory changed), naming the files to add. The job fails unpaid in each case.
-  // Every try of one job gives the same bytes, whichever sender renders it and when: the email
-  // is composed at the job's created_at (its Date, and `expires_in_minutes` counted from it:
-  // the token's lifetime), and its Message-ID derives from the job (DerivedMessageId). A job
-  // without a created_at (a sample) is composed now, under a new random Message-ID.
+  // Every try of one job is the same message, whichever sender renders it and when: its text
+  // is composed at the job's created_at (`expires_in_minutes` counted from it: the token's
+  // lifetime), and a job with a token keeps one Message-ID, derived from the job under its
+  // token (DerivedMessageId); only the Date header is the time of the try. A notice (no token)
+  // gets a new random Message-ID each try; a job without a created_at (a sample) is composed
+  // now.
   absl::StatusOr<OutgoingEmail> Render(const v1::Job& job) const;
 
   // The email a job for `action` and `locale` would get, with sample data (login "jane.doe",
@@ -179,6 +181,7 @@ class Renderer {
   Renderer(Templates templates, RendererOptions options, Clock* clock, std::string from_address);
   TemplateVars VarsFor(const v1::Job& job) const;
   absl::Time ComposedAt(const v1::Job& job) const;
+  std::string MessageIdFor(const v1::Job& job, const std::string& action) const;
   // The templates for `action`, read again from a changed directory when it has none.
   absl::StatusOr<std::shared_ptr<const Templates>> For(const std::string& action) const;
   absl::Status ReloadLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(live_->reload_mu);

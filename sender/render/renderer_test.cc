@@ -409,7 +409,7 @@ TEST_F(RendererTest, JobsBecomeMimeInTheirLocale) {
   EXPECT_THAT(body, HasSubstr("https://acme.example/recover?token=tok"));
 }
 
-TEST_F(RendererTest, EveryTryOfAJobSendsTheSameBytes) {
+TEST_F(RendererTest, EveryTryOfAJobIsTheSameMessage) {
   v1::Job j = Job("");
   j.set_created_at(absl::ToUnixSeconds(clock_.Now()));  // requested at 09:30, expires 10:15
   Renderer first_sender = Make();
@@ -422,27 +422,40 @@ TEST_F(RendererTest, EveryTryOfAJobSendsTheSameBytes) {
   Renderer second_sender = Make();
   auto retry = second_sender.Render(j);
   ASSERT_TRUE(retry.ok()) << retry.status();
-  EXPECT_EQ(retry->mime, first->mime);
   EXPECT_EQ(retry->message_id, first->message_id);
+  EXPECT_EQ(retry->content.subject, first->content.subject);
   EXPECT_EQ(retry->content.text, first->content.text);
+  EXPECT_EQ(retry->content.html, first->content.html);
   EXPECT_EQ(retry->content.attempt, 2);
-  // Composed at the request: the token's lifetime, and the request's time as the Date.
+  // The text is composed at the request (the token's lifetime); the Date is the try's.
   EXPECT_THAT(retry->content.text, HasSubstr("expire in 45 minutes"));
-  EXPECT_THAT(retry->mime, HasSubstr("Date: Mon, 23 Nov 2026 09:30:00 +0000"));
+  EXPECT_THAT(first->mime, HasSubstr("Date: Mon, 23 Nov 2026 09:30:00 +0000"));
+  EXPECT_THAT(retry->mime, HasSubstr("Date: Mon, 23 Nov 2026 09:33:00 +0000"));
+  auto without_date = [](std::string mime) {
+    const size_t at = mime.find("Date: ");
+    return mime.erase(at, mime.find("\r\n", at) - at);
+  };
+  EXPECT_EQ(without_date(retry->mime), without_date(first->mime));
   EXPECT_TRUE(absl::EndsWith(retry->message_id, "@acme.example"));
   EXPECT_EQ(retry->message_id.size(), 32 + std::string("@acme.example").size());
-  // Another job (another id, or the same id in another request) is another message.
+  // Another job (another id, or the same id in another request) is another message; the id
+  // is keyed by the job's secret, so it cannot be told from the job's public facts alone.
   v1::Job other = j;
   other.set_job_id(8);
   EXPECT_NE(second_sender.Render(other)->message_id, first->message_id);
   other = j;
   other.set_created_at(j.created_at() + 1);
   EXPECT_NE(second_sender.Render(other)->message_id, first->message_id);
-  // A sample job has no request time: composed now, under a new id each time.
+  other = j;
+  other.set_token("another secret");
+  EXPECT_NE(second_sender.Render(other)->message_id, first->message_id);
+  // A notice (no token) and a sample (no request time) get a new id each time.
+  other = j;
+  other.set_token("");
+  EXPECT_NE(second_sender.Render(other)->message_id, second_sender.Render(other)->message_id);
   j.set_created_at(0);
   auto sample = second_sender.Render(j);
   ASSERT_TRUE(sample.ok());
-  EXPECT_THAT(sample->mime, HasSubstr("Date: Mon, 23 Nov 2026 09:33:00 +0000"));
   EXPECT_THAT(sample->content.text, HasSubstr("expire in 42 minutes"));
   EXPECT_NE(second_sender.Render(j)->message_id, sample->message_id);
 }

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <string>
 
+#include "common/clock.h"
 #include "sender/transport/transport.h"
 
 namespace mailroom {
@@ -13,8 +14,9 @@ namespace mailroom {
 // is the same message under the same id).
 class FileTransport : public Transport {
  public:
-  FileTransport(std::string dir, int concurrency)
-      : dir_(std::move(dir)), concurrency_(concurrency) {}
+  // `clock` names the files (not owned; outlives the transport).
+  FileTransport(std::string dir, int concurrency, Clock* clock = RealClock::Get())
+      : dir_(std::move(dir)), concurrency_(concurrency), clock_(clock) {}
   absl::StatusOr<SendResult> Send(const OutgoingEmail& email) override;
   int Concurrency() const override { return concurrency_; }
   std::string Name() const override { return "file"; }
@@ -22,6 +24,7 @@ class FileTransport : public Transport {
  private:
   const std::string dir_;
   const int concurrency_;
+  Clock* const clock_;
   std::atomic<uint64_t> counter_{0};
 };
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sender/transport/testing/transport_peers.h"
@@ -30,9 +31,11 @@ TEST_F(TransportTest, FileTransportWritesWholeMessages) {
 }
 
 TEST_F(TransportTest, FileTransportKeepsEveryCopyOfOneMessage) {
-  FileTransport t(dir_ + "/out", 1);
+  // The clock stands still: every copy is named for the same millisecond.
+  FakeClock clock(absl::FromUnixSeconds(1795425300));
+  FileTransport t(dir_ + "/out", 1, &clock);
   fs::create_directories(dir_ + "/out");
-  // The same message (a job tried again) many times, so that some land in one millisecond.
+  // The same message (a job tried again) many times.
   std::set<std::string> paths;
   for (int i = 0; i < 50; ++i) {
     auto r = t.Send(Email("a@example.test", 1));

@@ -1,0 +1,64 @@
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "collector/api/audit.h"
+#include "collector/api/auth.h"
+#include "collector/console/pages.h"
+#include "collector/console/sessions.h"
+#include "collector/feedback/http_request.h"
+#include "collector/store/budget_store.h"
+#include "collector/store/operator_store.h"
+#include "collector/store/store.h"
+#include "common/clock.h"
+
+namespace mailroom {
+
+// The operator's console, served by the collector on MAILROOM_CONSOLE_ADDRESS through the
+// feedback endpoint's HTTP server (GET allowed). Pages (collector/console/pages.h):
+//   GET  /                      the sign-in form, or the group's page (?group=)
+//   POST /login                 token=: an operator credential of MAILROOM_SUBSCRIBER_TOKENS
+//   GET  /emails                ?group=&address=: the address's emails and their ledger
+//   POST /suppressions/remove   csrf=, address=, reason=, back=: an operator of `*`
+//   POST /logout                csrf=
+// A session is a cookie (HttpOnly, SameSite=Strict, Secure when the proxy says the request
+// came over https) naming a ConsoleSessions entry; every form carries the session's CSRF
+// token, and a POST whose Origin is not this host is refused (403). An operator sees only its
+// groups (PERMISSION_DENIED as in gRPC), and only an operator of `*` the suppression list.
+// Reading an address and removing a suppression are audited as their gRPC calls are (method
+// "FindEmails (console)", "RemoveSuppression (console)"). Pages carry a
+// Content-Security-Policy that allows no script and no external asset. Thread-safe.
+class ConsoleHandler : public HttpHandler {
+ public:
+  // None of the pointers is owned; `budgets` may be null (no budget chart).
+  ConsoleHandler(const Authenticator* auth, OperatorStore* operators, Store* store,
+                 BudgetStore* budgets, ConsoleSessions* sessions, Clock* clock);
+  HttpReply Handle(const HttpRequest& request) override;
+
+ private:
+  HttpReply SignIn(const HttpRequest& request);
+  HttpReply SignOut(const HttpRequest& request, const ConsoleSession& session,
+                    const std::string& id);
+  HttpReply Group(const HttpRequest& request, const ConsoleSession& session);
+  HttpReply Emails(const HttpRequest& request, const ConsoleSession& session);
+  HttpReply RemoveSuppression(const HttpRequest& request, const ConsoleSession& session);
+  // The frame of a signed-in page: who, the groups to switch to, the group asked for (its
+  // `group` field; the first one else); false with `error` when the group is not the
+  // session's to see.
+  bool FrameFor(const ConsoleSession& session, std::map<std::string, std::string>& query,
+                PageFrame* frame, std::string* error);
+  // The groups `principal` may see, and the one asked for (or its first); "" when none.
+  std::string GroupFor(const Principal& principal, const std::string& asked,
+                       std::vector<std::string>* groups, std::string* error);
+
+  const Authenticator* const auth_;
+  OperatorStore* const operators_;
+  Store* const store_;
+  BudgetStore* const budgets_;
+  ConsoleSessions* const sessions_;
+  Clock* const clock_;
+};
+
+}  // namespace mailroom
