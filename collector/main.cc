@@ -284,6 +284,7 @@ class Collector {
     if (!c_.console_address.empty()) {
       FeedbackServerOptions o = c_.feedback.server;
       o.allow_get = true;
+      o.workers = 4;  // a few operators; the operator store has 4 connections
       absl::Status st = console_server_.Start(c_.console_address, &console_, o);
       if (!st.ok()) {
         LogError("cannot serve the console",

@@ -202,8 +202,13 @@ TEST_F(ConsoleTest, AnOperatorFindsTheBounceRemovesTheSuppressionAndReadsTheChar
                                 " 'FindEmails (console)' AND target = '",
                                 kBounce, "' AND consumer_group = 'mailroom'")),
             2);
-  // A group's operator was refused before anything was read.
-  EXPECT_EQ(Scalar("SELECT count(*) FROM mailroom.operator_audit WHERE consumer_group = 'audit'"),
+  // A group's operator (token 3) read its own group's failures, and nothing of another group:
+  // the refusal came before any read.
+  EXPECT_EQ(Scalar("SELECT count(*) FROM mailroom.operator_audit WHERE credential = 'token 3'"
+                   " AND method = 'ListFailures (console)' AND consumer_group = 'audit'"),
+            1);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM mailroom.operator_audit WHERE credential = 'token 3'"
+                   " AND (consumer_group <> 'audit' OR method <> 'ListFailures (console)')"),
             0);
   EXPECT_THAT(collector->Log(), ::testing::Not(::testing::HasSubstr(kOperator)));
 }

@@ -126,6 +126,7 @@ absl::StatusOr<std::vector<Credential>> ParseCredentials(const std::vector<std::
     if (at == absl::string_view::npos) {
       c.token = std::string(entry);
       c.principal = Principal::Everything();
+      c.principal.legacy = true;
       c.legacy = true;
     } else {
       c.token = std::string(entry.substr(0, at));

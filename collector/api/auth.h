@@ -40,6 +40,9 @@ struct Principal {
   // token's SHA-256 digest, else `credential`. The same on every collector with the same
   // credentials, whatever their order. Derived from a secret: never logged or shown.
   std::string binding{};
+  // An unscoped token of MAILROOM_SUBSCRIBER_TOKENS (deprecated; every role, every group): the
+  // console's sign-in refuses it, asking for a token scoped `:operator`.
+  bool legacy = false;
 
   // Full access: legacy unscoped tokens, mutual TLS and the anonymous development mode.
   static Principal Everything() { return {kAllRoles, true, {}, "anonymous", "anonymous"}; }

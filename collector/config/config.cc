@@ -422,6 +422,19 @@ absl::StatusOr<CollectorConfig> LoadCollectorConfig(const Env& env) {
   if (c.console_address != "off") {
     MAILROOM_ASSIGN_OR_RETURN(c.console_address,
                               env.HostPort(CollectorSetting("MAILROOM_CONSOLE_ADDRESS")));
+    if (c.credentials.empty()) {
+      return absl::InvalidArgumentError(
+          "MAILROOM_CONSOLE_ADDRESS: the console's sign-in takes an operator token of "
+          "MAILROOM_SUBSCRIBER_TOKENS, and none is set");
+    }
+    // Operator tokens are posted to it: plain HTTP only on loopback (a TLS proxy beside it).
+    if (!c.allow_plaintext && !IsLoopbackAddress(c.console_address)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MAILROOM_CONSOLE_ADDRESS: \"", absl::CEscape(c.console_address),
+          "\" is reachable from the network and the console is plain HTTP (operator tokens in "
+          "clear); listen on a loopback address behind its TLS proxy (deploy/nginx/console.conf), "
+          "or set MAILROOM_ALLOW_PLAINTEXT=true"));
+    }
   } else {
     c.console_address.clear();
   }

@@ -432,6 +432,32 @@ std::string ReadableFile(const std::string& name) {
   return path;
 }
 
+// The console: off by default; on loopback only (unless plaintext is allowed), and only with
+// tokens to sign in with.
+TEST_F(LoadConfigTest, TheConsoleListensOnLoopbackWithTokensOnly) {
+  auto off = Load({});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->console_address, "");
+  auto on = Load({{"MAILROOM_CONSOLE_ADDRESS", "127.0.0.1:9480"}});
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(on->console_address, "127.0.0.1:9480");
+  auto network = Load({{"MAILROOM_CONSOLE_ADDRESS", "0.0.0.0:9480"}});
+  ASSERT_FALSE(network.ok());
+  EXPECT_THAT(network.status().message(), HasSubstr("MAILROOM_CONSOLE_ADDRESS: \"0.0.0.0:9480\""));
+  EXPECT_TRUE(
+      Load({{"MAILROOM_CONSOLE_ADDRESS", "0.0.0.0:9480"}, {"MAILROOM_ALLOW_PLAINTEXT", "true"}})
+          .ok());
+  auto bad = Load({{"MAILROOM_CONSOLE_ADDRESS", "nowhere"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("MAILROOM_CONSOLE_ADDRESS"));
+  auto anonymous = Load({{"MAILROOM_CONSOLE_ADDRESS", "127.0.0.1:9480"},
+                         {"MAILROOM_SUBSCRIBER_TOKENS", ""},
+                         {"MAILROOM_INSECURE_NO_AUTH", "true"}});
+  ASSERT_FALSE(anonymous.ok());
+  EXPECT_THAT(anonymous.status().message(),
+              HasSubstr("MAILROOM_CONSOLE_ADDRESS: the console's sign-in takes an operator token"));
+}
+
 TEST_F(LoadConfigTest, PlaintextOnANetworkAddressIsRefusedUnlessAllowed) {
   for (const char* address : {"0.0.0.0:50051", "[::]:50051", "10.1.2.3:50051", "collector:50051"}) {
     auto c = Load({{"MAILROOM_LISTEN_ADDRESS", address}});

@@ -2,9 +2,11 @@
 
 #include <map>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -34,42 +36,51 @@ HttpReply SeeOther(const std::string& location, const std::string& cookie = "") 
   return r;
 }
 
-// The session cookie's id, if the request carries one.
+bool Https(const HttpRequest& request) {
+  const std::string* proto = request.Header("X-Forwarded-Proto");
+  return proto != nullptr && absl::EqualsIgnoreCase(*proto, "https");
+}
+
+// The session cookie's id, if the request carries one: over https only the `__Host-` cookie
+// (which only this host, over https, on path / can set), over plain HTTP the plain one.
 std::string CookieOf(const HttpRequest& request) {
   const std::string* header = request.Header("Cookie");
   if (header == nullptr) return "";
+  const std::string name = absl::StrCat(Https(request) ? "__Host-" : "", kCookie, "=");
   for (absl::string_view part : absl::StrSplit(*header, ';')) {
     part = absl::StripAsciiWhitespace(part);
-    if (absl::ConsumePrefix(&part, kCookie) && absl::ConsumePrefix(&part, "=")) {
-      return std::string(part);
-    }
+    if (absl::ConsumePrefix(&part, name)) return std::string(part);
   }
   return "";
 }
 
 std::string SetCookie(const HttpRequest& request, const std::string& value, int64_t max_age) {
-  const std::string* proto = request.Header("X-Forwarded-Proto");
-  const bool https = proto != nullptr && absl::EqualsIgnoreCase(*proto, "https");
-  return absl::StrCat("Set-Cookie: ", kCookie, "=", value, "; Path=/; Max-Age=", max_age,
-                      "; HttpOnly; SameSite=Strict", https ? "; Secure" : "", "\r\n");
+  const bool https = Https(request);
+  return absl::StrCat("Set-Cookie: ", https ? "__Host-" : "", kCookie, "=", value,
+                      "; Path=/; Max-Age=", max_age, "; HttpOnly; SameSite=Strict",
+                      https ? "; Secure" : "", "\r\n");
 }
 
-// A POST's Origin, when the browser sent one, must be this host (as the Host header names it).
+// A POST must carry exactly one Origin, this host's (as the Host header names it) over the
+// scheme the request came by. Browsers send one with every form they post.
 bool SameOrigin(const HttpRequest& request) {
   const std::string* origin = request.Header("Origin");
-  if (origin == nullptr) return true;
   const std::string* host = request.Header("Host");
-  if (host == nullptr) return false;
-  absl::string_view o = *origin;
-  if (!absl::ConsumePrefix(&o, "http://") && !absl::ConsumePrefix(&o, "https://")) return false;
-  return o == *host;
+  if (origin == nullptr || host == nullptr) return false;
+  return *origin == absl::StrCat(Https(request) ? "https://" : "http://", *host);
 }
 
-// A back link of the console's own (a path of ours), else "/".
+// A page of the console's own to come back to, "/" or "/emails" with a query of plain
+// characters, else "/".
 std::string LocalPath(const std::string& back) {
-  if (back.empty() || back[0] != '/' || (back.size() > 1 && (back[1] == '/' || back[1] == '\\')) ||
-      back.find_first_of("\r\n") != std::string::npos) {
+  absl::string_view rest = back;
+  if (!absl::ConsumePrefix(&rest, "/emails?") && !absl::ConsumePrefix(&rest, "/?")) {
     return "/";
+  }
+  for (unsigned char c : rest) {
+    if (!absl::ascii_isalnum(c) && std::string_view("%=&._~+-").find(c) == std::string::npos) {
+      return "/";
+    }
   }
   return back;
 }
@@ -113,14 +124,19 @@ HttpReply ConsoleHandler::SignIn(const HttpRequest& request) {
   auto form = ParseForm(request.body);
   Principal principal;
   grpc::Status st = auth_->AuthenticateToken(form["token"], &principal);
-  if (st.ok() && !principal.HasRole(kRoleOperator)) {
-    st = grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "not an operator credential");
+  if (st.ok() && (!principal.HasRole(kRoleOperator) || principal.legacy)) {
+    st = grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      "not a credential scoped :operator (unscoped tokens do not sign in)");
   }
   if (!st.ok()) {
     LogWarn("console sign-in refused", {{"reason", st.error_message()}});
     return Html(403, SignInPage("That token is not an operator's."));
   }
   const std::string id = sessions_->Begin(principal);
+  if (id.empty()) {
+    LogWarn("console sign-in refused: no session free", {{"credential", principal.credential}});
+    return Html(503, SignInPage("The console has no session free; retry later."));
+  }
   LogInfo("console sign-in", {{"credential", principal.credential}});
   return SeeOther("/", SetCookie(request, id, absl::ToInt64Seconds(sessions_->ttl())));
 }
@@ -133,10 +149,13 @@ HttpReply ConsoleHandler::SignOut(const HttpRequest& request, const ConsoleSessi
 }
 
 std::string ConsoleHandler::GroupFor(const Principal& principal, const std::string& asked,
-                                     std::vector<std::string>* groups, std::string* error) {
+                                     std::vector<std::string>* groups, std::string* error,
+                                     int* status) {
+  *status = 403;
   auto all = operators_->Groups();
   if (!all.ok()) {
-    *error = std::string(all.status().message());
+    *status = 503;
+    *error = "The database does not answer; retry.";
     return "";
   }
   for (const std::string& g : *all) {
@@ -156,14 +175,14 @@ std::string ConsoleHandler::GroupFor(const Principal& principal, const std::stri
 
 bool ConsoleHandler::FrameFor(const ConsoleSession& session,
                               std::map<std::string, std::string>& query, PageFrame* frame,
-                              std::string* error) {
+                              std::string* error, int* status) {
   *frame = PageFrame{session.principal.credential,
                      "",
                      {},
                      session.csrf,
                      session.principal.all_groups,
                      query["notice"]};
-  frame->group = GroupFor(session.principal, query["group"], &frame->groups, error);
+  frame->group = GroupFor(session.principal, query["group"], &frame->groups, error, status);
   return !frame->group.empty();
 }
 
@@ -171,25 +190,47 @@ HttpReply ConsoleHandler::Group(const HttpRequest& request, const ConsoleSession
   auto query = ParseForm(request.query);
   PageFrame frame;
   std::string error;
-  if (!FrameFor(session, query, &frame, &error)) return Html(403, ErrorPage(403, error));
+  int status = 0;
+  if (!FrameFor(session, query, &frame, &error, &status)) {
+    return Html(status, ErrorPage(status, error));
+  }
   Dashboard d;
   d.now = clock_->Now();
   auto hours = operators_->Hourly(frame.group, 24);
+  if (!hours.ok()) return Html(503, ErrorPage(503, "The database does not answer; retry."));
+  d.hours = *std::move(hours);
+  // The failures name addresses: read as ListFailures is, audited.
+  AuditedCall failures(operators_, session.principal, "ListFailures (console)", frame.group,
+                       "the last 24 hours");
+  if (!failures.Begin().ok()) {
+    return Html(503, ErrorPage(503, "The audit cannot be written; retry."));
+  }
   auto trouble = operators_->Trouble(frame.group, absl::Hours(24), 100);
-  if (!hours.ok() || !trouble.ok()) {
+  if (!trouble.ok()) {
+    failures.End(ToGrpc(trouble.status()));
     return Html(503, ErrorPage(503, "The database does not answer; retry."));
   }
-  d.hours = *std::move(hours);
+  failures.End(grpc::Status::OK, absl::StrCat(trouble->size(), " entries"));
   d.trouble = *std::move(trouble);
   if (budgets_ != nullptr) {
     auto b = budgets_->Get(frame.group);
     if (b.ok()) d.budget = *std::move(b);
   }
   if (frame.every_group) {
+    AuditedCall list(operators_, session.principal, "ListSuppressions (console)", "",
+                     "the first 100");
+    if (!list.Begin().ok()) {
+      return Html(503, ErrorPage(503, "The audit cannot be written; retry."));
+    }
     SuppressionQuery q;
     q.limit = 100;
     auto s = store_->ListSuppressions(q);
-    if (s.ok()) d.suppressions = *std::move(s);
+    if (!s.ok()) {
+      list.End(ToGrpc(s.status()));
+      return Html(503, ErrorPage(503, "The database does not answer; retry."));
+    }
+    list.End(grpc::Status::OK, absl::StrCat(s->size(), " entries"));
+    d.suppressions = *std::move(s);
   }
   return Html(200, DashboardPage(frame, d));
 }
@@ -198,7 +239,10 @@ HttpReply ConsoleHandler::Emails(const HttpRequest& request, const ConsoleSessio
   auto query = ParseForm(request.query);
   PageFrame frame;
   std::string error;
-  if (!FrameFor(session, query, &frame, &error)) return Html(403, ErrorPage(403, error));
+  int status = 0;
+  if (!FrameFor(session, query, &frame, &error, &status)) {
+    return Html(status, ErrorPage(status, error));
+  }
   auto address = NormalizeAddress(query["address"]);
   if (!address.ok()) return Html(400, ErrorPage(400, std::string(address.status().message())));
   AuditedCall audit(operators_, session.principal, "FindEmails (console)", frame.group, *address);
@@ -237,9 +281,8 @@ HttpReply ConsoleHandler::RemoveSuppression(const HttpRequest& request,
   audit.End(grpc::Status::OK, absl::StrCat("removed ", removed->reason));
   LogInfo("suppression removed",
           {{"domain", address->substr(address->rfind('@') + 1)}, {"reason", removed->reason}});
-  return SeeOther(
-      absl::StrCat(back, back.find('?') == std::string::npos ? "?" : "&", "notice=",
-                   QueryEscape(absl::StrCat("Removed the suppression of ", *address, "."))));
+  return SeeOther(absl::StrCat(back, back.find('?') == std::string::npos ? "?" : "&",
+                               "notice=", QueryEscape("Removed the suppression.")));
 }
 
 }  // namespace mailroom

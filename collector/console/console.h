@@ -23,12 +23,14 @@ namespace mailroom {
 //   GET  /emails                ?group=&address=: the address's emails and their ledger
 //   POST /suppressions/remove   csrf=, address=, reason=, back=: an operator of `*`
 //   POST /logout                csrf=
-// A session is a cookie (HttpOnly, SameSite=Strict, Secure when the proxy says the request
-// came over https) naming a ConsoleSessions entry; every form carries the session's CSRF
-// token, and a POST whose Origin is not this host is refused (403). An operator sees only its
-// groups (PERMISSION_DENIED as in gRPC), and only an operator of `*` the suppression list.
-// Reading an address and removing a suppression are audited as their gRPC calls are (method
-// "FindEmails (console)", "RemoveSuppression (console)"). Pages carry a
+// A session is a cookie (HttpOnly, SameSite=Strict; `__Host-` and Secure when the proxy says
+// the request came over https) naming a ConsoleSessions entry; every form carries the
+// session's CSRF token, and a POST without exactly one Origin of this host and scheme is
+// refused (403). Unscoped (legacy) tokens do not sign in. An operator sees only its groups
+// (403 as gRPC's PERMISSION_DENIED), and only an operator of `*` the suppression list. Every
+// read that names addresses and every change is audited as its gRPC call is ("FindEmails
+// (console)", "ListFailures (console)", "ListSuppressions (console)", "RemoveSuppression
+// (console)"), and not done when the audit cannot be written. Pages carry a
 // Content-Security-Policy that allows no script and no external asset. Thread-safe.
 class ConsoleHandler : public HttpHandler {
  public:
@@ -48,10 +50,11 @@ class ConsoleHandler : public HttpHandler {
   // `group` field; the first one else); false with `error` when the group is not the
   // session's to see.
   bool FrameFor(const ConsoleSession& session, std::map<std::string, std::string>& query,
-                PageFrame* frame, std::string* error);
+                PageFrame* frame, std::string* error, int* status);
   // The groups `principal` may see, and the one asked for (or its first); "" when none.
+  // `status`: 403 (not the principal's), 503 (the database does not answer).
   std::string GroupFor(const Principal& principal, const std::string& asked,
-                       std::vector<std::string>* groups, std::string* error);
+                       std::vector<std::string>* groups, std::string* error, int* status);
 
   const Authenticator* const auth_;
   OperatorStore* const operators_;

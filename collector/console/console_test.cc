@@ -35,7 +35,7 @@ TEST(FormTest, DecodesFieldsAndEscapesText) {
             "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
 }
 
-TEST(ConsoleSessionsTest, ASessionLastsItsTtlAndTheOldestGivesWayAtCapacity) {
+TEST(ConsoleSessionsTest, ASessionLastsItsTtlAndAFullTableRefusesNewOnes) {
   FakeClock clock(absl::FromUnixSeconds(1795425300));
   ConsoleSessions sessions(absl::Hours(8), 2, &clock);
   Principal p;
@@ -49,15 +49,40 @@ TEST(ConsoleSessionsTest, ASessionLastsItsTtlAndTheOldestGivesWayAtCapacity) {
   EXPECT_FALSE(sessions.Find(std::string(64, 'f')).has_value());  // an id never issued
   clock.Advance(absl::Hours(1));
   const std::string b = sessions.Begin(p);
-  const std::string c = sessions.Begin(p);  // a third: the first (expiring first) ends
+  EXPECT_EQ(sessions.Begin(p), "");  // full: refused, nobody signed out
+  EXPECT_TRUE(sessions.Find(a).has_value());
+  EXPECT_TRUE(sessions.Find(b).has_value());
+  clock.Advance(absl::Hours(7));  // a's 8 hours are over, b's not
   EXPECT_FALSE(sessions.Find(a).has_value());
   EXPECT_TRUE(sessions.Find(b).has_value());
-  EXPECT_TRUE(sessions.Find(c).has_value());
-  clock.Advance(absl::Hours(8));
-  EXPECT_FALSE(sessions.Find(b).has_value());
-  EXPECT_EQ(sessions.size(), 1u);
+  const std::string c = sessions.Begin(p);  // a's place is free again
+  EXPECT_FALSE(c.empty());
+  sessions.End(b);
   sessions.End(c);
   EXPECT_EQ(sessions.size(), 0u);
+}
+
+TEST(ConsoleSessionsTest, ACredentialMakesRoomOnlyAmongItsOwnSessions) {
+  FakeClock clock(absl::FromUnixSeconds(1795425300));
+  ConsoleSessions sessions(absl::Hours(8), ConsoleSessions::kPerCredential + 1, &clock);
+  Principal victim, flooder;
+  victim.credential = "token 1";
+  flooder.credential = "token 2";
+  const std::string kept = sessions.Begin(victim);
+  std::string last;
+  for (size_t i = 0; i < 3 * ConsoleSessions::kPerCredential; ++i) {
+    clock.Advance(absl::Seconds(1));
+    last = sessions.Begin(flooder);
+    ASSERT_FALSE(last.empty());
+  }
+  EXPECT_TRUE(sessions.Find(kept).has_value());  // never signed out by another credential
+  EXPECT_TRUE(sessions.Find(last).has_value());
+  EXPECT_EQ(sessions.size(), ConsoleSessions::kPerCredential + 1);
+  // Full: a third credential is refused rather than anyone signed out.
+  Principal third;
+  third.credential = "token 3";
+  EXPECT_EQ(sessions.Begin(third), "");
+  EXPECT_TRUE(sessions.Find(kept).has_value());
 }
 
 TEST(ChartsTest, TheBarsCarryTheFiguresTheyDraw) {
@@ -109,7 +134,8 @@ class TwoGroups : public OperatorStore {
   }
   absl::StatusOr<std::vector<TroubleRow>> Trouble(const std::string&, absl::Duration,
                                                   int) override {
-    return std::vector<TroubleRow>{};
+    return std::vector<TroubleRow>{
+        {9, "bounced", 1000, "<script>x</script>", 7, 1, "activation", "a\"b@example.test"}};
   }
   absl::StatusOr<uint64_t> BeginAudit(const AuditRecord& r) override {
     audited.push_back(r.method + " " + r.group + " " + r.target);
@@ -131,7 +157,8 @@ class ConsoleHandlerTest : public ::testing::Test {
   ConsoleHandlerTest()
       : auth_(*ParseCredentials({"operator-token-0123456789@*:operator",
                                  "group-operator-token-0123456789@billing:operator",
-                                 "sender-token-0123456789@mailroom:sender"},
+                                 "sender-token-0123456789@mailroom:sender",
+                                 "legacy-unscoped-token-0123456789"},
                                 "MAILROOM_SUBSCRIBER_TOKENS"),
               false),
         sessions_(absl::Hours(8), 10, &clock_),
@@ -175,8 +202,52 @@ TEST_F(ConsoleHandlerTest, AStrangerGetsTheSignInFormAndNothingElse) {
   EXPECT_EQ(Get("/emails", "group=mailroom&address=a%40b.test", std::string(64, 'a')).status, 303);
   EXPECT_EQ(Post("/suppressions/remove", "address=a%40b.test&reason=x").status, 403);
   EXPECT_EQ(SignIn("wrong-token-0123456789"), "");
-  EXPECT_EQ(SignIn("sender-token-0123456789"), "");  // not an operator
+  EXPECT_EQ(SignIn("sender-token-0123456789"), "");           // not an operator
+  EXPECT_EQ(SignIn("legacy-unscoped-token-0123456789"), "");  // not scoped :operator
   EXPECT_TRUE(operators_.audited.empty());
+}
+
+TEST_F(ConsoleHandlerTest, APostNeedsOneOriginOfThisHostAndScheme) {
+  const std::string cookie = SignIn("operator-token-0123456789");
+  ASSERT_EQ(cookie.size(), 64u);
+  const std::string form = "csrf=" + Csrf(cookie);
+  EXPECT_EQ(Post("/logout", form, cookie, "null").status, 403);
+  EXPECT_EQ(Post("/logout", form, cookie, "https://console.test").status, 403);  // not https
+  EXPECT_EQ(Post("/logout", form, cookie, "http://console.test.evil").status, 403);
+  HttpRequest none{"/logout", {{"Host", "console.test"}}, form, "POST", ""};
+  none.headers.emplace_back("Cookie", "mailroom_console=" + cookie);
+  EXPECT_EQ(console_.Handle(none).status, 403);  // no Origin
+  HttpRequest twice = none;
+  twice.headers.emplace_back("Origin", "http://console.test");
+  twice.headers.emplace_back("Origin", "http://console.test");
+  EXPECT_EQ(console_.Handle(twice).status, 403);    // two Origins
+  EXPECT_TRUE(sessions_.Find(cookie).has_value());  // still signed in
+  EXPECT_EQ(Post("/logout", form, cookie).status, 303);
+}
+
+TEST_F(ConsoleHandlerTest, TheCookieIsHttpOnlyStrictAndBehindTlsSecureAndHostBound) {
+  HttpReply plain = Post("/login", "token=operator-token-0123456789");
+  EXPECT_THAT(plain.headers, HasSubstr("Set-Cookie: mailroom_console="));
+  EXPECT_THAT(plain.headers, HasSubstr("; Path=/; Max-Age=28800; HttpOnly; SameSite=Strict\r\n"));
+  HttpRequest tls{"/login",
+                  {{"Host", "console.test"},
+                   {"Origin", "https://console.test"},
+                   {"X-Forwarded-Proto", "https"}},
+                  "token=operator-token-0123456789",
+                  "POST",
+                  ""};
+  HttpReply secure = console_.Handle(tls);
+  EXPECT_EQ(secure.status, 303);
+  EXPECT_THAT(secure.headers, HasSubstr("Set-Cookie: __Host-mailroom_console="));
+  EXPECT_THAT(secure.headers, HasSubstr("; HttpOnly; SameSite=Strict; Secure\r\n"));
+  // Behind TLS the plain cookie is not read (anything on the host could have set it).
+  const size_t at = secure.headers.find("__Host-mailroom_console=");
+  const std::string id = secure.headers.substr(at + 24, 64);
+  HttpRequest page{"/", {{"Host", "console.test"}, {"X-Forwarded-Proto", "https"}}, "", "GET", ""};
+  page.headers.emplace_back("Cookie", "mailroom_console=" + id);
+  EXPECT_EQ(console_.Handle(page).body, SignInPage(""));
+  page.headers.back().second = "__Host-mailroom_console=" + id;
+  EXPECT_THAT(console_.Handle(page).body, HasSubstr("Sign out"));
 }
 
 TEST_F(ConsoleHandlerTest, AnOperatorSignsInSearchesAndRemovesWithTheFormsToken) {
@@ -186,6 +257,16 @@ TEST_F(ConsoleHandlerTest, AnOperatorSignsInSearchesAndRemovesWithTheFormsToken)
   EXPECT_EQ(home.status, 200);
   EXPECT_THAT(home.body, HasSubstr("data-sent=\"5\""));
   EXPECT_THAT(home.body, HasSubstr(Csrf(cookie)));
+  // Texts from the database are escaped, in the tables and in links.
+  EXPECT_THAT(home.body, HasSubstr("&lt;script&gt;x&lt;/script&gt;"));
+  EXPECT_THAT(home.body, Not(HasSubstr("<script>")));
+  EXPECT_THAT(home.body, HasSubstr("address=a%22b%40example.test"));
+  EXPECT_THAT(home.body, HasSubstr("a&quot;b@example.test"));
+  // Reading the failures and the suppression list is audited.
+  ASSERT_EQ(operators_.audited.size(), 2u);
+  EXPECT_EQ(operators_.audited[0], "ListFailures (console) billing the last 24 hours");
+  EXPECT_EQ(operators_.audited[1], "ListSuppressions (console)  the first 100");
+  operators_.audited.clear();
   HttpReply emails = Get("/emails", "group=mailroom&address=Ann%40Example.test", cookie);
   EXPECT_EQ(emails.status, 200);
   EXPECT_THAT(emails.body, HasSubstr("ann@example.test"));
@@ -214,6 +295,7 @@ TEST_F(ConsoleHandlerTest, AnOperatorSignsInSearchesAndRemovesWithTheFormsToken)
                            cookie);
   EXPECT_EQ(removed.status, 303);
   EXPECT_THAT(removed.headers, HasSubstr("Location: /?notice="));  // not to another host
+  EXPECT_THAT(removed.headers, Not(HasSubstr("ann%40")));          // no address in the URL
   EXPECT_TRUE(store_.ListSuppressions({"", "", "", 10})->empty());
   EXPECT_EQ(operators_.audited.back(),
             "RemoveSuppression (console)  ann@example.test reason fixed");
@@ -239,7 +321,9 @@ TEST_F(ConsoleHandlerTest, AGroupOperatorSeesOnlyItsGroupAndNoSuppressionList) {
                  cookie)
                 .status,
             403);
-  EXPECT_TRUE(operators_.audited.empty());
+  // Its own group's failures were read (and audited); nothing of another group's.
+  EXPECT_THAT(operators_.audited,
+              ::testing::ElementsAre("ListFailures (console) billing the last 24 hours"));
 }
 
 }  // namespace

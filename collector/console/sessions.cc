@@ -14,7 +14,7 @@ namespace mailroom {
 
 std::string RandomHex(size_t bytes) {
   std::vector<unsigned char> b(bytes);
-  RAND_bytes(b.data(), static_cast<int>(b.size()));
+  if (RAND_bytes(b.data(), static_cast<int>(b.size())) != 1) return "";
   return absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(b.data()), b.size()));
 }
 
@@ -33,18 +33,28 @@ std::string Key(const std::string& id) {
 std::string ConsoleSessions::Begin(const Principal& principal) {
   const absl::Time now = clock_->Now();
   std::string id = RandomHex(32);
+  std::string csrf = RandomHex(16);
+  if (id.empty() || csrf.empty()) return "";  // no randomness: no session
   absl::MutexLock lock(&mu_);
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     it = it->second.expires <= now ? sessions_.erase(it) : std::next(it);
   }
-  while (sessions_.size() >= capacity_ && !sessions_.empty()) {
-    auto first = std::min_element(sessions_.begin(), sessions_.end(),
-                                  [](const auto& a, const auto& b) {
-                                    return a.second.expires < b.second.expires;
-                                  });
-    sessions_.erase(first);
+  // A credential's own sessions make room for its new one; nobody else's are ended.
+  auto mine = [&](const auto& kv) {
+    return kv.second.principal.credential == principal.credential;
+  };
+  while (static_cast<size_t>(std::count_if(sessions_.begin(), sessions_.end(), mine)) >=
+         kPerCredential) {
+    auto oldest = sessions_.end();
+    for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+      if (mine(*it) && (oldest == sessions_.end() || it->second.expires < oldest->second.expires)) {
+        oldest = it;
+      }
+    }
+    sessions_.erase(oldest);
   }
-  sessions_[Key(id)] = ConsoleSession{principal, RandomHex(16), now + ttl_};
+  if (sessions_.size() >= capacity_) return "";  // full: refused, nobody signed out
+  sessions_[Key(id)] = ConsoleSession{principal, std::move(csrf), now + ttl_};
   return id;
 }
 

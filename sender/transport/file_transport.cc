@@ -14,12 +14,13 @@ namespace mailroom {
 namespace {
 
 // Moves `from` to `to` unless `to` exists (then false, *err EEXIST): renameat2's
-// RENAME_NOREPLACE, or, on a file system without it (EINVAL: NFS, some FUSE mounts), a hard
+// RENAME_NOREPLACE, or, on a file system or kernel without it (EINVAL, ENOSYS, EOPNOTSUPP: NFS,
+// some FUSE mounts, a seccomp filter), a hard
 // link then the temporary's unlink, which refuses an existing name the same way.
 bool PlaceNoReplace(const std::string& from, const std::string& to, int* err) {
   if (renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return true;
   *err = errno;
-  if (*err != EINVAL) return false;
+  if (*err != EINVAL && *err != ENOSYS && *err != EOPNOTSUPP) return false;
   if (link(from.c_str(), to.c_str()) != 0) {
     *err = errno;
     return false;
