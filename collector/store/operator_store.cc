@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "collector/db/pool.h"
+#include "collector/store/suppression_row.h"
 
 namespace mailroom {
 namespace {
@@ -50,23 +51,15 @@ LedgerEntry ToLedgerEntry(const pqxx::row& r) {
   return l;
 }
 
+// The address's suppression entry in force, if any.
 std::optional<SuppressionRow> SuppressionOf(Transaction& tx, const std::string& address) {
   pqxx::result r = tx.exec_params(
-      "SELECT s.address, s.reason, s.source, EXTRACT(EPOCH FROM s.first_seen)::BIGINT,"
-      " EXTRACT(EPOCH FROM s.last_seen)::BIGINT,"
-      " coalesce(EXTRACT(EPOCH FROM s.expires_at)::BIGINT, 0)"
-      " FROM mailroom.suppressions s WHERE s.address = lower(btrim($1::text))"
-      "   AND (s.expires_at IS NULL OR s.expires_at > now())",
+      absl::StrCat("SELECT ", kSuppressionColumns,
+                   " FROM mailroom.suppressions s WHERE s.address = lower(btrim($1::text))"
+                   "   AND (s.expires_at IS NULL OR s.expires_at > now())"),
       address);
   if (r.empty()) return std::nullopt;
-  SuppressionRow s;
-  s.address = r[0][0].as<std::string>();
-  s.reason = r[0][1].as<std::string>();
-  s.source = r[0][2].as<std::string>();
-  s.first_seen = r[0][3].as<int64_t>();
-  s.last_seen = r[0][4].as<int64_t>();
-  s.expires_at = r[0][5].as<int64_t>();
-  return s;
+  return SuppressionFromRow(r[0]);
 }
 
 class PgOperatorStore : public OperatorStore {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "collector/db/pool.h"
+#include "collector/store/suppression_row.h"
 
 namespace mailroom {
 namespace {
@@ -41,23 +42,6 @@ const char* KindName(JobResult::Kind k) {
 }
 
 int64_t LeaseMs(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
-
-// The columns ToSuppression reads, in order.
-constexpr char kSuppressionColumns[] =
-    "s.address, s.reason, s.source, EXTRACT(EPOCH FROM s.first_seen)::BIGINT,"
-    " EXTRACT(EPOCH FROM s.last_seen)::BIGINT,"
-    " coalesce(EXTRACT(EPOCH FROM s.expires_at)::BIGINT, 0)";
-
-SuppressionRow ToSuppression(const pqxx::row& row) {
-  SuppressionRow s;
-  s.address = row[0].as<std::string>();
-  s.reason = row[1].as<std::string>();
-  s.source = row[2].as<std::string>();
-  s.first_seen = row[3].as<int64_t>();
-  s.last_seen = row[4].as<int64_t>();
-  s.expires_at = row[5].as<int64_t>();
-  return s;
-}
 
 // Counts the SENT outcomes mailroom_ack recorded in the group's reputation. Their provider
 // message ids are stored by mailroom_ack itself, so none are passed here.
@@ -430,7 +414,7 @@ class PgStore : public Store {
           q.after, q.reason, q.prefix, q.limit);
       std::vector<SuppressionRow> out;
       out.reserve(r.size());
-      for (const auto& row : r) out.push_back(ToSuppression(row));
+      for (const auto& row : r) out.push_back(SuppressionFromRow(row));
       return out;
     });
   }
@@ -449,7 +433,7 @@ class PgStore : public Store {
               std::string(kSuppressionColumns),
           in.address, in.reason, in.source, in.expires_at);
       tx.commit();
-      return ToSuppression(row);
+      return SuppressionFromRow(row);
     });
   }
 
@@ -464,7 +448,7 @@ class PgStore : public Store {
               address);
           tx.commit();
           if (r.empty()) return std::nullopt;
-          return ToSuppression(r[0]);
+          return SuppressionFromRow(r[0]);
         });
     if (!removed.ok()) return removed.status();
     if (!removed->has_value()) {
