@@ -19,7 +19,8 @@
 #   retention  everything finished pruned as the collector's retention pass does, with the
 #              retention window at 0, the tokens aged 30 days and a checkpoint taken first
 #              (not timed) as days would (mailroom_prune_deliveries, _lease_batches, _tokens and
-#              mailroom_compact_delivery_counts, and mailroom_prune_email_events with the
+#              mailroom_compact_delivery_counts, mailroom_prune_address_requests with the
+#              address counters aged as the tokens, and mailroom_prune_email_events with the
 #              events' time set past their retention first, not timed), 1,000 a call
 # Each stage runs in one session of its own, its calls committed one by one inside the server (a
 # procedure) with synchronous_commit = off, so the figure is the work the server does, not the
@@ -27,9 +28,11 @@
 # (utime + stime from /proc: the server's own accounting of the session) and the WAL bytes it
 # wrote (pg_current_wal_insert_lsn), the median over rounds; autovacuum's later work is not in
 # them. The table ends with mailroom's total (trigger to retention) and its ratio to `app`.
+# With --by-relation, the last round's WAL of each stage (the first pass of dequeue and ack) is
+# then shown per email by the table or index it changed (pg_walinspect), largest first.
 #
 # Usage: bash bench/email_cost.sh [--emails=20000] [--rounds=3] [--retry=0] [--fsync=on|off]
-#                                 [--migrations=DIR]   (another schema, e.g. an older commit's:
+#                                 [--by-relation] [--migrations=DIR]   (another schema, e.g. an older commit's:
 #   git archive COMMIT migrations | tar -x -C /tmp/old && ... --migrations=/tmp/old/migrations)
 set -euo pipefail
 ROOT=${BUILD_WORKSPACE_DIRECTORY:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -40,6 +43,7 @@ ROUNDS=3
 RETRY=0
 FSYNC=on
 MIGRATIONS=migrations
+BY_RELATION=0
 for a in "$@"; do
   case $a in
     --emails=*) EMAILS=${a#--emails=} ;;
@@ -47,6 +51,7 @@ for a in "$@"; do
     --retry=*) RETRY=${a#--retry=} ;;
     --fsync=*) FSYNC=${a#--fsync=} ;;
     --migrations=*) MIGRATIONS=${a#--migrations=} ;;
+    --by-relation) BY_RELATION=1 ;;
     *) echo "email_cost.sh: unknown argument $a" >&2; exit 2 ;;
   esac
 done
@@ -112,6 +117,13 @@ BEGIN
     END LOOP;
     PERFORM mailroom_compact_delivery_counts();
     COMMIT;
+    after := 0;
+    LOOP
+        SELECT * INTO r FROM mailroom_prune_address_requests(after, 1000);
+        COMMIT;
+        EXIT WHEN NOT r.more;
+        after := r.next_after;
+    END LOOP;
     CALL bench_prune_events();
 END;
 \$\$;
@@ -122,27 +134,38 @@ triggers() {
                    ALTER TABLE mailroom_signups $1 TRIGGER after_signup_inserted;"
 }
 STAGES=(app trigger collect dequeue ack publish retention)
-declare -A CPU WAL
+declare -A CPU WAL WHERE
+# Keeps where stage $1's WAL (timed's output $2) went, in the last round.
+where() {
+  if ((BY_RELATION && r == ROUNDS)) && [[ -z ${WHERE[$1]:-} ]]; then
+    WHERE[$1]=$(wal_by_relation "$2" "$EMAILS")
+  fi
+}
 for ((r = 1; r <= ROUNDS; r++)); do
   triggers DISABLE
   out=$(timed "CALL bench_signups($EMAILS)")
+  where app "$out"
   app_cpu=$(cpu_per_row "$out" "$EMAILS") app_wal=$(wal_per_row "$out" "$EMAILS")
   CPU[app]+="$app_cpu " WAL[app]+="$app_wal "
   triggers ENABLE
   out=$(timed "CALL bench_signups($EMAILS)")
+  where trigger "$out"
   CPU[trigger]+="$(echo "$(cpu_per_row "$out" "$EMAILS") - $app_cpu" | bc -l | xargs printf '%.1f') "
   WAL[trigger]+="$(($(wal_per_row "$out" "$EMAILS") - app_wal)) "
   out=$(timed "CALL bench_collect()")
+  where collect "$out"
   CPU[collect]+="$(cpu_per_row "$out" "$EMAILS") " WAL[collect]+="$(wal_per_row "$out" "$EMAILS") "
   dq_cpu=0 dq_wal=0 ack_cpu=0 ack_wal=0
   # A first pass over every job, then the retried ones (due at once) until none is left.
   while :; do
     out=$(timed "CALL bench_dequeue()")
+    where dequeue "$out"
     n=$("${PSQL[@]}" -tAc "SELECT count(*) FROM bench_leased")
     ((n > 0)) || break
     dq_cpu=$(echo "$dq_cpu + $(cpu_per_row "$out" "$EMAILS")" | bc -l)
     dq_wal=$((dq_wal + $(wal_per_row "$out" "$EMAILS")))
     out=$(timed "CALL bench_ack($RETRY, false, NULL)")
+    where ack "$out"
     ack_cpu=$(echo "$ack_cpu + $(cpu_per_row "$out" "$EMAILS")" | bc -l)
     ack_wal=$((ack_wal + $(wal_per_row "$out" "$EMAILS")))
   done
@@ -151,16 +174,21 @@ for ((r = 1; r <= ROUNDS; r++)); do
   CPU[dequeue]+="$(printf '%.1f' "$dq_cpu") " WAL[dequeue]+="$dq_wal "
   CPU[ack]+="$(printf '%.1f' "$ack_cpu") " WAL[ack]+="$ack_wal "
   out=$(timed "CALL bench_publish()")
+  where publish "$out"
   CPU[publish]+="$(cpu_per_row "$out" "$EMAILS") " WAL[publish]+="$(wal_per_row "$out" "$EMAILS") "
   # The tokens made old enough for retention (past their expiry and the limits' window) and the
   # events past theirs, then a checkpoint, as days later: the deletes then write their pages'
   # first images again.
   "${PSQL[@]}" -c "UPDATE tokens SET created_at = created_at - 30 * 86400,
                                      expires_at = expires_at - 30 * 86400" \
+    -c "UPDATE mailroom_address_requests
+           SET times = ARRAY(SELECT x - 30 * 86400 FROM unnest(times) x)" \
     -c "DO \$\$ BEGIN IF to_regclass('mailroom.email_events') IS NOT NULL THEN
           UPDATE email_events SET at = at - interval '30 days'; END IF; END \$\$" -c "CHECKPOINT"
   out=$(timed "CALL bench_retention()")
-  left=$("${PSQL[@]}" -tAc "SELECT (SELECT count(*) FROM tokens) + (SELECT count(*) FROM delivery_states)")
+  where retention "$out"
+  left=$("${PSQL[@]}" -tAc "SELECT (SELECT count(*) FROM tokens) + (SELECT count(*) FROM delivery_states)
+                               + (SELECT count(*) FROM mailroom_address_requests)")
   [[ $left == 0 ]] || { echo "round $r: retention left $left rows" >&2; exit 1; }
   CPU[retention]+="$(cpu_per_row "$out" "$EMAILS") " WAL[retention]+="$(wal_per_row "$out" "$EMAILS") "
   "${PSQL[@]}" -c "TRUNCATE accounts CASCADE" -c "VACUUM ANALYZE" -c "CHECKPOINT"
@@ -181,3 +209,15 @@ done
 app_c=$(echo "${CPU[app]}" | median) app_w=$(echo "${WAL[app]}" | median)
 printf '%-10s %10.1f %10s   (%.2fx the application'"'"'s insert in CPU, %.2fx in WAL)\n' mailroom \
   "$total_cpu" "$total_wal" "$(echo "$total_cpu / $app_c" | bc -l)" "$(echo "$total_wal / $app_w" | bc -l)"
+if ((BY_RELATION)); then
+  echo
+  echo "where each stage's WAL went in round $ROUNDS, bytes per email (of them full page images)" \
+       "by the relation changed and the record's kind; 'trigger' is the whole signup with" \
+       "mailroom's triggers on"
+  echo "(the records' own bytes: their sum is a little below the stage's WAL, which also counts" \
+       "page headers and alignment)"
+  for s in "${STAGES[@]}"; do
+    echo "$s:"
+    echo "${WHERE[$s]:-}" | awk 'NF {printf "  %6s %6s  %s\n", $1, $2, $3}'
+  done
+fi

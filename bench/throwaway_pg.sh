@@ -55,8 +55,9 @@ throwaway_pg_stop() {
 
 # Runs statements $1 in a session of its own between two reads of its backend's CPU time (utime
 # + stime from /proc, lines "cpu"): on a loaded machine the wall time mostly measures waiting
-# for a core. Then the WAL written meanwhile, in bytes (line "wal"; the server runs nothing
-# else but its own background processes). Prints psql's output.
+# for a core. Then the WAL written meanwhile, in bytes, and where it starts and ends (line
+# "wal BYTES LSN0 LSN1"; the server runs nothing else but its own background processes). Prints
+# psql's output.
 timed() {
   "${PSQL[@]}" -tA <<EOF
 SELECT pg_backend_pid() AS pid, pg_current_wal_insert_lsn() AS wal0 \\gset
@@ -64,7 +65,8 @@ SELECT pg_backend_pid() AS pid, pg_current_wal_insert_lsn() AS wal0 \\gset
 \\! awk '{print "cpu", \$14 + \$15}' /proc/\$BPID/stat
 $1;
 \\! awk '{print "cpu", \$14 + \$15}' /proc/\$BPID/stat
-SELECT 'wal ' || pg_wal_lsn_diff(pg_current_wal_insert_lsn(), :'wal0');
+SELECT 'wal ' || pg_wal_lsn_diff(pg_current_wal_insert_lsn(), :'wal0') || ' ' || :'wal0' || ' '
+       || pg_current_wal_insert_lsn();
 EOF
 }
 # The CPU µs per row of timed's output $1 for $2 rows.
@@ -74,6 +76,34 @@ cpu_per_row() {
 # The WAL bytes per row of timed's output $1 for $2 rows.
 wal_per_row() {
   echo "$1" | awk -v n="$2" '/^wal/ {printf "%.0f", $2 / n}'
+}
+# Where the WAL of timed's output $1 went, per row for $2 rows: the bytes of its records (and of
+# them full page images) by the relation they change and the kind of record (Heap/INSERT,
+# Btree/INSERT_LEAF, Transaction/COMMIT, ...), largest first, read back with pg_walinspect. Run it before a checkpoint can
+# recycle that WAL.
+wal_by_relation() {
+  local range
+  range=$(echo "$1" | awk '/^wal/ {print $3, $4}')
+  "${PSQL[@]}" -tA -F ' ' -v lsn0="${range% *}" -v lsn1="${range#* }" -v n="$2" <<'EOF'
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS pg_walinspect;
+-- pg_walinspect reads only flushed WAL: the WAL writer flushes what asynchronous commits left.
+SELECT FROM set_config('bench.lsn1', :'lsn1', false);
+DO $$ BEGIN
+  FOR i IN 1..100 LOOP
+    EXIT WHEN pg_current_wal_flush_lsn() >= current_setting('bench.lsn1')::pg_lsn;
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+END $$;
+SELECT round(sum(w.record_length)::numeric / :n) AS bytes,
+       round(sum(w.fpi_length)::numeric / :n) AS fpi,
+       coalesce(c.relname || ':', '') || w.resource_manager || '/'
+       || split_part(w.record_type, ' ', 1) AS what
+  FROM pg_get_wal_records_info(:'lsn0', :'lsn1') w
+  LEFT JOIN pg_class c
+    ON c.relfilenode = nullif(substring(w.block_ref FROM 'rel \d+/\d+/(\d+)'), '')::oid
+ GROUP BY 3 HAVING sum(w.record_length + w.fpi_length) >= :n ORDER BY 1 DESC;
+EOF
 }
 # The median of the numbers on stdin (separated by spaces or lines).
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
