@@ -283,7 +283,7 @@ struct Components {
 void BuildDelivery(Components& s, Renderer& renderer) {
   const SenderConfig& c = s.config;
   std::vector<Pacer*> caps = {&s.cap};
-  if (c.transport == "ses") {
+  if (c.transport.Holds<SesSettings>()) {
     s.ses_account = std::make_unique<SesAccount>(
         [tc = TransportConfigOf(c)] { return FetchSesAccount(tc); }, c.ses_account_interval,
         &s.breaker, &s.metrics, RealClock::Get());

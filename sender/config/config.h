@@ -32,47 +32,11 @@ struct SenderConfig {
   std::string template_dir;   // MAILROOM_TEMPLATE_DIR
   std::string product_name;   // MAILROOM_PRODUCT_NAME
 
-  // Transport.
-  std::string transport;              // MAILROOM_TRANSPORT: file | smtp | ses | http | postmark |
-                                      // sendgrid | mailgun | resend | sandbox
-  std::string file_dir;               // MAILROOM_FILE_DIR
-  std::string smtp_url;               // MAILROOM_SMTP_URL
-  std::string smtp_username;          // MAILROOM_SMTP_USERNAME
-  std::string smtp_password;          // MAILROOM_SMTP_PASSWORD (secret)
-  std::string smtp_oauth2_token_url;  // MAILROOM_SMTP_OAUTH2_TOKEN_URL
-  std::string smtp_oauth2_client_id;  // MAILROOM_SMTP_OAUTH2_CLIENT_ID
-  std::string smtp_oauth2_client_secret;   // MAILROOM_SMTP_OAUTH2_CLIENT_SECRET (secret)
-  std::string smtp_oauth2_scope;           // MAILROOM_SMTP_OAUTH2_SCOPE
-  std::string smtp_oauth2_token_file;      // MAILROOM_SMTP_OAUTH2_TOKEN_FILE
-  bool smtp_allow_plain = false;           // MAILROOM_SMTP_ALLOW_PLAIN
-  std::string smtp_ca_file;                // MAILROOM_SMTP_CA_FILE
-  bool smtp_insecure_skip_verify = false;  // MAILROOM_SMTP_INSECURE_SKIP_VERIFY
-  int connections = 4;                     // MAILROOM_CONNECTIONS (parallel sends)
-  absl::Duration send_timeout;             // MAILROOM_SEND_TIMEOUT_MS
-  std::string ses_region;                  // MAILROOM_SES_REGION
-  std::string ses_endpoint;                // MAILROOM_SES_ENDPOINT
-  std::string ses_configuration_set;       // MAILROOM_SES_CONFIGURATION_SET
-  absl::Duration ses_account_interval;     // MAILROOM_SES_ACCOUNT_INTERVAL_MS: GetAccount readings
-  std::string aws_access_key_id;           // AWS_ACCESS_KEY_ID
-  std::string aws_secret_access_key;       // AWS_SECRET_ACCESS_KEY (secret)
-  std::string aws_session_token;           // AWS_SESSION_TOKEN (secret)
-  std::string http_url;                    // MAILROOM_HTTP_URL
-  std::string http_secret;                 // MAILROOM_HTTP_SECRET (secret)
-  std::string http_authorization;          // MAILROOM_HTTP_AUTHORIZATION (secret)
-  bool http_allow_plain = false;  // MAILROOM_HTTP_ALLOW_PLAIN: http:// to a network address
-  std::string http_ca_file;       // MAILROOM_HTTP_CA_FILE
-  // The provider transports: the API key of the one chosen (MAILROOM_POSTMARK_SERVER_TOKEN,
-  // MAILROOM_SENDGRID_API_KEY, MAILROOM_MAILGUN_API_KEY or MAILROOM_RESEND_API_KEY; secret)
-  // and its base URL (MAILROOM_<PROVIDER>_API_URL, "" for the provider's own).
-  std::string provider_api_key;
-  std::string provider_api_url;
-  std::string postmark_message_stream;  // MAILROOM_POSTMARK_MESSAGE_STREAM
-  std::string mailgun_domain;           // MAILROOM_MAILGUN_DOMAIN
-  std::string sandbox_domain;           // MAILROOM_SANDBOX_DOMAIN
-  std::string sandbox_dir;              // MAILROOM_SANDBOX_DIR ("" = none)
-  std::string sandbox_feedback_url;     // MAILROOM_SANDBOX_FEEDBACK_URL ("" = no events)
-  std::string sandbox_feedback_secret;  // MAILROOM_SANDBOX_FEEDBACK_SECRET (secret)
-  absl::Duration sandbox_event_delay;   // MAILROOM_SANDBOX_EVENT_DELAY_MS
+  // Transport: MAILROOM_TRANSPORT's kind and that transport's own settings (read by its
+  // registry entry, sender/transport/registry.h), MAILROOM_CONNECTIONS (parallel sends),
+  // MAILROOM_SEND_TIMEOUT_MS, and the consumer group. Carries secrets: do not log it.
+  TransportConfig transport;
+  absl::Duration ses_account_interval;  // MAILROOM_SES_ACCOUNT_INTERVAL_MS: GetAccount readings
 
   // Failover: a secondary transport used while the primary's circuit breaker is open. Its
   // settings are the primary's names after MAILROOM_FAILOVER_ (MAILROOM_FAILOVER_SMTP_URL,
@@ -103,8 +67,8 @@ struct SenderConfig {
 // Reads and validates the configuration; errors name the variable, never a secret's value.
 absl::StatusOr<SenderConfig> LoadSenderConfig(const Env& env);
 
-// The transport part of a validated configuration (MakeTransport's input). Carries the SMTP
-// password and AWS secrets: do not log it.
+// The transport part of a validated configuration (MakeTransport's input): `config.transport`.
+// Carries the SMTP password, API keys and AWS secrets: do not log it.
 TransportConfig TransportConfigOf(const SenderConfig& config);
 
 }  // namespace mailroom

@@ -10,6 +10,12 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sender/transport/file_transport.h"
+#include "sender/transport/http_transport.h"
+#include "sender/transport/provider_transport.h"
+#include "sender/transport/sandbox_transport.h"
+#include "sender/transport/ses_transport.h"
+#include "sender/transport/smtp_session.h"
 
 namespace mailroom {
 namespace {
@@ -48,8 +54,8 @@ TEST(SenderConfigTest, DefaultsAreTheReadmes) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->collector_address, "127.0.0.1:50051");
   EXPECT_EQ(c->group, "mailroom");
-  EXPECT_EQ(c->transport, "file");
-  EXPECT_EQ(c->file_dir, "./outbox");
+  EXPECT_EQ(c->transport.kind, "file");
+  EXPECT_EQ(c->transport.Get<FileSettings>().dir, "./outbox");
   EXPECT_EQ(c->template_dir, "");
   EXPECT_FALSE(c->monthly_budget.has_value());
   EXPECT_EQ(c->ses_account_interval, absl::Minutes(5));
@@ -126,7 +132,7 @@ TEST(SenderConfigTest, MoneyAndLimitSettingsHaveRanges) {
   // emails/s (4 round trips per SMTP message).
   auto wide = LoadSenderConfig(Vars({{"MAILROOM_CONNECTIONS", "256"}}));
   ASSERT_TRUE(wide.ok()) << wide.status();
-  EXPECT_EQ(wide->connections, 256);
+  EXPECT_EQ(wide->transport.connections, 256);
   ExpectRefused({{"MAILROOM_CONNECTIONS", "257"}}, "MAILROOM_CONNECTIONS");
 }
 
@@ -160,10 +166,10 @@ TEST(SenderConfigTest, TheTransportPartCarriesEverySetting) {
   ASSERT_TRUE(c.ok()) << c.status();
   TransportConfig t = TransportConfigOf(*c);
   EXPECT_EQ(t.kind, "smtp");
-  EXPECT_EQ(t.smtp_url, "smtps://mail.example:465");
-  EXPECT_EQ(t.smtp_username, "u");
-  EXPECT_EQ(t.smtp_password, "hunter2-secret");
-  EXPECT_FALSE(t.smtp_require_tls);
+  EXPECT_EQ(t.Get<SmtpSettings>().url, "smtps://mail.example:465");
+  EXPECT_EQ(t.Get<SmtpSettings>().username, "u");
+  EXPECT_EQ(t.Get<SmtpSettings>().password, "hunter2-secret");
+  EXPECT_FALSE(t.Get<SmtpSettings>().require_tls);
   EXPECT_EQ(t.connections, 7);
   EXPECT_EQ(t.timeout, absl::Milliseconds(1500));
 
@@ -176,11 +182,11 @@ TEST(SenderConfigTest, TheTransportPartCarriesEverySetting) {
   ASSERT_TRUE(ses.ok()) << ses.status();
   t = TransportConfigOf(*ses);
   EXPECT_EQ(t.kind, "ses");
-  EXPECT_EQ(t.ses_region, "eu-west-2");
-  EXPECT_EQ(t.aws_access_key_id, "AKID");
-  EXPECT_EQ(t.aws_secret_access_key, "s3cr3t");
-  EXPECT_EQ(t.aws_session_token, "tok");
-  EXPECT_EQ(t.ses_configuration_set, "cs-1");
+  EXPECT_EQ(t.Get<SesSettings>().region, "eu-west-2");
+  EXPECT_EQ(t.Get<SesSettings>().access_key_id, "AKID");
+  EXPECT_EQ(t.Get<SesSettings>().secret_access_key, "s3cr3t");
+  EXPECT_EQ(t.Get<SesSettings>().session_token, "tok");
+  EXPECT_EQ(t.Get<SesSettings>().configuration_set, "cs-1");
 }
 
 TEST(SenderConfigTest, ErrorsNameTheVariableNeverASecret) {
@@ -209,10 +215,11 @@ TEST(SenderConfigTest, SmtpOAuth2FromAnEndpoint) {
       {"MAILROOM_SMTP_OAUTH2_CLIENT_SECRET", "s3cr3t-value"}};
   auto c = LoadSenderConfig(Vars(v));
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->smtp_oauth2_scope, "https://outlook.office365.com/.default");
+  EXPECT_EQ(c->transport.Get<SmtpSettings>().oauth2_scope,
+            "https://outlook.office365.com/.default");
   TransportConfig tc = TransportConfigOf(*c);
-  EXPECT_EQ(tc.smtp_oauth2_client_secret, "s3cr3t-value");
-  EXPECT_EQ(tc.smtp_oauth2_token_url, v["MAILROOM_SMTP_OAUTH2_TOKEN_URL"]);
+  EXPECT_EQ(tc.Get<SmtpSettings>().oauth2_client_secret, "s3cr3t-value");
+  EXPECT_EQ(tc.Get<SmtpSettings>().oauth2_token_url, v["MAILROOM_SMTP_OAUTH2_TOKEN_URL"]);
 
   // Each error names the variable to fix and never shows the secret.
   ExpectRefused(
@@ -245,7 +252,7 @@ TEST(SenderConfigTest, SmtpOAuth2FromAFile) {
                                           {"MAILROOM_SMTP_OAUTH2_TOKEN_FILE", "/etc/hostname"}};
   auto c = LoadSenderConfig(Vars(v));
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(TransportConfigOf(*c).smtp_oauth2_token_file, "/etc/hostname");
+  EXPECT_EQ(TransportConfigOf(*c).Get<SmtpSettings>().oauth2_token_file, "/etc/hostname");
   v["MAILROOM_SMTP_OAUTH2_TOKEN_FILE"] = "/nonexistent/token";
   auto r = LoadSenderConfig(Vars(v));
   EXPECT_TRUE(absl::StartsWith(r.status().message(), "MAILROOM_SMTP_OAUTH2_TOKEN_FILE"))
@@ -267,10 +274,10 @@ TEST(SenderConfigTest, HttpWebhook) {
   ASSERT_TRUE(c.ok()) << c.status();
   TransportConfig tc = TransportConfigOf(*c);
   EXPECT_EQ(tc.kind, "http");
-  EXPECT_EQ(tc.http_url, "https://hooks.example.com/mail");
-  EXPECT_EQ(tc.http_secret, "whsec_s3cr3t-value");
-  EXPECT_EQ(tc.http_authorization, "Bearer auth-s3cr3t");
-  EXPECT_EQ(tc.http_ca_file, "");
+  EXPECT_EQ(tc.Get<HttpSettings>().url, "https://hooks.example.com/mail");
+  EXPECT_EQ(tc.Get<HttpSettings>().secret, "whsec_s3cr3t-value");
+  EXPECT_EQ(tc.Get<HttpSettings>().authorization, "Bearer auth-s3cr3t");
+  EXPECT_EQ(tc.Get<HttpSettings>().ca_file, "");
 
   // Each error names the variable to fix and never shows a secret.
   ExpectRefused(
@@ -306,10 +313,10 @@ TEST(SenderConfigTest, Sandbox) {
   ASSERT_TRUE(plain.ok()) << plain.status();
   TransportConfig tc = TransportConfigOf(*plain);
   EXPECT_EQ(tc.kind, "sandbox");
-  EXPECT_EQ(tc.sandbox_domain, "sandbox.mailroom.test");
-  EXPECT_EQ(tc.sandbox_dir, "");
-  EXPECT_EQ(tc.sandbox_feedback_url, "");
-  EXPECT_EQ(tc.sandbox_event_delay, absl::Seconds(1));
+  EXPECT_EQ(tc.Get<SandboxSettings>().domain, "sandbox.mailroom.test");
+  EXPECT_EQ(tc.Get<SandboxSettings>().dir, "");
+  EXPECT_EQ(tc.Get<SandboxSettings>().feedback_url, "");
+  EXPECT_EQ(tc.Get<SandboxSettings>().event_delay, absl::Seconds(1));
 
   std::map<std::string, std::string> v = {
       {"MAILROOM_TRANSPORT", "sandbox"},
@@ -321,11 +328,11 @@ TEST(SenderConfigTest, Sandbox) {
   auto c = LoadSenderConfig(Vars(v));
   ASSERT_TRUE(c.ok()) << c.status();
   tc = TransportConfigOf(*c);
-  EXPECT_EQ(tc.sandbox_domain, "sim.example.test");
-  EXPECT_EQ(tc.sandbox_dir, "/tmp/sandbox-out");
-  EXPECT_EQ(tc.sandbox_feedback_url, "http://127.0.0.1:9470/feedback/sandbox");
-  EXPECT_EQ(tc.sandbox_feedback_secret, "whsec_s3cr3t-value");
-  EXPECT_EQ(tc.sandbox_event_delay, absl::Milliseconds(250));
+  EXPECT_EQ(tc.Get<SandboxSettings>().domain, "sim.example.test");
+  EXPECT_EQ(tc.Get<SandboxSettings>().dir, "/tmp/sandbox-out");
+  EXPECT_EQ(tc.Get<SandboxSettings>().feedback_url, "http://127.0.0.1:9470/feedback/sandbox");
+  EXPECT_EQ(tc.Get<SandboxSettings>().feedback_secret, "whsec_s3cr3t-value");
+  EXPECT_EQ(tc.Get<SandboxSettings>().event_delay, absl::Milliseconds(250));
   ExpectRefused(
       v,
       {
@@ -347,7 +354,7 @@ TEST(SenderConfigTest, Sandbox) {
                                          {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.01"}}));
   ASSERT_TRUE(failover.ok()) << failover.status();
   EXPECT_EQ(failover->failover->kind, "sandbox");
-  EXPECT_EQ(failover->failover->sandbox_domain, "second.test");
+  EXPECT_EQ(failover->failover->Get<SandboxSettings>().domain, "second.test");
 }
 
 // A webhook as the secondary: its settings under the prefix, checked as the primary's are.
@@ -363,9 +370,9 @@ TEST(SenderConfigTest, FailoverToAWebhook) {
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_TRUE(c->failover.has_value());
   EXPECT_EQ(c->failover->kind, "http");
-  EXPECT_EQ(c->failover->http_url, "https://hooks.example.com/mail");
-  EXPECT_EQ(c->failover->http_secret, "whsec_s3cr3t-value");
-  EXPECT_EQ(c->http_url, "");  // the primary's own are untouched
+  EXPECT_EQ(c->failover->Get<HttpSettings>().url, "https://hooks.example.com/mail");
+  EXPECT_EQ(c->failover->Get<HttpSettings>().secret, "whsec_s3cr3t-value");
+  EXPECT_EQ(c->transport.Get<HttpSettings>().url, "");  // the primary's own are untouched
   ExpectRefused(v,
                 {
                     {"no secret",
@@ -393,11 +400,11 @@ TEST(SenderConfigTest, ProviderTransports) {
     ASSERT_TRUE(c.ok()) << kind << ": " << c.status();
     TransportConfig tc = TransportConfigOf(*c);
     EXPECT_EQ(tc.kind, kind);
-    EXPECT_EQ(tc.provider_api_key, "key-s3cr3t");
-    EXPECT_EQ(tc.provider_api_url, "");  // the provider's own
+    EXPECT_EQ(tc.Get<ProviderSettings>().api_key, "key-s3cr3t");
+    EXPECT_EQ(tc.Get<ProviderSettings>().api_url, "");  // the provider's own
     v[url] = "http://127.0.0.1:9000";
     ASSERT_TRUE(LoadSenderConfig(Vars(v)).ok()) << kind;
-    EXPECT_EQ(TransportConfigOf(*LoadSenderConfig(Vars(v))).provider_api_url,
+    EXPECT_EQ(TransportConfigOf(*LoadSenderConfig(Vars(v))).Get<ProviderSettings>().api_url,
               "http://127.0.0.1:9000");
     ExpectRefused(v,
                   {
@@ -410,9 +417,11 @@ TEST(SenderConfigTest, ProviderTransports) {
   }
   std::map<std::string, std::string> pm = {{"MAILROOM_TRANSPORT", "postmark"},
                                            {"MAILROOM_POSTMARK_SERVER_TOKEN", "t0ken"}};
-  EXPECT_EQ(LoadSenderConfig(Vars(pm))->postmark_message_stream, "outbound");
+  EXPECT_EQ(LoadSenderConfig(Vars(pm))->transport.Get<ProviderSettings>().postmark_message_stream,
+            "outbound");
   pm["MAILROOM_POSTMARK_MESSAGE_STREAM"] = "password-resets";
-  EXPECT_EQ(LoadSenderConfig(Vars(pm))->postmark_message_stream, "password-resets");
+  EXPECT_EQ(LoadSenderConfig(Vars(pm))->transport.Get<ProviderSettings>().postmark_message_stream,
+            "password-resets");
   ExpectRefused(
       pm,
       {{"bad stream",
@@ -421,7 +430,8 @@ TEST(SenderConfigTest, ProviderTransports) {
   std::map<std::string, std::string> mg = {{"MAILROOM_TRANSPORT", "mailgun"},
                                            {"MAILROOM_MAILGUN_API_KEY", "key-s3cr3t"},
                                            {"MAILROOM_MAILGUN_DOMAIN", "MG.Example.com"}};
-  EXPECT_EQ(TransportConfigOf(*LoadSenderConfig(Vars(mg))).mailgun_domain, "mg.example.com");
+  EXPECT_EQ(TransportConfigOf(*LoadSenderConfig(Vars(mg))).Get<ProviderSettings>().mailgun_domain,
+            "mg.example.com");
   ExpectRefused(mg,
                 {
                     {"no domain", {{{"MAILROOM_MAILGUN_DOMAIN", ""}}, "MAILROOM_MAILGUN_DOMAIN"}},
@@ -443,8 +453,8 @@ TEST(SenderConfigTest, FailoverToAProvider) {
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_TRUE(c->failover.has_value());
   EXPECT_EQ(c->failover->kind, "resend");
-  EXPECT_EQ(c->failover->provider_api_key, "re_s3cr3t");
-  EXPECT_EQ(c->provider_api_key, "");  // the primary's own are untouched
+  EXPECT_EQ(c->failover->Get<ProviderSettings>().api_key, "re_s3cr3t");
+  EXPECT_EQ(c->transport.Get<ProviderSettings>().api_key, "");  // the primary's own are untouched
   ExpectRefused(
       v,
       {
@@ -595,13 +605,13 @@ TEST(SenderConfigTest, FailoverReadsThePrimarysSettingsUnderItsPrefix) {
                                   {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.80"},
                                   {"MAILROOM_FAILOVER_CLASSES", "all"}}));
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->transport, "smtp");
-  EXPECT_EQ(c->smtp_url, "smtp://primary.example:587");
+  EXPECT_EQ(c->transport.kind, "smtp");
+  EXPECT_EQ(c->transport.Get<SmtpSettings>().url, "smtp://primary.example:587");
   ASSERT_TRUE(c->failover.has_value());
   EXPECT_EQ(c->failover->kind, "ses");
-  EXPECT_EQ(c->failover->ses_region, "eu-west-2");
-  EXPECT_EQ(c->failover->aws_access_key_id, "AKIDFAILOVER");
-  EXPECT_EQ(c->failover->aws_secret_access_key, "failover-secret");
+  EXPECT_EQ(c->failover->Get<SesSettings>().region, "eu-west-2");
+  EXPECT_EQ(c->failover->Get<SesSettings>().access_key_id, "AKIDFAILOVER");
+  EXPECT_EQ(c->failover->Get<SesSettings>().secret_access_key, "failover-secret");
   EXPECT_EQ(c->failover->connections, 8);
   EXPECT_EQ(c->failover->group, "mailroom");
   EXPECT_DOUBLE_EQ(c->failover_price_per_1000, 0.80);
@@ -613,10 +623,10 @@ TEST(SenderConfigTest, FailoverReadsThePrimarysSettingsUnderItsPrefix) {
                              {"MAILROOM_FAILOVER_SMTP_PASSWORD", "p"},
                              {"MAILROOM_FAILOVER_PRICE_PER_1000", "0.10"}}));
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->transport, "file");
+  EXPECT_EQ(c->transport.kind, "file");
   EXPECT_EQ(c->failover->kind, "smtp");
-  EXPECT_EQ(c->failover->smtp_url, "smtps://backup.example:465");
-  EXPECT_EQ(c->failover->smtp_password, "p");
+  EXPECT_EQ(c->failover->Get<SmtpSettings>().url, "smtps://backup.example:465");
+  EXPECT_EQ(c->failover->Get<SmtpSettings>().password, "p");
   EXPECT_EQ(c->failover_classes, "recovery");
 }
 

@@ -16,14 +16,11 @@ inline constexpr double kMaxPricePer1000 = 1000;
 // the secondary transport's MAILROOM_FAILOVER_* rows included: LoadSenderConfig reads values
 // through these rows, `sender --help` prints them and docs/configuration_test checks
 // docs/configuration.md against them. A new setting is a new row in sender/config/settings.cc, read
-// in config.cc with env.Int(SenderSetting("MAILROOM_...")) and the like.
+// in config.cc with env.Int(SenderSetting("MAILROOM_...")) and the like; a transport's settings
+// are rows of its registry entry (sender/transport/registry.h), read by the entry.
 const SettingsTable& SenderSettings();
 
 // The row of `name` (aborts when there is none: a programming error every loader test finds).
 const SettingSpec& SenderSetting(const std::string& name);
-
-// The secondary transport's name of a primary transport setting: MAILROOM_SMTP_URL ->
-// MAILROOM_FAILOVER_SMTP_URL, AWS_ACCESS_KEY_ID -> MAILROOM_FAILOVER_AWS_ACCESS_KEY_ID.
-std::string FailoverName(const std::string& name);
 
 }  // namespace mailroom

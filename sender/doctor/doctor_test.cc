@@ -11,6 +11,8 @@
 #include "common/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sender/transport/file_transport.h"
+#include "sender/transport/sandbox_transport.h"
 #include "testing/temp_dir.h"
 
 namespace mailroom {
@@ -36,7 +38,7 @@ std::string Joined(const std::vector<DoctorLine>& lines) {
 
 SenderConfig Healthy() {
   SenderConfig c;
-  c.transport = "smtp";
+  c.transport.kind = "smtp";
   c.from = "Acme <no-reply@acme.net>";
   c.link_base_url = "https://app.example.net/";
   c.product_name = "Example";
@@ -207,21 +209,23 @@ TEST(DoctorTest, TemplatesReportEveryProblemAndWhatRendersNothingToActOn) {
 
 TEST(DoctorTest, FileDirectoryMustTakeAFile) {
   SenderConfig c = Healthy();
-  c.transport = "file";
-  c.file_dir = FreshDir("doctor_outbox") + "/new";
+  c.transport.kind = "file";
+  c.transport.Mutable<FileSettings>().dir = FreshDir("doctor_outbox") + "/new";
   auto lines = CheckFileTransport(c);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0].level, Level::kOk) << Joined(lines);
-  EXPECT_TRUE(std::filesystem::is_empty(c.file_dir));  // the probe is gone
+  EXPECT_TRUE(std::filesystem::is_empty(c.transport.Get<FileSettings>().dir));  // the probe is gone
 
-  c.file_dir = "/proc";  // no one, root included, creates a file there
+  c.transport.Mutable<FileSettings>().dir = "/proc";  // no one, root included, creates a file there
   lines = CheckFileTransport(c);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_THAT(Joined(lines), HasSubstr("FAIL file: MAILROOM_FILE_DIR: cannot write in \"/proc\""));
 
   WriteFile(FreshDir("doctor_file") + "/plain", "x");
-  c.file_dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
-               "/doctor_file/plain/outbox";
+  c.transport.Mutable<FileSettings>().dir = std::string(std::getenv("TEST_TMPDIR")
+                                                            ? std::getenv("TEST_TMPDIR")
+                                                            : "/tmp") +
+                                            "/doctor_file/plain/outbox";
   EXPECT_THAT(Joined(CheckFileTransport(c)),
               HasSubstr("FAIL file: MAILROOM_FILE_DIR: cannot create"));
 }
@@ -247,13 +251,13 @@ class SendTestTest : public ::testing::Test {
   }
   static SenderConfig Sandbox() {
     SenderConfig c = Healthy();
-    c.transport = "sandbox";
-    c.connections = 1;
-    c.sandbox_domain = "sandbox.mailroom.test";
+    c.transport.kind = "sandbox";
+    c.transport.connections = 1;
+    c.transport.Mutable<SandboxSettings>().domain = "sandbox.mailroom.test";
     // Events to a port nothing listens on: the test ends before the first is due.
-    c.sandbox_feedback_url = "http://127.0.0.1:9/feedback/sandbox";
-    c.sandbox_feedback_secret = kSecret;
-    c.sandbox_event_delay = absl::Seconds(60);
+    c.transport.Mutable<SandboxSettings>().feedback_url = "http://127.0.0.1:9/feedback/sandbox";
+    c.transport.Mutable<SandboxSettings>().feedback_secret = kSecret;
+    c.transport.Mutable<SandboxSettings>().event_delay = absl::Seconds(60);
     return c;
   }
   static constexpr char kSecret[] = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -278,7 +282,7 @@ TEST_F(SendTestTest, TheSandboxAcceptsOrRefusesAsAProviderDoes) {
   EXPECT_THAT(bad.out, HasSubstr("FAIL send-test: cannot send to that address: "));
 
   SenderConfig unparsable = Sandbox();
-  unparsable.sandbox_feedback_secret = "whsec_dG9vLXNob3J0";
+  unparsable.transport.Mutable<SandboxSettings>().feedback_secret = "whsec_dG9vLXNob3J0";
   Result config = SendTest(unparsable, "delivered@sandbox.mailroom.test");
   EXPECT_EQ(config.code, 2) << config.out;
   EXPECT_THAT(config.out, HasSubstr("FAIL send-test: MAILROOM_SANDBOX_FEEDBACK_SECRET: "));
@@ -302,14 +306,14 @@ TEST_F(SendTestTest, EachFailureHasItsClass) {
 
 TEST(DoctorTest, TheSandboxWarnsThatNobodyReceivesAnything) {
   SenderConfig c = Healthy();
-  c.transport = "sandbox";
-  c.sandbox_domain = "sandbox.mailroom.test";
+  c.transport.kind = "sandbox";
+  c.transport.Mutable<SandboxSettings>().domain = "sandbox.mailroom.test";
   auto lines = CheckSandboxTransport(c);
   EXPECT_EQ(Joined(lines),
             "warn sandbox: a provider simulator: no email reaches anyone; recipients at "
             "sandbox.mailroom.test choose the answer and the events\n"
             "ok   sandbox: no events are posted (MAILROOM_SANDBOX_FEEDBACK_URL is unset)\n");
-  c.sandbox_feedback_url = "http://127.0.0.1:9470/feedback/sandbox";
+  c.transport.Mutable<SandboxSettings>().feedback_url = "http://127.0.0.1:9470/feedback/sandbox";
   EXPECT_THAT(Joined(CheckSandboxTransport(c)),
               HasSubstr("ok   sandbox: events are posted to 127.0.0.1 (not checked"));
 }

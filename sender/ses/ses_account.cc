@@ -5,55 +5,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "nlohmann/json.hpp"
 #include "sender/metrics/sender_metrics.h"
-#include "sender/transport/curl_handle.h"
 #include "sender/transport/ses_transport.h"
 
 namespace mailroom {
 namespace {
-
-double Number(const nlohmann::json& j, const char* key, double def) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : def;
-}
-
-bool Flag(const nlohmann::json& j, const char* key, bool def) {
-  return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : def;
-}
 
 // While the 24-hour quota is used up and the next reading is due but not in, how long until
 // NextSendTime is asked again (a time in the future: TryAcquire refuses until then).
 constexpr absl::Duration kQuotaRecheck = absl::Milliseconds(100);
 
 }  // namespace
-
-absl::StatusOr<SesAccountInfo> ParseSesAccount(absl::string_view body) {
-  auto j = nlohmann::json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return absl::InvalidArgumentError("ses GetAccount: not a JSON object");
-  SesAccountInfo info;
-  info.sending_enabled = Flag(j, "SendingEnabled", true);
-  info.production_access = Flag(j, "ProductionAccessEnabled", true);
-  if (j.contains("EnforcementStatus") && j["EnforcementStatus"].is_string()) {
-    info.enforcement_status = j["EnforcementStatus"].get<std::string>();
-  }
-  if (j.contains("SendQuota") && j["SendQuota"].is_object()) {
-    const auto& q = j["SendQuota"];
-    info.max_send_rate = std::max(0.0, Number(q, "MaxSendRate", 0));
-    info.max_24_hour_send = Number(q, "Max24HourSend", -1);
-    info.sent_last_24_hours = std::max(0.0, Number(q, "SentLast24Hours", 0));
-  }
-  return info;
-}
-
-absl::StatusOr<SesAccountInfo> FetchSesAccount(const TransportConfig& config) {
-  std::unique_ptr<CURL, void (*)(CURL*)> c(curl_easy_init(), curl_easy_cleanup);
-  if (c == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
-  auto response = SesTransport::Call(c.get(), config,
-                                     SesTransport::ApiUrl(config, "/v2/email/account"),
-                                     /*body=*/nullptr);
-  if (!response.ok()) return response.status();
-  return ParseSesAccount(*response);
-}
 
 SesAccount::SesAccount(FetchFunction fetch, absl::Duration interval, Breaker* breaker,
                        Metrics* metrics, Clock* clock)

@@ -14,29 +14,9 @@
 #include "common/metrics.h"
 #include "sender/delivery/breaker.h"
 #include "sender/pacing/pacer.h"
-#include "sender/transport/transport.h"
+#include "sender/transport/ses_transport.h"
 
 namespace mailroom {
-
-// What SES v2 GetAccount says about the account's sending (the fields the sender uses).
-struct SesAccountInfo {
-  bool sending_enabled = true;     // SendingEnabled
-  std::string enforcement_status;  // EnforcementStatus: HEALTHY, PROBATION, SHUTDOWN
-  bool production_access = true;   // ProductionAccessEnabled (false: sandbox)
-  double max_send_rate = 0;        // SendQuota.MaxSendRate, emails/s (0: not given)
-  double max_24_hour_send = -1;    // SendQuota.Max24HourSend (-1: unlimited / not given)
-  double sent_last_24_hours = 0;   // SendQuota.SentLast24Hours
-
-  // Sending must pause: SendingEnabled=false or EnforcementStatus SHUTDOWN.
-  bool paused() const { return !sending_enabled || enforcement_status == "SHUTDOWN"; }
-};
-
-// Parses a GetAccount response body; kInvalidArgument when it is not a JSON object.
-absl::StatusOr<SesAccountInfo> ParseSesAccount(absl::string_view body);
-
-// GET {endpoint}/v2/email/account, signed with SigV4 like SendEmail (libcurl). Errors are
-// SesTransport::ResponseStatus's / CurlStatus's; credentials never appear in them.
-absl::StatusOr<SesAccountInfo> FetchSesAccount(const TransportConfig& config);
 
 // The provider's own limits, read rather than typed: the sender reads GetAccount
 // at start and every `interval`, and caps itself by MaxSendRate (a token bucket of

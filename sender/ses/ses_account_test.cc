@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/testing/fake_clock.h"
 #include "gtest/gtest.h"
+#include "sender/transport/ses_transport.h"
 #include "testing/pg_server.h"
 #include "testing/process.h"
 
@@ -189,10 +190,10 @@ class FetchSesAccountTest : public ::testing::Test {
   TransportConfig Config(const std::string& secret = kSecret) {
     TransportConfig c;
     c.kind = "ses";
-    c.ses_endpoint = absl::StrCat("http://127.0.0.1:", port_);
-    c.ses_region = "us-east-1";
-    c.aws_access_key_id = "AKIDEXAMPLE";
-    c.aws_secret_access_key = secret;
+    c.Mutable<SesSettings>().endpoint = absl::StrCat("http://127.0.0.1:", port_);
+    c.Mutable<SesSettings>().region = "us-east-1";
+    c.Mutable<SesSettings>().access_key_id = "AKIDEXAMPLE";
+    c.Mutable<SesSettings>().secret_access_key = secret;
     return c;
   }
   void Write(const std::string& name, const std::string& text) {

@@ -20,6 +20,9 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "sender/transport/file_transport.h"
+#include "sender/transport/http_transport.h"
+#include "sender/transport/provider_transport.h"
 #include "sender/transport/testing/transport_peers.h"
 #include "sender/transport/transport_factory.h"
 
@@ -131,19 +134,21 @@ class ConformanceTest : public TransportTest, public ::testing::WithParamInterfa
       c = Ses(front_);
     } else if (k == "file") {
       c.kind = "file";
-      c.file_dir = dir_ + "/outbox";
+      c.Mutable<FileSettings>().dir = dir_ + "/outbox";
     } else if (k == "http") {
       c.kind = "http";
-      c.http_url = Serve("webhook_receiver.py",
-                         {"serve", "--secret", kWebhookSecret, "--faults-by-recipient"}) +
-                   "/hooks/mail";
-      c.http_secret = kWebhookSecret;
+      c.Mutable<HttpSettings>().url = Serve("webhook_receiver.py",
+                                            {"serve", "--secret", kWebhookSecret,
+                                             "--faults-by-recipient"}) +
+                                      "/hooks/mail";
+      c.Mutable<HttpSettings>().secret = kWebhookSecret;
     } else {
       c.kind = k;
-      c.provider_api_url = Serve("provider_standin.py", {"--provider", k, "--key", kApiKey,
-                                                         "--domain", "mg.example.test"});
-      c.provider_api_key = kApiKey;
-      c.mailgun_domain = "mg.example.test";
+      c.Mutable<ProviderSettings>().api_url = Serve("provider_standin.py",
+                                                    {"--provider", k, "--key", kApiKey, "--domain",
+                                                     "mg.example.test"});
+      c.Mutable<ProviderSettings>().api_key = kApiKey;
+      c.Mutable<ProviderSettings>().mailgun_domain = "mg.example.test";
     }
     c.group = "mailroom";
     c.connections = connections;

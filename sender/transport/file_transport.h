@@ -8,6 +8,11 @@
 
 namespace mailroom {
 
+// The file transport's own settings.
+struct FileSettings {
+  std::string dir = "./outbox";  // MAILROOM_FILE_DIR: where the .eml files are written
+};
+
 // Development transport: writes each message to `<dir>/<unix-ms>-<message-id>.eml`, atomically
 // (temporary file + rename), so a reader never sees half a message. A file of that name already
 // there is never replaced: the copy is `<unix-ms>-<message-id>-<n>.eml` (every try of one job

@@ -43,7 +43,7 @@ bool SaysSuppress(absl::string_view body) {
 
 absl::StatusOr<std::unique_ptr<HttpTransport>> HttpTransport::Create(
     const TransportConfig& config) {
-  auto keys = ParseSecrets(config.http_secret);
+  auto keys = ParseSecrets(config.Get<HttpSettings>().secret);
   if (!keys.ok()) return keys.status();
   return std::unique_ptr<HttpTransport>(new HttpTransport(config, *std::move(keys)));
 }
@@ -143,15 +143,15 @@ absl::StatusOr<SendResult> HttpTransport::Send(const OutgoingEmail& email) {
   const std::string id = WebhookId(config_.group, email.content.job_id);
   const int64_t timestamp = absl::ToUnixSeconds(absl::Now());
   HttpRequest request;
-  request.url = config_.http_url;
+  request.url = http_.url;
   request.body = Body(email, config_.group);
   request.headers = {
       absl::StrCat("webhook-id: ", id), absl::StrCat("webhook-timestamp: ", timestamp),
       absl::StrCat("webhook-signature: ", Signature(keys_, id, timestamp, request.body))};
-  if (!config_.http_authorization.empty()) {
-    request.headers.push_back(absl::StrCat("Authorization: ", config_.http_authorization));
+  if (!http_.authorization.empty()) {
+    request.headers.push_back(absl::StrCat("Authorization: ", http_.authorization));
   }
-  request.ca_file = config_.http_ca_file;
+  request.ca_file = http_.ca_file;
   request.connect_timeout = config_.connect_timeout;
   request.timeout = AttemptTimeout(email, config_.timeout);
   CurlHandlePool::Loan handle = handles_.Acquire();

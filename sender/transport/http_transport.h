@@ -14,8 +14,19 @@
 
 namespace mailroom {
 
+// The http transport's own settings.
+struct HttpSettings {
+  std::string url;  // https:// (http:// only where the configuration allows it)
+  // The Standard Webhooks signing secrets, "whsec_<base64>", separated by spaces: each signs
+  // every request (a receiver rotating its secret accepts either). Secret.
+  std::string secret;
+  std::string authorization;  // an Authorization header value, "" for none (secret)
+  std::string ca_file;        // PEM CA trusted for the receiver instead of the system's
+  bool allow_plain = false;   // http:// to a network address (checked by the configuration)
+};
+
 // A generic webhook: each email POSTed as JSON (see Body) to the team's own URL
-// (TransportConfig::http_url), signed the way the Standard Webhooks convention specifies, so
+// (HttpSettings::url), signed the way the Standard Webhooks convention specifies, so
 // a receiver in any language can verify it:
 //   webhook-id: WebhookId (one per job and group: the same on every try of that email, so a
 //               receiver de-duplicates the retry of an answer it sent but we lost)
@@ -62,6 +73,7 @@ class HttpTransport : public Transport {
   HttpTransport(const TransportConfig& config, std::vector<std::string> keys);
 
   const TransportConfig config_;
+  const HttpSettings& http_ = config_.Get<HttpSettings>();
   const std::vector<std::string> keys_;
   CurlHandlePool handles_;  // one per kept-alive HTTP connection
   CurlMultiLoop loop_;      // destroyed first: no transfer outlives its handle

@@ -68,8 +68,8 @@ class HttpTransportTest : public TransportTest {
   TransportConfig Http(const std::string& url, const std::string& secret = kSecret) {
     TransportConfig c;
     c.kind = "http";
-    c.http_url = url;
-    c.http_secret = secret;
+    c.Mutable<HttpSettings>().url = url;
+    c.Mutable<HttpSettings>().secret = secret;
     c.group = "mailroom";
     c.connections = 2;
     c.timeout = absl::Seconds(10);
@@ -207,12 +207,12 @@ TEST_F(HttpTransportTest, ALostAnswerMayHaveBeenSentAndItsRetryIsADuplicateToThe
 TEST_F(HttpTransportTest, AWrongSecretOrAuthorizationIsRefusedAndHoldsEveryJob) {
   const std::string url = StartReceiver({"--authorization", "Bearer t0ken"});
   TransportConfig good = Http(url);
-  good.http_authorization = "Bearer t0ken";
+  good.Mutable<HttpSettings>().authorization = "Bearer t0ken";
   // Rotation: the receiver knows only the newer secret; a signature per secret is sent.
   TransportConfig rotating = good;
-  rotating.http_secret = absl::StrCat(kOtherSecret, " ", kSecret);
+  rotating.Mutable<HttpSettings>().secret = absl::StrCat(kOtherSecret, " ", kSecret);
   TransportConfig wrong_secret = good;
-  wrong_secret.http_secret = kOtherSecret;
+  wrong_secret.Mutable<HttpSettings>().secret = kOtherSecret;
   TransportConfig no_authorization = Http(url);
   for (const TransportConfig* c : {&wrong_secret, &no_authorization}) {
     auto r = Make(*c)->Send(Job(11));
@@ -235,7 +235,7 @@ TEST_F(HttpTransportTest, HttpsIsVerifiedAndAnUntrustedCertificateHoldsEveryJob)
   EXPECT_TRUE(IsProviderError(untrusted.status())) << untrusted.status();
   EXPECT_FALSE(IsMaybeSent(untrusted.status()));
   TransportConfig trusted = Http(https);
-  trusted.http_ca_file = dir_ + "/cert.pem";
+  trusted.Mutable<HttpSettings>().ca_file = dir_ + "/cert.pem";
   auto sent = Make(trusted)->Send(Job(17));
   ASSERT_TRUE(sent.ok()) << sent.status();
   // Plain HTTP to a TLS port gets no answer it can read: not sent, nothing stored.

@@ -3,12 +3,13 @@
 #include <string>
 
 #include "sender/transport/provider_transport.h"
+#include "sender/transport/transport_entry.h"
 
 namespace mailroom {
 
-// Mailgun's Messages API (base URL TransportConfig::provider_api_url, https://api.mailgun.net
+// Mailgun's Messages API (base URL ProviderSettings::api_url, https://api.mailgun.net
 // when empty; https://api.eu.mailgun.net for EU domains): POST /v3/<domain>/messages
-// (TransportConfig::mailgun_domain, the sending domain) with HTTP basic authentication
+// (ProviderSettings::mailgun_domain, the sending domain) with HTTP basic authentication
 // "api:<API key>".
 extern const ProviderApi kMailgunApi;
 
@@ -28,5 +29,8 @@ class MailgunTransport : public ProviderTransportOf<kMailgunApi> {
   // The form-encoded request body for `email` sent by `group`.
   static std::string Body(const OutgoingEmail& email, const std::string& group);
 };
+
+// The mailgun transport's registry entry (MAILROOM_TRANSPORT=mailgun; see ProviderEntry).
+extern const TransportEntry kMailgunEntry;
 
 }  // namespace mailroom

@@ -1,9 +1,12 @@
 #include "sender/transport/postmark_transport.h"
 
+#include <optional>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "sender/transport/provider_entry.h"
 
 namespace mailroom {
 namespace {
@@ -11,7 +14,7 @@ namespace {
 constexpr char kDefaultUrl[] = "https://api.postmarkapp.com";
 
 std::string TokenHeader(const TransportConfig& config) {
-  return absl::StrCat("X-Postmark-Server-Token: ", config.provider_api_key);
+  return absl::StrCat("X-Postmark-Server-Token: ", config.Get<ProviderSettings>().api_key);
 }
 
 }  // namespace
@@ -26,7 +29,7 @@ std::string PostmarkTransport::Body(const OutgoingEmail& email, const TransportC
       {"Subject", c.subject},
       {"TextBody", c.text},
       {"HtmlBody", c.html},
-      {"MessageStream", config.postmark_message_stream},
+      {"MessageStream", config.Get<ProviderSettings>().postmark_message_stream},
       {"Tag", c.action},
       {"Metadata", std::move(metadata)},
       {"TrackOpens", false},
@@ -76,5 +79,42 @@ absl::Status ResponseStatus(long http, const std::string& body) {
 
 const ProviderApi kPostmarkApi = {"postmark",   kDefaultUrl, Request, ResponseStatus,
                                   CheckRequest, "MessageID", nullptr};
+
+namespace {
+
+SettingsTable PostmarkRows(const TransportVars& v) {
+  return {{v.Mailroom("POSTMARK_MESSAGE_STREAM"), "outbound", "", "",
+           v.Help("postmark: the transactional message stream's id")}};
+}
+
+absl::Status LoadPostmark(const Env& env, const TransportVars& v, ProviderSettings* s) {
+  const std::string stream_var = v.Mailroom("POSTMARK_MESSAGE_STREAM");
+  s->postmark_message_stream = env.String(FindSetting(PostmarkRows(v), stream_var));
+  bool ok = !s->postmark_message_stream.empty() && s->postmark_message_stream.size() <= 100;
+  for (char ch : s->postmark_message_stream) {
+    if (!(absl::ascii_islower(ch) || absl::ascii_isdigit(ch) || ch == '-' || ch == '_')) ok = false;
+  }
+  if (!ok) return BadSetting(stream_var, "must be a stream id: a-z, 0-9, - or _ (at most 100)");
+  return absl::OkStatus();
+}
+
+constexpr ProviderInfo kPostmark = {
+    "postmark",
+    &kPostmarkApi,
+    "POSTMARK_SERVER_TOKEN",
+    "postmark: the server's API token (required)",
+    "POSTMARK_API_URL",
+    "postmark: API base URL (default: Postmark's)",
+    "server token",
+    PostmarkRows,
+    LoadPostmark,
+    /*judge=*/nullptr,
+    "whether MAILROOM_FROM has a confirmed sender signature (Postmark refuses the first email "
+    "with ErrorCode 400 or 401)",
+};
+
+}  // namespace
+
+constexpr TransportEntry kPostmarkEntry = ProviderEntry<kPostmark>();
 
 }  // namespace mailroom

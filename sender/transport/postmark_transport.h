@@ -3,10 +3,11 @@
 #include <string>
 
 #include "sender/transport/provider_transport.h"
+#include "sender/transport/transport_entry.h"
 
 namespace mailroom {
 
-// Postmark's Email API (base URL TransportConfig::provider_api_url, https://api.postmarkapp.com
+// Postmark's Email API (base URL ProviderSettings::api_url, https://api.postmarkapp.com
 // when empty): POST /email with the server token in X-Postmark-Server-Token.
 extern const ProviderApi kPostmarkApi;
 
@@ -28,5 +29,8 @@ class PostmarkTransport : public ProviderTransportOf<kPostmarkApi> {
   // The JSON request body for `email` (see the class comment).
   static std::string Body(const OutgoingEmail& email, const TransportConfig& config);
 };
+
+// The postmark transport's registry entry (MAILROOM_TRANSPORT=postmark; see ProviderEntry).
+extern const TransportEntry kPostmarkEntry;
 
 }  // namespace mailroom

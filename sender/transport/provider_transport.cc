@@ -59,14 +59,14 @@ HttpRequest ProviderTransport::ApiRequest(const TransportConfig& config,
                                           absl::string_view default_url, absl::string_view path,
                                           std::vector<std::string> headers, bool post) {
   HttpRequest r;
-  r.url = absl::StrCat(BaseUrl(config.provider_api_url, default_url), path);
+  r.url = absl::StrCat(BaseUrl(config.Get<ProviderSettings>().api_url, default_url), path);
   r.post = post;
   r.headers = std::move(headers);
   return r;
 }
 
 std::string ProviderTransport::BearerHeader(const TransportConfig& config) {
-  return absl::StrCat("Authorization: Bearer ", config.provider_api_key);
+  return absl::StrCat("Authorization: Bearer ", config.Get<ProviderSettings>().api_key);
 }
 
 }  // namespace mailroom

@@ -13,12 +13,20 @@
 
 namespace mailroom {
 
+// The settings of a provider transport (postmark, sendgrid, mailgun, resend).
+struct ProviderSettings {
+  std::string api_key;  // Postmark server token, SendGrid/Mailgun/Resend API key (secret)
+  std::string api_url;  // the API's base URL, "" for the provider's own
+  std::string postmark_message_stream = "outbound";  // postmark only
+  std::string mailgun_domain;                        // mailgun only: the sending domain
+};
+
 // What one email provider's HTTP sending API is, for ProviderTransport: everything a provider
 // transport does that differs from one provider to the next. Defined once per provider, in its
 // .cc file (kPostmarkApi, ...), as a constant of plain function pointers.
 struct ProviderApi {
   const char* name;         // the transport's Name(): "postmark"
-  const char* default_url;  // the API's base URL when TransportConfig::provider_api_url is empty
+  const char* default_url;  // the API's base URL when ProviderSettings::api_url is empty
   // The request that sends `email` under `config` (URL, credentials, body); Send sets the
   // timeouts.
   HttpRequest (*request)(const OutgoingEmail& email, const TransportConfig& config);
@@ -66,12 +74,12 @@ class ProviderTransport : public Transport {
   static std::string DisplayName(absl::string_view mailbox);
   // The string member `key` of the JSON object `body`, or "" (not JSON, absent, not a string).
   static std::string JsonString(absl::string_view body, const char* key);
-  // A request for `path` under the provider's base URL (`config`'s provider_api_url, or
+  // A request for `path` under the provider's base URL (`config`'s ProviderSettings::api_url, or
   // `default_url`) with `headers`: a POST, or a GET when `post` is false.
   static HttpRequest ApiRequest(const TransportConfig& config, absl::string_view default_url,
                                 absl::string_view path, std::vector<std::string> headers,
                                 bool post = true);
-  // "Authorization: Bearer <config's provider_api_key>".
+  // "Authorization: Bearer <config's ProviderSettings::api_key>".
   static std::string BearerHeader(const TransportConfig& config);
 
  private:

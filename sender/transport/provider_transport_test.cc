@@ -12,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "sender/transport/mailgun_transport.h"
 #include "sender/transport/postmark_transport.h"
+#include "sender/transport/provider_transport.h"
 #include "sender/transport/resend_transport.h"
 #include "sender/transport/sendgrid_transport.h"
 #include "sender/transport/testing/transport_peers.h"
@@ -45,7 +46,7 @@ OutgoingEmail Job(uint64_t job, const std::string& to = "ok-1@example.test") {
 TEST(PostmarkTransportTest, BodyIsOneMessageWithMetadataAndNoTracking) {
   TransportConfig c;
   c.group = "mailroom";
-  c.postmark_message_stream = "outbound";
+  c.Mutable<ProviderSettings>().postmark_message_stream = "outbound";
   auto body = nlohmann::json::parse(PostmarkTransport::Body(Job(7), c));
   EXPECT_EQ(body["From"], "\"Example Inc\" <no-reply@example.test>");
   EXPECT_EQ(body["To"], "ok-1@example.test");
@@ -209,9 +210,9 @@ class ProviderStandInTest : public TransportTest,
     peers_.push_back(*std::move(p));
     TransportConfig c;
     c.kind = GetParam();
-    c.provider_api_url = absl::StrCat("http://127.0.0.1:", port_, "/");
-    c.provider_api_key = kKey;
-    c.mailgun_domain = "mg.example.test";
+    c.Mutable<ProviderSettings>().api_url = absl::StrCat("http://127.0.0.1:", port_, "/");
+    c.Mutable<ProviderSettings>().api_key = kKey;
+    c.Mutable<ProviderSettings>().mailgun_domain = "mg.example.test";
     c.group = "mailroom";
     c.connections = 2;
     c.timeout = absl::Seconds(10);
@@ -246,7 +247,7 @@ TEST_P(ProviderStandInTest, AcceptedWithTheProvidersIdAndAWrongKeyHoldsEveryJob)
   EXPECT_EQ(state["deliveries"]["21"], 1);
   EXPECT_EQ(state["refused"], 0);
 
-  c.provider_api_key = "wr0ng-k3y";
+  c.Mutable<ProviderSettings>().api_key = "wr0ng-k3y";
   auto refused = Make(c)->Send(Job(22));
   EXPECT_TRUE(IsProviderError(refused.status())) << refused.status();
   EXPECT_FALSE(IsMaybeSent(refused.status()));
@@ -267,7 +268,7 @@ TEST_P(ProviderStandInTest, AnAnswerTooSlowForTheAttemptMayHaveBeenSent) {
 
 TEST_P(ProviderStandInTest, NothingListeningHoldsEveryJobAndNothingMayHaveBeenSent) {
   TransportConfig c = Start();
-  c.provider_api_url = absl::StrCat("http://127.0.0.1:", FreePort());
+  c.Mutable<ProviderSettings>().api_url = absl::StrCat("http://127.0.0.1:", FreePort());
   auto r = Make(c)->Send(Job(24));
   EXPECT_TRUE(IsProviderError(r.status())) << r.status();
   EXPECT_FALSE(IsMaybeSent(r.status()));

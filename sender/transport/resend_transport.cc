@@ -1,8 +1,12 @@
 #include "sender/transport/resend_transport.h"
 
+#include <optional>
+
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "sender/transport/provider_entry.h"
 
 namespace mailroom {
 std::string ResendTransport::Body(const OutgoingEmail& email, const std::string& group) {
@@ -63,5 +67,37 @@ absl::Status ResponseStatus(long http, const std::string& body) {
 
 const ProviderApi kResendApi = {"resend",     kDefaultUrl, Request, ResponseStatus,
                                 CheckRequest, "id",        nullptr};
+
+namespace {
+
+// A restricted (sending-only) key cannot list domains: Resend says so by name, and it sends.
+std::optional<DoctorLine> JudgeResend(const HttpAnswer& answer, const std::string& where,
+                                      const ProviderSettings&) {
+  if (answer.status == 401 &&
+      ProviderTransport::JsonString(answer.body, "name") == "restricted_api_key") {
+    return DoctorLine::Ok("resend",
+                          absl::StrCat("API key accepted by ", where, " (sending access only)"));
+  }
+  return std::nullopt;
+}
+
+constexpr ProviderInfo kResend = {
+    "resend",
+    &kResendApi,
+    "RESEND_API_KEY",
+    "resend: an API key with sending access (required)",
+    "RESEND_API_URL",
+    "resend: API base URL (default: Resend's)",
+    "API key",
+    /*more_rows=*/nullptr,
+    /*load_more=*/nullptr,
+    JudgeResend,
+    "whether MAILROOM_FROM's domain is verified at Resend (Resend refuses the first email with "
+    "403)",
+};
+
+}  // namespace
+
+constexpr TransportEntry kResendEntry = ProviderEntry<kResend>();
 
 }  // namespace mailroom

@@ -5,10 +5,11 @@
 
 #include "absl/strings/string_view.h"
 #include "sender/transport/provider_transport.h"
+#include "sender/transport/transport_entry.h"
 
 namespace mailroom {
 
-// Resend's API (base URL TransportConfig::provider_api_url, https://api.resend.com when
+// Resend's API (base URL ProviderSettings::api_url, https://api.resend.com when
 // empty): POST /emails with "Authorization: Bearer <API key>".
 extern const ProviderApi kResendApi;
 
@@ -34,5 +35,8 @@ class ResendTransport : public ProviderTransportOf<kResendApi> {
   // "mailroom/<group>/<job id>": the same on every try of one email, unique per email.
   static std::string IdempotencyKey(absl::string_view group, uint64_t job_id);
 };
+
+// The resend transport's registry entry (MAILROOM_TRANSPORT=resend; see ProviderEntry).
+extern const TransportEntry kResendEntry;
 
 }  // namespace mailroom

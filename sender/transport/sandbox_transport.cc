@@ -32,25 +32,26 @@ SandboxEvent Event(absl::string_view provider_id, const char* kind, const nlohma
 
 absl::StatusOr<std::unique_ptr<SandboxTransport>> SandboxTransport::Create(
     const TransportConfig& config, Clock* clock) {
+  const SandboxSettings& sandbox = config.Get<SandboxSettings>();
   std::unique_ptr<FileTransport> file;
-  if (!config.sandbox_dir.empty()) {
+  if (!sandbox.dir.empty()) {
     std::error_code ec;
-    std::filesystem::create_directories(config.sandbox_dir, ec);
+    std::filesystem::create_directories(sandbox.dir, ec);
     if (ec) {
       return absl::FailedPreconditionError(absl::StrCat("MAILROOM_SANDBOX_DIR: cannot create \"",
-                                                        config.sandbox_dir, "\": ", ec.message()));
+                                                        sandbox.dir, "\": ", ec.message()));
     }
-    file = std::make_unique<FileTransport>(config.sandbox_dir, config.connections);
+    file = std::make_unique<FileTransport>(sandbox.dir, config.connections);
   }
   std::unique_ptr<SandboxEventPoster> poster;
-  if (!config.sandbox_feedback_url.empty()) {
-    auto keys = HttpTransport::ParseSecrets(config.sandbox_feedback_secret,
+  if (!sandbox.feedback_url.empty()) {
+    auto keys = HttpTransport::ParseSecrets(sandbox.feedback_secret,
                                             "MAILROOM_SANDBOX_FEEDBACK_SECRET", "sandbox");
     if (!keys.ok()) return keys.status();
     SandboxPosterOptions options;
-    options.url = config.sandbox_feedback_url;
+    options.url = sandbox.feedback_url;
     options.keys = *std::move(keys);
-    options.delay = config.sandbox_event_delay;
+    options.delay = sandbox.event_delay;
     options.connect_timeout = config.connect_timeout;
     options.timeout = config.timeout;
     poster = std::make_unique<SandboxEventPoster>(std::move(options), clock);
@@ -62,7 +63,7 @@ absl::StatusOr<std::unique_ptr<SandboxTransport>> SandboxTransport::Create(
 SandboxTransport::SandboxTransport(const TransportConfig& config,
                                    std::unique_ptr<FileTransport> file,
                                    std::unique_ptr<SandboxEventPoster> poster)
-    : domain_(absl::AsciiStrToLower(config.sandbox_domain)), group_(config.group),
+    : domain_(absl::AsciiStrToLower(config.Get<SandboxSettings>().domain)), group_(config.group),
       concurrency_(config.connections), file_(std::move(file)), poster_(std::move(poster)) {}
 
 SandboxTransport::Scenario SandboxTransport::ScenarioOf(absl::string_view to,

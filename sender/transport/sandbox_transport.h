@@ -15,12 +15,21 @@
 
 namespace mailroom {
 
+// The sandbox transport's own settings.
+struct SandboxSettings {
+  std::string domain = "sandbox.mailroom.test";  // the simulator's recipients' domain
+  std::string dir;                               // also write each accepted message here
+  std::string feedback_url;     // the collector's /feedback/sandbox, "" for no events
+  std::string feedback_secret;  // its whsec_ secret(s) (secret)
+  absl::Duration event_delay = absl::Seconds(1);  // before an email's first event
+};
+
 // A provider simulator for testing bounce handling end to end: it sends no email anywhere. It
 // answers each Send as a provider does (a provider message id, or a refusal) and reports what
 // became of the email the way a provider's webhook does, to the collector's /feedback/sandbox
 // path (SandboxEventPoster), so that bounces, complaints and deliveries travel the same feedback
 // path as a real provider's. The recipient's local part at the simulator domain
-// (TransportConfig::sandbox_domain, compared without case) picks what happens:
+// (SandboxSettings::domain, compared without case) picks what happens:
 //   delivered@   accepted; a delivery event
 //   bounce@      accepted; a permanent bounce event (the collector suppresses the address)
 //   softbounce@  accepted; a transient bounce event (counted towards the soft-bounce limit)

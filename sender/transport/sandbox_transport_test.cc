@@ -63,9 +63,9 @@ class SandboxTransportTest : public TransportTest {
     c.kind = "sandbox";
     c.group = "mailroom";
     c.connections = 2;
-    c.sandbox_feedback_url = url;
-    c.sandbox_feedback_secret = kSecret;
-    c.sandbox_event_delay = absl::Milliseconds(20);
+    c.Mutable<SandboxSettings>().feedback_url = url;
+    c.Mutable<SandboxSettings>().feedback_secret = kSecret;
+    c.Mutable<SandboxSettings>().event_delay = absl::Milliseconds(20);
     c.timeout = absl::Seconds(5);
     return c;
   }
@@ -129,13 +129,13 @@ TEST_F(SandboxTransportTest, AnswersLikeAProviderAndWritesNothingWithoutADirecto
 
 TEST_F(SandboxTransportTest, WritesAcceptedMessagesToItsDirectory) {
   TransportConfig c = Sandbox("");
-  c.sandbox_dir = dir_ + "/sandbox/nested";
+  c.Mutable<SandboxSettings>().dir = dir_ + "/sandbox/nested";
   auto t = Make(c);
   ASSERT_NE(t, nullptr);
   ASSERT_TRUE(t->Send(Job("bounce@sandbox.mailroom.test", 1)).ok());
   EXPECT_FALSE(t->Send(Job("suppressed@sandbox.mailroom.test", 2)).ok());
   std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(c.sandbox_dir)) {
+  for (const auto& e : std::filesystem::directory_iterator(c.Get<SandboxSettings>().dir)) {
     files.push_back(e.path().string());
   }
   ASSERT_EQ(files.size(), 1u);  // no temporary file left
@@ -143,7 +143,7 @@ TEST_F(SandboxTransportTest, WritesAcceptedMessagesToItsDirectory) {
   EXPECT_EQ(Slurp(files[0]), Job("bounce@sandbox.mailroom.test", 1).mime);
 
   std::ofstream(dir_ + "/blocker") << "x";
-  c.sandbox_dir = dir_ + "/blocker/outbox";
+  c.Mutable<SandboxSettings>().dir = dir_ + "/blocker/outbox";
   auto blocked = SandboxTransport::Create(c, RealClock::Get());
   EXPECT_EQ(blocked.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StartsWith(blocked.status().message(), "MAILROOM_SANDBOX_DIR: "));
@@ -151,13 +151,13 @@ TEST_F(SandboxTransportTest, WritesAcceptedMessagesToItsDirectory) {
 
 TEST_F(SandboxTransportTest, ASecretThatDoesNotParseNamesItsVariable) {
   TransportConfig c = Sandbox("http://127.0.0.1:1/feedback/sandbox");
-  c.sandbox_feedback_secret = "";
+  c.Mutable<SandboxSettings>().feedback_secret = "";
   auto missing = SandboxTransport::Create(c, RealClock::Get());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(missing.status().message(),
             "MAILROOM_SANDBOX_FEEDBACK_SECRET: required when MAILROOM_TRANSPORT=sandbox (whsec_ "
             "and base64)");
-  c.sandbox_feedback_secret = "whsec_dG9vLXNob3J0";
+  c.Mutable<SandboxSettings>().feedback_secret = "whsec_dG9vLXNob3J0";
   auto short_key = SandboxTransport::Create(c, RealClock::Get());
   EXPECT_TRUE(absl::StartsWith(short_key.status().message(),
                                "MAILROOM_SANDBOX_FEEDBACK_SECRET: secret 1 must be whsec_"))

@@ -1,8 +1,12 @@
 #include "sender/transport/sendgrid_transport.h"
 
+#include <optional>
+
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "sender/transport/provider_entry.h"
 
 namespace mailroom {
 std::string SendgridTransport::Body(const OutgoingEmail& email, const std::string& group) {
@@ -70,5 +74,42 @@ absl::Status ResponseStatus(long http, const std::string& body) {
 
 const ProviderApi kSendgridApi = {"sendgrid",   kDefaultUrl, Request,       ResponseStatus,
                                   CheckRequest, nullptr,     "x-message-id"};
+
+namespace {
+
+// The scopes read (GET /v3/scopes) must include mail.send, or SendGrid refuses every email.
+std::optional<DoctorLine> JudgeSendgrid(const HttpAnswer& answer, const std::string& where,
+                                        const ProviderSettings&) {
+  if (answer.status < 200 || answer.status >= 300) return std::nullopt;
+  auto json = nlohmann::json::parse(answer.body, nullptr, false);
+  bool can_send = false;
+  if (json.is_object() && json.contains("scopes") && json["scopes"].is_array()) {
+    for (const auto& s : json["scopes"]) can_send |= s.is_string() && s == "mail.send";
+  }
+  return can_send ? DoctorLine::Ok("sendgrid", absl::StrCat("API key accepted by ", where,
+                                                            "; it has the mail.send scope"))
+                  : DoctorLine::Fail("sendgrid",
+                                     absl::StrCat("the API key lacks the mail.send scope at ",
+                                                  where, ": SendGrid refuses every email (403)"));
+}
+
+constexpr ProviderInfo kSendgrid = {
+    "sendgrid",
+    &kSendgridApi,
+    "SENDGRID_API_KEY",
+    "sendgrid: an API key with mail.send (required)",
+    "SENDGRID_API_URL",
+    "sendgrid: API base URL (default: SendGrid's)",
+    "API key",
+    /*more_rows=*/nullptr,
+    /*load_more=*/nullptr,
+    JudgeSendgrid,
+    "whether MAILROOM_FROM is a verified sender identity (SendGrid refuses the first email with "
+    "403)",
+};
+
+}  // namespace
+
+constexpr TransportEntry kSendgridEntry = ProviderEntry<kSendgrid>();
 
 }  // namespace mailroom

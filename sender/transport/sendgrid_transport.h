@@ -3,10 +3,11 @@
 #include <string>
 
 #include "sender/transport/provider_transport.h"
+#include "sender/transport/transport_entry.h"
 
 namespace mailroom {
 
-// SendGrid's v3 Mail Send (base URL TransportConfig::provider_api_url, https://api.sendgrid.com
+// SendGrid's v3 Mail Send (base URL ProviderSettings::api_url, https://api.sendgrid.com
 // when empty; https://api.eu.sendgrid.com for EU subusers): POST /v3/mail/send with
 // "Authorization: Bearer <API key>".
 extern const ProviderApi kSendgridApi;
@@ -27,5 +28,8 @@ class SendgridTransport : public ProviderTransportOf<kSendgridApi> {
   // The JSON request body for `email` sent by `group`.
   static std::string Body(const OutgoingEmail& email, const std::string& group);
 };
+
+// The sendgrid transport's registry entry (MAILROOM_TRANSPORT=sendgrid; see ProviderEntry).
+extern const TransportEntry kSendgridEntry;
 
 }  // namespace mailroom

@@ -30,6 +30,14 @@ size_t Header(char* ptr, size_t size, size_t nmemb, void* userdata) {
   return size * nmemb;
 }
 
+double Number(const nlohmann::json& j, const char* key, double def) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : def;
+}
+
+bool Flag(const nlohmann::json& j, const char* key, bool def) {
+  return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : def;
+}
+
 }  // namespace
 
 SesTransport::SesTransport(const TransportConfig& config)
@@ -37,9 +45,10 @@ SesTransport::SesTransport(const TransportConfig& config)
       handles_(config.connections), loop_(config.connections) {}
 
 std::string SesTransport::ApiUrl(const TransportConfig& config, const std::string& path) {
-  std::string endpoint = config.ses_endpoint.empty()
-                             ? absl::StrCat("https://email.", config.ses_region, ".amazonaws.com")
-                             : config.ses_endpoint;
+  const SesSettings& ses = config.Get<SesSettings>();
+  std::string endpoint = ses.endpoint.empty()
+                             ? absl::StrCat("https://email.", ses.region, ".amazonaws.com")
+                             : ses.endpoint;
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
   return absl::StrCat(endpoint, path);
 }
@@ -47,6 +56,7 @@ std::string SesTransport::ApiUrl(const TransportConfig& config, const std::strin
 absl::StatusOr<std::string> SesTransport::Call(CURL* c, const TransportConfig& config,
                                                const std::string& url, const std::string* body,
                                                CurlMultiLoop* loop, absl::Duration timeout) {
+  const SesSettings& ses = config.Get<SesSettings>();
   char errbuf[CURL_ERROR_SIZE] = {0};
   std::string response, error_type;
   CurlSlist headers(nullptr);
@@ -60,14 +70,12 @@ absl::StatusOr<std::string> SesTransport::Call(CURL* c, const TransportConfig& c
       headers.reset(curl_slist_append(headers.release(), h.c_str()));
     }
   }
-  if (!config.aws_session_token.empty()) {
+  if (!ses.session_token.empty()) {
     headers.reset(curl_slist_append(
-        headers.release(),
-        absl::StrCat("x-amz-security-token: ", config.aws_session_token).c_str()));
+        headers.release(), absl::StrCat("x-amz-security-token: ", ses.session_token).c_str()));
   }
-  const std::string sigv4 = absl::StrCat("aws:amz:", config.ses_region, ":ses");
-  const std::string userpwd = absl::StrCat(config.aws_access_key_id, ":",
-                                           config.aws_secret_access_key);
+  const std::string sigv4 = absl::StrCat("aws:amz:", ses.region, ":ses");
+  const std::string userpwd = absl::StrCat(ses.access_key_id, ":", ses.secret_access_key);
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
@@ -140,8 +148,8 @@ absl::StatusOr<SendResult> SesTransport::Send(const OutgoingEmail& email) {
       {"Destination", {{"ToAddresses", {email.to_address}}}},
       {"Content", {{"Raw", {{"Data", absl::Base64Escape(email.mime)}}}}},
   };
-  if (!config_.ses_configuration_set.empty()) {
-    req["ConfigurationSetName"] = config_.ses_configuration_set;
+  if (!ses_.configuration_set.empty()) {
+    req["ConfigurationSetName"] = ses_.configuration_set;
   }
   nlohmann::json tags = nlohmann::json::array();
   for (const auto& [name, value] : email.tags) tags.push_back({{"Name", name}, {"Value", value}});
@@ -159,6 +167,34 @@ absl::StatusOr<SendResult> SesTransport::Send(const OutgoingEmail& email) {
                        ? json["MessageId"].get<std::string>()
                        : "";
   return SendResult{id, id};
+}
+
+absl::StatusOr<SesAccountInfo> ParseSesAccount(absl::string_view body) {
+  auto j = nlohmann::json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return absl::InvalidArgumentError("ses GetAccount: not a JSON object");
+  SesAccountInfo info;
+  info.sending_enabled = Flag(j, "SendingEnabled", true);
+  info.production_access = Flag(j, "ProductionAccessEnabled", true);
+  if (j.contains("EnforcementStatus") && j["EnforcementStatus"].is_string()) {
+    info.enforcement_status = j["EnforcementStatus"].get<std::string>();
+  }
+  if (j.contains("SendQuota") && j["SendQuota"].is_object()) {
+    const auto& q = j["SendQuota"];
+    info.max_send_rate = std::max(0.0, Number(q, "MaxSendRate", 0));
+    info.max_24_hour_send = Number(q, "Max24HourSend", -1);
+    info.sent_last_24_hours = std::max(0.0, Number(q, "SentLast24Hours", 0));
+  }
+  return info;
+}
+
+absl::StatusOr<SesAccountInfo> FetchSesAccount(const TransportConfig& config) {
+  std::unique_ptr<CURL, void (*)(CURL*)> c(curl_easy_init(), curl_easy_cleanup);
+  if (c == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
+  auto response = SesTransport::Call(c.get(), config,
+                                     SesTransport::ApiUrl(config, "/v2/email/account"),
+                                     /*body=*/nullptr);
+  if (!response.ok()) return response.status();
+  return ParseSesAccount(*response);
 }
 
 }  // namespace mailroom

@@ -2,11 +2,44 @@
 
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
 #include "sender/transport/curl_handle.h"
 #include "sender/transport/curl_multi_loop.h"
 #include "sender/transport/transport.h"
 
 namespace mailroom {
+
+// The ses transport's own settings.
+struct SesSettings {
+  std::string region = "us-east-1";
+  std::string endpoint;  // default https://email.<region>.amazonaws.com
+  std::string access_key_id;
+  std::string secret_access_key;  // secret
+  std::string session_token;      // secret
+  std::string configuration_set;
+};
+
+// What SES v2 GetAccount says about the account's sending (the fields the sender uses).
+struct SesAccountInfo {
+  bool sending_enabled = true;     // SendingEnabled
+  std::string enforcement_status;  // EnforcementStatus: HEALTHY, PROBATION, SHUTDOWN
+  bool production_access = true;   // ProductionAccessEnabled (false: sandbox)
+  double max_send_rate = 0;        // SendQuota.MaxSendRate, emails/s (0: not given)
+  double max_24_hour_send = -1;    // SendQuota.Max24HourSend (-1: unlimited / not given)
+  double sent_last_24_hours = 0;   // SendQuota.SentLast24Hours
+
+  // Sending must pause: SendingEnabled=false or EnforcementStatus SHUTDOWN.
+  bool paused() const { return !sending_enabled || enforcement_status == "SHUTDOWN"; }
+};
+
+// Parses a GetAccount response body; kInvalidArgument when it is not a JSON object.
+absl::StatusOr<SesAccountInfo> ParseSesAccount(absl::string_view body);
+
+// GET {endpoint}/v2/email/account, signed with SigV4 like SendEmail (libcurl). Errors are
+// SesTransport::ResponseStatus's / CurlStatus's; credentials never appear in them.
+absl::StatusOr<SesAccountInfo> FetchSesAccount(const TransportConfig& config);
 
 // Amazon SES v2 `SendEmail` (POST /v2/email/outbound-emails) with Raw content, signed with
 // SigV4 by libcurl (CURLOPT_AWS_SIGV4 "aws:amz:<region>:ses"). Throttling (429,
@@ -44,6 +77,7 @@ class SesTransport : public Transport {
 
  private:
   const TransportConfig config_;
+  const SesSettings& ses_ = config_.Get<SesSettings>();
   std::string url_;
   CurlHandlePool handles_;  // one per kept-alive HTTP connection
   CurlMultiLoop loop_;      // destroyed first: no transfer outlives its handle

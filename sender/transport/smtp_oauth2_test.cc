@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "sender/transport/smtp_session.h"
 #include "sender/transport/smtp_transport.h"
 #include "sender/transport/testing/transport_peers.h"
 
@@ -91,10 +92,10 @@ class OAuth2Test : public transport_testing::TransportTest {
   TransportConfig Config(int smtp_port, int connections) {
     TransportConfig c = Smtp(absl::StrCat("smtp://127.0.0.1:", smtp_port), false);
     c.connections = connections;
-    c.smtp_username = kMailbox;
-    c.smtp_oauth2_client_id = kClientId;
-    c.smtp_oauth2_client_secret = kClientSecret;
-    c.smtp_oauth2_scope = "https://outlook.office365.com/.default";
+    c.Mutable<SmtpSettings>().username = kMailbox;
+    c.Mutable<SmtpSettings>().oauth2_client_id = kClientId;
+    c.Mutable<SmtpSettings>().oauth2_client_secret = kClientSecret;
+    c.Mutable<SmtpSettings>().oauth2_scope = "https://outlook.office365.com/.default";
     return c;
   }
   nlohmann::json State() {
@@ -125,7 +126,7 @@ TEST_F(OAuth2Test, ATokenThatExpiresMidRunFailsNoSend) {
   // until the endpoint has issued a third token (at least two expiries crossed).
   const std::string url = StartTokenEndpoint(/*expires_in=*/3);
   TransportConfig c = Config(StartXoauth2Smtp(), /*connections=*/4);
-  c.smtp_oauth2_token_url = url;
+  c.Mutable<SmtpSettings>().oauth2_token_url = url;
   SmtpTransport t(c);
   std::atomic<int> sent{0}, failed{0};
   std::atomic<bool> stop{false};
@@ -152,7 +153,7 @@ TEST_F(OAuth2Test, ATokenThatExpiresMidRunFailsNoSend) {
 
 TEST_F(OAuth2Test, ARevokedTokenIsReplacedOnRefusalAndTheMessageDelivered) {
   TransportConfig c = Config(StartXoauth2Smtp(), /*connections=*/1);
-  c.smtp_oauth2_token_url = StartTokenEndpoint(/*expires_in=*/3600);
+  c.Mutable<SmtpSettings>().oauth2_token_url = StartTokenEndpoint(/*expires_in=*/3600);
   SmtpTransport t(c);
   ASSERT_TRUE(Send(t, Email("a@example.test", 1)).ok());
   // The grant is revoked: the server ends the session and refuses the token from now on.
@@ -169,7 +170,8 @@ TEST_F(OAuth2Test, ARevokedTokenIsReplacedOnRefusalAndTheMessageDelivered) {
 TEST_F(OAuth2Test, TheTokenEndpointDownHoldsTheJobAndBacksOff) {
   const int port = FreePort();
   TransportConfig c = Config(StartXoauth2Smtp(), /*connections=*/1);
-  c.smtp_oauth2_token_url = absl::StrCat("http://127.0.0.1:", port, "/tenant/oauth2/v2.0/token");
+  c.Mutable<SmtpSettings>().oauth2_token_url = absl::StrCat("http://127.0.0.1:", port,
+                                                            "/tenant/oauth2/v2.0/token");
   SmtpTransport t(c);
   // Nothing listens: a provider error (the engine holds the job, uncharged, and its breaker
   // probes again later), not a failure of the message.
@@ -193,8 +195,8 @@ TEST_F(OAuth2Test, TheTokenEndpointDownHoldsTheJobAndBacksOff) {
 
 TEST_F(OAuth2Test, WrongClientSecretIsAProviderErrorThatNamesNoSecret) {
   TransportConfig c = Config(StartXoauth2Smtp(), /*connections=*/1);
-  c.smtp_oauth2_token_url = StartTokenEndpoint(/*expires_in=*/3600);
-  c.smtp_oauth2_client_secret = "not-the-secret-0123";
+  c.Mutable<SmtpSettings>().oauth2_token_url = StartTokenEndpoint(/*expires_in=*/3600);
+  c.Mutable<SmtpSettings>().oauth2_client_secret = "not-the-secret-0123";
   SmtpTransport t(c);
   auto r = Send(t, Email("a@example.test"));
   ASSERT_FALSE(r.ok());
@@ -219,7 +221,7 @@ TEST_F(OAuth2Test, ATokenFileIsReadAgainWhenItChanges) {
   };
   issue("file-token-1-Zq8", {});
   TransportConfig c = Config(StartXoauth2Smtp(), /*connections=*/1);
-  c.smtp_oauth2_token_file = dir_ + "/token";
+  c.Mutable<SmtpSettings>().oauth2_token_file = dir_ + "/token";
   SmtpTransport t(c);
   ASSERT_TRUE(Send(t, Email("a@example.test", 1)).ok());
   issue("file-token-2-Kx3", {"file-token-1-Zq8"});

@@ -49,9 +49,10 @@ std::string MailFrom(const OutgoingEmail& email, const SmtpTrace& ehlo) {
 
 void SetSmtpSessionOptions(CURL* c, const TransportConfig& config, const std::string& bearer,
                            absl::Duration timeout) {
-  curl_easy_setopt(c, CURLOPT_URL, config.smtp_url.c_str());
+  const SmtpSettings& smtp = config.Get<SmtpSettings>();
+  curl_easy_setopt(c, CURLOPT_URL, smtp.url.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_USE_SSL, config.smtp_require_tls ? CURLUSESSL_ALL : CURLUSESSL_TRY);
+  curl_easy_setopt(c, CURLOPT_USE_SSL, smtp.require_tls ? CURLUSESSL_ALL : CURLUSESSL_TRY);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(absl::ToInt64Milliseconds(config.connect_timeout)));
   // At least 1 ms: libcurl reads 0 as no timeout.
@@ -59,17 +60,17 @@ void SetSmtpSessionOptions(CURL* c, const TransportConfig& config, const std::st
                    static_cast<long>(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout))));
   if (!bearer.empty()) {
     // Microsoft 365 offers XOAUTH2 only; Google offers OAUTHBEARER too: one mechanism for both.
-    curl_easy_setopt(c, CURLOPT_USERNAME, config.smtp_username.c_str());
+    curl_easy_setopt(c, CURLOPT_USERNAME, smtp.username.c_str());
     curl_easy_setopt(c, CURLOPT_XOAUTH2_BEARER, bearer.c_str());
     curl_easy_setopt(c, CURLOPT_LOGIN_OPTIONS, "AUTH=XOAUTH2");
-  } else if (!config.smtp_username.empty()) {
-    curl_easy_setopt(c, CURLOPT_USERNAME, config.smtp_username.c_str());
-    curl_easy_setopt(c, CURLOPT_PASSWORD, config.smtp_password.c_str());
+  } else if (!smtp.username.empty()) {
+    curl_easy_setopt(c, CURLOPT_USERNAME, smtp.username.c_str());
+    curl_easy_setopt(c, CURLOPT_PASSWORD, smtp.password.c_str());
   }
-  if (!config.smtp_ca_file.empty()) {
-    curl_easy_setopt(c, CURLOPT_CAINFO, config.smtp_ca_file.c_str());
+  if (!smtp.ca_file.empty()) {
+    curl_easy_setopt(c, CURLOPT_CAINFO, smtp.ca_file.c_str());
   }
-  if (config.smtp_insecure_skip_verify) {
+  if (smtp.insecure_skip_verify) {
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
   }

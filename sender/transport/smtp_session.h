@@ -13,6 +13,24 @@
 
 namespace mailroom {
 
+// The smtp transport's own settings.
+struct SmtpSettings {
+  std::string url;  // smtp://host:port (STARTTLS) or smtps://host:port
+  std::string username;
+  std::string password;  // secret
+  // XOAUTH2 instead of a password (username is the mailbox): tokens from a client-credentials
+  // endpoint (oauth2_token_url) or from a file a sidecar refreshes (oauth2_token_file); at most
+  // one of the two, and then no password.
+  std::string oauth2_token_url;
+  std::string oauth2_client_id;
+  std::string oauth2_client_secret;  // secret
+  std::string oauth2_scope;
+  std::string oauth2_token_file;
+  bool require_tls = true;  // smtp://: refuse to send without STARTTLS
+  std::string ca_file;      // extra trust anchor (self-signed test servers)
+  bool insecure_skip_verify = false;
+};
+
 // The options of a session with the configured server (URL, TLS, AUTH, timeouts): the same
 // for a connection that sends mail and for a probe. `bearer`, when not empty, is the XOAUTH2
 // token; the strings must outlive the transfer.

@@ -91,9 +91,9 @@ TEST_F(SmtpSessionTest, PipelinesOverStartTlsWithAuth) {
   const int port = StartSmtp({"--tls-cert", dir_ + "/cert.pem", "--tls-key", dir_ + "/key.pem",
                               "--require-tls", "--auth", "mailer:pw", "--pipelining"});
   TransportConfig c = Smtp(absl::StrCat("smtp://127.0.0.1:", port), /*require_tls=*/true);
-  c.smtp_ca_file = dir_ + "/cert.pem";
-  c.smtp_username = "mailer";
-  c.smtp_password = "pw";
+  c.Mutable<SmtpSettings>().ca_file = dir_ + "/cert.pem";
+  c.Mutable<SmtpSettings>().username = "mailer";
+  c.Mutable<SmtpSettings>().password = "pw";
   SmtpSession s(c);
   for (int i = 0; i < 2; ++i) {
     auto r = Send(&s, Email("a@example.test", i));
@@ -109,7 +109,7 @@ TEST_F(SmtpSessionTest, OnlyTheEhloAfterStartTlsCounts) {
   const int port = StartSmtp({"--tls-cert", dir_ + "/cert.pem", "--tls-key", dir_ + "/key.pem",
                               "--require-tls", "--pipelining-before-tls"});
   TransportConfig c = Smtp(absl::StrCat("smtp://127.0.0.1:", port), /*require_tls=*/true);
-  c.smtp_ca_file = dir_ + "/cert.pem";
+  c.Mutable<SmtpSettings>().ca_file = dir_ + "/cert.pem";
   SmtpSession s(c);
   auto r = Send(&s, Email("a@example.test"));
   ASSERT_TRUE(r.ok()) << r.status();

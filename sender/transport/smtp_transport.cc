@@ -10,14 +10,14 @@ namespace mailroom {
 namespace {
 
 std::unique_ptr<OAuth2TokenCache> TokenCacheFor(const TransportConfig& config) {
+  const SmtpSettings& smtp = config.Get<SmtpSettings>();
   std::unique_ptr<OAuth2TokenSource> source;
-  if (!config.smtp_oauth2_token_url.empty()) {
-    source = ClientCredentialsSource(ClientCredentials{config.smtp_oauth2_token_url,
-                                                       config.smtp_oauth2_client_id,
-                                                       config.smtp_oauth2_client_secret,
-                                                       config.smtp_oauth2_scope, config.timeout});
-  } else if (!config.smtp_oauth2_token_file.empty()) {
-    source = TokenFileSource(config.smtp_oauth2_token_file);
+  if (!smtp.oauth2_token_url.empty()) {
+    source = ClientCredentialsSource(ClientCredentials{smtp.oauth2_token_url, smtp.oauth2_client_id,
+                                                       smtp.oauth2_client_secret, smtp.oauth2_scope,
+                                                       config.timeout});
+  } else if (!smtp.oauth2_token_file.empty()) {
+    source = TokenFileSource(smtp.oauth2_token_file);
   } else {
     return nullptr;
   }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sender/transport/smtp_session.h"
 #include "sender/transport/testing/transport_peers.h"
 
 namespace mailroom {
@@ -35,9 +36,9 @@ TEST_F(TransportTest, SmtpStartTlsWithAuth) {
   int port = StartSmtp({"--tls-cert", dir_ + "/cert.pem", "--tls-key", dir_ + "/key.pem",
                         "--require-tls", "--auth", absl::StrCat("mailer:", kPassword)});
   TransportConfig c = Smtp(absl::StrCat("smtp://127.0.0.1:", port), true);
-  c.smtp_ca_file = dir_ + "/cert.pem";
-  c.smtp_username = "mailer";
-  c.smtp_password = kPassword;
+  c.Mutable<SmtpSettings>().ca_file = dir_ + "/cert.pem";
+  c.Mutable<SmtpSettings>().username = "mailer";
+  c.Mutable<SmtpSettings>().password = kPassword;
   SmtpTransport t(c);
   auto r = t.Send(Email("a@example.test"));
   ASSERT_TRUE(r.ok()) << r.status();
@@ -69,7 +70,7 @@ TEST_F(TransportTest, SmtpsImplicitTls) {
   int port = StartSmtp(
       {"--tls-cert", dir_ + "/cert.pem", "--tls-key", dir_ + "/key.pem", "--implicit-tls"});
   TransportConfig c = Smtp(absl::StrCat("smtps://127.0.0.1:", port), true);
-  c.smtp_ca_file = dir_ + "/cert.pem";
+  c.Mutable<SmtpSettings>().ca_file = dir_ + "/cert.pem";
   SmtpTransport t(c);
   auto r = t.Send(Email("a@example.test"));
   ASSERT_TRUE(r.ok()) << r.status();
@@ -81,9 +82,9 @@ TEST_F(TransportTest, SmtpWrongPasswordIsAProviderErrorAndNotEchoed) {
   int port = StartSmtp({"--tls-cert", dir_ + "/cert.pem", "--tls-key", dir_ + "/key.pem",
                         "--require-tls", "--auth", "mailer:right-password"});
   TransportConfig c = Smtp(absl::StrCat("smtp://127.0.0.1:", port), true);
-  c.smtp_ca_file = dir_ + "/cert.pem";
-  c.smtp_username = "mailer";
-  c.smtp_password = kPassword;
+  c.Mutable<SmtpSettings>().ca_file = dir_ + "/cert.pem";
+  c.Mutable<SmtpSettings>().username = "mailer";
+  c.Mutable<SmtpSettings>().password = kPassword;
   SmtpTransport t(c);
   auto r = t.Send(Email("a@example.test"));
   EXPECT_TRUE(IsProviderError(r.status())) << r.status();

@@ -1,12 +1,20 @@
 #include "sender/transport/transport.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace mailroom {
+
+void TransportConfig::WrongSettings(const std::string& kind) {
+  std::fprintf(stderr, "TransportConfig: the settings asked for are not those of \"%s\"\n",
+               kind.c_str());
+  std::abort();
+}
 
 absl::Status ProviderError(absl::string_view message) {
   absl::Status st = absl::UnavailableError(message);

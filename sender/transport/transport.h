@@ -1,5 +1,6 @@
 #pragma once
 
+#include <any>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -84,62 +85,51 @@ class Transport {
   virtual std::string Name() const = 0;
 };
 
-// Configuration of every transport; `kind` picks one.
+// Configuration of one transport: the settings every transport shares, and the kind's own.
+// Carries secrets (passwords, API keys): never log it.
 struct TransportConfig {
-  // file | smtp | ses | http | postmark | sendgrid | mailgun | resend | sandbox
+  // The registry's name of the transport (sender/transport/registry.h): "file", "smtp", ...
   std::string kind = "file";
   int connections = 4;  // parallel sends (and SMTP connections / HTTP handles)
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration timeout = absl::Seconds(30);
+  std::string group;  // the consumer group, sent with every message where the provider can tag
 
-  // file
-  std::string file_dir = "./outbox";
+  // The kind's own settings: one struct per transport, declared beside it (FileSettings,
+  // SmtpSettings, SesSettings, HttpSettings, ProviderSettings, SandboxSettings). Get returns
+  // the settings of type S, or S's defaults when the configuration holds none of that type (a
+  // configuration of another kind has none of S's settings: an smtp one has no HTTP URL).
+  template <typename S>
+  const S& Get() const {
+    if (const S* s = std::any_cast<S>(&settings_)) return *s;
+    static const S* const kDefaults = new S();
+    return *kDefaults;
+  }
+  // The settings of type S to change, set to S's defaults first when none are set. Asking for
+  // another transport's settings than those set is a programming error and aborts.
+  template <typename S>
+  S& Mutable() {
+    if (!settings_.has_value()) settings_ = S();
+    S* s = std::any_cast<S>(&settings_);
+    if (s == nullptr) WrongSettings(kind);
+    return *s;
+  }
+  // Sets the settings to `s` (replacing any, of any type).
+  template <typename S>
+  S& Set(S s = S()) {
+    settings_ = std::move(s);
+    return *std::any_cast<S>(&settings_);
+  }
+  // Whether the settings set are of type S.
+  template <typename S>
+  bool Holds() const {
+    return std::any_cast<S>(&settings_) != nullptr;
+  }
 
-  // smtp
-  std::string smtp_url;  // smtp://host:port (STARTTLS) or smtps://host:port
-  std::string smtp_username;
-  std::string smtp_password;  // secret
-  // XOAUTH2 instead of a password (smtp_username is the mailbox): tokens from a
-  // client-credentials endpoint (smtp_oauth2_token_url) or from a file a sidecar refreshes
-  // (smtp_oauth2_token_file); at most one of the two, and then no smtp_password.
-  std::string smtp_oauth2_token_url;
-  std::string smtp_oauth2_client_id;
-  std::string smtp_oauth2_client_secret;  // secret
-  std::string smtp_oauth2_scope;
-  std::string smtp_oauth2_token_file;
-  bool smtp_require_tls = true;  // smtp://: refuse to send without STARTTLS
-  std::string smtp_ca_file;      // extra trust anchor (self-signed test servers)
-  bool smtp_insecure_skip_verify = false;
+ private:
+  [[noreturn]] static void WrongSettings(const std::string& kind);
 
-  // ses
-  std::string ses_region = "us-east-1";
-  std::string ses_endpoint;  // default https://email.<region>.amazonaws.com
-  std::string aws_access_key_id;
-  std::string aws_secret_access_key;  // secret
-  std::string aws_session_token;      // secret
-  std::string ses_configuration_set;
-  std::string group;  // the consumer group, tagged on every SES message (mailroom_group)
-
-  // http (a signed webhook)
-  std::string http_url;  // https:// (http:// only where the configuration allows it)
-  // The Standard Webhooks signing secrets, "whsec_<base64>", separated by spaces: each signs
-  // every request (a receiver rotating its secret accepts either). Secret.
-  std::string http_secret;
-  std::string http_authorization;  // an Authorization header value, "" for none (secret)
-  std::string http_ca_file;        // PEM CA trusted for the receiver instead of the system's
-
-  // postmark, sendgrid, mailgun, resend: an email provider's HTTP sending API
-  std::string provider_api_key;  // Postmark server token, SendGrid/Mailgun/Resend API key (secret)
-  std::string provider_api_url;  // the API's base URL, "" for the provider's own
-  std::string postmark_message_stream = "outbound";
-  std::string mailgun_domain;  // the Mailgun sending domain
-
-  // sandbox (a provider simulator that sends nothing; see SandboxTransport)
-  std::string sandbox_domain = "sandbox.mailroom.test";  // the simulator's recipients' domain
-  std::string sandbox_dir;              // also write each accepted message here, "" for none
-  std::string sandbox_feedback_url;     // the collector's /feedback/sandbox, "" for no events
-  std::string sandbox_feedback_secret;  // its whsec_ secret(s) (secret)
-  absl::Duration sandbox_event_delay = absl::Seconds(1);  // before an email's first event
+  std::any settings_;
 };
 
 // The payload type URL that marks a permanent rejection of the recipient's address.

@@ -15,6 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "sender/transport/ses_transport.h"
+#include "sender/transport/smtp_session.h"
 #include "sender/transport/transport.h"
 #include "testing/pg_server.h"
 #include "testing/process.h"
@@ -77,8 +79,8 @@ class TransportTest : public ::testing::Test {
   TransportConfig Smtp(const std::string& url, bool require_tls) {
     TransportConfig c;
     c.kind = "smtp";
-    c.smtp_url = url;
-    c.smtp_require_tls = require_tls;
+    c.Mutable<SmtpSettings>().url = url;
+    c.Mutable<SmtpSettings>().require_tls = require_tls;
     c.connections = 1;
     c.timeout = absl::Seconds(10);
     return c;
@@ -131,10 +133,10 @@ class TransportTest : public ::testing::Test {
   TransportConfig Ses(const std::string& endpoint, const std::string& secret = kAwsSecret) {
     TransportConfig c;
     c.kind = "ses";
-    c.ses_endpoint = endpoint;
-    c.ses_region = "us-east-1";
-    c.aws_access_key_id = "AKIDEXAMPLE";
-    c.aws_secret_access_key = secret;
+    c.Mutable<SesSettings>().endpoint = endpoint;
+    c.Mutable<SesSettings>().region = "us-east-1";
+    c.Mutable<SesSettings>().access_key_id = "AKIDEXAMPLE";
+    c.Mutable<SesSettings>().secret_access_key = secret;
     c.connections = 2;
     return c;
   }

@@ -1,4 +1,4 @@
-#include "sender/render/outbound_url.h"
+#include "sender/transport/outbound_url.h"
 
 #include <string>
 
