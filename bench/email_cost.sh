@@ -12,7 +12,9 @@
 #              for a subscriber without a budget holder)
 #   ack        every lease acknowledged, 1,000 a call: mailroom_ack and mailroom_record_sent,
 #              as collector/store/store.cc's Ack; with --retry=P, P % of each call's jobs are RETRY
-#              (due at once), dequeued and acknowledged SENT again, in those same stages
+#              (due at once), dequeued and acknowledged SENT again, in those same stages; with
+#              --message-ids, every SENT carries a provider message id and the provider `ses`,
+#              as an API provider's does (SMTP's and the file transport's carry none)
 #   publish    the application's events (sent, ...) moved from their staging table into the
 #              feed, 10,000 a call, as the collector's publisher (mailroom_publish_events; a
 #              schema without the feed: 0)
@@ -29,10 +31,12 @@
 # wrote (pg_current_wal_insert_lsn), the median over rounds; autovacuum's later work is not in
 # them. The table ends with mailroom's total (trigger to retention) and its ratio to `app`.
 # With --by-relation, the last round's WAL of each stage (the first pass of dequeue and ack) is
-# then shown per email by the table or index it changed (pg_walinspect), largest first.
+# then shown per email by the table or index it changed (pg_walinspect), largest first; with
+# --by-statement, its time by the statement inside mailroom's functions (pg_stat_statements).
 #
 # Usage: bash bench/email_cost.sh [--emails=20000] [--rounds=3] [--retry=0] [--fsync=on|off]
-#                                 [--by-relation] [--migrations=DIR]   (another schema, e.g. an older commit's:
+#                                 [--by-relation] [--by-statement] [--message-ids]
+#                                 [--migrations=DIR]   (another schema, e.g. an older commit's:
 #   git archive COMMIT migrations | tar -x -C /tmp/old && ... --migrations=/tmp/old/migrations)
 set -euo pipefail
 ROOT=${BUILD_WORKSPACE_DIRECTORY:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -43,7 +47,8 @@ ROUNDS=3
 RETRY=0
 FSYNC=on
 MIGRATIONS=migrations
-BY_RELATION=0
+BY_RELATION=0 BY_STATEMENT=0
+MIDS=false PROVIDER=NULL
 for a in "$@"; do
   case $a in
     --emails=*) EMAILS=${a#--emails=} ;;
@@ -52,6 +57,8 @@ for a in "$@"; do
     --fsync=*) FSYNC=${a#--fsync=} ;;
     --migrations=*) MIGRATIONS=${a#--migrations=} ;;
     --by-relation) BY_RELATION=1 ;;
+    --by-statement) BY_STATEMENT=1 ;;
+    --message-ids) MIDS=true PROVIDER="'ses'" ;;
     *) echo "email_cost.sh: unknown argument $a" >&2; exit 2 ;;
   esac
 done
@@ -59,7 +66,13 @@ done
 [[ $RETRY =~ ^[0-9]+$ ]] && ((RETRY < 100)) || { echo "--retry must be 0 to 99" >&2; exit 2; }
 
 source bench/throwaway_pg.sh
+if ((BY_STATEMENT)); then
+  THROWAWAY_PG_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+fi
 throwaway_pg email-cost "$FSYNC" "$MIGRATIONS"
+if ((BY_STATEMENT)); then
+  "${PSQL[@]}" -c "CREATE EXTENSION pg_stat_statements"
+fi
 "${PSQL[@]}" -f bench/email_procedures.sql
 "${PSQL[@]}" <<EOF
 CREATE SEQUENCE bench_seq;
@@ -134,15 +147,22 @@ triggers() {
                    ALTER TABLE mailroom_signups $1 TRIGGER after_signup_inserted;"
 }
 STAGES=(app trigger collect dequeue ack publish retention)
-declare -A CPU WAL WHERE
-# Keeps where stage $1's WAL (timed's output $2) went, in the last round.
+declare -A CPU WAL WHERE TIME
+# Keeps where stage $1's WAL (timed's output $2) and time went, in the last round.
 where() {
   if ((BY_RELATION && r == ROUNDS)) && [[ -z ${WHERE[$1]:-} ]]; then
     WHERE[$1]=$(wal_by_relation "$2" "$EMAILS")
   fi
+  if ((BY_STATEMENT)); then
+    if ((r == ROUNDS)) && [[ -z ${TIME[$1]:-} ]]; then
+      TIME[$1]=$(time_by_statement "$EMAILS")
+    fi
+    "${PSQL[@]}" -tAc "SELECT FROM pg_stat_statements_reset()"
+  fi
 }
 for ((r = 1; r <= ROUNDS; r++)); do
   triggers DISABLE
+  ((BY_STATEMENT)) && "${PSQL[@]}" -tAc "SELECT FROM pg_stat_statements_reset()"
   out=$(timed "CALL bench_signups($EMAILS)")
   where app "$out"
   app_cpu=$(cpu_per_row "$out" "$EMAILS") app_wal=$(wal_per_row "$out" "$EMAILS")
@@ -164,7 +184,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     ((n > 0)) || break
     dq_cpu=$(echo "$dq_cpu + $(cpu_per_row "$out" "$EMAILS")" | bc -l)
     dq_wal=$((dq_wal + $(wal_per_row "$out" "$EMAILS")))
-    out=$(timed "CALL bench_ack($RETRY, false, NULL)")
+    out=$(timed "CALL bench_ack($RETRY, $MIDS, $PROVIDER)")
     where ack "$out"
     ack_cpu=$(echo "$ack_cpu + $(cpu_per_row "$out" "$EMAILS")" | bc -l)
     ack_wal=$((ack_wal + $(wal_per_row "$out" "$EMAILS")))
@@ -195,7 +215,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 
 echo
-echo "per delivered email, $EMAILS emails, $RETRY % retried once, one call per transaction" \
+echo "per delivered email, $EMAILS emails, $RETRY % retried once, message ids $MIDS, one call per transaction" \
      "(synchronous_commit=off), median of $ROUNDS rounds: the backend's CPU and the WAL written"
 printf '%-10s %10s %10s   %-28s %s\n' stage 'CPU µs' 'WAL bytes' 'CPU runs' 'WAL runs'
 total_cpu=0 total_wal=0
@@ -219,5 +239,16 @@ if ((BY_RELATION)); then
   for s in "${STAGES[@]}"; do
     echo "$s:"
     echo "${WHERE[$s]:-}" | awk 'NF {printf "  %6s %6s  %s\n", $1, $2, $3}'
+  done
+fi
+if ((BY_STATEMENT)); then
+  echo
+  echo "where each stage's time went in round $ROUNDS: the statements run inside mailroom's" \
+       "functions (and the benchmark's procedures), µs of execution per email and calls per email" \
+       "(pg_stat_statements, track = all: a statement's time includes the statements it runs;" \
+       "the tracking itself slows every stage)"
+  for s in "${STAGES[@]}"; do
+    echo "$s:"
+    echo "${TIME[$s]:-}" | awk 'NF {u = $1; c = $2; $1 = $2 = ""; printf "  %7s %7s %s\n", u, c, $0}'
   done
 fi

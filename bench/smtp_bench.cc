@@ -28,8 +28,9 @@ int main(int argc, char** argv) {
   const int messages = absl::GetFlag(FLAGS_messages);
   mailroom::TransportConfig c;
   c.kind = "smtp";
-  c.smtp_url = url;
-  c.smtp_require_tls = false;
+  auto& smtp = c.Mutable<mailroom::SmtpSettings>();
+  smtp.url = url;
+  smtp.require_tls = false;
   c.connections = connections;
   mailroom::SmtpTransport transport(c);
   // A real rendered message (activation template, about 1.5 KB).

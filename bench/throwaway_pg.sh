@@ -4,7 +4,7 @@
 #
 # throwaway_pg NAME FSYNC MIGRATIONS starts a server in a temp dir (127.0.0.1 on a free port and
 # a socket in the dir, PostgreSQL's default settings; FSYNC=off turns fsync, synchronous_commit
-# and full_page_writes off), stopped and removed on exit, Ctrl-C or SIGTERM; creates the database
+# and full_page_writes off; THROWAWAY_PG_OPTIONS adds server options), stopped and removed on exit, Ctrl-C or SIGTERM; creates the database
 # `bench`; applies MIGRATIONS/*.up.sql in order, then the function and view sources (as
 # `collector migrate` does); sets DIR, PORT, PSQL (psql as postgres on `bench`, stopping at the
 # first error, search path mailroom then public, as the application has it) and TICK.
@@ -27,7 +27,8 @@ throwaway_pg() {
   [[ $fsync == off ]] && durability="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
   PGSTARTED=1
   "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $PORT -k $DIR $durability" start >/dev/null
+    -o "-c listen_addresses=127.0.0.1 -p $PORT -k $DIR $durability ${THROWAWAY_PG_OPTIONS:-}" \
+    start >/dev/null
   export PGOPTIONS="-c search_path=mailroom,public"
   PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U postgres)
   "${PSQL[@]}" -d postgres -c "CREATE DATABASE bench"
@@ -107,3 +108,17 @@ EOF
 }
 # The median of the numbers on stdin (separated by spaces or lines).
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
+# Where the backend's time went between pg_stat_statements_reset() and now, per row for $1 rows:
+# the statements run inside functions and procedures (nested), by their total execution time,
+# largest first, with their calls per row. Needs THROWAWAY_PG_OPTIONS with
+# shared_preload_libraries=pg_stat_statements and pg_stat_statements.track=all.
+time_by_statement() {
+  "${PSQL[@]}" -tA -F ' ' -v n="$1" <<'EOF'
+SELECT round((sum(total_exec_time) * 1000 / :n)::numeric, 1) AS us,
+       round(sum(calls)::numeric / :n, 3) AS calls,
+       regexp_replace(left(min(query), 110), '\s+', ' ', 'g') AS statement
+  FROM pg_stat_statements
+ WHERE NOT toplevel AND query !~* '^(COMMIT|SET |SELECT pg_stat_statements)'
+ GROUP BY queryid HAVING sum(total_exec_time) * 1000 / :n >= 0.5 ORDER BY 1 DESC LIMIT 12;
+EOF
+}

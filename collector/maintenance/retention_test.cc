@@ -7,9 +7,13 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "collector/schema/migrate.h"
 #include "gtest/gtest.h"
@@ -290,6 +294,37 @@ TEST_F(RetentionTest, AnAbandonedGroupsLeaseRunsOutAndItsTokensHoldBackNoOthers)
   EXPECT_EQ(later->tokens, 1000);
   EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 0);
   EXPECT_EQ(Int("SELECT expired FROM mailroom_stats('audit')"), 1000);
+}
+
+// A token's deliveries rows are looked up by the whole key (group, token), once per group: the
+// prune of 300 tokens reads a few pages of deliveries_pkey per token, however many rows other
+// tokens have (the key's order makes a lookup by the token alone read all of it: 10,000 rows of
+// another group here made it about 40 pages per token).
+TEST_F(RetentionTest, ATokensPruneLooksUpItsDeliveriesByTheWholeKey) {
+  Exec("SELECT mailroom_ensure_group('audit', true)");
+  Accounts(10000, "held");
+  Dequeue("audit", 10000);
+  Ack("audit", 10000, "failed", "o");  // 10,000 deliveries rows, which hold their tokens
+  const int64_t held = Int("SELECT max(id) FROM tokens");
+  Accounts(300, "old");
+  Dequeue("mailroom", 10300);
+  Ack("mailroom", 10300, "sent");  // plain SENT: no rows, only the finished batches
+  BackDate(40);
+  ASSERT_EQ(Int("SELECT count(*) FROM deliveries"), 10000);
+  Exec("SELECT * FROM mailroom_prune_lease_batches(0, now(), 100000)");
+  ASSERT_EQ(Int("SELECT count(*) FROM lease_batches"), 0);
+  const std::string pruned = Text(absl::StrCat(
+      "WITH p AS MATERIALIZED (SELECT * FROM mailroom_prune_tokens(", held,
+      ", extract(epoch FROM now())::BIGINT, 300)) SELECT p.pruned || ' '"
+      " || pg_stat_get_xact_blocks_fetched('mailroom.deliveries_pkey'::regclass) FROM p"));
+  const std::vector<std::string> parts = absl::StrSplit(pruned, ' ');
+  ASSERT_EQ(parts.size(), 2u) << pruned;
+  EXPECT_EQ(parts[0], "300");
+  int64_t pages = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(parts[1], &pages)) << pruned;
+  // Two groups, an index two levels deep: 4 pages per token; at most 6.
+  EXPECT_LE(pages, 300 * 6) << pruned;
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 10000);
 }
 
 TEST_F(RetentionTest, TokensInsideTheAbuseLimitWindowStay) {

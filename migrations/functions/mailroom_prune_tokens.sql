@@ -2,12 +2,17 @@
 -- and expired before p_before_epoch and before the abuse limits' window, with no deliveries row
 -- left and in no lease batch. Called by the retention pass, after the other tables. Rows another
 -- transaction holds are skipped. Returns as mailroom_prune_deliveries; a pass costs O(tokens
--- older than the cut-off / batch) (docs/design.md, "Retention keeps every table bounded").
+-- older than the cut-off / batch) (docs/design.md, "Retention keeps every table bounded"): a
+-- token's deliveries rows are probed by the whole key, (group, token), once per group (nested
+-- loops only: a hash of every group's rows, or a lookup by the token alone, which the key
+-- cannot find without reading all of it, would cost O(deliveries) per call).
 CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_tokens(p_after bigint, p_before_epoch bigint, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     SET jit TO 'off'
     AS $$
 DECLARE
@@ -17,6 +22,7 @@ DECLARE
     v_last    BIGINT;
     v_newest  BIGINT;
     v_n       BIGINT;
+    v_groups  INT[] := ARRAY(SELECT g.id FROM consumer_groups g);
 BEGIN
     SELECT least(p_before_epoch,
                  EXTRACT(EPOCH FROM now())::BIGINT - s.limit_window_seconds)
@@ -36,8 +42,8 @@ BEGIN
                AND NOT EXISTS (SELECT 1 FROM lease_batches b
                                 WHERE int8range(b.lo_id, b.hi_id, '[]') @> t.id
                                   AND t.id = ANY (b.ids))
-               AND NOT EXISTS (SELECT 1 FROM consumer_groups g
-                                 JOIN deliveries d ON d.group_id = g.id AND d.token_id = t.id)
+               AND NOT EXISTS (SELECT 1 FROM deliveries d
+                                WHERE d.group_id = ANY (v_groups) AND d.token_id = t.id)
                FOR UPDATE OF t SKIP LOCKED
         ), del AS (
             DELETE FROM tokens t USING victims v WHERE t.id = v.id
