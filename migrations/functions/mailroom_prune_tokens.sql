@@ -42,8 +42,11 @@ BEGIN
                AND NOT EXISTS (SELECT 1 FROM lease_batches b
                                 WHERE int8range(b.lo_id, b.hi_id, '[]') @> t.id
                                   AND t.id = ANY (b.ids))
-               AND NOT EXISTS (SELECT 1 FROM deliveries d
-                                WHERE d.group_id = ANY (v_groups) AND d.token_id = t.id)
+               -- One probe per group by the whole key (the LIMIT keeps it a probe).
+               AND NOT EXISTS (SELECT 1 FROM unnest(v_groups) AS g(id)
+                                CROSS JOIN LATERAL (SELECT 1 FROM deliveries d
+                                                     WHERE d.group_id = g.id
+                                                       AND d.token_id = t.id LIMIT 1) d)
                FOR UPDATE OF t SKIP LOCKED
         ), del AS (
             DELETE FROM tokens t USING victims v WHERE t.id = v.id
