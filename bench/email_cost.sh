@@ -150,19 +150,22 @@ STAGES=(app trigger collect dequeue ack publish retention)
 declare -A CPU WAL WHERE TIME
 # Keeps where stage $1's WAL (timed's output $2) and time went, in the last round.
 where() {
+  # The statements first: reading the WAL back waits for its flush in statements of its own.
+  if ((BY_STATEMENT && r == ROUNDS)) && [[ -z ${TIME[$1]:-} ]]; then
+    TIME[$1]=$(time_by_statement "$EMAILS")
+  fi
   if ((BY_RELATION && r == ROUNDS)) && [[ -z ${WHERE[$1]:-} ]]; then
     WHERE[$1]=$(wal_by_relation "$2" "$EMAILS")
   fi
-  if ((BY_STATEMENT)); then
-    if ((r == ROUNDS)) && [[ -z ${TIME[$1]:-} ]]; then
-      TIME[$1]=$(time_by_statement "$EMAILS")
-    fi
-    "${PSQL[@]}" -tAc "SELECT FROM pg_stat_statements_reset()"
-  fi
+  reset_statements
+}
+# The next stage's statements counted from here.
+reset_statements() {
+  if ((BY_STATEMENT)); then "${PSQL[@]}" -tAc "SELECT FROM pg_stat_statements_reset()"; fi
 }
 for ((r = 1; r <= ROUNDS; r++)); do
   triggers DISABLE
-  ((BY_STATEMENT)) && "${PSQL[@]}" -tAc "SELECT FROM pg_stat_statements_reset()"
+  reset_statements
   out=$(timed "CALL bench_signups($EMAILS)")
   where app "$out"
   app_cpu=$(cpu_per_row "$out" "$EMAILS") app_wal=$(wal_per_row "$out" "$EMAILS")
@@ -205,6 +208,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
            SET times = ARRAY(SELECT x - 30 * 86400 FROM unnest(times) x)" \
     -c "DO \$\$ BEGIN IF to_regclass('mailroom.email_events') IS NOT NULL THEN
           UPDATE email_events SET at = at - interval '30 days'; END IF; END \$\$" -c "CHECKPOINT"
+  reset_statements  # not the aging above
   out=$(timed "CALL bench_retention()")
   where retention "$out"
   left=$("${PSQL[@]}" -tAc "SELECT (SELECT count(*) FROM tokens) + (SELECT count(*) FROM delivery_states)
