@@ -32,9 +32,9 @@ struct FeedbackSettings {
   // (each also as a file, *_FILE; secret), MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED
   // (suppress_unmatched, which may also name ses, never sandbox) and MAILROOM_FEEDBACK_MAX_AGE.
   ProviderFeedbackOptions providers;
-  int soft_bounce_limit = 3;                               // MAILROOM_SOFT_BOUNCE_LIMIT
-  absl::Duration reputation_window = absl::Hours(24 * 7);  // MAILROOM_REPUTATION_WINDOW
-  absl::Duration reputation_refresh = absl::Seconds(30);   // MAILROOM_REPUTATION_REFRESH
+  int soft_bounce_limit = 0;          // MAILROOM_SOFT_BOUNCE_LIMIT
+  absl::Duration reputation_window;   // MAILROOM_REPUTATION_WINDOW
+  absl::Duration reputation_refresh;  // MAILROOM_REPUTATION_REFRESH
   GuardOptions guard;  // MAILROOM_GUARD_MAX_BOUNCE_RATE, _MAX_COMPLAINT_RATE, _MIN_SENT
 };
 

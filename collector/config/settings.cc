@@ -2,11 +2,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "collector/api/service.h"  // kDefaultMaxInFlightCap, kMaxInFlight, kDefaultMaxCost...
-#include "collector/dispatch/dispatcher.h"       // DispatcherOptions, kDefaultLease
-#include "collector/feedback/feedback_server.h"  // FeedbackServerOptions
-#include "collector/maintenance/retention.h"     // RetentionOptions
-#include "collector/store/budget_store.h"        // kDefaultMinPriceMicros
-#include "collector/store/store.h"               // kDefaultDbPoolSize
+#include "collector/dispatch/dispatcher.h"          // DispatcherOptions, kDefaultLease
+#include "collector/feedback/feedback_server.h"     // FeedbackServerOptions
+#include "collector/feedback/reputation_guard.h"    // GuardOptions
+#include "collector/feedback/webhook_signatures.h"  // kDefaultFeedbackMaxAge
+#include "collector/maintenance/retention.h"        // RetentionOptions
+#include "collector/store/budget_store.h"           // BudgetDefaults, kDefaultMinPriceMicros
+#include "collector/store/store.h"                  // kDefaultDbPoolSize
 
 namespace mailroom {
 
@@ -23,6 +25,8 @@ const SettingsTable& CollectorSettings() {
   // named constant) and is read from there.
   const DispatcherOptions d;
   const RetentionOptions r;
+  const BudgetDefaults budget;
+  const GuardOptions guard;
   static const SettingsTable* const kTable = new SettingsTable{
       {"MAILROOM_DATABASE_URL", "", "", "",
        "required: libpq connection URL or key=value string of the database", kSecret},
@@ -82,9 +86,9 @@ const SettingsTable& CollectorSettings() {
        "smallest price_micros an AcquireBudget may name (at most MAILROOM_MAX_COST_MICROS)"},
       {"MAILROOM_DEFAULT_GROUP_BUDGET", "unlimited", "0.01", "1e9",
        "money per calendar month of every group without a budget of its own, or unlimited"},
-      {"MAILROOM_RECOVERY_RESERVE_PERCENT", "10", "0", "90",
-       "share of a group's monthly budget only password recoveries may use"},
-      {"MAILROOM_BUDGET_GRANT_LEASE_MS", "10000", "1000", "600000",
+      {"MAILROOM_RECOVERY_RESERVE_PERCENT", absl::StrCat(budget.recovery_reserve_percent), "0",
+       "90", "share of a group's monthly budget only password recoveries may use"},
+      {"MAILROOM_BUDGET_GRANT_LEASE_MS", Ms(budget.grant_lease), "1000", "600000",
        "how long (ms) a sender may use a budget grant"},
       {"MAILROOM_RETENTION", Ms(r.retention), "0", absl::StrCat(3650LL * 86400000),
        "how long (ms) finished deliveries, spent tokens and old grants are kept; 0 keeps all"},
@@ -142,7 +146,7 @@ const SettingsTable& CollectorSettings() {
       {"MAILROOM_FEEDBACK_SUPPRESS_UNMATCHED", "", "", "",
        "providers (ses, postmark, sendgrid, mailgun, resend, http; comma-separated) whose events "
        "for no known delivery still suppress their recipients"},
-      {"MAILROOM_FEEDBACK_MAX_AGE", "3600000", "60000", "86400000",
+      {"MAILROOM_FEEDBACK_MAX_AGE", Ms(kDefaultFeedbackMaxAge), "60000", "86400000",
        "feedback (SNS or a provider's) older than this (ms) is refused"},
       {"MAILROOM_SOFT_BOUNCE_LIMIT", "3", "1", "1000",
        "transient bounces of one address within 7 days that suppress it"},
@@ -155,7 +159,7 @@ const SettingsTable& CollectorSettings() {
        "pause a group's sending when its bounce rate reaches this fraction (e.g. 0.02)"},
       {"MAILROOM_GUARD_MAX_COMPLAINT_RATE", "0", "0", "1",
        "pause a group's sending when its complaint rate reaches this fraction (e.g. 0.0005)"},
-      {"MAILROOM_GUARD_MIN_SENT", "100", "1", "1000000000",
+      {"MAILROOM_GUARD_MIN_SENT", absl::StrCat(guard.min_sent), "1", "1000000000",
        "the guard decides only for a group with at least this many emails sent in the window"},
       {"MAILROOM_LOG_LEVEL", "info", "", "", "debug, info, warn or error"},
 

@@ -40,7 +40,7 @@ struct ProviderFeedbackOptions {
   std::vector<std::string> suppress_unmatched;
   // A signed timestamp (or, for Postmark, the event's own time) older than this is refused;
   // MAILROOM_FEEDBACK_MAX_AGE, as for SNS.
-  absl::Duration max_age = absl::Hours(1);
+  absl::Duration max_age = kDefaultFeedbackMaxAge;
 
   // The providers whose path is on, in the order of kFeedbackProviders.
   std::vector<std::string> Enabled() const;

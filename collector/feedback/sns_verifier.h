@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "collector/feedback/webhook_signatures.h"
 
 namespace mailroom {
 
@@ -76,7 +77,7 @@ struct SnsVerifierOptions {
   // MAILROOM_FEEDBACK_TOPIC_ARNS: the only topics whose messages verify (none when empty).
   std::vector<std::string> topic_arns;
   std::string ca_file;  // trust store for the signing certificate ("" system)
-  absl::Duration max_age = absl::Hours(1);
+  absl::Duration max_age = kDefaultFeedbackMaxAge;
   absl::Duration max_clock_skew = absl::Minutes(5);
   // A certificate URL that failed for good (the host answered 4xx other than 408/429, or what
   // it served is not a trusted SNS certificate) is refused without a fetch for this long.

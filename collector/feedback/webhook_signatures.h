@@ -22,6 +22,9 @@ namespace mailroom {
 // its variable). Every comparison of a
 // signature or credential is constant-time (CRYPTO_memcmp). Thread-safe.
 
+// MAILROOM_FEEDBACK_MAX_AGE's default: how old a signed SNS message or provider event may be.
+inline constexpr absl::Duration kDefaultFeedbackMaxAge = absl::Hours(1);
+
 // A signed request's timestamp must lie within `max_age` before `now`, and at most 5 minutes
 // after it (clocks disagree a little): otherwise kPermissionDenied, so a captured request
 // cannot be replayed later (replays within the window meet the event id's idempotency).

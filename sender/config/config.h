@@ -48,10 +48,10 @@ struct SenderConfig {
 
   // Budget and retries.
   std::optional<double> monthly_budget;  // MAILROOM_BUDGET (unset/"unlimited": no limit)
-  double price_per_1000 = 0.10;          // MAILROOM_PRICE_PER_1000
-  int burst = 10;                        // MAILROOM_BURST
+  double price_per_1000 = 0;             // MAILROOM_PRICE_PER_1000
+  int burst = 0;                         // MAILROOM_BURST
   std::optional<double> provider_rate;   // MAILROOM_PROVIDER_RATE_LIMIT (emails/s)
-  int retry_max_attempts = 8;            // MAILROOM_RETRY_MAX_ATTEMPTS
+  int retry_max_attempts = 0;            // MAILROOM_RETRY_MAX_ATTEMPTS
   absl::Duration retry_base;             // MAILROOM_RETRY_BASE_MS
   absl::Duration retry_max;              // MAILROOM_RETRY_MAX_MS
   absl::Duration expiry_margin;          // MAILROOM_EXPIRY_MARGIN_MS
