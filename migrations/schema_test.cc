@@ -400,7 +400,7 @@ TEST_F(SchemaTest, DequeueWindowIsAnIndexRangeScanWithoutStatistics) {
                 " WHERE t.action = 'password_recovery' AND d.recovery"),
             3000);
   EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE NOT recovery"), 5000);
-  // The recovery lane (0014): recoveries only, in more calls than five here too.
+  // The recovery lane: recoveries only, in more calls than five here too.
   Exec("INSERT INTO accounts (email, login, status) SELECT 'q' || i || '@example.com', 'q' || i,"
        " 'active' FROM generate_series(1, 500) i");
   CollectSignups();
@@ -417,7 +417,7 @@ TEST_F(SchemaTest, DequeueWindowIsAnIndexRangeScanWithoutStatistics) {
   EXPECT_EQ(lane, 500);
   EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE NOT recovery"), 5000);
   // Jobs due again: both classes' scans of deliveries, with leases run out (a fresh, never
-  // ANALYZEd deliveries table too). Since 0021 the fresh jobs are in lease batches: their
+  // ANALYZEd deliveries table too). The fresh jobs are in lease batches: their
   // leases run out there, and the next dequeue of each class turns them into deliveries rows.
   Exec("UPDATE deliveries SET due_at = now() - interval '1 second'");
   Exec("UPDATE lease_batches SET due_at = now() - interval '1 second' WHERE state = 'leased'");
@@ -437,10 +437,10 @@ TEST_F(SchemaTest, DequeueWindowIsAnIndexRangeScanWithoutStatistics) {
         1000);
     tx.commit();
   }
-  // mailroom_ack (0020) writes each acknowledged row by ctid after a primary-key probe: it never
+  // mailroom_ack writes each acknowledged row by ctid after a primary-key probe: it never
   // reads the subscriber's other leases (before 0020 it read them all through
   // deliveries_owner_idx when deliveries had no statistics).
-  // The activations below were handed out fresh, so since 0021 they are batch jobs (the
+  // The activations below were handed out fresh, so they are batch jobs (the
   // dequeue above took recoveries only): released first, they get their per-job rows (leased,
   // attempt 1), so that the acknowledgement takes 0020's per-job write whose plan this checks.
   ASSERT_EQ(Int("SELECT mailroom_release('mailroom', 'plan-test', (SELECT array_agg(token_id)"
@@ -707,7 +707,7 @@ TEST_F(SchemaTest, DequeueJoinsStayPerRowProbesWhenTablesGrowAfterAnEmptyAnalyze
 class RenewTest : public SchemaTest {
  protected:
   // Leases `n` activations to 'plan-test' (the dequeue's own plans are 0016's business) with
-  // per-job deliveries rows, attempt 2: since 0021 a fresh dequeue leases them as one batch,
+  // per-job deliveries rows, attempt 2: a fresh dequeue leases them as one batch,
   // so the batch's lease is let run out and the jobs are handed out again (this fixture's
   // tests are about the per-job path; the batch path is BatchPlanTest's).
   void Lease(int n) {
@@ -1044,7 +1044,7 @@ class BatchPlanTest : public SchemaTest {
   }
 };
 
-// The dequeue's step 0 (0021) finds the batches whose lease ran out on lease_batches_due_idx:
+// The dequeue's step 0 finds the batches whose lease ran out on lease_batches_due_idx:
 // it reads the due batch and nothing else (not the kDone finished ones, not the leased ones
 // whose lease still runs), in one statement per call for both classes.
 TEST_F(BatchPlanTest, TheExpiryReadsOnlyTheBatchesWhoseLeaseRanOut) {

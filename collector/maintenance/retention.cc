@@ -75,7 +75,7 @@ class Pass {
     }
   }
 
-  // Finished deliveries of every group, finished lease batches (0021) and tokens no group
+  // Finished deliveries of every group, finished lease batches and tokens no group
   // needs, in that order: a batch's tokens are kept while it is leased.
   void PruneFinished(const std::vector<int>& groups) {
     for (int group : groups) {
@@ -114,7 +114,7 @@ class Pass {
     ++report_.transactions;
   }
 
-  // The abuse limits' per-address counters whose newest request left the window (0026);
+  // The abuse limits' per-address counters whose newest request left the window;
   // whatever the retention: they are the limits' state, not history.
   void PruneAddressRequests() {
     report_.address_requests += PruneAll("address_requests", [&](int64_t after) {
@@ -140,8 +140,8 @@ class Pass {
     });
   }
 
-  // Migration 0019's tables, after the refund, so that grants it has just refunded are not
-  // kept for another pass.
+  // The budget's tables (grants, subscriptions, soft bounces), after the refund, so that grants it
+  // has just refunded are not kept for another pass.
   void PruneBudgetTables() {
     report_.budget_grants += PruneAll("budget_grants", [&](int64_t after) {
       return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_budget_grants(", after, ", ",

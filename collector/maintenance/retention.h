@@ -47,7 +47,7 @@ struct PruneReport {
   int64_t budget_grants_folded = 0;   // grants of live holders folded into another row
   int64_t budget_subscriptions = 0;   // subscription rows of holders without grants deleted
   int64_t soft_bounces = 0;           // soft bounces older than the 7 days that count deleted
-  int64_t address_requests = 0;       // abuse-limit counters of addresses idle for a window (0026)
+  int64_t address_requests = 0;       // abuse-limit counters of addresses idle for a window
   int64_t email_events = 0;           // events of the application's feed older than its retention
   int64_t operator_audit = 0;         // operator calls recorded longer ago than their retention
   int64_t code_counters_added = 0;    // wrong-code counters created (mailroom_grow_code_counters)
@@ -62,13 +62,12 @@ struct PruneReport {
 // the jobs waiting for a new lease whose token expired before the retention
 // (mailroom_expire_leases): whether or not anyone dequeues for the group (no subscriber, paused
 // by the reputation guard), its leases run out and its tokens can go.
-// Then prunes finished deliveries, finished lease batches and tokens no group needs (migration
-// 0013's mailroom_prune_deliveries / mailroom_prune_tokens, 0021's
-// mailroom_prune_lease_batches) in batches of `batch` rows, one
-// transaction per batch with SKIP LOCKED, so it never holds a lock for long nor waits on a
-// collector. Each walk goes past rows it must keep (a kept row delays only itself) and its
-// position is kept between passes, so a pass cut short goes on from there; then folds the outcome
-// counters (mailroom_compact_delivery_counts) and grows the pool of wrong-code counters
+// Then prunes finished deliveries, finished lease batches and tokens no group needs
+// (mailroom_prune_deliveries, mailroom_prune_tokens, mailroom_prune_lease_batches) in batches of
+// `batch` rows, one transaction per batch with SKIP LOCKED, so it never holds a lock for long nor
+// waits on a collector. Each walk goes past rows it must keep (a kept row delays only itself) and
+// its position is kept between passes, so a pass cut short goes on from there; then folds the
+// outcome counters (mailroom_compact_delivery_counts) and grows the pool of wrong-code counters
 // (mailroom_grow_code_counters). Pruning never changes mailroom_stats' counts.
 // Several collectors may run it at once: the retention turn (a lock on mailroom_retention_turn)
 // lets one pass run at a time and the others skip theirs. Opens its own connection for each pass
@@ -85,7 +84,7 @@ struct PruneReport {
 // than the 7 days that count; and it folds the grants of each holder that expired more than an
 // hour ago into one row per month, price and class (every sum unchanged), so a sender alive
 // for weeks keeps a few rows. None of it with a zero retention. Pruning never makes a refund
-// larger, folding changes none (see 0019's header).
+// larger, folding changes none (see migrations/functions/mailroom_compact_budget_grants.sql).
 //
 // Whatever the retention, each pass also deletes the events of the application's feed older
 // than mailroom_settings.event_retention_days (mailroom_prune_email_events) and the operator

@@ -47,7 +47,7 @@ class RetentionTest : public testing::MigratedDatabaseTest {
     return out;
   }
   // What mailroom_stats' finished-state columns must equal: the jobs in that state, counted
-  // in the per-job picture (0021: deliveries rows and batch jobs).
+  // in the per-job picture (deliveries rows and batch jobs).
   int64_t CountState(const std::string& state) {
     return Int(absl::StrCat("SELECT count(*) FROM delivery_states WHERE state = '", state, "'"));
   }
@@ -56,7 +56,7 @@ class RetentionTest : public testing::MigratedDatabaseTest {
     Exec(absl::StrCat("SELECT count(*) FROM mailroom_dequeue('", group, "', ", n, ", 'o', 60000)"));
   }
   // Acknowledges the `n` lowest jobs of `group` leased to `owner` with `outcome` (a retry
-  // waits 1 h), whether in a batch or in a deliveries row (0021).
+  // waits 1 h), whether in a batch or in a deliveries row.
   void Ack(const std::string& group, int n, const std::string& outcome,
            const std::string& owner = "o") {
     Exec(absl::StrCat(
@@ -79,7 +79,7 @@ class RetentionTest : public testing::MigratedDatabaseTest {
     CollectSignups();  // their tokens, as the collector makes them
   }
   // Moves everything written so far `days` into the past: deliveries rows, lease batches
-  // (0021) and tokens.
+  // and tokens.
   void BackDate(int days) {
     Exec(
         absl::StrCat("UPDATE deliveries SET updated_at = updated_at - interval '", days, " days'"));
@@ -89,7 +89,7 @@ class RetentionTest : public testing::MigratedDatabaseTest {
                       "expires_at = expires_at - ", days, " * 86400"));
   }
   // Every lease ran out `ago` (an SQL interval) ago, without an outcome: the per-job rows'
-  // and the leased batches' (0021).
+  // and the leased batches'.
   void RunOut(const std::string& ago) {
     Exec(absl::StrCat("UPDATE deliveries SET due_at = now() - INTERVAL '", ago,
                       "' WHERE state = 'leased';"
@@ -124,7 +124,7 @@ TEST_F(RetentionTest, CountersMatchTheRowsThroughEveryTransition) {
   Ack("mailroom", 4, "retry");
   Ack("audit", 3, "expired");
   // An operator's Requeue (as PgStore does it): failed -> retry. A failed job always has its
-  // deliveries row (0021 keeps one for every outcome but a plain SENT).
+  // deliveries row (every outcome but a plain SENT has one).
   Exec("UPDATE deliveries SET state = 'retry', due_at = now(), failures = 0 "
        "WHERE group_id = 1 AND state = 'failed' AND token_id % 2 = 0");
   for (const char* state : {"sent", "failed", "expired", "cancelled"}) {
@@ -158,7 +158,7 @@ TEST_F(RetentionTest, CountersMatchTheRowsThroughEveryTransition) {
 }
 
 TEST_F(RetentionTest, PrunesOldFinishedRowsOnlyAndKeepsTheCounts) {
-  // 50 old jobs. Since 0021 a plain SENT has no deliveries row, only its bit in its lease
+  // 50 old jobs. A plain SENT has no deliveries row, only its bit in its lease
   // batch, and a batch goes once it is finished and old: the 30 old SENT jobs are leased in a
   // batch of their own (finished 40 days ago), the 20 others in a second one, still leased.
   Accounts(30, "sent");
@@ -190,7 +190,7 @@ TEST_F(RetentionTest, PrunesOldFinishedRowsOnlyAndKeepsTheCounts) {
   EXPECT_EQ(report->deliveries, 6);
   EXPECT_EQ(report->lease_batches, 1);
   // The 30 old SENT jobs' tokens. The 6 failures' tokens stay although their rows went: a
-  // token is kept while a lease batch holds it (0021), and their batch finished just now.
+  // token is kept while a lease batch holds it, and their batch finished just now.
   EXPECT_EQ(report->tokens, 30);
   EXPECT_GT(report->transactions, 36 / 7);  // small batches
   EXPECT_EQ(metrics.Value("mailroom_collector_pruned_total", {{"table", "deliveries"}}), 6);
@@ -223,7 +223,7 @@ TEST_F(RetentionTest, PrunesOldFinishedRowsOnlyAndKeepsTheCounts) {
   EXPECT_EQ(Stats(), before);
 }
 
-// Migration 0021: a batch job's bit says "its outcome is recorded", not "sent". When the
+// A batch job's bit says "its outcome is recorded", not "sent". When the
 // per-job row that holds a failure is pruned, the job leaves the per-job picture as a pruned
 // row did before; it does not come back as a SENT job of its batch.
 TEST_F(RetentionTest, APrunedFailureOfABatchJobDoesNotComeBackAsSent) {
@@ -330,7 +330,7 @@ TEST_F(RetentionTest, ATokensPruneLooksUpItsDeliveriesByTheWholeKey) {
 TEST_F(RetentionTest, TokensInsideTheAbuseLimitWindowStay) {
   SentDaysAgo(12, "w", 40);
   // The limits count requests over 60 days here: the tokens still count, so they stay; their
-  // finished deliveries go (since 0021: the one batch the 12 SENT jobs were leased in).
+  // finished deliveries go (the one batch the 12 SENT jobs were leased in).
   Exec("UPDATE mailroom_settings SET limit_window_seconds = 60 * 86400");
   Retention retention(Options(5), nullptr);
   auto report = retention.RunOnce();
@@ -469,7 +469,7 @@ TEST_F(RetentionTest, OnePassAtATimeAcrossCollectors) {
   auto done = Retention(Options(), nullptr).RunOnce();
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_TRUE(done->ran);
-  // The 3 SENT jobs went with their batch (0021: no deliveries row).
+  // The 3 SENT jobs went with their batch (no deliveries row).
   EXPECT_EQ(done->lease_batches, 1);
   EXPECT_EQ(done->deliveries, 0);
   EXPECT_EQ(Int("SELECT count(*) FROM delivery_states"), 0);
@@ -522,7 +522,7 @@ TEST_F(RetentionTest, APassRefundsDeadHoldersLogsAndCountsThem) {
   EXPECT_EQ(metrics.Value("mailroom_budget_refunded_emails_total", {{"group", "g"}}), 6);
 }
 
-// Migration 0019: budget grants, budget subscriptions and soft bounces stay bounded.
+// Budget grants, budget subscriptions and soft bounces stay bounded.
 class BudgetRetentionTest : public RetentionTest {
  protected:
   void SetUp() override {
