@@ -15,6 +15,22 @@ namespace {
 constexpr bool kSecret = true;
 std::string Ms(absl::Duration d) { return absl::StrCat(absl::ToInt64Milliseconds(d)); }
 
+// How the sender reaches the collector.
+SettingsTable CollectorConnectionRows() {
+  return {
+      {"MAILROOM_COLLECTOR_ADDRESS", "127.0.0.1:50051", "", "",
+       "collector host:port (a DNS name with several addresses is fine)"},
+      {"MAILROOM_COLLECTOR_TOKEN", "", "", "", "bearer token presented to the collector", kSecret},
+      {"MAILROOM_COLLECTOR_TLS", "false", "", "",
+       "connect with TLS (the certificate must name the host of MAILROOM_COLLECTOR_ADDRESS)"},
+      {"MAILROOM_COLLECTOR_CA", "", "", "", "PEM CA that signed the collector's certificate"},
+      {"MAILROOM_COLLECTOR_CLIENT_CERT", "", "", "", "client certificate and key for mutual TLS"},
+      {"MAILROOM_COLLECTOR_CLIENT_KEY", "", "", "", "client certificate and key for mutual TLS"},
+      {"MAILROOM_ALLOW_PLAINTEXT", "false", "", "",
+       "connect without TLS to a MAILROOM_COLLECTOR_ADDRESS that is not loopback"},
+  };
+}
+
 }  // namespace
 
 const SettingsTable& SenderSettings() {
@@ -27,18 +43,8 @@ const SettingsTable& SenderSettings() {
     const BudgetConfig budget;
     const EngineOptions engine;
     const Breaker::Options breaker;
-    auto* t = new SettingsTable{
-        {"MAILROOM_COLLECTOR_ADDRESS", "127.0.0.1:50051", "", "",
-         "collector host:port (a DNS name with several addresses is fine)"},
-        {"MAILROOM_COLLECTOR_TOKEN", "", "", "", "bearer token presented to the collector",
-         kSecret},
-        {"MAILROOM_COLLECTOR_TLS", "false", "", "",
-         "connect with TLS (the certificate must name the host of MAILROOM_COLLECTOR_ADDRESS)"},
-        {"MAILROOM_COLLECTOR_CA", "", "", "", "PEM CA that signed the collector's certificate"},
-        {"MAILROOM_COLLECTOR_CLIENT_CERT", "", "", "", "client certificate and key for mutual TLS"},
-        {"MAILROOM_COLLECTOR_CLIENT_KEY", "", "", "", "client certificate and key for mutual TLS"},
-        {"MAILROOM_ALLOW_PLAINTEXT", "false", "", "",
-         "connect without TLS to a MAILROOM_COLLECTOR_ADDRESS that is not loopback"},
+    auto* t = new SettingsTable(CollectorConnectionRows());
+    const SettingsTable rows{
         {"MAILROOM_CONSUMER_GROUP", "mailroom", "", "",
          "consumer group; every group receives every job once"},
         {"MAILROOM_MAX_IN_FLIGHT", absl::StrCat(subscription.max_in_flight), "1", "100000",
@@ -90,8 +96,8 @@ const SettingsTable& SenderSettings() {
         {"MAILROOM_LOG_LEVEL", "info", "", "", "debug, info, warn or error"},
         {"MAILROOM_SENDER_NAME", "", "", "",
          "name shown in the collector's logs and owner column (default: the host name)"},
-
     };
+    t->insert(t->end(), rows.begin(), rows.end());
     // The transports' own: MAILROOM_TRANSPORT and each transport's, then the secondary's.
     for (bool failover : {false, true}) {
       for (SettingSpec& s : TransportSettingsRows(TransportVars(failover))) {
