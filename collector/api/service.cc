@@ -364,7 +364,7 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* CollectorService::Subscribe(
   });
   // Linked before the first dequeue can hand it a job (hub_->Add below).
   if (request->has_budget_holder()) {
-    store_->LinkHolder(sub->group(), sub->id(), BoundHolder(principal, request->budget_holder()));
+    sub->SetBudgetHolder(BoundHolder(principal, request->budget_holder()));
   }
   v1::SubscribeResponse welcome;
   welcome.set_subscriber_id(sub->id());

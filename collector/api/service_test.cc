@@ -180,7 +180,7 @@ TEST_F(ServiceTest, SubscribeValidatesItsArgumentsAndWelcomes) {
   EXPECT_EQ(welcome.lease_duration_ms(), 30000u);
 }
 
-TEST_F(ServiceTest, ABudgetHolderIsValidatedAndLinksTheSubscription) {
+TEST_F(ServiceTest, ABudgetHolderIsValidated) {
   for (const char* bad : {"", "two words", "caf\xc3\xa9"}) {
     grpc::Status st = Subscribe(kSubscriber, "mailroom", 10, nullptr, bad);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
@@ -189,19 +189,7 @@ TEST_F(ServiceTest, ABudgetHolderIsValidatedAndLinksTheSubscription) {
   const std::string too_long(kMaxHolderBytes + 1, 'h');
   EXPECT_EQ(Subscribe(kSubscriber, "mailroom", 10, nullptr, too_long.c_str()).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(store_.CallCount("LinkHolder"), 0);
-
-  v1::SubscribeResponse welcome;
-  ASSERT_TRUE(Subscribe(kSubscriber, "mailroom", 10, &welcome, "sender-0123456789ab").ok());
-  auto links = store_.Calls("LinkHolder");
-  ASSERT_EQ(links.size(), 1u);
-  EXPECT_EQ(links[0].group, "mailroom");
-  EXPECT_EQ(links[0].owner, welcome.subscriber_id());
-  // The holder as stored is bound to the credential.
-  EXPECT_THAT(links[0].holder, ::testing::StartsWith("sender-0123456789ab~"));
-  // Without one, nothing is linked.
-  ASSERT_TRUE(Subscribe(kSubscriber, "mailroom", 10).ok());
-  EXPECT_EQ(store_.CallCount("LinkHolder"), 1);
+  EXPECT_TRUE(Subscribe(kSubscriber, "mailroom", 10, nullptr, "sender-0123456789ab").ok());
 }
 
 TEST_F(ServiceTest, ScopesAndRolesArePermissionDenied) {
@@ -856,11 +844,6 @@ TEST_F(ServiceTest, GrantHoldersAreBoundToTheirCredential) {
   EXPECT_NE(a, b);
   EXPECT_THAT(a, ::testing::StartsWith("sender-a-0123456789ab~"));
   EXPECT_THAT(b, ::testing::StartsWith("sender-a-0123456789ab~"));
-  // Subscribe's budget_holder is bound the same way.
-  ASSERT_TRUE(Subscribe(kSecond, "mailroom", 1, nullptr, "sender-a-0123456789ab").ok());
-  auto links = store_.Calls("LinkHolder");
-  ASSERT_EQ(links.size(), 1u);
-  EXPECT_EQ(links[0].holder, b);
 }
 
 // An observer's credential is scoped like a sender's, but: its subscriptions are told their
@@ -880,7 +863,6 @@ TEST_F(ServiceTest, AnObserverSettlesOnlyItsOwnLeasesAndSendsNothing) {
   grpc::Status st = Subscribe(kObserver, "audit", 10, nullptr, "sender-0123456789ab");
   EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(st.error_message(), HasSubstr("sender role"));
-  EXPECT_EQ(store_.CallCount("LinkHolder"), 0);
   v1::AcquireBudgetRequest acquire;
   acquire.set_consumer_group("audit");
   acquire.set_holder("h");
@@ -1175,6 +1157,76 @@ TEST_F(JobPathTest, AnObserverNeverReceivesATokenOrACode) {
       VerifyToken(keys, TokenAction::kPasswordRecovery, sent.jobs(1).token(), "97532").ok());
   sender_ctx.TryCancel();
   (void)sender->Finish();
+}
+
+}  // namespace
+}  // namespace mailroom
+
+namespace mailroom {
+namespace {
+
+// A subscription that names a budget holder is dequeued for with the holder bound to its
+// credential (as AcquireBudget binds it): its first dequeue registers the link, the later ones
+// say it is registered. A subscription without one is dequeued for with none.
+TEST_F(JobPathTest, ASubscriptionsBudgetHolderGoesWithEachOfItsDequeues) {
+  RecordingBudgetStore budgets;
+  service_->SetBudgetStore(&budgets);
+  v1::AcquireBudgetRequest acquire;
+  acquire.set_consumer_group("mailroom");
+  acquire.set_holder("sender-a-0123456789ab");
+  acquire.set_emails(5);
+  acquire.set_price_micros(100);
+  v1::AcquireBudgetResponse granted;
+  ASSERT_TRUE(stub_->AcquireBudget(Ctx(kSecond).get(), acquire, &granted).ok());
+  const std::string bound = budgets.last_acquire.holder;
+  ASSERT_THAT(bound, ::testing::StartsWith("sender-a-0123456789ab~"));
+
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", absl::StrCat("Bearer ", kSecond));
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::SubscribeRequest req;
+  req.set_consumer_group("mailroom");
+  req.set_max_in_flight(1);
+  req.set_budget_holder("sender-a-0123456789ab");
+  store_.QueueJobs({Row(1, false, 1)});
+  auto reader = stub_->Subscribe(&ctx, req);
+  const std::string sub = Next(reader.get()).subscriber_id();
+  ASSERT_EQ(Next(reader.get()).jobs_size(), 1);
+  // The outcome frees the window: the dispatcher dequeues for it again.
+  const int before = store_.CallCount("Dequeue");
+  v1::AcknowledgeRequest ack = AckRequest(sub);
+  Add(&ack, 1, v1::OUTCOME_SENT);
+  v1::AcknowledgeResponse acked;
+  ASSERT_TRUE(Ack(kSecond, ack, &acked).ok());
+  ASSERT_TRUE(store_.WaitForCalls("Dequeue", before + 1));
+  std::vector<FakeStore::Call> mine;
+  for (const FakeStore::Call& c : store_.Calls("Dequeue")) {
+    if (c.owner == sub) mine.push_back(c);
+  }
+  ASSERT_GE(mine.size(), 2u);
+  EXPECT_EQ(mine[0].holder, bound);
+  EXPECT_FALSE(mine[0].holder_registered);
+  EXPECT_EQ(mine.back().holder, bound);
+  EXPECT_TRUE(mine.back().holder_registered);
+  ctx.TryCancel();
+  (void)reader->Finish();
+
+  // Without a holder: none with any dequeue.
+  grpc::ClientContext plain;
+  plain.AddMetadata("authorization", absl::StrCat("Bearer ", kSubscriber));
+  plain.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  req.clear_budget_holder();
+  store_.QueueJobs({Row(2, false, 1)});
+  auto other = stub_->Subscribe(&plain, req);
+  const std::string plain_sub = Next(other.get()).subscriber_id();
+  ASSERT_EQ(Next(other.get()).jobs_size(), 1);
+  for (const FakeStore::Call& c : store_.Calls("Dequeue")) {
+    if (c.owner == plain_sub) {
+      EXPECT_EQ(c.holder, "");
+    }
+  }
+  plain.TryCancel();
+  (void)other->Finish();
 }
 
 }  // namespace

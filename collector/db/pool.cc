@@ -9,6 +9,18 @@ pqxx::result Connection::ExecAlone(const std::string& sql) {
   return tx.exec(prefix_ + sql);
 }
 
+pqxx::result Connection::CallAlone(const std::string& function,
+                                   std::initializer_list<LoneArg> args) {
+  std::string sql = absl::StrCat("SELECT * FROM mailroom.", function, "(");
+  const char* comma = "";
+  for (const LoneArg& a : args) {
+    absl::StrAppend(&sql, comma, a.quoted_ ? conn_.quote(a.literal_) : a.literal_, "::", a.type_);
+    comma = ", ";
+  }
+  sql += ")";
+  return ExecAlone(sql);
+}
+
 Transaction::Transaction(Connection& c) : conn_(c.conn_), tx_(c.conn_) {
   open_ = true;
   try {

@@ -9,7 +9,9 @@
 
 #include <pqxx/pqxx>
 
+#include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +32,25 @@ struct PoolOptions {
   TxTimeouts timeouts;  // of every transaction and lone statement
 };
 
+// One argument of Connection::CallAlone, written as an SQL literal of its type: text (quoted
+// by the connection), integer, bigint, boolean, or a bigint that may be NULL.
+class LoneArg {
+ public:
+  LoneArg(std::string text) : literal_(std::move(text)), type_("text"), quoted_(true) {}
+  LoneArg(const char* text) : LoneArg(std::string(text)) {}
+  LoneArg(int32_t n) : literal_(std::to_string(n)), type_("integer") {}
+  LoneArg(int64_t n) : literal_(std::to_string(n)), type_("bigint") {}
+  LoneArg(bool b) : literal_(b ? "true" : "false"), type_("boolean") {}
+  LoneArg(std::optional<int64_t> n)
+      : literal_(n.has_value() ? std::to_string(*n) : "NULL"), type_("bigint") {}
+
+ private:
+  friend class Connection;
+  std::string literal_;
+  const char* type_;
+  bool quoted_ = false;
+};
+
 // A connection of a Pool, lent to one call of Pool::Run for the call's duration. Not
 // thread-safe (one call uses it).
 class Connection {
@@ -41,8 +62,10 @@ class Connection {
   // StatementPrefix and `sql` as one simple query, one round trip, so no transaction (nor any
   // lock it takes) stays open between round trips. Throws libpqxx's exceptions.
   pqxx::result ExecAlone(const std::string& sql);
-  // `text` as an SQL string literal, for a query built as text (ExecAlone has no parameters).
-  std::string Quote(const std::string& text) const { return conn_.quote(text); }
+  // Calls mailroom's function `function` with `args` as ExecAlone does, one statement alone in
+  // autocommit: SELECT * FROM mailroom.FUNCTION(arg::type, ...), each argument a literal of its
+  // type (a lone statement has no parameters). Throws libpqxx's exceptions.
+  pqxx::result CallAlone(const std::string& function, std::initializer_list<LoneArg> args);
 
  private:
   friend class Pool;

@@ -40,6 +40,28 @@ class PoolTest : public testing::MigratedDatabaseTest {
   }
 };
 
+// A lone call's arguments reach the function as their values and types: a text with quotes,
+// a backslash and a statement's end in it is one text, a NULL bigint is NULL.
+TEST_F(PoolTest, ALoneCallPassesEachArgumentAsALiteralOfItsType) {
+  Exec("CREATE FUNCTION mailroom.echo(t text, i integer, n bigint, b boolean, m bigint)"
+       " RETURNS TABLE(t text, types text, m_is_null boolean) LANGUAGE sql AS"
+       " $$ SELECT t, concat_ws(',', pg_typeof(i), pg_typeof(n), pg_typeof(b)), m IS NULL $$");
+  Pool pool({url_, 1, {}});
+  const std::string hostile = "it's \\'; DROP TABLE t; --";
+  auto row = pool.Run<std::vector<std::string>>("echo", [&](Connection& c) {
+    pqxx::result r = c.CallAlone("echo", {hostile, int32_t{7}, int64_t{1} << 40, true,
+                                          std::optional<int64_t>()});
+    return std::vector<std::string>{r.at(0)["t"].as<std::string>(),
+                                    r.at(0)["types"].as<std::string>(),
+                                    r.at(0)["m_is_null"].as<std::string>()};
+  });
+  ASSERT_TRUE(row.ok()) << row.status();
+  EXPECT_EQ((*row)[0], hostile);
+  EXPECT_EQ((*row)[1], "integer,bigint,boolean");
+  EXPECT_EQ((*row)[2], "t");
+  EXPECT_EQ(Text("SELECT count(*)::text FROM mailroom.t"), "0");  // still there
+}
+
 TEST_F(PoolTest, TransactionsAndLoneStatementsRunUnderTheTimeoutsAndThePinnedPath) {
   Pool pool({url_, 1, {absl::Milliseconds(1234), absl::Milliseconds(567), absl::Milliseconds(89)}});
   auto shown = pool.Run<std::vector<std::string>>("show", [](Connection& c) {

@@ -513,9 +513,9 @@ absl::Status Dispatcher::DispatchGroup(const std::string& group) {
     }
     const int want = std::min(opt_.dequeue_limit, lane ? member->LaneRoom() : member->Room());
     const absl::Time dequeue_start = clock_->Now();
-    auto jobs = lane ? store_->DequeueRecoveries(group, want, member->id(), opt_.lease)
-                     : store_->Dequeue(group, want, member->id(), opt_.lease);
+    auto jobs = store_->Dequeue(member->NextDequeue(want, opt_.lease, lane));
     if (!jobs.ok()) return jobs.status();
+    member->DequeueDone();
     if (!lane) {
       reached_activations = std::any_of(jobs->begin(), jobs->end(),
                                         [](const StoredJob& j) { return !j.critical; });

@@ -49,6 +49,23 @@ std::vector<uint64_t> Subscriber::TakeUnsent() {
   return std::move(unsent_);
 }
 
+void Subscriber::SetBudgetHolder(std::string holder) {
+  absl::MutexLock lock(&mu_);
+  budget_holder_ = std::move(holder);
+}
+
+DequeueRequest Subscriber::NextDequeue(int limit, absl::Duration lease,
+                                       bool recoveries_only) const {
+  absl::MutexLock lock(&mu_);
+  return DequeueRequest{
+      group_, limit, id_, lease, recoveries_only, budget_holder_, holder_registered_};
+}
+
+void Subscriber::DequeueDone() {
+  absl::MutexLock lock(&mu_);
+  holder_registered_ = !budget_holder_.empty();
+}
+
 int Subscriber::Room() const {
   absl::MutexLock lock(&mu_);
   if (finished_) return 0;

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "collector/dispatch/job_builder.h"
+#include "collector/store/store.h"
 #include "common/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
@@ -63,6 +64,14 @@ class Subscriber {
   // Whether its jobs carry their tokens and codes (build them accordingly: Deliver strips
   // them from an observer's jobs in any case).
   JobSecrets secrets() const { return secrets_; }
+  // The budget holder whose grants it spends (SubscribeRequest.budget_holder; "" none). Set
+  // before it joins the hub, so that its first dequeue counts for the holder.
+  void SetBudgetHolder(std::string holder);
+  // The dequeue it is given jobs by next: `group`, `limit`, this subscription, `lease`, its
+  // budget holder and whether a dequeue for it has registered the link yet.
+  DequeueRequest NextDequeue(int limit, absl::Duration lease, bool recoveries_only) const;
+  // A dequeue of NextDequeue's succeeded: the link to its budget holder is registered.
+  void DequeueDone();
 
   // How many more jobs it may be given now in its window.
   int Room() const;
@@ -112,6 +121,8 @@ class Subscriber {
   absl::flat_hash_set<uint64_t> in_flight_ ABSL_GUARDED_BY(mu_);       // in the window
   absl::flat_hash_set<uint64_t> lane_in_flight_ ABSL_GUARDED_BY(mu_);  // in the lane
   std::vector<uint64_t> unsent_ ABSL_GUARDED_BY(mu_);
+  std::string budget_holder_ ABSL_GUARDED_BY(mu_);
+  bool holder_registered_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // Who is subscribed to which group in this collector process. Thread-safe.

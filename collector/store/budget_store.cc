@@ -13,21 +13,6 @@
 namespace mailroom {
 namespace {
 
-// One row of GroupBudgetRow for group $1 with defaults $2 (budget, NULL = unlimited) and $3.
-constexpr char kGetSql[] = R"SQL(
-SELECT to_char(s.month, 'YYYY-MM'), s.budget_micros, b.monthly_budget_micros IS NULL,
-       s.reserve_percent, b.recovery_reserve_percent IS NULL, s.burst, s.committed_micros,
-       s.granted_micros, s.returned_micros, s.spent_micros, s.sent,
-       (SELECT coalesce(sum((bg.emails - bg.returned_emails) * bg.price_micros), 0)
-          FROM budget_grants bg WHERE bg.group_id = g.id AND bg.expires_at > now()),
-       CASE WHEN s.budget_micros IS NULL THEN 'Infinity'::DOUBLE PRECISION
-            ELSE greatest(s.budget_micros - s.committed_micros, 0) / s.seconds_left END
-  FROM consumer_groups g
-  LEFT JOIN group_budgets b ON b.group_id = g.id
- CROSS JOIN LATERAL mailroom_budget_state(g.id, $2, $3) s
- WHERE g.name = $1
-)SQL";
-
 // How long a sender refused a slot for an activation, while a recovery of its group waits to be
 // sent, waits before it asks again: one email at the group's pace, within [50 ms, 1 s].
 absl::Duration RecoveryFirstWait(double pace_per_second) {
@@ -56,17 +41,17 @@ class PgBudgetStore : public BudgetStore {
             r.group, r.price_micros,
             static_cast<int>(absl::ToInt64Milliseconds(defaults_.grant_lease)),
             defaults_.monthly_budget_micros, defaults_.recovery_reserve_percent);
-        if (!w.empty() && w[0][0].as<bool>()) {
+        if (!w.empty() && w[0]["waiting"].as<bool>()) {
           tx.commit();
           Grant g;
-          g.pace_per_second = w[0][1].as<double>();
+          g.pace_per_second = w[0]["pace_per_second"].as<double>();
           g.retry_after = RecoveryFirstWait(g.pace_per_second);
           return g;
         }
       }
       pqxx::row row = tx.exec_params1(
-          "SELECT coalesce(grant_id, 0), emails, "
-          "       coalesce(EXTRACT(EPOCH FROM expires_at)::DOUBLE PRECISION, 0),"
+          "SELECT coalesce(grant_id, 0) AS grant_id, emails,"
+          "       coalesce(EXTRACT(EPOCH FROM expires_at)::DOUBLE PRECISION, 0) AS expires_at,"
           "       retry_after_ms, exhausted, pace_per_second"
           "  FROM mailroom.mailroom_budget_grant($1::text, $2::text, $3::int, $4::boolean, "
           "$5::bigint,"
@@ -76,12 +61,12 @@ class PgBudgetStore : public BudgetStore {
           defaults_.recovery_reserve_percent);
       tx.commit();
       Grant g;
-      g.grant_id = row[0].as<uint64_t>();
-      g.emails = row[1].as<int>();
-      if (g.emails > 0) g.expires_at = absl::FromUnixMicros(row[2].as<double>() * 1e6);
-      g.retry_after = absl::Milliseconds(row[3].as<int64_t>());
-      g.exhausted = row[4].as<bool>();
-      g.pace_per_second = row[5].as<double>();
+      g.grant_id = row["grant_id"].as<uint64_t>();
+      g.emails = row["emails"].as<int>();
+      if (g.emails > 0) g.expires_at = absl::FromUnixMicros(row["expires_at"].as<double>() * 1e6);
+      g.retry_after = absl::Milliseconds(row["retry_after_ms"].as<int64_t>());
+      g.exhausted = row["exhausted"].as<bool>();
+      g.pace_per_second = row["pace_per_second"].as<double>();
       return g;
     });
   }
@@ -112,7 +97,8 @@ class PgBudgetStore : public BudgetStore {
       std::vector<BudgetRefund> out;
       out.reserve(r.size());
       for (const auto& row : r) {
-        out.push_back({row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int64_t>()});
+        out.push_back({row["group_name"].as<std::string>(), row["holder"].as<std::string>(),
+                       row["emails"].as<int64_t>()});
       }
       return out;
     });
@@ -129,25 +115,13 @@ class PgBudgetStore : public BudgetStore {
     return Run<GroupBudgetRow>(
         "setting the budget", s.group, [&](Connection& c) -> absl::StatusOr<GroupBudgetRow> {
           Transaction tx(c);
-          pqxx::result g = tx.exec_params("SELECT id FROM consumer_groups WHERE name = $1",
-                                          s.group);
-          if (g.empty()) return NotFound(s.group);
-          const int gid = g[0][0].as<int>();
-          tx.exec_params("INSERT INTO group_budgets (group_id) VALUES ($1) ON CONFLICT DO NOTHING",
-                         gid);
-          // Each setting is kept unless given (a CASE per column keeps this one statement).
-          tx.exec_params("UPDATE group_budgets SET"
-                         "  monthly_budget_micros = CASE WHEN $2 THEN NULL WHEN $3 THEN $4::BIGINT"
-                         "                               ELSE monthly_budget_micros END,"
-                         "  recovery_reserve_percent = CASE WHEN $5 THEN NULL WHEN $6 THEN $7::INT"
-                         "                                  ELSE recovery_reserve_percent END,"
-                         "  burst = CASE WHEN $8 THEN $9::INT ELSE burst END, updated_at = now()"
-                         " WHERE group_id = $1",
-                         gid, s.default_budget, s.monthly_budget_micros.has_value(),
-                         s.monthly_budget_micros.value_or(0), s.default_reserve,
-                         s.recovery_reserve_percent.has_value(),
-                         s.recovery_reserve_percent.value_or(0), s.burst.has_value(),
-                         s.burst.value_or(1));
+          const bool found =
+              tx.exec_params1("SELECT mailroom.mailroom_set_group_budget($1::text, $2::boolean,"
+                              " $3::bigint, $4::boolean, $5::int, $6::int)",
+                              s.group, s.default_budget, s.monthly_budget_micros, s.default_reserve,
+                              s.recovery_reserve_percent, s.burst)[0]
+                  .as<bool>();
+          if (!found) return NotFound(s.group);
           absl::StatusOr<GroupBudgetRow> row = Read(tx, s.group);
           if (row.ok()) tx.commit();
           return row;
@@ -161,25 +135,27 @@ class PgBudgetStore : public BudgetStore {
 
   // The group's budget as Get shows it; kNotFound for an unknown group.
   absl::StatusOr<GroupBudgetRow> Read(Transaction& tx, const std::string& group) {
-    pqxx::result r = tx.exec_params(kGetSql, group, defaults_.monthly_budget_micros,
-                                    defaults_.recovery_reserve_percent);
+    pqxx::result r = tx.exec_params(
+        "SELECT * FROM mailroom.mailroom_group_budget($1::text, $2::bigint, $3::int)", group,
+        defaults_.monthly_budget_micros, defaults_.recovery_reserve_percent);
     if (r.empty()) return NotFound(group);
     const pqxx::row& row = r[0];
     GroupBudgetRow b;
     b.group = group;
-    b.month = row[0].as<std::string>();
-    if (!row[1].is_null()) b.monthly_budget_micros = row[1].as<int64_t>();
-    b.budget_is_default = row[2].as<bool>();
-    b.recovery_reserve_percent = row[3].as<int>();
-    b.reserve_is_default = row[4].as<bool>();
-    b.burst = row[5].as<int>();
-    b.committed_micros = row[6].as<int64_t>();
-    b.granted_micros = row[7].as<int64_t>();
-    b.returned_micros = row[8].as<int64_t>();
-    b.spent_micros = row[9].as<int64_t>();
-    b.sent = row[10].as<uint64_t>();
-    b.outstanding_micros = row[11].as<int64_t>();
-    b.pace_micros_per_second = row[12].as<double>();
+    b.month = row["month"].as<std::string>();
+    if (!row["budget_micros"].is_null())
+      b.monthly_budget_micros = row["budget_micros"].as<int64_t>();
+    b.budget_is_default = row["budget_is_default"].as<bool>();
+    b.recovery_reserve_percent = row["reserve_percent"].as<int>();
+    b.reserve_is_default = row["reserve_is_default"].as<bool>();
+    b.burst = row["burst"].as<int>();
+    b.committed_micros = row["committed_micros"].as<int64_t>();
+    b.granted_micros = row["granted_micros"].as<int64_t>();
+    b.returned_micros = row["returned_micros"].as<int64_t>();
+    b.spent_micros = row["spent_micros"].as<int64_t>();
+    b.sent = row["sent"].as<uint64_t>();
+    b.outstanding_micros = row["outstanding_micros"].as<int64_t>();
+    b.pace_micros_per_second = row["pace_micros_per_second"].as<double>();
     return b;
   }
 

@@ -51,13 +51,13 @@ LedgerEntry ToLedgerEntry(const pqxx::row& r) {
   return l;
 }
 
-// The address's suppression entry in force, if any.
-std::optional<SuppressionRow> SuppressionOf(Transaction& tx, const std::string& address) {
+// The suppression entry in force of `address`, or when it is empty of account `account`'s
+// current address, if any.
+std::optional<SuppressionRow> SuppressionOf(Transaction& tx, const std::string& address,
+                                            uint64_t account) {
   pqxx::result r = tx.exec_params(
-      absl::StrCat("SELECT ", kSuppressionColumns,
-                   " FROM mailroom.suppressions s WHERE s.address = lower(btrim($1::text))"
-                   "   AND (s.expires_at IS NULL OR s.expires_at > now())"),
-      address);
+      "SELECT * FROM mailroom.mailroom_suppression_of($1::text, $2::bigint)", address,
+      static_cast<int64_t>(account));
   if (r.empty()) return std::nullopt;
   return SuppressionFromRow(r[0]);
 }
@@ -85,8 +85,7 @@ class PgOperatorStore : public OperatorStore {
       }
       if (!ids.empty()) {
         pqxx::result ledger = tx.exec_params(
-            "SELECT l.* FROM mailroom.mailroom_email_ledger("
-            " (SELECT g.id FROM mailroom.consumer_groups g WHERE g.name = $1::text),"
+            "SELECT l.* FROM mailroom.mailroom_email_ledger(mailroom.mailroom_group_id($1::text),"
             " $2::bigint[]) l",
             group, absl::StrCat("{", absl::StrJoin(ids, ","), "}"));
         for (const auto& row : ledger) {
@@ -94,14 +93,7 @@ class PgOperatorStore : public OperatorStore {
         }
       }
       // The address's entry; for an account, its current address's.
-      std::string whose = address;
-      if (whose.empty()) {
-        pqxx::result a = tx.exec_params(
-            "SELECT a.email FROM mailroom.accounts a WHERE a.id = $1::bigint",
-            static_cast<int64_t>(account));
-        if (!a.empty()) whose = TextOr(a[0][0]);
-      }
-      if (!whose.empty()) found.suppression = SuppressionOf(tx, whose);
+      found.suppression = SuppressionOf(tx, address, account);
       tx.commit();
       return found;
     });
@@ -123,9 +115,8 @@ class PgOperatorStore : public OperatorStore {
   absl::StatusOr<std::vector<std::string>> Groups() override {
     return pool_.Run<std::vector<std::string>>("listing groups", [&](Connection& c) {
       std::vector<std::string> out;
-      for (const auto& row :
-           c.ExecAlone("SELECT g.name FROM mailroom.consumer_groups g ORDER BY g.name")) {
-        out.push_back(row[0].as<std::string>());
+      for (const auto& row : c.CallAlone("mailroom_group_names", {})) {
+        out.push_back(row["group_name"].as<std::string>());
       }
       return out;
     });

@@ -5,11 +5,9 @@
 #include <algorithm>
 #include <optional>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "collector/db/pool.h"
 #include "collector/store/suppression_row.h"
 
@@ -22,11 +20,11 @@ std::string IntArray(const std::vector<T>& v) {
   return absl::StrCat("{", absl::StrJoin(v, ","), "}");
 }
 
-// Parses "{1,2,3}" as returned for a bigint[] column.
+// The ids of a function that returns a set of them, read as `AS r(id)`.
 std::vector<uint64_t> ParseIds(const pqxx::result& r) {
   std::vector<uint64_t> ids;
   ids.reserve(r.size());
-  for (const auto& row : r) ids.push_back(row[0].as<uint64_t>());
+  for (const auto& row : r) ids.push_back(row["id"].as<uint64_t>());
   return ids;
 }
 
@@ -39,6 +37,27 @@ const char* KindName(JobResult::Kind k) {
     case JobResult::Kind::kDefer: return "defer";
   }
   return "failed";
+}
+
+// A row of mailroom_dequeue's, by column name.
+StoredJob JobFromRow(const pqxx::row& row) {
+  StoredJob j;
+  j.id = row["job_id"].as<uint64_t>();
+  j.action = row["action"].as<std::string>();
+  j.email = row["email"].as<std::string>();
+  j.login = row["login"].as<std::string>();
+  j.secret = row["secret"].is_null() ? "" : pqxx::binarystring(row["secret"]).str();
+  j.code = row["code"].is_null() ? "" : row["code"].as<std::string>();
+  j.expires_at = row["expires_at"].as<int64_t>();
+  j.account_id = row["account_id"].as<uint64_t>();
+  j.attempt = row["attempt"].as<uint32_t>();
+  j.failures = row["failures"].as<uint32_t>();
+  j.created_at = row["created_at"].as<int64_t>();
+  j.locale = row["locale"].is_null() ? "" : row["locale"].as<std::string>();
+  const std::string priority = row["priority"].as<std::string>();
+  j.critical = priority == "critical";
+  j.notice = priority == "notice";
+  return j;
 }
 
 int64_t LeaseMs(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
@@ -80,15 +99,11 @@ class PgStore : public Store {
  public:
   PgStore(std::string url, int pool_size, const TxTimeouts& timeouts,
           std::optional<int64_t> default_budget_micros)
-      : pool_({std::move(url), pool_size, timeouts}),
-        default_budget_(default_budget_micros.has_value()
-                            ? absl::StrCat(*default_budget_micros, "::bigint")
-                            : std::string("NULL::bigint")) {}
+      : pool_({std::move(url), pool_size, timeouts}), default_budget_(default_budget_micros) {}
 
   absl::StatusOr<std::string> Channel() override {
     return pool_.Run<std::string>("reading the channel", [this](Connection& c) {
-      Transaction tx(c);
-      return tx.exec1("SELECT channel FROM mailroom.mailroom_settings")[0].as<std::string>();
+      return c.CallAlone("mailroom_channel", {}).at(0)["mailroom_channel"].as<std::string>();
     });
   }
 
@@ -102,84 +117,31 @@ class PgStore : public Store {
     return pool_.Run<int>("collecting signups", [&](Connection& c) {
       // Alone in autocommit: the tokens are committed when the dequeue after it takes its
       // snapshot.
-      return c.ExecAlone(absl::StrCat("SELECT mailroom.mailroom_collect_signups(", limit, "::int)"))
-          .at(0)
-          .at(0)
+      return c.CallAlone("mailroom_collect_signups", {int32_t{limit}})
+          .at(0)["mailroom_collect_signups"]
           .as<int>();
     });
   }
 
-  absl::StatusOr<std::vector<StoredJob>> Dequeue(const std::string& group, int limit,
-                                                 const std::string& owner,
-                                                 absl::Duration lease) override {
-    return DequeueJobs(group, limit, owner, lease, /*recoveries_only=*/false);
-  }
-
-  absl::StatusOr<std::vector<StoredJob>> DequeueRecoveries(const std::string& group, int limit,
-                                                           const std::string& owner,
-                                                           absl::Duration lease) override {
-    return DequeueJobs(group, limit, owner, lease, /*recoveries_only=*/true);
-  }
-
-  absl::StatusOr<std::vector<StoredJob>> DequeueJobs(const std::string& group, int limit,
-                                                     const std::string& owner, absl::Duration lease,
-                                                     bool recoveries_only) {
+  absl::StatusOr<std::vector<StoredJob>> Dequeue(const DequeueRequest& q) override {
     return pool_.Run<std::vector<StoredJob>>("dequeue", [&](Connection& c) {
       // One statement in autocommit: one round trip, and no transaction (nor the group's row
       // lock) left open between round trips. mailroom_dequeue commits its transaction
       // asynchronously: a lost lease commit only means the jobs are handed out again (WAL is
       // sequential: a durable acknowledgement implies the dequeue before it is durable too).
-      const std::string dequeue = absl::StrCat("mailroom.mailroom_dequeue(", c.Quote(group),
-                                               "::text, ", limit, "::int, ", c.Quote(owner),
-                                               "::text, ", LeaseMs(lease), "::int, ",
-                                               recoveries_only ? "true" : "false", ", ",
-                                               default_budget_, ")");
-      constexpr char kColumns[] = "job_id, action, email, login, secret, code, expires_at,"
-                                  " account_id, attempt, failures, created_at, locale, priority";
-      // A subscription linked to a grant holder (mailroom_budget_handed): the jobs handed are
-      // counted in the dequeue's transaction, so a job is never in a sender's hands uncounted, and
-      // a transaction that hands jobs commits synchronously, as the count bounds a refund of the
-      // holder's grants and must not be lost with an asynchronous commit while the jobs are on
-      // their way. The first dequeue after the link writes the count even with no job, to
-      // register the link. The count is taken in the same statement: `h` is read by the
-      // one-time filter, which runs before the jobs are returned, even when there are none.
-      const Link link = LinkOf(owner);
-      std::string query;
-      if (link.holder.empty()) {
-        query = absl::StrCat("SELECT ", kColumns, " FROM ", dequeue);
-      } else {
-        query = absl::StrCat(
-            "WITH d AS MATERIALIZED (SELECT * FROM ", dequeue, "),",
-            " h AS MATERIALIZED (SELECT mailroom.mailroom_budget_handed(", c.Quote(group),
-            "::text, ", c.Quote(owner), "::text, ", c.Quote(link.holder), "::text, n),",
-            "   set_config('synchronous_commit', CASE WHEN n > 0 THEN 'on' ELSE 'off' END, true)"
-            "   FROM (SELECT count(*)::INT AS n FROM d) c WHERE n > 0 OR NOT ",
-            link.registered ? "true" : "false", ")", " SELECT ", kColumns,
-            " FROM d WHERE (SELECT count(*) FROM h) >= 0");
-      }
-      pqxx::result r = c.ExecAlone(query);
-      if (!link.holder.empty() && !link.registered) MarkRegistered(owner);
+      // For a subscription with a budget holder, mailroom_dequeue_for_holder counts the jobs
+      // handed in the same statement and commits synchronously when it hands any.
+      const int32_t lease_ms = static_cast<int32_t>(LeaseMs(q.lease));
+      pqxx::result r = q.holder.empty() ? c.CallAlone("mailroom_dequeue",
+                                                      {q.group, int32_t{q.limit}, q.owner, lease_ms,
+                                                       q.recoveries_only, default_budget_})
+                                        : c.CallAlone("mailroom_dequeue_for_holder",
+                                                      {q.group, int32_t{q.limit}, q.owner, lease_ms,
+                                                       q.recoveries_only, default_budget_, q.holder,
+                                                       q.holder_registered});
       std::vector<StoredJob> jobs;
       jobs.reserve(r.size());
-      for (const auto& row : r) {
-        StoredJob j;
-        j.id = row[0].as<uint64_t>();
-        j.action = row[1].as<std::string>();
-        j.email = row[2].as<std::string>();
-        j.login = row[3].as<std::string>();
-        j.secret = row[4].is_null() ? "" : pqxx::binarystring(row[4]).str();
-        j.code = row[5].is_null() ? "" : row[5].as<std::string>();
-        j.expires_at = row[6].as<int64_t>();
-        j.account_id = row[7].as<uint64_t>();
-        j.attempt = row[8].as<uint32_t>();
-        j.failures = row[9].as<uint32_t>();
-        j.created_at = row[10].as<int64_t>();
-        j.locale = row[11].is_null() ? "" : row[11].as<std::string>();
-        const std::string priority = row[12].as<std::string>();
-        j.critical = priority == "critical";
-        j.notice = priority == "notice";
-        jobs.push_back(std::move(j));
-      }
+      for (const auto& row : r) jobs.push_back(JobFromRow(row));
       return jobs;
     });
   }
@@ -207,9 +169,9 @@ class PgStore : public Store {
     }
     return pool_.Run<std::vector<uint64_t>>("acknowledge", [&](Connection& c) {
       Transaction tx(c);
-      pqxx::result r = tx.exec_params("SELECT * FROM mailroom.mailroom_ack($1::text, $2::text, "
+      pqxx::result r = tx.exec_params("SELECT r.id FROM mailroom.mailroom_ack($1::text, $2::text, "
                                       "$3::bigint[], $4::int[], $5::text[], $6::text[],"
-                                      " $7::int[], $8::bigint[], $9::text[], $10::text[])",
+                                      " $7::int[], $8::bigint[], $9::text[], $10::text[]) r(id)",
                                       group, owner, IntArray(ids), IntArray(attempts),
                                       TextArray(kinds), TextArray(reasons), IntArray(retry),
                                       IntArray(costs), TextArray(message_ids),
@@ -246,8 +208,8 @@ class PgStore : public Store {
     return pool_.Run<std::vector<uint64_t>>("renewing leases", [&](Connection& c) {
       Transaction tx(c);
       pqxx::result r = tx.exec_params(
-          "SELECT * FROM mailroom.mailroom_renew($1::text, $2::text, $3::bigint[],"
-          " NULLIF($4::int[], '{}'), $5::int)",
+          "SELECT r.id FROM mailroom.mailroom_renew($1::text, $2::text, $3::bigint[],"
+          " NULLIF($4::int[], '{}'), $5::int) r(id)",
           group, owner, IntArray(ids), IntArray(attempts), LeaseMs(lease));
       tx.commit();
       return ParseIds(r);
@@ -258,30 +220,13 @@ class PgStore : public Store {
                         absl::Duration lease) override {
     return pool_.Do("renewing leases", [&](Connection& c) {
       Transaction tx(c);
-      for (const char* table : {"deliveries", "lease_batches"}) {
-        tx.exec_params(absl::StrCat("UPDATE ", table,
-                                    " d SET due_at = now() + make_interval(secs => $3 / 1000.0)"
-                                    "  FROM consumer_groups g"
-                                    " WHERE g.name = $1 AND d.group_id = g.id"
-                                    "   AND d.owner = $2 AND d.state = 'leased'"),
-                       group, owner, LeaseMs(lease));
-      }
+      tx.exec_params("SELECT mailroom.mailroom_renew_all($1::text, $2::text, $3::int)", group,
+                     owner, static_cast<int32_t>(LeaseMs(lease)));
       tx.commit();
     });
   }
 
-  void LinkHolder(const std::string& /*group*/, const std::string& owner,
-                  const std::string& holder) override {
-    absl::MutexLock lock(&links_mu_);
-    links_[owner] = Link{holder, false};
-  }
-
   absl::Status HolderLeft(const std::string& group, const std::string& owner) override {
-    {
-      // No dequeue follows for a departed subscription (the dispatcher removed it first).
-      absl::MutexLock lock(&links_mu_);
-      links_.erase(owner);
-    }
     return RunCommitted("marking a subscriber's leases",
                         "SELECT mailroom.mailroom_holder_left($1::text, $2::text)", group, owner);
   }
@@ -305,9 +250,8 @@ class PgStore : public Store {
   absl::StatusOr<std::vector<std::string>> GroupNames() override {
     return pool_.Run<std::vector<std::string>>("reading the groups", [](Connection& c) {
       std::vector<std::string> out;
-      for (const auto& row :
-           c.ExecAlone("SELECT name FROM mailroom.consumer_groups ORDER BY name")) {
-        out.push_back(row[0].as<std::string>());
+      for (const auto& row : c.CallAlone("mailroom_group_names", {})) {
+        out.push_back(row["group_name"].as<std::string>());
       }
       return out;
     });
@@ -320,18 +264,18 @@ class PgStore : public Store {
       for (const auto& row :
            tx.exec_params("SELECT * FROM mailroom.mailroom_stats($1::text)", group)) {
         GroupStatsRow s;
-        s.group = row[0].as<std::string>();
-        s.depth = row[1].as<uint64_t>();
-        s.lag_seconds = row[2].as<double>();
-        s.in_flight = row[3].as<uint64_t>();
-        s.waiting_retry = row[4].as<uint64_t>();
-        s.sent = row[5].as<uint64_t>();
-        s.failed = row[6].as<uint64_t>();
-        s.expired = row[7].as<uint64_t>();
-        s.cancelled = row[8].as<uint64_t>();
-        s.superseded = row[9].as<uint64_t>();
-        s.rate_limited = row[10].as<uint64_t>();
-        s.suppressed = row[11].as<uint64_t>();
+        s.group = row["group_name"].as<std::string>();
+        s.depth = row["depth"].as<uint64_t>();
+        s.lag_seconds = row["lag_seconds"].as<double>();
+        s.in_flight = row["in_flight"].as<uint64_t>();
+        s.waiting_retry = row["waiting_retry"].as<uint64_t>();
+        s.sent = row["sent"].as<uint64_t>();
+        s.failed = row["failed"].as<uint64_t>();
+        s.expired = row["expired"].as<uint64_t>();
+        s.cancelled = row["cancelled"].as<uint64_t>();
+        s.superseded = row["superseded"].as<uint64_t>();
+        s.rate_limited = row["rate_limited"].as<uint64_t>();
+        s.suppressed = row["suppressed"].as<uint64_t>();
         out.push_back(std::move(s));
       }
       return out;
@@ -342,24 +286,15 @@ class PgStore : public Store {
     return pool_.Run<std::vector<FailureRow>>("listing failures", [&](Connection& c) {
       Transaction tx(c);
       std::vector<FailureRow> out;
-      for (const auto& row :
-           tx.exec_params("SELECT d.token_id, coalesce(t.action, ''),"
-                          "       coalesce(t.to_address, a.email, ''),"
-                          "       coalesce(d.reason, ''), d.attempts,"
-                          "       EXTRACT(EPOCH FROM d.updated_at)::BIGINT"
-                          "  FROM deliveries d JOIN consumer_groups g ON g.id = d.group_id"
-                          "  LEFT JOIN tokens t ON t.id = d.token_id"
-                          "  LEFT JOIN accounts a ON a.id = t.account"
-                          " WHERE g.name = $1 AND d.state = 'failed'"
-                          " ORDER BY d.updated_at DESC, d.token_id DESC LIMIT $2",
-                          group, limit)) {
+      for (const auto& row : tx.exec_params(
+               "SELECT * FROM mailroom.mailroom_list_failures($1::text, $2::int)", group, limit)) {
         FailureRow f;
-        f.id = row[0].as<uint64_t>();
-        f.action = row[1].as<std::string>();
-        f.email = row[2].as<std::string>();
-        f.reason = row[3].as<std::string>();
-        f.attempts = row[4].as<uint32_t>();
-        f.failed_at = row[5].as<int64_t>();
+        f.id = row["job_id"].as<uint64_t>();
+        f.action = row["action"].as<std::string>();
+        f.email = row["email"].as<std::string>();
+        f.reason = row["reason"].as<std::string>();
+        f.attempts = row["attempts"].as<uint32_t>();
+        f.failed_at = row["failed_at"].as<int64_t>();
         out.push_back(std::move(f));
       }
       return out;
@@ -369,33 +304,24 @@ class PgStore : public Store {
   absl::StatusOr<int> Requeue(const std::string& group, const std::vector<uint64_t>& ids) override {
     return pool_.Run<int>("requeueing", [&](Connection& c) {
       Transaction tx(c);
-      pqxx::result r = tx.exec_params(
-          "UPDATE deliveries d SET state = 'retry', due_at = now(), failures = 0,"
-          "       lost_leases = 0, reason = NULL, updated_at = now()"
-          "  FROM consumer_groups g"
-          " WHERE g.name = $1 AND d.group_id = g.id AND d.state = 'failed'"
-          "   AND ($2 OR d.token_id = ANY ($3::bigint[]))",
-          group, ids.empty(), IntArray(ids));
+      const int n = tx.exec_params1("SELECT mailroom.mailroom_requeue($1::text, $2::bigint[])",
+                                    group,
+                                    ids.empty() ? std::optional<std::string>()
+                                                : std::optional<std::string>(IntArray(ids)))[0]
+                        .as<int>();
       tx.commit();
-      return static_cast<int>(r.affected_rows());
+      return n;
     });
   }
 
   absl::StatusOr<UsageRow> Usage(const std::string& group) override {
     return pool_.Run<UsageRow>("reading usage", [&](Connection& c) {
       Transaction tx(c);
-      pqxx::row row = tx.exec_params1(
-          "SELECT to_char(date_trunc('month', now() AT TIME ZONE 'UTC'), 'YYYY-MM'),"
-          "       coalesce(u.sent, 0), coalesce(u.cost_micros, 0)"
-          "  FROM (SELECT 1) one"
-          "  LEFT JOIN consumer_groups g ON g.name = $1"
-          "  LEFT JOIN group_usage u ON u.group_id = g.id"
-          "   AND u.month = date_trunc('month', now() AT TIME ZONE 'UTC')::DATE",
-          group);
+      pqxx::row row = tx.exec_params1("SELECT * FROM mailroom.mailroom_usage($1::text)", group);
       UsageRow u;
-      u.month = row[0].as<std::string>();
-      u.sent = row[1].as<uint64_t>();
-      u.cost_micros = row[2].as<int64_t>();
+      u.month = row["month"].as<std::string>();
+      u.sent = row["sent"].as<uint64_t>();
+      u.cost_micros = row["cost_micros"].as<int64_t>();
       return u;
     });
   }
@@ -403,15 +329,9 @@ class PgStore : public Store {
   absl::StatusOr<std::vector<SuppressionRow>> ListSuppressions(const SuppressionQuery& q) override {
     return pool_.Run<std::vector<SuppressionRow>>("listing suppressions", [&](Connection& c) {
       Transaction tx(c);
-      // A range scan of the primary key from the page token; the prefix is a range too
-      // (address >= prefix), checked with starts_with (no LIKE escaping of the prefix).
-      pqxx::result r = tx.exec_params(
-          "SELECT " + std::string(kSuppressionColumns) +
-              "  FROM suppressions s"
-              " WHERE s.address > $1 AND s.address >= $3"
-              "   AND ($2 = '' OR s.reason = $2) AND starts_with(s.address, $3)"
-              " ORDER BY s.address LIMIT $4",
-          q.after, q.reason, q.prefix, q.limit);
+      pqxx::result r = tx.exec_params("SELECT * FROM mailroom.mailroom_list_suppressions($1::text, "
+                                      "$2::text, $3::text, $4::int)",
+                                      q.after, q.reason, q.prefix, q.limit);
       std::vector<SuppressionRow> out;
       out.reserve(r.size());
       for (const auto& row : r) out.push_back(SuppressionFromRow(row));
@@ -422,16 +342,9 @@ class PgStore : public Store {
   absl::StatusOr<SuppressionRow> AddSuppression(const SuppressionRow& in) override {
     return pool_.Run<SuppressionRow>("adding a suppression", [&](Connection& c) {
       Transaction tx(c);
-      pqxx::row row = tx.exec_params1(
-          "INSERT INTO suppressions AS s (address, reason, source, expires_at)"
-          " VALUES (lower(trim($1)), $2, $3, CASE WHEN $4::bigint = 0 THEN NULL ELSE "
-          "to_timestamp($4::bigint) END)"
-          " ON CONFLICT (address) DO UPDATE"
-          "   SET reason = EXCLUDED.reason, source = EXCLUDED.source,"
-          "       expires_at = EXCLUDED.expires_at, last_seen = now()"
-          " RETURNING " +
-              std::string(kSuppressionColumns),
-          in.address, in.reason, in.source, in.expires_at);
+      pqxx::row row = tx.exec_params1("SELECT * FROM mailroom.mailroom_add_suppression($1::text, "
+                                      "$2::text, $3::text, $4::bigint)",
+                                      in.address, in.reason, in.source, in.expires_at);
       tx.commit();
       return SuppressionFromRow(row);
     });
@@ -442,10 +355,7 @@ class PgStore : public Store {
         "removing a suppression", [&](Connection& c) -> std::optional<SuppressionRow> {
           Transaction tx(c);
           pqxx::result r = tx.exec_params(
-              "DELETE FROM suppressions s WHERE s.address = lower(trim($1))"
-              " RETURNING " +
-                  std::string(kSuppressionColumns),
-              address);
+              "SELECT * FROM mailroom.mailroom_remove_suppression($1::text)", address);
           tx.commit();
           if (r.empty()) return std::nullopt;
           return SuppressionFromRow(r[0]);
@@ -472,29 +382,8 @@ class PgStore : public Store {
     });
   }
 
-  // A subscription's link to a grant holder (LinkHolder); `registered`: its counter row
-  // exists (the first dequeue after the link writes it, even with no job).
-  struct Link {
-    std::string holder;  // "" when not linked
-    bool registered = false;
-  };
-
-  Link LinkOf(const std::string& owner) {
-    absl::MutexLock lock(&links_mu_);
-    auto it = links_.find(owner);
-    return it == links_.end() ? Link{} : it->second;
-  }
-
-  void MarkRegistered(const std::string& owner) {
-    absl::MutexLock lock(&links_mu_);
-    auto it = links_.find(owner);
-    if (it != links_.end()) it->second.registered = true;
-  }
-
   Pool pool_;
-  const std::string default_budget_;  // the dequeue's p_default_budget, as SQL
-  absl::Mutex links_mu_;
-  absl::flat_hash_map<std::string, Link> links_ ABSL_GUARDED_BY(links_mu_);
+  const std::optional<int64_t> default_budget_;  // the dequeue's p_default_budget
 };
 
 }  // namespace

@@ -94,6 +94,25 @@ struct FailureRow {
   int64_t failed_at = 0;
 };
 
+// One dequeue: up to `limit` jobs of `group` leased to subscription `owner` for `lease`.
+struct DequeueRequest {
+  std::string group;
+  int limit = 0;
+  std::string owner;
+  absl::Duration lease;
+  // The recovery lane: the critical class only (password recoveries, sign-in codes, address
+  // changes, any critical action: due again, then new); the other classes' cursors are
+  // neither read nor moved.
+  bool recoveries_only = false;
+  // The budget holder whose grants the subscription spends (SubscribeRequest.budget_holder;
+  // "" none): the jobs handed are counted for it in the dequeue's transaction, and the
+  // subscription's outcomes other than SENT and its released jobs as settled unsent.
+  std::string holder{};
+  // A dequeue with `holder` for `owner` has succeeded before: one that hands no job then
+  // writes nothing (the first one registers the link, even with no job).
+  bool holder_registered = false;
+};
+
 struct UsageRow {
   std::string month;  // YYYY-MM
   uint64_t sent = 0;
@@ -117,23 +136,27 @@ class Store {
   // Creates the activation tokens of up to `limit` queued signups (mailroom_collect_signups),
   // committed before it returns; returns how many queued signups it took.
   virtual absl::StatusOr<int> CollectSignups(int limit) = 0;
-  // Leases up to `limit` jobs of `group` to `owner` for `lease` (mailroom_dequeue).
-  virtual absl::StatusOr<std::vector<StoredJob>> Dequeue(const std::string& group, int limit,
-                                                         const std::string& owner,
-                                                         absl::Duration lease) = 0;
-  // The recovery lane: like Dequeue, but the critical class only (password recoveries, sign-in
-  // codes, address changes, any critical action: due again, then new); the other classes'
-  // cursors are neither read nor moved (mailroom_dequeue(..., p_recoveries_only)).
-  virtual absl::StatusOr<std::vector<StoredJob>> DequeueRecoveries(const std::string& group,
-                                                                   int limit,
-                                                                   const std::string& owner,
-                                                                   absl::Duration lease) = 0;
+  // Leases jobs as `request` says (mailroom_dequeue; mailroom_dequeue_for_holder for a
+  // subscription with a budget holder).
+  virtual absl::StatusOr<std::vector<StoredJob>> Dequeue(const DequeueRequest& request) = 0;
+  // Leases up to `limit` jobs of `group` to `owner` for `lease`, for no budget holder.
+  absl::StatusOr<std::vector<StoredJob>> Dequeue(const std::string& group, int limit,
+                                                 const std::string& owner, absl::Duration lease) {
+    return Dequeue(DequeueRequest{group, limit, owner, lease});
+  }
+  // The same in the recovery lane (DequeueRequest::recoveries_only).
+  absl::StatusOr<std::vector<StoredJob>> DequeueRecoveries(const std::string& group, int limit,
+                                                           const std::string& owner,
+                                                           absl::Duration lease) {
+    return Dequeue(DequeueRequest{group, limit, owner, lease, /*recoveries_only=*/true});
+  }
   // Records outcomes of jobs leased to `owner` (each with the hand-out count it was handed out
   // with) in one transaction; returns the ids recorded. Outcomes for any other lease change
   // nothing. A recorded outcome with `suppress_recipient` suppresses its job's address in the same
   // transaction; recorded SENT outcomes store their provider_message_id and count towards the
   // group's reputation counters (mailroom_record_sent); recorded outcomes other than SENT
-  // count as settled unsent for the holder `owner` was linked to (see LinkHolder).
+  // count as settled unsent for the budget holder `owner` dequeued for
+  // (DequeueRequest::holder; mailroom_budget_settled).
   virtual absl::StatusOr<std::vector<uint64_t>> Ack(const std::string& group,
                                                     const std::string& owner,
                                                     const std::vector<JobResult>& results) = 0;
@@ -150,11 +173,12 @@ class Store {
   virtual absl::Status RenewAll(const std::string& group, const std::string& owner,
                                 absl::Duration lease) = 0;
   // `owner`'s stream ended: its leases run out as usual (its sender may still deliver and
-  // acknowledge them) but no longer count towards poison detection. Ends its LinkHolder.
+  // acknowledge them) but no longer count towards poison detection. Its outcomes still count
+  // for its budget holder.
   virtual absl::Status HolderLeft(const std::string& group, const std::string& owner) = 0;
   // Makes the leases `owner` holds on `ids` due now, without counting them as lost: jobs that
   // were leased but never reached the subscriber (its stream ended first). Those released
-  // count as settled unsent for the holder `owner` was linked to (see LinkHolder).
+  // count as settled unsent for the budget holder `owner` dequeued for.
   virtual absl::Status Release(const std::string& group, const std::string& owner,
                                const std::vector<uint64_t>& ids) = 0;
   // The names of every consumer group in the database.
@@ -179,13 +203,6 @@ class Store {
   virtual absl::StatusOr<SuppressionRow> RemoveSuppression(const std::string& address) = 0;
   // SELECT 1.
   virtual absl::Status Ping() = 0;
-  // Subscription `owner` of `group` spends the budget grants of `holder`
-  // (SubscribeRequest.budget_holder): from now on the jobs dequeued for it are
-  // counted as handed to the holder (in the dequeue's transaction), and its outcomes other
-  // than SENT and its released jobs as settled unsent. Call before the first Dequeue for
-  // `owner`; HolderLeft ends the link (outcomes still count afterwards). Does no I/O.
-  virtual void LinkHolder(const std::string& /*group*/, const std::string& /*owner*/,
-                          const std::string& /*holder*/) {}
 };
 
 // MAILROOM_DB_POOL_SIZE's default: the connections of NewPgStore's pool.

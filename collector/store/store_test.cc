@@ -809,12 +809,14 @@ TEST_F(StoreTest, ADequeueIsOneStatement) {
   auto jobs = pooled->Dequeue("mailroom", 2, "p", absl::Seconds(60));
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   EXPECT_EQ(jobs->size(), 2u);
-  pooled->LinkHolder("mailroom", "linked", "h1");
-  jobs = pooled->Dequeue("mailroom", 10, "linked", absl::Seconds(60));
+  DequeueRequest linked{"mailroom", 10, "linked", absl::Seconds(60)};
+  linked.holder = "h1";
+  jobs = pooled->Dequeue(linked);
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   EXPECT_EQ(jobs->size(), 1u);
-  pooled->LinkHolder("mailroom", "idle", "h2");
-  jobs = pooled->Dequeue("mailroom", 10, "idle", absl::Seconds(60));
+  DequeueRequest idle{"mailroom", 10, "idle", absl::Seconds(60)};
+  idle.holder = "h2";
+  jobs = pooled->Dequeue(idle);
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   EXPECT_TRUE(jobs->empty());
   EXPECT_EQ(Int("SELECT handed FROM budget_subscriptions WHERE owner = 'linked'"), 1);

@@ -1,7 +1,8 @@
 #pragma once
 
-// How the stores read a row of mailroom.suppressions (aliased `s`): the columns, in order, and
-// the SuppressionRow they make. Internal to collector/store.
+// How the stores read a row of the suppression functions (mailroom_list_suppressions's columns:
+// address, reason, source, first_seen, last_seen, expires_at) into a SuppressionRow. Internal to
+// collector/store.
 
 #include <pqxx/pqxx>
 
@@ -12,20 +13,14 @@
 
 namespace mailroom {
 
-// The columns SuppressionFromRow reads, in order.
-inline constexpr char kSuppressionColumns[] =
-    "s.address, s.reason, s.source, EXTRACT(EPOCH FROM s.first_seen)::BIGINT,"
-    " EXTRACT(EPOCH FROM s.last_seen)::BIGINT,"
-    " coalesce(EXTRACT(EPOCH FROM s.expires_at)::BIGINT, 0)";
-
 inline SuppressionRow SuppressionFromRow(const pqxx::row& row) {
   SuppressionRow s;
-  s.address = row[0].as<std::string>();
-  s.reason = row[1].as<std::string>();
-  s.source = row[2].as<std::string>();
-  s.first_seen = row[3].as<int64_t>();
-  s.last_seen = row[4].as<int64_t>();
-  s.expires_at = row[5].as<int64_t>();
+  s.address = row["address"].as<std::string>();
+  s.reason = row["reason"].as<std::string>();
+  s.source = row["source"].as<std::string>();
+  s.first_seen = row["first_seen"].as<int64_t>();
+  s.last_seen = row["last_seen"].as<int64_t>();
+  s.expires_at = row["expires_at"].as<int64_t>();
   return s;
 }
 

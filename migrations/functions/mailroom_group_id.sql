@@ -1,6 +1,7 @@
 -- The id of consumer group p_group; raises no_data_found ('unknown consumer group "NAME"',
 -- which the collector answers NOT_FOUND) when there is none. Called by the operator's reads
--- (mailroom_find_emails, mailroom_group_hourly, mailroom_group_trouble).
+-- (mailroom_find_emails, mailroom_group_hourly, mailroom_group_trouble, and FindEmails's read
+-- of mailroom_email_ledger).
 CREATE OR REPLACE FUNCTION mailroom.mailroom_group_id(p_group text) RETURNS integer
     LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, mailroom, pg_temp

@@ -25,7 +25,8 @@ class FakeStore : public Store {
     std::vector<JobResult> results{};
     int limit = 0;
     absl::Duration lease{};
-    std::string holder{};  // LinkHolder's
+    std::string holder{};  // a Dequeue's budget holder
+    bool holder_registered = false;
   };
 
   // The next Dequeue returns `jobs` (later ones return nothing, or `error` when set).
@@ -103,23 +104,15 @@ class FakeStore : public Store {
     collected_.pop_front();
     return taken;
   }
-  absl::StatusOr<std::vector<StoredJob>> Dequeue(const std::string& group, int limit,
-                                                 const std::string& owner,
-                                                 absl::Duration lease) override {
-    return Take("Dequeue", group, limit, owner, lease);
-  }
-  // Answers from the same queued answers as Dequeue, recorded as "DequeueRecoveries".
-  absl::StatusOr<std::vector<StoredJob>> DequeueRecoveries(const std::string& group, int limit,
-                                                           const std::string& owner,
-                                                           absl::Duration lease) override {
-    return Take("DequeueRecoveries", group, limit, owner, lease);
-  }
-  absl::StatusOr<std::vector<StoredJob>> Take(const std::string& method, const std::string& group,
-                                              int limit, const std::string& owner,
-                                              absl::Duration lease) {
-    Call c{method, group, owner};
-    c.limit = limit;
-    c.lease = lease;
+  // Recorded as "Dequeue", or "DequeueRecoveries" for the recovery lane; both answer from the
+  // queued answers.
+  using Store::Dequeue;
+  absl::StatusOr<std::vector<StoredJob>> Dequeue(const DequeueRequest& q) override {
+    Call c{q.recoveries_only ? "DequeueRecoveries" : "Dequeue", q.group, q.owner};
+    c.limit = q.limit;
+    c.lease = q.lease;
+    c.holder = q.holder;
+    c.holder_registered = q.holder_registered;
     if (auto e = Record(c); !e.ok()) return e;
     absl::MutexLock lock(&mu_);
     if (answers_.empty()) return std::vector<StoredJob>{};
@@ -155,12 +148,6 @@ class FakeStore : public Store {
     Call c{"RenewAll", group, owner};
     c.lease = lease;
     return Record(c);
-  }
-  void LinkHolder(const std::string& group, const std::string& owner,
-                  const std::string& holder) override {
-    Call c{"LinkHolder", group, owner};
-    c.holder = holder;
-    (void)Record(std::move(c));
   }
   absl::Status HolderLeft(const std::string& group, const std::string& owner) override {
     return Record({"HolderLeft", group, owner});
