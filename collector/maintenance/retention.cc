@@ -47,14 +47,13 @@ class Pass {
        std::map<std::string, int64_t>& cursors, std::function<bool()> stopping)
       : conn_(conn), options_(options), report_(report), cursors_(cursors),
         stopping_(std::move(stopping)),
-        before_(absl::StrCat("now() - make_interval(secs => ",
-                             absl::ToInt64Milliseconds(options.retention), " / 1000.0)")) {}
+        retention_ms_(absl::ToInt64Milliseconds(options.retention)) {}
 
   std::vector<int> Groups() {
     std::vector<int> groups;
     pqxx::nontransaction tx(conn_);
-    for (const auto& row : tx.exec("SELECT id FROM mailroom.consumer_groups ORDER BY id")) {
-      groups.push_back(row[0].as<int>());
+    for (const auto& row : tx.exec("SELECT group_id FROM mailroom.mailroom_group_ids()")) {
+      groups.push_back(row["group_id"].as<int>());
     }
     return groups;
   }
@@ -65,12 +64,14 @@ class Pass {
     for (int group : groups) {
       while (!stopping_()) {
         pqxx::nontransaction tx(conn_);
-        pqxx::row r = tx.exec1(absl::StrCat("SELECT * FROM mailroom.mailroom_expire_leases(", group,
-                                            ", ", BeforeEpoch(), ", ", options_.batch, ")"));
+        pqxx::row r = tx.exec_params1(
+            absl::StrCat("SELECT * FROM mailroom.mailroom_expire_leases($1::int, ", BeforeEpoch(2),
+                         ", $3::int)"),
+            group, retention_ms_, options_.batch);
         ++report_.transactions;
-        report_.lease_batches_expired += r[0].as<int64_t>();
-        report_.jobs_expired += r[1].as<int64_t>();
-        if (!r[2].as<bool>()) break;
+        report_.lease_batches_expired += r["batches"].as<int64_t>();
+        report_.jobs_expired += r["jobs"].as<int64_t>();
+        if (!r["more"].as<bool>()) break;
       }
     }
   }
@@ -79,18 +80,22 @@ class Pass {
   // needs, in that order: a batch's tokens are kept while it is leased.
   void PruneFinished(const std::vector<int>& groups) {
     for (int group : groups) {
-      report_.deliveries += PruneAll(absl::StrCat("deliveries/", group), [&](int64_t after) {
-        return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_deliveries(", group, ", ", after,
-                            ", ", before_, ", ", options_.batch, ")");
+      report_.deliveries += PruneAll(absl::StrCat("deliveries/", group), [&](Tx& tx,
+                                                                             int64_t after) {
+        return tx.exec_params1(Prune("mailroom_prune_deliveries($1::int, $2::bigint, " + Before(3) +
+                                     ", $4::int)"),
+                               group, after, retention_ms_, options_.batch);
       });
     }
-    report_.lease_batches += PruneAll("lease_batches", [&](int64_t after) {
-      return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_lease_batches(", after, ", ",
-                          before_, ", ", options_.batch, ")");
+    report_.lease_batches += PruneAll("lease_batches", [&](Tx& tx, int64_t after) {
+      return tx.exec_params1(Prune("mailroom_prune_lease_batches($1::bigint, " + Before(2) +
+                                   ", $3::int)"),
+                             after, retention_ms_, options_.batch);
     });
-    report_.tokens += PruneAll("tokens", [&](int64_t after) {
-      return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_tokens(", after, ", ",
-                          BeforeEpoch(), ", ", options_.batch, ")");
+    report_.tokens += PruneAll("tokens", [&](Tx& tx, int64_t after) {
+      return tx.exec_params1(Prune("mailroom_prune_tokens($1::bigint, " + BeforeEpoch(2) +
+                                   ", $3::int)"),
+                             after, retention_ms_, options_.batch);
     });
   }
 
@@ -98,10 +103,10 @@ class Pass {
   void CompactCounters() {
     pqxx::nontransaction tx(conn_);
     report_.counter_rows =
-        tx.exec1("SELECT mailroom.mailroom_compact_delivery_counts()")[0].as<int64_t>();
+        tx.exec1("SELECT mailroom.mailroom_compact_delivery_counts() AS n")["n"].as<int64_t>();
     ++report_.transactions;
     report_.reputation_rows =
-        tx.exec1("SELECT mailroom.mailroom_compact_reputation()")[0].as<int64_t>();
+        tx.exec1("SELECT mailroom.mailroom_compact_reputation() AS n")["n"].as<int64_t>();
     ++report_.transactions;
   }
 
@@ -110,64 +115,75 @@ class Pass {
   void GrowCodeCounters() {
     pqxx::nontransaction tx(conn_);
     report_.code_counters_added =
-        tx.exec1("SELECT mailroom.mailroom_grow_code_counters()")[0].as<int64_t>();
+        tx.exec1("SELECT mailroom.mailroom_grow_code_counters() AS n")["n"].as<int64_t>();
     ++report_.transactions;
   }
 
   // The abuse limits' per-address counters whose newest request left the window;
   // whatever the retention: they are the limits' state, not history.
   void PruneAddressRequests() {
-    report_.address_requests += PruneAll("address_requests", [&](int64_t after) {
-      return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_address_requests(", after, ", ",
-                          options_.batch, ")");
+    report_.address_requests += PruneAll("address_requests", [&](Tx& tx, int64_t after) {
+      return tx.exec_params1(Prune("mailroom_prune_address_requests($1::bigint, $2::int)"), after,
+                             options_.batch);
     });
   }
 
   // The application's feed, whatever MAILROOM_RETENTION: its own retention is in
   // mailroom_settings.event_retention_days.
   void PruneEmailEvents() {
-    report_.email_events += PruneAll("email_events", [&](int64_t) {
-      return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_email_events(", options_.batch,
-                          ")");
+    report_.email_events += PruneAll("email_events", [&](Tx& tx, int64_t) {
+      return tx.exec_params1(Prune("mailroom_prune_email_events($1::int)"), options_.batch);
     });
   }
 
   // mailroom_settings.audit_retention_days.
   void PruneOperatorAudit() {
-    report_.operator_audit += PruneAll("operator_audit", [&](int64_t) {
-      return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_operator_audit(", options_.batch,
-                          ")");
+    report_.operator_audit += PruneAll("operator_audit", [&](Tx& tx, int64_t) {
+      return tx.exec_params1(Prune("mailroom_prune_operator_audit($1::int)"), options_.batch);
     });
   }
 
   // The budget's tables (grants, subscriptions, soft bounces), after the refund, so that grants it
   // has just refunded are not kept for another pass.
   void PruneBudgetTables() {
-    report_.budget_grants += PruneAll("budget_grants", [&](int64_t after) {
-      return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_budget_grants(", after, ", ",
-                          before_, ", ", options_.batch, ")");
+    report_.budget_grants += PruneAll("budget_grants", [&](Tx& tx, int64_t after) {
+      return tx.exec_params1(Prune("mailroom_prune_budget_grants($1::bigint, " + Before(2) +
+                                   ", $3::int)"),
+                             after, retention_ms_, options_.batch);
     });
     // Grants of live senders, which are not pruned, folded an hour after they expired (a
     // live sender returns a grant before it expires); after the prune, which keeps fewer.
-    report_.budget_grants_folded += PruneAll("budget_grants_folded", [&](int64_t after) {
-      return absl::StrCat("SELECT * FROM mailroom.mailroom_compact_budget_grants(", after,
-                          ", now() - INTERVAL '1 hour', ", options_.batch, ")");
+    report_.budget_grants_folded += PruneAll("budget_grants_folded", [&](Tx& tx, int64_t after) {
+      return tx.exec_params1(Prune("mailroom_compact_budget_grants($1::bigint,"
+                                   " now() - INTERVAL '1 hour', $2::int)"),
+                             after, options_.batch);
     });
     // After the grants: a holder whose last grants went in this pass is done with.
-    report_.budget_subscriptions += PruneAll("budget_subscriptions", [&](int64_t) {
-      return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_budget_subscriptions(", before_,
-                          ", ", options_.batch, ")");
+    report_.budget_subscriptions += PruneAll("budget_subscriptions", [&](Tx& tx, int64_t) {
+      return tx.exec_params1(Prune("mailroom_prune_budget_subscriptions(" + Before(1) +
+                                   ", $2::int)"),
+                             retention_ms_, options_.batch);
     });
-    report_.soft_bounces += PruneAll("soft_bounces", [&](int64_t) {
-      return absl::StrCat("SELECT * FROM mailroom.mailroom_prune_soft_bounces(", options_.batch,
-                          ")");
+    report_.soft_bounces += PruneAll("soft_bounces", [&](Tx& tx, int64_t) {
+      return tx.exec_params1(Prune("mailroom_prune_soft_bounces($1::int)"), options_.batch);
     });
   }
 
  private:
-  // The retention's start as Unix seconds, in SQL.
-  std::string BeforeEpoch() const {
-    return absl::StrCat("EXTRACT(EPOCH FROM ", before_, ")::BIGINT");
+  using Tx = pqxx::nontransaction;
+
+  // The retention's start, now() - retention, in SQL, of parameter $n (the retention in ms).
+  static std::string Before(int n) {
+    return absl::StrCat("now() - make_interval(secs => $", n, "::bigint / 1000.0)");
+  }
+  // The same as Unix seconds.
+  static std::string BeforeEpoch(int n) {
+    return absl::StrCat("EXTRACT(EPOCH FROM ", Before(n), ")::BIGINT");
+  }
+  // A call of one of the prune functions, its three columns named as PruneAll reads them
+  // (mailroom_prune_address_requests names its own deleted, next_after, more).
+  static std::string Prune(const std::string& call) {
+    return absl::StrCat("SELECT * FROM mailroom.", call, " AS r(pruned, last_id, more)");
   }
 
   // Calls one of the mailroom_prune_* functions batch by batch (autocommit: one
@@ -180,12 +196,12 @@ class Pass {
     int64_t& cursor = cursors_[walk];
     int64_t total = 0;
     while (!stopping_()) {
-      pqxx::nontransaction tx(conn_);
-      pqxx::row r = tx.exec1(call(cursor));
+      Tx tx(conn_);
+      pqxx::row r = call(tx, cursor);
       ++report_.transactions;
-      total += r[0].as<int64_t>();
-      cursor = r[1].as<int64_t>();
-      if (!r[2].as<bool>()) {
+      total += r["pruned"].as<int64_t>();
+      cursor = r["last_id"].as<int64_t>();
+      if (!r["more"].as<bool>()) {
         cursor = 0;
         break;
       }
@@ -198,7 +214,7 @@ class Pass {
   PruneReport& report_;
   std::map<std::string, int64_t>& cursors_;
   const std::function<bool()> stopping_;
-  const std::string before_;  // the retention's start: now() - retention, in SQL
+  const int64_t retention_ms_;  // the retention's start is now() minus this
 };
 
 }  // namespace
@@ -330,10 +346,10 @@ int64_t Retention::PublishOn(pqxx::connection& conn) {
   int64_t total = 0;
   for (;;) {
     pqxx::nontransaction tx(conn);
-    pqxx::row r = tx.exec1(absl::StrCat("SELECT * FROM mailroom.mailroom_publish_events(",
-                                        options_.publish_batch, ")"));
-    total += r[0].as<int64_t>();
-    if (!r[2].as<bool>()) return total;
+    pqxx::row r = tx.exec_params1("SELECT * FROM mailroom.mailroom_publish_events($1::int)",
+                                  options_.publish_batch);
+    total += r["published"].as<int64_t>();
+    if (!r["more"].as<bool>()) return total;
     absl::MutexLock lock(&mu_);
     if (stopped_) return total;
   }
