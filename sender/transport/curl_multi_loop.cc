@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "sender/transport/curl_handle.h"
+#include "common/http/curl_handle.h"
 
 namespace mailroom {
 namespace {

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/http/curl_handle.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "sender/transport/curl_handle.h"
 #include "sender/transport/testing/transport_peers.h"
 
 namespace mailroom {

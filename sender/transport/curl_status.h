@@ -6,8 +6,9 @@
 
 #include "absl/status/status.h"
 
-// What a libcurl transfer's outcome means for a delivery: the one map from CURLcode (and SMTP
-// reply codes) to Status, shared by the SMTP and SES transports.
+// What a libcurl transfer's outcome means for a delivery: the map from a CURLcode's kind
+// (ClassifyCurlCode, common/http/curl_status.h) and from SMTP reply codes to Status, shared by
+// the SMTP and HTTP transports.
 namespace mailroom {
 
 // What libcurl saw of one SMTP conversation: the verb of the last command sent ("EHLO",
@@ -44,9 +45,11 @@ void TraceSmtp(CURL* c, SmtpTrace* trace);
 absl::Status SmtpStatus(CURLcode code, long reply_code, const SmtpTrace& trace,
                         const std::string& detail);
 
-// The exhaustive map from a CURLcode (no usable server reply) to a Status: reachability, TLS,
-// authentication and our own configuration are provider errors (ProviderError); a transfer cut
-// short is kUnavailable for this message only; codes of protocols we never use are kInternal.
+// A CURLcode (no usable server reply) as a Status, by its kind (ClassifyCurlCode): reachability,
+// TLS, authentication and our own configuration are provider errors (ProviderError); a
+// transfer cut short is kUnavailable for this message only; a message too large is
+// kInvalidArgument; codes of protocols we never use are kInternal. The message is
+// CurlErrorText's.
 absl::Status CurlStatus(CURLcode code, const std::string& detail);
 
 // An HTTP transfer that failed with `code` (CurlStatus), marked MaybeSent when the request

@@ -10,43 +10,29 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/http/http_client.h"
 #include "sender/transport/curl_multi_loop.h"
 
 namespace mailroom {
 
-// One HTTP request of an HTTP transport (http, postmark, sendgrid, mailgun, resend).
-struct HttpRequest {
-  std::string url;
-  // POSTed with `content_type` when `post`; a GET otherwise.
-  bool post = true;
-  std::string body;
-  std::string content_type = "application/json";
-  std::vector<std::string> headers;  // "Name: value" lines (may carry credentials)
-  std::string basic_auth;            // "user:password" for HTTP basic authentication, or ""
-  std::string ca_file;               // PEM CA trusted instead of the system's, or ""
-  absl::Duration connect_timeout = absl::Seconds(10);
-  absl::Duration timeout = absl::Seconds(30);  // the whole transfer
-};
+// PerformOutbound (common/http/http_client.h) of `request` on `c` through `loop`, or on the
+// calling thread (curl_easy_perform) when `loop` is null.
+OutboundResult PerformOnLoop(CURL* c, const OutboundRequest& request, CurlMultiLoop* loop);
 
-// What the server answered: its status, headers (names lower-cased, values trimmed) and body
-// (cut at 64 KiB: it is read for an id or a reason only).
-struct HttpAnswer {
-  long status = 0;
-  std::vector<std::pair<std::string, std::string>> headers;
-  std::string body;
-  // The first header named `name` (lower case), or "".
-  std::string Header(absl::string_view name) const;
-};
-
+// One request of an HTTP transport (http, postmark, sendgrid, mailgun, resend, the sandbox's
+// events): PerformOutbound's (common/http/http_client.h), whose defaults are theirs (http and
+// https, no "Expect: 100-continue" round trip, an answer cut at 64 KiB: it is read for an id
+// or a reason only).
+//
 // Runs `request` on the easy handle `c` (reset, not in use elsewhere) through `loop` (on the
-// calling thread, curl_easy_perform, when it is null): http and
-// https only, no redirects followed, no "Expect: 100-continue" round trip. Any answer with an
-// HTTP status is returned, whatever the status; a transfer that fails is mapped by
-// HttpTransferStatus (marked MaybeSent when the request had left and no answer refused it).
+// calling thread, curl_easy_perform, when it is null), as "mailroom-sender" (User-Agent). Any
+// answer with an HTTP status is returned, whatever the status; a transfer that fails is mapped
+// by HttpTransferStatus (marked MaybeSent when the request had left and no answer refused it).
 // The body goes through a CurlBody: libcurl never sends the request a second time by itself
 // (a kept-alive connection closed unanswered ends the transfer, MaybeSent).
 // Credentials in the request never appear in the status.
-absl::StatusOr<HttpAnswer> PerformHttp(CURL* c, const HttpRequest& request, CurlMultiLoop* loop);
+absl::StatusOr<OutboundAnswer> PerformHttp(CURL* c, const OutboundRequest& request,
+                                           CurlMultiLoop* loop);
 
 // What an HTTP API's status means when the API says nothing more precise (`what` is the
 // message of the status: "postmark 503: ...", never a credential): 2xx is OK; 408, 429 and
@@ -60,7 +46,7 @@ absl::Status HttpApiStatus(long http_status, absl::string_view what);
 // an HTTP date) or else SendGrid's X-RateLimit-Reset (the Unix time, in seconds, its window
 // resets); a time already past is a wait of 0. nullopt when it asks for none or says it in a
 // form neither header has.
-std::optional<absl::Duration> RetryAfter(const HttpAnswer& answer, absl::Time now);
+std::optional<absl::Duration> RetryAfter(const OutboundAnswer& answer, absl::Time now);
 
 // A provider's message id as the collector stores it: 1 to 256 printable ASCII characters
 // (surrounding angle brackets removed), or "" when `id` is not usable.

@@ -11,8 +11,8 @@ namespace {
 
 const absl::Time kNow = absl::FromUnixSeconds(1767225600);  // 2026-01-01 00:00:00 UTC
 
-HttpAnswer With(std::vector<std::pair<std::string, std::string>> headers) {
-  HttpAnswer a;
+OutboundAnswer With(std::vector<std::pair<std::string, std::string>> headers) {
+  OutboundAnswer a;
   a.status = 429;
   a.headers = std::move(headers);
   return a;

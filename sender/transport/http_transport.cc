@@ -142,7 +142,7 @@ std::string HttpTransport::MessageIdOf(absl::string_view body) {
 absl::StatusOr<SendResult> HttpTransport::Send(const OutgoingEmail& email) {
   const std::string id = WebhookId(config_.group, email.content.job_id);
   const int64_t timestamp = absl::ToUnixSeconds(absl::Now());
-  HttpRequest request;
+  OutboundRequest request;
   request.url = http_.url;
   request.body = Body(email, config_.group);
   request.headers = {

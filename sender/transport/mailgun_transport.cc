@@ -16,9 +16,9 @@ namespace {
 
 constexpr char kDefaultUrl[] = "https://api.mailgun.net";
 
-HttpRequest Authenticated(const TransportConfig& config, const std::string& path, bool post) {
-  HttpRequest r = ProviderTransport::ApiRequest(config, kDefaultUrl, path,
-                                                {"Accept: application/json"}, post);
+OutboundRequest Authenticated(const TransportConfig& config, const std::string& path, bool post) {
+  OutboundRequest r = ProviderTransport::ApiRequest(config, kDefaultUrl, path,
+                                                    {"Accept: application/json"}, post);
   r.basic_auth = absl::StrCat("api:", config.Get<ProviderSettings>().api_key);
   return r;
 }
@@ -45,8 +45,8 @@ std::string MailgunTransport::Body(const OutgoingEmail& email, const std::string
 
 namespace {
 
-HttpRequest Request(const OutgoingEmail& email, const TransportConfig& config) {
-  HttpRequest r = Authenticated(
+OutboundRequest Request(const OutgoingEmail& email, const TransportConfig& config) {
+  OutboundRequest r = Authenticated(
       config, absl::StrCat("/v3/", config.Get<ProviderSettings>().mailgun_domain, "/messages"),
       true);
   r.content_type = "application/x-www-form-urlencoded";
@@ -54,7 +54,7 @@ HttpRequest Request(const OutgoingEmail& email, const TransportConfig& config) {
   return r;
 }
 
-HttpRequest CheckRequest(const TransportConfig& config) {
+OutboundRequest CheckRequest(const TransportConfig& config) {
   return Authenticated(config,
                        absl::StrCat("/v4/domains/", config.Get<ProviderSettings>().mailgun_domain),
                        false);
@@ -101,7 +101,7 @@ absl::Status LoadMailgun(const Env& env, const TransportVars& v, ProviderSetting
 
 // GET /v4/domains/<domain>: the domain must exist and be active. A domain sending key can only
 // send: it cannot read its domain, like a wrong key.
-std::optional<DoctorLine> JudgeMailgun(const HttpAnswer& answer, const std::string& where,
+std::optional<DoctorLine> JudgeMailgun(const OutboundAnswer& answer, const std::string& where,
                                        const ProviderSettings& s) {
   const long http = answer.status;
   const std::string what = absl::StrCat("mailgun ", http);

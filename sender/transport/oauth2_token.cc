@@ -10,21 +10,17 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/http/curl_handle.h"
+#include "common/http/http_client.h"
 #include "common/log.h"
 #include "nlohmann/json.hpp"
-#include "sender/transport/curl_handle.h"
 #include "sender/transport/curl_status.h"
 
 namespace mailroom {
 namespace {
 
-size_t Collect(char* ptr, size_t size, size_t nmemb, void* userdata) {
-  auto* body = static_cast<std::string*>(userdata);
-  // A token answer is a few kB; anything far larger is not one.
-  if (body->size() + size * nmemb > (1 << 20)) return 0;
-  body->append(ptr, size * nmemb);
-  return size * nmemb;
-}
+// A token answer is a few kB; anything far larger is not one.
+constexpr size_t kMaxAnswer = 1 << 20;
 
 // A short printable excerpt of an issuer's words, fit for an error message and a log line.
 std::string Excerpt(const std::string& s) {
@@ -42,36 +38,29 @@ class ClientCredentialsSourceImpl : public OAuth2TokenSource {
   absl::StatusOr<OAuth2Token> Fetch() override {
     CurlHandle c(curl_easy_init());
     if (c == nullptr) return absl::UnavailableError("token endpoint: cannot create a curl handle");
-    // The form carries the client secret: it lives only in this string and curl's copy.
-    std::string form = absl::StrCat(
+    // The form carries the client secret: it lives only in this request and curl's copy. A
+    // second client-credentials request would be harmless (it only asks for a token once
+    // more), but a fresh handle has no kept-alive connection whose closing would call for one.
+    OutboundRequest request;
+    request.url = s_.token_url;
+    request.protocols = "https,http";
+    request.body = absl::StrCat(
         "grant_type=client_credentials&client_id=", Escape(c.get(), s_.client_id),
         "&client_secret=", Escape(c.get(), s_.client_secret), "&scope=", Escape(c.get(), s_.scope));
-    std::string body;
-    char errbuf[CURL_ERROR_SIZE] = {0};
-    CurlSlist headers(curl_slist_append(nullptr, "Accept: application/json"));
-    curl_easy_setopt(c.get(), CURLOPT_URL, s_.token_url.c_str());
-    curl_easy_setopt(c.get(), CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c.get(), CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(c.get(), CURLOPT_HTTPHEADER, headers.get());
-    // CURLOPT_POSTFIELDS, not a CurlBody as the sending transports use: libcurl may send this
-    // request again by itself (a kept-alive connection closed with no answer; this fresh
-    // handle has none to reuse anyway), and a second client-credentials request is harmless:
-    // it only asks for a token once more.
-    curl_easy_setopt(c.get(), CURLOPT_POSTFIELDS, form.c_str());
-    curl_easy_setopt(c.get(), CURLOPT_POSTFIELDSIZE, static_cast<long>(form.size()));
-    curl_easy_setopt(c.get(), CURLOPT_WRITEFUNCTION, Collect);
-    curl_easy_setopt(c.get(), CURLOPT_WRITEDATA, &body);
-    curl_easy_setopt(c.get(), CURLOPT_TIMEOUT_MS,
-                     static_cast<long>(absl::ToInt64Milliseconds(s_.timeout)));
-    curl_easy_setopt(c.get(), CURLOPT_PROTOCOLS_STR, "https,http");
-    const CURLcode rc = curl_easy_perform(c.get());
-    std::fill(form.begin(), form.end(), '\0');
-    if (rc != CURLE_OK) {
+    request.content_type = "application/x-www-form-urlencoded";
+    request.headers = {"Accept: application/json"};
+    request.connect_timeout = s_.timeout;
+    request.timeout = s_.timeout;
+    request.max_body = kMaxAnswer;
+    request.long_body = OutboundRequest::LongBody::kFail;
+    const OutboundResult result = PerformOutbound(c.get(), request);
+    std::fill(request.body.begin(), request.body.end(), '\0');
+    if (result.code != CURLE_OK) {
       return absl::UnavailableError(
-          absl::StrCat("token endpoint: ", CurlStatus(rc, errbuf).message()));
+          absl::StrCat("token endpoint: ", CurlStatus(result.code, result.error).message()));
     }
-    long http = 0;
-    curl_easy_getinfo(c.get(), CURLINFO_RESPONSE_CODE, &http);
+    const long http = result.answer.status;
+    const std::string& body = result.answer.body;
     auto json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (http != 200) {
       // RFC 6749 5.2: {"error": "invalid_client", "error_description": "..."}.

@@ -41,14 +41,14 @@ std::string PostmarkTransport::Body(const OutgoingEmail& email, const TransportC
 
 namespace {
 
-HttpRequest Request(const OutgoingEmail& email, const TransportConfig& config) {
-  HttpRequest r = ProviderTransport::ApiRequest(config, kDefaultUrl, "/email",
-                                                {"Accept: application/json", TokenHeader(config)});
+OutboundRequest Request(const OutgoingEmail& email, const TransportConfig& config) {
+  OutboundRequest r = ProviderTransport::ApiRequest(
+      config, kDefaultUrl, "/email", {"Accept: application/json", TokenHeader(config)});
   r.body = PostmarkTransport::Body(email, config);
   return r;
 }
 
-HttpRequest CheckRequest(const TransportConfig& config) {
+OutboundRequest CheckRequest(const TransportConfig& config) {
   return ProviderTransport::ApiRequest(config, kDefaultUrl, "/server",
                                        {"Accept: application/json", TokenHeader(config)},
                                        /*post=*/false);

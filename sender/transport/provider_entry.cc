@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "sender/transport/curl_handle.h"
+#include "common/http/curl_handle.h"
 
 namespace mailroom {
 namespace provider_entry_internal {
@@ -42,7 +42,7 @@ absl::Status Load(const ProviderInfo& p, const Env& env, const TransportVars& v,
 }
 
 std::vector<DoctorLine> Doctor(const ProviderInfo& p, const TransportConfig& config) {
-  HttpRequest request = p.api->check_request(config);
+  OutboundRequest request = p.api->check_request(config);
   request.timeout = std::min(config.timeout, kDoctorCheckTimeout);
   request.connect_timeout = std::min(config.connect_timeout, kDoctorCheckTimeout);
   const std::string where = HostOf(request.url);
@@ -64,7 +64,7 @@ std::vector<DoctorLine> Doctor(const ProviderInfo& p, const TransportConfig& con
 
 }  // namespace provider_entry_internal
 
-DoctorLine JudgeProviderCheck(const ProviderInfo& p, const HttpAnswer& answer,
+DoctorLine JudgeProviderCheck(const ProviderInfo& p, const OutboundAnswer& answer,
                               const std::string& where, const ProviderSettings& settings) {
   if (p.judge != nullptr) {
     std::optional<DoctorLine> own = p.judge(answer, where, settings);

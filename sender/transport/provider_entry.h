@@ -33,7 +33,7 @@ struct ProviderInfo {
   // The provider's own reading of the doctor's check answer, before the shared one (401/403 is
   // refused credentials, another status outside 2xx unexpected, 2xx accepted): a line, or
   // nullopt to leave the answer to the shared reading. Null when it has none.
-  std::optional<DoctorLine> (*judge)(const HttpAnswer& answer, const std::string& where,
+  std::optional<DoctorLine> (*judge)(const OutboundAnswer& answer, const std::string& where,
                                      const ProviderSettings& settings);
   const char* unchecked;  // what the doctor cannot check without sending
 };
@@ -48,7 +48,7 @@ std::vector<DoctorLine> Doctor(const ProviderInfo& p, const TransportConfig& con
 // What the check read's answer (`answer`, from `where`: the API's host) means for provider `p`:
 // its own judgement first (ProviderInfo::judge), then 401/403 is refused credentials, another
 // status outside 2xx unexpected, and 2xx the credential accepted.
-DoctorLine JudgeProviderCheck(const ProviderInfo& p, const HttpAnswer& answer,
+DoctorLine JudgeProviderCheck(const ProviderInfo& p, const OutboundAnswer& answer,
                               const std::string& where, const ProviderSettings& settings);
 
 // The registry entry of the provider transport `kInfo`: its settings are its key (required,

@@ -11,7 +11,7 @@ ProviderTransport::ProviderTransport(const TransportConfig& config, const Provid
     : config_(config), api_(api), handles_(config.connections), loop_(config.connections) {}
 
 absl::StatusOr<SendResult> ProviderTransport::Send(const OutgoingEmail& email) {
-  HttpRequest request = api_.request(email, config_);
+  OutboundRequest request = api_.request(email, config_);
   request.connect_timeout = config_.connect_timeout;
   request.timeout = AttemptTimeout(email, config_.timeout);
   CurlHandlePool::Loan handle = handles_.Acquire();
@@ -55,10 +55,10 @@ std::string ProviderTransport::JsonString(absl::string_view body, const char* ke
   return json[key].get<std::string>();
 }
 
-HttpRequest ProviderTransport::ApiRequest(const TransportConfig& config,
-                                          absl::string_view default_url, absl::string_view path,
-                                          std::vector<std::string> headers, bool post) {
-  HttpRequest r;
+OutboundRequest ProviderTransport::ApiRequest(const TransportConfig& config,
+                                              absl::string_view default_url, absl::string_view path,
+                                              std::vector<std::string> headers, bool post) {
+  OutboundRequest r;
   r.url = absl::StrCat(BaseUrl(config.Get<ProviderSettings>().api_url, default_url), path);
   r.post = post;
   r.headers = std::move(headers);

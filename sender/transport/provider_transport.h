@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "sender/transport/curl_handle.h"
+#include "common/http/curl_handle.h"
 #include "sender/transport/curl_multi_loop.h"
 #include "sender/transport/http_call.h"
 #include "sender/transport/transport.h"
@@ -29,11 +29,11 @@ struct ProviderApi {
   const char* default_url;  // the API's base URL when ProviderSettings::api_url is empty
   // The request that sends `email` under `config` (URL, credentials, body); Send sets the
   // timeouts.
-  HttpRequest (*request)(const OutgoingEmail& email, const TransportConfig& config);
+  OutboundRequest (*request)(const OutgoingEmail& email, const TransportConfig& config);
   // What the answer's HTTP status and body mean: OK for an accepted email, or the failure.
   absl::Status (*response_status)(long http_status, const std::string& body);
   // The cheapest authenticated read that proves `config`'s credentials (sender doctor).
-  HttpRequest (*check_request)(const TransportConfig& config);
+  OutboundRequest (*check_request)(const TransportConfig& config);
   // Where an accepted email's id is: the JSON string member `id_key` of the answer's body, or
   // (`id_key` null) the answer's header `id_header` (lower case).
   const char* id_key;
@@ -76,9 +76,9 @@ class ProviderTransport : public Transport {
   static std::string JsonString(absl::string_view body, const char* key);
   // A request for `path` under the provider's base URL (`config`'s ProviderSettings::api_url, or
   // `default_url`) with `headers`: a POST, or a GET when `post` is false.
-  static HttpRequest ApiRequest(const TransportConfig& config, absl::string_view default_url,
-                                absl::string_view path, std::vector<std::string> headers,
-                                bool post = true);
+  static OutboundRequest ApiRequest(const TransportConfig& config, absl::string_view default_url,
+                                    absl::string_view path, std::vector<std::string> headers,
+                                    bool post = true);
   // "Authorization: Bearer <config's ProviderSettings::api_key>".
   static std::string BearerHeader(const TransportConfig& config);
 
@@ -102,7 +102,7 @@ class ProviderTransportOf : public ProviderTransport {
     return kApi.response_status(http_status, body);
   }
   // The provider's cheapest authenticated read (sender doctor); see the provider's class.
-  static HttpRequest CheckRequest(const TransportConfig& config) {
+  static OutboundRequest CheckRequest(const TransportConfig& config) {
     return kApi.check_request(config);
   }
 };

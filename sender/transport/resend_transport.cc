@@ -34,8 +34,8 @@ namespace {
 
 constexpr char kDefaultUrl[] = "https://api.resend.com";
 
-HttpRequest Request(const OutgoingEmail& email, const TransportConfig& config) {
-  HttpRequest r = ProviderTransport::ApiRequest(
+OutboundRequest Request(const OutgoingEmail& email, const TransportConfig& config) {
+  OutboundRequest r = ProviderTransport::ApiRequest(
       config, kDefaultUrl, "/emails",
       {ProviderTransport::BearerHeader(config),
        absl::StrCat("Idempotency-Key: ",
@@ -44,7 +44,7 @@ HttpRequest Request(const OutgoingEmail& email, const TransportConfig& config) {
   return r;
 }
 
-HttpRequest CheckRequest(const TransportConfig& config) {
+OutboundRequest CheckRequest(const TransportConfig& config) {
   return ProviderTransport::ApiRequest(config, kDefaultUrl, "/domains",
                                        {ProviderTransport::BearerHeader(config)}, /*post=*/false);
 }
@@ -71,7 +71,7 @@ const ProviderApi kResendApi = {"resend",     kDefaultUrl, Request, ResponseStat
 namespace {
 
 // A restricted (sending-only) key cannot list domains: Resend says so by name, and it sends.
-std::optional<DoctorLine> JudgeResend(const HttpAnswer& answer, const std::string& where,
+std::optional<DoctorLine> JudgeResend(const OutboundAnswer& answer, const std::string& where,
                                       const ProviderSettings&) {
   if (answer.status == 401 &&
       ProviderTransport::JsonString(answer.body, "name") == "restricted_api_key") {

@@ -100,7 +100,7 @@ void SandboxEventPoster::Run() {
 SandboxEventPoster::Answer SandboxEventPoster::PostOnce(const Pending& p) {
   const std::string& id = p.post_id;
   const int64_t timestamp = absl::ToUnixSeconds(absl::Now());
-  HttpRequest request;
+  OutboundRequest request;
   request.url = options_.url;
   request.body = p.event.body;
   request.headers = {

@@ -10,7 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "sender/transport/curl_handle.h"
+#include "common/http/curl_handle.h"
 
 namespace mailroom {
 

@@ -38,14 +38,14 @@ namespace {
 
 constexpr char kDefaultUrl[] = "https://api.sendgrid.com";
 
-HttpRequest Request(const OutgoingEmail& email, const TransportConfig& config) {
-  HttpRequest r = ProviderTransport::ApiRequest(config, kDefaultUrl, "/v3/mail/send",
-                                                {ProviderTransport::BearerHeader(config)});
+OutboundRequest Request(const OutgoingEmail& email, const TransportConfig& config) {
+  OutboundRequest r = ProviderTransport::ApiRequest(config, kDefaultUrl, "/v3/mail/send",
+                                                    {ProviderTransport::BearerHeader(config)});
   r.body = SendgridTransport::Body(email, config.group);
   return r;
 }
 
-HttpRequest CheckRequest(const TransportConfig& config) {
+OutboundRequest CheckRequest(const TransportConfig& config) {
   return ProviderTransport::ApiRequest(config, kDefaultUrl, "/v3/scopes",
                                        {ProviderTransport::BearerHeader(config)}, /*post=*/false);
 }
@@ -78,7 +78,7 @@ const ProviderApi kSendgridApi = {"sendgrid",   kDefaultUrl, Request,       Resp
 namespace {
 
 // The scopes read (GET /v3/scopes) must include mail.send, or SendGrid refuses every email.
-std::optional<DoctorLine> JudgeSendgrid(const HttpAnswer& answer, const std::string& where,
+std::optional<DoctorLine> JudgeSendgrid(const OutboundAnswer& answer, const std::string& where,
                                         const ProviderSettings&) {
   if (answer.status < 200 || answer.status >= 300) return std::nullopt;
   auto json = nlohmann::json::parse(answer.body, nullptr, false);

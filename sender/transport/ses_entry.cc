@@ -6,8 +6,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/http/curl_handle.h"
 #include "nlohmann/json.hpp"
-#include "sender/transport/curl_handle.h"
 #include "sender/transport/ses_transport.h"
 
 namespace mailroom {
@@ -117,7 +117,7 @@ std::vector<DoctorLine> DoctorSes(const TransportConfig& config, const DoctorCon
   CurlHandle h(curl_easy_init());
   auto listed = SesTransport::Call(h.get(), tc,
                                    SesTransport::ApiUrl(tc, "/v2/email/identities?PageSize=1000"),
-                                   nullptr);
+                                   std::nullopt);
   if (!listed.ok()) {
     out.push_back(DoctorLine::Warn("ses", absl::StrCat("the sending identity was not checked: "
                                                        "ListEmailIdentities failed (",

@@ -7,28 +7,17 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/hmac.h"
+#include "common/http/http_client.h"
 #include "nlohmann/json.hpp"
-#include "sender/transport/curl_body.h"
 #include "sender/transport/curl_status.h"
+#include "sender/transport/http_call.h"
 
 namespace mailroom {
 namespace {
 
-size_t Collect(char* ptr, size_t size, size_t nmemb, void* userdata) {
-  static_cast<std::string*>(userdata)->append(ptr, size * nmemb);
-  return size * nmemb;
-}
-
-// Picks x-amzn-ErrorType out of the response headers.
-size_t Header(char* ptr, size_t size, size_t nmemb, void* userdata) {
-  absl::string_view line(ptr, size * nmemb);
-  if (absl::StartsWithIgnoreCase(line, "x-amzn-ErrorType:")) {
-    line.remove_prefix(strlen("x-amzn-ErrorType:"));
-    line = absl::StripAsciiWhitespace(line);
-    *static_cast<std::string*>(userdata) = std::string(line.substr(0, line.find(':')));
-  }
-  return size * nmemb;
-}
+// SES answers are small, except a list of identities (about 100 bytes each, 1000 a page): kept
+// whole up to far above any of them.
+constexpr size_t kMaxAnswer = 16 << 20;
 
 double Number(const nlohmann::json& j, const char* key, double def) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : def;
@@ -54,57 +43,39 @@ std::string SesTransport::ApiUrl(const TransportConfig& config, const std::strin
 }
 
 absl::StatusOr<std::string> SesTransport::Call(CURL* c, const TransportConfig& config,
-                                               const std::string& url, const std::string* body,
-                                               CurlMultiLoop* loop, absl::Duration timeout) {
+                                               const std::string& url,
+                                               std::optional<std::string> body, CurlMultiLoop* loop,
+                                               absl::Duration timeout) {
   const SesSettings& ses = config.Get<SesSettings>();
-  char errbuf[CURL_ERROR_SIZE] = {0};
-  std::string response, error_type;
-  CurlSlist headers(nullptr);
-  if (body != nullptr) {
+  OutboundRequest request;
+  request.url = url;
+  request.post = body.has_value();
+  if (body.has_value()) {
     // libcurl signs a body it reads through a callback as an empty one unless the request
     // names its hash. (No "Expect:" line to suppress 100-continue, as http_call has: libcurl
     // would sign that header without sending it.)
-    for (const std::string& h :
-         {std::string("Content-Type: application/json"),
-          absl::StrCat("x-amz-content-sha256: ", absl::BytesToHexString(Sha256(*body)))}) {
-      headers.reset(curl_slist_append(headers.release(), h.c_str()));
-    }
+    request.headers.push_back(
+        absl::StrCat("x-amz-content-sha256: ", absl::BytesToHexString(Sha256(*body))));
+    request.body = std::move(*body);
+    request.expect_continue = true;
   }
   if (!ses.session_token.empty()) {
-    headers.reset(curl_slist_append(
-        headers.release(), absl::StrCat("x-amz-security-token: ", ses.session_token).c_str()));
+    request.headers.push_back(absl::StrCat("x-amz-security-token: ", ses.session_token));
   }
+  request.connect_timeout = config.connect_timeout;
+  request.timeout = std::min(config.timeout, timeout);
+  request.max_body = kMaxAnswer;
   const std::string sigv4 = absl::StrCat("aws:amz:", ses.region, ":ses");
   const std::string userpwd = absl::StrCat(ses.access_key_id, ":", ses.secret_access_key);
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-  SetHttpConnectionOptions(c);
-  // Read through a callback that refuses a rewind once read: libcurl never sends it twice.
-  CurlBody post(body == nullptr ? absl::string_view() : absl::string_view(*body));
-  if (body != nullptr) {
-    post.Attach(c);
-  } else {
-    curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
-  }
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
   curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4.c_str());
   curl_easy_setopt(c, CURLOPT_USERPWD, userpwd.c_str());
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &response);
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, Header);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &error_type);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(config.connect_timeout)));
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(std::min(config.timeout, timeout))));
-  const CURLcode rc = loop == nullptr ? curl_easy_perform(c) : loop->Perform(c);
-  if (rc != CURLE_OK) return HttpTransferStatus(c, rc, errbuf);
-  long http = 0;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
-  absl::Status st = ResponseStatus(http, error_type, response);
+  OutboundResult result = PerformOnLoop(c, request, loop);
+  if (result.code != CURLE_OK) return HttpTransferStatus(c, result.code, result.error);
+  std::string error_type = result.answer.Header("x-amzn-errortype");
+  error_type = error_type.substr(0, error_type.find(':'));
+  absl::Status st = ResponseStatus(result.answer.status, error_type, result.answer.body);
   if (!st.ok()) return st;
-  return response;
+  return std::move(result.answer.body);
 }
 
 absl::Status SesTransport::ResponseStatus(long http, const std::string& header_type,
@@ -156,10 +127,9 @@ absl::StatusOr<SendResult> SesTransport::Send(const OutgoingEmail& email) {
   if (!config_.group.empty())
     tags.push_back({{"Name", "mailroom_group"}, {"Value", config_.group}});
   if (!tags.empty()) req["EmailTags"] = std::move(tags);
-  const std::string body = req.dump();
 
   CurlHandlePool::Loan handle = handles_.Acquire();
-  auto response = Call(handle.get(), config_, url_, &body, &loop_,
+  auto response = Call(handle.get(), config_, url_, req.dump(), &loop_,
                        AttemptTimeout(email, config_.timeout));
   if (!response.ok()) return response.status();
   auto json = nlohmann::json::parse(*response, nullptr, false);
@@ -188,11 +158,11 @@ absl::StatusOr<SesAccountInfo> ParseSesAccount(absl::string_view body) {
 }
 
 absl::StatusOr<SesAccountInfo> FetchSesAccount(const TransportConfig& config) {
-  std::unique_ptr<CURL, void (*)(CURL*)> c(curl_easy_init(), curl_easy_cleanup);
+  CurlHandle c(curl_easy_init());
   if (c == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
   auto response = SesTransport::Call(c.get(), config,
                                      SesTransport::ApiUrl(config, "/v2/email/account"),
-                                     /*body=*/nullptr);
+                                     /*body=*/std::nullopt);
   if (!response.ok()) return response.status();
   return ParseSesAccount(*response);
 }

@@ -1,11 +1,12 @@
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-#include "sender/transport/curl_handle.h"
+#include "common/http/curl_handle.h"
 #include "sender/transport/curl_multi_loop.h"
 #include "sender/transport/transport.h"
 
@@ -65,13 +66,13 @@ class SesTransport : public Transport {
   static std::string ApiUrl(const TransportConfig& config, const std::string& path);
   // One SES v2 API call on handle `c`, signed with `config`'s credentials (SigV4) and bounded
   // by its timeouts (the whole call by `timeout` too, when shorter): a POST of the JSON
-  // `*body`, or a GET when `body` is null. Returns the response body, or the failure mapped by
+  // `*body`, or a GET when there is none. Returns the response body, or the failure mapped by
   // HttpTransferStatus (marked MaybeSent when the request may have been acted on) /
   // ResponseStatus. The body goes through a CurlBody (libcurl never sends it twice by itself)
   // and its SHA-256 in x-amz-content-sha256 (what libcurl then signs). The transfer runs on
   // `loop`, or on the calling thread (curl_easy_perform) when it is null.
   static absl::StatusOr<std::string> Call(CURL* c, const TransportConfig& config,
-                                          const std::string& url, const std::string* body,
+                                          const std::string& url, std::optional<std::string> body,
                                           CurlMultiLoop* loop = nullptr,
                                           absl::Duration timeout = absl::InfiniteDuration());
 

@@ -7,7 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "sender/transport/curl_handle.h"
+#include "common/http/curl_handle.h"
 #include "sender/transport/curl_status.h"
 #include "sender/transport/transport.h"
 

@@ -7,6 +7,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/hmac.h"
+#include "common/http/curl_handle.h"
+#include "common/http/http_client.h"
 #include "nlohmann/json.hpp"
 
 namespace mailroom::testing {
@@ -64,34 +66,26 @@ std::vector<std::string> PostmarkHeaders(const std::string& credentials) {
   return {absl::StrCat("Authorization: Basic ", absl::Base64Escape(credentials))};
 }
 
-namespace {
-
-size_t Collect(char* p, size_t s, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(p, s * n);
-  return s * n;
-}
-
-}  // namespace
-
 WebhookAnswer PostWebhook(const std::string& url, const std::string& body,
                           const std::vector<std::string>& headers, const std::string& ca_file,
                           const std::string& source) {
+  OutboundRequest request;
+  request.url = url;
+  request.body = body;
+  // What libcurl sends for a form body when the caller names no type.
+  request.content_type = "application/x-www-form-urlencoded";
+  request.headers = headers;
+  request.ca_file = ca_file;
+  request.connect_timeout = absl::Seconds(10);
+  request.timeout = absl::Seconds(10);
+  request.max_body = 1 << 20;
+  CurlGlobalInit();
+  CurlHandle c(curl_easy_init());
+  if (!source.empty()) curl_easy_setopt(c.get(), CURLOPT_INTERFACE, source.c_str());
+  OutboundResult result = PerformOutbound(c.get(), request);
   WebhookAnswer a;
-  CURL* c = curl_easy_init();
-  curl_slist* list = nullptr;
-  for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  if (!ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, ca_file.c_str());
-  if (!source.empty()) curl_easy_setopt(c, CURLOPT_INTERFACE, source.c_str());
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
-  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &a.body);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-  if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a.status);
-  curl_easy_cleanup(c);
-  curl_slist_free_all(list);
+  a.status = result.answer.status;
+  a.body = std::move(result.answer.body);
   while (!a.body.empty() && a.body.back() == '\n') a.body.pop_back();
   return a;
 }

@@ -12,12 +12,13 @@ namespace mailroom {
 // with its size as CURLOPT_POSTFIELDSIZE_LARGE: a Content-Length, not chunks) so that libcurl
 // can never send it a second time by itself. libcurl sends a request again on a fresh
 // connection when a kept-alive one closed before any byte of the answer came back, rewinding
-// the body to do so; a body given as CURLOPT_POSTFIELDS always rewinds, so a provider that had
-// acted on the first request would send the email twice while mailroom counted one send. This
-// body refuses every rewind once libcurl has read a byte of it (a rewind to the start before
-// that is allowed), and libcurl then ends the transfer with CURLE_SEND_FAIL_REWIND, which
-// HttpTransferStatus reports as a send that may have reached the provider (MaybeSent): the
-// engine charges it and retries it once itself.
+// the body to do so; a body given as CURLOPT_POSTFIELDS always rewinds, so a server that had
+// acted on the first request (a provider sending an email) would act twice while the caller
+// counted once. This body refuses every rewind once libcurl has read a byte of it (a rewind to
+// the start before that is allowed), and libcurl then ends the transfer with
+// CURLE_SEND_FAIL_REWIND: a request that may have reached the server, for the caller to decide
+// about (the sender's HttpTransferStatus counts it as maybe sent, and its engine retries it
+// once itself).
 // Not thread-safe; one transfer at a time. The bytes are not copied: `body` must outlive the
 // transfer, and so must this object.
 class CurlBody {
@@ -42,12 +43,12 @@ class CurlBody {
   bool started_ = false;
 };
 
-// The connection options every request of the HTTP transports and SES sets, GET or POST, so
-// that a CurlBody's refusal to rewind stays rare:
+// The connection options every HTTP request of mailroom's sets (PerformOutbound, GET or POST),
+// so that a CurlBody's refusal to rewind stays rare:
 // * HTTP/1.1 only. Over HTTP/2 a stream the server refused (REFUSED_STREAM, or cut by a GOAWAY)
 //   is one the server guarantees it did not process, and libcurl sends it again by rewinding
-//   the body: refused here, that send would count as ambiguous, and a job's second ambiguous
-//   send counts as sent.
+//   the body: refused here, that request would count as ambiguous (for the sender, a job's
+//   second ambiguous send counts as sent).
 // * A kept connection idle for more than 20 s is not reused. Servers close idle connections
 //   (after 60 s or more, usually), and one closing just as a request goes out is the only way
 //   an HTTP/1.1 request ends unanswered on a healthy server.

@@ -1,4 +1,4 @@
-#include "sender/transport/curl_handle.h"
+#include "common/http/curl_handle.h"
 
 #include <algorithm>
 #include <mutex>

@@ -1,4 +1,4 @@
-#include "sender/transport/curl_body.h"
+#include "common/http/curl_body.h"
 
 #include <algorithm>
 #include <cstdio>
