@@ -17,12 +17,14 @@ void WorkerThread::Start() {
 
 void WorkerThread::Stop() {
   absl::MutexLock join(&join_mu_);
-  {
-    // Under the lock that the waits' condition is read under, so a wait sees it at once.
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
+  RequestStop();
   if (thread_.joinable()) thread_.join();
+}
+
+void WorkerThread::RequestStop() {
+  // Under the lock that the waits' condition is read under, so a wait sees it at once.
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
 }
 
 void WorkerThread::Wake() {

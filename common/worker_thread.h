@@ -33,9 +33,14 @@ class WorkerThread {
 
   // Starts the thread. Idempotent; nothing after Stop().
   void Start() ABSL_LOCKS_EXCLUDED(join_mu_, mu_);
-  // Wakes the thread's wait at once and returns when the body has returned (at once if it
-  // never started). Idempotent; safe from any thread but the body's own.
+  // RequestStop(), then returns when the body has returned (at once if it never started).
+  // Idempotent; safe from any thread but the body's own.
   void Stop() ABSL_LOCKS_EXCLUDED(join_mu_, mu_);
+  // Stopping without waiting for the body: its wait ends at once, every later one returns
+  // false at once and Start() does nothing. From any thread, the body's own included; an owner
+  // may call it under a lock of its own that the body also takes, so that what the body does
+  // under that lock either happened before or sees stopping().
+  void RequestStop() ABSL_LOCKS_EXCLUDED(mu_);
   // Cuts the body's current wait short (WaitFor returns true before its time), or, when the
   // body is not waiting, the next one: a Wake() is never lost, and several before one wait
   // count as one.

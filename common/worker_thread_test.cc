@@ -163,6 +163,36 @@ TEST_F(WorkerThreadTest, StopsFromSeveralThreadsAllReturnAfterTheBody) {
   EXPECT_EQ(after.load(), 2);
 }
 
+TEST_F(WorkerThreadTest, RequestStopEndsTheWaitWithoutJoining) {
+  Make(absl::Hours(1));
+  worker_->Start();
+  ASSERT_TRUE(AwaitWaiting());
+  worker_->RequestStop();
+  EXPECT_TRUE(worker_->stopping());
+  // The body returns by itself (the wait ended with no time passed); Stop() then joins it.
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (!returned_ && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_TRUE(returned_.load());
+  EXPECT_EQ(clock_.Now(), kStart);
+  worker_->Stop();
+}
+
+TEST_F(WorkerThreadTest, TheBodyMayRequestItsOwnStop) {
+  absl::Notification returned;
+  worker_ = std::make_unique<WorkerThread>(
+      [this, &returned] {
+        while (worker_->WaitFor(absl::Hours(1))) worker_->RequestStop();
+        returned.Notify();
+      },
+      &clock_);
+  worker_->Start();
+  ASSERT_TRUE(AwaitWaiting());
+  worker_->Wake();
+  EXPECT_TRUE(returned.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_TRUE(worker_->stopping());
+  worker_->Stop();
+}
+
 // A body that never waits still ends: it asks stopping() between its rounds of work.
 TEST(WorkerThreadBodyTest, ABodyThatPollsStoppingEnds) {
   absl::Notification running;
