@@ -17,7 +17,7 @@ int Index(SendClass c) { return c == SendClass::kRecovery ? 0 : 1; }
 GrantPacer::GrantPacer(GrantPacerOptions options, BudgetClient* client, std::vector<Pacer*> caps,
                        Clock* clock)
     : opt_(std::move(options)), client_(client), caps_(std::move(caps)), clock_(clock),
-      backoff_(opt_.initial_backoff, opt_.max_backoff) {}
+      backoff_(opt_.initial_backoff, opt_.max_backoff), worker_([this] { Run(); }, clock) {}
 
 GrantPacer::~GrantPacer() { Stop(); }
 
@@ -49,7 +49,7 @@ bool GrantPacer::LowLocked(SendClass c, absl::Time now, int64_t price) {
 void GrantPacer::WantLocked(SendClass c) {
   const int i = Index(c);
   want_[i] = true;
-  if (clock_->Now() >= next_ask_[i]) kick_ = true;
+  if (clock_->Now() >= next_ask_[i]) worker_.Wake();
 }
 
 absl::Time GrantPacer::NextSendTime(SendClass c) {
@@ -128,7 +128,6 @@ void GrantPacer::Tick() {
   int emails = opt_.max_request;
   {
     absl::MutexLock lock(&mu_);
-    kick_ = false;
     if (std::isinf(pace_)) emails = opt_.max_request_unlimited;
     for (SendClass c : {SendClass::kRecovery, SendClass::kStandard}) {
       const int i = Index(c);
@@ -202,31 +201,19 @@ void GrantPacer::Tick() {
 }
 
 void GrantPacer::Run() {
-  while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      auto woken = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_ || kick_; };
-      clock_->AwaitWithDeadline(&mu_, absl::Condition(&woken),
-                                clock_->Now() + absl::Milliseconds(200));
-      if (stopping_) return;
-    }
-    Tick();
-  }
+  while (worker_.WaitFor(absl::Milliseconds(200))) Tick();
 }
 
-void GrantPacer::Start() {
-  if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
-}
+void GrantPacer::Start() { worker_.Start(); }
 
 void GrantPacer::Stop() {
   {
     absl::MutexLock lock(&mu_);
-    stopping_ = true;
     // Everything unused goes back now: expire all grants for the final Tick.
     for (Held& h : grants_) h.usable_until = absl::InfinitePast();
     want_[0] = want_[1] = false;
   }
-  if (thread_.joinable()) thread_.join();
+  worker_.Stop();
   Tick();
 }
 

@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -11,6 +10,7 @@
 #include "absl/time/time.h"
 #include "common/backoff.h"
 #include "common/clock.h"
+#include "common/worker_thread.h"
 #include "sender/pacing/budget_client.h"
 #include "sender/pacing/pacer.h"
 
@@ -103,10 +103,7 @@ class GrantPacer : public Pacer {
   BudgetClient* const client_;
   const std::vector<Pacer*> caps_;
   Clock* const clock_;
-  std::thread thread_;
   absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool kick_ ABSL_GUARDED_BY(mu_) = false;  // a grant is wanted now: wake the thread
   // Per class (index 0: recovery, 1: standard).
   bool want_[2] ABSL_GUARDED_BY(mu_) = {false, false};
   absl::Time next_ask_[2] ABSL_GUARDED_BY(mu_) = {absl::InfinitePast(), absl::InfinitePast()};
@@ -119,6 +116,8 @@ class GrantPacer : public Pacer {
   int64_t granted_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t returned_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Mutex call_mu_;  // one Tick at a time (the thread, tests, Stop)
+  // Ticks every 200 ms, and at once when a grant is wanted now (Wake). Last: stopped first.
+  WorkerThread worker_;
 };
 
 }  // namespace mailroom
