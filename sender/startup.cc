@@ -9,20 +9,18 @@ namespace mailroom {
 Startup::Startup(UsageFunction usage, std::function<void(const v1::GetUsageResponse&)> restore,
                  std::function<void()> start, Clock* clock)
     : usage_(std::move(usage)), restore_(std::move(restore)), start_(std::move(start)),
-      clock_(clock) {}
+      worker_([this] { Run(); }, clock) {}
 
 Startup::~Startup() { Stop(); }
 
-void Startup::Begin() {
-  if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
-}
+void Startup::Begin() { worker_.Start(); }
 
 bool Startup::Stop() {
   {
     absl::MutexLock lock(&mu_);
-    stopping_ = true;
+    worker_.RequestStop();
   }
-  if (thread_.joinable()) thread_.join();
+  worker_.Stop();
   return started();
 }
 
@@ -37,10 +35,7 @@ void Startup::Run() {
   JitteredExponentialBackOffStrategy backoff(absl::Milliseconds(200), kSlow);
   bool refused_before = false;
   while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) return;
-    }
+    if (worker_.stopping()) return;
     auto usage = usage_(absl::Seconds(5));
     if (usage.ok()) {
       restore_(*usage);
@@ -58,12 +53,12 @@ void Startup::Run() {
              : LogWarn)(refused ? "the collector refuses this sender" : "waiting for the collector",
                         {{"error", std::string(usage.status().message())},
                          {"retry_in_ms", absl::StrCat(absl::ToInt64Milliseconds(delay))}});
-    absl::MutexLock lock(&mu_);
-    clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping_), clock_->Now() + delay);
+    if (!worker_.WaitFor(delay)) return;
   }
-  // Started under the lock, so Stop() either sees it started or prevents it.
+  // Started under the lock Stop() asks to stop under, so Stop() either sees it started or
+  // prevents it.
   absl::MutexLock lock(&mu_);
-  if (stopping_) return;
+  if (worker_.stopping()) return;
   start_();
   started_ = true;
 }

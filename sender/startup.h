@@ -1,13 +1,13 @@
 #pragma once
 
 #include <functional>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/worker_thread.h"
 #include "proto/mailroom/v1/mailroom.pb.h"
 
 namespace mailroom {
@@ -42,11 +42,10 @@ class Startup {
   const UsageFunction usage_;
   const std::function<void(const v1::GetUsageResponse&)> restore_;
   const std::function<void()> start_;
-  Clock* const clock_;
-  std::thread thread_;
   mutable absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
+  // Runs the attempts; its waits (the retries') end at once on Stop(). Last: stopped first.
+  WorkerThread worker_;
 };
 
 }  // namespace mailroom
