@@ -20,7 +20,11 @@ constexpr absl::Duration kQuotaRecheck = absl::Milliseconds(100);
 SesAccount::SesAccount(FetchFunction fetch, absl::Duration interval, Breaker* breaker,
                        Metrics* metrics, Clock* clock)
     : fetch_(std::move(fetch)), interval_(interval), breaker_(breaker), metrics_(metrics),
-      clock_(clock) {
+      clock_(clock), worker_(
+                         [this] {
+                           while (worker_.WaitFor(interval_)) (void)Refresh();
+                         },
+                         clock) {
   read_at_ = refilled_ = clock_->Now();
 }
 
@@ -142,26 +146,8 @@ bool SesAccount::paused() {
   return known_ && info_.paused();
 }
 
-void SesAccount::Start() {
-  if (thread_.joinable()) return;
-  thread_ = std::thread([this] {
-    while (true) {
-      {
-        absl::MutexLock lock(&mu_);
-        clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping_), clock_->Now() + interval_);
-        if (stopping_) return;
-      }
-      (void)Refresh();
-    }
-  });
-}
+void SesAccount::Start() { worker_.Start(); }
 
-void SesAccount::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  if (thread_.joinable()) thread_.join();
-}
+void SesAccount::Stop() { worker_.Stop(); }
 
 }  // namespace mailroom

@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -12,6 +11,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "common/worker_thread.h"
 #include "sender/delivery/breaker.h"
 #include "sender/pacing/pacer.h"
 #include "sender/transport/ses_transport.h"
@@ -55,9 +55,7 @@ class SesAccount : public Pacer {
   Breaker* const breaker_;
   Metrics* const metrics_;
   Clock* const clock_;
-  std::thread thread_;
   absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool known_ ABSL_GUARDED_BY(mu_) = false;
   SesAccountInfo info_ ABSL_GUARDED_BY(mu_);
   absl::Time read_at_ ABSL_GUARDED_BY(mu_);
@@ -66,6 +64,8 @@ class SesAccount : public Pacer {
   absl::Time refilled_ ABSL_GUARDED_BY(mu_);
   bool paused_by_us_ ABSL_GUARDED_BY(mu_) = false;
   std::string warned_ ABSL_GUARDED_BY(mu_);  // the warnings last logged
+  // Reads every `interval`; Stop() ends its wait at once. Last: stopped first.
+  WorkerThread worker_;
 };
 
 }  // namespace mailroom
