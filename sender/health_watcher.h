@@ -1,11 +1,9 @@
 #pragma once
 
 #include <functional>
-#include <thread>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/worker_thread.h"
 
 namespace mailroom {
 
@@ -28,9 +26,7 @@ class HealthWatcher {
   const std::function<bool()> healthy_;
   const std::function<void(bool)> publish_;
   const absl::Duration period_;
-  absl::Mutex mu_;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  WorkerThread worker_;  // last: stopped before the functions it calls go
 };
 
 }  // namespace mailroom
