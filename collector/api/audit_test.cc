@@ -6,30 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "collector/store/testing/fake_store.h"
 #include "gtest/gtest.h"
 
 namespace mailroom {
 namespace {
 
-class RecordingStore : public OperatorStore {
+// Records the audit; the rest is the fake store's.
+class RecordingStore : public testing::FakeStore {
  public:
-  absl::StatusOr<FoundEmails> FindEmails(const std::string&, const std::string&, uint64_t,
-                                         int) override {
-    return absl::UnimplementedError("not used");
-  }
-  absl::StatusOr<GroupPauseRow> SetPaused(const std::string&, bool, const std::string&) override {
-    return absl::UnimplementedError("not used");
-  }
-  absl::StatusOr<std::vector<std::string>> Groups() override {
-    return absl::UnimplementedError("not used");
-  }
-  absl::StatusOr<std::vector<HourRow>> Hourly(const std::string&, int) override {
-    return absl::UnimplementedError("not used");
-  }
-  absl::StatusOr<std::vector<TroubleRow>> Trouble(const std::string&, absl::Duration,
-                                                  int) override {
-    return absl::UnimplementedError("not used");
-  }
   absl::StatusOr<uint64_t> BeginAudit(const AuditRecord& r) override {
     if (down) return absl::UnavailableError("connection refused");
     begun.push_back(r);

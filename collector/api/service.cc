@@ -18,6 +18,12 @@
 namespace mailroom {
 namespace {
 
+// An operator's call on a collector without an operator store (SetOperatorStore).
+grpc::Status NoOperatorStore() {
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                      "the operator's lookups are not available on this collector");
+}
+
 grpc::Status Invalid(const std::string& msg) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg);
 }
@@ -563,11 +569,12 @@ grpc::Status CollectorService::ListFailures(grpc::ServerContext* context,
   if (!st.ok()) return st;
   if (request->limit() > 1000) return Invalid("limit must be at most 1000");
   int limit = request->limit() == 0 ? 50 : static_cast<int>(request->limit());
+  if (operators_ == nullptr) return NoOperatorStore();
   AuditedCall audit = Audited(principal, "ListFailures", request->consumer_group(),
                               absl::StrCat("limit ", limit));
   st = audit.Begin();
   if (!st.ok()) return st;
-  auto failures = store_->Failures(request->consumer_group(), limit);
+  auto failures = operators_->Failures(request->consumer_group(), limit);
   if (!failures.ok()) return audit.End(ToGrpc(failures.status()));
   for (const FailureRow& f : *failures) {
     v1::Failure* out = response->add_failures();
@@ -593,12 +600,13 @@ grpc::Status CollectorService::Requeue(grpc::ServerContext* context,
     return Invalid(absl::StrCat("at most ", kMaxIdsPerCall, " job_ids per call"));
   }
   std::vector<uint64_t> ids(request->job_ids().begin(), request->job_ids().end());
+  if (operators_ == nullptr) return NoOperatorStore();
   AuditedCall audit = Audited(principal, "Requeue", request->consumer_group(),
                               ids.empty() ? "every failed job"
                                           : absl::StrCat("jobs ", absl::StrJoin(ids, ",")));
   st = audit.Begin();
   if (!st.ok()) return st;
-  auto n = store_->Requeue(request->consumer_group(), ids);
+  auto n = operators_->Requeue(request->consumer_group(), ids);
   if (!n.ok()) return audit.End(ToGrpc(n.status()));
   response->set_requeued(static_cast<uint32_t>(*n));
   LogInfo("requeued failed jobs",
@@ -664,11 +672,12 @@ grpc::Status CollectorService::ListSuppressions(grpc::ServerContext* context,
   }
   q.after = request->page_token();
   q.prefix = absl::AsciiStrToLower(absl::StripLeadingAsciiWhitespace(request->address_prefix()));
+  if (operators_ == nullptr) return NoOperatorStore();
   AuditedCall audit = Audited(principal, "ListSuppressions", "",
                               absl::StrCat("prefix \"", q.prefix, "\" after \"", q.after, "\""));
   st = audit.Begin();
   if (!st.ok()) return st;
-  auto rows = store_->ListSuppressions(q);
+  auto rows = operators_->ListSuppressions(q);
   if (!rows.ok()) return audit.End(ToGrpc(rows.status()));
   for (const SuppressionRow& row : *rows) ToProto(row, response->add_suppressions());
   // A full page may have a next one; an empty next page is cheap to discover.
@@ -700,12 +709,13 @@ grpc::Status CollectorService::AddSuppression(grpc::ServerContext* context,
   auto source = CleanReason(request->source().empty() ? "operator" : request->source());
   if (!source.ok()) return Invalid("source must be valid UTF-8 without NUL");
   row.source = *std::move(source);
+  if (operators_ == nullptr) return NoOperatorStore();
   AuditedCall audit = Audited(principal, "AddSuppression", "",
                               absl::StrCat(row.address, " reason ", row.reason, " source ",
                                            row.source));
   st = audit.Begin();
   if (!st.ok()) return st;
-  auto stored = store_->AddSuppression(row);
+  auto stored = operators_->AddSuppression(row);
   if (!stored.ok()) return audit.End(ToGrpc(stored.status()));
   ToProto(*stored, response);
   // The address itself is personal data: logged only as its domain.
@@ -725,11 +735,12 @@ grpc::Status CollectorService::RemoveSuppression(grpc::ServerContext* context,
   if (!address.ok()) return ToGrpc(address.status());
   auto why = CleanReason(request->reason());
   if (!why.ok()) return Invalid("reason must be valid UTF-8 without NUL");
+  if (operators_ == nullptr) return NoOperatorStore();
   AuditedCall audit = Audited(principal, "RemoveSuppression", "",
                               why->empty() ? *address : absl::StrCat(*address, " reason ", *why));
   st = audit.Begin();
   if (!st.ok()) return st;
-  auto removed = store_->RemoveSuppression(*address);
+  auto removed = operators_->RemoveSuppression(*address);
   if (!removed.ok()) return audit.End(ToGrpc(removed.status()));
   ToProto(*removed, response->mutable_removed());
   LogInfo("suppression removed",
@@ -918,11 +929,6 @@ void ToProto(const FoundEmail& e, v1::EmailRecord* out) {
     x->set_cost_micros(l.cost_micros);
     x->set_detail(l.detail);
   }
-}
-
-grpc::Status NoOperatorStore() {
-  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                      "the operator's lookups are not available on this collector");
 }
 
 }  // namespace

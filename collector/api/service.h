@@ -114,8 +114,9 @@ class CollectorService
                               const v1::SetGroupBudgetRequest* request,
                               v1::GroupBudget* response) override;
 
-  // The operator's lookups and the audit (docs/security.md, "The operator API"):
-  // FAILED_PRECONDITION until SetOperatorStore is called. FindEmails, ListFailures, Requeue,
+  // The operator's lookups and the audit (docs/security.md, "The operator API"): these, and
+  // ListFailures, Requeue and the suppression calls, are FAILED_PRECONDITION until
+  // SetOperatorStore is called. FindEmails, ListFailures, Requeue,
   // the suppression calls, SetGroupBudget, PauseGroup and ResumeGroup are each recorded in the
   // audit before they run (UNAVAILABLE, and nothing done, when the record cannot be written)
   // with their outcome after.
@@ -132,8 +133,9 @@ class CollectorService
   // The group budgets behind AcquireBudget/ReturnBudget/Get/SetGroupBudget (not owned). Call
   // before the server starts.
   void SetBudgetStore(BudgetStore* budgets) { budgets_ = budgets; }
-  // The operator store behind FindEmails, ListAudit and the audit of operator calls (not
-  // owned). Call before the server starts; without it no call is audited.
+  // The operator store behind FindEmails, ListAudit, ListFailures, Requeue, the suppression
+  // calls, PauseGroup, ResumeGroup and the audit of operator calls (not owned). Call before the
+  // server starts; without it those calls are FAILED_PRECONDITION and no call is audited.
   void SetOperatorStore(OperatorStore* operators) { operators_ = operators; }
 
  private:

@@ -82,6 +82,7 @@ class ServiceTest : public ::testing::Test {
     limits.max_in_flight_cap = 50;
     service_ = std::make_unique<CollectorService>(&store_, &hub_, dispatcher_.get(), auth_.get(),
                                                   &metrics_, limits);
+    service_->SetOperatorStore(&store_);  // the fake is both stores
     grpc::ServerBuilder builder;
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
@@ -1167,7 +1168,7 @@ namespace {
 
 // A subscription that names a budget holder is dequeued for with the holder bound to its
 // credential (as AcquireBudget binds it): its first dequeue registers the link, the later ones
-// say it is registered. A subscription without one is dequeued for with none.
+// say it is registered.
 TEST_F(JobPathTest, ASubscriptionsBudgetHolderGoesWithEachOfItsDequeues) {
   RecordingBudgetStore budgets;
   service_->SetBudgetStore(&budgets);
@@ -1210,23 +1211,6 @@ TEST_F(JobPathTest, ASubscriptionsBudgetHolderGoesWithEachOfItsDequeues) {
   EXPECT_TRUE(mine.back().holder_registered);
   ctx.TryCancel();
   (void)reader->Finish();
-
-  // Without a holder: none with any dequeue.
-  grpc::ClientContext plain;
-  plain.AddMetadata("authorization", absl::StrCat("Bearer ", kSubscriber));
-  plain.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  req.clear_budget_holder();
-  store_.QueueJobs({Row(2, false, 1)});
-  auto other = stub_->Subscribe(&plain, req);
-  const std::string plain_sub = Next(other.get()).subscriber_id();
-  ASSERT_EQ(Next(other.get()).jobs_size(), 1);
-  for (const FakeStore::Call& c : store_.Calls("Dequeue")) {
-    if (c.owner == plain_sub) {
-      EXPECT_EQ(c.holder, "");
-    }
-  }
-  plain.TryCancel();
-  (void)other->Finish();
 }
 
 }  // namespace

@@ -87,10 +87,9 @@ std::string LocalPath(const std::string& back) {
 
 }  // namespace
 
-ConsoleHandler::ConsoleHandler(const Authenticator* auth, OperatorStore* operators, Store* store,
+ConsoleHandler::ConsoleHandler(const Authenticator* auth, OperatorStore* operators,
                                BudgetStore* budgets, ConsoleSessions* sessions, Clock* clock)
-    : auth_(auth), operators_(operators), store_(store), budgets_(budgets), sessions_(sessions),
-      clock_(clock) {}
+    : auth_(auth), operators_(operators), budgets_(budgets), sessions_(sessions), clock_(clock) {}
 
 HttpReply ConsoleHandler::Handle(const HttpRequest& request) {
   const bool post = request.method == "POST";
@@ -224,7 +223,7 @@ HttpReply ConsoleHandler::Group(const HttpRequest& request, const ConsoleSession
     }
     SuppressionQuery q;
     q.limit = 100;
-    auto s = store_->ListSuppressions(q);
+    auto s = operators_->ListSuppressions(q);
     if (!s.ok()) {
       list.End(ToGrpc(s.status()));
       return Html(503, ErrorPage(503, "The database does not answer; retry."));
@@ -272,7 +271,7 @@ HttpReply ConsoleHandler::RemoveSuppression(const HttpRequest& request,
   AuditedCall audit(operators_, session.principal, "RemoveSuppression (console)", "",
                     absl::StrCat(*address, " reason ", *reason));
   if (!audit.Begin().ok()) return Html(503, ErrorPage(503, "The audit cannot be written; retry."));
-  auto removed = store_->RemoveSuppression(*address);
+  auto removed = operators_->RemoveSuppression(*address);
   if (!removed.ok()) {
     audit.End(ToGrpc(removed.status()));
     return SeeOther(absl::StrCat(back, back.find('?') == std::string::npos ? "?" : "&",

@@ -35,8 +35,8 @@ namespace mailroom {
 class ConsoleHandler : public HttpHandler {
  public:
   // None of the pointers is owned; `budgets` may be null (no budget chart).
-  ConsoleHandler(const Authenticator* auth, OperatorStore* operators, Store* store,
-                 BudgetStore* budgets, ConsoleSessions* sessions, Clock* clock);
+  ConsoleHandler(const Authenticator* auth, OperatorStore* operators, BudgetStore* budgets,
+                 ConsoleSessions* sessions, Clock* clock);
   HttpReply Handle(const HttpRequest& request) override;
 
  private:
@@ -58,7 +58,6 @@ class ConsoleHandler : public HttpHandler {
 
   const Authenticator* const auth_;
   OperatorStore* const operators_;
-  Store* const store_;
   BudgetStore* const budgets_;
   ConsoleSessions* const sessions_;
   Clock* const clock_;

@@ -106,8 +106,9 @@ TEST(ChartsTest, TheBarsCarryTheFiguresTheyDraw) {
   EXPECT_THAT(BudgetChart(b, mid), HasSubstr("data-unlimited=\"true\""));
 }
 
-// An OperatorStore that knows two groups and records the audit.
-class TwoGroups : public OperatorStore {
+// An OperatorStore that knows two groups and records the audit (and the fake's suppression
+// list).
+class TwoGroups : public testing::FakeStore {
  public:
   absl::StatusOr<FoundEmails> FindEmails(const std::string& group, const std::string& address,
                                          uint64_t, int) override {
@@ -122,9 +123,6 @@ class TwoGroups : public OperatorStore {
     f.emails.push_back(e);
     found_group = group;
     return f;
-  }
-  absl::StatusOr<GroupPauseRow> SetPaused(const std::string&, bool, const std::string&) override {
-    return absl::UnimplementedError("not used");
   }
   absl::StatusOr<std::vector<std::string>> Groups() override {
     return std::vector<std::string>{"billing", "mailroom"};
@@ -162,7 +160,7 @@ class ConsoleHandlerTest : public ::testing::Test {
                                 "MAILROOM_SUBSCRIBER_TOKENS"),
               false),
         sessions_(absl::Hours(8), 10, &clock_),
-        console_(&auth_, &operators_, &store_, nullptr, &sessions_, &clock_) {}
+        console_(&auth_, &operators_, nullptr, &sessions_, &clock_) {}
 
   HttpReply Get(const std::string& path, const std::string& query = "",
                 const std::string& cookie = "") {
@@ -188,7 +186,6 @@ class ConsoleHandlerTest : public ::testing::Test {
   FakeClock clock_{absl::FromUnixSeconds(1795425300)};
   Authenticator auth_;
   TwoGroups operators_;
-  testing::FakeStore store_;
   ConsoleSessions sessions_;
   ConsoleHandler console_;
 };
@@ -279,7 +276,7 @@ TEST_F(ConsoleHandlerTest, AnOperatorSignsInSearchesAndRemovesWithTheFormsToken)
   SuppressionRow s;
   s.address = "ann@example.test";
   s.reason = "hard_bounce";
-  ASSERT_TRUE(store_.AddSuppression(s).ok());
+  ASSERT_TRUE(operators_.AddSuppression(s).ok());
   // Without the session's token, or from another origin: refused, nothing removed.
   EXPECT_EQ(Post("/suppressions/remove", "address=ann%40example.test&reason=fixed", cookie).status,
             403);
@@ -288,7 +285,7 @@ TEST_F(ConsoleHandlerTest, AnOperatorSignsInSearchesAndRemovesWithTheFormsToken)
                  "https://evil.test")
                 .status,
             403);
-  EXPECT_EQ(store_.ListSuppressions({"", "", "", 10})->size(), 1u);
+  EXPECT_EQ(operators_.ListSuppressions({"", "", "", 10})->size(), 1u);
   HttpReply removed = Post("/suppressions/remove",
                            "csrf=" + Csrf(cookie) +
                                "&address=ann%40example.test&reason=fixed&back=%2F%2Fevil.test",
@@ -296,7 +293,7 @@ TEST_F(ConsoleHandlerTest, AnOperatorSignsInSearchesAndRemovesWithTheFormsToken)
   EXPECT_EQ(removed.status, 303);
   EXPECT_THAT(removed.headers, HasSubstr("Location: /?notice="));  // not to another host
   EXPECT_THAT(removed.headers, Not(HasSubstr("ann%40")));          // no address in the URL
-  EXPECT_TRUE(store_.ListSuppressions({"", "", "", 10})->empty());
+  EXPECT_TRUE(operators_.ListSuppressions({"", "", "", 10})->empty());
   EXPECT_EQ(operators_.audited.back(),
             "RemoveSuppression (console)  ann@example.test reason fixed");
   EXPECT_EQ(operators_.outcomes.back(), "OK: removed hard_bounce");

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 
 namespace mailroom {
@@ -48,5 +50,11 @@ std::string StatementPrefix(const TxTimeouts& timeouts);
 
 // An array literal of arbitrary strings for a text[] query parameter (quoted, escaped).
 std::string TextArray(const std::vector<std::string>& v);
+
+// An array literal of integers for an integer[] or bigint[] query parameter.
+template <typename T>
+std::string IntArray(const std::vector<T>& v) {
+  return absl::StrCat("{", absl::StrJoin(v, ","), "}");
+}
 
 }  // namespace mailroom

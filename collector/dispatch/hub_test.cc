@@ -321,5 +321,31 @@ TEST_F(HubTest, FinishAllEndsEveryStreamWithTheStatus) {
   EXPECT_TRUE(service_.hub.Groups().empty());
 }
 
+// A subscription's dequeues carry its budget holder; the first one after the holder is set is
+// told the link is not registered yet, the ones after a success that it is. Without a holder
+// none is registered.
+TEST(SubscriberTest, ItsDequeuesCarryItsBudgetHolderAndWhetherTheLinkIsRegistered) {
+  Subscriber plain("sub-1", "mailroom", "a", 10, JobSecrets::kIncluded);
+  DequeueRequest q = plain.NextDequeue(5, absl::Seconds(30), /*recoveries_only=*/true);
+  EXPECT_EQ(q.group, "mailroom");
+  EXPECT_EQ(q.owner, "sub-1");
+  EXPECT_EQ(q.limit, 5);
+  EXPECT_EQ(q.lease, absl::Seconds(30));
+  EXPECT_TRUE(q.recoveries_only);
+  EXPECT_EQ(q.holder, "");
+  plain.DequeueDone();
+  EXPECT_FALSE(plain.NextDequeue(5, absl::Seconds(30), false).holder_registered);
+
+  Subscriber linked("sub-2", "mailroom", "b", 10, JobSecrets::kIncluded);
+  linked.SetBudgetHolder("h~0123");
+  q = linked.NextDequeue(5, absl::Seconds(30), false);
+  EXPECT_EQ(q.holder, "h~0123");
+  EXPECT_FALSE(q.holder_registered);
+  EXPECT_FALSE(
+      linked.NextDequeue(5, absl::Seconds(30), false).holder_registered);  // no success yet
+  linked.DequeueDone();
+  EXPECT_TRUE(linked.NextDequeue(5, absl::Seconds(30), false).holder_registered);
+}
+
 }  // namespace
 }  // namespace mailroom

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "collector/db/pool.h"
 #include "collector/store/suppression_row.h"
 
@@ -77,17 +76,17 @@ class PgOperatorStore : public OperatorStore {
           group, address.empty() ? std::optional<std::string>() : address,
           static_cast<int64_t>(account), limit);
       std::map<uint64_t, size_t> at;
-      std::vector<std::string> ids;
+      std::vector<uint64_t> ids;
       for (const auto& row : emails) {
         at[row["token_id"].as<uint64_t>()] = found.emails.size();
-        ids.push_back(row["token_id"].as<std::string>());
+        ids.push_back(row["token_id"].as<uint64_t>());
         found.emails.push_back(ToFoundEmail(row));
       }
       if (!ids.empty()) {
         pqxx::result ledger = tx.exec_params(
             "SELECT l.* FROM mailroom.mailroom_email_ledger(mailroom.mailroom_group_id($1::text),"
             " $2::bigint[]) l",
-            group, absl::StrCat("{", absl::StrJoin(ids, ","), "}"));
+            group, IntArray(ids));
         for (const auto& row : ledger) {
           found.emails[at[row["token_id"].as<uint64_t>()]].ledger.push_back(ToLedgerEntry(row));
         }
@@ -156,6 +155,79 @@ class PgOperatorStore : public OperatorStore {
       }
       return out;
     });
+  }
+
+  absl::StatusOr<std::vector<FailureRow>> Failures(const std::string& group, int limit) override {
+    return pool_.Run<std::vector<FailureRow>>("listing failures", [&](Connection& c) {
+      Transaction tx(c);
+      std::vector<FailureRow> out;
+      for (const auto& row : tx.exec_params(
+               "SELECT * FROM mailroom.mailroom_list_failures($1::text, $2::int)", group, limit)) {
+        FailureRow f;
+        f.id = row["job_id"].as<uint64_t>();
+        f.action = row["action"].as<std::string>();
+        f.email = row["email"].as<std::string>();
+        f.reason = row["reason"].as<std::string>();
+        f.attempts = row["attempts"].as<uint32_t>();
+        f.failed_at = row["failed_at"].as<int64_t>();
+        out.push_back(std::move(f));
+      }
+      return out;
+    });
+  }
+
+  absl::StatusOr<int> Requeue(const std::string& group, const std::vector<uint64_t>& ids) override {
+    return pool_.Run<int>("requeueing", [&](Connection& c) {
+      Transaction tx(c);
+      const int n = tx.exec_params1("SELECT mailroom.mailroom_requeue($1::text, $2::bigint[])",
+                                    group,
+                                    ids.empty() ? std::optional<std::string>()
+                                                : std::optional<std::string>(IntArray(ids)))[0]
+                        .as<int>();
+      tx.commit();
+      return n;
+    });
+  }
+
+  absl::StatusOr<std::vector<SuppressionRow>> ListSuppressions(const SuppressionQuery& q) override {
+    return pool_.Run<std::vector<SuppressionRow>>("listing suppressions", [&](Connection& c) {
+      Transaction tx(c);
+      pqxx::result r = tx.exec_params("SELECT * FROM mailroom.mailroom_list_suppressions($1::text, "
+                                      "$2::text, $3::text, $4::int)",
+                                      q.after, q.reason, q.prefix, q.limit);
+      std::vector<SuppressionRow> out;
+      out.reserve(r.size());
+      for (const auto& row : r) out.push_back(SuppressionFromRow(row));
+      return out;
+    });
+  }
+
+  absl::StatusOr<SuppressionRow> AddSuppression(const SuppressionRow& in) override {
+    return pool_.Run<SuppressionRow>("adding a suppression", [&](Connection& c) {
+      Transaction tx(c);
+      pqxx::row row = tx.exec_params1("SELECT * FROM mailroom.mailroom_add_suppression($1::text, "
+                                      "$2::text, $3::text, $4::bigint)",
+                                      in.address, in.reason, in.source, in.expires_at);
+      tx.commit();
+      return SuppressionFromRow(row);
+    });
+  }
+
+  absl::StatusOr<SuppressionRow> RemoveSuppression(const std::string& address) override {
+    auto removed = pool_.Run<std::optional<SuppressionRow>>(
+        "removing a suppression", [&](Connection& c) -> std::optional<SuppressionRow> {
+          Transaction tx(c);
+          pqxx::result r = tx.exec_params(
+              "SELECT * FROM mailroom.mailroom_remove_suppression($1::text)", address);
+          tx.commit();
+          if (r.empty()) return std::nullopt;
+          return SuppressionFromRow(r[0]);
+        });
+    if (!removed.ok()) return removed.status();
+    if (!removed->has_value()) {
+      return absl::NotFoundError(absl::StrCat("\"", address, "\" is not suppressed"));
+    }
+    return **std::move(removed);
   }
 
   absl::StatusOr<uint64_t> BeginAudit(const AuditRecord& r) override {

@@ -83,12 +83,14 @@ struct GroupPauseRow {
   std::string reason;
 };
 
-// The operator's reads of mailroom's tables, a group's pause and the audit of operator calls,
-// its charts' and lists' reads for the console, over the SQL functions mailroom_find_emails,
-// mailroom_email_ledger, mailroom_group_hourly, mailroom_group_trouble, mailroom_pause_group,
-// mailroom_audit, mailroom_audit_end and mailroom_list_audit. Errors are Statuses
-// (collector/db/pg_status.h): kNotFound for an unknown group, kUnavailable when the database does
-// not answer. Thread-safe.
+// The operator's reads of mailroom's tables, a group's pause, its failures and their requeue,
+// the suppression list and the audit of operator calls, its charts' and lists' reads for the
+// console, over the SQL functions mailroom_find_emails, mailroom_email_ledger,
+// mailroom_group_hourly, mailroom_group_trouble, mailroom_pause_group, mailroom_list_failures,
+// mailroom_requeue, mailroom_list_suppressions, mailroom_add_suppression,
+// mailroom_remove_suppression, mailroom_audit, mailroom_audit_end and mailroom_list_audit. Errors
+// are Statuses (collector/db/pg_status.h): kNotFound for an unknown group, kUnavailable when the
+// database does not answer. Thread-safe.
 class OperatorStore {
  public:
   virtual ~OperatorStore() = default;
@@ -116,6 +118,20 @@ class OperatorStore {
   virtual absl::Status EndAudit(uint64_t id, const std::string& outcome) = 0;
   // The newest `limit` entries with an id below `before_id` (0: from the newest).
   virtual absl::StatusOr<std::vector<AuditEntryRow>> ListAudit(uint64_t before_id, int limit) = 0;
+  // Most recent permanent failures, newest first.
+  virtual absl::StatusOr<std::vector<FailureRow>> Failures(const std::string& group, int limit) = 0;
+  // Puts failed jobs back in the queue (all failed jobs of the group when `ids` is empty).
+  virtual absl::StatusOr<int> Requeue(const std::string& group,
+                                      const std::vector<uint64_t>& ids) = 0;
+  // Entries of the suppression list (see SuppressionQuery).
+  virtual absl::StatusOr<std::vector<SuppressionRow>> ListSuppressions(
+      const SuppressionQuery& query) = 0;
+  // Inserts or updates the entry of `row.address` (already normalised and validated): reason,
+  // source and expires_at are replaced, last_seen set to now, first_seen kept. Returns the
+  // entry as stored.
+  virtual absl::StatusOr<SuppressionRow> AddSuppression(const SuppressionRow& row) = 0;
+  // Deletes the entry of `address` and returns it; kNotFound when there is none.
+  virtual absl::StatusOr<SuppressionRow> RemoveSuppression(const std::string& address) = 0;
 };
 
 // An OperatorStore over a pool of `connections` connections to `url` (opened on demand), its

@@ -7,18 +7,10 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "collector/db/pool.h"
-#include "collector/store/suppression_row.h"
 
 namespace mailroom {
 namespace {
-
-// An array literal of integers for a bigint[] parameter.
-template <typename T>
-std::string IntArray(const std::vector<T>& v) {
-  return absl::StrCat("{", absl::StrJoin(v, ","), "}");
-}
 
 // The ids of a function that returns a set of them, read as `AS r(id)`.
 std::vector<uint64_t> ParseIds(const pqxx::result& r) {
@@ -282,38 +274,6 @@ class PgStore : public Store {
     });
   }
 
-  absl::StatusOr<std::vector<FailureRow>> Failures(const std::string& group, int limit) override {
-    return pool_.Run<std::vector<FailureRow>>("listing failures", [&](Connection& c) {
-      Transaction tx(c);
-      std::vector<FailureRow> out;
-      for (const auto& row : tx.exec_params(
-               "SELECT * FROM mailroom.mailroom_list_failures($1::text, $2::int)", group, limit)) {
-        FailureRow f;
-        f.id = row["job_id"].as<uint64_t>();
-        f.action = row["action"].as<std::string>();
-        f.email = row["email"].as<std::string>();
-        f.reason = row["reason"].as<std::string>();
-        f.attempts = row["attempts"].as<uint32_t>();
-        f.failed_at = row["failed_at"].as<int64_t>();
-        out.push_back(std::move(f));
-      }
-      return out;
-    });
-  }
-
-  absl::StatusOr<int> Requeue(const std::string& group, const std::vector<uint64_t>& ids) override {
-    return pool_.Run<int>("requeueing", [&](Connection& c) {
-      Transaction tx(c);
-      const int n = tx.exec_params1("SELECT mailroom.mailroom_requeue($1::text, $2::bigint[])",
-                                    group,
-                                    ids.empty() ? std::optional<std::string>()
-                                                : std::optional<std::string>(IntArray(ids)))[0]
-                        .as<int>();
-      tx.commit();
-      return n;
-    });
-  }
-
   absl::StatusOr<UsageRow> Usage(const std::string& group) override {
     return pool_.Run<UsageRow>("reading usage", [&](Connection& c) {
       Transaction tx(c);
@@ -324,47 +284,6 @@ class PgStore : public Store {
       u.cost_micros = row["cost_micros"].as<int64_t>();
       return u;
     });
-  }
-
-  absl::StatusOr<std::vector<SuppressionRow>> ListSuppressions(const SuppressionQuery& q) override {
-    return pool_.Run<std::vector<SuppressionRow>>("listing suppressions", [&](Connection& c) {
-      Transaction tx(c);
-      pqxx::result r = tx.exec_params("SELECT * FROM mailroom.mailroom_list_suppressions($1::text, "
-                                      "$2::text, $3::text, $4::int)",
-                                      q.after, q.reason, q.prefix, q.limit);
-      std::vector<SuppressionRow> out;
-      out.reserve(r.size());
-      for (const auto& row : r) out.push_back(SuppressionFromRow(row));
-      return out;
-    });
-  }
-
-  absl::StatusOr<SuppressionRow> AddSuppression(const SuppressionRow& in) override {
-    return pool_.Run<SuppressionRow>("adding a suppression", [&](Connection& c) {
-      Transaction tx(c);
-      pqxx::row row = tx.exec_params1("SELECT * FROM mailroom.mailroom_add_suppression($1::text, "
-                                      "$2::text, $3::text, $4::bigint)",
-                                      in.address, in.reason, in.source, in.expires_at);
-      tx.commit();
-      return SuppressionFromRow(row);
-    });
-  }
-
-  absl::StatusOr<SuppressionRow> RemoveSuppression(const std::string& address) override {
-    auto removed = pool_.Run<std::optional<SuppressionRow>>(
-        "removing a suppression", [&](Connection& c) -> std::optional<SuppressionRow> {
-          Transaction tx(c);
-          pqxx::result r = tx.exec_params(
-              "SELECT * FROM mailroom.mailroom_remove_suppression($1::text)", address);
-          tx.commit();
-          if (r.empty()) return std::nullopt;
-          return SuppressionFromRow(r[0]);
-        });
-    if (!removed.ok()) return removed.status();
-    if (!removed->has_value()) {
-      return absl::NotFoundError(absl::StrCat("\"", address, "\" is not suppressed"));
-    }
-    return **std::move(removed);
   }
 
   absl::Status Ping() override {

@@ -185,22 +185,8 @@ class Store {
   virtual absl::StatusOr<std::vector<std::string>> GroupNames() = 0;
   // Statistics of one group, or of all when `group` is empty.
   virtual absl::StatusOr<std::vector<GroupStatsRow>> Stats(const std::string& group) = 0;
-  // Most recent permanent failures, newest first.
-  virtual absl::StatusOr<std::vector<FailureRow>> Failures(const std::string& group, int limit) = 0;
-  // Puts failed jobs back in the queue (all failed jobs of the group when `ids` is empty).
-  virtual absl::StatusOr<int> Requeue(const std::string& group,
-                                      const std::vector<uint64_t>& ids) = 0;
   // This month's usage of a group.
   virtual absl::StatusOr<UsageRow> Usage(const std::string& group) = 0;
-  // Entries of the suppression list (see SuppressionQuery).
-  virtual absl::StatusOr<std::vector<SuppressionRow>> ListSuppressions(
-      const SuppressionQuery& query) = 0;
-  // Inserts or updates the entry of `row.address` (already normalised and validated): reason,
-  // source and expires_at are replaced, last_seen set to now, first_seen kept. Returns the
-  // entry as stored.
-  virtual absl::StatusOr<SuppressionRow> AddSuppression(const SuppressionRow& row) = 0;
-  // Deletes the entry of `address` and returns it; kNotFound when there is none.
-  virtual absl::StatusOr<SuppressionRow> RemoveSuppression(const std::string& address) = 0;
   // SELECT 1.
   virtual absl::Status Ping() = 0;
 };

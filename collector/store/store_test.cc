@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "collector/db/conninfo.h"
 #include "collector/schema/migrate.h"
+#include "collector/store/operator_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/migrated_database.h"
@@ -30,6 +31,7 @@ class StoreTest : public testing::MigratedDatabaseTest {
     MigratedDatabaseTest::SetUp();
     if (HasFatalFailure()) return;
     store_ = NewPgStore(url_, 2);
+    operators_ = NewPgOperatorStore(url_, 1);
   }
 
   void InsertAccounts(int n, const std::string& prefix) {
@@ -107,6 +109,7 @@ class StoreTest : public testing::MigratedDatabaseTest {
   }
 
   std::unique_ptr<Store> store_;
+  std::unique_ptr<OperatorStore> operators_;  // failures, requeue, the suppression list
 };
 
 TEST_F(StoreTest, ChannelAndPing) {
@@ -327,7 +330,7 @@ TEST_F(StoreTest, SupersededAndRateLimitedRecoveriesAreCountedNotHandedOutNorFai
   EXPECT_EQ((*stats)[0].superseded, 4u);
   EXPECT_EQ((*stats)[0].rate_limited, 2u);
   EXPECT_EQ((*stats)[0].in_flight, 1u);
-  auto failures = store_->Failures("mailroom", 10);
+  auto failures = operators_->Failures("mailroom", 10);
   ASSERT_TRUE(failures.ok());
   EXPECT_TRUE(failures->empty());
 }
@@ -385,7 +388,7 @@ TEST_F(StoreTest, AJobComingDueAgainForASuppressedAddressEndsSuppressed) {
   row.address = absl::AsciiStrToLower(jobs[0].email);
   row.reason = "complaint";
   row.source = "feedback loop";
-  ASSERT_TRUE(store_->AddSuppression(row).ok());
+  ASSERT_TRUE(operators_->AddSuppression(row).ok());
   // The leases ran out: the suppressed one is finished, the other handed out again.
   RunOut("1 second");
   std::vector<StoredJob> again = Dequeue("b");
@@ -401,7 +404,7 @@ TEST_F(StoreTest, ManualSuppressionsStopDeliveryUntilRemovedOrExpired) {
   row.address = "man1@example.test";
   row.reason = "manual";
   row.source = "operator";
-  auto added = store_->AddSuppression(row);
+  auto added = operators_->AddSuppression(row);
   ASSERT_TRUE(added.ok()) << added.status();
   EXPECT_EQ(added->address, "man1@example.test");
   EXPECT_GT(added->first_seen, 0);
@@ -409,7 +412,7 @@ TEST_F(StoreTest, ManualSuppressionsStopDeliveryUntilRemovedOrExpired) {
   // An expired entry no longer counts.
   row.address = "man2@example.test";
   row.expires_at = absl::ToUnixSeconds(absl::Now()) + 3600;
-  ASSERT_TRUE(store_->AddSuppression(row).ok());
+  ASSERT_TRUE(operators_->AddSuppression(row).ok());
   Exec("UPDATE suppressions SET expires_at = now() - interval '1 second'"
        " WHERE address = 'man2@example.test'");
   InsertAccounts(3, "MAN");  // MAN1@example.test: the address is compared normalised
@@ -417,10 +420,10 @@ TEST_F(StoreTest, ManualSuppressionsStopDeliveryUntilRemovedOrExpired) {
   ASSERT_EQ(jobs.size(), 2u);
   EXPECT_EQ(Int("SELECT count(*) FROM delivery_states WHERE state = 'suppressed'"), 1);
 
-  auto removed = store_->RemoveSuppression("man1@example.test");
+  auto removed = operators_->RemoveSuppression("man1@example.test");
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_EQ(removed->reason, "manual");
-  EXPECT_EQ(store_->RemoveSuppression("man1@example.test").status().code(),
+  EXPECT_EQ(operators_->RemoveSuppression("man1@example.test").status().code(),
             absl::StatusCode::kNotFound);
   Exec("INSERT INTO tokens (account, action) SELECT id, 'activation' FROM accounts"
        " WHERE email = 'MAN1@example.test'");
@@ -434,11 +437,11 @@ TEST_F(StoreTest, ListSuppressionsPagesByAddressWithFilters) {
     SuppressionRow row;
     row.address = a;
     row.reason = a[0] == 'b' ? "hard_bounce" : "manual";
-    ASSERT_TRUE(store_->AddSuppression(row).ok());
+    ASSERT_TRUE(operators_->AddSuppression(row).ok());
   }
   auto list = [&](std::string after, std::string reason, std::string prefix, int limit) {
     SuppressionQuery q{std::move(after), std::move(reason), std::move(prefix), limit};
-    auto rows = store_->ListSuppressions(q);
+    auto rows = operators_->ListSuppressions(q);
     EXPECT_TRUE(rows.ok()) << rows.status();
     std::vector<std::string> out;
     if (rows.ok())
@@ -455,7 +458,7 @@ TEST_F(StoreTest, ListSuppressionsPagesByAddressWithFilters) {
   SuppressionRow bad;
   bad.address = "e@x.test";
   bad.reason = "whatever";
-  EXPECT_EQ(store_->AddSuppression(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(operators_->AddSuppression(bad).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(StoreTest, StatsFailuresRequeueAndUsage) {
@@ -483,7 +486,7 @@ TEST_F(StoreTest, StatsFailuresRequeueAndUsage) {
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->size(), 2u);
 
-  auto failures = store_->Failures("mailroom", 10);
+  auto failures = operators_->Failures("mailroom", 10);
   ASSERT_TRUE(failures.ok());
   ASSERT_EQ(failures->size(), 1u);
   EXPECT_EQ((*failures)[0].id, jobs[1].id);
@@ -498,7 +501,7 @@ TEST_F(StoreTest, StatsFailuresRequeueAndUsage) {
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->sent, 0u);
 
-  auto requeued = store_->Requeue("mailroom", {});
+  auto requeued = operators_->Requeue("mailroom", {});
   ASSERT_TRUE(requeued.ok());
   EXPECT_EQ(*requeued, 1);
   EXPECT_EQ(State(jobs[1].id), "retry");

@@ -9,14 +9,17 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "collector/store/operator_store.h"
 #include "collector/store/store.h"
 
 namespace mailroom::testing {
 
-// An in-memory Store for unit tests of the service, the dispatcher and the gauges: it records
-// every call with its arguments and answers from what the test queued. It does not model the
-// queue (store_test covers the real one against PostgreSQL). Thread-safe.
-class FakeStore : public Store {
+// An in-memory Store and OperatorStore for unit tests of the service, the dispatcher and the
+// gauges: it records every call with its arguments and answers from what the test queued. It
+// does not model the queue (store_test covers the real one against PostgreSQL); of the
+// operator's reads it models the suppression list, and finds no email, hour or trouble.
+// Thread-safe.
+class FakeStore : public Store, public OperatorStore {
  public:
   struct Call {
     std::string method{}, group{}, owner{};
@@ -219,6 +222,48 @@ class FakeStore : public Store {
   }
   absl::Status Ping() override { return Record({"Ping"}); }
 
+  // OperatorStore: the groups of SetStats; no email, hour, trouble or audit entry is found.
+  absl::StatusOr<FoundEmails> FindEmails(const std::string& group, const std::string& address,
+                                         uint64_t /*account*/, int limit) override {
+    Call c{"FindEmails", group, address};
+    c.limit = limit;
+    if (auto e = Record(c); !e.ok()) return e;
+    return FoundEmails{};
+  }
+  absl::StatusOr<GroupPauseRow> SetPaused(const std::string& group, bool paused,
+                                          const std::string& reason) override {
+    if (auto e = Record({"SetPaused", group, reason}); !e.ok()) return e;
+    return GroupPauseRow{group, paused, paused ? int64_t{1700000000} : 0, paused ? reason : ""};
+  }
+  absl::StatusOr<std::vector<std::string>> Groups() override { return GroupNames(); }
+  absl::StatusOr<std::vector<HourRow>> Hourly(const std::string& group, int hours) override {
+    Call c{"Hourly", group};
+    c.limit = hours;
+    if (auto e = Record(c); !e.ok()) return e;
+    return std::vector<HourRow>{};
+  }
+  absl::StatusOr<std::vector<TroubleRow>> Trouble(const std::string& group, absl::Duration,
+                                                  int limit) override {
+    Call c{"Trouble", group};
+    c.limit = limit;
+    if (auto e = Record(c); !e.ok()) return e;
+    return std::vector<TroubleRow>{};
+  }
+  absl::StatusOr<uint64_t> BeginAudit(const AuditRecord& r) override {
+    if (auto e = Record({"BeginAudit", r.group, r.method}); !e.ok()) return e;
+    absl::MutexLock lock(&mu_);
+    return ++audits_;
+  }
+  absl::Status EndAudit(uint64_t id, const std::string& outcome) override {
+    return Record({"EndAudit", "", outcome, {id}});
+  }
+  absl::StatusOr<std::vector<AuditEntryRow>> ListAudit(uint64_t, int limit) override {
+    Call c{"ListAudit"};
+    c.limit = limit;
+    if (auto e = Record(c); !e.ok()) return e;
+    return std::vector<AuditEntryRow>{};
+  }
+
  private:
   absl::Status Record(Call c) {
     absl::MutexLock lock(&mu_);
@@ -239,6 +284,7 @@ class FakeStore : public Store {
   bool ack_filter_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<GroupStatsRow> stats_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, SuppressionRow> suppressions_ ABSL_GUARDED_BY(mu_);
+  uint64_t audits_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace mailroom::testing
