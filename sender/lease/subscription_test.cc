@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/testing/fake_clock.h"
 #include "grpcpp/grpcpp.h"
@@ -307,12 +308,26 @@ TEST_F(SubscriptionTest, RenewalKeepsLeasesAndReportsTheLostOnes) {
   collector_.Queue({Job(1), Job(2)});
   StartSubscription();
   ASSERT_TRUE(Received(2));
-  // Renewals run every third of the lease, on simulated time.
+  // Renewals run every third of the lease, on simulated time: once the renewer sleeps (the only
+  // thread waiting on the clock while the stream is up), else a renewer that starts late would
+  // count its third from after the advance.
+  ASSERT_TRUE(Eventually([&] { return clock_.waiting() >= 1; }));
   clock_.Advance(absl::Seconds(20));
   ASSERT_TRUE(Eventually([&] {
     absl::MutexLock lock(&sink_.mu);
     return sink_.lost == std::vector<uint64_t>{2};
-  }));
+  })) << "lost: "
+      <<
+      [&] {
+        absl::MutexLock lock(&sink_.mu);
+        return absl::StrJoin(sink_.lost, ",");
+      }()
+      << " renewals: " <<
+      [&] {
+        absl::MutexLock lock(&collector_.mu_);
+        return collector_.renewals_;
+      }()
+      << " waiting: " << clock_.waiting();
   ASSERT_TRUE(Eventually([&] { return leases_->leases() == 1u; }));
   // 60 s after arrival job 1 is still ours: the renewal at 20 s pushed its deadline to 80 s.
   clock_.Advance(absl::Seconds(40));
