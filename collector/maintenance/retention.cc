@@ -52,7 +52,7 @@ class Pass {
   std::vector<int> Groups() {
     std::vector<int> groups;
     pqxx::nontransaction tx(conn_);
-    for (const auto& row : tx.exec("SELECT group_id FROM mailroom.mailroom_group_ids()")) {
+    for (const auto& row : tx.exec("SELECT group_id FROM mailroom.mailroom_groups()")) {
       groups.push_back(row["group_id"].as<int>());
     }
     return groups;

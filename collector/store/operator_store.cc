@@ -114,7 +114,7 @@ class PgOperatorStore : public OperatorStore {
   absl::StatusOr<std::vector<std::string>> Groups() override {
     return pool_.Run<std::vector<std::string>>("listing groups", [&](Connection& c) {
       std::vector<std::string> out;
-      for (const auto& row : c.CallAlone("mailroom_group_names", {})) {
+      for (const auto& row : c.CallAlone("mailroom_groups", {})) {
         out.push_back(row["group_name"].as<std::string>());
       }
       return out;

@@ -242,7 +242,7 @@ class PgStore : public Store {
   absl::StatusOr<std::vector<std::string>> GroupNames() override {
     return pool_.Run<std::vector<std::string>>("reading the groups", [](Connection& c) {
       std::vector<std::string> out;
-      for (const auto& row : c.CallAlone("mailroom_group_names", {})) {
+      for (const auto& row : c.CallAlone("mailroom_groups", {})) {
         out.push_back(row["group_name"].as<std::string>());
       }
       return out;
