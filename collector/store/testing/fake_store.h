@@ -9,6 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "collector/store/operator_store.h"
 #include "collector/store/store.h"
 
@@ -184,14 +185,14 @@ class FakeStore : public Store, public OperatorStore {
   }
   absl::StatusOr<int> Requeue(const std::string& group, const std::vector<uint64_t>& ids) override {
     if (auto e = Record({"Requeue", group, "", ids}); !e.ok()) return e;
-    return static_cast<int>(ids.size());
+    return 0;  // no job is failed here, and the real store requeues only failed jobs
   }
   absl::StatusOr<UsageRow> Usage(const std::string& group) override {
     if (auto e = Record({"Usage", group}); !e.ok()) return e;
     return UsageRow{"2024-01", 0, 0};
   }
   // The suppression list is kept in memory (ordered by address), with the real store's
-  // paging and filters but no expiry and no timestamps beyond what Add was given.
+  // paging, filters and upsert (first_seen kept, last_seen now) but no expiry.
   absl::StatusOr<std::vector<SuppressionRow>> ListSuppressions(const SuppressionQuery& q) override {
     Call c{"ListSuppressions"};
     c.limit = q.limit;
@@ -209,7 +210,13 @@ class FakeStore : public Store, public OperatorStore {
   absl::StatusOr<SuppressionRow> AddSuppression(const SuppressionRow& row) override {
     if (auto e = Record({"AddSuppression", "", row.address}); !e.ok()) return e;
     absl::MutexLock lock(&mu_);
-    return suppressions_[row.address] = row;
+    const int64_t now = absl::ToUnixSeconds(absl::Now());
+    auto [it, added] = suppressions_.try_emplace(row.address, row);
+    const int64_t first_seen = added ? now : it->second.first_seen;
+    it->second = row;
+    it->second.first_seen = first_seen;
+    it->second.last_seen = now;
+    return it->second;
   }
   absl::StatusOr<SuppressionRow> RemoveSuppression(const std::string& address) override {
     if (auto e = Record({"RemoveSuppression", "", address}); !e.ok()) return e;
