@@ -25,10 +25,10 @@ class PgFeedbackStore : public FeedbackStore {
           tx.exec_params1(
                 "SELECT mailroom.mailroom_record_feedback($1::text, $2::text, $3::text, $4::text[],"
                 " $5::text, $6::bigint, $7::text[], $8::text, $9::text, $10::int, $11::text,"
-                " $12::boolean)",
+                " $12::boolean) AS result",
                 event_key, e.provider, e.type, TextArray(e.message_ids), e.group,
                 static_cast<int64_t>(e.job_id), TextArray(e.recipients), e.bounce_type, e.detail,
-                soft_limit, scope.group, scope.suppress_unmatched)[0]
+                soft_limit, scope.group, scope.suppress_unmatched)["result"]
               .as<std::string>();
       tx.commit();
       FeedbackRecord out;
@@ -48,14 +48,16 @@ class PgFeedbackStore : public FeedbackStore {
     return pool_.Run<std::vector<ReputationRow>>("reading reputation", [&](Connection& c) {
       Transaction tx(c);
       std::vector<ReputationRow> out;
-      for (const auto& row : tx.exec_params("SELECT * FROM mailroom.mailroom_reputation($1::int)",
-                                            absl::ToInt64Seconds(window))) {
+      for (const auto& row :
+           tx.exec_params("SELECT group_name, sent, delivered, bounced, complained"
+                          " FROM mailroom.mailroom_reputation($1::int)",
+                          absl::ToInt64Seconds(window))) {
         ReputationRow r;
-        r.group = row[0].as<std::string>();
-        r.sent = row[1].as<uint64_t>();
-        r.delivered = row[2].as<uint64_t>();
-        r.bounced = row[3].as<uint64_t>();
-        r.complained = row[4].as<uint64_t>();
+        r.group = row["group_name"].as<std::string>();
+        r.sent = row["sent"].as<uint64_t>();
+        r.delivered = row["delivered"].as<uint64_t>();
+        r.bounced = row["bounced"].as<uint64_t>();
+        r.complained = row["complained"].as<uint64_t>();
         out.push_back(std::move(r));
       }
       return out;
@@ -69,14 +71,15 @@ class PgFeedbackStore : public FeedbackStore {
           Transaction tx(c);
           std::vector<ProviderReputationRow> out;
           for (const auto& row :
-               tx.exec_params("SELECT * FROM mailroom.mailroom_reputation_by_provider($1::int)",
+               tx.exec_params("SELECT group_name, provider, delivered, bounced, complained"
+                              " FROM mailroom.mailroom_reputation_by_provider($1::int)",
                               absl::ToInt64Seconds(window))) {
             ProviderReputationRow r;
-            r.group = row[0].as<std::string>();
-            r.provider = row[1].as<std::string>();
-            r.delivered = row[2].as<uint64_t>();
-            r.bounced = row[3].as<uint64_t>();
-            r.complained = row[4].as<uint64_t>();
+            r.group = row["group_name"].as<std::string>();
+            r.provider = row["provider"].as<std::string>();
+            r.delivered = row["delivered"].as<uint64_t>();
+            r.bounced = row["bounced"].as<uint64_t>();
+            r.complained = row["complained"].as<uint64_t>();
             out.push_back(std::move(r));
           }
           return out;
