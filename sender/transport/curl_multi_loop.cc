@@ -27,7 +27,7 @@ CurlMultiLoop::CurlMultiLoop(int max_connections) : multi_(NewMulti()) {
   // libcurl's default (4 x the transfers in the handle at that moment) would close idle
   // connections whenever few transfers run; the transport means to keep all of its own.
   curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(std::max(1, max_connections)));
-  thread_ = std::thread([this] { Run(); });
+  worker_.Start();
 }
 
 CurlMultiLoop::~CurlMultiLoop() {
@@ -35,9 +35,10 @@ CurlMultiLoop::~CurlMultiLoop() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    curl_multi_wakeup(multi_);
+    worker_.RequestStop();
+    curl_multi_wakeup(multi_);  // curl_multi_poll does not see RequestStop()
   }
-  thread_.join();
+  worker_.Stop();
   curl_multi_cleanup(multi_);
 }
 

@@ -2,13 +2,13 @@
 
 #include <curl/curl.h>
 
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/worker_thread.h"
 
 namespace mailroom {
 
@@ -73,7 +73,10 @@ class CurlMultiLoop {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Transfers in the multi handle; the loop thread's own.
   std::unordered_map<CURL*, Transfer*> active_;
-  std::thread thread_;
+  // The loop thread. It blocks in curl_multi_poll, which WorkerThread cannot interrupt: the
+  // destructor RequestStop()s it, wakes the poll with curl_multi_wakeup, then Stop()s (joins).
+  // Last: stopped before the members Run() uses are destroyed.
+  WorkerThread worker_{[this] { Run(); }};
 };
 
 }  // namespace mailroom
