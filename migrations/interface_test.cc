@@ -1425,6 +1425,26 @@ TEST_F(InterfaceTest, EventsCommittedOutOfOrderAreEachReadOnceInOrder) {
     EXPECT_TRUE(seen.insert(e.detail).second) << e.detail;
   }
   EXPECT_EQ(seen.size(), static_cast<size_t>(kWriters * kPerWriter));
+  if (seen.size() != static_cast<size_t>(kWriters * kPerWriter)) {
+    // What the feed and the staging table hold, to tell an event never published from one
+    // published behind the reader's cursor.
+    std::string missing;
+    for (int w = 0; w < kWriters; ++w) {
+      for (int j = 0; j < kPerWriter; ++j) {
+        const std::string d = absl::StrCat(w, "/", j);
+        if (seen.count(d) == 0) absl::StrAppend(&missing, " ", d);
+      }
+    }
+    ADD_FAILURE() << "missing" << missing << "; cursor " << cursor << "; staged "
+                  << Text("SELECT count(*)::text FROM mailroom.email_events_staged")
+                  << "; feed (count min max) "
+                  << Text("SELECT concat_ws(' ', count(*), min(event_id), max(event_id))"
+                          " FROM mailroom.email_events")
+                  << "; missing in the feed at ids "
+                  << Text("SELECT coalesce(string_agg(event_id::text, ' '), 'none')"
+                          " FROM mailroom.email_events WHERE detail = ANY (string_to_array('" +
+                          missing + "', ' '))");
+  }
 }
 
 // The feed keeps events mailroom_settings.event_retention_days; older ones are pruned.
