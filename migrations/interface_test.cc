@@ -1384,6 +1384,11 @@ TEST_F(InterfaceTest, EventsCommittedOutOfOrderAreEachReadOnceInOrder) {
     EXPECT_EQ(later[0].detail, "first");
   }
 
+  // The reader starts after the two events above, read before any writer starts: read later,
+  // a first page could already hold events of the writers, which the cursor would pass unread.
+  const std::vector<Event> before = ReadEvents(*app_, 0, 10);
+  ASSERT_EQ(before.size(), 2u);
+  int64_t cursor = before.back().event_id;
   constexpr int kWriters = 4, kPerWriter = 300;
   std::atomic<int> writing{kWriters};
   std::vector<std::thread> threads;
@@ -1411,7 +1416,6 @@ TEST_F(InterfaceTest, EventsCommittedOutOfOrderAreEachReadOnceInOrder) {
   });
   pqxx::connection reader(testing::UrlAs(url_, "app"));
   std::set<std::string> seen;
-  int64_t cursor = ReadEvents(*app_, 0, 10).back().event_id;
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (seen.size() < kWriters * kPerWriter && absl::Now() < deadline) {
     for (const Event& e : ReadEvents(reader, cursor, 50)) {
