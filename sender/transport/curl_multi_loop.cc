@@ -35,10 +35,9 @@ CurlMultiLoop::~CurlMultiLoop() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    worker_.RequestStop();
-    curl_multi_wakeup(multi_);  // curl_multi_poll does not see RequestStop()
+    curl_multi_wakeup(multi_);  // Run() sees stopping_ and returns
   }
-  worker_.Stop();
+  worker_.Stop();  // joins
   curl_multi_cleanup(multi_);
 }
 

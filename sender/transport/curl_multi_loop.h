@@ -73,9 +73,9 @@ class CurlMultiLoop {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Transfers in the multi handle; the loop thread's own.
   std::unordered_map<CURL*, Transfer*> active_;
-  // The loop thread. It blocks in curl_multi_poll, which WorkerThread cannot interrupt: the
-  // destructor RequestStop()s it, wakes the poll with curl_multi_wakeup, then Stop()s (joins).
-  // Last: stopped before the members Run() uses are destroyed.
+  // The loop thread. It blocks in curl_multi_poll, which WorkerThread cannot interrupt, and
+  // ends on stopping_: the destructor sets it, wakes the poll with curl_multi_wakeup, then
+  // Stop()s (joins) the worker. Last: stopped before the members Run() uses are destroyed.
   WorkerThread worker_{[this] { Run(); }};
 };
 
