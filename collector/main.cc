@@ -190,15 +190,12 @@ class Collector {
   // SIGINT, then shuts down.
   void RunUntilSignalled(TerminationSignals& signals) {
     Retention retention(c_.retention, metrics_, budgets_.get());
+    retention.Start();
     std::thread loop([&] { dispatcher_.Run(); });
-    std::thread pruner([&] { retention.Run(); });
-    std::thread publisher([&] { retention.RunPublisher(); });
     LogInfo("shutting down", {{"signal", signals.Wait()}});
     retention.Stop();
     dispatcher_.Stop();
     loop.join();
-    pruner.join();
-    publisher.join();
     // Subscribers keep their leases: they finish what they hold and acknowledge it on another
     // collector (or on this one after a restart); unacknowledged jobs come back after the
     // lease.

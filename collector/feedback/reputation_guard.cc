@@ -77,10 +77,15 @@ bool ReputationGuard::Paused(const std::string& group) const {
 
 ReputationMonitor::ReputationMonitor(FeedbackStore* store, absl::Duration window,
                                      absl::Duration refresh, ReputationGuard* guard,
-                                     Metrics* metrics)
-    : store_(store), window_(window), refresh_(refresh), guard_(guard), metrics_(metrics) {}
+                                     Metrics* metrics, Clock* clock)
+    : store_(store), window_(window), refresh_(refresh), guard_(guard), metrics_(metrics),
+      worker_([this] { Loop(); }, clock) {}
 
-ReputationMonitor::~ReputationMonitor() { Stop(); }
+void ReputationMonitor::Loop() {
+  do {
+    RefreshOnce();
+  } while (worker_.WaitFor(refresh_));
+}
 
 void ReputationMonitor::RefreshOnce() {
   auto rows = store_->Reputation(window_);
@@ -92,25 +97,6 @@ void ReputationMonitor::RefreshOnce() {
   if (guard_ != nullptr) guard_->Update(*rows);
   auto by_provider = store_->ReputationByProvider(window_);
   if (by_provider.ok()) SetProviderReputationGauges(*by_provider, *metrics_);
-}
-
-void ReputationMonitor::Start() {
-  thread_ = std::thread([this] {
-    while (true) {
-      RefreshOnce();
-      absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(&stop_), refresh_);
-      if (stop_) return;
-    }
-  });
-}
-
-void ReputationMonitor::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stop_ = true;
-  }
-  if (thread_.joinable()) thread_.join();
 }
 
 }  // namespace mailroom

@@ -2,13 +2,14 @@
 
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "collector/feedback/feedback_store.h"
+#include "common/clock.h"
 #include "common/metrics.h"
+#include "common/worker_thread.h"
 
 namespace mailroom {
 
@@ -52,27 +53,31 @@ class ReputationGuard {
 };
 
 // Every `refresh`, reads the reputation counters over `window` from `store`, sets the gauges
-// (SetReputationGauges) and updates `guard` (may be null). Runs on its own thread between
-// Start() and Stop(); a database error keeps the previous values (and the guard's verdicts)
-// until the next refresh. Pointers are borrowed.
+// (SetReputationGauges) and updates `guard` (may be null). Runs on a worker thread
+// (common/worker_thread.h) between Start() and Stop(); a database error keeps the previous
+// values (and the guard's verdicts) until the next refresh. Pointers are borrowed.
 class ReputationMonitor {
  public:
+  // The refreshes are `refresh` apart on `clock`.
   ReputationMonitor(FeedbackStore* store, absl::Duration window, absl::Duration refresh,
-                    ReputationGuard* guard, Metrics* metrics);
-  ~ReputationMonitor();
+                    ReputationGuard* guard, Metrics* metrics, Clock* clock = RealClock::Get());
   // Reads once, now (Start() does this first, on its thread).
   void RefreshOnce();
-  void Start();
-  void Stop();
+  void Start() { worker_.Start(); }
+  // Returns when the thread has ended (a read in progress finishes first). Idempotent; the
+  // destructor stops it too.
+  void Stop() { worker_.Stop(); }
 
  private:
+  // The worker's body: RefreshOnce, then again every `refresh` until Stop().
+  void Loop();
+
   FeedbackStore* const store_;
   const absl::Duration window_, refresh_;
   ReputationGuard* const guard_;
   Metrics* const metrics_;
-  absl::Mutex mu_;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  // Last: stopped before the members its body uses are destroyed.
+  WorkerThread worker_;
 };
 
 }  // namespace mailroom

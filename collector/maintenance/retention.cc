@@ -250,10 +250,7 @@ absl::Status Retention::RunPass(PruneReport& report, std::map<std::string, int64
     }
     pqxx::connection conn(options_.database_url);
     report.ran = true;
-    Pass pass(conn, options_, report, cursors, [this] {
-      absl::MutexLock lock(&mu_);
-      return stopped_;
-    });
+    Pass pass(conn, options_, report, cursors, [this] { return stopping(); });
     const bool retain = options_.retention > absl::ZeroDuration();
     if (retain) {
       const std::vector<int> groups = pass.Groups();
@@ -310,12 +307,21 @@ void Retention::CountPruned(const PruneReport& report) {
   }
 }
 
-void Retention::Run() {
-  for (;;) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(absl::Condition(&stopped_), options_.interval)) return;
-    }
+void Retention::Start() {
+  pruner_.Start();
+  publisher_.Start();
+}
+
+void Retention::Stop() {
+  // Both loops see stopping() at once, then each is joined.
+  pruner_.RequestStop();
+  publisher_.RequestStop();
+  pruner_.Stop();
+  publisher_.Stop();
+}
+
+void Retention::PruneLoop() {
+  while (pruner_.WaitFor(options_.interval)) {
     auto report = RunOnce();
     if (!report.ok()) {
       LogWarn("pruning failed", {{"error", std::string(report.status().message())}});
@@ -349,9 +355,7 @@ int64_t Retention::PublishOn(pqxx::connection& conn) {
     pqxx::row r = tx.exec_params1("SELECT * FROM mailroom.mailroom_publish_events($1::int)",
                                   options_.publish_batch);
     total += r["published"].as<int64_t>();
-    if (!r["more"].as<bool>()) return total;
-    absl::MutexLock lock(&mu_);
-    if (stopped_) return total;
+    if (!r["more"].as<bool>() || stopping()) return total;
   }
 }
 
@@ -364,13 +368,9 @@ absl::StatusOr<int64_t> Retention::PublishEvents() {
   }
 }
 
-void Retention::RunPublisher() {
+void Retention::PublishLoop() {
   std::unique_ptr<pqxx::connection> conn;
-  for (;;) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(absl::Condition(&stopped_), options_.publish_interval)) return;
-    }
+  while (publisher_.WaitFor(options_.publish_interval)) {
     try {
       if (conn == nullptr) conn = std::make_unique<pqxx::connection>(options_.database_url);
       PublishOn(*conn);
@@ -379,11 +379,6 @@ void Retention::RunPublisher() {
       LogWarn("publishing events failed", {{"error", e.what()}});
     }
   }
-}
-
-void Retention::Stop() {
-  absl::MutexLock lock(&mu_);
-  stopped_ = true;
 }
 
 }  // namespace mailroom

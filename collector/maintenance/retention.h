@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "collector/store/budget_store.h"
 #include "common/metrics.h"
+#include "common/worker_thread.h"
 
 namespace mailroom {
 
@@ -98,8 +99,8 @@ struct PruneReport {
 //
 // Exports mailroom_collector_pruned_total{table="deliveries"|"tokens"|"lease_batches"|
 // "budget_grants"|
-// "budget_subscriptions"|"soft_bounces"}. Thread-safe: RunOnce may be called while Run()
-// loops; Stop() may be called from any thread.
+// "budget_subscriptions"|"soft_bounces"}. Thread-safe: RunOnce and PublishEvents may be called
+// while the loops run; Stop() may be called from any thread.
 class Retention {
  public:
   // `budgets` may be null (no refunds); it must outlive the Retention.
@@ -110,17 +111,18 @@ class Retention {
   // stood.
   absl::StatusOr<PruneReport> RunOnce();
 
-  // Runs a pass every `interval` until Stop(); logs each pass that deleted something and each
-  // error. After Stop() a pass in progress ends after its current batch.
-  void Run();
+  // Starts two worker threads (common/worker_thread.h): the pruner runs a pass every
+  // `interval`, logging each pass that deleted something and each error; the publisher
+  // publishes every `publish_interval` on one connection (opened again after an error),
+  // logging each error. Nothing after Stop().
+  void Start();
+  // Stops both loops and returns when they have ended: a pass or a publish in progress ends
+  // after its current batch. Idempotent; from any thread but the loops' own.
   void Stop();
 
   // Publishes the staged events, batch after batch, until none is left; returns how many.
   // kUnavailable: database unreachable or a statement failed (what was published stays).
   absl::StatusOr<int64_t> PublishEvents();
-  // Publishes every `publish_interval` until Stop(), on one connection (opened again after an
-  // error); logs each error.
-  void RunPublisher();
 
  private:
   // One pass on connections of its own, if this collector gets the turn (else report.ran
@@ -132,15 +134,22 @@ class Retention {
   void CountPruned(const PruneReport& report);
   // PublishEvents on `conn`; throws libpqxx's exceptions.
   int64_t PublishOn(pqxx::connection& conn);
+  // The pruner's and the publisher's bodies.
+  void PruneLoop();
+  void PublishLoop();
+  // Whether Stop() was called.
+  bool stopping() const { return pruner_.stopping(); }
 
   const RetentionOptions options_;
   Metrics* const metrics_;
   BudgetStore* const budgets_;
   absl::Mutex mu_;
-  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   // Where each prune function's walk stands between passes ("tokens", "deliveries/<group id>",
   // ...): 0 once a walk reached its end.
   std::map<std::string, int64_t> cursors_ ABSL_GUARDED_BY(mu_);
+  // Last: stopped (joined) before the members their bodies use are destroyed.
+  WorkerThread pruner_{[this] { PruneLoop(); }};
+  WorkerThread publisher_{[this] { PublishLoop(); }};
 };
 
 }  // namespace mailroom

@@ -8,7 +8,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -403,7 +402,7 @@ TEST_F(RetentionTest, ThePublisherFeedsTheEventsAndThePassPrunesTheOldOnes) {
 
   o.publish_interval = absl::Milliseconds(20);
   Retention looping(o, nullptr);
-  std::thread publisher([&] { looping.RunPublisher(); });
+  looping.Start();
   Accounts(2, "later");
   Dequeue("mailroom", 2);
   Ack("mailroom", 2, "failed");
@@ -413,7 +412,6 @@ TEST_F(RetentionTest, ThePublisherFeedsTheEventsAndThePassPrunesTheOldOnes) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   looping.Stop();
-  publisher.join();
   EXPECT_EQ(Int("SELECT count(*) FROM email_events WHERE event = 'failed'"), 2);
 }
 
