@@ -44,7 +44,7 @@ Subscription::Subscription(Options options)
     : opt_(std::move(options)), clock_(opt_.clock), leases_(opt_.leases),
       channel_(opt_.channel != nullptr ? opt_.channel
                                        : MakeCollectorChannel(opt_.address, opt_.credentials)),
-      stub_(v1::Collector::NewStub(channel_)) {}
+      stub_(v1::Collector::NewStub(channel_)), renewer_([this] { RenewLoop(); }, clock_) {}
 
 Subscription::~Subscription() { Stop(); }
 
@@ -59,7 +59,7 @@ void Subscription::StartReceiving(JobSink* jobs) {
 
 void Subscription::Start() {
   acker_ = std::thread([this] { AckLoop(); });
-  renewer_ = std::thread([this] { RenewLoop(); });
+  renewer_.Start();
 }
 
 grpc::Status Subscription::ReadStream(bool* answered) {
@@ -89,10 +89,10 @@ grpc::Status Subscription::ReadStream(bool* answered) {
       const bool held = leases_->leases() > 0;
       {
         absl::MutexLock lock(&mu_);
-        // Confirm at once which of the jobs held from before are still ours.
-        if (held) renew_now_ = true;
         ack_now_ = true;
       }
+      // Confirm at once which of the jobs held from before are still ours.
+      if (held) renewer_.Wake();
       LogInfo("subscribed", {{"group", opt_.group},
                              {"subscriber", ShortId(subscriber_id)},
                              {"lease_ms", absl::StrCat(resp.lease_duration_ms())}});
@@ -204,12 +204,6 @@ void Subscription::AckLoop() {
   }
 }
 
-void Subscription::SleepUntil(absl::Time until) {
-  absl::MutexLock lock(&mu_);
-  auto wake = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return renew_now_ || stopping_.load(); };
-  clock_->AwaitWithDeadline(&mu_, absl::Condition(&wake), until);
-}
-
 void Subscription::Backoff(absl::Duration d) {
   absl::MutexLock lock(&mu_);
   auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
@@ -226,15 +220,11 @@ void Subscription::Pause(absl::Duration d) {
 }
 
 void Subscription::RenewLoop() {
-  while (!stopping_) {
+  for (;;) {
     const absl::Duration lease = leases_->lease();
     const absl::Duration period = lease > absl::ZeroDuration() ? lease / 3 : absl::Seconds(1);
-    SleepUntil(clock_->Now() + period);
-    if (stopping_) break;
-    {
-      absl::MutexLock lock(&mu_);
-      renew_now_ = false;
-    }
+    // A third of the lease, or less when a new stream asks for a renewal (Wake) or Stop().
+    if (!renewer_.WaitFor(period)) return;
     if (leases_->lease() == absl::ZeroDuration()) continue;  // not subscribed yet
     RenewAll();
   }
@@ -289,10 +279,11 @@ void Subscription::Stop() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
+  renewer_.RequestStop();
   leases_->Close();
   if (reader_.joinable()) reader_.join();
   if (acker_.joinable()) acker_.join();
-  if (renewer_.joinable()) renewer_.join();
+  renewer_.Stop();
 }
 
 absl::StatusOr<v1::GetUsageResponse> Subscription::Usage(absl::Duration timeout) {

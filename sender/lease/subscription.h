@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/worker_thread.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/mailroom/v1/mailroom.grpc.pb.h"
 #include "sender/lease/lease_table.h"
@@ -92,8 +93,6 @@ class Subscription {
   void Authorize(grpc::ClientContext* ctx) const;
   // Renews every lease held; reports the lost ones to the JobSink.
   void RenewAll();
-  // Sleeps until `until`, or less when stopping or a renewal is asked for.
-  void SleepUntil(absl::Time until);
   // Waits `d` on the clock, or less once receiving stops (Stop included).
   void Backoff(absl::Duration d);
   // Waits `d` on the clock, or less once stopping or once a stream was answered since the
@@ -107,16 +106,21 @@ class Subscription {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Collector::Stub> stub_;
   std::atomic<bool> receiving_{true}, stopping_{false}, connected_{false};
-  std::thread reader_, acker_, renewer_;
+  // The stream's reader (blocked in a Read, ended by TryCancel) and the acknowledger (waiting
+  // on the lease table's outcomes, ended by LeaseTable::Close); the renewer, which only waits
+  // between rounds, is a WorkerThread below.
+  std::thread reader_, acker_;
   // The reconnects' jitter (the reader thread's only).
   absl::BitGen reconnect_random_;
 
   mutable absl::Mutex mu_;
   grpc::ClientContext* stream_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
-  bool renew_now_ ABSL_GUARDED_BY(mu_) = false;
   // A new stream was answered: an acknowledgement waiting out its backoff is sent at once (the
   // outcomes of jobs handed out again on it carry that stream's short leases).
   bool ack_now_ ABSL_GUARDED_BY(mu_) = false;
+  // Renews the leases held every third of the lease, at once when woken (a new stream). Last:
+  // stopped before the members it uses are destroyed.
+  WorkerThread renewer_;
 };
 
 // A channel to the collector at `address` (keepalive, quick reconnects, messages up to

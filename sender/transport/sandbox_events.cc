@@ -14,7 +14,9 @@ namespace mailroom {
 
 SandboxEventPoster::SandboxEventPoster(SandboxPosterOptions options, Clock* clock)
     : options_(std::move(options)), clock_(clock), curl_((CurlGlobalInit(), curl_easy_init())),
-      thread_([this] { Run(); }) {}
+      worker_([this] { Run(); }, clock) {
+  worker_.Start();
+}
 
 SandboxEventPoster::~SandboxEventPoster() { Stop(); }
 
@@ -23,17 +25,16 @@ void SandboxEventPoster::Post(SandboxEvent event, absl::Duration extra) {
   if (stopping_) return;
   std::string id = event.id;
   queue_.push({clock_->Now() + options_.delay + extra, seq_++, 0, std::move(event), std::move(id)});
-  ++generation_;
+  worker_.Wake();  // its wait is until the earliest event's time, which this may move
 }
 
 void SandboxEventPoster::Stop() {
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
-    stopping_ = true;
-    ++generation_;
+    stopping_ = true;  // no Post queues anything from here on
   }
-  if (thread_.joinable()) thread_.join();
+  worker_.Stop();
   absl::MutexLock lock(&mu_);
   if (!queue_.empty()) {
     LogInfo("sandbox events dropped at stop", {{"events", absl::StrCat(queue_.size())}});
@@ -59,14 +60,15 @@ absl::Duration SandboxEventPoster::Backoff(int attempt) const {
 }
 
 void SandboxEventPoster::Run() {
-  absl::MutexLock lock(&mu_);
-  while (!stopping_) {
-    const uint64_t seen = generation_;
-    const absl::Time due = queue_.empty() ? absl::InfiniteFuture() : queue_.top().due;
-    auto changed = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || generation_ != seen;
-    };
-    if (clock_->AwaitWithDeadline(&mu_, absl::Condition(&changed), due)) continue;
+  for (;;) {
+    absl::Time due;
+    {
+      absl::MutexLock lock(&mu_);
+      due = queue_.empty() ? absl::InfiniteFuture() : queue_.top().due;
+    }
+    // Until the earliest event's time, a Post (which may bring an earlier one) or Stop().
+    if (!worker_.WaitUntil(due)) return;
+    absl::MutexLock lock(&mu_);
     if (queue_.empty() || queue_.top().due > clock_->Now()) continue;
     Pending p = queue_.top();
     queue_.pop();

@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <queue>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -11,6 +10,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/http/curl_handle.h"
+#include "common/worker_thread.h"
 
 namespace mailroom {
 
@@ -35,7 +35,8 @@ struct SandboxPosterOptions {
   absl::Duration timeout = absl::Seconds(30);
 };
 
-// Posts the sandbox transport's events to the collector from one thread of its own, each
+// Posts the sandbox transport's events to the collector from a worker thread of its own
+// (common/worker_thread.h), each
 // `delay` after Post, signed as Standard Webhooks specify (webhook-id, webhook-timestamp,
 // webhook-signature; the http transport's signature). What the collector answers decides:
 //  * 200 "recorded", "duplicate" or "ignored": done;
@@ -93,11 +94,11 @@ class SandboxEventPoster {
   std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> queue_
       ABSL_GUARDED_BY(mu_);
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // moves on each Post and Stop
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool busy_ ABSL_GUARDED_BY(mu_) = false;  // a post is in flight
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // Stop() was called: Post queues nothing
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;      // a post is in flight
   Counts counts_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;  // last: started once everything above is built
+  // Last: started once everything above is built, stopped before it is destroyed.
+  WorkerThread worker_;
 };
 
 }  // namespace mailroom
