@@ -3,10 +3,12 @@
 // database per test) and the in-memory testing::FakeStore. Each test runs against each
 // implementation through a small factory ("make a fresh store pair; make a group"), so the fake
 // that the service's, dispatcher's and console's unit tests use answers as the real store does.
-// Covered: the suppression list (upsert, paging, filters, order, removal), Requeue of ids that
-// are not failed jobs, Failures and Usage of a fresh group, SetPaused's returned row.
+// Covered: the groups (a migrated database's `mailroom`, EnsureGroup's, their order), the
+// suppression list (upsert, paging, filters, order, removal), Requeue of ids that are not
+// failed jobs, Failures and Usage of a fresh group, SetPaused's returned row and its unknown
+// group, the audit (ids, outcomes written once, newest first, paging and the limit's bounds).
 // Not covered here: what the fake does not model (the queue: dequeue, ack, renew, release and
-// leases; statistics; emails, ledgers, hours, trouble; the audit's listing), which store_test and
+// leases; statistics; emails, ledgers, hours, trouble), which store_test and
 // operator_store_test cover against PostgreSQL.
 #include <memory>
 #include <ostream>
@@ -14,6 +16,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "collector/store/operator_store.h"
 #include "collector/store/store.h"
 #include "collector/store/testing/fake_store.h"
@@ -184,6 +189,77 @@ TEST_P(ConformanceTest, SetPausedReturnsThePauseAsItNowIs) {
   EXPECT_FALSE(resumed->paused);
   EXPECT_EQ(resumed->paused_at, 0);
   EXPECT_EQ(resumed->reason, "");
+}
+
+TEST_P(ConformanceTest, SetPausedOfAnUnknownGroupIsNotFound) {
+  auto paused = stores_.ops->SetPaused("no-such-group", true, "x");
+  EXPECT_EQ(paused.status().code(), absl::StatusCode::kNotFound) << paused.status();
+}
+
+TEST_P(ConformanceTest, PausingAgainKeepsTheFirstTimeAndTakesTheNewReason) {
+  const std::string g = Group("conformance");
+  auto first = stores_.ops->SetPaused(g, true, "first");
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto again = stores_.ops->SetPaused(g, true, std::string(1200, 'r'));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->paused_at, first->paused_at);
+  EXPECT_EQ(again->reason, std::string(1000, 'r'));  // cut to 1000 characters
+}
+
+TEST_P(ConformanceTest, GroupsAreTheMigratedOneAndThoseEnsuredInNameOrder) {
+  Group("zeta");
+  Group("alpha");
+  Group("alpha");  // ensuring twice makes one
+  auto names = stores_.store->GroupNames();
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_THAT(*names, ElementsAre("alpha", "mailroom", "zeta"));
+  auto groups = stores_.ops->Groups();
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  EXPECT_EQ(*groups, *names);
+}
+
+TEST_P(ConformanceTest, UsageIsOfTheCurrentUtcMonth) {
+  const std::string before = absl::FormatTime("%Y-%m", absl::Now(), absl::UTCTimeZone());
+  auto usage = stores_.store->Usage(Group("conformance"));
+  const std::string after = absl::FormatTime("%Y-%m", absl::Now(), absl::UTCTimeZone());
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  EXPECT_TRUE(usage->month == before || usage->month == after) << usage->month;
+}
+
+TEST_P(ConformanceTest, TheAuditListsNewestFirstPagesAndWritesAnOutcomeOnce) {
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto id = stores_.ops->BeginAudit({"token 1", "Requeue", "mailroom", absl::StrCat("job ", i)});
+    ASSERT_TRUE(id.ok()) << id.status();
+    ids.push_back(*id);
+  }
+  EXPECT_LT(ids[0], ids[1]);
+  EXPECT_LT(ids[1], ids[2]);
+  ASSERT_TRUE(stores_.ops->EndAudit(ids[0], "ok").ok());
+  ASSERT_TRUE(stores_.ops->EndAudit(ids[0], "NOT_FOUND").ok());  // written once
+  ASSERT_TRUE(stores_.ops->EndAudit(ids[1], std::string(1200, 'o')).ok());
+
+  auto all = stores_.ops->ListAudit(0, 10);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0].id, ids[2]);
+  EXPECT_EQ((*all)[0].outcome, "started");
+  EXPECT_EQ((*all)[0].record.credential, "token 1");
+  EXPECT_EQ((*all)[0].record.method, "Requeue");
+  EXPECT_EQ((*all)[0].record.group, "mailroom");
+  EXPECT_EQ((*all)[0].record.target, "job 2");
+  EXPECT_GT((*all)[0].at_ms, 0);
+  EXPECT_EQ((*all)[1].outcome, std::string(1000, 'o'));
+  EXPECT_EQ((*all)[2].id, ids[0]);
+  EXPECT_EQ((*all)[2].outcome, "ok");
+
+  auto page = stores_.ops->ListAudit(ids[2], 1);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->size(), 1u);
+  EXPECT_EQ((*page)[0].id, ids[1]);
+  auto at_least_one = stores_.ops->ListAudit(0, 0);  // a limit under 1 reads one
+  ASSERT_TRUE(at_least_one.ok()) << at_least_one.status();
+  EXPECT_EQ(at_least_one->size(), 1u);
 }
 
 StoreFactory* MakePg() { return new PgFactory; }

@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "collector/store/operator_store.h"
 #include "collector/store/store.h"
 
@@ -17,9 +20,11 @@ namespace mailroom::testing {
 
 // An in-memory Store and OperatorStore for unit tests of the service, the dispatcher and the
 // gauges: it records every call with its arguments and answers from what the test queued. It
-// does not model the queue (store_test covers the real one against PostgreSQL); of the
-// operator's reads it models the suppression list, and finds no email, hour or trouble.
-// Thread-safe.
+// does not model the queue (store_test covers the real one against PostgreSQL); it models the
+// groups (`mailroom` at first, as a migrated database has it; EnsureGroup adds one, SetStats
+// makes its rows' groups the only ones), their pauses, the suppression list and the audit, and
+// finds no email, hour or trouble. //collector/store:conformance_test runs the same suite
+// against it and PostgreSQL. Thread-safe.
 class FakeStore : public Store, public OperatorStore {
  public:
   struct Call {
@@ -52,9 +57,12 @@ class FakeStore : public Store, public OperatorStore {
     ack_only_ = std::move(ids);
     ack_filter_ = true;
   }
+  // The groups there are become those of `stats`, which Stats answers.
   void SetStats(std::vector<GroupStatsRow> stats) {
     absl::MutexLock lock(&mu_);
     stats_ = std::move(stats);
+    groups_.clear();
+    for (const GroupStatsRow& row : stats_) groups_.insert(row.group);
   }
 
   std::vector<Call> Calls(const std::string& method) const {
@@ -84,7 +92,10 @@ class FakeStore : public Store, public OperatorStore {
     return std::string("mailroom_tokens");
   }
   absl::Status EnsureGroup(const std::string& group, bool) override {
-    return Record({"EnsureGroup", group});
+    if (auto e = Record({"EnsureGroup", group}); !e.ok()) return e;
+    absl::MutexLock lock(&mu_);
+    groups_.insert(group);
+    return absl::OkStatus();
   }
   // The next CollectSignups calls report these counts taken (later ones 0).
   void QueueCollected(std::vector<int> taken) {
@@ -160,13 +171,11 @@ class FakeStore : public Store, public OperatorStore {
                        const std::vector<uint64_t>& ids) override {
     return Record({"Release", group, owner, ids});
   }
-  // The groups of SetStats.
+  // Every group, ordered by name.
   absl::StatusOr<std::vector<std::string>> GroupNames() override {
     if (auto e = Record({"GroupNames"}); !e.ok()) return e;
     absl::MutexLock lock(&mu_);
-    std::vector<std::string> out;
-    for (const auto& s : stats_) out.push_back(s.group);
-    return out;
+    return std::vector<std::string>(groups_.begin(), groups_.end());
   }
   absl::StatusOr<std::vector<GroupStatsRow>> Stats(const std::string& group) override {
     if (auto e = Record({"Stats", group}); !e.ok()) return e;
@@ -189,7 +198,7 @@ class FakeStore : public Store, public OperatorStore {
   }
   absl::StatusOr<UsageRow> Usage(const std::string& group) override {
     if (auto e = Record({"Usage", group}); !e.ok()) return e;
-    return UsageRow{"2024-01", 0, 0};
+    return UsageRow{absl::FormatTime("%Y-%m", absl::Now(), absl::UTCTimeZone()), 0, 0};
   }
   // The suppression list is kept in memory (ordered by address), with the real store's
   // paging, filters and upsert (first_seen kept, last_seen now) but no expiry.
@@ -229,7 +238,7 @@ class FakeStore : public Store, public OperatorStore {
   }
   absl::Status Ping() override { return Record({"Ping"}); }
 
-  // OperatorStore: the groups of SetStats; no email, hour, trouble or audit entry is found.
+  // OperatorStore: no email, hour or trouble is found.
   absl::StatusOr<FoundEmails> FindEmails(const std::string& group, const std::string& address,
                                          uint64_t /*account*/, int limit) override {
     Call c{"FindEmails", group, address};
@@ -240,7 +249,19 @@ class FakeStore : public Store, public OperatorStore {
   absl::StatusOr<GroupPauseRow> SetPaused(const std::string& group, bool paused,
                                           const std::string& reason) override {
     if (auto e = Record({"SetPaused", group, reason}); !e.ok()) return e;
-    return GroupPauseRow{group, paused, paused ? int64_t{1700000000} : 0, paused ? reason : ""};
+    absl::MutexLock lock(&mu_);
+    if (groups_.count(group) == 0) {
+      return absl::NotFoundError(absl::StrCat("unknown consumer group \"", group, "\""));
+    }
+    // A pause keeps its first time and takes the new reason; a resume clears both.
+    GroupPauseRow& row = pauses_[group];
+    row.group = group;
+    row.paused = paused;
+    row.paused_at = !paused              ? 0
+                    : row.paused_at != 0 ? row.paused_at
+                                         : absl::ToUnixSeconds(absl::Now());
+    row.reason = paused ? reason.substr(0, 1000) : "";
+    return row;
   }
   absl::StatusOr<std::vector<std::string>> Groups() override { return GroupNames(); }
   absl::StatusOr<std::vector<HourRow>> Hourly(const std::string& group, int hours) override {
@@ -259,16 +280,30 @@ class FakeStore : public Store, public OperatorStore {
   absl::StatusOr<uint64_t> BeginAudit(const AuditRecord& r) override {
     if (auto e = Record({"BeginAudit", r.group, r.method}); !e.ok()) return e;
     absl::MutexLock lock(&mu_);
-    return ++audits_;
+    audit_.push_back({audit_.size() + 1, absl::ToUnixMillis(absl::Now()), r, "started"});
+    return audit_.back().id;
   }
+  // An entry's outcome is written once.
   absl::Status EndAudit(uint64_t id, const std::string& outcome) override {
-    return Record({"EndAudit", "", outcome, {id}});
+    if (auto e = Record({"EndAudit", "", outcome, {id}}); !e.ok()) return e;
+    absl::MutexLock lock(&mu_);
+    if (id >= 1 && id <= audit_.size() && audit_[id - 1].outcome == "started") {
+      audit_[id - 1].outcome = outcome.substr(0, 1000);
+    }
+    return absl::OkStatus();
   }
-  absl::StatusOr<std::vector<AuditEntryRow>> ListAudit(uint64_t, int limit) override {
+  // Newest first, ids below `before_id` (0: from the newest), 1 to 1000 of them.
+  absl::StatusOr<std::vector<AuditEntryRow>> ListAudit(uint64_t before_id, int limit) override {
     Call c{"ListAudit"};
     c.limit = limit;
     if (auto e = Record(c); !e.ok()) return e;
-    return std::vector<AuditEntryRow>{};
+    absl::MutexLock lock(&mu_);
+    const size_t n = static_cast<size_t>(std::clamp(limit, 1, 1000));
+    std::vector<AuditEntryRow> out;
+    for (auto it = audit_.rbegin(); it != audit_.rend() && out.size() < n; ++it) {
+      if (before_id == 0 || it->id < before_id) out.push_back(*it);
+    }
+    return out;
   }
 
  private:
@@ -290,8 +325,10 @@ class FakeStore : public Store, public OperatorStore {
   std::vector<uint64_t> ack_only_ ABSL_GUARDED_BY(mu_);
   bool ack_filter_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<GroupStatsRow> stats_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> groups_ ABSL_GUARDED_BY(mu_) = {"mailroom"};
+  std::map<std::string, GroupPauseRow> pauses_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, SuppressionRow> suppressions_ ABSL_GUARDED_BY(mu_);
-  uint64_t audits_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<AuditEntryRow> audit_ ABSL_GUARDED_BY(mu_);  // the entry of id N at N - 1
 };
 
 }  // namespace mailroom::testing
