@@ -134,7 +134,7 @@ std::string HourlyChart(const std::vector<HourRow>& hours) {
 std::string BudgetChart(const GroupBudgetRow& b, absl::Time now) {
   if (!b.monthly_budget_micros.has_value()) {
     return absl::StrCat("<p id=\"budget\" data-unlimited=\"true\">No budget: ", b.sent,
-                        " sent this month (", b.month, ").</p>");
+                        " sent this month (", HtmlEscape(b.month), ").</p>");
   }
   absl::CivilSecond month;
   absl::ParseCivilTime(b.month + "-01T00:00:00", &month);
