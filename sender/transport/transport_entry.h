@@ -92,6 +92,7 @@ struct TransportEntry {
   // Builds the transport from a checked `config` (see MakeTransport).
   absl::StatusOr<std::unique_ptr<Transport>> (*make)(const TransportConfig& config);
   // `sender doctor`'s check of the transport as configured: one line per finding, no secret.
+  // Null for a kind without one (http); the doctor then reports no line for it.
   std::vector<DoctorLine> (*doctor)(const TransportConfig& config, const DoctorContext& context);
 };
 
