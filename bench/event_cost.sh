@@ -5,8 +5,9 @@
 # Starts its own PostgreSQL 15 (bench/throwaway_pg.sh: temp dir, 127.0.0.1, stopped on exit)
 # with mailroom's schema and one consumer group, then for --rounds rounds, each over --emails
 # fresh tokens (accounts and tokens inserted in one statement, not measured), twice: once with
-# email_events_staged replaced by an unlogged table of the same name (`off`: the staged events
-# write no WAL, so the difference is their WAL; the CPU of both is alike) and once as shipped:
+# email_events_staged and email_events_staged_sent (the plain SENTs, packed) replaced by
+# unlogged tables of the same names (`off`: the staged events write no WAL, so the difference is
+# their WAL; the CPU of both is alike) and once as shipped:
 #   ack        every token leased (mailroom_dequeue, 1,000 a call, not measured) and every
 #              lease acknowledged SENT, 1,000 a call (mailroom_ack and mailroom_record_sent, as
 #              collector/store/store.cc's Ack); with --message-ids each outcome carries a provider
@@ -22,6 +23,8 @@
 # rounds; the events' WAL is ack (shipped) - ack (off) + publish + prune.
 #
 # Usage: bash bench/event_cost.sh [--emails=20000] [--rounds=3] [--message-ids] [--fsync=on|off]
+#                                 [--migrations=DIR]   (another schema, e.g. an older commit's:
+#   git archive COMMIT migrations | tar -x -C /tmp/old && ... --migrations=/tmp/old/migrations)
 set -euo pipefail
 ROOT=${BUILD_WORKSPACE_DIRECTORY:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$ROOT"
@@ -30,19 +33,29 @@ EMAILS=20000
 ROUNDS=3
 MIDS=0
 FSYNC=on
+MIGRATIONS=migrations
 for a in "$@"; do
   case $a in
     --emails=*) EMAILS=${a#--emails=} ;;
     --rounds=*) ROUNDS=${a#--rounds=} ;;
     --message-ids) MIDS=1 ;;
     --fsync=*) FSYNC=${a#--fsync=} ;;
+    --migrations=*) MIGRATIONS=${a#--migrations=} ;;
     *) echo "event_cost.sh: unknown argument $a" >&2; exit 2 ;;
   esac
 done
 [[ $FSYNC == on || $FSYNC == off ]] || { echo "--fsync must be on or off" >&2; exit 2; }
 
 source bench/throwaway_pg.sh
-throwaway_pg event-cost "$FSYNC" migrations
+throwaway_pg event-cost "$FSYNC" "$MIGRATIONS"
+# The staging tables of this schema (email_events_staged_sent: from 0050), and the events they hold.
+STAGING=(email_events_staged)
+[[ $("${PSQL[@]}" -tAc "SELECT to_regclass('email_events_staged_sent') IS NOT NULL") == t ]] &&
+  STAGING+=(email_events_staged_sent)
+STAGED="SELECT (SELECT count(*) FROM email_events_staged)"
+((${#STAGING[@]} > 1)) &&
+  STAGED+=" + (SELECT coalesce(sum(cardinality(token_ids)), 0) FROM email_events_staged_sent)"
+
 "${PSQL[@]}" -f bench/email_procedures.sql
 "${PSQL[@]}" <<EOF
 CREATE SEQUENCE bench_seq;
@@ -64,23 +77,26 @@ mids=false
 declare -A CPU WAL
 for ((r = 1; r <= ROUNDS; r++)); do
   tokens
-  "${PSQL[@]}" -c "ALTER TABLE email_events_staged RENAME TO bench_staged" \
-               -c "CREATE UNLOGGED TABLE email_events_staged (LIKE bench_staged INCLUDING DEFAULTS)"
+  for t in "${STAGING[@]}"; do
+    "${PSQL[@]}" -c "ALTER TABLE $t RENAME TO bench_$t" \
+                 -c "CREATE UNLOGGED TABLE $t (LIKE bench_$t INCLUDING DEFAULTS)"
+  done
   out=$(timed "CALL bench_ack(0, $mids, 'smtp')")
   CPU[off]+="$(cpu_per_row "$out" "$EMAILS") " WAL[off]+="$(wal_per_row "$out" "$EMAILS") "
-  "${PSQL[@]}" -c "DROP TABLE email_events_staged" \
-               -c "ALTER TABLE bench_staged RENAME TO email_events_staged"
+  for t in "${STAGING[@]}"; do
+    "${PSQL[@]}" -c "DROP TABLE $t" -c "ALTER TABLE bench_$t RENAME TO $t"
+  done
   tokens
   out=$(timed "CALL bench_ack(0, $mids, 'smtp')")
   CPU[ack]+="$(cpu_per_row "$out" "$EMAILS") " WAL[ack]+="$(wal_per_row "$out" "$EMAILS") "
-  staged=$("${PSQL[@]}" -tAc "SELECT count(*) FROM email_events_staged")
+  staged=$("${PSQL[@]}" -tAc "$STAGED")
   [[ $staged == "$EMAILS" ]] || { echo "round $r: $staged events staged for $EMAILS emails" >&2; exit 1; }
   out=$(timed "CALL bench_publish()")
   CPU[publish]+="$(cpu_per_row "$out" "$EMAILS") " WAL[publish]+="$(wal_per_row "$out" "$EMAILS") "
   "${PSQL[@]}" -c "UPDATE email_events SET at = at - interval '8 days'" -c "CHECKPOINT"
   out=$(timed "CALL bench_prune_events()")
   CPU[prune]+="$(cpu_per_row "$out" "$EMAILS") " WAL[prune]+="$(wal_per_row "$out" "$EMAILS") "
-  left=$("${PSQL[@]}" -tAc "SELECT (SELECT count(*) FROM email_events) + (SELECT count(*) FROM email_events_staged)")
+  left=$("${PSQL[@]}" -tAc "$STAGED + (SELECT count(*) FROM email_events)")
   [[ $left == 0 ]] || { echo "round $r: $left events left" >&2; exit 1; }
   "${PSQL[@]}" -c "TRUNCATE accounts CASCADE" -c "VACUUM ANALYZE" -c "CHECKPOINT"
 done

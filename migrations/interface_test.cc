@@ -1285,6 +1285,165 @@ TEST_F(InterfaceTest, TheLedgerShowsEveryTryAndEventOfAnAccountsEmails) {
   EXPECT_TRUE(App(absl::StrCat("SELECT 1 FROM mailroom.email_history(", c, ")")).empty());
 }
 
+// The plain SENT outcomes of one acknowledgement (no provider message id, no row of their own)
+// stage one packed row of email_events_staged_sent per provider and cost, not a row per email:
+// the publish unpacks it into one 'sent' event per email, in (at, token id) order with the
+// events staged row by row, and the ledger (email_history, mailroom_email_ledger) shows each
+// email exactly as it shows an event staged the per-row way (as 0049's mailroom_ack_batched
+// wrote it), before the publish and after.
+TEST_F(InterfaceTest, ThePlainSentsOfOneAckAreStagedAsOnePackedRow) {
+  const std::string owner = "sub-0123456789abcdef-long";
+  std::vector<int64_t> accounts, tokens;
+  for (int i = 0; i < 7; ++i) {
+    accounts.push_back(Activated(absl::StrCat("packed", i)));
+    tokens.push_back(Token(Request(accounts[i], "password_recovery")));
+  }
+  ASSERT_EQ(Int(absl::StrCat("SELECT count(*) FROM mailroom.mailroom_dequeue('mailroom', 10, '",
+                             owner, "', 60000)")),
+            7);
+  // Tokens 0 to 4 in one call, given in reverse; token 5 with another cost.
+  std::vector<std::string> ids;
+  for (int i = 5; i >= 0; --i) ids.push_back(absl::StrCat(tokens[i]));
+  EXPECT_EQ(
+      Int(absl::StrCat("SELECT count(*) FROM mailroom.mailroom_ack('mailroom', '", owner,
+                       "', ARRAY[", absl::StrJoin(ids, ", "),
+                       "]::bigint[], array_fill(1, ARRAY[6]),"
+                       " array_fill('sent'::text, ARRAY[6]), array_fill(''::text, ARRAY[6]),"
+                       " array_fill(0, ARRAY[6]), ARRAY[9, 70, 70, 70, 70, 70]::bigint[],"
+                       " array_fill(''::text, ARRAY[6]), array_fill('smtp'::text, ARRAY[6]))")),
+      6);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.email_events_staged"), 0);
+  EXPECT_EQ(Text("SELECT string_agg(concat_ws(' ', handout, subscriber, provider, cost_micros,"
+                 " cardinality(token_ids)), ', ' ORDER BY cost_micros)"
+                 " FROM mailroom.email_events_staged_sent"),
+            "1 sub-01234567 smtp 9 1, 1 sub-01234567 smtp 70 5");
+  EXPECT_EQ(Text("SELECT array_to_string(token_ids, ' ') FROM mailroom.email_events_staged_sent"
+                 " WHERE cost_micros = 70"),
+            absl::StrCat(tokens[0], " ", tokens[1], " ", tokens[2], " ", tokens[3], " ",
+                         tokens[4]));
+  // Token 6's event as the per-row staging wrote it, in a later transaction.
+  const int64_t group = Int("SELECT id FROM mailroom.consumer_groups WHERE name = 'mailroom'");
+  Exec(absl::StrCat("INSERT INTO mailroom.email_events_staged (token_id, event, detail, group_id,"
+                    " handout, subscriber, provider, cost_micros) VALUES (",
+                    tokens[6], ", 'sent', 'smtp', ", group, ", 1, left('", owner,
+                    "', 12), 'smtp', 70)"));
+  auto history = [&](int64_t account) {
+    std::vector<std::string> rows;
+    for (const auto& r : App(absl::StrCat(
+             "SELECT coalesce(event_id::text, 'staged'), concat_ws(' | ', event, handout,"
+             " subscriber, provider, coalesce(provider_message_id, '-'), cost_micros, detail)"
+             " FROM mailroom.email_history(",
+             account, ")"))) {
+      rows.push_back(absl::StrCat(r[0].as<std::string>() == "staged" ? "staged " : "",
+                                  r[1].as<std::string>()));
+    }
+    return rows;
+  };
+  auto ledger = [&](int64_t token) {
+    std::vector<std::string> rows;
+    pqxx::nontransaction tx(*conn_);
+    for (const auto& r : tx.exec(absl::StrCat(
+             "SELECT coalesce(event_id::text, 'staged'), concat_ws(' | ', token_id = ", token,
+             ", event, at_ms > 0, handout, subscriber, provider,"
+             " coalesce(provider_message_id, '-'), cost_micros, detail)"
+             " FROM mailroom.mailroom_email_ledger(",
+             group, ", ARRAY[", token, "]::bigint[])"))) {
+      rows.push_back(absl::StrCat(r[0].as<std::string>() == "staged" ? "staged " : "",
+                                  r[1].as<std::string>()));
+    }
+    return rows;
+  };
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_THAT(history(accounts[i]),
+                ::testing::ElementsAre("staged sent | 1 | sub-01234567 | smtp | - | 70 | smtp"));
+    EXPECT_EQ(history(accounts[i]), history(accounts[6]));
+    EXPECT_THAT(ledger(tokens[i]),
+                ::testing::ElementsAre(
+                    "staged t | sent | t | 1 | sub-01234567 | smtp | - | 70 | smtp"));
+    EXPECT_EQ(ledger(tokens[i]), ledger(tokens[6]));
+  }
+  EXPECT_THAT(history(accounts[5]),
+              ::testing::ElementsAre("staged sent | 1 | sub-01234567 | smtp | - | 9 | smtp"));
+
+  EXPECT_EQ(PublishAll(*conn_), 7);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.email_events_staged_sent"), 0);
+  const std::vector<Event> feed = ReadEvents(*app_, 0, 100);
+  ASSERT_EQ(feed.size(), 7u);
+  std::vector<int64_t> order;
+  int64_t last = 0;
+  for (const Event& e : feed) {
+    EXPECT_GT(e.event_id, last);
+    last = e.event_id;
+    EXPECT_EQ(e.event, "sent");
+    EXPECT_EQ(e.detail, "smtp");
+    EXPECT_EQ(e.action, "password_recovery");
+    const auto at = std::find(tokens.begin(), tokens.end(), e.token_id);
+    ASSERT_NE(at, tokens.end());
+    EXPECT_EQ(e.account, accounts[at - tokens.begin()]);
+    order.push_back(e.token_id);
+  }
+  // Staged in one transaction (one `at`): in token id order; token 6's, staged later, last.
+  EXPECT_THAT(order, ::testing::ElementsAreArray(tokens));
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_THAT(history(accounts[i]),
+                ::testing::ElementsAre("sent | 1 | sub-01234567 | smtp | - | 70 | smtp"));
+    EXPECT_EQ(history(accounts[i]), history(accounts[6]));
+    EXPECT_THAT(ledger(tokens[i]),
+                ::testing::ElementsAre("t | sent | t | 1 | sub-01234567 | smtp | - | 70 | smtp"));
+    EXPECT_EQ(ledger(tokens[i]), ledger(tokens[6]));
+  }
+}
+
+// Back before the packed staging (0050): the packed plain SENTs become one staged row each, as
+// the per-row staging wrote them, and the feed gets each of them once; up again, a plain SENT
+// is staged packed.
+TEST_F(InterfaceTest, RevertingThePackedStagingKeepsEveryStagedSent) {
+  std::vector<int64_t> tokens;
+  for (int i = 0; i < 4; ++i) {
+    tokens.push_back(Token(Request(Activated(absl::StrCat("unpacked", i)), "password_recovery")));
+  }
+  std::vector<testing::Leased> jobs = Dequeue(10);
+  ASSERT_EQ(jobs.size(), 4u);
+  EXPECT_EQ(AckSent({jobs[0], jobs[1], jobs[2]}, {"", "", ""}), 3);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.email_events_staged_sent"), 1);
+  ASSERT_TRUE(MigrateDown(url_, EmbeddedMigrations(), 49).ok());
+  conn_ = std::make_unique<pqxx::connection>(url_);
+  EXPECT_EQ(Text("SELECT to_regclass('mailroom.email_events_staged_sent')::text"), "NULL");
+  EXPECT_EQ(Text("SELECT string_agg(concat_ws(' ', event, detail, handout, subscriber, provider,"
+                 " coalesce(provider_message_id, '-'), cost_micros), ', ')"
+                 " FROM mailroom.email_events_staged"),
+            "sent 1 s - 0, sent 1 s - 0, sent 1 s - 0");
+  // The per-row staging again, until the next migrate up.
+  EXPECT_EQ(AckSent({jobs[3]}, {""}), 1);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.email_events_staged"), 4);
+  EXPECT_EQ(PublishAll(*conn_), 4);
+  std::set<int64_t> published;
+  for (const Event& e : ReadEvents(*app_, 0, 100)) {
+    EXPECT_EQ(e.event, "sent");
+    published.insert(e.token_id);
+  }
+  EXPECT_EQ(published, std::set<int64_t>(tokens.begin(), tokens.end()));
+  ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
+  conn_ = std::make_unique<pqxx::connection>(url_);
+  std::vector<std::string> again;
+  for (int i = 0; i < 3; ++i) {
+    again.push_back(
+        absl::StrCat(Token(Request(Activated(absl::StrCat("repacked", i)), "password_recovery"))));
+  }
+  jobs = Dequeue(10);
+  ASSERT_EQ(jobs.size(), 3u);
+  EXPECT_EQ(AckSent(jobs, {"", "", ""}), 3);
+  EXPECT_EQ(Text("SELECT array_to_string(token_ids, ' ') FROM mailroom.email_events_staged_sent"),
+            absl::StrJoin(again, " "));
+  // A packed row is published whole: a publish of at most 2 numbers its three events.
+  pqxx::row first = pqxx::nontransaction(*conn_).exec1(
+      "SELECT * FROM mailroom.mailroom_publish_events(2)");
+  EXPECT_EQ(first[0].as<int64_t>(), 3);
+  EXPECT_TRUE(first[2].as<bool>());
+  EXPECT_EQ(PublishAll(*conn_), 0);
+  EXPECT_EQ(ReadEvents(*app_, 0, 100).size(), 7u);
+}
+
 // The application's listener away for 10,000 events, published in several rounds while it is
 // away: back from its cursor, it reads every one exactly once, in order, in pages.
 TEST_F(InterfaceTest, TheFeedKeepsEveryEventForAReaderThatWasAway) {

@@ -12,7 +12,8 @@
 -- subscription that tried it (subscriber: the first 12 characters of its id, as the logs name
 -- it), the provider (of a sent email, or whose feedback the event is), the provider's message
 -- id and cost of a sent email. Events not yet published to the feed (staged within the last
--- second or so) come last, with a NULL event_id. Kept as the feed's events are
+-- second or so, the plain SENTs packed in email_events_staged_sent among them) come last, with
+-- a NULL event_id. Kept as the feed's events are
 -- (mailroom_settings.event_retention_days).
 CREATE OR REPLACE FUNCTION mailroom.email_history(p_account bigint, p_limit integer DEFAULT 1000)
     RETURNS TABLE (event_id bigint, token_id bigint, action text, event text, at timestamptz,
@@ -36,6 +37,13 @@ CREATE OR REPLACE FUNCTION mailroom.email_history(p_account bigint, p_limit inte
               JOIN mailroom.tokens t ON t.id = s.token_id
              WHERE t.account = p_account
                AND (s.group_id IS NULL OR s.group_id = (SELECT mailroom_delivery_group_id()))
+            UNION ALL
+            SELECT NULL, u.token_id, t.action, 'sent', p.at, p.handout, p.subscriber,
+                   p.provider, NULL, p.cost_micros, p.provider
+              FROM mailroom.email_events_staged_sent p
+             CROSS JOIN LATERAL unnest(p.token_ids) AS u(token_id)
+              JOIN mailroom.tokens t ON t.id = u.token_id
+             WHERE t.account = p_account AND p.group_id = (SELECT mailroom_delivery_group_id())
              ORDER BY event_id DESC NULLS FIRST, at DESC
              LIMIT least(greatest(coalesce(p_limit, 1000), 1), 10000)) h
      ORDER BY h.event_id NULLS LAST, h.at;

@@ -2,7 +2,9 @@
 -- jobs in a lease batch leased to p_owner (only a job on its first hand-out can be) with no
 -- outcome yet are recorded in the batches' bits (mailroom_batch_match locks the batches), and
 -- their ids returned. A plain SENT (no provider message id) keeps no row: it is counted in
--- delivery_counts and its event staged here, with the ledger's columns. Every other outcome keeps its per-job row, written
+-- delivery_counts and its event staged here, packed: the call's plain SENTs stage one row of
+-- email_events_staged_sent per provider and cost (one for most calls), with the ledger's
+-- columns and the tokens' ids, which the publisher unpacks. Every other outcome keeps its per-job row, written
 -- as the per-job path writes it (state, failures, reason, cost, retry time, message id,
 -- provider): its row's triggers count it and stage its event. SENT costs go to group_usage.
 -- Called by mailroom_ack only: its statements are planned under that function's settings.
@@ -45,12 +47,14 @@ BEGIN
           FROM m
          WHERE m.kept
     ), ev AS (
-        -- A plain SENT outcome has no row for the deliveries trigger to stage its event from.
-        INSERT INTO email_events_staged (token_id, event, detail, group_id, handout, subscriber,
-                                         provider, cost_micros)
-        SELECT m.id, 'sent', NULLIF(m.prov, ''), p_group_id, 1, left(p_owner, 12),
-               NULLIF(m.prov, ''), m.cost
+        -- A plain SENT outcome has no row for the deliveries trigger to stage its event from:
+        -- staged packed, one row per provider and cost for all of the call's.
+        INSERT INTO email_events_staged_sent (group_id, handout, subscriber, provider,
+                                              cost_micros, token_ids)
+        SELECT p_group_id, 1, left(p_owner, 12), NULLIF(m.prov, ''), m.cost,
+               array_agg(m.id ORDER BY m.id)
           FROM m WHERE m.outcome = 'sent' AND NOT m.kept
+         GROUP BY NULLIF(m.prov, ''), m.cost
     )
     SELECT array_agg(m.batch_id), array_agg(m.slot), array_agg(m.kept), array_agg(m.id),
            count(*) FILTER (WHERE m.outcome = 'sent' AND NOT m.kept),

@@ -1,4 +1,5 @@
--- Publishes up to p_limit staged events (email_events_staged) into the application's feed
+-- Publishes up to p_limit staged events (email_events_staged, and the plain SENTs packed in
+-- email_events_staged_sent, one 'sent' event per token of a row) into the application's feed
 -- (email_events), numbered from email_events_event_id_seq in the order they were staged, and
 -- NOTIFYs mailroom_email_events with the last event id of the feed's when it published any
 -- (a publish of 'retried' events only notifies nobody). Called by the
@@ -10,7 +11,8 @@
 -- (docs/design.md, "The event feed"). A staged row another transaction has not committed yet
 -- is not seen, and stays for a later publish. Events of tokens already gone are dropped. The
 -- ledger's columns (group_id, handout, subscriber, provider, provider_message_id,
--- cost_micros) go along.
+-- cost_micros) go along. A packed row is published whole, in the publish that reaches it while
+-- under p_limit: a publish may then number up to one row's events more than p_limit.
 -- Returns the events published, the last event id (NULL: none) and whether to call again.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_publish_events(p_limit integer)
     RETURNS TABLE (published bigint, last_event_id bigint, more boolean)
@@ -29,10 +31,29 @@ BEGIN
         RETURN QUERY SELECT 0::BIGINT, NULL::BIGINT, false;
         RETURN;
     END IF;
-    WITH s AS (
-        DELETE FROM email_events_staged s
-         WHERE s.ctid = ANY (ARRAY(SELECT x.ctid FROM email_events_staged x LIMIT p_limit))
+    WITH r AS (
+        SELECT ARRAY(SELECT x.ctid FROM email_events_staged x LIMIT p_limit) AS rows
+    ), d AS (
+        DELETE FROM email_events_staged s WHERE s.ctid = ANY ((SELECT r.rows FROM r)::tid[])
         RETURNING s.*
+    ), p AS (
+        -- The packed rows that start under p_limit, counting the per-row ones first.
+        DELETE FROM email_events_staged_sent p
+         WHERE p.ctid = ANY (ARRAY(
+                   SELECT y.ctid
+                     FROM (SELECT x.ctid, sum(cardinality(x.token_ids)) OVER (ROWS UNBOUNDED
+                                  PRECEDING) - cardinality(x.token_ids) AS before
+                             FROM email_events_staged_sent x LIMIT p_limit) y
+                    WHERE y.before < p_limit - (SELECT cardinality(r.rows) FROM r)))
+        RETURNING p.*
+    ), s AS (
+        SELECT d.token_id, d.event, d.detail, d.at, d.group_id, d.handout, d.subscriber,
+               d.provider, d.provider_message_id, d.cost_micros
+          FROM d
+        UNION ALL
+        SELECT u.token_id, 'sent', p.provider, p.at, p.group_id, p.handout, p.subscriber,
+               p.provider, NULL, p.cost_micros
+          FROM p CROSS JOIN LATERAL unnest(p.token_ids) AS u(token_id)
     ), ins AS (
         INSERT INTO email_events (event_id, token_id, account, action, event, at, detail,
                                   group_id, handout, subscriber, provider, provider_message_id,
@@ -53,6 +74,6 @@ BEGIN
     IF v_feed IS NOT NULL THEN
         PERFORM pg_notify('mailroom_email_events', v_feed::TEXT);
     END IF;
-    RETURN QUERY SELECT v_n, v_last, v_seen = p_limit;
+    RETURN QUERY SELECT v_n, v_last, v_seen >= p_limit;
 END;
 $$;
