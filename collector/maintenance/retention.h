@@ -30,7 +30,8 @@ struct RetentionOptions {
   // Rows examined per transaction.
   int batch = 1000;
   // Time between two publishes of the application's staged events (RunPublisher), and the
-  // events one publish moves at most.
+  // events one publish moves at most (beyond it, only the rest of a packed row it reached: one
+  // acknowledgement's plain SENTs, mailroom_publish_events).
   absl::Duration publish_interval = absl::Seconds(1);
   int publish_batch = 10000;
 };
