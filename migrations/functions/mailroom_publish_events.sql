@@ -66,7 +66,8 @@ BEGIN
                  ORDER BY s.at, s.token_id) e
         RETURNING event_id, event
     )
-    SELECT (SELECT count(*) FROM s), count(*), max(ins.event_id),
+    SELECT (SELECT count(*) FROM d) + (SELECT coalesce(sum(cardinality(p.token_ids)), 0) FROM p),
+           count(*), max(ins.event_id),
            max(ins.event_id) FILTER (WHERE ins.event <> 'retried')
       INTO v_seen, v_n, v_last, v_feed
       FROM ins;
