@@ -387,6 +387,7 @@ TEST_F(RetentionTest, ThePublisherFeedsTheEventsAndThePassPrunesTheOldOnes) {
   EXPECT_EQ(*published, 5);
   EXPECT_EQ(Int("SELECT count(*) FROM email_events WHERE event = 'sent'"), 5);
   EXPECT_EQ(Int("SELECT count(*) FROM email_events_staged"), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM email_events_staged_sent"), 0);  // the packed SENTs too
 
   Exec("UPDATE email_events SET at = now() - interval '8 days' WHERE event_id <= 3");
   // And the operator audit after audit_retention_days (365 by default).
