@@ -1314,9 +1314,9 @@ TEST_F(InterfaceTest, ThePlainSentsOfOneAckAreStagedAsOnePackedRow) {
       6);
   EXPECT_EQ(Int("SELECT count(*) FROM mailroom.email_events_staged"), 0);
   EXPECT_EQ(Text("SELECT string_agg(concat_ws(' ', handout, subscriber, provider, cost_micros,"
-                 " cardinality(token_ids)), ', ' ORDER BY cost_micros)"
+                 " cardinality(token_ids), emails), ', ' ORDER BY cost_micros)"
                  " FROM mailroom.email_events_staged_sent"),
-            "1 sub-01234567 smtp 9 1, 1 sub-01234567 smtp 70 5");
+            "1 sub-01234567 smtp 9 1 1, 1 sub-01234567 smtp 70 5 5");
   EXPECT_EQ(Text("SELECT array_to_string(token_ids, ' ') FROM mailroom.email_events_staged_sent"
                  " WHERE cost_micros = 70"),
             absl::StrCat(tokens[0], " ", tokens[1], " ", tokens[2], " ", tokens[3], " ",
@@ -1392,6 +1392,35 @@ TEST_F(InterfaceTest, ThePlainSentsOfOneAckAreStagedAsOnePackedRow) {
                 ::testing::ElementsAre("t | sent | t | 1 | sub-01234567 | smtp | - | 70 | smtp"));
     EXPECT_EQ(ledger(tokens[i]), ledger(tokens[6]));
   }
+}
+
+// A backlog of events staged row by row as large as a publish's batch does not hold the plain
+// SENTs back: each publish also takes the first packed row (whole), and says to go on.
+TEST_F(InterfaceTest, APublishTakesThePackedSentsBesideAFullBatchOfOthers) {
+  std::vector<int64_t> tokens;
+  for (int i = 0; i < 5; ++i) {
+    tokens.push_back(Token(Request(Activated(absl::StrCat("backlog", i)), "password_recovery")));
+  }
+  std::vector<testing::Leased> jobs = Dequeue(10);
+  ASSERT_EQ(jobs.size(), 5u);
+  EXPECT_EQ(AckSent({jobs[0], jobs[1]}, {"", ""}), 2);
+  // Three events staged row by row after the packed row, for the other tokens.
+  for (int i = 2; i < 5; ++i) {
+    Exec(absl::StrCat("INSERT INTO mailroom.email_events_staged (token_id, event) VALUES (",
+                      jobs[i].id, ", 'failed')"));
+  }
+  pqxx::row first = pqxx::nontransaction(*conn_).exec1(
+      "SELECT * FROM mailroom.mailroom_publish_events(2)");
+  EXPECT_EQ(first[0].as<int64_t>(), 4);  // 2 staged row by row and the packed row's 2
+  EXPECT_TRUE(first[2].as<bool>());
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.email_events_staged_sent"), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom.email_events_staged"), 1);
+  std::multiset<std::string> events;
+  for (const Event& e : ReadEvents(*app_, 0, 100)) events.insert(e.event);
+  EXPECT_EQ(events.count("sent"), 2u);
+  EXPECT_EQ(events.count("failed"), 2u);
+  EXPECT_EQ(PublishAll(*conn_), 1);
+  EXPECT_EQ(ReadEvents(*app_, 0, 100).size(), 5u);
 }
 
 // Back before the packed staging (0050): the packed plain SENTs become one staged row each, as

@@ -106,6 +106,10 @@ class Retention {
  public:
   // `budgets` may be null (no refunds); it must outlive the Retention.
   Retention(RetentionOptions options, Metrics* metrics, BudgetStore* budgets = nullptr);
+  // Stop(): both loops end (after their current batch) before anything they use is destroyed.
+  ~Retention() { Stop(); }
+  Retention(const Retention&) = delete;
+  Retention& operator=(const Retention&) = delete;
 
   // One pass over every group. An error (kUnavailable: database unreachable or a statement
   // failed) leaves the rows already pruned pruned; the next pass goes on from where each walk
@@ -139,7 +143,7 @@ class Retention {
   void PruneLoop();
   void PublishLoop();
   // Whether Stop() was called.
-  bool stopping() const { return pruner_.stopping(); }
+  bool stopping() const { return pruner_.stopping() || publisher_.stopping(); }
 
   const RetentionOptions options_;
   Metrics* const metrics_;

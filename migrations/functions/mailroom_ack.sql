@@ -5,7 +5,7 @@
 -- outcome's provider message id and provider (p_message_ids, p_providers: the transport that
 -- sent it, '' or NULL when the subscriber does not say) are kept on its row, which feedback
 -- matches by. Each SENT, FAILED and EXPIRED outcome stages the application's event
--- (email_events_staged; a lease batch's plain SENTs packed, one row of email_events_staged_sent
+-- (email_events_staged; the call's plain SENTs packed, one row of email_events_staged_sent
 -- per provider and cost). One outcome per id (the first of an id given twice counts). In two
 -- parts: the jobs of lease batches (mailroom_ack_batched: a plain SENT keeps no row), then the
 -- jobs with a deliveries row (mailroom_ack_rows). The outcome arrays are read row by row

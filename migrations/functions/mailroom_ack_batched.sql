@@ -50,9 +50,9 @@ BEGIN
         -- A plain SENT outcome has no row for the deliveries trigger to stage its event from:
         -- staged packed, one row per provider and cost for all of the call's.
         INSERT INTO email_events_staged_sent (group_id, handout, subscriber, provider,
-                                              cost_micros, token_ids)
+                                              cost_micros, token_ids, emails)
         SELECT p_group_id, 1, left(p_owner, 12), NULLIF(m.prov, ''), m.cost,
-               array_agg(m.id ORDER BY m.id)
+               array_agg(m.id ORDER BY m.id), count(*)
           FROM m WHERE m.outcome = 'sent' AND NOT m.kept
          GROUP BY NULLIF(m.prov, ''), m.cost
     )

@@ -12,7 +12,10 @@
 -- is not seen, and stays for a later publish. Events of tokens already gone are dropped. The
 -- ledger's columns (group_id, handout, subscriber, provider, provider_message_id,
 -- cost_micros) go along. A packed row is published whole, in the publish that reaches it while
--- under p_limit: a publish may then number up to one row's events more than p_limit.
+-- under p_limit, and every publish takes at least the first packed row it sees, so the plain
+-- SENTs never wait behind a backlog of per-row events: a publish may number up to one row's
+-- events more than p_limit. The packed rows are counted by their `emails`, never by reading
+-- their arrays, of which only the rows taken are read.
 -- Returns the events published, the last event id (NULL: none) and whether to call again.
 CREATE OR REPLACE FUNCTION mailroom.mailroom_publish_events(p_limit integer)
     RETURNS TABLE (published bigint, last_event_id bigint, more boolean)
@@ -37,14 +40,15 @@ BEGIN
         DELETE FROM email_events_staged s WHERE s.ctid = ANY ((SELECT r.rows FROM r)::tid[])
         RETURNING s.*
     ), p AS (
-        -- The packed rows that start under p_limit, counting the per-row ones first.
+        -- The packed rows that start under p_limit, counting the per-row ones first; the
+        -- first packed row whatever the per-row ones took.
         DELETE FROM email_events_staged_sent p
          WHERE p.ctid = ANY (ARRAY(
                    SELECT y.ctid
-                     FROM (SELECT x.ctid, sum(cardinality(x.token_ids)) OVER (ROWS UNBOUNDED
-                                  PRECEDING) - cardinality(x.token_ids) AS before
+                     FROM (SELECT x.ctid, sum(x.emails) OVER (ROWS UNBOUNDED PRECEDING)
+                                          - x.emails AS before
                              FROM email_events_staged_sent x LIMIT p_limit) y
-                    WHERE y.before < p_limit - (SELECT cardinality(r.rows) FROM r)))
+                    WHERE y.before < greatest(p_limit - (SELECT cardinality(r.rows) FROM r), 1)))
         RETURNING p.*
     ), s AS (
         SELECT d.token_id, d.event, d.detail, d.at, d.group_id, d.handout, d.subscriber,
@@ -66,7 +70,7 @@ BEGIN
                  ORDER BY s.at, s.token_id) e
         RETURNING event_id, event
     )
-    SELECT (SELECT count(*) FROM d) + (SELECT coalesce(sum(cardinality(p.token_ids)), 0) FROM p),
+    SELECT (SELECT count(*) FROM d) + (SELECT coalesce(sum(p.emails), 0) FROM p),
            count(*), max(ins.event_id),
            max(ins.event_id) FILTER (WHERE ins.event <> 'retried')
       INTO v_seen, v_n, v_last, v_feed

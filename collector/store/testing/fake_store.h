@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -63,6 +64,9 @@ class FakeStore : public Store, public OperatorStore {
     stats_ = std::move(stats);
     groups_.clear();
     for (const GroupStatsRow& row : stats_) groups_.insert(row.group);
+    for (auto it = pauses_.begin(); it != pauses_.end();) {
+      it = groups_.count(it->first) != 0 ? std::next(it) : pauses_.erase(it);
+    }
   }
 
   std::vector<Call> Calls(const std::string& method) const {
@@ -260,7 +264,7 @@ class FakeStore : public Store, public OperatorStore {
     row.paused_at = !paused              ? 0
                     : row.paused_at != 0 ? row.paused_at
                                          : absl::ToUnixSeconds(absl::Now());
-    row.reason = paused ? reason.substr(0, 1000) : "";
+    row.reason = paused ? Left(reason, 1000) : "";
     return row;
   }
   absl::StatusOr<std::vector<std::string>> Groups() override { return GroupNames(); }
@@ -280,7 +284,9 @@ class FakeStore : public Store, public OperatorStore {
   absl::StatusOr<uint64_t> BeginAudit(const AuditRecord& r) override {
     if (auto e = Record({"BeginAudit", r.group, r.method}); !e.ok()) return e;
     absl::MutexLock lock(&mu_);
-    audit_.push_back({audit_.size() + 1, absl::ToUnixMillis(absl::Now()), r, "started"});
+    const AuditRecord cut{Left(r.credential, 1000), Left(r.method, 100), Left(r.group, 1000),
+                          Left(r.target, 1000)};
+    audit_.push_back({audit_.size() + 1, absl::ToUnixMillis(absl::Now()), cut, "started"});
     return audit_.back().id;
   }
   // An entry's outcome is written once.
@@ -288,7 +294,7 @@ class FakeStore : public Store, public OperatorStore {
     if (auto e = Record({"EndAudit", "", outcome, {id}}); !e.ok()) return e;
     absl::MutexLock lock(&mu_);
     if (id >= 1 && id <= audit_.size() && audit_[id - 1].outcome == "started") {
-      audit_[id - 1].outcome = outcome.substr(0, 1000);
+      audit_[id - 1].outcome = Left(outcome, 1000);
     }
     return absl::OkStatus();
   }
@@ -307,6 +313,14 @@ class FakeStore : public Store, public OperatorStore {
   }
 
  private:
+  // The first `n` characters of UTF-8 `s`, as PostgreSQL's left(s, n).
+  static std::string Left(const std::string& s, size_t n) {
+    size_t chars = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && chars++ == n) return s.substr(0, i);
+    }
+    return s;
+  }
   absl::Status Record(Call c) {
     absl::MutexLock lock(&mu_);
     const std::string method = c.method;
