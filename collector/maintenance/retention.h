@@ -29,9 +29,9 @@ struct RetentionOptions {
   absl::Duration interval = absl::Minutes(1);
   // Rows examined per transaction.
   int batch = 1000;
-  // Time between two publishes of the application's staged events (RunPublisher), and the
-  // events one publish moves at most (beyond it, only the rest of a packed row it reached: one
-  // acknowledgement's plain SENTs, mailroom_publish_events).
+  // Time between two publishes of the application's staged events (the publisher loop), and the
+  // events one publish moves at most (beyond it, at most one packed row: one acknowledgement's
+  // plain SENTs, mailroom_publish_events).
   absl::Duration publish_interval = absl::Seconds(1);
   int publish_batch = 10000;
 };
@@ -93,8 +93,8 @@ struct PruneReport {
 // calls recorded longer ago than mailroom_settings.audit_retention_days
 // (mailroom_prune_operator_audit).
 //
-// The publisher (RunPublisher, PublishEvents) moves the application's staged events into its
-// feed (mailroom_publish_events, which NOTIFYs mailroom_email_events), every
+// The publisher (Start's publisher loop, PublishEvents) moves the application's staged events into
+// its feed (mailroom_publish_events, which NOTIFYs mailroom_email_events), every
 // `publish_interval`, on a connection of its own; several collectors may publish at once (the
 // function lets one publish at a time and the others publish nothing).
 //
