@@ -1814,6 +1814,44 @@ TEST_F(LimitsTest, ThePerAddressWindowSlidesAndIsASetting) {
   EXPECT_TRUE(Limited(Recover(a)));
 }
 
+// The address counters are unlogged (they only throttle; docs/design.md): a clean restart keeps
+// them, so a full window stays full; a crash empties them, so each address's window starts again
+// once, and the limit holds from there. Back before 0051 the table is logged, with its rows.
+TEST_F(LimitsTest, AddressCountersSurviveARestartAndACrashStartsTheirWindowAgain) {
+  Exec("UPDATE mailroom_settings SET recovery_limit_per_account = NULL,"
+       " recovery_limit_per_address = 3");
+  auto persistence = [&] {
+    return Text("SELECT relpersistence::text FROM pg_class"
+                " WHERE oid = 'mailroom.mailroom_address_requests'::regclass");
+  };
+  EXPECT_EQ(persistence(), "u");
+  const int64_t a = Account("crash@example.com");
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(Limited(Recover(a))) << i;
+  EXPECT_TRUE(Limited(Recover(a)));
+  conn_.reset();
+  ASSERT_TRUE(pg_->Stop().ok());
+  ASSERT_TRUE(pg_->Resume().ok());
+  conn_ = std::make_unique<pqxx::connection>(url_);
+  EXPECT_TRUE(Limited(Recover(a)));
+  EXPECT_EQ(Int("SELECT cardinality(times) FROM mailroom_address_requests"), 3);
+  // The test server commits asynchronously; a real one has flushed every commit already.
+  Exec("CHECKPOINT");
+  conn_.reset();
+  ASSERT_TRUE(pg_->Crash().ok());
+  ASSERT_TRUE(pg_->Resume().ok());
+  conn_ = std::make_unique<pqxx::connection>(url_);
+  EXPECT_EQ(Int("SELECT count(*) FROM mailroom_address_requests"), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens WHERE account = " + std::to_string(a)), 5);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(Limited(Recover(a))) << i;
+  EXPECT_TRUE(Limited(Recover(a)));
+  ASSERT_TRUE(MigrateDown(url_, EmbeddedMigrations(), 50).ok());
+  EXPECT_EQ(persistence(), "p");
+  EXPECT_EQ(Int("SELECT cardinality(times) FROM mailroom_address_requests"), 3);
+  EXPECT_TRUE(Limited(Recover(a)));
+  ASSERT_TRUE(MigrateUp(url_, EmbeddedMigrations()).ok());
+  EXPECT_EQ(persistence(), "u");
+}
+
 // Rows whose newest request left the window go (the retention pass calls this); others stay.
 TEST_F(LimitsTest, StaleAddressCountersArePruned) {
   const int64_t old_one = Account("old@example.com");

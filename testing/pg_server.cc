@@ -143,9 +143,14 @@ absl::Status PgServer::StartServer() {
   return absl::OkStatus();
 }
 
-absl::Status PgServer::Stop() {
+absl::Status PgServer::Stop() { return Shutdown("fast"); }
+
+absl::Status PgServer::Crash() { return Shutdown("immediate"); }
+
+absl::Status PgServer::Shutdown(const char* mode) {
   if (!running_) return absl::OkStatus();
-  auto r = Run(absl::StrCat(AsPostgres(), kPgBin, "/pg_ctl -D ", dir_, "/data -m fast -w stop"));
+  auto r = Run(
+      absl::StrCat(AsPostgres(), kPgBin, "/pg_ctl -D ", dir_, "/data -m ", mode, " -w stop"));
   running_ = false;
   return r.ok() ? absl::OkStatus() : r.status();
 }

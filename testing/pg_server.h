@@ -33,6 +33,9 @@ class PgServer {
 
   // Stops the server (fast shutdown; connections are dropped) keeping its data.
   absl::Status Stop();
+  // Stops the server as a crash would (immediate shutdown: no checkpoint, so the next start
+  // runs crash recovery and empties every unlogged table), keeping its data.
+  absl::Status Crash();
   // Starts it again on the same port.
   absl::Status Resume();
   // Runs SQL through psql against `database`; returns psql's output (tuples only, unaligned).
@@ -46,6 +49,7 @@ class PgServer {
   PgServer(std::string dir, int port, bool durable)
       : dir_(std::move(dir)), port_(port), durable_(durable) {}
   absl::Status StartServer();
+  absl::Status Shutdown(const char* mode);  // pg_ctl stop -m `mode`
   absl::Status StartWatchdog();
 
   std::string dir_;

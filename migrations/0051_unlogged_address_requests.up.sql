@@ -1,0 +1,15 @@
+-- The abuse limits' counters written without WAL: mailroom_address_requests becomes an
+-- UNLOGGED table. Every new address inserts its row at its first request (the collection of
+-- a signup, or a recovery in the application's transaction) and retention deletes it a window
+-- later: about 246 bytes of WAL per email at the collection (the row, its key and the
+-- upsert's confirmation) and 152 at retention, a fifth of mailroom's WAL per delivered email,
+-- for state that only throttles. The row locks that serialise two requests for one address
+-- work as before (a row lock is kept in the row, logged or not), so two transactions still
+-- cannot both slip under a limit.
+--
+-- What it gives up, decided in docs/design.md ("The abuse limits' counters are unlogged"):
+-- after a crash of the server (not a clean restart), on a promoted standby and in a restore from
+-- a physical backup the table starts empty, so each address's window starts again once: an
+-- address can receive at most one more limit's worth of emails in the window that spans the
+-- crash. The counters are never read on a standby (mailroom runs against the primary).
+ALTER TABLE mailroom.mailroom_address_requests SET UNLOGGED;
