@@ -2,6 +2,7 @@
 // against a throwaway PostgreSQL, one fresh database per test.
 #include <algorithm>
 #include <functional>
+#include <iostream>
 #include <pqxx/pqxx>
 #include <regex>
 #include <set>
@@ -2612,4 +2613,69 @@ TEST_F(BulkImportTest, OneCopyOfManyAccounts) {
 }
 
 }  // namespace
+// A server that logs full page images (durable: the default test server writes none).
+class PageImageTest : public SchemaTest {
+ protected:
+  static void SetUpTestSuite() {
+    auto server = testing::PgServer::Start(/*durable=*/true);
+    ASSERT_TRUE(server.ok()) << server.status();
+    pg_ = server->release();
+  }
+  // 500 aged activation tokens; returns the last one's id.
+  int64_t AgedTokens(const std::string& prefix) {
+    Exec("INSERT INTO accounts (email, login) SELECT '" + prefix + "' || i || '@example.com', '" +
+         prefix + "' || i FROM generate_series(1, 500) i");
+    CollectSignups();
+    Exec("UPDATE tokens SET created_at = created_at - 40 * 86400,"
+         " expires_at = expires_at - 40 * 86400 WHERE created_at > " +
+         std::to_string(Now() - 86400));
+    return Int("SELECT max(id) FROM tokens");
+  }
+  // The WAL bytes of pruning the 500 tokens after `after` in one statement, and the
+  // compression in force in its transaction.
+  std::pair<int64_t, std::string> Prune(int64_t after) {
+    pqxx::work tx(*conn_);
+    const std::string lsn = tx.exec1("SELECT pg_current_wal_insert_lsn()")[0].as<std::string>();
+    pqxx::row r = tx.exec1("SELECT p.pruned, current_setting('wal_compression')"
+                           " FROM mailroom_prune_tokens(" +
+                           std::to_string(after) + ", EXTRACT(EPOCH FROM now())::BIGINT, 500) p");
+    EXPECT_EQ(r[0].as<int64_t>(), 500);
+    const std::string compression = r[1].as<std::string>();
+    const int64_t bytes =
+        tx.exec1("SELECT pg_current_wal_insert_lsn() - '" + lsn + "'::pg_lsn")[0].as<int64_t>();
+    tx.commit();
+    return {bytes, compression};
+  }
+};
+
+// Retention's first writes to pages after a checkpoint log them whole; a role that may set
+// wal_compression (GRANT SET ON PARAMETER) compresses them for the prune's transaction alone,
+// a role that may not prunes all the same, uncompressed.
+TEST_F(PageImageTest, RetentionCompressesItsPageImagesWhereItsRoleMaySetTheCompression) {
+  Exec("UPDATE mailroom_settings SET limit_window_seconds = 60");
+  const int64_t first = AgedTokens("a");
+  AgedTokens("b");
+  Exec("CREATE ROLE pruner; GRANT USAGE ON SCHEMA mailroom TO pruner;"
+       " GRANT SELECT, UPDATE, DELETE ON ALL TABLES IN SCHEMA mailroom TO pruner;"
+       " GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA mailroom TO pruner");
+  EXPECT_EQ(Text("SHOW wal_compression"), "off");
+  Exec("CHECKPOINT");
+  Exec("SET ROLE pruner");
+  const auto [plain, plain_setting] = Prune(0);
+  EXPECT_EQ(plain_setting, "off");
+  Exec("RESET ROLE");
+  Exec("GRANT SET ON PARAMETER wal_compression TO pruner");
+  Exec("SET ROLE pruner");
+  const auto [compressed, compressed_setting] = Prune(first);
+  EXPECT_EQ(compressed_setting, "lz4");
+  EXPECT_EQ(Text("SHOW wal_compression"), "off");  // the prune's transaction alone
+  Exec("RESET ROLE");
+  EXPECT_EQ(Int("SELECT count(*) FROM tokens"), 0);
+  std::cout << "500 tokens pruned after a checkpoint: " << plain << " bytes of WAL, " << compressed
+            << " with the page images compressed\n";
+  // Both prunes logged page images; the compressed ones are far smaller.
+  EXPECT_GT(plain, 500 * 150) << plain;
+  EXPECT_LT(compressed * 10, plain * 8) << compressed << " of " << plain;
+}
+
 }  // namespace mailroom

@@ -4,7 +4,7 @@
 -- (the next call's p_after) and whether to go on: false at the end of the group's rows or at a
 -- batch with nothing to delete whose newest row is newer than p_before (token order follows
 -- time).
-
+-- Its page images are compressed where the role may (mailroom_compress_page_images).
 CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_deliveries(p_group_id integer, p_after bigint, p_before timestamp with time zone, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp
@@ -19,6 +19,7 @@ DECLARE
     v_newest TIMESTAMPTZ;
     v_n      BIGINT;
 BEGIN
+    PERFORM mailroom_compress_page_images();
     SELECT array_agg(w.token_id) FILTER (WHERE mailroom_finished_state(w.state)
                                            AND w.updated_at < p_before),
            count(*), max(w.token_id), max(w.updated_at)

@@ -2,6 +2,7 @@
 -- mailroom_settings.event_retention_days ago, from the first event id on (the primary key's
 -- order, which is nearly that of their time: a walk stops at the first event it must keep).
 -- Called by the retention pass. Returns as mailroom_prune_budget_subscriptions.
+-- Its page images are compressed where the role may (mailroom_compress_page_images).
 CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_email_events(p_batch integer)
     RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql
@@ -11,6 +12,7 @@ DECLARE
     v_before TIMESTAMPTZ;
     v_n      BIGINT;
 BEGIN
+    PERFORM mailroom_compress_page_images();
     SELECT now() - make_interval(days => s.event_retention_days) INTO v_before
       FROM mailroom_settings s;
     WITH first AS (

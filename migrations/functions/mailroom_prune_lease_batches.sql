@@ -2,7 +2,7 @@
 -- 'expired') last updated before p_before. Called by the retention pass. A finished batch's SENT
 -- jobs go with it, as a pruned SENT row does (delivery_counts keeps counting them). Returns as
 -- mailroom_prune_deliveries.
-
+-- Its page images are compressed where the role may (mailroom_compress_page_images).
 CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_lease_batches(p_after bigint, p_before timestamp with time zone, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp
@@ -17,6 +17,7 @@ DECLARE
     v_newest TIMESTAMPTZ;
     v_n      BIGINT;
 BEGIN
+    PERFORM mailroom_compress_page_images();
     SELECT array_agg(w.batch_id) FILTER (WHERE w.state <> 'leased' AND w.updated_at < p_before),
            count(*), max(w.batch_id), max(w.updated_at)
       INTO v_ids, v_seen, v_last, v_newest

@@ -6,6 +6,7 @@
 -- token's deliveries rows are probed by the whole key, (group, token), once per group (nested
 -- loops only: a hash of every group's rows, or a lookup by the token alone, which the key
 -- cannot find without reading all of it, would cost O(deliveries) per call).
+-- Its page images are compressed where the role may (mailroom_compress_page_images).
 CREATE OR REPLACE FUNCTION mailroom.mailroom_prune_tokens(p_after bigint, p_before_epoch bigint, p_batch integer) RETURNS TABLE(pruned bigint, last_id bigint, more boolean)
     LANGUAGE plpgsql
     SET search_path = pg_catalog, mailroom, pg_temp
@@ -24,6 +25,7 @@ DECLARE
     v_n       BIGINT;
     v_groups  INT[] := ARRAY(SELECT g.id FROM consumer_groups g);
 BEGIN
+    PERFORM mailroom_compress_page_images();
     SELECT least(p_before_epoch,
                  EXTRACT(EPOCH FROM now())::BIGINT - s.limit_window_seconds)
       INTO v_cutoff FROM mailroom_settings s;
